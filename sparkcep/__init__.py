@@ -1,0 +1,15 @@
+"""sparkcep: a complex event processing compiler for Apache Spark.
+
+    >>> import sparkcep
+    >>> q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10")
+    >>> q.resolved().mode
+    'match'
+"""
+
+from __future__ import annotations
+
+from sparkcep.api import CompiledQuery, compile, compile_workload
+from sparkcep.compiler.errors import CEPError, CEPSemanticError, CEPSyntaxError
+
+__all__ = ["CEPError", "CEPSemanticError", "CEPSyntaxError", "CompiledQuery", "compile", "compile_workload"]
+__version__ = "0.1.0"

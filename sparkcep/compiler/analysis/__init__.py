@@ -1,0 +1,218 @@
+"""Semantic analysis: AST → :class:`ResolvedQuery` (variables, predicate classes, output mode, errors).
+
+Example::
+
+    >>> from sparkcep.grammar import parse_query
+    >>> r = analyze(parse_query("PATTERN SEQ(A a, B b) WHERE [id] AND a.x < b.x WITHIN 10"))
+    >>> [(p.kind, p.vars) for p in r.predicates]
+    [('equivalence', ()), ('parameterized', ('a', 'b'))]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sparkcep.compiler.analysis.predicates import Predicate, Resolver, classify
+from sparkcep.compiler.analysis.resolve import VarInfo, check_pattern_shape, name_variables
+from sparkcep.compiler.ast import (
+    STRATEGIES,
+    UNITS_MS,
+    Attr,
+    Duration,
+    EquivItem,
+    EquivTest,
+    Func,
+    Query,
+    ReturnItem,
+    and_all,
+    conjuncts,
+    walk,
+)
+from sparkcep.compiler.errors import CEPSemanticError
+from sparkcep.compiler.naming import column_name, dedupe
+
+__all__ = ["AggregateItem", "Predicate", "ResolvedQuery", "VarInfo", "analyze", "window_in_ts_units"]
+
+TS_KINDS = (None, "timestamp", "numeric")
+
+
+@dataclass(frozen=True)
+class AggregateItem:
+    """One trend aggregate of RETURN: ``COUNT(*)`` (var None), ``COUNT(v)`` (attr None), ``SUM(v.attr)``."""
+
+    name: str
+    func: str
+    var: str | None
+    attr: str | None
+
+
+@dataclass(frozen=True)
+class ResolvedQuery:
+    """A checked query, ready for planning.
+
+    ``mode`` is ``"match"`` (one row per match) or ``"aggregate"`` (one row per window and group, GRETA).
+    ``partition`` lists the equivalence items (the shuffle key), ``group_by`` the GROUP BY attributes.
+    """
+
+    query: Query
+    source: str | None
+    mode: str
+    variables: tuple[VarInfo, ...]
+    predicates: tuple[Predicate, ...]
+    partition: tuple[EquivItem, ...]
+    group_by: tuple[str, ...]
+    returns: tuple[ReturnItem, ...] | None
+    aggregates: tuple[AggregateItem, ...]
+    strategy: str
+    ts_kind: str | None = None
+    ts_unit: str | None = None
+
+    def var(self, name: str) -> VarInfo:
+        return next(v for v in self.variables if v.name == name)
+
+    def of_kind(self, *kinds: str) -> tuple[Predicate, ...]:
+        return tuple(p for p in self.predicates if p.kind in kinds)
+
+    @property
+    def window(self) -> float:
+        """WITHIN in ts units (milliseconds for timestamp input)."""
+        return window_in_ts_units(self.query.within, self.ts_kind, self.ts_unit)
+
+    @property
+    def slide(self) -> float:
+        d = self.query.slide or self.query.within
+        return window_in_ts_units(d, self.ts_kind, self.ts_unit)
+
+
+def window_in_ts_units(d: Duration, ts_kind: str | None, ts_unit: str | None) -> float:
+    """A duration in the units of ``ts``: ms for timestamps, ``ts_unit`` (or bare units) for numbers."""
+    if d.unit is None:
+        return d.value
+    ms = d.in_ms()
+    if ts_kind == "numeric":
+        return ms / UNITS_MS[ts_unit] if ts_unit else d.value
+    return ms
+
+
+def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = None,
+            ts_unit: str | None = None) -> ResolvedQuery:
+    """Check ``query`` and resolve it. ``ts_kind`` ("timestamp", "numeric" or None if not known yet) and
+    ``ts_unit`` (the unit of numeric ts, a key of ``UNITS_MS``) enable the duration checks."""
+    if ts_kind not in TS_KINDS:
+        raise CEPSemanticError(f"ts kind must be one of timestamp, numeric; got {ts_kind!r}")
+    if ts_unit is not None and ts_unit not in UNITS_MS:
+        raise CEPSemanticError(f"unknown time unit {ts_unit!r}; known: {', '.join(UNITS_MS)}")
+    check_pattern_shape(query.pattern, source)
+    pattern, variables = name_variables(query.pattern, source)
+    resolver = Resolver(variables, source)
+
+    strategy = query.strategy or "skip_till_any_match"
+    if strategy not in STRATEGIES:  # pragma: no cover - the grammar only admits the four
+        raise CEPSemanticError(f"unknown selection strategy {strategy}", query.span, source)
+    for v in query.strategy_vars or ():
+        if v not in variables:
+            raise CEPSemanticError(f"unknown variable '{v}' in {strategy}(...)", query.span, source)
+
+    where = resolver.expr(query.where, where="WHERE") if query.where is not None else None
+    predicates = tuple(classify(c, variables, source) for c in conjuncts(where))
+    partition = tuple(item for p in predicates if p.kind == "equivalence" for item in p.expr.items)
+
+    group_by = []
+    for g in query.group_by:
+        if g.var is not None:
+            resolver.var_name(g.var, g)
+        group_by.append(g.attr)
+
+    mode = "aggregate" if query.returns and any(_is_trend_aggregate(i.expr) for i in query.returns) else "match"
+    returns = None
+    aggregates: tuple[AggregateItem, ...] = ()
+    if query.returns is not None:
+        returns = tuple(replace(i, expr=resolver.expr(i.expr, where="RETURN")) for i in query.returns)
+        if mode == "aggregate":
+            aggregates = _aggregate_items(returns, partition, tuple(group_by), resolver)
+        else:
+            _check_match_returns(returns, variables, resolver)
+    if mode == "match" and query.group_by:
+        raise CEPSemanticError("GROUP BY needs a trend aggregate (COUNT(*), SUM(T.attr), ...) in RETURN",
+                               query.group_by[0].span, source)
+    if mode == "match" and query.slide is not None:
+        raise CEPSemanticError("SLIDE applies to trend-aggregate queries; a match query has only WITHIN",
+                               query.slide.span, source)
+    _check_durations(query, ts_kind, ts_unit, source)
+
+    resolved_query = replace(query, pattern=pattern, where=and_all(p.expr for p in predicates),
+                             returns=returns)
+    return ResolvedQuery(
+        query=resolved_query, source=source, mode=mode, variables=tuple(variables.values()),
+        predicates=predicates, partition=partition, group_by=tuple(group_by), returns=returns,
+        aggregates=aggregates, strategy=strategy, ts_kind=ts_kind, ts_unit=ts_unit)
+
+
+def _is_trend_aggregate(e) -> bool:
+    for node in walk(e):
+        if isinstance(node, Func):
+            if node.star:
+                return True
+            arg = node.args[0] if node.args else None
+            if isinstance(arg, Attr) and arg.index is None:
+                return True
+    return False
+
+
+def _aggregate_items(returns, partition, group_by, resolver: Resolver) -> tuple[AggregateItem, ...]:
+    keys = {i.attr for i in partition} | set(group_by)
+    names = dedupe([column_name(item, k) for k, item in enumerate(returns)])
+    out = []
+    for name, item in zip(names, returns):
+        e = item.expr
+        if isinstance(e, Attr) and e.var is None:
+            if e.attr not in keys:
+                raise resolver.error(f"'{e.attr}' is neither a GROUP BY nor an equivalence attribute", e)
+            continue
+        if not isinstance(e, Func) or not (e.star or (isinstance(e.args[0], Attr) and e.args[0].index is None)):
+            raise resolver.error("a trend-aggregate RETURN holds COUNT(*), COUNT(T), SUM/MIN/MAX/AVG(T.attr) "
+                                 "and GROUP BY attributes", e)
+        if e.star:
+            out.append(AggregateItem(name, "count", None, None))
+            continue
+        arg = e.args[0]
+        if e.name == "count" and arg.attr == "*":
+            out.append(AggregateItem(name, "count", arg.var, None))
+        else:
+            if e.name == "count":
+                raise resolver.error("COUNT takes * or an event type/variable: COUNT(*), COUNT(A)", e)
+            out.append(AggregateItem(name, e.name, arg.var, arg.attr))
+    return tuple(out)
+
+
+def _check_match_returns(returns, variables: dict[str, VarInfo], resolver: Resolver) -> None:
+    for item in returns:
+        for node in walk(item.expr):
+            if isinstance(node, Attr):
+                if node.var is None:
+                    raise resolver.error(f"'{node.attr}' has no variable: write v.{node.attr}", node)
+                info = variables[node.var]
+                if info.negated:
+                    raise resolver.error(f"'{node.var}' is negated: a match holds no such event", node)
+                if info.kleene and node.index in (None, "cur", "prev", "next", "prefix"):
+                    raise resolver.error(
+                        f"'{node.var}' is a Kleene variable: return {node.var}[1], {node.var}[{node.var}.len] "
+                        f"or an aggregate over {node.var}[]", node)
+            if isinstance(node, EquivTest):  # pragma: no cover - rejected by Resolver
+                raise resolver.error("an equivalence test belongs in WHERE", node)
+
+
+def _check_durations(query: Query, ts_kind, ts_unit, source) -> None:
+    for d in (query.within, query.slide):
+        if d is None:
+            continue
+        if d.value <= 0:
+            raise CEPSemanticError("a duration must be positive", d.span, source)
+        if ts_kind == "timestamp" and d.unit is None:
+            raise CEPSemanticError(
+                f"duration {d.value} has no unit, but ts is a timestamp: write e.g. {d.value} seconds",
+                d.span, source)
+        if ts_kind == "numeric" and d.unit is not None and ts_unit is None:
+            raise CEPSemanticError(
+                "a duration with a unit needs the unit of the numeric ts column "
+                "(option ts_unit / --ts-unit, e.g. 's' or 'ms'), or write a bare number", d.span, source)

@@ -1,0 +1,108 @@
+"""Variable resolution: which variables a pattern binds, of which types, Kleene or negated, and where.
+
+Unnamed components get an implicit variable named after their type (``SEQ(OakSt, MainSt)`` binds ``OakSt``
+and ``MainSt``; GRETA writes ``SUM(A.attr)`` over ``(SEQ(A+, B))+``), suffixed ``_2``, ``_3`` ... when a
+type occurs more than once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sparkcep.compiler.ast import EventPat, Kleene, Not, Or, Pattern, Seq
+from sparkcep.compiler.errors import CEPSemanticError, Span
+from sparkcep.compiler.naming import safe_identifier
+
+
+@dataclass(frozen=True)
+class VarInfo:
+    """What a variable is bound to."""
+
+    name: str
+    types: tuple[str, ...]
+    any_: bool
+    kleene: bool
+    negated: bool
+    implicit: bool
+    span: Span | None = None
+
+
+def name_variables(pattern: Pattern, source: str | None) -> tuple[Pattern, dict[str, VarInfo]]:
+    """Give every component a variable and collect them; a variable bound twice is an error."""
+    explicit: dict[str, Span | None] = {}
+    for pat, _, _ in _components(pattern):
+        if pat.var is not None:
+            if pat.var in explicit:
+                raise CEPSemanticError(f"variable '{pat.var}' is bound twice", pat.span, source)
+            explicit[pat.var] = pat.span
+    taken = set(explicit)
+    infos: dict[str, VarInfo] = {}
+
+    def fresh(base: str) -> str:
+        base = safe_identifier(base)
+        name, k = base, 1
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name)
+        return name
+
+    def visit(p: Pattern, kleene: bool, negated: bool) -> Pattern:
+        if isinstance(p, EventPat):
+            implicit = p.var is None
+            var = fresh(p.types[0] if len(p.types) == 1 else "any") if implicit else p.var
+            infos[var] = VarInfo(var, p.types, p.any_, kleene, negated, implicit, p.span)
+            return replace(p, var=var) if implicit else p
+        if isinstance(p, Kleene):
+            return replace(p, inner=visit(p.inner, True, negated))
+        if isinstance(p, Not):
+            return replace(p, inner=visit(p.inner, kleene, True))
+        if isinstance(p, Seq):
+            return replace(p, items=tuple(visit(i, kleene, negated) for i in p.items))
+        return replace(p, alternatives=tuple(visit(a, kleene, negated) for a in p.alternatives))
+
+    named = visit(pattern, False, False)
+    return named, infos
+
+
+def _components(p: Pattern, kleene: bool = False, negated: bool = False):
+    if isinstance(p, EventPat):
+        yield p, kleene, negated
+    elif isinstance(p, Kleene):
+        yield from _components(p.inner, True, negated)
+    elif isinstance(p, Not):
+        yield from _components(p.inner, kleene, True)
+    elif isinstance(p, Seq):
+        for i in p.items:
+            yield from _components(i, kleene, negated)
+    elif isinstance(p, Or):
+        for a in p.alternatives:
+            yield from _components(a, kleene, negated)
+
+
+def check_pattern_shape(p: Pattern, source: str | None) -> None:
+    """Negation must not be the whole pattern (LANGUAGE.md §9), nor every item of a SEQ."""
+    if isinstance(p, Not):
+        raise CEPSemanticError("negation cannot be the whole pattern", p.span, source)
+    if isinstance(p, Seq):
+        if all(isinstance(i, Not) for i in p.items):
+            raise CEPSemanticError("a SEQ needs at least one positive component", p.span, source)
+        for i in p.items:
+            check_pattern_shape(i.inner if isinstance(i, Not) else i, source)
+    elif isinstance(p, Kleene):
+        check_pattern_shape(p.inner, source)
+    elif isinstance(p, Or):
+        for a in p.alternatives:
+            check_pattern_shape(a, source)
+
+
+def is_flat_sequence(p: Pattern) -> bool:
+    """True for ``T v`` or ``SEQ`` of single events, Kleene-plus single events and negated single events."""
+    items = p.items if isinstance(p, Seq) else (p,)
+    for i in items:
+        inner = i.inner if isinstance(i, (Not, Kleene)) else i
+        if not isinstance(inner, EventPat):
+            return False
+        if isinstance(i, Kleene) and i.op != "+":
+            return False
+    return True

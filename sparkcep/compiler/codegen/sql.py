@@ -1,0 +1,140 @@
+"""Spark SQL for the plan's Filter and Project, built as sqlglot trees (``spark`` dialect), never strings.
+
+The filter computes ``_mask``: bit k is set iff the event passes component k's type test and its local
+predicates (SASE's early filters), so one pass serves every component and the engines never re-test::
+
+    SELECT type, ts, id, price,
+           CASE WHEN type = 'A' AND price > 5 THEN 1 ELSE 0 END
+         + CASE WHEN type = 'B' THEN 2 ELSE 0 END AS _mask
+    FROM events
+    WHERE type IN ('A', 'B')
+
+A comparison reading an attribute of an ``ANY(...)`` component is TRUE when the attribute is missing
+(SASE §2.2): ``COALESCE(cmp, TRUE)``.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Expr, Func, Literal, Unary, and_all, walk
+from sparkcep.compiler.errors import CEPError
+from sparkcep.compiler.plan.builder import MASK
+from sparkcep.compiler.plan.nodes import Filter, Node, Project, Source, chain
+from sparkcep.runtime_udfs.spec import Component
+
+DIALECT = "spark"
+
+_CMP = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
+_ARITH = {"+": exp.Add, "-": exp.Sub, "*": exp.Mul, "/": exp.Div, "%": exp.Mod}
+
+
+def column(name: str) -> exp.Column:
+    return exp.column(name, quoted=not name.isidentifier() or name.lower() in _RESERVED)
+
+
+_RESERVED = {"type", "ts", "order", "group", "select", "from", "where", "table", "window", "date", "time"}
+
+
+def literal(value) -> exp.Expression:
+    if value is None:
+        return exp.Null()
+    if isinstance(value, bool):
+        return exp.Boolean(this=value)
+    if isinstance(value, (int, float)):
+        return exp.Literal.number(value)
+    return exp.Literal.string(str(value))
+
+
+def to_sql_expr(e: Expr, *, any_vars: frozenset[str] = frozenset()) -> exp.Expression:
+    """An event-local AST expression as a sqlglot expression over the event's columns."""
+    if isinstance(e, Literal):
+        return literal(e.value)
+    if isinstance(e, Attr):
+        if e.index not in (None, "cur"):
+            raise CEPError(f"no Spark SQL translation of {e.var}[{e.index}].{e.attr} in a one-event filter")
+        return column(e.attr)
+    if isinstance(e, Unary):
+        inner = to_sql_expr(e.operand, any_vars=any_vars)
+        return exp.Not(this=exp.paren(inner)) if e.op == "NOT" else exp.Neg(this=exp.paren(inner))
+    if isinstance(e, BinOp):
+        left = to_sql_expr(e.left, any_vars=any_vars)
+        right = to_sql_expr(e.right, any_vars=any_vars)
+        if e.op == "AND":
+            return exp.and_(left, right)
+        if e.op == "OR":
+            return exp.paren(exp.or_(left, right))
+        if e.op in _CMP:
+            cmp = _CMP[e.op](this=_wrap(left), expression=_wrap(right))
+            if any(isinstance(n, Attr) and n.var in any_vars for n in walk(e)):
+                return exp.Coalesce(this=cmp, expressions=[exp.true()])
+            return cmp
+        return exp.paren(_ARITH[e.op](this=_wrap(left), expression=_wrap(right)))
+    if isinstance(e, (Func, EquivTest)):
+        raise CEPError(f"no Spark SQL translation of {type(e).__name__} in a one-event filter")
+    raise CEPError(f"no Spark SQL translation of {type(e).__name__}")  # pragma: no cover
+
+
+def _wrap(x: exp.Expression) -> exp.Expression:
+    return exp.paren(x) if isinstance(x, (exp.Binary, exp.Not)) and not isinstance(x, exp.Paren) else x
+
+
+def type_test(type_col: str, types) -> exp.Expression:
+    col = column(type_col)
+    if len(types) == 1:
+        return exp.EQ(this=col, expression=literal(types[0]))
+    return exp.In(this=col, expressions=[literal(t) for t in types])
+
+
+def component_test(c: Component, type_col: str) -> exp.Expression:
+    test = type_test(type_col, c.types)
+    if c.local is None:
+        return test
+    any_vars = frozenset({c.var}) if c.any_ else frozenset()
+    return exp.and_(test, to_sql_expr(c.local, any_vars=any_vars))
+
+
+def mask_expr(components, type_col: str) -> exp.Expression:
+    """``CASE WHEN test_0 THEN 1 ELSE 0 END + CASE WHEN test_1 THEN 2 ELSE 0 END + ...``."""
+    terms = [exp.Case(ifs=[exp.If(this=component_test(c, type_col), true=exp.Literal.number(1 << k))],
+                      default=exp.Literal.number(0))
+             for k, c in enumerate(components)]
+    out = terms[0]
+    for t in terms[1:]:
+        out = exp.Add(this=out, expression=t)
+    return out
+
+
+def filter_select(plan: Node, table: str = "events", attributes=None) -> exp.Select:
+    """The SELECT of the plan's Source → Filter → Project: events that may fill a component, with
+    ``_mask``; ``attributes`` are the input's columns when Project keeps them all."""
+    nodes = chain(plan)
+    source = next(n for n in nodes if isinstance(n, Source))
+    filt = next(n for n in nodes if isinstance(n, Filter))
+    proj = next(n for n in nodes if isinstance(n, Project))
+    keep = proj.columns if proj.columns is not None else attributes
+    cols = [source.type_col, source.ts_col] + [c for c in (keep or ()) if c not in (source.type_col,
+                                                                                      source.ts_col)]
+    select = exp.select(*[column(c) for c in cols]) if keep is not None else exp.select(exp.Star())
+    select = select.select(exp.alias_(mask_expr(filt.components, source.type_col), MASK, quoted=False))
+    all_types = sorted({t for c in filt.components for t in c.types})
+    cond = type_test(source.type_col, all_types)
+    residual = and_all(filt.residual)
+    if residual is not None:
+        cond = exp.and_(cond, to_sql_expr(residual))
+    inner = select.from_(table).where(cond)
+    return exp.select(exp.Star()).from_(exp.paren(inner).as_("candidates", quoted=False)).where(
+        exp.NEQ(this=column(MASK), expression=exp.Literal.number(0)))
+
+
+def filter_sql(plan: Node, table: str = "events", attributes=None, pretty: bool = True) -> str:
+    return filter_select(plan, table, attributes).sql(dialect=DIALECT, pretty=pretty)
+
+
+def event_time_sql(ts_col: str, name: str) -> str:
+    """``timestamp_micros(CAST(ts * 1000 AS BIGINT)) AS name``: numeric ts as event time, 1 unit ↔ 1 ms, so
+    that Spark's watermark (milliseconds) reads directly in ts units."""
+    micros = exp.Cast(this=exp.Mul(this=column(ts_col), expression=exp.Literal.number(1000)),
+                      to=exp.DataType.build("BIGINT"))
+    call = exp.Anonymous(this="timestamp_micros", expressions=[micros])
+    return exp.alias_(call, name, quoted=False).sql(dialect=DIALECT)

@@ -1,0 +1,50 @@
+"""Read only the attributes the query uses (projection pushdown before the shuffle).
+
+Keeps the attributes referenced by local tests, operator predicates, keys, GROUP BY and outputs.  A match
+query without RETURN returns every attribute, so nothing is pruned.
+
+    before: Project[columns: *]      after: Project[columns: (id, price)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sparkcep.compiler.ast import Attr, EquivItem, walk
+from sparkcep.compiler.optimizer._spec import operator_spec
+from sparkcep.compiler.plan.nodes import Filter, Node, Output, Partition, Project, Trend, chain, rebuild
+
+
+def prune_columns(plan: Node) -> Node:
+    nodes = chain(plan)
+    out = next(n for n in nodes if isinstance(n, Output))
+    is_trend = any(isinstance(n, Trend) for n in nodes)
+    if not is_trend and not out.columns:  # default outputs: every attribute
+        return plan
+    spec = operator_spec(plan)
+    used: list[str] = []
+
+    def add(name: str) -> None:
+        if name not in used and name != "*":
+            used.append(name)
+
+    roots = [c.local for c in spec.components if c.local is not None] + list(spec.predicates)
+    if not is_trend:
+        roots += [c.expr for c in out.columns]
+    for n in nodes:
+        if isinstance(n, Filter):
+            roots += list(n.residual)
+        if isinstance(n, Partition):
+            for k in n.keys:
+                add(k)
+    for root in roots:
+        for n in walk(root):
+            if isinstance(n, (Attr, EquivItem)):
+                add(n.attr)
+    if is_trend:
+        for a in spec.aggregates:
+            if a.attr:
+                add(a.attr)
+        for g in spec.group_by:
+            add(g)
+    return rebuild(plan, lambda n: replace(n, columns=tuple(used)) if isinstance(n, Project) else n)

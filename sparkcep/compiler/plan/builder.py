@@ -1,0 +1,91 @@
+"""Resolved query → the naive logical plan, before any optimizer rule.
+
+The naive plan filters on event types only, keeps every column, runs on one partition, checks the window
+after construction, and leaves every predicate to the sequence/trend operator.  The optimizer's rules
+(``sparkcep.compiler.optimizer``) then push work down, each rule one step.
+"""
+
+from __future__ import annotations
+
+from sparkcep.compiler.analysis import ResolvedQuery
+from sparkcep.compiler.ast import Attr, EventPat, Kleene, Not, Pattern, Seq
+from sparkcep.compiler.naming import column_name, dedupe, default_column
+from sparkcep.compiler.plan.nodes import (
+    Filter,
+    Node,
+    Output,
+    Partition,
+    Project,
+    Sequence,
+    Source,
+    Trend,
+    Window,
+)
+from sparkcep.runtime_udfs.spec import Aggregate, Component, MatchSpec, OutputColumn, TrendSpec
+
+#: Columns the engines add or need besides the event attributes.
+MASK = "_mask"
+
+
+def components_of(r: ResolvedQuery) -> tuple[Component, ...]:
+    """The event components in pattern order (depth-first), with Kleene/negation flags."""
+    out: list[Component] = []
+
+    def visit(p: Pattern, kleene: str | None, negated: bool) -> None:
+        if isinstance(p, EventPat):
+            out.append(Component(p.var, p.types, p.any_, kleene, negated))
+        elif isinstance(p, Kleene):
+            visit(p.inner, kleene or p.op, negated)
+        elif isinstance(p, Not):
+            visit(p.inner, kleene, True)
+        elif isinstance(p, Seq):
+            for i in p.items:
+                visit(i, kleene, negated)
+        else:
+            for a in p.alternatives:
+                visit(a, kleene, negated)
+
+    visit(r.query.pattern, None, False)
+    return tuple(out)
+
+
+def output_columns(r: ResolvedQuery, attributes: tuple[str, ...] | None) -> tuple[OutputColumn, ...]:
+    """Match-query result columns: RETURN items, or every attribute of every positive component.
+
+    ``attributes`` are the input's columns (None when the schema is not known yet: the default columns are
+    then expanded when the plan is bound to a schema)."""
+    if r.returns is not None:
+        names = dedupe([column_name(i, k) for k, i in enumerate(r.returns)])
+        return tuple(OutputColumn(n, i.expr) for n, i in zip(names, r.returns))
+    if attributes is None:
+        return ()
+    cols = []
+    for c in components_of(r):
+        if c.negated:
+            continue
+        index = "last" if c.kleene else None
+        for a in attributes:
+            if a != MASK:
+                cols.append(OutputColumn(default_column(c.var, a), Attr(c.var, a, index)))
+    return tuple(cols)
+
+
+def build_plan(r: ResolvedQuery, *, type_col: str = "type", ts_col: str = "ts",
+               attributes: tuple[str, ...] | None = None) -> Node:
+    """The naive plan of ``r`` (see the module docstring)."""
+    comps = components_of(r)
+    node: Node = Source(type_col, ts_col, r.ts_kind, r.ts_unit)
+    node = Filter(node, comps)
+    node = Project(node, None)
+    node = Partition(node, ())
+    non_key = tuple(p.expr for p in r.predicates)
+    if r.mode == "aggregate":
+        aggs = tuple(Aggregate(a.name, a.func, a.var, a.attr) for a in r.aggregates)
+        spec = TrendSpec(r.query.pattern, comps, non_key, r.window, r.slide, aggs, r.group_by)
+        node = Trend(node, spec)
+        names = ["window_start", "window_end", *r.group_by, *(a.name for a in aggs)]
+        return Output(node, tuple(OutputColumn(n, Attr(None, n)) for n in names))
+    outputs = output_columns(r, attributes)
+    spec = MatchSpec(comps, non_key, float("inf"), outputs, r.strategy, pattern=r.query.pattern)
+    node = Window(Sequence(node, spec), r.window)
+    return Output(node, outputs)

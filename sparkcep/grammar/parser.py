@@ -1,0 +1,447 @@
+"""Parse query text into the AST of :mod:`sparkcep.compiler.ast`.
+
+The grammar lives in ``cep.lark`` next to this module; the Lark parser is built once (LALR, contextual lexer,
+positions) and the :class:`_ToAst` Transformer turns its parse tree into AST nodes with spans.  Every
+syntax error becomes a :class:`~sparkcep.compiler.errors.CEPSyntaxError` with the span of the offending token
+and the source text, so that the message shows a caret.
+
+Example::
+
+    >>> q = parse_query("PATTERN SEQ(A a, B+ b[]) WHERE [id] WITHIN 10 seconds")
+    >>> q.pattern.items[1]
+    Kleene(inner=EventPat(types=('B',), var='b', any_=False, array=True), op='+')
+    >>> q.within
+    Duration(value=10, unit='s')
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+
+from sparkcep.compiler import ast
+from sparkcep.compiler.errors import CEPSyntaxError, Span
+
+__all__ = ["parse_query", "parse_workload"]
+
+_GRAMMAR = Path(__file__).with_name("cep.lark")
+
+#: Unit spellings (lower-cased) → the keys of :data:`sparkcep.compiler.ast.UNITS_MS`.
+_UNITS = {
+    "ms": "ms", "millisecond": "ms", "milliseconds": "ms",
+    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+    "min": "min", "mins": "min", "minute": "min", "minutes": "min",
+    "h": "h", "hour": "h", "hours": "h",
+    "d": "d", "day": "d", "days": "d",
+}
+
+#: Operator spellings → the normalized ``BinOp.op``.
+_BINOPS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "≠": "!=", "<": "<", "<=": "<=", "≤": "<=",
+           ">": ">", ">=": ">=", "≥": ">=", "+": "+", "-": "-", "*": "*", "/": "/", "%": "%"}
+
+
+def parse_workload(text: str) -> ast.Workload:
+    """Parse a file of one or more queries separated by ``;``.
+
+    Raises :class:`CEPSyntaxError` (with line, column and ``source=text``) when ``text`` is not in the grammar.
+    """
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as err:
+        raise _syntax_error(err, text) from None
+    try:
+        return _ToAst().transform(tree)
+    except VisitError as err:
+        if isinstance(err.orig_exc, CEPSyntaxError):
+            # raised by the Transformer, which does not know the source text
+            raise CEPSyntaxError(err.orig_exc.message, err.orig_exc.span, text) from None
+        raise
+
+
+def parse_query(text: str) -> ast.Query:
+    """Parse exactly one query (a trailing ``;`` is allowed)."""
+    workload = parse_workload(text)
+    if len(workload.queries) != 1:
+        extra = workload.queries[1]
+        raise CEPSyntaxError(f"expected one query, found {len(workload.queries)}", extra.span, text)
+    return workload.queries[0]
+
+
+@functools.cache
+def _parser() -> Lark:
+    return Lark(_GRAMMAR.read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
+                propagate_positions=True, maybe_placeholders=True)
+
+
+# ----------------------------------------------------------------------------------------------- transformer
+
+
+def _span(meta) -> Span:
+    """A Lark ``meta`` or ``Token`` as a :class:`Span`."""
+    return Span(meta.line, meta.column, meta.end_line, meta.end_column, meta.start_pos, meta.end_pos)
+
+
+@dataclass(frozen=True)
+class _Var:
+    """A pattern variable as written: ``v`` or ``v[]``."""
+
+    name: str
+    array: bool
+
+
+@dataclass(frozen=True)
+class _Returns:
+    items: tuple[ast.ReturnItem, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class _Where:
+    expr: ast.Expr | None
+    strategy: str | None = None
+    strategy_vars: tuple[str, ...] | None = None
+    span: Span | None = None
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    """Builds one AST node per rule; spellings are normalized here (see the module docstring of ``ast``)."""
+
+    # --- workload and query
+
+    def workload(self, meta, queries):
+        return ast.Workload(tuple(queries), span=_span(meta))
+
+    def query(self, meta, children):
+        name, ret_first, pattern, using, where, group_by, window, ret_last = children
+        if ret_first is not None and ret_last is not None:
+            raise CEPSyntaxError("RETURN given twice: write it either before PATTERN or after WITHIN",
+                                 ret_last.span)
+        if using is not None and where is not None and where.strategy is not None:
+            raise CEPSyntaxError("selection strategy given twice: in USING and in WHERE", where.span)
+        returns = ret_first or ret_last
+        within, slide = window
+        where = where or _Where(None)
+        return ast.Query(
+            pattern=pattern,
+            within=within,
+            name=name,
+            returns=None if returns is None else returns.items,
+            strategy=using or where.strategy,
+            strategy_vars=where.strategy_vars,
+            where=where.expr,
+            group_by=group_by or (),
+            slide=slide,
+            return_first=ret_first is not None,
+            span=_span(meta),
+        )
+
+    def query_name(self, meta, children):
+        (name,) = children
+        return str(name)
+
+    def return_clause(self, meta, items):
+        return _Returns(tuple(items), _span(meta))
+
+    def return_item(self, meta, children):
+        expr, alias = children
+        return ast.ReturnItem(expr, None if alias is None else str(alias), span=_span(meta))
+
+    def pattern_clause(self, meta, children):
+        (pattern,) = children
+        return pattern
+
+    def using_clause(self, meta, children):
+        (strategy,) = children
+        return strategy.lower()
+
+    def where_plain(self, meta, children):
+        (expr,) = children
+        return _Where(expr, span=_span(meta))
+
+    def where_strategy(self, meta, children):
+        strategy, *variables, expr = children
+        return _Where(expr, strategy.lower(), tuple(variables), _span(meta))
+
+    def strategy_var(self, meta, children):
+        (name,) = children
+        return str(name)
+
+    def group_by_clause(self, meta, attrs):
+        return tuple(attrs)
+
+    def within_clause(self, meta, children):
+        within, slide = children
+        return within, slide
+
+    def duration(self, meta, children):
+        number, unit = children
+        return ast.Duration(_number(number), None if unit is None else _UNITS[unit.lower()], span=_span(meta))
+
+    # --- patterns
+
+    def or_pattern(self, meta, alternatives):
+        return ast.Or(tuple(alternatives), span=_span(meta))
+
+    def not_pattern(self, meta, children):
+        (inner,) = children
+        return ast.Not(inner, span=_span(meta))
+
+    def kleene(self, meta, children):
+        inner, op = children
+        return ast.Kleene(inner, op, span=_span(meta))
+
+    def event_kleene(self, meta, children):
+        event, op, var = children
+        return ast.Kleene(_bind(event, var, meta), op, span=_span(meta))
+
+    def var_kleene(self, meta, children):
+        event, var, op = children
+        return ast.Kleene(_bind(event, var, meta), op, span=_span(meta))
+
+    def event(self, meta, children):
+        event, var = children
+        return _bind(event, var, meta)
+
+    def seq(self, meta, items):
+        return ast.Seq(tuple(items), span=_span(meta))
+
+    def single_type(self, meta, children):
+        (name,) = children
+        return ast.EventPat((str(name),), span=_span(meta))
+
+    def any_type(self, meta, names):
+        return ast.EventPat(tuple(str(n) for n in names), any_=True, span=_span(meta))
+
+    def plain_var(self, meta, children):
+        (name,) = children
+        return _Var(str(name), False)
+
+    def array_var(self, meta, children):
+        (name,) = children
+        return _Var(str(name), True)
+
+    def kleene_op(self, meta, children):
+        (op,) = children
+        return str(op)
+
+    # --- expressions
+
+    def or_op(self, meta, children):
+        left, right = children
+        return ast.BinOp("OR", left, right, span=_span(meta))
+
+    def and_op(self, meta, children):
+        left, right = children
+        return ast.BinOp("AND", left, right, span=_span(meta))
+
+    def not_op(self, meta, children):
+        (operand,) = children
+        return ast.Unary("NOT", operand, span=_span(meta))
+
+    def binop(self, meta, children):
+        left, op, right = children
+        return ast.BinOp(_BINOPS[str(op)], left, right, span=_span(meta))
+
+    def negate(self, meta, children):
+        _minus, operand = children
+        if isinstance(operand, ast.Literal) and _is_number(operand.value):
+            return ast.Literal(-operand.value, span=_span(meta))
+        return ast.Unary("-", operand, span=_span(meta))
+
+    def number(self, meta, children):
+        (token,) = children
+        return ast.Literal(_number(token), span=_span(meta))
+
+    def negative_number(self, meta, children):
+        _minus, token = children
+        return ast.Literal(-_number(token), span=_span(meta))
+
+    def string(self, meta, children):
+        (token,) = children
+        quote = token[0]
+        return ast.Literal(token[1:-1].replace(quote * 2, quote), span=_span(meta))
+
+    def true(self, meta, children):
+        return ast.Literal(True, span=_span(meta))
+
+    def false(self, meta, children):
+        return ast.Literal(False, span=_span(meta))
+
+    def null(self, meta, children):
+        return ast.Literal(None, span=_span(meta))
+
+    def bare_attr(self, meta, children):
+        (name,) = children
+        return ast.Attr(None, str(name), span=_span(meta))
+
+    def var_attr(self, meta, children):
+        var, attr = children
+        return ast.Attr(str(var), str(attr), span=_span(meta))
+
+    def indexed_attr(self, meta, children):
+        var, index, attr = children
+        if isinstance(index, _LastOf):
+            if index.var != var:
+                raise CEPSyntaxError(f"expected {var}.len, found {index.var}.len", index.span)
+            index = "last"
+        return ast.Attr(str(var), str(attr), index, span=_span(meta))
+
+    def next_attr(self, meta, children):
+        var, attr = children
+        return ast.Attr(str(var), str(attr), "next", span=_span(meta))
+
+    def index_all(self, meta, children):
+        return "all"
+
+    def index_cur(self, meta, children):
+        return "cur"
+
+    def index_prev(self, meta, children):
+        return "prev"
+
+    def index_prefix(self, meta, children):
+        return "prefix"
+
+    def index_last(self, meta, children):
+        var, _len = children
+        return _LastOf(str(var), _span(var))
+
+    def index_k(self, meta, children):
+        (k,) = children
+        return int(k)
+
+    def func_star(self, meta, children):
+        name, _star = children
+        return ast.Func(name.lower(), star=True, span=_span(meta))
+
+    def func(self, meta, children):
+        name, *args = children
+        return ast.Func(name.lower(), tuple(args), span=_span(meta))
+
+    def equiv_test(self, meta, items):
+        return ast.EquivTest(tuple(items), span=_span(meta))
+
+    def equiv_attr(self, meta, children):
+        attr, value = children
+        return ast.EquivItem(str(attr), None, value, span=_span(meta))
+
+    def equiv_var_attr(self, meta, children):
+        var, attr, value = children
+        return ast.EquivItem(str(attr), str(var), value, span=_span(meta))
+
+
+@dataclass(frozen=True)
+class _LastOf:
+    """``[v.len]`` before the Transformer checks that ``v`` is the indexed variable."""
+
+    var: str
+    span: Span
+
+
+def _bind(event: ast.EventPat, var: _Var | None, meta) -> ast.EventPat:
+    if var is None:
+        return replace(event, span=_span(meta))
+    return replace(event, var=var.name, array=var.array, span=_span(meta))
+
+
+def _number(token: Token) -> int | float:
+    text = str(token)
+    return float(text) if any(c in text for c in ".eE") else int(text)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# ----------------------------------------------------------------------------------------------- error messages
+
+#: How the terminals of cep.lark are named in messages.  Terminals with the same name are mentioned once.
+_WORDS = {
+    "NAME": "a name", "TYPE_NAME": "an event type", "NUMBER": "a number", "INT": "a number",
+    "STRING": "a string", "UNIT": "a time unit", "INDEX_I": "'i'", "INDEX_ONE": "'1'", "LEN": "'len'",
+    "COMP_OP": "a comparison", "_EQ": "'='", "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'", "SLASH": "'/'",
+    "PERCENT": "'%'", "QMARK": "'?'", "DOTDOT": "'..'", "_DOT": "'.'", "_COMMA": "','", "_COLON": "':'",
+    "_SEMI": "';'", "_LPAR": "'('", "_RPAR": "')'", "_LSQB": "'['", "_RSQB": "']'", "_LBRACE": "'{'",
+    "_RBRACE": "'}'", "_BANG": "NOT", "_TILDE": "NOT", "_NOT_SIGN": "NOT", "_NOT": "NOT",
+    "_AND": "AND", "_AND_SIGN": "AND", "_OR": "OR", "_OR_SIGN": "OR", "_RETURN": "RETURN",
+    "_PATTERN": "PATTERN", "_EVENT": "PATTERN", "_USING": "USING", "_WHERE": "WHERE", "_GROUP_BY": "GROUP BY",
+    "_WITHIN": "WITHIN", "_SLIDE": "SLIDE", "_AS": "AS", "_SEQ": "SEQ", "_ANY": "ANY", "_NEXT": "NEXT",
+    "TRUE": "TRUE", "FALSE": "FALSE", "NULL": "NULL",
+    "STRICT_CONTIGUITY": "a selection strategy", "PARTITION_CONTIGUITY": "a selection strategy",
+    "SKIP_TILL_NEXT_MATCH": "a selection strategy", "SKIP_TILL_ANY_MATCH": "a selection strategy",
+    "$END": "end of input",
+}
+
+#: When a state accepts many terminals, they are summarized: if all of ``trigger`` are expected, every
+#: expected terminal of ``members`` is replaced by ``word``.
+_SUMMARIES = (
+    ("a query", {"_PATTERN", "_RETURN"}, {"_PATTERN", "_EVENT", "_RETURN", "NAME"}),
+    ("a pattern", {"TYPE_NAME", "_SEQ"}, {"TYPE_NAME", "_SEQ", "_ANY", "_LPAR", "_BANG", "_TILDE", "_NOT", "_NOT_SIGN"}),
+    ("an expression", {"NAME", "NUMBER"},
+     {"NAME", "NUMBER", "STRING", "TRUE", "FALSE", "NULL", "_NEXT", "_LPAR", "_LSQB", "MINUS", "_NOT", "_NOT_SIGN"}),
+    ("an operator", {"PLUS", "STAR", "COMP_OP"}, {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "COMP_OP"}),
+    ("an operator", {"PLUS", "SLASH"}, {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT"}),
+)
+
+
+def _syntax_error(err: UnexpectedInput, text: str) -> CEPSyntaxError:
+    expected = _expected(err)
+    if isinstance(err, UnexpectedToken):
+        token = err.token
+        if token.type == "$END":
+            found, span = "end of input", _point(text, len(text.rstrip()))
+        else:
+            found, span = f"'{token}'", _span(token)
+    else:
+        assert isinstance(err, UnexpectedCharacters)
+        found, span = f"character '{text[err.pos_in_stream]}'", _point(text, err.pos_in_stream)
+    if "_WITHIN" in expected and found in ("end of input", "';'"):
+        return CEPSyntaxError(f"unexpected {found}: expected WITHIN (every query needs a window)", span, text)
+    return CEPSyntaxError(f"unexpected {found}: expected {_describe(expected)}", span, text)
+
+
+def _expected(err: UnexpectedInput) -> set[str]:
+    """The terminals that could really come next.
+
+    An LALR state's lookahead set merges the contexts the state is reachable from; feeding each candidate to a
+    copy of the parser (``accepts()``) keeps only the ones valid here.
+    """
+    interactive = getattr(err, "interactive_parser", None)
+    if interactive is not None:
+        return set(interactive.accepts())
+    return set(getattr(err, "expected", None) or getattr(err, "allowed", None) or ())
+
+
+def _describe(expected: set[str]) -> str:
+    """The expected terminals in words, e.g. ``"an expression, ')' or WITHIN"``."""
+    words: list[str] = []
+    remaining = set(expected)
+    for word, trigger, members in _SUMMARIES:
+        if trigger <= remaining:
+            remaining -= members
+            words.append(word)
+    for name in sorted(remaining, key=_order):
+        word = _WORDS.get(name, name)
+        if word not in words:
+            words.append(word)
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _order(name: str) -> tuple[int, str]:
+    """Clause keywords in query order first, then the rest alphabetically."""
+    clauses = ["_RETURN", "_PATTERN", "_EVENT", "_USING", "_WHERE", "_GROUP_BY", "_WITHIN", "_SLIDE"]
+    return (clauses.index(name), "") if name in clauses else (len(clauses), name)
+
+
+def _point(text: str, pos: int) -> Span:
+    """A one-character span at offset ``pos`` of ``text``."""
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return Span(line, column, line, column + 1, pos, pos + 1)

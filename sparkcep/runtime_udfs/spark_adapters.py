@@ -1,0 +1,291 @@
+"""Thin Spark adapters around :mod:`sparkcep.runtime_udfs.match_engine`: they only move data in and out.
+
+* :class:`MatchOperator` holds one compiled spec and the input schema; ``batch_function()`` is the function
+  for ``df.groupBy(key).applyInPandas(fn, op.output_schema)`` and ``stream_function()`` the one for
+  ``df.groupBy(key).applyInPandasWithState(fn, op.output_schema, op.state_schema, "append",
+  GroupStateTimeout.EventTimeTimeout)`` on a stream with a watermark;
+* :func:`batch_udf` and :func:`stream_udf` are shorthands for those two functions;
+* :func:`output_schema` types the result columns, the same for both.
+
+Example (batch)::
+
+    op = MatchOperator(SPEC, events.schema)
+    matches = candidates.groupBy(*KEY).applyInPandas(op.batch_function(), op.output_schema)
+
+Input rows carry the type column, the ts column, optionally ``_mask``, and attribute columns; columns that
+are not in the input schema given (e.g. a derived event-time column for the watermark) are ignored.  The
+engine sees the type as ``type`` and the timestamp as ``ts`` whatever the columns are called.  A ts of
+Spark type ``TIMESTAMP`` (or ``TIMESTAMP_NTZ``) becomes epoch milliseconds for the engine (the spec's window
+is then in ms) and timestamp result columns computed from it become timestamps again.  A numeric ts is
+passed through; a streaming job then puts its watermark on a timestamp derived from it (1 ts unit ↔ 1 ms),
+so that ``getCurrentWatermarkMs()`` reads in ts units.  PySpark hands ``TIMESTAMP`` values to pandas as naive
+wall-clock times in the session time zone, so the adapters need that zone: pass ``timezone`` or let them read
+``spark.sql.session.timeZone`` from the active session when the function is built (on the driver).  In the
+hour a daylight-saving clock repeats, wall-clock times are ambiguous; the adapters, like PySpark, read them
+as standard time.  A UTC session avoids the question.
+
+Streaming: each call buffers the key's new rows, advances the engine to ``state.getCurrentWatermarkMs()``,
+emits the completed matches, and either removes the state (nothing left) or stores it and sets an event-time
+timeout for the watermark at which buffered events become processable or the live instances expire.  Rows
+Spark still delivers behind the watermark the engine has already processed are counted as late by the engine
+(``MatchState.late``) and never produce output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pandas as pd
+from pyspark.sql.streaming.state import GroupState
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    IntegralType,
+    LongType,
+    NumericType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Func, Literal, Unary
+from sparkcep.compiler.errors import CEPError
+from sparkcep.compiler.serde import from_data
+from sparkcep.runtime_udfs.match_engine import (
+    MatchState,
+    advance,
+    check,
+    init_state,
+    is_empty,
+    step,
+    wakeup,
+)
+from sparkcep.runtime_udfs.spec import MatchSpec
+
+#: The bitmask column of the Spark SQL filter (``sparkcep.compiler.plan.builder.MASK``).
+MASK = "_mask"
+
+__all__ = ["STATE_SCHEMA", "MatchOperator", "batch_udf", "load_spec", "output_schema", "stream_udf"]
+
+#: The per-key state of :func:`stream_udf`: one binary column holding :meth:`MatchState.to_bytes`.
+STATE_SCHEMA = StructType([StructField("engine_state", BinaryType(), False)])
+
+_BOOLEAN_OPS = frozenset({"AND", "OR", "=", "!=", "<", "<=", ">", ">="})
+
+
+SpecLike = str | dict | MatchSpec
+
+
+def load_spec(spec: SpecLike) -> MatchSpec:
+    """The :class:`MatchSpec` from its JSON text or data (:func:`sparkcep.compiler.serde.to_data` form)."""
+    if isinstance(spec, str):
+        spec = json.loads(spec)
+    if isinstance(spec, dict):
+        spec = from_data(spec)
+    if not isinstance(spec, MatchSpec):
+        raise CEPError(f"expected a MatchSpec, got {type(spec).__name__}")
+    return spec
+
+
+# ----------------------------------------------------------------------------------------------- schema
+
+
+def output_schema(spec: SpecLike, input_schema: StructType) -> StructType:
+    """The Spark type of each result column, in ``spec.outputs`` order.
+
+    Attribute references take the input column's type (``ts`` its timestamp or numeric type); ``count`` is
+    LONG, ``avg`` DOUBLE, ``sum`` the input type (LONG for integral input, DOUBLE for non-numeric input),
+    ``min``/``max`` the input type; arithmetic is DOUBLE; comparisons and logic are BOOLEAN.
+    """
+    spec = load_spec(spec)
+    fields = {f.name: f.dataType for f in input_schema.fields}
+    return StructType([StructField(o.name, _type_of(o.expr, fields), True) for o in spec.outputs])
+
+
+def _type_of(e: Any, fields: dict[str, DataType]) -> DataType:
+    if isinstance(e, Literal):
+        v = e.value
+        if isinstance(v, bool):
+            return BooleanType()
+        if isinstance(v, int):
+            return LongType()
+        if isinstance(v, float):
+            return DoubleType()
+        return StringType()
+    if isinstance(e, Attr):
+        if e.attr not in fields:
+            raise CEPError(f"'{e.attr}' is not a column of the input", e.span)
+        return fields[e.attr]
+    if isinstance(e, Unary):
+        return BooleanType() if e.op == "NOT" else DoubleType()
+    if isinstance(e, BinOp):
+        return BooleanType() if e.op in _BOOLEAN_OPS else DoubleType()
+    if isinstance(e, EquivTest):
+        return BooleanType()
+    if isinstance(e, Func):
+        if e.name == "count":
+            return LongType()
+        if e.name == "avg" or len(e.args) != 1:
+            return DoubleType()
+        arg = _type_of(e.args[0], fields)
+        if e.name == "sum":
+            if isinstance(arg, IntegralType):
+                return LongType()
+            return arg if isinstance(arg, NumericType) else DoubleType()
+        return arg
+    raise CEPError(f"cannot type {type(e).__name__} as a result column")
+
+
+# ----------------------------------------------------------------------------------------------- conversions
+
+
+def _session_timezone() -> str:
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    return session.conf.get("spark.sql.session.timeZone") if session is not None else "UTC"
+
+
+def _epoch_ms(s: pd.Series, timezone: str | None) -> list:
+    """Epoch milliseconds of a datetime series (ints when every value is a whole ms), None for NaT.
+
+    ``timezone`` is the zone naive values are in (None: they are UTC, as TIMESTAMP_NTZ values are read).
+    """
+    if s.dt.tz is None and timezone is not None:
+        s = s.dt.tz_localize(timezone, ambiguous=False, nonexistent="shift_forward")
+    if s.dt.tz is not None:
+        s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+    missing = s.isna().to_numpy()
+    us = s.to_numpy(dtype="datetime64[us]").view("int64")
+    values = (us // 1000).tolist() if (us % 1000 == 0).all() else (us / 1000).tolist()
+    if missing.any():
+        values = [None if m else v for v, m in zip(values, missing, strict=True)]
+    return values
+
+
+def _from_ms(values: list, aware: bool) -> pd.Series:
+    """Timestamps from epoch-ms numbers (tz-aware UTC, or naive UTC for TIMESTAMP_NTZ); datetimes pass."""
+    out = []
+    for v in values:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = None if v != v else pd.Timestamp(round(v * 1000), unit="us", tz="UTC" if aware else None)
+        out.append(v)
+    return pd.Series(out, dtype="datetime64[us, UTC]" if aware else "datetime64[us]")
+
+
+# ----------------------------------------------------------------------------------------------- adapters
+
+
+class MatchOperator:
+    """The match engine for one spec and input schema, as Spark pandas functions.
+
+    ``ts_col``/``type_col`` name the input's timestamp and type columns; ``timezone`` is the session time
+    zone PySpark converts ``TIMESTAMP`` values to (default: read from the active session when built).
+    """
+
+    def __init__(self, spec: SpecLike, input_schema: StructType, *, ts_col: str = "ts",
+                 type_col: str = "type", timezone: str | None = None):
+        self.spec = load_spec(spec)
+        check(self.spec)
+        if ts_col not in input_schema.names:
+            raise CEPError(f"the input has no ts column {ts_col!r}")
+        self.output_schema = output_schema(self.spec, input_schema)
+        self.state_schema = STATE_SCHEMA
+        ts_type = input_schema[ts_col].dataType
+        self.numeric_ts = isinstance(ts_type, NumericType)
+        self.ts_col, self.type_col = ts_col, type_col
+        self._columns = frozenset(input_schema.names) | {MASK}
+        self._ts_zone = (timezone or _session_timezone()) if isinstance(ts_type, TimestampType) else None
+        self._time_outputs = {
+            f.name: isinstance(f.dataType, TimestampType)
+            for f in self.output_schema.fields
+            if isinstance(f.dataType, (TimestampType, TimestampNTZType))
+        }
+
+    def events(self, pdf: pd.DataFrame) -> list[dict]:
+        """Engine events from a pandas batch: one dict per row, ts in epoch ms for timestamp input."""
+        names, data = [], []
+        for c in pdf.columns:
+            if c not in self._columns:
+                continue
+            if c == self.ts_col and not self.numeric_ts:
+                values = _epoch_ms(pdf[c], self._ts_zone)
+            else:
+                values = pdf[c].tolist()
+            names.append(c)
+            data.append(values)
+            if c == self.ts_col and c != "ts":
+                names.append("ts")
+                data.append(values)
+            elif c == self.type_col and c != "type":
+                names.append("type")
+                data.append(values)
+        return [dict(zip(names, row, strict=True)) for row in zip(*data, strict=True)]
+
+    def frame(self, rows: list[dict]) -> pd.DataFrame:
+        """Result rows as a pandas batch in ``output_schema`` order, ts values as timestamps again."""
+        names = self.output_schema.names
+        data: dict[str, Any] = {name: [r[name] for r in rows] for name in names}
+        for name, aware in self._time_outputs.items():
+            data[name] = _from_ms(data[name], aware)
+        return pd.DataFrame(data, columns=names)
+
+    def batch_function(self) -> Callable[[pd.DataFrame], pd.DataFrame]:
+        """``fn(pdf) -> pdf`` for ``groupBy(key).applyInPandas``: all events of one key in, all its matches
+        out (the engine is flushed with an infinite watermark)."""
+        spec = self.spec
+
+        def match_batch(pdf: pd.DataFrame) -> pd.DataFrame:
+            state, _ = step(spec, init_state(), self.events(pdf))
+            _, rows = advance(spec, state, math.inf)
+            return self.frame(rows)
+
+        return match_batch
+
+    def stream_function(self) -> Callable[[Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
+        """``fn(key, pdfs, state)`` for ``groupBy(key).applyInPandasWithState`` with event-time timeouts.
+
+        Buffers the key's new rows, advances the engine to the current watermark, emits the completed
+        matches, then drops the state if nothing is left, or stores it with a timeout for the watermark at
+        which buffered events become processable or the live instances leave the window.  Rows behind the
+        watermark the engine already processed are counted as late in the state (``MatchState.late``).
+        """
+        spec = self.spec
+
+        def match_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+            state = MatchState.from_bytes(group.get[0]) if group.exists else init_state()
+            for pdf in pdfs:
+                step(spec, state, self.events(pdf))
+            watermark = group.getCurrentWatermarkMs()
+            state, rows = advance(spec, state, watermark)
+            if is_empty(state):
+                group.remove()
+            else:
+                group.update((state.to_bytes(),))
+                due = wakeup(spec, state)
+                if due is not None and math.isfinite(due):
+                    # a timeout fires once the watermark is past it: this one fires when it reaches `due`
+                    group.setTimeoutTimestamp(max(math.ceil(due) - 1, watermark, 1))
+            if rows:
+                yield self.frame(rows)
+
+        return match_stream
+
+
+def batch_udf(spec_json: SpecLike, input_schema: StructType, **options: Any) -> Callable[[pd.DataFrame],
+                                                                                          pd.DataFrame]:
+    """``MatchOperator(spec_json, input_schema, **options).batch_function()``."""
+    return MatchOperator(spec_json, input_schema, **options).batch_function()
+
+
+def stream_udf(spec_json: SpecLike, input_schema: StructType, **options: Any) -> Callable[
+        [Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
+    """``MatchOperator(spec_json, input_schema, **options).stream_function()``."""
+    return MatchOperator(spec_json, input_schema, **options).stream_function()

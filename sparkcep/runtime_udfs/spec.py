@@ -1,0 +1,81 @@
+"""Engine specs: what the compiler hands an engine, baked into generated jobs as a JSON literal.
+
+A spec is a frozen dataclass tree (see :mod:`sparkcep.compiler.serde` for its JSON form).  Engines take
+events as dicts with at least ``type``, ``ts`` (a number: epoch milliseconds for timestamp input, the raw
+number otherwise) and ``_mask`` (bit k set ⇔ the event passed component k's type test and local predicates
+in the Spark SQL filter; ``None`` means "not prefiltered, test it yourself").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparkcep.compiler.ast import Expr
+
+
+@dataclass(frozen=True)
+class Component:
+    """One positive or negative event component of a flat sequence, in pattern order.
+
+    ``local`` is the conjunction of predicates that read only this component (already pushed into the
+    Spark SQL filter; the engine re-checks it only when an event arrives without a ``_mask``).
+    """
+
+    var: str
+    types: tuple[str, ...]
+    any_: bool = False
+    kleene: str | None = None
+    negated: bool = False
+    local: Expr | None = None
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    """One result column: its name and the expression that computes it from a match's binding."""
+
+    name: str
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class MatchSpec:
+    """A match query over a flat sequence of components (issue 2: single positive events).
+
+    ``predicates`` are the parameterized predicates (conjuncts reading two or more components), checked
+    during construction as soon as all their components are bound.  ``window`` is in ``ts`` units
+    (milliseconds for timestamp input): a match holds iff ``last.ts - first.ts < window``.  ``pattern`` is
+    the variable-named pattern AST (for explain and for engines of nested patterns).
+    """
+
+    components: tuple[Component, ...]
+    predicates: tuple[Expr, ...]
+    window: float
+    outputs: tuple[OutputColumn, ...]
+    strategy: str = "skip_till_any_match"
+    key: tuple[str, ...] = ()
+    pattern: object = None
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One trend aggregate (GRETA Theorem 9.1): ``func`` of ``var.attr``; ``var`` None is ``COUNT(*)``."""
+
+    name: str
+    func: str
+    var: str | None = None
+    attr: str | None = None
+
+
+@dataclass(frozen=True)
+class TrendSpec:
+    """A trend-aggregate query: the (variable-named) pattern, its non-local predicates, sliding windows
+    ``[k·slide, k·slide + window)`` and the aggregates; one output row per window and group."""
+
+    pattern: object
+    components: tuple[Component, ...]
+    predicates: tuple[Expr, ...]
+    window: float
+    slide: float
+    aggregates: tuple[Aggregate, ...]
+    group_by: tuple[str, ...] = ()
+    key: tuple[str, ...] = ()
