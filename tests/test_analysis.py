@@ -55,7 +55,7 @@ def test_bad_query_message_position_and_caret(header, options, text):
     assert rendered[0].startswith(f"line {line}, column {column}: ")
     assert rendered[1] == "  " + text.splitlines()[line - 1]
     caret = rendered[2]
-    assert re.fullmatch(r" {%d}\^+" % (column + 1), caret), rendered
+    assert re.fullmatch(rf" {{{column + 1}}}\^+", caret), rendered
 
 
 def test_paper_queries_analyze():

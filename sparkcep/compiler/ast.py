@@ -14,7 +14,6 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from sparkcep.compiler.errors import Span
 
@@ -34,7 +33,7 @@ def _span() -> Span | None:
 #:   "last"    ``v[v.len].attr``     (the last event)
 #:   "next"    ``NEXT(v).attr``      (the next event of the trend, GRETA)
 #:   int k     ``v[k].attr``         (the k-th event, 1-based; ``v[1]`` is the first)
-Index = Union[str, int, None]
+Index = str | int | None
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,7 @@ class EquivTest:
     span: Span | None = _span()
 
 
-Expr = Union[Literal, Attr, Unary, BinOp, Func, EquivTest]
+Expr = Literal | Attr | Unary | BinOp | Func | EquivTest
 
 
 # ----------------------------------------------------------------------------------------------- patterns
@@ -160,7 +159,7 @@ class Or:
     span: Span | None = _span()
 
 
-Pattern = Union[EventPat, Kleene, Seq, Not, Or]
+Pattern = EventPat | Kleene | Seq | Not | Or
 
 
 # ----------------------------------------------------------------------------------------------- query

@@ -6,7 +6,8 @@ Parentheses are added only where precedence needs them.
 Example::
 
     >>> from sparkcep.grammar import parse_query
-    >>> print(format_query(parse_query("pattern seq(A a, b+ x[]) where [id] and x[i].v>x[i-1].v within 10 s")))
+    >>> q = parse_query("pattern seq(A a, b+ x[]) where [id] and x[i].v>x[i-1].v within 10 s")
+    >>> print(format_query(q))
     PATTERN SEQ(A a, b+ x[])
     WHERE [id] AND x[i].v > x[i-1].v
     WITHIN 10 s
@@ -59,7 +60,7 @@ def format_query(query: ast.Query) -> str:
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------------------------- patterns
+# --------------------------------------------------------------------------------------------------- patterns
 
 
 def format_pattern(pattern: ast.Pattern) -> str:
@@ -76,9 +77,8 @@ def format_pattern(pattern: ast.Pattern) -> str:
         inner = format_pattern(pattern.inner)
         return f"NOT ({inner})" if isinstance(pattern.inner, ast.Or) else f"NOT {inner}"
     if isinstance(pattern, ast.Or):
-        return " OR ".join(
-            f"({format_pattern(p)})" if isinstance(p, ast.Or) else format_pattern(p) for p in pattern.alternatives
-        )
+        return " OR ".join(f"({format_pattern(p)})" if isinstance(p, ast.Or) else format_pattern(p)
+                           for p in pattern.alternatives)
     raise TypeError(f"not a pattern node: {pattern!r}")
 
 
@@ -96,7 +96,7 @@ def _strategy_var(name: str, pattern: ast.Pattern) -> str:
     return name + "[]" if name in arrays else name
 
 
-# ----------------------------------------------------------------------------------------------- expressions
+# ------------------------------------------------------------------------------------------------ expressions
 
 
 def format_expr(expr: ast.Expr) -> str:
@@ -170,7 +170,7 @@ def _negative(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and str(value).startswith("-")
 
 
-# ----------------------------------------------------------------------------------------------- clauses
+# ---------------------------------------------------------------------------------------------------- clauses
 
 
 def _return_item(item: ast.ReturnItem) -> str:

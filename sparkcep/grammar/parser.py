@@ -20,8 +20,9 @@ import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+from lark.lexer import PatternStr
 
 from sparkcep.compiler import ast
 from sparkcep.compiler.errors import CEPSyntaxError, Span
@@ -47,7 +48,8 @@ _BINOPS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "≠": "!=", "<": "<", "
 def parse_workload(text: str) -> ast.Workload:
     """Parse a file of one or more queries separated by ``;``.
 
-    Raises :class:`CEPSyntaxError` (with line, column and ``source=text``) when ``text`` is not in the grammar.
+    Raises :class:`CEPSyntaxError` (with line, column and ``source=text``) when ``text`` is not in the
+    grammar.
     """
     try:
         tree = _parser().parse(text)
@@ -77,7 +79,7 @@ def _parser() -> Lark:
                 propagate_positions=True, maybe_placeholders=True)
 
 
-# ----------------------------------------------------------------------------------------------- transformer
+# ------------------------------------------------------------------------------------------------ transformer
 
 
 def _span(meta) -> Span:
@@ -95,20 +97,32 @@ class _Var:
 
 @dataclass(frozen=True)
 class _Returns:
+    """A RETURN clause; its span locates the error when RETURN is written twice."""
+
     items: tuple[ast.ReturnItem, ...]
     span: Span
 
 
 @dataclass(frozen=True)
 class _Where:
+    """A WHERE clause, plain or in the SASE+ form ``WHERE strategy(vars) { expr }``."""
+
     expr: ast.Expr | None
     strategy: str | None = None
     strategy_vars: tuple[str, ...] | None = None
     span: Span | None = None
 
 
+@dataclass(frozen=True)
+class _LastOf:
+    """``[v.len]`` before the Transformer checks that ``v`` is the indexed variable."""
+
+    var: str
+    span: Span
+
+
 @v_args(meta=True)
-class _ToAst(Transformer):
+class _ToAst(Transformer_NonRecursive):
     """Builds one AST node per rule; spellings are normalized here (see the module docstring of ``ast``)."""
 
     # --- workload and query
@@ -335,15 +349,8 @@ class _ToAst(Transformer):
         return ast.EquivItem(str(attr), str(var), value, span=_span(meta))
 
 
-@dataclass(frozen=True)
-class _LastOf:
-    """``[v.len]`` before the Transformer checks that ``v`` is the indexed variable."""
-
-    var: str
-    span: Span
-
-
 def _bind(event: ast.EventPat, var: _Var | None, meta) -> ast.EventPat:
+    """The event of a type spec bound to its variable (if any), spanning both."""
     if var is None:
         return replace(event, span=_span(meta))
     return replace(event, var=var.name, array=var.array, span=_span(meta))
@@ -358,51 +365,95 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-# ----------------------------------------------------------------------------------------------- error messages
+# --------------------------------------------------------------------------------------------- error messages
 
-#: How the terminals of cep.lark are named in messages.  Terminals with the same name are mentioned once.
+#: How the terminals of cep.lark are named in messages, in the order messages list them.  Terminals with the
+#: same words are mentioned once.
 _WORDS = {
     "NAME": "a name", "TYPE_NAME": "an event type", "NUMBER": "a number", "INT": "a number",
-    "STRING": "a string", "UNIT": "a time unit", "INDEX_I": "'i'", "INDEX_ONE": "'1'", "LEN": "'len'",
-    "COMP_OP": "a comparison", "_EQ": "'='", "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'", "SLASH": "'/'",
-    "PERCENT": "'%'", "QMARK": "'?'", "DOTDOT": "'..'", "_DOT": "'.'", "_COMMA": "','", "_COLON": "':'",
-    "_SEMI": "';'", "_LPAR": "'('", "_RPAR": "')'", "_LSQB": "'['", "_RSQB": "']'", "_LBRACE": "'{'",
-    "_RBRACE": "'}'", "_BANG": "NOT", "_TILDE": "NOT", "_NOT_SIGN": "NOT", "_NOT": "NOT",
-    "_AND": "AND", "_AND_SIGN": "AND", "_OR": "OR", "_OR_SIGN": "OR", "_RETURN": "RETURN",
-    "_PATTERN": "PATTERN", "_EVENT": "PATTERN", "_USING": "USING", "_WHERE": "WHERE", "_GROUP_BY": "GROUP BY",
-    "_WITHIN": "WITHIN", "_SLIDE": "SLIDE", "_AS": "AS", "_SEQ": "SEQ", "_ANY": "ANY", "_NEXT": "NEXT",
-    "TRUE": "TRUE", "FALSE": "FALSE", "NULL": "NULL",
+    "STRING": "a string", "TRUE": "TRUE", "FALSE": "FALSE", "NULL": "NULL", "UNIT": "a time unit",
     "STRICT_CONTIGUITY": "a selection strategy", "PARTITION_CONTIGUITY": "a selection strategy",
     "SKIP_TILL_NEXT_MATCH": "a selection strategy", "SKIP_TILL_ANY_MATCH": "a selection strategy",
+    "INDEX_I": "'i'", "INDEX_ONE": "'1'", "LEN": "'len'", "_SEQ": "SEQ", "_ANY": "ANY", "_NEXT": "NEXT",
+    "COMP_OP": "a comparison", "_EQ": "'='", "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'", "SLASH": "'/'",
+    "PERCENT": "'%'", "QMARK": "'?'", "DOTDOT": "'..'", "_DOT": "'.'", "_LPAR": "'('", "_LSQB": "'['",
+    "_LBRACE": "'{'", "_AND": "AND", "_AND_SIGN": "AND", "_OR": "OR", "_OR_SIGN": "OR", "_BANG": "NOT",
+    "_TILDE": "NOT", "_NOT": "NOT", "_NOT_SIGN": "NOT", "_AS": "AS",
+    "_RETURN": "RETURN", "_PATTERN": "PATTERN", "_EVENT": "PATTERN", "_USING": "USING", "_WHERE": "WHERE",
+    "_GROUP_BY": "GROUP BY", "_WITHIN": "WITHIN", "_SLIDE": "SLIDE",
+    "_COMMA": "','", "_COLON": "':'", "_RPAR": "')'", "_RSQB": "']'", "_RBRACE": "'}'", "_SEMI": "';'",
     "$END": "end of input",
 }
+_RANK = {name: rank for rank, name in enumerate(_WORDS)}
 
 #: When a state accepts many terminals, they are summarized: if all of ``trigger`` are expected, every
 #: expected terminal of ``members`` is replaced by ``word``.
 _SUMMARIES = (
     ("a query", {"_PATTERN", "_RETURN"}, {"_PATTERN", "_EVENT", "_RETURN", "NAME"}),
-    ("a pattern", {"TYPE_NAME", "_SEQ"}, {"TYPE_NAME", "_SEQ", "_ANY", "_LPAR", "_BANG", "_TILDE", "_NOT", "_NOT_SIGN"}),
+    ("a pattern", {"TYPE_NAME", "_SEQ"},
+     {"TYPE_NAME", "_SEQ", "_ANY", "_LPAR", "_BANG", "_TILDE", "_NOT", "_NOT_SIGN"}),
     ("an expression", {"NAME", "NUMBER"},
-     {"NAME", "NUMBER", "STRING", "TRUE", "FALSE", "NULL", "_NEXT", "_LPAR", "_LSQB", "MINUS", "_NOT", "_NOT_SIGN"}),
+     {"NAME", "NUMBER", "STRING", "TRUE", "FALSE", "NULL", "_NEXT", "_LPAR", "_LSQB", "MINUS", "_NOT",
+      "_NOT_SIGN"}),
     ("an operator", {"PLUS", "STAR", "COMP_OP"}, {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "COMP_OP"}),
     ("an operator", {"PLUS", "SLASH"}, {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT"}),
 )
 
+#: Keywords that are also plausible event types or attribute names (``Event``, ``x.next``): an error right
+#: after one of them, read as a name, is not blamed on it.  INDEX_I and LEN are keywords only in an index.
+_NOT_RESERVED = {"_EVENT", "_ANY", "_NEXT", "INDEX_I", "LEN"}
+
 
 def _syntax_error(err: UnexpectedInput, text: str) -> CEPSyntaxError:
+    misused = _misused_keyword(err)
+    if misused is not None:
+        keyword, expected = misused
+        return CEPSyntaxError(f"unexpected '{keyword}' (a reserved word): expected {_describe(expected)}",
+                              _span(keyword), text)
     expected = _expected(err)
-    if isinstance(err, UnexpectedToken):
-        token = err.token
-        if token.type == "$END":
-            found, span = "end of input", _point(text, len(text.rstrip()))
-        else:
-            found, span = f"'{token}'", _span(token)
+    if isinstance(err, UnexpectedCharacters):
+        char, span = text[err.pos_in_stream], _point(text, err.pos_in_stream)
+        if char in "'\"":
+            return CEPSyntaxError(f"unterminated string: no closing {char}", span, text)
+        found = f"character '{char}'"
+    elif isinstance(err, UnexpectedToken) and err.token.type != "$END":
+        found, span = f"'{err.token}'", _span(err.token)
     else:
-        assert isinstance(err, UnexpectedCharacters)
-        found, span = f"character '{text[err.pos_in_stream]}'", _point(text, err.pos_in_stream)
+        found, span = "end of input", _point(text, len(text.rstrip()))
     if "_WITHIN" in expected and found in ("end of input", "';'"):
         return CEPSyntaxError(f"unexpected {found}: expected WITHIN (every query needs a window)", span, text)
     return CEPSyntaxError(f"unexpected {found}: expected {_describe(expected)}", span, text)
+
+
+def _misused_keyword(err: UnexpectedInput) -> tuple[Token, set[str]] | None:
+    """A keyword that was read as a name just before the error, with what was expected in its place.
+
+    The contextual lexer only recognizes keywords where the grammar accepts them, so in ``PATTERN WITHIN 1``
+    the word WITHIN becomes an event type and the parser only fails at ``1``.  Blaming the keyword is clearer.
+    An attribute after a dot (``x.where``) is never blamed.
+    """
+    interactive = getattr(err, "interactive_parser", None)
+    if interactive is None:
+        return None
+    state = interactive.parser_state
+    *_, before, previous = [None, None, *state.value_stack]
+    if not (isinstance(previous, Token) and previous.type in ("NAME", "TYPE_NAME")
+            and previous.lower() in _reserved_words()):
+        return None
+    if isinstance(before, Token) and before.type == "_DOT":
+        return None
+    terminals = {t.name for t in _parser().terminals}
+    return previous, {name for name in state.parse_conf.parse_table.states[state.state_stack[-2]]
+                      if name in terminals}
+
+
+@functools.cache
+def _reserved_words() -> frozenset[str]:
+    return frozenset(
+        t.pattern.value.lower() for t in _parser().terminals
+        if isinstance(t.pattern, PatternStr) and t.pattern.value.isidentifier()
+        and t.name not in _NOT_RESERVED
+    )
 
 
 def _expected(err: UnexpectedInput) -> set[str]:
@@ -419,25 +470,19 @@ def _expected(err: UnexpectedInput) -> set[str]:
 
 def _describe(expected: set[str]) -> str:
     """The expected terminals in words, e.g. ``"an expression, ')' or WITHIN"``."""
-    words: list[str] = []
+    ranks: dict[str, int] = {}
     remaining = set(expected)
     for word, trigger, members in _SUMMARIES:
         if trigger <= remaining:
+            ranks.setdefault(word, min(_RANK[name] for name in members & remaining))
             remaining -= members
-            words.append(word)
-    for name in sorted(remaining, key=_order):
+    for name in remaining:
         word = _WORDS.get(name, name)
-        if word not in words:
-            words.append(word)
+        ranks[word] = min(ranks.get(word, len(_RANK)), _RANK.get(name, len(_RANK)))
+    words = sorted(ranks, key=lambda w: (ranks[w], w))
     if len(words) == 1:
         return words[0]
     return ", ".join(words[:-1]) + " or " + words[-1]
-
-
-def _order(name: str) -> tuple[int, str]:
-    """Clause keywords in query order first, then the rest alphabetically."""
-    clauses = ["_RETURN", "_PATTERN", "_EVENT", "_USING", "_WHERE", "_GROUP_BY", "_WITHIN", "_SLIDE"]
-    return (clauses.index(name), "") if name in clauses else (len(clauses), name)
 
 
 def _point(text: str, pos: int) -> Span:

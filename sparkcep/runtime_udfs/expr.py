@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Func, Literal, Unary
 
@@ -219,7 +220,8 @@ def _compile_equiv(e: EquivTest):
                 if item.var is not None and var != item.var:
                     continue
                 for ev in bound if isinstance(bound, list) else (bound,):
-                    seen.append(ev.get(item.attr))
+                    if ev is not None:  # an unbound variable (e.g. another OR branch), as in attribute refs
+                        seen.append(ev.get(item.attr))
             if item.value is not None and any(v != item.value.value for v in seen):
                 return False
             if len(set(map(_hashable, seen))) > 1:

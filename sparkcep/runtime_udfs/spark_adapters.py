@@ -211,6 +211,8 @@ class MatchOperator:
 
     def events(self, pdf: pd.DataFrame) -> list[dict]:
         """Engine events from a pandas batch: one dict per row, ts in epoch ms for timestamp input."""
+        if pdf.empty:  # PySpark may hand over empty chunks with untyped (object) columns
+            return []
         names, data = [], []
         for c in pdf.columns:
             if c not in self._columns:

@@ -64,6 +64,7 @@ class ResolvedQuery:
     returns: tuple[ReturnItem, ...] | None
     aggregates: tuple[AggregateItem, ...]
     strategy: str
+    return_names: tuple[str, ...] = ()
     ts_kind: str | None = None
     ts_unit: str | None = None
 
@@ -126,10 +127,12 @@ def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = No
     mode = "aggregate" if query.returns and any(_is_trend_aggregate(i.expr) for i in query.returns) else "match"
     returns = None
     aggregates: tuple[AggregateItem, ...] = ()
+    # columns are named as written (COUNT(A) is count_A), before type names resolve to variables
+    return_names = tuple(dedupe([column_name(i, k) for k, i in enumerate(query.returns or ())]))
     if query.returns is not None:
         returns = tuple(replace(i, expr=resolver.expr(i.expr, where="RETURN")) for i in query.returns)
         if mode == "aggregate":
-            aggregates = _aggregate_items(returns, partition, tuple(group_by), resolver)
+            aggregates = _aggregate_items(returns, return_names, partition, tuple(group_by), resolver)
         else:
             _check_match_returns(returns, variables, resolver)
     if mode == "match" and query.group_by:
@@ -145,7 +148,7 @@ def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = No
     return ResolvedQuery(
         query=resolved_query, source=source, mode=mode, variables=tuple(variables.values()),
         predicates=predicates, partition=partition, group_by=tuple(group_by), returns=returns,
-        aggregates=aggregates, strategy=strategy, ts_kind=ts_kind, ts_unit=ts_unit)
+        aggregates=aggregates, strategy=strategy, return_names=return_names, ts_kind=ts_kind, ts_unit=ts_unit)
 
 
 def _is_trend_aggregate(e) -> bool:
@@ -159,11 +162,10 @@ def _is_trend_aggregate(e) -> bool:
     return False
 
 
-def _aggregate_items(returns, partition, group_by, resolver: Resolver) -> tuple[AggregateItem, ...]:
+def _aggregate_items(returns, names, partition, group_by, resolver: Resolver) -> tuple[AggregateItem, ...]:
     keys = {i.attr for i in partition} | set(group_by)
-    names = dedupe([column_name(item, k) for k, item in enumerate(returns)])
     out = []
-    for name, item in zip(names, returns):
+    for name, item in zip(names, returns, strict=True):
         e = item.expr
         if isinstance(e, Attr) and e.var is None:
             if e.attr not in keys:

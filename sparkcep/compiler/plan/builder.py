@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sparkcep.compiler.analysis import ResolvedQuery
 from sparkcep.compiler.ast import Attr, EventPat, Kleene, Not, Pattern, Seq
-from sparkcep.compiler.naming import column_name, dedupe, default_column
+from sparkcep.compiler.naming import default_column
 from sparkcep.compiler.plan.nodes import (
     Filter,
     Node,
@@ -55,8 +55,7 @@ def output_columns(r: ResolvedQuery, attributes: tuple[str, ...] | None) -> tupl
     ``attributes`` are the input's columns (None when the schema is not known yet: the default columns are
     then expanded when the plan is bound to a schema)."""
     if r.returns is not None:
-        names = dedupe([column_name(i, k) for k, i in enumerate(r.returns)])
-        return tuple(OutputColumn(n, i.expr) for n, i in zip(names, r.returns))
+        return tuple(OutputColumn(n, i.expr) for n, i in zip(r.return_names, r.returns, strict=True))
     if attributes is None:
         return ()
     cols = []

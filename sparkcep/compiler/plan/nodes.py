@@ -8,7 +8,6 @@ rules rewrite it (``sparkcep.compiler.optimizer``) and backends translate it nod
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Union
 
 from sparkcep.compiler.ast import Expr
 from sparkcep.runtime_udfs.spec import Component, MatchSpec, OutputColumn, TrendSpec
@@ -85,7 +84,7 @@ class Output:
     columns: tuple[OutputColumn, ...]
 
 
-Node = Union[Source, Filter, Project, Partition, Window, Sequence, Trend, Output]
+Node = Source | Filter | Project | Partition | Window | Sequence | Trend | Output
 
 
 def children(node: Node) -> tuple[Node, ...]:

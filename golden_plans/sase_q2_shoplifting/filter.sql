@@ -1,0 +1,12 @@
+SELECT
+  *
+FROM (
+  SELECT
+    *,
+    CASE WHEN `type` = 'SHELF-READING' THEN 1 ELSE 0 END + CASE WHEN `type` = 'COUNTER-READING' THEN 2 ELSE 0 END + CASE WHEN `type` = 'EXIT-READING' THEN 4 ELSE 0 END AS _mask
+  FROM events
+  WHERE
+    `type` IN ('COUNTER-READING', 'EXIT-READING', 'SHELF-READING')
+) AS candidates
+WHERE
+  _mask <> 0

@@ -1,0 +1,38 @@
+"""Shared test set-up: one SparkSession per test run, markers, and ``--update-golden``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite golden_plans/ from the current compiler instead of diffing against it")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "spark: needs a JVM and the shared SparkSession")
+    config.addinivalue_line("markers", "slow: end-to-end tests (run in CI)")
+
+
+@pytest.fixture(scope="session")
+def update_golden(request) -> bool:
+    return request.config.getoption("--update-golden")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one SparkSession of the test run: local[2], 2 shuffle partitions, UTC, no UI."""
+    from sparkcep.session import local_session
+
+    # Python workers import sparkcep too: make this checkout importable even when it is not pip-installed.
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+    session = local_session("local[2]", shuffle_partitions=2, app_name="sparkcep-tests")
+    yield session
+    session.stop()

@@ -1,0 +1,211 @@
+"""The Spark adapters of the match engine: result types and data conversion (no JVM), then batch
+``applyInPandas`` and streaming ``applyInPandasWithState`` runs compared with the oracle (JVM)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupStateTimeout
+from pyspark.sql.types import (
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest, EventPat, Func, Literal, and_all
+from sparkcep.compiler.errors import CEPError
+from sparkcep.compiler.serde import to_data
+from sparkcep.oracle import match_rows
+from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
+from sparkcep.runtime_udfs.spark_adapters import (
+    STATE_SCHEMA,
+    MatchOperator,
+    batch_udf,
+    output_schema,
+    stream_udf,
+)
+from sparkcep.runtime_udfs.spec import Component, MatchSpec, OutputColumn
+from tests.test_match_engine import canonical, seq_query, spec_for
+
+EPOCH = 1_700_000_000_000  # ms: 2023-11-14 22:13:20 UTC
+
+
+def schema_of(ts_type=None) -> StructType:
+    return StructType([StructField("id", LongType()), StructField("type", StringType()),
+                       StructField("ts", ts_type or TimestampType()), StructField("x", LongType())])
+
+
+# The query of the Spark runs: ANY, a local predicate, a parameterized one across non-adjacent components.
+A, ANY_BC, C = EventPat(("A",), "a"), EventPat(("B", "C"), "b", any_=True), EventPat(("C",), "c")
+WHERE = and_all([EquivTest((EquivItem("id"),)), BinOp(">", Attr("b", "x"), Literal(0)),
+                 BinOp("<", Attr("a", "x"), Attr("c", "x"))])
+RETURNS = (Attr("a", "ts"), Attr("b", "type"), Attr("c", "ts"), Attr("a", "x"),
+           BinOp("+", Attr("a", "x"), Attr("c", "x")))
+TIME_COLUMNS = ("a_ts", "c_ts")
+
+#: ``_mask`` as the compiler's Spark SQL filter computes it (a missing x satisfies ``b.x > 0``: ANY rule).
+MASK_SQL = ("CASE WHEN type = 'A' THEN 1 ELSE 0 END"
+            " + CASE WHEN type IN ('B', 'C') AND COALESCE(x > 0, TRUE) THEN 2 ELSE 0 END"
+            " + CASE WHEN type = 'C' THEN 4 ELSE 0 END")
+
+
+def random_events(n: int, seed: int, spread_ms: int) -> list[dict]:
+    rnd = random.Random(seed)
+    events = []
+    for _ in range(n):
+        e = {"id": rnd.randint(0, 3), "type": rnd.choice("ABCD"), "ts": EPOCH + rnd.randint(0, spread_ms)}
+        if rnd.random() < 0.9:
+            e["x"] = rnd.randint(0, 5)
+        events.append(e)
+    return events
+
+
+def collect_ms(df) -> list[dict]:
+    """Rows of a result DataFrame with timestamp columns as epoch ms (Python datetimes would be local time)."""
+    cols = [F.expr(f"unix_millis({c})").alias(c) if c in TIME_COLUMNS else F.col(c) for c in df.columns]
+    return [r.asDict() for r in df.select(*cols).collect()]
+
+
+# ----------------------------------------------------------------------------------------------- no JVM
+
+
+def test_output_schema_types():
+    spec = MatchSpec(
+        (Component("a", ("A",)), Component("b", ("B",))), (), 10,
+        tuple(OutputColumn(n, e) for n, e in [
+            ("ts", Attr("a", "ts")), ("id", Attr("b", "id")), ("name", Attr("a", "name")),
+            ("n", Func("count", (Attr("b", "x", "all"),))), ("mean", Func("avg", (Attr("b", "x", "all"),))),
+            ("sum_i", Func("sum", (Attr("b", "i", "all"),))), ("sum_x", Func("sum", (Attr("b", "x", "all"),))),
+            ("sum_s", Func("sum", (Attr("b", "name", "all"),))), ("max_i", Func("max", (Attr("b", "i", "all"),))),
+            ("min_s", Func("min", (Attr("b", "name", "all"),))), ("plus", BinOp("+", Attr("a", "i"), Literal(1))),
+            ("less", BinOp("<", Attr("a", "x"), Attr("b", "x"))), ("one", Literal(1)), ("k", Literal("k")),
+        ]))
+    schema = StructType([StructField("ts", TimestampType()), StructField("id", LongType()),
+                         StructField("name", StringType()), StructField("x", DoubleType()),
+                         StructField("i", IntegerType())])
+    types = {f.name: f.dataType.simpleString() for f in output_schema(json.dumps(to_data(spec)), schema)}
+    assert types == {"ts": "timestamp", "id": "bigint", "name": "string", "n": "bigint", "mean": "double",
+                     "sum_i": "bigint", "sum_x": "double", "sum_s": "double", "max_i": "int",
+                     "min_s": "string", "plus": "double", "less": "boolean", "one": "bigint", "k": "string"}
+
+
+def test_output_schema_rejects_an_unknown_attribute():
+    spec = MatchSpec((Component("a", ("A",)),), (), 10, (OutputColumn("q", Attr("a", "nope")),))
+    with pytest.raises(CEPError, match="'nope' is not a column"):
+        output_schema(spec, schema_of())
+
+
+def test_unsupported_spec_fails_when_the_function_is_built():
+    spec = MatchSpec((Component("a", ("A",), kleene="+"),), (), 10, ())
+    with pytest.raises(EngineUnsupportedError):
+        batch_udf(to_data(spec), schema_of(), timezone="UTC")
+
+
+def test_timestamps_convert_to_epoch_ms_in_the_session_zone_and_back():
+    spec = spec_for(seq_query(A, C, returns=(Attr("a", "ts"), Attr("c", "x"))))
+    op = MatchOperator(spec, schema_of(), timezone="America/New_York")
+    # PySpark hands TIMESTAMP values over as naive wall-clock times of the session zone (here UTC-5)
+    pdf = pd.DataFrame({"id": [1, 1], "type": ["A", "C"], "x": [1, 2], "extra": [0, 0],
+                        "ts": pd.to_datetime(["2023-11-14 17:13:20.000000", "2023-11-14 17:13:20.000250"])})
+    events = op.events(pdf)
+    assert [e["ts"] for e in events] == [EPOCH, EPOCH + 0.25]  # sub-ms precision is kept
+    assert "extra" not in events[0]  # not in the input schema
+    out = op.frame([{"a_ts": EPOCH, "c_x": 2}, {"a_ts": EPOCH + 0.25, "c_x": None}])
+    assert out["a_ts"].tolist() == [pd.Timestamp(EPOCH, unit="ms", tz="UTC"),
+                                    pd.Timestamp(EPOCH * 1000 + 250, unit="us", tz="UTC")]
+    assert op.events(pdf.iloc[:0]) == []
+
+
+def test_other_column_names_reach_the_engine_as_type_and_ts():
+    schema = StructType([StructField("kind", StringType()), StructField("time", LongType())])
+    spec = spec_for(seq_query(A, C, returns=(Attr("a", "time"),)))
+    op = MatchOperator(spec, schema, ts_col="time", type_col="kind")
+    assert op.numeric_ts and op.state_schema == STATE_SCHEMA
+    events = op.events(pd.DataFrame({"kind": ["A"], "time": [5]}))
+    assert events == [{"kind": "A", "type": "A", "time": 5, "ts": 5}]
+    assert op.batch_function()(pd.DataFrame({"kind": ["A", "C"], "time": [5, 6]})).to_dict("records") == [
+        {"a_time": 5}]
+
+
+# ----------------------------------------------------------------------------------------------- Spark
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("variant", ["timestamp ts, mask from Spark SQL", "numeric ts, no mask"])
+def test_batch_apply_in_pandas_equals_oracle(spark, variant):
+    query = seq_query(A, ANY_BC, C, where=WHERE, within=4000, returns=RETURNS)
+    spec = spec_for(query)
+    events = random_events(400, seed=1, spread_ms=30_000)
+    pdf = pd.DataFrame(events)
+    if variant.startswith("timestamp"):
+        pdf["ts"] = pd.to_datetime(pdf["ts"], unit="ms")
+        df = spark.createDataFrame(pdf, schema_of()).withColumn("_mask", F.expr(MASK_SQL))
+    else:
+        df = spark.createDataFrame(pdf, schema_of(LongType()))
+    fn = batch_udf(json.dumps(to_data(spec)), df.schema)
+    result = df.groupBy(*spec.key).applyInPandas(fn, output_schema(spec, df.schema))
+    got = collect_ms(result)
+    expected = match_rows(query, events)
+    assert len(expected) > 50
+    assert canonical(got) == canonical(as_double(expected))
+
+
+def as_double(rows: list[dict]) -> list[dict]:
+    """Oracle rows with the arithmetic column as the engine types it (DOUBLE)."""
+    return [{**r, "col4": None if r["col4"] is None else float(r["col4"])} for r in rows]
+
+
+def write_lines(path: Path, events: list[dict]) -> None:
+    with path.open("w") as f:
+        for e in events:
+            iso = pd.Timestamp(e["ts"], unit="ms").isoformat()
+            f.write(json.dumps({**e, "ts": iso}) + "\n")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_streaming_with_state_equals_oracle(spark, tmp_path):
+    """JSON-lines files arrive in two runs of ``availableNow`` (restarting from the checkpoint), one file
+    per micro-batch, out of order within the allowed lateness; a last event far ahead moves the watermark
+    past everything, so every buffered event is flushed by an event-time timeout."""
+    query = seq_query(A, ANY_BC, C, where=WHERE, within=4000, returns=RETURNS)
+    spec = spec_for(query)
+    events = random_events(300, seed=2, spread_ms=40_000)
+    rnd = random.Random(5)
+    arrival = sorted(events, key=lambda e: e["ts"] + rnd.randint(0, 1500))  # lateness 2 s > jitter
+    files = [arrival[k:k + 50] for k in range(0, len(arrival), 50)]
+    late = {"id": 0, "type": "C", "ts": EPOCH, "x": 5}  # far behind the watermark by then
+    files[-1] = files[-1] + [late]
+    files.append([{"id": 99, "type": "Z", "ts": EPOCH + 3_600_000, "x": 0}])
+    source, sink, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
+    source.mkdir()
+
+    stream = (spark.readStream.schema(schema_of()).option("maxFilesPerTrigger", 1).json(str(source))
+              .withWatermark("ts", "2 seconds")
+              .withColumn("_mask", F.expr(MASK_SQL)))
+    fn = stream_udf(to_data(spec), stream.schema)
+    result = stream.groupBy(*spec.key).applyInPandasWithState(
+        fn, output_schema(spec, stream.schema), STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+    for run, group in enumerate([files[:3], files[3:]]):
+        for k, batch in enumerate(group):
+            write_lines(source / f"events-{run}-{k}.json", batch)
+        handle = (result.writeStream.format("parquet").option("path", str(sink))
+                  .option("checkpointLocation", str(checkpoint)).outputMode("append")
+                  .trigger(availableNow=True).start())
+        handle.awaitTermination()
+    progress = handle.lastProgress
+    got = collect_ms(spark.read.parquet(str(sink)))
+    expected = match_rows(query, events)
+    assert len(expected) > 50
+    assert canonical(got) == canonical(as_double(expected))
+    # every key's state was flushed and dropped once the watermark passed its events
+    assert progress["stateOperators"][0]["numRowsTotal"] == 0
