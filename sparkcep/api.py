@@ -23,10 +23,10 @@ from sparkcep.compiler.codegen.sql import event_time_sql, filter_sql
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.optimizer import optimize
 from sparkcep.compiler.plan.builder import build_plan
-from sparkcep.compiler.plan.nodes import Node, Partition, Sequence, chain
+from sparkcep.compiler.plan.nodes import Node, Sequence, chain
 from sparkcep.compiler.printer import format_query
-from sparkcep.compiler.serde import to_data
 from sparkcep.grammar import parse_query, parse_workload
+from sparkcep.runtime_udfs.match_engine import check as check_supported
 
 _view_ids = itertools.count()
 
@@ -99,35 +99,28 @@ class CompiledQuery:
         """Run on a batch or streaming DataFrame with columns ``type``, ``ts`` and attributes.
 
         Batch: ``groupBy(key).applyInPandas``.  Streaming: an event-time watermark on ``ts`` (allowed
-        lateness ``self.lateness``) and ``groupBy(key).applyInPandasWithState`` with event-time timeouts;
-        write the result in append mode with a checkpoint.
+        lateness ``self.lateness``; numeric ts run on a derived timestamp column where 1 unit is 1 ms) and
+        ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
+        with a checkpoint.
         """
-        from pyspark.sql.streaming.state import GroupStateTimeout
-
-        from sparkcep.runtime_udfs.spark_adapters import MatchOperator
+        from sparkcep.runtime_udfs.spark_adapters import apply_match
 
         plan = self.plan(df.schema)
-        nodes = chain(plan)
-        seq = next((n for n in nodes if isinstance(n, Sequence)), None)
+        seq = next((n for n in chain(plan) if isinstance(n, Sequence)), None)
         if seq is None:
             raise CEPError("trend-aggregate queries need the GRETA trend engine, which is not built yet "
-                           "(it is the next capability on the roadmap); match queries run today")
-        keys = list(next(n for n in nodes if isinstance(n, Partition)).keys)
+                           "(the next capability on the roadmap); match queries run today")
+        check_supported(seq.spec)
         view = f"_sparkcep_events_{next(_view_ids)}"
         df.createOrReplaceTempView(view)
         candidates = df.sparkSession.sql(filter_sql(plan, view, df.schema.fieldNames(), pretty=False))
-        matcher = MatchOperator(to_data(seq.spec), df.schema, ts_col=self.ts_col)
-        if not df.isStreaming:
-            return candidates.groupBy(*keys).applyInPandas(matcher.batch_function(), schema=matcher.output_schema)
-        event_time = self.ts_col
-        if matcher.numeric_ts:
-            candidates = candidates.selectExpr("*", event_time_sql(self.ts_col, EVENT_TIME_COLUMN))
-            event_time = EVENT_TIME_COLUMN
-        return (candidates.withWatermark(event_time, f"{int(self.lateness)} milliseconds")
-                .groupBy(*keys)
-                .applyInPandasWithState(matcher.stream_function(), outputStructType=matcher.output_schema,
-                                        stateStructType=matcher.state_schema, outputMode="append",
-                                        timeoutConf=GroupStateTimeout.EventTimeTimeout))
+        if df.isStreaming:
+            event_time = self.ts_col
+            if ts_kind_of(df.schema, self.ts_col) == "numeric":
+                candidates = candidates.selectExpr("*", event_time_sql(self.ts_col, EVENT_TIME_COLUMN))
+                event_time = EVENT_TIME_COLUMN
+            candidates = candidates.withWatermark(event_time, f"{int(self.lateness)} milliseconds")
+        return apply_match(candidates, seq.spec)
 
 
 def compile(text: str, **options) -> CompiledQuery:  # noqa: A001 - the package's verb

@@ -7,7 +7,6 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -16,6 +15,7 @@ from pathlib import Path
 from sparkcep.api import CompiledQuery, compile_workload
 from sparkcep.compiler.ast import UNITS_MS
 from sparkcep.compiler.errors import CEPError
+from sparkcep.results import json_lines
 
 FORMATS = ("json", "csv", "parquet")
 
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output", help="write results here (a Spark JSON directory) instead of stdout")
     r.add_argument("--stream", action="store_true", help="run as a Structured Streaming job over the files")
     r.add_argument("--checkpoint", help="streaming checkpoint directory (default: a temporary one)")
+    r.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
     r.add_argument("--master", default="local[*]")
 
     d = sub.add_parser("demo", help="generate events and run the example query, batch and streaming")
@@ -131,8 +132,9 @@ def _input_format(args) -> str:
     return {".csv": "csv", ".parquet": "parquet"}.get(suffix, "json")
 
 
-def read_events(spark, path: str, fmt: str, ts_col: str, stream: bool = False):
-    """Read events; the schema of a stream comes from the files there now. String ts become timestamps."""
+def read_events(spark, path: str, fmt: str, ts_col: str, stream: bool = False, files_per_trigger: int | None = None):
+    """Read events; the schema of a stream comes from the files there now. String ts become timestamps.
+    ``files_per_trigger`` makes a stream take that many files per micro-batch (default: all there are)."""
     from pyspark.sql import functions as F
 
     if not os.path.exists(path):
@@ -140,14 +142,19 @@ def read_events(spark, path: str, fmt: str, ts_col: str, stream: bool = False):
     options = {"header": True, "inferSchema": True} if fmt == "csv" else {}
     static = spark.read.format(fmt).options(**options).load(path)
     schema = static.schema
-    df = spark.readStream.schema(schema).format(fmt).options(**options).load(path) if stream else static
+    if stream:
+        reader = spark.readStream.schema(schema).format(fmt).options(**options)
+        if files_per_trigger:
+            reader = reader.option("maxFilesPerTrigger", files_per_trigger)
+        df = reader.load(path)
+    else:
+        df = static
     if ts_col in schema.fieldNames() and schema[ts_col].dataType.simpleString() == "string":
         df = df.withColumn(ts_col, F.to_timestamp(F.col(ts_col)))
     return df
 
 
-def _print_rows(rows) -> None:
-    lines = sorted(json.dumps(r.asDict(recursive=True), default=str) for r in rows)
+def _print_lines(lines) -> None:
     for line in lines:
         print(line)
 
@@ -158,13 +165,14 @@ def cmd_run(args) -> int:
     q = _one(args, type_col=args.type_col, ts_col=args.ts_col, ts_unit=args.ts_unit, lateness=args.lateness)
     fmt = _input_format(args)
     spark = local_session(args.master)
-    df = read_events(spark, args.input, fmt, args.ts_col, stream=args.stream)
+    df = read_events(spark, args.input, fmt, args.ts_col, stream=args.stream,
+                     files_per_trigger=args.files_per_trigger)
     result = q.apply(df)
     if not args.stream:
         if args.output:
             result.write.mode("overwrite").json(args.output)
         else:
-            _print_rows(result.collect())
+            _print_lines(json_lines(result))
         return 0
     with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
         out = args.output or os.path.join(tmp, "out")
@@ -174,7 +182,7 @@ def cmd_run(args) -> int:
                  .trigger(availableNow=True).start())
         query.awaitTermination()
         if not args.output:
-            _print_rows(spark.read.schema(result.schema).json(out).collect())
+            _print_lines(json_lines(spark.read.schema(result.schema).json(out)))
     return 0
 
 

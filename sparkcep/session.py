@@ -17,6 +17,8 @@ def local_session(master: str = "local[*]", shuffle_partitions: int = DEFAULT_SH
     """Get (or create) the process's SparkSession for local runs and tests."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # PySpark's own pandas glue (not sparkcep code) warns about a pandas deprecation on every batch.
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     from pyspark.sql import SparkSession
 
     spark = (

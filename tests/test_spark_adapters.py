@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -29,6 +31,7 @@ from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
 from sparkcep.runtime_udfs.spark_adapters import (
     STATE_SCHEMA,
     MatchOperator,
+    apply_match,
     batch_udf,
     output_schema,
     stream_udf,
@@ -46,11 +49,10 @@ def schema_of(ts_type=None) -> StructType:
 
 # The query of the Spark runs: ANY, a local predicate, a parameterized one across non-adjacent components.
 A, ANY_BC, C = EventPat(("A",), "a"), EventPat(("B", "C"), "b", any_=True), EventPat(("C",), "c")
-WHERE = and_all([EquivTest((EquivItem("id"),)), BinOp(">", Attr("b", "x"), Literal(0)),
-                 BinOp("<", Attr("a", "x"), Attr("c", "x"))])
+LOCAL, PARAMETERIZED = BinOp(">", Attr("b", "x"), Literal(0)), BinOp("<", Attr("a", "x"), Attr("c", "x"))
+WHERE = and_all([EquivTest((EquivItem("id"),)), LOCAL, PARAMETERIZED])
 RETURNS = (Attr("a", "ts"), Attr("b", "type"), Attr("c", "ts"), Attr("a", "x"),
            BinOp("+", Attr("a", "x"), Attr("c", "x")))
-TIME_COLUMNS = ("a_ts", "c_ts")
 
 #: ``_mask`` as the compiler's Spark SQL filter computes it (a missing x satisfies ``b.x > 0``: ANY rule).
 MASK_SQL = ("CASE WHEN type = 'A' THEN 1 ELSE 0 END"
@@ -71,7 +73,8 @@ def random_events(n: int, seed: int, spread_ms: int) -> list[dict]:
 
 def collect_ms(df) -> list[dict]:
     """Rows of a result DataFrame with timestamp columns as epoch ms (Python datetimes would be local time)."""
-    cols = [F.expr(f"unix_millis({c})").alias(c) if c in TIME_COLUMNS else F.col(c) for c in df.columns]
+    cols = [F.expr(f"unix_millis({f.name})").alias(f.name) if isinstance(f.dataType, TimestampType)
+            else F.col(f.name) for f in df.schema.fields]
     return [r.asDict() for r in df.select(*cols).collect()]
 
 
@@ -144,7 +147,8 @@ def test_other_column_names_reach_the_engine_as_type_and_ts():
 def test_batch_apply_in_pandas_equals_oracle(spark, variant):
     query = seq_query(A, ANY_BC, C, where=WHERE, within=4000, returns=RETURNS)
     spec = spec_for(query)
-    events = random_events(400, seed=1, spread_ms=30_000)
+    # and a key without any match: its group returns an empty frame
+    events = random_events(400, seed=1, spread_ms=30_000) + [{"id": 7, "type": "A", "ts": EPOCH, "x": 1}]
     pdf = pd.DataFrame(events)
     if variant.startswith("timestamp"):
         pdf["ts"] = pd.to_datetime(pdf["ts"], unit="ms")
@@ -159,21 +163,37 @@ def test_batch_apply_in_pandas_equals_oracle(spark, variant):
     assert canonical(got) == canonical(as_double(expected))
 
 
+@pytest.mark.spark
+def test_apply_match_without_key_runs_one_group(spark):
+    query = seq_query(A, ANY_BC, C, where=and_all([LOCAL, PARAMETERIZED]), within=1500, returns=RETURNS)
+    spec = spec_for(query)
+    assert spec.key == ()
+    events = random_events(150, seed=3, spread_ms=20_000)
+    pdf = pd.DataFrame(events).assign(ts=lambda d: pd.to_datetime(d["ts"], unit="ms"))
+    result = apply_match(spark.createDataFrame(pdf, schema_of()), to_data(spec))
+    expected = match_rows(query, events)
+    assert len(expected) > 20
+    assert canonical(collect_ms(result)) == canonical(as_double(expected))
+
+
 def as_double(rows: list[dict]) -> list[dict]:
     """Oracle rows with the arithmetic column as the engine types it (DOUBLE)."""
     return [{**r, "col4": None if r["col4"] is None else float(r["col4"])} for r in rows]
 
 
-def write_lines(path: Path, events: list[dict]) -> None:
+def write_lines(path: Path, events: list[dict], mtime: float) -> None:
+    """A JSON-lines file; the file source takes files in modification-time order, so set it explicitly."""
     with path.open("w") as f:
         for e in events:
             iso = pd.Timestamp(e["ts"], unit="ms").isoformat()
             f.write(json.dumps({**e, "ts": iso}) + "\n")
+    os.utime(path, (mtime, mtime))
 
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_streaming_with_state_equals_oracle(spark, tmp_path):
+@pytest.mark.parametrize("wiring", ["stream_udf", "apply_match"])
+def test_streaming_with_state_equals_oracle(spark, tmp_path, wiring):
     """JSON-lines files arrive in two runs of ``availableNow`` (restarting from the checkpoint), one file
     per micro-batch, out of order within the allowed lateness; a last event far ahead moves the watermark
     past everything, so every buffered event is flushed by an event-time timeout."""
@@ -192,12 +212,15 @@ def test_streaming_with_state_equals_oracle(spark, tmp_path):
     stream = (spark.readStream.schema(schema_of()).option("maxFilesPerTrigger", 1).json(str(source))
               .withWatermark("ts", "2 seconds")
               .withColumn("_mask", F.expr(MASK_SQL)))
-    fn = stream_udf(to_data(spec), stream.schema)
-    result = stream.groupBy(*spec.key).applyInPandasWithState(
-        fn, output_schema(spec, stream.schema), STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+    if wiring == "stream_udf":
+        result = stream.groupBy(*spec.key).applyInPandasWithState(
+            stream_udf(to_data(spec), stream.schema), output_schema(spec, stream.schema), STATE_SCHEMA,
+            "append", GroupStateTimeout.EventTimeTimeout)
+    else:
+        result = apply_match(stream, spec)
     for run, group in enumerate([files[:3], files[3:]]):
         for k, batch in enumerate(group):
-            write_lines(source / f"events-{run}-{k}.json", batch)
+            write_lines(source / f"events-{run}-{k}.json", batch, mtime=time.time() - 100 + 10 * run + k)
         handle = (result.writeStream.format("parquet").option("path", str(sink))
                   .option("checkpointLocation", str(checkpoint)).outputMode("append")
                   .trigger(availableNow=True).start())

@@ -112,7 +112,7 @@ class _Compiled:
         for pred in spec.predicates:
             levels[_anchor(pred, position, self.n)].append(compile_expr(pred, any_vars))
         self.level_preds = tuple(tuple(p) for p in levels)
-        self.outputs = tuple((o.name, compile_expr(o.expr, any_vars)) for o in spec.outputs)
+        self.outputs = tuple((o.name, _output_fn(o.expr, position, any_vars)) for o in spec.outputs)
         self._bits: dict[int, tuple[int, ...]] = {}
 
     def components_of(self, mask: int) -> tuple[int, ...]:
@@ -147,6 +147,29 @@ def _anchor(pred, position: dict[str, int], n: int) -> int:
                 raise CEPError(f"predicate refers to unknown variable '{node.var}'")
             level = min(level, position[node.var])
     return level
+
+
+def _output_fn(expr, position: dict[str, int], any_vars: frozenset[str]):
+    """``f(binding) -> value`` of a result column; a lacking attribute (``expr.LACKING``) reads as None.
+
+    A plain ``v.attr`` (every default column is one) reads the event directly: the same value as
+    :func:`compile_expr` gives, without its generic dispatch (missing and NaN are None).
+    """
+    if isinstance(expr, Attr) and expr.var in position and expr.index is None:
+        var, attr = expr.var, expr.attr
+
+        def column(binding: dict) -> Any:
+            value = binding[var].get(attr)
+            return None if isinstance(value, float) and value != value else value
+
+        return column
+    fn = compile_expr(expr, any_vars)
+
+    def value(binding: dict) -> Any:
+        out = fn(binding)
+        return None if out is LACKING else out
+
+    return value
 
 
 @lru_cache(maxsize=64)
@@ -389,11 +412,7 @@ def _constructor(cs: _Compiled, state: MatchState, rows: list[dict]):
     binding: dict[str, Any] = dict.fromkeys(vars_)
 
     def emit() -> None:
-        row = {}
-        for name, fn in outputs:
-            value = fn(binding)
-            row[name] = None if value is LACKING else value
-        rows.append(row)
+        rows.append({name: fn(binding) for name, fn in outputs})
 
     def down(k: int, rip: int) -> None:
         stack, off, var, preds = stacks[k], offs[k], vars_[k], level_preds[k]

@@ -5,7 +5,8 @@
   ``df.groupBy(key).applyInPandasWithState(fn, op.output_schema, op.state_schema, "append",
   GroupStateTimeout.EventTimeTimeout)`` on a stream with a watermark;
 * :func:`batch_udf` and :func:`stream_udf` are shorthands for those two functions;
-* :func:`output_schema` types the result columns, the same for both.
+* :func:`output_schema` types the result columns, the same for both;
+* :func:`apply_match` wires either one onto a DataFrame (batch, or streaming with a watermark).
 
 Example (batch)::
 
@@ -14,9 +15,9 @@ Example (batch)::
 
 Input rows carry the type column, the ts column, optionally ``_mask``, and attribute columns; columns that
 are not in the input schema given (e.g. a derived event-time column for the watermark) are ignored.  The
-engine sees the type as ``type`` and the timestamp as ``ts`` whatever the columns are called.  A ts of
-Spark type ``TIMESTAMP`` (or ``TIMESTAMP_NTZ``) becomes epoch milliseconds for the engine (the spec's window
-is then in ms) and timestamp result columns computed from it become timestamps again.  A numeric ts is
+engine sees the type as ``type`` and the timestamp as ``ts`` whatever the columns are called.  Columns of
+Spark type ``TIMESTAMP`` (or ``TIMESTAMP_NTZ``), ts among them, are epoch milliseconds inside the engine (the
+spec's window is then in ms), and timestamp result columns become timestamps again.  A numeric ts is
 passed through; a streaming job then puts its watermark on a timestamp derived from it (1 ts unit ↔ 1 ms),
 so that ``getCurrentWatermarkMs()`` reads in ts units.  PySpark hands ``TIMESTAMP`` values to pandas as naive
 wall-clock times in the session time zone, so the adapters need that zone: pass ``timezone`` or let them read
@@ -38,8 +39,11 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import pandas as pd
-from pyspark.sql.streaming.state import GroupState
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
@@ -72,7 +76,8 @@ from sparkcep.runtime_udfs.spec import MatchSpec
 #: The bitmask column of the Spark SQL filter (``sparkcep.compiler.plan.builder.MASK``).
 MASK = "_mask"
 
-__all__ = ["STATE_SCHEMA", "MatchOperator", "batch_udf", "load_spec", "output_schema", "stream_udf"]
+__all__ = ["STATE_SCHEMA", "MatchOperator", "apply_match", "batch_udf", "load_spec", "output_schema",
+           "stream_udf"]
 
 #: The per-key state of :func:`stream_udf`: one binary column holding :meth:`MatchState.to_bytes`.
 STATE_SCHEMA = StructType([StructField("engine_state", BinaryType(), False)])
@@ -171,13 +176,10 @@ def _epoch_ms(s: pd.Series, timezone: str | None) -> list:
 
 
 def _from_ms(values: list, aware: bool) -> pd.Series:
-    """Timestamps from epoch-ms numbers (tz-aware UTC, or naive UTC for TIMESTAMP_NTZ); datetimes pass."""
-    out = []
-    for v in values:
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            v = None if v != v else pd.Timestamp(round(v * 1000), unit="us", tz="UTC" if aware else None)
-        out.append(v)
-    return pd.Series(out, dtype="datetime64[us, UTC]" if aware else "datetime64[us]")
+    """Timestamps from epoch-ms numbers or None (tz-aware UTC, or naive UTC for TIMESTAMP_NTZ)."""
+    us = np.round(np.array(list(values), dtype="float64") * 1000)  # None → NaN → NaT
+    stamps = pd.to_datetime(us, unit="us", utc=True)
+    return pd.Series(stamps if aware else stamps.tz_localize(None))
 
 
 # ----------------------------------------------------------------------------------------------- adapters
@@ -202,7 +204,14 @@ class MatchOperator:
         self.numeric_ts = isinstance(ts_type, NumericType)
         self.ts_col, self.type_col = ts_col, type_col
         self._columns = frozenset(input_schema.names) | {MASK}
-        self._ts_zone = (timezone or _session_timezone()) if isinstance(ts_type, TimestampType) else None
+        # timestamp columns are epoch ms inside the engine; the zone their naive pandas values are in
+        self._zones: dict[str, str | None] = {}
+        for f in input_schema.fields:
+            if isinstance(f.dataType, TimestampType):
+                timezone = timezone or _session_timezone()
+                self._zones[f.name] = timezone
+            elif isinstance(f.dataType, TimestampNTZType):
+                self._zones[f.name] = None
         self._time_outputs = {
             f.name: isinstance(f.dataType, TimestampType)
             for f in self.output_schema.fields
@@ -210,15 +219,15 @@ class MatchOperator:
         }
 
     def events(self, pdf: pd.DataFrame) -> list[dict]:
-        """Engine events from a pandas batch: one dict per row, ts in epoch ms for timestamp input."""
+        """Engine events from a pandas batch: one dict per row, timestamps as epoch ms."""
         if pdf.empty:  # PySpark may hand over empty chunks with untyped (object) columns
             return []
         names, data = [], []
         for c in pdf.columns:
             if c not in self._columns:
                 continue
-            if c == self.ts_col and not self.numeric_ts:
-                values = _epoch_ms(pdf[c], self._ts_zone)
+            if c in self._zones:
+                values = _epoch_ms(pdf[c], self._zones[c])
             else:
                 values = pdf[c].tolist()
             names.append(c)
@@ -232,9 +241,11 @@ class MatchOperator:
         return [dict(zip(names, row, strict=True)) for row in zip(*data, strict=True)]
 
     def frame(self, rows: list[dict]) -> pd.DataFrame:
-        """Result rows as a pandas batch in ``output_schema`` order, ts values as timestamps again."""
+        """Result rows as a pandas batch in ``output_schema`` order, epoch ms as timestamps again."""
         names = self.output_schema.names
-        data: dict[str, Any] = {name: [r[name] for r in rows] for name in names}
+        # an empty list would become float64, which PySpark cannot turn into e.g. an empty string column
+        data: dict[str, Any] = {name: [r[name] for r in rows]
+                                for name in names}
         for name, aware in self._time_outputs.items():
             data[name] = _from_ms(data[name], aware)
         return pd.DataFrame(data, columns=names)
@@ -265,7 +276,7 @@ class MatchOperator:
             state = MatchState.from_bytes(group.get[0]) if group.exists else init_state()
             for pdf in pdfs:
                 step(spec, state, self.events(pdf))
-            watermark = group.getCurrentWatermarkMs()
+            watermark = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
             state, rows = advance(spec, state, watermark)
             if is_empty(state):
                 group.remove()
@@ -291,3 +302,17 @@ def stream_udf(spec_json: SpecLike, input_schema: StructType, **options: Any) ->
         [Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     """``MatchOperator(spec_json, input_schema, **options).stream_function()``."""
     return MatchOperator(spec_json, input_schema, **options).stream_function()
+
+
+def apply_match(df: DataFrame, spec: SpecLike, **options: Any) -> DataFrame:
+    """The matches of ``df`` grouped by ``spec.key``: ``applyInPandas`` for a batch DataFrame,
+    ``applyInPandasWithState`` (append mode, event-time timeouts) for a streaming one, which must carry a
+    watermark.  ``options`` go to :class:`MatchOperator`.  A spec without key runs as one group.
+    """
+    op = MatchOperator(spec, df.schema, **options)
+    keys = op.spec.key or (F.lit(0).alias("_sparkcep_all"),)
+    grouped = df.groupBy(*keys)
+    if not df.isStreaming:
+        return grouped.applyInPandas(op.batch_function(), op.output_schema)
+    return grouped.applyInPandasWithState(op.stream_function(), op.output_schema, op.state_schema, "append",
+                                          GroupStateTimeout.EventTimeTimeout)

@@ -8,9 +8,10 @@ in the Spark SQL filter; ``None`` means "not prefiltered, test it yourself").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from sparkcep.compiler.ast import Expr
+from sparkcep.compiler.ast import Attr, Expr
+from sparkcep.compiler.naming import default_column
 
 
 @dataclass(frozen=True)
@@ -79,3 +80,20 @@ class TrendSpec:
     aggregates: tuple[Aggregate, ...]
     group_by: tuple[str, ...] = ()
     key: tuple[str, ...] = ()
+
+
+#: Columns the compiler adds to events; never returned as attributes.
+INTERNAL_COLUMNS = ("_mask", "_event_time")
+
+
+def with_default_outputs(spec: MatchSpec, attributes) -> MatchSpec:
+    """A match query without RETURN returns every attribute of every positive component, named
+    ``<var>_<attr>`` (a Kleene variable's last event).  Its spec carries no outputs until the input's
+    columns are known: this binds them.  A spec that has outputs is returned unchanged."""
+    if spec.outputs:
+        return spec
+    cols = tuple(
+        OutputColumn(default_column(c.var, a), Attr(c.var, a, "last" if c.kleene else None))
+        for c in spec.components if not c.negated
+        for a in attributes if a not in INTERNAL_COLUMNS)
+    return replace(spec, outputs=cols)

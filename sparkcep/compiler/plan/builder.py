@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from sparkcep.compiler.analysis import ResolvedQuery
 from sparkcep.compiler.ast import Attr, EventPat, Kleene, Not, Pattern, Seq
-from sparkcep.compiler.naming import default_column
 from sparkcep.compiler.plan.nodes import (
     Filter,
     Node,
@@ -21,10 +20,18 @@ from sparkcep.compiler.plan.nodes import (
     Trend,
     Window,
 )
-from sparkcep.runtime_udfs.spec import Aggregate, Component, MatchSpec, OutputColumn, TrendSpec
+from sparkcep.runtime_udfs.spec import (
+    INTERNAL_COLUMNS,
+    Aggregate,
+    Component,
+    MatchSpec,
+    OutputColumn,
+    TrendSpec,
+    with_default_outputs,
+)
 
-#: Columns the engines add or need besides the event attributes.
-MASK = "_mask"
+#: The filter's component bitmask column (see codegen/sql.py).
+MASK = INTERNAL_COLUMNS[0]
 
 
 def components_of(r: ResolvedQuery) -> tuple[Component, ...]:
@@ -53,20 +60,13 @@ def output_columns(r: ResolvedQuery, attributes: tuple[str, ...] | None) -> tupl
     """Match-query result columns: RETURN items, or every attribute of every positive component.
 
     ``attributes`` are the input's columns (None when the schema is not known yet: the default columns are
-    then expanded when the plan is bound to a schema)."""
+    then bound when the job sees its input, :func:`with_default_outputs`)."""
     if r.returns is not None:
         return tuple(OutputColumn(n, i.expr) for n, i in zip(r.return_names, r.returns, strict=True))
     if attributes is None:
         return ()
-    cols = []
-    for c in components_of(r):
-        if c.negated:
-            continue
-        index = "last" if c.kleene else None
-        for a in attributes:
-            if a != MASK:
-                cols.append(OutputColumn(default_column(c.var, a), Attr(c.var, a, index)))
-    return tuple(cols)
+    spec = MatchSpec(components_of(r), (), 0, ())
+    return with_default_outputs(spec, attributes).outputs
 
 
 def build_plan(r: ResolvedQuery, *, type_col: str = "type", ts_col: str = "ts",
