@@ -33,15 +33,16 @@ Input: JSON lines (or --format csv/parquet) with columns 'type', 'ts' and attrib
 from __future__ import annotations
 
 import argparse
-import json
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.state import GroupStateTimeout
+from pyspark.sql.types import NumericType
 
-from sparkcep.runtime_udfs.spark_adapters import MatchOperator
+from sparkcep.runtime_udfs.spark_adapters import STATE_SCHEMA, batch_udf, load_spec, output_schema, stream_udf
+from sparkcep.runtime_udfs.spec import with_default_outputs
 
 #: The compiled engine spec (see sparkcep.runtime_udfs.spec), baked in at compile time.
-SPEC = json.loads(r"""
+SPEC = load_spec(r"""
 {
  "@": "MatchSpec",
  "components": [
@@ -195,23 +196,26 @@ def main(argv=None):
     events = getattr(reader, args.format)(args.input)
     events.createOrReplaceTempView("events")
     candidates = spark.sql(FILTER_SQL)
+    spec = with_default_outputs(SPEC, schema.fieldNames())  # without RETURN: every attribute
+    out_schema = output_schema(spec, candidates.schema)
 
-    matcher = MatchOperator(SPEC, events.schema, ts_col=TS_COL)
     if not args.stream:
-        result = candidates.groupBy(*KEY).applyInPandas(matcher.batch_function(), schema=matcher.output_schema)
+        result = candidates.groupBy(*KEY).applyInPandas(batch_udf(spec, candidates.schema), schema=out_schema)
         result.write.mode("overwrite").json(args.output)
         return
     if not args.checkpoint:
         p.error("--stream needs --checkpoint")
-    if matcher.numeric_ts:  # a watermark needs a timestamp: 1 ts unit <-> 1 ms of event time
+    event_time = TS_COL
+    if isinstance(schema[TS_COL].dataType, NumericType):
+        # a watermark needs a timestamp: 1 ts unit <-> 1 ms of event time
         candidates = candidates.selectExpr("*", NUMERIC_EVENT_TIME_SQL)
-    event_time = EVENT_TIME if matcher.numeric_ts else TS_COL
+        event_time = EVENT_TIME
     result = (candidates.withWatermark(event_time, f"{int(args.lateness)} milliseconds")
               .groupBy(*KEY)
               .applyInPandasWithState(
-                  matcher.stream_function(),
-                  outputStructType=matcher.output_schema,
-                  stateStructType=matcher.state_schema,
+                  stream_udf(spec, candidates.schema),
+                  outputStructType=out_schema,
+                  stateStructType=STATE_SCHEMA,
                   outputMode="append",
                   timeoutConf=GroupStateTimeout.EventTimeTimeout,
               ))

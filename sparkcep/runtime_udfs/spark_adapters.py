@@ -73,18 +73,18 @@ from sparkcep.runtime_udfs.match_engine import (
 )
 from sparkcep.runtime_udfs.spec import MatchSpec
 
-#: The bitmask column of the Spark SQL filter (``sparkcep.compiler.plan.builder.MASK``).
-MASK = "_mask"
-
 __all__ = ["STATE_SCHEMA", "MatchOperator", "apply_match", "batch_udf", "load_spec", "output_schema",
            "stream_udf"]
+
+#: The bitmask column of the Spark SQL filter (``sparkcep.compiler.plan.builder.MASK``).
+MASK = "_mask"
 
 #: The per-key state of :func:`stream_udf`: one binary column holding :meth:`MatchState.to_bytes`.
 STATE_SCHEMA = StructType([StructField("engine_state", BinaryType(), False)])
 
 _BOOLEAN_OPS = frozenset({"AND", "OR", "=", "!=", "<", "<=", ">", ">="})
 
-
+#: A spec as :class:`MatchSpec`, its :func:`~sparkcep.compiler.serde.to_data` form, or that form as JSON.
 SpecLike = str | dict | MatchSpec
 
 
@@ -244,7 +244,7 @@ class MatchOperator:
         """Result rows as a pandas batch in ``output_schema`` order, epoch ms as timestamps again."""
         names = self.output_schema.names
         # an empty list would become float64, which PySpark cannot turn into e.g. an empty string column
-        data: dict[str, Any] = {name: [r[name] for r in rows]
+        data: dict[str, Any] = {name: [r[name] for r in rows] if rows else pd.Series([], dtype=object)
                                 for name in names}
         for name, aware in self._time_outputs.items():
             data[name] = _from_ms(data[name], aware)
