@@ -22,8 +22,9 @@ from sparkcep.compiler.codegen.job import EVENT_TIME_COLUMN, job_source
 from sparkcep.compiler.codegen.sql import event_time_sql, filter_sql
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.optimizer import optimize
+from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
 from sparkcep.compiler.plan.builder import build_plan
-from sparkcep.compiler.plan.nodes import Node, Sequence, chain
+from sparkcep.compiler.plan.nodes import Node, Sequence, chain, operator_spec
 from sparkcep.compiler.printer import format_query
 from sparkcep.grammar import parse_query, parse_workload
 from sparkcep.runtime_udfs.match_engine import check as check_supported
@@ -76,6 +77,10 @@ class CompiledQuery:
         attributes = tuple(schema.fieldNames()) if schema is not None else None
         return optimize(build_plan(r, type_col=self.type_col, ts_col=self.ts_col, attributes=attributes))
 
+    def spec(self, schema=None):
+        """The engine spec of the plan's sequence or trend operator (what the generated job bakes in)."""
+        return operator_spec(self.plan(schema))
+
     def explain(self, schema=None) -> str:
         r = self.resolved(schema)
         if r.ts_kind == "timestamp" or (r.ts_kind is None and self.query.within.unit is not None):
@@ -111,6 +116,12 @@ class CompiledQuery:
             raise CEPError("trend-aggregate queries need the GRETA trend engine, which is not built yet "
                            "(the next capability on the roadmap); match queries run today")
         check_supported(seq.spec)
+        missing = [a for a in referenced_attributes(plan) if a not in df.columns]
+        if missing:
+            raise CEPError(
+                f"the query reads {', '.join(repr(m) for m in missing)}, which the input does not have "
+                f"(columns: {', '.join(df.columns)}); a stream whose first files lack an attribute needs an "
+                "explicit schema (sparkcep run --schema, or spark.readStream.schema(...))")
         view = f"_sparkcep_events_{next(_view_ids)}"
         df.createOrReplaceTempView(view)
         candidates = df.sparkSession.sql(filter_sql(plan, view, df.schema.fieldNames(), pretty=False))

@@ -15,9 +15,8 @@ from pathlib import Path
 from sparkcep.api import CompiledQuery, compile_workload
 from sparkcep.compiler.ast import UNITS_MS
 from sparkcep.compiler.errors import CEPError
+from sparkcep.io import FORMATS, read_events
 from sparkcep.results import json_lines
-
-FORMATS = ("json", "csv", "parquet")
 
 
 def _add_query_args(p: argparse.ArgumentParser) -> None:
@@ -58,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--stream", action="store_true", help="run as a Structured Streaming job over the files")
     r.add_argument("--checkpoint", help="streaming checkpoint directory (default: a temporary one)")
     r.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
+    r.add_argument("--schema", help="input schema as DDL, e.g. 'type STRING, ts TIMESTAMP, id BIGINT, x DOUBLE' "
+                                    "(default: inferred from the files there now)")
     r.add_argument("--master", default="local[*]")
 
     d = sub.add_parser("demo", help="generate events and run the example query, batch and streaming")
@@ -132,28 +133,6 @@ def _input_format(args) -> str:
     return {".csv": "csv", ".parquet": "parquet"}.get(suffix, "json")
 
 
-def read_events(spark, path: str, fmt: str, ts_col: str, stream: bool = False, files_per_trigger: int | None = None):
-    """Read events; the schema of a stream comes from the files there now. String ts become timestamps.
-    ``files_per_trigger`` makes a stream take that many files per micro-batch (default: all there are)."""
-    from pyspark.sql import functions as F
-
-    if not os.path.exists(path):
-        raise CEPError(f"no such input: {path}")
-    options = {"header": True, "inferSchema": True} if fmt == "csv" else {}
-    static = spark.read.format(fmt).options(**options).load(path)
-    schema = static.schema
-    if stream:
-        reader = spark.readStream.schema(schema).format(fmt).options(**options)
-        if files_per_trigger:
-            reader = reader.option("maxFilesPerTrigger", files_per_trigger)
-        df = reader.load(path)
-    else:
-        df = static
-    if ts_col in schema.fieldNames() and schema[ts_col].dataType.simpleString() == "string":
-        df = df.withColumn(ts_col, F.to_timestamp(F.col(ts_col)))
-    return df
-
-
 def _print_lines(lines) -> None:
     for line in lines:
         print(line)
@@ -166,7 +145,7 @@ def cmd_run(args) -> int:
     fmt = _input_format(args)
     spark = local_session(args.master)
     df = read_events(spark, args.input, fmt, args.ts_col, stream=args.stream,
-                     files_per_trigger=args.files_per_trigger)
+                     files_per_trigger=args.files_per_trigger, schema=args.schema)
     result = q.apply(df)
     if not args.stream:
         if args.output:

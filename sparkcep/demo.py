@@ -63,7 +63,7 @@ def write_events(events: list[dict], folder: Path) -> None:
 
 def run_demo(directory: str, patients: int = 40, seed: int = 7) -> int:
     import sparkcep
-    from sparkcep.cli import read_events
+    from sparkcep.io import read_events
     from sparkcep.oracle import match_rows
     from sparkcep.results import canonical, epoch_ms_rows
     from sparkcep.session import local_session

@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.compiler.optimizer._spec import operator_spec
 from sparkcep.oracle import match_rows
 from sparkcep.results import canonical
 from sparkcep.runtime_udfs import match_engine
@@ -97,7 +96,7 @@ def run_engine(spec, events, cuts, watermarks):
        cuts=st.lists(st.integers(0, 9), max_size=3), watermarks=st.lists(st.integers(0, 30), max_size=4))
 def test_compiled_engine_equals_oracle(text, events, cuts, watermarks):
     q = sparkcep.compile(text)
-    spec = with_default_outputs(operator_spec(q.plan()), COLUMNS)
+    spec = with_default_outputs(q.spec(), COLUMNS)
     got = run_partitioned(spec, events, cuts, sorted(watermarks))
     expected = match_rows(q.query, events, COLUMNS)
     assert canonical(got) == canonical(expected), text

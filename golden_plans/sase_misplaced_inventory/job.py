@@ -40,6 +40,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import NumericType
 
+from sparkcep.io import read_events
 from sparkcep.runtime_udfs.spark_adapters import STATE_SCHEMA, batch_udf, load_spec, output_schema, stream_udf
 from sparkcep.runtime_udfs.spec import with_default_outputs
 
@@ -195,23 +196,18 @@ def main(argv=None):
     p.add_argument("--checkpoint", help="checkpoint directory (streaming)")
     p.add_argument("--lateness", type=float, default=0, help="allowed lateness in ts units")
     p.add_argument("--once", action="store_true", help="streaming: process what is there, then stop")
+    p.add_argument("--schema", help="input schema as DDL (default: inferred from the files there now)")
     p.add_argument("--shuffle-partitions", type=int, default=4)
     args = p.parse_args(argv)
 
     spark = (SparkSession.builder.appName('sparkcep: sase_misplaced_inventory')
              .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
              .getOrCreate())
-    # Streaming file sources need a schema: take it from the files there now.
-    schema = getattr(spark.read, args.format)(args.input, **({"header": True, "inferSchema": True}
-                                                        if args.format == "csv" else {})).schema
-    reader = spark.readStream if args.stream else spark.read
-    reader = reader.schema(schema)
-    if args.format == "csv":
-        reader = reader.option("header", True)
-    events = getattr(reader, args.format)(args.input)
+    # a stream's schema: --schema, else inferred from the files there now; ISO-string ts become timestamps
+    events = read_events(spark, args.input, args.format, TS_COL, stream=args.stream, schema=args.schema)
     events.createOrReplaceTempView("events")
     candidates = spark.sql(FILTER_SQL)
-    spec = with_default_outputs(SPEC, schema.fieldNames())  # without RETURN: every attribute
+    spec = with_default_outputs(SPEC, events.columns)  # without RETURN: every attribute
     out_schema = output_schema(spec, candidates.schema)
 
     if not args.stream:
@@ -221,7 +217,7 @@ def main(argv=None):
     if not args.checkpoint:
         p.error("--stream needs --checkpoint")
     event_time = TS_COL
-    if isinstance(schema[TS_COL].dataType, NumericType):
+    if isinstance(events.schema[TS_COL].dataType, NumericType):
         # a watermark needs a timestamp: 1 ts unit <-> 1 ms of event time
         candidates = candidates.selectExpr("*", NUMERIC_EVENT_TIME_SQL)
         event_time = EVENT_TIME

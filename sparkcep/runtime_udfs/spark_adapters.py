@@ -63,6 +63,7 @@ from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Func, Literal, Unary
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import from_data
 from sparkcep.runtime_udfs.match_engine import (
+    EngineUnsupportedError,
     MatchState,
     advance,
     check,
@@ -71,7 +72,7 @@ from sparkcep.runtime_udfs.match_engine import (
     step,
     wakeup,
 )
-from sparkcep.runtime_udfs.spec import MatchSpec
+from sparkcep.runtime_udfs.spec import MatchSpec, TrendSpec
 
 __all__ = ["STATE_SCHEMA", "MatchOperator", "apply_match", "batch_udf", "load_spec", "output_schema",
            "stream_udf"]
@@ -94,6 +95,9 @@ def load_spec(spec: SpecLike) -> MatchSpec:
         spec = json.loads(spec)
     if isinstance(spec, dict):
         spec = from_data(spec)
+    if isinstance(spec, TrendSpec):
+        raise EngineUnsupportedError("trend-aggregate queries need the GRETA trend engine, which this version "
+                                     "of sparkcep does not have yet; match queries run today")
     if not isinstance(spec, MatchSpec):
         raise CEPError(f"expected a MatchSpec, got {type(spec).__name__}")
     return spec
@@ -107,7 +111,8 @@ def output_schema(spec: SpecLike, input_schema: StructType) -> StructType:
 
     Attribute references take the input column's type (``ts`` its timestamp or numeric type); ``count`` is
     LONG, ``avg`` DOUBLE, ``sum`` the input type (LONG for integral input, DOUBLE for non-numeric input),
-    ``min``/``max`` the input type; arithmetic is DOUBLE; comparisons and logic are BOOLEAN.
+    ``min``/``max`` the input type; arithmetic is LONG on integers (but ``/``) and DOUBLE otherwise;
+    comparisons and logic are BOOLEAN.
     """
     spec = load_spec(spec)
     fields = {f.name: f.dataType for f in input_schema.fields}
@@ -129,9 +134,17 @@ def _type_of(e: Any, fields: dict[str, DataType]) -> DataType:
             raise CEPError(f"'{e.attr}' is not a column of the input", e.span)
         return fields[e.attr]
     if isinstance(e, Unary):
-        return BooleanType() if e.op == "NOT" else DoubleType()
+        if e.op == "NOT":
+            return BooleanType()
+        inner = _type_of(e.operand, fields)
+        return LongType() if isinstance(inner, IntegralType) else DoubleType()
     if isinstance(e, BinOp):
-        return BooleanType() if e.op in _BOOLEAN_OPS else DoubleType()
+        if e.op in _BOOLEAN_OPS:
+            return BooleanType()
+        sides = (_type_of(e.left, fields), _type_of(e.right, fields))
+        if e.op != "/" and all(isinstance(t, IntegralType) for t in sides):
+            return LongType()
+        return DoubleType()
     if isinstance(e, EquivTest):
         return BooleanType()
     if isinstance(e, Func):

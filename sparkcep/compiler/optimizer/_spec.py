@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sparkcep.compiler.plan.nodes import Node, Sequence, Trend, rebuild
+from sparkcep.compiler.plan.nodes import Node, Sequence, Trend, operator_spec, rebuild
 
-
-def operator_spec(plan: Node):
-    """The MatchSpec/TrendSpec of the plan's sequence or trend operator."""
-    node = plan
-    while not isinstance(node, (Sequence, Trend)):
-        node = node.input
-    return node.spec
+__all__ = ["operator_spec", "with_spec"]
 
 
 def with_spec(plan: Node, spec) -> Node:

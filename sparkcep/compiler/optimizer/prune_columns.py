@@ -15,12 +15,12 @@ from sparkcep.compiler.optimizer._spec import operator_spec
 from sparkcep.compiler.plan.nodes import Filter, Node, Output, Partition, Project, Trend, chain, rebuild
 
 
-def prune_columns(plan: Node) -> Node:
+def referenced_attributes(plan: Node) -> tuple[str, ...]:
+    """Every attribute the plan reads: local tests, operator predicates, keys, GROUP BY, aggregates and
+    RETURN items (the default outputs of a query without RETURN are not counted)."""
     nodes = chain(plan)
     out = next(n for n in nodes if isinstance(n, Output))
     is_trend = any(isinstance(n, Trend) for n in nodes)
-    if not is_trend and not out.columns:  # default outputs: every attribute
-        return plan
     spec = operator_spec(plan)
     used: list[str] = []
 
@@ -47,4 +47,13 @@ def prune_columns(plan: Node) -> Node:
                 add(a.attr)
         for g in spec.group_by:
             add(g)
-    return rebuild(plan, lambda n: replace(n, columns=tuple(used)) if isinstance(n, Project) else n)
+    return tuple(used)
+
+
+def prune_columns(plan: Node) -> Node:
+    nodes = chain(plan)
+    out = next(n for n in nodes if isinstance(n, Output))
+    if not any(isinstance(n, Trend) for n in nodes) and not out.columns:  # default outputs: every attribute
+        return plan
+    used = referenced_attributes(plan)
+    return rebuild(plan, lambda n: replace(n, columns=used) if isinstance(n, Project) else n)

@@ -114,5 +114,13 @@ def rebuild(node: Node, fn) -> Node:
     return fn(node)
 
 
+def operator_spec(plan: Node):
+    """The MatchSpec/TrendSpec of the plan's sequence or trend operator."""
+    node = plan
+    while not isinstance(node, (Sequence, Trend)):
+        node = node.input
+    return node.spec
+
+
 def node_fields(node: Node) -> list[tuple[str, object]]:
     return [(f.name, getattr(node, f.name)) for f in fields(node) if f.name != "input"]

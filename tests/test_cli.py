@@ -1,0 +1,86 @@
+"""The ``sparkcep`` command without Spark: check, explain, compile, and errors as messages, not tracebacks."""
+
+from __future__ import annotations
+
+import ast as pyast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkcep.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PAPER = str(FIXTURES / "paper_queries.cep")
+
+
+def sparkcep(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run the real command in a fresh interpreter, as a user would."""
+    return subprocess.run([sys.executable, "-m", "sparkcep.cli", *args], input=stdin, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_check_paper_queries(capsys):
+    assert main(["check", PAPER]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 14 and all(line.startswith("ok  ") for line in lines)
+
+
+def test_bad_query_exits_2_with_caret_and_no_traceback(tmp_path):
+    bad = tmp_path / "bad.cep"
+    bad.write_text("PATTERN SEQ(A a, B b)\nWHERE a.x < q.x\nWITHIN 10\n")
+    for command in ("check", "explain", "run"):
+        extra = ["--input", str(tmp_path)] if command == "run" else []
+        done = sparkcep(command, str(bad), *extra)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        assert done.stderr.splitlines() == [
+            "sparkcep: line 2, column 13: unknown variable 'q'",
+            "  WHERE a.x < q.x",
+            "              ^^^",
+        ]
+
+
+def test_syntax_error_from_stdin():
+    done = sparkcep("check", "-", stdin="PATTERN SEQ(A a B b) WITHIN 10")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("sparkcep: line 1, column 17: unexpected 'B'")
+
+
+def test_explain_prints_plan_lines_for_every_query(capsys):
+    assert main(["explain", PAPER, "--sql"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("r0 := Source[") == 14
+    assert out.count("-- Spark SQL filter") == 14
+    assert "keys=() -- one partition: parallelism 1" in out
+
+
+def test_explain_inline_text(capsys):
+    assert main(["explain", "-e", "PATTERN SEQ(A a, B b) WHERE [id] AND a.x > 1 WITHIN 5"]) == 0
+    out = capsys.readouterr().out
+    assert "c0 a: type = 'A' AND a.x > 1" in out and "keys=(id)" in out
+
+
+def test_compile_writes_a_valid_job(tmp_path, capsys):
+    job = tmp_path / "job.py"
+    assert main(["compile", "-e", "shop: PATTERN SEQ(A a, B b) WHERE [id] WITHIN 5", "-o", str(job)]) == 0
+    source = job.read_text()
+    pyast.parse(source)
+    assert "applyInPandasWithState" in source and "KEY = ['id']" in source
+
+
+def test_workload_needs_a_query_name_to_compile(tmp_path, capsys):
+    assert main(["compile", PAPER, "-o", str(tmp_path / "j.py")]) == 2
+    assert "choose one with --query NAME" in capsys.readouterr().err
+    assert main(["compile", PAPER, "--query", "nope", "-o", str(tmp_path / "j.py")]) == 2
+    assert "no query named 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["check", "/no/such/file.cep"], "no such query file"),
+    (["check"], "give a query file"),
+])
+def test_usage_errors(args, message, capsys):
+    assert main(args) == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,168 @@
+"""End to end on Spark: ``sparkcep.compile(text).apply(df)``, ``sparkcep run`` (batch and ``--stream``) and
+the generated job run as its own process, each compared with the oracle."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+import sparkcep
+from sparkcep.cli import main
+from sparkcep.oracle import match_rows
+from sparkcep.results import canonical, epoch_ms_rows
+from tests.strategies import event_streams
+from tests.test_pipeline import seq_queries
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = StructType([StructField("type", StringType()), StructField("ts", LongType()),
+                     StructField("x", LongType()), StructField("id", LongType())])
+COLUMNS = SCHEMA.fieldNames()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(text=seq_queries(), events=event_streams(types="ABCD", max_size=9, lacking=True))
+def test_apply_batch_equals_oracle(spark, text, events):
+    """Random queries through the real Spark SQL filter (``_mask``, the ANY lacking-attribute rule),
+    the shuffle by the equivalence key and ``applyInPandas``."""
+    q = sparkcep.compile(text)
+    df = spark.createDataFrame([tuple(e.get(c) for c in COLUMNS) for e in events], SCHEMA)
+    got = epoch_ms_rows(q.apply(df))
+    assert canonical(got) == canonical(match_rows(q.query, events, COLUMNS)), text
+
+
+# --------------------------------------------------------------------------------------- files and the CLI
+
+QUERY = """\
+misplaced:
+EVENT SEQ(SHELF-READING x, SHELF-READING y, EXIT-READING z)
+WHERE [id] AND x.shelf_id != y.shelf_id AND z.gate > 0
+WITHIN 1 hour
+RETURN x.id AS item, x.shelf_id AS from_shelf, y.shelf_id AS to_shelf, y.ts AS moved_at, z.ts AS left_at
+"""
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+DDL = "type STRING, ts TIMESTAMP, id BIGINT, shelf_id BIGINT, gate BIGINT"
+
+
+def rfid_events(n_items: int = 12) -> list[dict]:
+    """A small store: items read at shelves, sometimes at the counter, then at the exit gates."""
+    events = []
+    for item in range(n_items):
+        t = T0 + timedelta(minutes=item)
+        for step in range(5):
+            t += timedelta(minutes=7 + (item * 3 + step) % 11)
+            kind = ["SHELF-READING", "SHELF-READING", "COUNTER-READING", "SHELF-READING", "EXIT-READING"][step]
+            e = {"type": kind, "ts": t, "id": item, "shelf_id": (item + step) % 3}
+            if kind == "EXIT-READING":
+                e["gate"] = item % 3
+            events.append(e)
+    return sorted(events, key=lambda e: e["ts"])
+
+
+def write_jsonl(events: list[dict], folder: Path, files: int) -> None:
+    folder.mkdir(parents=True)
+    per = -(-len(events) // files)
+    for k in range(files):
+        path = folder / f"part-{k:02d}.jsonl"
+        path.write_text("".join(json.dumps({**e, "ts": e["ts"].isoformat()}) + "\n"
+                                for e in events[k * per:(k + 1) * per]))
+        os.utime(path, (1_000_000 + k, 1_000_000 + k))  # the file source reads in modification-time order
+
+
+def expected_rows(q: sparkcep.CompiledQuery, events: list[dict]) -> list[dict]:
+    as_ms = [{**e, "ts": int(e["ts"].timestamp() * 1000)} for e in events]
+    return match_rows(q.query, as_ms)
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("store")
+    events = rfid_events()
+    write_jsonl(events, root / "events", files=4)
+    (root / "query.cep").write_text(QUERY)
+    q = sparkcep.compile(QUERY)
+    expected = expected_rows(q, events)
+    assert len(expected) > 5  # the data must exercise the query
+    return root, expected
+
+
+def cli_rows(capsys, *args: str) -> list[dict]:
+    assert main(list(args)) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def as_cli(rows: list[dict]) -> list[dict]:
+    """The oracle's rows as ``sparkcep run`` prints them: timestamps as ISO-8601 UTC."""
+    return [{**r, "moved_at": iso(r["moved_at"]), "left_at": iso(r["left_at"])} for r in rows]
+
+
+@pytest.mark.slow
+def test_run_batch_and_stream_print_the_oracle_matches(spark, store, capsys, tmp_path):
+    root, expected = store
+    batch = cli_rows(capsys, "run", str(root / "query.cep"), "--input", str(root / "events"))
+    assert canonical(batch) == canonical(as_cli(expected))
+    stream = cli_rows(capsys, "run", str(root / "query.cep"), "--input", str(root / "events"), "--stream",
+                      "--files-per-trigger", "1", "--checkpoint", str(tmp_path / "ckpt"))
+    assert canonical(stream) == canonical(batch)
+
+
+@pytest.mark.slow
+def test_streaming_resumes_from_its_checkpoint(spark, tmp_path):
+    """Two runs over one checkpoint: the second sees only the new files, and no match is lost or repeated."""
+    from sparkcep.io import read_events
+
+    events = rfid_events(16)
+    half = len(events) // 2
+    q = sparkcep.compile(QUERY)
+    out, ckpt, inbox = tmp_path / "out", tmp_path / "ckpt", tmp_path / "in"
+    write_jsonl(events[:half], tmp_path / "first", files=2)
+    write_jsonl(events[half:], tmp_path / "second", files=2)
+    inbox.mkdir()
+    for round_ in ("first", "second"):
+        for f in sorted((tmp_path / round_).iterdir()):
+            f.rename(inbox / f"{round_}-{f.name}")
+        # the first files hold no EXIT-READING, hence no `gate`: a stream states its schema
+        df = read_events(spark, str(inbox), "json", "ts", stream=True, schema=DDL)
+        result = q.apply(df)
+        (result.writeStream.format("json").option("path", str(out)).option("checkpointLocation", str(ckpt))
+         .trigger(availableNow=True).start().awaitTermination())
+    got = epoch_ms_rows(spark.read.schema(result.schema).json(str(out)))
+    assert canonical(got) == canonical(expected_rows(q, events))
+
+
+def test_missing_attribute_is_a_clear_error(spark):
+    df = spark.createDataFrame([("SHELF-READING", 1, 1)], "type STRING, ts BIGINT, id BIGINT")
+    with pytest.raises(sparkcep.CEPError, match=r"reads 'gate', 'shelf_id', which the input does not have"):
+        sparkcep.compile(QUERY.replace("1 hour", "10")).apply(df)
+
+
+@pytest.mark.slow
+def test_generated_job_runs_standalone(store, tmp_path):
+    """``sparkcep compile`` output run by a fresh Python process (its own JVM), batch then streaming."""
+    root, expected = store
+    job = tmp_path / "job.py"
+    assert main(["compile", str(root / "query.cep"), "-o", str(job)]) == 0
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONWARNINGS": "ignore::FutureWarning"}
+    for mode, extra in (("batch", []), ("stream", ["--stream", "--once", "--checkpoint", str(tmp_path / "ck")])):
+        done = subprocess.run([sys.executable, str(job), "--input", str(root / "events"),
+                               "--output", str(tmp_path / mode), *extra],
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        rows = [json.loads(line) for f in sorted((tmp_path / mode).glob("part-*.json"))
+                for line in f.read_text().splitlines()]
+        assert canonical([{**r, "moved_at": r["moved_at"][:19], "left_at": r["left_at"][:19]} for r in rows]) \
+            == canonical([{**r, "moved_at": iso(r["moved_at"])[:19], "left_at": iso(r["left_at"])[:19]}
+                          for r in expected]), mode
