@@ -96,7 +96,7 @@ from sparkcep.compiler.ast import (
     conjuncts,
     walk,
 )
-from sparkcep.compiler.naming import attr_name, column_name, dedupe, default_column, safe_identifier
+from sparkcep.compiler.naming import attr_name, column_name, dedupe, default_column, implicit_namer
 from sparkcep.runtime_udfs.expr import LACKING, compile_expr, holds
 
 __all__ = ["DEFAULT_STRATEGY", "OracleError", "is_trend_aggregate", "match_rows", "matches",
@@ -203,14 +203,7 @@ def _prepare(query: Query, ts_unit_ms: float | None, extra_key: Sequence[str] = 
     variables: dict[str, _Var] = {}
     scopes = itertools.count()
 
-    def fresh(base: str) -> str:
-        base = safe_identifier(base)
-        name, k = base, 1
-        while name in taken:
-            k += 1
-            name = f"{base}_{k}"
-        taken.add(name)
-        return name
+    fresh = implicit_namer(taken)
 
     def convert(p: Pattern, in_list: bool, scope: tuple[int, ...]):
         if isinstance(p, EventPat):

@@ -90,6 +90,7 @@ def test_output_schema_types():
             ("sum_i", Func("sum", (Attr("b", "i", "all"),))), ("sum_x", Func("sum", (Attr("b", "x", "all"),))),
             ("sum_s", Func("sum", (Attr("b", "name", "all"),))), ("max_i", Func("max", (Attr("b", "i", "all"),))),
             ("min_s", Func("min", (Attr("b", "name", "all"),))), ("plus", BinOp("+", Attr("a", "i"), Literal(1))),
+            ("ratio", BinOp("/", Attr("a", "i"), Literal(2))), ("shifted", BinOp("+", Attr("a", "x"), Literal(1))),
             ("less", BinOp("<", Attr("a", "x"), Attr("b", "x"))), ("one", Literal(1)), ("k", Literal("k")),
         ]))
     schema = StructType([StructField("ts", TimestampType()), StructField("id", LongType()),
@@ -98,7 +99,7 @@ def test_output_schema_types():
     types = {f.name: f.dataType.simpleString() for f in output_schema(json.dumps(to_data(spec)), schema)}
     assert types == {"ts": "timestamp", "id": "bigint", "name": "string", "n": "bigint", "mean": "double",
                      "sum_i": "bigint", "sum_x": "double", "sum_s": "double", "max_i": "int",
-                     "min_s": "string", "plus": "double", "less": "boolean", "one": "bigint", "k": "string"}
+                     "min_s": "string", "plus": "bigint", "ratio": "double", "shifted": "double", "less": "boolean", "one": "bigint", "k": "string"}
 
 
 def test_output_schema_rejects_an_unknown_attribute():

@@ -52,6 +52,23 @@ def safe_identifier(name: str) -> str:
     return out if out and not out[0].isdigit() else f"_{out}"
 
 
+def implicit_namer(taken: set[str]):
+    """``fresh(base)``: the variable name of an unnamed component of type ``base`` — ``base`` itself, else
+    ``base_2``, ``base_3``, ... — never one in ``taken`` (which it extends).  Shared by analysis and oracle
+    so that both name ``SEQ(A, B, A)`` as ``A, B, A_2``."""
+
+    def fresh(base: str) -> str:
+        base = safe_identifier(base)
+        name, k = base, 1
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name)
+        return name
+
+    return fresh
+
+
 def dedupe(names: list[str]) -> list[str]:
     """Make names unique by suffixing ``_2``, ``_3``, ... in order."""
     seen: dict[str, int] = {}

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from sparkcep.compiler.ast import EventPat, Kleene, Not, Or, Pattern, Seq
 from sparkcep.compiler.errors import CEPSemanticError, Span
-from sparkcep.compiler.naming import safe_identifier
+from sparkcep.compiler.naming import implicit_namer
 
 
 @dataclass(frozen=True)
@@ -38,14 +38,7 @@ def name_variables(pattern: Pattern, source: str | None) -> tuple[Pattern, dict[
     taken = set(explicit)
     infos: dict[str, VarInfo] = {}
 
-    def fresh(base: str) -> str:
-        base = safe_identifier(base)
-        name, k = base, 1
-        while name in taken:
-            k += 1
-            name = f"{base}_{k}"
-        taken.add(name)
-        return name
+    fresh = implicit_namer(taken)
 
     def visit(p: Pattern, kleene: bool, negated: bool) -> Pattern:
         if isinstance(p, EventPat):
