@@ -99,8 +99,8 @@ def test_output_schema_types():
     types = {f.name: f.dataType.simpleString() for f in output_schema(json.dumps(to_data(spec)), schema)}
     assert types == {"ts": "timestamp", "id": "bigint", "name": "string", "n": "bigint", "mean": "double",
                      "sum_i": "bigint", "sum_x": "double", "sum_s": "double", "max_i": "int",
-                     "min_s": "string",
-                     "plus": "bigint", "ratio": "double", "shifted": "double", "less": "boolean", "one": "bigint", "k": "string"}
+                     "min_s": "string", "plus": "bigint", "ratio": "double", "shifted": "double",
+                     "less": "boolean", "one": "bigint", "k": "string"}
 
 
 def test_output_schema_rejects_an_unknown_attribute():
