@@ -20,7 +20,7 @@ from sparkcep.compiler.plan.nodes import Filter, Node, Partition, rebuild
 
 def partition_by_equivalence(plan: Node) -> Node:
     spec = operator_spec(plan)
-    keys: list[str] = []
+    keys: list[str] = list(spec.key)
     fixed: list[tuple[str, object]] = []
     keep = []
     for p in spec.predicates:
@@ -45,7 +45,7 @@ def partition_by_equivalence(plan: Node) -> Node:
 
     def fix(n):
         if isinstance(n, Partition):
-            return replace(n, keys=tuple(keys), fixed=tuple(fixed))
+            return replace(n, keys=tuple(keys), fixed=n.fixed + tuple(fixed))
         if isinstance(n, Filter):
             return replace(n, residual=n.residual + fixed_filters)
         return n
