@@ -14,8 +14,8 @@ State the machine next to the figures (the project's reference is a 2-core VM).
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import random
 import tempfile
 import time
