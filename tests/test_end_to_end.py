@@ -166,3 +166,25 @@ def test_generated_job_runs_standalone(store, tmp_path):
         assert canonical([{**r, "moved_at": r["moved_at"][:19], "left_at": r["left_at"][:19]} for r in rows]) \
             == canonical([{**r, "moved_at": iso(r["moved_at"])[:19], "left_at": iso(r["left_at"])[:19]}
                           for r in expected]), mode
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_run_reads_csv_and_parquet(spark, store, capsys, tmp_path, fmt):
+    root, expected = store
+    path = str(tmp_path / f"events.{fmt}")
+    df = spark.read.schema(DDL).json(str(root / "events"))
+    df.write.option("header", True).format(fmt).save(path)
+    rows = cli_rows(capsys, "run", str(root / "query.cep"), "--input", path, "--format", fmt)
+    assert canonical(rows) == canonical(as_cli(expected))
+
+
+def test_run_numeric_ts_with_a_unit(spark, capsys, tmp_path):
+    """Numeric ts in seconds: ``WITHIN 3 seconds`` needs --ts-unit; without it, one clear error."""
+    events = [{"type": t, "ts": ts, "id": 1} for t, ts in [("A", 1), ("B", 2), ("A", 5), ("B", 9)]]
+    (tmp_path / "e.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    text = "PATTERN SEQ(A a, B b) WHERE [id] WITHIN 3 seconds RETURN a.ts AS a_ts, b.ts AS b_ts"
+    rows = cli_rows(capsys, "run", "-e", text, "--input", str(tmp_path / "e.jsonl"), "--ts-unit", "s")
+    assert rows == [{"a_ts": 1, "b_ts": 2}]
+    assert main(["run", "-e", text, "--input", str(tmp_path / "e.jsonl")]) == 2
+    assert "needs the unit of the numeric ts column" in capsys.readouterr().err
