@@ -3,7 +3,7 @@
 Example::
 
     >>> q = compile("PATTERN SEQ(A a, B b) WHERE [id] AND a.x < b.x WITHIN 10")
-    >>> print(q.explain().splitlines()[3])
+    >>> print(next(line for line in q.explain().splitlines() if line.startswith("r3")))
     r3 := Partition[r2, keys=(id)]
 
 ``q.apply(df)`` runs the query on a batch or streaming DataFrame and returns the result DataFrame;
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from sparkcep.compiler.analysis import ResolvedQuery, analyze
 from sparkcep.compiler.ast import Query
 from sparkcep.compiler.codegen.explain import explain_plan
-from sparkcep.compiler.codegen.job import EVENT_TIME_COLUMN, job_source
-from sparkcep.compiler.codegen.sql import event_time_sql, filter_sql
+from sparkcep.compiler.codegen.job import job_source
+from sparkcep.compiler.codegen.sql import filter_sql
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.optimizer import optimize
 from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
@@ -27,26 +27,10 @@ from sparkcep.compiler.plan.builder import build_plan
 from sparkcep.compiler.plan.nodes import Node, Sequence, chain, operator_spec
 from sparkcep.compiler.printer import format_query
 from sparkcep.grammar import parse_query, parse_workload
+from sparkcep.io import ts_kind_of
 from sparkcep.runtime_udfs.match_engine import check as check_supported
 
 _view_ids = itertools.count()
-
-
-def ts_kind_of(schema, ts_col: str) -> str | None:
-    """"timestamp" or "numeric" for the ``ts`` column of a Spark schema (None without a schema)."""
-    if schema is None:
-        return None
-    from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
-
-    if ts_col not in schema.fieldNames():
-        raise CEPError(f"the input has no ts column {ts_col!r} (columns: {', '.join(schema.fieldNames())}); "
-                       "set the ts column name")
-    dtype = schema[ts_col].dataType
-    if isinstance(dtype, (TimestampType, TimestampNTZType)):
-        return "timestamp"
-    if isinstance(dtype, NumericType):
-        return "numeric"
-    raise CEPError(f"ts column {ts_col!r} must be a timestamp or a number, not {dtype.simpleString()}")
 
 
 @dataclass(frozen=True)
@@ -54,7 +38,9 @@ class CompiledQuery:
     """A parsed, checked query and the options it runs with.
 
     ``ts_unit`` is the unit of a numeric ``ts`` column (needed for ``WITHIN 10 seconds`` on numbers);
-    ``lateness`` is the allowed lateness of streaming input, in ts units (milliseconds for timestamps).
+    ``ts_kind`` declares the kind of ``ts`` ("timestamp" or "numeric") where no schema tells it (explain,
+    compile); ``lateness`` is the allowed lateness of streaming input, in ts units (milliseconds for
+    timestamps).
     """
 
     query: Query
@@ -62,6 +48,7 @@ class CompiledQuery:
     type_col: str = "type"
     ts_col: str = "ts"
     ts_unit: str | None = None
+    ts_kind: str | None = None
     lateness: float = 0
 
     @property
@@ -69,7 +56,10 @@ class CompiledQuery:
         return self.query.name
 
     def resolved(self, schema=None) -> ResolvedQuery:
-        return analyze(self.query, self.source, ts_kind=ts_kind_of(schema, self.ts_col), ts_unit=self.ts_unit)
+        """The checked query against ``schema``'s ts kind, else the declared one (a ``ts_unit`` means numeric
+        ts)."""
+        ts_kind = ts_kind_of(schema, self.ts_col) or self.ts_kind or ("numeric" if self.ts_unit else None)
+        return analyze(self.query, self.source, ts_kind=ts_kind, ts_unit=self.ts_unit)
 
     def plan(self, schema=None) -> Node:
         """The optimized logical plan (bound to ``schema`` if given: ts kind, default output columns)."""
@@ -96,9 +86,12 @@ class CompiledQuery:
 
     def job_source(self, schema=None) -> str:
         """A standalone PySpark job running this query from files (see ``sparkcep compile``)."""
+        r = self.resolved(schema)
+        # without a schema: durations with units mean timestamp ts (ms), bare ones numeric ts
+        ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")
         plan = self.plan(schema)
         return job_source(plan, query_text=format_query(self.query), explain=self.explain(schema),
-                          name=self.name)
+                          ts_kind=ts_kind, name=self.name)
 
     def apply(self, df):
         """Run on a batch or streaming DataFrame with columns ``type``, ``ts`` and attributes.
@@ -108,7 +101,7 @@ class CompiledQuery:
         ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
         with a checkpoint.
         """
-        from sparkcep.runtime_udfs.spark_adapters import apply_match
+        from sparkcep.runtime_udfs.spark_adapters import apply_match, watermarked
 
         plan = self.plan(df.schema)
         seq = next((n for n in chain(plan) if isinstance(n, Sequence)), None)
@@ -126,12 +119,8 @@ class CompiledQuery:
         df.createOrReplaceTempView(view)
         candidates = df.sparkSession.sql(filter_sql(plan, view, df.schema.fieldNames(), pretty=False))
         if df.isStreaming:
-            event_time = self.ts_col
-            if ts_kind_of(df.schema, self.ts_col) == "numeric":
-                candidates = candidates.selectExpr("*", event_time_sql(self.ts_col, EVENT_TIME_COLUMN))
-                event_time = EVENT_TIME_COLUMN
-            candidates = candidates.withWatermark(event_time, f"{int(self.lateness)} milliseconds")
-        return apply_match(candidates, seq.spec)
+            candidates = watermarked(candidates, self.ts_col, self.lateness)
+        return apply_match(candidates, seq.spec, ts_col=self.ts_col, type_col=self.type_col)
 
 
 def compile(text: str, **options) -> CompiledQuery:  # noqa: A001 - the package's verb

@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     j = sub.add_parser("compile", help="write a standalone PySpark job")
     _add_query_args(j)
+    j.add_argument("--ts", choices=["timestamp", "numeric"],
+                   help="the kind of the ts column the job will read (default: timestamp if the query's "
+                        "durations have units, else numeric)")
+    j.add_argument("--ts-unit", choices=sorted(UNITS_MS), help="unit of a numeric ts column")
+    j.add_argument("--ts-col", default="ts")
+    j.add_argument("--type-col", default="type")
     j.add_argument("-o", "--output", required=True, help="the job file to write")
 
     r = sub.add_parser("run", help="run a query on a file or directory of events with local Spark")
@@ -104,7 +110,8 @@ def cmd_check(args) -> int:
     for q in queries:
         r = q.resolved()
         kinds = ", ".join(f"{p.kind}" for p in r.predicates) or "no predicates"
-        print(f"ok  {q.name or '(unnamed)'}: {r.mode} query, {len(r.variables)} variables, {kinds}")
+        n = len(r.variables)
+        print(f"ok  {q.name or '(unnamed)'}: {r.mode} query, {n} variable{'s' if n != 1 else ''}, {kinds}")
     return 0
 
 
@@ -120,7 +127,7 @@ def cmd_explain(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    q = _one(args)
+    q = _one(args, ts_kind=args.ts, ts_unit=args.ts_unit, ts_col=args.ts_col, type_col=args.type_col)
     Path(args.output).write_text(q.job_source())
     print(f"wrote {args.output}", file=sys.stderr)
     return 0

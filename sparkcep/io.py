@@ -40,3 +40,29 @@ def read_events(spark, path: str, fmt: str, ts_col: str, stream: bool = False, f
     if ts_col in schema.fieldNames() and schema[ts_col].dataType.simpleString() == "string":
         df = df.withColumn(ts_col, F.to_timestamp(F.col(ts_col)))
     return df
+
+
+def ts_kind_of(schema, ts_col: str) -> str | None:
+    """"timestamp" or "numeric" for the ``ts`` column of a Spark schema (None without a schema)."""
+    if schema is None:
+        return None
+    from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
+
+    if ts_col not in schema.fieldNames():
+        raise CEPError(f"the input has no ts column {ts_col!r} (columns: {', '.join(schema.fieldNames())}); "
+                       "set the ts column name")
+    dtype = schema[ts_col].dataType
+    if isinstance(dtype, (TimestampType, TimestampNTZType)):
+        return "timestamp"
+    if isinstance(dtype, NumericType):
+        return "numeric"
+    raise CEPError(f"ts column {ts_col!r} must be a timestamp or a number, not {dtype.simpleString()}")
+
+
+def check_ts_kind(schema, ts_col: str, expected: str) -> None:
+    """A job compiled for ``expected`` ts ("timestamp": windows in ms; "numeric": windows in ts units)
+    refuses input of the other kind: its windows would mean something else."""
+    found = ts_kind_of(schema, ts_col)
+    if found != expected:
+        raise CEPError(f"this job was compiled for {expected} ts, but {ts_col!r} is {found}: recompile it with "
+                       "`sparkcep compile --schema ...` (and --ts-unit for numeric ts with durations in units)")

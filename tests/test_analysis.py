@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import sparkcep
 from sparkcep.compiler.analysis import analyze
 from sparkcep.compiler.ast import Attr
 from sparkcep.compiler.errors import CEPError
@@ -111,3 +112,17 @@ def test_numeric_ts_with_declared_unit():
 def test_bare_attribute_in_single_variable_where_binds_it():
     r = check("PATTERN A a WHERE price > 3 WITHIN 10")
     assert r.predicates[0].expr.left == Attr("a", "price")
+
+
+def test_returned_equivalence_attributes_are_trend_groups():
+    q = sparkcep.compile("RETURN g, COUNT(*) PATTERN A+ WHERE [g] WITHIN 10")
+    assert [c.name for c in q.plan().columns] == ["window_start", "window_end", "g", "count_all"]
+    assert q.spec().group_by == ("g",)
+
+
+def test_declared_ts_kind_and_unit_without_schema():
+    text = "PATTERN SEQ(A a, B b) WITHIN 2 minutes"
+    assert sparkcep.compile(text, ts_unit="s").spec().window == 120
+    assert sparkcep.compile(text).spec().window == 120_000  # units and no declaration: timestamp ts (ms)
+    with pytest.raises(CEPError, match="needs the unit of the numeric ts column"):
+        sparkcep.compile(text, ts_kind="numeric").spec()

@@ -84,3 +84,26 @@ def test_workload_needs_a_query_name_to_compile(tmp_path, capsys):
 def test_usage_errors(args, message, capsys):
     assert main(args) == 2
     assert message in capsys.readouterr().err
+
+
+def test_job_refuses_input_of_the_other_ts_kind():
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+    from sparkcep import CEPError
+    from sparkcep.io import check_ts_kind
+
+    numeric = StructType([StructField("type", StringType()), StructField("ts", LongType())])
+    stamped = StructType([StructField("type", StringType()), StructField("ts", TimestampType())])
+    check_ts_kind(numeric, "ts", "numeric")
+    check_ts_kind(stamped, "ts", "timestamp")
+    with pytest.raises(CEPError, match="compiled for timestamp ts, but 'ts' is numeric"):
+        check_ts_kind(numeric, "ts", "timestamp")
+
+
+def test_compile_declares_the_ts_kind(tmp_path, capsys):
+    job = tmp_path / "job.py"
+    assert main(["compile", "-e", "p: PATTERN SEQ(A a, B b) WITHIN 10 seconds", "--ts-unit", "s", "-o", str(job)]) == 0
+    source = job.read_text()
+    assert "TS_KIND = 'numeric'" in source and '"window": 10' in source
+    assert main(["compile", "-e", "p: PATTERN SEQ(A a, B b) WITHIN 10 seconds", "-o", str(job)]) == 0
+    assert "TS_KIND = 'timestamp'" in job.read_text() and '"window": 10000' in job.read_text()

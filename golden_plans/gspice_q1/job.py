@@ -23,29 +23,41 @@ Plan:
             where a.v1 + b.v1 < c.v1
     r5 := Output[r4, columns=<every attribute of every positive component>]
 
-Run it with spark-submit (or plain python, which starts a local[*] session):
+Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]
+session; its Python workers use that same interpreter):
 
     spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR                       # batch
     spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR --stream \
-        --checkpoint CHECKPOINT_DIR [--lateness N] [--once]                            # streaming
+        --checkpoint CHECKPOINT_DIR [--lateness N] [--once] [--schema DDL]            # streaming
 
-Input: JSON lines (or --format csv/parquet) with columns 'type', 'ts' and attributes.
+Input: JSON lines (or --format csv/parquet) with columns 'type', 'ts' and attributes; 'ts'
+must be a timestamp (or an ISO-8601 string).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.state import GroupStateTimeout
-from pyspark.sql.types import NumericType
 
-from sparkcep.io import read_events
-from sparkcep.runtime_udfs.spark_adapters import STATE_SCHEMA, batch_udf, load_spec, output_schema, stream_udf
+from sparkcep import CEPError
+from sparkcep.io import check_ts_kind, read_events
+from sparkcep.runtime_udfs.spark_adapters import (
+    STATE_SCHEMA,
+    batch_udf,
+    grouped,
+    load_spec,
+    output_schema,
+    stream_udf,
+    watermarked,
+)
 from sparkcep.runtime_udfs.spec import with_default_outputs
 
 #: The compiled engine spec (see sparkcep.runtime_udfs.spec), baked in at compile time.
-SPEC = load_spec(r"""
+SPEC = r"""
 {
  "@": "MatchSpec",
  "components": [
@@ -164,7 +176,7 @@ SPEC = load_spec(r"""
   ]
  }
 }
-""")
+"""
 
 #: Events that may fill a pattern component; _mask bit k <=> component k's type and local predicates hold.
 FILTER_SQL = """
@@ -184,55 +196,51 @@ WHERE
 
 #: Partition key (equivalence tests and GROUP BY): events of different keys never meet in a match.
 KEY = []
-TS_COL = 'ts'
-#: With numeric ts, the watermark runs on this derived timestamp column.
-EVENT_TIME = '_event_time'
-NUMERIC_EVENT_TIME_SQL = 'TIMESTAMP_MICROS(CAST(`ts` * 1000 AS BIGINT)) AS _event_time'
+TYPE_COL, TS_COL = 'type', 'ts'
+#: The windows above are in ms for "timestamp" ts, in ts units for "numeric" ts.
+TS_KIND = 'timestamp'
 
 
-def main(argv=None):
+def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--input", required=True)
     p.add_argument("--output", required=True)
     p.add_argument("--format", default="json", choices=["json", "csv", "parquet"])
     p.add_argument("--stream", action="store_true")
     p.add_argument("--checkpoint", help="checkpoint directory (streaming)")
-    p.add_argument("--lateness", type=float, default=0, help="allowed lateness in ts units")
+    p.add_argument("--lateness", type=float, default=0,
+                   help="allowed lateness of streaming input: ts units, milliseconds for timestamp ts")
     p.add_argument("--once", action="store_true", help="streaming: process what is there, then stop")
     p.add_argument("--schema", help="input schema as DDL (default: inferred from the files there now)")
     p.add_argument("--shuffle-partitions", type=int, default=4)
     args = p.parse_args(argv)
+    if args.stream and not args.checkpoint:
+        p.error("--stream needs --checkpoint")
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
     spark = (SparkSession.builder.appName('sparkcep: gspice_q1')
              .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
              .getOrCreate())
-    # a stream's schema: --schema, else inferred from the files there now; ISO-string ts become timestamps
+    # --schema, else the schema of the files there now; ISO-string ts become timestamps
     events = read_events(spark, args.input, args.format, TS_COL, stream=args.stream, schema=args.schema)
+    check_ts_kind(events.schema, TS_COL, TS_KIND)
     events.createOrReplaceTempView("events")
     candidates = spark.sql(FILTER_SQL)
-    spec = with_default_outputs(SPEC, events.columns)  # without RETURN: every attribute
+    spec = with_default_outputs(load_spec(SPEC), events.columns)  # without RETURN: every attribute
     out_schema = output_schema(spec, candidates.schema)
 
     if not args.stream:
-        result = candidates.groupBy(*KEY).applyInPandas(batch_udf(spec, candidates.schema), schema=out_schema)
+        result = grouped(candidates, KEY).applyInPandas(
+            batch_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL), schema=out_schema)
         result.write.mode("overwrite").json(args.output)
         return
-    if not args.checkpoint:
-        p.error("--stream needs --checkpoint")
-    event_time = TS_COL
-    if isinstance(events.schema[TS_COL].dataType, NumericType):
-        # a watermark needs a timestamp: 1 ts unit <-> 1 ms of event time
-        candidates = candidates.selectExpr("*", NUMERIC_EVENT_TIME_SQL)
-        event_time = EVENT_TIME
-    result = (candidates.withWatermark(event_time, f"{int(args.lateness)} milliseconds")
-              .groupBy(*KEY)
-              .applyInPandasWithState(
-                  stream_udf(spec, candidates.schema),
-                  outputStructType=out_schema,
-                  stateStructType=STATE_SCHEMA,
-                  outputMode="append",
-                  timeoutConf=GroupStateTimeout.EventTimeTimeout,
-              ))
+    result = grouped(watermarked(candidates, TS_COL, args.lateness), KEY).applyInPandasWithState(
+        stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL),
+        outputStructType=out_schema,
+        stateStructType=STATE_SCHEMA,
+        outputMode="append",
+        timeoutConf=GroupStateTimeout.EventTimeTimeout,
+    )
     writer = (result.writeStream.format("json").option("path", args.output)
               .option("checkpointLocation", args.checkpoint).outputMode("append"))
     query = (writer.trigger(availableNow=True) if args.once else writer).start()
@@ -240,4 +248,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except CEPError as err:
+        sys.exit(f"sparkcep job: {err.render()}")

@@ -73,6 +73,3 @@ class CEPSyntaxError(CEPError):
 class CEPSemanticError(CEPError):
     """The text parses but means nothing (unknown variable, bad NEXT(), P+/P- mix, ...)."""
 
-
-class CEPRuntimeError(CEPError):
-    """A problem found while running a job (bad option, unreadable input, ...)."""

@@ -59,7 +59,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Func, Literal, Unary
+from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Func, Literal, Or, Unary, walk
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import from_data
 from sparkcep.runtime_udfs.match_engine import (
@@ -74,8 +74,8 @@ from sparkcep.runtime_udfs.match_engine import (
 )
 from sparkcep.runtime_udfs.spec import MatchSpec, TrendSpec
 
-__all__ = ["STATE_SCHEMA", "MatchOperator", "apply_match", "batch_udf", "load_spec", "output_schema",
-           "stream_udf"]
+__all__ = ["EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_udf", "grouped",
+           "load_spec", "output_schema", "stream_udf", "watermarked"]
 
 #: The bitmask column of the Spark SQL filter (``sparkcep.compiler.plan.builder.MASK``).
 MASK = "_mask"
@@ -100,6 +100,8 @@ def load_spec(spec: SpecLike) -> MatchSpec:
                                      "of sparkcep does not have yet; match queries run today")
     if not isinstance(spec, MatchSpec):
         raise CEPError(f"expected a MatchSpec, got {type(spec).__name__}")
+    if spec.pattern is not None and any(isinstance(n, Or) for n in walk(spec.pattern)):
+        raise EngineUnsupportedError("pattern disjunction (P1 OR P2) is not supported by the match engine yet")
     return spec
 
 
@@ -317,15 +319,41 @@ def stream_udf(spec_json: SpecLike, input_schema: StructType, **options: Any) ->
     return MatchOperator(spec_json, input_schema, **options).stream_function()
 
 
+#: With numeric ts, the event-time column the watermark runs on: 1 ts unit ↔ 1 ms, so that Spark's watermark
+#: (``getCurrentWatermarkMs``) reads directly in ts units.
+EVENT_TIME = "_event_time"
+
+
+def watermarked(df: DataFrame, ts_col: str, lateness: float) -> DataFrame:
+    """``df`` with an event-time watermark on ``ts_col`` allowing ``lateness`` (ts units; milliseconds for
+    timestamp ts).  A watermark needs a timestamp column: numeric ts get :data:`EVENT_TIME`."""
+    event_time = ts_col
+    if isinstance(df.schema[ts_col].dataType, NumericType):
+        df = df.withColumn(EVENT_TIME, F.timestamp_micros((F.col(ts_col) * 1000).cast("bigint")))
+        event_time = EVENT_TIME
+    return df.withWatermark(event_time, f"{math.ceil(lateness)} milliseconds")
+
+
+#: The constant grouping column of a query without partition key (one group: parallelism 1).
+SINGLE_GROUP = "_sparkcep_all"
+
+
+def grouped(df: DataFrame, key) -> Any:
+    """``df.groupBy(*key)``; without a key, one group by a constant column (``applyInPandasWithState``
+    accepts neither an empty grouping nor a grouping expression)."""
+    if key:
+        return df.groupBy(*key)
+    return df.withColumn(SINGLE_GROUP, F.lit(0)).groupBy(SINGLE_GROUP)
+
+
 def apply_match(df: DataFrame, spec: SpecLike, **options: Any) -> DataFrame:
     """The matches of ``df`` grouped by ``spec.key``: ``applyInPandas`` for a batch DataFrame,
     ``applyInPandasWithState`` (append mode, event-time timeouts) for a streaming one, which must carry a
     watermark.  ``options`` go to :class:`MatchOperator`.  A spec without key runs as one group.
     """
     op = MatchOperator(spec, df.schema, **options)
-    keys = op.spec.key or (F.lit(0).alias("_sparkcep_all"),)
-    grouped = df.groupBy(*keys)
+    groups = grouped(df, op.spec.key)
     if not df.isStreaming:
-        return grouped.applyInPandas(op.batch_function(), op.output_schema)
-    return grouped.applyInPandasWithState(op.stream_function(), op.output_schema, op.state_schema, "append",
-                                          GroupStateTimeout.EventTimeTimeout)
+        return groups.applyInPandas(op.batch_function(), op.output_schema)
+    return groups.applyInPandasWithState(op.stream_function(), op.output_schema, op.state_schema, "append",
+                                         GroupStateTimeout.EventTimeTimeout)

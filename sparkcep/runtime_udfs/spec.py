@@ -83,7 +83,7 @@ class TrendSpec:
 
 
 #: Columns the compiler adds to events; never returned as attributes.
-INTERNAL_COLUMNS = ("_mask", "_event_time")
+INTERNAL_COLUMNS = ("_mask", "_event_time", "_sparkcep_all")
 
 
 def with_default_outputs(spec: MatchSpec, attributes) -> MatchSpec:

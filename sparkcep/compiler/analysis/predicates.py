@@ -38,7 +38,8 @@ class Resolver:
     """Checks and rewrites expressions against the query's variables.
 
     Rewrites: a type name used as a variable (``SUM(A.attr)``, ``COUNT(A)``) becomes the variable bound to
-    that type; a bare attribute in WHERE becomes an attribute of the only variable, if there is one.
+    that type; a bare attribute in WHERE becomes an attribute of the only variable (with several variables
+    it is an error: which event's attribute would it be?).
     """
 
     def __init__(self, variables: dict[str, VarInfo], source: str | None):
@@ -93,10 +94,12 @@ class Resolver:
 
     def attr(self, a: Attr, *, where: str, in_aggregate: bool) -> Attr:
         if a.var is None:
-            positives = [v for v in self.variables.values() if not v.negated]
-            if where == "WHERE" and len(self.variables) == 1:
-                return replace(a, var=positives[0].name)
-            return a  # a partition/GROUP BY attribute; checked by the caller
+            if where != "WHERE":
+                return a  # a partition/GROUP BY attribute; checked by the caller
+            if len(self.variables) == 1:
+                return replace(a, var=next(iter(self.variables)))
+            raise self.error(f"'{a.attr}' has no variable: write v.{a.attr} (the pattern binds "
+                             f"{', '.join(self.variables)})", a)
         var = self.var_name(a.var, a)
         info = self.variables[var]
         a = replace(a, var=var)

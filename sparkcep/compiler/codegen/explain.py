@@ -12,7 +12,12 @@ Example (SASE Q2, shoplifting)::
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
+from sparkcep.compiler.ast import EventPat, map_nodes
 from sparkcep.compiler.errors import CEPError
+from sparkcep.compiler.naming import safe_identifier
 from sparkcep.compiler.plan.nodes import Node, chain
 from sparkcep.compiler.printer import format_expr, format_pattern
 from sparkcep.runtime_udfs.spec import Component
@@ -26,7 +31,7 @@ def _number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(x)
 
 
-def _component(k: int, c: Component) -> str:
+def _component(k: int, c: Component, type_col: str) -> str:
     quoted = [f"'{t}'" for t in c.types]
     types = quoted[0] if len(quoted) == 1 else f"IN ({', '.join(quoted)})"
     mark = "!" if c.negated else ""
@@ -34,12 +39,24 @@ def _component(k: int, c: Component) -> str:
     local = f" AND {format_expr(c.local)}" if c.local is not None else ""
     op = "" if len(quoted) > 1 else "= "
     any_ = " (ANY)" if c.any_ else ""
-    return f"c{k} {mark}{c.var}{kleene}{any_}: type {op}{types}{local}"
+    return f"c{k} {mark}{c.var}{kleene}{any_}: {type_col} {op}{types}{local}"
+
+
+def _pattern(p) -> str:
+    """The pattern as written: implicit variables (named after their type by analysis) are not shown."""
+    def unname(n):
+        if isinstance(n, EventPat) and n.var is not None and re.fullmatch(rf"{re.escape(safe_identifier(n.types[0]))}"
+                                                                          r"(_\d+)?", n.var):
+            return replace(n, var=None)
+        return n
+
+    return format_pattern(map_nodes(p, unname))
 
 
 class Explainer:
-    def __init__(self, ts_unit: str):
+    def __init__(self, ts_unit: str, type_col: str):
         self.ts_unit = ts_unit
+        self.type_col = type_col
 
     def duration(self, x: float) -> str:
         return f"{_number(x)} {self.ts_unit}"
@@ -51,7 +68,7 @@ class Explainer:
         return f"Source[type_col={n.type_col}, ts_col={n.ts_col}{extra}]", []
 
     def visit_Filter(self, n, ref):
-        lines = [_component(k, c) for k, c in enumerate(n.components)]
+        lines = [_component(k, c, self.type_col) for k, c in enumerate(n.components)]
         lines += [f"all: {format_expr(r)}" for r in n.residual]
         return f"Filter[{ref}, _mask bit k <=> component k's type and local predicates]", lines
 
@@ -70,16 +87,17 @@ class Explainer:
     def visit_Sequence(self, n, ref):
         s = n.spec
         head = f"Sequence[{ref}, window={self.duration(s.window)}, strategy={s.strategy}, engine=sase_ssc]"
-        lines = [f"pattern {format_pattern(s.pattern)}"] if s.pattern is not None else []
+        lines = [f"pattern {_pattern(s.pattern)}"] if s.pattern is not None else []
         return head, lines + [f"where {format_expr(p)}" for p in s.predicates]
 
     def visit_Trend(self, n, ref):
         s = n.spec
         head = (f"Trend[{ref}, windows=[k*{self.duration(s.slide)}, k*{self.duration(s.slide)} + "
                 f"{self.duration(s.window)}), engine=greta]")
-        lines = [f"pattern {format_pattern(s.pattern)}"]
+        lines = [f"pattern {_pattern(s.pattern)}"]
         lines += [f"where {format_expr(p)}" for p in s.predicates]
-        lines += [f"{a.name} := {a.func}({a.var or '*'}{'.' + a.attr if a.attr else ''})" for a in s.aggregates]
+        lines += [f"{a.name} := {a.func.upper()}({a.var or '*'}{'.' + a.attr if a.attr else ''})"
+                  for a in s.aggregates]
         return head, lines
 
     def visit_Output(self, n, ref):
@@ -91,9 +109,10 @@ class Explainer:
 
 def explain_plan(plan: Node, ts_unit: str = "ts units") -> str:
     """The plan as ``rK := Node[...]`` lines, sources first."""
-    ex = Explainer(ts_unit)
+    nodes = chain(plan)
+    ex = Explainer(ts_unit, nodes[0].type_col)
     out = []
-    for k, node in enumerate(chain(plan)):
+    for k, node in enumerate(nodes):
         visit = getattr(ex, f"visit_{type(node).__name__}", None)
         if visit is None:
             raise CEPError(f"explain: no translation of plan node {type(node).__name__}")

@@ -130,11 +130,3 @@ def filter_select(plan: Node, table: str = "events", attributes=None) -> exp.Sel
 def filter_sql(plan: Node, table: str = "events", attributes=None, pretty: bool = True) -> str:
     return filter_select(plan, table, attributes).sql(dialect=DIALECT, pretty=pretty)
 
-
-def event_time_sql(ts_col: str, name: str) -> str:
-    """``timestamp_micros(CAST(ts * 1000 AS BIGINT)) AS name``: numeric ts as event time, 1 unit ↔ 1 ms, so
-    that Spark's watermark (milliseconds) reads directly in ts units."""
-    micros = exp.Cast(this=exp.Mul(this=column(ts_col), expression=exp.Literal.number(1000)),
-                      to=exp.DataType.build("BIGINT"))
-    call = exp.Anonymous(this="timestamp_micros", expressions=[micros])
-    return exp.alias_(call, name, quoted=False).sql(dialect=DIALECT)

@@ -80,9 +80,12 @@ def build_plan(r: ResolvedQuery, *, type_col: str = "type", ts_col: str = "ts",
     non_key = tuple(p.expr for p in r.predicates)
     if r.mode == "aggregate":
         aggs = tuple(Aggregate(a.name, a.func, a.var, a.attr) for a in r.aggregates)
-        spec = TrendSpec(r.query.pattern, comps, non_key, r.window, r.slide, aggs, r.group_by)
+        # equivalence attributes named in RETURN are groups too (constant within a partition)
+        returned = [i.expr.attr for i in r.returns if isinstance(i.expr, Attr) and i.expr.var is None]
+        groups = tuple(dict.fromkeys([*r.group_by, *returned]))
+        spec = TrendSpec(r.query.pattern, comps, non_key, r.window, r.slide, aggs, groups)
         node = Trend(node, spec)
-        names = ["window_start", "window_end", *r.group_by, *(a.name for a in aggs)]
+        names = ["window_start", "window_end", *groups, *(a.name for a in aggs)]
         return Output(node, tuple(OutputColumn(n, Attr(None, n)) for n in names))
     outputs = output_columns(r, attributes)
     spec = MatchSpec(comps, non_key, float("inf"), outputs, r.strategy, pattern=r.query.pattern)
