@@ -20,15 +20,16 @@ from sparkcep.compiler.ast import Query
 from sparkcep.compiler.codegen.explain import explain_plan
 from sparkcep.compiler.codegen.job import job_source
 from sparkcep.compiler.codegen.sql import filter_sql
-from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.optimizer import optimize
 from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
 from sparkcep.compiler.plan.builder import build_plan
 from sparkcep.compiler.plan.nodes import Node, Sequence, chain, operator_spec
 from sparkcep.compiler.printer import format_query
 from sparkcep.grammar import parse_query, parse_workload
-from sparkcep.io import ts_kind_of
+from sparkcep.io import check_attributes, ts_kind_of
+from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
 from sparkcep.runtime_udfs.match_engine import check as check_supported
+from sparkcep.runtime_udfs.spec import TREND_UNSUPPORTED
 
 _view_ids = itertools.count()
 
@@ -94,7 +95,7 @@ class CompiledQuery:
                           ts_kind=ts_kind, name=self.name)
 
     def apply(self, df):
-        """Run on a batch or streaming DataFrame with columns ``type``, ``ts`` and attributes.
+        """Run on a batch or streaming DataFrame with the type and ts columns and the attributes.
 
         Batch: ``groupBy(key).applyInPandas``.  Streaming: an event-time watermark on ``ts`` (allowed
         lateness ``self.lateness``; numeric ts run on a derived timestamp column where 1 unit is 1 ms) and
@@ -106,15 +107,9 @@ class CompiledQuery:
         plan = self.plan(df.schema)
         seq = next((n for n in chain(plan) if isinstance(n, Sequence)), None)
         if seq is None:
-            raise CEPError("trend-aggregate queries need the GRETA trend engine, which is not built yet "
-                           "(the next capability on the roadmap); match queries run today")
+            raise EngineUnsupportedError(TREND_UNSUPPORTED)
         check_supported(seq.spec)
-        missing = [a for a in referenced_attributes(plan) if a not in df.columns]
-        if missing:
-            raise CEPError(
-                f"the query reads {', '.join(repr(m) for m in missing)}, which the input does not have "
-                f"(columns: {', '.join(df.columns)}); a stream whose first files lack an attribute needs an "
-                "explicit schema (sparkcep run --schema, or spark.readStream.schema(...))")
+        check_attributes(df.columns, referenced_attributes(plan))
         view = f"_sparkcep_events_{next(_view_ids)}"
         df.createOrReplaceTempView(view)
         candidates = df.sparkSession.sql(filter_sql(plan, view, df.schema.fieldNames(), pretty=False))
@@ -124,7 +119,7 @@ class CompiledQuery:
 
 
 def compile(text: str, **options) -> CompiledQuery:  # noqa: A001 - the package's verb
-    """Parse and check one query. Options: ``type_col``, ``ts_col``, ``ts_unit``, ``lateness``."""
+    """Parse and check one query. Options: ``type_col``, ``ts_col``, ``ts_unit``, ``ts_kind``, ``lateness``."""
     q = CompiledQuery(parse_query(text), text, **options)
     q.resolved()  # check now: errors surface at compile time, with positions
     return q

@@ -47,8 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     j = sub.add_parser("compile", help="write a standalone PySpark job")
     _add_query_args(j)
     j.add_argument("--ts", choices=["timestamp", "numeric"],
-                   help="the kind of the ts column the job will read (default: timestamp if the query's "
-                        "durations have units, else numeric)")
+                   help="the kind of the ts column the job will read (default: numeric with --ts-unit, else "
+                        "timestamp if the query's durations have units, else numeric)")
     j.add_argument("--ts-unit", choices=sorted(UNITS_MS), help="unit of a numeric ts column")
     j.add_argument("--ts-col", default="ts")
     j.add_argument("--type-col", default="type")

@@ -18,6 +18,8 @@ def read_events(spark, path: str, fmt: str, ts_col: str, stream: bool = False, f
 
     if not os.path.exists(path):
         raise CEPError(f"no such input: {path}")
+    if stream and not os.path.isdir(path):
+        raise CEPError(f"a stream reads a directory (and the files that arrive in it), not the file {path}")
     options = {"header": True, "inferSchema": schema is None} if fmt == "csv" else {}
     if schema is not None:
         from pyspark.sql.types import StructType
@@ -65,4 +67,14 @@ def check_ts_kind(schema, ts_col: str, expected: str) -> None:
     found = ts_kind_of(schema, ts_col)
     if found != expected:
         raise CEPError(f"this job was compiled for {expected} ts, but {ts_col!r} is {found}: recompile it with "
-                       "`sparkcep compile --schema ...` (and --ts-unit for numeric ts with durations in units)")
+                       f"`sparkcep compile --ts {found}` (and --ts-unit for numeric ts with durations in units)")
+
+
+def check_attributes(columns, required) -> None:
+    """Every attribute the query reads must be a column of the input (else Spark fails deep in the plan)."""
+    missing = [a for a in required if a not in columns]
+    if missing:
+        raise CEPError(
+            f"the query reads {', '.join(repr(m) for m in missing)}, which the input does not have "
+            f"(columns: {', '.join(columns)}); a stream whose first files lack an attribute needs an "
+            "explicit schema (--schema DDL, or spark.readStream.schema(...))")

@@ -43,7 +43,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from sparkcep import CEPError
-from sparkcep.io import check_ts_kind, read_events
+from sparkcep.io import check_attributes, check_ts_kind, read_events
 from sparkcep.runtime_udfs.spark_adapters import (
     STATE_SCHEMA,
     batch_udf,
@@ -197,6 +197,8 @@ KEY = ['task_id']
 TYPE_COL, TS_COL = 'type', 'ts'
 #: The windows above are in ms for "timestamp" ts, in ts units for "numeric" ts.
 TS_KIND = 'timestamp'
+#: The attributes the query reads: the input must have them.
+ATTRIBUTES = ['task_id', 'period']
 
 
 def main(argv=None) -> None:
@@ -222,6 +224,7 @@ def main(argv=None) -> None:
     # --schema, else the schema of the files there now; ISO-string ts become timestamps
     events = read_events(spark, args.input, args.format, TS_COL, stream=args.stream, schema=args.schema)
     check_ts_kind(events.schema, TS_COL, TS_KIND)
+    check_attributes(events.columns, ATTRIBUTES)
     events.createOrReplaceTempView("events")
     candidates = spark.sql(FILTER_SQL)
     spec = with_default_outputs(load_spec(SPEC), events.columns)  # without RETURN: every attribute

@@ -6,12 +6,14 @@
   GroupStateTimeout.EventTimeTimeout)`` on a stream with a watermark;
 * :func:`batch_udf` and :func:`stream_udf` are shorthands for those two functions;
 * :func:`output_schema` types the result columns, the same for both;
-* :func:`apply_match` wires either one onto a DataFrame (batch, or streaming with a watermark).
+* :func:`apply_match` wires either one onto a DataFrame (batch, or streaming with a watermark);
+* :func:`grouped` groups by the key (or by a constant column when there is none), :func:`watermarked` puts
+  the event-time watermark on the ts column (a derived timestamp column for numeric ts).
 
 Example (batch)::
 
     op = MatchOperator(SPEC, events.schema)
-    matches = candidates.groupBy(*KEY).applyInPandas(op.batch_function(), op.output_schema)
+    matches = grouped(candidates, KEY).applyInPandas(op.batch_function(), op.output_schema)
 
 Input rows carry the type column, the ts column, optionally ``_mask``, and attribute columns; columns that
 are not in the input schema given (e.g. a derived event-time column for the watermark) are ignored.  The
@@ -72,7 +74,7 @@ from sparkcep.runtime_udfs.match_engine import (
     step,
     wakeup,
 )
-from sparkcep.runtime_udfs.spec import MatchSpec, TrendSpec
+from sparkcep.runtime_udfs.spec import TREND_UNSUPPORTED, MatchSpec, TrendSpec
 
 __all__ = ["EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_udf", "grouped",
            "load_spec", "output_schema", "stream_udf", "watermarked"]
@@ -96,8 +98,7 @@ def load_spec(spec: SpecLike) -> MatchSpec:
     if isinstance(spec, dict):
         spec = from_data(spec)
     if isinstance(spec, TrendSpec):
-        raise EngineUnsupportedError("trend-aggregate queries need the GRETA trend engine, which this version "
-                                     "of sparkcep does not have yet; match queries run today")
+        raise EngineUnsupportedError(TREND_UNSUPPORTED)
     if not isinstance(spec, MatchSpec):
         raise CEPError(f"expected a MatchSpec, got {type(spec).__name__}")
     if spec.pattern is not None and any(isinstance(n, Or) for n in walk(spec.pattern)):

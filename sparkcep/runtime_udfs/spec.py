@@ -82,6 +82,10 @@ class TrendSpec:
     key: tuple[str, ...] = ()
 
 
+#: Why a trend spec cannot run yet (one wording for the API, the adapters and generated jobs).
+TREND_UNSUPPORTED = ("trend-aggregate queries need the GRETA trend engine, which this version of sparkcep does "
+                     "not have yet; match queries run today")
+
 #: Columns the compiler adds to events; never returned as attributes.
 INTERNAL_COLUMNS = ("_mask", "_event_time", "_sparkcep_all")
 

@@ -170,6 +170,9 @@ def _aggregate_items(returns, names, partition, group_by, resolver: Resolver) ->
         if isinstance(e, Attr) and e.var is None:
             if e.attr not in keys:
                 raise resolver.error(f"'{e.attr}' is neither a GROUP BY nor an equivalence attribute", e)
+            if name != e.attr:
+                raise resolver.error(f"a group column keeps its name: write {e.attr}, not {e.attr} AS {name}",
+                                     item)
             continue
         if not isinstance(e, Func) or not (e.star or (isinstance(e.args[0], Attr) and e.args[0].index is None)):
             raise resolver.error("a trend-aggregate RETURN holds COUNT(*), COUNT(T), SUM/MIN/MAX/AVG(T.attr) "

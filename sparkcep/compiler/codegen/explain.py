@@ -45,8 +45,8 @@ def _component(k: int, c: Component, type_col: str) -> str:
 def _pattern(p) -> str:
     """The pattern as written: implicit variables (named after their type by analysis) are not shown."""
     def unname(n):
-        if isinstance(n, EventPat) and n.var is not None and re.fullmatch(rf"{re.escape(safe_identifier(n.types[0]))}"
-                                                                          r"(_\d+)?", n.var):
+        base = safe_identifier(n.types[0]) if isinstance(n, EventPat) and len(n.types) == 1 else "any"
+        if isinstance(n, EventPat) and n.var is not None and re.fullmatch(rf"{re.escape(base)}(_\d+)?", n.var):
             return replace(n, var=None)
         return n
 

@@ -12,6 +12,7 @@ import json
 import textwrap
 
 from sparkcep.compiler.codegen.sql import filter_sql
+from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
 from sparkcep.compiler.plan.nodes import Node, Partition, Sequence, Source, Trend, chain
 from sparkcep.compiler.serde import to_data
 
@@ -47,7 +48,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from sparkcep import CEPError
-from sparkcep.io import check_ts_kind, read_events
+from sparkcep.io import check_attributes, check_ts_kind, read_events
 from sparkcep.runtime_udfs.spark_adapters import (
     STATE_SCHEMA,
     batch_udf,
@@ -74,6 +75,8 @@ KEY = {key!r}
 TYPE_COL, TS_COL = {type_col!r}, {ts_col!r}
 #: The windows above are in ms for "timestamp" ts, in ts units for "numeric" ts.
 TS_KIND = {ts_kind!r}
+#: The attributes the query reads: the input must have them.
+ATTRIBUTES = {attributes!r}
 
 
 def main(argv=None) -> None:
@@ -99,6 +102,7 @@ def main(argv=None) -> None:
     # --schema, else the schema of the files there now; ISO-string ts become timestamps
     events = read_events(spark, args.input, args.format, TS_COL, stream=args.stream, schema=args.schema)
     check_ts_kind(events.schema, TS_COL, TS_KIND)
+    check_attributes(events.columns, ATTRIBUTES)
     events.createOrReplaceTempView("events")
     candidates = spark.sql(FILTER_SQL)
     spec = with_default_outputs(load_spec(SPEC), events.columns)  # without RETURN: every attribute
@@ -148,6 +152,7 @@ def job_source(plan: Node, *, query_text: str, explain: str, ts_kind: str, name:
         ts_col=source.ts_col,
         type_col=source.type_col,
         ts_kind=ts_kind,
+        attributes=list(referenced_attributes(plan)),
         ts_kind_text="a timestamp (or an ISO-8601 string)" if ts_kind == "timestamp" else "a number",
         app_name=f"sparkcep: {name or 'query'}",
     )
