@@ -107,3 +107,8 @@ def test_compile_declares_the_ts_kind(tmp_path, capsys):
     assert "TS_KIND = 'numeric'" in source and '"window": 10' in source
     assert main(["compile", "-e", "p: PATTERN SEQ(A a, B b) WITHIN 10 seconds", "-o", str(job)]) == 0
     assert "TS_KIND = 'timestamp'" in job.read_text() and '"window": 10000' in job.read_text()
+
+
+def test_explain_hides_implicit_variables(capsys):
+    assert main(["explain", "-e", "RETURN COUNT(*) PATTERN SEQ(ANY(B, C), A+, B, A) WITHIN 5"]) == 0
+    assert "pattern SEQ(ANY(B, C), A+, B, A)" in capsys.readouterr().out

@@ -221,3 +221,10 @@ def test_streaming_without_partition_key_and_renamed_columns(spark, tmp_path):
     expected = match_rows(sparkcep.compile(text.replace("time", "ts")).query, oracle_events)
     assert canonical(got) == canonical(expected)
     assert got and len(got) == 2
+
+
+def test_stream_input_must_be_a_directory(spark, capsys, tmp_path):
+    (tmp_path / "e.jsonl").write_text('{"type": "A", "ts": 1}\n')
+    assert main(["run", "-e", "PATTERN SEQ(A a, B b) WITHIN 5", "--input", str(tmp_path / "e.jsonl"),
+                 "--stream"]) == 2
+    assert "a stream reads a directory" in capsys.readouterr().err
