@@ -23,13 +23,10 @@ from sparkcep.compiler.codegen.sql import filter_sql
 from sparkcep.compiler.optimizer import optimize
 from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
 from sparkcep.compiler.plan.builder import build_plan
-from sparkcep.compiler.plan.nodes import Node, Sequence, chain, operator_spec
+from sparkcep.compiler.plan.nodes import Node, operator_spec
 from sparkcep.compiler.printer import format_query
 from sparkcep.grammar import parse_query, parse_workload
 from sparkcep.io import check_attributes, ts_kind_of
-from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
-from sparkcep.runtime_udfs.match_engine import check as check_supported
-from sparkcep.runtime_udfs.spec import TREND_UNSUPPORTED
 
 _view_ids = itertools.count()
 
@@ -102,20 +99,18 @@ class CompiledQuery:
         ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
         with a checkpoint.
         """
-        from sparkcep.runtime_udfs.spark_adapters import apply_match, watermarked
+        from sparkcep.runtime_udfs.spark_adapters import apply_match, engine_of, watermarked
 
         plan = self.plan(df.schema)
-        seq = next((n for n in chain(plan) if isinstance(n, Sequence)), None)
-        if seq is None:
-            raise EngineUnsupportedError(TREND_UNSUPPORTED)
-        check_supported(seq.spec)
+        spec = operator_spec(plan)
+        engine_of(spec).check(spec)
         check_attributes(df.columns, referenced_attributes(plan))
         view = f"_sparkcep_events_{next(_view_ids)}"
         df.createOrReplaceTempView(view)
         candidates = df.sparkSession.sql(filter_sql(plan, view, df.schema.fieldNames(), pretty=False))
         if df.isStreaming:
             candidates = watermarked(candidates, self.ts_col, self.lateness)
-        return apply_match(candidates, seq.spec, ts_col=self.ts_col, type_col=self.type_col)
+        return apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col)
 
 
 def compile(text: str, **options) -> CompiledQuery:  # noqa: A001 - the package's verb

@@ -7,6 +7,7 @@ convert on the Spark side instead (session time zone, UTC in sparkcep sessions).
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 
 def _timestamp_fields(df):
@@ -31,7 +32,14 @@ def json_lines(df) -> list[str]:
     ts = _timestamp_fields(df)
     cols = [F.date_format(F.col(f"`{f}`"), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias(f) if f in ts
             else F.col(f"`{f}`") for f in df.columns]
-    return sorted(json.dumps(r.asDict(recursive=True), default=str) for r in df.select(*cols).collect())
+    return sorted(json.dumps(r.asDict(recursive=True), default=_json_value) for r in df.select(*cols).collect())
+
+
+def _json_value(v):
+    """Exact DECIMAL values (trend counts) as JSON numbers, whole ones as integers; anything else as text."""
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    return str(v)
 
 
 def canonical(rows) -> list[tuple]:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,7 @@ from pyspark.sql.types import (
     BinaryType,
     BooleanType,
     DataType,
+    DecimalType,
     DoubleType,
     IntegralType,
     LongType,
@@ -64,17 +66,9 @@ from pyspark.sql.types import (
 from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Func, Literal, Or, Unary, walk
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import from_data
-from sparkcep.runtime_udfs.match_engine import (
-    EngineUnsupportedError,
-    MatchState,
-    advance,
-    check,
-    init_state,
-    is_empty,
-    step,
-    wakeup,
-)
-from sparkcep.runtime_udfs.spec import TREND_UNSUPPORTED, MatchSpec, TrendSpec
+from sparkcep.runtime_udfs import match_engine, trend_engine
+from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
+from sparkcep.runtime_udfs.spec import OVERFLOW, MatchSpec, TrendSpec
 
 __all__ = ["EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_udf", "grouped",
            "load_spec", "output_schema", "stream_udf", "watermarked"]
@@ -91,16 +85,16 @@ _BOOLEAN_OPS = frozenset({"AND", "OR", "=", "!=", "<", "<=", ">", ">="})
 SpecLike = str | dict | MatchSpec
 
 
-def load_spec(spec: SpecLike) -> MatchSpec:
-    """The :class:`MatchSpec` from its JSON text or data (:func:`sparkcep.compiler.serde.to_data` form)."""
+def load_spec(spec: SpecLike) -> MatchSpec | TrendSpec:
+    """The spec from its JSON text or data (:func:`sparkcep.compiler.serde.to_data` form)."""
     if isinstance(spec, str):
         spec = json.loads(spec)
     if isinstance(spec, dict):
         spec = from_data(spec)
     if isinstance(spec, TrendSpec):
-        raise EngineUnsupportedError(TREND_UNSUPPORTED)
+        return spec
     if not isinstance(spec, MatchSpec):
-        raise CEPError(f"expected a MatchSpec, got {type(spec).__name__}")
+        raise CEPError(f"expected a MatchSpec or TrendSpec, got {type(spec).__name__}")
     if spec.pattern is not None and any(isinstance(n, Or) for n in walk(spec.pattern)):
         raise EngineUnsupportedError("pattern disjunction (P1 OR P2) is not supported by the match engine yet")
     return spec
@@ -119,7 +113,48 @@ def output_schema(spec: SpecLike, input_schema: StructType) -> StructType:
     """
     spec = load_spec(spec)
     fields = {f.name: f.dataType for f in input_schema.fields}
+    if isinstance(spec, TrendSpec):
+        return _trend_schema(spec, fields)
     return StructType([StructField(o.name, _type_of(o.expr, fields), True) for o in spec.outputs])
+
+
+#: Exact trend counts (and sums of integers) as DECIMAL(38, 0); larger values are null with this flag set.
+EXACT = DecimalType(38, 0)
+_EXACT_LIMIT = 10**38
+
+
+def _trend_schema(spec: TrendSpec, fields: dict[str, DataType]) -> StructType:
+    """``window_start, window_end, <group columns>, <aggregates>, aggregate_overflow``.
+
+    Window bounds have the ts type (LONG for integral ts and windows, else DOUBLE).  COUNT and SUM of
+    integers are exact (DECIMAL(38, 0); trend counts grow like 2^n, a value beyond 38 digits is null and
+    flags ``aggregate_overflow``); SUM of other numbers and AVG are DOUBLE; MIN/MAX keep the input type.
+    """
+    ts = fields.get("ts")
+    if isinstance(ts, (TimestampType, TimestampNTZType)):
+        bound: DataType = ts
+    elif isinstance(ts, IntegralType) and float(spec.window).is_integer() and float(spec.slide).is_integer():
+        bound = LongType()
+    else:
+        bound = DoubleType()
+    cols = [StructField("window_start", bound), StructField("window_end", bound)]
+    for g in spec.group_by:
+        if g not in fields:
+            raise CEPError(f"'{g}' is not a column of the input")
+        cols.append(StructField(g, fields[g]))
+    for a in spec.aggregates:
+        arg = fields.get(a.attr) if a.attr else None
+        if a.attr and arg is None:
+            raise CEPError(f"'{a.attr}' is not a column of the input")
+        if a.func == "count" or (a.func == "sum" and isinstance(arg, IntegralType)):
+            dtype: DataType = EXACT
+        elif a.func in ("min", "max"):
+            dtype = arg
+        else:
+            dtype = DoubleType()
+        cols.append(StructField(a.name, dtype))
+    cols.append(StructField(OVERFLOW, BooleanType()))
+    return StructType(cols)
 
 
 def _type_of(e: Any, fields: dict[str, DataType]) -> DataType:
@@ -201,8 +236,28 @@ def _from_ms(values: list, aware: bool) -> pd.Series:
 # ----------------------------------------------------------------------------------------------- adapters
 
 
+def _exact_row(row: dict, exact: list[str]) -> dict:
+    """Exact integers as Decimals for DECIMAL(38, 0); a value with more digits is null and flags the row."""
+    out, overflow = dict(row), False
+    for name in exact:
+        v = out.get(name)
+        if v is None:
+            continue
+        if abs(v) >= _EXACT_LIMIT:
+            out[name], overflow = None, True
+        else:
+            out[name] = Decimal(v)
+    out[OVERFLOW] = overflow
+    return out
+
+
+def engine_of(spec: MatchSpec | TrendSpec):
+    """The engine module that runs ``spec``: the SASE match engine or the GRETA trend engine."""
+    return trend_engine if isinstance(spec, TrendSpec) else match_engine
+
+
 class MatchOperator:
-    """The match engine for one spec and input schema, as Spark pandas functions.
+    """The engine of one spec (match or trend) and input schema, as Spark pandas functions.
 
     ``ts_col``/``type_col`` name the input's timestamp and type columns; ``timezone`` is the session time
     zone PySpark converts ``TIMESTAMP`` values to (default: read from the active session when built).
@@ -211,7 +266,13 @@ class MatchOperator:
     def __init__(self, spec: SpecLike, input_schema: StructType, *, ts_col: str = "ts",
                  type_col: str = "type", timezone: str | None = None):
         self.spec = load_spec(spec)
-        check(self.spec)
+        self.engine = engine_of(self.spec)
+        self.engine.check(self.spec)
+        if isinstance(self.spec, TrendSpec) and set(self.spec.key) != set(self.spec.group_by):
+            raise EngineUnsupportedError(
+                f"this trend query partitions by ({', '.join(self.spec.key)}) but groups by "
+                f"({', '.join(self.spec.group_by)}): merging per-partition aggregates into coarser groups is not "
+                "built yet; GROUP BY exactly the equivalence attributes, or see the next release")
         if ts_col not in input_schema.names:
             raise CEPError(f"the input has no ts column {ts_col!r}")
         self.output_schema = output_schema(self.spec, input_schema)
@@ -233,6 +294,9 @@ class MatchOperator:
             for f in self.output_schema.fields
             if isinstance(f.dataType, (TimestampType, TimestampNTZType))
         }
+        self._exact = [f.name for f in self.output_schema.fields if f.dataType == EXACT]
+        self._trend = isinstance(self.spec, TrendSpec)
+        self._state_class = trend_engine.TrendState if self._trend else match_engine.MatchState
 
     def events(self, pdf: pd.DataFrame) -> list[dict]:
         """Engine events from a pandas batch: one dict per row, timestamps as epoch ms."""
@@ -259,6 +323,8 @@ class MatchOperator:
     def frame(self, rows: list[dict]) -> pd.DataFrame:
         """Result rows as a pandas batch in ``output_schema`` order, epoch ms as timestamps again."""
         names = self.output_schema.names
+        if self._trend:
+            rows = [_exact_row(r, self._exact) for r in rows]
         # an empty list would become float64, which PySpark cannot turn into e.g. an empty string column
         data: dict[str, Any] = {name: [r[name] for r in rows] if rows else pd.Series([], dtype=object)
                                 for name in names}
@@ -272,8 +338,9 @@ class MatchOperator:
         spec = self.spec
 
         def match_batch(pdf: pd.DataFrame) -> pd.DataFrame:
-            state, _ = step(spec, init_state(), self.events(pdf))
-            _, rows = advance(spec, state, math.inf)
+            engine = self.engine
+            state, _ = engine.step(spec, engine.init_state(), self.events(pdf))
+            _, rows = engine.advance(spec, state, math.inf)
             return self.frame(rows)
 
         return match_batch
@@ -287,18 +354,23 @@ class MatchOperator:
         watermark the engine already processed are counted as late in the state (``MatchState.late``).
         """
         spec = self.spec
+        if self._trend:
+            raise EngineUnsupportedError(
+                "streaming trend aggregation is not enabled yet: its results on Spark do not match the oracle in "
+                "every case; batch trend queries run")
 
         def match_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
-            state = MatchState.from_bytes(group.get[0]) if group.exists else init_state()
+            engine = self.engine
+            state = self._state_class.from_bytes(group.get[0]) if group.exists else engine.init_state()
             for pdf in pdfs:
-                step(spec, state, self.events(pdf))
+                engine.step(spec, state, self.events(pdf))
             watermark = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
-            state, rows = advance(spec, state, watermark)
-            if is_empty(state):
+            state, rows = engine.advance(spec, state, watermark)
+            if engine.is_empty(state):
                 group.remove()
             else:
                 group.update((state.to_bytes(),))
-                due = wakeup(spec, state)
+                due = engine.wakeup(spec, state)
                 if due is not None and math.isfinite(due):
                     # a timeout fires once the watermark is past it: this one fires when it reaches `due`
                     group.setTimeoutTimestamp(max(math.ceil(due) - 1, watermark, 1))

@@ -82,9 +82,8 @@ class TrendSpec:
     key: tuple[str, ...] = ()
 
 
-#: Why a trend spec cannot run yet (one wording for the API, the adapters and generated jobs).
-TREND_UNSUPPORTED = ("trend-aggregate queries need the GRETA trend engine, which this version of sparkcep does "
-                     "not have yet; match queries run today")
+#: The last column of trend-aggregate results: true where an exact aggregate did not fit DECIMAL(38, 0).
+OVERFLOW = "aggregate_overflow"
 
 #: Columns the compiler adds to events; never returned as attributes.
 INTERNAL_COLUMNS = ("_mask", "_event_time", "_sparkcep_all")

@@ -22,6 +22,7 @@ from sparkcep.compiler.plan.nodes import (
 )
 from sparkcep.runtime_udfs.spec import (
     INTERNAL_COLUMNS,
+    OVERFLOW,
     Aggregate,
     Component,
     MatchSpec,
@@ -85,7 +86,7 @@ def build_plan(r: ResolvedQuery, *, type_col: str = "type", ts_col: str = "ts",
         groups = tuple(dict.fromkeys([*r.group_by, *returned]))
         spec = TrendSpec(r.query.pattern, comps, non_key, r.window, r.slide, aggs, groups)
         node = Trend(node, spec)
-        names = ["window_start", "window_end", *groups, *(a.name for a in aggs)]
+        names = ["window_start", "window_end", *groups, *(a.name for a in aggs), OVERFLOW]
         return Output(node, tuple(OutputColumn(n, Attr(None, n)) for n in names))
     outputs = output_columns(r, attributes)
     spec = MatchSpec(comps, non_key, float("inf"), outputs, r.strategy, pattern=r.query.pattern)
