@@ -116,7 +116,7 @@ def test_bare_attribute_in_single_variable_where_binds_it():
 
 def test_returned_equivalence_attributes_are_trend_groups():
     q = sparkcep.compile("RETURN g, COUNT(*) PATTERN A+ WHERE [g] WITHIN 10")
-    assert [c.name for c in q.plan().columns] == ["window_start", "window_end", "g", "count_all"]
+    assert [c.name for c in q.plan().columns] == ["window_start", "window_end", "g", "count_all", "aggregate_overflow"]
     assert q.spec().group_by == ("g",)
 
 
