@@ -228,3 +228,19 @@ def test_stream_input_must_be_a_directory(spark, capsys, tmp_path):
     assert main(["run", "-e", "PATTERN SEQ(A a, B b) WITHIN 5", "--input", str(tmp_path / "e.jsonl"),
                  "--stream"]) == 2
     assert "a stream reads a directory" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_streaming_keeps_events_at_ts_zero(spark, tmp_path):
+    """Spark's watermark starts at 0 and drops rows at or before it: numeric ts 0 must not be lost."""
+    from sparkcep.io import read_events
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "e.jsonl").write_text(
+        '{"type":"A","ts":0}\n{"type":"B","ts":1}\n{"type":"A","ts":2}\n{"type":"B","ts":3}\n')
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.ts AS at, b.ts AS bt")
+    result = q.apply(read_events(spark, str(tmp_path / "in"), "json", "ts", stream=True))
+    (result.writeStream.format("json").option("path", str(tmp_path / "out"))
+     .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start().awaitTermination())
+    got = sorted(tuple(r) for r in spark.read.schema(result.schema).json(str(tmp_path / "out")).collect())
+    assert got == [(0, 1), (0, 3), (2, 3)]

@@ -354,17 +354,16 @@ class MatchOperator:
         watermark the engine already processed are counted as late in the state (``MatchState.late``).
         """
         spec = self.spec
-        if self._trend:
-            raise EngineUnsupportedError(
-                "streaming trend aggregation is not enabled yet: its results on Spark do not match the oracle in "
-                "every case; batch trend queries run")
+
+        offset = EVENT_TIME_OFFSET if self.numeric_ts else 0
 
         def match_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
             engine = self.engine
             state = self._state_class.from_bytes(group.get[0]) if group.exists else engine.init_state()
             for pdf in pdfs:
                 engine.step(spec, state, self.events(pdf))
-            watermark = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
+            raw = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
+            watermark = raw - offset  # in ts units (ms for timestamp ts)
             state, rows = engine.advance(spec, state, watermark)
             if engine.is_empty(state):
                 group.remove()
@@ -373,7 +372,7 @@ class MatchOperator:
                 due = engine.wakeup(spec, state)
                 if due is not None and math.isfinite(due):
                     # a timeout fires once the watermark is past it: this one fires when it reaches `due`
-                    group.setTimeoutTimestamp(max(math.ceil(due) - 1, watermark, 1))
+                    group.setTimeoutTimestamp(max(math.ceil(due + offset) - 1, raw, 1))
             if rows:
                 yield self.frame(rows)
 
@@ -393,8 +392,11 @@ def stream_udf(spec_json: SpecLike, input_schema: StructType, **options: Any) ->
 
 
 #: With numeric ts, the event-time column the watermark runs on: 1 ts unit ↔ 1 ms, so that Spark's watermark
-#: (``getCurrentWatermarkMs``) reads directly in ts units.
+#: (``getCurrentWatermarkMs``) reads directly in ts units, shifted by :data:`EVENT_TIME_OFFSET`.
 EVENT_TIME = "_event_time"
+#: Numeric ts ``t`` is event time ``t + EVENT_TIME_OFFSET`` ms: Spark's watermark starts at 0 and drops rows
+#: at or before it as late, which would lose every event with ``ts <= 0`` (ts counted from 0 is common).
+EVENT_TIME_OFFSET = 10**12
 
 
 def watermarked(df: DataFrame, ts_col: str, lateness: float) -> DataFrame:
@@ -402,7 +404,7 @@ def watermarked(df: DataFrame, ts_col: str, lateness: float) -> DataFrame:
     timestamp ts).  A watermark needs a timestamp column: numeric ts get :data:`EVENT_TIME`."""
     event_time = ts_col
     if isinstance(df.schema[ts_col].dataType, NumericType):
-        df = df.withColumn(EVENT_TIME, F.timestamp_micros((F.col(ts_col) * 1000).cast("bigint")))
+        df = df.withColumn(EVENT_TIME, F.timestamp_micros(((F.col(ts_col) + EVENT_TIME_OFFSET) * 1000).cast("bigint")))
         event_time = EVENT_TIME
     return df.withWatermark(event_time, f"{math.ceil(lateness)} milliseconds")
 
