@@ -20,7 +20,10 @@ from sparkcep.compiler.ast import (
     EquivItem,
     EquivTest,
     EventPat,
+    Kleene,
     Literal,
+    Not,
+    Or,
     Query,
     ReturnItem,
     Seq,
@@ -32,8 +35,10 @@ from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.naming import column_name, dedupe, default_column
 from sparkcep.compiler.plan.nodes import Sequence as SequenceNode
 from sparkcep.compiler.plan.nodes import chain
+from sparkcep.compiler.printer import format_expr as printed
 from sparkcep.oracle import match_rows
 from sparkcep.runtime_udfs.expr import LACKING
+from sparkcep.runtime_udfs.match_compile import AggStats, Plan
 from sparkcep.runtime_udfs.match_engine import (
     EngineUnsupportedError,
     MatchState,
@@ -44,6 +49,7 @@ from sparkcep.runtime_udfs.match_engine import (
     step,
     wakeup,
 )
+from sparkcep.runtime_udfs.match_negation import NegIndex
 from sparkcep.runtime_udfs.spec import Component, MatchSpec, OutputColumn
 from tests.strategies import event_streams
 
@@ -233,8 +239,8 @@ def test_state_is_pruned_to_the_window_on_a_long_stream():
         state, _ = step(spec, state, batch)
         state, rows = advance(spec, state, chunk * 100 + 49)
         produced += len(rows)
-        live = max(live, sum(len(state.live(k)) for k in range(len(state.stacks))))
-        stored = max(stored, sum(len(s) for s in state.stacks) + len(state.pending))
+        live = max(live, state.live_instances())
+        stored = max(stored, state.stored())
     # one event per ts unit: the last 50 ts units hold at most 50 live A/B instances; 50 events are pending
     # past the watermark; pruned entries are compacted away once they are half of a stack
     assert live <= 50
@@ -294,13 +300,15 @@ def test_serialized_state_rejects_another_version():
         MatchState.from_bytes(pickle.dumps(tuple(payload)))
 
 
-@pytest.mark.parametrize(("component", "strategy", "message"), [
-    (Component("b", ("B",), kleene="+"), "skip_till_any_match", "Kleene"),
-    (Component("b", ("B",), negated=True), "skip_till_any_match", "negated"),
-    (Component("b", ("B",)), "skip_till_next_match", "skip_till_next_match"),
+@pytest.mark.parametrize(("pattern", "strategy", "message"), [
+    (Seq((A, Kleene(Seq((B, C)), "+"))), "skip_till_any_match", "Kleene closure over a sub-pattern"),
+    (Seq((A, Not(Seq((B, C))))), "skip_till_any_match", "negation of a sub-pattern"),
+    (Seq((A, Or((Not(B), Not(C))))), "skip_till_next_match", "differ only in their negations"),
+    (Seq((A, Not(B))), "no_such_strategy", "unknown selection strategy"),
 ])
-def test_unsupported_specs_raise_a_clear_error(component, strategy, message):
-    spec = MatchSpec((Component("a", ("A",)), component), (), 10, (), strategy)
+def test_unsupported_specs_raise_a_clear_error(pattern, strategy, message):
+    comps = (Component("a", ("A",)), Component("b", ("B",)), Component("c", ("C",)))
+    spec = MatchSpec(comps, (), 10, (), strategy, pattern=pattern)
     with pytest.raises(EngineUnsupportedError, match=message) as info:
         check(spec)
     assert isinstance(info.value, CEPError) and isinstance(info.value, NotImplementedError)
@@ -410,3 +418,58 @@ def test_spec_from_the_compiler_agrees_with_oracle(text, events):
     spec = next(n for n in chain(compiled.plan()) if isinstance(n, SequenceNode)).spec
     got = [row for part in partitions(spec, events).values() for row in run(spec, part)]
     assert canonical(got) == canonical(match_rows(compiled.query, events))
+
+
+# ----------------------------------------------------------------------------------------------- internals
+
+
+def test_kleene_predicates_are_classified_by_consistency():
+    """SASE++ §5.2: each conjunct on ``b`` lands in the class that decides it earliest."""
+    spec = sparkcep.compile(
+        "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x > a.x AND b[i].x > max(b[..i-1].x) "
+        "AND b[i].x > min(b[..i-1].x) AND b[i].x >= b[i-1].x AND c.x < max(b[].x) "
+        "AND b[b.len].x > avg(b[].x) AND b[1].x < c.x AND b[i].x > avg(b[..i-1].x) WITHIN 10").spec()
+    kc = Plan(spec).alternatives[0].schedule("ais").kleene[1]
+    text = {id(c): printed(c.expr) for c in (*kc.elem, *kc.first, *kc.whole, *(e[0] for e in kc.each),
+                                             *(m.conj for m in kc.prefix))}
+
+    def names(conjs):
+        return sorted(text[id(c)] for c in conjs)
+
+    assert names(kc.elem) == ["b[i].x > a.x"]
+    assert names(kc.first) == ["b[1].x < c.x"]
+    assert names(e[0] for e in kc.each) == ["b[i].x > AVG(b[..i-1].x)", "b[i].x >= b[i-1].x"]
+    assert names(kc.whole) == ["b[b.len].x > AVG(b[].x)", "c.x < MAX(b[].x)"]
+    stats = {"x": AggStats()}
+    for value in (1, 2):
+        stats["x"].add(value)
+    polarity = {text[id(m.conj)]: m.polarity(stats) for m in kc.prefix}
+    assert polarity == {"b[i].x > MAX(b[..i-1].x)": -1, "b[i].x > MIN(b[..i-1].x)": 1}
+    assert [printed(c.expr) for c in kc.whole_mono] == ["c.x < MAX(b[].x)"]
+    assert next(iter(kc.whole_mono.values())).polarity(stats) == 1
+
+
+def test_negation_index_probes_one_bucket_and_keeps_sql_semantics():
+    """P- ``z.k = a.k`` makes ``k`` the index key; ``z.y > a.y`` is evaluated on what the probe finds.  A
+    NaN or missing ``k`` on the ANY component is *lacking* (TRUE against any probe, SASE §2.2); an unhashable
+    value is compared, not hashed."""
+    spec = sparkcep.compile("PATTERN SEQ(A a, !(ANY(B, D) z), C c) WHERE z.k = a.k AND z.y > a.y "
+                            "WITHIN 100").spec()
+    plan = Plan(spec).alternatives[0].negs[0]
+    assert plan.key_attr == "k" and [printed(c.expr) for c in plan.rest] == ["z.y > a.y"]
+    index = NegIndex()
+    for e in [ev("B", 2, k=1, y=5), ev("B", 3, k=2, y=0), ev("D", 4, y=5), ev("B", 5, k=float("nan"), y=0),
+              ev("B", 6, k=[1], y=5)]:
+        index.add(plan, e["ts"], e)
+    assert sorted(index.buckets) == [1, 2] and [t for t, _ in index.loose] == [4, 5, 6]
+
+    def blocked(k, lo, hi):
+        return index.blocked(plan, {"a": {"k": k, "y": 1}, "z": None, "c": None}, lo, hi)
+
+    assert blocked(1, 1, 3) and not blocked(1, 2, 3)  # the interval is open
+    assert not blocked(2, 1, 4)  # b3 has k = 2 but y = 0
+    assert blocked(2, 1, 5)  # d4 lacks k: the equality is TRUE
+    assert blocked(None, 3.5, 4.5) and not blocked(None, 1, 3.5)  # a NULL probe meets only lacking events
+    assert not blocked(7, 5.5, 7) and blocked([1], 5.5, 7)
+    index.prune(4)
+    assert [t for t, _ in index.events] == [5, 6] and not index.buckets and len(index.loose) == 2

@@ -23,6 +23,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+import sparkcep
 from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest, EventPat, Func, Literal, and_all
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import to_data
@@ -110,8 +111,8 @@ def test_output_schema_rejects_an_unknown_attribute():
 
 
 def test_unsupported_spec_fails_when_the_function_is_built():
-    spec = MatchSpec((Component("a", ("A",), kleene="+"),), (), 10, ())
-    with pytest.raises(EngineUnsupportedError):
+    spec = sparkcep.compile("PATTERN SEQ(A a, (SEQ(B b, C c))+) WITHIN 10 RETURN a.ts").spec()
+    with pytest.raises(EngineUnsupportedError, match="Kleene closure over a sub-pattern"):
         batch_udf(to_data(spec), schema_of(), timezone="UTC")
 
 

@@ -63,7 +63,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Func, Literal, Or, Unary, walk
+from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Func, Literal, Unary
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import from_data
 from sparkcep.runtime_udfs import match_engine, trend_engine
@@ -95,8 +95,10 @@ def load_spec(spec: SpecLike) -> MatchSpec | TrendSpec:
         return spec
     if not isinstance(spec, MatchSpec):
         raise CEPError(f"expected a MatchSpec or TrendSpec, got {type(spec).__name__}")
-    if spec.pattern is not None and any(isinstance(n, Or) for n in walk(spec.pattern)):
-        raise EngineUnsupportedError("pattern disjunction (P1 OR P2) is not supported by the match engine yet")
+    if spec.strategy in ("strict_contiguity", "partition_contiguity"):
+        raise EngineUnsupportedError(
+            f"{spec.strategy} needs every event of the stream (or partition) in order, with a sequence number; "
+            "the engine supports it, the Spark filter does not feed it that way yet")
     return spec
 
 

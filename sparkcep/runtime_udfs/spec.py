@@ -86,7 +86,7 @@ class TrendSpec:
 OVERFLOW = "aggregate_overflow"
 
 #: Columns the compiler adds to events; never returned as attributes.
-INTERNAL_COLUMNS = ("_mask", "_event_time", "_sparkcep_all")
+INTERNAL_COLUMNS = ("_mask", "_event_time", "_sparkcep_all", "_seq")
 
 
 def with_default_outputs(spec: MatchSpec, attributes) -> MatchSpec:

@@ -4,7 +4,10 @@ When conjuncts ``u.attr = v.attr`` (same attribute, ``v[i].attr`` for Kleene var
 *every* component of the pattern, positive and negative, all events of a match share ``attr``: the
 conjuncts become the equivalence test ``[attr]``, which ``partition_by_equivalence`` turns into the shuffle
 key.  If one component stays unconnected (say a negated ``!(C z)`` that any C invalidates), partitioning
-would hide events from it, so nothing changes.
+would hide events from it, so nothing changes; nor with an ``ANY(...)`` component, which may lack the
+attribute (SASE §2.2: then the equality holds, so that event belongs to every partition).  An event whose
+``attr`` is NULL satisfies none of the equalities; ``[attr]`` would group NULLs together, so the rule also
+filters ``attr = attr`` (NULL for NULL, so such events are dropped, as the equalities would drop them).
 
     before: where a.job_id = b[i].job_id, a.job_id = c.job_id       (SASE++ Hadoop Q1)
     after:  where [job_id]
@@ -18,7 +21,7 @@ import networkx as nx
 
 from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest
 from sparkcep.compiler.optimizer._spec import operator_spec, with_spec
-from sparkcep.compiler.plan.nodes import Node
+from sparkcep.compiler.plan.nodes import Filter, Node, rebuild
 
 
 def _same_attr_equality(p) -> tuple[str, str, str] | None:
@@ -44,8 +47,10 @@ def equalities_to_equivalence(plan: Node) -> Node:
             graphs.setdefault(attr, nx.Graph()).add_edge(u, v)
     covered = [attr for attr, g in graphs.items()
                if set(g.nodes) == set(variables) and nx.is_connected(g)]
-    if not covered:
+    if not covered or any(c.any_ for c in spec.components):
         return plan
     keep = [p for p in spec.predicates if (_same_attr_equality(p) or (None,))[0] not in covered]
     keep.append(EquivTest(tuple(EquivItem(attr) for attr in covered)))
-    return with_spec(plan, replace(spec, predicates=tuple(keep)))
+    not_null = tuple(BinOp("=", Attr(None, attr), Attr(None, attr)) for attr in covered)
+    plan = with_spec(plan, replace(spec, predicates=tuple(keep)))
+    return rebuild(plan, lambda n: replace(n, residual=n.residual + not_null) if isinstance(n, Filter) else n)

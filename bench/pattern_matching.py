@@ -1,0 +1,305 @@
+"""Pattern-matching microbenchmarks of the pure match engine (no JVM), after SASE §5 and SASE++ §6.1.
+
+Sections (``--sections``, comma-separated; each prints one table):
+
+``sase``    SASE's microbenchmark ``EVENT SEQ(E1, ..., EL) WHERE [attr1] WITHIN W`` over a stream of 20 event
+            types with uniform attributes (SASE §5, Table 1): throughput of the engine, partitioned by
+            ``attr1`` as the Spark adapter runs it, while the domain size V1 of ``attr1`` (Exp. 1), the window W
+            (Exp. 2) and the sequence length L (Exp. 5) vary.
+``kleene``  SASE++'s ``PATTERN SEQ(A a, B+ b[], C c)`` under skip_till_any_match with predicates of each
+            consistency class (SASE++ §5.2) and growing windows, i.e. growing selectivity θ (matches per
+            event): the engine (active instance stacks, postponed construction, early filters) next to a plain
+            run-cloning NFA^b baseline (one run per partial match, cloned on every relevant event: SASE+),
+            with both match counts checked equal.
+
+Every figure is events per second of CPU time of one Python process (median of ``--repeat`` runs; the engine
+is single-threaded), on the machine the script runs on; say which next to the figures.  Events are fed in
+micro-batches of ``--batch`` events: per batch and per key, ``step`` then ``advance`` to the batch's last ts, as
+the streaming adapter does.  To add a section (e.g. the Spark SQL self-join comparison), write
+``def section_x(args) -> Table`` and register it in :data:`SECTIONS`; :func:`sase_stream` and
+:func:`sase_query` give its input and query text.
+
+    python bench/pattern_matching.py [--sections sase,kleene] [--events 60000] [--repeat 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from operator import itemgetter
+
+import sparkcep
+from sparkcep.runtime_udfs import match_engine
+from sparkcep.runtime_udfs.expr import compile_expr
+from sparkcep.runtime_udfs.match_compile import Conjunct
+from sparkcep.runtime_udfs.spec import MatchSpec
+
+# ----------------------------------------------------------------------------------------------- harness
+
+
+@dataclass
+class Table:
+    """One section's results: a title, column names, rows of cells, and notes printed under it."""
+
+    title: str
+    columns: list[str]
+    rows: list[list] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def print(self) -> None:
+        cells = [[_cell(c) for c in row] for row in self.rows]
+        widths = [max(len(h), *(len(r[k]) for r in cells)) if cells else len(h) for k, h in enumerate(self.columns)]
+        print(f"\n## {self.title}")
+        print("  ".join(h.rjust(w) for h, w in zip(self.columns, widths, strict=True)))
+        for r in cells:
+            print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
+        for note in self.notes:
+            print(note)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def timed(fn: Callable[[], int], repeat: int) -> tuple[float, int]:
+    """(median CPU seconds of this process, result) of ``fn`` over ``repeat`` runs.  CPU time, not wall time:
+    the engines are single-threaded, and CPU time does not count what other processes on the machine take."""
+    times, result = [], 0
+    for _ in range(repeat):
+        t0 = time.process_time()
+        result = fn()
+        times.append(time.process_time() - t0)
+    return statistics.median(times), result
+
+
+def run_engine(spec: MatchSpec, events: list[dict], batch: int) -> int:
+    """Feed ``events`` (ts order) in micro-batches, partitioned by ``spec.key``, the way the streaming adapter
+    runs the engine under ``applyInPandasWithState``: per batch, only the keys with new events or whose
+    event-time timeout (:func:`match_engine.wakeup`) is due get ``step`` + ``advance``; a key whose state is
+    empty is dropped.  Returns the number of matches."""
+    key = itemgetter(*spec.key) if spec.key else None
+    states: dict = {}
+    timers: list[tuple] = []  # (due, key): a heap of event-time timeouts
+    found = 0
+    for lo in range(0, len(events), batch):
+        chunk = events[lo:lo + batch]
+        watermark = chunk[-1]["ts"]
+        groups: dict = {}
+        if key is None:
+            groups[()] = chunk
+        else:
+            for e in chunk:
+                k = key(e)
+                part = groups.get(k)
+                if part is None:
+                    groups[k] = [e]
+                else:
+                    part.append(e)
+        while timers and timers[0][0] <= watermark:
+            groups.setdefault(heapq.heappop(timers)[1], [])
+        for k, part in groups.items():
+            state = states.get(k)
+            if state is None:
+                state = states[k] = match_engine.init_state()
+            match_engine.step(spec, state, part)
+            _, rows = match_engine.advance(spec, state, watermark)
+            found += len(rows)
+            if match_engine.is_empty(state):
+                del states[k]
+            else:
+                due = match_engine.wakeup(spec, state)
+                if due is not None:
+                    heapq.heappush(timers, (due, k))
+    for state in states.values():
+        found += len(match_engine.advance(spec, state, math.inf)[1])
+    return found
+
+
+# ----------------------------------------------------------------------------------------------- SASE §5
+
+
+def sase_stream(n: int, domain: int, types: int = 20, seed: int = 1) -> list[dict]:
+    """SASE §5's synthetic stream: ``types`` event types E1..ET uniformly, ``attr1`` uniform over
+    ``1..domain``, ``ts`` a counter (so a window of W ts units holds W events)."""
+    rnd = random.Random(seed)
+    return [{"type": f"E{rnd.randint(1, types)}", "ts": t, "attr1": rnd.randint(1, domain)} for t in range(n)]
+
+
+def sase_query(length: int, window: int) -> str:
+    return f"EVENT SEQ({', '.join(f'E{k} e{k}' for k in range(1, length + 1))}) WHERE [attr1] WITHIN {window}"
+
+
+def section_sase(args) -> Table:
+    table = Table("SASE §5: SEQ(E1..EL) WHERE [attr1] WITHIN W, 20 types, partitioned by attr1",
+                  ["experiment", "L", "V1", "W", "matches", "matches/event", "events/s"])
+    plans = [("Exp.1 vary V1", 3, v, args.sase_window) for v in args.domains]
+    plans += [("Exp.2 vary W", 3, args.sase_domain, w) for w in args.windows]
+    plans += [("Exp.5 vary L", length, 100, args.sase_window) for length in args.lengths]
+    for name, length, domain, window in plans:
+        events = sase_stream(args.events, domain)
+        spec = sparkcep.compile(sase_query(length, window)).spec()
+        seconds, found = timed(lambda spec=spec, events=events: run_engine(spec, events, args.batch), args.repeat)
+        table.rows.append([name, length, domain, window, found, found / len(events), len(events) / seconds])
+    table.notes.append(f"{args.events:,} events per run, micro-batches of {args.batch:,}, medians of "
+                       f"{args.repeat}.")
+    return table
+
+
+# ----------------------------------------------------------------------------------------------- SASE++ §6.1
+
+KLEENE_PREDICATES = {
+    # class (SASE++ §5.2) → condition on SEQ(A a, B+ b[], C c)
+    "T-value consistent": "b[i].v > max(b[..i-1].v)",
+    "F-value consistent": "b[i].v > min(b[..i-1].v) AND c.v < max(b[].v)",
+    "inconsistent (iterator)": "b[i].v >= b[i-1].v",
+    "inconsistent (whole)": "b[b.len].v > avg(b[].v)",
+}
+
+
+#: Stream mixes (weights of A, B, C and noise D): with C rare, most partial matches never complete (SASE++
+#: §5.1's non-viable runs); with C frequent, most do and the output dominates both algorithms.
+KLEENE_MIXES = {"C rare (1:6:0.1:2)": (1, 6, 0.1, 2), "C frequent (1:4:1:2)": (1, 4, 1, 2)}
+
+
+def kleene_stream(n: int, weights: tuple[float, ...], seed: int = 2) -> list[dict]:
+    """A, B, C and noise D with the given weights, ``v`` uniform over 0..99, ``ts`` a counter."""
+    rnd = random.Random(seed)
+    return [{"type": rnd.choices("ABCD", weights=weights)[0], "ts": t, "v": rnd.randint(0, 99)}
+            for t in range(n)]
+
+
+def kleene_query(condition: str, window: int) -> str:
+    return f"PATTERN SEQ(A a, B+ b[], C c) WHERE {condition} WITHIN {window} RETURN a.ts, c.ts, count(b[].v)"
+
+
+class RunLimit(Exception):
+    """The run-cloning baseline exceeded its budget of simultaneous runs."""
+
+
+def run_cloning(spec: MatchSpec, events: list[dict], max_runs: int) -> int:
+    """The SASE+ NFA^b baseline for ``SEQ(A a, B+ b[], C c)`` under skip_till_any_match: every partial match
+    is a run; an ``a`` starts one, every ``b`` a run can take clones it (one copy takes, one skips), every
+    ``c`` completes every run holding a ``b``; predicates on ``b[i]`` are checked when ``b`` is taken, the
+    others when ``c`` arrives; runs leave at the window.  Returns the number of matches."""
+    conjs = [Conjunct(p, frozenset({"b"}), frozenset(), frozenset({"a", "b", "c"})) for p in spec.predicates]
+    on_take = [c for c in conjs if "c" not in c.vars and not c.waits]
+    on_c = [c for c in conjs if c not in on_take]
+    local = {c.types[0]: (c.var, compile_expr(c.local)) for c in spec.components if c.local is not None}
+    window = spec.window
+    runs: list[tuple[dict, list[dict]]] = []  # (a, selected b's)
+    found = 0
+    for e in events:
+        t, kind = e["ts"], e["type"]
+        runs = [r for r in runs if t - r[0]["ts"] < window]
+        if kind in local and local[kind][1]({local[kind][0]: e}) is not True:
+            continue
+        if kind == "A":
+            runs.append((e, []))
+        elif kind == "B":
+            clones = []
+            for a, bs in runs:
+                if bs and bs[-1]["ts"] >= t:
+                    continue
+                taken = [*bs, e]
+                if _takes(on_take, {"a": a, "b": taken, "c": None}, len(taken) - 1):
+                    clones.append((a, taken))
+            runs += clones
+            if len(runs) > max_runs:
+                raise RunLimit
+        elif kind == "C":
+            for a, bs in runs:
+                if bs and bs[-1]["ts"] < t:
+                    binding = {"a": a, "b": bs, "c": e}
+                    if all(c.check(binding) for c in on_c):
+                        found += 1
+    return found
+
+
+def _takes(conjs: list[Conjunct], binding: dict, at: int) -> bool:
+    """The conjuncts on ``b[i]`` hold at the new position ``at`` (``b[i-1]``, ``b[..i-1]``: from the second)."""
+    for c in conjs:
+        prev, _ = c.positional.get("b", (False, False))
+        if prev and at < 1:
+            continue
+        if not (c.holds_at(binding, "b", at) if "b" in c.positional else c.check(binding)):
+            return False
+    return True
+
+
+def section_kleene(args) -> Table:
+    table = Table("SASE++ §6.1: SEQ(A a, B+ b[], C c) under skip_till_any_match, by predicate class and window",
+                  ["stream", "predicate class", "W", "matches/event", "engine ev/s", "run cloning ev/s",
+                   "speed-up"])
+    for mix, weights in KLEENE_MIXES.items():
+        events = kleene_stream(args.kleene_events, weights)
+        for name, condition in KLEENE_PREDICATES.items():
+            for window in args.kleene_windows:
+                spec = sparkcep.compile(kleene_query(condition, window)).spec()
+                seconds, found = timed(lambda spec=spec, ev=events: run_engine(spec, ev, args.batch), args.repeat)
+                try:
+                    base_seconds, base_found = timed(
+                        lambda spec=spec, ev=events: run_cloning(spec, ev, args.max_runs), args.repeat)
+                except RunLimit:
+                    base_seconds = None
+                else:
+                    assert base_found == found, (name, window, base_found, found)
+                table.rows.append([mix, name, window, found / len(events), len(events) / seconds,
+                                   len(events) / base_seconds if base_seconds else None,
+                                   f"{base_seconds / seconds:.1f}x" if base_seconds else None])
+    table.notes.append(f"{args.kleene_events:,} events per stream (v uniform 0..99), one partition, micro-batches "
+                       f"of {args.batch:,}, medians of {args.repeat} (CPU time); '-': the baseline exceeded "
+                       f"{args.max_runs:,} simultaneous runs.")
+    for name, condition in KLEENE_PREDICATES.items():
+        table.notes.append(f"  {name}: WHERE {condition}")
+    return table
+
+
+#: Section name → function building its table (add the Spark SQL comparison here).
+SECTIONS: dict[str, Callable[[argparse.Namespace], Table]] = {
+    "sase": section_sase,
+    "kleene": section_kleene,
+}
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sections", default=",".join(SECTIONS))
+    p.add_argument("--events", type=int, default=60_000, help="events per run of the sase section")
+    p.add_argument("--domains", type=_ints, default=[10, 100, 1000, 10000], help="V1 values (Exp. 1)")
+    p.add_argument("--windows", type=_ints, default=[100, 1000, 10000], help="W values (Exp. 2)")
+    p.add_argument("--lengths", type=_ints, default=[2, 3, 4, 5, 6], help="L values (Exp. 5)")
+    p.add_argument("--sase-window", type=int, default=1000, help="W of Exp. 1 and 5")
+    p.add_argument("--sase-domain", type=int, default=1000, help="V1 of Exp. 2")
+    p.add_argument("--kleene-events", type=int, default=20_000)
+    p.add_argument("--kleene-windows", type=_ints, default=[8, 16, 24])
+    p.add_argument("--max-runs", type=int, default=200_000, help="budget of the run-cloning baseline")
+    p.add_argument("--batch", type=int, default=10_000, help="events per micro-batch")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="small sizes, one repetition (a smoke test)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.events, args.kleene_events, args.repeat = 5_000, 2_000, 1
+        args.domains, args.windows, args.lengths = [10, 1000], [100, 1000], [2, 4]
+        args.kleene_windows = [8, 16]
+    for name in args.sections.split(","):
+        SECTIONS[name](args).print()
+
+
+if __name__ == "__main__":
+    main()

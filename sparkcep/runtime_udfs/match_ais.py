@@ -1,0 +1,406 @@
+"""skip_till_any_match: sequence scan and construction over active instance stacks (SASE §3.2, §4.1–4.3),
+with Kleene closure by SASE++ §5's postponing and early filters.
+
+**Pattern matching (shared by all matches).**  Positive position ``p`` of an alternative owns an *active
+instance stack* of ``(ts, event, rip)``; ``rip`` ("most recent instance in the previous stack") is the
+absolute length of stack ``p-1`` when the event arrived, so stack ``p-1``'s entries below ``rip`` are exactly
+the events that may precede it.  Events of equal ``ts`` are scanned as one group whose RIPs are all taken
+before any of them is pushed: timestamps strictly increase within every match.  An event that can fill
+position ``p > 0`` but has no live predecessor is dropped (transition filtering).  A Kleene position's stack
+holds every candidate event of the closure: SASE++'s "main run" collecting the superset ``M`` of every
+match's events, built once and shared instead of cloning one run per subset (§5.1, Propositions 5.1–5.2).
+Negative events go to a :class:`~sparkcep.runtime_udfs.match_negation.NegIndex` per negative component.
+
+**Result construction (per match).**  An event that fills the last position starts a depth-first walk over
+the RIP pointers.  Single positions are bound backward from the last one (newest first); a block of
+consecutive Kleene positions is enumerated *forward*, right after binding the single position before it, so
+that every subset of its candidates is built in time order and the predicates on ``v[i]``, ``v[i-1]``,
+``v[..i-1]`` are decided as each event is added.  Every conjunct and negation check is placed where its last
+variable is bound (:class:`~sparkcep.runtime_udfs.match_compile.Schedule`: SASE's dynamic filtering), so a
+failing prefix cuts its whole subtree; predicates on the whole Kleene sequence (``v[v.len]``, ``v[]``) are
+postponed to the point where the sequence is complete (SASE++ §5.1).  Before a Kleene position is enumerated,
+its candidates are filtered by predicate consistency (SASE++ §5.2): true-and-false consistent conjuncts drop
+candidates outright; monotone conjuncts over ``v[..i-1]`` mark each candidate *first only* (false on all
+earlier candidates) or *safe* (true on them); monotone conjuncts over ``v[]`` prune the whole enumeration or
+skip their final check.
+
+**Window pushdown (SASE §4.3).**  Before each ``ts`` group, entries with ``ts <= group ts - W`` are pruned,
+and so is every entry whose predecessors are all pruned: both conditions hold for a prefix of a stack, so
+pruning moves a head pointer, and every entry a walk sees lies within the window of the triggering event.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from operator import itemgetter
+
+from sparkcep.runtime_udfs.match_compile import AggStats, Alternative, Plan
+from sparkcep.runtime_udfs.match_state import AltState, Sink
+
+__all__ = ["n_stacks", "prune", "scan"]
+
+_RIP = itemgetter(2)
+_SINGLE, _BLOCK = 0, 1
+
+#: Below this many candidates, a Kleene position's monotone predicates are evaluated exactly on every selection
+#: rather than decided on the superset of candidates first (SASE++ §5.2's early filters pay for themselves on
+#: larger sets).  ``math.inf`` turns those filters off: postponing alone (SASE++ §5.1).
+EARLY_FILTER_MIN = 8
+
+
+def n_stacks(alt: Alternative) -> int:
+    """Stacks an alternative needs: one per position but a single last one (its events only trigger)."""
+    return alt.m if alt.kleene[-1] else alt.m - 1
+
+
+def prune(st: AltState, horizon) -> float:
+    """Move each stack's head past entries with ``ts <= horizon`` or without live predecessors; compact lists
+    once more than half of an array is dead.  Returns the oldest live ts (inf: none): nothing changes before
+    the horizon reaches it."""
+    stacks, offs, heads = st.stacks, st.offs, st.heads
+    prev_head = 0
+    oldest = math.inf
+    for k, stack in enumerate(stacks):
+        off = offs[k]
+        h = heads[k]
+        end = off + len(stack)
+        while h < end:
+            ts, _, rip = stack[h - off]
+            if ts <= horizon or (k and rip <= prev_head):
+                h += 1
+            else:
+                break
+        heads[k] = prev_head = h
+        if h < end and stack[h - off][0] < oldest:
+            oldest = stack[h - off][0]
+        dead = h - off
+        if dead > 32 and 2 * dead > len(stack):
+            del stack[:dead]
+            offs[k] = h
+    return oldest
+
+
+def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) -> None:
+    """Sequence scan over ``ready`` (``(ts, tie, mask, event)`` sorted by ts), constructing the matches each
+    event completes."""
+    window = plan.window
+    stacks, offs, heads, negs = st.stacks, st.offs, st.heads, st.negs
+    neg_plans = alt.negs
+    last = alt.m - 1
+    kleene_last = alt.kleene[last]
+    count = len(stacks)
+    split = alt.split
+    trigger = None
+    oldest = prune(st, ready[0][0] - window) if ready else math.inf
+    i, total = 0, len(ready)
+    while i < total:
+        t = ready[i][0]
+        j = i + 1
+        while j < total and ready[j][0] == t:
+            j += 1
+        if t - window >= oldest:
+            oldest = prune(st, t - window)
+        ends = [offs[k] + len(stacks[k]) for k in range(count)]
+        for entry in ready[i:j]:
+            ev = entry[3]
+            positions, slots = split(entry[2])
+            for s in slots:
+                negs[s].add(neg_plans[s], t, ev)
+            for p in positions:
+                if p:
+                    rip = ends[p - 1]
+                    if rip <= heads[p - 1]:
+                        continue
+                else:
+                    rip = 0
+                if p != last or kleene_last:
+                    stacks[p].append((t, ev, rip))
+                    if t < oldest:
+                        oldest = t
+                    if p != last:
+                        continue
+                if trigger is None:
+                    trigger = _constructor(plan, alt, st, sink)
+                trigger(ev, rip, ends[p] if kleene_last else 0)
+        i = j
+
+
+def _steps(alt: Alternative, order: tuple[int, ...]) -> list[tuple]:
+    """The construction walk: ``(_SINGLE, p)`` binds single position ``p`` below the RIP of position
+    ``p+1``; ``(_BLOCK, i, j, has_pred)`` binds the single position ``i-1`` (if any) and then enumerates the
+    Kleene positions ``i..j`` forward."""
+    kleene = alt.kleene
+    steps: list[tuple] = []
+    r = 0
+    while r < len(order):
+        p = order[r]
+        if kleene[p] or (r + 1 < len(order) and order[r + 1] == p + 1):
+            i = p if kleene[p] else p + 1
+            j = i
+            while j + 1 < alt.m and kleene[j + 1]:
+                j += 1
+            steps.append((_BLOCK, i, j, not kleene[p]))
+            r += j - i + 1 + (not kleene[p])
+        else:
+            steps.append((_SINGLE, p))
+            r += 1
+    return steps
+
+
+def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
+    """Build ``trigger(event, rip, end)``: every match ``event`` completes as the last positive position
+    (``end``: stack length before its ts group, when that position is a Kleene one) goes to ``sink``."""
+    sched = alt.schedule("ais")
+    stacks, offs, heads, negs = st.stacks, st.offs, st.heads, st.negs
+    vars_ = alt.vars
+    last = alt.m - 1
+    window = plan.window
+    interval = alt.interval
+    binding: dict = dict.fromkeys(alt.all_vars)
+    rip_at = [0] * (alt.m + 1)
+    single = sched.single
+    kleene = sched.kleene
+    negs_at = [tuple((np, negs[np.slot]) for np in lst) for lst in sched.negs_at]
+    finish, emit, outputs, postpone = sink.finish, sink.rows.append, alt.outputs, bool(alt.trailing)
+    memo = sched.memo.get("ais")
+    if memo is None:
+        memo = sched.memo["ais"] = (
+            _steps(alt, sched.order),
+            [tuple((cj, prev, after, kc.var in cj.positional) for cj, prev, after in kc.each)
+             if kc is not None else () for kc in kleene],
+            [tuple(cj.check for cj in kc.whole) if kc is not None else () for kc in kleene])
+    steps, each_of, whole_of = memo
+    nsteps = len(steps)
+    forced: list = [None, 0, 0]  # the triggering event of a Kleene last position, its rip, its stack end
+    now = [None]  # the ts of the triggering event: the match's last event
+
+    def checks_ok(p: int) -> bool:
+        for check in single[p]:
+            if check(binding) is not True:
+                return False
+        return not negs_at[p] or negations_ok(p)
+
+    def negations_ok(p: int) -> bool:
+        for np, index in negs_at[p]:
+            lo, hi = interval(np, binding, window, now[0])
+            if index.blocked(np, binding, lo, hi):
+                return False
+        return True
+
+    def step(s: int) -> None:
+        if s == nsteps:
+            if postpone:
+                finish(alt, binding)
+            else:
+                emit({name: fn(binding) for name, fn in outputs})
+            return
+        spec = steps[s]
+        if spec[0] == _BLOCK:
+            block(s, spec[1], spec[2], spec[3])
+            return
+        p = spec[1]
+        stack, off, var, checks, negated = stacks[p], offs[p], vars_[p], single[p], negs_at[p]
+        for a in range(rip_at[p + 1] - 1 - off, heads[p] - 1 - off, -1):
+            _, ev, rip = stack[a]
+            binding[var] = ev
+            for check in checks:
+                if check(binding) is not True:
+                    break
+            else:
+                if not negated or negations_ok(p):
+                    rip_at[p] = rip
+                    step(s + 1)
+        binding[var] = None
+
+    def block(s: int, i: int, j: int, has_pred: bool) -> None:
+        # his[c]: candidates of position c lie below it; `newest` walks the rip of the newest candidate down
+        his = [0] * (j + 1)
+        if j == last:
+            his[j], newest = forced[2], forced[1]
+        else:
+            hi = rip_at[j + 1]
+            if hi <= heads[j]:
+                return
+            his[j], newest = hi, stacks[j][hi - 1 - offs[j]][2]
+        for c in range(j - 1, i - 1, -1):
+            if newest <= heads[c]:
+                return
+            his[c] = newest
+            newest = stacks[c][newest - 1 - offs[c]][2]
+        if not has_pred:
+            enumerate_kleene(s, i, j, i, None, his)
+            return
+        p = i - 1
+        stack, off, var = stacks[p], offs[p], vars_[p]
+        for a in range(newest - 1 - off, heads[p] - 1 - off, -1):
+            _, ev, rip = stack[a]
+            binding[var] = ev
+            if checks_ok(p):
+                rip_at[p] = rip
+                enumerate_kleene(s, i, j, i, a + off, his)
+        binding[var] = None
+
+    def extend_ok(c: int, pos: int, q: int, need) -> bool:
+        """The per-event conjuncts of Kleene position ``c`` at its new position ``pos`` (candidate ``q``);
+        ``need``: which prefix conjuncts to evaluate per candidate (None: all)."""
+        kc = kleene[c]
+        var = kc.var
+        if pos == 0:
+            for cj in kc.first:
+                if cj.check(binding) is not True:
+                    return False
+        for cj, prev, after, positional in each_of[c]:
+            at = pos - 1 if after else pos
+            if at < 0 or (prev and at < 1):
+                continue
+            if (cj.holds_at(binding, var, at) if positional else cj.check(binding)) is not True:
+                return False
+        if pos:
+            for k, mono in enumerate(kc.prefix):
+                if (need is None or need[k][q]) and not mono.conj.holds_at(binding, var, pos):
+                    return False
+        return True
+
+    def complete_ok(c: int, whole_checks) -> bool:
+        """The whole-sequence conjuncts and the negations decided once Kleene position ``c`` is complete."""
+        for check in whole_checks:
+            if check(binding) is not True:
+                return False
+        return not negs_at[c] or negations_ok(c)
+
+    def enumerate_kleene(s: int, i: int, j: int, c: int, lower: int | None, his: list[int]) -> None:
+        """Every selection for Kleene position ``c`` after absolute index ``lower`` of stack ``c-1``, then
+        position ``c+1`` of the block, or the next step."""
+        stack, off, kc = stacks[c], offs[c], kleene[c]
+        var = kc.var
+        lo, hi = heads[c], his[c]
+        if lower is not None:
+            lo = max(lo, bisect_right(stack, lower, lo - off, hi - off, key=_RIP) + off)
+        cands = stack[lo - off:hi - off]  # (ts, event, rip); absolute index lo + q unless filtered
+        g_last = c == last
+        if g_last:  # the trigger: every selection ends with it
+            if lower is not None and forced[1] <= lower:
+                return
+            cands.append((now[0], forced[0], forced[1]))
+        idxs = None
+        if kc.elem:
+            keep = []
+            for q, entry in enumerate(cands):
+                binding[var] = [entry[1]]
+                if all(cj.holds_at(binding, var, 0) for cj in kc.elem):
+                    keep.append(q)
+            binding[var] = None
+            if g_last and (not keep or keep[-1] != len(cands) - 1):
+                return
+            idxs = [lo + q for q in keep]
+            cands = [cands[q] for q in keep]
+        n = len(cands)
+        if not n:
+            return
+        first_only = need = None
+        if kc.prefix and n >= EARLY_FILTER_MIN:
+            first_only, need = _prefix_status(kc, binding, var, cands)
+        whole_checks = whole_of[c]
+        if kc.whole_mono and n >= EARLY_FILTER_MIN:
+            evs = [entry[1] for entry in cands]
+            stats = _stats(evs, {a for mono in kc.whole_mono.values() for a in mono.attrs})
+            binding[var] = evs
+            safe = set()
+            for cj, mono in kc.whole_mono.items():
+                verdict = mono.exact_needed(stats, binding, var)
+                if verdict is None:
+                    binding[var] = None
+                    return
+                if verdict is False:
+                    safe.add(cj)
+            whole_checks = tuple(cj.check for cj in kc.whole if cj not in safe)
+        checked = bool(kc.first or each_of[c] or kc.prefix)
+        final = bool(whole_checks or negs_at[c])
+        seq: list = []
+        times: list = []
+        binding[var] = seq
+        todo = [0]  # per depth, the next candidate to try
+        while todo:
+            q = todo[-1]
+            if q >= n:
+                todo.pop()
+                if seq:
+                    seq.pop()
+                    times.pop()
+                continue
+            todo[-1] = q + 1
+            ts, ev, _ = cands[q]
+            pos = len(seq)
+            if pos and (ts <= times[-1] or (first_only is not None and first_only[q])):
+                continue
+            seq.append(ev)
+            times.append(ts)
+            if not checked or extend_ok(c, pos, q, need):
+                is_g = g_last and q == n - 1
+                if (is_g or not g_last) and (not final or complete_ok(c, whole_checks)):
+                    if c < j:
+                        enumerate_kleene(s, i, j, c + 1, lo + q if idxs is None else idxs[q], his)
+                    else:
+                        step(s + 1)
+                if not is_g:
+                    todo.append(q + 1)
+                    continue
+            seq.pop()
+            times.pop()
+        binding[var] = None
+
+    first_step = steps[0]
+
+    def trigger(ev: dict, rip: int, end: int) -> None:
+        now[0] = ev["ts"]
+        if first_step[0] == _BLOCK:
+            forced[0], forced[1], forced[2] = ev, rip, end
+            block(0, first_step[1], first_step[2], first_step[3])
+            forced[0] = None
+            return
+        binding[vars_[last]] = ev
+        if checks_ok(last):
+            rip_at[last] = rip
+            step(1)
+        binding[vars_[last]] = None
+
+    return trigger
+
+
+def _stats(evs: list[dict], attrs) -> dict[str, AggStats]:
+    stats = {a: AggStats() for a in attrs}
+    for ev in evs:
+        for a, s in stats.items():
+            s.add(ev.get(a))
+    return stats
+
+
+def _prefix_status(kc, binding: dict, var: str, cands: list[tuple]):
+    """Per candidate, from the candidates strictly before it (the superset of any prefix it can follow):
+    ``first_only[q]`` — some false-value consistent conjunct fails, so it can only be the first event;
+    ``need[k][q]`` — conjunct ``k`` is not true-value consistent-true there, so it must be evaluated."""
+    monos = kc.prefix
+    n = len(cands)
+    first_only = [False] * n
+    need = [[True] * n for _ in monos]
+    stats = {a: AggStats() for mono in monos for a in mono.attrs}
+    q = 0
+    while q < n:
+        r = q
+        while r < n and cands[r][0] == cands[q][0]:
+            r += 1
+        for x in range(q, r):
+            binding[var] = [cands[x][1]]
+            for k, mono in enumerate(monos):
+                verdict = mono.exact_needed(stats, binding, var)
+                if verdict is None:
+                    first_only[x] = True
+                elif verdict is False:
+                    need[k][x] = False
+        for x in range(q, r):
+            for a, st in stats.items():
+                st.add(cands[x][1].get(a))
+        q = r
+    binding[var] = None
+    return first_only, need

@@ -1,0 +1,789 @@
+"""Compile a :class:`~sparkcep.runtime_udfs.spec.MatchSpec` into the plan the match engines execute.
+
+The pattern is normalized into **alternatives**: flat sequences of *positive* components (one event, or a
+Kleene ``T+ v[]`` collecting one or more events) with *negative* components ``!(T z)`` / ``!(ANY(...) z)``
+sitting in the gaps.  ``P1 OR P2`` (gSPICE Q2), ``T* v[]`` (``T+ v[]`` or nothing) and ``T? v`` (``T v`` or
+nothing) expand into several alternatives (GRETA §9: ``SEQ(P*, Q) = SEQ(P+, Q) ∨ Q``); each runs on its own
+and their matches are disjoint, because two alternatives never bind the same positive variables.
+
+Every conjunct of WHERE is analysed once (:class:`Conjunct`): the variables it reads, how it reads each
+Kleene variable (``v[i]``, ``v[i-1]``, ``v[..i-1]``, ``NEXT(v)``, ``v[1]``, ``v[k]``, ``v[v.len]``, ``v[]``),
+hence *when* its value becomes final while a match is built.  A :class:`Schedule` then places each conjunct
+and each negation check at the earliest point of a given binding order where it can be decided (SASE §4.2,
+dynamic filtering), and classifies the predicates on a Kleene variable by SASE++ §5.2's **predicate
+consistency**:
+
+* true-and-false consistent (``b[i].x > 5``, ``a.id = b[i].id``): a per-event filter (``elem``);
+* true- or false-value consistent, i.e. monotone in the set of events selected so far
+  (``b[i].x > max(b[..i-1].x)``, ``c.x < max(b[].x)``): decided early on the superset of candidates
+  (:class:`Mono`), exactly only where the superset leaves the question open;
+* inconsistent (``b[i].x >= b[i-1].x``, ``b[b.len].x > 2 * avg(b[].x)``): evaluated on each selected event,
+  or on the complete Kleene sequence (SASE++ §5.1: postponed to the end).
+
+Conjunct semantics are the oracle's (:mod:`sparkcep.oracle`): a conjunct that reads a Kleene variable
+positionally must hold at every position where it is defined (``v[i-1]``/``v[..i-1]`` from the second event
+on, ``NEXT(v)`` up to the second to last); in an alternative, a conjunct whose variables are all absent
+holds, one with an absent positionally read Kleene variable holds, and otherwise absent variables read NULL.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+from sparkcep.compiler.ast import (
+    Attr,
+    BinOp,
+    EquivItem,
+    EventPat,
+    Func,
+    Kleene,
+    Literal,
+    Not,
+    Or,
+    Seq,
+    Unary,
+    conjuncts,
+    map_nodes,
+    walk,
+)
+from sparkcep.compiler.errors import CEPError
+from sparkcep.runtime_udfs.expr import LACKING, compile_expr
+from sparkcep.runtime_udfs.spec import Component, MatchSpec
+
+__all__ = [
+    "ANY_MATCH",
+    "AggStats",
+    "NEXT_MATCH",
+    "PARTITION",
+    "STRICT",
+    "Alternative",
+    "Conjunct",
+    "EngineUnsupportedError",
+    "KleeneChecks",
+    "Mono",
+    "NegPlan",
+    "Plan",
+    "Schedule",
+]
+
+STRICT = "strict_contiguity"
+PARTITION = "partition_contiguity"
+NEXT_MATCH = "skip_till_next_match"
+ANY_MATCH = "skip_till_any_match"
+STRATEGIES = (STRICT, PARTITION, NEXT_MATCH, ANY_MATCH)
+
+#: Expanding ``OR``, ``*`` and ``?`` multiplies alternatives; beyond this many the spec is refused.
+MAX_ALTERNATIVES = 64
+
+
+class EngineUnsupportedError(CEPError, NotImplementedError):
+    """The spec uses a feature the match engine does not implement (nested Kleene or negation, ...)."""
+
+
+# ----------------------------------------------------------------------------------------------- conjuncts
+
+_POSITIONAL_KINDS = frozenset({"cur", "prev", "next", "prefix"})
+_GROWING_KINDS = frozenset({"last", "all", "late"})
+
+
+def _access_kind(index) -> str:
+    """How an ``Attr`` index reads a Kleene variable (see :data:`sparkcep.compiler.ast.Index`)."""
+    if index in (None, "cur"):
+        return "cur"
+    if isinstance(index, int):
+        return "first" if index <= 1 else "late"  # v[k], k <= 1, never changes as v grows
+    return index  # prev, next, prefix, last, all
+
+
+class Conjunct:
+    """One conjunct of WHERE, compiled, with what the engines need to know about it.
+
+    ``vars``        the variables it names;
+    ``access``      Kleene variable → how it is read: ``cur prev next prefix`` (positional), ``first``
+                    (``v[1]``), ``late`` (``v[k]``, k ≥ 2), ``last``, ``all``, ``equiv`` (``[v.attr]``);
+    ``positional``  Kleene variable → (reads ``v[i-1]``/``v[..i-1]``, reads ``NEXT(v)``): quantified over
+                    positions;
+    ``grows``       reads ``v[v.len]`` or ``v[]`` (the oracle's notion: never decidable on a prefix);
+    ``waits``       Kleene variables whose growth can still change its value (``last``, ``all``, ``late``);
+    ``global_``     reads every variable (a bare attribute, an unscoped equivalence item).
+    """
+
+    __slots__ = ("expr", "fn", "vars", "access", "positional", "grows", "waits", "global_", "check",
+                 "_quantified", "_others")
+
+    def __init__(self, expr, kleene_vars: frozenset[str], any_vars: frozenset[str], known: frozenset[str]):
+        self.expr = expr
+        self.fn = compile_expr(expr, any_vars)
+        names: set[str] = set()
+        access: dict[str, set[str]] = {}
+        global_ = False
+        for node in walk(expr):
+            if isinstance(node, EquivItem):
+                var, kind = node.var, "equiv"
+            elif isinstance(node, Attr):
+                var, kind = node.var, _access_kind(node.index)
+            else:
+                continue
+            if var is None:
+                global_ = True
+                continue
+            if var not in known:
+                raise CEPError(f"predicate refers to unknown variable '{var}'")
+            names.add(var)
+            if var in kleene_vars:
+                access.setdefault(var, set()).add(kind)
+        self.vars = frozenset(names)
+        self.access = {v: frozenset(k) for v, k in access.items()}
+        self.positional = {v: (bool(k & {"prev", "prefix"}), "next" in k)
+                           for v, k in self.access.items() if k & _POSITIONAL_KINDS}
+        self.grows = any(k & {"last", "all"} for k in self.access.values())
+        self.waits = frozenset(v for v, k in self.access.items() if k & _GROWING_KINDS)
+        self.global_ = global_
+        self._quantified = tuple((v, prev, nxt) for v, (prev, nxt) in self.positional.items())
+        self._others = {v: tuple(q for q in self._quantified if q[0] != v) for v in self.positional}
+        #: ``check(binding) is True`` iff the conjunct holds (``fn`` itself when nothing is quantified)
+        self.check: Callable[[dict], Any] = self.fn if not self._quantified else self.holds_all
+
+    def holds_all(self, binding: dict) -> bool:
+        """True iff the conjunct holds at every position of every positionally read Kleene variable
+        (``sparkcep.oracle``'s semantics; no such variable: it simply holds)."""
+        return _quantify(self.fn, binding, self._quantified, {})
+
+    def holds_at(self, binding: dict, var: str, at: int) -> bool:
+        """True iff it holds with ``var``'s current position fixed at ``at`` (other positionally read Kleene
+        variables, already complete, are quantified)."""
+        others = self._others.get(var, self._quantified)
+        if not others:
+            return self.fn(binding, {var: at}) is True
+        return _quantify(self.fn, binding, others, {var: at})
+
+
+def _quantify(fn, binding: dict, quantified: tuple, fixed: dict) -> bool:
+    choices = []
+    for var, prev, nxt in quantified:
+        bound = binding.get(var)
+        if bound is None:
+            return True  # not bound yet (a prefix, skip_till_next_match): no position to quantify over
+        n = len(bound)
+        choices.append([(var, i) for i in range(n) if not (prev and i == 0) and not (nxt and i == n - 1)])
+    for combination in itertools.product(*choices):
+        cur = dict(fixed)
+        cur.update(combination)
+        if fn(binding, cur) is not True:
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------------------- consistency classes
+
+_TRUTH_SIDES = {"<": (-1, 1), "<=": (-1, 1), ">": (1, -1), ">=": (1, -1)}
+_SET_MONOTONE = {"max": 1, "min": -1, "count": 1, "sum": None, "avg": 0}
+
+
+class Mono:
+    """A conjunct that reads a Kleene variable ``var`` only through aggregates over its selected events (and,
+    for ``prefix``, the current event ``var[i]``), made decidable on a superset (SASE++ §5.2).
+
+    ``fn`` is the conjunct with each aggregate replaced by a synthetic variable ``aggs[k][0]`` holding
+    ``{"v": value}``; ``aggs[k] = (name, func, attr, sign)`` where ``sign`` (±1) says whether the conjunct's
+    truth grows with the aggregate's value.  :meth:`polarity` combines it with how the aggregate moves as the
+    set grows: +1 ⇒ *monotone* (false on a superset ⇒ false on every subset: false-value consistent),
+    -1 ⇒ *anti-monotone* (true on a superset ⇒ true on every subset that has a value: true-value consistent).
+    """
+
+    __slots__ = ("conj", "fn", "aggs", "attrs")
+
+    def __init__(self, conj: Conjunct, fn, aggs: tuple[tuple[str, str, str, int], ...]):
+        self.conj = conj
+        self.fn = fn
+        self.aggs = aggs
+        self.attrs = tuple(dict.fromkeys(a[2] for a in aggs))
+
+    def polarity(self, stats: dict[str, AggStats]) -> int:
+        """+1, -1, or 0 (no class) given the statistics of the superset's values."""
+        out = None
+        for _, func, attr, sign in self.aggs:
+            s = stats[attr]
+            if s.broken:
+                return 0
+            mono = _SET_MONOTONE[func]
+            if mono is None:  # sum grows with the set iff no value is negative
+                mono = 1 if s.nonneg else -1 if s.nonpos else 0
+            p = sign * mono
+            if p == 0 or (out is not None and p != out):
+                return 0
+            out = p
+        return out or 0
+
+    def exact_needed(self, stats: dict[str, AggStats], binding: dict, var: str) -> bool | None:
+        """Evaluate on the superset: None ⇒ no subset can satisfy it (prune), False ⇒ every subset does
+        (safe), True ⇒ undecided (evaluate exactly)."""
+        polarity = self.polarity(stats)
+        if polarity == 0:
+            return True
+        for name, func, attr, _ in self.aggs:
+            binding[name] = {"v": stats[attr].value(func)}
+        result = self.fn(binding, {var: 0}) is True
+        for name, _, _, _ in self.aggs:
+            del binding[name]
+        if polarity > 0:
+            return True if result else None
+        if result and all(func == "count" or not stats[attr].nulls for _, func, attr, _ in self.aggs):
+            return False
+        return True
+
+
+class AggStats:
+    """Running count/sum/min/max of the non-null values of one attribute (as ``expr`` aggregates them)."""
+
+    __slots__ = ("count", "total", "lo", "hi", "nonneg", "nonpos", "nulls", "broken")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total: Any = 0
+        self.lo: Any = None
+        self.hi: Any = None
+        self.nonneg = True
+        self.nonpos = True
+        self.nulls = False
+        self.broken = False
+
+    def add(self, value) -> None:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            self.nulls = True
+            return
+        try:
+            self.total = self.total + value if self.count else value
+            self.lo = value if self.count == 0 or value < self.lo else self.lo
+            self.hi = value if self.count == 0 or value > self.hi else self.hi
+            self.nonneg = self.nonneg and value >= 0
+            self.nonpos = self.nonpos and value <= 0
+        except TypeError:
+            self.broken = True
+        self.count += 1
+
+    def value(self, func: str):
+        if func == "count":
+            return self.count
+        if not self.count:
+            return None
+        return {"sum": self.total, "min": self.lo, "max": self.hi}[func]
+
+
+def _mono(conj: Conjunct, var: str, index: str, any_vars: frozenset[str]) -> Mono | None:
+    """The :class:`Mono` form of ``conj`` for aggregates over ``var[index]`` (``prefix`` or ``all``), or None
+    when the conjunct is not a comparison whose truth moves one way with every such aggregate."""
+    expr = conj.expr
+    if not (isinstance(expr, BinOp) and expr.op in _TRUTH_SIDES):
+        return None
+    found: list[tuple[Func, int]] = []
+    plain = [0]  # Attr(var, ..., index) outside a recognised aggregate
+
+    def is_agg(node) -> bool:
+        return (isinstance(node, Func) and node.name in _SET_MONOTONE and not node.star and len(node.args) == 1
+                and isinstance(node.args[0], Attr) and node.args[0].var == var)
+
+    def visit(node, sign: int) -> None:
+        if is_agg(node):
+            if node.args[0].index != index:
+                plain[0] += 1
+            found.append((node, sign))
+            return
+        if isinstance(node, Attr):
+            if node.var == var and node.index in ("prefix", "all"):
+                plain[0] += 1
+            return
+        if isinstance(node, Unary):
+            visit(node.operand, -sign if node.op == "-" else 0)
+        elif isinstance(node, BinOp):
+            if node.op == "+":
+                visit(node.left, sign)
+                visit(node.right, sign)
+            elif node.op == "-":
+                visit(node.left, sign)
+                visit(node.right, -sign)
+            elif node.op in ("*", "/") and _number(node.right) is not None:
+                visit(node.left, sign * _sign(_number(node.right)))
+            elif node.op == "*" and _number(node.left) is not None:
+                visit(node.right, sign * _sign(_number(node.left)))
+            else:
+                visit(node.left, 0)
+                visit(node.right, 0)
+        elif isinstance(node, Func):
+            for arg in node.args:
+                visit(arg, 0)
+
+    left, right = _TRUTH_SIDES[expr.op]
+    visit(expr.left, left)
+    visit(expr.right, right)
+    if plain[0] or not found or any(s == 0 or _SET_MONOTONE[f.name] == 0 for f, s in found):
+        return None
+    names: dict[Func, str] = {}
+    aggs = []
+    for f, s in found:
+        if f not in names:
+            names[f] = f"\x00agg{len(names)}"
+        aggs.append((names[f], f.name, f.args[0].attr, s))
+    rewritten = map_nodes(expr, lambda n: Attr(names[n], "v") if isinstance(n, Func) and n in names else n)
+    return Mono(conj, compile_expr(rewritten, any_vars), tuple(aggs))
+
+
+def _number(node) -> float | None:
+    if isinstance(node, Literal) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, Unary) and node.op == "-":
+        inner = _number(node.operand)
+        return None if inner is None else -inner
+    return None
+
+
+def _sign(x: float) -> int:
+    return (x > 0) - (x < 0)
+
+
+# ----------------------------------------------------------------------------------------------- alternatives
+
+
+class NegPlan:
+    """A negative component of an alternative and how to look its events up (SASE §3.3, negation operator).
+
+    A negative event invalidates a match iff it lies strictly inside ``(lo, hi)`` and satisfies the negation
+    predicates (SASE P-): ``lo`` is the last event of positive position ``before`` (None: the match's last
+    event − W, negated start), ``hi`` the first event of positive position ``after`` (None: the match's first
+    event + W, negated end, evaluated once the watermark passes it).  When a P- conjunct is an equality
+    ``z.attr = <expression of positive variables>``, negative events are also indexed by ``attr``
+    (``key_attr``/``probe``) and only the other conjuncts (``rest``) are evaluated per candidate.
+    """
+
+    __slots__ = ("slot", "comp", "var", "any_", "before", "after", "conjuncts", "key_attr", "probe", "rest",
+                 "checks", "rest_checks")
+
+    def __init__(self, slot: int, comp: int, component: Component, before: int | None, after: int | None,
+                 conjs: list[Conjunct], any_vars: frozenset[str]):
+        self.slot, self.comp, self.var, self.any_ = slot, comp, component.var, component.any_
+        self.before, self.after = before, after
+        self.conjuncts = tuple(conjs)
+        self.key_attr = None
+        self.probe = None
+        keyed = None
+        for c in conjs:
+            found = _keyed_equality(c, self.var)
+            if found is not None:
+                self.key_attr, other = found
+                self.probe = compile_expr(other, any_vars)
+                keyed = c
+                break
+        self.rest = tuple(c for c in conjs if c is not keyed)
+        self.checks = tuple(c.check for c in self.conjuncts)
+        self.rest_checks = tuple(c.check for c in self.rest)
+
+
+def _keyed_equality(c: Conjunct, var: str):
+    """``(attr, other side)`` if ``c`` is ``var.attr = e`` (either way round) with ``e`` free of ``var`` and of
+    positionally read Kleene variables; else None."""
+    e = c.expr
+    if c.positional or not (isinstance(e, BinOp) and e.op == "="):
+        return None
+    for mine, other in ((e.left, e.right), (e.right, e.left)):
+        if (isinstance(mine, Attr) and mine.var == var and mine.index in (None, "cur")
+                and all(not (isinstance(n, (Attr, EquivItem)) and n.var in (var, None)) for n in walk(other))):
+            return mine.attr, other
+    return None
+
+
+class Alternative:
+    """One flat sequence: positive positions ``0..m-1`` (``comps[p]`` is the spec component index),
+    negative components between them, and the conjuncts that apply to it."""
+
+    __slots__ = ("index", "comps", "vars", "kleene", "m", "negs", "conjuncts", "all_vars", "_split",
+                 "schedules", "trailing", "neg_vars", "first_var", "last_var", "any_vars", "outputs")
+
+    def __init__(self, index: int, comps: tuple[int, ...], kleene: tuple[bool, ...], vars_: tuple[str, ...],
+                 negs: tuple[NegPlan, ...], conjs: tuple[Conjunct, ...], any_vars: frozenset[str]):
+        self.index = index
+        self.any_vars = any_vars
+        self.comps, self.kleene, self.vars = comps, kleene, vars_
+        self.m = len(comps)
+        self.negs = negs
+        self.conjuncts = conjs
+        self.all_vars = vars_ + tuple(n.var for n in negs)
+        self.trailing = tuple(n for n in negs if n.after is None)
+        self.neg_vars = frozenset(n.var for n in negs)
+        self.first_var, self.last_var = vars_[0], vars_[-1]
+        self._split: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self.schedules: dict[str, Schedule] = {}
+        self.outputs: tuple = ()  # (name, fn) per result column, set by Plan
+
+    def row(self, binding: dict) -> dict:
+        """The output row of a complete binding."""
+        return {name: fn(binding) for name, fn in self.outputs}
+
+    def split(self, mask: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``(positive positions, negative slots)`` an event with component bitmask ``mask`` may fill here,
+        positions ascending (memoized per mask)."""
+        out = self._split.get(mask)
+        if out is None:
+            positions = tuple(p for p, k in enumerate(self.comps) if mask >> k & 1)
+            slots = tuple(n.slot for n in self.negs if mask >> n.comp & 1)
+            out = self._split[mask] = (positions, slots)
+        return out
+
+    def schedule(self, order: str) -> Schedule:
+        """The check schedule for binding order ``"ais"`` (construction, :mod:`match_ais`) or ``"forward"``
+        (runs, :mod:`match_runs`)."""
+        sched = self.schedules.get(order)
+        if sched is None:
+            sched = self.schedules[order] = Schedule(self, _ais_order(self.kleene) if order == "ais"
+                                                     else tuple(range(self.m)))
+        return sched
+
+    def span(self, binding: dict) -> tuple[Any, Any]:
+        """``(first ts, last ts)`` of a complete binding."""
+        first, last = binding[self.first_var], binding[self.last_var]
+        first = first[0] if isinstance(first, list) else first
+        last = last[-1] if isinstance(last, list) else last
+        return first["ts"], last["ts"]
+
+    def interval(self, plan: NegPlan, binding: dict, window: float, last_ts=None) -> tuple[Any, Any]:
+        """The open interval in which ``plan``'s negative events invalidate ``binding`` (complete as far as
+        ``plan`` needs; ``last_ts``: the ts of the match's last event, if its variable is not bound yet)."""
+        if plan.before is None:
+            lo = (self.span(binding)[1] if last_ts is None else last_ts) - window
+        else:
+            ev = binding[self.vars[plan.before]]
+            lo = (ev[-1] if isinstance(ev, list) else ev)["ts"]
+        if plan.after is None:
+            hi = self.span(binding)[0] + window
+        else:
+            ev = binding[self.vars[plan.after]]
+            hi = (ev[0] if isinstance(ev, list) else ev)["ts"]
+        return lo, hi
+
+
+def _ais_order(kleene: tuple[bool, ...]) -> tuple[int, ...]:
+    """The binding order of AIS construction: backward from the last position, except that a block of
+    consecutive Kleene positions is enumerated forward right after the single position before it."""
+    order: list[int] = []
+    j = len(kleene) - 1
+    while j >= 0:
+        if not kleene[j]:
+            order.append(j)
+            j -= 1
+            continue
+        i = j
+        while i > 0 and kleene[i - 1]:
+            i -= 1
+        if i > 0:
+            order.append(i - 1)
+        order.extend(range(i, j + 1))
+        j = i - 2
+    return tuple(order)
+
+
+class KleeneChecks:
+    """The conjuncts decided while the Kleene variable ``var`` is being filled, by class.
+
+    ``elem``   read only ``var[i]`` (true-and-false consistent): a filter on each candidate event;
+    ``first``  read only ``var[1]``-like fixed positions: checked on the first selected event;
+    ``each``   ``(conjunct, prev, nxt)``: checked at each new position (``nxt``: at the previous one);
+    ``prefix`` :class:`Mono` over ``var[..i-1]``: decided per candidate on the candidates before it, exactly
+               only where that leaves the question open;
+    ``whole``  the rest, read the complete sequence (``var[var.len]``, ``var[]``, ``var[k]``): checked when
+               the variable is complete; ``whole_mono`` maps some of them to a :class:`Mono` over ``var[]``,
+               decided once on all candidates.
+    """
+
+    __slots__ = ("var", "elem", "first", "each", "prefix", "whole", "whole_mono")
+
+    def __init__(self, var: str):
+        self.var = var
+        self.elem: list[Conjunct] = []
+        self.first: list[Conjunct] = []
+        self.each: list[tuple[Conjunct, bool, bool]] = []
+        self.prefix: list[Mono] = []
+        self.whole: list[Conjunct] = []
+        self.whole_mono: dict[Conjunct, Mono] = {}
+
+    def element_checks(self) -> list[tuple[Conjunct, bool, bool, bool]]:
+        """All per-event conjuncts as ``(conjunct, prev, nxt, first only)``, for exact evaluation."""
+        out = [(c, False, False, False) for c in self.elem] + [(c, False, False, True) for c in self.first]
+        out += [(c, prev, nxt, False) for c, prev, nxt in self.each]
+        out += [(m.conj, True, False, False) for m in self.prefix]
+        return out
+
+
+class Schedule:
+    """Where each conjunct and negation check is decided for one binding order of an alternative.
+
+    ``order``    positions in the order they become complete; ``rank[p]`` is ``p``'s index in it;
+    ``single``   per single position, the checks (``Conjunct.check``: holds iff it returns True) decided
+                 once it is bound;
+    ``kleene``   per Kleene position, its :class:`KleeneChecks`;
+    ``negs_at``  per position, the negations decided once it is complete (negated end: ``alt.trailing``);
+    ``growing``  the conjuncts skip_till_next_match re-evaluates on every prefix (the oracle's "decidable"
+                 conjuncts whose value may still change): ``(conjunct, last position read)``.
+    ``memo``     engine-specific data derived from the above once.
+    """
+
+    __slots__ = ("order", "rank", "single", "kleene", "negs_at", "growing", "single_grows", "memo")
+
+    def __init__(self, alt: Alternative, order: tuple[int, ...]):
+        self.memo: dict[str, Any] = {}  # what an engine derives from the schedule once (see match_ais)
+        self.order = order
+        self.rank = {p: r for r, p in enumerate(order)}
+        position = {v: p for p, v in enumerate(alt.vars)}
+        m = alt.m
+        self.single: list[list[Callable[[dict], bool]]] = [[] for _ in range(m)]
+        self.single_grows: list[list[bool]] = [[] for _ in range(m)]
+        self.kleene: list[KleeneChecks | None] = [KleeneChecks(alt.vars[p]) if alt.kleene[p] else None
+                                                  for p in range(m)]
+        self.negs_at: list[list[NegPlan]] = [[] for _ in range(m)]
+        self.growing: list[tuple[Conjunct, int]] = []
+        last = order[-1]
+        for c in alt.conjuncts:
+            ps = [position[v] for v in c.vars if v in position]
+            anchor = last if c.global_ or not ps else max(ps, key=self.rank.__getitem__)
+            if (c.global_ or c.waits) and not c.grows:
+                self.growing.append((c, max(ps, default=-1)))
+            kc = self.kleene[anchor]
+            if kc is None:
+                self.single[anchor].append(c.check)
+                self.single_grows[anchor].append(c.grows)
+            else:
+                _classify(kc, c, alt)
+        for plan in alt.negs:
+            if plan.after is None:
+                continue
+            ps = [position[v] for c in plan.conjuncts for v in c.vars if v in position]
+            ps += [p for p in (plan.before, plan.after) if p is not None]
+            self.negs_at[max(ps, key=self.rank.__getitem__)].append(plan)
+
+
+def _classify(kc: KleeneChecks, c: Conjunct, alt: Alternative) -> None:
+    """File ``c``, anchored at Kleene variable ``kc.var``, into the right class of ``kc``."""
+    var = kc.var
+    kinds = c.access.get(var, frozenset())
+    any_vars = alt.any_vars
+    if c.global_ or kinds & _GROWING_KINDS:
+        kc.whole.append(c)
+        if kinds == {"all"} and not c.global_ and set(c.positional) <= {var}:
+            mono = _mono(c, var, "all", any_vars)
+            if mono is not None:
+                kc.whole_mono[c] = mono
+        return
+    others = set(c.positional) - {var}
+    if kinds <= {"first"}:
+        kc.first.append(c)
+    elif kinds == {"cur"}:
+        kc.elem.append(c)
+    elif kinds == {"cur", "prefix"} and not others and (mono := _mono(c, var, "prefix", any_vars)) is not None:
+        kc.prefix.append(mono)
+    else:
+        prev, nxt = c.positional.get(var, (False, False))
+        kc.each.append((c, prev, nxt))
+
+
+# ----------------------------------------------------------------------------------------------- the plan
+
+
+class Plan:
+    """A compiled :class:`MatchSpec`: strategy, window, alternatives, outputs, the type/local-predicate test
+    for events that arrive without a ``_mask``."""
+
+    __slots__ = ("spec", "strategy", "window", "alternatives", "full", "by_type", "contiguous", "any_vars",
+                 "kleene_vars", "known")
+
+    def __init__(self, spec: MatchSpec):
+        comps = spec.components
+        if not comps:
+            raise EngineUnsupportedError("a match query needs at least one component")
+        strategy = spec.strategy or ANY_MATCH
+        if strategy not in STRATEGIES:
+            raise EngineUnsupportedError(f"unknown selection strategy {strategy}")
+        if not spec.window > 0:
+            raise CEPError(f"the window must be positive, got {spec.window}")
+        self.spec = spec
+        self.strategy = strategy
+        self.contiguous = strategy in (STRICT, PARTITION)
+        self.window = spec.window
+        self.full = (1 << len(comps)) - 1
+        position = {c.var: k for k, c in enumerate(comps)}
+        if len(position) != len(comps):
+            raise EngineUnsupportedError("a variable is bound twice")
+        self.any_vars = any_vars = frozenset(c.var for c in comps if c.any_)
+        by_type: dict[str, list] = {}
+        for k, c in enumerate(comps):
+            local = compile_expr(c.local, any_vars) if c.local is not None else None
+            for t in c.types:
+                by_type.setdefault(t, []).append((k, c.var, local))
+        self.by_type = {t: tuple(v) for t, v in by_type.items()}
+
+        shapes = _alternatives(spec.pattern if spec.pattern is not None else _flat_pattern(comps), position)
+        negated = frozenset(c.var for c in comps if c.negated)
+        kleene_vars = frozenset(c.var for c in comps if c.kleene in ("+", "*"))
+        self.kleene_vars, self.known = kleene_vars, frozenset(position)
+        parsed = [Conjunct(p, kleene_vars, any_vars, self.known) for e in spec.predicates for p in conjuncts(e)]
+        for c in parsed:
+            if len(c.vars & negated) > 1:
+                raise EngineUnsupportedError("a predicate reads two negated variables")
+        alternatives = []
+        for items in shapes:
+            positives = [(k, kl) for kind, k, kl in items if kind == "pos"]
+            if not positives:
+                continue  # nothing to select: no match (the oracle skips empty derivations)
+            alternatives.append(self._alternative(len(alternatives), items, comps, parsed, negated, any_vars))
+        if not alternatives:
+            raise EngineUnsupportedError("the pattern has no positive component")
+        seqs = [a.vars for a in alternatives]
+        if len(set(seqs)) != len(seqs):
+            raise EngineUnsupportedError("two alternatives of the pattern select the same variables and "
+                                         "differ only in their negations")
+        self.alternatives = tuple(alternatives)
+        for a in alternatives:
+            a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH else "ais")
+
+    def _alternative(self, index: int, items: list, comps, parsed: list[Conjunct], negated: frozenset[str],
+                     any_vars: frozenset[str]) -> Alternative:
+        pos_comps = tuple(k for kind, k, _ in items if kind == "pos")
+        kleene = tuple(kl for kind, _, kl in items if kind == "pos")
+        vars_ = tuple(comps[k].var for k in pos_comps)
+        present = set(vars_)
+        absent = frozenset(c.var for c in comps if not c.negated) - present
+
+        def here(c: Conjunct) -> Conjunct:
+            """``c`` with the absent variables read as NULL (the oracle's semantics for OR, ``*``, ``?``)."""
+            if not c.vars & absent:
+                return c
+            return Conjunct(_nullify(c.expr, absent), self.kleene_vars, any_vars, self.known)
+
+        plus = []
+        for c in parsed:
+            if c.vars & negated:
+                continue
+            if c.vars and not c.vars & present:
+                continue  # another alternative's predicate
+            if any(v not in present for v in c.positional):
+                continue  # an absent Kleene variable has no position to quantify over
+            plus.append(here(c))
+        negs = []
+        seen = 0
+        for kind, k, _ in items:
+            if kind == "pos":
+                seen += 1
+                continue
+            before = seen - 1 if seen else None
+            after = seen if seen < len(pos_comps) else None
+            var = comps[k].var
+            mine = [here(c) for c in parsed if var in c.vars]
+            negs.append(NegPlan(len(negs), k, comps[k], before, after, mine, any_vars))
+        alt = Alternative(index, pos_comps, kleene, vars_, tuple(negs), tuple(plus), any_vars)
+        singles = frozenset(v for v, kl in zip(vars_, kleene, strict=True) if not kl)
+        alt.outputs = tuple((o.name, _output_fn(_nullify(o.expr, absent) if absent else o.expr, singles, any_vars))
+                            for o in self.spec.outputs)
+        return alt
+
+    def mask_of(self, event: dict) -> int:
+        """Type test and local predicates, for an event that arrived without a ``_mask``."""
+        mask = 0
+        for k, var, local in self.by_type.get(event.get("type"), ()):
+            if local is None or local({var: event}) is True:
+                mask |= 1 << k
+        return mask
+
+
+
+def _flat_pattern(comps: tuple[Component, ...]):
+    """The pattern a spec without ``pattern`` stands for: its components in a flat ``SEQ``."""
+    items = []
+    for c in comps:
+        p = EventPat(c.types, c.var, c.any_, array=c.kleene in ("+", "*"))
+        if c.kleene:
+            p = Kleene(p, c.kleene)
+        items.append(Not(p) if c.negated else p)
+    return Seq(tuple(items))
+
+
+def _alternatives(pattern, position: dict[str, int]) -> list[list[tuple[str, int, bool]]]:
+    """The pattern in disjunctive normal form: alternatives of ``("pos", component, is Kleene)`` and
+    ``("neg", component, False)`` items in order."""
+
+    def component(p: EventPat) -> int:
+        if p.var not in position:
+            raise EngineUnsupportedError(f"pattern variable '{p.var}' is not among the spec's components")
+        return position[p.var]
+
+    def dnf(p) -> list[list[tuple[str, int, bool]]]:
+        if isinstance(p, EventPat):
+            return [[("pos", component(p), False)]]
+        if isinstance(p, Kleene):
+            if not isinstance(p.inner, EventPat):
+                raise EngineUnsupportedError("Kleene closure over a sub-pattern is not supported by the match "
+                                             "engine (only T+ v[], T* v[], T? v)")
+            k = component(p.inner)
+            if p.op == "+":
+                return [[("pos", k, True)]]
+            if p.op == "*":
+                return [[("pos", k, True)], []]
+            return [[("pos", k, False)], []]
+        if isinstance(p, Not):
+            if not isinstance(p.inner, EventPat):
+                raise EngineUnsupportedError("negation of a sub-pattern (NOT SEQ(...), NOT T+) is not "
+                                             "supported by the match engine")
+            return [[("neg", component(p.inner), False)]]
+        if isinstance(p, Seq):
+            out: list[list] = [[]]
+            for item in p.items:
+                out = [a + b for a in out for b in dnf(item)]
+                if len(out) > MAX_ALTERNATIVES:
+                    raise EngineUnsupportedError(f"the pattern expands to more than {MAX_ALTERNATIVES} "
+                                                 "alternatives")
+            return out
+        if isinstance(p, Or):
+            out = [a for alt in p.alternatives for a in dnf(alt)]
+            if len(out) > MAX_ALTERNATIVES:
+                raise EngineUnsupportedError(f"the pattern expands to more than {MAX_ALTERNATIVES} alternatives")
+            return out
+        raise EngineUnsupportedError(f"unknown pattern node {type(p).__name__}")
+
+    return dnf(pattern)
+
+
+def _nullify(expr, absent: frozenset[str]):
+    """``expr`` with every attribute of an ``absent`` variable replaced by NULL, except inside aggregates:
+    those aggregate an absent Kleene variable's (empty) sequence, as :mod:`expr` does."""
+    if isinstance(expr, Attr):
+        return Literal(None) if expr.var in absent else expr
+    if isinstance(expr, Unary):
+        return Unary(expr.op, _nullify(expr.operand, absent))
+    if isinstance(expr, BinOp):
+        return BinOp(expr.op, _nullify(expr.left, absent), _nullify(expr.right, absent))
+    return expr
+
+
+def _output_fn(expr, singles: frozenset[str], any_vars: frozenset[str]):
+    """``f(binding) -> value`` of a result column; a lacking attribute (``expr.LACKING``) reads as None.
+
+    A plain ``v.attr`` of a non-Kleene variable (most default columns are one) reads the event directly: the
+    same value as :func:`compile_expr` gives, without its generic dispatch (missing and NaN are None).
+    """
+    if isinstance(expr, Attr) and expr.var in singles and expr.index is None:
+        var, attr = expr.var, expr.attr
+
+        def column(binding: dict) -> Any:
+            event = binding.get(var)
+            if event is None:
+                return None
+            value = event.get(attr)
+            return None if isinstance(value, float) and value != value else value
+
+        return column
+    fn = compile_expr(expr, any_vars)
+
+    def value(binding: dict) -> Any:
+        out = fn(binding)
+        return None if out is LACKING else out
+
+    return value

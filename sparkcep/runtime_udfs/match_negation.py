@@ -1,0 +1,127 @@
+"""Indexed lookup of negative events (SASE §3.3: the negation operator with indexing support).
+
+Each negative component of an alternative keeps the events that may fill it (type test and the component's
+own predicates already passed) in ``ts`` order, so the events inside an interval ``(lo, hi)`` are found by
+binary search instead of a scan.  When one of the negation predicates (SASE P-) is an equality
+``z.attr = <expression of positive variables>`` (``x.shelf_id = z.shelf_id`` in SASE's misplaced-inventory
+query), the events are also bucketed by ``attr``: a lookup probes one bucket, then the interval inside it,
+and evaluates only the remaining P- conjuncts on what is left.  SQL semantics are kept exactly: a missing or
+NaN ``attr`` never equals anything, except on an ``ANY(...)`` component, where a lacking attribute makes the
+comparison TRUE (SASE §2.2); those events sit in a bucket every probe visits.
+
+The partitioned indexes of SASE §3.3 exist to drop whole partitions once they leave the window; here the
+index is pruned by moving past the events at or before a horizon (see :meth:`NegIndex.prune`).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from operator import itemgetter
+
+from sparkcep.runtime_udfs.expr import LACKING
+from sparkcep.runtime_udfs.match_compile import NegPlan
+
+__all__ = ["NegIndex"]
+
+_ts_of = itemgetter(0)
+
+
+class NegIndex:
+    """The negative events of one :class:`NegPlan`: ``events`` as ``(ts, event)`` in ts order; with a keyed
+    equality, ``buckets`` by attribute value and ``loose`` (lacking attribute on an ANY component, or an
+    unhashable value) for events every probe must consider."""
+
+    __slots__ = ("events", "buckets", "loose")
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+        self.buckets: dict = {}
+        self.loose: list[tuple] = []
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def add(self, plan: NegPlan, ts, event: dict) -> None:
+        """Index ``event`` (events arrive in ts order)."""
+        entry = (ts, event)
+        self.events.append(entry)
+        if plan.key_attr is None:
+            return
+        value = event.get(plan.key_attr)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            if plan.any_:  # a lacking attribute: the equality is TRUE whatever the probe
+                self.loose.append(entry)
+            return  # else the equality is NULL: this event never invalidates through this component
+        try:
+            self.buckets.setdefault(value, []).append(entry)
+        except TypeError:
+            self.loose.append(entry)
+
+    def blocked(self, plan: NegPlan, binding: dict, lo, hi) -> bool:
+        """True iff some indexed event lies strictly inside ``(lo, hi)`` and satisfies the negation predicates
+        with ``binding`` (the positive variables) and itself as ``plan.var``."""
+        if not lo < hi:
+            return False
+        if plan.key_attr is None:
+            return self._any(self.events, plan.checks, binding, plan.var, lo, hi)
+        probe = plan.probe(binding)
+        if probe is LACKING:  # the positive side lacks the attribute: the equality holds for every event
+            return self._any(self.events, plan.checks, binding, plan.var, lo, hi)
+        if self.loose and self._any(self.loose, plan.checks, binding, plan.var, lo, hi):
+            return True
+        if probe is None:
+            return False
+        try:
+            bucket = self.buckets.get(probe)
+        except TypeError:
+            return self._any(self.events, plan.checks, binding, plan.var, lo, hi)
+        return bucket is not None and self._any(bucket, plan.rest_checks, binding, plan.var, lo, hi)
+
+    @staticmethod
+    def _any(entries: list, checks: tuple, binding: dict, var: str, lo, hi) -> bool:
+        i = bisect_right(entries, lo, key=_ts_of)
+        n = len(entries)
+        if not checks:
+            return i < n and entries[i][0] < hi
+        saved = binding.get(var)
+        try:
+            while i < n:
+                ts, event = entries[i]
+                if not ts < hi:
+                    return False
+                binding[var] = event
+                for check in checks:
+                    if check(binding) is not True:
+                        break
+                else:
+                    return True
+                i += 1
+            return False
+        finally:
+            binding[var] = saved
+
+    def prune(self, horizon) -> None:
+        """Forget the events with ``ts <= horizon``."""
+        self.events = _drop(self.events, horizon)
+        if self.loose:
+            self.loose = _drop(self.loose, horizon)
+        if self.buckets:
+            for value in list(self.buckets):
+                kept = _drop(self.buckets[value], horizon)
+                if kept:
+                    self.buckets[value] = kept
+                else:
+                    del self.buckets[value]
+
+    def clear(self) -> None:
+        self.events, self.buckets, self.loose = [], {}, []
+
+    def newest(self):
+        """The ts of the newest indexed event (the index is empty once the watermark passes it + W)."""
+        return self.events[-1][0] if self.events else None
+
+
+def _drop(entries: list, horizon) -> list:
+    cut = bisect_right(entries, horizon, key=_ts_of)
+    return entries[cut:] if cut else entries
