@@ -53,3 +53,19 @@ def strictly_increasing(events: Sequence[dict]) -> bool:
     """True if no two events share a timestamp (useful to ``assume`` away tie-order questions)."""
     stamps = [e["ts"] for e in events]
     return len(set(stamps)) == len(stamps)
+
+
+@st.composite
+def deliveries(draw, events: list[dict]):
+    """A delivery plan for ``events``: ``(lateness, batches)`` with the arrival order (ts plus a jitter up to
+    the lateness), micro-batch sizes, and per batch whether to advance the watermark (trailing the newest ts
+    by the lateness) and whether to round-trip the state."""
+    lateness = draw(st.integers(0, 3))
+    jitter = [draw(st.integers(0, lateness)) for _ in events]
+    order = sorted(range(len(events)), key=lambda i: events[i]["ts"] + jitter[i])
+    batches = []
+    while order:
+        size = draw(st.integers(1, 4))
+        batches.append(([events[i] for i in order[:size]], draw(st.booleans()), draw(st.booleans())))
+        order = order[size:]
+    return lateness, batches

@@ -51,7 +51,7 @@ from sparkcep.runtime_udfs.match_engine import (
 )
 from sparkcep.runtime_udfs.match_negation import NegIndex
 from sparkcep.runtime_udfs.spec import Component, MatchSpec, OutputColumn
-from tests.strategies import event_streams
+from tests.strategies import deliveries, event_streams
 
 ATTRS = ("type", "ts", "x", "id")
 
@@ -355,21 +355,6 @@ def seq_queries(draw) -> Query:
     if draw(st.booleans()):
         returns = [Attr(v, draw(st.sampled_from(("ts", "x", "type")))) for v in variables]
     return seq_query(*pats, where=and_all(where), within=draw(st.integers(1, 12)), returns=returns)
-
-
-@st.composite
-def deliveries(draw, events: list[dict]):
-    """A delivery plan: arrival order (ts plus a jitter up to the lateness), micro-batch sizes, and whether
-    to advance the watermark and round-trip the state after each batch."""
-    lateness = draw(st.integers(0, 3))
-    jitter = [draw(st.integers(0, lateness)) for _ in events]
-    order = sorted(range(len(events)), key=lambda i: events[i]["ts"] + jitter[i])
-    batches = []
-    while order:
-        size = draw(st.integers(1, 4))
-        batches.append(([events[i] for i in order[:size]], draw(st.booleans()), draw(st.booleans())))
-        order = order[size:]
-    return lateness, batches
 
 
 def stream_through_engine(spec: MatchSpec, lateness: int, batches) -> list[dict]:

@@ -25,7 +25,7 @@ from sparkcep.results import canonical
 from sparkcep.runtime_udfs import match_ais, match_engine
 from sparkcep.runtime_udfs.match_engine import MatchState, advance, init_state, is_empty, step, wakeup
 from sparkcep.runtime_udfs.spec import MatchSpec, with_default_outputs
-from tests.strategies import event_streams
+from tests.strategies import deliveries, event_streams
 
 COLUMNS = ["type", "ts", "x", "id"]
 TYPES = "ABC"  # of positive components; streams also hold D, which only negations and ANY may name
@@ -448,21 +448,6 @@ def queries(draw, strategy: str) -> str:
                  f"{v}[1].ts" if v in optional else f"{v}.ts" for v in names]  # v[1] of a T? v: see above
         text += " RETURN " + ", ".join(items)
     return text
-
-
-@st.composite
-def deliveries(draw, events: list[dict]):
-    """Arrival order (ts plus a jitter up to a lateness), micro-batch sizes, and whether to advance the
-    watermark (trailing the newest ts by the lateness) and round-trip the state after each batch."""
-    lateness = draw(st.integers(0, 3))
-    jitter = [draw(st.integers(0, lateness)) for _ in events]
-    order = sorted(range(len(events)), key=lambda i: events[i]["ts"] + jitter[i])
-    batches = []
-    while order:
-        size = draw(st.integers(1, 4))
-        batches.append(([events[i] for i in order[:size]], draw(st.booleans()), draw(st.booleans())))
-        order = order[size:]
-    return lateness, batches
 
 
 def stream_through(spec: MatchSpec, lateness: int, batches) -> list[dict]:

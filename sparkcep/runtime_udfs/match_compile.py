@@ -51,7 +51,7 @@ from sparkcep.compiler.ast import (
 )
 from sparkcep.compiler.errors import CEPError
 from sparkcep.runtime_udfs.expr import LACKING, compile_expr
-from sparkcep.runtime_udfs.spec import Component, MatchSpec
+from sparkcep.runtime_udfs.spec import Component, MatchSpec, component_mask
 
 __all__ = [
     "ANY_MATCH",
@@ -687,11 +687,7 @@ class Plan:
 
     def mask_of(self, event: dict) -> int:
         """Type test and local predicates, for an event that arrived without a ``_mask``."""
-        mask = 0
-        for k, var, local in self.by_type.get(event.get("type"), ()):
-            if local is None or local({var: event}) is True:
-                mask |= 1 << k
-        return mask
+        return component_mask(self.by_type, event)
 
 
 

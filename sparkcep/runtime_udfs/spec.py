@@ -100,3 +100,13 @@ def with_default_outputs(spec: MatchSpec, attributes) -> MatchSpec:
         for c in spec.components if not c.negated
         for a in attributes if a not in INTERNAL_COLUMNS)
     return replace(spec, outputs=cols)
+
+
+def component_mask(by_type, event: dict) -> int:
+    """``_mask`` for an event that arrived without one: bit k set iff the event passes component k's type
+    test and local predicate.  ``by_type`` maps a type to its ``(k, var, compiled local predicate or None)``."""
+    mask = 0
+    for k, var, local in by_type.get(event.get("type"), ()):
+        if local is None or local({var: event}) is True:
+            mask |= 1 << k
+    return mask

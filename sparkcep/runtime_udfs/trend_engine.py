@@ -95,7 +95,7 @@ from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.printer import format_expr
 from sparkcep.runtime_udfs.expr import compile_expr
 from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
-from sparkcep.runtime_udfs.spec import TrendSpec
+from sparkcep.runtime_udfs.spec import TrendSpec, component_mask
 
 __all__ = [
     "EngineUnsupportedError",
@@ -835,11 +835,7 @@ class _Compiled:
 
     def mask_of(self, event: dict) -> int:
         """Type test and local predicates, for an event that arrived without a ``_mask``."""
-        mask = 0
-        for k, var, local in self.by_type.get(event.get("type"), ()):
-            if local is None or local({var: event}) is True:
-                mask |= 1 << k
-        return mask
+        return component_mask(self.by_type, event)
 
     def windows_of(self, t) -> range:
         """The indices ``k`` of the windows ``[k·slide, k·slide + window)`` that contain ``t``."""
