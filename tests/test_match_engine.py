@@ -359,7 +359,7 @@ def seq_queries(draw) -> Query:
 
 def stream_through_engine(spec: MatchSpec, lateness: int, batches) -> list[dict]:
     """Feed one partition's batches like a streaming job: the watermark trails the newest ts by the lateness,
-    so no event is late."""
+    so no event is late; ``wakeup`` never asks for a watermark already passed; then a flush."""
     state, out, newest = init_state(), [], -math.inf
     for batch, move, round_trip in batches:
         state, rows = step(spec, state, batch)
@@ -368,6 +368,8 @@ def stream_through_engine(spec: MatchSpec, lateness: int, batches) -> list[dict]
         if move:
             state, rows = advance(spec, state, newest - lateness - 1)
             out += rows
+            due = wakeup(spec, state)
+            assert due is None or due > newest - lateness - 1
         if round_trip:
             state = MatchState.from_bytes(state.to_bytes())
     state, rows = advance(spec, state, math.inf)

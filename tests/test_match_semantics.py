@@ -26,6 +26,7 @@ from sparkcep.runtime_udfs import match_ais, match_engine
 from sparkcep.runtime_udfs.match_engine import MatchState, advance, init_state, is_empty, step, wakeup
 from sparkcep.runtime_udfs.spec import MatchSpec, with_default_outputs
 from tests.strategies import deliveries, event_streams
+from tests.test_match_engine import stream_through_engine
 
 COLUMNS = ["type", "ts", "x", "id"]
 TYPES = "ABC"  # of positive components; streams also hold D, which only negations and ANY may name
@@ -450,25 +451,6 @@ def queries(draw, strategy: str) -> str:
     return text
 
 
-def stream_through(spec: MatchSpec, lateness: int, batches) -> list[dict]:
-    """One partition, as a streaming job feeds it: no event is late; then a flush."""
-    state, out, newest = init_state(), [], -math.inf
-    for batch, move, round_trip in batches:
-        state, rows = step(spec, state, batch)
-        out += rows
-        newest = max([newest, *(e["ts"] for e in batch)])
-        if move:
-            state, rows = advance(spec, state, newest - lateness - 1)
-            out += rows
-            due = wakeup(spec, state)
-            assert due is None or due > newest - lateness - 1
-        if round_trip:
-            state = MatchState.from_bytes(state.to_bytes())
-    state, rows = advance(spec, state, math.inf)
-    assert state.late == 0 and is_empty(state)
-    return out + rows
-
-
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data(), events=event_streams("ABCD", min_size=3, max_size=9, max_gap=2, lacking=True))
@@ -483,7 +465,7 @@ def test_engine_agrees_with_oracle(strategy, data, events):
     got = []
     for part in partitions(spec, feed).values():
         lateness, batches = data.draw(deliveries(part))
-        got += stream_through(spec, lateness, batches)
+        got += stream_through_engine(spec, lateness, batches)
     assert canonical(got) == canonical(oracle_rows(q, events)), text
 
 

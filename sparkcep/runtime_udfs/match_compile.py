@@ -51,7 +51,7 @@ from sparkcep.compiler.ast import (
 )
 from sparkcep.compiler.errors import CEPError
 from sparkcep.runtime_udfs.expr import LACKING, compile_expr
-from sparkcep.runtime_udfs.spec import Component, MatchSpec, component_mask
+from sparkcep.runtime_udfs.spec import Component, MatchSpec, component_mask, component_table
 
 __all__ = [
     "ANY_MATCH",
@@ -614,12 +614,7 @@ class Plan:
         if len(position) != len(comps):
             raise EngineUnsupportedError("a variable is bound twice")
         self.any_vars = any_vars = frozenset(c.var for c in comps if c.any_)
-        by_type: dict[str, list] = {}
-        for k, c in enumerate(comps):
-            local = compile_expr(c.local, any_vars) if c.local is not None else None
-            for t in c.types:
-                by_type.setdefault(t, []).append((k, c.var, local))
-        self.by_type = {t: tuple(v) for t, v in by_type.items()}
+        self.by_type = component_table(comps, any_vars)
 
         shapes = _alternatives(spec.pattern if spec.pattern is not None else _flat_pattern(comps), position)
         negated = frozenset(c.var for c in comps if c.negated)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from sparkcep.compiler.ast import Attr, Expr
 from sparkcep.compiler.naming import default_column
+from sparkcep.runtime_udfs.expr import compile_expr
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,17 @@ def with_default_outputs(spec: MatchSpec, attributes) -> MatchSpec:
         for c in spec.components if not c.negated
         for a in attributes if a not in INTERNAL_COLUMNS)
     return replace(spec, outputs=cols)
+
+
+def component_table(components, any_vars: frozenset[str]) -> dict[str, tuple]:
+    """``type → ((k, var, compiled local predicate or None), ...)`` over the components that accept the type:
+    the table :func:`component_mask` reads."""
+    table: dict[str, list] = {}
+    for k, c in enumerate(components):
+        local = compile_expr(c.local, any_vars) if c.local is not None else None
+        for t in c.types:
+            table.setdefault(t, []).append((k, c.var, local))
+    return {t: tuple(v) for t, v in table.items()}
 
 
 def component_mask(by_type, event: dict) -> int:

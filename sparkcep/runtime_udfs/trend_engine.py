@@ -95,7 +95,7 @@ from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.printer import format_expr
 from sparkcep.runtime_udfs.expr import compile_expr
 from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
-from sparkcep.runtime_udfs.spec import TrendSpec, component_mask
+from sparkcep.runtime_udfs.spec import TrendSpec, component_mask, component_table
 
 __all__ = [
     "EngineUnsupportedError",
@@ -588,12 +588,7 @@ class _Compiled:
             for st in g.states:
                 self.roles_of[st.comp].append((nid, st))
         self._roles: dict[int, tuple] = {}
-        by_type: dict[str, list] = {}
-        for k, c in enumerate(comps):
-            local = compile_expr(c.local, any_vars) if c.local is not None else None
-            for t in c.types:
-                by_type.setdefault(t, []).append((k, c.var, local))
-        self.by_type = {t: tuple(v) for t, v in by_type.items()}
+        self.by_type = component_table(comps, any_vars)
         #: type → component bitmask, when no component has a local predicate to evaluate
         self.type_masks = None if any(c.local is not None for c in comps) else {
             t: sum(1 << k for k, _, _ in entries) for t, entries in self.by_type.items()}
