@@ -1,0 +1,145 @@
+"""The shared executor (pure, no JVM): shared execution == non-shared execution == each query alone on the
+GRETA trend engine == the brute-force oracle, on random workloads, streams, windows, micro-batches and
+state round trips (DESIGN.md principle 2)."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sparkcep
+from sparkcep.oracle import trend_aggregates
+from sparkcep.runtime_udfs import shared_engine, trend_engine
+from sparkcep.runtime_udfs.shared_engine import SharedQuery, SharedSpec, SharedState
+from tests.strategies import event_streams
+
+
+def run_shared(spec: SharedSpec, events: list[dict], cuts=(), roundtrip=False) -> list[dict]:
+    """One engine per key value, fed ts-ordered micro-batches split at ``cuts`` with the watermark just
+    below the next batch after each, the state optionally serialized in between, then flushed."""
+    parts: dict[tuple, list[dict]] = {}
+    for e in sorted(events, key=lambda e: e["ts"]):
+        parts.setdefault(tuple(e.get(k) for k in spec.key), []).append(e)
+    rows = []
+    for part in parts.values():
+        state = shared_engine.init_state()
+        bounds = sorted({c for c in cuts if 0 < c < len(part)})
+        pieces = [part[a:b] for a, b in zip([0, *bounds], [*bounds, len(part)], strict=True)]
+        for i, piece in enumerate(pieces):
+            state, out = shared_engine.step(spec, state, piece)
+            assert out == []
+            following = pieces[i + 1][0]["ts"] if i + 1 < len(pieces) else math.inf
+            if following > piece[-1]["ts"]:  # a watermark below every event still to come
+                state, out = shared_engine.advance(spec, state, following - 0.5 if following < math.inf else following)
+                rows.extend(out)
+            if roundtrip:
+                state = SharedState.from_bytes(state.to_bytes())
+        state, out = shared_engine.advance(spec, state, math.inf)
+        rows.extend(out)
+        assert shared_engine.is_empty(state)
+    return shared_engine.merge_rows(spec, rows) if set(spec.key) != set(spec.group_by) else rows
+
+
+def per_query(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        r = dict(r)
+        out.setdefault(r.pop("query"), []).append(r)
+    return {k: sorted(v, key=lambda r: (r["window_start"], r.get("id") or 0)) for k, v in out.items()}
+
+
+def alone(q: sparkcep.CompiledQuery, events: list[dict]) -> list[dict]:
+    spec = q.spec()
+    parts: dict[tuple, list[dict]] = {}
+    for e in events:
+        parts.setdefault(tuple(e.get(k) for k in spec.key), []).append(e)
+    rows = []
+    for part in parts.values():
+        state, _ = trend_engine.step(spec, trend_engine.init_state(), part)
+        rows.extend(trend_engine.advance(spec, state, math.inf)[1])
+    if set(spec.key) != set(spec.group_by):
+        rows = trend_engine.merge_rows(spec, rows)
+    return sorted(rows, key=lambda r: (r["window_start"], r.get("id") or 0))
+
+
+def by_window(rows):
+    return sorted(rows, key=lambda r: (r["window_start"], r.get("id") or 0))
+
+
+@st.composite
+def workload_texts(draw):
+    window = draw(st.integers(2, 9))
+    slide = draw(st.integers(1, window))
+    group = draw(st.booleans())
+    n = draw(st.integers(2, 5))
+    lines = []
+    for i in range(n):
+        pattern = draw(st.lists(st.sampled_from("ABCD"), min_size=1, max_size=4))
+        ret = "RETURN id, COUNT(*)" if group else "RETURN COUNT(*)"
+        lines.append(f"q{i}: {ret} PATTERN SEQ({', '.join(pattern)}) WHERE [id] WITHIN {window} SLIDE {slide}")
+    rates = {t: draw(st.integers(1, 8)) for t in "ABCD"}
+    return ";\n".join(lines), rates
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(workload_texts(), event_streams(types="ABCDE", max_size=9, attrs={"id": (0, 1)}),
+       st.lists(st.integers(1, 8), max_size=3), st.booleans())
+def test_shared_equals_non_shared_equals_alone_equals_oracle(workload, events, cuts, roundtrip):
+    text, rates = workload
+    w = sparkcep.api.CompiledWorkload(tuple(sparkcep.compile_workload(text)), _plan_with_rates(text, rates))
+    assert all(q.reason is None for q in w.plan.queries)
+    [spec] = w.specs()
+    [baseline] = w.specs(share=False)
+    shared = per_query(run_shared(spec, events, cuts, roundtrip))
+    non_shared = per_query(run_shared(baseline, events))
+    for q in w.queries:
+        expected = by_window(trend_aggregates(q.query, events))
+        assert shared.get(q.name, []) == expected, (q.name, spec)
+        assert non_shared.get(q.name, []) == expected
+        assert alone(q, events) == expected
+
+
+def _plan_with_rates(text, rates):
+    from sparkcep.compiler.optimizer.sharing import optimize_workload
+    from sparkcep.compiler.optimizer.sharing.scope import sharing_query
+
+    qs = sparkcep.compile_workload(text)
+    return optimize_workload([sharing_query(q.name, q.spec()) for q in qs], rates, budget=None)
+
+
+def test_sharon_fig1_workload_shares_and_agrees_with_the_oracle():
+    text = open("tests/fixtures/workloads/sharon_traffic.cep").read().replace("10 minutes", "10").replace(
+        "1 minute", "2")
+    rates = {"OakSt": 5, "MainSt": 5, "ParkAve": 2, "StateSt": 1, "WestSt": 1, "ElmSt": 3}
+    plan = _plan_with_rates(text, rates)
+    assert plan.chosen  # something is shared
+    w = sparkcep.api.CompiledWorkload(tuple(sparkcep.compile_workload(text)), plan)
+    [spec] = w.specs()
+    assert len(spec.segments) < sum(len(q.segments) for q in spec.queries)
+    streets = ["ElmSt", "ParkAve", "OakSt", "MainSt", "WestSt", "StateSt", "OakSt", "MainSt", "StateSt"]
+    events = [{"type": t, "ts": i, "vehicle": v} for v in (1, 2) for i, t in enumerate(streets * 2)]
+    rows = per_query(run_shared(spec, events, cuts=(3, 7, 11)))
+    for q in w.queries:
+        assert rows.get(q.name, []) == by_window(trend_aggregates(q.query, events)), q.name
+    assert any(rows.values())
+
+
+def test_paper_example3_combination():
+    spec = SharedSpec((("ab", ("A", "B")), ("cd", ("C", "D"))), (SharedQuery("q", "n", ("ab", "cd")),), 100, 100)
+    events = [{"type": t, "ts": i} for i, t in enumerate("ABCABBCDD", start=1)]
+    q = sparkcep.compile("RETURN COUNT(*) AS n PATTERN SEQ(A, B, C, D) WITHIN 100")
+    [row] = run_shared(spec, events)
+    assert row["n"] == trend_aggregates(q.query, events)[0]["n"]
+
+
+def test_late_and_invalid_events_are_counted():
+    spec = SharedSpec((("ab", ("A", "B")),), (SharedQuery("q", "c", ("ab",)),), 10, 10)
+    state, _ = shared_engine.step(spec, shared_engine.init_state(), [{"type": "A", "ts": 5}])
+    state, _ = shared_engine.advance(spec, state, 6)
+    state, _ = shared_engine.step(spec, state, [{"type": "B", "ts": 6}, {"type": "B", "ts": None},
+                                                 {"type": "B", "ts": 7}])
+    assert (state.late, state.invalid) == (1, 1)
+    assert shared_engine.advance(spec, state, math.inf)[1] == [
+        {"query": "q", "window_start": 0, "window_end": 10, "c": 1}]
