@@ -1,0 +1,173 @@
+"""Out-of-order and late input through the streaming adapter's late-event side channel.
+
+The adapter's stream function (``MatchOperator(..., late_rows=True)``) runs here without a JVM: a small
+stand-in for Spark's ``GroupState`` and for the way Spark calls the function (keys with rows, keys whose
+event-time timeout has passed) with Spark's watermark rule (the newest event time of the earlier micro-batches
+minus the allowed lateness).  Properties:
+
+* input shuffled within the allowed lateness gives exactly the results of sorted input (the oracle), and no
+  event is routed as late;
+* an event later than that is routed to the late output with its record, and the results are those of the
+  input without it: a late event is never half-applied.
+
+One Spark case runs the same through ``sparkcep run --stream`` over files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+import sparkcep
+from sparkcep.oracle import match_rows, trend_aggregates
+from sparkcep.results import canonical
+from sparkcep.runtime_udfs import late
+from sparkcep.runtime_udfs.spark_adapters import EVENT_TIME_OFFSET, MatchOperator
+from tests.strategies import event_streams
+
+SCHEMA = StructType([StructField("type", StringType()), StructField("ts", LongType()),
+                     StructField("id", LongType()), StructField("x", LongType())])
+COLUMNS = SCHEMA.fieldNames()
+
+QUERIES = [
+    "PATTERN SEQ(A a, B b) WHERE [id] AND a.x < b.x WITHIN 6 RETURN a.ts AS at, b.ts AS bt, a.id AS id",
+    "RETURN id, COUNT(*) AS n, SUM(A.x) AS sx PATTERN SEQ(A+, B) WHERE [id] GROUP-BY id WITHIN 6 SLIDE 3",
+    "PATTERN SEQ(A a, B b, !(C c)) WHERE [id] WITHIN 5 RETURN a.ts AS at, b.ts AS bt, a.id AS id",
+]
+
+
+class Group:
+    """Spark's ``GroupState`` as the adapter uses it."""
+
+    def __init__(self, stored, watermark_ms: int):
+        self.stored, self.watermark_ms, self.timeout = stored, watermark_ms, None
+
+    @property
+    def exists(self) -> bool:
+        return self.stored is not None
+
+    @property
+    def get(self):
+        return self.stored
+
+    def update(self, value) -> None:
+        self.stored = value
+
+    def remove(self) -> None:
+        self.stored = None
+
+    def setTimeoutTimestamp(self, ms) -> None:  # noqa: N802 - Spark's name
+        self.timeout = ms
+
+    def getCurrentWatermarkMs(self) -> int:  # noqa: N802 - Spark's name
+        return self.watermark_ms
+
+
+def run_stream(text: str, batches: list[list[dict]], lateness: int) -> tuple[list[dict], list[dict]]:
+    """``(results, late_rows)`` of ``text`` over ``batches`` the way a streaming job runs it: per micro-batch,
+    the watermark is the newest ts of the earlier batches minus ``lateness`` (Spark's, in ms of the derived
+    event time), each key with rows or a passed timeout is called; at the end a batch far ahead flushes."""
+    q = sparkcep.compile(text)
+    op = MatchOperator(q.spec(SCHEMA), SCHEMA, late_rows=True)
+    fn = op.stream_function()
+    key = list(op.spec.key)
+    groups: dict[tuple, tuple] = {}  # key → (stored state, timeout)
+    newest, out = None, []
+    for batch in [*batches, None]:
+        if batch is None:
+            raw = 10**15  # the flush
+        else:
+            raw = 0 if newest is None else newest + EVENT_TIME_OFFSET - lateness
+        rows: dict[tuple, list[dict]] = {}
+        for e in batch or []:
+            rows.setdefault(tuple(e.get(k) for k in key), []).append(e)
+        due = [k for k, (_, t) in groups.items() if k not in rows and t is not None and raw > t]
+        for k in [*rows, *due]:
+            stored, _ = groups.get(k, (None, None))
+            group = Group(stored, raw)
+            pdfs = [pd.DataFrame(rows[k], columns=COLUMNS)] if k in rows else []
+            for frame in fn(k, iter(pdfs), group):
+                out += frame.to_dict("records")
+            if group.stored is None:
+                groups.pop(k, None)
+            else:
+                groups[k] = (group.stored, group.timeout)
+        if batch:
+            newest = max([*(() if newest is None else (newest,)), *(e["ts"] for e in batch)])
+    results = [{c: v for c, v in r.items() if c not in (late.KIND, late.REASON, late.RECORD)}
+               for r in out if r[late.KIND] == late.RESULT]
+    late_rows = [r for r in out if r[late.KIND] == late.LATE]
+    return [plain(r) for r in results], late_rows
+
+
+def plain(row: dict) -> dict:
+    out = {}
+    for k, v in row.items():
+        if k == "aggregate_overflow":
+            assert not v
+            continue
+        out[k] = int(v) if isinstance(v, Decimal) else (None if isinstance(v, float) and math.isnan(v) else v)
+    return out
+
+
+def expected(text: str, events: list[dict]) -> list[dict]:
+    q = sparkcep.compile(text)
+    if "COUNT(" in text:
+        return [plain(r) for r in trend_aggregates(q.query, events)]
+    return match_rows(q.query, events, COLUMNS)
+
+
+@st.composite
+def within_lateness(draw, events: list[dict]):
+    """``(lateness, batches)``: arrival order ts plus a jitter below the lateness, random micro-batches."""
+    lateness = draw(st.integers(1, 4))
+    jitter = [draw(st.integers(0, lateness - 1)) for _ in events]
+    order = sorted(range(len(events)), key=lambda i: events[i]["ts"] + jitter[i])
+    batches = []
+    while order:
+        size = draw(st.integers(1, 4))
+        batches.append([events[i] for i in order[:size]])
+        order = order[size:]
+    return lateness, batches
+
+
+STREAMS = event_streams("ABC", max_size=12, attrs={"x": (0, 4), "id": (0, 1)})
+
+
+@pytest.mark.parametrize("text", QUERIES, ids=["match", "trend", "trailing-negation"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=STREAMS, data=st.data())
+def test_out_of_order_within_lateness_equals_sorted_input(text, events, data):
+    lateness, batches = data.draw(within_lateness(events))
+    results, late_rows = run_stream(text, batches, lateness)
+    assert late_rows == []
+    assert canonical(results) == canonical(expected(text, events))
+
+
+@pytest.mark.parametrize("text", QUERIES, ids=["match", "trend", "trailing-negation"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=STREAMS, data=st.data())
+def test_events_beyond_the_lateness_are_routed_not_applied(text, events, data):
+    """Sorted batches, then one more event of ``ts`` at or behind the watermark of the batch it arrives in."""
+    if len(events) < 2:
+        return
+    lateness = data.draw(st.integers(0, 3))
+    cut = data.draw(st.integers(1, len(events) - 1))
+    first, rest = events[:cut], events[cut:]
+    watermark = max(e["ts"] for e in first) - lateness
+    straggler = {"type": data.draw(st.sampled_from("ABC")), "ts": watermark - data.draw(st.integers(0, 3)),
+                 "id": data.draw(st.integers(0, 1)), "x": data.draw(st.integers(0, 4))}
+    results, late_rows = run_stream(text, [first, [straggler, *rest]], lateness)
+    # events of ``rest`` at or behind that watermark (ties with the newest ts of ``first``) are late as well
+    late_events = [straggler, *(e for e in rest if e["ts"] <= watermark)]
+    on_time = [e for e in rest if e["ts"] > watermark]
+    assert canonical([json.loads(r[late.RECORD]) for r in late_rows]) == canonical(late_events)
+    assert {r[late.REASON] for r in late_rows} == {f"late: ts at or behind the watermark {watermark:g}"}
+    assert canonical(results) == canonical(expected(text, first + on_time))

@@ -1,0 +1,30 @@
+"""The progress line of a streaming run, from Spark's progress JSON (observedMetrics), without a JVM."""
+
+from __future__ import annotations
+
+from sparkcep.progress import Totals, batch_counts
+
+
+def progress(batch: int, valid: int, dead: int, relevant: int, results: int, late: int, ms: int) -> dict:
+    return {"batchId": batch, "durationMs": {"triggerExecution": ms},
+            "observedMetrics": {"events_valid": {"events_valid": valid}, "dead_letters": {"dead_letters": dead},
+                                "events_relevant": {"events_relevant": relevant},
+                                "sparkcep_output": {"results": results, "late": late}}}
+
+
+def test_batch_counts_read_the_observed_metrics():
+    assert batch_counts(progress(0, 10, 2, 7, 3, 1, 500)) == {
+        "read": 12, "valid": 10, "dead_letters": 2, "relevant": 7, "ignored": 3, "results": 3, "late": 1}
+    # a batch without data reports no observed metrics
+    assert batch_counts({"batchId": 5})["read"] == 0
+
+
+def test_totals_add_each_batch_once():
+    totals = Totals()
+    assert totals.add(progress(0, 10, 2, 7, 3, 1, 500)) == (
+        "batch 0: read 12 events (+12), 3 results, 2 dead letters, 1 late, 3 ignored, 24 events/s")
+    assert totals.add(progress(0, 10, 2, 7, 3, 1, 500)) is None
+    line = totals.add(progress(1, 4, 0, 4, 5, 0, 1000))
+    assert line == "batch 1: read 16 events (+4), 8 results, 2 dead letters, 1 late, 3 ignored, 4 events/s"
+    assert totals.add(progress(2, 0, 0, 0, 0, 0, 300)).endswith(", idle")
+    assert totals.counts["read"] == 16
