@@ -1,0 +1,78 @@
+"""The ``%%sparkcep`` IPython cell magic: run the cell's query on a DataFrame of the notebook.
+
+::
+
+    %load_ext sparkcep.magic
+
+    %%sparkcep events --output overdoses
+    PATTERN SEQ(MEDICINE-TAKEN x, MEDICINE-TAKEN y)
+    WHERE [patient] AND (x.amount + y.amount) > 1000
+    WITHIN 4 hours
+
+compiles the cell's query, applies it to the DataFrame ``events`` of the user namespace (batch or
+streaming) and binds the result DataFrame to ``overdoses`` (default name: ``result``); the cell's value
+is that DataFrame.  ``--explain`` prints the plan first; ``--type-col``, ``--ts-col``, ``--ts-unit`` and
+``--lateness`` are the options of :func:`sparkcep.compile`.  A bad query shows one message with the line
+and column in the cell and a caret, not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from sparkcep.compiler.ast import UNITS_MS
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="%%sparkcep", add_help=False, exit_on_error=False)
+    p.add_argument("dataframe", help="the name of a DataFrame in the notebook's namespace")
+    p.add_argument("--output", "-o", default="result", help="bind the result DataFrame to this name")
+    p.add_argument("--explain", action="store_true", help="print the plan")
+    p.add_argument("--type-col", default="type")
+    p.add_argument("--ts-col", default="ts")
+    p.add_argument("--ts-unit", choices=sorted(UNITS_MS))
+    p.add_argument("--lateness", type=float, default=0)
+    return p
+
+
+def run_cell(line: str, cell: str, namespace: dict):
+    """What ``%%sparkcep LINE`` does with ``cell`` in ``namespace``: the result DataFrame, bound there."""
+    from IPython.core.error import UsageError
+    from pyspark.sql import DataFrame
+
+    import sparkcep
+
+    try:
+        args, extra = _parser().parse_known_args(shlex.split(line))
+    except (argparse.ArgumentError, SystemExit) as err:
+        raise UsageError(f"%%sparkcep DATAFRAME [--output NAME] [--explain] ...: {err}") from None
+    if extra:
+        raise UsageError(f"%%sparkcep: unknown arguments {' '.join(extra)}")
+    if not args.output.isidentifier():
+        raise UsageError(f"%%sparkcep: --output {args.output!r} is not a Python name")
+    df = namespace.get(args.dataframe)
+    if df is None:
+        raise UsageError(f"%%sparkcep: no DataFrame named {args.dataframe!r} in the notebook")
+    if not isinstance(df, DataFrame):
+        raise UsageError(f"%%sparkcep: {args.dataframe!r} is a {type(df).__name__}, not a Spark DataFrame")
+    try:
+        q = sparkcep.compile(cell, type_col=args.type_col, ts_col=args.ts_col, ts_unit=args.ts_unit,
+                             lateness=args.lateness)
+        if args.explain:
+            print(q.explain(df.schema))
+        result = q.apply(df)
+    except sparkcep.CEPError as err:
+        raise UsageError(err.render()) from None
+    namespace[args.output] = result
+    return result
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext sparkcep.magic`` registers ``%%sparkcep``."""
+
+    def sparkcep_magic(line, cell):
+        return run_cell(line, cell, ipython.user_ns)
+
+    sparkcep_magic.__doc__ = __doc__
+    ipython.register_magic_function(sparkcep_magic, magic_kind="cell", magic_name="sparkcep")
