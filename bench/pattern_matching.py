@@ -11,6 +11,14 @@ Sections (``--sections``, comma-separated; each prints one table):
             event): the engine (active instance stacks, postponed construction, early filters) next to a plain
             run-cloning NFA^b baseline (one run per partial match, cloned on every relevant event: SASE+),
             with both match counts checked equal.
+``spark``   the SASE microbenchmark on Spark, in one session over the same JSON-lines file: the sparkcep job
+            (``sparkcep.compile(q).apply(df)``, batch, counted) next to the same query written as a Spark SQL
+            self-join with range conditions (what a Spark user would write without sparkcep), for L = 2..6,
+            both match counts checked equal.  Wall-clock time (Spark runs in other processes), median of
+            ``--repeat`` runs after one warm-up run of each.
+``state``   streaming state over a long stream: the serialized engine state of every key after each
+            micro-batch of ``SEQ(E1, E2, E3) WHERE [attr1] WITHIN W``, printed over time next to the bound
+            (events per window), to show it stays bounded by the window.
 
 Every figure is events per second of CPU time of one Python process (median of ``--repeat`` runs; the engine
 is single-threaded), on the machine the script runs on; say which next to the figures.  Events are fed in
@@ -19,7 +27,7 @@ the streaming adapter does.  To add a section (e.g. the Spark SQL self-join comp
 ``def section_x(args) -> Table`` and register it in :data:`SECTIONS`; :func:`sase_stream` and
 :func:`sase_query` give its input and query text.
 
-    python bench/pattern_matching.py [--sections sase,kleene] [--events 60000] [--repeat 3] [--quick]
+    python bench/pattern_matching.py [--sections sase,kleene,spark,state] [--events 60000] [--repeat 3] [--quick]
 """
 
 from __future__ import annotations
@@ -266,10 +274,123 @@ def section_kleene(args) -> Table:
     return table
 
 
-#: Section name → function building its table (add the Spark SQL comparison here).
+# ----------------------------------------------------------------------------------------------- Spark
+
+
+def self_join_sql(length: int, window: int, table: str) -> str:
+    """``SEQ(E1, ..., EL) WHERE [attr1] WITHIN W`` as the Spark SQL a user would write without sparkcep: one
+    copy of the events per component, joined on ``attr1`` with range conditions on ``ts``."""
+    parts = [f"(SELECT ts, attr1 FROM {table} WHERE type = 'E1') e1"]
+    for k in range(2, length + 1):
+        parts.append(f"JOIN (SELECT ts, attr1 FROM {table} WHERE type = 'E{k}') e{k} "
+                     f"ON e{k}.attr1 = e1.attr1 AND e{k}.ts > e{k - 1}.ts AND e{k}.ts - e1.ts < {window}")
+    return "SELECT COUNT(*) AS n FROM " + "\n".join(parts)
+
+
+def _spark_session():
+    import os
+    from pathlib import Path
+
+    from sparkcep.session import local_session
+
+    root = str(Path(__file__).resolve().parent.parent)  # the Python workers import sparkcep too
+    os.environ["PYTHONPATH"] = os.pathsep.join([root, *filter(None, os.environ.get("PYTHONPATH", "").split(
+        os.pathsep))])
+    return local_session("local[2]", shuffle_partitions=2, app_name="sparkcep-bench-pattern-matching")
+
+
+def wall(fn: Callable[[], int], repeat: int) -> tuple[float, int]:
+    """(median wall-clock seconds, result) of ``fn`` after one warm-up run (Spark jobs run in the JVM and
+    Python workers, so CPU time of this process would not count them)."""
+    result = fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        again = fn()
+        times.append(time.perf_counter() - t0)
+        assert again == result, (again, result)
+    return statistics.median(times), result
+
+
+def section_spark(args) -> Table:
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from sparkcep.io import read_events
+
+    table = Table(f"SASE §5 on Spark: SEQ(E1..EL) WHERE [attr1] WITHIN {args.spark_window}, V1 = "
+                  f"{args.spark_domain}, 20 types: sparkcep vs a Spark SQL self-join",
+                  ["L", "matches", "sparkcep ev/s", "self-join ev/s", "sparkcep / self-join"])
+    spark = _spark_session()
+    events = sase_stream(args.spark_events, args.spark_domain)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "events.jsonl"
+        with open(path, "w") as f:
+            f.writelines(json.dumps(e) + "\n" for e in events)
+        df = read_events(spark, str(path), "json", "ts").cache()
+        n = df.count()
+        view = "sase_events"
+        df.createOrReplaceTempView(view)
+        for length in args.spark_lengths:
+            q = sparkcep.compile(sase_query(length, args.spark_window) + " RETURN e1.ts")
+            ours, found = wall(lambda q=q: q.apply(df).count(), args.repeat)
+            sql = self_join_sql(length, args.spark_window, view)
+            theirs, joined = wall(lambda sql=sql: spark.sql(sql).collect()[0][0], args.repeat)
+            assert joined == found, (length, joined, found)
+            table.rows.append([length, found, n / ours, n / theirs, f"{theirs / ours:.2f}x"])
+        df.unpersist()
+    table.notes.append(f"{n:,} events in one JSON-lines file, read once and cached; local[2], 2 shuffle partitions; "
+                       f"wall-clock medians of {args.repeat} runs after a warm-up run.  Both count the same matches "
+                       f"(checked).  The self-join:")
+    table.notes.append("  " + self_join_sql(3, args.spark_window, "events").replace("\n", "\n  "))
+    return table
+
+
+# ----------------------------------------------------------------------------------------------- state
+
+
+def section_state(args) -> Table:
+    """Serialized state of all keys while a long stream flows through the engine in micro-batches."""
+    window, domain = args.state_window, args.state_domain
+    spec = sparkcep.compile(sase_query(3, window)).spec()
+    events = sase_stream(args.state_events, domain)
+    table = Table(f"Streaming state over {len(events):,} events: SEQ(E1, E2, E3) WHERE [attr1] "
+                  f"WITHIN {window}, V1 = {domain}, micro-batches of {args.batch:,}",
+                  ["events in", "keys with state", "state bytes", "bytes / event in window", "matches so far"])
+    states: dict = {}
+    key = itemgetter(*spec.key)
+    found = 0
+    checkpoints = max(1, len(events) // args.batch // 10)
+    for n_batch, lo in enumerate(range(0, len(events), args.batch)):
+        chunk = events[lo:lo + args.batch]
+        watermark = chunk[-1]["ts"]
+        groups: dict = {}
+        for e in chunk:
+            groups.setdefault(key(e), []).append(e)
+        for k in list(states) + [k for k in groups if k not in states]:
+            state = match_engine.MatchState.from_bytes(states[k]) if k in states else match_engine.init_state()
+            match_engine.step(spec, state, groups.get(k, []))
+            _, rows = match_engine.advance(spec, state, watermark)
+            found += len(rows)
+            if match_engine.is_empty(state):
+                states.pop(k, None)
+            else:
+                states[k] = state.to_bytes()
+        if n_batch % checkpoints == 0 or lo + args.batch >= len(events):
+            size = sum(map(len, states.values()))
+            table.rows.append([lo + len(chunk), len(states), size, size / window, found])
+    table.notes.append(f"ts is a counter, so a window holds {window:,} events; every key is stepped in every "
+                       f"micro-batch (as with event-time timeouts); state bytes = sum of MatchState.to_bytes().")
+    return table
+
+
+#: Section name → function building its table.
 SECTIONS: dict[str, Callable[[argparse.Namespace], Table]] = {
     "sase": section_sase,
     "kleene": section_kleene,
+    "spark": section_spark,
+    "state": section_state,
 }
 
 
@@ -289,6 +410,13 @@ def main(argv=None) -> None:
     p.add_argument("--kleene-events", type=int, default=20_000)
     p.add_argument("--kleene-windows", type=_ints, default=[8, 16, 24])
     p.add_argument("--max-runs", type=int, default=200_000, help="budget of the run-cloning baseline")
+    p.add_argument("--spark-events", type=int, default=100_000, help="events of the spark section")
+    p.add_argument("--spark-lengths", type=_ints, default=[2, 3, 4, 5, 6], help="L values of the spark section")
+    p.add_argument("--spark-window", type=int, default=400, help="W of the spark section")
+    p.add_argument("--spark-domain", type=int, default=10, help="V1 of the spark section")
+    p.add_argument("--state-events", type=int, default=200_000, help="events of the state section")
+    p.add_argument("--state-window", type=int, default=1000, help="W of the state section")
+    p.add_argument("--state-domain", type=int, default=50, help="V1 of the state section")
     p.add_argument("--batch", type=int, default=10_000, help="events per micro-batch")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="small sizes, one repetition (a smoke test)")
@@ -297,6 +425,7 @@ def main(argv=None) -> None:
         args.events, args.kleene_events, args.repeat = 5_000, 2_000, 1
         args.domains, args.windows, args.lengths = [10, 1000], [100, 1000], [2, 4]
         args.kleene_windows = [8, 16]
+        args.spark_events, args.state_events = 20_000, 20_000
     for name in args.sections.split(","):
         SECTIONS[name](args).print()
 

@@ -583,3 +583,26 @@ def test_streaming_adapter_emits_negated_end_matches_by_event_time_timeout(spark
     assert len(expected) > 20
     assert canonical(got) == canonical(expected)
     assert handle.lastProgress["stateOperators"][0]["numRowsTotal"] == 0
+
+
+def test_strict_contiguity_equivalence_binds_negative_events_too():
+    """Under strict contiguity ``[id]`` is an engine predicate (one partition): it must also restrict the
+    negative events, as partitioning does (found by hypothesis: a negative A without id blocked a@1 of id 0)."""
+    text = "PATTERN SEQ(!(A z), ANY(A, B) a) USING strict_contiguity WHERE z.x = a.x + 0 AND [id] WITHIN 2"
+    events = [{"type": "A", "ts": 0}, {"type": "A", "ts": 0}, {"type": "A", "ts": 1, "id": 0}]
+    q, spec = compiled(text)
+    assert spec.key == ()
+    got = run(spec, with_seq(spec, events))
+    expected = oracle_rows(q, events)
+    assert expected and canonical(got) == canonical(expected)
+
+
+def test_next_match_ignores_conjuncts_on_an_unmatched_optional_for_selectability():
+    """skip_till_next_match: with ``b`` of ``B? b`` unmatched, ``b.x < c.x`` fails the match but is not decided,
+    so it does not make a skipped event unselectable (the oracle's rule; found by hypothesis)."""
+    text = "PATTERN SEQ(ANY(A, B) a, B? b, ANY(A, B) c) USING skip_till_next_match WHERE b.x < c.x WITHIN 5"
+    events = [{"type": "A", "ts": 0}, {"type": "A", "ts": 1, "x": 0}, {"type": "A", "ts": 2}]
+    q, spec = compiled(text)
+    got = run(spec, with_seq(spec, events))
+    expected = oracle_rows(q, events)
+    assert len(expected) == 1 and canonical(got) == canonical(expected)

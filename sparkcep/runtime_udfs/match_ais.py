@@ -174,6 +174,11 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
     nsteps = len(steps)
     forced: list = [None, 0, 0]  # the triggering event of a Kleene last position, its rip, its stack end
     now = [None]  # the ts of the triggering event: the match's last event
+    # collapsed output (Plan._check_collapsed: one Kleene position, enumerated last): a walk that completes
+    # only records that the binding of the single positions has a match; the Kleene position then emits one
+    # row with its candidates instead of one per subset
+    collapsed = plan.spec.collapsed
+    found = [False]
 
     def checks_ok(p: int) -> bool:
         for check in single[p]:
@@ -190,7 +195,9 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
 
     def step(s: int) -> None:
         if s == nsteps:
-            if postpone:
+            if collapsed:
+                found[0] = True
+            elif postpone:
                 finish(alt, binding)
             else:
                 emit({name: fn(binding) for name, fn in outputs})
@@ -322,6 +329,8 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
         binding[var] = seq
         todo = [0]  # per depth, the next candidate to try
         while todo:
+            if found[0]:  # collapsed: one match is enough to emit the row
+                break
             q = todo[-1]
             if q >= n:
                 todo.pop()
@@ -348,6 +357,10 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
                     continue
             seq.pop()
             times.pop()
+        if found[0]:
+            found[0] = False
+            binding[var] = [entry[1] for entry in cands]
+            emit({name: fn(binding) for name, fn in outputs})
         binding[var] = None
 
     first_step = steps[0]

@@ -37,6 +37,7 @@ from sparkcep.compiler.ast import (
     Attr,
     BinOp,
     EquivItem,
+    EquivTest,
     EventPat,
     Func,
     Kleene,
@@ -51,7 +52,7 @@ from sparkcep.compiler.ast import (
 )
 from sparkcep.compiler.errors import CEPError
 from sparkcep.runtime_udfs.expr import LACKING, compile_expr
-from sparkcep.runtime_udfs.spec import Component, MatchSpec, component_mask, component_table
+from sparkcep.runtime_udfs.spec import Component, MatchSpec, OutputColumn, component_mask, component_table
 
 __all__ = [
     "ANY_MATCH",
@@ -62,6 +63,7 @@ __all__ = [
     "Alternative",
     "Conjunct",
     "EngineUnsupportedError",
+    "collapsed_outputs",
     "KleeneChecks",
     "Mono",
     "NegPlan",
@@ -112,10 +114,11 @@ class Conjunct:
     """
 
     __slots__ = ("expr", "fn", "vars", "access", "positional", "grows", "waits", "global_", "check",
-                 "_quantified", "_others")
+                 "_quantified", "_others", "nulled")
 
     def __init__(self, expr, kleene_vars: frozenset[str], any_vars: frozenset[str], known: frozenset[str]):
         self.expr = expr
+        self.nulled = False  # read NULL for variables absent in its alternative (see Alternative)
         self.fn = compile_expr(expr, any_vars)
         names: set[str] = set()
         access: dict[str, set[str]] = {}
@@ -359,7 +362,7 @@ class NegPlan:
     """
 
     __slots__ = ("slot", "comp", "var", "any_", "before", "after", "conjuncts", "key_attr", "probe", "rest",
-                 "checks", "rest_checks")
+                 "checks", "rest_checks", "comp_mask", "members", "member_mask")
 
     def __init__(self, slot: int, comp: int, component: Component, before: int | None, after: int | None,
                  conjs: list[Conjunct], any_vars: frozenset[str]):
@@ -379,6 +382,28 @@ class NegPlan:
         self.rest = tuple(c for c in conjs if c is not keyed)
         self.checks = tuple(c.check for c in self.conjuncts)
         self.rest_checks = tuple(c.check for c in self.rest)
+        self.comp_mask = 1 << comp
+        # a negated sequence !(SEQ(B b, C c)): see :meth:`as_sequence`
+        self.members: tuple = ()
+        self.member_mask = None
+
+    def as_sequence(self, comps: tuple[int, ...], vars_: tuple[str, ...], mask_of) -> None:
+        """Make this plan negate the sequence of single-event components ``comps`` (variables ``vars_``):
+        its index holds the events of every member, ``mask_of(event)`` tells which members an event may fill
+        (type test and local predicates), and a match is blocked by an occurrence of the whole sequence
+        (strictly increasing ts) inside the interval satisfying every conjunct on the members
+        (``members``: ``(component bit, variable, conjuncts decided once it is bound)`` in order)."""
+        self.comp_mask = sum(1 << k for k in comps)
+        self.key_attr = self.probe = None
+        self.rest, self.rest_checks = self.conjuncts, self.checks
+        bound: set[str] = set()
+        members = []
+        for k, var in zip(comps, vars_, strict=True):
+            bound.add(var)
+            members.append((1 << k, var, tuple(c.check for c in self.conjuncts
+                                               if c.vars & bound == c.vars & set(vars_) and var in c.vars)))
+        self.members = tuple(members)
+        self.member_mask = mask_of
 
 
 def _keyed_equality(c: Conjunct, var: str):
@@ -409,9 +434,10 @@ class Alternative:
         self.m = len(comps)
         self.negs = negs
         self.conjuncts = conjs
-        self.all_vars = vars_ + tuple(n.var for n in negs)
+        neg_vars = tuple(v for n in negs for v in ((n.var,) if not n.members else (m[1] for m in n.members)))
+        self.all_vars = vars_ + neg_vars
         self.trailing = tuple(n for n in negs if n.after is None)
-        self.neg_vars = frozenset(n.var for n in negs)
+        self.neg_vars = frozenset(neg_vars)
         self.first_var, self.last_var = vars_[0], vars_[-1]
         self._split: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.schedules: dict[str, Schedule] = {}
@@ -427,7 +453,7 @@ class Alternative:
         out = self._split.get(mask)
         if out is None:
             positions = tuple(p for p, k in enumerate(self.comps) if mask >> k & 1)
-            slots = tuple(n.slot for n in self.negs if mask >> n.comp & 1)
+            slots = tuple(n.slot for n in self.negs if mask & n.comp_mask)
             out = self._split[mask] = (positions, slots)
         return out
 
@@ -551,7 +577,10 @@ class Schedule:
             kc = self.kleene[anchor]
             if kc is None:
                 self.single[anchor].append(c.check)
-                self.single_grows[anchor].append(c.grows)
+                # a conjunct that read a variable this alternative lacks (an unmatched ``?``/``*``, another OR
+                # branch) fails the match, but, as in the oracle, never decides selectability
+                # (skip_till_next_match: its variables are not all bound): treated like a growing one
+                self.single_grows[anchor].append(c.grows or c.nulled)
             else:
                 _classify(kc, c, alt)
         for plan in alt.negs:
@@ -621,9 +650,11 @@ class Plan:
         kleene_vars = frozenset(c.var for c in comps if c.kleene in ("+", "*"))
         self.kleene_vars, self.known = kleene_vars, frozenset(position)
         parsed = [Conjunct(p, kleene_vars, any_vars, self.known) for e in spec.predicates for p in conjuncts(e)]
+        groups = _negation_groups(spec.pattern) if spec.pattern is not None else {}
         for c in parsed:
-            if len(c.vars & negated) > 1:
-                raise EngineUnsupportedError("a predicate reads two negated variables")
+            read = c.vars & negated
+            if len(read) > 1 and len({groups.get(v, v) for v in read}) > 1:
+                raise EngineUnsupportedError("a predicate reads two negated variables of different negations")
         alternatives = []
         for items in shapes:
             positives = [(k, kl) for kind, k, kl in items if kind == "pos"]
@@ -639,6 +670,27 @@ class Plan:
         self.alternatives = tuple(alternatives)
         for a in alternatives:
             a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH else "ais")
+        if spec.collapsed:
+            self._check_collapsed()
+
+    def _check_collapsed(self) -> None:
+        """What collapsed output supports: skip_till_any_match, one Kleene position per alternative, enumerated
+        as the last step of construction (no single variable bound after it), no negated end."""
+        if self.strategy != ANY_MATCH:
+            raise EngineUnsupportedError(f"collapsed output is for skip_till_any_match (the strategy that "
+                                         f"enumerates every subset), not {self.strategy}")
+        for alt in self.alternatives:
+            if sum(alt.kleene) != 1:
+                raise EngineUnsupportedError("collapsed output needs exactly one Kleene variable (T+ v[]) in each "
+                                             "alternative of the pattern")
+            if alt.trailing:
+                raise EngineUnsupportedError("collapsed output does not support a negated end: whether a "
+                                             "subset's match is blocked depends on its own last event")
+            p = alt.kleene.index(True)
+            if p > 1 or p == alt.m - 1:
+                raise EngineUnsupportedError("collapsed output supports a Kleene variable in first or second "
+                                             "position and followed by a single event (SEQ(B+ b[], C c), "
+                                             "SEQ(A a, B+ b[], C c, ...))")
 
     def _alternative(self, index: int, items: list, comps, parsed: list[Conjunct], negated: frozenset[str],
                      any_vars: frozenset[str]) -> Alternative:
@@ -652,7 +704,9 @@ class Plan:
             """``c`` with the absent variables read as NULL (the oracle's semantics for OR, ``*``, ``?``)."""
             if not c.vars & absent:
                 return c
-            return Conjunct(_nullify(c.expr, absent), self.kleene_vars, any_vars, self.known)
+            nulled = Conjunct(_nullify(c.expr, absent), self.kleene_vars, any_vars, self.known)
+            nulled.nulled = True
+            return nulled
 
         plus = []
         for c in parsed:
@@ -671,8 +725,18 @@ class Plan:
                 continue
             before = seen - 1 if seen else None
             after = seen if seen < len(pos_comps) else None
+            # an unscoped equivalence test ([id], kept as a predicate under strict contiguity) binds the
+            # negative components too (LANGUAGE.md §2)
+            if kind == "negseq":
+                members = tuple(comps[j].var for j in k)
+                mine = [here(c) for c in parsed if c.vars & set(members) or _unscoped_equiv(c)]
+                plan = NegPlan(len(negs), k[0], comps[k[0]], before, after, mine, any_vars)
+                by_type = self.by_type
+                plan.as_sequence(k, members, lambda ev, by_type=by_type: component_mask(by_type, ev))
+                negs.append(plan)
+                continue
             var = comps[k].var
-            mine = [here(c) for c in parsed if var in c.vars]
+            mine = [here(c) for c in parsed if var in c.vars or _unscoped_equiv(c)]
             negs.append(NegPlan(len(negs), k, comps[k], before, after, mine, any_vars))
         alt = Alternative(index, pos_comps, kleene, vars_, tuple(negs), tuple(plus), any_vars)
         singles = frozenset(v for v, kl in zip(vars_, kleene, strict=True) if not kl)
@@ -720,9 +784,12 @@ def _alternatives(pattern, position: dict[str, int]) -> list[list[tuple[str, int
                 return [[("pos", k, True)], []]
             return [[("pos", k, False)], []]
         if isinstance(p, Not):
+            if isinstance(p.inner, Seq) and p.inner.items and all(isinstance(i, EventPat) for i in p.inner.items):
+                return [[("negseq", tuple(component(i) for i in p.inner.items), False)]]
             if not isinstance(p.inner, EventPat):
-                raise EngineUnsupportedError("negation of a sub-pattern (NOT SEQ(...), NOT T+) is not "
-                                             "supported by the match engine")
+                raise EngineUnsupportedError("negation of a sub-pattern is supported by the match engine for a "
+                                             "sequence of single events, NOT SEQ(B b, C c); not for NOT T+, "
+                                             "NOT (P OR Q) or negation and Kleene inside the negated sequence")
             return [[("neg", component(p.inner), False)]]
         if isinstance(p, Seq):
             out: list[list] = [[]]
@@ -742,6 +809,34 @@ def _alternatives(pattern, position: dict[str, int]) -> list[list[tuple[str, int
     return dnf(pattern)
 
 
+def _unscoped_equiv(c: Conjunct) -> bool:
+    """``[attr]`` over every component (not ``[v.attr]``): it binds negative components too."""
+    return isinstance(c.expr, EquivTest) and any(i.var is None for i in c.expr.items)
+
+
+def _negation_groups(pattern) -> dict[str, int]:
+    """Variable → the id of the negation it is under (the variables of one ``NOT SEQ(...)`` share it)."""
+    groups: dict[str, int] = {}
+
+    def visit(p, group) -> None:
+        if isinstance(p, EventPat):
+            if group is not None:
+                groups[p.var] = group
+        elif isinstance(p, Not):
+            visit(p.inner, id(p) if group is None else group)
+        elif isinstance(p, Kleene):
+            visit(p.inner, group)
+        elif isinstance(p, Seq):
+            for i in p.items:
+                visit(i, group)
+        elif isinstance(p, Or):
+            for a in p.alternatives:
+                visit(a, group)
+
+    visit(pattern, None)
+    return groups
+
+
 def _nullify(expr, absent: frozenset[str]):
     """``expr`` with every attribute of an ``absent`` variable replaced by NULL, except inside aggregates:
     those aggregate an absent Kleene variable's (empty) sequence, as :mod:`expr` does."""
@@ -754,12 +849,66 @@ def _nullify(expr, absent: frozenset[str]):
     return expr
 
 
+CANDIDATES = "candidates"
+
+
+def collapsed_outputs(spec: MatchSpec) -> tuple[OutputColumn, ...]:
+    """The result columns of collapsed output (SASE++ §5.1's intermediate match ``M``).
+
+    Every column over non-Kleene variables stays; the columns over a Kleene variable ``v`` become one column
+    ``v``, the array of its candidate events, each a struct of ``ts`` and the attributes those columns read.
+    A row stands for exactly the matches its candidates give: every non-empty subset, in ts order with
+    strictly increasing ts, that satisfies the predicates (those on ``v[i-1]``, ``v[]``, ``v[v.len]``, ...)
+    and negations.
+
+        >>> from sparkcep.compiler.ast import Attr, Func
+        >>> outputs = (OutputColumn("a_ts", Attr("a", "ts")), OutputColumn("n", Func("count", (Attr("b", "x"),))))
+        >>> spec = MatchSpec((Component("a", ("A",)), Component("b", ("B",), kleene="+")), (), 10, outputs)
+        >>> [(o.name, [a.attr for a in o.expr.args] if isinstance(o.expr, Func) else o.expr.attr)
+        ...  for o in collapsed_outputs(spec)]
+        [('a_ts', 'ts'), ('b', ['ts', 'x'])]
+    """
+    kleene = [c.var for c in spec.components if c.kleene in ("+", "*") and not c.negated]
+    keep, attrs = [], {v: ["ts"] for v in kleene}
+    for o in spec.outputs:
+        read = [n for n in walk(o.expr) if isinstance(n, Attr) and n.var in attrs]
+        if not read:
+            keep.append(o)
+        for n in read:
+            if n.attr not in attrs[n.var]:
+                attrs[n.var].append(n.attr)
+    names = {o.name for o in keep}
+    for v in kleene:
+        name = v if v not in names else f"{v}_candidates"
+        keep.append(OutputColumn(name, Func(CANDIDATES, tuple(Attr(v, a) for a in attrs[v]))))
+    return tuple(keep)
+
+
+def _candidates_fn(expr: Func):
+    var = expr.args[0].var
+    attrs = [a.attr for a in expr.args]
+
+    def candidates(binding: dict) -> list[dict]:
+        out = []
+        for ev in binding.get(var) or ():
+            row = {}
+            for a in attrs:
+                value = ev.get(a)
+                row[a] = None if isinstance(value, float) and value != value else value
+            out.append(row)
+        return out
+
+    return candidates
+
+
 def _output_fn(expr, singles: frozenset[str], any_vars: frozenset[str]):
     """``f(binding) -> value`` of a result column; a lacking attribute (``expr.LACKING``) reads as None.
 
     A plain ``v.attr`` of a non-Kleene variable (most default columns are one) reads the event directly: the
     same value as :func:`compile_expr` gives, without its generic dispatch (missing and NaN are None).
     """
+    if isinstance(expr, Func) and expr.name == CANDIDATES:
+        return _candidates_fn(expr)
     if isinstance(expr, Attr) and expr.var in singles and expr.index is None:
         var, attr = expr.var, expr.attr
 

@@ -9,7 +9,9 @@ partition of the equivalence key (the caller partitions, as SASE's PAIS does) an
   middle ``SEQ(A a, !(B b), C c)``, negated start ``SEQ(!(B b), C c)`` (no b in ``(last.ts - W,
   first.ts)``), negated end ``SEQ(A a, !(B b))`` (no b in ``(last.ts, first.ts + W)``: such a match is
   *postponed* and emitted once the watermark reaches ``first.ts + W``; :func:`wakeup` returns that time), with
-  negation predicates (P-) and indexed lookup of the negative events (:mod:`match_negation`).
+  negation predicates (P-) and indexed lookup of the negative events (:mod:`match_negation`); also of a
+  sequence of single events ``!(SEQ(B b, C c))``: an occurrence of the whole sequence inside the interval
+  invalidates.
 * **Kleene closure** ``T+ v[]`` (and ``T* v[]``, ``T? v``) anywhere in the sequence, with ``v[i]``,
   ``v[i-1]``, ``v[..i-1]``, ``NEXT(v)``, ``v[1]``, ``v[k]``, ``v[v.len]`` and aggregates over ``v[]`` in WHERE
   and RETURN (SASE++ §2.1).
@@ -18,10 +20,14 @@ partition of the equivalence key (the caller partitions, as SASE's PAIS does) an
   ``skip_till_next_match``, ``partition_contiguity`` and ``strict_contiguity`` by NFA^b runs
   (:mod:`match_runs`).  Contiguity needs more than one partition's filtered events, see below.
 * **Disjunction** ``P1 OR P2`` (gSPICE Q2), with ``*``/``?`` expanded the same way (:mod:`match_compile`).
+* **Collapsed output** (``MatchSpec.collapsed``, SASE++ §5.1): one row per binding of the non-Kleene
+  variables that has a match, with the Kleene candidates (:func:`match_compile.collapsed_outputs`).
 
-Not supported (:func:`check` raises :class:`EngineUnsupportedError`): Kleene closure or negation of a
-sub-pattern (``SEQ(A, B)+``, ``NOT SEQ(...)``, ``!(B+)``), a predicate reading two negated variables, and
-alternatives that select the same variables and differ only in their negations (``(!B OR !C)``).
+Not supported (:func:`check` raises :class:`EngineUnsupportedError`): Kleene closure of a sub-pattern
+(``SEQ(A, B)+``), negation of anything but a sequence of single events (``!(B+)``, ``NOT (P OR Q)``,
+negation or Kleene inside ``NOT SEQ(...)``), a predicate reading variables of two different negations,
+alternatives that select the same variables and differ only in their negations (``(!B OR !C)``), and
+collapsed output of a query it does not fit (see ``Plan._check_collapsed``).
 
 The streaming contract: :func:`step` only buffers; :func:`advance` processes the buffered events up to the
 watermark in ``ts`` order and returns every match completed (each exactly once); events at or before a

@@ -9,6 +9,11 @@ and evaluates only the remaining P- conjuncts on what is left.  SQL semantics ar
 NaN ``attr`` never equals anything, except on an ``ANY(...)`` component, where a lacking attribute makes the
 comparison TRUE (SASE §2.2); those events sit in a bucket every probe visits.
 
+A negated sequence ``!(SEQ(B b, C c))`` (LANGUAGE.md §4: no occurrence of the sub-sequence inside the
+interval) keeps the events of all its members in one index; a lookup searches, depth first in ts order, for
+events ``b < c`` (strictly increasing ts) inside the interval that fill the members in order and satisfy the
+conjuncts on them, each conjunct as soon as its member variables are bound.
+
 The partitioned indexes of SASE §3.3 exist to drop whole partitions once they leave the window; here the
 index is pruned by moving past the events at or before a horizon (see :meth:`NegIndex.prune`).
 """
@@ -63,6 +68,8 @@ class NegIndex:
         with ``binding`` (the positive variables) and itself as ``plan.var``."""
         if not lo < hi:
             return False
+        if plan.members:
+            return self._sequence(plan, binding, lo, hi)
         if plan.key_attr is None:
             return self._any(self.events, plan.checks, binding, plan.var, lo, hi)
         probe = plan.probe(binding)
@@ -77,6 +84,37 @@ class NegIndex:
         except TypeError:
             return self._any(self.events, plan.checks, binding, plan.var, lo, hi)
         return bucket is not None and self._any(bucket, plan.rest_checks, binding, plan.var, lo, hi)
+
+    def _sequence(self, plan: NegPlan, binding: dict, lo, hi) -> bool:
+        entries = self.events
+        members, mask_of = plan.members, plan.member_mask
+        masks: dict[int, int] = {}
+        last = len(members) - 1
+        saved = [binding.get(var) for _, var, _ in members]
+
+        def search(j: int, after) -> bool:
+            bit, var, checks = members[j]
+            i = bisect_right(entries, after, key=_ts_of)
+            while i < len(entries):
+                ts, event = entries[i]
+                if not ts < hi:
+                    return False
+                i += 1
+                mask = masks.get(id(event))
+                if mask is None:
+                    mask = masks[id(event)] = mask_of(event)
+                if not mask & bit:
+                    continue
+                binding[var] = event
+                if all(check(binding) is True for check in checks) and (j == last or search(j + 1, ts)):
+                    return True
+            return False
+
+        try:
+            return search(0, lo)
+        finally:
+            for (_, var, _), value in zip(members, saved, strict=True):
+                binding[var] = value
 
     @staticmethod
     def _any(entries: list, checks: tuple, binding: dict, var: str, lo, hi) -> bool:

@@ -26,6 +26,7 @@ from sparkcep.compiler.ast import (
     ReturnItem,
     and_all,
     conjuncts,
+    map_nodes,
     walk,
 )
 from sparkcep.compiler.errors import CEPSemanticError
@@ -131,6 +132,8 @@ def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = No
     return_names = tuple(dedupe([column_name(i, k) for k, i in enumerate(query.returns or ())]))
     if query.returns is not None:
         returns = tuple(replace(i, expr=resolver.expr(i.expr, where="RETURN")) for i in query.returns)
+        if mode == "match":  # a trend aggregate's COUNT(v)/SUM(v.attr) ranges over v's events: keep it as written
+            returns = tuple(replace(i, expr=_first_of_optional(i.expr, variables)) for i in returns)
         if mode == "aggregate":
             aggregates = _aggregate_items(returns, return_names, partition, tuple(group_by), resolver)
         else:
@@ -149,6 +152,15 @@ def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = No
         query=resolved_query, source=source, mode=mode, variables=tuple(variables.values()),
         predicates=predicates, partition=partition, group_by=tuple(group_by), returns=returns,
         aggregates=aggregates, strategy=strategy, return_names=return_names, ts_kind=ts_kind, ts_unit=ts_unit)
+
+
+def _first_of_optional(e, variables: dict[str, VarInfo]):
+    """``v.attr`` → ``v[1].attr`` for a ``T? v`` variable (at most one event: both name it)."""
+    def fix(n):
+        if isinstance(n, Attr) and n.index is None and n.var in variables and variables[n.var].optional:
+            return replace(n, index=1)
+        return n
+    return map_nodes(e, fix)
 
 
 def _is_trend_aggregate(e) -> bool:

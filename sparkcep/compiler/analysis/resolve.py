@@ -25,6 +25,8 @@ class VarInfo:
     negated: bool
     implicit: bool
     span: Span | None = None
+    #: bound by ``T? v``: at most one event, so ``v.attr`` means ``v[1].attr`` (as the oracle reads it)
+    optional: bool = False
 
 
 def name_variables(pattern: Pattern, source: str | None) -> tuple[Pattern, dict[str, VarInfo]]:
@@ -40,14 +42,14 @@ def name_variables(pattern: Pattern, source: str | None) -> tuple[Pattern, dict[
 
     fresh = implicit_namer(taken)
 
-    def visit(p: Pattern, kleene: bool, negated: bool) -> Pattern:
+    def visit(p: Pattern, kleene: bool, negated: bool, optional: bool = False) -> Pattern:
         if isinstance(p, EventPat):
             implicit = p.var is None
             var = fresh(p.types[0] if len(p.types) == 1 else "any") if implicit else p.var
-            infos[var] = VarInfo(var, p.types, p.any_, kleene, negated, implicit, p.span)
+            infos[var] = VarInfo(var, p.types, p.any_, kleene, negated, implicit, p.span, optional)
             return replace(p, var=var) if implicit else p
         if isinstance(p, Kleene):
-            return replace(p, inner=visit(p.inner, True, negated))
+            return replace(p, inner=visit(p.inner, True, negated, p.op == "?" and not kleene))
         if isinstance(p, Not):
             return replace(p, inner=visit(p.inner, kleene, True))
         if isinstance(p, Seq):

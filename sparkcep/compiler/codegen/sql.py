@@ -11,6 +11,18 @@ predicates (SASE's early filters), so one pass serves every component and the en
 
 A comparison reading an attribute of an ``ANY(...)`` component is TRUE when the attribute is missing
 (SASE §2.2): ``COALESCE(cmp, TRUE)``.
+
+Under ``strict_contiguity`` and ``partition_contiguity`` every event counts, even one that fills no
+component: it breaks contiguity.  The filter then keeps every row (the type tests and constant conjuncts only
+decide ``_mask``, 0 for non-components), and the engine orders each key's rows by ``ts`` and arrival and
+numbers them itself.  For a batch DataFrame (``arrival=True``) it adds ``_arrival``,
+``monotonically_increasing_id()`` (the input order: file splits, then rows), by which the adapter hands the
+rows to the engine, so events of equal ``ts`` keep input order, as the oracle orders them (Spark refuses that
+function on a stream: there, equal ``ts`` within a micro-batch keep the order Spark delivers them in)::
+
+    SELECT type, ts, id, CASE WHEN type = 'A' THEN 1 ELSE 0 END + ... AS _mask,
+           MONOTONICALLY_INCREASING_ID() AS _arrival
+    FROM events
 """
 
 from __future__ import annotations
@@ -20,8 +32,12 @@ from sqlglot import exp
 from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Expr, Func, Literal, Unary, and_all, walk
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.plan.builder import MASK
-from sparkcep.compiler.plan.nodes import Filter, Node, Project, Source, chain
+from sparkcep.compiler.plan.nodes import Filter, Node, Project, Source, chain, operator_spec
 from sparkcep.runtime_udfs.spec import Component
+
+#: The input-order column of a contiguity strategy's filter (see the module docstring).
+ARRIVAL = "_arrival"
+CONTIGUITY = ("strict_contiguity", "partition_contiguity")
 
 DIALECT = "spark"
 
@@ -94,9 +110,14 @@ def component_test(c: Component, type_col: str) -> exp.Expression:
     return exp.and_(test, to_sql_expr(c.local, any_vars=any_vars))
 
 
-def mask_expr(components, type_col: str) -> exp.Expression:
-    """``CASE WHEN test_0 THEN 1 ELSE 0 END + CASE WHEN test_1 THEN 2 ELSE 0 END + ...``."""
-    terms = [exp.Case(ifs=[exp.If(this=component_test(c, type_col), true=exp.Literal.number(1 << k))],
+def mask_expr(components, type_col: str, also: exp.Expression | None = None) -> exp.Expression:
+    """``CASE WHEN test_0 THEN 1 ELSE 0 END + CASE WHEN test_1 THEN 2 ELSE 0 END + ...`` (each test AND
+    ``also`` if given)."""
+    def test(c):
+        t = component_test(c, type_col)
+        return t if also is None else exp.and_(t, also)
+
+    terms = [exp.Case(ifs=[exp.If(this=test(c), true=exp.Literal.number(1 << k))],
                       default=exp.Literal.number(0))
              for k, c in enumerate(components)]
     out = terms[0]
@@ -105,9 +126,10 @@ def mask_expr(components, type_col: str) -> exp.Expression:
     return out
 
 
-def filter_select(plan: Node, table: str = "events", attributes=None) -> exp.Select:
+def filter_select(plan: Node, table: str = "events", attributes=None, arrival: bool = False) -> exp.Select:
     """The SELECT of the plan's Source → Filter → Project: events that may fill a component, with
-    ``_mask``; ``attributes`` are the input's columns when Project keeps them all."""
+    ``_mask``; ``attributes`` are the input's columns when Project keeps them all.  Under a contiguity
+    strategy: every event, and with ``arrival`` (batch input only) the ``_arrival`` column."""
     nodes = chain(plan)
     source = next(n for n in nodes if isinstance(n, Source))
     filt = next(n for n in nodes if isinstance(n, Filter))
@@ -116,10 +138,18 @@ def filter_select(plan: Node, table: str = "events", attributes=None) -> exp.Sel
     cols = [source.type_col, source.ts_col] + [c for c in (keep or ()) if c not in (source.type_col,
                                                                                       source.ts_col)]
     select = exp.select(*[column(c) for c in cols]) if keep is not None else exp.select(exp.Star())
+    residual = and_all(filt.residual)
+    if getattr(operator_spec(plan), "strategy", None) in CONTIGUITY:
+        also = to_sql_expr(residual) if residual is not None else None
+        mask = mask_expr(filt.components, source.type_col, exp.paren(also) if also is not None else None)
+        select = select.select(exp.alias_(mask, MASK, quoted=False))
+        if arrival:
+            select = select.select(exp.alias_(exp.Anonymous(this="MONOTONICALLY_INCREASING_ID", expressions=[]),
+                                              ARRIVAL, quoted=False))
+        return select.from_(table)
     select = select.select(exp.alias_(mask_expr(filt.components, source.type_col), MASK, quoted=False))
     all_types = sorted({t for c in filt.components for t in c.types})
     cond = type_test(source.type_col, all_types)
-    residual = and_all(filt.residual)
     if residual is not None:
         cond = exp.and_(cond, to_sql_expr(residual))
     inner = select.from_(table).where(cond)
@@ -127,6 +157,7 @@ def filter_select(plan: Node, table: str = "events", attributes=None) -> exp.Sel
         exp.NEQ(this=column(MASK), expression=exp.Literal.number(0)))
 
 
-def filter_sql(plan: Node, table: str = "events", attributes=None, pretty: bool = True) -> str:
-    return filter_select(plan, table, attributes).sql(dialect=DIALECT, pretty=pretty)
+def filter_sql(plan: Node, table: str = "events", attributes=None, pretty: bool = True,
+               arrival: bool = False) -> str:
+    return filter_select(plan, table, attributes, arrival).sql(dialect=DIALECT, pretty=pretty)
 

@@ -4,7 +4,9 @@ When conjuncts ``u.attr = v.attr`` (same attribute, ``v[i].attr`` for Kleene var
 *every* component of the pattern, positive and negative, all events of a match share ``attr``: the
 conjuncts become the equivalence test ``[attr]``, which ``partition_by_equivalence`` turns into the shuffle
 key.  If one component stays unconnected (say a negated ``!(C z)`` that any C invalidates), partitioning
-would hide events from it, so nothing changes; nor with an ``ANY(...)`` component, which may lack the
+would hide events from it, so nothing changes; nor under a contiguity strategy (the partition of
+``partition_contiguity`` is the query's own equivalence test, and events it would hide still break
+contiguity); nor with an ``ANY(...)`` component, which may lack the
 attribute (SASE §2.2: then the equality holds, so that event belongs to every partition).  An event whose
 ``attr`` is NULL satisfies none of the equalities; ``[attr]`` would group NULLs together, so the rule also
 filters ``attr = attr`` (NULL for NULL, so such events are dropped, as the equalities would drop them).
@@ -38,6 +40,8 @@ def _same_attr_equality(p) -> tuple[str, str, str] | None:
 
 def equalities_to_equivalence(plan: Node) -> Node:
     spec = operator_spec(plan)
+    if getattr(spec, "strategy", None) in ("strict_contiguity", "partition_contiguity"):
+        return plan
     variables = [c.var for c in spec.components]
     graphs: dict[str, nx.Graph] = {}
     for p in spec.predicates:

@@ -4,6 +4,9 @@
 it and drop the test from the operator.  ``[attr = 'c']`` becomes a filter ``attr = 'c'``.  ``[v.attr]``
 binds only ``v``'s events (other components may lack the attribute), so it cannot partition: it stays
 with the operator.  GROUP BY attributes join the key.  A query with no key runs on one partition.
+Under ``strict_contiguity`` selected events are consecutive in the whole input, which one partition must see:
+nothing is partitioned and the operator checks the tests itself.  Under ``partition_contiguity`` the
+partition is the test's: ``[attr = 'c']`` also joins the key (other values are other partitions).
 
     before: Partition[keys: ()] ... Sequence[predicates: [id], x.a != y.a]
     after:  Partition[keys: (id)] ... Sequence[predicates: x.a != y.a]
@@ -20,6 +23,9 @@ from sparkcep.compiler.plan.nodes import Filter, Node, Partition, rebuild
 
 def partition_by_equivalence(plan: Node) -> Node:
     spec = operator_spec(plan)
+    strategy = getattr(spec, "strategy", None)
+    if strategy == "strict_contiguity":
+        return plan
     keys: list[str] = list(spec.key)
     fixed: list[tuple[str, object]] = []
     keep = []
@@ -33,7 +39,7 @@ def partition_by_equivalence(plan: Node) -> Node:
                 continue
             if item.value is not None:
                 fixed.append((item.attr, item.value.value))
-            elif item.attr not in keys:
+            if (item.value is None or strategy == "partition_contiguity") and item.attr not in keys:
                 keys.append(item.attr)
         if scoped:
             keep.append(replace(p, items=scoped))
