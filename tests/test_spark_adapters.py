@@ -7,10 +7,13 @@ import json
 import os
 import random
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import (
@@ -27,9 +30,11 @@ import sparkcep
 from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest, EventPat, Func, Literal, and_all
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import to_data
-from sparkcep.oracle import match_rows
+from sparkcep.oracle import match_rows, trend_aggregates
+from sparkcep.results import canonical as canonical_rows
 from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
 from sparkcep.runtime_udfs.spark_adapters import (
+    EVENT_TIME_OFFSET,
     STATE_SCHEMA,
     MatchOperator,
     apply_match,
@@ -39,6 +44,7 @@ from sparkcep.runtime_udfs.spark_adapters import (
 )
 from sparkcep.runtime_udfs.spec import Component, MatchSpec, OutputColumn
 from tests.test_match_engine import canonical, seq_query, spec_for
+from tests.test_trend_end_to_end import COARSE, coarse_event
 
 EPOCH = 1_700_000_000_000  # ms: 2023-11-14 22:13:20 UTC
 
@@ -142,6 +148,86 @@ def test_other_column_names_reach_the_engine_as_type_and_ts():
         {"a_time": 5}]
 
 
+class FakeGroup:
+    """What ``applyInPandasWithState`` hands the function: one Spark group's state, watermark and timeout."""
+
+    def __init__(self, state, watermark_ms: int):
+        self.state, self.watermark_ms, self.timeout = state, watermark_ms, None
+
+    exists = property(lambda self: self.state is not None)
+    get = property(lambda self: (self.state,))
+
+    def update(self, row):
+        self.state = row[0]
+
+    def remove(self):
+        self.state = None
+
+    def getCurrentWatermarkMs(self):  # noqa: N802 - PySpark's name
+        return self.watermark_ms
+
+    def setTimeoutTimestamp(self, ms):  # noqa: N802 - PySpark's name
+        self.timeout = ms
+
+
+def drive_stream(op: MatchOperator, events: list[dict], batches: int) -> list[dict]:
+    """Feed ``events`` (ts ascending, distinct) to ``op.stream_function()`` the way Spark does with event-time
+    timeouts and lateness 0: per micro-batch, each Spark group with rows or with a timeout the watermark has
+    passed is called; the watermark is the newest ts of the earlier batches; a last batch moves it past all."""
+    fn, offset = op.stream_function(), EVENT_TIME_OFFSET
+    states: dict[tuple, bytes] = {}
+    timeouts: dict[tuple, int] = {}
+    size = max(1, -(-len(events) // batches))
+    chunks = [events[k:k + size] for k in range(0, len(events), size)] + [[]]
+    watermark, out = 0, []
+    for n, chunk in enumerate(chunks):
+        if n == len(chunks) - 1:
+            watermark = 10**15
+        by_group: dict[tuple, list[dict]] = {}
+        for e in chunk:
+            by_group.setdefault(tuple(e[c] for c in op.group_cols), []).append(e)
+        due = [g for g, t in timeouts.items() if watermark > t and g not in by_group]
+        for g in [*by_group, *due]:
+            group = FakeGroup(states.get(g), watermark)
+            pdfs = [pd.DataFrame(by_group[g])] if g in by_group else []
+            for frame in fn(g, iter(pdfs), group):
+                out.extend(frame.to_dict("records"))
+            states.pop(g, None)
+            timeouts.pop(g, None)
+            if group.state is not None:
+                states[g] = group.state
+                if group.timeout is not None:
+                    timeouts[g] = group.timeout
+        if chunk:
+            watermark = max(e["ts"] for e in chunk) + offset
+    assert not states  # every partition's state was dropped once its windows were emitted
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=st.sampled_from(sorted(COARSE)), data=st.data(), batches=st.integers(1, 4),
+       window=st.sampled_from([(10, 5), (12, 4), (40, 40)]))
+def test_nested_stream_function_equals_the_oracle(name, data, batches, window):
+    """The streaming logic of groups holding several partitions (GRETA Q1/Q2 shapes, Sharon q1), without a
+    JVM: micro-batches, watermarks and timeouts as Spark drives them; rows equal the oracle's."""
+    stamps = sorted(data.draw(st.sets(st.integers(0, 40), min_size=1, max_size=14)))
+    raw = data.draw(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 2), st.integers(0, 6)),
+                             min_size=len(stamps), max_size=len(stamps)))
+    events = [coarse_event(name, ts, ts // 3 + shift, who, value)
+              for ts, (shift, who, value) in zip(stamps, raw, strict=True)]
+    q = sparkcep.compile(COARSE[name].format(w=window[0], s=window[1]))
+    columns = ("type", "ts", "company", "sector", "price", "job", "mapper", "cpu", "load", "vehicle")
+    schema = StructType([StructField(c, StringType() if c == "type" else DoubleType() if c == "cpu" else LongType())
+                         for c in columns])
+    op = MatchOperator(q.spec(schema), schema)
+    assert op.nested
+    got = drive_stream(op, events, batches)
+    for r in got:
+        assert r.pop("aggregate_overflow") is False
+    got = [{k: int(v) if isinstance(v, Decimal) else v for k, v in r.items()} for r in got]
+    assert canonical_rows(got) == canonical_rows(trend_aggregates(q.query, events))
+
+
 # ----------------------------------------------------------------------------------------------- Spark
 
 
@@ -179,6 +265,21 @@ def test_apply_match_without_key_runs_one_group(spark):
     assert canonical(collect_ms(result)) == canonical(expected)
 
 
+@pytest.mark.spark
+def test_bucketed_keys_give_the_same_matches(spark):
+    """``buckets``: Spark groups by ``pmod(hash(key), n)`` and the operator runs one engine per key inside."""
+    query = seq_query(A, ANY_BC, C, where=WHERE, within=4000, returns=RETURNS)
+    spec = spec_for(query)
+    events = random_events(300, seed=4, spread_ms=30_000)
+    df = spark.createDataFrame(pd.DataFrame(events).assign(ts=lambda d: pd.to_datetime(d["ts"], unit="ms")),
+                               schema_of()).withColumn("_mask", F.expr(MASK_SQL))
+    op = MatchOperator(spec, df.schema, buckets=2)
+    assert op.nested and op.group_cols == ("id",)
+    expected = match_rows(query, events)
+    assert len(expected) > 30
+    assert canonical(collect_ms(apply_match(df, spec, buckets=2))) == canonical(expected)
+
+
 def write_lines(path: Path, events: list[dict], mtime: float) -> None:
     """A JSON-lines file; the file source takes files in modification-time order, so set it explicitly."""
     with path.open("w") as f:
@@ -190,7 +291,7 @@ def write_lines(path: Path, events: list[dict], mtime: float) -> None:
 
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.parametrize("wiring", ["stream_udf", "apply_match"])
+@pytest.mark.parametrize("wiring", ["stream_udf", "apply_match", "apply_match, 3 buckets"])
 def test_streaming_with_state_equals_oracle(spark, tmp_path, wiring):
     """JSON-lines files arrive in two runs of ``availableNow`` (restarting from the checkpoint), one file
     per micro-batch, out of order within the allowed lateness; a last event far ahead moves the watermark
@@ -214,8 +315,8 @@ def test_streaming_with_state_equals_oracle(spark, tmp_path, wiring):
         result = stream.groupBy(*spec.key).applyInPandasWithState(
             stream_udf(to_data(spec), stream.schema), output_schema(spec, stream.schema), STATE_SCHEMA,
             "append", GroupStateTimeout.EventTimeTimeout)
-    else:
-        result = apply_match(stream, spec)
+    else:  # with buckets: 3 Spark groups by pmod(hash(id), 3), one engine state per id inside each
+        result = apply_match(stream, spec, buckets=3 if "buckets" in wiring else None)
     for run, group in enumerate([files[:3], files[3:]]):
         for k, batch in enumerate(group):
             write_lines(source / f"events-{run}-{k}.json", batch, mtime=time.time() - 100 + 10 * run + k)

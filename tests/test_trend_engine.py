@@ -439,3 +439,143 @@ def test_unsupported_shapes_are_rejected(text, message):
 def test_match_specs_are_not_trend_specs():
     with pytest.raises(CEPError, match="TrendSpec"):
         trend_engine.check(sparkcep.compile("PATTERN SEQ(A a, B b) WITHIN 5").spec())
+
+
+# ----------------------------------------------------------------------------------------------- big counts
+
+#: COUNT(*) templates whose transitions are all plain: their running counts get promoted to GMP integers.
+PLAIN_COUNTS = ["A+ a", "SEQ(A+ a, B b)", "(SEQ(A+ a, B b))+", "SEQ(A a, B* b, C c)", "SEQ(A a, B b) OR SEQ(C c, D d)",
+                "(SEQ(A a, B? b))+", "SEQ(A+ a, B+ b)"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=st.sampled_from(PLAIN_COUNTS), window=st.integers(1, 8), slide=st.integers(1, 9),
+       events=event_streams(types="ABCD", max_size=10), cuts=st.lists(st.integers(0, 10), max_size=3),
+       watermarks=st.lists(st.integers(0, 30), max_size=4), roundtrip=st.booleans(), chunk=st.integers(1, 3))
+def test_gmp_promoted_counts_equal_oracle(pattern, window, slide, events, cuts, watermarks, roundtrip, chunk):
+    """With every count promoted to a GMP integer from the first bit on, scanned in chunks of 1-3 events (and
+    pickled between batches), the rows are the oracle's, as Python ints."""
+    text = f"RETURN COUNT(*) PATTERN {pattern} WITHIN {window} SLIDE {slide}"
+    spec = sparkcep.compile(text).spec()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(trend_engine, "BIG_BITS", 0)
+        mp.setattr(trend_engine, "SCAN_CHUNK", chunk)
+        got = run(spec, events, cuts, sorted(watermarks), roundtrip)
+    assert all(type(r["count_all"]) is int for r in got)
+    assert canonical(got) == canonical(oracle_rows(text, events)), text
+
+
+def test_big_counts_are_exact_python_ints_across_batches_and_round_trips():
+    """SEQ(A+, B) over n A's and one B has 2^n - 1 trends: a 5,000-bit count, promoted to GMP mid-stream, kept
+    exact through a serialized state, returned as a Python int."""
+    pytest.importorskip("gmpy2")
+    spec = sparkcep.compile("RETURN COUNT(*) PATTERN SEQ(A+, B) WITHIN 100000").spec()
+    assert trend_engine._compiled(spec).promote
+    events = [{"type": "A", "ts": t} for t in range(5000)]
+    state = trend_engine.init_state()
+    for lo in range(0, 5000, 1000):
+        state, _ = trend_engine.step(spec, state, events[lo:lo + 1000])
+        state, rows = trend_engine.advance(spec, state, lo + 999)
+        assert rows == []
+        state = TrendState.from_bytes(state.to_bytes())
+    assert type(state.runs[None].wins[0].R[0]) is not int  # promoted (and survived the round trip)
+    state, _ = trend_engine.step(spec, state, [{"type": "B", "ts": 5000}, {"type": "B", "ts": 5001}])
+    state, rows = trend_engine.advance(spec, state, math.inf)
+    assert rows == [{"window_start": 0, "window_end": 100000, "count_all": 2 * (2 ** 5000 - 1)}]
+    assert type(rows[0]["count_all"]) is int
+
+
+def test_without_gmpy2_counts_stay_python_ints():
+    spec = sparkcep.compile("RETURN COUNT(*) PATTERN SEQ(A+, B) WITHIN 100000").spec()
+    events = [{"type": "A", "ts": t} for t in range(2000)] + [{"type": "B", "ts": 2000}]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(trend_engine, "_mpz", None)
+        trend_engine._compiled.cache_clear()
+        assert not trend_engine._compiled(spec).promote
+        state, _ = trend_engine.step(spec, trend_engine.init_state(), events)
+        assert trend_engine.advance(spec, state, math.inf)[1] == [
+            {"window_start": 0, "window_end": 100000, "count_all": 2 ** 2000 - 1}]
+    trend_engine._compiled.cache_clear()
+
+
+def test_step_and_advance_restore_the_garbage_collector():
+    import gc
+
+    spec = sparkcep.compile("RETURN COUNT(*) PATTERN SEQ(A+, B) WITHIN 10").spec()
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            state, _ = trend_engine.step(spec, trend_engine.init_state(), fig6_events())
+            assert gc.isenabled() is enabled
+            trend_engine.advance(spec, state, math.inf)
+            assert gc.isenabled() is enabled
+        gc.enable()
+        with pytest.raises(AttributeError):
+            trend_engine.step(spec, trend_engine.init_state(), [None])  # not an event: fails inside the pause
+        assert gc.isenabled()
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+# ----------------------------------------------------------------------------------------------- describe
+
+
+def describe(text: str) -> str:
+    return "\n".join(trend_engine.describe(sparkcep.compile(text).spec()))
+
+
+def test_describe_shows_the_template_of_nested_kleene_with_negation():
+    """GRETA Example 2 / Fig. 7(a): the positive template of (SEQ(A+, B))+ with its Kleene loops, the two
+    negative sub-patterns with their own graphs, and the transitions each invalidates."""
+    text = describe("RETURN COUNT(*) PATTERN (SEQ(A+, NOT SEQ(C, NOT E, D), B))+ WITHIN 10")
+    assert text.splitlines()[:6] == [
+        "template (GRETA §4.1): 2 states, 3 transitions",
+        "  state A: A, START",
+        "  state B: B, END",
+        "  A -> A (Kleene +): running aggregate per state and window",
+        "  A -> B (SEQ): invalidation queue, invalid if an N0 trend lies between the two events",
+        "  B -> A (Kleene +): running aggregate per state and window",
+    ]
+    assert "negation N0 = NOT SEQ(C, NOT E, D) (GRETA §5, its own graph), a finished trend invalidates: A -> B" in text
+    assert "negation N1 = NOT E (GRETA §5, its own graph), a finished trend invalidates: C -> D" in text
+    assert "  C -> D (SEQ): invalidation queue, invalid if an N1 trend lies between the two events" in text
+
+
+@pytest.mark.parametrize(("where", "expected"), [
+    ("b.x < NEXT(b).x", "b.x < NEXT(b).x: edge predicate on b -> b, index: vertex tree (Fenwick tree + sorted levels)"),
+    ("b[i].x = b[i-1].x", "b[i].x = b[i-1].x: edge predicate on b -> b, index: hash map"),
+    ("b.x != NEXT(b).x", "b.x != NEXT(b).x: edge predicate on b -> b, index: scan of the stored vertices"),
+    ("[b.id]", "[b.id]: scoped equivalence: one graph per value of b.id"),
+    ("b.x > 2", "b.x > 2: vertex filter on b, pushed to the Spark SQL filter"),
+])
+def test_describe_classifies_each_conjunct_with_its_index(where, expected):
+    text = describe(f"RETURN COUNT(*) PATTERN SEQ(A a, B+ b) WHERE {where} WITHIN 10")
+    assert f"  {expected}" in text.splitlines(), text
+
+
+def test_describe_puts_a_predicate_between_two_single_events_on_their_transition():
+    text = describe("RETURN COUNT(*) PATTERN SEQ(A a, B b, C c) WHERE a.x < b.y AND b.z = c.z WITHIN 10")
+    assert "  a.x < b.y: edge predicate on a -> b, index: vertex tree (Fenwick tree + sorted levels)" in text
+    assert "    keyed by a.x of the earlier event, probed with b.y of the later one" in text
+    assert "  b -> c (SEQ): hash map" in text
+
+
+def test_describe_names_the_executor_and_the_integers():
+    assert describe("RETURN COUNT(*) PATTERN SEQ(A+, B) WITHIN 10").endswith(
+        "executor: generated COUNT(*) scan (Algorithm 2, Theorem 4.3), exact integers, GMP above 1500 bits")
+    assert describe("RETURN COUNT(*), SUM(A.x) PATTERN SEQ(NOT C, A+) WITHIN 10").endswith(
+        "executor: template interpreter (Algorithm 2 with §5 invalidation), per vertex and window "
+        "[count, COUNT(A.x), SUM(A.x)] (Theorem 9.1)")
+    assert "state A: A, START, END, START only if no N0 trend lies between the window start and it" in describe(
+        "RETURN COUNT(*) PATTERN SEQ(NOT C, A+) WITHIN 10")
+
+
+def test_describe_reports_what_the_engine_refuses():
+    text = describe("RETURN COUNT(*) PATTERN SEQ(A a, B+ b, C c) WHERE a.x < c.x WITHIN 5")
+    assert text.startswith("template: not supported by the trend engine:") and "adjacent" in text
+
+
+def test_explain_prints_the_engine_template():
+    plan = sparkcep.compile("RETURN COUNT(*) PATTERN SEQ(A+ a, B b) WHERE a.x > NEXT(a).x WITHIN 10").explain()
+    assert "          a -> a (Kleene +): vertex tree (Fenwick tree + sorted levels)" in plan.splitlines()

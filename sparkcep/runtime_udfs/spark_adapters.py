@@ -8,7 +8,11 @@
 * :func:`output_schema` types the result columns, the same for both;
 * :func:`apply_match` wires either one onto a DataFrame (batch, or streaming with a watermark);
 * :func:`grouped` groups by the key (or by a constant column when there is none), :func:`watermarked` puts
-  the event-time watermark on the ts column (a derived timestamp column for numeric ts).
+  the event-time watermark on the ts column (a derived timestamp column for numeric ts);
+* :meth:`MatchOperator.grouped` groups for the operator: by the key; by the GROUP BY columns for a trend
+  query partitioned finer than it groups (GRETA Q1, Sharon q1); by ``pmod(hash(...), buckets)`` with
+  ``buckets``.  In the last two cases a Spark group holds several partitions: the operator runs one engine
+  state per key value inside it and merges the trend rows of a window (:func:`trend_engine.merge_rows`).
 
 Example (batch)::
 
@@ -36,8 +40,10 @@ Spark still delivers behind the watermark the engine has already processed are c
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import pickle
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
@@ -48,6 +54,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     BooleanType,
     DataType,
@@ -66,15 +73,16 @@ from pyspark.sql.types import (
 from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Func, Literal, Unary
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import from_data
-from sparkcep.runtime_udfs import match_engine, trend_engine
-from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
+from sparkcep.runtime_udfs import late, match_engine, trend_engine
 from sparkcep.runtime_udfs.spec import OVERFLOW, MatchSpec, TrendSpec
 
-__all__ = ["EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_udf", "grouped",
-           "load_spec", "output_schema", "stream_udf", "watermarked"]
+__all__ = ["BUCKET", "EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_udf",
+           "grouped", "load_spec", "output_schema", "stream_udf", "watermarked"]
 
 #: The bitmask column of the Spark SQL filter (``sparkcep.compiler.plan.builder.MASK``).
 MASK = "_mask"
+#: The input-order column of a contiguity strategy's filter (``sparkcep.compiler.codegen.sql.ARRIVAL``).
+ARRIVAL = "_arrival"
 
 #: The per-key state of :func:`stream_udf`: one binary column holding :meth:`MatchState.to_bytes`.
 STATE_SCHEMA = StructType([StructField("engine_state", BinaryType(), False)])
@@ -95,10 +103,6 @@ def load_spec(spec: SpecLike) -> MatchSpec | TrendSpec:
         return spec
     if not isinstance(spec, MatchSpec):
         raise CEPError(f"expected a MatchSpec or TrendSpec, got {type(spec).__name__}")
-    if spec.strategy in ("strict_contiguity", "partition_contiguity"):
-        raise EngineUnsupportedError(
-            f"{spec.strategy} needs every event of the stream (or partition) in order, with a sequence number; "
-            "the engine supports it, the Spark filter does not feed it that way yet")
     return spec
 
 
@@ -188,6 +192,11 @@ def _type_of(e: Any, fields: dict[str, DataType]) -> DataType:
     if isinstance(e, EquivTest):
         return BooleanType()
     if isinstance(e, Func):
+        if e.name == "candidates":  # collapsed output: a Kleene variable's candidates (timestamps as epoch ms)
+            types = [_type_of(a, fields) for a in e.args]
+            return ArrayType(StructType([
+                StructField(a.attr, LongType() if isinstance(t, (TimestampType, TimestampNTZType)) else t, True)
+                for a, t in zip(e.args, types, strict=True)]))
         if e.name == "count":
             return LongType()
         if e.name == "avg" or len(e.args) != 1:
@@ -238,6 +247,16 @@ def _from_ms(values: list, aware: bool) -> pd.Series:
 # ----------------------------------------------------------------------------------------------- adapters
 
 
+@functools.lru_cache(maxsize=64)
+def _rows_of(names: tuple[str, ...]) -> Callable[[list[list]], list[dict]]:
+    """``fn(columns) -> rows``: dicts from column lists, as a comprehension over a dict display generated for
+    ``names`` (several times faster per row than ``dict(zip(names, row))``)."""
+    args = [f"c{i}" for i in range(len(names))]
+    body = ", ".join(f"{name!r}: {a}" for name, a in zip(names, args, strict=True))
+    source = f"lambda columns: [{{{body}}} for {', '.join(args)}, in zip(*columns, strict=True)]"
+    return eval(source)  # noqa: S307 - the source is built from repr() of column names only
+
+
 def _exact_row(row: dict, exact: list[str]) -> dict:
     """Exact integers as Decimals for DECIMAL(38, 0); a value with more digits is null and flags the row."""
     out, overflow = dict(row), False
@@ -263,18 +282,29 @@ class MatchOperator:
 
     ``ts_col``/``type_col`` name the input's timestamp and type columns; ``timezone`` is the session time
     zone PySpark converts ``TIMESTAMP`` values to (default: read from the active session when built).
+    ``buckets``: Spark groups by ``pmod(hash(group_cols), buckets)`` (:meth:`grouped`), the operator keeps one
+    engine state per key inside a group (:attr:`nested`; the streaming state column then holds
+    ``(NESTED_STATE_VERSION, frontier, {key: (wakeup, engine state)}, held rows)``, so a checkpoint of one
+    layout does not resume with the other).
     """
 
     def __init__(self, spec: SpecLike, input_schema: StructType, *, ts_col: str = "ts",
-                 type_col: str = "type", timezone: str | None = None):
+                 type_col: str = "type", timezone: str | None = None, buckets: int | None = None,
+                 late_rows: bool = False):
         self.spec = load_spec(spec)
         self.engine = engine_of(self.spec)
         self.engine.check(self.spec)
-        if isinstance(self.spec, TrendSpec) and set(self.spec.key) != set(self.spec.group_by):
-            raise EngineUnsupportedError(
-                f"this trend query partitions by ({', '.join(self.spec.key)}) but groups by "
-                f"({', '.join(self.spec.group_by)}): merging per-partition aggregates into coarser groups is not "
-                "built yet; GROUP BY exactly the equivalence attributes, or see the next release")
+        key = tuple(self.spec.key)
+        # a trend query partitioned finer than its groups (GRETA Q1): a Spark group is a GROUP BY group,
+        # holding one engine state per partition, whose rows of a window are merged (merge_rows)
+        self._merge = isinstance(self.spec, TrendSpec) and set(key) != set(self.spec.group_by)
+        #: the columns Spark groups by (hashed into ``buckets`` groups when given): GROUP BY when merging, else key
+        self.group_cols: tuple[str, ...] = tuple(self.spec.group_by) if self._merge else key
+        if buckets is not None and buckets < 1:
+            raise CEPError(f"buckets must be a positive number, got {buckets}")
+        self.buckets = buckets if buckets and self.group_cols else None
+        #: one engine state per key inside each Spark group (a dict in the group's state), or one per group
+        self.nested = self._merge or self.buckets is not None
         if ts_col not in input_schema.names:
             raise CEPError(f"the input has no ts column {ts_col!r}")
         self.output_schema = output_schema(self.spec, input_schema)
@@ -299,11 +329,56 @@ class MatchOperator:
         self._exact = [f.name for f in self.output_schema.fields if f.dataType == EXACT]
         self._trend = isinstance(self.spec, TrendSpec)
         self._state_class = trend_engine.TrendState if self._trend else match_engine.MatchState
+        self._key_cols = frozenset(key)
+        #: route late events to the output (see :mod:`sparkcep.runtime_udfs.late`) instead of only counting them
+        self.late_rows = late_rows
+        #: what :meth:`stream_function` returns: ``output_schema``, plus the late side channel with ``late_rows``
+        self.stream_schema = late.with_side_columns(self.output_schema) if late_rows else self.output_schema
+
+    def grouped(self, df: DataFrame) -> Any:
+        """``df`` grouped for this operator: by :attr:`group_cols` (a constant column when there are none), or
+        by :data:`BUCKET`, ``pmod(hash(group_cols), buckets)``, when ``buckets`` is set."""
+        if self.buckets is None:
+            return grouped(df, self.group_cols)
+        bucket = F.pmod(F.hash(*self.group_cols), F.lit(self.buckets))
+        return df.withColumn(BUCKET, bucket).groupBy(BUCKET)
+
+    def _split(self, pdf: pd.DataFrame) -> dict[tuple, list[dict]]:
+        """The engine events of a pandas batch by partition (the values of ``spec.key``), in arrival order."""
+        return self._split_columns(*self._columns_of(pdf))
+
+    def _split_columns(self, names: list[str], data: list[list]) -> dict[tuple, list[dict]]:
+        if not data or not data[0]:
+            return {}
+        events = _rows_of(tuple(names))(data)
+        if not self.spec.key:
+            return {(): events}
+        missing = [None] * len(events)  # a key column the input lacks is null
+        keys = zip(*[data[names.index(c)] if c in names else missing for c in self.spec.key], strict=True)
+        parts: dict[tuple, list[dict]] = {}
+        for k, ev in zip(keys, events, strict=True):
+            part = parts.get(k)
+            if part is None:
+                parts[k] = [ev]
+            else:
+                part.append(ev)
+        return parts
+
+    def _finish(self, rows: list[dict]) -> list[dict]:
+        """Rows of the partitions of one Spark group: merged per window and group when groups are coarser."""
+        return trend_engine.merge_rows(self.spec, rows) if self._merge and rows else rows
 
     def events(self, pdf: pd.DataFrame) -> list[dict]:
         """Engine events from a pandas batch: one dict per row, timestamps as epoch ms."""
+        names, data = self._columns_of(pdf)
+        return _rows_of(tuple(names))(data) if data else []
+
+    def _columns_of(self, pdf: pd.DataFrame) -> tuple[list[str], list[list]]:
+        """The engine's column names and values (lists) of a pandas batch: ``events`` before the rows."""
         if pdf.empty:  # PySpark may hand over empty chunks with untyped (object) columns
-            return []
+            return [], []
+        if ARRIVAL in pdf.columns:  # contiguity strategies: the engine numbers events in input order
+            pdf = pdf.sort_values(ARRIVAL, kind="stable")
         names, data = [], []
         for c in pdf.columns:
             if c not in self._columns:
@@ -312,6 +387,8 @@ class MatchOperator:
                 values = _epoch_ms(pdf[c], self._zones[c])
             else:
                 values = pdf[c].tolist()
+                if c in self._key_cols and pdf[c].dtype.kind == "f" and pdf[c].isna().any():
+                    values = [None if v != v else v for v in values]  # one partition for null (as Spark's)
             names.append(c)
             data.append(values)
             if c == self.ts_col and c != "ts":
@@ -320,7 +397,7 @@ class MatchOperator:
             elif c == self.type_col and c != "type":
                 names.append("type")
                 data.append(values)
-        return [dict(zip(names, row, strict=True)) for row in zip(*data, strict=True)]
+        return names, data
 
     def frame(self, rows: list[dict]) -> pd.DataFrame:
         """Result rows as a pandas batch in ``output_schema`` order, epoch ms as timestamps again."""
@@ -345,7 +422,14 @@ class MatchOperator:
             _, rows = engine.advance(spec, state, math.inf)
             return self.frame(rows)
 
-        return match_batch
+        def nested_batch(pdf: pd.DataFrame) -> pd.DataFrame:
+            engine, rows = self.engine, []
+            for events in self._split(pdf).values():
+                state, _ = engine.step(spec, engine.init_state(), events)
+                rows.extend(engine.advance(spec, state, math.inf)[1])
+            return self.frame(self._finish(rows))
+
+        return nested_batch if self.nested else match_batch
 
     def stream_function(self) -> Callable[[Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
         """``fn(key, pdfs, state)`` for ``groupBy(key).applyInPandasWithState`` with event-time timeouts.
@@ -378,7 +462,132 @@ class MatchOperator:
             if rows:
                 yield self.frame(rows)
 
-        return match_stream
+        # rows after the watermark wait in the group's state as columns (cheaper to store than engine events);
+        # not for contiguity strategies, which number events in the order they are stepped
+        hold = getattr(spec, "strategy", None) not in ("strict_contiguity", "partition_contiguity")
+
+        def nested_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+            engine = self.engine
+            frontier, stored, held = _load_nested(group.get[0]) if group.exists else (None, {}, None)
+            raw = group.getCurrentWatermarkMs()
+            watermark = raw - offset
+            names, data = held if held is not None else (None, None)
+            parts: dict[tuple, list[dict]] = {}
+            for pdf in pdfs:
+                new_names, new_data = self._columns_of(pdf)
+                if not new_data:
+                    continue
+                if data is None:
+                    names, data = new_names, [list(c) for c in new_data]
+                elif new_names == names:
+                    for column, values in zip(data, new_data, strict=True):
+                        column.extend(values)
+                else:  # another set of columns (not seen in practice): step it as it is
+                    for k, events in self._split_columns(new_names, new_data).items():
+                        parts.setdefault(k, []).extend(events)
+            held = None
+            if data is not None:
+                ts = data[names.index("ts")]
+                masks = data[names.index(MASK)] if MASK in names else None
+                later, now = [], []
+                for i, t in enumerate(ts):
+                    if not (hold and t is not None and t > watermark):
+                        now.append(i)
+                    elif masks is None or masks[i] != 0:  # a row no component takes is dropped, as step does
+                        later.append(i)
+                if later:
+                    held = (names, [[column[i] for i in later] for column in data])
+                if len(now) < len(ts):
+                    data = [[column[i] for i in now] for column in data]
+                for k, events in self._split_columns(names, data).items():
+                    parts.setdefault(k, []).extend(events)
+            # partitions with new events, or with work due at this watermark (a partition with a window of the
+            # group open is among them when the window closes: every partition emits it in this same call)
+            due_now = [k for k, (due, _) in stored.items() if k not in parts and due is not None and due <= watermark]
+            rows: list[dict] = []
+            for k in [*parts, *due_now]:
+                entry = stored.get(k)
+                state = self._state_class.from_bytes(entry[1]) if entry is not None else engine.init_state()
+                if frontier is not None:  # what the group has processed: older events are late here too
+                    state, out = engine.advance(spec, state, frontier)
+                    rows.extend(out)
+                if k in parts:
+                    engine.step(spec, state, parts[k])
+                state, out = engine.advance(spec, state, watermark)
+                rows.extend(out)
+                if engine.is_empty(state):
+                    stored.pop(k, None)
+                else:
+                    stored[k] = (engine.wakeup(spec, state), state.to_bytes())
+            if not stored and held is None:
+                group.remove()
+            else:
+                frontier = watermark if frontier is None else max(frontier, watermark)
+                group.update((_dump_nested(frontier, stored, held),))
+                dues = [d for d, _ in stored.values() if d is not None]
+                if held is not None:  # held rows become processable when the watermark reaches them
+                    dues.append(min(held[1][held[0].index("ts")]))
+                due = min(dues, default=None)
+                if due is not None and math.isfinite(due):
+                    group.setTimeoutTimestamp(max(math.ceil(due + offset) - 1, raw, 1))
+            rows = self._finish(rows)
+            if rows:
+                yield self.frame(rows)
+
+        stream = nested_stream if self.nested else match_stream
+        return self._routing_late(stream, offset) if self.late_rows else stream
+
+    def _routing_late(self, stream: Callable, offset: float) -> Callable:
+        """``stream`` with late rows taken out before the engine and emitted as ``late`` side-channel rows."""
+        record_cols = [c for c in self._columns if c not in (MASK, EVENT_TIME, SINGLE_GROUP, BUCKET)]
+
+        def routed(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+            watermark = group.getCurrentWatermarkMs() - offset
+            late_rows: list[dict] = []
+
+            def on_time() -> Iterator[pd.DataFrame]:
+                for pdf in pdfs:
+                    if pdf.empty:
+                        continue
+                    times = {c: _epoch_ms(pdf[c], z) for c, z in self._zones.items() if c in pdf.columns}
+                    ts = times[self.ts_col] if self.ts_col in times else pdf[self.ts_col].tolist()
+                    kept, positions = late.late_split(pdf, ts, watermark)
+                    if positions:
+                        cols = [c for c in pdf.columns if c in record_cols]
+                        text = (pd.Timestamp(watermark, unit="ms", tz="UTC").isoformat() if self.ts_col in self._zones
+                                else f"{watermark:g}")
+                        late_rows.extend(late.late_records(pdf, positions, cols, times, watermark, text))
+                    yield kept
+
+            for out in stream(key, on_time(), group):
+                yield out.assign(**{late.KIND: late.RESULT, late.REASON: None, late.RECORD: None})
+            if late_rows:
+                empty = {name: [None] * len(late_rows) for name in self.output_schema.names}
+                side = {c: [r[c] for r in late_rows] for c in (late.KIND, late.REASON, late.RECORD)}
+                frame = pd.DataFrame({**empty, **side}, columns=self.stream_schema.names)
+                for name, aware in self._time_outputs.items():
+                    frame[name] = _from_ms(frame[name], aware)
+                yield frame
+
+        return routed
+
+
+#: Version tag of a nested group state (:attr:`MatchOperator.nested`).
+NESTED_STATE_VERSION = 1
+
+
+def _dump_nested(frontier: float, stored: dict, held: tuple | None) -> bytes:
+    """A Spark group's state: the watermark it has processed; per partition key, ``(wakeup, engine state)``;
+    the rows after that watermark not given to an engine yet, as ``(column names, column lists)`` or None."""
+    return pickle.dumps((NESTED_STATE_VERSION, frontier, stored, held), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _load_nested(data: bytes) -> tuple[float, dict, tuple | None]:
+    version, *rest = pickle.loads(data)
+    if version != NESTED_STATE_VERSION:
+        raise CEPError(f"group state version {version} is not supported (expected {NESTED_STATE_VERSION})")
+    frontier, stored, held = rest
+    return frontier, stored, held
 
 
 def batch_udf(spec_json: SpecLike, input_schema: StructType, **options: Any) -> Callable[[pd.DataFrame],
@@ -401,18 +610,32 @@ EVENT_TIME = "_event_time"
 EVENT_TIME_OFFSET = 10**12
 
 
-def watermarked(df: DataFrame, ts_col: str, lateness: float) -> DataFrame:
+def watermarked(df: DataFrame, ts_col: str, lateness: float, keep_late: bool = False) -> DataFrame:
     """``df`` with an event-time watermark on ``ts_col`` allowing ``lateness`` (ts units; milliseconds for
-    timestamp ts).  A watermark needs a timestamp column: numeric ts get :data:`EVENT_TIME`."""
+    timestamp ts).  A watermark needs a timestamp column: numeric ts get :data:`EVENT_TIME`.
+
+    ``keep_late``: the watermark runs on a copy of the event time that is nulled after the watermark has seen
+    it (keeping the column's watermark marker), so that a stateful operator downstream gets late rows too (it
+    drops rows whose event-time column is behind the watermark) and can route them
+    (``MatchOperator(..., late_rows=True)``); the query's watermark is the same."""
     event_time = ts_col
     if isinstance(df.schema[ts_col].dataType, NumericType):
         df = df.withColumn(EVENT_TIME, F.timestamp_micros(((F.col(ts_col) + EVENT_TIME_OFFSET) * 1000).cast("bigint")))
         event_time = EVENT_TIME
-    return df.withWatermark(event_time, f"{math.ceil(lateness)} milliseconds")
+    elif keep_late:
+        df = df.withColumn(EVENT_TIME, F.col(ts_col))
+        event_time = EVENT_TIME
+    df = df.withWatermark(event_time, f"{math.ceil(lateness)} milliseconds")
+    if not keep_late:
+        return df
+    marker = df.schema[EVENT_TIME].metadata  # Spark's watermark marker: event-time timeouts require it
+    return df.withColumn(EVENT_TIME, F.lit(None).cast("timestamp").alias(EVENT_TIME, metadata=marker))
 
 
 #: The constant grouping column of a query without partition key (one group: parallelism 1).
 SINGLE_GROUP = "_sparkcep_all"
+#: The grouping column of a bucketed operator: ``pmod(hash(key), buckets)``.
+BUCKET = "_sparkcep_bucket"
 
 
 def grouped(df: DataFrame, key) -> Any:
@@ -429,8 +652,8 @@ def apply_match(df: DataFrame, spec: SpecLike, **options: Any) -> DataFrame:
     watermark.  ``options`` go to :class:`MatchOperator`.  A spec without key runs as one group.
     """
     op = MatchOperator(spec, df.schema, **options)
-    groups = grouped(df, op.spec.key)
+    groups = op.grouped(df)
     if not df.isStreaming:
         return groups.applyInPandas(op.batch_function(), op.output_schema)
-    return groups.applyInPandasWithState(op.stream_function(), op.output_schema, op.state_schema, "append",
+    return groups.applyInPandasWithState(op.stream_function(), op.stream_schema, op.state_schema, "append",
                                          GroupStateTimeout.EventTimeTimeout)

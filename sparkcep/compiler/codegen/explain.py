@@ -20,6 +20,7 @@ from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.naming import safe_identifier
 from sparkcep.compiler.plan.nodes import Node, chain
 from sparkcep.compiler.printer import format_expr, format_pattern
+from sparkcep.runtime_udfs import trend_engine
 from sparkcep.runtime_udfs.spec import Component
 
 INDENT = " " * 8
@@ -98,7 +99,7 @@ class Explainer:
         lines += [f"where {format_expr(p)}" for p in s.predicates]
         lines += [f"{a.name} := {a.func.upper()}({a.var or '*'}{'.' + a.attr if a.attr else ''})"
                   for a in s.aggregates]
-        return head, lines
+        return head, lines + trend_engine.describe(s)  # the GRETA template, as the engine compiled it
 
     def visit_Output(self, n, ref):
         if not n.columns:
