@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
-from sparkcep.api import CompiledQuery, compile, compile_workload
+from sparkcep.api import CompiledQuery, CompiledWorkload, compile, compile_shared_workload, compile_workload
 from sparkcep.compiler.errors import CEPError, CEPSemanticError, CEPSyntaxError
 
-__all__ = ["CEPError", "CEPSemanticError", "CEPSyntaxError", "CompiledQuery", "compile", "compile_workload"]
+__all__ = ["CEPError", "CEPSemanticError", "CEPSyntaxError", "CompiledQuery", "CompiledWorkload", "compile",
+           "compile_shared_workload", "compile_workload"]
 __version__ = "0.1.0"

@@ -13,13 +13,14 @@ Example::
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sparkcep.compiler.analysis import ResolvedQuery, analyze
 from sparkcep.compiler.ast import Query
 from sparkcep.compiler.codegen.explain import explain_plan
 from sparkcep.compiler.codegen.job import job_source
 from sparkcep.compiler.codegen.sql import filter_sql
+from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.optimizer import optimize
 from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
 from sparkcep.compiler.plan.builder import build_plan
@@ -38,7 +39,9 @@ class CompiledQuery:
     ``ts_unit`` is the unit of a numeric ``ts`` column (needed for ``WITHIN 10 seconds`` on numbers);
     ``ts_kind`` declares the kind of ``ts`` ("timestamp" or "numeric") where no schema tells it (explain,
     compile); ``lateness`` is the allowed lateness of streaming input, in ts units (milliseconds for
-    timestamps).
+    timestamps).  ``shedding_latency`` (seconds; also ``WITH SHEDDING LATENCY 1 s`` before the query) turns on
+    gSPICE load shedding in :meth:`apply` (off by default, see docs/shedding.md); ``dropped_output`` is a
+    directory for the dropped events; ``shedding_model`` is ``hash`` (gSPICE-H), ``tree`` or ``forest``.
     """
 
     query: Query
@@ -48,6 +51,15 @@ class CompiledQuery:
     ts_unit: str | None = None
     ts_kind: str | None = None
     lateness: float = 0
+    shedding_latency: float | None = None
+    dropped_output: str | None = None
+    shedding_model: str = "hash"
+    #: SASE++ collapsed output (match queries with one Kleene variable): one row per binding of the other
+    #: variables with the Kleene candidates as an array column, instead of one row per subset
+    collapsed: bool = False
+    #: hash the partition keys into this many Spark groups, each holding one engine state per key (fewer
+    #: groups, less per-key cost per micro-batch; see docs/architecture.md); None: one Spark group per key
+    buckets: int | None = None
 
     @property
     def name(self) -> str | None:
@@ -63,7 +75,8 @@ class CompiledQuery:
         """The optimized logical plan (bound to ``schema`` if given: ts kind, default output columns)."""
         r = self.resolved(schema)
         attributes = tuple(schema.fieldNames()) if schema is not None else None
-        return optimize(build_plan(r, type_col=self.type_col, ts_col=self.ts_col, attributes=attributes))
+        plan = optimize(build_plan(r, type_col=self.type_col, ts_col=self.ts_col, attributes=attributes))
+        return _collapsed(plan) if self.collapsed else plan
 
     def spec(self, schema=None):
         """The engine spec of the plan's sequence or trend operator (what the generated job bakes in)."""
@@ -91,8 +104,11 @@ class CompiledQuery:
         return job_source(plan, query_text=format_query(self.query), explain=self.explain(schema),
                           ts_kind=ts_kind, name=self.name)
 
-    def apply(self, df):
+    def apply(self, df, shedding_training=None, side_channel: bool = False):
         """Run on a batch or streaming DataFrame with the type and ts columns and the attributes.
+
+        ``side_channel`` (streaming): late events come out as rows of ``_kind`` "late" instead of being
+        dropped, and the relevant events are counted (for :mod:`sparkcep.sinks`, see docs/operations.md).
 
         Batch: ``groupBy(key).applyInPandas``.  Streaming: an event-time watermark on ``ts`` (allowed
         lateness ``self.lateness``; numeric ts run on a derived timestamp column where 1 unit is 1 ms) and
@@ -107,15 +123,68 @@ class CompiledQuery:
         check_attributes(df.columns, referenced_attributes(plan))
         view = f"_sparkcep_events_{next(_view_ids)}"
         df.createOrReplaceTempView(view)
-        candidates = df.sparkSession.sql(filter_sql(plan, view, df.schema.fieldNames(), pretty=False))
+        candidates = df.sparkSession.sql(filter_sql(plan, view, df.schema.fieldNames(), pretty=False,
+                                                    arrival=not df.isStreaming))
+        shedding = None
+        if self.shedding_latency and df.isStreaming:  # a batch has no latency to keep: never shed it
+            candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
+        side_channel = side_channel and df.isStreaming
         if df.isStreaming:
-            candidates = watermarked(candidates, self.ts_col, self.lateness)
-        return apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col)
+            candidates = watermarked(candidates, self.ts_col, self.lateness, keep_late=side_channel)
+        if side_channel:
+            from sparkcep.sinks import counted
+
+            candidates = counted(candidates, "events_relevant")
+        result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
+                             buckets=self.buckets)
+        if shedding is not None:
+            result.shedding = shedding  # the stage's handle: per-batch drops per type, latency, rho
+        return result
+
+    def _shed(self, candidates, spec, plan, training):
+        """The gSPICE shedding stage before the shuffle (see :mod:`sparkcep.shedding.spark`)."""
+        from pyspark.sql.types import NumericType
+
+        from sparkcep.shedding.shedder import fit_gspice
+        from sparkcep.shedding.spark import install, training_events
+
+        if training is None:
+            raise CEPError("load shedding learns event utilities from a sample of the input: pass "
+                           "apply(df, shedding_training=<batch DataFrame, pandas DataFrame or event dicts>)")
+        numeric = [f.name for f in candidates.schema.fields if isinstance(f.dataType, NumericType)]
+        attributes = [a for a in referenced_attributes(plan) if a in numeric and a not in (self.ts_col,)]
+        events = training_events(training, spec, ts_col=self.ts_col, type_col=self.type_col)
+        shedder = fit_gspice([(spec, 1.0)], events, attributes=attributes, kind=self.shedding_model)
+        return install(candidates, shedder, bound=self.shedding_latency, type_col=self.type_col, ts_col=self.ts_col,
+                       dropped_output=self.dropped_output)
+
+
+def _collapsed(plan: Node) -> Node:
+    """SASE++'s collapsed output: one row per binding of the non-Kleene variables, each Kleene variable's
+    candidates as an array column (:func:`sparkcep.runtime_udfs.match_compile.collapsed_outputs`)."""
+    from dataclasses import replace
+
+    from sparkcep.compiler.errors import CEPError
+    from sparkcep.compiler.optimizer._spec import with_spec
+    from sparkcep.compiler.plan.nodes import Output, rebuild
+    from sparkcep.runtime_udfs.match_compile import collapsed_outputs
+    from sparkcep.runtime_udfs.spec import MatchSpec
+
+    spec = operator_spec(plan)
+    if not isinstance(spec, MatchSpec):
+        raise CEPError("collapsed output is for match queries, not trend aggregates")
+    spec = replace(spec, collapsed=True, outputs=collapsed_outputs(spec))
+    plan = with_spec(plan, spec)
+    return rebuild(plan, lambda n: replace(n, columns=spec.outputs) if isinstance(n, Output) else n)
 
 
 def compile(text: str, **options) -> CompiledQuery:  # noqa: A001 - the package's verb
-    """Parse and check one query. Options: ``type_col``, ``ts_col``, ``ts_unit``, ``ts_kind``, ``lateness``."""
-    q = CompiledQuery(parse_query(text), text, **options)
+    """Parse and check one query. Options: ``type_col``, ``ts_col``, ``ts_unit``, ``ts_kind``, ``lateness``,
+    ``shedding_latency`` (seconds), ``dropped_output``, ``shedding_model``."""
+    workload = parse_workload(text)
+    if workload.shedding_latency is not None and options.get("shedding_latency") is None:
+        options["shedding_latency"] = workload.shedding_latency.in_ms() / 1000
+    q = CompiledQuery(parse_query(text) if len(workload.queries) != 1 else workload.queries[0], text, **options)
     q.resolved()  # check now: errors surface at compile time, with positions
     return q
 
@@ -123,8 +192,109 @@ def compile(text: str, **options) -> CompiledQuery:  # noqa: A001 - the package'
 def compile_workload(text: str, **options) -> list[CompiledQuery]:
     """Parse and check every query of a workload file (queries separated by ``;``)."""
     out = []
-    for query in parse_workload(text).queries:
+    workload = parse_workload(text)
+    if workload.shedding_latency is not None and options.get("shedding_latency") is None:
+        options["shedding_latency"] = workload.shedding_latency.in_ms() / 1000
+    for query in workload.queries:
         q = CompiledQuery(query, text, **options)
         q.resolved()
         out.append(q)
     return out
+
+
+@dataclass(frozen=True)
+class CompiledWorkload:
+    """A workload (queries separated by ``;``) with its Sharon sharing plan (see docs/sharing.md).
+
+    ``plan`` is the optimizer's :class:`~sparkcep.compiler.optimizer.sharing.ir.WorkloadPlan`: candidates,
+    conflicts, pruned candidates and the chosen plan.  Queries outside the shared executor's scope (see
+    :mod:`sparkcep.compiler.optimizer.sharing.scope`) keep their own operator.
+
+    Example::
+
+        >>> w = compile_shared_workload("a: RETURN COUNT(*) PATTERN SEQ(A, B, C) WHERE [id] WITHIN 10;"
+        ...                             "b: RETURN COUNT(*) PATTERN SEQ(A, B, D) WHERE [id] WITHIN 10;"
+        ...                             "c: RETURN COUNT(*) PATTERN SEQ(A, B) WHERE [id] WITHIN 10")
+        >>> [(c.name, c.pattern, c.benefit) for c in w.plan.candidates], w.plan.chosen
+        ([('p1', ('A', 'B'), 2.0)], ('p1',))
+    """
+
+    queries: tuple[CompiledQuery, ...]
+    plan: object
+
+    def explain(self, format: str = "text") -> str:  # noqa: A002 - the CLI's option name
+        """The sharing plan as text (candidates, conflicts, pruned, chosen plan, executor) or Graphviz DOT."""
+        from sparkcep.compiler.optimizer.sharing.explain import dot_workload, explain_workload
+
+        if format == "dot":
+            return dot_workload(self.plan)
+        if format != "text":
+            raise CEPError(f"unknown explain format {format!r} (text or dot)")
+        return explain_workload(self.plan)
+
+    def specs(self, share: bool = True) -> list:
+        """The shared engine's specs, one per sharing context (``share=False``: the Non-Shared layout)."""
+        from sparkcep.compiler.optimizer.sharing.layout import shared_specs
+
+        return shared_specs(self.plan, share=share)
+
+    def alone(self) -> tuple[CompiledQuery, ...]:
+        """The queries that run with their own operator."""
+        names = {q.name for q in self.plan.queries if q.reason is not None}
+        return tuple(q for q in self.queries if q.name in names)
+
+    def apply(self, df, share: bool = True) -> dict:
+        """Run the workload on a batch or streaming DataFrame: ``{"shared_<i>": DataFrame with a ``query``
+        column, one per sharing context, ..., <name>: DataFrame of each query that runs alone}``."""
+        from sparkcep.runtime_udfs.shared_spark import apply_shared
+
+        first = self.queries[0]
+        out = {}
+        for i, spec in enumerate(self.specs(share)):
+            out[f"shared_{i}"] = apply_shared(df, spec, ts_col=first.ts_col, type_col=first.type_col,
+                                              lateness=first.lateness)
+        for q in self.alone():
+            out[q.name] = q.apply(df)
+        return out
+
+
+def compile_shared_workload(text: str, *, stats=None, sample=None, budget: float | None = 5.0,
+                            resolve: bool = True, **options) -> CompiledWorkload:
+    """Parse and check a workload and choose its sharing plan (Sharon).  Rates for the benefit model: a
+    statistics file ``stats`` (JSON ``{"rates": {type: events per window}}``), else a ``sample`` of events
+    (dicts with type and ts), else the default; ``budget``: seconds for the plan finder before GWMIN's
+    plan is used; ``resolve``: expand candidates into options (§7.1)."""
+    from sparkcep.compiler.optimizer.sharing import SharingQuery, optimize_workload
+    from sparkcep.compiler.optimizer.sharing.rates import load_stats, rates_from_sample
+    from sparkcep.compiler.optimizer.sharing.scope import sharing_query
+
+    queries = compile_workload(text, **options)
+    taken = {q.name for q in queries if q.name}
+    names = []
+    for i, q in enumerate(queries):
+        name = q.name
+        if not name:  # unnamed: q<position>, made unique
+            name = f"q{i + 1}"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+        names.append(name)
+    if len(set(names)) != len(names):
+        raise CEPError("the queries of a shared workload need distinct names")
+    queries = [q if q.name else replace(q, query=replace(q.query, name=n)) for q, n in zip(queries, names, strict=True)]
+    sharing = []
+    for n, q in zip(names, queries, strict=True):
+        try:
+            spec = q.spec()
+        except CEPError as err:  # e.g. a plan that needs the input's schema: the query runs alone
+            sharing.append(SharingQuery(n, (), reason=f"not planned without the input: {err.message}"))
+            continue
+        sharing.append(sharing_query(n, spec))
+    rates, source = None, None
+    if stats is not None:
+        rates, source = load_stats(stats), f"statistics file {stats}"
+    elif sample is not None:
+        window = next((q.window for q in sharing if q.reason is None), 0)
+        rates, source = rates_from_sample(sample, window), "a sample of the input"
+    plan = optimize_workload(sharing, rates, rates_source=source, budget=budget, resolve=resolve)
+    return CompiledWorkload(tuple(queries), plan)

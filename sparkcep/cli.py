@@ -1,4 +1,4 @@
-"""The ``sparkcep`` command: check · explain · compile · run · demo.
+"""The ``sparkcep`` command: check · explain · compile · run · notebook · demo.
 
 Errors in queries or options print one message (line, column, caret) on stderr and exit with status 2;
 never a traceback.
@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("explain", help="print the logical plan of each query")
     _add_query_args(e)
     e.add_argument("--sql", action="store_true", help="also print the Spark SQL filter")
+    e.add_argument("--format", choices=["text", "dot"], default="text",
+                   help="dot: the workload's Sharon graph (candidates, conflicts, chosen plan) in Graphviz DOT")
+    e.add_argument("--stats", help="JSON event-type rates for the sharing benefit model: "
+                                   "{\"rates\": {type: events per window}} (default: 1 per type)")
 
     j = sub.add_parser("compile", help="write a standalone PySpark job")
     _add_query_args(j)
@@ -61,17 +65,61 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--format", choices=FORMATS, help="input format (default: from the extension, else json)")
     r.add_argument("--output", help="write results here (a Spark JSON directory) instead of stdout")
     r.add_argument("--stream", action="store_true", help="run as a Structured Streaming job over the files")
+    r.add_argument("--collapsed", action="store_true",
+                   help="SASE++ collapsed output: one row per binding of the non-Kleene variables, with the Kleene "
+                        "candidates as an array column (a match query with one Kleene variable)")
     r.add_argument("--checkpoint", help="streaming checkpoint directory (default: a temporary one)")
     r.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
+    r.add_argument("--dead-letters", help="where bad records go (default: OUTPUT/_dead_letters)")
+    r.add_argument("--known-types", type=_type_list, metavar="T1,T2,...",
+                   help="the stream's event types: a record of another type is a dead letter ('unknown event "
+                        "type'); default: types the query does not use are ignored and counted")
+    r.add_argument("--late-events", help="streaming: where events behind the watermark go (default: OUTPUT/_late)")
     r.add_argument("--schema", help="input schema as DDL, e.g. 'type STRING, ts TIMESTAMP, id BIGINT, x DOUBLE' "
                                     "(default: inferred from the files there now)")
     r.add_argument("--master", default="local[*]")
+    r.add_argument("--shedding-latency", type=_seconds, metavar="DURATION",
+                   help="gSPICE load shedding under this latency bound, e.g. 1s or 500ms (default: off, unless the "
+                        "file says WITH SHEDDING LATENCY ...)")
+    r.add_argument("--dropped-output", help="shedding: write the dropped events here (JSON lines)")
+    r.add_argument("--shedding-training", help="shedding: events to learn utilities from (default: the input files "
+                                               "there at start)")
+
+    n = sub.add_parser("notebook", help="write a Jupyter notebook that runs the query (needs sparkcep[notebook])")
+    _add_query_args(n)
+    n.add_argument("--input", help="the events the notebook reads: a file or a directory (default: events/)")
+    n.add_argument("--format", choices=FORMATS, help="input format (default: from the extension, else json)")
+    n.add_argument("--ts-unit", choices=sorted(UNITS_MS), help="unit of a numeric ts column")
+    n.add_argument("--ts-col", default="ts")
+    n.add_argument("--type-col", default="type")
+    n.add_argument("--master", default="local[*]", help="the notebook session's master (default: local[*])")
+    n.add_argument("-o", "--output", required=True, help="the .ipynb file to write")
 
     d = sub.add_parser("demo", help="generate events and run the example query, batch and streaming")
     d.add_argument("--dir", default="demo_out", help="where to write the events and results")
     d.add_argument("--patients", type=int, default=40)
     d.add_argument("--seed", type=int, default=7)
     return p
+
+
+def _type_list(text: str) -> list[str]:
+    """``A,B, C`` → ``["A", "B", "C"]``."""
+    types = [t.strip() for t in text.split(",") if t.strip()]
+    if not types:
+        raise argparse.ArgumentTypeError(f"no event types in {text!r} (e.g. A,B,C)")
+    return types
+
+
+def _seconds(text: str) -> float:
+    """``1s``, ``1 s``, ``500ms``, ``2min`` → seconds (a bare number is seconds)."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*", text.lower())
+    unit = {"": "s", "sec": "s", "second": "s", "seconds": "s", "m": "min", "minutes": "min"}.get(
+        m.group(2), m.group(2)) if m else None
+    if m is None or unit not in UNITS_MS or not float(m.group(1)) > 0:
+        raise argparse.ArgumentTypeError(f"not a positive duration: {text!r} (e.g. 1s, 500ms)")
+    return float(m.group(1)) * UNITS_MS[unit] / 1000
 
 
 def _read_text(args) -> str:
@@ -115,13 +163,33 @@ def cmd_check(args) -> int:
     return 0
 
 
+def _workload(args, **options):
+    """The file's queries with their Sharon sharing plan, or None when one query is asked for or there is one."""
+    from sparkcep.api import compile_shared_workload
+
+    if getattr(args, "query", None):
+        return None
+    text = _read_text(args)
+    if len(compile_workload(text, **options)) < 2:
+        return None
+    return compile_shared_workload(text, stats=getattr(args, "stats", None), **options)
+
+
 def cmd_explain(args) -> int:
+    workload = _workload(args)
+    if args.format == "dot":
+        if workload is None:
+            raise CEPError("--format dot draws the sharing graph of a workload: give a file of several queries")
+        print(workload.explain(format="dot"))
+        return 0
     blocks = []
     for q in _queries(args):
         text = q.explain()
         if args.sql:
             text += "\n-- Spark SQL filter\n" + q.sql()
         blocks.append(text)
+    if workload is not None:
+        blocks.append("-- sharing across the workload (Sharon)\n" + workload.explain())
     print("\n\n".join(blocks))
     return 0
 
@@ -146,29 +214,142 @@ def _print_lines(lines) -> None:
 
 
 def cmd_run(args) -> int:
-    from sparkcep.session import local_session
+    from pyspark.sql.types import StructType
 
-    q = _one(args, type_col=args.type_col, ts_col=args.ts_col, ts_unit=args.ts_unit, lateness=args.lateness)
+    from sparkcep.progress import follow
+    from sparkcep.runtime_udfs.late import KIND, REASON, RECORD
+    from sparkcep.session import local_session
+    from sparkcep.sinks import counted, routed, start
+    from sparkcep.validate import read_validated
+
+    options = {"type_col": args.type_col, "ts_col": args.ts_col, "ts_unit": args.ts_unit, "lateness": args.lateness}
+    workload = _workload(args, **options)
+    if workload is not None:
+        return _run_workload(args, workload)
+    q = _one(args, **options, **_shedding_options(args), collapsed=args.collapsed)
     fmt = _input_format(args)
     spark = local_session(args.master)
-    df = read_events(spark, args.input, fmt, args.ts_col, stream=args.stream,
-                     files_per_trigger=args.files_per_trigger, schema=args.schema)
-    result = q.apply(df)
+    # malformed records, no type or ts, values of the wrong type: dead letters (docs/operations.md)
+    df, rejected = read_validated(spark, args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
+                                  files_per_trigger=args.files_per_trigger, schema=args.schema,
+                                  known_types=args.known_types)
+    if args.stream:  # counts per micro-batch, in the query's progress and on stderr
+        df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
+    training = None
+    if q.shedding_latency and args.stream:  # a batch run has no latency to keep: shedding is for streams
+        path = getattr(args, "shedding_training", None) or args.input
+        training = read_events(spark, path, fmt, args.ts_col, schema=args.schema)
+    result = q.apply(df, shedding_training=training, side_channel=args.stream)
     if not args.stream:
         if args.output:
             result.write.mode("overwrite").json(args.output)
         else:
             _print_lines(json_lines(result))
+        _report_rejected(rejected, args.output, args.dead_letters)
         return 0
     with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
         out = args.output or os.path.join(tmp, "out")
         checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
-        query = (result.writeStream.format("json").option("path", out)
-                 .option("checkpointLocation", checkpoint).outputMode("append")
-                 .trigger(availableNow=True).start())
-        query.awaitTermination()
-        if not args.output:
-            _print_lines(json_lines(spark.read.schema(result.schema).json(out)))
+        columns = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD)]
+        query = start(routed(result, rejected), out, checkpoint, result_columns=[f.name for f in columns],
+                      dead_letters=args.dead_letters, late=args.late_events, once=True)
+        follow(query)  # a progress line per micro-batch on stderr
+        _report_shedding(getattr(result, "shedding", None), query)
+        if not args.output and os.path.isdir(out):
+            _print_lines(json_lines(spark.read.schema(StructType(columns)).json(out)))
+    return 0
+
+
+def _report_rejected(rejected, output: str | None, dead_letters: str | None = None) -> None:
+    """Batch: the dead letters into ``dead_letters`` (default: OUTPUT/_dead_letters, if there is an OUTPUT),
+    counted by reason on stderr."""
+    from sparkcep.sinks import side_dirs
+    from sparkcep.validate import REASON as REJECT_REASON
+
+    rejected = rejected.persist()
+    counts = sorted((r[0], r[1]) for r in rejected.groupBy(REJECT_REASON).count().collect())
+    if counts:
+        target = side_dirs(output, dead_letters)[0] if output else dead_letters
+        if target:
+            rejected.write.mode("overwrite").json(target)
+        text = ", ".join(f"{reason}: {n}" for reason, n in counts)
+        print(f"sparkcep: {sum(n for _, n in counts)} bad records skipped ({text})"
+              + (f"; see {target}" if target else ""), file=sys.stderr)
+    rejected.unpersist()
+
+
+def _report_shedding(shedding, query) -> None:
+    """Never a silent drop: the per-type counts of the shedding stage, on stderr."""
+    if shedding is None:
+        return
+    import time
+
+    batches = sum(1 for p in query.recentProgress if p.get("numInputRows"))
+    deadline = time.time() + 30  # the listener runs asynchronously: let it see the last batch
+    while len(shedding.batches) < batches and time.time() < deadline:
+        time.sleep(0.1)
+    if shedding.listener is not None:
+        query.sparkSession.streams.removeListener(shedding.listener)
+    per_type = ", ".join(f"{t}={n}" for t, n in sorted(shedding.dropped.items())) or "none"
+    worst = max((b["latency"] for b in shedding.batches if b["latency"] is not None), default=0.0)
+    print(f"sparkcep: load shedding dropped {sum(shedding.dropped.values())} of {shedding.offered} events "
+          f"({shedding.drop_ratio:.1%}; per type: {per_type}); latency bound {shedding.controller.bound:g} s, "
+          f"worst batch latency {worst:.2f} s", file=sys.stderr)
+
+
+def _shedding_options(args) -> dict:
+    out = {}
+    if getattr(args, "shedding_latency", None):
+        out["shedding_latency"] = args.shedding_latency
+    if getattr(args, "dropped_output", None):
+        out["dropped_output"] = args.dropped_output
+    return out
+
+
+def _run_workload(args, workload) -> int:
+    """A workload: one shared operator per sharing context (rows with a ``query`` column), every other query
+    alone; results printed as JSON lines (``query`` first), or written to ``--output/<name>``.  Streaming: one
+    streaming query per operator over the files there now (``availableNow``), each with its checkpoint under
+    ``--checkpoint/<name>``."""
+    from pyspark.sql import functions as F
+
+    from sparkcep.session import local_session
+
+    spark = local_session(args.master)
+    df = read_events(spark, args.input, _input_format(args), args.ts_col, stream=args.stream,
+                     files_per_trigger=args.files_per_trigger, schema=args.schema)
+    results = {}
+    for name, result in workload.apply(df).items():
+        if "query" not in result.columns:
+            result = result.select(F.lit(name).alias("query"), "*")
+        results[name] = result
+    if not args.stream:
+        for name, result in results.items():
+            if args.output:
+                result.write.mode("overwrite").json(os.path.join(args.output, name))
+            else:
+                _print_lines(json_lines(result))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
+        for name, result in results.items():
+            out = os.path.join(args.output or os.path.join(tmp, "out"), name)
+            checkpoint = os.path.join(args.checkpoint or os.path.join(tmp, "checkpoint"), name)
+            query = (result.writeStream.format("json").option("path", out)
+                     .option("checkpointLocation", checkpoint).outputMode("append")
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+            if not args.output:
+                _print_lines(json_lines(spark.read.schema(result.schema).json(out)))
+    return 0
+
+
+def cmd_notebook(args) -> int:
+    from sparkcep.notebook import write_notebook
+
+    q = _one(args, ts_unit=args.ts_unit, ts_col=args.ts_col, type_col=args.type_col)
+    fmt = args.format or (_input_format(args) if args.input else "json")
+    write_notebook(q, args.output, input_path=args.input, fmt=fmt, master=args.master)
+    print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 
@@ -178,7 +359,8 @@ def cmd_demo(args) -> int:
     return run_demo(args.dir, patients=args.patients, seed=args.seed)
 
 
-COMMANDS = {"check": cmd_check, "explain": cmd_explain, "compile": cmd_compile, "run": cmd_run, "demo": cmd_demo}
+COMMANDS = {"check": cmd_check, "explain": cmd_explain, "compile": cmd_compile, "run": cmd_run,
+            "notebook": cmd_notebook, "demo": cmd_demo}
 
 
 def main(argv=None) -> int:

@@ -30,7 +30,7 @@ def artifacts(q: sparkcep.CompiledQuery) -> dict[str, str]:
 
 def test_every_paper_query_has_a_golden_case():
     assert len(QUERIES) == 14 and all(q.name for q in QUERIES)
-    stale = {p.name for p in ROOT.iterdir() if p.is_dir()} - {q.name for q in QUERIES}
+    stale = {p.name for p in ROOT.iterdir() if p.is_dir()} - {q.name for q in QUERIES} - set(WORKLOADS)
     assert not stale, f"golden cases without a query: {stale}"
 
 
@@ -45,6 +45,25 @@ def test_golden_plan(q, update_golden):
             continue
         assert path.exists(), f"{path} missing: run `make golden`"
         assert path.read_text() == text, f"{path} differs from the compiler's output: review, then `make golden`"
+
+
+#: Multi-query workloads (Sharon sharing): golden_plans/<case>/ holds the workload, its sharing explain and DOT.
+WORKLOADS = {"workload_sharon_traffic": "sharon_traffic.cep", "workload_sharon_ecommerce": "sharon_ecommerce.cep"}
+
+
+@pytest.mark.parametrize("case", sorted(WORKLOADS))
+def test_golden_workload_plan(case, update_golden):
+    text = (Path(__file__).parent / "fixtures" / "workloads" / WORKLOADS[case]).read_text()
+    w = sparkcep.compile_shared_workload(text, budget=None)
+    files = {"workload.cep": text, "explain.txt": w.explain() + "\n", "sharon.dot": w.explain(format="dot") + "\n"}
+    for filename, content in files.items():
+        path = ROOT / case / filename
+        if update_golden:
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(content)
+            continue
+        assert path.exists(), f"{path} missing: run `make golden`"
+        assert path.read_text() == content, f"{path} differs from the compiler's output: review, then `make golden`"
 
 
 @pytest.mark.parametrize("q", QUERIES, ids=[q.name for q in QUERIES])

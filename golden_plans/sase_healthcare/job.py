@@ -32,6 +32,9 @@ session; its Python workers use that same interpreter):
 
 Input: JSON lines (or --format csv/parquet) with columns 'type', 'ts' and attributes; 'ts'
 must be a timestamp (or an ISO-8601 string).
+Bad records (malformed, no type or ts, values of the wrong type) go to RESULTS_DIR/_dead_letters and,
+streaming, events behind the watermark to RESULTS_DIR/_late, as JSON lines with a reason and the record;
+a stream prints its counts per micro-batch on stderr (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from sparkcep import CEPError
-from sparkcep.io import check_attributes, check_ts_kind, read_events
+from sparkcep.io import check_attributes, check_ts_kind
+from sparkcep.progress import follow
+from sparkcep.runtime_udfs.late import with_side_columns
 from sparkcep.runtime_udfs.spark_adapters import (
     STATE_SCHEMA,
     batch_udf,
@@ -55,6 +60,8 @@ from sparkcep.runtime_udfs.spark_adapters import (
     watermarked,
 )
 from sparkcep.runtime_udfs.spec import with_default_outputs
+from sparkcep.sinks import counted, routed, side_dirs, start
+from sparkcep.validate import read_validated
 
 #: The compiled engine spec (see sparkcep.runtime_udfs.spec), baked in at compile time.
 SPEC = r"""
@@ -136,7 +143,8 @@ SPEC = r"""
     "array": false
    }
   ]
- }
+ },
+ "collapsed": false
 }
 """
 
@@ -160,6 +168,9 @@ WHERE
 
 #: Partition key (equivalence tests and GROUP BY): events of different keys never meet in a match.
 KEY = []
+#: What Spark groups by: KEY, or the GROUP BY columns of a trend query grouped coarser than KEY (the operator
+#: then keeps one engine state per KEY value inside a group and merges their rows of a window).
+GROUP = []
 TYPE_COL, TS_COL = 'type', 'ts'
 #: The windows above are in ms for "timestamp" ts, in ts units for "numeric" ts.
 TS_KIND = 'timestamp'
@@ -179,6 +190,10 @@ def main(argv=None) -> None:
     p.add_argument("--once", action="store_true", help="streaming: process what is there, then stop")
     p.add_argument("--schema", help="input schema as DDL (default: inferred from the files there now)")
     p.add_argument("--shuffle-partitions", type=int, default=4)
+    p.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
+    p.add_argument("--dead-letters", help="bad records (default: OUTPUT/_dead_letters)")
+    p.add_argument("--known-types", help="T1,T2,...: the stream's event types; others become dead letters")
+    p.add_argument("--late-events", help="streaming: events behind the watermark (default: OUTPUT/_late)")
     args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
@@ -186,32 +201,42 @@ def main(argv=None) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
     spark = (SparkSession.builder.appName('sparkcep: sase_healthcare')
              .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
+             .config("spark.ui.showConsoleProgress", "false")  # sparkcep prints its own progress
              .getOrCreate())
-    # --schema, else the schema of the files there now; ISO-string ts become timestamps
-    events = read_events(spark, args.input, args.format, TS_COL, stream=args.stream, schema=args.schema)
+    # --schema, else the schema of the files there now; ISO-string ts become timestamps.  Malformed lines,
+    # records without type or ts and values of the wrong type are rejected (dead letters, with the reason).
+    events, rejected = read_validated(spark, args.input, args.format, TYPE_COL, TS_COL, stream=args.stream,
+                                      files_per_trigger=args.files_per_trigger, schema=args.schema,
+                                      known_types=args.known_types.split(",") if args.known_types else None)
     check_ts_kind(events.schema, TS_COL, TS_KIND)
     check_attributes(events.columns, ATTRIBUTES)
+    dead_letters, late_events = side_dirs(args.output, args.dead_letters, args.late_events)
+    if args.stream:  # per micro-batch counts in the query's progress (observedMetrics)
+        events, rejected = counted(events, "events_valid"), counted(rejected, "dead_letters")
     events.createOrReplaceTempView("events")
     candidates = spark.sql(FILTER_SQL)
     spec = with_default_outputs(load_spec(SPEC), events.columns)  # without RETURN: every attribute
     out_schema = output_schema(spec, candidates.schema)
 
     if not args.stream:
-        result = grouped(candidates, KEY).applyInPandas(
+        result = grouped(candidates, GROUP).applyInPandas(
             batch_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL), schema=out_schema)
         result.write.mode("overwrite").json(args.output)
+        rejected.write.mode("overwrite").json(dead_letters)
         return
-    result = grouped(watermarked(candidates, TS_COL, args.lateness), KEY).applyInPandasWithState(
-        stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL),
-        outputStructType=out_schema,
+    # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
+    relevant = counted(watermarked(candidates, TS_COL, args.lateness, keep_late=True), "events_relevant")
+    result = grouped(relevant, GROUP).applyInPandasWithState(
+        stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True),
+        outputStructType=with_side_columns(out_schema),
         stateStructType=STATE_SCHEMA,
         outputMode="append",
         timeoutConf=GroupStateTimeout.EventTimeTimeout,
     )
-    writer = (result.writeStream.format("json").option("path", args.output)
-              .option("checkpointLocation", args.checkpoint).outputMode("append"))
-    query = (writer.trigger(availableNow=True) if args.once else writer).start()
-    query.awaitTermination()
+    # results, late events and dead letters: one query, each micro-batch's files written exactly once
+    query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=out_schema.names,
+                  dead_letters=dead_letters, late=late_events, once=args.once)
+    follow(query)  # a progress line per micro-batch on stderr
 
 
 if __name__ == "__main__":

@@ -216,10 +216,12 @@ class Query:
 
 @dataclass(frozen=True)
 class Workload:
-    """A file of queries separated by ``;``."""
+    """A file of queries separated by ``;``; ``shedding_latency`` is the latency bound of ``WITH SHEDDING
+    LATENCY <duration>`` (gSPICE load shedding, off when None)."""
 
     queries: tuple[Query, ...]
     span: Span | None = _span()
+    shedding_latency: Duration | None = None
 
 
 # ----------------------------------------------------------------------------------------------- helpers

@@ -127,8 +127,16 @@ class _ToAst(Transformer_NonRecursive):
 
     # --- workload and query
 
-    def workload(self, meta, queries):
-        return ast.Workload(tuple(queries), span=_span(meta))
+    def workload(self, meta, children):
+        shedding, *queries = children
+        return ast.Workload(tuple(queries), span=_span(meta), shedding_latency=shedding)
+
+    def shedding_clause(self, meta, children):
+        number, unit = children
+        latency = ast.Duration(_number(number), _UNITS[unit.lower()], span=_span(meta))
+        if not latency.value > 0:
+            raise CEPSyntaxError("the shedding latency bound must be positive", latency.span)
+        return latency
 
     def query(self, meta, children):
         name, ret_first, pattern, using, where, group_by, window, ret_last = children

@@ -8,9 +8,12 @@ in the Spark SQL filter; ``None`` means "not prefiltered, test it yourself").
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from sparkcep.compiler.ast import Attr, Expr
+from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.naming import default_column
 from sparkcep.runtime_udfs.expr import compile_expr
 
@@ -56,6 +59,9 @@ class MatchSpec:
     strategy: str = "skip_till_any_match"
     key: tuple[str, ...] = ()
     pattern: object = None
+    #: SASE++ collapsed output: one row per binding of the non-Kleene variables, with an array column of each
+    #: Kleene variable's candidates instead of one row per subset (see ``match_compile.collapsed_outputs``)
+    collapsed: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,8 @@ INTERNAL_COLUMNS = ("_mask", "_event_time", "_sparkcep_all", "_seq")
 def with_default_outputs(spec: MatchSpec, attributes) -> MatchSpec:
     """A match query without RETURN returns every attribute of every positive component, named
     ``<var>_<attr>`` (a Kleene variable's last event).  Its spec carries no outputs until the input's
-    columns are known: this binds them.  A spec that has outputs is returned unchanged."""
-    if spec.outputs:
+    columns are known: this binds them.  A spec that has outputs (or a trend spec) is returned unchanged."""
+    if not isinstance(spec, MatchSpec) or spec.outputs:
         return spec
     cols = tuple(
         OutputColumn(default_column(c.var, a), Attr(c.var, a, "last" if c.kleene else None))
@@ -122,3 +128,34 @@ def component_mask(by_type, event: dict) -> int:
         if local is None or local({var: event}) is True:
             mask |= 1 << k
     return mask
+
+
+class SlotState:
+    """Base of an engine's partition state whose ``__slots__`` are pickled under a version tag.
+
+    Subclasses set ``VERSION`` (bump it when the slots change meaning) and ``ENGINE`` (named in the error a
+    state of another version gets).  ``to_bytes`` is the state column Spark keeps in its checkpoints.
+    """
+
+    __slots__ = ()
+    VERSION: ClassVar[int] = 1
+    ENGINE: ClassVar[str] = "engine"
+
+    def to_bytes(self) -> bytes:
+        """The slots pickled under the version tag (an object referenced twice is stored once)."""
+        return pickle.dumps((self.VERSION, *(getattr(self, s) for s in self.__slots__)),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def from_bytes(cls, data: bytes):
+        """Inverse of :meth:`to_bytes`."""
+        version, *values = pickle.loads(data)
+        if version != cls.VERSION:
+            raise CEPError(f"{cls.ENGINE} state version {version} is not supported (expected {cls.VERSION})")
+        state = cls.__new__(cls)
+        for name, value in zip(cls.__slots__, values, strict=True):
+            setattr(state, name, value)
+        return state
+
+    def __reduce__(self):
+        return (type(self).from_bytes, (self.to_bytes(),))
