@@ -13,6 +13,7 @@ two-step baseline enumerates the trends of each window with the oracle and aggre
 growing windows only while one run finishes within ``--baseline-budget`` seconds (it is exponential).
 
     python bench/trend_aggregation.py [--sizes 10000,100000,1000000] [--slide-div 1] [--batch 100000] [--repeat 3]
+    python bench/trend_aggregation.py --spark [--events 1000000 --repeat 2]   # end to end on Spark (trend_spark.py)
 
 Each size runs ``--repeat`` times; the figures are medians, and the CPU figure (``time.process_time`` of this
 process) is the one to quote on a shared machine (wall time includes waiting for other jobs' CPUs).  The last
@@ -121,7 +122,15 @@ def main(argv=None) -> None:
     p.add_argument("--queries", default="seq,edge")
     p.add_argument("--baseline-budget", type=float, default=60.0)
     p.add_argument("--repeat", type=int, default=3, help="runs per size (medians are printed)")
+    p.add_argument("--spark", nargs=argparse.REMAINDER, default=None, metavar="ARGS",
+                   help="instead: the end-to-end Spark section (bench/trend_spark.py: the GRETA job against a trivial "
+                        "stateful count over the same files, batch and streaming); ARGS go to it (--events N ...)")
     args = p.parse_args(argv)
+    if args.spark is not None:
+        import trend_spark  # bench/ is on sys.path when this file runs as a script
+
+        trend_spark.main(args.spark)
+        return
     print(f"stock stream: {len(COMPANIES)} companies, 3 sectors, 1 event per ts unit; SLIDE = WITHIN / "
           f"{args.slide_div}; micro-batches of {args.batch} events per partition; medians of {args.repeat} runs; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
