@@ -126,11 +126,12 @@ def main(argv=None) -> None:
                    help="instead: the end-to-end Spark section (bench/trend_spark.py: the GRETA job against a trivial "
                         "stateful count over the same files, batch and streaming); ARGS go to it (--events N ...)")
     args = p.parse_args(argv)
-    if args.spark is not None:
-        import trend_spark  # bench/ is on sys.path when this file runs as a script
+    if args.spark is not None:  # its own process: Spark's workers unpickle its functions from a real module path
+        import subprocess
+        import sys
 
-        trend_spark.main(args.spark)
-        return
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trend_spark.py")
+        raise SystemExit(subprocess.call([sys.executable, script, *args.spark]))
     print(f"stock stream: {len(COMPANIES)} companies, 3 sectors, 1 event per ts unit; SLIDE = WITHIN / "
           f"{args.slide_div}; micro-batches of {args.batch} events per partition; medians of {args.repeat} runs; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
