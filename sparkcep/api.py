@@ -261,8 +261,9 @@ class CompiledWorkload:
 def compile_shared_workload(text: str, *, stats=None, sample=None, budget: float | None = 5.0,
                             resolve: bool = True, **options) -> CompiledWorkload:
     """Parse and check a workload and choose its sharing plan (Sharon).  Rates for the benefit model: a
-    statistics file ``stats`` (JSON ``{"rates": {type: events per window}}``), else a ``sample`` of events
-    (dicts with type and ts), else the default; ``budget``: seconds for the plan finder before GWMIN's
+    statistics file ``stats`` (JSON ``{"rates": {type: events per window}}``), else the workload's own
+    ``WITH RATES (T = n, ...)`` clause, else a ``sample`` of events (dicts with type and ts), else the default
+    (types a source leaves out get the default); ``budget``: seconds for the plan finder before GWMIN's
     plan is used; ``resolve``: expand candidates into options (§7.1)."""
     from sparkcep.compiler.optimizer.sharing import SharingQuery, optimize_workload
     from sparkcep.compiler.optimizer.sharing.rates import load_stats, rates_from_sample
@@ -291,8 +292,11 @@ def compile_shared_workload(text: str, *, stats=None, sample=None, budget: float
             continue
         sharing.append(sharing_query(n, spec))
     rates, source = None, None
+    declared = parse_workload(text).rates
     if stats is not None:
         rates, source = load_stats(stats), f"statistics file {stats}"
+    elif declared:
+        rates, source = dict(declared), "the workload's WITH RATES clause"
     elif sample is not None:
         window = next((q.window for q in sharing if q.reason is None), 0)
         rates, source = rates_from_sample(sample, window), "a sample of the input"

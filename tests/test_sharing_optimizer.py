@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import sparkcep
 from sparkcep import oracle_sharon
+from sparkcep.compiler.errors import CEPSyntaxError
 from sparkcep.compiler.optimizer.sharing import (
     Candidate,
     SharingQuery,
@@ -26,6 +27,8 @@ from sparkcep.compiler.optimizer.sharing.graph import build_conflicts, graph_of
 from sparkcep.compiler.optimizer.sharing.plan_finder import choose_plan, valid_space_search
 from sparkcep.compiler.optimizer.sharing.prune import guaranteed_weight, reduce, reduce_graph
 from sparkcep.compiler.optimizer.sharing.resolve_conflicts import expand
+from sparkcep.compiler.printer import format_workload
+from sparkcep.grammar import parse_workload
 
 FIG4_BENEFITS = {"p1": 25, "p2": 9, "p3": 12, "p4": 15, "p5": 20, "p6": 8, "p7": 18}
 FIG4_CONFLICTS = [("p1", "p2"), ("p1", "p3"), ("p1", "p4"), ("p1", "p5"), ("p1", "p6"), ("p2", "p3"),
@@ -192,6 +195,27 @@ def test_stats_file_changes_the_rates(tmp_path):
     w = sparkcep.compile_shared_workload((WORKLOADS / "sharon_traffic.cep").read_text(), stats=stats)
     assert w.plan.rates_source == f"statistics file {stats}"
     assert "OakSt 40" in w.explain() and "StateSt 1*" in w.explain()
+
+
+def test_declared_rates_in_the_workload(tmp_path):
+    """``WITH RATES (...)`` before the queries feeds the benefit model; a statistics file still wins; the clause
+    prints back as written; a type declared twice is an error with line, column and caret."""
+    queries = (WORKLOADS / "sharon_traffic.cep").read_text()
+    text = "WITH RATES (OakSt = 40, MainSt = 40.5, ParkAve = 5);\n" + queries
+    workload = parse_workload(text)
+    assert workload.rates == (("OakSt", 40.0), ("MainSt", 40.5), ("ParkAve", 5.0))
+    assert parse_workload(format_workload(workload)) == workload
+    w = sparkcep.compile_shared_workload(text)
+    assert w.plan.rates_source == "the workload's WITH RATES clause"
+    assert "MainSt 40.5" in w.explain() and "StateSt 1*" in w.explain()
+    default = sparkcep.compile_shared_workload(queries)
+    assert {c.pattern: c.benefit for c in w.plan.candidates} != {c.pattern: c.benefit for c in default.plan.candidates}
+    stats = tmp_path / "stats.json"
+    stats.write_text('{"rates": {"OakSt": 7}}')
+    assert sparkcep.compile_shared_workload(text, stats=stats).plan.rates_source == f"statistics file {stats}"
+    with pytest.raises(CEPSyntaxError) as err:
+        parse_workload("WITH RATES (A = 1,\n  A = 2) PATTERN SEQ(A a, B b) WITHIN 5")
+    assert "declared twice" in str(err.value) and "line 2, column 3" in str(err.value)
 
 
 def test_out_of_scope_queries_run_alone():

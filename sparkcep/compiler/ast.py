@@ -222,6 +222,8 @@ class Workload:
     queries: tuple[Query, ...]
     span: Span | None = _span()
     shedding_latency: Duration | None = None
+    #: ``WITH RATES (T = n, ...)``: declared events per window of each type (Sharon's benefit model)
+    rates: tuple[tuple[str, float], ...] | None = None
 
 
 # ----------------------------------------------------------------------------------------------- helpers

@@ -28,8 +28,16 @@ _INDEX = {"all": "[]", "cur": "[i]", "prev": "[i-1]", "prefix": "[..i-1]"}
 
 
 def format_workload(workload: ast.Workload) -> str:
-    """The queries of ``workload``, each ended by ``;`` and separated by a blank line."""
-    return "\n\n".join(format_query(q) + ";" for q in workload.queries) + "\n"
+    """The queries of ``workload``, each ended by ``;`` and separated by a blank line, after its ``WITH RATES``
+    clause if it has one."""
+    head = ""
+    if workload.rates:
+        head = "WITH RATES (" + ", ".join(f"{t} = {_number_text(r)}" for t, r in workload.rates) + ");\n\n"
+    return head + "\n\n".join(format_query(q) + ";" for q in workload.queries) + "\n"
+
+
+def _number_text(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
 def format_query(query: ast.Query) -> str:

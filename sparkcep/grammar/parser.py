@@ -128,8 +128,21 @@ class _ToAst(Transformer_NonRecursive):
     # --- workload and query
 
     def workload(self, meta, children):
-        shedding, *queries = children
-        return ast.Workload(tuple(queries), span=_span(meta), shedding_latency=shedding)
+        shedding, rates, *queries = children
+        return ast.Workload(tuple(queries), span=_span(meta), shedding_latency=shedding, rates=rates)
+
+    def rates_clause(self, meta, children):
+        seen: dict[str, float] = {}
+        for type_token, rate in children:
+            if type_token.value in seen:
+                raise CEPSyntaxError(f"the rate of {type_token.value} is declared twice",
+                                     _span(type_token))
+            seen[type_token.value] = rate
+        return tuple(seen.items())
+
+    def rate(self, meta, children):
+        type_token, number = children
+        return type_token, float(_number(number))
 
     def shedding_clause(self, meta, children):
         number, unit = children

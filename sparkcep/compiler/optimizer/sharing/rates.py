@@ -1,9 +1,9 @@
 """Event-type rates for the benefit model: ``Rate(E)`` = expected events of type ``E`` per window.
 
 Sources, in order of preference: a statistics file (``--stats FILE``: JSON ``{"rates": {"OakSt": 120, ...}}``
-or a flat ``{"OakSt": 120, ...}``), a sample of the input (:func:`rates_from_sample`), else
-:data:`DEFAULT_RATE` for every type.  Types missing from a file or sample get the default.  ``explain``
-states which source was used.
+or a flat ``{"OakSt": 120, ...}``), rates declared in the workload (``WITH RATES (OakSt = 120, ...)`` before
+the queries), a sample of the input (:func:`rates_from_sample`), else :data:`DEFAULT_RATE` for every type.
+Types missing from the source used get the default.  ``explain`` states which source was used.
 """
 
 from __future__ import annotations
