@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import gc
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -305,7 +306,8 @@ def main(argv=None) -> None:
                    help="also compare the utility models at equal drop ratios (no latency control)")
     p.add_argument("--drift", action="store_true", help="also run the drift scenario (DS1 then DS3, 200%%)")
     args = p.parse_args(argv)
-    print("load shedding bench (2-core machine, shared with other jobs); part 1: pure-engine overload simulation")
+    print(f"load shedding bench ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}); "
+          "part 1: pure-engine overload simulation")
     results = []
     for name in args.queries:
         for ds in args.datasets or [DEFAULT_DATASET[name]]:

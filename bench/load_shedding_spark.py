@@ -92,7 +92,7 @@ def main(argv=None) -> None:
     p.add_argument("--overload", type=float, default=2.0)
     args = p.parse_args(argv)
     print(f"\n== part 2: Spark Structured Streaming, Q1 on DS1, {args.overload:.0%} of the measured max throughput, "
-          f"latency bound {args.bound} s (2-core machine, shared with other jobs)")
+          f"latency bound {args.bound} s ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
     spark = local_session("local[2]", shuffle_partitions=2, app_name="sparkcep-shedding-bench")
     spark.sparkContext.setLogLevel("ERROR")
     events = generate("DS1", 400_000, seed=11)

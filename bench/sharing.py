@@ -21,13 +21,14 @@ while the graph has at most ``--exhaustive-max`` vertices): time and plan score.
 
     python bench/sharing.py [--queries 20,40,80,120] [--events 8000] [--repeat 3] [--alone] [--spark]
 
-State the machine next to the figures (the reference is a 2-core VM, shared with other jobs).
+State the machine next to the figures (the reference is a 2-core VM).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import statistics
 import time
@@ -177,7 +178,8 @@ def main(argv=None) -> None:
     rates = rates_from_sample(events[: len(events) // 4], WINDOW)
     rates = {t: r / args.vehicles for t, r in rates.items()}  # per partition (vehicle), as the engine sees them
     print(f"{len(events)} events, {args.vehicles} vehicles, {len(routes)} base routes, window {WINDOW} slide "
-          f"{SLIDE}; pure engine, median of {args.repeat}; 2-core machine, shared with other jobs")
+          f"{SLIDE}; pure engine, median of {args.repeat}; {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}")
     header = (f"{'queries':>7} {'shared segs':>11} {'non-shared':>10} {'shared ev/s':>11} {'non-sh ev/s':>11} "
               f"{'speed-up':>8} {'lat shared ms':>13} {'lat non-sh ms':>13}" + ("  alone ev/s" if args.alone else ""))
     print(header)
