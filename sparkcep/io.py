@@ -16,32 +16,49 @@ def read_events(spark, path: str, fmt: str, ts_col: str, stream: bool = False, f
     a stream take that many files per micro-batch (default: all there are)."""
     from pyspark.sql import functions as F
 
+    check_input(path, stream)
+    options = reader_options(fmt, schema)
+    schema = input_schema(spark, path, fmt, options, schema)
+    df = load(spark, path, fmt, schema, options, stream, files_per_trigger)
+    if ts_col in schema.fieldNames() and schema[ts_col].dataType.simpleString() == "string":
+        df = df.withColumn(ts_col, F.to_timestamp(F.col(ts_col)))
+    return df
+
+
+def check_input(path: str, stream: bool) -> None:
+    """The input exists; a stream reads a directory."""
     if not os.path.exists(path):
         raise CEPError(f"no such input: {path}")
     if stream and not os.path.isdir(path):
         raise CEPError(f"a stream reads a directory (and the files that arrive in it), not the file {path}")
-    options = {"header": True, "inferSchema": schema is None} if fmt == "csv" else {}
-    if schema is not None:
-        from pyspark.sql.types import StructType
 
-        try:
-            schema = StructType.fromDDL(schema)
-        except Exception as err:  # pyspark raises its own parse exception types
-            raise CEPError(f"bad --schema: {str(err).splitlines()[0]}") from None
-        static = spark.read.schema(schema).format(fmt).options(**options).load(path)
-    else:
-        static = spark.read.format(fmt).options(**options).load(path)
-        schema = static.schema
-    if stream:
-        reader = spark.readStream.schema(schema).format(fmt).options(**options)
-        if files_per_trigger:
-            reader = reader.option("maxFilesPerTrigger", files_per_trigger)
-        df = reader.load(path)
-    else:
-        df = static
-    if ts_col in schema.fieldNames() and schema[ts_col].dataType.simpleString() == "string":
-        df = df.withColumn(ts_col, F.to_timestamp(F.col(ts_col)))
-    return df
+
+def reader_options(fmt: str, ddl: str | None) -> dict:
+    """Reader options of a format: CSV has a header, and its types are inferred when no schema is given."""
+    return {"header": True, "inferSchema": ddl is None} if fmt == "csv" else {}
+
+
+def input_schema(spark, path: str, fmt: str, options: dict, ddl: str | None):
+    """The StructType of a DDL string, else the one Spark infers from the files at ``path`` now."""
+    from pyspark.sql.types import StructType
+
+    if ddl is None:
+        return spark.read.format(fmt).options(**options).load(path).schema
+    try:
+        return StructType.fromDDL(ddl)
+    except Exception as err:  # pyspark raises its own parse exception types
+        raise CEPError(f"bad --schema: {str(err).splitlines()[0]}") from None
+
+
+def load(spark, path: str, fmt: str, schema, options: dict, stream: bool, files_per_trigger: int | None = None):
+    """``path`` read with ``schema``: a batch DataFrame, or a stream taking ``files_per_trigger`` files per
+    micro-batch (default: all there are)."""
+    if not stream:
+        return spark.read.schema(schema).format(fmt).options(**options).load(path)
+    reader = spark.readStream.schema(schema).format(fmt).options(**options)
+    if files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", files_per_trigger)
+    return reader.load(path)
 
 
 def ts_kind_of(schema, ts_col: str) -> str | None:

@@ -32,29 +32,14 @@ Example::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection
 
-from sparkcep.compiler.errors import CEPError
+from sparkcep.io import check_input, input_schema, load, reader_options
 
 #: The columns of a rejected record (dead letters, late events).
 REASON, RECORD = "reason", "record"
 #: Spark's column for the raw text of a record it could not parse (PERMISSIVE mode).
 CORRUPT = "_corrupt_record"
-
-
-def _schema(spark, path: str, fmt: str, options: dict, schema: str | None):
-    """The schema to read with: the DDL given, else the one inferred from the files there now; without the
-    corrupt-record column (it is added for reading)."""
-    from pyspark.sql.types import StructType
-
-    if schema is not None:
-        try:
-            return StructType.fromDDL(schema)
-        except Exception as err:  # pyspark raises its own parse exception types
-            raise CEPError(f"bad --schema: {str(err).splitlines()[0]}") from None
-    inferred = spark.read.format(fmt).options(**options).load(path).schema
-    return StructType([f for f in inferred.fields if f.name != CORRUPT])
 
 
 def read_validated(spark, path: str, fmt: str, type_col: str, ts_col: str, *, stream: bool = False,
@@ -65,25 +50,17 @@ def read_validated(spark, path: str, fmt: str, type_col: str, ts_col: str, *, st
     stream's event types (others become dead letters)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
-    if not os.path.exists(path):
-        raise CEPError(f"no such input: {path}")
-    if stream and not os.path.isdir(path):
-        raise CEPError(f"a stream reads a directory (and the files that arrive in it), not the file {path}")
-    options: dict = {"header": True, "inferSchema": schema is None} if fmt == "csv" else {}
-    fields = _schema(spark, path, fmt, options, schema)
-    lenient = fmt in ("json", "csv")
-    if lenient:
-        options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT)
+    check_input(path, stream)
+    options = reader_options(fmt, schema)
+    # the schema to read with, without the corrupt-record column (added for reading)
+    fields = input_schema(spark, path, fmt, options, schema)
+    fields = StructType([f for f in fields.fields if f.name != CORRUPT])
+    if fmt in ("json", "csv"):  # lenient: a bad record becomes a dead letter, never stops the job
+        options = {**options, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
         read_schema = StructType([*fields.fields, StructField(CORRUPT, StringType())])
     else:
         read_schema = fields
-    if stream:
-        reader = spark.readStream.schema(read_schema).format(fmt).options(**options)
-        if files_per_trigger:
-            reader = reader.option("maxFilesPerTrigger", files_per_trigger)
-        raw = reader.load(path)
-    else:
-        raw = spark.read.schema(read_schema).format(fmt).options(**options).load(path)
+    raw = load(spark, path, fmt, read_schema, options, stream, files_per_trigger)
     return split_valid(raw, fields, type_col, ts_col, fmt, known_types)
 
 
