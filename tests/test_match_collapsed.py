@@ -10,7 +10,6 @@ exactly the oracle's matches over the whole stream, and every row must expand to
 from __future__ import annotations
 
 import itertools
-import math
 from collections import Counter
 
 import pytest
@@ -22,6 +21,7 @@ from sparkcep.oracle import matches
 from sparkcep.runtime_udfs import match_engine
 from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
 from tests.strategies import event_streams
+from tests.test_match_semantics import run
 
 #: (query, its positive variables in pattern order); RETURN reads ``v.n`` of every single variable
 QUERIES = [
@@ -40,18 +40,6 @@ NEGATED_TYPES = {"D"}
 
 def numbered(events: list[dict]) -> list[dict]:
     return [{**e, "n": k} for k, e in enumerate(events)]
-
-
-def engine_rows(q: sparkcep.CompiledQuery, events: list[dict]) -> list[dict]:
-    spec = q.spec()
-    parts: dict = {}
-    for e in events:
-        parts.setdefault(tuple(e.get(a) for a in spec.key), []).append(e)
-    rows = []
-    for part in parts.values():
-        state, _ = match_engine.step(spec, match_engine.init_state(), part)
-        rows += match_engine.advance(spec, state, math.inf)[1]
-    return rows
 
 
 def identity(binding: dict, variables: list[str]) -> tuple:
@@ -84,7 +72,7 @@ def test_expanding_collapsed_rows_gives_exactly_the_enumerated_matches(case, eve
     text, variables = case[0], list(case[1])
     events = numbered(events)
     q = sparkcep.compile(text + ", count(b[].n) AS nb", collapsed=True)  # candidates carry n
-    rows = engine_rows(q, events)
+    rows = run(q.spec(), events)
     expected = Counter(identity(m, variables) for m in matches(sparkcep.compile(text).query, events))
     got: Counter = Counter()
     keys = set()
@@ -105,8 +93,8 @@ def test_sase_pp_fig4_collapses_seven_matches_into_one_row():
             "RETURN a.ts, c.ts, count(b[].val)")
     events = [{"type": "A", "ts": 1, "task_id": 1}, *({"type": "B", "ts": t, "task_id": 1, "val": v}
               for t, v in ((2, 6), (3, 7), (4, 9))), {"type": "C", "ts": 5, "task_id": 1}]
-    assert len(engine_rows(sparkcep.compile(text), events)) == 7
-    assert engine_rows(sparkcep.compile(text, collapsed=True), events) == [
+    assert len(run(sparkcep.compile(text).spec(), events)) == 7
+    assert run(sparkcep.compile(text, collapsed=True).spec(), events) == [
         {"a_ts": 1, "c_ts": 5, "b": [{"ts": 2, "val": 6}, {"ts": 3, "val": 7}, {"ts": 4, "val": 9}]}]
 
 
@@ -138,5 +126,5 @@ def test_collapsed_output_on_spark_is_an_array_column(spark):
     assert df.schema["b"].dataType == ArrayType(StructType([StructField("ts", LongType()),
                                                             StructField("x", LongType())]))
     got = sorted((r["a_ts"], r["c_ts"], [tuple(c) for c in r["b"]]) for r in df.collect())
-    want = sorted((r["a_ts"], r["c_ts"], [(c["ts"], c["x"]) for c in r["b"]]) for r in engine_rows(q, events))
+    want = sorted((r["a_ts"], r["c_ts"], [(c["ts"], c["x"]) for c in r["b"]]) for r in run(q.spec(), events))
     assert got == want == [(1, 6, [(2, 3), (3, 1), (5, 4)]), (2, 7, [(4, 2)])]

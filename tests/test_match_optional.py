@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,8 +10,8 @@ import sparkcep
 from sparkcep.compiler.errors import CEPSemanticError
 from sparkcep.oracle import match_rows
 from sparkcep.results import canonical
-from sparkcep.runtime_udfs import match_engine
 from tests.strategies import event_streams
+from tests.test_match_semantics import run
 
 PAIRS = [
     ("PATTERN SEQ(A a, B? b, C c) WITHIN 6 RETURN a.ts, b.ts AS bt, b.x AS bx, c.ts",
@@ -23,18 +21,6 @@ PAIRS = [
     ("PATTERN SEQ(B? b, C c) USING skip_till_next_match WITHIN 4 RETURN b.ts AS bt, c.ts",
      "PATTERN SEQ(B? b, C c) USING skip_till_next_match WITHIN 4 RETURN b[1].ts AS bt, c.ts"),
 ]
-
-
-def engine_rows(text: str, events: list[dict]) -> list[dict]:
-    spec = sparkcep.compile(text).spec()
-    parts: dict = {}
-    for e in events:
-        parts.setdefault(tuple(e.get(a) for a in spec.key), []).append(e)
-    rows = []
-    for part in parts.values():
-        state, _ = match_engine.step(spec, match_engine.init_state(), part)
-        rows += match_engine.advance(spec, state, math.inf)[1]
-    return rows
 
 
 def test_analysis_accepts_v_attr_and_v_first_attr_for_an_optional_variable():
@@ -51,5 +37,5 @@ def test_optional_variable_both_spellings_equal_the_oracle(pair, events):
     plain, indexed = pair
     expected = canonical(match_rows(sparkcep.compile(indexed).query, events))
     assert canonical(match_rows(sparkcep.compile(plain).query, events)) == expected
-    assert canonical(engine_rows(plain, events)) == expected
-    assert canonical(engine_rows(indexed, events)) == expected
+    assert canonical(run(sparkcep.compile(plain).spec(), events)) == expected
+    assert canonical(run(sparkcep.compile(indexed).spec(), events)) == expected
