@@ -18,11 +18,11 @@ State the machine next to the figures (the project's reference is a 2-core VM).
 from __future__ import annotations
 
 import argparse
-import json
-import random
 import tempfile
 import time
 from pathlib import Path
+
+from spark_paths import QUERY, write_events  # the same query and stream (bench/ is the script's path)
 
 import sparkcep
 from sparkcep.io import read_events
@@ -31,20 +31,7 @@ from sparkcep.session import local_session
 from sparkcep.sinks import counted, routed, start
 from sparkcep.validate import read_validated
 
-QUERY = """PATTERN SEQ(A a, B b, C c) WHERE [id] AND a.x < b.x AND b.x < c.x WITHIN 1000
-RETURN a.id AS id, a.ts AS a_ts, c.ts AS c_ts"""
 DDL = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
-
-
-def write_events(folder: Path, n: int, files: int, keys: int, seed: int = 3) -> None:
-    rnd = random.Random(seed)
-    folder.mkdir(parents=True)
-    per = n // files
-    for k in range(files):
-        with open(folder / f"events-{k:03d}.jsonl", "w") as f:
-            for t in range(k * per, (k + 1) * per):
-                f.write(json.dumps({"type": rnd.choice("ABCD"), "ts": t, "id": rnd.randrange(keys),
-                                    "x": rnd.randint(0, 9)}) + "\n")
 
 
 def baseline(spark, q, events: Path, work: Path) -> tuple[float, int]:
