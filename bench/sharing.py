@@ -15,11 +15,14 @@ are checked equal.  ``--alone`` also times each query alone on the GRETA engine;
 (``CompiledWorkload.apply``) both ways on a local[2] session.
 
 Optimizers (``--optimizer-queries``, default 4..120 queries): the time to build the Sharon graph, then on
-that graph the Sharon plan finder (reduction + valid-space search, GWMIN after ``--budget`` seconds),
-greedy GWMIN, and exhaustive search (:func:`sparkcep.oracle_sharon.optimal_plan`, every subset; run only
-while the graph has at most ``--exhaustive-max`` vertices): time and plan score.
+that graph the Sharon plan finder (reduction + branch and bound over components, GWMIN after ``--budget``
+seconds), the baseline it replaced in the same process (reduction + the level-wise walk of every valid plan,
+Algorithms 3-4, same budget) with the time ratio, greedy GWMIN, and exhaustive search
+(:func:`sparkcep.oracle_sharon.optimal_plan`, every subset; run only while the graph has at most
+``--exhaustive-max`` vertices): time and plan score.
 
     python bench/sharing.py [--queries 20,40,80,120] [--events 8000] [--repeat 3] [--alone] [--spark]
+    python bench/sharing.py --queries none --optimizer-queries 20,40,80,120     # the optimizers only
 
 State the machine next to the figures (the reference is a 2-core VM).
 """
@@ -32,13 +35,14 @@ import os
 import random
 import statistics
 import time
+from dataclasses import replace
 
 import sparkcep
 from sparkcep import oracle_sharon
 from sparkcep.api import CompiledWorkload
 from sparkcep.compiler.optimizer.sharing import RULES, optimize_workload
 from sparkcep.compiler.optimizer.sharing.graph import sharon_graph
-from sparkcep.compiler.optimizer.sharing.plan_finder import gwmin_graph, search_plan
+from sparkcep.compiler.optimizer.sharing.plan_finder import enumeration_plan, gwmin_graph, search_plan
 from sparkcep.compiler.optimizer.sharing.rates import rates_from_sample
 from sparkcep.compiler.optimizer.sharing.scope import sharing_query
 from sparkcep.runtime_udfs import shared_engine, trend_engine
@@ -137,7 +141,13 @@ def optimizers(queries, rates, budget: float, exhaustive_max: int) -> list[tuple
                 f"{len(graph_plan.candidates)} candidates, {len(g)} beneficial, {g.number_of_edges()} conflicts"))
     t0 = time.perf_counter()
     _, score, method = search_plan(g, budget)
-    out.append(("Sharon plan finder", time.perf_counter() - t0, score, method))
+    finder = time.perf_counter() - t0
+    out.append(("Sharon plan finder", finder, score, method))
+    t0 = time.perf_counter()
+    _, escore, emethod = enumeration_plan(g, budget)
+    enum = time.perf_counter() - t0
+    out.append(("baseline: Algorithms 3-4 valid-space walk", enum, escore,
+                f"{emethod}; {enum / max(finder, 1e-9):.0f}x the plan finder's time"))
     t0 = time.perf_counter()
     _, gscore = gwmin_graph(g)
     out.append(("greedy GWMIN", time.perf_counter() - t0, gscore, ""))
@@ -164,6 +174,8 @@ def main(argv=None) -> None:
     p.add_argument("--optimizer-queries", default="4,6,8,10,20,40,80,120")
     p.add_argument("--alone", action="store_true", help="also time each query alone on the GRETA engine")
     p.add_argument("--spark", action="store_true", help="also time the Spark batch job, shared vs non-shared")
+    p.add_argument("--greedy", action="store_true",
+                   help="also run the executor with GWMIN's plan (the optimal plan's speed-up over it)")
     args = p.parse_args(argv)
     global WINDOW, SLIDE
     WINDOW, SLIDE = args.window, args.slide
@@ -181,10 +193,13 @@ def main(argv=None) -> None:
           f"{SLIDE}; pure engine, median of {args.repeat}; {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
     header = (f"{'queries':>7} {'shared segs':>11} {'non-shared':>10} {'shared ev/s':>11} {'non-sh ev/s':>11} "
-              f"{'speed-up':>8} {'lat shared ms':>13} {'lat non-sh ms':>13}" + ("  alone ev/s" if args.alone else ""))
-    print(header)
+              f"{'speed-up':>8} {'lat shared ms':>13} {'lat non-sh ms':>13}" + ("  alone ev/s" if args.alone else "")
+              + ("  GWMIN-plan ev/s (optimal plan's speed-up)" if args.greedy else ""))
+    sizes = [int(x) for x in args.queries.split(",") if x.strip() not in ("", "none")]
+    if sizes:
+        print(header)
     spark_rows = []
-    for n in [int(x) for x in args.queries.split(",")]:
+    for n in sizes:
         text = workload_text(n, routes)
         queries = sparkcep.compile_workload(text)
         sq = [sharing_query(q.name, q.spec()) for q in queries]
@@ -192,11 +207,15 @@ def main(argv=None) -> None:
         w = CompiledWorkload(tuple(queries), plan)
         [shared], [baseline] = w.specs(), w.specs(share=False)
         _SPEC_FOR_MERGE[:] = [shared]
-        times = {"shared": [], "non": []}
-        lats = {"shared": [], "non": []}
+        runs = [("shared", shared), ("non", baseline)]
+        if args.greedy:
+            [greedy] = CompiledWorkload(tuple(queries), replace(plan, chosen=plan.greedy)).specs()
+            runs.append(("greedy", greedy))
+        times = {name: [] for name, _ in runs}
+        lats = {name: [] for name, _ in runs}
         results = {}
         for _ in range(args.repeat):
-            for name, spec in (("shared", shared), ("non", baseline)):
+            for name, spec in runs:
                 t, lat, rows = run_engine(spec, parts, batches)
                 times[name].append(t)
                 lats[name].append(statistics.mean(lat))
@@ -208,11 +227,17 @@ def main(argv=None) -> None:
                 f"{1000 * statistics.median(lats['non']):>13.2f}")
         if args.alone:
             line += f"  {len(events) / run_alone(queries, parts):>10.0f}"
+        if args.greedy:
+            assert canon(results["greedy"]) == canon(results["non"]), "GWMIN-plan and non-shared results differ"
+            tg = statistics.median(times["greedy"])
+            same = " (same plan)" if set(plan.greedy) == set(plan.chosen) else ""
+            line += f"  {len(events) / tg:>15.0f} ({tg / ts:.2f}x){same}"
         print(line, flush=True)
         if args.spark:
             spark_rows.append((n, spark_times(w, events)))
 
-    print("\noptimizers (rates from a sample of the stream; no conflict resolution):")
+    print("\noptimizers (rates from a sample of the stream; no conflict resolution; a baseline that runs out of "
+          "its budget is stopped there, so its ratio is a lower bound):")
     print(f"{'queries':>7}  {'step':<45} {'time s':>9} {'score':>12}  note")
     for n in [int(x) for x in args.optimizer_queries.split(",")]:
         queries = sparkcep.compile_workload(workload_text(n, routes))

@@ -4,6 +4,8 @@ oracle (:mod:`sparkcep.oracle_sharon`: every subset tried)."""
 from __future__ import annotations
 
 import itertools
+import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,9 +24,16 @@ from sparkcep.compiler.optimizer.sharing import (
     gwmin_guaranteed_weight,
     optimize_workload,
 )
-from sparkcep.compiler.optimizer.sharing.benefit import bvalue
+from sparkcep.compiler.optimizer.sharing.benefit import bvalue, layout_cost
 from sparkcep.compiler.optimizer.sharing.graph import build_conflicts, graph_of
-from sparkcep.compiler.optimizer.sharing.plan_finder import choose_plan, valid_space_search
+from sparkcep.compiler.optimizer.sharing.layout import segments, shared_specs
+from sparkcep.compiler.optimizer.sharing.plan_finder import (
+    branch_and_bound,
+    choose_plan,
+    enumeration_plan,
+    search_plan,
+    valid_space_search,
+)
 from sparkcep.compiler.optimizer.sharing.prune import guaranteed_weight, reduce, reduce_graph
 from sparkcep.compiler.optimizer.sharing.resolve_conflicts import expand
 from sparkcep.compiler.printer import format_workload
@@ -94,6 +103,37 @@ def test_benefit_model_equations():
     assert bvalue(plan, ("B", "C"), frozenset({"q", "r"})) == non_shared - shared
 
 
+def test_benefit_of_a_pattern_repeated_in_a_query():
+    """q holds p = (A, B) twice: the executor shares both occurrences (segments p · C · p), and so does the
+    model: NonShared 5 + 2, Shared = p once 2 + q's Comp 1 (C) + Comb 1·1·1 + r nothing."""
+    plan = WorkloadPlan((SharingQuery("q", ("A", "B", "C", "A", "B")), SharingQuery("r", ("A", "B"))))
+    assert bvalue(plan, ("A", "B"), frozenset({"q", "r"})) == (5 + 2) - (2 + 1 + 1)
+    shared = WorkloadPlan(plan.queries, candidates=(Candidate("p1", ("A", "B"), frozenset({"q", "r"}), 3.0),),
+                          chosen=("p1",))
+    assert segments(shared)["q"] == (("p1", ("A", "B")), ("q#1", ("C",)), ("p1", ("A", "B")))
+    [spec] = shared_specs(shared)
+    assert spec.queries[0].segments == ("p1", "q#1", "p1")
+    assert layout_cost(shared, ()) - layout_cost(shared, ("p1",)) == 3
+    # rates A 2, B 3, C 5: NonShared 2·15 + 2·5; Shared 2·5 + 5·5 + 2·5·2 -> not beneficial
+    rated = replace(shared, rates=(("A", 2.0), ("B", 3.0), ("C", 5.0)))
+    assert bvalue(rated, ("A", "B"), frozenset({"q", "r"})) == (30 + 10) - (10 + 25 + 20)
+    # a pattern overlapping itself (A, A) in (A, A, A): one occurrence taken, as the executor takes it
+    aaa = WorkloadPlan((SharingQuery("q", ("A", "A", "A")), SharingQuery("r", ("A", "A"))))
+    assert bvalue(aaa, ("A", "A"), frozenset({"q", "r"})) == (3 + 2) - (2 + 1 + 1)
+
+
+def test_time_budget_stops_the_branch_and_bound():
+    """One connected component of 90 candidates with close weights (weak bounds) needs far more than the
+    1024 search nodes after which the deadline is checked: with no time left, GWMIN's plan, said so."""
+    rnd = random.Random(7)
+    benefits = {f"v{i}": 1 + rnd.random() for i in range(90)}
+    edges = [(f"v{i}", f"v{j}") for i, j in itertools.combinations(range(90), 2) if rnd.random() < 0.08]
+    g = graph_of(benefits, edges)
+    plan, score, method = search_plan(g, 0.0)
+    assert method == "greedy GWMIN (time budget 0 s exceeded)"
+    assert (plan, score) == gwmin(benefits, edges)
+
+
 def test_time_budget_falls_back_to_gwmin():
     n = 40
     benefits = {f"v{i}": 1 + (i * 7919) % 13 for i in range(n)}
@@ -131,6 +171,7 @@ def test_plan_finder_matches_exhaustive_search(graph):
     assert not any(g.has_edge(a, b) for a, b in itertools.combinations(plan, 2))
     assert score == pytest.approx(sum(benefits[v] for v in plan))
     greedy, greedy_score = gwmin(benefits, edges)
+    assert greedy == oracle_sharon.gwmin(g)
     assert greedy_score >= gwmin_guaranteed_weight(benefits, edges) - 1e-9  # Eq. 10
     assert greedy_score <= score + 1e-9
 
@@ -175,6 +216,92 @@ def test_workload_plan_is_optimal_on_its_sharon_graph(workload, resolve):
         if len(holders) > 1:
             expected.add((pattern, holders))
     assert originals == expected
+
+
+@st.composite
+def repeating_workloads(draw):
+    """Workloads over few types, so that patterns repeat within a query, with random rates."""
+    n = draw(st.integers(2, 5))
+    types = "ABC"[:draw(st.integers(2, 3))]
+    queries = [SharingQuery(f"q{i + 1}", tuple(draw(st.lists(st.sampled_from(types), min_size=2, max_size=7))))
+               for i in range(n)]
+    rates = {t: draw(st.sampled_from([0.5, 1, 2, 3, 7])) for t in types}
+    return queries, rates
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(repeating_workloads())
+def test_benefit_equals_the_model_cost_of_what_the_executor_runs(workload):
+    """Every candidate's BValue (as explain prints it) is the cost the model assigns to the Non-Shared layout
+    minus the cost of the executor's layout with that candidate alone shared; a plan whose candidates share
+    no query saves exactly its score."""
+    queries, rates = workload
+    plan = optimize_workload(queries, rates, budget=None)
+    base = layout_cost(plan, ())
+    assert base == pytest.approx(sum(rates[q.pattern[0]] * sum(rates[t] for t in q.pattern) for q in queries))
+    for c in plan.candidates:
+        assert c.benefit == pytest.approx(base - layout_cost(plan, (c.name,)), rel=1e-9, abs=1e-9)
+        assert f"{c.name} ({', '.join(c.pattern)})" in explain_text(plan)
+    chosen = [plan.candidate(n) for n in plan.chosen]
+    if all(not (a.queries & b.queries) for a, b in itertools.combinations(chosen, 2)):
+        assert base - layout_cost(plan, plan.chosen) == pytest.approx(plan.score, rel=1e-9, abs=1e-9)
+
+
+def explain_text(plan):
+    from sparkcep.compiler.optimizer.sharing.explain import explain_workload
+
+    return explain_workload(plan)
+
+
+@st.composite
+def larger_graphs(draw):
+    n = draw(st.integers(10, 26))
+    density = draw(st.sampled_from([0.08, 0.15, 0.25, 0.4]))
+    rnd = random.Random(draw(st.integers(0, 2**32)))
+    benefits = {f"v{i}": rnd.choice([rnd.randint(1, 6), rnd.randint(1, 40), round(rnd.uniform(0.1, 50), 3)])
+                for i in range(n)}
+    edges = [(f"v{i}", f"v{j}") for i, j in itertools.combinations(range(n), 2) if rnd.random() < density]
+    return benefits, edges
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(larger_graphs())
+def test_branch_and_bound_returns_the_plan_of_the_full_enumeration(graph):
+    """Larger graphs (10-26 candidates) than exhaustive search takes: the branch and bound returns the very
+    plan (same ties) that the level-wise enumeration of every valid plan (Algorithms 3-4) returns."""
+    benefits, edges = graph
+    g = graph_of(benefits, edges)
+    plan, score, method = search_plan(g, None)
+    old_plan, old_score, old_method = enumeration_plan(g, None)
+    assert old_method.startswith("Algorithms 3-4 (optimal") and method.startswith("Sharon plan finder (optimal")
+    assert score == pytest.approx(old_score)
+    assert plan == old_plan
+    assert not any(g.has_edge(a, b) for a, b in itertools.combinations(plan, 2))
+    # and on the unreduced graph, against the enumeration directly
+    best, best_score, _, _ = branch_and_bound(g)
+    enum_best, enum_score, _ = valid_space_search(g)
+    assert (best, best_score) == (enum_best, pytest.approx(enum_score))
+
+
+@pytest.mark.parametrize("n,degree", [(60, 3), (120, 4), (200, 3)])
+def test_branch_and_bound_scales_past_the_enumeration(n, degree):
+    """Sparse graphs far beyond the valid-space walk: exact (the optimum of a maximum weight clique search of
+    networkx on the complement graph, an independent method, where it finishes) and within a short budget."""
+    import networkx as nx
+
+    rnd = random.Random(n)
+    benefits = {f"v{i}": rnd.randint(1, 100) for i in range(n)}
+    edges = [(f"v{i}", f"v{j}") for i, j in itertools.combinations(range(n), 2) if rnd.random() < degree / n]
+    g = graph_of(benefits, edges)
+    plan, score, method = search_plan(g, 10.0)
+    assert method.startswith("Sharon plan finder (optimal")
+    assert not any(g.has_edge(a, b) for a, b in itertools.combinations(plan, 2))
+    assert score == sum(benefits[v] for v in plan) >= gwmin(benefits, edges)[1]
+    if n <= 60:
+        h = nx.complement(g)
+        nx.set_node_attributes(h, benefits, "weight")
+        _, clique_weight = nx.max_weight_clique(h, weight="weight")
+        assert score == clique_weight
 
 
 # ------------------------------------------------------------------------------------------ workloads

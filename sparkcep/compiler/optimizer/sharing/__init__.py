@@ -3,12 +3,13 @@
 Rules, one per module, each a pure ``WorkloadPlan → WorkloadPlan`` function, applied in :data:`RULES` order:
 
 1. :func:`~.candidates.find_candidates` — sharable patterns and candidates ``(p, Q_p)`` (Def. 3)
-2. :func:`~.benefit.estimate_benefits` — BValue from event-type rates (Eq. 1–8)
+2. :func:`~.benefit.estimate_benefits` — BValue from event-type rates (Eq. 1–8, on the executor's cut)
 3. :func:`~.prune.prune_non_beneficial` — BValue ≤ 0 leaves the search (§3.4)
 4. :func:`~.resolve_conflicts.resolve_conflicts` — candidates expanded into options (§7.1)
 5. :func:`~.graph.build_conflicts` — the Sharon graph's edges (Def. 6, 10)
 6. :func:`~.prune.reduce_graph` — GWMIN's guaranteed weight, conflict-ridden / conflict-free (Alg. 2)
-7. :func:`~.plan_finder.choose_plan` — the plan finder over the valid space (Alg. 3–4), GWMIN on timeout
+7. :func:`~.plan_finder.choose_plan` — an optimal plan of the reduced graph (§6; exact branch and bound over its
+   connected components instead of Alg. 3–4's walk of every valid plan), GWMIN on timeout
 
 Example::
 

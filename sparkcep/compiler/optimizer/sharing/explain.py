@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from sparkcep.compiler.optimizer.sharing.benefit import layout_cost
 from sparkcep.compiler.optimizer.sharing.ir import WorkloadPlan
 from sparkcep.compiler.optimizer.sharing.layout import segments
 from sparkcep.compiler.optimizer.sharing.rates import DEFAULT_RATE
@@ -68,6 +69,9 @@ def explain_workload(plan: WorkloadPlan) -> str:
     lines.append(f"conflict-free: {_set(plan.conflict_free)}")
     lines.append(f"greedy plan (GWMIN): {_set(plan.greedy)} score {_g(plan.greedy_score)}")
     lines.append(f"chosen plan: {_set(plan.chosen)} score {_g(plan.score)} by {plan.method}")
+    if shared:
+        lines.append(f"cost model (Eq. 1-7 on the executor's layout): non-shared {_g(layout_cost(plan, ()))}, "
+                     f"chosen plan {_g(layout_cost(plan, plan.chosen))}")
     for note in plan.notes:
         lines.append(f"note: {note}")
     lines.append("executor")
@@ -90,7 +94,10 @@ def explain_workload(plan: WorkloadPlan) -> str:
             lines.append(f"        {sid} := Shared[SEQ{_pattern(pat)}, counts per START event, for {', '.join(users)}]")
         for q in qs:
             chain = " · ".join(sid if "#" not in sid else f"SEQ{_pattern(pat)}" for sid, pat in segs[q.name])
-            lines.append(f"        {q.name} := COUNT(*) AS {q.output} of {chain}")
+            returns = ([f"COUNT(*) AS {q.output}"] if q.output else []) + [
+                f"{f.upper()}({q.pattern[at]}@{at}{'.' + attr if attr else ''}) AS {n}"
+                for n, f, at, attr in q.aggregates]
+            lines.append(f"        {q.name} := {', '.join(returns)} of {chain}")
         r += 1
     for q in plan.queries:
         if q.reason is not None:

@@ -20,21 +20,40 @@ from sparkcep.compiler.optimizer.sharing.candidates import occurrences
 from sparkcep.compiler.optimizer.sharing.ir import Candidate, WorkloadPlan
 
 
+def cover(pattern: tuple[str, ...], sequence: tuple[str, ...]) -> int:
+    """The positions of ``sequence`` covered by the occurrences of ``pattern``, as a bitmask."""
+    mask = 0
+    for at in occurrences(pattern, sequence):
+        mask |= ((1 << len(at)) - 1) << at.start
+    return mask
+
+
 def causing_queries(plan: WorkloadPlan, a: Candidate, b: Candidate) -> frozenset[str]:
     """The queries in which the patterns of ``a`` and ``b`` overlap (empty: no conflict)."""
     out = set()
     for name in a.queries & b.queries:
         seq = plan.query(name).pattern
-        if any(set(x) & set(y) for x in occurrences(a.pattern, seq) for y in occurrences(b.pattern, seq)):
+        if cover(a.pattern, seq) & cover(b.pattern, seq):
             out.add(name)
     return frozenset(out)
 
 
 def conflict_edges(plan: WorkloadPlan, candidates: Iterable[Candidate]) -> tuple[tuple[str, str], ...]:
-    edges = []
-    for a, b in itertools.combinations(candidates, 2):
-        if causing_queries(plan, a, b):
-            edges.append(tuple(sorted((a.name, b.name))))
+    """Every pair of ``candidates`` in conflict, found per query: only candidates sharing a query are
+    compared, each by the positions its pattern covers there."""
+    by_query: dict[str, list[tuple[str, int]]] = {}
+    covers: dict[tuple, int] = {}
+    for c in candidates:
+        for name in c.queries:
+            key = (c.pattern, name)
+            if key not in covers:
+                covers[key] = cover(c.pattern, plan.query(name).pattern)
+            by_query.setdefault(name, []).append((c.name, covers[key]))
+    edges = set()
+    for holders in by_query.values():
+        for (a, ma), (b, mb) in itertools.combinations(holders, 2):
+            if ma & mb:
+                edges.add((a, b) if a < b else (b, a))
     return tuple(sorted(edges))
 
 

@@ -9,6 +9,7 @@ candidates with their reasons, and the chosen plan with its score.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -16,7 +17,9 @@ class SharingQuery:
     """One query of the workload as Sharon sees it: a name, a sequence of event types, and the context that
     must be equal for two queries to share (partition key, GROUP BY, window, slide).
 
-    ``reason`` is None for a query the shared executor covers; otherwise why it runs alone.
+    ``reason`` is None for a query the shared executor covers; otherwise why it runs alone.  ``output`` names
+    its COUNT(*) column (None: not returned); ``aggregates`` are its other aggregates as ``(name, func,
+    position in the pattern, attribute)`` (see :class:`~sparkcep.runtime_udfs.shared_engine.SharedAggregate`).
     """
 
     name: str
@@ -26,7 +29,8 @@ class SharingQuery:
     window: float = 0
     slide: float = 0
     reason: str | None = None
-    output: str = "count_all"
+    output: str | None = "count_all"
+    aggregates: tuple[tuple[str, str, int, str | None], ...] = ()
 
     @property
     def context(self) -> tuple:
@@ -89,14 +93,28 @@ class WorkloadPlan:
     method: str = ""
     notes: tuple[str, ...] = field(default=())
 
+    # lookups by name, built once per plan (cached_property writes the instance dict, not a field: equality,
+    # hashing and dataclasses.replace see only the fields)
+    @cached_property
+    def _rates(self) -> dict[str, float]:
+        return dict(self.rates)
+
+    @cached_property
+    def _queries(self) -> dict[str, SharingQuery]:
+        return {q.name: q for q in self.queries}
+
+    @cached_property
+    def _candidates(self) -> dict[str, Candidate]:
+        return {c.name: c for c in self.candidates}
+
     def rate(self, event_type: str) -> float:
-        return dict(self.rates).get(event_type, self.default_rate)
+        return self._rates.get(event_type, self.default_rate)
 
     def query(self, name: str) -> SharingQuery:
-        return next(q for q in self.queries if q.name == name)
+        return self._queries[name]
 
     def candidate(self, name: str) -> Candidate:
-        return next(c for c in self.candidates if c.name == name)
+        return self._candidates[name]
 
     @property
     def pruned_names(self) -> frozenset[str]:

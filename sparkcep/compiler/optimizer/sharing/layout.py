@@ -20,39 +20,46 @@ from sparkcep.compiler.optimizer.sharing.candidates import occurrences
 from sparkcep.compiler.optimizer.sharing.ir import WorkloadPlan
 
 
+def cut(sequence: tuple[str, ...], shared: list[tuple[str, tuple[str, ...]]], private: str = "#"
+        ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``sequence`` cut into segments ``(id, pattern)``: every occurrence of a ``shared`` pattern ``(id,
+    pattern)`` (in the order given, each left to right) that overlaps no occurrence already taken is that
+    shared segment; the pieces between are private, named ``<private><k>`` (``k`` = the segment's index).
+
+    This is the one place that decides what the executor shares, and the benefit model
+    (:mod:`~sparkcep.compiler.optimizer.sharing.benefit`) costs the same cut::
+
+        >>> cut(("A", "B", "C", "A", "B"), [("p1", ("A", "B"))], "q#")
+        (('p1', ('A', 'B')), ('q#1', ('C',)), ('p1', ('A', 'B')))
+    """
+    taken: dict[int, tuple[str, range]] = {}
+    covered: set[int] = set()
+    for sid, pattern in shared:
+        for at in occurrences(pattern, sequence):
+            if covered.isdisjoint(at):
+                taken[at.start] = (sid, at)
+                covered.update(at)
+    segs = []
+    i = 0
+    while i < len(sequence):
+        if i in taken:
+            sid, at = taken[i]
+            segs.append((sid, sequence[at.start:at.stop]))
+            i = at.stop
+        else:
+            j = i
+            while j < len(sequence) and j not in taken:
+                j += 1
+            segs.append((f"{private}{len(segs)}", sequence[i:j]))
+            i = j
+    return tuple(segs)
+
+
 def segments(plan: WorkloadPlan) -> dict[str, tuple[tuple[str, tuple[str, ...]], ...]]:
     """query name → its segments ``(segment id, pattern)`` in order, for every query the executor covers."""
     chosen = [plan.candidate(n) for n in plan.chosen]
-    out = {}
-    for q in plan.queries:
-        if q.reason is not None:
-            continue
-        taken: dict[int, tuple[str, range]] = {}
-        covered: set[int] = set()
-        for c in chosen:
-            if q.name not in c.queries:
-                continue
-            for at in occurrences(c.pattern, q.pattern):
-                if covered.isdisjoint(at):
-                    taken[at.start] = (c.name, at)
-                    covered.update(at)
-        segs = []
-        i = 0
-        k = 0
-        while i < len(q.pattern):
-            if i in taken:
-                name, at = taken[i]
-                segs.append((name, q.pattern[at.start:at.stop]))
-                i = at.stop
-            else:
-                j = i
-                while j < len(q.pattern) and j not in taken:
-                    j += 1
-                segs.append((f"{q.name}#{k}", q.pattern[i:j]))
-                i = j
-            k += 1
-        out[q.name] = tuple(segs)
-    return out
+    return {q.name: cut(q.pattern, [(c.name, c.pattern) for c in chosen if q.name in c.queries], f"{q.name}#")
+            for q in plan.queries if q.reason is None}
 
 
 def shared_specs(plan: WorkloadPlan, *, share: bool = True) -> list:
@@ -61,7 +68,7 @@ def shared_specs(plan: WorkloadPlan, *, share: bool = True) -> list:
     the baseline the executor is compared against."""
     from dataclasses import replace
 
-    from sparkcep.runtime_udfs.shared_engine import SharedQuery, SharedSpec
+    from sparkcep.runtime_udfs.shared_engine import SharedAggregate, SharedQuery, SharedSpec
 
     segs = segments(plan if share else replace(plan, chosen=()))
     contexts: dict[tuple, list] = {}
@@ -75,7 +82,8 @@ def shared_specs(plan: WorkloadPlan, *, share: bool = True) -> list:
         for q in qs:
             for sid, pattern in segs[q.name]:
                 seen.setdefault(sid, pattern)
-            queries.append(SharedQuery(q.name, q.output, tuple(sid for sid, _ in segs[q.name])))
+            queries.append(SharedQuery(q.name, q.output, tuple(sid for sid, _ in segs[q.name]),
+                                       tuple(SharedAggregate(n, f, (at,), attr) for n, f, at, attr in q.aggregates)))
         first = qs[0]
         out.append(SharedSpec(tuple(seen.items()), tuple(queries), first.window, first.slide, first.key,
                               first.group_by))

@@ -26,11 +26,12 @@ def guaranteed_weight(g: nx.Graph) -> float:
     return sum(g.nodes[v]["weight"] / (g.degree(v) + 1) for v in g)
 
 
-def score_max(g: nx.Graph, v, taken: float = 0.0) -> float:
+def score_max(g: nx.Graph, v, taken: float = 0.0, total: float | None = None) -> float:
     """Equation 11: the weight of every vertex not adjacent to ``v`` (``v`` included), plus ``taken`` (the
-    conflict-free candidates already set aside)."""
-    near = set(g.neighbors(v))
-    return taken + sum(g.nodes[u]["weight"] for u in g if u not in near)
+    conflict-free candidates already set aside).  ``total``: the weight of all of ``g``, if known."""
+    if total is None:
+        total = sum(g.nodes[u]["weight"] for u in g)
+    return taken + total - sum(g.nodes[u]["weight"] for u in g.neighbors(v))
 
 
 def reduce(g: nx.Graph, minimum: float) -> tuple[nx.Graph, list, list[tuple[object, float]]]:
@@ -43,16 +44,19 @@ def reduce(g: nx.Graph, minimum: float) -> tuple[nx.Graph, list, list[tuple[obje
     changed = True
     while changed:
         changed = False
+        total = sum(g.nodes[u]["weight"] for u in g)
         for v in sorted(g, key=str):
             if g.degree(v) == 0:
                 free.append(v)
                 taken += g.nodes[v]["weight"]
+                total -= g.nodes[v]["weight"]
                 g.remove_node(v)
                 changed = True
             else:
-                smax = score_max(g, v, taken)
+                smax = score_max(g, v, taken, total)
                 if smax < minimum:
                     ridden.append((v, smax))
+                    total -= g.nodes[v]["weight"]
                     g.remove_node(v)
                     changed = True
     return g, free, ridden

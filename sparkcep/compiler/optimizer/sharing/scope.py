@@ -3,6 +3,11 @@
 In scope: a trend-aggregate query returning ``COUNT(*)`` only, whose pattern is a ``SEQ`` (or a single
 event) of plain event types (no Kleene, negation, ``ANY``), with no predicates but equivalence tests (the
 partition key), GROUP BY attributes within the key.  Everything else keeps its own operator.
+
+``aggregates=True`` also admits ``COUNT(v)``, ``SUM``/``AVG``/``MIN``/``MAX(v.attr)`` next to or instead of
+``COUNT(*)``: the shared engine computes them (:class:`~sparkcep.runtime_udfs.shared_engine.SharedAggregate`),
+but the Spark operator (``shared_spark.py``) writes only ``count_all`` so far, so the workload compiler
+does not ask for it yet.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from sparkcep.compiler.optimizer.sharing.ir import SharingQuery
 from sparkcep.runtime_udfs.spec import TrendSpec
 
 
-def _reason(spec) -> str | None:
+def _reason(spec, aggregates: bool = False) -> str | None:
     if not isinstance(spec, TrendSpec):
         return "not a trend-aggregate query"
     items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
@@ -25,17 +30,25 @@ def _reason(spec) -> str | None:
             return f"local predicate on {c.var}"
     if spec.predicates:
         return "predicates other than equivalence tests"
-    if len(spec.aggregates) != 1 or spec.aggregates[0].func != "count" or spec.aggregates[0].var is not None:
+    if aggregates:
+        if not all(a.func in ("count", "sum", "avg", "min", "max") for a in spec.aggregates):
+            return "an aggregate the shared executor does not compute"
+    elif len(spec.aggregates) != 1 or spec.aggregates[0].func != "count" or spec.aggregates[0].var is not None:
         return "RETURN is not COUNT(*) alone"
     if not set(spec.group_by) <= set(spec.key):
         return "GROUP BY outside the partition key"
     return None
 
 
-def sharing_query(name: str, spec) -> SharingQuery:
-    """The Sharon view of one compiled query (its engine spec)."""
-    reason = _reason(spec)
+def sharing_query(name: str, spec, *, aggregates: bool = False) -> SharingQuery:
+    """The Sharon view of one compiled query (its engine spec); ``aggregates``: admit aggregates other than
+    COUNT(*) (see the module doc)."""
+    reason = _reason(spec, aggregates)
     if reason is not None:
         return SharingQuery(name, (), reason=reason)
+    position = {c.var: i for i, c in enumerate(spec.components)}
+    count = next((a.name for a in spec.aggregates if a.func == "count" and a.var is None), None)
+    others = tuple((a.name, a.func, position[a.var], a.attr) for a in spec.aggregates
+                   if not (a.func == "count" and a.var is None))
     return SharingQuery(name, tuple(c.types[0] for c in spec.components), tuple(spec.key), tuple(spec.group_by),
-                        spec.window, spec.slide, output=spec.aggregates[0].name)
+                        spec.window, spec.slide, output=count, aggregates=others)
