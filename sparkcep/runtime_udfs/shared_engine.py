@@ -29,6 +29,12 @@ ends.  Both are kept as running totals, updated when some ``c_u[l]`` grows: ``C_
 window, except the last segment's ``C_m``, only read when a window closes and computed then.  Counts are
 exact Python ints.
 
+**Other aggregates.**  A query may also return ``COUNT(v)``, ``SUM``/``AVG``/``MIN``/``MAX(v.attr)``
+(:class:`SharedAggregate`).  Then every count above is a measured count (:class:`_Vec`): sequences with the
+number of ``v`` events, the exact sum of ``v.attr``, its min and max over them; the same additions and
+multiplications combine them (the product rule ``(c₁, x₁)·(c₂, x₂) = (c₁c₂, c₁x₂ + x₁c₂)``), and at each
+chain position only the query's measures of that occurrence of the segment are kept.
+
 **Layout.**  A segment's START events are stored column-wise (one list per pattern position, one per
 weighted window), so an event updates all of them with one C-speed ``map`` over the lists.
 
@@ -62,9 +68,10 @@ from operator import add, itemgetter, mul
 
 from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
 from sparkcep.runtime_udfs.spec import SlotState
+from sparkcep.runtime_udfs.trend_engine import _exact, _final_avg, _final_sum, _sum_add
 
-__all__ = ["EngineUnsupportedError", "SharedQuery", "SharedSpec", "SharedState", "advance", "check", "init_state",
-           "is_empty", "merge_rows", "step", "wakeup"]
+__all__ = ["EngineUnsupportedError", "SharedAggregate", "SharedQuery", "SharedSpec", "SharedState", "advance",
+           "check", "init_state", "is_empty", "merge_rows", "step", "wakeup"]
 
 #: Version tag of the serialized state (:meth:`SharedState.to_bytes`).
 STATE_VERSION = 1
@@ -74,12 +81,26 @@ _ts_of = itemgetter(0)
 
 
 @dataclass(frozen=True)
-class SharedQuery:
-    """One query of the shared operator: its name, the name of its COUNT(*) column, its segments in order."""
+class SharedAggregate:
+    """A trend aggregate other than ``COUNT(*)``: ``func`` (count, sum, avg, min, max) of ``attr`` (None:
+    ``COUNT(E)``, every event counts) over the events at ``positions`` (indexes into the query's pattern, the
+    concatenation of its segments), summed over the query's trends (GRETA Definition 2)."""
 
     name: str
-    output: str
+    func: str
+    positions: tuple[int, ...]
+    attr: str | None = None
+
+
+@dataclass(frozen=True)
+class SharedQuery:
+    """One query of the shared operator: its name, the name of its COUNT(*) column (None: not returned), its
+    segments in order, and its other aggregates."""
+
+    name: str
+    output: str | None
     segments: tuple[str, ...]
+    aggregates: tuple[SharedAggregate, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,6 +114,81 @@ class SharedSpec:
     slide: float
     key: tuple[str, ...] = ()
     group_by: tuple[str, ...] = ()
+
+
+class _Vec:
+    """A count of sequences with measures over them (§3.3's count combination carried to the other
+    aggregates): ``c`` sequences and, per measure ``i`` of kind ``kinds[i]``, ``x[i]``: ``n`` the number of
+    measured events in them, ``s`` the exact sum of the measured attribute, ``min``/``max`` its extreme
+    (None: no value).  Concatenating two parts multiplies (``c = c1·c2``; an additive measure is
+    ``c1·x2 + x1·c2``, each sequence of one part joined with each of the other; min/max fold), uniting sets
+    of sequences adds.  No sequence is the int 0, so a ``_Vec`` always has ``c > 0``, and the engine's list
+    arithmetic (``map(add, …)``, ``map(mul, …)``, ``sum``) runs unchanged on these values."""
+
+    __slots__ = ("c", "x", "kinds")
+
+    def __init__(self, c: int, x: tuple, kinds: tuple[str, ...]):
+        self.c, self.x, self.kinds = c, x, kinds
+
+    def __add__(self, o):
+        if type(o) is int:
+            if o:
+                raise TypeError("a measured count only adds to another or to 0")
+            return self
+        out = []
+        for k, a, b in zip(self.kinds, self.x, o.x, strict=True):
+            if k == "n":
+                out.append(a + b)
+            elif k == "s":
+                out.append(_sum_add(a, b))
+            else:
+                out.append(a if b is None else b if a is None else (min(a, b) if k == "min" else max(a, b)))
+        return _Vec(self.c + o.c, tuple(out), self.kinds)
+
+    __radd__ = __add__
+
+    def __mul__(self, o):
+        if type(o) is int:
+            if o:
+                raise TypeError("a measured count only multiplies another or 0")
+            return 0
+        c1, c2 = self.c, o.c
+        out = []
+        for k, a, b in zip(self.kinds, self.x, o.x, strict=True):
+            if k == "n":
+                out.append(c1 * b + a * c2)
+            elif k == "s":
+                out.append(_sum_add(c1 * b, a * c2))
+            else:
+                out.append(a if b is None else b if a is None else (min(a, b) if k == "min" else max(a, b)))
+        return _Vec(c1 * c2, tuple(out), self.kinds)
+
+    __rmul__ = __mul__
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __eq__(self, o) -> bool:
+        return isinstance(o, _Vec) and (self.c, self.x) == (o.c, o.x)
+
+    def __hash__(self) -> int:
+        return hash((self.c, self.x))
+
+    def __repr__(self) -> str:
+        return f"_Vec({self.c}, {self.x})"
+
+    def project(self, keep: tuple[bool, ...]) -> _Vec:
+        """The same sequences with only the measures ``keep`` marks (the others: none measured)."""
+        return _Vec(self.c, tuple(v if k else (None if kind in ("min", "max") else 0)
+                                  for v, k, kind in zip(self.x, keep, self.kinds, strict=True)), self.kinds)
+
+
+def _project(values, keep):
+    return [v if type(v) is int else v.project(keep) for v in values]
+
+
+def _count(total) -> int:
+    return total if type(total) is int else total.c
 
 
 class _Compiled:
@@ -126,6 +222,78 @@ class _Compiled:
         self.pos0 = [False] * len(ids)
         for chain in self.chains:
             self.pos0[chain[0]] = True
+        self._measures(spec, ids)
+
+    def _measures(self, spec: SharedSpec, ids: list[str]) -> None:
+        """Aggregates other than COUNT(*): counts become :class:`_Vec` (``vector``), one measure per (query,
+        kind, attribute, positions); an event at position ``j`` of segment ``S`` carries the measures whose
+        positions fall there (``at[(S, j)]``); at chain position ``pos`` of query ``qi`` only that query's
+        measures with positions in that occurrence of the segment count (``masks[(qi, pos)]``)."""
+        self.vector = any(q.aggregates for q in spec.queries)
+        self.agg_outputs: list[list[tuple[str, str, int, int | None]]] = [[] for _ in spec.queries]
+        self.masks: dict[tuple[int, int], tuple[bool, ...]] | None = None
+        self.partial = self.vector and set(spec.key) != set(spec.group_by)
+        if not self.vector:
+            return
+        measures: list[tuple] = []
+
+        def measure(*key) -> int:
+            if key not in measures:
+                measures.append(key)
+            return measures.index(key)
+
+        for qi, q in enumerate(spec.queries):
+            for a in q.aggregates:
+                func = a.func.lower()
+                n = measure("n", qi, a.attr, a.positions)
+                x = None
+                if func in ("sum", "avg"):
+                    x = measure("s", qi, a.attr, a.positions)
+                elif func in ("min", "max"):
+                    x = measure(func, qi, a.attr, a.positions)
+                self.agg_outputs[qi].append((a.name, func, n, x))
+        self.kinds = tuple(m[0] for m in measures)
+        self.attrs = tuple(dict.fromkeys(m[2] for m in measures if m[2] is not None))
+        attr_index = {a: i for i, a in enumerate(self.attrs)}
+        lengths = dict(zip(ids, self.lengths, strict=True))
+        at: dict[tuple[int, int], list[tuple[int, str, int | None]]] = {}
+        masks = {}
+        for qi, q in enumerate(spec.queries):
+            offset = 0
+            for pos, sid in enumerate(q.segments):
+                seg, n = ids.index(sid), lengths[sid]
+                keep = []
+                for m, (kind, mq, attr, positions) in enumerate(measures):
+                    inside = [g - offset for g in positions if mq == qi and offset <= g < offset + n]
+                    keep.append(bool(inside))
+                    for j in inside:
+                        entry = (m, kind, None if attr is None else attr_index[attr])
+                        if entry not in at.setdefault((seg, j), []):
+                            at[(seg, j)].append(entry)
+                masks[(qi, pos)] = tuple(keep)
+                offset += n
+        self.at = at
+        self.masks = masks
+        self.zero = tuple(None if k in ("min", "max") else 0 for k in self.kinds)
+
+    def weight(self, seg: int, j: int, group: list[tuple]):
+        """The events ``group`` (their measured attribute values) at position ``j`` of segment ``seg``, as one
+        :class:`_Vec`: as many sequences of length 1 as events, with their measures."""
+        entries = self.at.get((seg, j), ())
+        out = list(self.zero)
+        for m, kind, a in entries:
+            for vals in group:
+                v = None if a is None else vals[a]
+                if kind == "n":
+                    if a is None or v is not None:
+                        out[m] += 1
+                elif v is None:
+                    continue
+                elif kind == "s":
+                    out[m] = _sum_add(out[m], _exact(v))
+                elif out[m] is None or (v < out[m] if kind == "min" else v > out[m]):
+                    out[m] = v
+        return _Vec(len(group), tuple(out), self.kinds)
 
     def windows_of(self, t) -> range:
         """The windows ``k`` with ``k·slide <= t < k·slide + window``."""
@@ -157,9 +325,18 @@ def check(spec: SharedSpec) -> None:
     for sid, pattern in spec.segments:
         if not pattern or not all(isinstance(t, str) for t in pattern):
             raise EngineUnsupportedError(f"shared engine: segment {sid} is not a sequence of event types")
+    lengths = dict(spec.segments)
     for q in spec.queries:
         if not q.segments or not set(q.segments) <= set(ids):
             raise EngineUnsupportedError(f"shared engine: query {q.name} names unknown segments")
+        size = sum(len(lengths[s]) for s in q.segments)
+        for a in q.aggregates:
+            if a.func.lower() not in ("count", "sum", "avg", "min", "max"):
+                raise EngineUnsupportedError(f"shared engine: aggregate {a.func}() is not supported")
+            if a.func.lower() != "count" and a.attr is None:
+                raise EngineUnsupportedError(f"shared engine: {a.func}() needs an attribute")
+            if not a.positions or not all(0 <= g < size for g in a.positions):
+                raise EngineUnsupportedError(f"shared engine: aggregate {a.name} of {q.name} has no position")
 
 
 class SharedState(SlotState):
@@ -204,7 +381,7 @@ def is_empty(state: SharedState) -> bool:
 
 def wakeup(spec: SharedSpec, state: SharedState) -> float | None:
     """The smallest watermark at which :func:`advance` has work without new events, or None."""
-    times = [ts for ts, _ in state.pending]
+    times = [e[0] for e in state.pending]
     if state.kmin is not None:
         times.append(state.kmin * spec.slide + spec.window)
     return min(times) if times else None
@@ -230,7 +407,10 @@ def step(spec: SharedSpec, state: SharedState, events: Iterable[dict]) -> tuple[
             continue
         if state.group is None and cs.group_by:
             state.group = tuple(ev.get(g) for g in cs.group_by)
-        append((ts, t))
+        if cs.vector:
+            append((ts, t, tuple(ev.get(a) for a in cs.attrs)))
+        else:
+            append((ts, t))
     return state, []
 
 
@@ -256,7 +436,7 @@ def advance(spec: SharedSpec, state: SharedState, watermark: float) -> tuple[Sha
             j += 1
         if state.kmin is not None:
             _emit(cs, state, t, rows)
-        _group(cs, state, t, Counter(tp for _, tp in ready[i:j]))
+        _group(cs, state, t, Counter(e[1] for e in ready[i:j]), ready[i:j])
         i = j
     if state.kmin is not None:
         _emit(cs, state, watermark, rows)
@@ -295,6 +475,8 @@ def _totals(cs: _Compiled, st: SharedState, qi: int, pos: int, lo: int, hi: int)
     if pos and (qi, pos) in cs.lazy:  # the query's last segment: Σ w_u(k)·c_u[l], computed when read
         sg = st.segs[cs.chains[qi][pos]]
         by_window, last = sg.weights[(qi, pos)], sg.cols[-1]
+        if cs.masks is not None:
+            last = _project(last, cs.masks[(qi, pos)])
         out = {}
         for k in range(lo, hi + 1):
             ws = by_window.get(k)
@@ -315,6 +497,9 @@ def _totals(cs: _Compiled, st: SharedState, qi: int, pos: int, lo: int, hi: int)
         run += unit.get(k, 0)
         if run:
             out[k] = run
+    if cs.masks is not None:
+        keep = cs.masks[(qi, 0)]
+        out = {k: v.project(keep) for k, v in out.items()}
     return out
 
 
@@ -331,15 +516,21 @@ def _completed(cs: _Compiled, st: SharedState, seg: int, sg: _Segment, deltas: l
         if key in lazy:
             continue
         tot = st.totals[key]
+        ds = deltas if cs.masks is None else _project(deltas, cs.masks[key])
         for k, ws in by_window.items():
-            d = sum(map(mul, ws, deltas))
+            d = sum(map(mul, ws, ds))
             if d:
                 tot[k] = tot.get(k, 0) + d
 
 
-def _group(cs: _Compiled, st: SharedState, t, types: Counter) -> None:
+def _group(cs: _Compiled, st: SharedState, t, types: Counter, events: list[tuple] = ()) -> None:
     """One group of events with equal ``ts``: weights of new START events, then the count updates, then the
-    new START events (so no event of the group extends a sequence of the group)."""
+    new START events (so no event of the group extends a sequence of the group).  With measures
+    (``cs.vector``) the group's events of a type enter as one :class:`_Vec` instead of their number."""
+    values: dict[str, list[tuple]] = {}
+    if cs.vector:
+        for e in events:
+            values.setdefault(e[1], []).append(e[2])
     ks = cs.windows_of(t)
     if not ks:  # between windows (slide > window): the group is in no window
         return
@@ -355,18 +546,22 @@ def _group(cs: _Compiled, st: SharedState, t, types: Counter) -> None:
                 w = _totals(cs, st, qi, pos - 1, klo, khi)
                 if w:
                     weights[(qi, pos)] = w
-            new.append((seg, n, weights))
-    todo = [(seg, j, n) for tp, n in types.items() for seg, j in cs.extends.get(tp, ())]
+            new.append((seg, cs.weight(seg, 0, values[tp]) if cs.vector else n, weights))
+    todo = [(seg, j, n, tp) for tp, n in types.items() for seg, j in cs.extends.get(tp, ())]
     if todo:
         todo.sort(key=_desc)
         segs = st.segs
-        for seg, j, n in todo:
+        for seg, j, n, tp in todo:
             sg = segs[seg]
             if not sg.ts:
                 continue
             cols = sg.cols
             prev = cols[j - 1]
-            deltas = prev if n == 1 else [n * x for x in prev]
+            if cs.vector:
+                w = cs.weight(seg, j, values[tp])
+                deltas = [w * x for x in prev]
+            else:
+                deltas = prev if n == 1 else [n * x for x in prev]
             cols[j] = list(map(add, cols[j], deltas))
             if j == cs.last[seg]:
                 _completed(cs, st, seg, sg, deltas)
@@ -390,6 +585,30 @@ def _group(cs: _Compiled, st: SharedState, t, types: Counter) -> None:
             _completed(cs, st, seg, sg, [0] * size + [n])
 
 
+#: columns carrying a SUM/AVG's exact sum and count when rows of several partitions are merged
+PARTIAL = "_partial_"
+
+
+def _aggregates(cs: _Compiled, qi: int, total: _Vec, row: dict) -> None:
+    """The query's aggregates other than COUNT(*) from its measured count (as the GRETA engine finalizes
+    them: exact sums, None where no event has the attribute)."""
+    x = total.x
+    for name, func, n, m in cs.agg_outputs[qi]:
+        if func == "count":
+            row[name] = x[n]
+        elif not x[n]:
+            row[name] = None
+        elif func == "sum":
+            row[name] = _final_sum(x[m])
+        elif func == "avg":
+            row[name] = _final_avg(x[m], x[n])
+        else:
+            row[name] = x[m]
+        if cs.partial and func in ("sum", "avg"):
+            row[f"{PARTIAL}{name}_sum"] = x[m] if x[n] else None
+            row[f"{PARTIAL}{name}_n"] = x[n]
+
+
 def _desc(item):
     return (item[0], -item[1])
 
@@ -409,7 +628,10 @@ def _emit(cs: _Compiled, st: SharedState, limit, rows: list[dict]) -> None:
             if total:
                 row = {"query": cs.names[qi], "window_start": k * s, "window_end": k * s + w}
                 row.update(zip(cs.group_by, group, strict=True))
-                row[cs.outputs[qi]] = total
+                if cs.outputs[qi] is not None:
+                    row[cs.outputs[qi]] = _count(total)
+                if cs.vector:
+                    _aggregates(cs, qi, total, row)
                 rows.append(row)
     if limit == _INF:
         _reset(cs, st)
@@ -450,12 +672,29 @@ def merge_rows(spec: SharedSpec, rows: Iterable[dict]) -> list[dict]:
     key is finer than the GROUP BY (``WHERE [vehicle]`` without ``GROUP BY vehicle``), a query's count in a
     window is the sum over the partitions."""
     outputs = {q.name: q.output for q in spec.queries}
+    aggregates = {q.name: q.aggregates for q in spec.queries}
     merged: dict[tuple, dict] = {}
     for r in rows:
         k = (r["query"], r["window_start"], *(r.get(g) for g in spec.group_by))
-        if k in merged:
-            out = outputs[r["query"]]
-            merged[k][out] += r[out]
-        else:
+        into = merged.get(k)
+        if into is None:
             merged[k] = dict(r)
-    return list(merged.values())
+            continue
+        out = outputs[r["query"]]
+        if out is not None:
+            into[out] += r[out]
+        for a in aggregates[r["query"]]:
+            func, name = a.func.lower(), a.name
+            x, y = into[name], r[name]
+            if func == "count":
+                into[name] = x + y
+            elif func in ("min", "max"):
+                into[name] = x if y is None else y if x is None else (min(x, y) if func == "min" else max(x, y))
+            else:
+                total, n = f"{PARTIAL}{name}_sum", f"{PARTIAL}{name}_n"
+                into[n] += r[n]
+                into[total] = r[total] if into[total] is None else into[total] if r[total] is None else \
+                    _sum_add(into[total], r[total])
+                if into[n]:
+                    into[name] = _final_sum(into[total]) if func == "sum" else _final_avg(into[total], into[n])
+    return [{c: v for c, v in row.items() if not c.startswith(PARTIAL)} for row in merged.values()]
