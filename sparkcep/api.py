@@ -101,8 +101,9 @@ class CompiledQuery:
         # without a schema: durations with units mean timestamp ts (ms), bare ones numeric ts
         ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")
         plan = self.plan(schema)
+        shedding = (self.shedding_latency, self.shedding_model) if self.shedding_latency else None
         return job_source(plan, query_text=format_query(self.query), explain=self.explain(schema),
-                          ts_kind=ts_kind, name=self.name)
+                          ts_kind=ts_kind, name=self.name, shedding=shedding)
 
     def apply(self, df, shedding_training=None, side_channel: bool = False):
         """Run on a batch or streaming DataFrame with the type and ts columns and the attributes.
@@ -143,20 +144,53 @@ class CompiledQuery:
 
     def _shed(self, candidates, spec, plan, training):
         """The gSPICE shedding stage before the shuffle (see :mod:`sparkcep.shedding.spark`)."""
-        from pyspark.sql.types import NumericType
+        return shedding_stage(candidates, spec, referenced_attributes(plan), training, bound=self.shedding_latency,
+                              model=self.shedding_model, type_col=self.type_col, ts_col=self.ts_col,
+                              dropped_output=self.dropped_output)
 
-        from sparkcep.shedding.shedder import fit_gspice
-        from sparkcep.shedding.spark import install, training_events
 
-        if training is None:
-            raise CEPError("load shedding learns event utilities from a sample of the input: pass "
-                           "apply(df, shedding_training=<batch DataFrame, pandas DataFrame or event dicts>)")
-        numeric = [f.name for f in candidates.schema.fields if isinstance(f.dataType, NumericType)]
-        attributes = [a for a in referenced_attributes(plan) if a in numeric and a not in (self.ts_col,)]
-        events = training_events(training, spec, ts_col=self.ts_col, type_col=self.type_col)
-        shedder = fit_gspice([(spec, 1.0)], events, attributes=attributes, kind=self.shedding_model)
-        return install(candidates, shedder, bound=self.shedding_latency, type_col=self.type_col, ts_col=self.ts_col,
-                       dropped_output=self.dropped_output)
+def shedding_stage(candidates, spec, attributes, training, *, bound: float, model: str = "hash",
+                   type_col: str = "type", ts_col: str = "ts", dropped_output: str | None = None):
+    """``(kept candidates, Shedding handle)``: the gSPICE stage (:func:`sparkcep.shedding.spark.install`) on
+    the filtered events before the shuffle, its utility model (``hash``, ``tree`` or ``forest``) learnt from
+    ``training`` (a batch DataFrame, pandas DataFrame or event dicts) over the numeric ``attributes`` the query
+    reads.  Used by :meth:`CompiledQuery.apply` and by generated jobs with shedding."""
+    from pyspark.sql.types import NumericType
+
+    from sparkcep.shedding.shedder import fit_gspice
+    from sparkcep.shedding.spark import install, training_events
+
+    if training is None:
+        raise CEPError("load shedding learns event utilities from a sample of the input: pass "
+                       "apply(df, shedding_training=<batch DataFrame, pandas DataFrame or event dicts>)")
+    numeric = [f.name for f in candidates.schema.fields if isinstance(f.dataType, NumericType)]
+    attributes = [a for a in attributes if a in numeric and a != ts_col]
+    events = training_events(training, spec, ts_col=ts_col, type_col=type_col)
+    shedder = fit_gspice([(spec, 1.0)], events, attributes=attributes, kind=model)
+    return install(candidates, shedder, bound=bound, type_col=type_col, ts_col=ts_col, dropped_output=dropped_output)
+
+
+def report_shedding(shedding, query) -> None:
+    """Never a silent drop: the per-type counts of a finished streaming ``query``'s shedding stage, on stderr
+    (nothing if ``shedding`` is None)."""
+    import sys
+    import time
+
+    if shedding is None:
+        return
+    batches = sum(1 for p in query.recentProgress if p.get("numInputRows"))
+    deadline = time.time() + 30  # the listener runs asynchronously: let it see the last batch
+    while len(shedding.batches) < batches and time.time() < deadline:
+        time.sleep(0.1)
+    if shedding.listener is not None:  # a StreamingQuery has no session attribute: the driver's active one
+        from pyspark.sql import SparkSession
+
+        SparkSession.getActiveSession().streams.removeListener(shedding.listener)
+    per_type = ", ".join(f"{t}={n}" for t, n in sorted(shedding.dropped.items())) or "none"
+    worst = max((b["latency"] for b in shedding.batches if b["latency"] is not None), default=0.0)
+    print(f"sparkcep: load shedding dropped {sum(shedding.dropped.values())} of {shedding.offered} events "
+          f"({shedding.drop_ratio:.1%}; per type: {per_type}); latency bound {shedding.controller.bound:g} s, "
+          f"worst batch latency {worst:.2f} s", file=sys.stderr)
 
 
 def _collapsed(plan: Node) -> Node:
@@ -242,6 +276,49 @@ class CompiledWorkload:
         """The queries that run with their own operator."""
         names = {q.name for q in self.plan.queries if q.reason is not None}
         return tuple(q for q in self.queries if q.name in names)
+
+    def job_source(self, name: str | None = None) -> str:
+        """A standalone PySpark job running the whole workload from files (see ``sparkcep compile``): the
+        sharing plan (shared operators and the queries that run alone) baked in as JSON, one result with a
+        ``query`` column (:mod:`sparkcep.runtime_udfs.workload_spark`)."""
+        from sparkcep.compiler.codegen.job import workload_job_source
+
+        first = self.queries[0]
+        if any(q.shedding_latency for q in self.queries):
+            raise CEPError("load shedding is not available in a workload job yet: compile one query with "
+                           "--query NAME, or run the workload without WITH SHEDDING LATENCY")
+        if any(q.collapsed for q in self.queries):
+            raise CEPError("collapsed output is for one match query: compile it with --query NAME --collapsed")
+        kinds = {q.resolved().ts_kind or ("timestamp" if q.query.within.unit is not None else "numeric")
+                 for q in self.queries}
+        if len(kinds) != 1:
+            raise CEPError("the queries of a workload job need one ts kind: give durations with units in every "
+                           "query (timestamp ts) or in none (numeric ts), or declare it with --ts")
+        data, attributes = self.job_plan()
+        explains = [q.explain() for q in self.alone()]
+        explain = "\n\n".join([*explains, "-- sharing across the workload (Sharon)\n" + self.explain()])
+        text = ";\n\n".join(format_query(q.query).strip() for q in self.queries)
+        return workload_job_source(data, query_text=text, explain=explain, ts_kind=kinds.pop(),
+                                   type_col=first.type_col, ts_col=first.ts_col, attributes=attributes, name=name)
+
+    def job_plan(self) -> tuple[dict, list[str]]:
+        """``(plan data, attributes)``: the chosen plan as a workload job runs it
+        (:func:`sparkcep.runtime_udfs.workload_spark.workload_data`: the shared specs, and per query that runs
+        alone its spec, Spark SQL filter over the view ``events`` and grouping), and the attributes it reads."""
+        from sparkcep.compiler.codegen.job import operator_parts
+        from sparkcep.runtime_udfs.workload_spark import workload_data
+
+        alone, attributes = [], {}
+        for q in self.alone():
+            plan = q.plan()
+            parts = operator_parts(plan)
+            alone.append({"name": q.name, "spec": parts["spec"], "filter_sql": parts["filter_sql"],
+                          "group": parts["group"]})
+            attributes.update(dict.fromkeys(referenced_attributes(plan)))
+        shared = self.specs()
+        for spec in shared:
+            attributes.update(dict.fromkeys((*spec.key, *spec.group_by)))
+        return workload_data(shared, alone), list(attributes)
 
     def apply(self, df, share: bool = True) -> dict:
         """Run the workload on a batch or streaming DataFrame: ``{"shared_<i>": DataFrame with a ``query``

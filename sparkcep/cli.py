@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sparkcep.api import CompiledQuery, compile_workload
+from sparkcep.api import CompiledQuery, compile_workload, report_shedding
 from sparkcep.compiler.ast import UNITS_MS
 from sparkcep.compiler.errors import CEPError
 from sparkcep.io import FORMATS, read_events
@@ -56,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--ts-unit", choices=sorted(UNITS_MS), help="unit of a numeric ts column")
     j.add_argument("--ts-col", default="ts")
     j.add_argument("--type-col", default="type")
+    j.add_argument("--collapsed", action="store_true",
+                   help="SASE++ collapsed output (a match query with one Kleene variable), as run --collapsed")
+    j.add_argument("--stats", help="a workload: JSON event-type rates for the sharing benefit model (as explain)")
+    j.add_argument("--shedding-latency", type=_seconds, metavar="DURATION",
+                   help="give the job a gSPICE load-shedding stage with this latency bound, e.g. 1s (default: "
+                        "only if the file says WITH SHEDDING LATENCY ...; the job's --shedding-latency overrides it)")
+    j.add_argument("--shedding-model", choices=["hash", "tree", "forest"], default="hash",
+                   help="shedding: the utility model (gSPICE-H hash tables, a decision tree or a random forest)")
     j.add_argument("-o", "--output", required=True, help="the job file to write")
 
     r = sub.add_parser("run", help="run a query on a file or directory of events with local Spark")
@@ -195,8 +203,18 @@ def cmd_explain(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    q = _one(args, ts_kind=args.ts, ts_unit=args.ts_unit, ts_col=args.ts_col, type_col=args.type_col)
-    Path(args.output).write_text(q.job_source())
+    """One query (or ``--query NAME`` of a file): its job.  A workload file: one job running its sharing plan."""
+    options = {"ts_kind": args.ts, "ts_unit": args.ts_unit, "ts_col": args.ts_col, "type_col": args.type_col,
+               "shedding_model": args.shedding_model, **_shedding_options(args)}
+    workload = _workload(args, **options)
+    if workload is not None:
+        if args.collapsed:
+            raise CEPError("--collapsed is for one match query: choose it with --query NAME")
+        name = Path(args.file).stem if args.text is None and args.file not in (None, "-") else None
+        source = workload.job_source(name=name)
+    else:
+        source = _one(args, **options, collapsed=args.collapsed).job_source()
+    Path(args.output).write_text(source)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -254,7 +272,7 @@ def cmd_run(args) -> int:
         query = start(routed(result, rejected), out, checkpoint, result_columns=[f.name for f in columns],
                       dead_letters=args.dead_letters, late=args.late_events, once=True)
         follow(query)  # a progress line per micro-batch on stderr
-        _report_shedding(getattr(result, "shedding", None), query)
+        report_shedding(getattr(result, "shedding", None), query)
         if not args.output and os.path.isdir(out):
             _print_lines(json_lines(spark.read.schema(StructType(columns)).json(out)))
     return 0
@@ -276,25 +294,6 @@ def _report_rejected(rejected, output: str | None, dead_letters: str | None = No
         print(f"sparkcep: {sum(n for _, n in counts)} bad records skipped ({text})"
               + (f"; see {target}" if target else ""), file=sys.stderr)
     rejected.unpersist()
-
-
-def _report_shedding(shedding, query) -> None:
-    """Never a silent drop: the per-type counts of the shedding stage, on stderr."""
-    if shedding is None:
-        return
-    import time
-
-    batches = sum(1 for p in query.recentProgress if p.get("numInputRows"))
-    deadline = time.time() + 30  # the listener runs asynchronously: let it see the last batch
-    while len(shedding.batches) < batches and time.time() < deadline:
-        time.sleep(0.1)
-    if shedding.listener is not None:
-        query.sparkSession.streams.removeListener(shedding.listener)
-    per_type = ", ".join(f"{t}={n}" for t, n in sorted(shedding.dropped.items())) or "none"
-    worst = max((b["latency"] for b in shedding.batches if b["latency"] is not None), default=0.0)
-    print(f"sparkcep: load shedding dropped {sum(shedding.dropped.values())} of {shedding.offered} events "
-          f"({shedding.drop_ratio:.1%}; per type: {per_type}); latency bound {shedding.controller.bound:g} s, "
-          f"worst batch latency {worst:.2f} s", file=sys.stderr)
 
 
 def _shedding_options(args) -> dict:
@@ -346,7 +345,11 @@ def _run_workload(args, workload) -> int:
 def cmd_notebook(args) -> int:
     from sparkcep.notebook import write_notebook
 
-    q = _one(args, ts_unit=args.ts_unit, ts_col=args.ts_col, type_col=args.type_col)
+    queries = _queries(args, ts_unit=args.ts_unit, ts_col=args.ts_col, type_col=args.type_col)
+    if len(queries) != 1:
+        raise CEPError(f"a notebook runs one query and the file holds {len(queries)}: choose one with --query NAME "
+                       "(a whole workload runs as one job: sparkcep compile WORKLOAD.cep -o job.py)")
+    q = queries[0]
     fmt = args.format or (_input_format(args) if args.input else "json")
     write_notebook(q, args.output, input_path=args.input, fmt=fmt, master=args.master)
     print(f"wrote {args.output}", file=sys.stderr)

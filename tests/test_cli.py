@@ -12,6 +12,7 @@ import pytest
 from sparkcep.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parent.parent
 PAPER = str(FIXTURES / "paper_queries.cep")
 
 
@@ -70,11 +71,50 @@ def test_compile_writes_a_valid_job(tmp_path, capsys):
     assert "applyInPandasWithState" in source and "KEY = ['id']" in source
 
 
-def test_workload_needs_a_query_name_to_compile(tmp_path, capsys):
-    assert main(["compile", PAPER, "-o", str(tmp_path / "j.py")]) == 2
-    assert "choose one with --query NAME" in capsys.readouterr().err
-    assert main(["compile", PAPER, "--query", "nope", "-o", str(tmp_path / "j.py")]) == 2
+def test_compile_a_workload_file_writes_one_job(tmp_path, capsys):
+    job = tmp_path / "j.py"
+    assert main(["compile", PAPER, "-o", str(job)]) == 0
+    source = job.read_text()
+    pyast.parse(source)
+    assert "WORKLOAD = r\"\"\"" in source and "apply_workload(events, WORKLOAD" in source
+    assert source.count('"name": "') >= 14 and "-- sharing across the workload (Sharon)" in source
+    assert main(["compile", PAPER, "--query", "nope", "-o", str(job)]) == 2
     assert "no query named 'nope'" in capsys.readouterr().err
+    assert main(["compile", str(ROOT / "golden_plans" / "queries.cep"), "--query", "greta_q1", "-o", str(job)]) == 0
+    assert "SPEC = r" in job.read_text() and "WORKLOAD" not in job.read_text()
+
+
+@pytest.mark.parametrize("text,options,message", [
+    ("a: PATTERN SEQ(A x, B y) WITHIN 10 s; b: PATTERN SEQ(A x, C y) WITHIN 10", [], "need one ts kind"),
+    ("a: PATTERN SEQ(A x, B y) WITHIN 10; b: PATTERN SEQ(A x, C y) WITHIN 10", ["--collapsed"],
+     "--collapsed is for one match query"),
+    ("WITH SHEDDING LATENCY 1 s a: PATTERN SEQ(A x, B y) WITHIN 10; b: PATTERN SEQ(A x, C y) WITHIN 10", [],
+     "load shedding is not available in a workload job"),
+    ("RETURN COUNT(*) PATTERN SEQ(A+, B) WITHIN 10", ["--collapsed"], "collapsed output is for match queries"),
+])
+def test_compile_refuses_clearly(tmp_path, capsys, text, options, message):
+    assert main(["compile", "-e", text, *options, "-o", str(tmp_path / "j.py")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_notebook_refuses_a_workload_clearly(tmp_path, capsys):
+    assert main(["notebook", PAPER, "-o", str(tmp_path / "n.ipynb")]) == 2
+    err = capsys.readouterr().err
+    assert "a notebook runs one query and the file holds 14" in err and "sparkcep compile WORKLOAD.cep" in err
+
+
+def test_compile_shedding_and_collapsed_options(tmp_path, capsys):
+    job = tmp_path / "j.py"
+    text = "PATTERN SEQ(A a, B+ b[], C c) WHERE [id] WITHIN 10"
+    assert main(["compile", "-e", text, "-o", str(job)]) == 0
+    assert "shedding" not in job.read_text().lower()  # no clause, no option: no shedding stage
+    assert main(["compile", "-e", text, "--shedding-latency", "250ms", "--shedding-model", "tree", "-o", str(job)]) == 0
+    source = job.read_text()
+    assert "SHEDDING_LATENCY = 0.25" in source and "SHEDDING_MODEL = 'tree'" in source
+    assert main(["compile", "-e", "WITH SHEDDING LATENCY 2 s " + text, "-o", str(job)]) == 0
+    assert "SHEDDING_LATENCY = 2.0" in job.read_text()
+    assert main(["compile", "-e", text, "--collapsed", "-o", str(job)]) == 0
+    assert '"collapsed": true' in job.read_text()
 
 
 @pytest.mark.parametrize("args,message", [

@@ -47,7 +47,8 @@ def test_golden_plan(q, update_golden):
         assert path.read_text() == text, f"{path} differs from the compiler's output: review, then `make golden`"
 
 
-#: Multi-query workloads (Sharon sharing): golden_plans/<case>/ holds the workload, its sharing explain and DOT.
+#: Multi-query workloads (Sharon sharing): golden_plans/<case>/ holds the workload, its sharing explain and DOT,
+#: and the generated workload job (``sparkcep compile WORKLOAD.cep -o job.py``).
 WORKLOADS = {"workload_sharon_traffic": "sharon_traffic.cep", "workload_sharon_ecommerce": "sharon_ecommerce.cep"}
 
 
@@ -55,7 +56,8 @@ WORKLOADS = {"workload_sharon_traffic": "sharon_traffic.cep", "workload_sharon_e
 def test_golden_workload_plan(case, update_golden):
     text = (Path(__file__).parent / "fixtures" / "workloads" / WORKLOADS[case]).read_text()
     w = sparkcep.compile_shared_workload(text, budget=None)
-    files = {"workload.cep": text, "explain.txt": w.explain() + "\n", "sharon.dot": w.explain(format="dot") + "\n"}
+    files = {"workload.cep": text, "explain.txt": w.explain() + "\n", "sharon.dot": w.explain(format="dot") + "\n",
+             "job.py": w.job_source()}
     for filename, content in files.items():
         path = ROOT / case / filename
         if update_golden:

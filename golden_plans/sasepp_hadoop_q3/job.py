@@ -251,24 +251,27 @@ def main(argv=None) -> None:
     candidates = spark.sql(FILTER_SQL)
     spec = with_default_outputs(load_spec(SPEC), events.columns)  # without RETURN: every attribute
     out_schema = output_schema(spec, candidates.schema)
-
+    columns = out_schema.names
     if not args.stream:
         result = grouped(candidates, GROUP).applyInPandas(
             batch_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL), schema=out_schema)
+    else:
+        # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
+        relevant = counted(watermarked(candidates, TS_COL, args.lateness, keep_late=True), "events_relevant")
+        result = grouped(relevant, GROUP).applyInPandasWithState(
+            stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True),
+            outputStructType=with_side_columns(out_schema),
+            stateStructType=STATE_SCHEMA,
+            outputMode="append",
+            timeoutConf=GroupStateTimeout.EventTimeTimeout,
+        )
+
+    if not args.stream:
         result.write.mode("overwrite").json(args.output)
         rejected.write.mode("overwrite").json(dead_letters)
         return
-    # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
-    relevant = counted(watermarked(candidates, TS_COL, args.lateness, keep_late=True), "events_relevant")
-    result = grouped(relevant, GROUP).applyInPandasWithState(
-        stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True),
-        outputStructType=with_side_columns(out_schema),
-        stateStructType=STATE_SCHEMA,
-        outputMode="append",
-        timeoutConf=GroupStateTimeout.EventTimeTimeout,
-    )
     # results, late events and dead letters: one query, each micro-batch's files written exactly once
-    query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=out_schema.names,
+    query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=columns,
                   dead_letters=dead_letters, late=late_events, once=args.once)
     follow(query)  # a progress line per micro-batch on stderr
 

@@ -1,0 +1,213 @@
+"""A whole workload as one Spark DataFrame: the shared operators of its Sharon plan and the queries that run
+alone, their outputs united into one result with a ``query`` column.
+
+This is what a generated workload job (``sparkcep compile WORKLOAD.cep -o job.py``) runs.  The plan comes in
+as the JSON of :func:`workload_data` (made at compile time, baked into the job):
+
+* ``shared``: one :class:`~sparkcep.runtime_udfs.shared_engine.SharedSpec` per sharing context, run by
+  :class:`~sparkcep.runtime_udfs.shared_spark.SharedOperator` (rows ``query, window_start, window_end, ...,
+  count_all, aggregate_overflow``);
+* ``alone``: the queries outside the shared executor's scope, each with its engine spec, its Spark SQL
+  filter (over the temporary view ``events``) and its grouping columns; their rows get a ``query`` column.
+
+Spark allows one ``applyInPandasWithState`` per streaming query, so the workload runs as **one stateful
+operator**: each operator's input rows (its filter's candidates) are tagged with the operator's number
+(:data:`BRANCH`) and its grouping values (:data:`GROUP`, JSON), united, given one event-time watermark, and
+grouped by ``(BRANCH, GROUP)``; the group function hands each group to its operator's own function (the
+engines and their group states are those of the operator run alone) and widens its rows to the united
+output.  Batch runs the same way with ``applyInPandas``.
+
+Streaming (``side_channel=True``), every operator routes late events to the side channel of
+:mod:`sparkcep.runtime_udfs.late` (rows of kind ``late``) instead of dropping them, so that
+:func:`sparkcep.sinks.routed` / :func:`sparkcep.sinks.start` write results, late events and dead letters of
+the whole workload in one streaming query, exactly once.  The watermark runs over the events of every
+operator; an event two operators read is late (and routed) in each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.types import StringType, StructField, StructType
+
+from sparkcep.compiler.errors import CEPError
+from sparkcep.compiler.serde import to_data
+from sparkcep.runtime_udfs import late
+from sparkcep.runtime_udfs.shared_engine import SharedQuery, SharedSpec
+from sparkcep.runtime_udfs.shared_spark import SharedOperator
+from sparkcep.runtime_udfs.spark_adapters import (
+    EVENT_TIME_OFFSET,
+    STATE_SCHEMA,
+    MatchOperator,
+    _epoch_ms,
+    _from_ms,
+    load_spec,
+    watermarked,
+)
+from sparkcep.runtime_udfs.spec import with_default_outputs
+
+__all__ = ["QUERY", "apply_workload", "load_workload", "workload_data"]
+
+#: The column naming the query of each result row.
+QUERY = "query"
+#: The grouping columns of the workload's one operator: the operator's number, its grouping values as JSON.
+BRANCH, GROUP = "_sparkcep_branch", "_sparkcep_group"
+
+
+def workload_data(shared: list[SharedSpec], alone: list[dict]) -> dict:
+    """The JSON-able plan of a workload job: ``shared`` specs and ``alone`` entries (``name``, ``spec``,
+    ``filter_sql``, ``group``)."""
+    return {"shared": [to_data(s) for s in shared],
+            "alone": [{**a, "spec": to_data(a["spec"])} for a in alone]}
+
+
+def _shared_spec(d: dict) -> SharedSpec:
+    return SharedSpec(tuple((sid, tuple(p)) for sid, p in d["segments"]),
+                      tuple(SharedQuery(q["name"], q["output"], tuple(q["segments"])) for q in d["queries"]),
+                      d["window"], d["slide"], tuple(d["key"]), tuple(d["group_by"]))
+
+
+def load_workload(text: str | dict) -> tuple[list[SharedSpec], list[dict]]:
+    """``(shared specs, alone entries)`` from the JSON of :func:`workload_data`."""
+    data = json.loads(text) if isinstance(text, str) else text
+    shared = [_shared_spec(s) for s in data["shared"]]
+    alone = [{**a, "spec": load_spec(a["spec"]), "group": list(a["group"])} for a in data["alone"]]
+    return shared, alone
+
+
+def _shared_late(op: SharedOperator, stream):
+    """``stream`` (the shared operator's group function) with late rows (ts at or behind the current watermark)
+    taken out before the engine and emitted as ``late`` side-channel rows, as :class:`MatchOperator` does with
+    ``late_rows``."""
+    offset = 0 if op.timestamp else EVENT_TIME_OFFSET
+    names = op.output_schema.names
+    schema = late.with_side_columns(op.output_schema).names
+
+    def routed(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+        watermark = group.getCurrentWatermarkMs() - offset
+        late_rows: list[dict] = []
+
+        def on_time() -> Iterator[pd.DataFrame]:
+            for pdf in pdfs:
+                if pdf.empty:
+                    continue
+                ts = _epoch_ms(pdf[op.ts_col], op.zone) if op.timestamp else pdf[op.ts_col].tolist()
+                kept, positions = late.late_split(pdf, ts, watermark)
+                if positions:
+                    times = {op.ts_col: ts} if op.timestamp else {}
+                    text = (pd.Timestamp(watermark, unit="ms", tz="UTC").isoformat() if op.timestamp
+                            else f"{watermark:g}")
+                    late_rows.extend(late.late_records(pdf, positions, list(pdf.columns), times, watermark, text))
+                yield kept
+
+        for out in stream(key, on_time(), group):
+            yield out.assign(**{late.KIND: late.RESULT, late.REASON: None, late.RECORD: None})
+        if late_rows:
+            empty = {n: [None] * len(late_rows) for n in names}
+            side = {c: [r[c] for r in late_rows] for c in (late.KIND, late.REASON, late.RECORD)}
+            frame = pd.DataFrame({**empty, **side}, columns=schema)
+            if op.timestamp:
+                for n in ("window_start", "window_end"):
+                    frame[n] = _from_ms(frame[n].tolist(), op.aware)
+            yield frame
+
+    return routed
+
+
+class _Branch:
+    """One operator of the workload, as shipped to the executors: its query name (None for a shared operator,
+    whose rows name their queries), input columns and Spark functions."""
+
+    def __init__(self, name: str | None, op, columns, side_channel: bool):
+        self.name, self.columns = name, list(columns)
+        self.group_cols = list(op.group_cols)
+        self.fields = list(op.output_schema.fields)
+        self.batch = op.batch_function()
+        if isinstance(op, SharedOperator):
+            self.stream = _shared_late(op, op.stream_function()) if side_channel else op.stream_function()
+        else:
+            self.stream = op.stream_function()
+
+
+def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
+              side_channel: bool) -> list[tuple[_Branch, DataFrame]]:
+    """Each operator with its candidates (the events its filter keeps)."""
+    out = []
+    for spec in shared:
+        op = SharedOperator(spec, events.schema, ts_col=ts_col, type_col=type_col)
+        types = sorted({t for _, pattern in spec.segments for t in pattern})
+        out.append((_Branch(None, op, op.columns, side_channel),
+                    events.where(F.col(type_col).isin(types)).select(*op.columns)))
+    for entry in alone:
+        candidates = events.sparkSession.sql(entry["filter_sql"])
+        spec = with_default_outputs(entry["spec"], events.columns)  # without RETURN: every attribute
+        op = MatchOperator(spec, candidates.schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel)
+        out.append((_Branch(entry["name"], op, candidates.columns, side_channel), candidates))
+    return out
+
+
+def _widen(frame: pd.DataFrame, name: str | None, names: list[str]) -> pd.DataFrame:
+    """An operator's output frame with the united output's columns (absent ones null) and its query name."""
+    if name is not None:
+        frame = frame.assign(**{QUERY: name})
+    missing = {c: pd.Series([None] * len(frame), dtype=object, index=frame.index) for c in names
+               if c not in frame.columns}
+    return frame.assign(**missing)[names] if missing else frame[names]
+
+
+def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col: str = "type", lateness: float = 0,
+                   side_channel: bool = False) -> DataFrame:
+    """Every operator of ``workload`` (JSON text or data of :func:`workload_data`, or its
+    :func:`load_workload` pair) on ``events`` (batch or streaming; registered here as the temporary view
+    ``events`` the alone queries' filters read), as one operator whose output has a :data:`QUERY` column and
+    the columns of every query (a column a query lacks is null in its rows).  ``side_channel`` (streaming):
+    late events come out as rows of :data:`~sparkcep.runtime_udfs.late.KIND` ``late``; the rows the operators
+    are given are counted as ``events_relevant`` (an event two operators read counts twice)."""
+    shared, alone = workload if isinstance(workload, tuple) else load_workload(workload)
+    side_channel = side_channel and events.isStreaming
+    events.createOrReplaceTempView("events")
+    pairs = _branches(events, shared, alone, ts_col, type_col, side_channel)
+    if not pairs:
+        raise CEPError("the workload has no query to run")
+    branches = [b for b, _ in pairs]  # what the group functions carry to the executors (no DataFrames)
+    fields = {QUERY: None}
+    for b in branches:
+        for f in b.fields:
+            fields.setdefault(f.name, f)
+    schema = StructType([f if f is not None else StructField(QUERY, StringType()) for f in fields.values()])
+    names = schema.names
+    tagged = None
+    for i, (b, candidates) in enumerate(pairs):
+        group = F.to_json(F.struct(*[F.col(c) for c in b.group_cols])) if b.group_cols else F.lit("")
+        part = candidates.select(F.lit(i).alias(BRANCH), group.alias(GROUP), *candidates.columns)
+        tagged = part if tagged is None else tagged.unionByName(part, allowMissingColumns=True)
+
+    if not events.isStreaming:
+        def batch(pdf: pd.DataFrame) -> pd.DataFrame:
+            b = branches[int(pdf[BRANCH].iloc[0])]
+            return _widen(b.batch(pdf[b.columns]), b.name, names)
+
+        return tagged.groupBy(BRANCH, GROUP).applyInPandas(batch, schema)
+
+    out_schema = late.with_side_columns(schema) if side_channel else schema
+    out_names = out_schema.names
+
+    def stream(key: Any, pdfs: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+        b = branches[int(key[0])]
+        for out in b.stream(key[1:], (pdf[b.columns] for pdf in pdfs), state):
+            yield _widen(out, b.name, out_names)
+
+    tagged = watermarked(tagged, ts_col, lateness, keep_late=side_channel)
+    if side_channel:
+        from sparkcep.sinks import counted
+
+        tagged = counted(tagged, "events_relevant")
+    return tagged.groupBy(BRANCH, GROUP).applyInPandasWithState(
+        stream, outputStructType=out_schema, stateStructType=STATE_SCHEMA, outputMode="append",
+        timeoutConf=GroupStateTimeout.EventTimeTimeout)
