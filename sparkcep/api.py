@@ -207,7 +207,9 @@ def _collapsed(plan: Node) -> Node:
     spec = operator_spec(plan)
     if not isinstance(spec, MatchSpec):
         raise CEPError("collapsed output is for match queries, not trend aggregates")
-    spec = replace(spec, collapsed=True, outputs=collapsed_outputs(spec))
+    # without RETURN and without a schema the default columns are bound with the input's columns, in
+    # with_default_outputs, which collapses them then
+    spec = replace(spec, collapsed=True, outputs=collapsed_outputs(spec) if spec.outputs else ())
     plan = with_spec(plan, spec)
     return rebuild(plan, lambda n: replace(n, columns=spec.outputs) if isinstance(n, Output) else n)
 

@@ -98,6 +98,24 @@ def test_sase_pp_fig4_collapses_seven_matches_into_one_row():
         {"a_ts": 1, "c_ts": 5, "b": [{"ts": 2, "val": 6}, {"ts": 3, "val": 7}, {"ts": 4, "val": 9}]}]
 
 
+def test_collapsed_output_without_return_binds_every_attribute_when_the_input_is_known():
+    """Without RETURN, a generated job (no schema at compile time) binds the default columns from its input's
+    columns; collapsed, that must give what compiling against the schema gives: every attribute of the
+    single events, and the Kleene candidates with every attribute (not only ts)."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from sparkcep.runtime_udfs.spec import with_default_outputs
+
+    text = "PATTERN SEQ(A a, B+ b[], C c) WHERE [task_id] WITHIN 100"
+    columns = ("type", "ts", "task_id", "val")
+    schema = StructType([StructField(c, StringType() if c == "type" else LongType()) for c in columns])
+    late_bound = with_default_outputs(sparkcep.compile(text, collapsed=True).spec(), columns)
+    assert late_bound == sparkcep.compile(text, collapsed=True).spec(schema)
+    b = next(o for o in late_bound.outputs if o.name == "b")
+    assert [a.attr for a in b.expr.args] == ["ts", "type", "task_id", "val"]
+    assert {"a_task_id", "a_val", "c_ts"} <= {o.name for o in late_bound.outputs}
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("PATTERN SEQ(A a, B+ b[], C c) USING skip_till_next_match WITHIN 5", "skip_till_any_match"),
     ("PATTERN SEQ(A a, B+ b[], C+ c[], D d) WITHIN 5", "exactly one Kleene variable"),

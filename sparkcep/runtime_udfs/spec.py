@@ -99,14 +99,20 @@ INTERNAL_COLUMNS = ("_mask", "_event_time", "_sparkcep_all", "_seq")
 def with_default_outputs(spec: MatchSpec, attributes) -> MatchSpec:
     """A match query without RETURN returns every attribute of every positive component, named
     ``<var>_<attr>`` (a Kleene variable's last event).  Its spec carries no outputs until the input's
-    columns are known: this binds them.  A spec that has outputs (or a trend spec) is returned unchanged."""
+    columns are known: this binds them (collapsed output: then collapses them, so a Kleene variable's
+    candidates carry every attribute).  A spec that has outputs (or a trend spec) is returned unchanged."""
     if not isinstance(spec, MatchSpec) or spec.outputs:
         return spec
     cols = tuple(
         OutputColumn(default_column(c.var, a), Attr(c.var, a, "last" if c.kleene else None))
         for c in spec.components if not c.negated
         for a in attributes if a not in INTERNAL_COLUMNS)
-    return replace(spec, outputs=cols)
+    spec = replace(spec, outputs=cols)
+    if spec.collapsed:
+        from sparkcep.runtime_udfs.match_compile import collapsed_outputs
+
+        spec = replace(spec, outputs=collapsed_outputs(spec))
+    return spec
 
 
 def component_table(components, any_vars: frozenset[str]) -> dict[str, tuple]:
