@@ -6,6 +6,14 @@ sitting in the gaps.  ``P1 OR P2`` (gSPICE Q2), ``T* v[]`` (``T+ v[]`` or nothin
 nothing) expand into several alternatives (GRETA §9: ``SEQ(P*, Q) = SEQ(P+, Q) ∨ Q``); each runs on its own
 and their matches are disjoint, because two alternatives never bind the same positive variables.
 
+A **repeated group** ``(SEQ(B b, C c))+`` is a stretch of single positions that may start over after its last
+one (``Alternative.groups``); its variables are arrays like Kleene ones (one event per iteration) and such
+alternatives run on NFA^b runs (:mod:`match_runs`) under every strategy.  A **negation** ``NOT N`` becomes one
+negative item per alternative of ``N`` in the same gap (``NOT (P OR Q)``: ``NOT P`` and ``NOT Q``, with the
+other alternative's variables read as NULL, as the oracle does), each a single event or a sequence of single
+events with single negated events inside (:meth:`NegPlan.as_sequence`); ``T+``/``T*`` inside a negation is
+negated as ``T`` where the oracle's semantics make that exact (:func:`negated_kleene`).
+
 Every conjunct of WHERE is analysed once (:class:`Conjunct`): the variables it reads, how it reads each
 Kleene variable (``v[i]``, ``v[i-1]``, ``v[..i-1]``, ``NEXT(v)``, ``v[1]``, ``v[k]``, ``v[v.len]``, ``v[]``),
 hence *when* its value becomes final while a match is built.  A :class:`Schedule` then places each conjunct
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any
 
@@ -178,6 +187,56 @@ def _quantify(fn, binding: dict, quantified: tuple, fixed: dict) -> bool:
         if fn(binding, cur) is not True:
             return False
     return True
+
+
+def _runs(binding: dict, var: str, positives: tuple[str, ...]) -> list[list]:
+    """The runs of the array variable ``var`` in ``binding``: maximal stretches of its events with no event of
+    another positive variable between them (in a repeated group ``(SEQ(B b, C c))+`` every ``b`` is its own
+    run; ``(SEQ(B+ b[], C c))+`` has one run of ``b`` per iteration)."""
+    events = binding[var]
+    if len(events) == 1:
+        return [events]
+    others = sorted(e["ts"] for v in positives if v != var and (bound := binding.get(v)) is not None
+                    for e in (bound if isinstance(bound, list) else (bound,)))
+    runs = [[events[0]]]
+    for before, ev in zip(events, events[1:], strict=False):
+        k = bisect_right(others, before["ts"])
+        if k < len(others) and others[k] < ev["ts"]:
+            runs.append([ev])
+        else:
+            runs[-1].append(ev)
+    return runs
+
+
+def run_aware(c: Conjunct, positives: tuple[str, ...]) -> Conjunct:
+    """A copy of ``c`` whose ``check`` quantifies over the *runs* of its positionally read variables, as the
+    oracle does: inside the conjunct ``v`` denotes the current run (``v[1]``, ``v[v.len]``, ``v[]``,
+    ``v[i-1]`` are the run's), positions run over every run (an alternative with a repeated group, where a
+    variable has several runs)."""
+    out = Conjunct.__new__(Conjunct)
+    for slot in Conjunct.__slots__:
+        setattr(out, slot, getattr(c, slot))
+    fn, quantified = c.fn, c._quantified
+
+    def check(binding: dict) -> bool:
+        choices = []
+        for var, prev, nxt in quantified:
+            if binding.get(var) is None:
+                return True  # not bound yet, or absent: no position to quantify over
+            choices.append([(var, run, i) for run in _runs(binding, var, positives) for i in range(len(run))
+                            if not (prev and i == 0) and not (nxt and i == len(run) - 1)])
+        for combination in itertools.product(*choices):
+            b = dict(binding)
+            cur = {}
+            for var, run, i in combination:
+                b[var] = run
+                cur[var] = i
+            if fn(b, cur) is not True:
+                return False
+        return True
+
+    out.check = check
+    return out
 
 
 # ------------------------------------------------------------------------------------- consistency classes
@@ -362,7 +421,7 @@ class NegPlan:
     """
 
     __slots__ = ("slot", "comp", "var", "any_", "before", "after", "conjuncts", "key_attr", "probe", "rest",
-                 "checks", "rest_checks", "comp_mask", "members", "member_mask")
+                 "checks", "rest_checks", "comp_mask", "members", "member_mask", "inners", "guards")
 
     def __init__(self, slot: int, comp: int, component: Component, before: int | None, after: int | None,
                  conjs: list[Conjunct], any_vars: frozenset[str]):
@@ -386,24 +445,50 @@ class NegPlan:
         # a negated sequence !(SEQ(B b, C c)): see :meth:`as_sequence`
         self.members: tuple = ()
         self.member_mask = None
+        self.inners: tuple = ()
+        #: in a repeated group: the position transitions ``(from, to)`` of a match whose gap this negation
+        #: guards (checked on the complete match, :mod:`match_runs`); empty: the gap ``(before, after)``
+        self.guards: frozenset = frozenset()
 
-    def as_sequence(self, comps: tuple[int, ...], vars_: tuple[str, ...], mask_of) -> None:
+    def as_sequence(self, comps: tuple[int, ...], vars_: tuple[str, ...], mask_of,
+                    inner: tuple[tuple[int, int, str], ...] = ()) -> None:
         """Make this plan negate the sequence of single-event components ``comps`` (variables ``vars_``):
         its index holds the events of every member, ``mask_of(event)`` tells which members an event may fill
         (type test and local predicates), and a match is blocked by an occurrence of the whole sequence
         (strictly increasing ts) inside the interval satisfying every conjunct on the members
-        (``members``: ``(component bit, variable, conjuncts decided once it is bound)`` in order)."""
-        self.comp_mask = sum(1 << k for k in comps)
+        (``members``: ``(component bit, variable, conjuncts decided once it is bound)`` in order).
+
+        ``inner`` are negations inside the sequence, ``(gap, components, variables)`` of one event or a
+        sequence of them: an occurrence only counts if no occurrence of that inner sequence satisfying the
+        conjuncts on its variables lies strictly between members ``gap - 1`` and ``gap`` (the interval's ends
+        for the first and last gap; GRETA §5, as the oracle nests negation); ``inners`` holds them as
+        ``(gap, members)`` with members in the form of ``members``."""
+        self.comp_mask = sum(1 << k for k in comps) | sum(1 << k for _, ks, _ in inner for k in ks)
         self.key_attr = self.probe = None
         self.rest, self.rest_checks = self.conjuncts, self.checks
+        inner_vars = {v for _, _, vs in inner for v in vs}
+        if any(sum(bool(c.vars & set(vs)) for _, _, vs in inner) > 1 for c in self.conjuncts):
+            raise EngineUnsupportedError("a predicate reads variables of two different negations inside a negated "
+                                         "sequence")
+        self.members = self._sequence_members(comps, vars_, [c for c in self.conjuncts if not c.vars & inner_vars])
+        self.member_mask = mask_of
+        self.inners = tuple((gap, self._sequence_members(ks, vs, [c for c in self.conjuncts if c.vars & set(vs)]))
+                            for gap, ks, vs in inner)
+
+    @staticmethod
+    def _sequence_members(comps, vars_, conjs) -> tuple:
+        """``(component bit, variable, checks decided once it is bound)`` per member of a negated sequence: a
+        conjunct is checked at the member that binds the last of the members it reads (one that reads none,
+        nulled, at the first)."""
         bound: set[str] = set()
-        members = []
+        members: list[tuple] = []
         for k, var in zip(comps, vars_, strict=True):
             bound.add(var)
-            members.append((1 << k, var, tuple(c.check for c in self.conjuncts
-                                               if c.vars & bound == c.vars & set(vars_) and var in c.vars)))
-        self.members = tuple(members)
-        self.member_mask = mask_of
+            first = not members
+            members.append((1 << k, var, tuple(c.check for c in conjs
+                                               if c.vars & bound == c.vars & set(vars_)
+                                               and (var in c.vars or (first and not c.vars & set(vars_))))))
+        return tuple(members)
 
 
 def _keyed_equality(c: Conjunct, var: str):
@@ -424,19 +509,29 @@ class Alternative:
     negative components between them, and the conjuncts that apply to it."""
 
     __slots__ = ("index", "comps", "vars", "kleene", "m", "negs", "conjuncts", "all_vars", "_split",
-                 "schedules", "trailing", "neg_vars", "first_var", "last_var", "any_vars", "outputs")
+                 "schedules", "trailing", "neg_vars", "first_var", "last_var", "any_vars", "outputs", "groups",
+                 "loop_back", "listed")
 
     def __init__(self, index: int, comps: tuple[int, ...], kleene: tuple[bool, ...], vars_: tuple[str, ...],
-                 negs: tuple[NegPlan, ...], conjs: tuple[Conjunct, ...], any_vars: frozenset[str]):
+                 negs: tuple[NegPlan, ...], conjs: tuple[Conjunct, ...], any_vars: frozenset[str],
+                 groups: tuple[tuple[int, int], ...] = ()):
         self.index = index
+        #: repeated groups ``(SEQ(B b, C c))+`` as ``(first, last)`` positions: after ``last`` a run may go
+        #: back to ``first`` (``loop_back``); their variables are arrays like Kleene ones (``listed``)
+        self.groups = groups
+        self.loop_back = {j: i for i, j in groups}
+        inside = {p for i, j in groups for p in range(i, j + 1)}
+        self.listed = tuple(kl or p in inside for p, kl in enumerate(kleene))
         self.any_vars = any_vars
         self.comps, self.kleene, self.vars = comps, kleene, vars_
         self.m = len(comps)
         self.negs = negs
         self.conjuncts = conjs
-        neg_vars = tuple(v for n in negs for v in ((n.var,) if not n.members else (m[1] for m in n.members)))
+        neg_vars = tuple(v for n in negs for v in ((n.var,) if not n.members else
+                                                   (*(m[1] for m in n.members),
+                                                    *(m[1] for _, ms in n.inners for m in ms))))
         self.all_vars = vars_ + neg_vars
-        self.trailing = tuple(n for n in negs if n.after is None)
+        self.trailing = tuple(n for n in negs if n.after is None and not n.guards)
         self.neg_vars = frozenset(neg_vars)
         self.first_var, self.last_var = vars_[0], vars_[-1]
         self._split: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
@@ -584,7 +679,7 @@ class Schedule:
             else:
                 _classify(kc, c, alt)
         for plan in alt.negs:
-            if plan.after is None:
+            if plan.after is None or plan.guards:
                 continue
             ps = [position[v] for c in plan.conjuncts for v in c.vars if v in position]
             ps += [p for p in (plan.before, plan.after) if p is not None]
@@ -648,8 +743,14 @@ class Plan:
         shapes = _alternatives(spec.pattern if spec.pattern is not None else _flat_pattern(comps), position)
         negated = frozenset(c.var for c in comps if c.negated)
         kleene_vars = frozenset(c.var for c in comps if c.kleene in ("+", "*"))
+        # NOT T+ is negated as NOT T (see negated_kleene): those variables are single events here
+        collapsed = negated_kleene(spec.pattern if spec.pattern is not None else _flat_pattern(comps))
+        rewritten = [collapse_negated_kleene(p, collapsed, kleene_vars | collapsed) for e in spec.predicates
+                     for p in conjuncts(e)]
+        # a negated variable is one event (a negation inside a repeated group applies per iteration)
+        kleene_vars -= negated
         self.kleene_vars, self.known = kleene_vars, frozenset(position)
-        parsed = [Conjunct(p, kleene_vars, any_vars, self.known) for e in spec.predicates for p in conjuncts(e)]
+        parsed = [Conjunct(p, kleene_vars, any_vars, self.known) for p in rewritten if p is not None]
         groups = _negation_groups(spec.pattern) if spec.pattern is not None else {}
         for c in parsed:
             read = c.vars & negated
@@ -667,9 +768,13 @@ class Plan:
         if len(set(seqs)) != len(seqs):
             raise EngineUnsupportedError("two alternatives of the pattern select the same variables and "
                                          "differ only in their negations")
+        if any(not comps[position[v]].negated for v in groups if v in position):
+            raise EngineUnsupportedError("negation of a sub-pattern needs its components marked negated")
         self.alternatives = tuple(alternatives)
         for a in alternatives:
-            a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH else "ais")
+            # a repeated group runs on NFA^b runs (match_runs) under every strategy: construction over stacks
+            # has no way back from a group's last position to its first
+            a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH or a.groups else "ais")
         if spec.collapsed:
             self._check_collapsed()
 
@@ -680,6 +785,9 @@ class Plan:
             raise EngineUnsupportedError(f"collapsed output is for skip_till_any_match (the strategy that "
                                          f"enumerates every subset), not {self.strategy}")
         for alt in self.alternatives:
+            if alt.groups:
+                raise EngineUnsupportedError("collapsed output does not support a repeated group "
+                                             "((SEQ(B b, C c))+): its candidates are not one set of events")
             if sum(alt.kleene) != 1:
                 raise EngineUnsupportedError("collapsed output needs exactly one Kleene variable (T+ v[]) in each "
                                              "alternative of the pattern")
@@ -708,6 +816,19 @@ class Plan:
             nulled.nulled = True
             return nulled
 
+        looped = frozenset(comps[pos_comps[p]].var for i, j in _loops(items) for p in range(i, j + 1))
+        if any(c.kleene not in ("+", "*") for c in comps if c.var in looped):
+            raise EngineUnsupportedError("Kleene closure over a sub-pattern needs its components marked Kleene "
+                                         "('+'): their variables are arrays")
+        if looped:
+            # a variable of a repeated group has one run per iteration (events of it adjacent in the match):
+            # conjuncts that read one positionally quantify over its runs (the oracle's semantics)
+            plain_here = here
+
+            def here(c: Conjunct) -> Conjunct:
+                c = plain_here(c)
+                return run_aware(c, vars_) if set(c.positional) & looped else c
+
         plus = []
         for c in parsed:
             if c.vars & negated:
@@ -719,27 +840,77 @@ class Plan:
             plus.append(here(c))
         negs = []
         seen = 0
-        for kind, k, _ in items:
+        groups = []
+        groups_of = _negation_groups(self.spec.pattern) if self.spec.pattern is not None else {}
+        in_group: list[tuple] = []  # negations inside the group being read: (kind, k, extra, before, after)
+        todo = list(items)
+        while todo:
+            kind, k, extra, *where = todo.pop(0)
+            guards: frozenset = frozenset()
             if kind == "pos":
                 seen += 1
                 continue
-            before = seen - 1 if seen else None
-            after = seen if seen < len(pos_comps) else None
+            if kind == "loop":
+                i, j = seen - k, seen - 1
+                groups.append((i, j))
+                # a negation inside a repeated group applies in each iteration (the oracle's derivation has it
+                # between the positive events around it): in the gaps between the group's own positions, and
+                # for the first/last position's side, also between one iteration's last event and the next
+                # iteration's first (``guards``: position transitions, checked on the complete match); the gap
+                # before the first iteration / after the last is an ordinary negation of the alternative
+                for gkind, gk, gextra, before, after in in_group:
+                    edge = after == i or before == j
+                    if edge:
+                        todo.append((gkind, gk, gextra, before, after))
+                    todo.append((gkind, gk, gextra, j if edge else before, i if edge else after,
+                                 frozenset({(j, i)}) if edge else frozenset({(before, after)})))
+                in_group = []
+                continue
+            if kind in ("gneg", "gnegseq"):
+                in_group.append((kind[1:], k, extra, seen - 1 if seen else None,
+                                 seen if seen < len(pos_comps) else None))
+                continue
+            if where:
+                before, after, *rest = where
+                guards = rest[0] if rest else frozenset()
+            else:
+                before = seen - 1 if seen else None
+                after = seen if seen < len(pos_comps) else None
+            ks = k if kind == "negseq" else (k,)
+            inner = extra if kind == "negseq" else ()
+            own = {comps[j].var for j in ks} | {comps[j].var for _, js in inner for j in js}
+            # variables of the same negation this negative alternative lacks (NOT (P OR Q), ? inside) read NULL,
+            # as absent variables do in the oracle: a conjunct that reads one of them and a variable that is
+            # there (an outer positive one, a member) is NULL, so it keeps this alternative from invalidating
+            lacking = frozenset(v for v in negated if v not in own and groups_of.get(v) is not None
+                                and groups_of.get(v) == groups_of.get(comps[ks[0]].var))
+            own |= {v for c in parsed if c.vars & lacking and c.vars - lacking for v in c.vars & lacking}
+
+            def neg_here(c: Conjunct, lacking=lacking) -> Conjunct:
+                c = here(c)
+                if not c.vars & lacking:
+                    return c
+                nulled = Conjunct(_nullify(c.expr, lacking), self.kleene_vars, any_vars, self.known)
+                nulled.nulled = True
+                return run_aware(nulled, vars_) if set(nulled.positional) & looped else nulled
+
             # an unscoped equivalence test ([id], kept as a predicate under strict contiguity) binds the
             # negative components too (LANGUAGE.md §2)
             if kind == "negseq":
                 members = tuple(comps[j].var for j in k)
-                mine = [here(c) for c in parsed if c.vars & set(members) or _unscoped_equiv(c)]
+                mine = [neg_here(c) for c in parsed if c.vars & own or _unscoped_equiv(c)]
                 plan = NegPlan(len(negs), k[0], comps[k[0]], before, after, mine, any_vars)
                 by_type = self.by_type
-                plan.as_sequence(k, members, lambda ev, by_type=by_type: component_mask(by_type, ev))
+                plan.as_sequence(k, members, lambda ev, by_type=by_type: component_mask(by_type, ev),
+                                 tuple((gap, js, tuple(comps[j].var for j in js)) for gap, js in inner))
+                plan.guards = guards
                 negs.append(plan)
                 continue
-            var = comps[k].var
-            mine = [here(c) for c in parsed if var in c.vars or _unscoped_equiv(c)]
+            mine = [neg_here(c) for c in parsed if c.vars & own or _unscoped_equiv(c)]
             negs.append(NegPlan(len(negs), k, comps[k], before, after, mine, any_vars))
-        alt = Alternative(index, pos_comps, kleene, vars_, tuple(negs), tuple(plus), any_vars)
-        singles = frozenset(v for v, kl in zip(vars_, kleene, strict=True) if not kl)
+            negs[-1].guards = guards
+        alt = Alternative(index, pos_comps, kleene, vars_, tuple(negs), tuple(plus), any_vars, tuple(groups))
+        singles = frozenset(v for v, kl in zip(vars_, alt.listed, strict=True) if not kl)
         alt.outputs = tuple((o.name, _output_fn(_nullify(o.expr, absent) if absent else o.expr, singles, any_vars))
                             for o in self.spec.outputs)
         return alt
@@ -774,23 +945,32 @@ def _alternatives(pattern, position: dict[str, int]) -> list[list[tuple[str, int
         if isinstance(p, EventPat):
             return [[("pos", component(p), False)]]
         if isinstance(p, Kleene):
-            if not isinstance(p.inner, EventPat):
-                raise EngineUnsupportedError("Kleene closure over a sub-pattern is not supported by the match "
-                                             "engine (only T+ v[], T* v[], T? v)")
-            k = component(p.inner)
+            inner = p.inner
+            while isinstance(inner, Seq) and len(inner.items) == 1:
+                inner = inner.items[0]  # (SEQ(B b))+ is B+ b[]: one run of b, as the oracle reads it
+            if not isinstance(inner, EventPat):
+                if p.op == "?":
+                    return dnf(inner) + [[]]
+                group = _group(inner, dnf)
+                return [group, []] if p.op == "*" else [group]
+            k = component(inner)
             if p.op == "+":
                 return [[("pos", k, True)]]
             if p.op == "*":
                 return [[("pos", k, True)], []]
             return [[("pos", k, False)], []]
         if isinstance(p, Not):
-            if isinstance(p.inner, Seq) and p.inner.items and all(isinstance(i, EventPat) for i in p.inner.items):
-                return [[("negseq", tuple(component(i) for i in p.inner.items), False)]]
-            if not isinstance(p.inner, EventPat):
-                raise EngineUnsupportedError("negation of a sub-pattern is supported by the match engine for a "
-                                             "sequence of single events, NOT SEQ(B b, C c); not for NOT T+, "
-                                             "NOT (P OR Q) or negation and Kleene inside the negated sequence")
-            return [[("neg", component(p.inner), False)]]
+            # NOT N forbids a match of any alternative of N in the gap: one negative item per alternative, all in
+            # the same gap (NOT (P OR Q) = NOT P, NOT Q there)
+            out = []
+            for members, inner in _negated_shapes(p.inner, component):
+                if not members:
+                    continue  # selects no event: never occurs (the oracle skips empty derivations)
+                if len(members) == 1 and not inner:
+                    out.append(("neg", members[0], False))
+                else:
+                    out.append(("negseq", tuple(members), tuple(inner)))
+            return [out]
         if isinstance(p, Seq):
             out: list[list] = [[]]
             for item in p.items:
@@ -807,6 +987,165 @@ def _alternatives(pattern, position: dict[str, int]) -> list[list[tuple[str, int
         raise EngineUnsupportedError(f"unknown pattern node {type(p).__name__}")
 
     return dnf(pattern)
+
+
+_NEGATION_LIMIT = ("negation of a sub-pattern is supported by the match engine for sequences of single events, "
+                   "T+ (as T), OR and negated sequences of single events inside them, as in NOT (SEQ(B b, "
+                   "!(SEQ(D d, E e)), C+ c[]) OR E f); not for ")
+
+
+def _negated_shapes(pattern, component) -> list[tuple[list[int], list[tuple[int, int]]]]:
+    """The alternatives of a negated pattern as ``(member components, inner negations)``: members form a
+    sequence of single events; an inner negation ``(gap, component)`` forbids its event between members
+    ``gap - 1`` and ``gap`` (0: from the outer interval's start, ``len(members)``: up to its end).
+
+    ``T+``/``T*`` inside a negation count as ``T`` (:func:`negated_kleene` says when that is exact).  Next to
+    an inner negation that stays exact, because the one ``T`` can be the ``T+``'s event at that side (its
+    first for a negation before it, its last for one after it); a ``T+`` with inner negations on both sides
+    is refused (no single event bounds both gaps as the whole sequence does)."""
+
+    def shapes(p, top: bool) -> list[tuple[list[int], list[tuple[int, int]], list[int]]]:
+        if isinstance(p, EventPat):
+            return [([component(p)], [], [])]
+        if isinstance(p, Kleene):
+            inner = p.inner
+            while isinstance(inner, Seq) and len(inner.items) == 1:
+                inner = inner.items[0]
+            if not isinstance(inner, EventPat):
+                raise EngineUnsupportedError(_NEGATION_LIMIT + "a repeated group inside a negation")
+            one = ([component(inner)], [], [0] if p.op != "?" else [])
+            return [one, ([], [], [])] if p.op in ("*", "?") else [one]
+        if isinstance(p, Not):
+            if top:
+                raise EngineUnsupportedError(_NEGATION_LIMIT + "a negation of a negation")
+            inner = p.inner
+            while isinstance(inner, Kleene) and inner.op != "?" and isinstance(inner.inner, EventPat):
+                inner = inner.inner  # NOT T+ = NOT T
+            if isinstance(inner, Or):
+                alternatives = inner.alternatives
+            else:
+                alternatives = (inner,)
+            negs = []
+            for a in alternatives:
+                items = a.items if isinstance(a, Seq) else (a,)
+                ks = []
+                for item in items:
+                    while isinstance(item, Kleene) and item.op != "?" and isinstance(item.inner, EventPat):
+                        item = item.inner  # T+ as T, exact without a negation inside (see negated_kleene)
+                    if not isinstance(item, EventPat):
+                        raise EngineUnsupportedError(_NEGATION_LIMIT + "a negated sub-pattern inside a negated "
+                                                     "sequence other than a sequence of single events "
+                                                     "(NOT SEQ(B b, !(SEQ(C c, D d)), E e))")
+                    ks.append(component(item))
+                negs.append(tuple(ks))
+            return [([], [(0, ks) for ks in negs], [])]
+        if isinstance(p, Seq):
+            out = [([], [], [])]
+            for item in p.items:
+                out = [(m1 + m2, i1 + [(g + len(m1), k) for g, k in i2], k1 + [j + len(m1) for j in k2])
+                       for m1, i1, k1 in out for m2, i2, k2 in shapes(item, False)]
+            return out
+        if isinstance(p, Or):
+            return [s for a in p.alternatives for s in shapes(a, top)]
+        raise EngineUnsupportedError(f"unknown pattern node {type(p).__name__}")
+
+    out = []
+    for members, inner, kleene in shapes(pattern, True):
+        gaps = {g for g, _ in inner}
+        if any(j in gaps and j + 1 in gaps for j in kleene):
+            raise EngineUnsupportedError(_NEGATION_LIMIT + "a Kleene closure with negations on both sides inside "
+                                         "a negated sequence (NOT SEQ(B b, !(E e), C+ c[], !(D d), F f))")
+        out.append((members, inner))
+    return out
+
+
+def negated_kleene(pattern) -> frozenset[str]:
+    """The variables of ``T+``/``T*`` inside a negation.  Under the oracle's semantics a ``T+`` sequence
+    satisfying the negation's predicates exists iff a single ``T`` does, as long as each predicate reads the
+    variable only as ``v[i]`` (then every event of the sequence satisfies it alone) or reads ``v[i-1]``,
+    ``v[..i-1]`` or ``NEXT(v)`` (then it holds vacuously on one event): the engine negates ``T`` instead
+    (:func:`collapse_negated_kleene`)."""
+    out: set[str] = set()
+
+    def visit(p, negated: bool, kleene: bool) -> None:
+        if isinstance(p, EventPat):
+            if negated and kleene:
+                out.add(p.var)
+        elif isinstance(p, Kleene):
+            visit(p.inner, negated, kleene or p.op != "?")
+        elif isinstance(p, Not):
+            visit(p.inner, True, False)
+        elif isinstance(p, Seq):
+            for i in p.items:
+                visit(i, negated, kleene)
+        elif isinstance(p, Or):
+            for a in p.alternatives:
+                visit(a, negated, kleene)
+
+    visit(pattern, False, False)
+    return frozenset(out)
+
+
+def collapse_negated_kleene(expr, collapsed: frozenset[str], kleene_vars: frozenset[str]):
+    """``expr`` with every negated ``T+`` variable of ``collapsed`` read as one event (``v[i].x`` → ``v.x``),
+    or None when it holds vacuously on one event (it reads ``v[i-1]``, ``v[..i-1]`` or ``NEXT(v)``).  Raises
+    :class:`EngineUnsupportedError` when the rewrite would change its meaning (``v[1]``, ``v[v.len]``,
+    ``v[k]``, aggregates over ``v[]``, ``[v.attr]``)."""
+    read = [n for n in walk(expr) if isinstance(n, (Attr, EquivItem)) and n.var in collapsed]
+    if not read:
+        return expr
+    probe = Conjunct(expr, kleene_vars, frozenset(), frozenset(n.var for n in walk(expr)
+                                                               if isinstance(n, (Attr, EquivItem)) and n.var))
+    for n in read:
+        prev, nxt = probe.positional.get(n.var, (False, False))
+        if prev or nxt:
+            return None
+    for n in read:
+        if probe.access.get(n.var, frozenset()) - {"cur"}:
+            raise EngineUnsupportedError(
+                f"NOT T+ with a predicate on '{n.var}' other than {n.var}[i].attr (or {n.var}[i-1], "
+                f"NEXT({n.var})) is not supported by the match engine: for {n.var}[1], {n.var}[{n.var}.len], "
+                f"{n.var}[k] or an aggregate a T+ that satisfies it need not hold a single T that does, so it "
+                "cannot be negated as T")
+    return map_nodes(expr, lambda n: Attr(n.var, n.attr, None, n.span)
+                     if isinstance(n, Attr) and n.var in collapsed else n)
+
+
+def _group(inner, dnf) -> list[tuple[str, int, bool]]:
+    """The items of a repeated group ``(SEQ(B b, C c))+``: its positions (single events and ``T+``), its
+    negations tagged ``gneg``/``gnegseq`` (they apply per iteration), then a ``("loop", n, False)`` marker
+    saying that the last ``n`` positions repeat as a whole (each iteration appends its events to their
+    variables, which are arrays: ``b[1]`` is the first iteration's first ``b``)."""
+    shapes = dnf(inner)
+    if len(shapes) != 1:
+        raise EngineUnsupportedError("Kleene closure over a sub-pattern with OR, ? or * inside ((P OR Q)+) is not "
+                                     "supported by the match engine: only a sequence of events, T+ and "
+                                     "negations repeats, as in SEQ(A a, (SEQ(B+ b[], !(E e), C c))+, D d)")
+    items = shapes[0]
+    if any(kind == "loop" for kind, _, _ in items):
+        raise EngineUnsupportedError("Kleene closure over a sub-pattern that holds another repeated group "
+                                     "((SEQ((SEQ(B b, C c))+, D d))+) is not supported by the match engine: "
+                                     "only a sequence of events, T+ and negations repeats, as in "
+                                     "SEQ(A a, (SEQ(B+ b[], !(E e), C c))+, D d)")
+    n = sum(kind == "pos" for kind, _, _ in items)
+    if n == 1 and any(kind == "pos" and kl for kind, _, kl in items):
+        # (B+)+ is B+, and (SEQ(B+ b[], !(E e)))+ is SEQ(B+ b[], !(E e)): a match is a set of events, valid if
+        # one derivation is (oracle), and taking all of them as one iteration has the fewest negation gaps
+        return items
+    # negations inside the group apply per iteration: tagged "gneg"/"gnegseq" (see Plan._alternative)
+    return [("g" + kind if kind in ("neg", "negseq") else kind, k, extra) for kind, k, extra in items] + [
+        ("loop", n, False)]
+
+
+def _loops(items: list) -> list[tuple[int, int]]:
+    """``(first, last)`` positive positions of each repeated group of an alternative's items."""
+    out, seen = [], 0
+    for kind, k, _ in items:
+        if kind == "pos":
+            seen += 1
+        elif kind == "loop":
+            out.append((seen - k, seen - 1))
+    return out
 
 
 def _unscoped_equiv(c: Conjunct) -> bool:

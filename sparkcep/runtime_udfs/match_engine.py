@@ -22,12 +22,17 @@ partition of the equivalence key (the caller partitions, as SASE's PAIS does) an
 * **Disjunction** ``P1 OR P2`` (gSPICE Q2), with ``*``/``?`` expanded the same way (:mod:`match_compile`).
 * **Collapsed output** (``MatchSpec.collapsed``, SASE++ §5.1): one row per binding of the non-Kleene
   variables that has a match, with the Kleene candidates (:func:`match_compile.collapsed_outputs`).
+* **Kleene closure of a sub-pattern** ``SEQ(A a, (SEQ(B b, C c))+, D d)``, with ``T+`` and negations inside
+  (its variables are arrays, one event or run per iteration), by NFA^b runs under every strategy;
+  **negation** of ``T+`` (as ``T``), of ``P OR Q``, and negated events or sequences of them, or ``T+``,
+  inside a negated sequence (:mod:`match_compile`).
 
-Not supported (:func:`check` raises :class:`EngineUnsupportedError`): Kleene closure of a sub-pattern
-(``SEQ(A, B)+``), negation of anything but a sequence of single events (``!(B+)``, ``NOT (P OR Q)``,
-negation or Kleene inside ``NOT SEQ(...)``), a predicate reading variables of two different negations,
-alternatives that select the same variables and differ only in their negations (``(!B OR !C)``), and
-collapsed output of a query it does not fit (see ``Plan._check_collapsed``).
+Not supported (:func:`check` raises :class:`EngineUnsupportedError`): a repeated group inside a repeated
+group or with ``OR``/``T*``/``T?`` inside (``(P OR Q)+``), ``NOT T+`` with predicates on ``v[1]``,
+``v[v.len]``, ``v[k]`` or ``v[]`` of the negated variable, negation nested three deep, a ``T+`` between two
+negations inside a negated sequence, a predicate reading variables of two different negations, alternatives
+that select the same variables and differ only in their negations (``(!B OR !C)``), and collapsed output of
+a query it does not fit (see ``Plan._check_collapsed``).
 
 The streaming contract: :func:`step` only buffers; :func:`advance` processes the buffered events up to the
 watermark in ``ts`` order and returns every match completed (each exactly once); events at or before a
@@ -197,7 +202,7 @@ def advance(spec: MatchSpec, state: MatchState, watermark: float) -> tuple[Match
     engine = match_ais if plan.strategy == ANY_MATCH else match_runs
     if ready:
         for alt, st in zip(plan.alternatives, state.alts, strict=True):
-            engine.scan(plan, alt, st, ready, sink)
+            (match_runs if alt.groups else engine).scan(plan, alt, st, ready, sink)  # groups: runs only
     _release(plan, state, watermark, rows)
     _prune(plan, state, watermark - plan.window)
     return state, rows
@@ -207,7 +212,8 @@ def _prepare(plan: Plan, state: MatchState) -> None:
     """Create the alternatives' states on first use; rebuild negation buckets after a load."""
     if not state.alts:
         ais = plan.strategy == ANY_MATCH
-        state.alts = [AltState(match_ais.n_stacks(a) if ais else 0, len(a.negs)) for a in plan.alternatives]
+        state.alts = [AltState(match_ais.n_stacks(a) if ais and not a.groups else 0, len(a.negs))
+                      for a in plan.alternatives]
         return
     if len(state.alts) != len(plan.alternatives) or any(
             len(st.negs) != len(a.negs) for a, st in zip(plan.alternatives, state.alts, strict=True)):

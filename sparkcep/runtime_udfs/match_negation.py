@@ -12,7 +12,10 @@ comparison TRUE (SASE §2.2); those events sit in a bucket every probe visits.
 A negated sequence ``!(SEQ(B b, C c))`` (LANGUAGE.md §4: no occurrence of the sub-sequence inside the
 interval) keeps the events of all its members in one index; a lookup searches, depth first in ts order, for
 events ``b < c`` (strictly increasing ts) inside the interval that fill the members in order and satisfy the
-conjuncts on them, each conjunct as soon as its member variables are bound.
+conjuncts on them, each conjunct as soon as its member variables are bound.  Negated single events inside it
+(``!(SEQ(B b, !(D d), C c))``, GRETA §5's nesting as the oracle reads it) disqualify an occurrence that has
+such an event (satisfying its conjuncts) strictly inside their gap: between the neighbouring members, or
+between the outer interval's end and the first/last member.
 
 The partitioned indexes of SASE §3.3 exist to drop whole partitions once they leave the window; here the
 index is pruned by moving past the events at or before a horizon (see :meth:`NegIndex.prune`).
@@ -90,30 +93,51 @@ class NegIndex:
         members, mask_of = plan.members, plan.member_mask
         masks: dict[int, int] = {}
         last = len(members) - 1
-        saved = [binding.get(var) for _, var, _ in members]
+        inners = plan.inners
+        touched = [var for _, var, _ in members] + [var for _, seq in inners for _, var, _ in seq]
+        saved = [binding.get(var) for var in touched]
+        times = [lo] * len(members)
 
-        def search(j: int, after) -> bool:
-            bit, var, checks = members[j]
+        def mask_at(event) -> int:
+            mask = masks.get(id(event))
+            if mask is None:
+                mask = masks[id(event)] = mask_of(event)
+            return mask
+
+        def occurs(seq: tuple, j: int, after, end, done) -> bool:
+            """Events filling ``seq[j:]`` in strictly increasing ts inside ``(after, end)``, each passing the
+            checks due at it, and then ``done()``."""
+            bit, var, checks = seq[j]
             i = bisect_right(entries, after, key=_ts_of)
             while i < len(entries):
                 ts, event = entries[i]
-                if not ts < hi:
+                if not ts < end:
                     return False
                 i += 1
-                mask = masks.get(id(event))
-                if mask is None:
-                    mask = masks[id(event)] = mask_of(event)
-                if not mask & bit:
+                if not mask_at(event) & bit:
                     continue
                 binding[var] = event
-                if all(check(binding) is True for check in checks) and (j == last or search(j + 1, ts)):
+                if seq is members:
+                    times[j] = ts
+                if all(check(binding) is True for check in checks) and (
+                        occurs(seq, j + 1, ts, end, done) if j + 1 < len(seq) else done()):
                     return True
             return False
 
+        def excluded() -> bool:
+            """An inner negated sequence occurs in its gap of the occurrence bound in ``binding``/``times``."""
+            for gap, seq in inners:
+                if occurs(seq, 0, times[gap - 1] if gap else lo, times[gap] if gap <= last else hi, _true):
+                    return True
+            return False
+
+        def valid() -> bool:
+            return not (inners and excluded())
+
         try:
-            return search(0, lo)
+            return occurs(members, 0, lo, hi, valid)
         finally:
-            for (_, var, _), value in zip(members, saved, strict=True):
+            for var, value in zip(touched, saved, strict=True):
                 binding[var] = value
 
     @staticmethod
@@ -158,6 +182,10 @@ class NegIndex:
     def newest(self):
         """The ts of the newest indexed event (the index is empty once the watermark passes it + W)."""
         return self.events[-1][0] if self.events else None
+
+
+def _true() -> bool:
+    return True
 
 
 def _drop(entries: list, horizon) -> list:

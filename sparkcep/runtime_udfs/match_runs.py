@@ -20,6 +20,11 @@ The exact rules are the oracle's (:mod:`sparkcep.oracle`):
   non-selectable event is skipped (the run also branches if the event can still be taken, which only a
   predicate on ``v[k]`` not yet decidable allows).
 
+A **repeated group** ``(SEQ(B b, C c))+`` adds an edge from its last position back to its first: a run there
+may start another iteration or go on.  Such alternatives run here under ``skip_till_any_match`` too (a run
+that may take an event both takes it, as a clone, and stays), with every conjunct checked on each extended
+binding once its variables are bound (:class:`_LoopChecks`).
+
 Conjuncts are checked as soon as their value is final (the forward :class:`Schedule`), a run is dropped when
 one fails, and a run that completes the last position yields a match once the whole-sequence conjuncts of a
 Kleene last position and the negations hold (a negated end is postponed, as in :mod:`match_ais`).
@@ -85,12 +90,60 @@ class _Checks:
         return True
 
 
+class _LoopChecks(_Checks):
+    """The checks of an alternative with a repeated group ``(SEQ(B b, C c))+``, whose positions are visited
+    more than once: instead of a schedule by position, every conjunct is evaluated on each extended binding as
+    soon as its variables are bound, with the oracle's rules.  A conjunct that reads a still growing array
+    (the Kleene variable of the run's position, the variables of the group it is in) through ``v[v.len]``,
+    ``v[]`` or ``v[k]`` waits; any other conjunct can only gain constraints as arrays grow (``v[i]`` holds at
+    every position), so its failure is final."""
+
+    __slots__ = ("conjuncts", "growing_at")
+
+    def __init__(self, alt: Alternative):
+        super().__init__(alt)
+        self.conjuncts = tuple(alt.conjuncts)
+        growing = []
+        for p in range(alt.m):
+            vs = {alt.vars[p]} if alt.kleene[p] else set()
+            for i, j in alt.groups:
+                if i <= p <= j:
+                    vs.update(alt.vars[i:j + 1])
+            growing.append(frozenset(vs))
+        self.growing_at = growing
+
+    def evaluate(self, binding: dict, p: int, before: int) -> tuple[bool, bool]:
+        growing = self.growing_at[p]
+        grows_ok = True
+        for c in self.conjuncts:
+            if c.nulled or c.global_ or c.waits & growing or any(binding.get(v) is None for v in c.vars):
+                continue  # decided at completion (a conjunct on a variable this alternative lacks: there only)
+            if c.check(binding) is not True:
+                if not c.grows:
+                    return False, False
+                grows_ok = False
+        return True, grows_ok
+
+    def undecided_hold(self, binding: dict, p: int) -> bool:
+        growing = self.growing_at[p]
+        for c in self.conjuncts:
+            if c.nulled or c.grows or not (c.global_ or c.waits & growing):
+                continue
+            if all(binding.get(v) is not None for v in c.vars) and c.check(binding) is not True:
+                return False
+        return True
+
+    def completes(self, binding: dict) -> bool:
+        """Every conjunct holds on the complete binding."""
+        return all(c.check(binding) is True for c in self.conjuncts)
+
+
 def _checks(alt: Alternative) -> _Checks:
     """The (memoized) :class:`_Checks` of ``alt``."""
     memo = alt.schedule("forward").memo
     checks = memo.get("runs")
     if checks is None:
-        checks = memo["runs"] = _Checks(alt)
+        checks = memo["runs"] = _LoopChecks(alt) if alt.groups else _Checks(alt)
     return checks
 
 
@@ -101,17 +154,36 @@ def _extended(alt: Alternative, run: Run | None, p: int, ev: dict) -> dict:
         binding = dict.fromkeys(alt.all_vars)
     else:
         binding = dict(run.binding)
-    if alt.kleene[p]:
-        binding[var] = [*binding[var], ev] if run is not None and p == run.pos else [ev]
+    if alt.listed[p]:
+        before = binding.get(var)
+        binding[var] = [*before, ev] if before else [ev]  # a group's variable: one more iteration
     else:
         binding[var] = ev
     return binding
 
 
 def _options(alt: Alternative, here: int) -> tuple[int, ...]:
-    """The positions an event may take after a run at ``here``: the next one, and ``here`` itself if Kleene."""
+    """The positions an event may take after a run at ``here``: the next one, ``here`` itself if Kleene, the
+    first position of a repeated group that ends at ``here``."""
     nxt = (here + 1,) if here + 1 < alt.m else ()
+    if here in alt.loop_back:
+        nxt = (alt.loop_back[here], *nxt)
     return (here, *nxt) if alt.kleene[here] else nxt
+
+
+def _blocked_inside(binding: dict, guarded: tuple, negs: list, position: dict, kleene: tuple) -> bool:
+    """Is a complete match invalidated by a negation inside a repeated group?  The match's events in ts order
+    give its position transitions ``(p, q)`` (``p == q`` at a Kleene position is one run, not a transition);
+    a negation guarding ``(p, q)`` must have no event between the two events."""
+    flat = sorted((ev["ts"], position[v]) for v, bound in binding.items() if v in position and bound is not None
+                  for ev in (bound if isinstance(bound, list) else (bound,)))
+    for (lo, p), (hi, q) in zip(flat, flat[1:], strict=False):
+        if p == q and kleene[p]:
+            continue
+        for np in guarded:
+            if (p, q) in np.guards and negs[np.slot].blocked(np, binding, lo, hi):
+                return True
+    return False
 
 
 def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) -> None:
@@ -127,13 +199,21 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     kleene = alt.kleene
     last = alt.m - 1
     negs, neg_plans = st.negs, alt.negs
-    final_negs = tuple(n for n in alt.negs if n.after is not None)
+    final_negs = tuple(n for n in alt.negs if n.after is not None and not n.guards)
+    guarded = tuple(n for n in alt.negs if n.guards)
+    position = {v: p for p, v in enumerate(alt.vars)}
     split = alt.split
     interval = alt.interval
 
+    looping = bool(alt.groups)
+    survives_last = kleene[last] or last in alt.loop_back
+
     def complete(run: Run) -> None:
         binding = run.binding
-        if kleene[last]:
+        if looping:
+            if not checks.completes(binding):
+                return
+        elif kleene[last]:
             for check, _ in checks.whole[last]:
                 if check(binding) is not True:
                     return
@@ -141,6 +221,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
             lo, hi = interval(np, binding, window)
             if negs[np.slot].blocked(np, binding, lo, hi):
                 return
+        if guarded and _blocked_inside(binding, guarded, negs, position, kleene):
+            return
         sink.finish(alt, binding)
 
     def selectable_elsewhere(run: Run, mask: int, ev: dict) -> bool:
@@ -191,7 +273,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
         for new in born:
             if new.pos == last:
                 complete(new)
-                if kleene[last]:
+                if survives_last:
                     survivors.append(new)
             else:
                 survivors.append(new)
