@@ -11,11 +11,12 @@ Sections (``--sections``, comma-separated; each prints one table):
             event): the engine (active instance stacks, postponed construction, early filters) next to a plain
             run-cloning NFA^b baseline (one run per partial match, cloned on every relevant event: SASE+),
             with both match counts checked equal.
-``spark``   the SASE microbenchmark on Spark, in one session over the same JSON-lines file: the sparkcep job
-            (``sparkcep.compile(q).apply(df)``, batch, counted) next to the same query written as a Spark SQL
-            self-join with range conditions (what a Spark user would write without sparkcep), for L = 2..6,
-            both match counts checked equal.  Wall-clock time (Spark runs in other processes), median of
-            ``--repeat`` runs after one warm-up run of each.
+``spark``   the SASE microbenchmark on Spark, in one session: the sparkcep job (``sparkcep.compile(q).apply(df)``,
+            batch, counted) next to the same query written as a Spark SQL self-join with range conditions (what
+            a Spark user would write without sparkcep, like SASE's TelegraphCQ comparison, §5.3), for L = 2..6
+            on a grid of (V1, W) settings (``--spark-grid``: V1 varies at fixed W as in Exp. 1/6, W at fixed V1
+            as in Exp. 2), both match counts checked equal.  Wall-clock time (Spark runs in other processes),
+            median of ``--repeat`` alternating runs after one warm-up run of each.
 ``state``   streaming state over a long stream: the serialized engine state of every key after each
             micro-batch of ``SEQ(E1, E2, E3) WHERE [attr1] WITHIN W``, printed over time next to the bound
             (events per window), to show it stays bounded by the window.
@@ -28,6 +29,8 @@ the streaming adapter does.  To add a section (e.g. the Spark SQL self-join comp
 :func:`sase_query` give its input and query text.
 
     python bench/pattern_matching.py [--sections sase,kleene,spark,state] [--events 60000] [--repeat 3] [--quick]
+    python bench/pattern_matching.py --sections spark [--spark-grid 10:400,100:400,100:4000,1000:4000] \
+        [--spark-lengths 2,3,4,5,6] [--spark-events 100000]
 """
 
 from __future__ import annotations
@@ -299,51 +302,70 @@ def _spark_session():
     return local_session("local[2]", shuffle_partitions=2, app_name="sparkcep-bench-pattern-matching")
 
 
-def wall(fn: Callable[[], int], repeat: int) -> tuple[float, int]:
-    """(median wall-clock seconds, result) of ``fn`` after one warm-up run (Spark jobs run in the JVM and
-    Python workers, so CPU time of this process would not count them)."""
-    result = fn()
-    times = []
+def walls(fns: list[Callable[[], int]], repeat: int) -> list[tuple[float, int]]:
+    """Per function, (median wall-clock seconds, result) after one warm-up run of each; the runs alternate
+    between the functions, so that a change of load on a shared machine hits every side alike.  Wall-clock
+    time: Spark jobs run in the JVM and Python workers, so CPU time of this process would not count them."""
+    results = [fn() for fn in fns]
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        again = fn()
-        times.append(time.perf_counter() - t0)
-        assert again == result, (again, result)
-    return statistics.median(times), result
+        for fn, spent, result in zip(fns, times, results, strict=True):
+            t0 = time.perf_counter()
+            again = fn()
+            spent.append(time.perf_counter() - t0)
+            assert again == result, (again, result)
+    return [(statistics.median(spent), result) for spent, result in zip(times, results, strict=True)]
+
+
+def _grid(text: str) -> list[tuple[int, int]]:
+    """``"V1:W,V1:W"`` → ``[(V1, W), ...]``."""
+    return [(int(v), int(w)) for v, w in (item.split(":") for item in text.split(",") if item)]
 
 
 def section_spark(args) -> Table:
     import json
+    import os
     import tempfile
     from pathlib import Path
 
     from sparkcep.io import read_events
 
-    table = Table(f"SASE §5 on Spark: SEQ(E1..EL) WHERE [attr1] WITHIN {args.spark_window}, V1 = "
-                  f"{args.spark_domain}, 20 types: sparkcep vs a Spark SQL self-join",
-                  ["L", "matches", "sparkcep ev/s", "self-join ev/s", "sparkcep / self-join"])
+    table = Table("SASE §5 on Spark: SEQ(E1..EL) WHERE [attr1] WITHIN W, 20 types: sparkcep vs a Spark SQL self-join",
+                  ["V1", "W", "L", "matches", "matches/event", "sparkcep ev/s", "self-join ev/s",
+                   "sparkcep / self-join", "load"])
     spark = _spark_session()
-    events = sase_stream(args.spark_events, args.spark_domain)
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "events.jsonl"
-        with open(path, "w") as f:
-            f.writelines(json.dumps(e) + "\n" for e in events)
-        df = read_events(spark, str(path), "json", "ts").cache()
-        n = df.count()
-        view = "sase_events"
-        df.createOrReplaceTempView(view)
-        for length in args.spark_lengths:
-            q = sparkcep.compile(sase_query(length, args.spark_window) + " RETURN e1.ts")
-            ours, found = wall(lambda q=q: q.apply(df).count(), args.repeat)
-            sql = self_join_sql(length, args.spark_window, view)
-            theirs, joined = wall(lambda sql=sql: spark.sql(sql).collect()[0][0], args.repeat)
-            assert joined == found, (length, joined, found)
-            table.rows.append([length, found, n / ours, n / theirs, f"{theirs / ours:.2f}x"])
-        df.unpersist()
-    table.notes.append(f"{n:,} events in one JSON-lines file, read once and cached; local[2], 2 shuffle partitions; "
-                       f"wall-clock medians of {args.repeat} runs after a warm-up run.  Both count the same matches "
-                       f"(checked).  The self-join:")
-    table.notes.append("  " + self_join_sql(3, args.spark_window, "events").replace("\n", "\n  "))
+        frames: dict[int, object] = {}
+        for domain, window in args.spark_grid:
+            if domain not in frames:  # one file per domain size, read once and cached
+                for df in frames.values():
+                    df.unpersist()
+                frames.clear()
+                path = Path(tmp) / f"events_{domain}.jsonl"
+                with open(path, "w") as f:
+                    f.writelines(json.dumps(e) + "\n" for e in sase_stream(args.spark_events, domain))
+                frames[domain] = read_events(spark, str(path), "json", "ts").cache()
+            df = frames[domain]
+            n = df.count()
+            view = f"sase_events_{domain}"
+            df.createOrReplaceTempView(view)
+            for length in args.spark_lengths:
+                q = sparkcep.compile(sase_query(length, window) + " RETURN e1.ts")
+                sql = self_join_sql(length, window, view)
+                sides = [lambda q=q, df=df: q.apply(df).count(), lambda sql=sql: spark.sql(sql).collect()[0][0]]
+                (ours, found), (theirs, joined) = walls(sides, args.repeat)
+                assert joined == found, (domain, window, length, joined, found)
+                table.rows.append([domain, window, length, found, found / n, n / ours, n / theirs,
+                                   f"{theirs / ours:.2f}x", f"{os.getloadavg()[0]:.1f}"])
+        for df in frames.values():
+            df.unpersist()
+    table.notes.append(f"{args.spark_events:,} events (ts a counter: W ts units hold W events) in one JSON-lines file "
+                       f"per V1, read once and cached; local[2], 2 shuffle partitions; {os.cpu_count()} CPUs, 'load': "
+                       f"1-minute load average after the row.  Wall-clock medians of {args.repeat} alternating runs "
+                       f"after a warm-up run of each; both sides build their query inside the timing "
+                       f"(sparkcep.compile(q).apply(df).count() vs spark.sql(join).collect()) and count the same "
+                       f"matches (checked).  The self-join (L = 3):")
+    table.notes.append("  " + self_join_sql(3, "W", "events").replace("\n", "\n  "))
     return table
 
 
@@ -412,8 +434,8 @@ def main(argv=None) -> None:
     p.add_argument("--max-runs", type=int, default=200_000, help="budget of the run-cloning baseline")
     p.add_argument("--spark-events", type=int, default=100_000, help="events of the spark section")
     p.add_argument("--spark-lengths", type=_ints, default=[2, 3, 4, 5, 6], help="L values of the spark section")
-    p.add_argument("--spark-window", type=int, default=400, help="W of the spark section")
-    p.add_argument("--spark-domain", type=int, default=10, help="V1 of the spark section")
+    p.add_argument("--spark-grid", type=_grid, default=_grid("10:400,100:400,100:4000,1000:4000"),
+                   help="V1:W settings of the spark section, each run for every L")
     p.add_argument("--state-events", type=int, default=200_000, help="events of the state section")
     p.add_argument("--state-window", type=int, default=1000, help="W of the state section")
     p.add_argument("--state-domain", type=int, default=50, help="V1 of the state section")
@@ -426,6 +448,7 @@ def main(argv=None) -> None:
         args.domains, args.windows, args.lengths = [10, 1000], [100, 1000], [2, 4]
         args.kleene_windows = [8, 16]
         args.spark_events, args.state_events = 20_000, 20_000
+        args.spark_grid, args.spark_lengths = [(10, 400)], [2, 4]
     for name in args.sections.split(","):
         SECTIONS[name](args).print()
 

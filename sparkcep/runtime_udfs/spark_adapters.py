@@ -50,6 +50,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
@@ -70,7 +72,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Func, Literal, Unary
+from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest, Func, Literal, Unary, walk
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import from_data
 from sparkcep.runtime_udfs import late, match_engine, trend_engine
@@ -237,6 +239,36 @@ def _epoch_ms(s: pd.Series, timezone: str | None) -> list:
     return values
 
 
+def _arrow_epoch_ms(col: pa.ChunkedArray | pa.Array) -> list:
+    """Epoch milliseconds of an Arrow timestamp column (ints when every value is a whole ms), None for null.
+
+    Arrow holds the instant itself (UTC), with or without a zone: no wall-clock reading is involved, so unlike
+    :func:`_epoch_ms` there is no ambiguous hour."""
+    if col.type.unit != "us":
+        col = col.cast(pa.timestamp("us", tz=col.type.tz))
+    us = pc.cast(col, pa.int64())
+    filled = pc.fill_null(us, 0).to_numpy() if us.null_count else us.to_numpy()
+    values = (filled // 1000).tolist() if (filled % 1000 == 0).all() else (filled / 1000).tolist()
+    if us.null_count:
+        valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
+        values = [v if ok else None for v, ok in zip(values, valid, strict=True)]
+    return values
+
+
+def _arrow_array(values: list, dtype: pa.DataType) -> pa.Array:
+    """An Arrow array of ``dtype`` from Python values, NaN as null (as PySpark converts a pandas result)."""
+    try:
+        return pa.array(values, type=dtype, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # e.g. whole floats for a LONG column: cast as PySpark does
+        return pa.array(values, from_pandas=True).cast(dtype, safe=False)
+
+
+def _arrow_times(values: list, dtype: pa.DataType) -> pa.Array:
+    """Arrow timestamps (``dtype``) from epoch-ms numbers or None (NaN: null), rounded to microseconds."""
+    us = [None if v is None or v != v else round(v * 1000) for v in values]
+    return pa.array(us, type=pa.int64()).cast(dtype)
+
+
 def _from_ms(values: list, aware: bool) -> pd.Series:
     """Timestamps from epoch-ms numbers or None (tz-aware UTC, or naive UTC for TIMESTAMP_NTZ)."""
     us = np.round(np.array(list(values), dtype="float64") * 1000)  # None → NaN → NaT
@@ -326,6 +358,9 @@ class MatchOperator:
             for f in self.output_schema.fields
             if isinstance(f.dataType, (TimestampType, TimestampNTZType))
         }
+        self._timezone = timezone or next((z for z in self._zones.values() if z is not None), None) or "UTC"
+        self._empty: pd.DataFrame | None = None  # the result frame of a group without output, built once
+        self._arrow_schema: pa.Schema | None = None  # output_schema as Arrow (applyInArrow), built on first use
         self._exact = [f.name for f in self.output_schema.fields if f.dataType == EXACT]
         self._trend = isinstance(self.spec, TrendSpec)
         self._state_class = trend_engine.TrendState if self._trend else match_engine.MatchState
@@ -401,6 +436,13 @@ class MatchOperator:
 
     def frame(self, rows: list[dict]) -> pd.DataFrame:
         """Result rows as a pandas batch in ``output_schema`` order, epoch ms as timestamps again."""
+        if not rows:  # most groups of a selective query: the empty frame is built once (PySpark only reads it)
+            if self._empty is None:
+                self._empty = self._frame([])
+            return self._empty
+        return self._frame(rows)
+
+    def _frame(self, rows: list[dict]) -> pd.DataFrame:
         names = self.output_schema.names
         if self._trend:
             rows = [_exact_row(r, self._exact) for r in rows]
@@ -410,6 +452,72 @@ class MatchOperator:
         for name, aware in self._time_outputs.items():
             data[name] = _from_ms(data[name], aware)
         return pd.DataFrame(data, columns=names)
+
+    def table(self, rows: list[dict]) -> pa.Table:
+        """Result rows as an Arrow table of ``output_schema`` (for ``applyInArrow``), epoch ms as timestamps."""
+        schema = self._arrow_schema
+        if schema is None:
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            schema = self._arrow_schema = to_arrow_schema(self.output_schema, timezone=self._timezone)
+        if self._trend:
+            rows = [_exact_row(r, self._exact) for r in rows]
+        arrays = []
+        for field in schema:
+            values = [r[field.name] for r in rows]
+            if field.name in self._time_outputs:
+                arrays.append(_arrow_times(values, field.type))
+            else:
+                arrays.append(_arrow_array(values, field.type))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _arrow_columns(self, table: pa.Table) -> tuple[list[str], list[list]]:
+        """:meth:`_columns_of` for an Arrow table: the same engine columns, read without pandas."""
+        if not table.num_rows:
+            return [], []
+        if ARRIVAL in table.column_names:  # contiguity strategies: the engine numbers events in input order
+            table = table.take(pc.sort_indices(table, [(ARRIVAL, "ascending")]))  # a stable sort
+        names, data = [], []
+        for c in table.column_names:
+            if c not in self._columns:
+                continue
+            col = table.column(c)
+            if c in self._zones:
+                values = _arrow_epoch_ms(col)
+            else:
+                values = col.to_pylist()
+                if c in self._key_cols and pa.types.is_floating(col.type):
+                    values = [None if v != v else v for v in values]  # NaN and null: one partition (as Spark's)
+            names.append(c)
+            data.append(values)
+            if c == self.ts_col and c != "ts":
+                names.append("ts")
+                data.append(values)
+            elif c == self.type_col and c != "type":
+                names.append("type")
+                data.append(values)
+        return names, data
+
+    def arrow_batch_function(self) -> Callable[[pa.Table], pa.Table]:
+        """``fn(table) -> table`` for ``groupBy(key).applyInArrow``: :meth:`batch_function` without pandas in
+        between (Arrow columns straight to engine events, result rows straight to Arrow), which saves a fixed
+        cost per group: with many small groups (a selective key) that cost dominates."""
+        spec = self.spec
+
+        def arrow_batch(table: pa.Table) -> pa.Table:
+            engine = self.engine
+            names, data = self._arrow_columns(table)
+            if not self.nested:
+                events = _rows_of(tuple(names))(data) if data else []
+                state, _ = engine.step(spec, engine.init_state(), events)
+                return self.table(engine.advance(spec, state, math.inf)[1])
+            rows = []
+            for events in self._split_columns(names, data).values():
+                state, _ = engine.step(spec, engine.init_state(), events)
+                rows.extend(engine.advance(spec, state, math.inf)[1])
+            return self.table(self._finish(rows))
+
+        return arrow_batch
 
     def batch_function(self) -> Callable[[pd.DataFrame], pd.DataFrame]:
         """``fn(pdf) -> pdf`` for ``groupBy(key).applyInPandas``: all events of one key in, all its matches
@@ -646,14 +754,54 @@ def grouped(df: DataFrame, key) -> Any:
     return df.withColumn(SINGLE_GROUP, F.lit(0)).groupBy(SINGLE_GROUP)
 
 
+def unread_columns(spec: MatchSpec | TrendSpec, columns: list[str], ts_col: str = "ts",
+                   type_col: str = "type") -> list[str]:
+    """The columns of a match query's input that its engine never reads (so a batch need not shuffle them):
+    neither key, ts, ``_mask``, ``_arrival`` nor an attribute of a predicate or result; the type column too
+    when ``_mask`` is there and no negation needs types (a negated sequence tests its members' types).  None
+    for a trend query."""
+    if not isinstance(spec, MatchSpec):
+        return []
+    read = {ts_col, MASK, ARRIVAL, *spec.key}
+    exprs = [*spec.predicates, *(o.expr for o in spec.outputs), *(c.local for c in spec.components if c.local)]
+    read.update(n.attr for e in exprs for n in walk(e) if isinstance(n, (Attr, EquivItem)))
+    if MASK not in columns or any(c.negated for c in spec.components):
+        read.add(type_col)
+    return [c for c in columns if c not in read]
+
+
+#: Buckets per shuffle partition of a batch :func:`apply_match` without ``buckets``: Spark's cost per group
+#: (Arrow batches, a call into Python) is then paid per bucket, not per key, while a bucket stays a small part of
+#: a task's rows.
+BATCH_BUCKETS_PER_PARTITION = 16
+
+
+def batch_buckets(df: DataFrame) -> int:
+    """The default ``buckets`` of a batch :func:`apply_match`: :data:`BATCH_BUCKETS_PER_PARTITION` per shuffle
+    partition of the session."""
+    value = df.sparkSession.conf.get("spark.sql.shuffle.partitions")
+    partitions = int(value) if value and str(value).isdigit() else 200  # e.g. "auto" on some platforms
+    return BATCH_BUCKETS_PER_PARTITION * max(1, partitions)
+
+
 def apply_match(df: DataFrame, spec: SpecLike, **options: Any) -> DataFrame:
-    """The matches of ``df`` grouped by ``spec.key``: ``applyInPandas`` for a batch DataFrame,
+    """The matches of ``df`` grouped by ``spec.key``: ``applyInArrow`` for a batch DataFrame,
     ``applyInPandasWithState`` (append mode, event-time timeouts) for a streaming one, which must carry a
-    watermark.  ``options`` go to :class:`MatchOperator`.  A spec without key runs as one group.
+    watermark.  ``options`` go to :class:`MatchOperator`.  A spec without key runs as one group.  A batch
+    DataFrame without ``buckets`` is bucketed by :func:`batch_buckets` (a streaming one only when asked: the
+    grouping is part of its checkpoint).
     """
+    streaming = df.isStreaming
+    if not streaming:
+        if options.get("buckets") is None:
+            options = {**options, "buckets": batch_buckets(df)}
+        unread = unread_columns(load_spec(spec), df.columns, options.get("ts_col", "ts"),
+                                options.get("type_col", "type"))
+        if unread:  # not shuffled, not converted
+            df = df.drop(*unread)
     op = MatchOperator(spec, df.schema, **options)
     groups = op.grouped(df)
-    if not df.isStreaming:
-        return groups.applyInPandas(op.batch_function(), op.output_schema)
+    if not streaming:
+        return groups.applyInArrow(op.arrow_batch_function(), op.output_schema)
     return groups.applyInPandasWithState(op.stream_function(), op.stream_schema, op.state_schema, "append",
                                          GroupStateTimeout.EventTimeTimeout)
