@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import sparkcep
 from sparkcep.compiler.analysis import analyze
 from sparkcep.compiler.ast import Attr
 from sparkcep.compiler.errors import CEPError
 from sparkcep.grammar import parse_query, parse_workload
+from sparkcep.results import canonical
+from sparkcep.runtime_udfs import match_engine
+from tests.strategies import event_streams
+from tests.test_match_semantics import compiled, oracle_rows, run
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -126,3 +132,93 @@ def test_declared_ts_kind_and_unit_without_schema():
     assert sparkcep.compile(text).spec().window == 120_000  # units and no declaration: timestamp ts (ms)
     with pytest.raises(CEPError, match="needs the unit of the numeric ts column"):
         sparkcep.compile(text, ts_kind="numeric").spec()
+
+
+# ----------------------------------------------------------------------------------------------- single events
+# A variable bound to at most one event (``T? v``, a variable inside ``(P)?``, a negated ``E e`` inside a
+# repeated group) has no previous, next or k-th (k > 1) event: analysis refuses those references with a
+# position, and everything it accepts evaluates in the oracle and the engine alike (no EvalError at run time).
+
+SINGLE_PATTERNS = ["SEQ(A a, B? v, C c)", "SEQ(A a, (SEQ(B v, C c))?, D d)", "SEQ(A a, (SEQ(B v, C c) OR D w)?, E e)",
+                   "SEQ(A a, (SEQ(B b, !(E v), C c))+, D d)", "SEQ(A a, !(B? v), C c)"]
+SINGLE_WHERE = ["v[i-1].x < a.x", "NEXT(v).x > a.x", "v[2].x < a.x", "v[i].x > avg(v[..i-1].x)", "v[i].x < a.x",
+                "v[1].x < a.x", "v[v.len].x < a.x", "v.x < a.x", "avg(v[].x) < a.x", "count(v[].x) >= 1"]
+SINGLE_RETURN = ["v[2].x", "v[i].x", "v[1].x", "v.x", "v[v.len].x", "sum(v[].x)", "count(v[].x)"]
+REFUSED = ("v[i-1]", "NEXT(v)", "v[2]", "v[..i-1]")
+
+
+def single_event_queries():
+    for p in SINGLE_PATTERNS:
+        for w in SINGLE_WHERE:
+            yield f"PATTERN {p} WHERE {w} WITHIN 6"
+        for r in SINGLE_RETURN:
+            yield f"PATTERN {p} WITHIN 6 RETURN a.ts, {r} AS out"
+
+
+def test_single_event_variable_refuses_sequence_references_at_compile_time():
+    refused = 0
+    for text in single_event_queries():
+        if not any(f in text for f in REFUSED):
+            continue
+        with pytest.raises(CEPError) as info:
+            check(text)
+        err = info.value
+        assert err.span is not None and "^" in err.render(), err.render()
+        assert text[err.span.start:err.span.end].startswith(("v[", "NEXT(v)")), err.render()
+        refused += 1
+    assert refused == len(SINGLE_PATTERNS) * 5
+
+
+def expected_refusal(text: str) -> bool:
+    """A sequence reference, ``v[i]`` in RETURN, or returning a negated variable: refused on purpose."""
+    returns_negated = " RETURN " in text and ("!(E v)" in text or "!(B? v)" in text)
+    return any(f in text for f in REFUSED) or "RETURN a.ts, v[i]" in text or returns_negated
+
+
+@functools.cache
+def accepted_single_event_queries() -> tuple:
+    out = []
+    for text in single_event_queries():
+        try:
+            q, spec = compiled(text)
+        except CEPError:
+            assert expected_refusal(text), text
+            continue
+        assert not expected_refusal(text), text
+        try:
+            match_engine.check(spec)
+        except CEPError:
+            continue  # a documented refusal of the engine (NOT T+ ...), not a run-time traceback
+        out.append((text, q, spec))
+    return tuple(out)
+
+
+def test_single_event_queries_accepted_as_documented():
+    assert len(accepted_single_event_queries()) >= 3 * len(SINGLE_PATTERNS)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=event_streams("ABCDE", min_size=2, max_size=7, max_gap=2))
+def test_accepted_single_event_references_run_like_the_oracle(events):
+    for text, q, spec in accepted_single_event_queries():
+        assert canonical(run(spec, events)) == canonical(oracle_rows(q, events)), text
+
+
+def test_cli_prints_single_event_error_with_caret_and_exits_2(tmp_path):
+    import subprocess
+    import sys
+
+    text = "PATTERN SEQ(A a, (SEQ(B b, C c))?, D d) WHERE a.x < b[2].x WITHIN 10"
+    (tmp_path / "in.jsonl").write_text('{"type": "A", "ts": 1, "x": 1}\n')
+    for command in ("check", "run"):
+        extra = ["--input", str(tmp_path / "in.jsonl")] if command == "run" else []
+        done = subprocess.run([sys.executable, "-m", "sparkcep.cli", command, "-e", text, *extra],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        assert done.stderr.splitlines() == [
+            "sparkcep: line 1, column 53: b[2] needs a Kleene variable (T+ or T*): 'b' is not one, it binds at most "
+            "one event (T? or inside (P)?); write b[1]",
+            "  " + text,
+            " " * 54 + "^" * 6,
+        ]

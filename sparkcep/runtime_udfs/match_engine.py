@@ -115,6 +115,21 @@ def check(spec: MatchSpec) -> None:
     _plan(spec)
 
 
+#: What runs one alternative of a pattern: ``sase_ssc`` is sequence scan and construction over active instance
+#: stacks (:mod:`match_ais`: skip_till_any_match), ``nfa_b_runs`` NFA^b runs (:mod:`match_runs`: the other
+#: strategies, and an alternative with a repeated group ``(SEQ(B b, C c))+`` under every strategy).
+ENGINES = {"sase_ssc": match_ais, "nfa_b_runs": match_runs}
+
+
+def engines(spec: MatchSpec) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """Per alternative of ``spec``'s pattern (in the order of ``Plan.alternatives``): its positive variables and
+    the name (a key of :data:`ENGINES`) of what runs it, by the rule :func:`advance` dispatches by. Raises like
+    :func:`check`."""
+    plan = _plan(spec)
+    return tuple((alt.vars, "nfa_b_runs" if alt.groups or plan.strategy != ANY_MATCH else "sase_ssc")
+                 for alt in plan.alternatives)
+
+
 def init_state() -> MatchState:
     """A fresh, empty partition state."""
     return MatchState()

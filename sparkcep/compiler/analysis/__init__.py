@@ -211,6 +211,9 @@ def _check_match_returns(returns, variables: dict[str, VarInfo], resolver: Resol
                 info = variables[node.var]
                 if info.negated:
                     raise resolver.error(f"'{node.var}' is negated: a match holds no such event", node)
+                if info.optional and node.index == "cur":
+                    raise resolver.error(f"'{node.var}' binds at most one event: return {node.var}.{node.attr} "
+                                         f"(or {node.var}[1].{node.attr})", node)
                 if info.kleene and node.index in (None, "cur", "prev", "next", "prefix"):
                     raise resolver.error(
                         f"'{node.var}' is a Kleene variable: return {node.var}[1], {node.var}[{node.var}.len] "

@@ -109,9 +109,21 @@ class Resolver:
             if a.index == "prev":
                 raise self.error(f"{var}[i-1] needs a Kleene variable; '{var}' is not one", a)
             raise self.error(f"'{var}' is not a Kleene variable: it has no [index]", a)
+        if not info.repeated and (a.index in ("prev", "next", "prefix") or _is_position(a.index)):
+            raise self.error(self._single_event(var, info, a.index), a)
         if a.index in ("all", "prefix") and not in_aggregate:
             raise self.error(f"{var}[] is a sequence of events: use it inside avg/sum/min/max/count", a)
         return a
+
+    @staticmethod
+    def _single_event(var: str, info: VarInfo, index) -> str:
+        """The message for a reference that needs a sequence of events on a variable bound to at most one."""
+        form = {"prev": f"{var}[i-1]", "next": f"NEXT({var})", "prefix": f"{var}[..i-1]"}.get(index, f"{var}[{index}]")
+        why = ("it binds at most one event (T? or inside (P)?)" if info.optional
+               else "each of its negative occurrences is one event (a negation inside a repeated group)")
+        if _is_position(index):
+            return f"{form} needs a Kleene variable (T+ or T*): '{var}' is not one, {why}; write {var}[1]"
+        return f"{form} needs a Kleene variable (T+ or T*): '{var}' is not one, {why}"
 
     def func(self, f: Func, *, where: str) -> Func:
         if f.name not in AGGREGATES:
@@ -134,6 +146,11 @@ class Resolver:
             # COUNT(A): a type or variable, not an attribute
             return replace(f, args=(replace(arg, var=self.var_name(arg.attr, arg), attr="*"),))
         return replace(f, args=(self.expr(arg, where=where, in_aggregate=True),))
+
+
+def _is_position(index) -> bool:
+    """``v[k]`` for ``k > 1``: only a sequence of events has a k-th one."""
+    return isinstance(index, int) and not isinstance(index, bool) and index != 1
 
 
 def referenced_vars(e: Expr) -> tuple[str, ...]:

@@ -25,8 +25,13 @@ class VarInfo:
     negated: bool
     implicit: bool
     span: Span | None = None
-    #: bound by ``T? v``: at most one event, so ``v.attr`` means ``v[1].attr`` (as the oracle reads it)
+    #: bound by ``T? v`` or inside ``(P)?``: at most one event, so ``v.attr`` means ``v[1].attr`` (as the
+    #: oracle reads it)
     optional: bool = False
+    #: bound to a sequence of events: under ``+``/``*`` within its own positive or negated sub-pattern (the
+    #: oracle's lists). Only these have ``v[i-1]``, ``NEXT(v)``, ``v[..i-1]`` and ``v[k]`` for ``k > 1``;
+    #: ``T? v`` and a negated ``E e`` inside ``(SEQ(B b, !(E e), C c))+`` bind one event each.
+    repeated: bool = False
 
 
 def name_variables(pattern: Pattern, source: str | None) -> tuple[Pattern, dict[str, VarInfo]]:
@@ -42,19 +47,21 @@ def name_variables(pattern: Pattern, source: str | None) -> tuple[Pattern, dict[
 
     fresh = implicit_namer(taken)
 
-    def visit(p: Pattern, kleene: bool, negated: bool, optional: bool = False) -> Pattern:
+    def visit(p: Pattern, kleene: bool, negated: bool, optional: bool = False, repeated: bool = False) -> Pattern:
         if isinstance(p, EventPat):
             implicit = p.var is None
             var = fresh(p.types[0] if len(p.types) == 1 else "any") if implicit else p.var
-            infos[var] = VarInfo(var, p.types, p.any_, kleene, negated, implicit, p.span, optional)
+            infos[var] = VarInfo(var, p.types, p.any_, kleene, negated, implicit, p.span, optional, repeated)
             return replace(p, var=var) if implicit else p
         if isinstance(p, Kleene):
-            return replace(p, inner=visit(p.inner, True, negated, p.op == "?" and not kleene))
-        if isinstance(p, Not):
+            many = repeated or p.op != "?"
+            return replace(p, inner=visit(p.inner, True, negated, not many, many))
+        if isinstance(p, Not):  # a negated sub-pattern is matched on its own: its variables start single
             return replace(p, inner=visit(p.inner, kleene, True))
         if isinstance(p, Seq):
-            return replace(p, items=tuple(visit(i, kleene, negated) for i in p.items))
-        return replace(p, alternatives=tuple(visit(a, kleene, negated) for a in p.alternatives))
+            return replace(p, items=tuple(visit(i, kleene, negated, optional, repeated) for i in p.items))
+        return replace(p, alternatives=tuple(visit(a, kleene, negated, optional, repeated)
+                                             for a in p.alternatives))
 
     named = visit(pattern, False, False)
     return named, infos

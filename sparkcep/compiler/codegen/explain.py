@@ -20,7 +20,7 @@ from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.naming import safe_identifier
 from sparkcep.compiler.plan.nodes import Node, chain
 from sparkcep.compiler.printer import format_expr, format_pattern
-from sparkcep.runtime_udfs import trend_engine
+from sparkcep.runtime_udfs import match_engine, trend_engine
 from sparkcep.runtime_udfs.spec import Component
 
 INDENT = " " * 8
@@ -52,6 +52,21 @@ def _pattern(p) -> str:
         return n
 
     return format_pattern(map_nodes(p, unname))
+
+
+def _match_engines(spec) -> tuple[str, list[str]]:
+    """What runs the match query, as the engine dispatches (:func:`match_engine.engines`): one name when every
+    alternative runs on the same engine, else ``per alternative`` and a line per alternative with its
+    variables; ``none`` and the reason when the match engine refuses the pattern."""
+    try:
+        alternatives = match_engine.engines(spec)
+    except CEPError as e:
+        return "none", [f"refused by the match engine: {e.message}"]
+    names = {name for _, name in alternatives}
+    if len(names) == 1:
+        return names.pop(), []
+    return "per alternative", [f"alternative {k} ({', '.join(vs)}): {name}"
+                               for k, (vs, name) in enumerate(alternatives)]
 
 
 class Explainer:
@@ -87,9 +102,10 @@ class Explainer:
 
     def visit_Sequence(self, n, ref):
         s = n.spec
-        head = f"Sequence[{ref}, window={self.duration(s.window)}, strategy={s.strategy}, engine=sase_ssc]"
+        engine, per_alternative = _match_engines(s)
+        head = f"Sequence[{ref}, window={self.duration(s.window)}, strategy={s.strategy}, engine={engine}]"
         lines = [f"pattern {_pattern(s.pattern)}"] if s.pattern is not None else []
-        return head, lines + [f"where {format_expr(p)}" for p in s.predicates]
+        return head, lines + [f"where {format_expr(p)}" for p in s.predicates] + per_alternative
 
     def visit_Trend(self, n, ref):
         s = n.spec

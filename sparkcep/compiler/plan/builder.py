@@ -36,7 +36,11 @@ MASK = INTERNAL_COLUMNS[0]
 
 
 def components_of(r: ResolvedQuery) -> tuple[Component, ...]:
-    """The event components in pattern order (depth-first), with Kleene/negation flags."""
+    """The event components in pattern order (depth-first), with Kleene/negation flags.
+
+    A negated sub-pattern is matched on its own (LANGUAGE.md §4, the oracle): a variable inside it is Kleene
+    only under a ``+``/``*``/``?`` of its own, so ``E e`` in ``(SEQ(B b, !(E e), C c))+`` is one event per
+    negative occurrence (not ``e+``), while ``NOT E+ e`` is Kleene."""
     out: list[Component] = []
 
     def visit(p: Pattern, kleene: str | None, negated: bool) -> None:
@@ -45,7 +49,7 @@ def components_of(r: ResolvedQuery) -> tuple[Component, ...]:
         elif isinstance(p, Kleene):
             visit(p.inner, kleene or p.op, negated)
         elif isinstance(p, Not):
-            visit(p.inner, kleene, True)
+            visit(p.inner, None, True)
         elif isinstance(p, Seq):
             for i in p.items:
                 visit(i, kleene, negated)
