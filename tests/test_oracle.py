@@ -451,3 +451,18 @@ def test_arrival_order_does_not_matter_without_ties(events):
     q = parse_query("PATTERN SEQ(A a, !(C c), B b) WHERE a.x <= b.x AND c.x = a.x WITHIN 6")
     ordered = sorted(events, key=lambda e: e["ts"])
     assert match_rows(q, events) == match_rows(q, ordered)
+
+
+@pytest.mark.parametrize("text", [
+    "PATTERN SEQ(A a, B* v[], C c) WHERE v[2].x > 0 OR a.x > 0 WITHIN 10 RETURN a.ts, v[2].x AS v2",
+    "PATTERN SEQ(A a, (SEQ(B v, C w))*, D d) WITHIN 10 RETURN a.ts, v[2].x AS v2",
+])
+def test_an_absent_repeated_variable_reads_null_at_any_index(text):
+    """``v[2]`` of a ``T*`` / ``(P)*`` that matched nothing is NULL (as in the engine), not an error."""
+    from sparkcep import compile as compile_query
+    from tests.test_match_semantics import run
+
+    events = [{"type": "A", "ts": 1, "x": 1}, {"type": "C", "ts": 2, "x": 2}, {"type": "D", "ts": 3, "x": 3}]
+    rows = match_rows(parse_query(text), events)
+    assert rows and all(r["v2"] is None for r in rows)
+    assert sorted(map(str, rows)) == sorted(map(str, run(compile_query(text).spec(), events)))

@@ -155,6 +155,8 @@ def _compile_attr(e: Attr, any_vars: frozenset[str]):
         if isinstance(bound, list):
             ev = _event_at(bound, var, index, c)
         else:
+            if bound is None:  # absent (T*, (P)*, (P)?, an OR branch not taken): NULL whatever the index
+                return None
             if index not in (None, "cur", "last", 1):
                 raise EvalError(f"'{var}' is not a Kleene variable")
             ev = bound
