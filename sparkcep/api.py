@@ -303,38 +303,46 @@ class CompiledWorkload:
         return workload_job_source(data, query_text=text, explain=explain, ts_kind=kinds.pop(),
                                    type_col=first.type_col, ts_col=first.ts_col, attributes=attributes, name=name)
 
-    def job_plan(self) -> tuple[dict, list[str]]:
+    def job_plan(self, share: bool = True, schema=None) -> tuple[dict, list[str]]:
         """``(plan data, attributes)``: the chosen plan as a workload job runs it
         (:func:`sparkcep.runtime_udfs.workload_spark.workload_data`: the shared specs, and per query that runs
-        alone its spec, Spark SQL filter over the view ``events`` and grouping), and the attributes it reads."""
+        alone its spec, Spark SQL filter over the view ``events`` and grouping), and the attributes it reads.
+        ``share=False``: the Non-Shared layout; ``schema``: the alone queries' plans bound to the input's."""
         from sparkcep.compiler.codegen.job import operator_parts
         from sparkcep.runtime_udfs.workload_spark import workload_data
 
         alone, attributes = [], {}
         for q in self.alone():
-            plan = q.plan()
+            plan = q.plan(schema)
             parts = operator_parts(plan)
             alone.append({"name": q.name, "spec": parts["spec"], "filter_sql": parts["filter_sql"],
                           "group": parts["group"]})
             attributes.update(dict.fromkeys(referenced_attributes(plan)))
-        shared = self.specs()
+        shared = self.specs(share)
         for spec in shared:
             attributes.update(dict.fromkeys((*spec.key, *spec.group_by)))
+            attributes.update(dict.fromkeys(a.attr for q in spec.queries for a in q.aggregates if a.attr))
         return workload_data(shared, alone), list(attributes)
 
-    def apply(self, df, share: bool = True) -> dict:
-        """Run the workload on a batch or streaming DataFrame: ``{"shared_<i>": DataFrame with a ``query``
-        column, one per sharing context, ..., <name>: DataFrame of each query that runs alone}``."""
-        from sparkcep.runtime_udfs.shared_spark import apply_shared
+    def apply(self, df, share: bool = True, side_channel: bool = False):
+        """Run the workload on a batch or streaming DataFrame, as its generated job does
+        (:func:`~sparkcep.runtime_udfs.workload_spark.apply_workload`): one DataFrame with a ``query`` column
+        and the columns of every query's RETURN (null where a query lacks one), from one stateful operator.
+        ``share=False``: the Non-Shared layout (each query of the shared executor's scope on its own
+        segments); ``side_channel`` (streaming): late events come out as rows of ``_kind`` "late" and the
+        relevant events are counted, as :meth:`CompiledQuery.apply` does (for :mod:`sparkcep.sinks`)."""
+        from sparkcep.runtime_udfs.workload_spark import apply_workload
 
+        if any(q.shedding_latency for q in self.queries):
+            raise CEPError("load shedding is not available for a workload yet: run one query with --query NAME, "
+                           "or the workload without WITH SHEDDING LATENCY")
+        if any(q.collapsed for q in self.queries):
+            raise CEPError("collapsed output is for one match query: run it with --query NAME --collapsed")
+        data, attributes = self.job_plan(share, df.schema)
+        check_attributes(df.columns, attributes)
         first = self.queries[0]
-        out = {}
-        for i, spec in enumerate(self.specs(share)):
-            out[f"shared_{i}"] = apply_shared(df, spec, ts_col=first.ts_col, type_col=first.type_col,
-                                              lateness=first.lateness)
-        for q in self.alone():
-            out[q.name] = q.apply(df)
-        return out
+        return apply_workload(df, data, ts_col=first.ts_col, type_col=first.type_col, lateness=first.lateness,
+                              side_channel=side_channel)
 
 
 def compile_shared_workload(text: str, *, stats=None, sample=None, budget: float | None = 5.0,

@@ -241,10 +241,12 @@ def cmd_run(args) -> int:
     from sparkcep.validate import read_validated
 
     options = {"type_col": args.type_col, "ts_col": args.ts_col, "ts_unit": args.ts_unit, "lateness": args.lateness}
-    workload = _workload(args, **options)
-    if workload is not None:
-        return _run_workload(args, workload)
-    q = _one(args, **options, **_shedding_options(args), collapsed=args.collapsed)
+    workload = _workload(args, **options)  # a workload runs as its generated job does, into one result
+    if workload is not None and args.collapsed:
+        raise CEPError("--collapsed is for one match query: choose it with --query NAME")
+    if workload is not None and _shedding_options(args):
+        raise CEPError("load shedding is not available for a workload yet: choose one query with --query NAME")
+    q = _one(args, **options, **_shedding_options(args), collapsed=args.collapsed) if workload is None else None
     fmt = _input_format(args)
     spark = local_session(args.master)
     # malformed records, no type or ts, values of the wrong type: dead letters (docs/operations.md)
@@ -254,10 +256,13 @@ def cmd_run(args) -> int:
     if args.stream:  # counts per micro-batch, in the query's progress and on stderr
         df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
     training = None
-    if q.shedding_latency and args.stream:  # a batch run has no latency to keep: shedding is for streams
+    if q is not None and q.shedding_latency and args.stream:  # a batch has no latency to keep: shedding is for streams
         path = getattr(args, "shedding_training", None) or args.input
         training = read_events(spark, path, fmt, args.ts_col, schema=args.schema)
-    result = q.apply(df, shedding_training=training, side_channel=args.stream)
+    if q is None:  # every operator of the sharing plan, one result with a "query" column
+        result = workload.apply(df, side_channel=args.stream)
+    else:
+        result = q.apply(df, shedding_training=training, side_channel=args.stream)
     if not args.stream:
         if args.output:
             result.write.mode("overwrite").json(args.output)
@@ -303,43 +308,6 @@ def _shedding_options(args) -> dict:
     if getattr(args, "dropped_output", None):
         out["dropped_output"] = args.dropped_output
     return out
-
-
-def _run_workload(args, workload) -> int:
-    """A workload: one shared operator per sharing context (rows with a ``query`` column), every other query
-    alone; results printed as JSON lines (``query`` first), or written to ``--output/<name>``.  Streaming: one
-    streaming query per operator over the files there now (``availableNow``), each with its checkpoint under
-    ``--checkpoint/<name>``."""
-    from pyspark.sql import functions as F
-
-    from sparkcep.session import local_session
-
-    spark = local_session(args.master)
-    df = read_events(spark, args.input, _input_format(args), args.ts_col, stream=args.stream,
-                     files_per_trigger=args.files_per_trigger, schema=args.schema)
-    results = {}
-    for name, result in workload.apply(df).items():
-        if "query" not in result.columns:
-            result = result.select(F.lit(name).alias("query"), "*")
-        results[name] = result
-    if not args.stream:
-        for name, result in results.items():
-            if args.output:
-                result.write.mode("overwrite").json(os.path.join(args.output, name))
-            else:
-                _print_lines(json_lines(result))
-        return 0
-    with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
-        for name, result in results.items():
-            out = os.path.join(args.output or os.path.join(tmp, "out"), name)
-            checkpoint = os.path.join(args.checkpoint or os.path.join(tmp, "checkpoint"), name)
-            query = (result.writeStream.format("json").option("path", out)
-                     .option("checkpointLocation", checkpoint).outputMode("append")
-                     .trigger(availableNow=True).start())
-            query.awaitTermination()
-            if not args.output:
-                _print_lines(json_lines(spark.read.schema(result.schema).json(out)))
-    return 0
 
 
 def cmd_notebook(args) -> int:

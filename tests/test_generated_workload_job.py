@@ -144,16 +144,12 @@ def test_workload_job_batch_and_stream_equal_the_oracle_and_the_api(spark, tmp_p
     progress = [line for line in streamed.stderr.splitlines() if line.startswith("batch ")]
     assert progress and "0 dead letters, 0 late" in progress[-1], streamed.stderr[-2000:]
 
-    # the same rows as the workload applied in-process (what `sparkcep run WORKLOAD` runs)
-    from pyspark.sql import functions as F
-
+    # the same layout and rows as the workload applied in-process (what `sparkcep run WORKLOAD` runs)
     df = spark.createDataFrame(events + [TAIL], DDL)
-    api_rows = []
-    for name, result in sparkcep.compile_shared_workload(WORKLOAD).apply(df).items():
-        if "query" not in result.columns:
-            result = result.select(F.lit(name).alias("query"), "*")
-        api_rows += [{k: int(v) if isinstance(v, Decimal) else v for k, v in r.asDict().items()
-                      if v is not None and k != "aggregate_overflow"} for r in result.collect()]
+    result = sparkcep.compile_shared_workload(WORKLOAD).apply(df)
+    assert result.columns[0] == "query"
+    api_rows = [{k: int(v) if isinstance(v, Decimal) else v for k, v in r.asDict().items()
+                 if v is not None and k != "aggregate_overflow"} for r in result.collect()]
     assert canonical(api_rows) == canonical(batch)
 
 

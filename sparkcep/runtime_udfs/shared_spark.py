@@ -5,11 +5,14 @@ Spark groups by the GROUP BY columns (one group without GROUP BY: parallelism 1,
 partitioned finer than its groups); inside a group, one engine state per partition key.
 
 The operator's result is **one DataFrame with a ``query`` column**: ``query, window_start, window_end,
-<GROUP BY columns>, count_all, aggregate_overflow`` (``count_all`` is each query's COUNT(*), exact as
-DECIMAL(38, 0); a count beyond 38 digits is null and flags ``aggregate_overflow``, as for single trend
-queries).  Batch: ``groupBy(key).applyInPandas``.  Streaming: an event-time watermark on ts and
-``groupBy(key).applyInPandasWithState`` with event-time timeouts, the engine state pickled in the group
-state, late rows counted by the engine.
+<GROUP BY columns>, <aggregates>, aggregate_overflow``, one column per aggregate name of its queries (a
+query's row has its own aggregates, the others' null), typed as for a single trend query: COUNT(*),
+COUNT(v) and SUM of integers exact as DECIMAL(38, 0) (a value beyond 38 digits is null and flags
+``aggregate_overflow``), other SUMs and AVG DOUBLE, MIN/MAX the attribute's type.  The operator's group
+functions (batch for ``groupBy(key).applyInPandas``, streaming for ``applyInPandasWithState`` with
+event-time timeouts, the engine state pickled in the group state) are run by
+:func:`sparkcep.runtime_udfs.workload_spark.apply_workload`, which unites them with the workload's other
+operators.
 """
 
 from __future__ import annotations
@@ -21,9 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.streaming.state import GroupState
 from pyspark.sql.types import (
     BooleanType,
     DataType,
@@ -44,20 +45,42 @@ from sparkcep.runtime_udfs import shared_engine
 from sparkcep.runtime_udfs.shared_engine import SharedSpec, SharedState
 from sparkcep.runtime_udfs.spark_adapters import (
     EVENT_TIME_OFFSET,
-    STATE_SCHEMA,
     _epoch_ms,
     _from_ms,
     _session_timezone,
-    grouped,
-    watermarked,
 )
 
-__all__ = ["SharedOperator", "apply_shared"]
+__all__ = ["SharedOperator"]
 
 EXACT = DecimalType(38, 0)
 _EXACT_LIMIT = 10**38
-COUNT = "count_all"
 OVERFLOW = "aggregate_overflow"
+
+
+def _aggregate_fields(spec: SharedSpec, fields: dict[str, DataType]) -> dict[str, StructField]:
+    """One output column per aggregate name of the spec's queries, typed as the trend adapter types them
+    (``spark_adapters._trend_schema``): COUNT(*), COUNT(v) and SUM of integers exact (DECIMAL(38, 0)), other
+    SUMs and AVG DOUBLE, MIN/MAX the attribute's type.  Two queries may share a name only with one type."""
+    out: dict[str, StructField] = {}
+    for q in spec.queries:
+        typed: list[tuple[str, DataType]] = [(q.output, EXACT)] if q.output is not None else []
+        for a in q.aggregates:
+            func = a.func.lower()
+            arg = fields.get(a.attr) if a.attr is not None else None
+            if a.attr is not None and arg is None:
+                raise CEPError(f"the input has no column {a.attr!r}")
+            if func == "count" or (func == "sum" and isinstance(arg, IntegralType)):
+                typed.append((a.name, EXACT))
+            elif func in ("min", "max"):
+                typed.append((a.name, arg))
+            else:
+                typed.append((a.name, DoubleType()))
+        for name, dtype in typed:
+            if name in out and out[name].dataType != dtype:
+                raise CEPError(f"column {name!r} is {out[name].dataType.simpleString()} in one query and "
+                               f"{dtype.simpleString()} in {q.name}: give one of them another name (AS ...)")
+            out.setdefault(name, StructField(name, dtype))
+    return out
 
 
 class SharedOperator:
@@ -86,11 +109,21 @@ class SharedOperator:
         cols = [StructField("query", StringType()), StructField("window_start", bound),
                 StructField("window_end", bound)]
         cols += [StructField(g, fields[g]) for g in spec.group_by]
-        cols += [StructField(COUNT, EXACT), StructField(OVERFLOW, BooleanType())]
+        aggregates = _aggregate_fields(spec, fields)
+        cols += [*aggregates.values(), StructField(OVERFLOW, BooleanType())]
         self.output_schema = StructType(cols)
         self.ts_col, self.type_col = ts_col, type_col
-        self.columns = [ts_col, type_col, *dict.fromkeys((*spec.key, *spec.group_by))]
-        self._outputs = {q.name: q.output for q in spec.queries}
+        #: the measured attributes (SUM/AVG/MIN/MAX); timestamps go to the engine as epoch ms
+        self.attrs = list(dict.fromkeys(a.attr for q in spec.queries for a in q.aggregates if a.attr is not None))
+        for a in self.attrs:
+            if a not in fields:
+                raise CEPError(f"the input has no column {a!r}")
+        self.columns = list(dict.fromkeys((ts_col, type_col, *spec.key, *spec.group_by, *self.attrs)))
+        self._times = {n: f.dataType for n, f in aggregates.items()
+                       if isinstance(f.dataType, (TimestampType, TimestampNTZType))}
+        self._attr_zones = {a: (timezone or _session_timezone()) if isinstance(fields[a], TimestampType) else None
+                            for a in self.attrs if isinstance(fields[a], (TimestampType, TimestampNTZType))}
+        self._exact = [n for n, f in aggregates.items() if f.dataType == EXACT]
         #: Spark groups are the GROUP BY groups (one constant group without GROUP BY); each holds one engine
         #: state per partition key, whose rows of a window are summed (the key is finer than the groups)
         self.group_cols = tuple(spec.group_by)
@@ -102,6 +135,13 @@ class SharedOperator:
         ts = _epoch_ms(pdf[self.ts_col], self.zone) if self.timestamp else pdf[self.ts_col].tolist()
         types = pdf[self.type_col].tolist()
         extra = {g: pdf[g].tolist() for g in dict.fromkeys((*self.spec.key, *self.spec.group_by))}
+        for a in self.attrs:
+            if a in self._attr_zones:
+                extra[a] = _epoch_ms(pdf[a], self._attr_zones[a])
+            elif pdf[a].dtype.kind == "f" and pdf[a].isna().any():
+                extra[a] = [None if v != v else v for v in pdf[a].tolist()]  # Spark's null (NaN in pandas)
+            else:
+                extra[a] = pdf[a].tolist()
         out = []
         for i, (t, tp) in enumerate(zip(ts, types, strict=True)):
             ev = {"ts": t, "type": tp}
@@ -114,20 +154,22 @@ class SharedOperator:
         names = self.output_schema.names
         data: dict[str, Any] = {n: [] for n in names}
         for r in rows:
-            count = r[self._outputs[r["query"]]]
-            overflow = abs(count) >= _EXACT_LIMIT
+            overflow = False
+            for n in self._exact:  # exact counts and integer sums: DECIMAL(38, 0), null beyond 38 digits
+                v = r.get(n)
+                if v is not None:
+                    big = abs(v) >= _EXACT_LIMIT
+                    overflow = overflow or big
+                    r = {**r, n: None if big else Decimal(v)}
             for n in names:
-                if n == COUNT:
-                    data[n].append(None if overflow else Decimal(count))
-                elif n == OVERFLOW:
-                    data[n].append(overflow)
-                else:
-                    data[n].append(r[n])
+                data[n].append(overflow if n == OVERFLOW else r.get(n))
         if not rows:
             return pd.DataFrame({n: pd.Series([], dtype=object) for n in names}, columns=names)
         if self.timestamp:
             for n in ("window_start", "window_end"):
                 data[n] = _from_ms(data[n], self.aware)
+        for n, dtype in self._times.items():  # MIN/MAX of a timestamp attribute
+            data[n] = _from_ms(data[n], isinstance(dtype, TimestampType))
         return pd.DataFrame(data, columns=names)
 
     def _split(self, events: list[dict]) -> dict[tuple, list[dict]]:
@@ -188,16 +230,3 @@ class SharedOperator:
 
         return shared_stream
 
-
-def apply_shared(df: DataFrame, spec: SharedSpec, *, ts_col: str = "ts", type_col: str = "type",
-                 lateness: float = 0) -> DataFrame:
-    """The shared operator on a batch or streaming DataFrame of events (only the columns it needs and the
-    event types of its segments are kept, before the shuffle)."""
-    op = SharedOperator(spec, df.schema, ts_col=ts_col, type_col=type_col)
-    types = sorted({t for _, pattern in spec.segments for t in pattern})
-    candidates = df.where(F.col(type_col).isin(types)).select(*op.columns)
-    if not df.isStreaming:
-        return grouped(candidates, op.group_cols).applyInPandas(op.batch_function(), schema=op.output_schema)
-    return grouped(watermarked(candidates, ts_col, lateness), op.group_cols).applyInPandasWithState(
-        op.stream_function(), outputStructType=op.output_schema, stateStructType=STATE_SCHEMA,
-        outputMode="append", timeoutConf=GroupStateTimeout.EventTimeTimeout)

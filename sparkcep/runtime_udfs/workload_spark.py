@@ -1,12 +1,13 @@
 """A whole workload as one Spark DataFrame: the shared operators of its Sharon plan and the queries that run
 alone, their outputs united into one result with a ``query`` column.
 
-This is what a generated workload job (``sparkcep compile WORKLOAD.cep -o job.py``) runs.  The plan comes in
+This is what a generated workload job (``sparkcep compile WORKLOAD.cep -o job.py``), ``sparkcep run WORKLOAD.cep``
+and :meth:`sparkcep.api.CompiledWorkload.apply` run.  The plan comes in
 as the JSON of :func:`workload_data` (made at compile time, baked into the job):
 
 * ``shared``: one :class:`~sparkcep.runtime_udfs.shared_engine.SharedSpec` per sharing context, run by
   :class:`~sparkcep.runtime_udfs.shared_spark.SharedOperator` (rows ``query, window_start, window_end, ...,
-  count_all, aggregate_overflow``);
+  <one column per aggregate of its queries>, aggregate_overflow``);
 * ``alone``: the queries outside the shared executor's scope, each with its engine spec, its Spark SQL
   filter (over the temporary view ``events``) and its grouping columns; their rows get a ``query`` column.
 
@@ -39,7 +40,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import to_data
 from sparkcep.runtime_udfs import late
-from sparkcep.runtime_udfs.shared_engine import SharedQuery, SharedSpec
+from sparkcep.runtime_udfs.shared_engine import SharedAggregate, SharedQuery, SharedSpec
 from sparkcep.runtime_udfs.shared_spark import SharedOperator
 from sparkcep.runtime_udfs.spark_adapters import (
     EVENT_TIME_OFFSET,
@@ -69,7 +70,10 @@ def workload_data(shared: list[SharedSpec], alone: list[dict]) -> dict:
 
 def _shared_spec(d: dict) -> SharedSpec:
     return SharedSpec(tuple((sid, tuple(p)) for sid, p in d["segments"]),
-                      tuple(SharedQuery(q["name"], q["output"], tuple(q["segments"])) for q in d["queries"]),
+                      tuple(SharedQuery(q["name"], q["output"], tuple(q["segments"]),
+                                        tuple(SharedAggregate(a["name"], a["func"], tuple(a["positions"]), a["attr"])
+                                              for a in q.get("aggregates", ())))
+                            for q in d["queries"]),
                       d["window"], d["slide"], tuple(d["key"]), tuple(d["group_by"]))
 
 
@@ -179,7 +183,11 @@ def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col:
     fields = {QUERY: None}
     for b in branches:
         for f in b.fields:
-            fields.setdefault(f.name, f)
+            seen = fields.setdefault(f.name, f)
+            if seen is not None and seen.dataType != f.dataType:
+                raise CEPError(f"column {f.name!r} is {seen.dataType.simpleString()} in one query and "
+                               f"{f.dataType.simpleString()} in {b.name or 'a shared operator'}: give one of them "
+                               "another name (AS ...)")
     schema = StructType([f if f is not None else StructField(QUERY, StringType()) for f in fields.values()])
     names = schema.names
     tagged = None

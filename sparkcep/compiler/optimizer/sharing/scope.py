@@ -1,13 +1,11 @@
 """Which queries the shared executor covers (Sharon's query model, §2.1), and why the others run alone.
 
-In scope: a trend-aggregate query returning ``COUNT(*)`` only, whose pattern is a ``SEQ`` (or a single
-event) of plain event types (no Kleene, negation, ``ANY``), with no predicates but equivalence tests (the
-partition key), GROUP BY attributes within the key.  Everything else keeps its own operator.
-
-``aggregates=True`` also admits ``COUNT(v)``, ``SUM``/``AVG``/``MIN``/``MAX(v.attr)`` next to or instead of
-``COUNT(*)``: the shared engine computes them (:class:`~sparkcep.runtime_udfs.shared_engine.SharedAggregate`),
-but the Spark operator (``shared_spark.py``) writes only ``count_all`` so far, so the workload compiler
-does not ask for it yet.
+In scope: a trend-aggregate query returning ``COUNT(*)``, ``COUNT(v)``, ``SUM``/``AVG``/``MIN``/``MAX(v.attr)``
+(the shared engine computes them all: :class:`~sparkcep.runtime_udfs.shared_engine.SharedAggregate`, and the
+Spark operator writes one column per aggregate), whose pattern is a ``SEQ`` (or a single event) of plain event
+types (no Kleene, negation, ``ANY``), with no predicates but equivalence tests (the partition key), GROUP BY
+attributes within the key.  Everything else keeps its own operator.  ``aggregates=False`` admits ``COUNT(*)``
+alone (Sharon's query model as the paper states it).
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from sparkcep.compiler.optimizer.sharing.ir import SharingQuery
 from sparkcep.runtime_udfs.spec import TrendSpec
 
 
-def _reason(spec, aggregates: bool = False) -> str | None:
+def _reason(spec, aggregates: bool = True) -> str | None:
     if not isinstance(spec, TrendSpec):
         return "not a trend-aggregate query"
     items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
@@ -40,9 +38,9 @@ def _reason(spec, aggregates: bool = False) -> str | None:
     return None
 
 
-def sharing_query(name: str, spec, *, aggregates: bool = False) -> SharingQuery:
-    """The Sharon view of one compiled query (its engine spec); ``aggregates``: admit aggregates other than
-    COUNT(*) (see the module doc)."""
+def sharing_query(name: str, spec, *, aggregates: bool = True) -> SharingQuery:
+    """The Sharon view of one compiled query (its engine spec); ``aggregates=False``: admit COUNT(*) alone
+    (see the module doc)."""
     reason = _reason(spec, aggregates)
     if reason is not None:
         return SharingQuery(name, (), reason=reason)
