@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import sparkcep
 from sparkcep.oracle import matches as oracle_matches
 from sparkcep.shedding.baselines import RandomShedder, TypeShedder
-from sparkcep.shedding.controller import BatchController, LatencyController
+from sparkcep.shedding.controller import BatchController, DampedController, LatencyController
 from sparkcep.shedding.observations import (
     SID,
     Binning,
@@ -332,6 +332,69 @@ def test_controller_keeps_a_simulated_queue_within_the_bound():
         c.update(latency, lam, kept / max(cost, 1e-9), dt)
     assert worst <= 1.0
     assert 0.4 < c.rho < 0.65
+
+
+def _queue(c: DampedController, lam: float, cost_of, dt: float, steps: int, rng) -> tuple[float, list[float]]:
+    """A single-server queue in virtual time fed ``lam`` events/s; ``cost_of(rho, n, rng)`` is the work of the
+    ``n`` events kept at drop ratio ``rho``.  Returns the worst latency and the ρ of every interval."""
+    backlog, worst, rhos = 0.0, 0.0, []
+    for _ in range(steps):
+        arrived = int(rng.poisson(lam * dt))
+        kept = int(round(arrived * (1 - c.rho)))
+        work = cost_of(c.rho, kept, rng)
+        backlog = max(0.0, backlog + work - dt)
+        latency = backlog + dt
+        worst = max(worst, latency)
+        c.update(latency, arrived, kept, work, dt)
+        rhos.append(c.rho)
+    return worst, rhos
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(1.2, 3.0), st.floats(0.0, 0.5), st.integers(0, 10**6))
+def test_damped_controller_converges_to_the_overload_and_keeps_the_bound(overload, noise, seed):
+    """A fluid queue at ``overload`` x the service rate with noisy per-event costs: the latency stays within the
+    bound and ρ settles at the drop amount the overload calls for, 1 − 1/overload."""
+    rng = np.random.default_rng(seed)
+    mu, dt = 1000.0, 0.02
+    c = DampedController(bound=1.0)
+    worst, rhos = _queue(c, overload * mu, lambda rho, n, r: n / mu * r.uniform(1 - noise, 1 + noise), dt, 600, rng)
+    assert worst <= 1.0
+    assert np.mean(rhos[-200:]) == pytest.approx(1 - 1 / overload, abs=0.05 + noise / 4)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(1.2, 2.5), st.floats(0.0, 0.9), st.integers(0, 10**6))
+def test_damped_controller_measures_what_the_shedder_saves(overload, bias, seed):
+    """A shedder that drops the cheap events first (kept events cost more the more it drops, as gSPICE's do
+    when the valuable events are the expensive ones) needs a larger ρ than the overload alone says: the
+    controller measures the work of the kept events, not ρ, so it still keeps the bound."""
+    rng = np.random.default_rng(seed)
+    mu, dt = 1000.0, 0.02
+    c = DampedController(bound=1.0)
+    cost = lambda rho, n, r: n / mu * (1 + bias * rho) * r.uniform(0.9, 1.1)  # noqa: E731
+    worst, rhos = _queue(c, overload * mu, cost, dt, 600, rng)
+    assert worst <= 1.0
+    late = np.mean(rhos[-200:])
+    assert late > 1 - 1 / overload - 0.05  # at least about what an unbiased shedder needs
+    assert (1 - late) * overload * (1 + bias * late) == pytest.approx(1.0, abs=0.12)  # the work just fits
+
+
+def test_damped_controller_margin_follows_cost_spikes():
+    c = DampedController(bound=1.0, safety=0.8)
+    assert c.target == pytest.approx(0.8)  # the paper's safety bound
+    c.prime([0.01, 0.35, 0.02])  # one interval's work can reach 0.35 s: keep room for it
+    c.update(0.0, 0, 0, 0.0, 0.05)  # intervals of 0.05 s: their events wait up to 0.05 s too
+    assert c.target == pytest.approx(0.6)
+    c.prime([0.9])
+    assert c.target == pytest.approx(0.3)  # never below floor x bound
+    rng = np.random.default_rng(3)
+    spiky = DampedController(bound=1.0)  # every 25th interval does 0.3 s of extra work
+    steps = iter(range(10**6))
+    cost = lambda rho, n, r: n / 1000.0 + (0.3 if next(steps) % 25 == 0 else 0.0)  # noqa: E731
+    worst, _ = _queue(spiky, 2000.0, cost, 0.02, 500, rng)
+    assert worst <= 1.0
+    assert DampedController(1.0).update(0.1, 0, 0, 0.0, 0.02) == 0.0  # nothing arrived: no shedding
 
 
 def test_batch_controller_latency_from_batch_times():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,7 @@ import pytest
 import sparkcep
 from sparkcep.shedding.observations import SID, match_keys
 from sparkcep.shedding.shedder import fit_gspice
-from sparkcep.shedding.spark import SHED, shed_partition
+from sparkcep.shedding.spark import SHED, ControlFile, Shedding, current_model, shed_partition
 
 QUERY = "PATTERN SEQ(A a, B b, C c) WHERE a.v < b.v AND a.v + b.v < c.v WITHIN 40"
 
@@ -42,6 +43,60 @@ def test_shed_partition_marks_and_writes_dropped(tmp_path):
     assert len(written) == int(out[SHED].sum())
     none = pd.concat(list(shed_partition(sh, iter([pdf]), 0.0)))
     assert not none[SHED].any()
+
+
+def _progress(name: str, batch: int, out: pd.DataFrame, types) -> SimpleNamespace:
+    """A stand-in for a StreamingQueryProgress with the stage's observe() counts of one batch."""
+    row = {"offered": len(out), "dropped": int(out[SHED].sum())}
+    row.update({f"dropped_{i}": int((out[SHED] & (out["type"] == t)).sum()) for i, t in enumerate(types)})
+    row.update({f"offered_{i}": int((out["type"] == t).sum()) for i, t in enumerate(types)})
+    return SimpleNamespace(observedMetrics={name: SimpleNamespace(asDict=lambda: row)}, batchId=batch,
+                           timestamp=f"2026-01-01T00:00:{batch:02d}.000Z", durationMs={"triggerExecution": 500})
+
+
+def test_driver_retrains_on_drift_and_tasks_switch_model(tmp_path):
+    """The retraining loop without a JVM: the driver (Shedding.on_progress) sees the type shares move, asks the
+    tasks for a sample through the control file, refits on it, and the tasks (current_model) switch to the
+    written model; every drop is still counted."""
+    from sparkcep.shedding.controller import BatchController
+    from sparkcep.shedding.shedder import TypeDrift
+
+    spec = sparkcep.compile(QUERY).spec()
+    sh = fit_gspice([(spec, 1.0)], [{**e, SID: i} for i, e in enumerate(_events(800, 1))], pane_length=6,
+                    attributes=("v",))
+    assert sh.refit is not None and sh.refit.reference[0] > 0.5  # A-heavy training stream
+    control = ControlFile(str(tmp_path / "control.json"))
+    control.write(0.0)
+    handle = Shedding("s", sh.coder.types, BatchController(0.001), control, control_dir=str(tmp_path),
+                      refit=sh.refit, drift=TypeDrift.from_share(sh.refit.reference, 0.15, 500), min_sample=300)
+    rng = np.random.default_rng(5)
+
+    def batch(k: int, p) -> tuple[object, pd.DataFrame]:
+        types = rng.choice(list("ABC"), size=600, p=p)
+        pdf = pd.DataFrame([{"type": str(t), "ts": 10_000 * k + i, "v": int(rng.integers(1, 11))}
+                            for i, t in enumerate(types)])
+        state = control.state()
+        model = current_model(sh, state)
+        out = pd.concat(list(shed_partition(model, iter([pdf[:300], pdf[300:]]), state["rho"],
+                                            sample_output=state.get("sample"), sample_limit=400)))
+        handle.on_progress(_progress("s", k, out, sh.coder.types))
+        return model, out
+
+    outs = [batch(0, [0.6, 0.25, 0.15])[1]]  # as trained: no drift
+    assert handle.sampling is None and "sample" not in control.state()
+    model, out = batch(1, [0.2, 0.3, 0.5])  # drifted: the tasks are asked for a sample
+    outs.append(out)
+    assert model is sh and handle.sampling and control.state()["sample"] == handle.sampling
+    model, out = batch(2, [0.2, 0.3, 0.5])  # the tasks write 400 events; the driver refits on them
+    outs.append(out)
+    assert model is sh and handle.retrains == 1 and handle.sampling is None
+    state = control.state()
+    assert state["model"] == handle.model_path and "sample" not in state
+    model, out = batch(3, [0.2, 0.3, 0.5])  # the tasks now use the retrained model
+    outs.append(out)
+    assert model is not sh and model.refit.reference[2] > 0.35  # learnt from the C-heavy stream
+    assert handle.drift.distance(model.coder.codes(out["type"].tolist())) < 0.15
+    assert handle.offered == 2400 and sum(handle.dropped.values()) == sum(int(o[SHED].sum()) for o in outs) > 0
 
 
 def _write(path, events):
@@ -110,3 +165,44 @@ def test_streaming_stage_drops_counts_and_never_adds(spark, tmp_path):
     assert _keys(shed) == expected  # exactly the matches of the kept events
     # every batch with events has a measured latency (a no-data batch, which only moves the watermark, has none)
     assert all(b["latency"] is not None for b in handle.batches if b["offered"])
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_streaming_stage_retrains_on_drift(spark, tmp_path):
+    """On Spark: the stream turns from A-heavy (as trained) to C-heavy; the driver detects it from the observe()
+    counts, the tasks write a sample, the model is refit and named in the control file; with a loose bound
+    nothing is dropped and every offered row reaches the sink."""
+    from sparkcep.shedding.spark import install
+
+    spec = sparkcep.compile(QUERY).spec()
+    sh = fit_gspice([(spec, 1.0)], [{**e, SID: i} for i, e in enumerate(_events(800, 1))], pane_length=6,
+                    attributes=("v",))
+    rng = np.random.default_rng(8)
+    files = []
+    for k in range(12):
+        p = [0.6, 0.25, 0.15] if k < 3 else [0.15, 0.25, 0.6]
+        types = rng.choice(list("ABC"), size=300, p=p)
+        files.append([{"type": str(t), "ts": 300 * k + i, "v": int(rng.integers(1, 11))} for i, t in enumerate(types)])
+    source, sink = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+    for k, batch in enumerate(files):
+        _write(source / f"events-{k:02d}.json", batch)
+        os.utime(source / f"events-{k:02d}.json", (time.time() - 100 + k, time.time() - 100 + k))
+    stream = (spark.readStream.schema("type STRING, ts LONG, v LONG").option("maxFilesPerTrigger", 1)
+              .json(str(source)))
+    kept, handle = install(stream, sh, bound=3600, control_dir=str(tmp_path / "control"), drift_min_events=500,
+                           sample_limit=400)
+    query = (kept.writeStream.format("json").option("path", str(sink))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    deadline = time.time() + 60  # the listener is asynchronous (and refits on the driver)
+    while len(handle.batches) < len(files) and time.time() < deadline:
+        time.sleep(0.2)
+    spark.streams.removeListener(handle.listener)
+    assert handle.offered == 3600 and handle.drop_ratio == 0
+    assert handle.retrains >= 1 and handle.batches[0]["model"] == 0 and handle.batches[-1]["model"] >= 1
+    assert os.path.exists(handle.model_path)
+    assert json.loads(open(handle.control.path).read())["model"] == handle.model_path
+    assert handle.refit.reference[2] > 0.4  # the refit learnt the C-heavy stream
+    assert spark.read.schema("type STRING, ts LONG, v LONG").json(str(sink)).count() == 3600

@@ -101,3 +101,88 @@ class BatchController:
         keep = allowed / max(arrival * duration, 1.0)
         self.rho = min(max(1.0 - keep, 0.0), self.max_rho)
         return self.rho
+
+
+@dataclass
+class DampedController:
+    """ρ from the overload measured over a longer interval, with a safety margin that follows the cost spread.
+
+    :class:`LatencyController` reacts to each interval alone; when the cost per event varies widely (a
+    Kleene query where one closing event constructs hundreds of matches) its ρ swings between 0 and ~0.8 from
+    one interval to the next, and the spikes cross the bound.  This controller follows the paper's recipe for
+    the drop amount (gSPICE §III, after eSPICE: a drop ratio from the overload, applied over a drop interval,
+    with a safety bound) but measures what the shedder *actually* did rather than trusting ρ:
+
+    * over the last ``memory`` intervals it sums the events that arrived, the events the shedder kept and the
+      seconds of work the operator spent (shedding included): ``λ = arrived / time``, the cost per kept event
+      ``c = (work − overhead) / kept`` and the shedder's own cost per arriving event ``o = overhead /
+      arrived``.  A shedder that keeps the expensive events (gSPICE keeps the events that build matches) shows
+      a higher ``c`` and gets a higher ρ, without any model of which event costs what;
+    * it drains the excess latency over ``drain`` intervals ``H`` instead of one:
+      ``ρ = 1 − (H + target − W − λH·o) / (λH·c)``, clipped to [0, max_rho];
+    * the target latency is the paper's safety bound ``safety × bound``, lowered when a single interval's work
+      (the largest in memory, ``spike``) does not fit in the remaining headroom: ``target = min(safety ×
+      bound, bound − spike − Δ)`` (never below ``floor × bound``; ``Δ``: the interval, the time the events
+      of one interval wait for its end).  A latency of ``target`` plus one more spike then still stays within
+      the bound.  The spike is remembered over ``spike_memory`` intervals, and
+      :meth:`prime` seeds it with interval costs measured before the overload (the paper measures the
+      operator's throughput before shedding starts), so that the first spike does not cross the bound.
+
+    Example (2x overload at the safety bound: keep half)::
+
+        >>> c = DampedController(bound=1.0)
+        >>> round(c.update(latency=0.8, arrived=100, kept=100, work=0.1, interval=0.05), 3)
+        0.5
+        >>> c = DampedController(bound=1.0)
+        >>> c.update(latency=0.2, arrived=100, kept=100, work=0.05, interval=0.1)   # no overload
+        0.0
+    """
+
+    bound: float
+    safety: float = 0.8
+    max_rho: float = 0.99
+    memory: int = 20
+    drain: int = 4
+    floor: float = 0.3
+    spike_memory: int = 400
+    rho: float = 0.0
+    history: list[tuple[float, float]] = field(default_factory=list)
+    _window: list[tuple[float, float, float, float, float]] = field(default_factory=list)
+    _works: list[float] = field(default_factory=list)
+
+    @property
+    def target(self) -> float:
+        spike = max(self._works, default=0.0)
+        interval = self._window[-1][4] if self._window else 0.0
+        return max(self.floor * self.bound, min(self.safety * self.bound, self.bound - spike - interval))
+
+    def prime(self, works) -> None:
+        """Seed the spike memory with the work (seconds) of intervals measured before shedding started."""
+        self._works.extend(float(w) for w in works)
+        del self._works[:-self.spike_memory]
+
+    def update(self, latency: float, arrived: int, kept: int, work: float, interval: float,
+               overhead: float = 0.0) -> float:
+        """The new ρ after an interval of ``interval`` seconds in which ``arrived`` events came, the shedder
+        kept ``kept`` and the operator worked ``work`` seconds (``overhead`` of them deciding what to drop);
+        ``latency`` is the latency measured at its end."""
+        self._window.append((float(arrived), float(kept), float(work), float(overhead), float(interval)))
+        del self._window[:-self.memory]
+        self.prime([work])
+        n_in = sum(a for a, _, _, _, _ in self._window)
+        n_kept = sum(k for _, k, _, _, _ in self._window)
+        busy = sum(w - o for _, _, w, o, _ in self._window)
+        spent = sum(o for _, _, _, o, _ in self._window)
+        elapsed = sum(d for _, _, _, _, d in self._window)
+        if n_in <= 0 or elapsed <= 0:
+            rho = 0.0
+        elif n_kept <= 0:  # everything dropped lately: no cost measured, keep the ratio unless latency is fine
+            rho = self.rho if latency >= self.target else self.rho / 2
+        else:
+            lam, c, o = n_in / elapsed, busy / n_kept, spent / n_in
+            horizon = self.drain * (elapsed / len(self._window))
+            budget = horizon + self.target - latency - lam * horizon * o
+            rho = 1.0 - budget / (lam * horizon * c) if c > 0 else 0.0
+        self.rho = min(max(rho, 0.0), self.max_rho)
+        self.history.append((latency, self.rho))
+        return self.rho

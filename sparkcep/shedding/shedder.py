@@ -38,7 +38,7 @@ from sparkcep.shedding.observations import (
 from sparkcep.shedding.threshold import Threshold, utility_threshold
 from sparkcep.shedding.zobrist import Pane, UtilityTable, Zobrist
 
-__all__ = ["SID", "EventCoder", "GSpiceH", "Shedder", "TypeDrift", "fit_gspice", "pattern_types"]
+__all__ = ["SID", "EventCoder", "GSpiceH", "Refit", "Shedder", "TypeDrift", "fit_gspice", "pattern_types"]
 
 
 def pattern_types(specs: Sequence[MatchSpec]) -> tuple[str, ...]:
@@ -86,6 +86,7 @@ class Shedder:
         self.coder = coder
         self.exact = exact
         self._thresholds: dict[float, Threshold] = {}
+        self.refit: Refit | None = None  # set by fit_gspice: how to retrain this model on drift
 
     def reset(self) -> None:
         """Forget the predecessor pane (a new, unrelated stream follows)."""
@@ -195,10 +196,40 @@ def fit_gspice(queries: Sequence[tuple[MatchSpec, float]], events: list[dict], *
         table = UtilityTable(z, tr.agg)
         u = np.array([m / o for m, o in tr.agg.values()])
         o = np.array([o for _, o in tr.agg.values()], dtype=float)
-        return GSpiceH(coder, table, (u, o), exact)
-    from sparkcep.shedding.models import GSpiceM
+        shedder: Shedder = GSpiceH(coder, table, (u, o), exact)
+    else:
+        from sparkcep.shedding.models import GSpiceM
 
-    return GSpiceM.fit(coder, tr, pane_length, kind=kind, exact=exact, seed=seed, **model_options)
+        shedder = GSpiceM.fit(coder, tr, pane_length, kind=kind, exact=exact, seed=seed, **model_options)
+    counts = np.bincount(tr.codes, minlength=len(types)).astype(float)
+    shedder.refit = Refit(tuple(queries), {"pane_length": pane_length, "attributes": tuple(attributes),
+                                           "n_bins": n_bins, "freq_width": freq_width, "kind": kind,
+                                           "exact": exact, "seed": seed, **model_options},
+                          tuple(float(x) for x in counts / max(counts.sum(), 1.0)))
+    return shedder
+
+
+@dataclass(frozen=True)
+class Refit:
+    """How a gSPICE model was trained (queries and options) and the type shares of its training stream: what
+    a retraining on drift needs (:class:`Retraining`, and the Spark stage's driver).
+
+    >>> import sparkcep
+    >>> spec = sparkcep.compile("PATTERN SEQ(A a, B b) WITHIN 10").spec()
+    >>> sh = fit_gspice([(spec, 1.0)], [{"type": "AB"[i % 3 == 0], "ts": i, SID: i} for i in range(90)])
+    >>> [round(x, 2) for x in sh.refit.reference]
+    [0.67, 0.33]
+    >>> sh.refit.fit([{"type": "AB"[i % 2], "ts": i, SID: i} for i in range(90)]).refit.reference
+    (0.5, 0.5)
+    """
+
+    queries: tuple
+    options: dict
+    reference: tuple[float, ...]
+
+    def fit(self, events: list[dict]) -> Shedder:
+        """A new model of the same kind from ``events`` (renumbered 0..n-1 in :data:`SID`)."""
+        return fit_gspice(list(self.queries), [{**e, SID: i} for i, e in enumerate(events)], **self.options)
 
 
 class TypeDrift:
@@ -210,6 +241,13 @@ class TypeDrift:
         self.reference = self._share(np.asarray(train_codes))
         self._recent = np.zeros(n_types)
 
+    @classmethod
+    def from_share(cls, share, threshold: float = 0.15, min_events: int = 500) -> TypeDrift:
+        """A detector whose reference is the type shares ``share`` (e.g. :attr:`Refit.reference`)."""
+        d = cls(np.zeros(0, dtype=np.int64), len(share), threshold, min_events)
+        d.reference = np.asarray(share, dtype=float)
+        return d
+
     def _share(self, codes: np.ndarray) -> np.ndarray:
         counts = np.bincount(codes[codes >= 0], minlength=self.n_types).astype(float)
         return counts / max(counts.sum(), 1.0)
@@ -220,7 +258,11 @@ class TypeDrift:
     def update(self, codes: np.ndarray) -> bool:
         """Add a batch; True once the accumulated recent events have drifted (then the window restarts)."""
         codes = np.asarray(codes)
-        self._recent += np.bincount(codes[codes >= 0], minlength=self.n_types)
+        return self.update_counts(np.bincount(codes[codes >= 0], minlength=self.n_types))
+
+    def update_counts(self, counts) -> bool:
+        """The same from the number of arriving events per type (the Spark stage's ``observe()`` counts)."""
+        self._recent += np.asarray(counts, dtype=float)[:self.n_types]
         total = self._recent.sum()
         if total < self.min_events:
             return False
@@ -234,7 +276,7 @@ class Retraining(Shedder):
     the distribution of events in the input event stream changes by a certain threshold").
 
     It delegates decisions to the current shedder, watches the type distribution of arriving events with
-    :class:`TypeDrift`, keeps the last ``buffer`` processed (kept) events passed to :meth:`processed`, and on
+    :class:`TypeDrift`, keeps the last ``buffer`` events passed to :meth:`processed`, and on
     drift refits with ``fit(events)`` (events renumbered 0..n-1 in :data:`SID`) on them.  ``retrains`` counts
     the refits.
     """
@@ -266,8 +308,9 @@ class Retraining(Shedder):
         return self.inner.utilities(codes, values)
 
     def processed(self, events: list[dict]) -> None:
-        """Events the operator processed (kept): the statistics a retraining learns from.  After a drift, the
-        model is refit once ``min_events`` processed events of the new distribution are there."""
+        """Events whose statistics a retraining learns from: the offered events (a sample of the input, as the
+        Spark stage's tasks write it; the kept events alone under-represent what the shedder drops).  After a
+        drift, the model is refit once ``min_events`` events of the new distribution are there."""
         self.recent.extend(events)
         if len(self.recent) > self.buffer:
             del self.recent[:len(self.recent) - self.buffer]

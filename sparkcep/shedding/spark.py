@@ -19,6 +19,11 @@
   at all: results are those of the unshed engine.
 * The predecessor pane runs over each input partition of each micro-batch in arrival order (it restarts with
   each task: the first ``L`` events of a task see a shorter pane).
+* Retraining on drift (``retrain=True``): the listener compares the type shares of the offered rows (counted
+  by ``observe()`` too) with the training stream's (:class:`~sparkcep.shedding.shedder.TypeDrift`); on drift
+  the control record names a sample directory, the tasks write a sample of their input there, the driver
+  refits (:class:`~sparkcep.shedding.shedder.Refit`), pickles the model next to the control file and names
+  it in the control record, and the tasks load it (:func:`current_model`) in place of the broadcast one.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import pickle
 import tempfile
 import time
 import uuid
@@ -41,9 +47,9 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.types import BooleanType, StructField, StructType
 
 from sparkcep.shedding.controller import BatchController
-from sparkcep.shedding.shedder import Shedder
+from sparkcep.shedding.shedder import Refit, Shedder, TypeDrift
 
-__all__ = ["SHED", "ControlFile", "Shedding", "install", "shed_partition"]
+__all__ = ["SHED", "ControlFile", "Shedding", "current_model", "install", "shed_partition"]
 
 #: The column the stage marks dropped rows with (removed before the stateful operator).
 SHED = "_shed"
@@ -51,43 +57,72 @@ _ids = itertools.count()
 
 
 class ControlFile:
-    """The current drop ratio, written by the driver and read by the tasks."""
+    """What the driver tells the tasks: the current drop ratio and, after a retraining, the current model file
+    (and, while the driver waits for one, the directory to write a training sample to)."""
 
     def __init__(self, path: str):
         self.path = path
-        self._cache: tuple[float, float] | None = None
 
-    def write(self, rho: float) -> None:
+    def write(self, rho: float, **extra) -> None:
         tmp = f"{self.path}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "w") as f:
-            json.dump({"rho": float(rho), "at": time.time()}, f)
+            json.dump({"rho": float(rho), "at": time.time(), **extra}, f)
         os.replace(tmp, self.path)
 
-    def read(self) -> float:
+    def state(self) -> dict:
+        """The whole control record (``rho`` 0 if it cannot be read)."""
         try:
-            mtime = os.stat(self.path).st_mtime
-            if self._cache is not None and self._cache[0] == mtime:
-                return self._cache[1]
             with open(self.path) as f:
-                rho = float(json.load(f)["rho"])
-            self._cache = (mtime, rho)
-            return rho
-        except (OSError, ValueError, KeyError):
-            return 0.0
+                state = json.load(f)
+            state["rho"] = float(state["rho"])
+            return state
+        except (OSError, ValueError, KeyError, TypeError):
+            return {"rho": 0.0}
+
+    def read(self) -> float:
+        return self.state()["rho"]
+
+
+#: Models loaded from model files by this Python worker (a retrained model is loaded once per worker).
+_MODELS: dict[str, Shedder] = {}
+
+
+def current_model(initial: Shedder, state: dict) -> Shedder:
+    """The shedder a task uses: the retrained model the control record names, else the initial (broadcast)
+    one."""
+    path = state.get("model")
+    if not path:
+        return initial
+    model = _MODELS.get(path)
+    if model is None:
+        with open(path, "rb") as f:
+            model = _MODELS[path] = pickle.load(f)
+    return model
 
 
 def shed_partition(shedder: Shedder, pdfs: Iterator[pd.DataFrame], rho: float, type_col: str = "type",
                    ts_col: str = "ts", dropped_output: str | None = None,
-                   seed: int | None = None) -> Iterator[pd.DataFrame]:
+                   seed: int | None = None, sample_output: str | None = None,
+                   sample_limit: int = 5000) -> Iterator[pd.DataFrame]:
     """The body of the ``mapInPandas`` stage (pure pandas, testable without a JVM): each frame with a boolean
-    :data:`SHED` column, events in ``ts`` order within a frame."""
+    :data:`SHED` column, events in ``ts`` order within a frame.  With ``sample_output`` (the driver asked for a
+    retraining sample), the first ``sample_limit`` offered events of the partition, a contiguous stretch in
+    ``ts`` order, are also written there as JSON lines (timestamps as epoch ms)."""
     shedder.reset()
     rng = np.random.default_rng(seed)
+    sampled = 0
     for pdf in pdfs:
         if pdf.empty:
             yield pdf.assign(**{SHED: pd.Series([], dtype=bool)})
             continue
         pdf = pdf.sort_values(ts_col, kind="stable").reset_index(drop=True)
+        if sample_output and sampled < sample_limit:
+            os.makedirs(sample_output, exist_ok=True)
+            part = pdf.head(sample_limit - sampled)
+            tmp = os.path.join(sample_output, f".part-{uuid.uuid4().hex}.tmp")
+            part.to_json(tmp, orient="records", lines=True, date_format="epoch", date_unit="ms")
+            os.replace(tmp, os.path.join(sample_output, f"part-{uuid.uuid4().hex}.json"))
+            sampled += len(part)
         codes, values = shedder.coder.encode_frame(pdf, type_col)
         drop = shedder.decide(codes, values, rho, rng=rng)
         out = pdf.assign(**{SHED: drop})
@@ -110,6 +145,47 @@ class Shedding:
     dropped: dict[str, int] = field(default_factory=dict)
     offered: int = 0
     listener: StreamingQueryListener | None = None
+    #: retraining on drift (None: the stage keeps the model it started with)
+    refit: Refit | None = None
+    drift: TypeDrift | None = None
+    control_dir: str | None = None
+    min_sample: int = 1000
+    retrains: int = 0
+    model_path: str | None = None
+    sampling: str | None = None
+    columns: tuple[str, str] = ("type", "ts")
+
+    def _control(self) -> dict:
+        extra = {}
+        if self.model_path:
+            extra["model"] = self.model_path
+        if self.sampling:
+            extra["sample"] = self.sampling
+        return extra
+
+    def _retrain(self, offered_per_type: list[int]) -> None:
+        """Drift detection on the driver (type shares of the offered events against the model's training
+        stream); on drift the tasks are asked for a sample of the input, and once it has ``min_sample`` events
+        the model is refit on it, written next to the control file, and named in the control record: the
+        tasks load it instead of the broadcast model (a re-broadcast through the control file)."""
+        if self.refit is None or self.drift is None:
+            return
+        if self.sampling is None:
+            if self.drift.update_counts(offered_per_type):
+                self.sampling = os.path.join(self.control_dir, f"sample-{self.retrains + 1}")
+            return
+        events = _read_sample(self.sampling, *self.columns)
+        if len(events) < self.min_sample:
+            return
+        model = self.refit.fit(events)
+        path = os.path.join(self.control_dir, f"{self.name}-model-{self.retrains + 1}.pkl")
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(model, f)
+        os.replace(tmp, path)
+        self.model_path, self.sampling, self.refit = path, None, model.refit or self.refit
+        self.retrains += 1
+        self.drift = TypeDrift.from_share(self.refit.reference, self.drift.threshold, self.drift.min_events)
 
     def on_progress(self, progress) -> None:
         metrics = progress.observedMetrics.get(self.name) if progress.observedMetrics else None
@@ -117,6 +193,7 @@ class Shedding:
             return
         row = metrics.asDict()
         offered = int(row.get("offered") or 0)
+        self._retrain([int(row.get(f"offered_{i}") or 0) for i in range(len(self.types))])
         dropped = {t: int(row.get(f"dropped_{i}") or 0) for i, t in enumerate(self.types)}
         other = int(row.get("dropped") or 0) - sum(dropped.values())
         if other:
@@ -126,17 +203,31 @@ class Shedding:
         total = sum(dropped.values())
         rho_used = self.controller.rho
         rho = self.controller.on_batch(start, duration, offered, offered - total)
-        self.control.write(rho)
+        self.control.write(rho, **self._control())
         self.offered += offered
         for t, n in dropped.items():
             self.dropped[t] = self.dropped.get(t, 0) + n
         self.batches.append({"batch": progress.batchId, "offered": offered, "dropped": total,
                              "dropped_per_type": dropped, "duration": duration, "rho_used": rho_used,
-                             "latency": self.controller.latencies[-1] if offered else None, "rho_next": rho})
+                             "latency": self.controller.latencies[-1] if offered else None, "rho_next": rho,
+                             "model": self.retrains})
 
     @property
     def drop_ratio(self) -> float:
         return sum(self.dropped.values()) / self.offered if self.offered else 0.0
+
+
+def _read_sample(directory: str, type_col: str = "type", ts_col: str = "ts") -> list[dict]:
+    """The retraining sample the tasks wrote (JSON lines), in engine form (see :func:`training_events`)."""
+    try:
+        names = sorted(f for f in os.listdir(directory) if f.endswith(".json"))
+    except OSError:
+        return []
+    frames = [pd.read_json(os.path.join(directory, f), lines=True, convert_dates=False) for f in names]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return []
+    return training_events(pd.concat(frames, ignore_index=True), None, type_col=type_col, ts_col=ts_col)
 
 
 class _Listener(StreamingQueryListener):
@@ -158,9 +249,16 @@ class _Listener(StreamingQueryListener):
 
 def install(df: DataFrame, shedder: Shedder, *, bound: float, safety: float = 0.8, type_col: str = "type",
             ts_col: str = "ts", dropped_output: str | None = None, control_dir: str | None = None,
-            listen: bool = True) -> tuple[DataFrame, Shedding]:
+            listen: bool = True, retrain: bool = True, drift_threshold: float = 0.15,
+            drift_min_events: int = 2000, sample_limit: int = 5000) -> tuple[DataFrame, Shedding]:
     """Put the shedding stage on ``df`` (the filtered events, before the shuffle).  Returns the kept rows and
-    the stage's handle; with ``listen`` a ``StreamingQueryListener`` drives the controller (streaming)."""
+    the stage's handle; with ``listen`` a ``StreamingQueryListener`` drives the controller (streaming).
+
+    With ``retrain`` (and a shedder from :func:`~sparkcep.shedding.shedder.fit_gspice`, which knows how it was
+    trained), the driver watches the type shares of the offered events; when they move more than
+    ``drift_threshold`` (total variation, over at least ``drift_min_events`` events) from the training
+    stream's, the tasks write up to ``sample_limit`` events per partition of the next batch(es), the driver
+    refits the model on them and the tasks switch to it (``Shedding.retrains`` counts the refits)."""
     spark = df.sparkSession
     name = f"sparkcep_shedding_{next(_ids)}"
     control_dir = control_dir or tempfile.mkdtemp(prefix="sparkcep-shedding-")
@@ -168,19 +266,27 @@ def install(df: DataFrame, shedder: Shedder, *, bound: float, safety: float = 0.
     control = ControlFile(os.path.join(control_dir, f"{name}.json"))
     control.write(0.0)
     types = shedder.coder.types
-    handle = Shedding(name, types, BatchController(bound, safety), control)
+    handle = Shedding(name, types, BatchController(bound, safety), control, control_dir=control_dir,
+                      columns=(type_col, ts_col))
+    refit = getattr(shedder, "refit", None)
+    if retrain and refit is not None:
+        handle.refit = refit
+        handle.drift = TypeDrift.from_share(refit.reference, drift_threshold, drift_min_events)
+        handle.min_sample = min(1000, sample_limit)
     model = spark.sparkContext.broadcast(shedder)
     control_path = control.path
 
     def stage(pdfs: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        rho = ControlFile(control_path).read()
-        yield from shed_partition(model.value, pdfs, rho, type_col, ts_col, dropped_output)
+        state = ControlFile(control_path).state()
+        yield from shed_partition(current_model(model.value, state), pdfs, state["rho"], type_col, ts_col,
+                                  dropped_output, sample_output=state.get("sample"), sample_limit=sample_limit)
 
     schema = StructType(df.schema.fields + [StructField(SHED, BooleanType(), False)])
     marked = df.mapInPandas(stage, schema)
     shed = F.col(SHED)
     counts = [F.count(F.lit(1)).alias("offered"), F.sum(shed.cast("long")).alias("dropped")]
     counts += [F.sum((shed & (F.col(type_col) == t)).cast("long")).alias(f"dropped_{i}") for i, t in enumerate(types)]
+    counts += [F.sum((F.col(type_col) == t).cast("long")).alias(f"offered_{i}") for i, t in enumerate(types)]
     observed = marked.observe(name, *counts)
     kept = observed.filter(~shed).drop(SHED)
     if listen:
