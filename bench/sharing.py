@@ -12,7 +12,8 @@ run with the chosen sharing plan and with the Non-Shared layout (every query its
 baseline of Sharon §8), in the same process, alternating, median of ``--repeat`` runs.  Figures: throughput
 (events/s), mean latency (wall time from a micro-batch's arrival to its rows), speed-up; the results of both
 are checked equal.  ``--alone`` also times each query alone on the GRETA engine; ``--spark`` the batch job
-(``CompiledWorkload.apply``) both ways on a local[2] session.
+(``CompiledWorkload.apply``) both ways on a local[2] session: each side run once to warm up (its rows checked
+equal to the other side's), then ``--repeat`` runs alternating shared and non-shared, median.
 
 Optimizers (``--optimizer-queries``, default 4..120 queries): the time to build the Sharon graph, then on
 that graph the Sharon plan finder (reduction + branch and bound over components, GWMIN after ``--budget``
@@ -23,6 +24,7 @@ Algorithms 3-4, same budget) with the time ratio, greedy GWMIN, and exhaustive s
 
     python bench/sharing.py [--queries 20,40,80,120] [--events 8000] [--repeat 3] [--alone] [--spark]
     python bench/sharing.py --queries none --optimizer-queries 20,40,80,120     # the optimizers only
+    python bench/sharing.py --queries 20,40 --events 4000 --spark --optimizer-queries none   # Spark, no optimizers
 
 State the machine next to the figures (the reference is a 2-core VM).
 """
@@ -234,34 +236,51 @@ def main(argv=None) -> None:
             line += f"  {len(events) / tg:>15.0f} ({tg / ts:.2f}x){same}"
         print(line, flush=True)
         if args.spark:
-            spark_rows.append((n, spark_times(w, events)))
+            spark_rows.append((n, spark_times(w, events, args.repeat)))
 
+    optimizer_sizes = [int(x) for x in args.optimizer_queries.split(",") if x.strip() not in ("", "none")]
+    if optimizer_sizes:
+        print_optimizers(optimizer_sizes, routes, rates, args)
+    if spark_rows:
+        print(f"\nSpark batch job (local[2] session, CompiledWorkload.apply + count), seconds: each side warmed up "
+              f"once, then {args.repeat} runs alternating shared / non-shared, median; 2-core machine, shared with "
+              f"other jobs ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end)")
+        for n, (ts, tn) in spark_rows:
+            runs = " ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(ts, tn, strict=True))
+            ms, mn = statistics.median(ts), statistics.median(tn)
+            print(f"{n:>7} queries: shared {ms:.1f} s, non-shared {mn:.1f} s, speed-up {mn / ms:.2f}x "
+                  f"(runs shared/non-shared: {runs})")
+
+
+def print_optimizers(sizes: list[int], routes, rates, args) -> None:
     print("\noptimizers (rates from a sample of the stream; no conflict resolution; a baseline that runs out of "
           "its budget is stopped there, so its ratio is a lower bound):")
     print(f"{'queries':>7}  {'step':<45} {'time s':>9} {'score':>12}  note")
-    for n in [int(x) for x in args.optimizer_queries.split(",")]:
+    for n in sizes:
         queries = sparkcep.compile_workload(workload_text(n, routes))
         sq = [sharing_query(q.name, q.spec()) for q in queries]
         for name, secs, score, note in optimizers(sq, rates, args.budget, args.exhaustive_max):
             print(f"{n:>7}  {name:<45} {secs:>9.4f} {score:>12.1f}  {note}", flush=True)
-    if spark_rows:
-        print("\nSpark batch job (local session, CompiledWorkload.apply + count), seconds:")
-        for n, (ts, tn) in spark_rows:
-            print(f"{n:>7} queries: shared {ts:.1f} s, non-shared {tn:.1f} s, speed-up {tn / ts:.2f}x")
 
 
-def spark_times(w: CompiledWorkload, events: list[dict]) -> tuple[float, float]:
+def spark_times(w: CompiledWorkload, events: list[dict], repeat: int) -> tuple[list[float], list[float]]:
+    """Seconds of ``repeat`` runs of the batch job, shared and non-shared alternating, after one warm-up run of
+    each side (whose rows are checked equal)."""
     from sparkcep.session import local_session
 
     spark = local_session("local[2]", shuffle_partitions=2, app_name="bench-sharing")
     df = spark.createDataFrame(events, "type STRING, ts LONG, vehicle LONG").cache()
     df.count()
-    out = []
-    for share in (True, False):
-        t0 = time.perf_counter()
-        w.apply(df, share=share).count()
-        out.append(time.perf_counter() - t0)
-    return out[0], out[1]
+    warm = {share: sorted((r["query"], r["window_start"], r["count_all"]) for r in w.apply(df, share=share).collect())
+            for share in (True, False)}
+    assert warm[True] == warm[False], "shared and non-shared Spark results differ"
+    out: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(repeat):
+        for share in (True, False):
+            t0 = time.perf_counter()
+            w.apply(df, share=share).count()
+            out[share].append(time.perf_counter() - t0)
+    return out[True], out[False]
 
 
 if __name__ == "__main__":

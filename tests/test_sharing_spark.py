@@ -289,3 +289,21 @@ def test_min_max_of_a_timestamp_and_group_by_on_timestamp_ts(spark):
     for q in w.queries:
         alone = per_query({**r.asDict(), "query": q.name} for r in q.apply(df).collect())[q.name]
         assert alone and got.get(q.name, []) == alone, q.name
+
+
+def test_window_bounds_take_the_type_of_the_named_ts_column():
+    """A trend query alone and a sharing context type their window bounds by ``ts_col`` (a bug fixed: the trend
+    schema read a column named ``ts`` whatever the ts column was, so bounds on ``time`` were DOUBLE alone and
+    TIMESTAMP_NTZ shared, and a workload uniting them failed)."""
+    from pyspark.sql.types import StringType, StructField, StructType, TimestampNTZType
+
+    from sparkcep.runtime_udfs.spark_adapters import MatchOperator
+
+    schema = StructType([StructField("type", StringType()), StructField("time", TimestampNTZType()),
+                         StructField("id", LongType()), StructField("x", LongType())])
+    w = _sharing(AGGREGATES, {"A": 6, "B": 6, "C": 2, "D": 2})
+    [shared] = w.specs()
+    for spec in (shared, w.queries[0].spec()):
+        op = MatchOperator(spec, schema, ts_col="time")
+        assert op.output_schema["window_start"].dataType == op.output_schema["window_end"].dataType \
+            == TimestampNTZType()

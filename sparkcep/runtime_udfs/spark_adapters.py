@@ -1,4 +1,6 @@
-"""Thin Spark adapters around :mod:`sparkcep.runtime_udfs.match_engine`: they only move data in and out.
+"""Thin Spark adapters around the engines (:mod:`~sparkcep.runtime_udfs.match_engine`,
+:mod:`~sparkcep.runtime_udfs.trend_engine`, :mod:`~sparkcep.runtime_udfs.shared_engine`; :func:`engine_of`
+picks one by the spec's class): they only move data in and out.
 
 * :class:`MatchOperator` holds one compiled spec and the input schema; ``batch_function()`` is the function
   for ``df.groupBy(key).applyInPandas(fn, op.output_schema)`` and ``stream_function()`` the one for
@@ -75,7 +77,8 @@ from pyspark.sql.types import (
 from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest, Func, Literal, Unary, walk
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import from_data
-from sparkcep.runtime_udfs import late, match_engine, trend_engine
+from sparkcep.runtime_udfs import late, match_engine, shared_engine, trend_engine
+from sparkcep.runtime_udfs.shared_engine import SharedSpec
 from sparkcep.runtime_udfs.spec import OVERFLOW, MatchSpec, TrendSpec
 
 __all__ = ["BUCKET", "EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_udf",
@@ -91,17 +94,21 @@ STATE_SCHEMA = StructType([StructField("engine_state", BinaryType(), False)])
 
 _BOOLEAN_OPS = frozenset({"AND", "OR", "=", "!=", "<", "<=", ">", ">="})
 
-#: A spec as :class:`MatchSpec`, its :func:`~sparkcep.compiler.serde.to_data` form, or that form as JSON.
-SpecLike = str | dict | MatchSpec
+#: A spec as :class:`MatchSpec`, its :func:`~sparkcep.compiler.serde.to_data` form, or that form as JSON; or a
+#: :class:`TrendSpec` or :class:`~sparkcep.runtime_udfs.shared_engine.SharedSpec` (a sharing context).
+SpecLike = str | dict | MatchSpec | TrendSpec | SharedSpec
+#: A spec an engine runs: SASE match, GRETA trend aggregation or Sharon shared aggregation.
+EngineSpec = MatchSpec | TrendSpec | SharedSpec
 
 
-def load_spec(spec: SpecLike) -> MatchSpec | TrendSpec:
-    """The spec from its JSON text or data (:func:`sparkcep.compiler.serde.to_data` form)."""
+def load_spec(spec: SpecLike) -> EngineSpec:
+    """The spec from its JSON text or data (:func:`sparkcep.compiler.serde.to_data` form); a
+    :class:`SharedSpec` is taken as it is."""
     if isinstance(spec, str):
         spec = json.loads(spec)
     if isinstance(spec, dict):
         spec = from_data(spec)
-    if isinstance(spec, TrendSpec):
+    if isinstance(spec, (TrendSpec, SharedSpec)):
         return spec
     if not isinstance(spec, MatchSpec):
         raise CEPError(f"expected a MatchSpec or TrendSpec, got {type(spec).__name__}")
@@ -111,8 +118,10 @@ def load_spec(spec: SpecLike) -> MatchSpec | TrendSpec:
 # ----------------------------------------------------------------------------------------------- schema
 
 
-def output_schema(spec: SpecLike, input_schema: StructType) -> StructType:
-    """The Spark type of each result column, in ``spec.outputs`` order.
+def output_schema(spec: SpecLike, input_schema: StructType, *, ts_col: str = "ts",
+                  type_col: str = "type") -> StructType:
+    """The Spark type of each result column, in ``spec.outputs`` order (a trend query:
+    :func:`_trend_schema`; a sharing context: :func:`_shared_schema`).
 
     Attribute references take the input column's type (``ts`` its timestamp or numeric type); ``count`` is
     LONG, ``avg`` DOUBLE, ``sum`` the input type (LONG for integral input, DOUBLE for non-numeric input),
@@ -122,7 +131,9 @@ def output_schema(spec: SpecLike, input_schema: StructType) -> StructType:
     spec = load_spec(spec)
     fields = {f.name: f.dataType for f in input_schema.fields}
     if isinstance(spec, TrendSpec):
-        return _trend_schema(spec, fields)
+        return _trend_schema(spec, fields, ts_col)
+    if isinstance(spec, SharedSpec):
+        return _shared_schema(spec, fields, ts_col, type_col)
     return StructType([StructField(o.name, _type_of(o.expr, fields), True) for o in spec.outputs])
 
 
@@ -131,20 +142,34 @@ EXACT = DecimalType(38, 0)
 _EXACT_LIMIT = 10**38
 
 
-def _trend_schema(spec: TrendSpec, fields: dict[str, DataType]) -> StructType:
-    """``window_start, window_end, <group columns>, <aggregates>, aggregate_overflow``.
+def aggregate_type(func: str, arg: DataType | None) -> DataType:
+    """The Spark type of a trend aggregate's column (single trend queries and sharing contexts alike), for
+    ``func`` of an attribute of type ``arg`` (None: ``COUNT(*)``/``COUNT(E)``).
 
-    Window bounds have the ts type (LONG for integral ts and windows, else DOUBLE).  COUNT and SUM of
-    integers are exact (DECIMAL(38, 0); trend counts grow like 2^n, a value beyond 38 digits is null and
-    flags ``aggregate_overflow``); SUM of other numbers and AVG are DOUBLE; MIN/MAX keep the input type.
-    """
-    ts = fields.get("ts")
+    COUNT and SUM of integers are exact (DECIMAL(38, 0); trend counts grow like 2^n, a value beyond 38 digits
+    is null and flags ``aggregate_overflow``); SUM of other numbers and AVG are DOUBLE; MIN/MAX keep the input
+    type."""
+    func = func.lower()
+    if func == "count" or (func == "sum" and isinstance(arg, IntegralType)):
+        return EXACT
+    if func in ("min", "max"):
+        return arg
+    return DoubleType()
+
+
+def _window_bound(ts: DataType | None, window: float, slide: float) -> DataType:
+    """The type of ``window_start``/``window_end``: the ts type (LONG for integral ts and windows, else DOUBLE)."""
     if isinstance(ts, (TimestampType, TimestampNTZType)):
-        bound: DataType = ts
-    elif isinstance(ts, IntegralType) and float(spec.window).is_integer() and float(spec.slide).is_integer():
-        bound = LongType()
-    else:
-        bound = DoubleType()
+        return ts
+    if isinstance(ts, IntegralType) and float(window).is_integer() and float(slide).is_integer():
+        return LongType()
+    return DoubleType()
+
+
+def _trend_schema(spec: TrendSpec, fields: dict[str, DataType], ts_col: str = "ts") -> StructType:
+    """``window_start, window_end, <group columns>, <aggregates>, aggregate_overflow``, typed by
+    :func:`_window_bound` and :func:`aggregate_type`."""
+    bound = _window_bound(fields.get(ts_col), spec.window, spec.slide)
     cols = [StructField("window_start", bound), StructField("window_end", bound)]
     for g in spec.group_by:
         if g not in fields:
@@ -154,15 +179,41 @@ def _trend_schema(spec: TrendSpec, fields: dict[str, DataType]) -> StructType:
         arg = fields.get(a.attr) if a.attr else None
         if a.attr and arg is None:
             raise CEPError(f"'{a.attr}' is not a column of the input")
-        if a.func == "count" or (a.func == "sum" and isinstance(arg, IntegralType)):
-            dtype: DataType = EXACT
-        elif a.func in ("min", "max"):
-            dtype = arg
-        else:
-            dtype = DoubleType()
-        cols.append(StructField(a.name, dtype))
+        cols.append(StructField(a.name, aggregate_type(a.func, arg)))
     cols.append(StructField(OVERFLOW, BooleanType()))
     return StructType(cols)
+
+
+def _shared_schema(spec: SharedSpec, fields: dict[str, DataType], ts_col: str = "ts",
+                   type_col: str = "type") -> StructType:
+    """A sharing context's one output: ``query, window_start, window_end, <GROUP BY columns>, <aggregates>,
+    aggregate_overflow``, one column per aggregate name of its queries (a query's row has its own aggregates,
+    the others' null), typed as for a single trend query.  Two queries may share a name
+    only with one type."""
+    for c in (ts_col, type_col, *spec.key, *spec.group_by):
+        if c not in fields:
+            raise CEPError(f"the input has no column {c!r}")
+    ts = fields[ts_col]
+    if not isinstance(ts, (TimestampType, TimestampNTZType, NumericType)):
+        raise CEPError(f"the ts column {ts_col!r} must be a timestamp or a number")
+    bound = _window_bound(ts, spec.window, spec.slide)
+    cols = [StructField("query", StringType()), StructField("window_start", bound),
+            StructField("window_end", bound)]
+    cols += [StructField(g, fields[g]) for g in spec.group_by]
+    aggregates: dict[str, StructField] = {}
+    for q in spec.queries:
+        typed: list[tuple[str, DataType]] = [(q.output, aggregate_type("count", None))] if q.output is not None else []
+        for a in q.aggregates:
+            arg = fields.get(a.attr) if a.attr is not None else None
+            if a.attr is not None and arg is None:
+                raise CEPError(f"the input has no column {a.attr!r}")
+            typed.append((a.name, aggregate_type(a.func, arg)))
+        for name, dtype in typed:
+            if name in aggregates and aggregates[name].dataType != dtype:
+                raise CEPError(f"column {name!r} is {aggregates[name].dataType.simpleString()} in one query and "
+                               f"{dtype.simpleString()} in {q.name}: give one of them another name (AS ...)")
+            aggregates.setdefault(name, StructField(name, dtype))
+    return StructType([*cols, *aggregates.values(), StructField(OVERFLOW, BooleanType())])
 
 
 def _type_of(e: Any, fields: dict[str, DataType]) -> DataType:
@@ -304,13 +355,19 @@ def _exact_row(row: dict, exact: list[str]) -> dict:
     return out
 
 
-def engine_of(spec: MatchSpec | TrendSpec):
-    """The engine module that runs ``spec``: the SASE match engine or the GRETA trend engine."""
+def engine_of(spec: EngineSpec):
+    """The engine module that runs ``spec``: the SASE match engine, the GRETA trend engine or the Sharon shared
+    engine.  Each has ``check(spec)``, ``init_state()`` (a :class:`~sparkcep.runtime_udfs.spec.SlotState`),
+    ``step``, ``advance``, ``is_empty``, ``wakeup``; the two aggregating ones ``merge_rows`` too."""
+    if isinstance(spec, SharedSpec):
+        return shared_engine
     return trend_engine if isinstance(spec, TrendSpec) else match_engine
 
 
 class MatchOperator:
-    """The engine of one spec (match or trend) and input schema, as Spark pandas functions.
+    """The engine of one spec and input schema, as Spark pandas functions: a match query (SASE), a trend query
+    (GRETA) or a sharing context (Sharon's shared engine, several trend queries in one output with a ``query``
+    column); :func:`engine_of` picks the engine, everything else is the same.
 
     ``ts_col``/``type_col`` name the input's timestamp and type columns; ``timezone`` is the session time
     zone PySpark converts ``TIMESTAMP`` values to (default: read from the active session when built).
@@ -327,9 +384,11 @@ class MatchOperator:
         self.engine = engine_of(self.spec)
         self.engine.check(self.spec)
         key = tuple(self.spec.key)
+        #: trend rows (a trend query or a sharing context): exact aggregates, windows, GROUP BY columns
+        self._aggregating = isinstance(self.spec, (TrendSpec, SharedSpec))
         # a trend query partitioned finer than its groups (GRETA Q1): a Spark group is a GROUP BY group,
         # holding one engine state per partition, whose rows of a window are merged (merge_rows)
-        self._merge = isinstance(self.spec, TrendSpec) and set(key) != set(self.spec.group_by)
+        self._merge = self._aggregating and set(key) != set(self.spec.group_by)
         #: the columns Spark groups by (hashed into ``buckets`` groups when given): GROUP BY when merging, else key
         self.group_cols: tuple[str, ...] = tuple(self.spec.group_by) if self._merge else key
         if buckets is not None and buckets < 1:
@@ -339,7 +398,7 @@ class MatchOperator:
         self.nested = self._merge or self.buckets is not None
         if ts_col not in input_schema.names:
             raise CEPError(f"the input has no ts column {ts_col!r}")
-        self.output_schema = output_schema(self.spec, input_schema)
+        self.output_schema = output_schema(self.spec, input_schema, ts_col=ts_col, type_col=type_col)
         self.state_schema = STATE_SCHEMA
         ts_type = input_schema[ts_col].dataType
         self.numeric_ts = isinstance(ts_type, NumericType)
@@ -362,9 +421,14 @@ class MatchOperator:
         self._empty: pd.DataFrame | None = None  # the result frame of a group without output, built once
         self._arrow_schema: pa.Schema | None = None  # output_schema as Arrow (applyInArrow), built on first use
         self._exact = [f.name for f in self.output_schema.fields if f.dataType == EXACT]
-        self._trend = isinstance(self.spec, TrendSpec)
-        self._state_class = trend_engine.TrendState if self._trend else match_engine.MatchState
-        self._key_cols = frozenset(key)
+        self._state_class = type(self.engine.init_state())
+        # a sharing context's row has the aggregates of its own query only (the other columns are null)
+        self._sparse = isinstance(self.spec, SharedSpec)
+        # float columns whose NaN (Spark's null in pandas) the engine gets as None: the key (one partition for
+        # null, as Spark's) and a sharing context's measured attributes
+        measured = ({a.attr for q in self.spec.queries for a in q.aggregates if a.attr is not None}
+                    if self._sparse else set())
+        self._none_cols = frozenset(key) | measured
         #: route late events to the output (see :mod:`sparkcep.runtime_udfs.late`) instead of only counting them
         self.late_rows = late_rows
         #: what :meth:`stream_function` returns: ``output_schema``, plus the late side channel with ``late_rows``
@@ -401,7 +465,7 @@ class MatchOperator:
 
     def _finish(self, rows: list[dict]) -> list[dict]:
         """Rows of the partitions of one Spark group: merged per window and group when groups are coarser."""
-        return trend_engine.merge_rows(self.spec, rows) if self._merge and rows else rows
+        return self.engine.merge_rows(self.spec, rows) if self._merge and rows else rows
 
     def events(self, pdf: pd.DataFrame) -> list[dict]:
         """Engine events from a pandas batch: one dict per row, timestamps as epoch ms."""
@@ -422,7 +486,7 @@ class MatchOperator:
                 values = _epoch_ms(pdf[c], self._zones[c])
             else:
                 values = pdf[c].tolist()
-                if c in self._key_cols and pdf[c].dtype.kind == "f" and pdf[c].isna().any():
+                if c in self._none_cols and pdf[c].dtype.kind == "f" and pdf[c].isna().any():
                     values = [None if v != v else v for v in values]  # one partition for null (as Spark's)
             names.append(c)
             data.append(values)
@@ -444,11 +508,15 @@ class MatchOperator:
 
     def _frame(self, rows: list[dict]) -> pd.DataFrame:
         names = self.output_schema.names
-        if self._trend:
+        if self._aggregating:
             rows = [_exact_row(r, self._exact) for r in rows]
         # an empty list would become float64, which PySpark cannot turn into e.g. an empty string column
-        data: dict[str, Any] = {name: [r[name] for r in rows] if rows else pd.Series([], dtype=object)
-                                for name in names}
+        if not rows:
+            data: dict[str, Any] = {name: pd.Series([], dtype=object) for name in names}
+        elif self._sparse:
+            data = {name: [r.get(name) for r in rows] for name in names}
+        else:
+            data = {name: [r[name] for r in rows] for name in names}
         for name, aware in self._time_outputs.items():
             data[name] = _from_ms(data[name], aware)
         return pd.DataFrame(data, columns=names)
@@ -460,11 +528,11 @@ class MatchOperator:
             from pyspark.sql.pandas.types import to_arrow_schema
 
             schema = self._arrow_schema = to_arrow_schema(self.output_schema, timezone=self._timezone)
-        if self._trend:
+        if self._aggregating:
             rows = [_exact_row(r, self._exact) for r in rows]
         arrays = []
         for field in schema:
-            values = [r[field.name] for r in rows]
+            values = [r.get(field.name) for r in rows] if self._sparse else [r[field.name] for r in rows]
             if field.name in self._time_outputs:
                 arrays.append(_arrow_times(values, field.type))
             else:
@@ -486,7 +554,7 @@ class MatchOperator:
                 values = _arrow_epoch_ms(col)
             else:
                 values = col.to_pylist()
-                if c in self._key_cols and pa.types.is_floating(col.type):
+                if c in self._none_cols and pa.types.is_floating(col.type):
                     values = [None if v != v else v for v in values]  # NaN and null: one partition (as Spark's)
             names.append(c)
             data.append(values)
@@ -754,12 +822,16 @@ def grouped(df: DataFrame, key) -> Any:
     return df.withColumn(SINGLE_GROUP, F.lit(0)).groupBy(SINGLE_GROUP)
 
 
-def unread_columns(spec: MatchSpec | TrendSpec, columns: list[str], ts_col: str = "ts",
+def unread_columns(spec: EngineSpec, columns: list[str], ts_col: str = "ts",
                    type_col: str = "type") -> list[str]:
     """The columns of a match query's input that its engine never reads (so a batch need not shuffle them):
     neither key, ts, ``_mask``, ``_arrival`` nor an attribute of a predicate or result; the type column too
-    when ``_mask`` is there and no negation needs types (a negated sequence tests its members' types).  None
-    for a trend query."""
+    when ``_mask`` is there and no negation needs types (a negated sequence tests its members' types).  For a
+    sharing context: neither ts, type, key, GROUP BY nor a measured attribute.  None for a trend query."""
+    if isinstance(spec, SharedSpec):
+        read = {ts_col, type_col, *spec.key, *spec.group_by,
+                *(a.attr for q in spec.queries for a in q.aggregates if a.attr is not None)}
+        return [c for c in columns if c not in read]
     if not isinstance(spec, MatchSpec):
         return []
     read = {ts_col, MASK, ARRIVAL, *spec.key}

@@ -6,8 +6,9 @@ and :meth:`sparkcep.api.CompiledWorkload.apply` run.  The plan comes in
 as the JSON of :func:`workload_data` (made at compile time, baked into the job):
 
 * ``shared``: one :class:`~sparkcep.runtime_udfs.shared_engine.SharedSpec` per sharing context, run by
-  :class:`~sparkcep.runtime_udfs.shared_spark.SharedOperator` (rows ``query, window_start, window_end, ...,
-  <one column per aggregate of its queries>, aggregate_overflow``);
+  :class:`~sparkcep.runtime_udfs.spark_adapters.MatchOperator` with the shared engine (rows ``query,
+  window_start, window_end, <GROUP BY columns>, <one column per aggregate of its queries>,
+  aggregate_overflow``; Spark groups by the GROUP BY columns, one engine state per partition key inside);
 * ``alone``: the queries outside the shared executor's scope, each with its engine spec, its Spark SQL
   filter (over the temporary view ``events``) and its grouping columns; their rows get a ``query`` column.
 
@@ -41,14 +42,11 @@ from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import to_data
 from sparkcep.runtime_udfs import late
 from sparkcep.runtime_udfs.shared_engine import SharedAggregate, SharedQuery, SharedSpec
-from sparkcep.runtime_udfs.shared_spark import SharedOperator
 from sparkcep.runtime_udfs.spark_adapters import (
-    EVENT_TIME_OFFSET,
     STATE_SCHEMA,
     MatchOperator,
-    _epoch_ms,
-    _from_ms,
     load_spec,
+    unread_columns,
     watermarked,
 )
 from sparkcep.runtime_udfs.spec import with_default_outputs
@@ -85,74 +83,35 @@ def load_workload(text: str | dict) -> tuple[list[SharedSpec], list[dict]]:
     return shared, alone
 
 
-def _shared_late(op: SharedOperator, stream):
-    """``stream`` (the shared operator's group function) with late rows (ts at or behind the current watermark)
-    taken out before the engine and emitted as ``late`` side-channel rows, as :class:`MatchOperator` does with
-    ``late_rows``."""
-    offset = 0 if op.timestamp else EVENT_TIME_OFFSET
-    names = op.output_schema.names
-    schema = late.with_side_columns(op.output_schema).names
-
-    def routed(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
-        watermark = group.getCurrentWatermarkMs() - offset
-        late_rows: list[dict] = []
-
-        def on_time() -> Iterator[pd.DataFrame]:
-            for pdf in pdfs:
-                if pdf.empty:
-                    continue
-                ts = _epoch_ms(pdf[op.ts_col], op.zone) if op.timestamp else pdf[op.ts_col].tolist()
-                kept, positions = late.late_split(pdf, ts, watermark)
-                if positions:
-                    times = {op.ts_col: ts} if op.timestamp else {}
-                    text = (pd.Timestamp(watermark, unit="ms", tz="UTC").isoformat() if op.timestamp
-                            else f"{watermark:g}")
-                    late_rows.extend(late.late_records(pdf, positions, list(pdf.columns), times, watermark, text))
-                yield kept
-
-        for out in stream(key, on_time(), group):
-            yield out.assign(**{late.KIND: late.RESULT, late.REASON: None, late.RECORD: None})
-        if late_rows:
-            empty = {n: [None] * len(late_rows) for n in names}
-            side = {c: [r[c] for r in late_rows] for c in (late.KIND, late.REASON, late.RECORD)}
-            frame = pd.DataFrame({**empty, **side}, columns=schema)
-            if op.timestamp:
-                for n in ("window_start", "window_end"):
-                    frame[n] = _from_ms(frame[n].tolist(), op.aware)
-            yield frame
-
-    return routed
-
-
 class _Branch:
     """One operator of the workload, as shipped to the executors: its query name (None for a shared operator,
     whose rows name their queries), input columns and Spark functions."""
 
-    def __init__(self, name: str | None, op, columns, side_channel: bool):
+    def __init__(self, name: str | None, op: MatchOperator, columns):
         self.name, self.columns = name, list(columns)
         self.group_cols = list(op.group_cols)
         self.fields = list(op.output_schema.fields)
         self.batch = op.batch_function()
-        if isinstance(op, SharedOperator):
-            self.stream = _shared_late(op, op.stream_function()) if side_channel else op.stream_function()
-        else:
-            self.stream = op.stream_function()
+        self.stream = op.stream_function()
 
 
 def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
               side_channel: bool) -> list[tuple[_Branch, DataFrame]]:
-    """Each operator with its candidates (the events its filter keeps)."""
+    """Each operator with its candidates (the events its filter keeps); with ``side_channel`` each routes its
+    late rows (``MatchOperator(late_rows=True)``)."""
     out = []
     for spec in shared:
-        op = SharedOperator(spec, events.schema, ts_col=ts_col, type_col=type_col)
+        unread = set(unread_columns(spec, events.columns, ts_col, type_col))
+        columns = [c for c in events.columns if c not in unread]
+        read = StructType([events.schema[c] for c in columns])
+        op = MatchOperator(spec, read, ts_col=ts_col, type_col=type_col, late_rows=side_channel)
         types = sorted({t for _, pattern in spec.segments for t in pattern})
-        out.append((_Branch(None, op, op.columns, side_channel),
-                    events.where(F.col(type_col).isin(types)).select(*op.columns)))
+        out.append((_Branch(None, op, columns), events.where(F.col(type_col).isin(types)).select(*columns)))
     for entry in alone:
         candidates = events.sparkSession.sql(entry["filter_sql"])
         spec = with_default_outputs(entry["spec"], events.columns)  # without RETURN: every attribute
         op = MatchOperator(spec, candidates.schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel)
-        out.append((_Branch(entry["name"], op, candidates.columns, side_channel), candidates))
+        out.append((_Branch(entry["name"], op, candidates.columns), candidates))
     return out
 
 
