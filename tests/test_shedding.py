@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import sparkcep
 from sparkcep.oracle import matches as oracle_matches
 from sparkcep.shedding.baselines import RandomShedder, TypeShedder
-from sparkcep.shedding.controller import BatchController, DampedController, LatencyController
+from sparkcep.shedding.controller import BatchController, DampedController, LatencyController, fit_cost
 from sparkcep.shedding.observations import (
     SID,
     Binning,
@@ -398,13 +398,76 @@ def test_damped_controller_margin_follows_cost_spikes():
 
 
 def test_batch_controller_latency_from_batch_times():
-    b = BatchController(bound=10.0)  # target: latency 8 s, batches of 4 s
-    assert b.on_batch(0.0, 2.0, 1000, 1000) == 0.0  # 500 rows/s processed, 4 s allowed: 2000 rows; 1000 come
-    # 4000 rows arrived in 5 s (800/s) and took 8 s: 6400 will come next, 500 rows/s x 4 s = 2000 may be kept
-    assert b.on_batch(5.0, 8.0, 4000, 4000) == pytest.approx(1 - 2000 / 6400)
-    assert b.latencies == [2.0, 13.0]
-    assert b.on_batch(13.0, 1.0, 1000, 1000) == 0.0  # fast again: keep everything
-    assert b.on_batch(15.0, 0.0, 0, 0) == 0.0 and b.latencies == [2.0, 13.0, 9.0]  # an empty batch: no sample
+    b = BatchController(bound=10.0)  # target: latency 8 s
+    assert b.on_batch(0.0, 2.0, 1000, 1000) == 0.0
+    assert b.on_batch(2.0, 2.2, 1200, 1200) == 0.0  # no overload: no shedding
+    assert b.latencies == [2.0, 4.2]
+    rho = b.on_batch(4.2, 9.0, 1100, 1100)  # a slow batch: the next one holds 9 s of arrivals and must be short
+    assert rho > 0.5
+    assert b.on_batch(14.0, 0.0, 0, 0) == rho and b.latencies == [2.0, 4.2, 11.2]  # an empty batch: no sample
+    falling = b.on_batch(15.0, 1.0, 300, 100)  # a cheap batch: ρ falls by at most half the way
+    assert rho / 2 <= falling < rho
+
+
+def test_fit_cost_separates_the_fixed_cost():
+    rng = np.random.default_rng(1)
+    kept = rng.integers(1000, 20000, size=8)
+    fixed, per_event = fit_cost(kept, 1.5 + 0.0004 * kept)
+    assert fixed == pytest.approx(1.5) and per_event == pytest.approx(0.0004)
+    assert fit_cost([5000, 5000], [3.0, 3.0], fixed=1.0) == (1.0, pytest.approx(0.0004))  # same sizes: a ratio
+    assert fit_cost([100, 200], [3.0, 1.0]) == (2.0, 0.0)  # bigger was cheaper: noise, all fixed
+    assert fit_cost([], []) == (0.0, 0.0)
+
+
+def _batches(c: BatchController, rate: float, fixed: float, per_event: float, noise: float, gap: float, n: int,
+             rng) -> tuple[list[float], int, int]:
+    """A simulated Spark micro-batch stream (no JVM, virtual time): batch k starts when batch k − 1 has ended
+    (plus a scheduling gap), holds the events that arrived since batch k − 1 started (Poisson, ``rate``/s),
+    keeps each with probability 1 − ρ and takes ``fixed + per_event × kept`` seconds, both terms with
+    multiplicative noise.  Returns each batch's latency (start + duration − previous start: what its first
+    event waited), the number of events offered and the number dropped."""
+    prev, start, latencies, offered_all, dropped = 0.0, 1.0, [], 0, 0  # the query starts at 0, its first batch at 1 s
+    for _ in range(n):
+        offered = int(rng.poisson(rate * (start - prev)))
+        kept = int(rng.binomial(offered, 1 - c.rho))
+        offered_all, dropped = offered_all + offered, dropped + offered - kept
+        duration = (fixed * rng.uniform(1 - noise, 1 + noise)
+                    + per_event * kept * rng.uniform(1 - noise, 1 + noise))
+        latencies.append(start + duration - prev)
+        c.on_batch(start, duration, offered, kept)
+        prev, start = start, start + duration + gap * rng.uniform(0, 2)
+    return latencies, offered_all, dropped
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(1.2, 3.0), st.floats(0.2, 2.5), st.floats(0.0, 0.3), st.floats(0.0, 0.3), st.integers(0, 10**6))
+def test_batch_controller_keeps_the_bound_under_overload(overload, fixed, noise, gap, seed):
+    """Spark-like micro-batches at 1.2–3x the operator's capacity μ = 1 / c (a fixed cost per batch on top):
+    after a short start-up every batch's latency stays within the bound, and the drop ratio is about what the
+    overload and the fixed cost call for."""
+    rng = np.random.default_rng(seed)
+    mu, bound = 3000.0, 30.0
+    c = BatchController(bound)
+    latencies, offered, dropped = _batches(c, overload * mu, fixed, 1 / mu, noise, gap, 60, rng)
+    assert max(latencies[4:]) <= bound
+    # back-to-back batches of d = F + c·keep·λ·d have latency 2d + gap ≤ target: keep ≤ (1 − 2F / (target − gap)) / (λc)
+    need = 1 - (1 - 2 * fixed / (c.target - 2 * gap)) / overload
+    assert need - 0.06 <= dropped / offered <= need + 0.1  # what the overload and F call for (start-up unshed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.05, 0.8), st.floats(0.2, 2.5), st.floats(0.0, 0.3), st.floats(0.0, 0.3), st.integers(0, 10**6))
+def test_batch_controller_sheds_nothing_below_capacity(load, fixed, noise, gap, seed):
+    """Below capacity nothing is shed.  With a fixed cost F per batch, back-to-back batches of an unshed stream
+    at λ settle at d = F / (1 − λc) and a latency of 2d + gap; capacity is the λ at which that reaches the
+    safety bound; the stream runs at ``load`` x that."""
+    rng = np.random.default_rng(seed)
+    mu, bound = 3000.0, 30.0
+    c = BatchController(bound)
+    cap = (1 - 2 * fixed * (1 + noise) / (c.target - 2 * gap)) * mu
+    latencies, _, dropped = _batches(c, load * cap, fixed, 1 / mu, noise, gap, 60, rng)
+    assert dropped == 0 and c.rho == 0
+    assert max(latencies) <= bound
 
 
 # ----------------------------------------------------------------------------------------------- language, CLI

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 
 @dataclass
 class LatencyController:
@@ -59,9 +61,47 @@ class LatencyController:
         else:
             budget = interval + self.target - latency - arrival_rate * interval * overhead
             rho = 1.0 - service_rate * budget / (arrival_rate * interval)
-        self.rho = min(max(rho, 0.0), self.max_rho)
+        self.rho = _clip(rho, self.max_rho)
         self.history.append((latency, self.rho))
         return self.rho
+
+
+def _clip(rho: float, max_rho: float) -> float:
+    return min(max(rho, 0.0), max_rho)
+
+
+def _push(window: list, item, memory: int) -> None:
+    """Append ``item`` and keep the last ``memory`` items."""
+    window.append(item)
+    del window[:-memory]
+
+
+def fit_cost(kept, work, fixed: float | None = None) -> tuple[float, float]:
+    """The cost of a batch as ``fixed + per_event × kept`` (seconds), fitted to measured batches.
+
+    Least squares over the points when the kept counts spread enough (relative spread ≥ 10 %) to separate the
+    two terms, both kept non-negative; otherwise (all batches about the same size, as with a steady ρ) the
+    previous ``fixed`` estimate (0 if none) is kept and the per-event cost is the ratio of the rest:
+    ``(Σwork − n·fixed) / Σkept``.
+
+        >>> fit_cost([100, 200, 300], [1.5, 2.0, 2.5])
+        (1.0, 0.005)
+        >>> fit_cost([100, 100], [2.0, 2.0], fixed=1.0)
+        (1.0, 0.01)
+    """
+    k, w = np.asarray(kept, dtype=float), np.asarray(work, dtype=float)
+    if k.size == 0 or k.sum() <= 0:
+        return (float(w.mean()) if w.size else 0.0), 0.0
+    mean_k, mean_w = k.mean(), w.mean()
+    if k.size >= 2 and k.std() >= 0.1 * mean_k:
+        slope = float(((k - mean_k) * (w - mean_w)).sum() / ((k - mean_k) ** 2).sum())
+        if slope > 0 and mean_w - slope * mean_k >= 0:
+            return float(mean_w - slope * mean_k), slope
+        if slope <= 0:  # the size does not explain the cost (noise): all of it fixed
+            return float(mean_w), 0.0
+        return 0.0, float((k * w).sum() / (k * k).sum())  # a negative intercept: the line through the origin
+    fixed = min(max(fixed or 0.0, 0.0), float(w.min()))
+    return fixed, float(max(w.sum() - k.size * fixed, 0.0) / k.sum())
 
 
 @dataclass
@@ -69,37 +109,84 @@ class BatchController:
     """The same goal for Spark micro-batches, from a query's progress (``StreamingQueryListener``).
 
     A batch that started at ``start`` and took ``duration`` seconds holds the events that arrived since the
-    previous batch started, so its latency is ``start + duration − previous start``; with batches running
-    back to back that is about two batch durations.  The controller therefore aims at batches of ``target /
-    2`` seconds (``target`` = ``safety × bound``): the next batch will hold about ``λ × duration`` rows (what
-    arrives while this one runs, λ measured over this batch's interval), and the operator processed ``kept /
-    duration`` rows per second, so it keeps ``keep = (kept / duration · target / 2) / (λ · duration)`` of them
-    (capped at 1: no shedding).  Fixed per-batch costs are ignored, which the next batches correct.
+    previous batch started, so its latency is ``start + duration − previous start``: the time since the
+    previous start (``I``) plus its own duration.  Batches run back to back, so the next batch will hold the
+    events that arrive while this one runs.  Like :class:`DampedController`, the controller works from what was
+    measured over the last ``memory`` batches rather than from one batch:
+
+    * the batch cost as ``F + c × kept`` (:func:`fit_cost`: a fixed cost per micro-batch, planning, scheduling
+      and the state store, which shedding does not save, plus a cost per kept event), the arrival rate ``λ =
+      offered / time`` and the gap ``g`` between a batch's end and the next one's start;
+    * a margin from the spread: ``s``, the largest relative excess of a measured duration over the fit;
+    * the next batch holds ``λ × I`` events (``I``: this batch's duration plus ``g``) and its latency will be
+      ``I + d``; the controller aims at ``d = min((target − g) / 2, target − I)`` (``target`` = ``safety ×
+      bound``, the paper's safety bound): half the target in steady state (back-to-back batches of ``d``
+      have latency ``2d + g``), less while a long batch is draining.  It keeps the share ``keep = (d / (1 +
+      s) − F) / (c λ I)`` of the events, ρ = 1 − keep clipped to [0, max_rho];
+    * ρ rises at once (the next batch must fit) but falls by at most ``damping`` of the way per batch, so that
+      one cheap batch does not switch shedding off; it is set to 0 when it would fall below 0.01.
+
+    Without overload the predicted unshed batch fits (``keep ≥ 1``) and ρ is 0.
+
+    Example (bound 10 s: target 8 s; batches cost 1 s + 1 ms per event)::
+
+        >>> b = BatchController(bound=10.0)
+        >>> b.on_batch(0.0, 2.0, 1000, 1000)   # 1 000 events in 2 s: the next batch fits, no shedding
+        0.0
+
+    The second batch (4 000 events in 2 s) took 5 s: the fit is F = 1 s, c = 1 ms, λ = 5 000 / 4 s; the next
+    batch, 5 s of arrivals, would take 1 + 6.25 s (latency 12.25 s); it may take min(8 / 2, 8 − 5) = 3 s, so
+    keep (3 − 1) / 6.25 = 32 %::
+
+        >>> round(b.on_batch(2.0, 5.0, 4000, 4000), 2), b.latencies
+        (0.68, [2.0, 7.0])
     """
 
     bound: float
     safety: float = 0.8
     max_rho: float = 0.99
+    memory: int = 8
+    damping: float = 0.5
     rho: float = 0.0
-    _prev_start: float | None = None
     latencies: list[float] = field(default_factory=list)
+    #: the last ``memory`` batches with events: (time since the previous start, duration, offered, kept, gap)
+    _window: list[tuple[float, float, int, int, float]] = field(default_factory=list)
+    _prev_start: float | None = None
+    _prev_duration: float | None = None
+    _fixed: float | None = None
 
     @property
     def target(self) -> float:
         return self.safety * self.bound
 
     def on_batch(self, start: float, duration: float, offered: int, kept: int) -> float:
-        prev = self._prev_start
-        self._prev_start = start
-        if offered == 0:
+        """The ρ for the next batch after one that started at ``start`` (s), took ``duration`` s, was offered
+        ``offered`` events and kept ``kept``."""
+        prev, prev_duration = self._prev_start, self._prev_duration
+        self._prev_start, self._prev_duration = start, duration
+        if offered == 0:  # a no-data batch (only the watermark moves): nothing measured
             return self.rho
         since = start - prev if prev is not None and start > prev else max(duration, 1e-3)
-        self.latencies.append(start + duration - (prev if prev is not None else start))
-        duration = max(duration, 1e-3)
-        arrival = offered / since
-        allowed = kept / duration * (self.target / 2)
-        keep = allowed / max(arrival * duration, 1.0)
-        self.rho = min(max(1.0 - keep, 0.0), self.max_rho)
+        self.latencies.append(since + duration if prev is not None else duration)
+        gap = max(since - prev_duration, 0.0) if prev_duration is not None and prev is not None else 0.0
+        _push(self._window, (since, max(duration, 1e-3), offered, kept, gap), self.memory)
+        fixed, per_event = fit_cost([w[3] for w in self._window], [w[1] for w in self._window], self._fixed)
+        self._fixed = fixed
+        spread = max(d / max(fixed + per_event * k, 1e-9) - 1.0 for _, d, _, k, _ in self._window)
+        rate = sum(w[2] for w in self._window) / sum(w[0] for w in self._window)
+        gap = sum(w[4] for w in self._window) / len(self._window)
+        interval = duration + gap
+        goal = min((self.target - gap) / 2, self.target - interval) / (1 + max(spread, 0.0))
+        incoming = per_event * rate * interval
+        if incoming <= 0:
+            wanted = 0.0 if goal >= fixed else self.max_rho
+        else:
+            wanted = 1.0 - (goal - fixed) / incoming
+        wanted = _clip(wanted, self.max_rho)
+        if wanted < self.rho:  # fall slowly, rise at once
+            wanted = self.rho - self.damping * (self.rho - wanted)
+            wanted = 0.0 if wanted < 0.01 else wanted
+        self.rho = wanted
         return self.rho
 
 
@@ -158,16 +245,15 @@ class DampedController:
 
     def prime(self, works) -> None:
         """Seed the spike memory with the work (seconds) of intervals measured before shedding started."""
-        self._works.extend(float(w) for w in works)
-        del self._works[:-self.spike_memory]
+        for w in works:
+            _push(self._works, float(w), self.spike_memory)
 
     def update(self, latency: float, arrived: int, kept: int, work: float, interval: float,
                overhead: float = 0.0) -> float:
         """The new ρ after an interval of ``interval`` seconds in which ``arrived`` events came, the shedder
         kept ``kept`` and the operator worked ``work`` seconds (``overhead`` of them deciding what to drop);
         ``latency`` is the latency measured at its end."""
-        self._window.append((float(arrived), float(kept), float(work), float(overhead), float(interval)))
-        del self._window[:-self.memory]
+        _push(self._window, (float(arrived), float(kept), float(work), float(overhead), float(interval)), self.memory)
         self.prime([work])
         n_in = sum(a for a, _, _, _, _ in self._window)
         n_kept = sum(k for _, k, _, _, _ in self._window)
@@ -183,6 +269,6 @@ class DampedController:
             horizon = self.drain * (elapsed / len(self._window))
             budget = horizon + self.target - latency - lam * horizon * o
             rho = 1.0 - budget / (lam * horizon * c) if c > 0 else 0.0
-        self.rho = min(max(rho, 0.0), self.max_rho)
+        self.rho = _clip(rho, self.max_rho)
         self.history.append((latency, self.rho))
         return self.rho

@@ -13,7 +13,8 @@
   as JSON lines under ``dropped_output`` (written by the tasks: at-least-once if a task is retried), then
   keeps the rows not shed.
 * The controller (:class:`~sparkcep.shedding.controller.BatchController`) runs on the driver in a
-  ``StreamingQueryListener``: after each micro-batch it reads the batch's duration and counts and sets ρ.
+  ``StreamingQueryListener``: after each micro-batch it reads the batch's start, duration and counts (the
+  ``observe()`` metrics) and sets ρ from the batch cost fitted as fixed + per kept event over recent batches.
   The executors read ρ from a small control file (atomically replaced; on a cluster it must be on a file
   system every executor sees).  With ρ = 0 nothing is dropped, and with shedding off the stage is not added
   at all: results are those of the unshed engine.
