@@ -13,6 +13,7 @@ Example::
 from __future__ import annotations
 
 import itertools
+import weakref
 from dataclasses import dataclass, replace
 
 from sparkcep.compiler.analysis import ResolvedQuery, analyze
@@ -30,6 +31,18 @@ from sparkcep.grammar import parse_query, parse_workload
 from sparkcep.io import check_attributes, ts_kind_of
 
 _view_ids = itertools.count()
+#: the temp view of each input DataFrame, made once (DataFrames are immutable): a view is a round trip to the JVM
+_views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _view_of(df) -> str:
+    """The name of a temp view of ``df`` in its session, created on first use."""
+    view = _views.get(df)
+    if view is None:
+        view = f"_sparkcep_events_{next(_view_ids)}"
+        df.createOrReplaceTempView(view)
+        _views[df] = view
+    return view
 
 
 @dataclass(frozen=True)
@@ -118,20 +131,22 @@ class CompiledQuery:
         """
         from sparkcep.runtime_udfs.spark_adapters import apply_match, engine_of, watermarked
 
-        plan = self.plan(df.schema)
+        # every df.schema / df.isStreaming is a round trip to the JVM (and a schema a JSON parse): read once
+        schema = df.schema
+        streaming = df.isStreaming
+        plan = self.plan(schema)
         spec = operator_spec(plan)
         engine_of(spec).check(spec)
-        check_attributes(df.columns, referenced_attributes(plan))
-        view = f"_sparkcep_events_{next(_view_ids)}"
-        df.createOrReplaceTempView(view)
-        candidates = df.sparkSession.sql(filter_sql(plan, view, df.schema.fieldNames(), pretty=False,
-                                                    arrival=not df.isStreaming))
+        check_attributes(schema.fieldNames(), referenced_attributes(plan))
+        view = _view_of(df)
+        if not streaming:
+            return _batch_matches(df, view, plan, spec, schema, ts_col=self.ts_col,
+                                  type_col=self.type_col, buckets=self.buckets)
+        candidates = df.sparkSession.sql(filter_sql(plan, view, schema.fieldNames(), pretty=False))
         shedding = None
-        if self.shedding_latency and df.isStreaming:  # a batch has no latency to keep: never shed it
+        if self.shedding_latency:  # streaming only: a batch has no latency to keep, it is never shed
             candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
-        side_channel = side_channel and df.isStreaming
-        if df.isStreaming:
-            candidates = watermarked(candidates, self.ts_col, self.lateness, keep_late=side_channel)
+        candidates = watermarked(candidates, self.ts_col, self.lateness, keep_late=side_channel)
         if side_channel:
             from sparkcep.sinks import counted
 
@@ -147,6 +162,46 @@ class CompiledQuery:
         return shedding_stage(candidates, spec, referenced_attributes(plan), training, bound=self.shedding_latency,
                               model=self.shedding_model, type_col=self.type_col, ts_col=self.ts_col,
                               dropped_output=self.dropped_output)
+
+
+def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type_col: str,
+                   buckets: int | None):
+    """A batch run as :func:`~sparkcep.runtime_udfs.spark_adapters.apply_match` does it (``applyInArrow`` over
+    hashed buckets of keys, the columns the engine never reads not shuffled), with Spark's fixed cost per job
+    cut: the filter, the column pruning and the bucket column are one SQL query (one analysis instead of
+    three), and the operator's input schema is derived here instead of asked from the JVM."""
+    from sparkcep.compiler.codegen.sql import CONTIGUITY
+    from sparkcep.runtime_udfs.spark_adapters import BUCKET, MatchOperator, batch_buckets
+
+    names = schema.fieldNames()
+    arrival = getattr(spec, "strategy", None) in CONTIGUITY
+    drop, candidate_schema = _candidate_schema(plan, spec, schema, ts_col, type_col)
+    op = MatchOperator(spec, candidate_schema, ts_col=ts_col, type_col=type_col,
+                       buckets=buckets if buckets is not None else batch_buckets(df))
+    bucket = (op.group_cols, op.buckets, BUCKET) if op.buckets is not None else None
+    candidates = df.sparkSession.sql(filter_sql(plan, view, names, pretty=False, arrival=arrival, drop=drop,
+                                                bucket=bucket))
+    groups = candidates.groupBy(BUCKET) if bucket is not None else op.grouped(candidates)
+    return groups.applyInArrow(op.arrow_batch_function(), op.output_schema)
+
+
+def _candidate_schema(plan: Node, spec, schema, ts_col: str, type_col: str):
+    """``(dropped columns, schema)`` of the batch filter's output (before the bucket column) over an input of
+    ``schema``, derived without the JVM: the input's columns as they are, minus those the engine never reads
+    (:func:`~sparkcep.runtime_udfs.spark_adapters.unread_columns`), ``_mask`` an INT (a sum of INT CASEs) and,
+    under a contiguity strategy, ``_arrival`` a BIGINT."""
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    from sparkcep.compiler.codegen.sql import ARRIVAL, CONTIGUITY, filter_columns
+    from sparkcep.compiler.plan.builder import MASK
+    from sparkcep.runtime_udfs.spark_adapters import unread_columns
+
+    arrival = getattr(spec, "strategy", None) in CONTIGUITY
+    columns = [*filter_columns(plan, schema.fieldNames()), MASK, *([ARRIVAL] if arrival else [])]
+    drop = tuple(unread_columns(spec, columns, ts_col, type_col))
+    fields = {f.name: f for f in schema.fields}
+    derived = {MASK: StructField(MASK, IntegerType(), False), ARRIVAL: StructField(ARRIVAL, LongType(), False)}
+    return drop, StructType([fields.get(c) or derived[c] for c in columns if c not in drop])
 
 
 def shedding_stage(candidates, spec, attributes, training, *, bound: float, model: str = "hash",

@@ -126,18 +126,34 @@ def mask_expr(components, type_col: str, also: exp.Expression | None = None) -> 
     return out
 
 
-def filter_select(plan: Node, table: str = "events", attributes=None, arrival: bool = False) -> exp.Select:
+def filter_columns(plan: Node, attributes=None) -> list[str] | None:
+    """The input columns :func:`filter_select` passes on (before ``_mask`` and ``_arrival``), or None for all
+    (``SELECT *``: Project keeps every column and ``attributes`` are not known)."""
+    nodes = chain(plan)
+    source = next(n for n in nodes if isinstance(n, Source))
+    proj = next(n for n in nodes if isinstance(n, Project))
+    keep = proj.columns if proj.columns is not None else attributes
+    if keep is None:
+        return None
+    return [source.type_col, source.ts_col] + [c for c in keep if c not in (source.type_col, source.ts_col)]
+
+
+def filter_select(plan: Node, table: str = "events", attributes=None, arrival: bool = False,
+                  drop: tuple[str, ...] = (), bucket: tuple[tuple[str, ...], int, str] | None = None) -> exp.Select:
     """The SELECT of the plan's Source → Filter → Project: events that may fill a component, with
     ``_mask``; ``attributes`` are the input's columns when Project keeps them all.  Under a contiguity
-    strategy: every event, and with ``arrival`` (batch input only) the ``_arrival`` column."""
+    strategy: every event, and with ``arrival`` (batch input only) the ``_arrival`` column.
+
+    For a batch run (:meth:`sparkcep.api.CompiledQuery.apply`), in the same SELECT, so that Spark analyses
+    one query instead of three: ``drop`` leaves out input columns the engine never reads, and ``bucket``
+    ``(columns, n, name)`` adds the Spark group ``PMOD(HASH(columns), n) AS name``."""
     nodes = chain(plan)
     source = next(n for n in nodes if isinstance(n, Source))
     filt = next(n for n in nodes if isinstance(n, Filter))
-    proj = next(n for n in nodes if isinstance(n, Project))
-    keep = proj.columns if proj.columns is not None else attributes
-    cols = [source.type_col, source.ts_col] + [c for c in (keep or ()) if c not in (source.type_col,
-                                                                                      source.ts_col)]
-    select = exp.select(*[column(c) for c in cols]) if keep is not None else exp.select(exp.Star())
+    cols = filter_columns(plan, attributes)
+    if cols is not None:
+        cols = [c for c in cols if c not in drop]
+    select = exp.select(*[column(c) for c in cols]) if cols is not None else exp.select(exp.Star())
     residual = and_all(filt.residual)
     if getattr(operator_spec(plan), "strategy", None) in CONTIGUITY:
         also = to_sql_expr(residual) if residual is not None else None
@@ -146,18 +162,28 @@ def filter_select(plan: Node, table: str = "events", attributes=None, arrival: b
         if arrival:
             select = select.select(exp.alias_(exp.Anonymous(this="MONOTONICALLY_INCREASING_ID", expressions=[]),
                                               ARRIVAL, quoted=False))
-        return select.from_(table)
+        return _bucketed(select, bucket).from_(table)
     select = select.select(exp.alias_(mask_expr(filt.components, source.type_col), MASK, quoted=False))
     all_types = sorted({t for c in filt.components for t in c.types})
     cond = type_test(source.type_col, all_types)
     if residual is not None:
         cond = exp.and_(cond, to_sql_expr(residual))
-    inner = select.from_(table).where(cond)
+    inner = _bucketed(select, bucket).from_(table).where(cond)
     return exp.select(exp.Star()).from_(exp.paren(inner).as_("candidates", quoted=False)).where(
         exp.NEQ(this=column(MASK), expression=exp.Literal.number(0)))
 
 
+def _bucketed(select: exp.Select, bucket: tuple[tuple[str, ...], int, str] | None) -> exp.Select:
+    if bucket is None:
+        return select
+    group_cols, n, name = bucket
+    hashed = exp.Anonymous(this="HASH", expressions=[column(c) for c in group_cols])
+    return select.select(exp.alias_(exp.Anonymous(this="PMOD", expressions=[hashed, exp.Literal.number(n)]), name,
+                                    quoted=False))
+
+
 def filter_sql(plan: Node, table: str = "events", attributes=None, pretty: bool = True,
-               arrival: bool = False) -> str:
-    return filter_select(plan, table, attributes, arrival).sql(dialect=DIALECT, pretty=pretty)
+               arrival: bool = False, drop: tuple[str, ...] = (),
+               bucket: tuple[tuple[str, ...], int, str] | None = None) -> str:
+    return filter_select(plan, table, attributes, arrival, drop, bucket).sql(dialect=DIALECT, pretty=pretty)
 
