@@ -31,7 +31,15 @@ from sparkcep.runtime_udfs import match_engine
 from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
 from tests.strategies import deliveries, event_streams
 from tests.test_match_engine import stream_through_engine
-from tests.test_match_semantics import STRATEGIES, compiled, oracle_rows, partitions, run, with_seq
+from tests.test_match_semantics import (
+    STRATEGIES,
+    compiled,
+    oracle_rows,
+    partitions,
+    run,
+    stream_on_spark,
+    with_seq,
+)
 
 
 def with_strategy(text: str, strategy: str) -> str:
@@ -317,16 +325,7 @@ def test_new_constructs_on_spark_equal_the_oracle(spark):
 def test_repeated_group_with_a_negated_end_streams_on_spark(spark, tmp_path):
     """``applyInPandasWithState``, micro-batch by micro-batch with state in the checkpoint: a repeated group
     whose last iteration is followed by a negation waits for the watermark (event-time timeout), = oracle."""
-    import json
-    import os
     import random
-    import time
-
-    import pandas as pd
-    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
-
-    from sparkcep.oracle import match_rows
-    from sparkcep.runtime_udfs.spark_adapters import apply_match
 
     q = sparkcep.compile("PATTERN (SEQ(A a, B b, !(C z)))+ WHERE [id] AND z.x > b[i].x WITHIN 3 seconds "
                          "RETURN a[1].ts AS a_first, count(b[].x) AS n, b[b.len].ts AS last_b")
@@ -336,24 +335,8 @@ def test_repeated_group_with_a_negated_end_streams_on_spark(spark, tmp_path):
               for k in range(120)]
     files = [events[k:k + 30] for k in range(0, len(events), 30)]
     files.append([{"id": 99, "type": "D", "ts": epoch + 3_600_000, "x": 0}])  # moves the watermark past all
-    source, sink, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
-    source.mkdir()
-    for k, batch in enumerate(files):
-        path = source / f"events-{k}.json"
-        path.write_text("".join(json.dumps({**e, "ts": pd.Timestamp(e["ts"], unit="ms").isoformat()}) + "\n"
-                                for e in batch))
-        os.utime(path, (time.time() - 100 + k, time.time() - 100 + k))
-    schema = StructType([StructField("id", LongType()), StructField("type", StringType()),
-                         StructField("ts", TimestampType()), StructField("x", LongType())])
-    stream = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-              .withWatermark("ts", "1 second"))
-    handle = (apply_match(stream, q.spec()).writeStream.format("parquet").option("path", str(sink))
-              .option("checkpointLocation", str(checkpoint)).outputMode("append")
-              .trigger(availableNow=True).start())
-    handle.awaitTermination()
-    result = spark.read.parquet(str(sink)).selectExpr("unix_millis(a_first) AS a_first", "n",
-                                                      "unix_millis(last_b) AS last_b")
-    got = [r.asDict() for r in result.collect()]
+    got, _ = stream_on_spark(spark, tmp_path, q.spec(), files,
+                             ["unix_millis(a_first) AS a_first", "n", "unix_millis(last_b) AS last_b"])
     expected = match_rows(q.query, events)
     assert len(expected) > 10 and any(r["n"] > 1 for r in expected)
     assert canonical(got) == canonical(expected)

@@ -538,11 +538,10 @@ def test_kleene_early_filters_agree_with_oracle(data, events):
 # ----------------------------------------------------------------------------------------------- Spark
 
 
-@pytest.mark.spark
-@pytest.mark.slow
-def test_streaming_adapter_emits_negated_end_matches_by_event_time_timeout(spark, tmp_path):
-    """Through ``applyInPandasWithState``: a match postponed by a negated end is emitted once the watermark
-    passes ``first.ts + W``, with no further event of its key: only the timeout :func:`wakeup` sets can do it."""
+def stream_on_spark(spark, tmp_path, spec, files: list[list[dict]], columns: list[str]):
+    """``apply_match`` through ``applyInPandasWithState``: ``files`` (events with epoch-ms ts) written one
+    file per micro-batch with timestamp ts, a 1 s watermark, a parquet sink with a checkpoint, run to the end;
+    returns the result rows (``columns`` as SQL expressions) and the query handle."""
     import json
     import os
     import time
@@ -552,15 +551,6 @@ def test_streaming_adapter_emits_negated_end_matches_by_event_time_timeout(spark
 
     from sparkcep.runtime_udfs.spark_adapters import apply_match
 
-    text = ("PATTERN SEQ(A a, B+ b[], !(C z)) WHERE [id] AND b[i].x >= b[i-1].x AND z.x > a.x "
-            "WITHIN 3 seconds RETURN a.ts, count(b[].x) AS n, b[b.len].ts AS last_b")
-    q = sparkcep.compile(text)
-    epoch = 1_700_000_000_000
-    rnd = random.Random(3)
-    events = [{"id": rnd.randint(0, 3), "type": rnd.choice("AABBBC"), "ts": epoch + 250 * k, "x": rnd.randint(0, 4)}
-              for k in range(160)]
-    files = [events[k:k + 40] for k in range(0, len(events), 40)]
-    files.append([{"id": 99, "type": "D", "ts": epoch + 3_600_000, "x": 0}])  # moves the watermark past all
     source, sink, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
     source.mkdir()
     for k, batch in enumerate(files):
@@ -572,13 +562,29 @@ def test_streaming_adapter_emits_negated_end_matches_by_event_time_timeout(spark
                          StructField("ts", TimestampType()), StructField("x", LongType())])
     stream = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
               .withWatermark("ts", "1 second"))
-    handle = (apply_match(stream, q.spec()).writeStream.format("parquet").option("path", str(sink))
+    handle = (apply_match(stream, spec).writeStream.format("parquet").option("path", str(sink))
               .option("checkpointLocation", str(checkpoint)).outputMode("append")
               .trigger(availableNow=True).start())
     handle.awaitTermination()
-    result = spark.read.parquet(str(sink)).selectExpr("unix_millis(a_ts) AS a_ts", "n",
-                                                      "unix_millis(last_b) AS last_b")
-    got = [r.asDict() for r in result.collect()]
+    return [r.asDict() for r in spark.read.parquet(str(sink)).selectExpr(*columns).collect()], handle
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_streaming_adapter_emits_negated_end_matches_by_event_time_timeout(spark, tmp_path):
+    """Through ``applyInPandasWithState``: a match postponed by a negated end is emitted once the watermark
+    passes ``first.ts + W``, with no further event of its key: only the timeout :func:`wakeup` sets can do it."""
+    text = ("PATTERN SEQ(A a, B+ b[], !(C z)) WHERE [id] AND b[i].x >= b[i-1].x AND z.x > a.x "
+            "WITHIN 3 seconds RETURN a.ts, count(b[].x) AS n, b[b.len].ts AS last_b")
+    q = sparkcep.compile(text)
+    epoch = 1_700_000_000_000
+    rnd = random.Random(3)
+    events = [{"id": rnd.randint(0, 3), "type": rnd.choice("AABBBC"), "ts": epoch + 250 * k, "x": rnd.randint(0, 4)}
+              for k in range(160)]
+    files = [events[k:k + 40] for k in range(0, len(events), 40)]
+    files.append([{"id": 99, "type": "D", "ts": epoch + 3_600_000, "x": 0}])  # moves the watermark past all
+    got, handle = stream_on_spark(spark, tmp_path, q.spec(), files,
+                                  ["unix_millis(a_ts) AS a_ts", "n", "unix_millis(last_b) AS last_b"])
     expected = match_rows(q.query, events)
     assert len(expected) > 20
     assert canonical(got) == canonical(expected)
