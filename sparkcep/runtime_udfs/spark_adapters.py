@@ -488,15 +488,19 @@ class MatchOperator:
                 values = pdf[c].tolist()
                 if c in self._none_cols and pdf[c].dtype.kind == "f" and pdf[c].isna().any():
                     values = [None if v != v else v for v in values]  # one partition for null (as Spark's)
-            names.append(c)
-            data.append(values)
-            if c == self.ts_col and c != "ts":
-                names.append("ts")
-                data.append(values)
-            elif c == self.type_col and c != "type":
-                names.append("type")
-                data.append(values)
+            self._add_column(names, data, c, values)
         return names, data
+
+    def _add_column(self, names: list[str], data: list[list], c: str, values: list) -> None:
+        """Append column ``c``; the ts and type columns also under the engine's names ``ts`` and ``type``."""
+        names.append(c)
+        data.append(values)
+        if c == self.ts_col and c != "ts":
+            names.append("ts")
+            data.append(values)
+        elif c == self.type_col and c != "type":
+            names.append("type")
+            data.append(values)
 
     def frame(self, rows: list[dict]) -> pd.DataFrame:
         """Result rows as a pandas batch in ``output_schema`` order, epoch ms as timestamps again."""
@@ -556,14 +560,7 @@ class MatchOperator:
                 values = col.to_pylist()
                 if c in self._none_cols and pa.types.is_floating(col.type):
                     values = [None if v != v else v for v in values]  # NaN and null: one partition (as Spark's)
-            names.append(c)
-            data.append(values)
-            if c == self.ts_col and c != "ts":
-                names.append("ts")
-                data.append(values)
-            elif c == self.type_col and c != "type":
-                names.append("type")
-                data.append(values)
+            self._add_column(names, data, c, values)
         return names, data
 
     def arrow_batch_function(self) -> Callable[[pa.Table], pa.Table]:
