@@ -84,13 +84,9 @@ def workload_texts(draw):
     return ";\n".join(lines), rates
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(workload_texts(), event_streams(types="ABCDE", max_size=9, attrs={"id": (0, 1)}),
-       st.lists(st.integers(1, 8), max_size=3), st.booleans())
-def test_shared_equals_non_shared_equals_alone_equals_oracle(workload, events, cuts, roundtrip):
-    text, rates = workload
-    w = sparkcep.api.CompiledWorkload(tuple(sparkcep.compile_workload(text)), _plan_with_rates(text, rates))
-    assert all(q.reason is None for q in w.plan.queries)
+def assert_shared_equals_non_shared_alone_and_oracle(w, events, cuts, roundtrip) -> None:
+    """Every query of ``w``: the shared plan (in micro-batches ``cuts``, state round trips) = the non-shared
+    plan = the query alone on the GRETA engine = the oracle, window by window."""
     [spec] = w.specs()
     [baseline] = w.specs(share=False)
     shared = per_query(run_shared(spec, events, cuts, roundtrip))
@@ -100,6 +96,16 @@ def test_shared_equals_non_shared_equals_alone_equals_oracle(workload, events, c
         assert shared.get(q.name, []) == expected, (q.name, spec)
         assert non_shared.get(q.name, []) == expected
         assert alone(q, events) == expected
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(workload_texts(), event_streams(types="ABCDE", max_size=9, attrs={"id": (0, 1)}),
+       st.lists(st.integers(1, 8), max_size=3), st.booleans())
+def test_shared_equals_non_shared_equals_alone_equals_oracle(workload, events, cuts, roundtrip):
+    text, rates = workload
+    w = sparkcep.api.CompiledWorkload(tuple(sparkcep.compile_workload(text)), _plan_with_rates(text, rates))
+    assert all(q.reason is None for q in w.plan.queries)
+    assert_shared_equals_non_shared_alone_and_oracle(w, events, cuts, roundtrip)
 
 
 def _plan_with_rates(text, rates):
@@ -195,15 +201,7 @@ def test_aggregates_shared_equal_alone_and_the_oracle(workload, events, cuts, ro
                              budget=None)
     assert all(q.reason is None for q in plan.queries)
     w = sparkcep.api.CompiledWorkload(queries, plan)
-    [spec] = w.specs()
-    [baseline] = w.specs(share=False)
-    shared = per_query(run_shared(spec, events, cuts, roundtrip))
-    non_shared = per_query(run_shared(baseline, events))
-    for q in w.queries:
-        expected = by_window(trend_aggregates(q.query, events))
-        assert shared.get(q.name, []) == expected, (q.name, spec)
-        assert non_shared.get(q.name, []) == expected
-        assert alone(q, events) == expected
+    assert_shared_equals_non_shared_alone_and_oracle(w, events, cuts, roundtrip)
 
 
 def test_aggregates_of_a_shared_segment_used_twice_in_a_query():
