@@ -15,7 +15,6 @@ import sparkcep
 from sparkcep.oracle import match_rows
 from sparkcep.results import canonical
 from sparkcep.runtime_udfs import match_engine
-from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
 from tests.strategies import deliveries, event_streams
 from tests.test_match_engine import stream_through_engine
 
@@ -71,16 +70,6 @@ def test_sase_shoplifting_with_a_negated_sequence():
     rows = match_engine.advance(q.spec(), state, float("inf"))[1]
     assert canonical(rows) == canonical(match_rows(q.query, events))
     assert sorted((r["x_ts"], r["z_ts"]) for r in rows) == [(1, 4)]
-
-
-@pytest.mark.parametrize("text", [
-    "PATTERN SEQ(A a, !(SEQ(B b, !(SEQ(C c, !(D d), E e)), E f)), A g) WITHIN 5",
-    "PATTERN SEQ(A a, !(SEQ(B b, !(E e), C+ c[], !(D d), E f)), A g) WITHIN 5",
-    "PATTERN SEQ(A a, !((SEQ(B b, C c))+), D d) WITHIN 5",
-])
-def test_what_stays_refused(text):
-    with pytest.raises(EngineUnsupportedError, match="negation of a sub-pattern"):
-        match_engine.check(sparkcep.compile(text).spec())
 
 
 @pytest.mark.spark

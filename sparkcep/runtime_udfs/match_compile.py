@@ -6,13 +6,16 @@ sitting in the gaps.  ``P1 OR P2`` (gSPICE Q2), ``T* v[]`` (``T+ v[]`` or nothin
 nothing) expand into several alternatives (GRETA §9: ``SEQ(P*, Q) = SEQ(P+, Q) ∨ Q``); each runs on its own
 and their matches are disjoint, because two alternatives never bind the same positive variables.
 
-A **repeated group** ``(SEQ(B b, C c))+`` is a stretch of single positions that may start over after its last
-one (``Alternative.groups``); its variables are arrays like Kleene ones (one event per iteration) and such
-alternatives run on NFA^b runs (:mod:`match_runs`) under every strategy.  A **negation** ``NOT N`` becomes one
+A **repeated group** ``(SEQ(B b, C c))+`` (with ``OR``, ``?``, ``*``, negations and other groups inside) makes
+its alternative an :class:`Automaton` over its positions, built by the Glushkov construction
+(:class:`Fragment`: first, last and follow sets, negations riding on the edges); its variables are arrays like
+Kleene ones (one entry per event, ``Alternative.groups`` their ranges) and such alternatives run on NFA^b runs
+(:mod:`match_runs`) under every strategy.  A **negation** ``NOT N`` becomes one
 negative item per alternative of ``N`` in the same gap (``NOT (P OR Q)``: ``NOT P`` and ``NOT Q``, with the
 other alternative's variables read as NULL, as the oracle does), each a single event or a sequence of single
 events with single negated events inside (:meth:`NegPlan.as_sequence`); ``T+``/``T*`` inside a negation is
-negated as ``T`` where the oracle's semantics make that exact (:func:`negated_kleene`).
+negated as ``T`` where the oracle's semantics make that exact (:func:`negated_kleene`).  Any other negation
+(:func:`match_negation.general_negations`) is one negative item checked literally (``NegPlan.general``).
 
 Every conjunct of WHERE is analysed once (:class:`Conjunct`): the variables it reads, how it reads each
 Kleene variable (``v[i]``, ``v[i-1]``, ``v[..i-1]``, ``NEXT(v)``, ``v[1]``, ``v[k]``, ``v[v.len]``, ``v[]``),
@@ -36,6 +39,7 @@ holds, one with an absent positionally read Kleene variable holds, and otherwise
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from bisect import bisect_right
@@ -86,12 +90,18 @@ NEXT_MATCH = "skip_till_next_match"
 ANY_MATCH = "skip_till_any_match"
 STRATEGIES = (STRICT, PARTITION, NEXT_MATCH, ANY_MATCH)
 
-#: Expanding ``OR``, ``*`` and ``?`` multiplies alternatives; beyond this many the spec is refused.
+#: Expanding ``OR``, ``*`` and ``?`` multiplies alternatives; beyond this many the whole pattern runs as one
+#: :class:`Automaton` instead (as it does when two alternatives would differ only in their negations).
 MAX_ALTERNATIVES = 64
 
 
 class EngineUnsupportedError(CEPError, NotImplementedError):
     """The spec uses a feature the match engine does not implement (nested Kleene or negation, ...)."""
+
+
+class _TooManyAlternatives(EngineUnsupportedError):
+    """The pattern's disjunctive normal form exceeds :data:`MAX_ALTERNATIVES` (the plan then runs it as one
+    :class:`Automaton`)."""
 
 
 # ----------------------------------------------------------------------------------------------- conjuncts
@@ -421,7 +431,7 @@ class NegPlan:
     """
 
     __slots__ = ("slot", "comp", "var", "any_", "before", "after", "conjuncts", "key_attr", "probe", "rest",
-                 "checks", "rest_checks", "comp_mask", "members", "member_mask", "inners", "guards")
+                 "checks", "rest_checks", "comp_mask", "members", "member_mask", "inners", "guards", "general")
 
     def __init__(self, slot: int, comp: int, component: Component, before: int | None, after: int | None,
                  conjs: list[Conjunct], any_vars: frozenset[str]):
@@ -446,9 +456,11 @@ class NegPlan:
         self.members: tuple = ()
         self.member_mask = None
         self.inners: tuple = ()
-        #: in a repeated group: the position transitions ``(from, to)`` of a match whose gap this negation
-        #: guards (checked on the complete match, :mod:`match_runs`); empty: the gap ``(before, after)``
+        #: non-empty in an :class:`Automaton`: its edges say which gaps this negation guards (checked on the
+        #: complete match, :meth:`Alternative.blocked_on_edges`); empty: the gap ``(before, after)``
         self.guards: frozenset = frozenset()
+        #: any other negated sub-pattern: :class:`~sparkcep.runtime_udfs.match_negation.GeneralNeg`
+        self.general = None
 
     def as_sequence(self, comps: tuple[int, ...], vars_: tuple[str, ...], mask_of,
                     inner: tuple[tuple[int, int, str], ...] = ()) -> None:
@@ -510,7 +522,7 @@ class Alternative:
 
     __slots__ = ("index", "comps", "vars", "kleene", "m", "negs", "conjuncts", "all_vars", "_split",
                  "schedules", "trailing", "neg_vars", "first_var", "last_var", "any_vars", "outputs", "groups",
-                 "loop_back", "listed")
+                 "listed", "starts", "ends", "follow", "automaton", "conjuncts_without", "position")
 
     def __init__(self, index: int, comps: tuple[int, ...], kleene: tuple[bool, ...], vars_: tuple[str, ...],
                  negs: tuple[NegPlan, ...], conjs: tuple[Conjunct, ...], any_vars: frozenset[str],
@@ -519,7 +531,6 @@ class Alternative:
         #: repeated groups ``(SEQ(B b, C c))+`` as ``(first, last)`` positions: after ``last`` a run may go
         #: back to ``first`` (``loop_back``); their variables are arrays like Kleene ones (``listed``)
         self.groups = groups
-        self.loop_back = {j: i for i, j in groups}
         inside = {p for i, j in groups for p in range(i, j + 1)}
         self.listed = tuple(kl or p in inside for p, kl in enumerate(kleene))
         self.any_vars = any_vars
@@ -534,9 +545,63 @@ class Alternative:
         self.trailing = tuple(n for n in negs if n.after is None and not n.guards)
         self.neg_vars = frozenset(neg_vars)
         self.first_var, self.last_var = vars_[0], vars_[-1]
+        self.position = {v: p for p, v in enumerate(vars_)}
+        #: where a match may start and end, and per position the positions that may come next (a Kleene
+        #: position follows itself); a repeated group makes them an automaton's (:meth:`attach`)
+        self.starts, self.ends = (0,), (self.m - 1,)
+        self.follow = tuple(((p,) if kleene[p] else ()) + ((p + 1,) if p + 1 < self.m else ())
+                            for p in range(self.m))
+        self.automaton: Automaton | None = None
+        self.conjuncts_without: Callable[[frozenset[str]], tuple[Conjunct, ...]] | None = None
         self._split: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.schedules: dict[str, Schedule] = {}
         self.outputs: tuple = ()  # (name, fn) per result column, set by Plan
+
+    def attach(self, automaton: Automaton, conjuncts_without) -> None:
+        """Make this alternative run as ``automaton`` (a repeated group): its negations apply on its edges
+        (all ``guards``), those after a match's last event are its negated end (``trailing``, postponed);
+        ``conjuncts_without(missing)`` gives the conjuncts of a match that leaves ``missing`` unbound."""
+        self.automaton = automaton
+        self.starts, self.ends, self.follow = automaton.starts, automaton.ends, automaton.follow
+        self.trailing = tuple(self.negs[s] for s in automaton.trailing_slots)
+        self.conjuncts_without = conjuncts_without
+
+    def path(self, binding: dict) -> list[tuple[Any, int]]:
+        """``(ts, position)`` of a binding's events in ts order (events of a match have distinct ts)."""
+        position = self.position
+        return sorted((ev["ts"], position[v]) for v, bound in binding.items() if v in position and bound is not None
+                      for ev in (bound if isinstance(bound, list) else (bound,)))
+
+    def blocked_on_edges(self, negs: list, binding: dict, window: float, end: bool) -> bool:
+        """Is a complete match of an automaton invalidated by a negation in one of its gaps?  ``end``: only the
+        gap after its last event (the postponed negated end), else all the others.  A gap is invalidated iff
+        every variant of negations of its edge has one that occurs there (the oracle: valid if any derivation
+        is)."""
+        edges = self.automaton.edges
+        path = self.path(binding)
+        first, last = path[0][0], path[-1][0]
+        if end:
+            gaps = [((path[-1][1], END), last, first + window)]
+        else:
+            gaps = [((START, path[0][1]), last - window, first)]
+            gaps += [((p, q), lo, hi) for (lo, p), (hi, q) in zip(path, path[1:], strict=False)]
+        plans = self.negs
+        for key, lo, hi in gaps:
+            variants = edges.get(key)
+            if variants and all(any(negs[s].blocked(plans[s], binding, lo, hi) for s in v) for v in variants):
+                return True
+        return False
+
+    def end_blocked(self, negs: list, binding: dict, window: float) -> bool:
+        """Is a postponed match (complete binding) invalidated by its negated end?  ``negs``: the
+        alternative's negative indexes."""
+        if self.automaton is not None:
+            return self.blocked_on_edges(negs, binding, window, True)
+        for np in self.trailing:
+            lo, hi = self.interval(np, binding, window)
+            if negs[np.slot].blocked(np, binding, lo, hi):
+                return True
+        return False
 
     def row(self, binding: dict) -> dict:
         """The output row of a complete binding."""
@@ -563,6 +628,9 @@ class Alternative:
 
     def span(self, binding: dict) -> tuple[Any, Any]:
         """``(first ts, last ts)`` of a complete binding."""
+        if self.automaton is not None:
+            path = self.path(binding)
+            return path[0][0], path[-1][0]
         first, last = binding[self.first_var], binding[self.last_var]
         first = first[0] if isinstance(first, list) else first
         last = last[-1] if isinstance(last, list) else last
@@ -740,15 +808,25 @@ class Plan:
         self.any_vars = any_vars = frozenset(c.var for c in comps if c.any_)
         self.by_type = component_table(comps, any_vars)
 
-        shapes = _alternatives(spec.pattern if spec.pattern is not None else _flat_pattern(comps), position)
-        negated = frozenset(c.var for c in comps if c.negated)
+        pattern = spec.pattern if spec.pattern is not None else _flat_pattern(comps)
         kleene_vars = frozenset(c.var for c in comps if c.kleene in ("+", "*"))
+        # negations no fast path checks exactly run the general existence check (match_negation.GeneralNeg);
+        # the variables under + or * inside them stay lists
+        from sparkcep.runtime_udfs.match_negation import general_negations
+
+        general, general_lists = general_negations(pattern, [p for e in spec.predicates for p in conjuncts(e)],
+                                                   kleene_vars)
+        try:
+            shapes = _alternatives(pattern, position, general)
+        except _TooManyAlternatives:
+            shapes = None
+        negated = frozenset(c.var for c in comps if c.negated)
         # NOT T+ is negated as NOT T (see negated_kleene): those variables are single events here
-        collapsed = negated_kleene(spec.pattern if spec.pattern is not None else _flat_pattern(comps))
+        collapsed = negated_kleene(pattern) - general_lists
         rewritten = [collapse_negated_kleene(p, collapsed, kleene_vars | collapsed) for e in spec.predicates
                      for p in conjuncts(e)]
         # a negated variable is one event (a negation inside a repeated group applies per iteration)
-        kleene_vars -= negated
+        kleene_vars = (kleene_vars - negated) | general_lists
         self.kleene_vars, self.known = kleene_vars, frozenset(position)
         parsed = [Conjunct(p, kleene_vars, any_vars, self.known) for p in rewritten if p is not None]
         groups = _negation_groups(spec.pattern) if spec.pattern is not None else {}
@@ -756,25 +834,31 @@ class Plan:
             read = c.vars & negated
             if len(read) > 1 and len({groups.get(v, v) for v in read}) > 1:
                 raise EngineUnsupportedError("a predicate reads two negated variables of different negations")
-        alternatives = []
-        for items in shapes:
-            positives = [(k, kl) for kind, k, kl in items if kind == "pos"]
-            if not positives:
-                continue  # nothing to select: no match (the oracle skips empty derivations)
-            alternatives.append(self._alternative(len(alternatives), items, comps, parsed, negated, any_vars))
+        alternatives: list[Alternative] = []
+        for _ in range(2):
+            if shapes is None:
+                # beyond MAX_ALTERNATIVES, or alternatives that select the same variables and differ only in their
+                # negations (valid if either is): the whole pattern as one automaton (one alternative, on runs)
+                shapes = _alternatives(pattern, position, general, whole=True)
+            alternatives = []
+            for items in shapes:
+                positives = [(k, kl) for kind, k, kl in items if kind in ("pos", "group")]
+                if not positives:
+                    continue  # nothing to select: no match (the oracle skips empty derivations)
+                alternatives.append(self._alternative(len(alternatives), items, comps, parsed, negated, any_vars))
+            seqs = [a.vars for a in alternatives]
+            if len(set(seqs)) == len(seqs):
+                break
+            shapes = None
         if not alternatives:
             raise EngineUnsupportedError("the pattern has no positive component")
-        seqs = [a.vars for a in alternatives]
-        if len(set(seqs)) != len(seqs):
-            raise EngineUnsupportedError("two alternatives of the pattern select the same variables and "
-                                         "differ only in their negations")
         if any(not comps[position[v]].negated for v in groups if v in position):
             raise EngineUnsupportedError("negation of a sub-pattern needs its components marked negated")
         self.alternatives = tuple(alternatives)
         for a in alternatives:
             # a repeated group runs on NFA^b runs (match_runs) under every strategy: construction over stacks
             # has no way back from a group's last position to its first
-            a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH or a.groups else "ais")
+            a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH or a.automaton else "ais")
         if spec.collapsed:
             self._check_collapsed()
 
@@ -785,9 +869,11 @@ class Plan:
             raise EngineUnsupportedError(f"collapsed output is for skip_till_any_match (the strategy that "
                                          f"enumerates every subset), not {self.strategy}")
         for alt in self.alternatives:
-            if alt.groups:
+            if alt.automaton is not None:
                 raise EngineUnsupportedError("collapsed output does not support a repeated group "
-                                             "((SEQ(B b, C c))+): its candidates are not one set of events")
+                                             "((SEQ(B b, C c))+), nor a pattern that runs as one automaton (more "
+                                             f"than {MAX_ALTERNATIVES} alternatives): its candidates are not one "
+                                             "set of events")
             if sum(alt.kleene) != 1:
                 raise EngineUnsupportedError("collapsed output needs exactly one Kleene variable (T+ v[]) in each "
                                              "alternative of the pattern")
@@ -802,16 +888,25 @@ class Plan:
 
     def _alternative(self, index: int, items: list, comps, parsed: list[Conjunct], negated: frozenset[str],
                      any_vars: frozenset[str]) -> Alternative:
-        pos_comps = tuple(k for kind, k, _ in items if kind == "pos")
-        kleene = tuple(kl for kind, _, kl in items if kind == "pos")
+        # a repeated group: the whole alternative becomes one automaton (its flat items: positions, group ranges,
+        # negations whose gaps the automaton's edges give)
+        automaton = Automaton(items) if any(kind == "group" for kind, _, _ in items) else None
+        if automaton is not None:
+            items = automaton.items
+        pos_comps = tuple(k for kind, k, *_ in items if kind == "pos")
+        kleene = tuple(kl for kind, _, kl, *_ in items if kind == "pos")
         vars_ = tuple(comps[k].var for k in pos_comps)
         present = set(vars_)
         absent = frozenset(c.var for c in comps if not c.negated) - present
 
-        def here(c: Conjunct) -> Conjunct:
-            """``c`` with the absent variables read as NULL (the oracle's semantics for OR, ``*``, ``?``)."""
+        def here(c: Conjunct, absent: frozenset[str] = absent) -> Conjunct:
+            """``c`` with the absent variables read as NULL (the oracle's semantics for OR, ``*``, ``?``); TRUE if
+            it reads an absent Kleene variable by position (no position to quantify over: a negation predicate
+            ``z.x < b[i].x`` in an alternative without ``b`` leaves ``z`` unconstrained, as in the oracle)."""
             if not c.vars & absent:
                 return c
+            if any(v in absent for v in c.positional):
+                return Conjunct(Literal(True), self.kleene_vars, any_vars, self.known)
             nulled = Conjunct(_nullify(c.expr, absent), self.kleene_vars, any_vars, self.known)
             nulled.nulled = True
             return nulled
@@ -825,24 +920,28 @@ class Plan:
             # conjuncts that read one positionally quantify over its runs (the oracle's semantics)
             plain_here = here
 
-            def here(c: Conjunct) -> Conjunct:
-                c = plain_here(c)
+            def here(c: Conjunct, absent: frozenset[str] = absent) -> Conjunct:
+                c = plain_here(c, absent)
                 return run_aware(c, vars_) if set(c.positional) & looped else c
 
-        plus = []
-        for c in parsed:
-            if c.vars & negated:
-                continue
-            if c.vars and not c.vars & present:
-                continue  # another alternative's predicate
-            if any(v not in present for v in c.positional):
-                continue  # an absent Kleene variable has no position to quantify over
-            plus.append(here(c))
+        def select(present: set[str] | frozenset[str], absent: frozenset[str]) -> tuple[Conjunct, ...]:
+            """The conjuncts on positive variables that apply when exactly ``present`` are bound."""
+            out = []
+            for c in parsed:
+                if c.vars & negated:
+                    continue
+                if c.vars and not c.vars & present:
+                    continue  # another alternative's predicate
+                if any(v not in present for v in c.positional):
+                    continue  # an absent Kleene variable has no position to quantify over
+                out.append(here(c, absent))
+            return tuple(out)
+
+        plus = select(present, absent)
         negs = []
         seen = 0
         groups = []
         groups_of = _negation_groups(self.spec.pattern) if self.spec.pattern is not None else {}
-        in_group: list[tuple] = []  # negations inside the group being read: (kind, k, extra, before, after)
         todo = list(items)
         while todo:
             kind, k, extra, *where = todo.pop(0)
@@ -851,24 +950,7 @@ class Plan:
                 seen += 1
                 continue
             if kind == "loop":
-                i, j = seen - k, seen - 1
-                groups.append((i, j))
-                # a negation inside a repeated group applies in each iteration (the oracle's derivation has it
-                # between the positive events around it): in the gaps between the group's own positions, and
-                # for the first/last position's side, also between one iteration's last event and the next
-                # iteration's first (``guards``: position transitions, checked on the complete match); the gap
-                # before the first iteration / after the last is an ordinary negation of the alternative
-                for gkind, gk, gextra, before, after in in_group:
-                    edge = after == i or before == j
-                    if edge:
-                        todo.append((gkind, gk, gextra, before, after))
-                    todo.append((gkind, gk, gextra, j if edge else before, i if edge else after,
-                                 frozenset({(j, i)}) if edge else frozenset({(before, after)})))
-                in_group = []
-                continue
-            if kind in ("gneg", "gnegseq"):
-                in_group.append((kind[1:], k, extra, seen - 1 if seen else None,
-                                 seen if seen < len(pos_comps) else None))
+                groups.append((seen - k, seen - 1))  # a repeated group's range (see Automaton)
                 continue
             if where:
                 before, after, *rest = where
@@ -876,6 +958,9 @@ class Plan:
             else:
                 before = seen - 1 if seen else None
                 after = seen if seen < len(pos_comps) else None
+            if kind == "neggen":
+                negs.append(self._general_negation(len(negs), k, before, after, guards, parsed, here, vars_))
+                continue
             ks = k if kind == "negseq" else (k,)
             inner = extra if kind == "negseq" else ()
             own = {comps[j].var for j in ks} | {comps[j].var for _, js in inner for j in js}
@@ -909,11 +994,35 @@ class Plan:
             mine = [neg_here(c) for c in parsed if c.vars & own or _unscoped_equiv(c)]
             negs.append(NegPlan(len(negs), k, comps[k], before, after, mine, any_vars))
             negs[-1].guards = guards
-        alt = Alternative(index, pos_comps, kleene, vars_, tuple(negs), tuple(plus), any_vars, tuple(groups))
+        alt = Alternative(index, pos_comps, kleene, vars_, tuple(negs), plus, any_vars, tuple(groups))
+        if automaton is not None:
+            # a match of the automaton may leave out variables of the group (OR, ?, * inside): its conjuncts are
+            # those of the variables it binds (``Alternative.conjuncts_without``)
+            alt.attach(automaton, functools.cache(lambda missing: select(present - missing, absent | missing)))
         singles = frozenset(v for v, kl in zip(vars_, alt.listed, strict=True) if not kl)
         alt.outputs = tuple((o.name, _output_fn(_nullify(o.expr, absent) if absent else o.expr, singles, any_vars))
                             for o in self.spec.outputs)
         return alt
+
+    def _general_negation(self, slot: int, node: Not, before, after, guards, parsed: list[Conjunct], here,
+                          positives: tuple[str, ...]) -> NegPlan:
+        """The :class:`NegPlan` of a negation checked literally (:class:`match_negation.GeneralNeg`): its index
+        holds the events of every component inside it, nested negations included."""
+        from sparkcep.runtime_udfs.match_negation import GeneralNeg
+
+        position = {c.var: k for k, c in enumerate(self.spec.components)}
+        inside = [position[p.var] for p in walk(node) if isinstance(p, EventPat)]
+        own = {self.spec.components[k].var for k in inside}
+        mine = [here(c) for c in parsed if c.vars & own or _unscoped_equiv(c)]
+        plan = NegPlan(slot, inside[0], self.spec.components[inside[0]], before, after, mine, self.any_vars)
+        plan.key_attr = plan.probe = None
+        plan.rest, plan.rest_checks = plan.conjuncts, plan.checks
+        plan.comp_mask = sum(1 << k for k in inside)
+        by_type = self.by_type
+        plan.general = GeneralNeg(node, lambda p: position[p.var], mine, lambda ev: component_mask(by_type, ev),
+                                  positives, self.any_vars)
+        plan.guards = guards
+        return plan
 
     def mask_of(self, event: dict) -> int:
         """Type test and local predicates, for an event that arrived without a ``_mask``."""
@@ -932,9 +1041,11 @@ def _flat_pattern(comps: tuple[Component, ...]):
     return Seq(tuple(items))
 
 
-def _alternatives(pattern, position: dict[str, int]) -> list[list[tuple[str, int, bool]]]:
+def _alternatives(pattern, position: dict[str, int], general=frozenset(),
+                  whole: bool = False) -> list[list[tuple[str, int, bool]]]:
     """The pattern in disjunctive normal form: alternatives of ``("pos", component, is Kleene)`` and
-    ``("neg", component, False)`` items in order."""
+    ``("neg", component, False)`` items in order; ``whole``: one alternative, the whole pattern as one
+    :class:`Fragment` (``("group", fragment, False)``)."""
 
     def component(p: EventPat) -> int:
         if p.var not in position:
@@ -951,8 +1062,7 @@ def _alternatives(pattern, position: dict[str, int]) -> list[list[tuple[str, int
             if not isinstance(inner, EventPat):
                 if p.op == "?":
                     return dnf(inner) + [[]]
-                group = _group(inner, dnf)
-                return [group, []] if p.op == "*" else [group]
+                return _group(p, inner, dnf, component)
             k = component(inner)
             if p.op == "+":
                 return [[("pos", k, True)]]
@@ -960,6 +1070,8 @@ def _alternatives(pattern, position: dict[str, int]) -> list[list[tuple[str, int
                 return [[("pos", k, True)], []]
             return [[("pos", k, False)], []]
         if isinstance(p, Not):
+            if p in general:
+                return [[("neggen", p, False)]]  # the whole negation, checked literally (match_negation)
             # NOT N forbids a match of any alternative of N in the gap: one negative item per alternative, all in
             # the same gap (NOT (P OR Q) = NOT P, NOT Q there)
             out = []
@@ -974,21 +1086,30 @@ def _alternatives(pattern, position: dict[str, int]) -> list[list[tuple[str, int
         if isinstance(p, Seq):
             out: list[list] = [[]]
             for item in p.items:
-                out = [a + b for a in out for b in dnf(item)]
+                tails = dnf(item)  # once: a group's Fragment is one object in every alternative
+                out = [a + b for a in out for b in tails]
                 if len(out) > MAX_ALTERNATIVES:
-                    raise EngineUnsupportedError(f"the pattern expands to more than {MAX_ALTERNATIVES} "
+                    raise _TooManyAlternatives(f"the pattern expands to more than {MAX_ALTERNATIVES} "
                                                  "alternatives")
             return out
         if isinstance(p, Or):
             out = [a for alt in p.alternatives for a in dnf(alt)]
             if len(out) > MAX_ALTERNATIVES:
-                raise EngineUnsupportedError(f"the pattern expands to more than {MAX_ALTERNATIVES} alternatives")
+                raise _TooManyAlternatives(f"the pattern expands to more than {MAX_ALTERNATIVES} alternatives")
             return out
         raise EngineUnsupportedError(f"unknown pattern node {type(p).__name__}")
 
-    return dnf(pattern)
+    if whole:
+        return [[("group", _fragment(pattern, dnf, component), False)]]
+    # identical alternatives (``(T*)?``, ``((P)+)?`` with a P that can be empty) find the same matches: once
+    out: list[list] = []
+    for items in dnf(pattern):
+        if items not in out:
+            out.append(items)
+    return out
 
 
+#: why a negation is not one of the fast paths (it then runs the general check, match_negation.GeneralNeg)
 _NEGATION_LIMIT = ("negation of a sub-pattern is supported by the match engine for sequences of single events, "
                    "T+ (as T), OR and negated sequences of single events inside them, as in NOT (SEQ(B b, "
                    "!(SEQ(D d, E e)), C+ c[]) OR E f); not for ")
@@ -1002,7 +1123,9 @@ def _negated_shapes(pattern, component) -> list[tuple[list[int], list[tuple[int,
     ``T+``/``T*`` inside a negation count as ``T`` (:func:`negated_kleene` says when that is exact).  Next to
     an inner negation that stays exact, because the one ``T`` can be the ``T+``'s event at that side (its
     first for a negation before it, its last for one after it); a ``T+`` with inner negations on both sides
-    is refused (no single event bounds both gaps as the whole sequence does)."""
+    raises (no single event bounds both gaps as the whole sequence does): like every shape this raises
+    :class:`EngineUnsupportedError` for, the negation then runs the general check
+    (:func:`match_negation.general_negations`)."""
 
     def shapes(p, top: bool) -> list[tuple[list[int], list[tuple[int, int]], list[int]]]:
         if isinstance(p, EventPat):
@@ -1111,36 +1234,217 @@ def collapse_negated_kleene(expr, collapsed: frozenset[str], kleene_vars: frozen
                      if isinstance(n, Attr) and n.var in collapsed else n)
 
 
-def _group(inner, dnf) -> list[tuple[str, int, bool]]:
-    """The items of a repeated group ``(SEQ(B b, C c))+``: its positions (single events and ``T+``), its
-    negations tagged ``gneg``/``gnegseq`` (they apply per iteration), then a ``("loop", n, False)`` marker
-    saying that the last ``n`` positions repeat as a whole (each iteration appends its events to their
-    variables, which are arrays: ``b[1]`` is the first iteration's first ``b``)."""
-    shapes = dnf(inner)
-    if len(shapes) != 1:
-        raise EngineUnsupportedError("Kleene closure over a sub-pattern with OR, ? or * inside ((P OR Q)+) is not "
-                                     "supported by the match engine: only a sequence of events, T+ and "
-                                     "negations repeats, as in SEQ(A a, (SEQ(B+ b[], !(E e), C c))+, D d)")
-    items = shapes[0]
-    if any(kind == "loop" for kind, _, _ in items):
-        raise EngineUnsupportedError("Kleene closure over a sub-pattern that holds another repeated group "
-                                     "((SEQ((SEQ(B b, C c))+, D d))+) is not supported by the match engine: "
-                                     "only a sequence of events, T+ and negations repeats, as in "
-                                     "SEQ(A a, (SEQ(B+ b[], !(E e), C c))+, D d)")
-    n = sum(kind == "pos" for kind, _, _ in items)
-    if n == 1 and any(kind == "pos" and kl for kind, _, kl in items):
-        # (B+)+ is B+, and (SEQ(B+ b[], !(E e)))+ is SEQ(B+ b[], !(E e)): a match is a set of events, valid if
-        # one derivation is (oracle), and taking all of them as one iteration has the fewest negation gaps
-        return items
-    # negations inside the group apply per iteration: tagged "gneg"/"gnegseq" (see Plan._alternative)
-    return [("g" + kind if kind in ("neg", "negseq") else kind, k, extra) for kind, k, extra in items] + [
-        ("loop", n, False)]
+def _group(p: Kleene, inner, dnf, component) -> list[list[tuple]]:
+    """The DNF of a repeated group ``(P)+``/``(P)*``: one alternative holding a ``("group", fragment, False)``
+    item, the group compiled to a :class:`Fragment` (its own ``OR``, ``?``, ``*``, nested groups and
+    negations included: iterations may take different branches).  ``(B+)+`` and ``(SEQ(B+ b[], !(E e)))+``
+    stay the flat ``B+``/``SEQ(B+ b[], !(E e))`` they equal (a match is a set of events, valid if one
+    derivation is, and taking all of them as one iteration has the fewest negation gaps)."""
+    members = inner.items if isinstance(inner, Seq) else (inner,)
+    plain = [i for i in members if not isinstance(i, Not)]
+    if len(plain) == 1 and isinstance(plain[0], Kleene) and plain[0].op == "+":
+        one = plain[0].inner
+        while isinstance(one, Seq) and len(one.items) == 1:
+            one = one.items[0]
+        if isinstance(one, EventPat):
+            return dnf(inner) + ([[]] if p.op == "*" else [])
+    plus = _fragment(inner, dnf, component).repeat("+")
+    # the group item selects at least one event; matching nothing ((P)* = (P)+ or nothing, or an inner P that
+    # can be empty) is an alternative of its own (sase_ssc), with the negations such an empty stretch holds, so
+    # that no binding belongs to two alternatives
+    empty = _minimal(plus.null + ((frozenset(),) if p.op == "*" else ()))
+    plus.null = ()  # (several ways to be empty, each with negations: alternatives Plan merges into one automaton)
+    return [[("group", plus, False)]] + [[plus.negs[n] for n in sorted(v)] for v in empty]
+
+
+def _minimal(variants) -> tuple[frozenset, ...]:
+    """The minimal sets among ``variants`` (sets of negative items that sit in one gap in some derivation): a
+    gap is blocked iff every variant is, so a superset of another variant adds nothing."""
+    vs = set(variants)
+    return tuple(sorted((v for v in vs if not any(o < v for o in vs)), key=lambda v: (len(v), sorted(v))))
+
+
+def _cross(xs, ys) -> tuple[frozenset, ...]:
+    return _minimal(x | y for x in xs for y in ys)
+
+
+class Fragment:
+    """A sub-pattern compiled by the Glushkov construction over its *positions* (its positive components,
+    each once: variables are unique), with its negative items riding on the edges.
+
+    ``positions``  ``(component, is Kleene)`` in pattern order;
+    ``negs``       its negative items ``(kind, k, extra)`` (see :func:`_alternatives`);
+    ``null``       how it matches no event: variants, each the set of negative items (indices into ``negs``)
+                   lying in that empty stretch; ``()`` if it cannot;
+    ``first``      position → variants of the negative items before it, when it is the first event;
+    ``last``       position → variants of those after it, when it is the last;
+    ``follow``     ``(p, q)`` → variants of those between ``p`` and ``q`` when ``q`` directly follows ``p``
+                   (a Kleene position follows itself, with no negation: the same run).
+
+    A match of the pattern is a path of positions, and its binding determines the path (the positions of its
+    events in ts order), so paths are never duplicated even when derivations are (``((P)+)+``); a gap between
+    two events is invalidated iff every variant of its edge has a negative item that occurs there (the oracle:
+    a binding is a match if any derivation of it is valid).
+
+        >>> f = Fragment.leaf(0, False).then(Fragment.leaf(1, False)).repeat("+")
+        >>> sorted(f.follow), sorted(f.first), sorted(f.last)
+        ([(0, 1), (1, 0)], [0], [1])
+    """
+
+    __slots__ = ("positions", "negs", "null", "first", "last", "follow", "ranges")
+
+    def __init__(self, positions=(), negs=(), null=(frozenset(),), first=None, last=None, follow=None, ranges=()):
+        #: ``(first, last)`` positions of each repeated group inside (their variables are arrays)
+        self.ranges = list(ranges)
+        self.positions = list(positions)
+        self.negs = list(negs)
+        self.null = null
+        self.first: dict[int, tuple] = first or {}
+        self.last: dict[int, tuple] = last or {}
+        self.follow: dict[tuple[int, int], tuple] = follow or {}
+
+    @classmethod
+    def leaf(cls, comp: int, kleene: bool) -> Fragment:
+        one = (frozenset(),)
+        return cls([(comp, kleene)], (), (), {0: one}, {0: one}, {(0, 0): one} if kleene else {})
+
+    @classmethod
+    def negation(cls, items: list) -> Fragment:
+        """Negative items that sit in one gap (a ``NOT (P OR Q)`` gives one per alternative)."""
+        return cls((), items, (frozenset(range(len(items))),))
+
+    def _shifted(self, dp: int, dn: int) -> Fragment:
+        def sh(vs):
+            return tuple(frozenset(n + dn for n in v) for v in vs)
+        return Fragment(self.positions, self.negs, sh(self.null), {p + dp: sh(v) for p, v in self.first.items()},
+                        {p + dp: sh(v) for p, v in self.last.items()},
+                        {(p + dp, q + dp): sh(v) for (p, q), v in self.follow.items()},
+                        [(i + dp, j + dp) for i, j in self.ranges])
+
+    def then(self, other: Fragment) -> Fragment:
+        """``SEQ(self, other)``."""
+        b = other._shifted(len(self.positions), len(self.negs))
+        first = dict(self.first)
+        for q, fv in b.first.items():
+            if self.null:  # other's first positions can come first only if self can match nothing
+                first[q] = _cross(self.null, fv)
+        last = dict(b.last)
+        for p, lv in self.last.items():
+            if b.null:
+                last[p] = _cross(lv, b.null)
+        follow = {**self.follow, **b.follow}
+        for p, lv in self.last.items():
+            for q, fv in b.first.items():
+                follow[(p, q)] = _cross(lv, fv)
+        return Fragment(self.positions + b.positions, self.negs + b.negs, _cross(self.null, b.null), first, last,
+                        follow, self.ranges + b.ranges)
+
+    def union(self, other: Fragment) -> Fragment:
+        """``self OR other``."""
+        b = other._shifted(len(self.positions), len(self.negs))
+        return Fragment(self.positions + b.positions, self.negs + b.negs, _minimal(self.null + b.null),
+                        {**self.first, **b.first}, {**self.last, **b.last}, {**self.follow, **b.follow},
+                        self.ranges + b.ranges)
+
+    def repeat(self, op: str) -> Fragment:
+        """``(self)+``, ``(self)*`` or ``(self)?``.  As in the oracle, an iteration that selects no event can
+        only be the whole repetition."""
+        null = _minimal(self.null + ((frozenset(),) if op in ("*", "?") else ()))
+        follow = dict(self.follow)
+        if op != "?":
+            for p, lv in self.last.items():
+                for q, fv in self.first.items():
+                    follow[(p, q)] = _minimal(follow.get((p, q), ()) + _cross(lv, fv))
+        ranges = self.ranges + ([(0, len(self.positions) - 1)] if op != "?" and self.positions else [])
+        return Fragment(self.positions, self.negs, null, dict(self.first), dict(self.last), follow, ranges)
+
+
+def _fragment(p, dnf, component) -> Fragment:
+    """The :class:`Fragment` of a sub-pattern inside a repeated group."""
+    if isinstance(p, EventPat):
+        return Fragment.leaf(component(p), False)
+    if isinstance(p, Kleene):
+        inner = p.inner
+        while isinstance(inner, Seq) and len(inner.items) == 1:
+            inner = inner.items[0]
+        if isinstance(inner, EventPat):
+            f = Fragment.leaf(component(inner), p.op != "?")
+            if p.op != "+":
+                f.null = (frozenset(),)
+            return f
+        return _fragment(inner, dnf, component).repeat(p.op)
+    if isinstance(p, Seq):
+        out = Fragment()
+        for item in p.items:
+            out = out.then(_fragment(item, dnf, component))
+        return out
+    if isinstance(p, Or):
+        out = _fragment(p.alternatives[0], dnf, component)
+        for a in p.alternatives[1:]:
+            out = out.union(_fragment(a, dnf, component))
+        return out
+    if isinstance(p, Not):
+        (items,) = dnf(p)
+        return Fragment.negation(items)
+    raise EngineUnsupportedError(f"unknown pattern node {type(p).__name__}")
+
+
+#: the pseudo positions of an automaton's edges from its start and to its end (see :class:`Automaton`)
+START, END = -1, -2
+
+
+class Automaton:
+    """An alternative with a repeated group (or the whole pattern, see :data:`MAX_ALTERNATIVES`), compiled to
+    one :class:`Fragment` over all its items: ``items``, the flat items :meth:`Plan._alternative` reads (the
+    positions in pattern order, after the last position of each repeated group a ``loop`` marker giving the
+    range its variables are arrays in, then every negative item with its gap left open: the edges say where
+    it applies), and the automaton:
+
+    ``starts``/``ends``  the positions a match may begin/end at;
+    ``follow``           per position, the positions that may come next;
+    ``edges``            ``(p, q)`` → variants (tuples of negative slots) of the negations in that gap, only for
+                         the gaps that some negation can invalidate; ``(START, q)`` is the gap before a match's
+                         first event (from its last event − W), ``(p, END)`` the one after its last event (up
+                         to its first event + W: a negated end, postponed).
+    """
+
+    __slots__ = ("items", "starts", "ends", "follow", "edges", "trailing_slots")
+
+    def __init__(self, items: list):
+        whole = Fragment()
+        for item in items:
+            kind, k, extra = item
+            if kind == "pos":
+                f = Fragment.leaf(k, extra)
+            elif kind == "group":
+                f = k
+            else:
+                f = Fragment.negation([item])
+            whole = whole.then(f)
+        flat: list[tuple] = []
+        for p, (comp, kl) in enumerate(whole.positions):
+            flat.append(("pos", comp, kl))
+            flat += [("loop", j - i + 1, False) for i, j in whole.ranges if j == p]
+        guard = frozenset({"edges"})
+        flat += [(kind, k, extra, None, None, guard) for kind, k, extra in whole.negs]
+        self.items = flat
+        m = len(whole.positions)
+        self.starts = tuple(sorted(whole.first))
+        self.ends = tuple(sorted(whole.last))
+        self.follow = tuple(tuple(sorted(q for (p2, q) in whole.follow if p2 == p)) for p in range(m))
+        edges = {}
+        for key, vs in ([((START, q), v) for q, v in whole.first.items()]
+                        + [((p, END), v) for p, v in whole.last.items()] + list(whole.follow.items())):
+            if vs and all(vs):  # some derivation with no negation in the gap: never invalidated
+                edges[key] = tuple(tuple(sorted(v)) for v in vs)
+        self.edges = edges
+        self.trailing_slots = tuple(sorted({s for (_, q), vs in edges.items() if q == END for v in vs for s in v}))
 
 
 def _loops(items: list) -> list[tuple[int, int]]:
     """``(first, last)`` positive positions of each repeated group of an alternative's items."""
     out, seen = [], 0
-    for kind, k, _ in items:
+    for kind, k, *_ in items:
         if kind == "pos":
             seen += 1
         elif kind == "loop":

@@ -22,17 +22,18 @@ partition of the equivalence key (the caller partitions, as SASE's PAIS does) an
 * **Disjunction** ``P1 OR P2`` (gSPICE Q2), with ``*``/``?`` expanded the same way (:mod:`match_compile`).
 * **Collapsed output** (``MatchSpec.collapsed``, SASE++ §5.1): one row per binding of the non-Kleene
   variables that has a match, with the Kleene candidates (:func:`match_compile.collapsed_outputs`).
-* **Kleene closure of a sub-pattern** ``SEQ(A a, (SEQ(B b, C c))+, D d)``, with ``T+`` and negations inside
-  (its variables are arrays, one event or run per iteration), by NFA^b runs under every strategy;
+* **Kleene closure of a sub-pattern** ``SEQ(A a, (SEQ(B b, C c))+, D d)``, with ``T+``, ``T?``, ``T*``, ``OR``,
+  negations and other repeated groups inside (an automaton over the positions, :class:`match_compile.Automaton`;
+  its variables are arrays, one entry per event), by NFA^b runs under every strategy;
   **negation** of ``T+`` (as ``T``), of ``P OR Q``, and negated events or sequences of them, or ``T+``,
   inside a negated sequence (:mod:`match_compile`).
 
-Not supported (:func:`check` raises :class:`EngineUnsupportedError`): a repeated group inside a repeated
-group or with ``OR``/``T*``/``T?`` inside (``(P OR Q)+``), ``NOT T+`` with predicates on ``v[1]``,
+Not supported (:func:`check` raises :class:`EngineUnsupportedError`): ``NOT T+`` with predicates on ``v[1]``,
 ``v[v.len]``, ``v[k]`` or ``v[]`` of the negated variable, negation nested three deep, a ``T+`` between two
-negations inside a negated sequence, a predicate reading variables of two different negations, alternatives
-that select the same variables and differ only in their negations (``(!B OR !C)``), and collapsed output of
-a query it does not fit (see ``Plan._check_collapsed``).
+negations inside a negated sequence, a predicate reading variables of two different negations, and collapsed
+output of a query it does not fit (see ``Plan._check_collapsed``).  A pattern that expands to more than
+``MAX_ALTERNATIVES`` alternatives, or whose alternatives would select the same variables and differ only in
+their negations (``(!B OR !C)``: valid if either is), runs as one automaton.
 
 The streaming contract: :func:`step` only buffers; :func:`advance` processes the buffered events up to the
 watermark in ``ts`` order and returns every match completed (each exactly once); events at or before a
@@ -126,7 +127,7 @@ def engines(spec: MatchSpec) -> tuple[tuple[tuple[str, ...], str], ...]:
     the name (a key of :data:`ENGINES`) of what runs it, by the rule :func:`advance` dispatches by. Raises like
     :func:`check`."""
     plan = _plan(spec)
-    return tuple((alt.vars, "nfa_b_runs" if alt.groups or plan.strategy != ANY_MATCH else "sase_ssc")
+    return tuple((alt.vars, "nfa_b_runs" if alt.automaton or plan.strategy != ANY_MATCH else "sase_ssc")
                  for alt in plan.alternatives)
 
 
@@ -217,7 +218,7 @@ def advance(spec: MatchSpec, state: MatchState, watermark: float) -> tuple[Match
     engine = match_ais if plan.strategy == ANY_MATCH else match_runs
     if ready:
         for alt, st in zip(plan.alternatives, state.alts, strict=True):
-            (match_runs if alt.groups else engine).scan(plan, alt, st, ready, sink)  # groups: runs only
+            (match_runs if alt.automaton else engine).scan(plan, alt, st, ready, sink)  # automata: runs only
     _release(plan, state, watermark, rows)
     _prune(plan, state, watermark - plan.window)
     return state, rows
@@ -227,7 +228,7 @@ def _prepare(plan: Plan, state: MatchState) -> None:
     """Create the alternatives' states on first use; rebuild negation buckets after a load."""
     if not state.alts:
         ais = plan.strategy == ANY_MATCH
-        state.alts = [AltState(match_ais.n_stacks(a) if ais and not a.groups else 0, len(a.negs))
+        state.alts = [AltState(match_ais.n_stacks(a) if ais and not a.automaton else 0, len(a.negs))
                       for a in plan.alternatives]
         return
     if len(state.alts) != len(plan.alternatives) or any(
@@ -250,12 +251,7 @@ def _release(plan: Plan, state: MatchState, watermark: float, rows: list[dict]) 
     while postponed and postponed[0][0] <= watermark:
         _, _, k, binding = heapq.heappop(postponed)
         alt = plan.alternatives[k]
-        st = state.alts[k]
-        for np in alt.trailing:
-            lo, hi = alt.interval(np, binding, plan.window)
-            if st.negs[np.slot].blocked(np, binding, lo, hi):
-                break
-        else:
+        if not alt.end_blocked(state.alts[k].negs, binding, plan.window):
             rows.append(alt.row(binding))
 
 

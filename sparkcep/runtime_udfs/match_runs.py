@@ -20,10 +20,13 @@ The exact rules are the oracle's (:mod:`sparkcep.oracle`):
   non-selectable event is skipped (the run also branches if the event can still be taken, which only a
   predicate on ``v[k]`` not yet decidable allows).
 
-A **repeated group** ``(SEQ(B b, C c))+`` adds an edge from its last position back to its first: a run there
-may start another iteration or go on.  Such alternatives run here under ``skip_till_any_match`` too (a run
-that may take an event both takes it, as a clone, and stays), with every conjunct checked on each extended
-binding once its variables are bound (:class:`_LoopChecks`).
+A **repeated group** ``(SEQ(B b, C c) OR D d)+`` makes the alternative an automaton over its positions
+(:class:`~sparkcep.runtime_udfs.match_compile.Automaton`): a run may start at any of its ``starts``, moves
+along ``follow`` (back to a group's first positions, into another branch), and completes at any of its
+``ends``; a binding is one path, so no match is found twice.  Such alternatives run here under
+``skip_till_any_match`` too (a run that may take an event both takes it, as a clone, and stays), with every
+conjunct checked on each extended binding once its variables are bound (:class:`_LoopChecks`), and the
+negations checked on the complete match, per gap (:meth:`Alternative.blocked_on_edges`).
 
 Conjuncts are checked as soon as their value is final (the forward :class:`Schedule`), a run is dropped when
 one fails, and a run that completes the last position yields a match once the whole-sequence conjuncts of a
@@ -91,8 +94,8 @@ class _Checks:
 
 
 class _LoopChecks(_Checks):
-    """The checks of an alternative with a repeated group ``(SEQ(B b, C c))+``, whose positions are visited
-    more than once: instead of a schedule by position, every conjunct is evaluated on each extended binding as
+    """The checks of an automaton (a repeated group ``(SEQ(B b, C c))+``), whose positions are visited more than
+    once: instead of a schedule by position, every conjunct is evaluated on each extended binding as
     soon as its variables are bound, with the oracle's rules.  A conjunct that reads a still growing array
     (the Kleene variable of the run's position, the variables of the group it is in) through ``v[v.len]``,
     ``v[]`` or ``v[k]`` waits; any other conjunct can only gain constraints as arrays grow (``v[i]`` holds at
@@ -134,8 +137,12 @@ class _LoopChecks(_Checks):
         return True
 
     def completes(self, binding: dict) -> bool:
-        """Every conjunct holds on the complete binding."""
-        return all(c.check(binding) is True for c in self.conjuncts)
+        """Every conjunct holds on the complete binding (those of the variables it binds: a group with ``OR``,
+        ``?`` or ``*`` inside may leave some out, which then read NULL as in the oracle)."""
+        alt = self.alt
+        missing = frozenset(v for v in alt.vars if binding.get(v) is None)
+        conjuncts = alt.conjuncts_without(missing) if missing else self.conjuncts
+        return all(c.check(binding) is True for c in conjuncts)
 
 
 def _checks(alt: Alternative) -> _Checks:
@@ -143,7 +150,7 @@ def _checks(alt: Alternative) -> _Checks:
     memo = alt.schedule("forward").memo
     checks = memo.get("runs")
     if checks is None:
-        checks = memo["runs"] = _LoopChecks(alt) if alt.groups else _Checks(alt)
+        checks = memo["runs"] = _LoopChecks(alt) if alt.automaton else _Checks(alt)
     return checks
 
 
@@ -162,28 +169,18 @@ def _extended(alt: Alternative, run: Run | None, p: int, ev: dict) -> dict:
     return binding
 
 
-def _options(alt: Alternative, here: int) -> tuple[int, ...]:
-    """The positions an event may take after a run at ``here``: the next one, ``here`` itself if Kleene, the
-    first position of a repeated group that ends at ``here``."""
-    nxt = (here + 1,) if here + 1 < alt.m else ()
-    if here in alt.loop_back:
-        nxt = (alt.loop_back[here], *nxt)
-    return (here, *nxt) if alt.kleene[here] else nxt
-
-
-def _blocked_inside(binding: dict, guarded: tuple, negs: list, position: dict, kleene: tuple) -> bool:
-    """Is a complete match invalidated by a negation inside a repeated group?  The match's events in ts order
-    give its position transitions ``(p, q)`` (``p == q`` at a Kleene position is one run, not a transition);
-    a negation guarding ``(p, q)`` must have no event between the two events."""
-    flat = sorted((ev["ts"], position[v]) for v, bound in binding.items() if v in position and bound is not None
-                  for ev in (bound if isinstance(bound, list) else (bound,)))
-    for (lo, p), (hi, q) in zip(flat, flat[1:], strict=False):
-        if p == q and kleene[p]:
-            continue
-        for np in guarded:
-            if (p, q) in np.guards and negs[np.slot].blocked(np, binding, lo, hi):
-                return True
-    return False
+def _at(alt: Alternative, binding: dict) -> int | None:
+    """The position of ``alt`` a run with ``binding`` would be at: the binding's events in ts order must be a
+    path of ``alt`` (None: they are not, e.g. another alternative's variables)."""
+    position = alt.position
+    if any(bound is not None and v not in position for v, bound in binding.items()):
+        return None
+    here = None
+    for _, p in alt.path(binding):
+        if not (p in alt.starts if here is None else p in alt.follow[here]):
+            return None
+        here = p
+    return here
 
 
 def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) -> None:
@@ -192,47 +189,46 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     contiguous = plan.contiguous
     next_match = plan.strategy == NEXT_MATCH
     checks = _checks(alt)
-    # skip_till_next_match: the other alternatives that start like this one, per position (selectability)
+    # skip_till_next_match: the other alternatives that may continue a run of this one (selectability): per
+    # position, those that start like this one; with an automaton, every other one, checked on the run's path
+    general = any(a.automaton is not None for a in plan.alternatives)
     siblings = [[(_checks(other), other.split) for other in plan.alternatives
-                 if other is not alt and other.vars[:p + 1] == alt.vars[:p + 1]]
+                 if other is not alt and (general or other.vars[:p + 1] == alt.vars[:p + 1])]
                 for p in range(alt.m)] if next_match and len(plan.alternatives) > 1 else None
-    kleene = alt.kleene
-    last = alt.m - 1
     negs, neg_plans = st.negs, alt.negs
     final_negs = tuple(n for n in alt.negs if n.after is not None and not n.guards)
-    guarded = tuple(n for n in alt.negs if n.guards)
-    position = {v: p for p, v in enumerate(alt.vars)}
     split = alt.split
     interval = alt.interval
-
-    looping = bool(alt.groups)
-    survives_last = kleene[last] or last in alt.loop_back
+    follow, starts, ends = alt.follow, alt.starts, alt.ends
+    automaton = alt.automaton is not None
 
     def complete(run: Run) -> None:
         binding = run.binding
-        if looping:
-            if not checks.completes(binding):
+        if automaton:
+            if not checks.completes(binding) or alt.blocked_on_edges(negs, binding, window, False):
                 return
-        elif kleene[last]:
-            for check, _ in checks.whole[last]:
-                if check(binding) is not True:
+        else:
+            if alt.kleene[run.pos]:
+                for check, _ in checks.whole[run.pos]:
+                    if check(binding) is not True:
+                        return
+            for np in final_negs:
+                lo, hi = interval(np, binding, window)
+                if negs[np.slot].blocked(np, binding, lo, hi):
                     return
-        for np in final_negs:
-            lo, hi = interval(np, binding, window)
-            if negs[np.slot].blocked(np, binding, lo, hi):
-                return
-        if guarded and _blocked_inside(binding, guarded, negs, position, kleene):
-            return
         sink.finish(alt, binding)
 
     def selectable_elsewhere(run: Run, mask: int, ev: dict) -> bool:
         for other_checks, other_split in siblings[run.pos]:
             other = other_checks.alt
+            here = _at(other, run.binding) if general else run.pos
+            if here is None:
+                continue
             positions = other_split(mask)[0]
-            for p in _options(other, run.pos):
+            for p in other.follow[here]:
                 if p in positions:
                     binding = _extended(other, run, p, ev)
-                    if other_checks.evaluate(binding, p, run.pos)[0] and other_checks.undecided_hold(binding, p):
+                    if other_checks.evaluate(binding, p, here)[0] and other_checks.undecided_hold(binding, p):
                         return True
         return False
 
@@ -252,7 +248,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 continue  # the next event of its order is not this one
             selected = False
             if ts > run.last_ts:
-                for p in _options(alt, run.pos):
+                for p in follow[run.pos]:
                     if p not in positions:
                         continue
                     binding = _extended(alt, run, p, ev)
@@ -265,16 +261,15 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                     selected = selectable_elsewhere(run, mask, ev)
             if not contiguous and not selected:
                 survivors.append(run)
-        if positions and positions[0] == 0:
-            binding = _extended(alt, None, 0, ev)
-            decided, grows_ok = checks.evaluate(binding, 0, -1)
-            if decided and grows_ok:
-                born.append(Run(0, binding, ts, ts, seq))
+        for p in positions:
+            if p in starts:
+                binding = _extended(alt, None, p, ev)
+                decided, grows_ok = checks.evaluate(binding, p, -1)
+                if decided and grows_ok:
+                    born.append(Run(p, binding, ts, ts, seq))
         for new in born:
-            if new.pos == last:
+            if new.pos in ends:
                 complete(new)
-                if survives_last:
-                    survivors.append(new)
-            else:
+            if follow[new.pos]:
                 survivors.append(new)
         st.runs = survivors

@@ -47,7 +47,9 @@ def components_of(r: ResolvedQuery) -> tuple[Component, ...]:
         if isinstance(p, EventPat):
             out.append(Component(p.var, p.types, p.any_, kleene, negated))
         elif isinstance(p, Kleene):
-            visit(p.inner, kleene or p.op, negated)
+            # under a + or * anywhere above, a variable is an array (``((SEQ(B b, C c))+)?``: b is b[])
+            visit(p.inner, kleene if kleene in ("+", "*") else p.op if p.op in ("+", "*") else kleene or p.op,
+                  negated)
         elif isinstance(p, Not):
             visit(p.inner, None, True)
         elif isinstance(p, Seq):
