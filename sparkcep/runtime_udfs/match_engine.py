@@ -26,14 +26,15 @@ partition of the equivalence key (the caller partitions, as SASE's PAIS does) an
   negations and other repeated groups inside (an automaton over the positions, :class:`match_compile.Automaton`;
   its variables are arrays, one entry per event), by NFA^b runs under every strategy;
   **negation** of ``T+`` (as ``T``), of ``P OR Q``, and negated events or sequences of them, or ``T+``,
-  inside a negated sequence (:mod:`match_compile`).
+  inside a negated sequence (:mod:`match_compile`); any other negated sub-pattern (a repeated group, nesting
+  of any depth, ``T+`` between two negations of a negated sequence, ``NOT T+`` whose predicates read ``v[1]``,
+  ``v[v.len]``, ``v[k]`` or ``v[]``) by a general existence search over the gap (:mod:`match_negation`).
 
-Not supported (:func:`check` raises :class:`EngineUnsupportedError`): ``NOT T+`` with predicates on ``v[1]``,
-``v[v.len]``, ``v[k]`` or ``v[]`` of the negated variable, negation nested three deep, a ``T+`` between two
-negations inside a negated sequence, a predicate reading variables of two different negations, and collapsed
-output of a query it does not fit (see ``Plan._check_collapsed``).  A pattern that expands to more than
-``MAX_ALTERNATIVES`` alternatives, or whose alternatives would select the same variables and differ only in
-their negations (``(!B OR !C)``: valid if either is), runs as one automaton.
+Not supported (:func:`check` raises :class:`EngineUnsupportedError`): a predicate reading variables of two
+different negations (the oracle refuses it too), and collapsed output of a query it does not fit (repeated
+groups included; see ``Plan._check_collapsed``).  A pattern that expands to more than ``MAX_ALTERNATIVES``
+alternatives, or whose alternatives would select the same variables and differ only in their negations
+(``(!B OR !C)``: valid if either is), runs as one automaton.
 
 The streaming contract: :func:`step` only buffers; :func:`advance` processes the buffered events up to the
 watermark in ``ts`` order and returns every match completed (each exactly once); events at or before a
