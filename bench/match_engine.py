@@ -24,9 +24,9 @@ from sparkcep.runtime_udfs.expr import compile_expr, holds
 QUERY = "PATTERN SEQ(A a, B b, C c) WHERE a.x < b.x AND b.x < c.x WITHIN {window} RETURN a.ts, b.ts, c.ts"
 
 
-def stream(n: int, seed: int = 1) -> list[dict]:
+def stream(n: int, seed: int = 1, types: str = "ABCD") -> list[dict]:
     rnd = random.Random(seed)
-    return [{"type": rnd.choice("ABCD"), "ts": t, "x": rnd.randint(0, 9)} for t in range(n)]
+    return [{"type": rnd.choice(types), "ts": t, "x": rnd.randint(0, 9)} for t in range(n)]
 
 
 def run_engine(spec, events, batch: int = 10_000) -> int:

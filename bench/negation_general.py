@@ -16,14 +16,19 @@ State the machine next to the figures (the project's reference is a 2-core VM).
 from __future__ import annotations
 
 import argparse
-import math
-import random
 import statistics
+import sys
 import time
+from pathlib import Path
 from unittest import mock
 
-import sparkcep
-from sparkcep.runtime_udfs import match_engine, match_negation
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import match_engine as match_engine_bench  # noqa: E402  (bench/match_engine.py: the stream and the feed loop)
+
+import sparkcep  # noqa: E402
+from sparkcep.runtime_udfs import match_engine, match_negation  # noqa: E402
 
 FAST_PATH_QUERIES = [
     "PATTERN SEQ(A a, !(SEQ(B b, !(D z), C c)), E e) WHERE c.x > b.x WITHIN 12 RETURN a.ts, e.ts",
@@ -33,19 +38,11 @@ FAST_PATH_QUERIES = [
 
 
 def stream(n: int, seed: int = 1) -> list[dict]:
-    rnd = random.Random(seed)
-    return [{"type": rnd.choice("ABCDE"), "ts": t, "x": rnd.randint(0, 9)} for t in range(n)]
+    return match_engine_bench.stream(n, seed, types="ABCDE")
 
 
 def run_engine(spec, events, batch: int = 5_000) -> int:
-    state, found = match_engine.init_state(), 0
-    for lo in range(0, len(events), batch):
-        chunk = events[lo:lo + batch]
-        state, _ = match_engine.step(spec, state, chunk)
-        state, rows = match_engine.advance(spec, state, chunk[-1]["ts"])
-        found += len(rows)
-    state, rows = match_engine.advance(spec, state, math.inf)
-    return found + len(rows)
+    return match_engine_bench.run_engine(spec, events, batch)
 
 
 def everything_general(pattern, exprs, kleene_vars):

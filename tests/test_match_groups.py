@@ -21,13 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.compiler.errors import CEPError
-from sparkcep.oracle import OracleError, match_rows
+from sparkcep.oracle import match_rows
 from sparkcep.results import canonical
 from sparkcep.runtime_udfs import match_engine
 from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
 from tests.strategies import event_streams
-from tests.test_match_language import agrees, with_strategy
+from tests.test_match_language import agrees, usable, with_strategy
 from tests.test_match_semantics import STRATEGIES, compiled, run
 
 #: group shapes the engine refused before the automaton (OR, ?, * inside a group; a group inside a group)
@@ -80,16 +79,7 @@ CONDITIONS = [
 
 @functools.cache
 def _usable(pattern: str) -> list[str]:
-    """The conditions valid for ``pattern`` (variables exist, ``v[i]`` only on arrays) that the oracle gives a
-    meaning to."""
-    out = []
-    for c in CONDITIONS:
-        try:
-            match_rows(sparkcep.compile(f"PATTERN {pattern} WHERE {c} WITHIN 5").query, [])
-        except (CEPError, OracleError):
-            continue
-        out.append(c)
-    return out
+    return usable(pattern, tuple(CONDITIONS))
 
 
 @st.composite

@@ -104,20 +104,24 @@ GROUP_CONDITIONS = [
 ]
 
 
-@functools.cache
-def _usable(pattern: str) -> list[str]:
-    """The conditions that are valid for ``pattern`` (their variables exist, ``v[i]`` only on arrays) and that
-    the oracle gives a meaning to (not ``y.x = z.x`` of two negations)."""
+def usable(pattern: str, conditions: tuple[str, ...]) -> list[str]:
+    """The ``conditions`` that are valid for ``pattern`` (their variables exist, ``v[i]`` only on arrays) and
+    that the oracle gives a meaning to (not ``y.x = z.x`` of two negations)."""
     out = []
-    for c in GROUP_CONDITIONS:
-        if ")?" in pattern and "[" in c.replace("[id]", ""):
-            continue  # (P)? binds single events: v[k] of them is an error in the oracle too (not an array)
+    for c in conditions:
         try:
             match_rows(sparkcep.compile(f"PATTERN {pattern} WHERE {c} WITHIN 5").query, [])
         except (CEPError, OracleError):
             continue
         out.append(c)
     return out
+
+
+@functools.cache
+def _usable(pattern: str) -> list[str]:
+    # (P)? binds single events: v[k] of them is an error in the oracle too (not an array)
+    return usable(pattern, tuple(c for c in GROUP_CONDITIONS
+                                 if ")?" not in pattern or "[" not in c.replace("[id]", "")))
 
 
 @st.composite
