@@ -12,11 +12,12 @@ Sections (``--sections``, comma-separated; each prints one table):
             run-cloning NFA^b baseline (one run per partial match, cloned on every relevant event: SASE+),
             with both match counts checked equal.
 ``spark``   the SASE microbenchmark on Spark, in one session: the sparkcep job (``sparkcep.compile(q).apply(df)``,
-            batch, counted) next to the same query written as a Spark SQL self-join with range conditions (what
-            a Spark user would write without sparkcep, like SASE's TelegraphCQ comparison, §5.3), for L = 2..6
-            on a grid of (V1, W) settings (``--spark-grid``: V1 varies at fixed W as in Exp. 1/6, W at fixed V1
-            as in Exp. 2), both match counts checked equal.  Wall-clock time (Spark runs in other processes),
-            median of ``--repeat`` alternating runs after one warm-up run of each.
+            batch, counted: ``spark_adapters.batch_matches``, the candidates repartitioned by key and run per partition
+            under ``mapInArrow``) next to the same query written as a Spark SQL self-join with range conditions (what a
+            Spark user would write without sparkcep, like SASE's TelegraphCQ comparison, §5.3), for L = 2..6 on a grid
+            of (V1, W) settings (``--spark-grid``: V1 varies at fixed W as in Exp. 1/6, W at fixed V1 as in Exp. 2),
+            both match counts checked equal. Wall-clock time (Spark runs in other processes), median of ``--repeat``
+            alternating runs after one warm-up run of each.
 ``state``   streaming state over a long stream: the serialized engine state of every key after each
             micro-batch of ``SEQ(E1, E2, E3) WHERE [attr1] WITHIN W``, printed over time next to the bound
             (events per window), to show it stays bounded by the window.

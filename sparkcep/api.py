@@ -71,7 +71,8 @@ class CompiledQuery:
     #: variables with the Kleene candidates as an array column, instead of one row per subset
     collapsed: bool = False
     #: hash the partition keys into this many Spark groups, each holding one engine state per key (fewer
-    #: groups, less per-key cost per micro-batch; see docs/architecture.md); None: one Spark group per key
+    #: groups, less per-key cost per micro-batch; see docs/architecture.md); None: one Spark group per key.  A
+    #: batch has no groups: there it is the number of partitions (None: spark.sql.shuffle.partitions)
     buckets: int | None = None
 
     @property
@@ -124,7 +125,8 @@ class CompiledQuery:
         ``side_channel`` (streaming): late events come out as rows of ``_kind`` "late" instead of being
         dropped, and the relevant events are counted (for :mod:`sparkcep.sinks`, see docs/operations.md).
 
-        Batch: ``groupBy(key).applyInPandas``.  Streaming: an event-time watermark on ``ts`` (allowed
+        Batch: :func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches` (repartition by key, ``mapInArrow``).
+        Streaming: an event-time watermark on ``ts`` (allowed
         lateness ``self.lateness``; numeric ts run on a derived timestamp column where 1 unit is 1 ms) and
         ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
         with a checkpoint.
@@ -166,23 +168,18 @@ class CompiledQuery:
 
 def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type_col: str,
                    buckets: int | None):
-    """A batch run as :func:`~sparkcep.runtime_udfs.spark_adapters.apply_match` does it (``applyInArrow`` over
-    hashed buckets of keys, the columns the engine never reads not shuffled), with Spark's fixed cost per job
-    cut: the filter, the column pruning and the bucket column are one SQL query (one analysis instead of
-    three), and the operator's input schema is derived here instead of asked from the JVM."""
+    """A batch run: :func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches` (repartition by key,
+    ``mapInArrow``) over the Spark SQL filter, with Spark's fixed cost per job cut: the filter and the column
+    pruning are one SQL query, and the operator's input schema is derived here instead of asked from the JVM.
+    ``buckets``, if set, is the number of partitions."""
     from sparkcep.compiler.codegen.sql import CONTIGUITY
-    from sparkcep.runtime_udfs.spark_adapters import BUCKET, MatchOperator, batch_buckets
+    from sparkcep.runtime_udfs.spark_adapters import batch_matches
 
-    names = schema.fieldNames()
     arrival = getattr(spec, "strategy", None) in CONTIGUITY
     drop, candidate_schema = _candidate_schema(plan, spec, schema, ts_col, type_col)
-    op = MatchOperator(spec, candidate_schema, ts_col=ts_col, type_col=type_col,
-                       buckets=buckets if buckets is not None else batch_buckets(df))
-    bucket = (op.group_cols, op.buckets, BUCKET) if op.buckets is not None else None
-    candidates = df.sparkSession.sql(filter_sql(plan, view, names, pretty=False, arrival=arrival, drop=drop,
-                                                bucket=bucket))
-    groups = candidates.groupBy(BUCKET) if bucket is not None else op.grouped(candidates)
-    return groups.applyInArrow(op.arrow_batch_function(), op.output_schema)
+    candidates = df.sparkSession.sql(filter_sql(plan, view, schema.fieldNames(), pretty=False, arrival=arrival,
+                                                drop=drop))
+    return batch_matches(candidates, spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col)
 
 
 def _candidate_schema(plan: Node, spec, schema, ts_col: str, type_col: str):

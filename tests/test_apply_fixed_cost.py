@@ -1,5 +1,5 @@
-"""The batch path of ``CompiledQuery.apply`` with its fixed cost per Spark job cut (one SQL query for the filter,
-the column pruning and the bucket column; the operator's input schema derived in Python; one temp view per input
+"""The batch path of ``CompiledQuery.apply`` with its fixed cost per Spark job cut (one SQL query for the filter
+and the column pruning; the operator's input schema derived in Python; one temp view per input
 DataFrame): the same rows as the oracle, and a derived schema equal to the one Spark analyses."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from sparkcep import api
 from sparkcep.compiler.codegen.sql import filter_sql
 from sparkcep.oracle import match_rows, trend_aggregates
 from sparkcep.results import canonical
-from sparkcep.runtime_udfs.spark_adapters import BUCKET
 from tests.strategies import event_streams
 
 SCHEMA = StructType([StructField("type", StringType()), StructField("ts", LongType()),
@@ -32,19 +31,17 @@ QUERIES = [
 ]
 
 
-def test_default_filter_sql_is_unchanged_without_drop_and_bucket():
-    """``drop``/``bucket`` only add to the SQL: without them it is the explain/job SQL as before."""
+def test_default_filter_sql_is_unchanged_without_drop():
+    """``drop`` only changes the SQL when given: without it it is the explain/job SQL as before."""
     plan = sparkcep.compile(QUERIES[0]).plan(SCHEMA)
-    assert filter_sql(plan, "t", SCHEMA.fieldNames(), drop=(), bucket=None) == filter_sql(plan, "t",
-                                                                                      SCHEMA.fieldNames())
+    assert filter_sql(plan, "t", SCHEMA.fieldNames(), drop=()) == filter_sql(plan, "t", SCHEMA.fieldNames())
 
 
-def test_drop_and_bucket_are_in_the_one_select():
+def test_drop_is_in_the_one_select():
     plan = sparkcep.compile(QUERIES[0]).plan(SCHEMA)
-    sql = filter_sql(plan, "t", SCHEMA.fieldNames(), drop=("type", "note", "x"), bucket=(("id",), 7, "_b"))
+    sql = filter_sql(plan, "t", SCHEMA.fieldNames(), drop=("type", "note", "x"))
     inner = sqlglot.parse_one(sql, read="spark").find(sqlglot.exp.Subquery).this
-    assert [e.alias_or_name for e in inner.expressions] == ["ts", "id", "_mask", "_b"]
-    assert "PMOD(HASH(id), 7) AS _b" in sql
+    assert [e.alias_or_name for e in inner.expressions] == ["ts", "id", "_mask"]
     assert "`type` IN ('A', 'B', 'C')" in sql  # the filter still reads the dropped type column
 
 
@@ -66,9 +63,8 @@ def test_batch_apply_equals_oracle_and_derived_schema_is_sparks(spark, text, eve
         assert canonical(got) == canonical(match_rows(q.query, events))
     drop, derived = api._candidate_schema(plan, spec, SCHEMA, "ts", "type")
     analysed = spark.sql(filter_sql(plan, api._view_of(df), SCHEMA.fieldNames(), pretty=False,
-                                    arrival="contiguity" in text, drop=drop, bucket=(("id",), 3, BUCKET)))
-    assert [(f.name, f.dataType) for f in analysed.schema.fields] == [
-        *[(f.name, f.dataType) for f in derived.fields], (BUCKET, analysed.schema[BUCKET].dataType)]
+                                    arrival="contiguity" in text, drop=drop))
+    assert [(f.name, f.dataType) for f in analysed.schema.fields] == [(f.name, f.dataType) for f in derived.fields]
     if "RETURN" in text:  # without RETURN every column is an output
         assert "note" not in analysed.columns  # never shuffled (pruned by the plan or dropped)
 

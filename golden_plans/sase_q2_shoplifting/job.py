@@ -19,6 +19,7 @@ Plan:
     r3 := Partition[r2, keys=(id)]
     r4 := Sequence[r3, window=43200000 ms, strategy=skip_till_any_match, engine=sase_ssc]
             pattern SEQ(SHELF-READING x, NOT COUNTER-READING y, EXIT-READING z)
+            batch prefilter: sequence scan over 1 chain(s), drops rows in no chain inside the window
     r5 := Output[r4, columns=<every attribute of every positive component>]
 
 Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]
@@ -50,7 +51,7 @@ from sparkcep.progress import follow
 from sparkcep.runtime_udfs.late import with_side_columns
 from sparkcep.runtime_udfs.spark_adapters import (
     STATE_SCHEMA,
-    batch_udf,
+    batch_matches,
     grouped,
     load_spec,
     output_schema,
@@ -215,8 +216,8 @@ def main(argv=None) -> None:
     out_schema = output_schema(spec, candidates.schema)
     columns = out_schema.names
     if not args.stream:
-        result = grouped(candidates, GROUP).applyInPandas(
-            batch_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL), schema=out_schema)
+        # partitioned by the hash of GROUP, one Python call per partition (mapInArrow); the keys are split there
+        result = batch_matches(candidates, spec, ts_col=TS_COL, type_col=TYPE_COL)
     else:
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
         relevant = counted(watermarked(candidates, TS_COL, args.lateness, keep_late=True), "events_relevant")

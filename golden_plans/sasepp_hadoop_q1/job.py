@@ -21,6 +21,7 @@ Plan:
     r3 := Partition[r2, keys=(job_id)]
     r4 := Sequence[r3, window=86400000 ms, strategy=skip_till_any_match, engine=sase_ssc]
             pattern SEQ(JobStart a, Mapper+ b[], JobEnd c)
+            batch prefilter: sequence scan over 1 chain(s), drops rows in no chain inside the window
     r5 := Output[r4, avg_b_period := AVG(b[].period), max_b_period := MAX(b[].period)]
 
 Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]
@@ -52,7 +53,7 @@ from sparkcep.progress import follow
 from sparkcep.runtime_udfs.late import with_side_columns
 from sparkcep.runtime_udfs.spark_adapters import (
     STATE_SCHEMA,
-    batch_udf,
+    batch_matches,
     grouped,
     load_spec,
     output_schema,
@@ -256,8 +257,8 @@ def main(argv=None) -> None:
     out_schema = output_schema(spec, candidates.schema)
     columns = out_schema.names
     if not args.stream:
-        result = grouped(candidates, GROUP).applyInPandas(
-            batch_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL), schema=out_schema)
+        # partitioned by the hash of GROUP, one Python call per partition (mapInArrow); the keys are split there
+        result = batch_matches(candidates, spec, ts_col=TS_COL, type_col=TYPE_COL)
     else:
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
         relevant = counted(watermarked(candidates, TS_COL, args.lateness, keep_late=True), "events_relevant")

@@ -8,7 +8,12 @@ picks one by the spec's class): they only move data in and out.
   GroupStateTimeout.EventTimeTimeout)`` on a stream with a watermark;
 * :func:`batch_udf` and :func:`stream_udf` are shorthands for those two functions;
 * :func:`output_schema` types the result columns, the same for both;
-* :func:`apply_match` wires either one onto a DataFrame (batch, or streaming with a watermark);
+* :func:`batch_matches` is *the* batch path (``CompiledQuery.apply``, :func:`apply_match` and the generated job
+  call it): the candidates repartitioned by key, one ``mapInArrow`` call per partition
+  (:meth:`MatchOperator.partition_function`), where the keys are split vectorially and, for skip_till_any_match
+  specs, rows no match can use are dropped before they become engine events (:func:`prefilter_of`);
+* :func:`apply_match` wires :func:`batch_matches` or the streaming function onto a DataFrame (batch, or
+  streaming with a watermark);
 * :func:`grouped` groups by the key (or by a constant column when there is none), :func:`watermarked` puts
   the event-time watermark on the ts column (a derived timestamp column for numeric ts);
 * :meth:`MatchOperator.grouped` groups for the operator: by the key; by the GROUP BY columns for a trend
@@ -18,8 +23,7 @@ picks one by the spec's class): they only move data in and out.
 
 Example (batch)::
 
-    op = MatchOperator(SPEC, events.schema)
-    matches = grouped(candidates, KEY).applyInPandas(op.batch_function(), op.output_schema)
+    matches = batch_matches(candidates, SPEC)
 
 Input rows carry the type column, the ts column, optionally ``_mask``, and attribute columns; columns that
 are not in the input schema given (e.g. a derived event-time column for the watermark) are ignored.  The
@@ -43,6 +47,7 @@ Spark still delivers behind the watermark the engine has already processed are c
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import pickle
@@ -81,13 +86,16 @@ from sparkcep.runtime_udfs import late, match_engine, shared_engine, trend_engin
 from sparkcep.runtime_udfs.shared_engine import SharedSpec
 from sparkcep.runtime_udfs.spec import OVERFLOW, MatchSpec, TrendSpec
 
-__all__ = ["BUCKET", "EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_udf",
+__all__ = ["BUCKET", "EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_matches",
+           "batch_udf",
            "grouped", "load_spec", "output_schema", "stream_udf", "watermarked"]
 
 #: The bitmask column of the Spark SQL filter (``sparkcep.compiler.plan.builder.MASK``).
 MASK = "_mask"
 #: The input-order column of a contiguity strategy's filter (``sparkcep.compiler.codegen.sql.ARRIVAL``).
 ARRIVAL = "_arrival"
+#: The strategies whose engine ranks ties in ts by input order (``sparkcep.compiler.codegen.sql.CONTIGUITY``).
+CONTIGUITY = ("strict_contiguity", "partition_contiguity")
 
 #: The per-key state of :func:`stream_udf`: one binary column holding :meth:`MatchState.to_bytes`.
 STATE_SCHEMA = StructType([StructField("engine_state", BinaryType(), False)])
@@ -544,11 +552,10 @@ class MatchOperator:
         return pa.Table.from_arrays(arrays, schema=schema)
 
     def _arrow_columns(self, table: pa.Table) -> tuple[list[str], list[list]]:
-        """:meth:`_columns_of` for an Arrow table: the same engine columns, read without pandas."""
+        """:meth:`_columns_of` for an Arrow table: the same engine columns, read without pandas (rows in the
+        table's order: :meth:`_arrow_rows` puts them in input order first)."""
         if not table.num_rows:
             return [], []
-        if ARRIVAL in table.column_names:  # contiguity strategies: the engine numbers events in input order
-            table = table.take(pc.sort_indices(table, [(ARRIVAL, "ascending")]))  # a stable sort
         names, data = [], []
         for c in table.column_names:
             if c not in self._columns:
@@ -565,24 +572,117 @@ class MatchOperator:
 
     def arrow_batch_function(self) -> Callable[[pa.Table], pa.Table]:
         """``fn(table) -> table`` for ``groupBy(key).applyInArrow``: :meth:`batch_function` without pandas in
-        between (Arrow columns straight to engine events, result rows straight to Arrow), which saves a fixed
-        cost per group: with many small groups (a selective key) that cost dominates."""
-        spec = self.spec
+        between: the rows of one Spark group (one or several keys) in, their matches out, as
+        :meth:`run_table` computes them."""
 
-        def arrow_batch(table: pa.Table) -> pa.Table:
-            engine = self.engine
-            names, data = self._arrow_columns(table)
-            if not self.nested:
-                events = _rows_of(tuple(names))(data) if data else []
-                state, _ = engine.step(spec, engine.init_state(), events)
-                return self.table(engine.advance(spec, state, math.inf)[1])
-            rows = []
-            for events in self._split_columns(names, data).values():
-                state, _ = engine.step(spec, engine.init_state(), events)
-                rows.extend(engine.advance(spec, state, math.inf)[1])
-            return self.table(self._finish(rows))
+        def arrow_batch(table: pa.Table) -> pa.Table:  # not the bound method: Spark counts its ``self``
+            return self.run_table(table)
 
         return arrow_batch
+
+    def partition_function(self) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+        """``fn(batches) -> batches`` for ``mapInArrow`` over a DataFrame repartitioned by :attr:`group_cols`
+        (what :func:`batch_matches` runs): the partition's record batches are gathered into one table (a key's
+        rows may span batches) and run by :meth:`run_table`."""
+
+        def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            batches = [b for b in batches if b.num_rows]
+            if not batches:
+                return
+            result = self.run_table(pa.Table.from_batches(batches))
+            if result.num_rows:
+                yield from result.to_batches()
+
+        return run_partition
+
+    def run_table(self, table: pa.Table) -> pa.Table:
+        """The matches (or trend rows) of every key in ``table``, as an Arrow table of :attr:`output_schema`:
+        rows in input order (``_arrival`` under a contiguity strategy), the keys told apart vectorially
+        (:meth:`key_ids`), the rows no match can use dropped by the prefilter when the spec has one
+        (:func:`prefilter_of`), then engine events for the remaining rows, one engine run per key."""
+        engine, spec = self.engine, self.spec
+        if ARRIVAL in table.column_names and table.num_rows:  # contiguity: the engine numbers events in input order
+            table = table.take(pc.sort_indices(table, [(ARRIVAL, "ascending")]))  # a stable sort
+        ids = self.key_ids(table)
+        keep = self._prefiltered(table, ids)
+        if keep is not None:
+            table = table.filter(pa.array(keep, pa.bool_()))
+            ids = ids[keep] if ids is not None else None
+        if ids is not None and len(ids) > 1:
+            order = np.argsort(ids, kind="stable")  # a key's rows together, in input order
+            table, ids = table.take(order), ids[order]
+        n = table.num_rows
+        bounds = [0, n]  # where each key's rows start
+        if ids is not None and n > 1:
+            bounds = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), n]
+        rows: list[dict] = []
+        # engine events (dicts) for whole keys at a time, about CONVERT_ROWS rows, not for the whole partition
+        chunk = [0]
+        for b in bounds[1:]:
+            if b - chunk[-1] >= CONVERT_ROWS or b == n:
+                chunk.append(b)
+        first = 0
+        for lo, hi in itertools.pairwise(chunk):
+            if lo == hi:
+                continue
+            names, data = self._arrow_columns(table.slice(lo, hi - lo))
+            events = _rows_of(tuple(names))(data)
+            last = bounds.index(hi, first)
+            for a, b in itertools.pairwise(bounds[first:last + 1]):
+                state, _ = engine.step(spec, engine.init_state(), events[a - lo:b - lo])
+                rows.extend(engine.advance(spec, state, math.inf)[1])
+            first = last
+        return self.table(self._finish(rows))
+
+    def key_ids(self, table: pa.Table) -> np.ndarray | None:
+        """Dense int64 ids of the rows' ``spec.key`` values (rows of one key share an id), computed with Arrow
+        (no Python per row), or None without a key.  Null and NaN are one key (as :meth:`_split_columns`
+        sees them); a key column the table lacks is null for every row."""
+        ids: np.ndarray | None = None
+        for c in self.spec.key:
+            if c not in table.column_names:
+                continue
+            col = table.column(c)
+            if pa.types.is_floating(col.type):
+                col = pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
+            encoded = pc.dictionary_encode(col, null_encoding="encode")
+            if isinstance(encoded, pa.ChunkedArray):
+                encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
+            codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            if ids is None:
+                ids = codes
+            else:  # combine and make dense again (no overflow however many key columns)
+                ids = np.unique(ids * len(encoded.dictionary) + codes, return_inverse=True)[1].astype(np.int64)
+        if ids is None and self.spec.key:
+            ids = np.zeros(table.num_rows, dtype=np.int64)
+        return ids
+
+    def _prefiltered(self, table: pa.Table, ids: np.ndarray | None) -> np.ndarray | None:
+        """The rows to keep (bool array) by the spec's prefilter, or None (no prefilter, nothing to drop)."""
+        if not table.num_rows or MASK not in table.column_names:
+            return None
+        if not hasattr(self, "_prefilter"):  # looked up once per operator (on the executor)
+            self._prefilter = prefilter_of(self.spec)
+        fn = self._prefilter
+        if fn is None:
+            return None
+        ts_col = table.column(self.ts_col)
+        valid = pc.is_valid(ts_col).to_numpy(zero_copy_only=False)
+        if self.ts_col in self._zones:  # epoch ms, the very values the engine sees (_arrow_epoch_ms)
+            if ts_col.type.unit != "us":
+                ts_col = ts_col.cast(pa.timestamp("us", tz=ts_col.type.tz))
+            ts = pc.fill_null(pc.cast(ts_col, pa.int64()), 0).to_numpy() / 1000
+        else:
+            ts = pc.fill_null(pc.cast(ts_col, pa.float64()), math.nan).to_numpy()
+            valid &= ~np.isnan(ts)
+        mask = pc.fill_null(table.column(MASK), 0).to_numpy().astype(np.int64)
+        group_ids = ids if ids is not None else np.zeros(table.num_rows, dtype=np.int64)
+        keep = np.zeros(table.num_rows, dtype=bool)
+        if valid.all():
+            keep[:] = fn(group_ids, ts, mask)
+        else:  # rows without a ts are dropped by the engine anyway (counted invalid)
+            keep[valid] = fn(group_ids[valid], np.nan_to_num(ts)[valid], mask[valid])
+        return None if keep.all() else keep
 
     def batch_function(self) -> Callable[[pd.DataFrame], pd.DataFrame]:
         """``fn(pdf) -> pdf`` for ``groupBy(key).applyInPandas``: all events of one key in, all its matches
@@ -839,38 +939,69 @@ def unread_columns(spec: EngineSpec, columns: list[str], ts_col: str = "ts",
     return [c for c in columns if c not in read]
 
 
-#: Buckets per shuffle partition of a batch :func:`apply_match` without ``buckets``: Spark's cost per group
-#: (Arrow batches, a call into Python) is then paid per bucket, not per key, while a bucket stays a small part of
-#: a task's rows.
-BATCH_BUCKETS_PER_PARTITION = 16
+#: About how many rows of a partition :meth:`MatchOperator.run_table` turns into engine events (dicts) at a time
+#: (whole keys): the Arrow table of the partition is compact, its rows as Python dicts are not.
+CONVERT_ROWS = 1 << 16
 
 
-def batch_buckets(df: DataFrame) -> int:
-    """The default ``buckets`` of a batch :func:`apply_match`: :data:`BATCH_BUCKETS_PER_PARTITION` per shuffle
-    partition of the session."""
-    value = df.sparkSession.conf.get("spark.sql.shuffle.partitions")
-    partitions = int(value) if value and str(value).isdigit() else 200  # e.g. "auto" on some platforms
-    return BATCH_BUCKETS_PER_PARTITION * max(1, partitions)
+def prefilter_of(spec: EngineSpec) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None:
+    """The spec's row prefilter (:func:`sparkcep.runtime_udfs.match_prefilter.prefilter`: ``keep = f(group_ids,
+    ts, mask)`` drops rows that cannot be in any match, for skip_till_any_match specs), or None: not a match
+    spec, not eligible, or the module is not there."""
+    if not isinstance(spec, MatchSpec):
+        return None
+    try:
+        from sparkcep.runtime_udfs.match_prefilter import prefilter
+    except ImportError:
+        return None
+    return prefilter(spec)
+
+
+def batch_matches(candidates: DataFrame, spec: SpecLike, input_schema: StructType | None = None, *,
+                  partitions: int | None = None, **options: Any) -> DataFrame:
+    """The matches (or trend rows) of a batch ``candidates`` DataFrame (the output of the Spark SQL filter):
+    the one batch path of :meth:`sparkcep.CompiledQuery.apply`, :func:`apply_match` and the generated job.
+
+    The columns the engine never reads (:func:`unread_columns`) are dropped, the rows are hash-partitioned by
+    the operator's :attr:`~MatchOperator.group_cols` (``partitions`` partitions, default
+    ``spark.sql.shuffle.partitions``; one partition without a key) and each partition runs in one
+    ``mapInArrow`` call (:meth:`MatchOperator.partition_function`): Python splits the keys itself, vectorially,
+    so Spark neither sorts nor groups, and Spark's cost per group is paid once per partition.
+    Under a contiguity strategy the rows are numbered in input order (``_arrival``) before the shuffle, unless
+    the filter did it.  ``input_schema``: the schema of ``candidates`` if known (saves a round trip to the
+    JVM); ``options`` go to :class:`MatchOperator` (``buckets`` is ignored: a batch has no per-group state to
+    bound)."""
+    spec = load_spec(spec)
+    schema = input_schema if input_schema is not None else candidates.schema
+    if getattr(spec, "strategy", None) in CONTIGUITY and ARRIVAL not in schema.names:
+        # contiguity ranks ties in ts by input order: number the rows before the shuffle reorders them
+        candidates = candidates.withColumn(ARRIVAL, F.monotonically_increasing_id())
+        schema = StructType([*schema.fields, StructField(ARRIVAL, LongType(), False)])
+    unread = unread_columns(spec, schema.names, options.get("ts_col", "ts"), options.get("type_col", "type"))
+    if unread:  # not shuffled, not converted
+        candidates = candidates.drop(*unread)
+        schema = StructType([f for f in schema.fields if f.name not in unread])
+    options.pop("buckets", None)
+    op = MatchOperator(spec, schema, **options)
+    keys = [F.col(f"`{c}`") for c in op.group_cols]
+    if not keys:
+        spread = candidates.repartition(1)
+    elif partitions is not None:
+        spread = candidates.repartition(partitions, *keys)
+    else:
+        spread = candidates.repartition(*keys)
+    return spread.mapInArrow(op.partition_function(), op.output_schema)
 
 
 def apply_match(df: DataFrame, spec: SpecLike, **options: Any) -> DataFrame:
-    """The matches of ``df`` grouped by ``spec.key``: ``applyInArrow`` for a batch DataFrame,
-    ``applyInPandasWithState`` (append mode, event-time timeouts) for a streaming one, which must carry a
-    watermark.  ``options`` go to :class:`MatchOperator`.  A spec without key runs as one group.  A batch
-    DataFrame without ``buckets`` is bucketed by :func:`batch_buckets` (a streaming one only when asked: the
-    grouping is part of its checkpoint).
+    """The matches of ``df`` grouped by ``spec.key``: :func:`batch_matches` for a batch DataFrame (``buckets``,
+    if given, is its number of partitions), ``applyInPandasWithState`` (append mode, event-time timeouts) for a
+    streaming one, which must carry a watermark (hashed into ``buckets`` groups only when asked: the grouping is
+    part of its checkpoint).  ``options`` go to :class:`MatchOperator`.  A spec without key runs as one group.
     """
-    streaming = df.isStreaming
-    if not streaming:
-        if options.get("buckets") is None:
-            options = {**options, "buckets": batch_buckets(df)}
-        unread = unread_columns(load_spec(spec), df.columns, options.get("ts_col", "ts"),
-                                options.get("type_col", "type"))
-        if unread:  # not shuffled, not converted
-            df = df.drop(*unread)
+    if not df.isStreaming:
+        return batch_matches(df, spec, partitions=options.pop("buckets", None), **options)
     op = MatchOperator(spec, df.schema, **options)
     groups = op.grouped(df)
-    if not streaming:
-        return groups.applyInArrow(op.arrow_batch_function(), op.output_schema)
     return groups.applyInPandasWithState(op.stream_function(), op.stream_schema, op.state_schema, "append",
                                          GroupStateTimeout.EventTimeTimeout)

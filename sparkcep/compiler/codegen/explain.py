@@ -20,7 +20,7 @@ from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.naming import safe_identifier
 from sparkcep.compiler.plan.nodes import Node, chain
 from sparkcep.compiler.printer import format_expr, format_pattern
-from sparkcep.runtime_udfs import match_engine, trend_engine
+from sparkcep.runtime_udfs import match_engine, match_prefilter, trend_engine
 from sparkcep.runtime_udfs.spec import Component
 
 INDENT = " " * 8
@@ -69,6 +69,15 @@ def _match_engines(spec) -> tuple[str, list[str]]:
                                for k, (vs, name) in enumerate(alternatives)]
 
 
+def _prefiltered(spec) -> list[str]:
+    """The batch prefilter's line (:mod:`sparkcep.runtime_udfs.match_prefilter`), if the spec has one."""
+    scan = match_prefilter.prefilter(spec)
+    if scan is None:
+        return []
+    return [f"batch prefilter: sequence scan over {len(scan.shapes)} chain(s), drops rows in no chain inside the "
+            "window"]
+
+
 class Explainer:
     def __init__(self, ts_unit: str, type_col: str):
         self.ts_unit = ts_unit
@@ -105,7 +114,7 @@ class Explainer:
         engine, per_alternative = _match_engines(s)
         head = f"Sequence[{ref}, window={self.duration(s.window)}, strategy={s.strategy}, engine={engine}]"
         lines = [f"pattern {_pattern(s.pattern)}"] if s.pattern is not None else []
-        return head, lines + [f"where {format_expr(p)}" for p in s.predicates] + per_alternative
+        return head, lines + [f"where {format_expr(p)}" for p in s.predicates] + per_alternative + _prefiltered(s)
 
     def visit_Trend(self, n, ref):
         s = n.spec

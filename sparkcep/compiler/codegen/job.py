@@ -5,9 +5,10 @@ literal, and the wiring: ``read``/``readStream`` with validation (dead letters) 
 ``write`` (batch) or one exactly-once ``writeStream`` of results, late events and dead letters (streaming,
 :mod:`sparkcep.sinks`).  The operator section is the one part that depends on what was compiled:
 
-* one query: its engine spec and Spark SQL filter (generated from sqlglot trees), ``groupBy(key)
-  .applyInPandas`` (batch) or ``applyInPandasWithState`` with an event-time watermark and timeout
-  (streaming); the engine is imported from ``sparkcep.runtime_udfs``;
+* one query: its engine spec and Spark SQL filter (generated from sqlglot trees),
+  :func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches` (batch: repartition by key, ``mapInArrow``) or
+  ``groupBy(key).applyInPandasWithState`` with an event-time watermark and timeout (streaming); the engine is
+  imported from ``sparkcep.runtime_udfs``;
 * a workload: its Sharon sharing plan (shared operators and the queries that run alone) as JSON, run by
   :func:`sparkcep.runtime_udfs.workload_spark.apply_workload` into one result with a ``query`` column.
 
@@ -129,8 +130,8 @@ _QUERY_OPERATOR = '''\
     out_schema = output_schema(spec, candidates.schema)
     columns = out_schema.names
     if not args.stream:
-        result = grouped(candidates, GROUP).applyInPandas(
-            batch_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL), schema=out_schema)
+        # partitioned by the hash of GROUP, one Python call per partition (mapInArrow); the keys are split there
+        result = batch_matches(candidates, spec, ts_col=TS_COL, type_col=TYPE_COL)
     else:
 {shedding}\
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
@@ -164,8 +165,8 @@ GROUP = {group!r}'''
 _QUERY_IMPORTS = {
     "pyspark.sql.streaming.state": ["GroupStateTimeout"],
     "sparkcep.runtime_udfs.late": ["with_side_columns"],
-    "sparkcep.runtime_udfs.spark_adapters": ["STATE_SCHEMA", "batch_udf", "grouped", "load_spec", "output_schema",
-                                             "stream_udf", "watermarked"],
+    "sparkcep.runtime_udfs.spark_adapters": ["STATE_SCHEMA", "batch_matches", "grouped", "load_spec",
+                                             "output_schema", "stream_udf", "watermarked"],
     "sparkcep.runtime_udfs.spec": ["with_default_outputs"],
 }
 

@@ -139,14 +139,13 @@ def filter_columns(plan: Node, attributes=None) -> list[str] | None:
 
 
 def filter_select(plan: Node, table: str = "events", attributes=None, arrival: bool = False,
-                  drop: tuple[str, ...] = (), bucket: tuple[tuple[str, ...], int, str] | None = None) -> exp.Select:
+                  drop: tuple[str, ...] = ()) -> exp.Select:
     """The SELECT of the plan's Source → Filter → Project: events that may fill a component, with
     ``_mask``; ``attributes`` are the input's columns when Project keeps them all.  Under a contiguity
     strategy: every event, and with ``arrival`` (batch input only) the ``_arrival`` column.
 
     For a batch run (:meth:`sparkcep.api.CompiledQuery.apply`), in the same SELECT, so that Spark analyses
-    one query instead of three: ``drop`` leaves out input columns the engine never reads, and ``bucket``
-    ``(columns, n, name)`` adds the Spark group ``PMOD(HASH(columns), n) AS name``."""
+    one query instead of two: ``drop`` leaves out input columns the engine never reads."""
     nodes = chain(plan)
     source = next(n for n in nodes if isinstance(n, Source))
     filt = next(n for n in nodes if isinstance(n, Filter))
@@ -162,28 +161,18 @@ def filter_select(plan: Node, table: str = "events", attributes=None, arrival: b
         if arrival:
             select = select.select(exp.alias_(exp.Anonymous(this="MONOTONICALLY_INCREASING_ID", expressions=[]),
                                               ARRIVAL, quoted=False))
-        return _bucketed(select, bucket).from_(table)
+        return select.from_(table)
     select = select.select(exp.alias_(mask_expr(filt.components, source.type_col), MASK, quoted=False))
     all_types = sorted({t for c in filt.components for t in c.types})
     cond = type_test(source.type_col, all_types)
     if residual is not None:
         cond = exp.and_(cond, to_sql_expr(residual))
-    inner = _bucketed(select, bucket).from_(table).where(cond)
+    inner = select.from_(table).where(cond)
     return exp.select(exp.Star()).from_(exp.paren(inner).as_("candidates", quoted=False)).where(
         exp.NEQ(this=column(MASK), expression=exp.Literal.number(0)))
 
 
-def _bucketed(select: exp.Select, bucket: tuple[tuple[str, ...], int, str] | None) -> exp.Select:
-    if bucket is None:
-        return select
-    group_cols, n, name = bucket
-    hashed = exp.Anonymous(this="HASH", expressions=[column(c) for c in group_cols])
-    return select.select(exp.alias_(exp.Anonymous(this="PMOD", expressions=[hashed, exp.Literal.number(n)]), name,
-                                    quoted=False))
-
-
 def filter_sql(plan: Node, table: str = "events", attributes=None, pretty: bool = True,
-               arrival: bool = False, drop: tuple[str, ...] = (),
-               bucket: tuple[tuple[str, ...], int, str] | None = None) -> str:
-    return filter_select(plan, table, attributes, arrival, drop, bucket).sql(dialect=DIALECT, pretty=pretty)
+               arrival: bool = False, drop: tuple[str, ...] = ()) -> str:
+    return filter_select(plan, table, attributes, arrival, drop).sql(dialect=DIALECT, pretty=pretty)
 
