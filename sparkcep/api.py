@@ -183,7 +183,7 @@ def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type
 
 
 def _candidate_schema(plan: Node, spec, schema, ts_col: str, type_col: str):
-    """``(dropped columns, schema)`` of the batch filter's output (before the bucket column) over an input of
+    """``(dropped columns, schema)`` of the batch filter's output over an input of
     ``schema``, derived without the JVM: the input's columns as they are, minus those the engine never reads
     (:func:`~sparkcep.runtime_udfs.spark_adapters.unread_columns`), ``_mask`` an INT (a sum of INT CASEs) and,
     under a contiguity strategy, ``_arrival`` a BIGINT."""
