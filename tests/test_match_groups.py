@@ -15,6 +15,7 @@ strategy, in one step and through random micro-batches with watermarks and state
 from __future__ import annotations
 
 import functools
+import math
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,7 +28,7 @@ from sparkcep.runtime_udfs import match_engine
 from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
 from tests.strategies import event_streams
 from tests.test_match_language import agrees, usable, with_strategy
-from tests.test_match_semantics import STRATEGIES, compiled, run
+from tests.test_match_semantics import STRATEGIES, compiled, oracle_rows, run, with_seq
 
 #: group shapes the engine refused before the automaton (OR, ?, * inside a group; a group inside a group)
 SHAPES = [
@@ -221,6 +222,89 @@ def test_beyond_max_alternatives_and_for_negation_only_alternatives_the_pattern_
 def test_collapsed_output_still_refuses_groups(text):
     with pytest.raises(EngineUnsupportedError, match="repeated group"):
         match_engine.check(sparkcep.compile(text, collapsed=True).spec())
+
+
+# ----------------------------------------------------------------------------------------------- latency
+
+#: automata whose paths may end on an edge with a negated end (postponed to first ts + W) or on one without
+#: (emitted when complete); the last one is a whole-pattern automaton whose end edge has two variants
+MIXED_ENDS = [
+    "SEQ(A a, (SEQ(B b, !(E z)) OR C c)+)",
+    "SEQ(A a, (SEQ(B+ b[], !(E z)) OR C c)+)",
+    "(C c OR SEQ(B b, !(E z)))+",
+    "SEQ(A a, (SEQ(B b, !(E z), C c) OR SEQ(D d, !(E y)))+)",
+    "SEQ(A a, (SEQ(B b, !(E z)))+) OR SEQ(C c, D d)",
+    "SEQ(A a, (SEQ(B b, C? c, !(E z)))+)",
+    "SEQ(A a, (SEQ(!(E z), B? b) OR SEQ(B? c, !(D y))))",
+]
+MIXED_CONDITIONS = ["[id]", "b[i].x > a.x", "z.x > a.x", "c[i].x >= b[1].x", "y.x = a.x", "z.x < b[i].x",
+                    "count(c[].x) >= 2"]
+
+
+@st.composite
+def mixed_end_queries(draw, strategy: str) -> str:
+    pattern = draw(st.sampled_from(MIXED_ENDS))
+    conds = draw(st.lists(st.sampled_from(usable(pattern, tuple(MIXED_CONDITIONS))), max_size=2, unique=True))
+    text = f"PATTERN {pattern}" + (" WHERE " + " AND ".join(conds) if conds else "")
+    return with_strategy(text + f" WITHIN {draw(st.integers(3, 10))}", strategy)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), events=event_streams("ABCDE", min_size=3, max_size=8, max_gap=2, lacking=True))
+def test_mixed_end_edges_agree_with_the_oracle(strategy, data, events):
+    """Matches emitted when complete and matches postponed by a negated end, in one step and in random
+    micro-batches with watermarks and state round trips."""
+    agrees(data.draw(mixed_end_queries(strategy)), events, data)
+
+
+def _emitted_at(spec, events: list[dict]) -> list[tuple]:
+    """``(watermark, row)`` of every row: all events buffered, then the watermark advanced to each distinct ts
+    in turn (each event is processed at the watermark of its own ts), then a flush."""
+    state, _ = match_engine.step(spec, match_engine.init_state(), events)
+    out = []
+    for w in [*sorted({e["ts"] for e in events}), math.inf]:
+        state, rows = match_engine.advance(spec, state, w)
+        out += [(w, r) for r in rows]
+    return out
+
+
+def test_a_match_without_a_trailing_negation_is_emitted_at_its_last_event():
+    """``(SEQ(B b, !(E z)) OR C c)+`` over a0 c1 b2 c3: a0 c1 and the matches ending in c3 have no negated end:
+    emitted at the watermark of their last event; those ending in b2 wait for a0 + W = 10 (before, only
+    postponed matches of the alternative were emitted at all, all at 10)."""
+    text = ("PATTERN SEQ(A a, (SEQ(B b, !(E z)) OR C c)+) WITHIN 10 "
+            "RETURN a.ts, b[b.len].ts AS lb, c[c.len].ts AS lc")
+    _, spec = compiled(text)
+    got = _emitted_at(spec, _events("a0 c1 b2 c3 a12"))
+    assert sorted((w, r["lb"] or -1, r["lc"] or -1) for w, r in got) == [
+        (1, -1, 1), (3, -1, 3), (3, -1, 3), (3, 2, 3), (3, 2, 3), (12, 2, -1), (12, 2, 1)]
+    assert canonical([r for _, r in got]) == canonical(agrees(text, _events("a0 c1 b2 c3 a12")))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=event_streams("ABCE", min_size=3, max_size=9, max_gap=2), window=st.integers(3, 8),
+       pattern=st.sampled_from(MIXED_ENDS[:2]))
+def test_only_matches_ending_on_a_negated_end_wait(strategy, events, window, pattern):
+    """Every oracle row is emitted exactly at the watermark it can be decided at: a path that ends in ``c`` (no
+    negation after it) at its last event's ts, one that ends in ``b`` (``!(E z)`` after it) at the first
+    watermark at or after ``a.ts + W``."""
+    text = with_strategy(f"PATTERN {pattern} WITHIN {window} RETURN a.ts, b[b.len].ts AS lb, c[c.len].ts AS lc",
+                         strategy)
+    q, spec = compiled(text)
+    feed = events if strategy == "skip_till_any_match" else with_seq(spec, events)
+    marks = [*sorted({e["ts"] for e in events}), math.inf]
+    expected = []
+    for r in oracle_rows(q, events):
+        lb, lc = r["lb"], r["lc"]
+        if lc is not None and (lb is None or lc > lb):
+            due = lc
+        else:
+            due = next(w for w in marks if w >= r["a_ts"] + window)
+        expected.append({"due": due, **r})
+    got = [{"due": w, **r} for w, r in _emitted_at(spec, feed)]
+    assert canonical(got) == canonical(expected), text
 
 
 # ----------------------------------------------------------------------------------------------- Spark

@@ -73,6 +73,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from operator import itemgetter
 
+from sparkcep.compiler.ast import Not
 from sparkcep.compiler.errors import CEPError
 from sparkcep.runtime_udfs import match_ais, match_runs
 from sparkcep.runtime_udfs.match_compile import ANY_MATCH, EngineUnsupportedError, Plan
@@ -85,6 +86,7 @@ __all__ = [
     "MatchState",
     "advance",
     "check",
+    "general_negations",
     "init_state",
     "is_empty",
     "step",
@@ -130,6 +132,19 @@ def engines(spec: MatchSpec) -> tuple[tuple[tuple[str, ...], str], ...]:
     plan = _plan(spec)
     return tuple((alt.vars, "nfa_b_runs" if alt.automaton or plan.strategy != ANY_MATCH else "sase_ssc")
                  for alt in plan.alternatives)
+
+
+def general_negations(spec: MatchSpec) -> tuple[Not, ...]:
+    """The negations of ``spec``'s pattern that run as the general existence search over their gap
+    (:class:`match_negation.GeneralNeg`, selected by :func:`match_negation.general_negations`: exponential in
+    the worst case), in pattern order, as compiled. Raises like :func:`check`."""
+    plan = _plan(spec)
+    first = {}
+    for alt in plan.alternatives:
+        for np in alt.negs:
+            if np.general is not None:
+                first[np.general.node] = min(first.get(np.general.node, np.comp), np.comp)
+    return tuple(sorted(first, key=first.__getitem__))
 
 
 def init_state() -> MatchState:

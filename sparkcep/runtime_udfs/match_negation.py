@@ -43,7 +43,7 @@ import sys
 from bisect import bisect_left, bisect_right
 from operator import itemgetter
 
-from sparkcep.compiler.ast import EventPat, Kleene, Not, Or, Seq, walk
+from sparkcep.compiler.ast import Attr, BinOp, EventPat, Func, Kleene, Not, Or, Seq, walk
 from sparkcep.runtime_udfs.expr import LACKING
 from sparkcep.runtime_udfs.match_compile import (
     AggStats,
@@ -267,7 +267,7 @@ class _Level:
     ``v[i]``, checked per element), and ``late`` at the end of a derivation.  It is also the marker of its
     place in the enclosing scope's derivation."""
 
-    __slots__ = ("inner", "vars", "lists", "children", "on_bind", "early", "late", "bounds")
+    __slots__ = ("inner", "vars", "lists", "children", "on_bind", "early", "late", "bounds", "single")
 
     def __init__(self) -> None:
         self.inner = None
@@ -280,6 +280,41 @@ class _Level:
         #: ``NOT T+ v[]`` alone: ``(v's component bit, v, Mono)`` per conjunct on aggregates over ``v[]`` that is
         #: false on every subset of the candidates when false on all of them (SASE++ §5.2): checked first
         self.bounds: list[tuple] = []
+        #: ``NOT T+ v[]`` alone whose only conjunct is ``avg(v[].attr) <op> e``: ``(v's bit, v, attr, conjunct)``,
+        #: decided on single events (:func:`_avg_threshold`)
+        self.single: tuple | None = None
+
+
+#: the comparisons for which "some non-empty subset has ``avg op t``" iff "some single event has ``x op t``"
+_AVG_OPS = frozenset({">", "<", ">=", "<="})
+#: integers up to this magnitude are exact floats: their average, correctly rounded, lies in [min, max]
+_EXACT_INT = 2 ** 53
+
+
+def _avg_threshold(c, var: str, any_vars: frozenset[str]) -> str | None:
+    """``attr`` if conjunct ``c`` is ``avg(var[].attr) op e`` (either way round, ``op`` one of ``> < >= <=``)
+    with ``e`` free of ``var``, and ``var`` is not an ``ANY`` variable; else None.
+
+    The rule (used by :meth:`_Search.occurs` for ``NOT T+ v[]`` when this is the only conjunct reading ``v``):
+    some non-empty subset ``S`` of the gap's candidates has ``avg(S.attr) op t`` iff some single candidate has
+    ``attr op t``.  A singleton is a subset; conversely the average of ``S``'s non-NULL values lies between
+    their minimum and maximum, so one of them is on the right side of ``t``.  When ``e`` reads another Kleene
+    variable positionally (``d[i].x``, quantified over its positions), the averages that satisfy the conjunct
+    still form a half-line (below the least, or above the greatest, of the thresholds), so the same holds.
+    Exact only where the computed average does lie in ``[min, max]``: integer values of magnitude up to
+    2**53 (exact sum, one correctly rounded division).  With a float value the rounding of the sum can put it
+    outside (``avg`` of 0.1, 0.1, 0.1 is 0.10000000000000002 > 0.1), so the search runs as before; NULL and
+    NaN values are not averaged (:mod:`sparkcep.runtime_udfs.expr`) and a singleton of one is not a witness.
+    """
+    e = c.expr
+    if var in any_vars or c.global_ or var in c.positional or not (isinstance(e, BinOp) and e.op in _AVG_OPS):
+        return None
+    for agg, other in ((e.left, e.right), (e.right, e.left)):
+        if (isinstance(agg, Func) and agg.name == "avg" and not agg.star and len(agg.args) == 1
+                and isinstance(agg.args[0], Attr) and agg.args[0].var == var and agg.args[0].index == "all"
+                and not any(isinstance(n, Attr) and n.var == var for n in walk(other))):
+            return agg.args[0].attr
+    return None
 
 
 def _build(p, component, listed: bool, level: _Level):
@@ -384,10 +419,11 @@ _FRAMES_PER_EVENT = 8
 class GeneralNeg:
     """The literal existence check of one negated sub-pattern (see above), set as ``NegPlan.general``."""
 
-    __slots__ = ("root", "vars", "mask_of", "positives", "outer_positional")
+    __slots__ = ("node", "root", "vars", "mask_of", "positives", "outer_positional")
 
     def __init__(self, node: Not, component, conjs, mask_of, positives: tuple[str, ...],
                  any_vars: frozenset[str] = frozenset()):
+        self.node = node  # the negated sub-pattern as written (explain names it)
         self.root = _level(node, component, None)
         self.mask_of = mask_of
         self.positives = positives
@@ -439,6 +475,10 @@ class GeneralNeg:
                         mono = _mono(c, ev.var, "all", any_vars)
                         if mono is not None:
                             lv.bounds.append((ev.bit, ev.var, mono))
+                if not lv.early and len(lv.late) == 1 and not lv.children:
+                    attr = _avg_threshold(lv.late[0], ev.var, any_vars)
+                    if attr is not None:
+                        lv.single = (ev.bit, ev.var, attr, lv.late[0])
 
     def blocked(self, entries: list, binding: dict, lo, hi) -> bool:
         """True iff the sub-pattern occurs strictly inside ``(lo, hi)`` among ``entries`` (``(ts, event)`` in
@@ -513,6 +553,10 @@ class _Search:
                         st.add(event.get(a))
             if mono.exact_needed(stats, b, var) is None:
                 return False  # false on all candidates, so on every subset of them
+        if level.single is not None:
+            decided = self.single(level.single, lo, end, runs)
+            if decided is not None:
+                return decided
         items: list = []  # ("pick", var, ts, listed, event) and ("neg", level) in derivation order
 
         def check_bind(var: str, event) -> bool:
@@ -614,6 +658,34 @@ class _Search:
             return True
 
         return derive(level.inner, lo, complete)
+
+
+    def single(self, single: tuple, lo, end: int, runs: dict) -> bool | None:
+        """``NOT T+ v[]`` with ``avg(v[].attr) op e`` only (:func:`_avg_threshold`): does a single candidate in
+        the gap (entries after ``lo``, before index ``end``) satisfy the conjunct?  None (search the subsets)
+        when a candidate's value is not an integer of magnitude up to 2**53."""
+        entries, b = self.entries, self.b
+        bit, var, attr, c = single
+        witnesses = []
+        for j in range(bisect_right(entries, lo, key=_ts_of), end):
+            event = entries[j][1]
+            if not self.mask(event) & bit:
+                continue
+            value = event.get(attr)
+            if value is None or (isinstance(value, float) and value != value):
+                continue  # not averaged
+            if not isinstance(value, int) or abs(value) > _EXACT_INT:
+                return None
+            witnesses.append(event)
+        saved = b[var]
+        try:
+            for event in witnesses:
+                b[var] = [event]
+                if _holds(c, b, runs):
+                    return True
+        finally:
+            b[var] = saved
+        return False
 
 
 def _n_picks(items: list) -> int:

@@ -26,7 +26,9 @@ along ``follow`` (back to a group's first positions, into another branch), and c
 ``ends``; a binding is one path, so no match is found twice.  Such alternatives run here under
 ``skip_till_any_match`` too (a run that may take an event both takes it, as a clone, and stays), with every
 conjunct checked on each extended binding once its variables are bound (:class:`_LoopChecks`), and the
-negations checked on the complete match, per gap (:meth:`Alternative.blocked_on_edges`).
+negations checked on the complete match, per gap (:meth:`Alternative.blocked_on_edges`).  Only a match whose
+path ends on an edge with a negated end (``(p, END)`` in ``Automaton.edges``) is postponed, to ``first.ts +
+W``; the others are emitted as soon as they complete, as in a flat alternative.
 
 Conjuncts are checked as soon as their value is final (the forward :class:`Schedule`), a run is dropped when
 one fails, and a run that completes the last position yields a match once the whole-sequence conjuncts of a
@@ -35,7 +37,7 @@ Kleene last position and the negations hold (a negated end is postponed, as in :
 
 from __future__ import annotations
 
-from sparkcep.runtime_udfs.match_compile import NEXT_MATCH, Alternative, Plan
+from sparkcep.runtime_udfs.match_compile import END, NEXT_MATCH, Alternative, Plan
 from sparkcep.runtime_udfs.match_state import AltState, Run, Sink
 
 __all__ = ["scan"]
@@ -201,11 +203,18 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     interval = alt.interval
     follow, starts, ends = alt.follow, alt.starts, alt.ends
     automaton = alt.automaton is not None
+    # an automaton's match is postponed only if its path ends on an edge with a negated end (its last event's
+    # position has an ``(p, END)`` edge): the others are decided, and emitted, as soon as they complete
+    postponed_ends = frozenset(p for p, q in alt.automaton.edges if q == END) if automaton else frozenset()
+    emit, row = sink.rows.append, alt.row
 
     def complete(run: Run) -> None:
         binding = run.binding
         if automaton:
             if not checks.completes(binding) or alt.blocked_on_edges(negs, binding, window, False):
+                return
+            if run.pos not in postponed_ends:
+                emit(row(binding))
                 return
         else:
             if alt.kleene[run.pos]:

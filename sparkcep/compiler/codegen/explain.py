@@ -69,6 +69,16 @@ def _match_engines(spec) -> tuple[str, list[str]]:
                                for k, (vs, name) in enumerate(alternatives)]
 
 
+def _general_searches(spec) -> list[str]:
+    """A line per negation that runs as the general existence search over its gap
+    (:func:`match_engine.general_negations`): where the exponential worst case can arise."""
+    try:
+        nodes = match_engine.general_negations(spec)
+    except CEPError:
+        return []  # refused: _match_engines says why
+    return [f"negation {_pattern(n)}: general search over the gap (exponential in the worst case)" for n in nodes]
+
+
 def _prefiltered(spec) -> list[str]:
     """The batch prefilter's line (:mod:`sparkcep.runtime_udfs.match_prefilter`), if the spec has one."""
     scan = match_prefilter.prefilter(spec)
@@ -114,7 +124,8 @@ class Explainer:
         engine, per_alternative = _match_engines(s)
         head = f"Sequence[{ref}, window={self.duration(s.window)}, strategy={s.strategy}, engine={engine}]"
         lines = [f"pattern {_pattern(s.pattern)}"] if s.pattern is not None else []
-        return head, lines + [f"where {format_expr(p)}" for p in s.predicates] + per_alternative + _prefiltered(s)
+        lines += [f"where {format_expr(p)}" for p in s.predicates]
+        return head, lines + per_alternative + _general_searches(s) + _prefiltered(s)
 
     def visit_Trend(self, n, ref):
         s = n.spec
