@@ -24,6 +24,13 @@ candidates outright; monotone conjuncts over ``v[..i-1]`` mark each candidate *f
 earlier candidates) or *safe* (true on them); monotone conjuncts over ``v[]`` prune the whole enumeration or
 skip their final check.
 
+**Collapsed output (SASE++ §5.1).**  The walk binds every single position first (through the Kleene stack:
+the position before it lies below the RIP of its newest candidate) and the one Kleene position last; the first
+admissible subset of its candidates ends the walk with one row, the candidates between its neighbours.  With
+the Kleene position last, a match ends at any candidate: the row is made at the first trigger that completes
+a match, later triggers of its binding only join its candidates, and it waits in ``MatchState.postponed``
+until the watermark passes ``first.ts + W`` (released like a negated end).
+
 **Window pushdown (SASE §4.3).**  Before each ``ts`` group, entries with ``ts <= group ts - W`` are pruned,
 and so is every entry whose predecessors are all pruned: both conditions hold for a prefix of a stack, so
 pruning moves a head pointer, and every entry a walk sees lies within the window of the triggering event.
@@ -31,17 +38,18 @@ pruning moves a head pointer, and every entry a walk sees lies within the window
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_right
 from operator import itemgetter
 
-from sparkcep.runtime_udfs.match_compile import AggStats, Alternative, Plan
-from sparkcep.runtime_udfs.match_state import AltState, Sink
+from sparkcep.runtime_udfs.match_compile import AggStats, Alternative, Plan, Schedule
+from sparkcep.runtime_udfs.match_state import AltState, Sink, _numbers
 
 __all__ = ["n_stacks", "prune", "scan"]
 
 _RIP = itemgetter(2)
-_SINGLE, _BLOCK = 0, 1
+_SINGLE, _BLOCK, _THROUGH, _KLEENE = 0, 1, 2, 3
 
 #: Below this many candidates, a Kleene position's monotone predicates are evaluated exactly on every selection
 #: rather than decided on the superset of candidates first (SASE++ §5.2's early filters pay for themselves on
@@ -148,10 +156,31 @@ def _steps(alt: Alternative, order: tuple[int, ...]) -> list[tuple]:
     return steps
 
 
+def _collapsed_steps(alt: Alternative) -> tuple[tuple[int, ...], list[tuple]]:
+    """Collapsed output's binding order and walk: every single position first, backward from the last one,
+    then the (one) Kleene position ``c`` enumerated last, so that one walk through its subsets decides whether
+    a binding of the single positions has a match.  ``(_THROUGH, c-1)`` binds position ``c-1`` below the RIP
+    of the newest candidate of ``c`` (the trigger, if ``c`` is last); ``(_KLEENE, c)`` enumerates ``c``'s
+    candidates between the events bound at ``c-1`` and ``c+1``."""
+    m = alt.m
+    c = alt.kleene.index(True)
+    order = (*range(m - 1, c, -1), *range(c - 1, -1, -1), c)
+    steps = [(_THROUGH, p) if p == c - 1 else (_SINGLE, p) for p in order[:-1]]
+    return order, [*steps, (_KLEENE, c)]
+
+
+def _collapsed_schedule(alt: Alternative) -> Schedule:
+    sched = alt.schedules.get("collapsed")
+    if sched is None:
+        sched = alt.schedules["collapsed"] = Schedule(alt, _collapsed_steps(alt)[0])
+    return sched
+
+
 def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
     """Build ``trigger(event, rip, end)``: every match ``event`` completes as the last positive position
     (``end``: stack length before its ts group, when that position is a Kleene one) goes to ``sink``."""
-    sched = alt.schedule("ais")
+    collapsed = plan.spec.collapsed
+    sched = _collapsed_schedule(alt) if collapsed else alt.schedule("ais")
     stacks, offs, heads, negs = st.stacks, st.offs, st.heads, st.negs
     vars_ = alt.vars
     last = alt.m - 1
@@ -166,7 +195,7 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
     memo = sched.memo.get("ais")
     if memo is None:
         memo = sched.memo["ais"] = (
-            _steps(alt, sched.order),
+            _collapsed_steps(alt)[1] if collapsed else _steps(alt, sched.order),
             [tuple((cj, prev, after, kc.var in cj.positional) for cj, prev, after in kc.each)
              if kc is not None else () for kc in kleene],
             [tuple(cj.check for cj in kc.whole) if kc is not None else () for kc in kleene])
@@ -174,11 +203,21 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
     nsteps = len(steps)
     forced: list = [None, 0, 0]  # the triggering event of a Kleene last position, its rip, its stack end
     now = [None]  # the ts of the triggering event: the match's last event
-    # collapsed output (Plan._check_collapsed: one Kleene position, enumerated last): a walk that completes
-    # only records that the binding of the single positions has a match; the Kleene position then emits one
-    # row with its candidates instead of one per subset
-    collapsed = plan.spec.collapsed
+    # collapsed output (Plan._check_collapsed: one Kleene position, enumerated last, _collapsed_steps): a walk
+    # that completes only records that the binding of the single positions has a match; the Kleene position
+    # then emits one row with its candidates instead of one per subset
     found = [False]
+    idx_at = [0] * alt.m  # collapsed: the absolute stack index of the event bound at each single position
+    kleene_last = bool(alt.kleene[last])
+    singles_vars = tuple(v for v, kl in zip(vars_, alt.kleene, strict=True) if not kl)
+    # collapsed, Kleene last: a match ends at any candidate, so a row (the binding of the single positions)
+    # collects candidates until the window of its first event closes, waiting in ``postponed`` (released by
+    # match_engine like a negated end, at first ts + W); ``registry`` finds a binding's waiting row
+    registry: dict[tuple, dict] = {}
+    if collapsed and kleene_last:
+        for _, _, k, waiting in sink.state.postponed:
+            if k == alt.index:
+                registry[tuple(id(waiting[v]) for v in singles_vars)] = waiting
 
     def checks_ok(p: int) -> bool:
         for check in single[p]:
@@ -203,8 +242,15 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
                 emit({name: fn(binding) for name, fn in outputs})
             return
         spec = steps[s]
-        if spec[0] == _BLOCK:
+        kind = spec[0]
+        if kind == _BLOCK:
             block(s, spec[1], spec[2], spec[3])
+            return
+        if kind == _THROUGH:
+            through(s, spec[1])
+            return
+        if kind == _KLEENE:
+            collapse(s, spec[1])
             return
         p = spec[1]
         stack, off, var, checks, negated = stacks[p], offs[p], vars_[p], single[p], negs_at[p]
@@ -247,6 +293,67 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
                 rip_at[p] = rip
                 enumerate_kleene(s, i, j, i, a + off, his)
         binding[var] = None
+
+    def through(s: int, p: int) -> None:
+        """Collapsed: bind single position ``p`` before the Kleene position ``p+1``, below the RIP of its
+        newest candidate (every older candidate's RIP is at most that)."""
+        c = p + 1
+        if c == last:
+            newest = forced[1]
+        else:
+            hi = rip_at[c + 1]
+            if hi <= heads[c]:
+                return
+            newest = stacks[c][hi - 1 - offs[c]][2]
+        stack, off, var = stacks[p], offs[p], vars_[p]
+        for a in range(newest - 1 - off, heads[p] - 1 - off, -1):
+            _, ev, rip = stack[a]
+            binding[var] = ev
+            if checks_ok(p):
+                rip_at[p] = rip
+                idx_at[p] = a + off
+                step(s + 1)
+        binding[var] = None
+
+    def elem_ok(c: int, ev: dict) -> bool:
+        kc = kleene[c]
+        if not kc.elem:
+            return True
+        binding[kc.var] = [ev]
+        ok = all(cj.holds_at(binding, kc.var, 0) for cj in kc.elem)
+        binding[kc.var] = None
+        return ok
+
+    def collapse(s: int, c: int) -> None:
+        """Collapsed: the Kleene position ``c``, enumerated after every single one (one row if any subset of
+        its candidates completes a match)."""
+        his = [0] * (c + 1)
+        his[c] = forced[2] if c == last else rip_at[c + 1]
+        if c == last:
+            waiting = registry.get(tuple(id(binding[v]) for v in singles_vars))
+            if waiting is not None:  # it has a match already: the trigger only joins its candidates
+                if elem_ok(c, forced[0]):
+                    waiting[vars_[c]].append(forced[0])
+                return
+        enumerate_kleene(s, c, c, c, idx_at[c - 1] if c else None, his)
+
+    def collapsed_row(c: int, var: str, cands: list, lo: int) -> None:
+        """Collapsed: the binding of the single positions has a match; its row, with the candidates."""
+        if c != last:
+            binding[var] = [entry[1] for entry in cands]
+            if postpone:  # a negated end (Plan._check_collapsed: the same for every subset)
+                finish(alt, binding)
+            else:
+                emit({name: fn(binding) for name, fn in outputs})
+            return
+        # every candidate so far: those of the trigger's ts group before it too (they cannot precede it)
+        stack, off = stacks[c], offs[c]
+        evs = [entry[1] for entry in stack[lo - off:] if elem_ok(c, entry[1])]
+        waiting = {v: binding[v] for v in singles_vars}
+        waiting[var] = evs
+        heapq.heappush(sink.state.postponed,
+                       (binding[vars_[0]]["ts"] + window, next(_numbers), alt.index, waiting))
+        registry[tuple(id(waiting[v]) for v in singles_vars)] = waiting
 
     def extend_ok(c: int, pos: int, q: int, need) -> bool:
         """The per-event conjuncts of Kleene position ``c`` at its new position ``pos`` (candidate ``q``);
@@ -359,14 +466,18 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
             times.pop()
         if found[0]:
             found[0] = False
-            binding[var] = [entry[1] for entry in cands]
-            emit({name: fn(binding) for name, fn in outputs})
+            collapsed_row(c, var, cands, lo)
         binding[var] = None
 
     first_step = steps[0]
 
     def trigger(ev: dict, rip: int, end: int) -> None:
         now[0] = ev["ts"]
+        if collapsed and kleene_last:
+            forced[0], forced[1], forced[2] = ev, rip, end
+            step(0)
+            forced[0] = None
+            return
         if first_step[0] == _BLOCK:
             forced[0], forced[1], forced[2] = ev, rip, end
             block(0, first_step[1], first_step[2], first_step[3])

@@ -863,8 +863,9 @@ class Plan:
             self._check_collapsed()
 
     def _check_collapsed(self) -> None:
-        """What collapsed output supports: skip_till_any_match, one Kleene position per alternative, enumerated
-        as the last step of construction (no single variable bound after it), no negated end."""
+        """What collapsed output supports: skip_till_any_match, one Kleene position per alternative (at any
+        position; enumerated after every single one, ``match_ais._collapsed_steps``) and at least one single
+        position, a negated end only where its interval and predicates are the same for every subset."""
         if self.strategy != ANY_MATCH:
             raise EngineUnsupportedError(f"collapsed output is for skip_till_any_match (the strategy that "
                                          f"enumerates every subset), not {self.strategy}")
@@ -877,14 +878,29 @@ class Plan:
             if sum(alt.kleene) != 1:
                 raise EngineUnsupportedError("collapsed output needs exactly one Kleene variable (T+ v[]) in each "
                                              "alternative of the pattern")
-            if alt.trailing:
-                raise EngineUnsupportedError("collapsed output does not support a negated end: whether a "
-                                             "subset's match is blocked depends on its own last event")
             p = alt.kleene.index(True)
-            if p > 1 or p == alt.m - 1:
-                raise EngineUnsupportedError("collapsed output supports a Kleene variable in first or second "
-                                             "position and followed by a single event (SEQ(B+ b[], C c), "
-                                             "SEQ(A a, B+ b[], C c, ...))")
+            if alt.m == 1:
+                raise EngineUnsupportedError("collapsed output needs a single (non-Kleene) event in the pattern: "
+                                             "a row stands for one binding of the non-Kleene variables")
+            if p == alt.m - 1 and any(np.before is None for np in alt.negs):
+                raise EngineUnsupportedError("collapsed output does not support a negated start before a Kleene "
+                                             "variable in last position: its interval begins at the match's last "
+                                             "event - W, a Kleene candidate, so whether a subset's match is "
+                                             "blocked depends on the subset")
+            if alt.trailing:
+                # no d in (last.ts, first.ts + W): the same for every subset iff first and last are single
+                # events and no predicate of the negation reads the Kleene variable
+                var = alt.vars[p]
+                if p == alt.m - 1:
+                    why = f"its interval (last.ts, {alt.vars[0]}.ts + W) starts at the match's last event, a candidate"
+                elif p == 0:
+                    why = f"its interval (last.ts, {var}[1].ts + W) ends W after the subset's first event"
+                elif any(c.global_ or var in c.vars for np in alt.trailing for c in np.conjuncts):
+                    why = f"a predicate of the negation reads the Kleene variable {var}"
+                else:
+                    continue
+                raise EngineUnsupportedError("collapsed output does not support this negated end: whether a "
+                                             f"subset's match is blocked depends on the subset ({why})")
 
     def _alternative(self, index: int, items: list, comps, parsed: list[Conjunct], negated: frozenset[str],
                      any_vars: frozenset[str]) -> Alternative:
