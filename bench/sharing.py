@@ -13,7 +13,9 @@ baseline of Sharon §8), in the same process, alternating, median of ``--repeat`
 (events/s), mean latency (wall time from a micro-batch's arrival to its rows), speed-up; the results of both
 are checked equal.  ``--alone`` also times each query alone on the GRETA engine; ``--spark`` the batch job
 (``CompiledWorkload.apply``) both ways on a local[2] session: each side run once to warm up (its rows checked
-equal to the other side's), then ``--repeat`` runs alternating shared and non-shared, median.
+equal to the other side's), then ``--repeat`` runs alternating shared and non-shared, median; and the same job
+on the former batch path of a workload (the baseline: tagged rows grouped by operator and grouping values,
+``groupBy().applyInPandas``, each group's pandas frame turned into engine events), in the same session.
 
 Optimizers (``--optimizer-queries``, default 4..120 queries): the time to build the Sharon graph, then on
 that graph the Sharon plan finder (reduction + branch and bound over components, GWMIN after ``--budget``
@@ -243,13 +245,16 @@ def main(argv=None) -> None:
         print_optimizers(optimizer_sizes, routes, rates, args)
     if spark_rows:
         print(f"\nSpark batch job (local[2] session, CompiledWorkload.apply + count), seconds: each side warmed up "
-              f"once, then {args.repeat} runs alternating shared / non-shared, median; 2-core machine, shared with "
-              f"other jobs ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end)")
-        for n, (ts, tn) in spark_rows:
-            runs = " ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(ts, tn, strict=True))
-            ms, mn = statistics.median(ts), statistics.median(tn)
-            print(f"{n:>7} queries: shared {ms:.1f} s, non-shared {mn:.1f} s, speed-up {mn / ms:.2f}x "
-                  f"(runs shared/non-shared: {runs})")
+              f"once, then {args.repeat} runs alternating shared / non-shared / the same two on the former "
+              f"groupBy().applyInPandas path, median; 2-core machine, shared with other jobs ({os.cpu_count()} CPUs, "
+              f"load average {os.getloadavg()[0]:.1f} at the end)")
+        for n, t in spark_rows:
+            runs = " ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(t[True, "arrow"], t[False, "arrow"], strict=True))
+            ms, mn = statistics.median(t[True, "arrow"]), statistics.median(t[False, "arrow"])
+            ps, pn = statistics.median(t[True, "pandas"]), statistics.median(t[False, "pandas"])
+            print(f"{n:>7} queries: shared {ms:.2f} s, non-shared {mn:.2f} s, speed-up {mn / ms:.2f}x "
+                  f"(runs shared/non-shared: {runs}); former applyInPandas path: shared {ps:.2f} s "
+                  f"({ps / ms:.2f}x the mapInArrow path), non-shared {pn:.2f} s ({pn / mn:.2f}x)")
 
 
 def print_optimizers(sizes: list[int], routes, rates, args) -> None:
@@ -263,24 +268,58 @@ def print_optimizers(sizes: list[int], routes, rates, args) -> None:
             print(f"{n:>7}  {name:<45} {secs:>9.4f} {score:>12.1f}  {note}", flush=True)
 
 
-def spark_times(w: CompiledWorkload, events: list[dict], repeat: int) -> tuple[list[float], list[float]]:
-    """Seconds of ``repeat`` runs of the batch job, shared and non-shared alternating, after one warm-up run of
-    each side (whose rows are checked equal)."""
+def pandas_groups_apply(w: CompiledWorkload, df, share: bool):
+    """The baseline: the former batch path of ``CompiledWorkload.apply`` for a workload of one shared operator
+    (the route workloads here): its candidates tagged and grouped by ``(operator, grouping values as JSON)``,
+    ``groupBy().applyInPandas``, each group's pandas frame converted to engine events, one engine per key."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from sparkcep.runtime_udfs.spark_adapters import MatchOperator, unread_columns
+    from sparkcep.runtime_udfs.workload_spark import BRANCH, GROUP, load_workload
+
+    data, _ = w.job_plan(share, df.schema)
+    [spec], alone = load_workload(data)
+    assert not alone
+    unread = set(unread_columns(spec, df.columns))
+    columns = [c for c in df.columns if c not in unread]
+    op = MatchOperator(spec, StructType([df.schema[c] for c in columns]))
+    types = sorted({t for _, pattern in spec.segments for t in pattern})
+    group = F.to_json(F.struct(*op.group_cols)) if op.group_cols else F.lit("")
+    tagged = df.where(F.col("type").isin(types)).select(F.lit(0).alias(BRANCH), group.alias(GROUP), *columns)
+
+    def run_group(pdf):
+        engine, rows = op.engine, []
+        for events in op._split_columns(*op._columns_of(pdf[columns])).values():
+            state, _ = engine.step(op.spec, engine.init_state(), events)
+            rows.extend(engine.advance(op.spec, state, math.inf)[1])
+        return op.frame(op._finish(rows))
+
+    return tagged.groupBy(BRANCH, GROUP).applyInPandas(run_group, op.output_schema)
+
+
+def spark_times(w: CompiledWorkload, events: list[dict], repeat: int) -> dict[tuple[bool, str], list[float]]:
+    """Seconds of ``repeat`` runs of the batch job, shared and non-shared, on the batch path (``arrow``) and on
+    the former one (``pandas``, :func:`pandas_groups_apply`), alternating, after one warm-up run of each (whose
+    rows are checked equal)."""
     from sparkcep.session import local_session
 
     spark = local_session("local[2]", shuffle_partitions=2, app_name="bench-sharing")
     df = spark.createDataFrame(events, "type STRING, ts LONG, vehicle LONG").cache()
     df.count()
-    warm = {share: sorted((r["query"], r["window_start"], r["count_all"]) for r in w.apply(df, share=share).collect())
-            for share in (True, False)}
-    assert warm[True] == warm[False], "shared and non-shared Spark results differ"
-    out: dict[bool, list[float]] = {True: [], False: []}
+    runs = {(share, path): (lambda share=share, path=path: w.apply(df, share=share) if path == "arrow"
+                            else pandas_groups_apply(w, df, share))
+            for share in (True, False) for path in ("arrow", "pandas")}
+    warm = {k: sorted((r["query"], r["window_start"], r["count_all"]) for r in run().collect())
+            for k, run in runs.items()}
+    assert len({repr(v) for v in warm.values()}) == 1, "shared and non-shared Spark results differ"
+    out: dict[tuple[bool, str], list[float]] = {k: [] for k in runs}
     for _ in range(repeat):
-        for share in (True, False):
+        for k, run in runs.items():
             t0 = time.perf_counter()
-            w.apply(df, share=share).count()
-            out[share].append(time.perf_counter() - t0)
-    return out[True], out[False]
+            run().count()
+            out[k].append(time.perf_counter() - t0)
+    return out
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""The Arrow batch path of the match adapters (``MatchOperator.arrow_batch_function``, what ``apply_match`` runs
-under ``applyInArrow``): same rows as the oracle and as the pandas path, without a JVM; conversions of Arrow
-timestamps, nulls and NaN; the per-group result frames."""
+"""The Arrow batch path of the match adapters (``MatchOperator.run_table``, what ``batch_matches`` runs per
+partition): same rows as the oracle and as the pandas conversions of the streaming path, without a JVM;
+conversions of Arrow timestamps, nulls and NaN; the per-group result frames."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from sparkcep.oracle import match_rows
 from sparkcep.runtime_udfs.expr import LACKING
 from sparkcep.runtime_udfs.spark_adapters import MatchOperator, _arrow_epoch_ms
 from tests.test_match_engine import seq_query, spec_for
-from tests.test_spark_adapters import ANY_BC, EPOCH, RETURNS, WHERE, A, C, random_events, schema_of
+from tests.test_spark_adapters import ANY_BC, EPOCH, RETURNS, WHERE, A, C, FakeGroup, random_events, schema_of
 
 #: Arrow's type for a Spark TIMESTAMP column as PySpark hands it to ``applyInArrow`` (UTC session).
 TS_UTC = pa.timestamp("us", tz="UTC")
@@ -38,7 +38,7 @@ def arrow_group(events: list[dict], ts_type: pa.DataType = TS_UTC) -> pa.Table:
 
 
 def pandas_group(events: list[dict]) -> pd.DataFrame:
-    """The same group as ``applyInPandas`` gives it (naive UTC wall-clock times, x float64 with NaN)."""
+    """The same group as ``applyInPandasWithState`` gives it (naive UTC wall-clock times, x float64 with NaN)."""
     pdf = pd.DataFrame({"id": [e["id"] for e in events], "type": [e["type"] for e in events],
                         "ts": [e["ts"] for e in events], "x": [e.get("x", math.nan) for e in events]})
     pdf["ts"] = pd.to_datetime(pdf["ts"], unit="ms")
@@ -82,11 +82,18 @@ def rows_ms(table: pa.Table) -> list[dict]:
 @given(seed=st.integers(0, 10_000), n=st.integers(0, 60), spread=st.sampled_from([2_000, 8_000, 30_000]),
        buckets=st.sampled_from([None, 2]))
 def test_arrow_batch_equals_the_oracle_and_the_pandas_path(seed, n, spread, buckets):
+    """``run_table`` on one group's Arrow table; the pandas path is the streaming function's, called once with
+    a watermark past every event (so it flushes like a batch)."""
     query = seq_query(A, ANY_BC, C, where=WHERE, within=4000, returns=RETURNS)
     spec = spec_for(query)
     events = random_events(n, seed=seed, spread_ms=spread)
     op = MatchOperator(spec, schema_of(), timezone="UTC", buckets=buckets)
-    arrow_fn, pandas_fn = op.arrow_batch_function(), op.batch_function()
+    arrow_fn, stream_fn = op.run_table, op.stream_function()
+
+    def pandas_fn(pdf: pd.DataFrame) -> pd.DataFrame:
+        frames = list(stream_fn((), iter([pdf]), FakeGroup(None, 2**62)))
+        return pd.concat(frames) if frames else op.frame([])
+
     got, via_pandas = [], []
     if buckets:  # one Spark group holds several keys
         groups = {k % buckets: [] for k in range(4)}
@@ -134,7 +141,7 @@ def test_nan_and_null_float_keys_are_one_partition():
     op = MatchOperator(q.spec(schema), schema, buckets=1)
     table = pa.table({"k": pa.array([float("nan"), None, 1.0], pa.float64()), "type": ["A", "B", "B"],
                       "ts": pa.array([1, 2, 3], pa.int64())})
-    assert op.arrow_batch_function()(table).to_pylist() == [{"a_ts": 1, "b_ts": 2}]
+    assert op.run_table(table).to_pylist() == [{"a_ts": 1, "b_ts": 2}]
 
 
 def test_an_empty_result_frame_is_built_once_and_typed():
@@ -151,7 +158,7 @@ def test_groups_without_rows_give_empty_tables(n):
     spec = spec_for(seq_query(A, C, returns=(Attr("a", "ts"),)))
     op = MatchOperator(spec, schema_of(), timezone="UTC")
     events = [{"id": 1, "type": "A", "ts": EPOCH, "x": 1}][:n]
-    assert op.arrow_batch_function()(arrow_group(events)).num_rows == 0
+    assert op.run_table(arrow_group(events)).num_rows == 0
 
 
 @pytest.mark.parametrize(("query", "columns", "unread"), [

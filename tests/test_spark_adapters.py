@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,7 +39,7 @@ from sparkcep.runtime_udfs.spark_adapters import (
     STATE_SCHEMA,
     MatchOperator,
     apply_match,
-    batch_udf,
+    batch_matches,
     output_schema,
     stream_udf,
 )
@@ -120,7 +121,7 @@ def test_unsupported_spec_fails_when_the_function_is_built():
     spec = sparkcep.compile("PATTERN SEQ(A a, (SEQ(B b, C c) OR SEQ(D d, E e))+) WITHIN 10 RETURN a.ts",
                             collapsed=True).spec()
     with pytest.raises(EngineUnsupportedError, match="repeated group"):
-        batch_udf(to_data(spec), schema_of(), timezone="UTC")
+        MatchOperator(to_data(spec), schema_of(), timezone="UTC")
 
 
 def test_timestamps_convert_to_epoch_ms_in_the_session_zone_and_back():
@@ -145,8 +146,8 @@ def test_other_column_names_reach_the_engine_as_type_and_ts():
     assert op.numeric_ts and op.state_schema == STATE_SCHEMA
     events = op.events(pd.DataFrame({"kind": ["A"], "time": [5]}))
     assert events == [{"kind": "A", "type": "A", "time": 5, "ts": 5}]
-    assert op.batch_function()(pd.DataFrame({"kind": ["A", "C"], "time": [5, 6]})).to_dict("records") == [
-        {"a_time": 5}]
+    table = pa.table({"kind": ["A", "C"], "time": pa.array([5, 6], pa.int64())})
+    assert op.run_table(table).to_pylist() == [{"a_time": 5}]
 
 
 class FakeGroup:
@@ -234,7 +235,7 @@ def test_nested_stream_function_equals_the_oracle(name, data, batches, window):
 
 @pytest.mark.spark
 @pytest.mark.parametrize("variant", ["timestamp ts, mask from Spark SQL", "numeric ts, no mask"])
-def test_batch_apply_in_pandas_equals_oracle(spark, variant):
+def test_batch_path_equals_oracle(spark, variant):
     query = seq_query(A, ANY_BC, C, where=WHERE, within=4000, returns=RETURNS)
     spec = spec_for(query)
     # and a key without any match: its group returns an empty frame
@@ -245,8 +246,7 @@ def test_batch_apply_in_pandas_equals_oracle(spark, variant):
         df = spark.createDataFrame(pdf, schema_of()).withColumn("_mask", F.expr(MASK_SQL))
     else:
         df = spark.createDataFrame(pdf, schema_of(LongType()))
-    fn = batch_udf(json.dumps(to_data(spec)), df.schema)
-    result = df.groupBy(*spec.key).applyInPandas(fn, output_schema(spec, df.schema))
+    result = batch_matches(df, json.dumps(to_data(spec)), df.schema)
     got = collect_ms(result)
     expected = match_rows(query, events)
     assert len(expected) > 50

@@ -2,16 +2,18 @@
 :mod:`~sparkcep.runtime_udfs.trend_engine`, :mod:`~sparkcep.runtime_udfs.shared_engine`; :func:`engine_of`
 picks one by the spec's class): they only move data in and out.
 
-* :class:`MatchOperator` holds one compiled spec and the input schema; ``batch_function()`` is the function
-  for ``df.groupBy(key).applyInPandas(fn, op.output_schema)`` and ``stream_function()`` the one for
-  ``df.groupBy(key).applyInPandasWithState(fn, op.output_schema, op.state_schema, "append",
-  GroupStateTimeout.EventTimeTimeout)`` on a stream with a watermark;
-* :func:`batch_udf` and :func:`stream_udf` are shorthands for those two functions;
+* :class:`MatchOperator` holds one compiled spec and the input schema; ``partition_function()`` is the function
+  for ``mapInArrow`` over a batch repartitioned by key (:meth:`MatchOperator.run_table` per partition) and
+  ``stream_function()`` the one for ``df.groupBy(key).applyInPandasWithState(fn, op.output_schema,
+  op.state_schema, "append", GroupStateTimeout.EventTimeTimeout)`` on a stream with a watermark;
+* :func:`stream_udf` is a shorthand for the latter;
 * :func:`output_schema` types the result columns, the same for both;
 * :func:`batch_matches` is *the* batch path (``CompiledQuery.apply``, :func:`apply_match` and the generated job
-  call it): the candidates repartitioned by key, one ``mapInArrow`` call per partition
-  (:meth:`MatchOperator.partition_function`), where the keys are split vectorially and, for skip_till_any_match
-  specs, rows no match can use are dropped before they become engine events (:func:`prefilter_of`);
+  call it; a workload's operator, :func:`sparkcep.runtime_udfs.workload_spark.apply_workload`, runs the same
+  :func:`batch_input` and ``run_table`` per operator): the candidates repartitioned by key, one ``mapInArrow``
+  call per partition (:meth:`MatchOperator.partition_function`), where the keys are split vectorially and, for
+  skip_till_any_match specs, rows no match can use are dropped before they become engine events
+  (:func:`prefilter_of`);
 * :func:`apply_match` wires :func:`batch_matches` or the streaming function onto a DataFrame (batch, or
   streaming with a watermark);
 * :func:`grouped` groups by the key (or by a constant column when there is none), :func:`watermarked` puts
@@ -86,9 +88,8 @@ from sparkcep.runtime_udfs import late, match_engine, shared_engine, trend_engin
 from sparkcep.runtime_udfs.shared_engine import SharedSpec
 from sparkcep.runtime_udfs.spec import OVERFLOW, MatchSpec, TrendSpec
 
-__all__ = ["BUCKET", "EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_matches",
-           "batch_udf",
-           "grouped", "load_spec", "output_schema", "stream_udf", "watermarked"]
+__all__ = ["BUCKET", "EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_input",
+           "batch_matches", "grouped", "load_spec", "output_schema", "stream_udf", "watermarked"]
 
 #: The bitmask column of the Spark SQL filter (``sparkcep.compiler.plan.builder.MASK``).
 MASK = "_mask"
@@ -450,10 +451,6 @@ class MatchOperator:
         bucket = F.pmod(F.hash(*self.group_cols), F.lit(self.buckets))
         return df.withColumn(BUCKET, bucket).groupBy(BUCKET)
 
-    def _split(self, pdf: pd.DataFrame) -> dict[tuple, list[dict]]:
-        """The engine events of a pandas batch by partition (the values of ``spec.key``), in arrival order."""
-        return self._split_columns(*self._columns_of(pdf))
-
     def _split_columns(self, names: list[str], data: list[list]) -> dict[tuple, list[dict]]:
         if not data or not data[0]:
             return {}
@@ -570,16 +567,6 @@ class MatchOperator:
             self._add_column(names, data, c, values)
         return names, data
 
-    def arrow_batch_function(self) -> Callable[[pa.Table], pa.Table]:
-        """``fn(table) -> table`` for ``groupBy(key).applyInArrow``: :meth:`batch_function` without pandas in
-        between: the rows of one Spark group (one or several keys) in, their matches out, as
-        :meth:`run_table` computes them."""
-
-        def arrow_batch(table: pa.Table) -> pa.Table:  # not the bound method: Spark counts its ``self``
-            return self.run_table(table)
-
-        return arrow_batch
-
     def partition_function(self) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
         """``fn(batches) -> batches`` for ``mapInArrow`` over a DataFrame repartitioned by :attr:`group_cols`
         (what :func:`batch_matches` runs): the partition's record batches are gathered into one table (a key's
@@ -683,26 +670,6 @@ class MatchOperator:
         else:  # rows without a ts are dropped by the engine anyway (counted invalid)
             keep[valid] = fn(group_ids[valid], np.nan_to_num(ts)[valid], mask[valid])
         return None if keep.all() else keep
-
-    def batch_function(self) -> Callable[[pd.DataFrame], pd.DataFrame]:
-        """``fn(pdf) -> pdf`` for ``groupBy(key).applyInPandas``: all events of one key in, all its matches
-        out (the engine is flushed with an infinite watermark)."""
-        spec = self.spec
-
-        def match_batch(pdf: pd.DataFrame) -> pd.DataFrame:
-            engine = self.engine
-            state, _ = engine.step(spec, engine.init_state(), self.events(pdf))
-            _, rows = engine.advance(spec, state, math.inf)
-            return self.frame(rows)
-
-        def nested_batch(pdf: pd.DataFrame) -> pd.DataFrame:
-            engine, rows = self.engine, []
-            for events in self._split(pdf).values():
-                state, _ = engine.step(spec, engine.init_state(), events)
-                rows.extend(engine.advance(spec, state, math.inf)[1])
-            return self.frame(self._finish(rows))
-
-        return nested_batch if self.nested else match_batch
 
     def stream_function(self) -> Callable[[Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
         """``fn(key, pdfs, state)`` for ``groupBy(key).applyInPandasWithState`` with event-time timeouts.
@@ -863,12 +830,6 @@ def _load_nested(data: bytes) -> tuple[float, dict, tuple | None]:
     return frontier, stored, held
 
 
-def batch_udf(spec_json: SpecLike, input_schema: StructType, **options: Any) -> Callable[[pd.DataFrame],
-                                                                                          pd.DataFrame]:
-    """``MatchOperator(spec_json, input_schema, **options).batch_function()``."""
-    return MatchOperator(spec_json, input_schema, **options).batch_function()
-
-
 def stream_udf(spec_json: SpecLike, input_schema: StructType, **options: Any) -> Callable[
         [Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     """``MatchOperator(spec_json, input_schema, **options).stream_function()``."""
@@ -957,6 +918,24 @@ def prefilter_of(spec: EngineSpec) -> Callable[[np.ndarray, np.ndarray, np.ndarr
     return prefilter(spec)
 
 
+def batch_input(candidates: DataFrame, spec: EngineSpec, input_schema: StructType | None = None,
+                ts_col: str = "ts", type_col: str = "type") -> tuple[DataFrame, StructType]:
+    """``(candidates, schema)`` as the batch path shuffles them: under a contiguity strategy the rows numbered in
+    input order (``_arrival``) unless the filter did it, the :func:`unread_columns` dropped (neither shuffled nor
+    converted).  :func:`batch_matches` and the workload operator
+    (:func:`sparkcep.runtime_udfs.workload_spark.apply_workload`) prepare their input with it."""
+    schema = input_schema if input_schema is not None else candidates.schema
+    if getattr(spec, "strategy", None) in CONTIGUITY and ARRIVAL not in schema.names:
+        # contiguity ranks ties in ts by input order: number the rows before the shuffle reorders them
+        candidates = candidates.withColumn(ARRIVAL, F.monotonically_increasing_id())
+        schema = StructType([*schema.fields, StructField(ARRIVAL, LongType(), False)])
+    unread = unread_columns(spec, schema.names, ts_col, type_col)
+    if unread:
+        candidates = candidates.drop(*unread)
+        schema = StructType([f for f in schema.fields if f.name not in unread])
+    return candidates, schema
+
+
 def batch_matches(candidates: DataFrame, spec: SpecLike, input_schema: StructType | None = None, *,
                   partitions: int | None = None, **options: Any) -> DataFrame:
     """The matches (or trend rows) of a batch ``candidates`` DataFrame (the output of the Spark SQL filter):
@@ -972,15 +951,8 @@ def batch_matches(candidates: DataFrame, spec: SpecLike, input_schema: StructTyp
     JVM); ``options`` go to :class:`MatchOperator` (``buckets`` is ignored: a batch has no per-group state to
     bound)."""
     spec = load_spec(spec)
-    schema = input_schema if input_schema is not None else candidates.schema
-    if getattr(spec, "strategy", None) in CONTIGUITY and ARRIVAL not in schema.names:
-        # contiguity ranks ties in ts by input order: number the rows before the shuffle reorders them
-        candidates = candidates.withColumn(ARRIVAL, F.monotonically_increasing_id())
-        schema = StructType([*schema.fields, StructField(ARRIVAL, LongType(), False)])
-    unread = unread_columns(spec, schema.names, options.get("ts_col", "ts"), options.get("type_col", "type"))
-    if unread:  # not shuffled, not converted
-        candidates = candidates.drop(*unread)
-        schema = StructType([f for f in schema.fields if f.name not in unread])
+    candidates, schema = batch_input(candidates, spec, input_schema, options.get("ts_col", "ts"),
+                                     options.get("type_col", "type"))
     options.pop("buckets", None)
     op = MatchOperator(spec, schema, **options)
     keys = [F.col(f"`{c}`") for c in op.group_cols]

@@ -17,7 +17,14 @@ operator**: each operator's input rows (its filter's candidates) are tagged with
 (:data:`BRANCH`) and its grouping values (:data:`GROUP`, JSON), united, given one event-time watermark, and
 grouped by ``(BRANCH, GROUP)``; the group function hands each group to its operator's own function (the
 engines and their group states are those of the operator run alone) and widens its rows to the united
-output.  Batch runs the same way with ``applyInPandas``.
+output.
+
+Batch runs on the batch path of single queries (:func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches`):
+each operator's input prepared by :func:`~sparkcep.runtime_udfs.spark_adapters.batch_input`, the tagged rows
+united, repartitioned by ``(BRANCH, hash of the grouping values)`` and run by one ``mapInArrow`` call per
+partition (:func:`partition_function`), which splits the partition's Arrow table by operator and hands each
+part to that operator's :meth:`~sparkcep.runtime_udfs.spark_adapters.MatchOperator.run_table` (keys split with
+Arrow, no pandas), then widens its Arrow rows to the united output.
 
 Streaming (``side_channel=True``), every operator routes late events to the side channel of
 :mod:`sparkcep.runtime_udfs.late` (rows of kind ``late``) instead of dropping them, so that
@@ -32,7 +39,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
@@ -45,6 +54,8 @@ from sparkcep.runtime_udfs.shared_engine import SharedAggregate, SharedQuery, Sh
 from sparkcep.runtime_udfs.spark_adapters import (
     STATE_SCHEMA,
     MatchOperator,
+    _session_timezone,
+    batch_input,
     load_spec,
     unread_columns,
     watermarked,
@@ -85,34 +96,82 @@ def load_workload(text: str | dict) -> tuple[list[SharedSpec], list[dict]]:
 
 class _Branch:
     """One operator of the workload, as shipped to the executors: its query name (None for a shared operator,
-    whose rows name their queries), input columns and Spark functions."""
+    whose rows name their queries), input columns, and its operator (batch: :func:`partition_function` calls
+    its ``run_table``) or its streaming function."""
 
-    def __init__(self, name: str | None, op: MatchOperator, columns):
+    def __init__(self, name: str | None, op: MatchOperator, columns, streaming: bool):
         self.name, self.columns = name, list(columns)
         self.group_cols = list(op.group_cols)
         self.fields = list(op.output_schema.fields)
-        self.batch = op.batch_function()
-        self.stream = op.stream_function()
+        #: batch: the operator, whose ``run_table`` runs this branch's part of a partition
+        self.op = None if streaming else op
+        self.stream = op.stream_function() if streaming else None
 
 
 def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
               side_channel: bool) -> list[tuple[_Branch, DataFrame]]:
-    """Each operator with its candidates (the events its filter keeps); with ``side_channel`` each routes its
-    late rows (``MatchOperator(late_rows=True)``)."""
+    """Each operator with its candidates (the events its filter keeps; batch: as
+    :func:`~sparkcep.runtime_udfs.spark_adapters.batch_input` prepares them); with ``side_channel`` each routes
+    its late rows (``MatchOperator(late_rows=True)``)."""
     out = []
+    streaming = events.isStreaming
     for spec in shared:
         unread = set(unread_columns(spec, events.columns, ts_col, type_col))
         columns = [c for c in events.columns if c not in unread]
         read = StructType([events.schema[c] for c in columns])
         op = MatchOperator(spec, read, ts_col=ts_col, type_col=type_col, late_rows=side_channel)
         types = sorted({t for _, pattern in spec.segments for t in pattern})
-        out.append((_Branch(None, op, columns), events.where(F.col(type_col).isin(types)).select(*columns)))
+        out.append((_Branch(None, op, columns, streaming), events.where(F.col(type_col).isin(types)).select(*columns)))
     for entry in alone:
         candidates = events.sparkSession.sql(entry["filter_sql"])
         spec = with_default_outputs(entry["spec"], events.columns)  # without RETURN: every attribute
-        op = MatchOperator(spec, candidates.schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel)
-        out.append((_Branch(entry["name"], op, candidates.columns), candidates))
+        schema = candidates.schema
+        if not streaming:
+            candidates, schema = batch_input(candidates, spec, schema, ts_col, type_col)
+        op = MatchOperator(spec, schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel)
+        out.append((_Branch(entry["name"], op, schema.names, streaming), candidates))
     return out
+
+
+def partition_function(branches: list[_Branch], schema: pa.Schema) -> Any:
+    """``fn(batches) -> batches`` for ``mapInArrow`` over the tagged rows of every operator, repartitioned by
+    ``(BRANCH, GROUP)``: the partition's record batches gathered into one table (a key's rows may span batches),
+    split by :data:`BRANCH` (stably: each operator's rows stay in input order), each part run by its operator's
+    :meth:`~sparkcep.runtime_udfs.spark_adapters.MatchOperator.run_table` and widened to ``schema`` (the united
+    output as Arrow, :func:`_widen_table`)."""
+
+    def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        ids = table.column(BRANCH).to_numpy()
+        bounds = [0, len(ids)]
+        if (ids != ids[0]).any():
+            order = np.argsort(ids, kind="stable")
+            table, ids = table.take(order), ids[order]
+            bounds = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), len(ids)]
+        for lo, hi in zip(bounds, bounds[1:], strict=False):
+            b = branches[int(ids[lo])]
+            result = b.op.run_table(table.slice(lo, hi - lo).select(b.columns))
+            if result.num_rows:
+                yield from _widen_table(result, b.name, schema).to_batches()
+
+    return run_partition
+
+
+def _widen_table(table: pa.Table, name: str | None, schema: pa.Schema) -> pa.Table:
+    """An operator's Arrow result with the united output's columns (absent ones null) and its query name."""
+    n, arrays = table.num_rows, []
+    for field in schema:
+        if field.name == QUERY and name is not None:
+            arrays.append(pa.array([name] * n, field.type))
+        elif field.name in table.column_names:
+            column = table.column(field.name)
+            arrays.append(column if column.type == field.type else column.cast(field.type))
+        else:
+            arrays.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _widen(frame: pd.DataFrame, name: str | None, names: list[str]) -> pd.DataFrame:
@@ -148,19 +207,20 @@ def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col:
                                f"{f.dataType.simpleString()} in {b.name or 'a shared operator'}: give one of them "
                                "another name (AS ...)")
     schema = StructType([f if f is not None else StructField(QUERY, StringType()) for f in fields.values()])
-    names = schema.names
     tagged = None
     for i, (b, candidates) in enumerate(pairs):
-        group = F.to_json(F.struct(*[F.col(c) for c in b.group_cols])) if b.group_cols else F.lit("")
+        if not events.isStreaming:  # only a partitioning: a hash of the grouping values will do
+            group = F.hash(*[F.col(f"`{c}`") for c in b.group_cols]) if b.group_cols else F.lit(0)
+        else:
+            group = F.to_json(F.struct(*[F.col(c) for c in b.group_cols])) if b.group_cols else F.lit("")
         part = candidates.select(F.lit(i).alias(BRANCH), group.alias(GROUP), *candidates.columns)
         tagged = part if tagged is None else tagged.unionByName(part, allowMissingColumns=True)
 
-    if not events.isStreaming:
-        def batch(pdf: pd.DataFrame) -> pd.DataFrame:
-            b = branches[int(pdf[BRANCH].iloc[0])]
-            return _widen(b.batch(pdf[b.columns]), b.name, names)
+    if not events.isStreaming:  # the batch path of single queries (batch_matches), one operator per part
+        from pyspark.sql.pandas.types import to_arrow_schema
 
-        return tagged.groupBy(BRANCH, GROUP).applyInPandas(batch, schema)
+        arrow_schema = to_arrow_schema(schema, timezone=_session_timezone())
+        return tagged.repartition(BRANCH, GROUP).mapInArrow(partition_function(branches, arrow_schema), schema)
 
     out_schema = late.with_side_columns(schema) if side_channel else schema
     out_names = out_schema.names
