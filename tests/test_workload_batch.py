@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.oracle import is_trend_aggregate, match_rows, trend_aggregates
 from sparkcep.results import canonical
 from sparkcep.runtime_udfs import workload_spark
 from tests.strategies import event_streams
+from tests.test_generated_workload_job import oracle_rows
 
 WORKLOAD = ("a: RETURN COUNT(*) PATTERN SEQ(A, B, C) WHERE [id] WITHIN 6 SLIDE 3;\n"
             "b: RETURN COUNT(*) PATTERN SEQ(A, B, D) WHERE [id] WITHIN 6 SLIDE 3;\n"
@@ -30,19 +30,6 @@ WORKLOAD = ("a: RETURN COUNT(*) PATTERN SEQ(A, B, C) WHERE [id] WITHIN 6 SLIDE 3
             "n: PATTERN SEQ(C c, D d) WITHIN 3 RETURN c.ts AS c_ts, d.ts AS d_ts")
 COLUMNS = ["type", "ts", "x", "id"]
 SCHEMA = "type STRING, ts BIGINT, x BIGINT, id BIGINT"
-
-
-def oracle_rows(text: str, events: list[dict]) -> list[dict]:
-    """Each query's oracle rows (trend aggregates or matches), with its name in ``query``."""
-    out = []
-    for q in sparkcep.compile_workload(text):
-        if is_trend_aggregate(q.query):
-            rows = [{k: int(v) if isinstance(v, Decimal) else v for k, v in r.items()}
-                    for r in trend_aggregates(q.query, events)]
-        else:
-            rows = match_rows(q.query, events, COLUMNS)
-        out += [{"query": q.name, **r} for r in rows]
-    return out
 
 
 def plain(rows) -> list[dict]:
@@ -80,7 +67,7 @@ def test_workload_batch_path_equals_the_oracle_across_arrow_batches(spark, event
         for k, v in before.items():
             spark.conf.set(k, v)
     assert "MapInArrow" in plan and "FlatMapGroupsInPandas" not in plan
-    assert canonical(got) == canonical(oracle_rows(WORKLOAD, events))
+    assert canonical(got) == canonical(oracle_rows(WORKLOAD, events, COLUMNS))
 
 
 def test_partition_function_routes_interleaved_rows_to_their_operators():
