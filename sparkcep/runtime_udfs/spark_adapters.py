@@ -85,6 +85,7 @@ from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest, Func, Liter
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import from_data
 from sparkcep.runtime_udfs import late, match_engine, shared_engine, trend_engine
+from sparkcep.runtime_udfs.match_prefilter import prefilter
 from sparkcep.runtime_udfs.shared_engine import SharedSpec
 from sparkcep.runtime_udfs.spec import OVERFLOW, MatchSpec, TrendSpec
 
@@ -304,15 +305,38 @@ def _arrow_epoch_ms(col: pa.ChunkedArray | pa.Array) -> list:
 
     Arrow holds the instant itself (UTC), with or without a zone: no wall-clock reading is involved, so unlike
     :func:`_epoch_ms` there is no ambiguous hour."""
-    if col.type.unit != "us":
-        col = col.cast(pa.timestamp("us", tz=col.type.tz))
-    us = pc.cast(col, pa.int64())
+    us = _epoch_us(col)
     filled = pc.fill_null(us, 0).to_numpy() if us.null_count else us.to_numpy()
     values = (filled // 1000).tolist() if (filled % 1000 == 0).all() else (filled / 1000).tolist()
     if us.null_count:
         valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
         values = [v if ok else None for v, ok in zip(values, valid, strict=True)]
     return values
+
+
+def _epoch_us(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Epoch microseconds (int64, nulls kept) of an Arrow timestamp column of any unit."""
+    if col.type.unit != "us":
+        col = col.cast(pa.timestamp("us", tz=col.type.tz))
+    return pc.cast(col, pa.int64())
+
+
+def gathered(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
+    """A ``mapInArrow`` partition's non-empty record batches as one table (a key's rows may span batches), or
+    None for an empty partition."""
+    batches = [b for b in batches if b.num_rows]
+    return pa.Table.from_batches(batches) if batches else None
+
+
+def by_id(table: pa.Table, ids: np.ndarray) -> tuple[pa.Table, list[int]]:
+    """``(table, bounds)``: the rows of ``table`` stably sorted by their ``ids`` (rows of one id together, in
+    input order), and where each id's rows start (``bounds[k]:bounds[k + 1]``, ending with the row count)."""
+    n = table.num_rows
+    if n < 2 or not (ids != ids[0]).any():
+        return table, [0, n]
+    order = np.argsort(ids, kind="stable")
+    ids = ids[order]
+    return table.take(order), [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), n]
 
 
 def _arrow_array(values: list, dtype: pa.DataType) -> pa.Array:
@@ -550,7 +574,7 @@ class MatchOperator:
 
     def _arrow_columns(self, table: pa.Table) -> tuple[list[str], list[list]]:
         """:meth:`_columns_of` for an Arrow table: the same engine columns, read without pandas (rows in the
-        table's order: :meth:`_arrow_rows` puts them in input order first)."""
+        table's order: :meth:`run_table` puts them in input order first)."""
         if not table.num_rows:
             return [], []
         names, data = [], []
@@ -573,10 +597,10 @@ class MatchOperator:
         rows may span batches) and run by :meth:`run_table`."""
 
         def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            batches = [b for b in batches if b.num_rows]
-            if not batches:
+            table = gathered(batches)
+            if table is None:
                 return
-            result = self.run_table(pa.Table.from_batches(batches))
+            result = self.run_table(table)
             if result.num_rows:
                 yield from result.to_batches()
 
@@ -595,13 +619,8 @@ class MatchOperator:
         if keep is not None:
             table = table.filter(pa.array(keep, pa.bool_()))
             ids = ids[keep] if ids is not None else None
-        if ids is not None and len(ids) > 1:
-            order = np.argsort(ids, kind="stable")  # a key's rows together, in input order
-            table, ids = table.take(order), ids[order]
         n = table.num_rows
-        bounds = [0, n]  # where each key's rows start
-        if ids is not None and n > 1:
-            bounds = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), n]
+        table, bounds = by_id(table, ids) if ids is not None else (table, [0, n])
         rows: list[dict] = []
         # engine events (dicts) for whole keys at a time, about CONVERT_ROWS rows, not for the whole partition
         chunk = [0]
@@ -656,9 +675,7 @@ class MatchOperator:
         ts_col = table.column(self.ts_col)
         valid = pc.is_valid(ts_col).to_numpy(zero_copy_only=False)
         if self.ts_col in self._zones:  # epoch ms, the very values the engine sees (_arrow_epoch_ms)
-            if ts_col.type.unit != "us":
-                ts_col = ts_col.cast(pa.timestamp("us", tz=ts_col.type.tz))
-            ts = pc.fill_null(pc.cast(ts_col, pa.int64()), 0).to_numpy() / 1000
+            ts = pc.fill_null(_epoch_us(ts_col), 0).to_numpy() / 1000
         else:
             ts = pc.fill_null(pc.cast(ts_col, pa.float64()), math.nan).to_numpy()
             valid &= ~np.isnan(ts)
@@ -908,14 +925,8 @@ CONVERT_ROWS = 1 << 16
 def prefilter_of(spec: EngineSpec) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None:
     """The spec's row prefilter (:func:`sparkcep.runtime_udfs.match_prefilter.prefilter`: ``keep = f(group_ids,
     ts, mask)`` drops rows that cannot be in any match, for skip_till_any_match specs), or None: not a match
-    spec, not eligible, or the module is not there."""
-    if not isinstance(spec, MatchSpec):
-        return None
-    try:
-        from sparkcep.runtime_udfs.match_prefilter import prefilter
-    except ImportError:
-        return None
-    return prefilter(spec)
+    spec or not eligible."""
+    return prefilter(spec) if isinstance(spec, MatchSpec) else None
 
 
 def batch_input(candidates: DataFrame, spec: EngineSpec, input_schema: StructType | None = None,

@@ -35,11 +35,11 @@ operator; an event two operators read is late (and routed) in each.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -56,6 +56,8 @@ from sparkcep.runtime_udfs.spark_adapters import (
     MatchOperator,
     _session_timezone,
     batch_input,
+    by_id,
+    gathered,
     load_spec,
     unread_columns,
     watermarked,
@@ -141,17 +143,12 @@ def partition_function(branches: list[_Branch], schema: pa.Schema) -> Any:
     output as Arrow, :func:`_widen_table`)."""
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        batches = [b for b in batches if b.num_rows]
-        if not batches:
+        table = gathered(batches)
+        if table is None:
             return
-        table = pa.Table.from_batches(batches)
+        table, bounds = by_id(table, table.column(BRANCH).to_numpy())
         ids = table.column(BRANCH).to_numpy()
-        bounds = [0, len(ids)]
-        if (ids != ids[0]).any():
-            order = np.argsort(ids, kind="stable")
-            table, ids = table.take(order), ids[order]
-            bounds = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), len(ids)]
-        for lo, hi in zip(bounds, bounds[1:], strict=False):
+        for lo, hi in itertools.pairwise(bounds):
             b = branches[int(ids[lo])]
             result = b.op.run_table(table.slice(lo, hi - lo).select(b.columns))
             if result.num_rows:
