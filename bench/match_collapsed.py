@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from pattern_matching import timed  # noqa: E402  (median CPU seconds and the result)
 
 import sparkcep  # noqa: E402
 from sparkcep.runtime_udfs.match_engine import MatchState, advance, init_state, step  # noqa: E402
@@ -49,15 +50,6 @@ def run(spec, events: list[dict], batch: int = 1000) -> int:
         state = MatchState.from_bytes(state.to_bytes())
     state, out = advance(spec, state, float("inf"))
     return rows + len(out)
-
-
-def timed(fn, repeat: int) -> tuple[float, int]:
-    times, result = [], None
-    for _ in range(repeat):
-        t0 = time.process_time()
-        result = fn()
-        times.append(time.process_time() - t0)
-    return statistics.median(times), result
 
 
 def main() -> None:

@@ -528,8 +528,8 @@ class Alternative:
                  negs: tuple[NegPlan, ...], conjs: tuple[Conjunct, ...], any_vars: frozenset[str],
                  groups: tuple[tuple[int, int], ...] = ()):
         self.index = index
-        #: repeated groups ``(SEQ(B b, C c))+`` as ``(first, last)`` positions: after ``last`` a run may go
-        #: back to ``first`` (``loop_back``); their variables are arrays like Kleene ones (``listed``)
+        #: repeated groups ``(SEQ(B b, C c))+`` as ``(first, last)`` positions (the edges back are the
+        #: :class:`Automaton`'s); their variables are arrays like Kleene ones (``listed``)
         self.groups = groups
         inside = {p for i, j in groups for p in range(i, j + 1)}
         self.listed = tuple(kl or p in inside for p, kl in enumerate(kleene))
