@@ -133,3 +133,20 @@ def test_the_batch_path_on_spark_equals_the_oracle(spark, text, events, wiring, 
             (r["window_start"], r["n"]) for r in want)
     else:
         assert canonical(got) == canonical(match_rows(q.query, events))
+
+
+@pytest.mark.spark
+def test_a_small_batch_runs_in_every_shuffle_partition(spark):
+    """Adaptive execution merges a shuffle of a few kB into one partition when it is given only the key, and
+    the whole engine then runs in one Python worker; the batch path passes the partition count, so the matches
+    of many keys come out of every partition (spark.sql.shuffle.partitions = 2 in the test session)."""
+    from pyspark.sql import functions as F
+
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+    rows = [{"type": t, "ts": 10 * k + i, "id": k, "x": 1} for k in range(40) for i, t in enumerate("AB")]
+    df = spark.createDataFrame(rows, "type string, ts long, id long, x long")
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 5 RETURN a.id AS id")
+    result = q.apply(df).withColumn("pid", F.spark_partition_id())
+    seen = {r.pid: r.n for r in result.groupBy("pid").agg(F.count("*").alias("n")).collect()}
+    assert sum(seen.values()) == 40
+    assert set(seen) == {0, 1}, seen

@@ -953,10 +953,10 @@ def batch_matches(candidates: DataFrame, spec: SpecLike, input_schema: StructTyp
     the one batch path of :meth:`sparkcep.CompiledQuery.apply`, :func:`apply_match` and the generated job.
 
     The columns the engine never reads (:func:`unread_columns`) are dropped, the rows are hash-partitioned by
-    the operator's :attr:`~MatchOperator.group_cols` (``partitions`` partitions, default
-    ``spark.sql.shuffle.partitions``; one partition without a key) and each partition runs in one
-    ``mapInArrow`` call (:meth:`MatchOperator.partition_function`): Python splits the keys itself, vectorially,
-    so Spark neither sorts nor groups, and Spark's cost per group is paid once per partition.
+    the operator's :attr:`~MatchOperator.group_cols` into :func:`shuffle_partitions` partitions (``partitions``,
+    default ``spark.sql.shuffle.partitions``, kept by adaptive execution; one partition without a key) and each
+    partition runs in one ``mapInArrow`` call (:meth:`MatchOperator.partition_function`): Python splits the keys
+    itself, vectorially, so Spark neither sorts nor groups, and Spark's cost per group is paid once per partition.
     Under a contiguity strategy the rows are numbered in input order (``_arrival``) before the shuffle, unless
     the filter did it.  ``input_schema``: the schema of ``candidates`` if known (saves a round trip to the
     JVM); ``options`` go to :class:`MatchOperator` (``buckets`` is ignored: a batch has no per-group state to
@@ -967,13 +967,21 @@ def batch_matches(candidates: DataFrame, spec: SpecLike, input_schema: StructTyp
     options.pop("buckets", None)
     op = MatchOperator(spec, schema, **options)
     keys = [F.col(f"`{c}`") for c in op.group_cols]
-    if not keys:
-        spread = candidates.repartition(1)
-    elif partitions is not None:
-        spread = candidates.repartition(partitions, *keys)
+    if keys:
+        spread = candidates.repartition(shuffle_partitions(candidates, partitions), *keys)
     else:
-        spread = candidates.repartition(*keys)
+        spread = candidates.repartition(1)
     return spread.mapInArrow(op.partition_function(), op.output_schema)
+
+
+def shuffle_partitions(df: DataFrame, partitions: int | None = None) -> int:
+    """The number of partitions the batch path shuffles ``df`` into: ``partitions``, else
+    ``spark.sql.shuffle.partitions``, always as an explicit count.  Given only the columns, adaptive query
+    execution merges a small shuffle (a few MB: typical candidates after the filter) into one partition, and
+    then the whole engine runs in one Python worker on one core; a count is kept as it is."""
+    if partitions is not None:
+        return partitions
+    return int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
 
 
 def apply_match(df: DataFrame, spec: SpecLike, **options: Any) -> DataFrame:

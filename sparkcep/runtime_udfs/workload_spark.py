@@ -59,6 +59,7 @@ from sparkcep.runtime_udfs.spark_adapters import (
     by_id,
     gathered,
     load_spec,
+    shuffle_partitions,
     unread_columns,
     watermarked,
 )
@@ -217,7 +218,8 @@ def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         arrow_schema = to_arrow_schema(schema, timezone=_session_timezone())
-        return tagged.repartition(BRANCH, GROUP).mapInArrow(partition_function(branches, arrow_schema), schema)
+        spread = tagged.repartition(shuffle_partitions(tagged), BRANCH, GROUP)
+        return spread.mapInArrow(partition_function(branches, arrow_schema), schema)
 
     out_schema = late.with_side_columns(schema) if side_channel else schema
     out_names = out_schema.names
