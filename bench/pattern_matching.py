@@ -303,10 +303,10 @@ def _spark_session():
     return local_session("local[2]", shuffle_partitions=2, app_name="sparkcep-bench-pattern-matching")
 
 
-def walls(fns: list[Callable[[], int]], repeat: int) -> list[tuple[float, int]]:
-    """Per function, (median wall-clock seconds, result) after one warm-up run of each; the runs alternate
-    between the functions, so that a change of load on a shared machine hits every side alike.  Wall-clock
-    time: Spark jobs run in the JVM and Python workers, so CPU time of this process would not count them."""
+def walls(fns: list[Callable[[], int]], repeat: int) -> list[tuple[float, int, list[float]]]:
+    """Per function, (median wall-clock seconds, result, every run's seconds) after one warm-up run of each; the
+    runs alternate between the functions, so that a change of load on a shared machine hits every side alike.
+    Wall-clock time: Spark jobs run in the JVM and Python workers, so CPU time of this process would not count them."""
     results = [fn() for fn in fns]
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
@@ -315,7 +315,7 @@ def walls(fns: list[Callable[[], int]], repeat: int) -> list[tuple[float, int]]:
             again = fn()
             spent.append(time.perf_counter() - t0)
             assert again == result, (again, result)
-    return [(statistics.median(spent), result) for spent, result in zip(times, results, strict=True)]
+    return [(statistics.median(spent), result, spent) for spent, result in zip(times, results, strict=True)]
 
 
 def _grid(text: str) -> list[tuple[int, int]]:
@@ -333,7 +333,7 @@ def section_spark(args) -> Table:
 
     table = Table("SASE §5 on Spark: SEQ(E1..EL) WHERE [attr1] WITHIN W, 20 types: sparkcep vs a Spark SQL self-join",
                   ["V1", "W", "L", "matches", "matches/event", "sparkcep ev/s", "self-join ev/s",
-                   "sparkcep / self-join", "load"])
+                   "sparkcep / self-join", "run by run", "load"])
     spark = _spark_session()
     with tempfile.TemporaryDirectory() as tmp:
         frames: dict[int, object] = {}
@@ -354,16 +354,19 @@ def section_spark(args) -> Table:
                 q = sparkcep.compile(sase_query(length, window) + " RETURN e1.ts")
                 sql = self_join_sql(length, window, view)
                 sides = [lambda q=q, df=df: q.apply(df).count(), lambda sql=sql: spark.sql(sql).collect()[0][0]]
-                (ours, found), (theirs, joined) = walls(sides, args.repeat)
+                (ours, found, our_runs), (theirs, joined, their_runs) = walls(sides, args.repeat)
                 assert joined == found, (domain, window, length, joined, found)
+                paired = sorted(t / o for o, t in zip(our_runs, their_runs, strict=True))
                 table.rows.append([domain, window, length, found, found / n, n / ours, n / theirs,
-                                   f"{theirs / ours:.2f}x", f"{os.getloadavg()[0]:.1f}"])
+                                   f"{theirs / ours:.2f}x", f"{paired[0]:.2f}-{paired[-1]:.2f}x",
+                                   f"{os.getloadavg()[0]:.1f}"])
         for df in frames.values():
             df.unpersist()
     table.notes.append(f"{args.spark_events:,} events (ts a counter: W ts units hold W events) in one JSON-lines file "
                        f"per V1, read once and cached; local[2], 2 shuffle partitions; {os.cpu_count()} CPUs, 'load': "
                        f"1-minute load average after the row.  Wall-clock medians of {args.repeat} alternating runs "
-                       f"after a warm-up run of each; both sides build their query inside the timing "
+                       f"after a warm-up run of each ('run by run': the lowest and highest ratio of a self-join "
+                       f"run to the sparkcep run right before it); both sides build their query inside the timing "
                        f"(sparkcep.compile(q).apply(df).count() vs spark.sql(join).collect()) and count the same "
                        f"matches (checked).  The self-join (L = 3):")
     table.notes.append("  " + self_join_sql(3, "W", "events").replace("\n", "\n  "))
