@@ -42,12 +42,14 @@ from sparkcep.runtime_udfs.match_prefilter import prefilter  # noqa: E402
 QUERY_TYPES = ("E1", "E2", "E3")
 
 
-def filtered_columns(n: int, domain: int) -> dict[str, np.ndarray]:
-    """The rows of the query's types in SASE's stream of ``n`` events as columns: type, ts, attr1, _mask."""
-    events = [e for e in sase_stream(n, domain) if e["type"] in QUERY_TYPES]
+def filtered_columns(n: int, domain: int, query_types: tuple[str, ...] = QUERY_TYPES,
+                     stream: list[dict] | None = None) -> dict[str, np.ndarray]:
+    """The rows of ``query_types`` in SASE's stream of ``n`` events (or in ``stream``) as columns: type, ts,
+    attr1, _mask (bit k: type ``query_types[k]``)."""
+    events = [e for e in (sase_stream(n, domain) if stream is None else stream) if e["type"] in query_types]
     types = np.array([e["type"] for e in events])
     mask = np.zeros(len(events), dtype=np.int64)
-    for k, t in enumerate(QUERY_TYPES):
+    for k, t in enumerate(query_types):
         mask[types == t] = 1 << k
     return {"type": types, "ts": np.array([e["ts"] for e in events], dtype=np.int64),
             "attr1": np.array([e["attr1"] for e in events], dtype=np.int64), "_mask": mask}

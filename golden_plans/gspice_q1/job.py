@@ -22,6 +22,7 @@ Plan:
             where a.v1 < b.v1
             where a.v1 + b.v1 < c.v1
             batch prefilter: sequence scan over 1 chain(s), drops rows in no chain inside the window
+            batch construction: columnar over 3 position(s), all keys at once in numpy, 2 predicate(s) vectorized
     r5 := Output[r4, columns=<every attribute of every positive component>]
 
 Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]

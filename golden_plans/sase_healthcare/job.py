@@ -22,6 +22,7 @@ Plan:
             pattern SEQ(MEDICINE-TAKEN x, MEDICINE-TAKEN y)
             where x.amount + y.amount > 1000
             batch prefilter: sequence scan over 1 chain(s), drops rows in no chain inside the window
+            batch construction: columnar over 2 position(s), all keys at once in numpy, 1 predicate(s) vectorized
     r5 := Output[r4, columns=<every attribute of every positive component>]
 
 Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]

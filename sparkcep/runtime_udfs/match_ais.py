@@ -62,10 +62,11 @@ def n_stacks(alt: Alternative) -> int:
     return alt.m if alt.kleene[-1] else alt.m - 1
 
 
-def prune(st: AltState, horizon) -> float:
-    """Move each stack's head past entries with ``ts <= horizon`` or without live predecessors; compact lists
-    once more than half of an array is dead.  Returns the oldest live ts (inf: none): nothing changes before
-    the horizon reaches it."""
+def prune(st: AltState, now, window) -> float:
+    """Move each stack's head past entries with ``now - ts >= window`` (no event at ``now`` or later is inside
+    their window: the very subtraction of LANGUAGE.md §3's ``last.ts - first.ts < W``, so float ts round as the
+    oracle's do) or without live predecessors; compact lists once more than half of an array is dead.  Returns
+    the oldest live ts (inf: none): nothing changes before ``now - oldest`` reaches the window."""
     stacks, offs, heads = st.stacks, st.offs, st.heads
     prev_head = 0
     oldest = math.inf
@@ -75,7 +76,7 @@ def prune(st: AltState, horizon) -> float:
         end = off + len(stack)
         while h < end:
             ts, _, rip = stack[h - off]
-            if ts <= horizon or (k and rip <= prev_head):
+            if now - ts >= window or (k and rip <= prev_head):
                 h += 1
             else:
                 break
@@ -100,15 +101,15 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     count = len(stacks)
     split = alt.split
     trigger = None
-    oldest = prune(st, ready[0][0] - window) if ready else math.inf
+    oldest = prune(st, ready[0][0], window) if ready else math.inf
     i, total = 0, len(ready)
     while i < total:
         t = ready[i][0]
         j = i + 1
         while j < total and ready[j][0] == t:
             j += 1
-        if t - window >= oldest:
-            oldest = prune(st, t - window)
+        if t - oldest >= window:
+            oldest = prune(st, t, window)
         ends = [offs[k] + len(stacks[k]) for k in range(count)]
         for entry in ready[i:j]:
             ev = entry[3]

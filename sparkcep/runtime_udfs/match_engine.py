@@ -236,7 +236,7 @@ def advance(spec: MatchSpec, state: MatchState, watermark: float) -> tuple[Match
         for alt, st in zip(plan.alternatives, state.alts, strict=True):
             (match_runs if alt.automaton else engine).scan(plan, alt, st, ready, sink)  # automata: runs only
     _release(plan, state, watermark, rows)
-    _prune(plan, state, watermark - plan.window)
+    _prune(plan, state, watermark)
     return state, rows
 
 
@@ -271,15 +271,18 @@ def _release(plan: Plan, state: MatchState, watermark: float, rows: list[dict]) 
             rows.append(alt.row(binding))
 
 
-def _prune(plan: Plan, state: MatchState, horizon: float) -> None:
-    """Drop what no future match can use: stack entries, runs and negative events at or before ``horizon``
-    (watermark - W); negative events of non-start negations once nothing live can precede them."""
+def _prune(plan: Plan, state: MatchState, watermark: float) -> None:
+    """Drop what no future match can use: stack entries and runs whose first event is a window or more before
+    ``watermark``, negative events at or before ``watermark - W``; negative events of non-start negations once
+    nothing live can precede them."""
+    window = plan.window
+    horizon = watermark - window
     waiting = {k for _, _, k, _ in state.postponed} if state.postponed else ()
     for alt, st in zip(plan.alternatives, state.alts, strict=True):
         if st.stacks:
-            match_ais.prune(st, horizon)
+            match_ais.prune(st, watermark, window)
         if st.runs:
-            st.runs = [r for r in st.runs if r.first > horizon]
+            st.runs = [r for r in st.runs if watermark - r.first < window]
         if not alt.negs:
             continue
         idle = st.live_instances() == 0 and alt.index not in waiting

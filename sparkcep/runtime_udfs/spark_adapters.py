@@ -84,7 +84,7 @@ from pyspark.sql.types import (
 from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest, Func, Literal, Unary, walk
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import from_data
-from sparkcep.runtime_udfs import late, match_engine, shared_engine, trend_engine
+from sparkcep.runtime_udfs import late, match_columnar, match_engine, shared_engine, trend_engine
 from sparkcep.runtime_udfs.match_prefilter import prefilter
 from sparkcep.runtime_udfs.shared_engine import SharedSpec
 from sparkcep.runtime_udfs.spec import OVERFLOW, MatchSpec, TrendSpec
@@ -610,7 +610,9 @@ class MatchOperator:
         """The matches (or trend rows) of every key in ``table``, as an Arrow table of :attr:`output_schema`:
         rows in input order (``_arrival`` under a contiguity strategy), the keys told apart vectorially
         (:meth:`key_ids`), the rows no match can use dropped by the prefilter when the spec has one
-        (:func:`prefilter_of`), then engine events for the remaining rows, one engine run per key."""
+        (:func:`prefilter_of`), then every key's matches at once in numpy when the spec has a columnar
+        construction (:func:`match_columnar.columnar`), else engine events for the remaining rows, one engine
+        run per key."""
         engine, spec = self.engine, self.spec
         if ARRIVAL in table.column_names and table.num_rows:  # contiguity: the engine numbers events in input order
             table = table.take(pc.sort_indices(table, [(ARRIVAL, "ascending")]))  # a stable sort
@@ -619,6 +621,14 @@ class MatchOperator:
         if keep is not None:
             table = table.filter(pa.array(keep, pa.bool_()))
             ids = ids[keep] if ids is not None else None
+        if not hasattr(self, "_columnar"):  # looked up once per operator (on the executor), like the prefilter
+            self._columnar = match_columnar.columnar(spec) if isinstance(spec, MatchSpec) else None
+        if self._columnar is not None and table.num_rows:  # all keys at once in numpy (match_columnar)
+            result = match_columnar.arrow_matches(
+                self._columnar, table, ids, ts_col=self.ts_col, type_col=self.type_col, time_cols=self._zones,
+                columns=self._columns, schema=self.table([]).schema)
+            if result is not None:
+                return result
         n = table.num_rows
         table, bounds = by_id(table, ids) if ids is not None else (table, [0, n])
         rows: list[dict] = []

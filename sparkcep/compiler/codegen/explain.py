@@ -20,7 +20,7 @@ from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.naming import safe_identifier
 from sparkcep.compiler.plan.nodes import Node, chain
 from sparkcep.compiler.printer import format_expr, format_pattern
-from sparkcep.runtime_udfs import match_engine, match_prefilter, trend_engine
+from sparkcep.runtime_udfs import match_columnar, match_engine, match_prefilter, trend_engine
 from sparkcep.runtime_udfs.spec import Component
 
 INDENT = " " * 8
@@ -88,6 +88,16 @@ def _prefiltered(spec) -> list[str]:
             "window"]
 
 
+def _columnar(spec) -> list[str]:
+    """The columnar construction's line (:mod:`sparkcep.runtime_udfs.match_columnar`), if the spec has one."""
+    cc = match_columnar.columnar(spec)
+    if cc is None:
+        return []
+    predicates = sum(map(len, cc.checks))
+    return [f"batch construction: columnar over {len(cc.bits)} position(s), all keys at once in numpy"
+            + (f", {predicates} predicate(s) vectorized" if predicates else "")]
+
+
 class Explainer:
     def __init__(self, ts_unit: str, type_col: str):
         self.ts_unit = ts_unit
@@ -125,7 +135,7 @@ class Explainer:
         head = f"Sequence[{ref}, window={self.duration(s.window)}, strategy={s.strategy}, engine={engine}]"
         lines = [f"pattern {_pattern(s.pattern)}"] if s.pattern is not None else []
         lines += [f"where {format_expr(p)}" for p in s.predicates]
-        return head, lines + per_alternative + _general_searches(s) + _prefiltered(s)
+        return head, lines + per_alternative + _general_searches(s) + _prefiltered(s) + _columnar(s)
 
     def visit_Trend(self, n, ref):
         s = n.spec

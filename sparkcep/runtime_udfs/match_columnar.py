@@ -1,0 +1,368 @@
+"""Columnar sequence construction for batch matching: every match of a plain sequence query, for all keys at
+once, in numpy (SASE §4: sequence construction over the candidates of each position, the window pushed into
+construction, partitioned by the equivalence key as PAIS does).
+
+The per-key engine (:mod:`match_engine`) turns every row into a dict and walks active instance stacks per
+key.  For the common query class ``SEQ(E1 e1, ..., Em em) WHERE ... WITHIN W`` under skip_till_any_match a
+match is just a chain of rows, one per position, of one key, with strictly increasing ts, ``last.ts -
+first.ts < W`` and the parameterized predicates TRUE (LANGUAGE.md §1–§3).  :func:`columnar` turns such a
+spec into a :class:`ColumnarConstruction`, which builds the chains column-wise::
+
+    chains = columnar(spec)(group_ids, ts, mask)          # int64 (matches, m): input row per position
+
+**The construction.**  Rows are sorted by (key, ts) (the prefilter's helpers,
+:mod:`sparkcep.runtime_udfs.match_prefilter`).  Per position ``k`` the sorted row indices ``P_k`` of the rows
+whose ``_mask`` has bit ``comps[k]`` (an ``ANY`` component, or overlapping types, put a row into several
+positions).  Chains of length 1 are ``P_0``.  A chain ``(start s, last r)`` extends to position ``k + 1`` by the
+rows of ``P_{k+1}`` after ``r``'s whole tie run (strictly larger ts, same key) and before ``end[s]``, the first
+row after ``s`` that is in another key or at ``ts - ts[s] >= W``: a contiguous range of ``P_{k+1}``, found with
+two ``np.searchsorted`` on row indices (sorted order is (key, ts) order, so row indices are the exact
+monotone composite), then expanded with ``np.repeat``/``cumsum``.  ``end`` is one ``np.searchsorted`` on the
+int64 (key, ts) composite for whole-number ts (:func:`match_prefilter.key_ts_composite`; integer ts stay
+int64, so epoch ms and large counters are exact), else a vectorized bisection evaluating ``ts[j] - ts[s] < W``
+in float64 as the engine does.  A predicate is applied as soon as all its variables are bound (SASE §4's
+dynamic filtering), on the chains built so far.  When a step would create more than ``max_chains`` chains,
+the chains are processed in slices (depth first), so memory stays bounded by about ``max_chains`` rows per
+position.
+
+Rows without a usable ts (null, NaN) are in no match, as in the engine; a batch with an infinite ts is
+declined (the call returns None and the caller runs the engine).
+
+**Eligible specs** (:func:`columnar` returns None otherwise): a match spec, not collapsed, under
+skip_till_any_match, whose :class:`~sparkcep.runtime_udfs.match_compile.Plan` has exactly one alternative of
+single positive events (``ANY`` allowed; no Kleene, negation, ``T?``/``T*``, ``OR`` or groups); every
+parameterized predicate vectorizable (:func:`sparkcep.runtime_udfs.expr_arrow.vectorize`, when that module is
+installed; without it only specs without parameterized predicates); every output a plain ``var.attr`` of a
+component.
+
+Example::
+
+    >>> import numpy as np
+    >>> from sparkcep.compiler.ast import Attr
+    >>> from sparkcep.runtime_udfs.spec import Component, MatchSpec, OutputColumn
+    >>> spec = MatchSpec((Component("a", ("A",)), Component("b", ("B",))), (), 10,
+    ...                  (OutputColumn("a_ts", Attr("a", "ts")),))
+    >>> cc = columnar(spec)
+    >>> cc(np.array([0, 0, 0, 0]), np.array([1, 5, 20, 5]), np.array([1, 2, 2, 1])).tolist()
+    [[0, 1]]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcep.compiler.ast import Attr
+from sparkcep.compiler.errors import CEPError
+from sparkcep.runtime_udfs.match_compile import ANY_MATCH, Plan
+from sparkcep.runtime_udfs.match_prefilter import _bounds, _key_ts_order, key_ts_composite
+from sparkcep.runtime_udfs.spec import MatchSpec
+
+__all__ = ["MAX_CHAINS", "ColumnarConstruction", "arrow_matches", "columnar", "epoch_ms", "ineligible", "output_table"]
+
+#: Chains one extension step may create before the chains are processed in slices.
+MAX_CHAINS = 5_000_000
+
+#: ``values(attr) -> Arrow array`` (input row order) of an engine attribute name, None if there is no such column
+Values = Callable[[str], "pa.Array | pa.ChunkedArray | None"]
+
+
+class ColumnarConstruction:
+    """The columnar construction of one eligible spec.  ``bits`` the component bit per position, ``window``,
+    ``checks`` per position the predicates ``(vector expr, ((var, attr, position), ...))`` applied once that
+    position is bound, ``outputs`` ``(name, position, attr)`` per result column."""
+
+    __slots__ = ("bits", "window", "checks", "outputs", "max_chains")
+
+    def __init__(self, bits: tuple[int, ...], window: float, checks: tuple[tuple, ...],
+                 outputs: tuple[tuple[str, int, str], ...], max_chains: int = MAX_CHAINS):
+        self.bits, self.window, self.checks, self.outputs = bits, window, checks, outputs
+        self.max_chains = max_chains
+
+    def __repr__(self) -> str:
+        return (f"ColumnarConstruction(bits={self.bits}, window={self.window}, "
+                f"predicates={sum(map(len, self.checks))})")
+
+    def __call__(self, group_ids, ts, mask, values: Values | None = None) -> np.ndarray | None:
+        """The matches as an int64 array ``(matches, positions)`` of input row indices, or None when the batch
+        is declined (an infinite ts: the engine decides).  ``ts`` as the engine sees it: int64 for integer
+        and whole-ms timestamp input, float64 otherwise (NaN: no usable ts); ``values`` gives the columns the
+        predicates read."""
+        group_ids = np.asarray(group_ids, dtype=np.int64)
+        ts = np.asarray(ts)
+        if ts.dtype.kind not in "iuf":
+            ts = ts.astype(np.float64)
+        mask = np.asarray(mask, dtype=np.int64)
+        m = len(self.bits)
+        if not (len(group_ids) == len(ts) == len(mask)):
+            raise ValueError(f"group_ids, ts and mask differ in length ({len(group_ids)}, {len(ts)}, {len(mask)})")
+        empty = np.zeros((0, m), dtype=np.int64)
+        rows = np.flatnonzero((mask & sum(self.bits)) != 0)
+        if ts.dtype.kind == "f":
+            if np.isinf(ts[rows]).any():
+                return None
+            rows = rows[~np.isnan(ts[rows])]
+        if not len(rows):
+            return empty
+        g, t = group_ids[rows], ts[rows]
+        order = _key_ts_order(g, t)
+        rows, g, t, mk = rows[order], g[order], t[order], mask[rows[order]]
+        _, _, group_last, _, run_last = _bounds(g, t)
+        end = self._ends(g, t, group_last)
+        if end is None:
+            return None
+        cand = [np.flatnonzero((mk & b) != 0) for b in self.bits]
+        ctx = (rows, end, run_last, cand, values, {})
+        parts = self._extend([cand[0]], 0, ctx)
+        if not parts:
+            return empty
+        chains = np.concatenate([np.stack(p, axis=1) for p in parts]) if len(parts) > 1 else np.stack(parts[0], 1)
+        return rows[chains]
+
+    def _ends(self, g: np.ndarray, t: np.ndarray, group_last: np.ndarray) -> np.ndarray | None:
+        """Per sorted row ``s``: the first sorted row in another key or at ``t - t[s] >= W``."""
+        n = len(t)
+        window = self.window
+        if window == math.inf:
+            return group_last + 1
+        composite = key_ts_composite(g, t)
+        if composite is not None:
+            c, span = composite
+            # whole-number ts: t - t[s] < W  <=>  t < t[s] + ceil(W); at most to the key's end
+            w = np.int64(min(math.ceil(window), span))
+            limit = (c - c % np.int64(span)) + np.int64(span)
+            return np.searchsorted(c, np.minimum(c + w, limit), side="left").astype(np.int64)
+        if t.dtype.kind != "f":
+            return None  # integers too far apart for an int64 composite
+        lo = np.arange(n, dtype=np.int64) + 1  # t[s] - t[s] = 0 < W
+        hi = group_last + 1
+        while True:
+            active = lo < hi
+            if not active.any():
+                return lo
+            mid = (lo + hi) // 2
+            mid_c = np.minimum(mid, n - 1)
+            ok = (t[mid_c] - t) < window
+            lo = np.where(active & ok, mid + 1, lo)
+            hi = np.where(active & ~ok, mid, hi)
+
+    def _extend(self, chains: list[np.ndarray], k: int, ctx) -> list[list[np.ndarray]]:
+        """Complete ``chains`` (per bound position, sorted row indices; all of one length) from position ``k``:
+        the finished chains, in slices."""
+        rows, end, run_last, cand, values, cache = ctx
+        chains = self._check(chains, k, rows, values, cache)
+        if not len(chains[0]):
+            return []
+        if k + 1 == len(self.bits):
+            return [chains]
+        nxt = cand[k + 1]
+        lo = np.searchsorted(nxt, run_last[chains[-1]], side="right")
+        hi = np.searchsorted(nxt, end[chains[0]], side="left")
+        counts = np.maximum(hi - lo, 0)
+        total = int(counts.sum())
+        if total > self.max_chains and len(counts) > 1:
+            out = []
+            cum = np.cumsum(counts)
+            cuts = np.flatnonzero(np.diff(cum // self.max_chains)) + 1
+            for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(counts)], strict=True):
+                out += self._extend_slice([c[a:b] for c in chains], lo[a:b], counts[a:b], nxt, k, ctx)
+            return out
+        return self._extend_slice(chains, lo, counts, nxt, k, ctx)
+
+    def _extend_slice(self, chains, lo, counts, nxt, k, ctx) -> list[list[np.ndarray]]:
+        total = int(counts.sum())
+        if not total:
+            return []
+        parent = np.repeat(np.arange(len(counts)), counts)
+        offset = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        new = nxt[lo[parent] + offset]
+        return self._extend([*(c[parent] for c in chains), new], k + 1, ctx)
+
+    def _check(self, chains: list[np.ndarray], k: int, rows, values, cache) -> list[np.ndarray]:
+        """The chains whose predicates that become decidable at position ``k`` are TRUE."""
+        for fn, reads in self.checks[k]:
+            if not len(chains[0]):
+                break
+            columns = {}
+            for var, attr, p in reads:
+                col = cache.get(attr)
+                if col is None:
+                    col = cache[attr] = _engine_values(values(attr) if values is not None else None,
+                                                       len(rows) and int(rows.max()) + 1)
+                columns[(var, attr)] = col.take(pa.array(rows[chains[p]]))
+            keep = np.asarray(fn(columns, len(chains[0])), dtype=bool)
+            chains = [c[keep] for c in chains]
+        return chains
+
+
+def _engine_values(col, n: int) -> pa.Array:
+    """A column as predicates read it: one Arrow array, NaN as null (the engine reads NaN as a lacking value),
+    a missing column all null."""
+    if col is None:
+        return pa.nulls(n)
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if not isinstance(col, pa.Array):
+        col = pa.array(col, from_pandas=True)
+    if pa.types.is_floating(col.type):
+        col = pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
+    return col
+
+
+def ineligible(spec) -> str | None:
+    """Why ``spec`` has no columnar construction (a short phrase), or None when it has one."""
+    if not isinstance(spec, MatchSpec):
+        return "not a match query"
+    if spec.collapsed:
+        return "collapsed output"
+    if (spec.strategy or ANY_MATCH) != ANY_MATCH:
+        return f"strategy {spec.strategy}"
+    if any(c.negated for c in spec.components):
+        return "negation"
+    if any(c.kleene for c in spec.components):
+        return "Kleene closure or optional component"
+    try:
+        plan = Plan(spec)
+    except CEPError:
+        return "refused by the match engine"
+    if len(plan.alternatives) != 1:
+        return "several alternatives"
+    alt = plan.alternatives[0]
+    if alt.automaton is not None or alt.groups or alt.negs or any(alt.kleene):
+        return "not a flat sequence of single events"
+    if tuple(alt.comps) != tuple(range(len(spec.components))):
+        return "not a flat sequence of single events"
+    for o in spec.outputs:
+        if not (isinstance(o.expr, Attr) and o.expr.var in alt.position and o.expr.index is None):
+            return f"result column {o.name} is not a plain var.attr"
+    if alt.conjuncts and _vectorize() is None:
+        return "parameterized predicates (no vectorized expressions)"
+    for c in alt.conjuncts:
+        if c.global_ or c.nulled or _vectorize()(c.expr, plan.any_vars) is None:
+            return "a predicate that is not vectorizable"
+    return None
+
+
+def _vectorize():
+    """``expr_arrow.vectorize``, or None while that module is not there."""
+    try:
+        from sparkcep.runtime_udfs.expr_arrow import vectorize
+    except ImportError:
+        return None
+    return vectorize
+
+
+def columnar(spec, max_chains: int = MAX_CHAINS) -> ColumnarConstruction | None:
+    """The columnar construction of ``spec``, or None when it is not eligible (see the module docstring;
+    :func:`ineligible` says why)."""
+    if ineligible(spec) is not None:
+        return None
+    plan = Plan(spec)
+    alt = plan.alternatives[0]
+    position = alt.position
+    checks: list[list] = [[] for _ in alt.vars]
+    for c in alt.conjuncts:
+        fn = _vectorize()(c.expr, plan.any_vars)
+        if any(var not in position for var, _ in fn.reads):
+            return None
+        reads = tuple((var, attr, position[var]) for var, attr in sorted(fn.reads))
+        checks[max((position[v] for v in c.vars), default=0)].append((fn, reads))
+    outputs = tuple((o.name, position[o.expr.var], o.expr.attr) for o in spec.outputs)
+    return ColumnarConstruction(tuple(1 << k for k in alt.comps), float(spec.window),
+                                tuple(tuple(c) for c in checks), outputs, max_chains)
+
+
+def epoch_ms(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Epoch milliseconds of an Arrow timestamp column as the engine reads them: int64 when every value is a
+    whole millisecond, else float64 (nulls kept)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if col.type.unit != "us":
+        col = col.cast(pa.timestamp("us", tz=col.type.tz))
+    us = pc.cast(col, pa.int64())
+    filled = pc.fill_null(us, 0).to_numpy()
+    if (filled % 1000 == 0).all():
+        return pc.divide(us, 1000)
+    return pc.divide(pc.cast(us, pa.float64()), 1000.0)
+
+
+def output_table(construction: ColumnarConstruction, chains: np.ndarray, values: Values,
+                 schema: pa.Schema) -> pa.Table:
+    """The result table of ``chains`` (input row per position): each output column the ``take`` of its
+    attribute's column at its position's rows, cast to ``schema`` (NaN as null, as the engine returns it)."""
+    if not len(chains):
+        return pa.Table.from_batches([], schema=schema)
+    arrays = []
+    for (_, p, attr), field in zip(construction.outputs, schema, strict=True):
+        col = values(attr)
+        if col is None:
+            arrays.append(pa.nulls(len(chains), field.type))
+            continue
+        taken = col.take(pa.array(chains[:, p]))
+        if isinstance(taken, pa.ChunkedArray):
+            taken = taken.combine_chunks()
+        if pa.types.is_floating(taken.type):
+            taken = pc.if_else(pc.is_nan(taken), pa.scalar(None, taken.type), taken)
+        arrays.append(taken if taken.type == field.type else taken.cast(field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def arrow_matches(construction: ColumnarConstruction, table: pa.Table, ids: np.ndarray | None, *, ts_col: str,
+                  type_col: str, time_cols, columns, schema: pa.Schema) -> pa.Table | None:
+    """The matches of every key of an Arrow batch (``MatchOperator.run_table`` after the prefilter) as a table
+    of ``schema``, or None when the batch is left to the engine (no ``_mask`` column, a ts column of another
+    type than integers, floats and timestamps, an infinite ts).
+
+    ``ids`` are the rows' key ids (None: one key); ``time_cols`` the timestamp columns (the engine reads them
+    as epoch ms); ``columns`` the input columns the engine reads.  Engine names as ``MatchOperator`` gives them:
+    the ts and type columns are also ``ts`` and ``type``."""
+    from sparkcep.runtime_udfs.spec import INTERNAL_COLUMNS
+
+    mask_col = INTERNAL_COLUMNS[0]
+    if mask_col not in table.column_names or ts_col not in table.column_names:
+        return None
+    source: dict[str, str] = {}
+    for c in table.column_names:
+        if c not in columns:
+            continue
+        source[c] = c
+        if c == ts_col and c != "ts":
+            source["ts"] = c
+        elif c == type_col and c != "type":
+            source["type"] = c
+    n = table.num_rows
+    col = table.column(ts_col)
+    valid = pc.is_valid(col).to_numpy(zero_copy_only=False)
+    if ts_col in time_cols:
+        col = epoch_ms(col)
+    elif not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+        return None
+    if pa.types.is_integer(col.type):
+        ts = pc.fill_null(col, 0).to_numpy().astype(np.int64)
+    else:
+        ts = pc.fill_null(pc.cast(col, pa.float64()), 0.0).to_numpy()
+        valid &= ~np.isnan(ts)
+    mask = pc.fill_null(table.column(mask_col), 0).to_numpy().astype(np.int64)
+    mask[~valid] = 0  # rows without a usable ts are in no match
+    engine_cache: dict[str, pa.Array | None] = {}
+
+    def engine_values(attr: str):
+        if attr not in engine_cache:
+            name = source.get(attr)
+            engine_cache[attr] = None if name is None else (
+                epoch_ms(table.column(name)) if name in time_cols else table.column(name))
+        return engine_cache[attr]
+
+    def raw_values(attr: str):
+        name = source.get(attr)
+        return None if name is None else table.column(name)
+
+    group_ids = ids if ids is not None else np.zeros(n, dtype=np.int64)
+    chains = construction(group_ids, ts, mask, engine_values)
+    if chains is None:
+        return None
+    return output_table(construction, chains, raw_values, schema)
