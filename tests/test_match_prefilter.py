@@ -9,6 +9,8 @@ Masks are computed as the Spark SQL filter does (type test and local predicates 
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 
 import numpy as np
@@ -22,7 +24,7 @@ from sparkcep.results import canonical
 from sparkcep.runtime_udfs import match_engine
 from sparkcep.runtime_udfs.match_compile import Plan
 from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
-from sparkcep.runtime_udfs.match_prefilter import SequenceScan, _key_ts_order, _shape, prefilter
+from sparkcep.runtime_udfs.match_prefilter import SequenceScan, _key_ts_order, _shape, prefilter, within
 from sparkcep.runtime_udfs.spec import Component, MatchSpec, with_default_outputs
 from tests.test_match_collapsed import QUERIES as COLLAPSED_QUERIES
 from tests.test_match_semantics import COLUMNS, compiled, oracle_rows, queries, run
@@ -36,8 +38,10 @@ def columns(spec: MatchSpec, events: list[dict]) -> tuple[np.ndarray, np.ndarray
     plan = Plan(spec)
     ids: dict[tuple, int] = {}
     group = [ids.setdefault(tuple(e.get(a) for a in spec.key), len(ids)) for e in events]
-    return (np.array(group, dtype=np.int64), np.array([e["ts"] for e in events], dtype=np.float64),
-            np.array([plan.mask_of(e) for e in events], dtype=np.int64))
+    raw = [e["ts"] for e in events]
+    # integer ts as the batch path hands them over: int64 (uint64 beyond it), compared exactly; else float64
+    ts = np.array(raw) if raw and all(isinstance(t, int) for t in raw) else np.array(raw, dtype=np.float64)
+    return np.array(group, dtype=np.int64), ts, np.array([plan.mask_of(e) for e in events], dtype=np.int64)
 
 
 def kept(spec: MatchSpec, events: list[dict]) -> list[dict]:
@@ -299,6 +303,50 @@ def test_kept_rows_are_exactly_the_rows_of_matches_without_predicates(data, even
     in_matches = {e["n"] for m in matches(q.query, events) for bound in m.values()
                   for e in (bound if isinstance(bound, list) else [bound])}
     assert {e["n"] for e in kept(spec, events)} == in_matches, text
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), events=keyed_streams("AABBCCD", min_size=4, max_size=14, keys=2, max_gap=2),
+       offset=st.sampled_from([2 ** 60, 2 ** 61 + 5, -(2 ** 62), 2 ** 63 + 7]),
+       scale=st.sampled_from([1, 3, 2 ** 40 + 3, 2 ** 58 + 1]))
+def test_large_integer_ts_are_scanned_exactly(data, events, offset, scale):
+    """Integer ts far beyond 2^53: ``offset + scale * ts`` WITHIN ``W * scale`` (int64 counters, uint64 beyond
+    2^63, and with scale 2^58 + 1 keys whose ts cross zero with spans near 2^63, where no int64 composite fits).
+    The kept rows are still exactly the rows of the oracle's matches: the scan neither merges distinct ts into
+    a tie (float64 spacing at 2^60 is 256) nor misjudges the window by rounding."""
+    text = data.draw(long_queries(plain=True))
+    window = int(text.rsplit("WITHIN ", 1)[1])
+    text = f"{text.rsplit('WITHIN ', 1)[0]}WITHIN {window * scale}"
+    events = [{**e, "n": k, "ts": offset + scale * e["ts"]} for k, e in enumerate(events)]
+    q, spec = compiled(text)
+    in_matches = {e["n"] for m in matches(q.query, events) for bound in m.values()
+                  for e in (bound if isinstance(bound, list) else [bound])}
+    assert columns(spec, events)[1].dtype.kind in "iu"
+    assert {e["n"] for e in kept(spec, events)} == in_matches, text
+
+
+def test_large_integer_ts_pinned_against_float():
+    """At 2^60 (float64 spacing 256): A@+129, B@+300 is a match WITHIN 200 (171 < 200), though both round to
+    2^60 + 256 (a tie); A@+100, B@+290 is one too (190 < 200), though the rounded span is 256.  The float64
+    scan drops both matches, the int64 scan keeps them, as the engine finds them."""
+    base = 2 ** 60
+    spec = MatchSpec(AB.components, (), 200, ())
+    group, mask = np.array([0, 0, 1, 1]), np.array([1, 2, 1, 2])
+    ts = [base + 129, base + 300, base + 100, base + 290]
+    assert prefilter(spec)(group, np.array(ts, dtype=np.float64), mask).tolist() == [False] * 4
+    assert prefilter(spec)(group, np.array(ts), mask).tolist() == [True] * 4
+    events = [{"type": t, "ts": x, "id": g} for t, x, g in zip("ABAB", ts, group.tolist(), strict=True)]
+    assert len(run(dataclasses.replace(spec, key=("id",)), events)) == 2
+
+
+@pytest.mark.parametrize("later, earlier, window, want", [
+    ([5, 2 ** 63 - 1], [0, -(2 ** 63)], 6, [True, False]),  # a difference of 2^64 - 1: exact in uint64
+    ([2 ** 60 + 200], [2 ** 60], 200, [False]), ([2 ** 60 + 199], [2 ** 60], 200, [True]),
+    ([2 ** 60 + 200], [2 ** 60], 200.5, [True]), ([2 ** 60 + 201], [2 ** 60], 200.5, [False]),
+    ([3], [3], 0, [False]), ([3], [1], math.inf, [True]), ([2 ** 63 + 9], [2 ** 63 + 1], 9, [True]),
+])
+def test_within_is_exact_for_integers(later, earlier, window, want):
+    assert within(np.array(later), np.array(earlier), window).tolist() == want
 
 
 @pytest.mark.parametrize("case", COLLAPSED_QUERIES, ids=lambda c: c[0][:60])

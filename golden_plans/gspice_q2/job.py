@@ -24,6 +24,7 @@ Plan:
             pattern SEQ(A a, B b, C c) OR SEQ(D d, E e, F f)
             where a.v1 < b.v1 AND a.v1 + b.v1 < c.v1 OR d.v1 < e.v1 AND d.v1 + e.v1 < f.v1
             batch prefilter: sequence scan over 2 chain(s), drops rows in no chain inside the window
+            batch construction: columnar over 2 sequences of 3/3 position(s), all keys at once in numpy, 2 predicate(s) vectorized
     r5 := Output[r4, columns=<every attribute of every positive component>]
 
 Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]

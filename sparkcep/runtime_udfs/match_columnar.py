@@ -28,12 +28,24 @@ position.
 Rows without a usable ts (null, NaN) are in no match, as in the engine; a batch with an infinite ts is
 declined (the call returns None and the caller runs the engine).
 
+**Alternatives** (``OR``, ``T?``): the plan's alternatives are each a flat sequence; the matches are the union
+of each alternative's chains (:class:`ColumnarAlternatives`), result columns the spec's components with -1
+(null outputs) for a variable the alternative lacks, and predicates reading an absent variable read NULL (the
+plan's ``nulled`` conjuncts, vectorized like any other).  No binding comes twice: the plan's alternatives bind
+distinct variable sets (alternatives binding the same set, e.g. ``(A? a OR B? b)``, make the plan one
+automaton, which is not eligible).
+
 **Eligible specs** (:func:`columnar` returns None otherwise): a match spec, not collapsed, under
-skip_till_any_match, whose :class:`~sparkcep.runtime_udfs.match_compile.Plan` has exactly one alternative of
-single positive events (``ANY`` allowed; no Kleene, negation, ``T?``/``T*``, ``OR`` or groups); every
-parameterized predicate vectorizable (:func:`sparkcep.runtime_udfs.expr_arrow.vectorize`, when that module is
-installed; without it only specs without parameterized predicates); every output a plain ``var.attr`` of a
-component.
+skip_till_any_match, whose :class:`~sparkcep.runtime_udfs.match_compile.Plan` alternatives are flat sequences
+of single positive events (``ANY``, ``OR`` and ``T?`` allowed; no ``T+``/``T*``, negation or repeated groups);
+every parameterized predicate vectorizable (:func:`sparkcep.runtime_udfs.expr_arrow.vectorize`, when that
+module is installed; without it only specs without parameterized predicates); every output a plain
+``var.attr`` of a component (``v.attr`` as first, last or ``[1]`` of a ``T?`` variable: one event).
+
+**Small batches** are not sent back to the engine: on partitions of 3–15 kept rows the construction costs
+0.03–0.27 ms more than the engine loop (``bench/match_columnar.py --small``, ``run_table`` per call, 2-core
+machine shared with other jobs), below the 0.5 ms per partition a fallback branch would have to save; from
+about 20 kept rows on it is ahead.
 
 Example::
 
@@ -62,7 +74,8 @@ from sparkcep.runtime_udfs.match_compile import ANY_MATCH, Plan
 from sparkcep.runtime_udfs.match_prefilter import _bounds, _key_ts_order, key_ts_composite
 from sparkcep.runtime_udfs.spec import MatchSpec
 
-__all__ = ["MAX_CHAINS", "ColumnarConstruction", "arrow_matches", "columnar", "epoch_ms", "ineligible", "output_table"]
+__all__ = ["MAX_CHAINS", "ColumnarAlternatives", "ColumnarConstruction", "arrow_matches", "columnar", "engine_ts",
+           "epoch_ms", "ineligible", "output_table"]
 
 #: Chains one extension step may create before the chains are processed in slices.
 MAX_CHAINS = 5_000_000
@@ -72,24 +85,30 @@ Values = Callable[[str], "pa.Array | pa.ChunkedArray | None"]
 
 
 class ColumnarConstruction:
-    """The columnar construction of one eligible spec.  ``bits`` the component bit per position, ``window``,
+    """The columnar construction of one flat alternative.  ``bits`` the component bit per position, ``window``,
     ``checks`` per position the predicates ``(vector expr, ((var, attr, position), ...))`` applied once that
-    position is bound, ``outputs`` ``(name, position, attr)`` per result column."""
+    position is bound, ``outputs`` ``(name, column, attr)`` per result column, ``columns`` the result column
+    of each position (the spec's component index; default: position ``p`` is column ``p``) and ``width`` the
+    result's columns (default: the positions)."""
 
-    __slots__ = ("bits", "window", "checks", "outputs", "max_chains")
+    __slots__ = ("bits", "window", "checks", "outputs", "max_chains", "columns", "width")
 
     def __init__(self, bits: tuple[int, ...], window: float, checks: tuple[tuple, ...],
-                 outputs: tuple[tuple[str, int, str], ...], max_chains: int = MAX_CHAINS):
+                 outputs: tuple[tuple[str, int, str], ...], max_chains: int = MAX_CHAINS,
+                 columns: tuple[int, ...] | None = None, width: int | None = None):
         self.bits, self.window, self.checks, self.outputs = bits, window, checks, outputs
         self.max_chains = max_chains
+        self.columns = tuple(range(len(bits))) if columns is None else columns
+        self.width = len(bits) if width is None else width
 
     def __repr__(self) -> str:
         return (f"ColumnarConstruction(bits={self.bits}, window={self.window}, "
                 f"predicates={sum(map(len, self.checks))})")
 
     def __call__(self, group_ids, ts, mask, values: Values | None = None) -> np.ndarray | None:
-        """The matches as an int64 array ``(matches, positions)`` of input row indices, or None when the batch
-        is declined (an infinite ts: the engine decides).  ``ts`` as the engine sees it: int64 for integer
+        """The matches as an int64 array ``(matches, width)`` of input row indices (column ``columns[p]`` the
+        row at position ``p``, -1 in the columns of no position), or None when the batch is declined (an
+        infinite ts: the engine decides).  ``ts`` as the engine sees it (:func:`engine_ts`): int64 for integer
         and whole-ms timestamp input, float64 otherwise (NaN: no usable ts); ``values`` gives the columns the
         predicates read."""
         group_ids = np.asarray(group_ids, dtype=np.int64)
@@ -97,10 +116,9 @@ class ColumnarConstruction:
         if ts.dtype.kind not in "iuf":
             ts = ts.astype(np.float64)
         mask = np.asarray(mask, dtype=np.int64)
-        m = len(self.bits)
         if not (len(group_ids) == len(ts) == len(mask)):
             raise ValueError(f"group_ids, ts and mask differ in length ({len(group_ids)}, {len(ts)}, {len(mask)})")
-        empty = np.zeros((0, m), dtype=np.int64)
+        empty = np.zeros((0, self.width), dtype=np.int64)
         rows = np.flatnonzero((mask & sum(self.bits)) != 0)
         if ts.dtype.kind == "f":
             if np.isinf(ts[rows]).any():
@@ -121,7 +139,11 @@ class ColumnarConstruction:
         if not parts:
             return empty
         chains = np.concatenate([np.stack(p, axis=1) for p in parts]) if len(parts) > 1 else np.stack(parts[0], 1)
-        return rows[chains]
+        if self.columns == tuple(range(self.width)):
+            return rows[chains]
+        out = np.full((len(chains), self.width), -1, dtype=np.int64)
+        out[:, list(self.columns)] = rows[chains]
+        return out
 
     def _ends(self, g: np.ndarray, t: np.ndarray, group_last: np.ndarray) -> np.ndarray | None:
         """Per sorted row ``s``: the first sorted row in another key or at ``t - t[s] >= W``."""
@@ -199,6 +221,36 @@ class ColumnarConstruction:
         return chains
 
 
+class ColumnarAlternatives:
+    """The columnar construction of a spec of several flat alternatives (``OR``, ``T?``): the union of each
+    alternative's chains (:class:`ColumnarConstruction` ``parts``, all of one ``width``, -1 where an
+    alternative lacks a variable).  No binding is found twice: the plan's alternatives bind distinct sets of
+    variables (:class:`~sparkcep.runtime_udfs.match_compile.Plan` runs the pattern as one automaton
+    otherwise, which is ineligible), so their chains differ in which columns are -1.  ``bits`` (a bit per
+    result column) and ``checks`` (every part's) summarize it as :class:`ColumnarConstruction`'s do."""
+
+    __slots__ = ("parts", "outputs", "width", "window", "bits", "checks")
+
+    def __init__(self, parts: tuple[ColumnarConstruction, ...], outputs: tuple[tuple[str, int, str], ...],
+                 bits: tuple[int, ...]):
+        self.parts, self.outputs, self.bits = parts, outputs, bits
+        self.width, self.window = parts[0].width, parts[0].window
+        self.checks = tuple(c for part in parts for c in part.checks)
+
+    def __repr__(self) -> str:
+        return f"ColumnarAlternatives({', '.join(map(repr, self.parts))})"
+
+    def __call__(self, group_ids, ts, mask, values: Values | None = None) -> np.ndarray | None:
+        """:meth:`ColumnarConstruction.__call__` of each alternative, concatenated (None if any declines)."""
+        found = []
+        for part in self.parts:
+            chains = part(group_ids, ts, mask, values)
+            if chains is None:
+                return None
+            found.append(chains)
+        return np.concatenate(found)
+
+
 def _engine_values(col, n: int) -> pa.Array:
     """A column as predicates read it: one Arrow array, NaN as null (the engine reads NaN as a lacking value),
     a missing column all null."""
@@ -223,26 +275,27 @@ def ineligible(spec) -> str | None:
         return f"strategy {spec.strategy}"
     if any(c.negated for c in spec.components):
         return "negation"
-    if any(c.kleene for c in spec.components):
-        return "Kleene closure or optional component"
+    if any(c.kleene not in (None, "?") for c in spec.components):
+        return "Kleene closure"
     try:
         plan = Plan(spec)
     except CEPError:
         return "refused by the match engine"
-    if len(plan.alternatives) != 1:
-        return "several alternatives"
-    alt = plan.alternatives[0]
-    if alt.automaton is not None or alt.groups or alt.negs or any(alt.kleene):
-        return "not a flat sequence of single events"
-    if tuple(alt.comps) != tuple(range(len(spec.components))):
-        return "not a flat sequence of single events"
+    for alt in plan.alternatives:
+        if alt.automaton is not None or alt.groups or alt.negs or any(alt.kleene):
+            return "not flat sequences of single events"
+    optional = {c.var for c in spec.components if c.kleene == "?"}
     for o in spec.outputs:
-        if not (isinstance(o.expr, Attr) and o.expr.var in alt.position and o.expr.index is None):
+        e = o.expr
+        # a T? variable is one event or none: its first, last and [1] are the event
+        if not (isinstance(e, Attr) and any(e.var in alt.position for alt in plan.alternatives)
+                and (e.index is None or (e.var in optional and e.index in (1, "first", "last")))):
             return f"result column {o.name} is not a plain var.attr"
-    if alt.conjuncts and _vectorize() is None:
+    conjuncts = [c for alt in plan.alternatives for c in alt.conjuncts]
+    if conjuncts and _vectorize() is None:
         return "parameterized predicates (no vectorized expressions)"
-    for c in alt.conjuncts:
-        if c.global_ or c.nulled or _vectorize()(c.expr, plan.any_vars) is None:
+    for c in conjuncts:
+        if c.global_ or _vectorize()(c.expr, plan.any_vars) is None:
             return "a predicate that is not vectorizable"
     return None
 
@@ -256,24 +309,34 @@ def _vectorize():
     return vectorize
 
 
-def columnar(spec, max_chains: int = MAX_CHAINS) -> ColumnarConstruction | None:
-    """The columnar construction of ``spec``, or None when it is not eligible (see the module docstring;
-    :func:`ineligible` says why)."""
+def columnar(spec, max_chains: int = MAX_CHAINS) -> ColumnarConstruction | ColumnarAlternatives | None:
+    """The columnar construction of ``spec`` (a :class:`ColumnarAlternatives` for several alternatives), or
+    None when it is not eligible (see the module docstring; :func:`ineligible` says why).  Result columns are
+    the spec's components (column ``k`` the row bound to component ``k``)."""
     if ineligible(spec) is not None:
         return None
     plan = Plan(spec)
-    alt = plan.alternatives[0]
-    position = alt.position
-    checks: list[list] = [[] for _ in alt.vars]
-    for c in alt.conjuncts:
-        fn = _vectorize()(c.expr, plan.any_vars)
-        if any(var not in position for var, _ in fn.reads):
-            return None
-        reads = tuple((var, attr, position[var]) for var, attr in sorted(fn.reads))
-        checks[max((position[v] for v in c.vars), default=0)].append((fn, reads))
-    outputs = tuple((o.name, position[o.expr.var], o.expr.attr) for o in spec.outputs)
-    return ColumnarConstruction(tuple(1 << k for k in alt.comps), float(spec.window),
-                                tuple(tuple(c) for c in checks), outputs, max_chains)
+    width = len(spec.components)
+    column = {c.var: k for k, c in enumerate(spec.components)}
+    outputs = tuple((o.name, column[o.expr.var], o.expr.attr) for o in spec.outputs)
+    parts = []
+    for alt in plan.alternatives:
+        position = alt.position
+        checks: list[list] = [[] for _ in alt.vars]
+        for c in alt.conjuncts:
+            fn = _vectorize()(c.expr, plan.any_vars)
+            if any(var not in position for var, _ in fn.reads):
+                return None
+            reads = tuple((var, attr, position[var]) for var, attr in sorted(fn.reads))
+            # applied once the alternative's last variable of it is bound (absent ones read NULL: ``nulled``)
+            checks[max((position[v] for v in c.vars if v in position), default=0)].append((fn, reads))
+        parts.append(ColumnarConstruction(tuple(1 << k for k in alt.comps), float(spec.window),
+                                          tuple(tuple(c) for c in checks), outputs, max_chains,
+                                          tuple(alt.comps), width))
+    if len(parts) == 1 and parts[0].columns == tuple(range(width)):
+        return parts[0]
+    return ColumnarAlternatives(tuple(parts), outputs,
+                                tuple(1 << k for k in range(width) if not spec.components[k].negated))
 
 
 def epoch_ms(col: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -290,19 +353,42 @@ def epoch_ms(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.divide(pc.cast(us, pa.float64()), 1000.0)
 
 
-def output_table(construction: ColumnarConstruction, chains: np.ndarray, values: Values,
+def engine_ts(col: pa.Array | pa.ChunkedArray, time: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(ts, valid)`` of a ts column in numpy, the very values the engine compares (shared by the prefilter,
+    ``MatchOperator._prefiltered``, and :func:`arrow_matches`): int64 for integer columns (uint64 kept) and, when
+    ``time``, for timestamps of whole ms (epoch ms, :func:`epoch_ms`), so counters and epoch values beyond 2^53
+    stay exact; float64 otherwise.  ``valid`` is False for null and NaN (ts 0 and NaN there).  None for a column
+    of another type than integers, floats and timestamps."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if time and pa.types.is_timestamp(col.type):
+        col = epoch_ms(col)
+    elif not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+        return None
+    valid = pc.is_valid(col).to_numpy(zero_copy_only=False)
+    if pa.types.is_integer(col.type):
+        wide = pa.uint64() if col.type == pa.uint64() else pa.int64()
+        return pc.fill_null(col.cast(wide), 0).to_numpy(), valid
+    ts = pc.fill_null(pc.cast(col, pa.float64()), math.nan).to_numpy()
+    return ts, valid & ~np.isnan(ts)
+
+
+def output_table(construction: ColumnarConstruction | ColumnarAlternatives, chains: np.ndarray, values: Values,
                  schema: pa.Schema) -> pa.Table:
-    """The result table of ``chains`` (input row per position): each output column the ``take`` of its
-    attribute's column at its position's rows, cast to ``schema`` (NaN as null, as the engine returns it)."""
+    """The result table of ``chains`` (input row per result column, -1: none): each output column the ``take``
+    of its attribute's column at its column's rows (null where there is no row), cast to ``schema`` (NaN as
+    null, as the engine returns it)."""
     if not len(chains):
         return pa.Table.from_batches([], schema=schema)
     arrays = []
     for (_, p, attr), field in zip(construction.outputs, schema, strict=True):
         col = values(attr)
-        if col is None:
+        rows = chains[:, p]
+        absent = rows < 0  # a variable the match's alternative lacks: null
+        if col is None or absent.all():
             arrays.append(pa.nulls(len(chains), field.type))
             continue
-        taken = col.take(pa.array(chains[:, p]))
+        taken = col.take(pa.array(rows, mask=absent) if absent.any() else pa.array(rows))
         if isinstance(taken, pa.ChunkedArray):
             taken = taken.combine_chunks()
         if pa.types.is_floating(taken.type):
@@ -311,8 +397,8 @@ def output_table(construction: ColumnarConstruction, chains: np.ndarray, values:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def arrow_matches(construction: ColumnarConstruction, table: pa.Table, ids: np.ndarray | None, *, ts_col: str,
-                  type_col: str, time_cols, columns, schema: pa.Schema) -> pa.Table | None:
+def arrow_matches(construction: ColumnarConstruction | ColumnarAlternatives, table: pa.Table, ids: np.ndarray | None,
+                  *, ts_col: str, type_col: str, time_cols, columns, schema: pa.Schema) -> pa.Table | None:
     """The matches of every key of an Arrow batch (``MatchOperator.run_table`` after the prefilter) as a table
     of ``schema``, or None when the batch is left to the engine (no ``_mask`` column, a ts column of another
     type than integers, floats and timestamps, an infinite ts).
@@ -335,17 +421,10 @@ def arrow_matches(construction: ColumnarConstruction, table: pa.Table, ids: np.n
         elif c == type_col and c != "type":
             source["type"] = c
     n = table.num_rows
-    col = table.column(ts_col)
-    valid = pc.is_valid(col).to_numpy(zero_copy_only=False)
-    if ts_col in time_cols:
-        col = epoch_ms(col)
-    elif not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+    read = engine_ts(table.column(ts_col), ts_col in time_cols)
+    if read is None:
         return None
-    if pa.types.is_integer(col.type):
-        ts = pc.fill_null(col, 0).to_numpy().astype(np.int64)
-    else:
-        ts = pc.fill_null(pc.cast(col, pa.float64()), 0.0).to_numpy()
-        valid &= ~np.isnan(ts)
+    ts, valid = read
     mask = pc.fill_null(table.column(mask_col), 0).to_numpy().astype(np.int64)
     mask[~valid] = 0  # rows without a usable ts are in no match
     engine_cache: dict[str, pa.Array | None] = {}

@@ -9,8 +9,9 @@ event (a Python dict)::
 
     keep = prefilter(spec)(group_ids, ts, mask)
 
-``group_ids`` are int64 key ids (rows of one key share one), ``ts`` float64, ``mask`` the int64 ``_mask``
-column (bit ``k`` set iff the row passed component ``k``'s type test and local predicates,
+``group_ids`` are int64 key ids (rows of one key share one), ``ts`` as the engine sees them (integers, e.g.
+counters or whole epoch ms, stay int64 and are compared exactly, :func:`within`; else float64), ``mask`` the
+int64 ``_mask`` column (bit ``k`` set iff the row passed component ``k``'s type test and local predicates,
 :mod:`sparkcep.compiler.codegen.sql`); rows may come in any order; ``keep`` is a bool array in input order.
 Running the engine on the kept rows gives exactly the matches of all rows.
 
@@ -67,6 +68,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -75,7 +77,7 @@ from sparkcep.compiler.errors import CEPError
 from sparkcep.runtime_udfs.match_compile import ANY_MATCH, Plan
 from sparkcep.runtime_udfs.spec import MatchSpec
 
-__all__ = ["SequenceScan", "prefilter"]
+__all__ = ["SequenceScan", "prefilter", "scan_ts", "within"]
 
 
 #: An alternative for the scan: (component bitmask per position, start positions, end positions, per position
@@ -100,7 +102,7 @@ class SequenceScan:
 
     def __call__(self, group_ids, ts, mask) -> np.ndarray:
         group_ids = np.asarray(group_ids, dtype=np.int64)
-        ts = np.asarray(ts, dtype=np.float64)
+        ts = scan_ts(ts)
         mask = np.asarray(mask, dtype=np.int64)
         n = len(ts)
         if not (len(group_ids) == len(mask) == n):
@@ -137,6 +139,35 @@ class SequenceScan:
         return keep
 
 
+def scan_ts(ts) -> np.ndarray:
+    """``ts`` as the scans compare it: int64 (uint64) for integer input, so counters and epoch-µs-like values
+    beyond 2^53 stay exact, else float64 (NaN: no usable ts)."""
+    ts = np.asarray(ts)
+    if ts.dtype.kind == "u" and ts.dtype.itemsize == 8:
+        return ts
+    if ts.dtype.kind in "iub":
+        return ts.astype(np.int64, copy=False)
+    return ts.astype(np.float64, copy=False)
+
+
+def within(later: np.ndarray, earlier: np.ndarray, window: float) -> np.ndarray:
+    """``later - earlier < window`` elementwise for ``later >= earlier`` (rows of one key in (key, ts) order), as
+    the engine decides it: float64 ts by the float subtraction; integer ts exactly (the engine subtracts Python
+    ints), as ``d < ceil(W)`` for the integer difference ``d``, taken modulo 2^64 in uint64 (exact for any two
+    int64 or uint64 values with ``later >= earlier``), never through float."""
+    if later.dtype.kind == "f" or earlier.dtype.kind == "f":
+        return (later - earlier) < window
+    if window == math.inf:
+        return np.ones(len(later), dtype=bool)
+    bound = math.ceil(window)  # an integer d is below W iff it is below ceil(W)
+    if bound <= 0:
+        return np.zeros(len(later), dtype=bool)
+    if bound >= 2 ** 64:
+        return np.ones(len(later), dtype=bool)
+    diff = np.ascontiguousarray(later).view(np.uint64) - np.ascontiguousarray(earlier).view(np.uint64)
+    return diff < np.uint64(bound)
+
+
 def _key_ts_order(group_ids: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """A permutation sorting the rows by (key, ts); the order within equal (key, ts) does not matter.  For
     whole-number ts (counters, epoch ms) one argsort of ``key * span + ts`` in int64 (:func:`key_ts_composite`),
@@ -166,7 +197,7 @@ def key_ts_composite(group_ids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray,
     span = hi - lo + 1
     if span >= 2 ** 52 or (hi_g - lo_g + 1) * span >= 2 ** 62:
         return None
-    rel = (ts - lo).astype(np.int64) if ts.dtype.kind == "f" else ts.astype(np.int64) - np.int64(lo)
+    rel = (ts - lo).astype(np.int64) if ts.dtype.kind == "f" else (ts - ts.dtype.type(lo)).astype(np.int64)
     return (group_ids - lo_g) * np.int64(span) + rel, span
 
 
@@ -214,7 +245,7 @@ def _survivors(shape: Shape, t, m, idx, group_first, group_last, before, has_bef
                 ok = fills[q] & has_before & (best >= group_first) & (best > first[q])
                 if not ok.any():
                     continue
-                ok[ok] = t[ok] - t[best[ok]] < window
+                ok[ok] = within(t[ok], t[best[ok]], window)
                 first[q] = np.where(ok, best, first[q])
                 changed = True
         if not changed:
@@ -232,7 +263,7 @@ def _survivors(shape: Shape, t, m, idx, group_first, group_last, before, has_bef
                 ok = fills[p] & has_after & (best <= group_last) & (first[p] >= 0) & (best < last[p])
                 if not ok.any():
                     continue
-                ok[ok] = t[best[ok]] - t[ok] < window
+                ok[ok] = within(t[best[ok]], t[ok], window)
                 last[p] = np.where(ok, best, last[p])
                 changed = True
         if not changed:
@@ -240,7 +271,7 @@ def _survivors(shape: Shape, t, m, idx, group_first, group_last, before, has_bef
     alive = np.zeros(n, dtype=bool)
     for lo, hi in zip(first, last, strict=True):
         ok = (lo >= 0) & (hi < n)
-        ok[ok] = t[hi[ok]] - t[lo[ok]] < window
+        ok[ok] = within(t[hi[ok]], t[lo[ok]], window)
         alive |= ok
     return alive
 
@@ -257,7 +288,8 @@ def prefilter(spec) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray
         return None
     shapes = tuple(dict.fromkeys(_shape(alt) for alt in plan.alternatives))
     negative = sum(1 << k for k, c in enumerate(spec.components) if c.negated)
-    return SequenceScan(shapes, negative, float(plan.window))
+    window = plan.window if isinstance(plan.window, int) else float(plan.window)  # an int W stays exact
+    return SequenceScan(shapes, negative, window)
 
 
 def _shape(alt) -> Shape:

@@ -683,19 +683,19 @@ class MatchOperator:
         if fn is None:
             return None
         ts_col = table.column(self.ts_col)
-        valid = pc.is_valid(ts_col).to_numpy(zero_copy_only=False)
-        if self.ts_col in self._zones:  # epoch ms, the very values the engine sees (_arrow_epoch_ms)
-            ts = pc.fill_null(_epoch_us(ts_col), 0).to_numpy() / 1000
-        else:
+        # the very values the engine sees (epoch ms for timestamps, _arrow_epoch_ms): int64 stays exact
+        read = match_columnar.engine_ts(ts_col, self.ts_col in self._zones)
+        if read is None:  # another column type: as float64
             ts = pc.fill_null(pc.cast(ts_col, pa.float64()), math.nan).to_numpy()
-            valid &= ~np.isnan(ts)
+            read = ts, pc.is_valid(ts_col).to_numpy(zero_copy_only=False) & ~np.isnan(ts)
+        ts, valid = read
         mask = pc.fill_null(table.column(MASK), 0).to_numpy().astype(np.int64)
         group_ids = ids if ids is not None else np.zeros(table.num_rows, dtype=np.int64)
         keep = np.zeros(table.num_rows, dtype=bool)
         if valid.all():
             keep[:] = fn(group_ids, ts, mask)
         else:  # rows without a ts are dropped by the engine anyway (counted invalid)
-            keep[valid] = fn(group_ids[valid], np.nan_to_num(ts)[valid], mask[valid])
+            keep[valid] = fn(group_ids[valid], ts[valid], mask[valid])
         return None if keep.all() else keep
 
     def stream_function(self) -> Callable[[Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:

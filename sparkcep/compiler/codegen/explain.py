@@ -94,7 +94,10 @@ def _columnar(spec) -> list[str]:
     if cc is None:
         return []
     predicates = sum(map(len, cc.checks))
-    return [f"batch construction: columnar over {len(cc.bits)} position(s), all keys at once in numpy"
+    parts = getattr(cc, "parts", (cc,))  # several alternatives (OR, T?): the union of each one's chains
+    over = (f"{len(cc.bits)} position(s)" if len(parts) == 1 else
+            f"{len(parts)} sequences of {'/'.join(str(len(p.bits)) for p in parts)} position(s)")
+    return [f"batch construction: columnar over {over}, all keys at once in numpy"
             + (f", {predicates} predicate(s) vectorized" if predicates else "")]
 
 
