@@ -126,12 +126,13 @@ class CompiledQuery:
         dropped, and the relevant events are counted (for :mod:`sparkcep.sinks`, see docs/operations.md).
 
         Batch: :func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches` (repartition by key, ``mapInArrow``).
-        Streaming: an event-time watermark on ``ts`` (allowed
-        lateness ``self.lateness``; numeric ts run on a derived timestamp column where 1 unit is 1 ms) and
+        Streaming: an event-time watermark on every event of ``df``, before the query's filter, so that any
+        event moves event time (allowed lateness ``self.lateness``; on a timestamp copy of ``ts``, where 1 unit
+        of numeric ts is 1 ms; see :func:`~sparkcep.runtime_udfs.spark_adapters.watermarked`), and
         ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
         with a checkpoint.
         """
-        from sparkcep.runtime_udfs.spark_adapters import apply_match, engine_of, watermarked
+        from sparkcep.runtime_udfs.spark_adapters import apply_match, engine_of, watermarked, with_event_time
 
         # every df.schema / df.isStreaming is a round trip to the JVM (and a schema a JSON parse): read once
         schema = df.schema
@@ -140,15 +141,16 @@ class CompiledQuery:
         spec = operator_spec(plan)
         engine_of(spec).check(spec)
         check_attributes(schema.fieldNames(), referenced_attributes(plan))
-        view = _view_of(df)
         if not streaming:
-            return _batch_matches(df, view, plan, spec, schema, ts_col=self.ts_col,
+            return _batch_matches(df, _view_of(df), plan, spec, schema, ts_col=self.ts_col,
                                   type_col=self.type_col, buckets=self.buckets)
-        candidates = df.sparkSession.sql(filter_sql(plan, view, schema.fieldNames(), pretty=False))
+        # the watermark on every event of the source, before the filter: any event moves event time
+        events = watermarked(df, self.ts_col, self.lateness)
+        candidates = df.sparkSession.sql(filter_sql(plan, _view_of(events), schema.fieldNames(), pretty=False))
         shedding = None
         if self.shedding_latency:  # streaming only: a batch has no latency to keep, it is never shed
             candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
-        candidates = watermarked(candidates, self.ts_col, self.lateness, keep_late=side_channel)
+        candidates = with_event_time(candidates, events, self.ts_col, keep_late=side_channel)
         if side_channel:
             from sparkcep.sinks import counted
 

@@ -60,6 +60,7 @@ from sparkcep.runtime_udfs.spark_adapters import (
     output_schema,
     stream_udf,
     watermarked,
+    with_event_time,
 )
 from sparkcep.runtime_udfs.spec import with_default_outputs
 from sparkcep.sinks import counted, routed, side_dirs, start
@@ -215,6 +216,8 @@ def main(argv=None) -> None:
     dead_letters, late_events = side_dirs(args.output, args.dead_letters, args.late_events)
     if args.stream:  # per micro-batch counts in the query's progress (observedMetrics)
         events, rejected = counted(events, "events_valid"), counted(rejected, "dead_letters")
+    if args.stream:  # the watermark on every event, before the filter: any event moves event time, not only the
+        events = watermarked(events, TS_COL, args.lateness)  # query's (and the filter stays after it)
     events.createOrReplaceTempView("events")
     candidates = spark.sql(FILTER_SQL)
     spec = with_default_outputs(load_spec(SPEC), events.columns)  # without RETURN: every attribute
@@ -225,7 +228,7 @@ def main(argv=None) -> None:
         result = batch_matches(candidates, spec, ts_col=TS_COL, type_col=TYPE_COL)
     else:
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
-        relevant = counted(watermarked(candidates, TS_COL, args.lateness, keep_late=True), "events_relevant")
+        relevant = counted(with_event_time(candidates, events, TS_COL, keep_late=True), "events_relevant")
         result = grouped(relevant, GROUP).applyInPandasWithState(
             stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True),
             outputStructType=with_side_columns(out_schema),

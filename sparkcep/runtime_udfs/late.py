@@ -7,8 +7,10 @@ its output carries three more columns, :data:`KIND` (``"result"`` or ``"late"``)
 :data:`RECORD` (the event as JSON), and the job routes ``late`` rows to a late-events output.
 
 For Spark itself not to drop these rows before the state function sees them, the watermark must sit on a
-column the grouped input no longer has (:func:`sparkcep.runtime_udfs.spark_adapters.watermarked` with
-``keep_late=True``); the global watermark, ``getCurrentWatermarkMs()`` and event-time timeouts are unchanged.
+column the grouped input has with null values (the watermark is on the events before the filter,
+:func:`sparkcep.runtime_udfs.spark_adapters.watermarked`, and
+:func:`~sparkcep.runtime_udfs.spark_adapters.with_event_time` with ``keep_late=True`` gives the candidates the
+column back, nulled); the global watermark, ``getCurrentWatermarkMs()`` and event-time timeouts are unchanged.
 
 An event within the allowed lateness (less than it behind the newest event seen before it) is never late: its
 ts is above the watermark of its batch, so out-of-order input within the lateness gives the results of sorted

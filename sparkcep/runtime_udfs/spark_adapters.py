@@ -17,7 +17,9 @@ picks one by the spec's class): they only move data in and out.
 * :func:`apply_match` wires :func:`batch_matches` or the streaming function onto a DataFrame (batch, or
   streaming with a watermark);
 * :func:`grouped` groups by the key (or by a constant column when there is none), :func:`watermarked` puts
-  the event-time watermark on the ts column (a derived timestamp column for numeric ts);
+  the event-time watermark on the source's events (a timestamp copy of ts, before the query's filter, so
+  that every event moves event time) and :func:`with_event_time` gives the filtered candidates its column
+  back for the stateful operator;
 * :meth:`MatchOperator.grouped` groups for the operator: by the key; by the GROUP BY columns for a trend
   query partitioned finer than it groups (GRETA Q1, Sharon q1); by ``pmod(hash(...), buckets)`` with
   ``buckets``.  In the last two cases a Spark group holds several partitions: the operator runs one engine
@@ -90,7 +92,7 @@ from sparkcep.runtime_udfs.shared_engine import SharedSpec
 from sparkcep.runtime_udfs.spec import OVERFLOW, MatchSpec, TrendSpec
 
 __all__ = ["BUCKET", "EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_input",
-           "batch_matches", "grouped", "load_spec", "output_schema", "stream_udf", "watermarked"]
+           "batch_matches", "grouped", "load_spec", "output_schema", "stream_udf", "watermarked", "with_event_time"]
 
 #: The bitmask column of the Spark SQL filter (``sparkcep.compiler.plan.builder.MASK``).
 MASK = "_mask"
@@ -872,25 +874,48 @@ EVENT_TIME_OFFSET = 10**12
 
 
 def watermarked(df: DataFrame, ts_col: str, lateness: float, keep_late: bool = False) -> DataFrame:
-    """``df`` with an event-time watermark on ``ts_col`` allowing ``lateness`` (ts units; milliseconds for
-    timestamp ts).  A watermark needs a timestamp column: numeric ts get :data:`EVENT_TIME`.
+    """``df`` with an event-time watermark allowing ``lateness`` (ts units; milliseconds for timestamp ts) on
+    :data:`EVENT_TIME`, a timestamp copy of ``ts_col`` (numeric ts: 1 unit is 1 ms, shifted by
+    :data:`EVENT_TIME_OFFSET`).
 
-    ``keep_late``: the watermark runs on a copy of the event time that is nulled after the watermark has seen
-    it (keeping the column's watermark marker), so that a stateful operator downstream gets late rows too (it
-    drops rows whose event-time column is behind the watermark) and can route them
-    (``MatchOperator(..., late_rows=True)``); the query's watermark is the same."""
-    event_time = ts_col
+    Put it on the events as read, before the query's filter (and the shedding stage): Spark's watermark is the
+    newest event time its watermark operator has seen, so every event moves event time, not only the query's,
+    and a match held for the watermark (a negated end, a trend window) comes out once any later event shows
+    that time has passed.  Spark's optimizer pushes a filter below an event-time watermark (every conjunct not
+    on the event-time column); so that the query's filter stays above it, ``ts_col`` passes the watermark
+    through a non-deterministic identity, which no filter is pushed through.  After the filter (and the
+    shedding stage), :func:`with_event_time` puts the watermark's column back on the candidates for the
+    stateful operator.
+
+    ``keep_late``: the result is ready for the stateful operator as it is, with the event-time column nulled
+    (``with_event_time(df, df, ts_col, keep_late=True)``): for a stream without a filter, or one filtered
+    before (the watermark then only sees the filtered rows)."""
     if isinstance(df.schema[ts_col].dataType, NumericType):
-        df = df.withColumn(EVENT_TIME, F.timestamp_micros(((F.col(ts_col) + EVENT_TIME_OFFSET) * 1000).cast("bigint")))
-        event_time = EVENT_TIME
-    elif keep_late:
-        df = df.withColumn(EVENT_TIME, F.col(ts_col))
-        event_time = EVENT_TIME
-    df = df.withWatermark(event_time, f"{math.ceil(lateness)} milliseconds")
-    if not keep_late:
-        return df
-    marker = df.schema[EVENT_TIME].metadata  # Spark's watermark marker: event-time timeouts require it
-    return df.withColumn(EVENT_TIME, F.lit(None).cast("timestamp").alias(EVENT_TIME, metadata=marker))
+        event_time = F.timestamp_micros(((F.col(ts_col) + EVENT_TIME_OFFSET) * 1000).cast("bigint"))
+    else:
+        event_time = F.col(ts_col)
+    df = df.withColumn(EVENT_TIME, event_time).withWatermark(EVENT_TIME, f"{math.ceil(lateness)} milliseconds")
+    # the barrier: Spark pushes no filter through a projection that is not deterministic (and ts always stays)
+    df = df.withColumn(ts_col, F.when(F.spark_partition_id() >= 0, F.col(ts_col)))
+    return with_event_time(df, df, ts_col, keep_late=True) if keep_late else df
+
+
+def with_event_time(candidates: DataFrame, events: DataFrame, ts_col: str, keep_late: bool = False) -> DataFrame:
+    """``candidates`` (rows of the :func:`watermarked` ``events``, after the query's filter and the shedding
+    stage) with the watermark's column :data:`EVENT_TIME` (re)made for the stateful operator: Spark's
+    event-time timeouts need a column carrying the watermark's marker, and the filter may have projected it
+    away.  It holds the event time, so that Spark drops rows behind the watermark before the operator; with
+    ``keep_late`` it is null, so that late rows reach the operator, which routes them
+    (``MatchOperator(..., late_rows=True)``).  The watermark itself stays where ``events`` put it."""
+    schema = events.schema
+    marker = schema[EVENT_TIME].metadata  # Spark's watermark marker: event-time timeouts require it
+    if keep_late:
+        value = F.lit(None).cast("timestamp")
+    elif isinstance(schema[ts_col].dataType, NumericType):
+        value = F.timestamp_micros(((F.col(ts_col) + EVENT_TIME_OFFSET) * 1000).cast("bigint"))
+    else:
+        value = F.col(ts_col)
+    return candidates.withColumn(EVENT_TIME, value.alias(EVENT_TIME, metadata=marker))
 
 
 #: The constant grouping column of a query without partition key (one group: parallelism 1).

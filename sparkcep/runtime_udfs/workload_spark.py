@@ -14,10 +14,9 @@ as the JSON of :func:`workload_data` (made at compile time, baked into the job):
 
 Spark allows one ``applyInPandasWithState`` per streaming query, so the workload runs as **one stateful
 operator**: each operator's input rows (its filter's candidates) are tagged with the operator's number
-(:data:`BRANCH`) and its grouping values (:data:`GROUP`, JSON), united, given one event-time watermark, and
-grouped by ``(BRANCH, GROUP)``; the group function hands each group to its operator's own function (the
-engines and their group states are those of the operator run alone) and widens its rows to the united
-output.
+(:data:`BRANCH`) and its grouping values (:data:`GROUP`, JSON), united and grouped by ``(BRANCH, GROUP)``;
+the group function hands each group to its operator's own function (the engines and their group states are
+those of the operator run alone) and widens its rows to the united output.
 
 Batch runs on the batch path of single queries (:func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches`):
 each operator's input prepared by :func:`~sparkcep.runtime_udfs.spark_adapters.batch_input`, the tagged rows
@@ -29,8 +28,9 @@ Arrow, no pandas), then widens its Arrow rows to the united output.
 Streaming (``side_channel=True``), every operator routes late events to the side channel of
 :mod:`sparkcep.runtime_udfs.late` (rows of kind ``late``) instead of dropping them, so that
 :func:`sparkcep.sinks.routed` / :func:`sparkcep.sinks.start` write results, late events and dead letters of
-the whole workload in one streaming query, exactly once.  The watermark runs over the events of every
-operator; an event two operators read is late (and routed) in each.
+the whole workload in one streaming query, exactly once.  The event-time watermark is on the events as read,
+before the operators' filters (:func:`~sparkcep.runtime_udfs.spark_adapters.watermarked`): every event moves
+event time, whichever operator reads it; an event two operators read is late (and routed) in each.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from sparkcep.compiler.serde import to_data
 from sparkcep.runtime_udfs import late
 from sparkcep.runtime_udfs.shared_engine import SharedAggregate, SharedQuery, SharedSpec
 from sparkcep.runtime_udfs.spark_adapters import (
+    EVENT_TIME,
     STATE_SCHEMA,
     MatchOperator,
     _session_timezone,
@@ -62,6 +63,7 @@ from sparkcep.runtime_udfs.spark_adapters import (
     shuffle_partitions,
     unread_columns,
     watermarked,
+    with_event_time,
 )
 from sparkcep.runtime_udfs.spec import with_default_outputs
 
@@ -131,6 +133,9 @@ def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
         schema = candidates.schema
         if not streaming:
             candidates, schema = batch_input(candidates, spec, schema, ts_col, type_col)
+        elif EVENT_TIME in schema.names:  # the source's (SELECT *): apply_workload makes it anew after the union
+            candidates = candidates.drop(EVENT_TIME)
+            schema = StructType([f for f in schema.fields if f.name != EVENT_TIME])
         op = MatchOperator(spec, schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel)
         out.append((_Branch(entry["name"], op, schema.names, streaming), candidates))
     return out
@@ -190,7 +195,10 @@ def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col:
     late events come out as rows of :data:`~sparkcep.runtime_udfs.late.KIND` ``late``; the rows the operators
     are given are counted as ``events_relevant`` (an event two operators read counts twice)."""
     shared, alone = workload if isinstance(workload, tuple) else load_workload(workload)
-    side_channel = side_channel and events.isStreaming
+    streaming = events.isStreaming
+    side_channel = side_channel and streaming
+    if streaming:  # the watermark on every event, before the operators' filters: any event moves event time
+        events = watermarked(events, ts_col, lateness)
     events.createOrReplaceTempView("events")
     pairs = _branches(events, shared, alone, ts_col, type_col, side_channel)
     if not pairs:
@@ -207,14 +215,14 @@ def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col:
     schema = StructType([f if f is not None else StructField(QUERY, StringType()) for f in fields.values()])
     tagged = None
     for i, (b, candidates) in enumerate(pairs):
-        if not events.isStreaming:  # only a partitioning: a hash of the grouping values will do
+        if not streaming:  # only a partitioning: a hash of the grouping values will do
             group = F.hash(*[F.col(f"`{c}`") for c in b.group_cols]) if b.group_cols else F.lit(0)
         else:
             group = F.to_json(F.struct(*[F.col(c) for c in b.group_cols])) if b.group_cols else F.lit("")
         part = candidates.select(F.lit(i).alias(BRANCH), group.alias(GROUP), *candidates.columns)
         tagged = part if tagged is None else tagged.unionByName(part, allowMissingColumns=True)
 
-    if not events.isStreaming:  # the batch path of single queries (batch_matches), one operator per part
+    if not streaming:  # the batch path of single queries (batch_matches), one operator per part
         from pyspark.sql.pandas.types import to_arrow_schema
 
         arrow_schema = to_arrow_schema(schema, timezone=_session_timezone())
@@ -229,7 +237,7 @@ def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col:
         for out in b.stream(key[1:], (pdf[b.columns] for pdf in pdfs), state):
             yield _widen(out, b.name, out_names)
 
-    tagged = watermarked(tagged, ts_col, lateness, keep_late=side_channel)
+    tagged = with_event_time(tagged, events, ts_col, keep_late=side_channel)
     if side_channel:
         from sparkcep.sinks import counted
 

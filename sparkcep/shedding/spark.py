@@ -1,7 +1,8 @@
 """The shedding stage on Spark: ``mapInPandas`` before the shuffle, with the trained shedder broadcast.
 
     kept, shedding = install(candidates, shedder, bound=1.0)       # a streaming DataFrame in, kept rows out
-    result = grouped(watermarked(kept, ...), key).applyInPandasWithState(...)
+    # candidates: the query's filter over watermarked(events, ...); the watermark sits before the filter
+    result = grouped(with_event_time(kept, events, ...), key).applyInPandasWithState(...)
     query = result.writeStream....start()
     ...
     shedding.batches       # per micro-batch: offered, dropped (per type), latency, rho

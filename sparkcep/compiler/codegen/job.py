@@ -7,8 +7,8 @@ literal, and the wiring: ``read``/``readStream`` with validation (dead letters) 
 
 * one query: its engine spec and Spark SQL filter (generated from sqlglot trees),
   :func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches` (batch: repartition by key, ``mapInArrow``) or
-  ``groupBy(key).applyInPandasWithState`` with an event-time watermark and timeout (streaming); the engine is
-  imported from ``sparkcep.runtime_udfs``;
+  ``groupBy(key).applyInPandasWithState`` with an event-time watermark (on the events as read, before the
+  filter) and timeout (streaming); the engine is imported from ``sparkcep.runtime_udfs``;
 * a workload: its Sharon sharing plan (shared operators and the queries that run alone) as JSON, run by
   :func:`sparkcep.runtime_udfs.workload_spark.apply_workload` into one result with a ``query`` column.
 
@@ -124,6 +124,8 @@ if __name__ == "__main__":
 
 #: The operator section of a one-query job (``{shedding}``: the shedding stage, or nothing).
 _QUERY_OPERATOR = '''\
+    if args.stream:  # the watermark on every event, before the filter: any event moves event time, not only the
+        events = watermarked(events, TS_COL, args.lateness)  # query's (and the filter stays after it)
     events.createOrReplaceTempView("events")
     candidates = spark.sql(FILTER_SQL)
     spec = with_default_outputs(load_spec(SPEC), events.columns)  # without RETURN: every attribute
@@ -135,7 +137,7 @@ _QUERY_OPERATOR = '''\
     else:
 {shedding}\
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
-        relevant = counted(watermarked(candidates, TS_COL, args.lateness, keep_late=True), "events_relevant")
+        relevant = counted(with_event_time(candidates, events, TS_COL, keep_late=True), "events_relevant")
         result = grouped(relevant, GROUP).applyInPandasWithState(
             stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True),
             outputStructType=with_side_columns(out_schema),
@@ -166,7 +168,7 @@ _QUERY_IMPORTS = {
     "pyspark.sql.streaming.state": ["GroupStateTimeout"],
     "sparkcep.runtime_udfs.late": ["with_side_columns"],
     "sparkcep.runtime_udfs.spark_adapters": ["STATE_SCHEMA", "batch_matches", "grouped", "load_spec",
-                                             "output_schema", "stream_udf", "watermarked"],
+                                             "output_schema", "stream_udf", "watermarked", "with_event_time"],
     "sparkcep.runtime_udfs.spec": ["with_default_outputs"],
 }
 
