@@ -38,6 +38,7 @@ from pattern_matching import Table, sase_query, sase_stream, timed  # noqa: E402
 import sparkcep  # noqa: E402
 from sparkcep.runtime_udfs import match_engine  # noqa: E402
 from sparkcep.runtime_udfs.match_prefilter import prefilter  # noqa: E402
+from sparkcep.runtime_udfs.spark_adapters import split_by  # noqa: E402
 
 QUERY_TYPES = ("E1", "E2", "E3")
 
@@ -59,15 +60,8 @@ def engine_on(spec, cols: dict[str, np.ndarray]) -> int:
     """Matches of the rows in ``cols``: lists, dicts, split by ``attr1``, the engine per key (the batch path)."""
     types, ts, keys, masks = (cols[c].tolist() for c in ("type", "ts", "attr1", "_mask"))
     events = [{"type": a, "ts": b, "attr1": c, "_mask": d} for a, b, c, d in zip(types, ts, keys, masks, strict=True)]
-    parts: dict[int, list[dict]] = {}
-    for k, ev in zip(keys, events, strict=True):
-        part = parts.get(k)
-        if part is None:
-            parts[k] = [ev]
-        else:
-            part.append(ev)
     found = 0
-    for part in parts.values():
+    for part in split_by(keys, events).values():
         state, _ = match_engine.step(spec, match_engine.init_state(), part)
         found += len(match_engine.advance(spec, state, math.inf)[1])
     return found

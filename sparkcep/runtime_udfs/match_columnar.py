@@ -38,8 +38,8 @@ automaton, which is not eligible).
 **Eligible specs** (:func:`columnar` returns None otherwise): a match spec, not collapsed, under
 skip_till_any_match, whose :class:`~sparkcep.runtime_udfs.match_compile.Plan` alternatives are flat sequences
 of single positive events (``ANY``, ``OR`` and ``T?`` allowed; no ``T+``/``T*``, negation or repeated groups);
-every parameterized predicate vectorizable (:func:`sparkcep.runtime_udfs.expr_arrow.vectorize`, when that
-module is installed; without it only specs without parameterized predicates); every output a plain
+every parameterized predicate vectorizable (:func:`sparkcep.runtime_udfs.expr_arrow.vectorize`); every
+output a plain
 ``var.attr`` of a component (``v.attr`` as first, last or ``[1]`` of a ``T?`` variable: one event).
 
 **Small batches** are not sent back to the engine: on partitions of 3–15 kept rows the construction costs
@@ -70,12 +70,13 @@ import pyarrow.compute as pc
 
 from sparkcep.compiler.ast import Attr
 from sparkcep.compiler.errors import CEPError
+from sparkcep.runtime_udfs.expr_arrow import vectorize
 from sparkcep.runtime_udfs.match_compile import ANY_MATCH, Plan
 from sparkcep.runtime_udfs.match_prefilter import _bounds, _key_ts_order, key_ts_composite
-from sparkcep.runtime_udfs.spec import MatchSpec
+from sparkcep.runtime_udfs.spec import INTERNAL_COLUMNS, MatchSpec
 
 __all__ = ["MAX_CHAINS", "ColumnarAlternatives", "ColumnarConstruction", "arrow_matches", "columnar", "engine_ts",
-           "epoch_ms", "ineligible", "output_table"]
+           "epoch_ms", "ineligible", "nan_as_null", "output_table"]
 
 #: Chains one extension step may create before the chains are processed in slices.
 MAX_CHAINS = 5_000_000
@@ -260,62 +261,56 @@ def _engine_values(col, n: int) -> pa.Array:
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     if not isinstance(col, pa.Array):
         col = pa.array(col, from_pandas=True)
+    return nan_as_null(col)
+
+
+def nan_as_null(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A float column's NaN as null (the engine reads a NaN attribute as lacking, and a NaN key as the null
+    key); other columns as they are."""
     if pa.types.is_floating(col.type):
-        col = pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
+        return pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
     return col
 
 
 def ineligible(spec) -> str | None:
     """Why ``spec`` has no columnar construction (a short phrase), or None when it has one."""
-    if not isinstance(spec, MatchSpec):
-        return "not a match query"
-    if spec.collapsed:
-        return "collapsed output"
-    if (spec.strategy or ANY_MATCH) != ANY_MATCH:
-        return f"strategy {spec.strategy}"
-    if any(c.negated for c in spec.components):
-        return "negation"
-    if any(c.kleene not in (None, "?") for c in spec.components):
-        return "Kleene closure"
-    try:
-        plan = Plan(spec)
-    except CEPError:
-        return "refused by the match engine"
-    for alt in plan.alternatives:
-        if alt.automaton is not None or alt.groups or alt.negs or any(alt.kleene):
-            return "not flat sequences of single events"
-    optional = {c.var for c in spec.components if c.kleene == "?"}
-    for o in spec.outputs:
-        e = o.expr
-        # a T? variable is one event or none: its first, last and [1] are the event
-        if not (isinstance(e, Attr) and any(e.var in alt.position for alt in plan.alternatives)
-                and (e.index is None or (e.var in optional and e.index in (1, "first", "last")))):
-            return f"result column {o.name} is not a plain var.attr"
-    conjuncts = [c for alt in plan.alternatives for c in alt.conjuncts]
-    if conjuncts and _vectorize() is None:
-        return "parameterized predicates (no vectorized expressions)"
-    for c in conjuncts:
-        if c.global_ or _vectorize()(c.expr, plan.any_vars) is None:
-            return "a predicate that is not vectorizable"
-    return None
-
-
-def _vectorize():
-    """``expr_arrow.vectorize``, or None while that module is not there."""
-    try:
-        from sparkcep.runtime_udfs.expr_arrow import vectorize
-    except ImportError:
-        return None
-    return vectorize
+    return _built(spec, MAX_CHAINS)[0]
 
 
 def columnar(spec, max_chains: int = MAX_CHAINS) -> ColumnarConstruction | ColumnarAlternatives | None:
     """The columnar construction of ``spec`` (a :class:`ColumnarAlternatives` for several alternatives), or
     None when it is not eligible (see the module docstring; :func:`ineligible` says why).  Result columns are
     the spec's components (column ``k`` the row bound to component ``k``)."""
-    if ineligible(spec) is not None:
-        return None
-    plan = Plan(spec)
+    return _built(spec, max_chains)[1]
+
+
+def _built(spec, max_chains: int) -> tuple[str | None, ColumnarConstruction | ColumnarAlternatives | None]:
+    """``(None, construction)``, or ``(why not, None)``: one pass over the plan serves :func:`ineligible` and
+    :func:`columnar`, so the two always agree."""
+    if not isinstance(spec, MatchSpec):
+        return "not a match query", None
+    if spec.collapsed:
+        return "collapsed output", None
+    if (spec.strategy or ANY_MATCH) != ANY_MATCH:
+        return f"strategy {spec.strategy}", None
+    if any(c.negated for c in spec.components):
+        return "negation", None
+    if any(c.kleene not in (None, "?") for c in spec.components):
+        return "Kleene closure", None
+    try:
+        plan = Plan(spec)
+    except CEPError:
+        return "refused by the match engine", None
+    for alt in plan.alternatives:
+        if alt.automaton is not None or alt.groups or alt.negs or any(alt.kleene):
+            return "not flat sequences of single events", None
+    optional = {c.var for c in spec.components if c.kleene == "?"}
+    for o in spec.outputs:
+        e = o.expr
+        # a T? variable is one event or none: its first, last and [1] are the event
+        if not (isinstance(e, Attr) and any(e.var in alt.position for alt in plan.alternatives)
+                and (e.index is None or (e.var in optional and e.index in (1, "first", "last")))):
+            return f"result column {o.name} is not a plain var.attr", None
     width = len(spec.components)
     column = {c.var: k for k, c in enumerate(spec.components)}
     outputs = tuple((o.name, column[o.expr.var], o.expr.attr) for o in spec.outputs)
@@ -324,9 +319,9 @@ def columnar(spec, max_chains: int = MAX_CHAINS) -> ColumnarConstruction | Colum
         position = alt.position
         checks: list[list] = [[] for _ in alt.vars]
         for c in alt.conjuncts:
-            fn = _vectorize()(c.expr, plan.any_vars)
-            if any(var not in position for var, _ in fn.reads):
-                return None
+            fn = None if c.global_ else vectorize(c.expr, plan.any_vars)
+            if fn is None or any(var not in position for var, _ in fn.reads):
+                return "a predicate that is not vectorizable", None
             reads = tuple((var, attr, position[var]) for var, attr in sorted(fn.reads))
             # applied once the alternative's last variable of it is bound (absent ones read NULL: ``nulled``)
             checks[max((position[v] for v in c.vars if v in position), default=0)].append((fn, reads))
@@ -334,9 +329,9 @@ def columnar(spec, max_chains: int = MAX_CHAINS) -> ColumnarConstruction | Colum
                                           tuple(tuple(c) for c in checks), outputs, max_chains,
                                           tuple(alt.comps), width))
     if len(parts) == 1 and parts[0].columns == tuple(range(width)):
-        return parts[0]
-    return ColumnarAlternatives(tuple(parts), outputs,
-                                tuple(1 << k for k in range(width) if not spec.components[k].negated))
+        return None, parts[0]
+    return None, ColumnarAlternatives(tuple(parts), outputs,
+                                      tuple(1 << k for k in range(width) if not spec.components[k].negated))
 
 
 def epoch_ms(col: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -391,8 +386,7 @@ def output_table(construction: ColumnarConstruction | ColumnarAlternatives, chai
         taken = col.take(pa.array(rows, mask=absent) if absent.any() else pa.array(rows))
         if isinstance(taken, pa.ChunkedArray):
             taken = taken.combine_chunks()
-        if pa.types.is_floating(taken.type):
-            taken = pc.if_else(pc.is_nan(taken), pa.scalar(None, taken.type), taken)
+        taken = nan_as_null(taken)
         arrays.append(taken if taken.type == field.type else taken.cast(field.type))
     return pa.Table.from_arrays(arrays, schema=schema)
 
@@ -406,8 +400,6 @@ def arrow_matches(construction: ColumnarConstruction | ColumnarAlternatives, tab
     ``ids`` are the rows' key ids (None: one key); ``time_cols`` the timestamp columns (the engine reads them
     as epoch ms); ``columns`` the input columns the engine reads.  Engine names as ``MatchOperator`` gives them:
     the ts and type columns are also ``ts`` and ``type``."""
-    from sparkcep.runtime_udfs.spec import INTERNAL_COLUMNS
-
     mask_col = INTERNAL_COLUMNS[0]
     if mask_col not in table.column_names or ts_col not in table.column_names:
         return None

@@ -55,7 +55,7 @@ import itertools
 import json
 import math
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -92,7 +92,8 @@ from sparkcep.runtime_udfs.shared_engine import SharedSpec
 from sparkcep.runtime_udfs.spec import OVERFLOW, MatchSpec, TrendSpec
 
 __all__ = ["BUCKET", "EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_input",
-           "batch_matches", "grouped", "load_spec", "output_schema", "stream_udf", "watermarked", "with_event_time"]
+           "batch_matches", "grouped", "load_spec", "output_schema", "split_by", "stream_udf", "watermarked",
+           "with_event_time"]
 
 #: The bitmask column of the Spark SQL filter (``sparkcep.compiler.plan.builder.MASK``).
 MASK = "_mask"
@@ -307,20 +308,24 @@ def _arrow_epoch_ms(col: pa.ChunkedArray | pa.Array) -> list:
 
     Arrow holds the instant itself (UTC), with or without a zone: no wall-clock reading is involved, so unlike
     :func:`_epoch_ms` there is no ambiguous hour."""
-    us = _epoch_us(col)
-    filled = pc.fill_null(us, 0).to_numpy() if us.null_count else us.to_numpy()
-    values = (filled // 1000).tolist() if (filled % 1000 == 0).all() else (filled / 1000).tolist()
-    if us.null_count:
-        valid = pc.is_valid(us).to_numpy(zero_copy_only=False)
-        values = [v if ok else None for v, ok in zip(values, valid, strict=True)]
-    return values
+    ms = match_columnar.epoch_ms(col)  # int64 when every value is a whole ms, else float64
+    if not ms.null_count:
+        return ms.to_numpy().tolist()
+    values = pc.fill_null(ms, 0).to_numpy().tolist()
+    valid = pc.is_valid(ms).to_numpy(zero_copy_only=False)
+    return [v if ok else None for v, ok in zip(values, valid, strict=True)]
 
 
-def _epoch_us(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
-    """Epoch microseconds (int64, nulls kept) of an Arrow timestamp column of any unit."""
-    if col.type.unit != "us":
-        col = col.cast(pa.timestamp("us", tz=col.type.tz))
-    return pc.cast(col, pa.int64())
+def split_by(keys: Iterable, events: list[dict]) -> dict[Any, list[dict]]:
+    """``events`` grouped by their ``keys`` (one key per event), each group in input order."""
+    parts: dict[Any, list[dict]] = {}
+    for k, ev in zip(keys, events, strict=True):
+        part = parts.get(k)
+        if part is None:
+            parts[k] = [ev]
+        else:
+            part.append(ev)
+    return parts
 
 
 def gathered(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
@@ -484,15 +489,8 @@ class MatchOperator:
         if not self.spec.key:
             return {(): events}
         missing = [None] * len(events)  # a key column the input lacks is null
-        keys = zip(*[data[names.index(c)] if c in names else missing for c in self.spec.key], strict=True)
-        parts: dict[tuple, list[dict]] = {}
-        for k, ev in zip(keys, events, strict=True):
-            part = parts.get(k)
-            if part is None:
-                parts[k] = [ev]
-            else:
-                part.append(ev)
-        return parts
+        return split_by(zip(*[data[names.index(c)] if c in names else missing for c in self.spec.key], strict=True),
+                        events)
 
     def _finish(self, rows: list[dict]) -> list[dict]:
         """Rows of the partitions of one Spark group: merged per window and group when groups are coarser."""
@@ -556,13 +554,18 @@ class MatchOperator:
             data[name] = _from_ms(data[name], aware)
         return pd.DataFrame(data, columns=names)
 
-    def table(self, rows: list[dict]) -> pa.Table:
-        """Result rows as an Arrow table of ``output_schema`` (for ``applyInArrow``), epoch ms as timestamps."""
-        schema = self._arrow_schema
-        if schema is None:
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """:attr:`output_schema` as Arrow, built on first use."""
+        if self._arrow_schema is None:
             from pyspark.sql.pandas.types import to_arrow_schema
 
-            schema = self._arrow_schema = to_arrow_schema(self.output_schema, timezone=self._timezone)
+            self._arrow_schema = to_arrow_schema(self.output_schema, timezone=self._timezone)
+        return self._arrow_schema
+
+    def table(self, rows: list[dict]) -> pa.Table:
+        """Result rows as an Arrow table of ``output_schema`` (for ``applyInArrow``), epoch ms as timestamps."""
+        schema = self.arrow_schema
         if self._aggregating:
             rows = [_exact_row(r, self._exact) for r in rows]
         arrays = []
@@ -628,7 +631,7 @@ class MatchOperator:
         if self._columnar is not None and table.num_rows:  # all keys at once in numpy (match_columnar)
             result = match_columnar.arrow_matches(
                 self._columnar, table, ids, ts_col=self.ts_col, type_col=self.type_col, time_cols=self._zones,
-                columns=self._columns, schema=self.table([]).schema)
+                columns=self._columns, schema=self.arrow_schema)
             if result is not None:
                 return result
         n = table.num_rows
@@ -660,9 +663,7 @@ class MatchOperator:
         for c in self.spec.key:
             if c not in table.column_names:
                 continue
-            col = table.column(c)
-            if pa.types.is_floating(col.type):
-                col = pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
+            col = match_columnar.nan_as_null(table.column(c))
             encoded = pc.dictionary_encode(col, null_encoding="encode")
             if isinstance(encoded, pa.ChunkedArray):
                 encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
