@@ -253,15 +253,15 @@ class ColumnarAlternatives:
 
 
 def _engine_values(col, n: int) -> pa.Array:
-    """A column as predicates read it: one Arrow array, NaN as null (the engine reads NaN as a lacking value),
-    a missing column all null."""
+    """A column as predicates read it: one Arrow array (``expr_arrow`` reads NaN as NULL, as the engine reads a
+    NaN attribute as lacking), a missing column all null."""
     if col is None:
         return pa.nulls(n)
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     if not isinstance(col, pa.Array):
         col = pa.array(col, from_pandas=True)
-    return nan_as_null(col)
+    return col
 
 
 def nan_as_null(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
