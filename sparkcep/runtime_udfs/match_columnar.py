@@ -72,7 +72,7 @@ from sparkcep.compiler.ast import Attr
 from sparkcep.compiler.errors import CEPError
 from sparkcep.runtime_udfs.expr_arrow import vectorize
 from sparkcep.runtime_udfs.match_compile import ANY_MATCH, Plan
-from sparkcep.runtime_udfs.match_prefilter import _bounds, _key_ts_order, key_ts_composite
+from sparkcep.runtime_udfs.match_prefilter import _bounds, _key_ts_order, key_ts_composite, scan_ts
 from sparkcep.runtime_udfs.spec import INTERNAL_COLUMNS, MatchSpec
 
 __all__ = ["MAX_CHAINS", "ColumnarAlternatives", "ColumnarConstruction", "arrow_matches", "columnar", "engine_ts",
@@ -113,9 +113,7 @@ class ColumnarConstruction:
         and whole-ms timestamp input, float64 otherwise (NaN: no usable ts); ``values`` gives the columns the
         predicates read."""
         group_ids = np.asarray(group_ids, dtype=np.int64)
-        ts = np.asarray(ts)
-        if ts.dtype.kind not in "iuf":
-            ts = ts.astype(np.float64)
+        ts = scan_ts(ts)  # as the prefilter compares it: int64 (uint64) or float64
         mask = np.asarray(mask, dtype=np.int64)
         if not (len(group_ids) == len(ts) == len(mask)):
             raise ValueError(f"group_ids, ts and mask differ in length ({len(group_ids)}, {len(ts)}, {len(mask)})")
