@@ -35,7 +35,7 @@ Run it with spark-submit, or with the python of an environment where sparkcep is
 session; its Python workers use that same interpreter):
 
     spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR                       # batch
-    spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR --stream \
+    spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR --stream \\
         --checkpoint CHECKPOINT_DIR [--lateness N] [--once] [--schema DDL]            # streaming
 
 Input: JSON lines (or --format csv/parquet) with columns 'type', 'ts' and attributes; 'ts'
@@ -73,7 +73,7 @@ from sparkcep.sinks import counted, routed, side_dirs, start
 from sparkcep.validate import read_validated
 
 #: The compiled engine spec (see sparkcep.runtime_udfs.spec), baked in at compile time.
-SPEC = r"""
+SPEC = """
 {
  "@": "TrendSpec",
  "pattern": {

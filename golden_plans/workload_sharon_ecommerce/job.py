@@ -67,7 +67,7 @@ Run it with spark-submit, or with the python of an environment where sparkcep is
 session; its Python workers use that same interpreter):
 
     spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR                       # batch
-    spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR --stream \
+    spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR --stream \\
         --checkpoint CHECKPOINT_DIR [--lateness N] [--once] [--schema DDL]            # streaming
 
 Input: JSON lines (or --format csv/parquet) with columns 'type', 'ts' and attributes; 'ts'
@@ -98,7 +98,7 @@ from sparkcep.validate import read_validated
 #: The Sharon sharing plan, baked in at compile time (see sparkcep.runtime_udfs.workload_spark): "shared" holds
 #: one shared operator per sharing context (segments, the queries made of them, windows, key), "alone" the
 #: queries that run with their own operator (engine spec, Spark SQL filter over the view "events", grouping).
-WORKLOAD = r"""
+WORKLOAD = """
 {
  "shared": [
   {
