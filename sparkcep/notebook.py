@@ -13,7 +13,10 @@ and runs the same plan as the generated job (``sparkcep compile``).
 
 from __future__ import annotations
 
+import re
+
 from sparkcep.api import CompiledQuery
+from sparkcep.compiler.codegen.quote import py_literal
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.printer import format_query
 
@@ -30,7 +33,19 @@ def _options(q: CompiledQuery) -> str:
     """The compile options that differ from the defaults, as Python keyword arguments."""
     opts = [("type_col", q.type_col, "type"), ("ts_col", q.ts_col, "ts"), ("ts_unit", q.ts_unit, None),
             ("lateness", q.lateness, 0)]
-    return "".join(f", {k}={v!r}" for k, v, default in opts if v != default)
+    return "".join(f", {k}={py_literal(v)}" for k, v, default in opts if v != default)
+
+
+def _fence(text: str) -> str:
+    """A Markdown code fence longer than any run of backticks in ``text`` (so the text cannot close it)."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _code_span(text: str) -> str:
+    """``text`` as Markdown inline code, whatever backticks it holds."""
+    ticks = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    return f"{ticks} {text} {ticks}" if text.startswith("`") or text.endswith("`") else f"{ticks}{text}{ticks}"
 
 
 def notebook(q: CompiledQuery, input_path: str | None = None, fmt: str = "json", master: str = "local[*]"):
@@ -38,31 +53,31 @@ def notebook(q: CompiledQuery, input_path: str | None = None, fmt: str = "json",
     nbf = _nbformat()
     title = q.name or "query"
     text = format_query(q.query)
-    fence = "```"
+    explain = q.explain()
     cells = [
         nbf.v4.new_markdown_cell(
             f"# sparkcep: {title}\n\n"
             "This notebook finds the matches of a complex-event query in a file of events, with Spark. "
             "It was written by `sparkcep notebook`; `sparkcep compile` writes the same job as a standalone "
             "PySpark script (`spark-submit job.py ...`).\n\n"
-            f"The query ({q.resolved().mode} query):\n\n{fence}\n{text}\n{fence}"),
+            f"The query ({q.resolved().mode} query):\n\n{_fence(text)}\n{text}\n{_fence(text)}"),
         nbf.v4.new_markdown_cell(
             "How sparkcep runs it: a Spark SQL filter keeps the events that can take part in a match, a "
             "shuffle by the partition key (the equivalence tests) brings each key's events together, and a "
             "stateful pandas UDF runs the sequence (or trend) engine per key:\n\n"
-            f"{fence}\n{q.explain()}\n{fence}"),
+            f"{_fence(explain)}\n{explain}\n{_fence(explain)}"),
         nbf.v4.new_code_cell(
             "import sparkcep\n"
             "from sparkcep.io import read_events\n"
             "from sparkcep.session import local_session\n\n"
             "# the notebook's SparkSession: the active one if there is one, else a local one (UTC, 4 shuffle "
             "partitions)\n"
-            f"spark = local_session({master!r})"),
-        nbf.v4.new_markdown_cell("## The events\n\nColumns `" + q.type_col + "` (event type), `" + q.ts_col
-                                 + "` (event time) and the attributes the query reads."),
+            f"spark = local_session({py_literal(master)})"),
+        nbf.v4.new_markdown_cell(f"## The events\n\nColumns {_code_span(q.type_col)} (event type), "
+                                 f"{_code_span(q.ts_col)} (event time) and the attributes the query reads."),
         nbf.v4.new_code_cell(
-            f"INPUT = {input_path or 'events/'!r}  # a file or a directory of {fmt} files\n"
-            f"events = read_events(spark, INPUT, {fmt!r}, ts_col={q.ts_col!r})\n"
+            f"INPUT = {py_literal(input_path or 'events/')}  # a file or a directory of events\n"
+            f"events = read_events(spark, INPUT, {py_literal(fmt)}, ts_col={py_literal(q.ts_col)})\n"
             "events.printSchema()\n"
             "events.show(5, truncate=False)"),
         nbf.v4.new_markdown_cell(
@@ -70,7 +85,7 @@ def notebook(q: CompiledQuery, input_path: str | None = None, fmt: str = "json",
             "`apply` builds the Spark job on the events. The same code runs on a streaming DataFrame "
             "(`read_events(..., stream=True)`), writing with `result.writeStream` and a checkpoint."),
         nbf.v4.new_code_cell(
-            f'QUERY = """\n{text}\n"""\n\n'
+            f"QUERY = {py_literal(chr(10) + text + chr(10))}\n\n"
             f"q = sparkcep.compile(QUERY{_options(q)})\n"
             "result = q.apply(events)\n"
             "result.printSchema()"),
