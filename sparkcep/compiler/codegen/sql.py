@@ -27,7 +27,10 @@ function on a stream: there, equal ``ts`` within a micro-batch keep the order Sp
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 
 from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Expr, Func, Literal, Unary, and_all, walk
 from sparkcep.compiler.errors import CEPError
@@ -39,17 +42,45 @@ from sparkcep.runtime_udfs.spec import Component
 ARRIVAL = "_arrival"
 CONTIGUITY = ("strict_contiguity", "partition_contiguity")
 
-DIALECT = "spark"
+
+
+class SparkSQL(Spark):
+    """sqlglot's ``spark`` dialect, writing string literals so that Spark reads back exactly their value.
+
+    Spark reads ``\\0`` followed by two octal digits as one octal escape (``'\\012'`` is a newline, not NUL
+    then ``12``), so NUL is written ``\\u0000``; and Spark substitutes ``${name}`` anywhere in the SQL text
+    before parsing it (``spark.sql.variable.substitute``, on by default: ``'${spark.app.name}'`` reads a
+    config), so ``$`` is written ``\\u0024``.  Every other character is escaped as sqlglot's ``spark``
+    dialect does (``\\'``, ``\\\\``, ``\\n``, octal for control characters), which Spark reads back as is.
+    """
+
+
+SparkSQL.ESCAPED_SEQUENCES = {**Spark.ESCAPED_SEQUENCES, "\0": "\\u0000", "$": "\\u0024"}
+
+#: The dialect of every SQL text sparkcep generates (and of the tests that read it back).
+DIALECT = SparkSQL
 
 _CMP = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
 _ARITH = {"+": exp.Add, "-": exp.Sub, "*": exp.Mul, "/": exp.Div, "%": exp.Mod}
 
 
 def column(name: str) -> exp.Column:
-    return exp.column(name, quoted=not name.isidentifier() or name.lower() in _RESERVED)
+    """A column by its name: a quoted identifier (backticks, a backtick in the name doubled) unless the name is
+    a plain ASCII identifier that is not an SQL keyword (``null``, ``true``, ``end`` ... as column names are
+    quoted).  A name holding ``${`` has no Spark SQL form (Spark substitutes variables inside quoted
+    identifiers too): a CEPError."""
+    if "${" in name:
+        raise CEPError(f"the column name {name!r} holds '${{', which Spark SQL reads as a variable: rename it")
+    plain = _PLAIN.fullmatch(name) is not None and name.upper() not in _KEYWORDS
+    return exp.column(name, quoted=not plain)
 
 
-_RESERVED = {"type", "ts", "order", "group", "select", "from", "where", "table", "window", "date", "time"}
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Words that are not plain column names in Spark SQL: sqlglot's keywords of the dialect (NULL, TRUE, NOT,
+#: CASE, END, ...) and words sparkcep has always quoted.
+_KEYWORDS = frozenset({k for k in SparkSQL.Tokenizer.KEYWORDS if _PLAIN.fullmatch(k)}
+                      | {"TYPE", "TS", "ORDER", "GROUP", "SELECT", "FROM", "WHERE", "TABLE", "WINDOW", "DATE",
+                         "TIME"})
 
 
 def literal(value) -> exp.Expression:
