@@ -76,12 +76,12 @@ def test_compile_a_workload_file_writes_one_job(tmp_path, capsys):
     assert main(["compile", PAPER, "-o", str(job)]) == 0
     source = job.read_text()
     pyast.parse(source)
-    assert "WORKLOAD = r\"\"\"" in source and "apply_workload(events, WORKLOAD" in source
+    assert 'WORKLOAD = """' in source and "apply_workload(events, WORKLOAD" in source
     assert source.count('"name": "') >= 14 and "-- sharing across the workload (Sharon)" in source
     assert main(["compile", PAPER, "--query", "nope", "-o", str(job)]) == 2
     assert "no query named 'nope'" in capsys.readouterr().err
     assert main(["compile", str(ROOT / "golden_plans" / "queries.cep"), "--query", "greta_q1", "-o", str(job)]) == 0
-    assert "SPEC = r" in job.read_text() and "WORKLOAD" not in job.read_text()
+    assert 'SPEC = """' in job.read_text() and "WORKLOAD" not in job.read_text()
 
 
 @pytest.mark.parametrize("text,options,message", [

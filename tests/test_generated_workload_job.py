@@ -10,6 +10,7 @@ gives the SASE++ collapsed rows of the engine.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import random
@@ -128,7 +129,8 @@ def test_workload_job_batch_and_stream_equal_the_oracle_and_the_api(spark, tmp_p
     job = compile_job(tmp_path, WORKLOAD)
     source = job.read_text()
     # one job: the sharing plan baked in, shared segments and the query that runs alone
-    plan = json.loads(re.search(r'WORKLOAD = r"""\n(.*?)\n"""', source, re.S).group(1))
+    plan = json.loads(next(ast.literal_eval(n.value) for n in ast.parse(source).body  # the WORKLOAD literal
+                           if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == "WORKLOAD"))
     assert [a["name"] for a in plan["alone"]] == ["m"] and len(plan["shared"]) == 1
     assert len(plan["shared"][0]["segments"]) < 7  # some segments shared by several queries
     assert "chosen plan:" in source and "applyInPandasWithState" not in source
