@@ -240,6 +240,30 @@ def test_the_notebook_payload_runs_nothing(tmp_path):
     assert format_query(sparkcep.compile(namespace["QUERY"]).query) == format_query(q.query)
 
 
+def test_cli_compile_and_notebook_with_hostile_names(tmp_path):
+    """Through the CLI: a workload file whose name holds quotes, a --type-col with a triple quote, a notebook
+    --input with quotes and a backslash: the files written compile and carry the values."""
+    from sparkcep.cli import main
+
+    pytest.importorskip("nbformat")
+    import nbformat
+
+    source = tmp_path / 'shop """ it\'s.cep'
+    source.write_text(query_text(["x"], "s", name="a") + ";\n" + query_text(['q"""q'], "s", name="b"))
+    job = tmp_path / "job.py"
+    assert main(["compile", str(source), "--type-col", 'ty"""pe', "-o", str(job)]) == 0
+    text = job.read_text()
+    compile(text, "job.py", "exec")
+    assert ast.get_docstring(ast.parse(text)).startswith('sparkcep job: shop """ it\'s.\n')
+    assert assignments(text)["TYPE_COL"] == 'ty"""pe'
+
+    nb, inbox = tmp_path / "job.ipynb", 'in """\\ it\'s/'
+    assert main(["notebook", "-e", query_text(['"""+str(1)+"""'], "s"), "--input", inbox, "-o", str(nb)]) == 0
+    cells = [c.source for c in nbformat.read(str(nb), as_version=4).cells if c.cell_type == "code"]
+    values = assignments("\n".join(cells))
+    assert values["INPUT"] == inbox and "'\"\"\"+str(1)+\"\"\"'" in values["QUERY"]
+
+
 def test_a_column_name_spark_would_substitute_is_refused():
     with pytest.raises(CEPError, match="variable"):
         sparkcep.compile(query_text(["x"], "s"), type_col="t${x}").job_source()
