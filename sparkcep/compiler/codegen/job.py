@@ -3,7 +3,10 @@
 One template for every kind of job.  It holds the query (or workload) as text, the compiled plan as a JSON
 literal, and the wiring: ``read``/``readStream`` with validation (dead letters) → the operator(s) →
 ``write`` (batch) or one exactly-once ``writeStream`` of results, late events and dead letters (streaming,
-:mod:`sparkcep.sinks`).  The operator section is the one part that depends on what was compiled:
+:mod:`sparkcep.sinks`).  Every value placed into the file (the docstring with the query text and the plan,
+the plan's JSON, the SQL filter, names, columns, options) is a literal made by
+:func:`~sparkcep.compiler.codegen.quote.py_literal`, never text spliced into code.  The operator section is
+the one part that depends on what was compiled:
 
 * one query: its engine spec and Spark SQL filter (generated from sqlglot trees),
   :func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches` (batch: repartition by key, ``mapInArrow``) or
