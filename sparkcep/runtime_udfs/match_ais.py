@@ -192,7 +192,7 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
     single = sched.single
     kleene = sched.kleene
     negs_at = [tuple((np, negs[np.slot]) for np in lst) for lst in sched.negs_at]
-    finish, emit, outputs, postpone = sink.finish, sink.rows.append, alt.outputs, bool(alt.trailing)
+    finish, emit, outputs, postpone = sink.finish, sink.emit, alt.outputs, bool(alt.trailing)
     memo = sched.memo.get("ais")
     if memo is None:
         memo = sched.memo["ais"] = (

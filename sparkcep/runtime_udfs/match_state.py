@@ -18,6 +18,7 @@ from sparkcep.compiler.errors import CEPError
 from sparkcep.runtime_udfs.match_negation import NegIndex
 
 if TYPE_CHECKING:
+    from sparkcep.runtime_udfs.match_budget import Budget
     from sparkcep.runtime_udfs.match_compile import Alternative, Plan
 
 __all__ = ["STATE_VERSION", "AltState", "MatchState", "Run", "Sink"]
@@ -204,12 +205,22 @@ _numbers = itertools.count()
 class Sink:
     """Where complete bindings go: a result row now, or, when the alternative ends with a negation, the heap
     of postponed matches (SASE §3.3: "postponed by T"), to be released once the watermark reaches
-    ``first ts + W``."""
+    ``first ts + W``.
 
-    __slots__ = ("plan", "state", "rows")
+    ``budget`` (a :class:`~sparkcep.runtime_udfs.match_budget.Budget`, or None) counts every match as it is
+    built, emitted or postponed: ``emit(row)`` appends a row and raises once the budget is exceeded.
+    """
 
-    def __init__(self, plan: Plan, state: MatchState, rows: list[dict]):
+    __slots__ = ("plan", "state", "rows", "budget", "emit")
+
+    def __init__(self, plan: Plan, state: MatchState, rows: list[dict], budget: Budget | None = None):
         self.plan, self.state, self.rows = plan, state, rows
+        self.budget = budget if budget is not None and budget.limit is not None else None
+        self.emit = rows.append if self.budget is None else self._counted
+
+    def _counted(self, row: dict) -> None:
+        self.rows.append(row)
+        self.budget.charge(1)
 
     def finish(self, alt: Alternative, binding: dict) -> None:
         if alt.trailing:
@@ -217,5 +228,7 @@ class Sink:
             snapshot = {v: list(b) if isinstance(b, list) else b for v, b in binding.items()
                         if b is not None and v not in alt.neg_vars}
             heapq.heappush(self.state.postponed, (deadline, next(_numbers), alt.index, snapshot))
+            if self.budget is not None:
+                self.budget.charge(1)
         else:
-            self.rows.append(alt.row(binding))
+            self.emit(alt.row(binding))
