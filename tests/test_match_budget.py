@@ -201,3 +201,24 @@ def test_cli_run_stops_with_one_line(tmp_path):
     ours = [line for line in proc.stderr.splitlines() if line.startswith("sparkcep:")]
     assert len(ours) == 1 and "more than 1,000 matches" in ours[0] and "--collapsed" in ours[0], proc.stderr
     assert "Traceback" not in proc.stderr and "\tat " not in proc.stderr and "Exception" not in proc.stderr
+
+
+@pytest.mark.parametrize("text, warned, collapsible", [
+    ("PATTERN SEQ(A+ a[], B b) WHERE [id] WITHIN 1000", ["A+ a[]"], True),
+    ("PATTERN SEQ(A a, B* b[], C c) WITHIN 10", ["B* b[]"], True),
+    ("PATTERN SEQ(A a, B+ b[], C+ c[]) WITHIN 10", ["B+ b[]", "C+ c[]"], False),
+    ("PATTERN SEQ(A a, (SEQ(B b, C c))+, D d) WITHIN 10", ["(SEQ(B b, C c))+"], False),
+    ("PATTERN SEQ(A+ a[], B b) USING skip_till_next_match WITHIN 10", [], False),
+    ("PATTERN SEQ(A a, NOT B+ b[], C c) WITHIN 10", [], False),
+    ("PATTERN SEQ(A a, B? b, C c) WITHIN 10", [], False),
+    ("RETURN COUNT(*) PATTERN SEQ(A+, B) WITHIN 10", [], False),
+])
+def test_explain_warns_where_a_pattern_can_explode(text, warned, collapsible):
+    lines = [line.strip() for line in sparkcep.compile(text).explain().splitlines()
+             if line.strip().startswith("warning:")]
+    assert [line.split(" under ")[0].removeprefix("warning: ") for line in lines] == warned
+    for line in lines:
+        assert "2^n matches" in line and "RETURN COUNT(*)" in line
+        assert ("--collapsed" in line) == collapsible
+    if warned and collapsible:  # the way out named: collapsed output has no warning
+        assert "warning:" not in sparkcep.compile(text, collapsed=True).explain()

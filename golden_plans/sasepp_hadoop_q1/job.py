@@ -21,6 +21,7 @@ Plan:
     r3 := Partition[r2, keys=(job_id)]
     r4 := Sequence[r3, window=86400000 ms, strategy=skip_till_any_match, engine=sase_ssc]
             pattern SEQ(JobStart a, Mapper+ b[], JobEnd c)
+            warning: Mapper+ b[] under skip_till_any_match can produce 2^n matches over n events of Mapper in a window; use collapsed output (run --collapsed, collapsed=True) or a trend aggregate (RETURN COUNT(*) ...)
             batch prefilter: sequence scan over 1 chain(s), drops rows in no chain inside the window
     r5 := Output[r4, avg_b_period := AVG(b[].period), max_b_period := MAX(b[].period)]
 

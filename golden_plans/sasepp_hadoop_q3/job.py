@@ -20,6 +20,7 @@ Plan:
     r4 := Sequence[r3, window=600000 ms, strategy=skip_till_any_match, engine=sase_ssc]
             pattern SEQ(ReducerStart a, DataPull+ b[])
             where b[b.len].period > 2 * AVG(b[].period)
+            warning: DataPull+ b[] under skip_till_any_match can produce 2^n matches over n events of DataPull in a window; use collapsed output (run --collapsed, collapsed=True) or a trend aggregate (RETURN COUNT(*) ...)
             batch prefilter: sequence scan over 1 chain(s), drops rows in no chain inside the window
     r5 := Output[r4, a_task_id := a.task_id, a_period := a.period]
 

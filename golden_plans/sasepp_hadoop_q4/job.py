@@ -19,6 +19,7 @@ Plan:
     r3 := Partition[r2, keys=(task_id)]
     r4 := Sequence[r3, window=86400000 ms, strategy=skip_till_any_match, engine=sase_ssc]
             pattern SEQ(JobStart a, DataIO+ b[])
+            warning: DataIO+ b[] under skip_till_any_match can produce 2^n matches over n events of DataIO in a window; use collapsed output (run --collapsed, collapsed=True) or a trend aggregate (RETURN COUNT(*) ...)
             batch prefilter: sequence scan over 1 chain(s), drops rows in no chain inside the window
     r5 := Output[r4, a_ts := a.ts, b_last_ts := b[b.len].ts, sum_b_size := SUM(b[].size)]
 
