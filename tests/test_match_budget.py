@@ -182,6 +182,30 @@ def test_message_found_in_the_drivers_error_text():
 
 
 @pytest.mark.spark
+def test_apply_budget_option_and_spark_conf(spark):
+    """``compile(..., match_budget=N)`` and the session's ``spark.sparkcep.maxMatches`` (what a generated job
+    gets from ``spark-submit --conf``) bound a partition's matches on Spark; the driver's error names it."""
+    from sparkcep.results import epoch_ms_rows
+    from sparkcep.runtime_udfs.spark_adapters import MAX_MATCHES_CONF
+
+    events = kleene_events(4)  # 15 matches
+    df = spark.createDataFrame(events)
+    q = sparkcep.compile(KLEENE, match_budget=15)
+    assert canonical(epoch_ms_rows(q.apply(df))) == canonical(match_rows(q.query, events))
+    with pytest.raises(Exception) as err:  # noqa: PT011 - whatever PySpark wraps the task's error in
+        sparkcep.compile(KLEENE, match_budget=14).apply(df).collect()
+    assert raised_message(err.value).startswith("match budget exceeded: more than 14 matches")
+    spark.conf.set(MAX_MATCHES_CONF, "14")
+    try:
+        with pytest.raises(Exception) as err:  # noqa: PT011
+            sparkcep.compile(KLEENE).apply(df).collect()
+        assert raised_message(err.value).startswith("match budget exceeded: more than 14 matches")
+        assert len(sparkcep.compile(KLEENE, match_budget=0).apply(df).collect()) == 15  # given: the conf is not read
+    finally:
+        spark.conf.unset(MAX_MATCHES_CONF)
+
+
+@pytest.mark.spark
 @pytest.mark.slow
 def test_cli_run_stops_with_one_line(tmp_path):
     """`sparkcep run` over 20 A's and a B (about a million matches) with --max-matches 1000: exit status 2, one

@@ -91,9 +91,9 @@ from sparkcep.runtime_udfs.match_prefilter import prefilter
 from sparkcep.runtime_udfs.shared_engine import SharedSpec
 from sparkcep.runtime_udfs.spec import OVERFLOW, MatchSpec, TrendSpec
 
-__all__ = ["BUCKET", "EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_input",
-           "batch_matches", "grouped", "load_spec", "output_schema", "split_by", "stream_udf", "watermarked",
-           "with_event_time"]
+__all__ = ["BUCKET", "EVENT_TIME", "MAX_MATCHES_CONF", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match",
+           "batch_input", "batch_matches", "grouped", "load_spec", "output_schema", "split_by", "stream_udf",
+           "watermarked", "with_event_time"]
 
 #: The bitmask column of the Spark SQL filter (``sparkcep.compiler.plan.builder.MASK``).
 MASK = "_mask"
@@ -279,6 +279,24 @@ def _type_of(e: Any, fields: dict[str, DataType]) -> DataType:
 # ----------------------------------------------------------------------------------------------- conversions
 
 
+#: The Spark conf a match budget can be given by (read on the driver when an operator is built).
+MAX_MATCHES_CONF = "spark.sparkcep.maxMatches"
+
+
+def _conf_max_matches() -> int | None:
+    """:data:`MAX_MATCHES_CONF` of the active session, or None (not set, or no session)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    text = session.conf.get(MAX_MATCHES_CONF, None) if session is not None else None
+    if text is None or not str(text).strip():
+        return None
+    try:
+        return int(str(text).strip().replace("_", ""))
+    except ValueError:
+        raise CEPError(f"{MAX_MATCHES_CONF} must be a whole number (0: no limit), got {text!r}") from None
+
+
 def _session_timezone() -> str:
     from pyspark.sql import SparkSession
 
@@ -417,8 +435,10 @@ class MatchOperator:
     layout does not resume with the other).
     ``max_matches``: the match budget of a match query (:mod:`~sparkcep.runtime_udfs.match_budget`): the
     matches one Spark partition of a batch, or one group in one micro-batch, may produce, and the partial
-    matches it may hold; None: :func:`~sparkcep.runtime_udfs.match_budget.default_max_matches`, sized on the
-    executor to its memory; 0: no limit.  Beyond it the task fails with
+    matches it may hold; None: the Spark conf :data:`MAX_MATCHES_CONF` of the active session if set (a
+    generated job: ``spark-submit --conf spark.sparkcep.maxMatches=N``), else
+    :func:`~sparkcep.runtime_udfs.match_budget.default_max_matches`, sized on the executor to its memory; 0:
+    no limit.  Beyond it the task fails with
     :class:`~sparkcep.runtime_udfs.match_budget.MatchBudgetError`
     (:func:`~sparkcep.runtime_udfs.match_budget.raised_message` finds its message in the error the driver gets).
     """
@@ -479,6 +499,8 @@ class MatchOperator:
         self.late_rows = late_rows
         #: what :meth:`stream_function` returns: ``output_schema``, plus the late side channel with ``late_rows``
         self.stream_schema = late.with_side_columns(self.output_schema) if late_rows else self.output_schema
+        if max_matches is None and isinstance(self.spec, MatchSpec):
+            max_matches = _conf_max_matches()
         if max_matches is not None and max_matches < 0:
             raise CEPError(f"max_matches must be 0 (no limit) or a positive number, got {max_matches}")
         #: the match budget as given (None: sized on the executor, :meth:`budget`)
