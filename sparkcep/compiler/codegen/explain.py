@@ -83,7 +83,7 @@ def explosion_warnings(spec) -> list[str]:
     """A warning per Kleene closure (``T+``, ``T*``, a repeated group) of a match query's positive pattern under
     skip_till_any_match without collapsed output: every subset of its events in a window is a match, so n
     such events can make 2^n matches (the match budget, docs/operations.md, stops such a run).  The way out
-    named: collapsed output (one Kleene variable of single events) and a trend aggregate."""
+    named: collapsed output (one Kleene variable of single events) and a trend aggregate, on a second line."""
     if spec.collapsed or (spec.strategy or "skip_till_any_match") != "skip_till_any_match" or spec.pattern is None:
         return []
     found: list = []
@@ -107,8 +107,8 @@ def explosion_warnings(spec) -> list[str]:
             over = f"events of {' or '.join(k.inner.types)}"
         else:
             over = "iterations"
-        out.append(f"warning: {_pattern(k)} under skip_till_any_match can produce 2^n matches over n {over} in a "
-                   f"window; {way_out}")
+        out += [f"warning: {_pattern(k)} under skip_till_any_match can produce 2^n matches over n {over} in a "
+                "window;", f"         {way_out}"]
     return out
 
 
