@@ -238,11 +238,41 @@ def test_cli_run_stops_with_one_line(tmp_path):
     ("RETURN COUNT(*) PATTERN SEQ(A+, B) WITHIN 10", [], False),
 ])
 def test_explain_warns_where_a_pattern_can_explode(text, warned, collapsible):
-    lines = [line.strip() for line in sparkcep.compile(text).explain().splitlines()
-             if line.strip().startswith("warning:")]
+    explained = [line.strip() for line in sparkcep.compile(text).explain().splitlines()]
+    lines = [line + " " + explained[k + 1] for k, line in enumerate(explained) if line.startswith("warning:")]
     assert [line.split(" under ")[0].removeprefix("warning: ") for line in lines] == warned
     for line in lines:
         assert "2^n matches" in line and "RETURN COUNT(*)" in line
         assert ("--collapsed" in line) == collapsible
     if warned and collapsible:  # the way out named: collapsed output has no warning
         assert "warning:" not in sparkcep.compile(text, collapsed=True).explain()
+
+
+@pytest.mark.spark
+def test_generated_job_max_matches(spark, tmp_path):
+    """The generated job's ``--max-matches`` sets the budget (through the session's conf); its ``__main__`` turns
+    the task's error into the budget's one line."""
+    import importlib.util
+    import json
+
+    from sparkcep.runtime_udfs.spark_adapters import MAX_MATCHES_CONF
+
+    path = tmp_path / "job.py"
+    path.write_text(sparkcep.compile(KLEENE).job_source())
+    source = path.read_text()
+    assert "raised_message(err)" in source.split('if __name__ == "__main__":')[1]
+    events = tmp_path / "events.json"
+    events.write_text("".join(json.dumps(e) + "\n" for e in kleene_events(4)))  # 15 matches
+    spec = importlib.util.spec_from_file_location("budget_job", path)
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        job.main(["--input", str(events), "--output", str(tmp_path / "ok"), "--max-matches", "15"])
+        assert len(spark.read.json(str(tmp_path / "ok")).collect()) == 15
+        with pytest.raises(Exception) as err:  # noqa: PT011 - whatever PySpark wraps the task's error in
+            job.main(["--input", str(events), "--output", str(tmp_path / "out"), "--max-matches", "14"])
+        assert raised_message(err.value).startswith("match budget exceeded: more than 14 matches")
+    finally:
+        spark.conf.unset(MAX_MATCHES_CONF)
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
