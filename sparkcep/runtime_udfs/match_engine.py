@@ -243,6 +243,7 @@ def advance(spec: MatchSpec, state: MatchState, watermark: float,
     if ready:
         for alt, st in zip(plan.alternatives, state.alts, strict=True):
             (match_runs if alt.automaton else engine).scan(plan, alt, st, ready, sink)  # automata: runs only
+    sink.settle()  # released postponed matches were counted when they were built
     _release(plan, state, watermark, rows)
     _prune(plan, state, watermark)
     return state, rows

@@ -208,6 +208,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     postponed_ends = frozenset(p for p, q in alt.automaton.edges if q == END) if automaton else frozenset()
     emit, row = sink.emit, alt.row
     budget = sink.budget  # partial matches: runs are cloned, up to 2^n under skip_till_any_match
+    over_budget = sink.check if budget is not None else None
 
     def complete(run: Run) -> None:
         binding = run.binding
@@ -216,6 +217,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 return
             if run.pos not in postponed_ends:
                 emit(row(binding))
+                if over_budget is not None:
+                    over_budget()
                 return
         else:
             if alt.kleene[run.pos]:

@@ -207,20 +207,31 @@ class Sink:
     of postponed matches (SASE §3.3: "postponed by T"), to be released once the watermark reaches
     ``first ts + W``.
 
-    ``budget`` (a :class:`~sparkcep.runtime_udfs.match_budget.Budget`, or None) counts every match as it is
-    built, emitted or postponed: ``emit(row)`` appends a row and raises once the budget is exceeded.
+    ``budget`` (a :class:`~sparkcep.runtime_udfs.match_budget.Budget`, or None): ``room`` is what is left of
+    it for this call (None: no limit); every row emitted and every match postponed counts (``postponed_n``),
+    and :meth:`check` raises once they exceed ``room``.  ``emit`` is ``rows.append`` itself: the engines'
+    hot loops compare ``len(rows)`` with what is left after each emit (``match_ais``) or call :meth:`check`;
+    :meth:`settle` charges the budget with this call's matches at the end.
     """
 
-    __slots__ = ("plan", "state", "rows", "budget", "emit")
+    __slots__ = ("plan", "state", "rows", "budget", "room", "postponed_n", "emit")
 
     def __init__(self, plan: Plan, state: MatchState, rows: list[dict], budget: Budget | None = None):
         self.plan, self.state, self.rows = plan, state, rows
         self.budget = budget if budget is not None and budget.limit is not None else None
-        self.emit = rows.append if self.budget is None else self._counted
+        self.room = self.budget.room() if self.budget is not None else None
+        self.postponed_n = 0
+        self.emit = rows.append
 
-    def _counted(self, row: dict) -> None:
-        self.rows.append(row)
-        self.budget.charge(1)
+    def check(self) -> None:
+        """Raise once the matches of this call exceed what is left of the budget."""
+        if self.room is not None and len(self.rows) + self.postponed_n > self.room:
+            self.budget.charge(len(self.rows) + self.postponed_n)  # raises
+
+    def settle(self) -> None:
+        """Charge the budget with this call's matches (before rows that are not new matches join ``rows``)."""
+        if self.budget is not None:
+            self.budget.charge(len(self.rows) + self.postponed_n)
 
     def finish(self, alt: Alternative, binding: dict) -> None:
         if alt.trailing:
@@ -228,7 +239,8 @@ class Sink:
             snapshot = {v: list(b) if isinstance(b, list) else b for v, b in binding.items()
                         if b is not None and v not in alt.neg_vars}
             heapq.heappush(self.state.postponed, (deadline, next(_numbers), alt.index, snapshot))
-            if self.budget is not None:
-                self.budget.charge(1)
+            self.postponed_n += 1
         else:
-            self.emit(alt.row(binding))
+            self.rows.append(alt.row(binding))
+        if self.room is not None:
+            self.check()
