@@ -303,6 +303,10 @@ def cmd_run(args) -> int:
     fmt = _input_format(args)
     spark = local_session(args.master)
     _quiet_task_failures(spark)
+    if args.max_matches is not None:  # a workload's operators read it from the session (a query has match_budget)
+        from sparkcep.runtime_udfs.spark_adapters import MAX_MATCHES_CONF
+
+        spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
     # malformed records, no type or ts, values of the wrong type: dead letters (docs/operations.md)
     df, rejected = read_validated(spark, args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
