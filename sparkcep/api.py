@@ -74,6 +74,10 @@ class CompiledQuery:
     #: groups, less per-key cost per micro-batch; see docs/architecture.md); None: one Spark group per key.  A
     #: batch has no groups: there it is the number of partitions (None: spark.sql.shuffle.partitions)
     buckets: int | None = None
+    #: the match budget (docs/operations.md): the matches, and partial matches, one partition of a match query
+    #: may produce before the run stops with a message naming collapsed output and trend aggregates; None: sized
+    #: to the executor's memory (:func:`sparkcep.runtime_udfs.match_budget.default_max_matches`); 0: no limit
+    match_budget: int | None = None
 
     @property
     def name(self) -> str | None:
@@ -143,7 +147,7 @@ class CompiledQuery:
         check_attributes(schema.fieldNames(), referenced_attributes(plan))
         if not streaming:
             return _batch_matches(df, _view_of(df), plan, spec, schema, ts_col=self.ts_col,
-                                  type_col=self.type_col, buckets=self.buckets)
+                                  type_col=self.type_col, buckets=self.buckets, **self._budget_option(spec))
         # the watermark on every event of the source, before the filter: any event moves event time
         events = watermarked(df, self.ts_col, self.lateness)
         candidates = df.sparkSession.sql(filter_sql(plan, _view_of(events), schema.fieldNames(), pretty=False))
@@ -156,10 +160,20 @@ class CompiledQuery:
 
             candidates = counted(candidates, "events_relevant")
         result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
-                             buckets=self.buckets)
+                             buckets=self.buckets, **self._budget_option(spec))
         if shedding is not None:
             result.shedding = shedding  # the stage's handle: per-batch drops per type, latency, rho
         return result
+
+    def _budget_option(self, spec) -> dict:
+        """``{"max_matches": n}`` for a match query with a budget given (``match_budget``), else nothing."""
+        from sparkcep.runtime_udfs.spec import MatchSpec
+
+        if self.match_budget is None or not isinstance(spec, MatchSpec):
+            return {}
+        if self.match_budget < 0:
+            raise CEPError(f"match_budget must be 0 (no limit) or a positive number, got {self.match_budget}")
+        return {"max_matches": self.match_budget}
 
     def _shed(self, candidates, spec, plan, training):
         """The gSPICE shedding stage before the shuffle (see :mod:`sparkcep.shedding.spark`)."""
@@ -169,11 +183,11 @@ class CompiledQuery:
 
 
 def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type_col: str,
-                   buckets: int | None):
+                   buckets: int | None, **options):
     """A batch run: :func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches` (repartition by key,
     ``mapInArrow``) over the Spark SQL filter, with Spark's fixed cost per job cut: the filter and the column
     pruning are one SQL query, and the operator's input schema is derived here instead of asked from the JVM.
-    ``buckets``, if set, is the number of partitions."""
+    ``buckets``, if set, is the number of partitions; ``options`` (``max_matches``) go to the operator."""
     from sparkcep.compiler.codegen.sql import CONTIGUITY
     from sparkcep.runtime_udfs.spark_adapters import batch_matches
 
@@ -181,7 +195,8 @@ def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type
     drop, candidate_schema = _candidate_schema(plan, spec, schema, ts_col, type_col)
     candidates = df.sparkSession.sql(filter_sql(plan, view, schema.fieldNames(), pretty=False, arrival=arrival,
                                                 drop=drop))
-    return batch_matches(candidates, spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col)
+    return batch_matches(candidates, spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col,
+                         **options)
 
 
 def _candidate_schema(plan: Node, spec, schema, ts_col: str, type_col: str):
@@ -270,7 +285,8 @@ def _collapsed(plan: Node) -> Node:
 
 def compile(text: str, **options) -> CompiledQuery:  # noqa: A001 - the package's verb
     """Parse and check one query. Options: ``type_col``, ``ts_col``, ``ts_unit``, ``ts_kind``, ``lateness``,
-    ``shedding_latency`` (seconds), ``dropped_output``, ``shedding_model``."""
+    ``shedding_latency`` (seconds), ``dropped_output``, ``shedding_model``, ``collapsed``, ``buckets``,
+    ``match_budget`` (the matches one partition may produce; None: sized to memory, 0: no limit)."""
     workload = parse_workload(text)
     if workload.shedding_latency is not None and options.get("shedding_latency") is None:
         options["shedding_latency"] = workload.shedding_latency.in_ms() / 1000

@@ -7,6 +7,7 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -76,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--collapsed", action="store_true",
                    help="SASE++ collapsed output: one row per binding of the non-Kleene variables, with the Kleene "
                         "candidates as an array column (a match query with one Kleene variable)")
+    r.add_argument("--max-matches", type=_count, metavar="N",
+                   help="the match budget: stop a match query with a message once one partition produces more "
+                        "than N matches (default: sized to the available memory; 0: no limit)")
     r.add_argument("--checkpoint", help="streaming checkpoint directory (default: a temporary one)")
     r.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
     r.add_argument("--dead-letters", help="where bad records go (default: OUTPUT/_dead_letters)")
@@ -116,6 +120,17 @@ def _type_list(text: str) -> list[str]:
     if not types:
         raise argparse.ArgumentTypeError(f"no event types in {text!r} (e.g. A,B,C)")
     return types
+
+
+def _count(text: str) -> int:
+    """A number >= 0: ``1000``, ``1_000`` or ``1e6``."""
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        value = -1.0
+    if not (value >= 0 and value.is_integer() and value < 2**63):
+        raise argparse.ArgumentTypeError(f"not a whole number >= 0: {text!r}")
+    return int(value)
 
 
 def _seconds(text: str) -> float:
@@ -231,6 +246,43 @@ def _print_lines(lines) -> None:
         print(line)
 
 
+@contextlib.contextmanager
+def _match_budget_reported():
+    """A match budget exceeded inside a Spark task (the error the driver gets carries the worker's
+    traceback) becomes the budget's one-line message (:func:`match_budget.raised_message`); any other
+    error passes through as it is."""
+    from sparkcep.runtime_udfs.match_budget import raised_message
+
+    try:
+        yield
+    except CEPError:
+        raise
+    except Exception as err:
+        message = raised_message(err)
+        if message is None:
+            raise
+        raise CEPError(message) from None
+
+
+_TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
+                         "org.apache.spark.sql.execution.streaming.MicroBatchExecution",
+                         "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution")
+
+
+def _quiet_task_failures(spark) -> None:
+    """A failed task reaches the driver as an error carrying the worker's traceback, which ``run`` reports
+    (a match budget: as one line); Spark's executor, scheduler and stream would log the same traceback on
+    stderr first.  Best effort: a session without log4j 2 keeps its logging."""
+    try:
+        jvm = spark.sparkContext._jvm
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        for name in _TASK_FAILURE_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
+    except Exception:  # noqa: BLE001 - logging only
+        pass
+
+
+@_match_budget_reported()
 def cmd_run(args) -> int:
     from pyspark.sql.types import StructType
 
@@ -240,7 +292,8 @@ def cmd_run(args) -> int:
     from sparkcep.sinks import counted, routed, start
     from sparkcep.validate import read_validated
 
-    options = {"type_col": args.type_col, "ts_col": args.ts_col, "ts_unit": args.ts_unit, "lateness": args.lateness}
+    options = {"type_col": args.type_col, "ts_col": args.ts_col, "ts_unit": args.ts_unit, "lateness": args.lateness,
+               "match_budget": args.max_matches}
     workload = _workload(args, **options)  # a workload runs as its generated job does, into one result
     if workload is not None and args.collapsed:
         raise CEPError("--collapsed is for one match query: choose it with --query NAME")
@@ -249,6 +302,11 @@ def cmd_run(args) -> int:
     q = _one(args, **options, **_shedding_options(args), collapsed=args.collapsed) if workload is None else None
     fmt = _input_format(args)
     spark = local_session(args.master)
+    _quiet_task_failures(spark)
+    if args.max_matches is not None:  # a workload's operators read it from the session (a query has match_budget)
+        from sparkcep.runtime_udfs.spark_adapters import MAX_MATCHES_CONF
+
+        spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
     # malformed records, no type or ts, values of the wrong type: dead letters (docs/operations.md)
     df, rejected = read_validated(spark, args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,

@@ -21,6 +21,8 @@ Plan:
     r4 := Sequence[r3, window=600000 ms, strategy=skip_till_any_match, engine=sase_ssc]
             pattern SEQ(ReducerStart a, LoadStd+ b[], ReducerEnd c)
             where b[i].val >= b[i-1].val
+            warning: LoadStd+ b[] under skip_till_any_match can produce 2^n matches over n events of LoadStd in a window;
+                     use collapsed output (run --collapsed, collapsed=True) or a trend aggregate (RETURN COUNT(*) ...)
             batch prefilter: sequence scan over 1 chain(s), drops rows in no chain inside the window
     r5 := Output[r4, a_task_id := a.task_id]
 
@@ -51,6 +53,7 @@ from sparkcep import CEPError
 from sparkcep.io import check_attributes, check_ts_kind
 from sparkcep.progress import follow
 from sparkcep.runtime_udfs.late import with_side_columns
+from sparkcep.runtime_udfs.match_budget import raised_message
 from sparkcep.runtime_udfs.spark_adapters import (
     STATE_SCHEMA,
     batch_matches,
@@ -226,6 +229,9 @@ def main(argv=None) -> None:
     p.add_argument("--dead-letters", help="bad records (default: OUTPUT/_dead_letters)")
     p.add_argument("--known-types", help="T1,T2,...: the stream's event types; others become dead letters")
     p.add_argument("--late-events", help="streaming: events behind the watermark (default: OUTPUT/_late)")
+    p.add_argument("--max-matches", type=int,
+                   help="match queries: stop once one partition builds more matches than this (default: the conf "
+                        "spark.sparkcep.maxMatches, else sized to the executors' memory; 0: no limit)")
     args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
@@ -235,6 +241,8 @@ def main(argv=None) -> None:
              .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
              .config("spark.ui.showConsoleProgress", "false")  # sparkcep prints its own progress
              .getOrCreate())
+    if args.max_matches is not None:  # the match budget, read from the conf where the operator is built
+        spark.conf.set("spark.sparkcep.maxMatches", str(args.max_matches))
     # --schema, else the schema of the files there now; ISO-string ts become timestamps.  Malformed lines,
     # records without type or ts and values of the wrong type are rejected (dead letters, with the reason).
     events, rejected = read_validated(spark, args.input, args.format, TYPE_COL, TS_COL, stream=args.stream,
@@ -281,3 +289,7 @@ if __name__ == "__main__":
         main()
     except CEPError as err:
         sys.exit(f"sparkcep job: {err.render()}")
+    except Exception as err:  # a match budget exceeded in a task: its one line instead of the traceback
+        if raised_message(err) is None:
+            raise
+        sys.exit(f"sparkcep job: {raised_message(err)}")

@@ -192,7 +192,10 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
     single = sched.single
     kleene = sched.kleene
     negs_at = [tuple((np, negs[np.slot]) for np in lst) for lst in sched.negs_at]
-    finish, emit, outputs, postpone = sink.finish, sink.rows.append, alt.outputs, bool(alt.trailing)
+    finish, emit, outputs, postpone = sink.finish, sink.emit, alt.outputs, bool(alt.trailing)
+    rows = sink.rows
+    # the match budget: what is left of it for this alternative's rows (earlier ones' are in rows already)
+    cap = math.inf if sink.room is None else sink.room - sink.postponed_n
     memo = sched.memo.get("ais")
     if memo is None:
         memo = sched.memo["ais"] = (
@@ -241,6 +244,8 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
                 finish(alt, binding)
             else:
                 emit({name: fn(binding) for name, fn in outputs})
+                if len(rows) > cap:
+                    sink.check()
             return
         spec = steps[s]
         kind = spec[0]
@@ -346,6 +351,8 @@ def _constructor(plan: Plan, alt: Alternative, st: AltState, sink: Sink):
                 finish(alt, binding)
             else:
                 emit({name: fn(binding) for name, fn in outputs})
+                if len(rows) > cap:
+                    sink.check()
             return
         # every candidate so far: those of the trigger's ts group before it too (they cannot precede it)
         stack, off = stacks[c], offs[c]

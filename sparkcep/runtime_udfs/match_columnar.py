@@ -71,6 +71,7 @@ import pyarrow.compute as pc
 from sparkcep.compiler.ast import Attr
 from sparkcep.compiler.errors import CEPError
 from sparkcep.runtime_udfs.expr_arrow import vectorize
+from sparkcep.runtime_udfs.match_budget import Budget
 from sparkcep.runtime_udfs.match_compile import ANY_MATCH, Plan
 from sparkcep.runtime_udfs.match_prefilter import _bounds, _key_ts_order, key_ts_composite, scan_ts
 from sparkcep.runtime_udfs.spec import INTERNAL_COLUMNS, MatchSpec
@@ -106,12 +107,14 @@ class ColumnarConstruction:
         return (f"ColumnarConstruction(bits={self.bits}, window={self.window}, "
                 f"predicates={sum(map(len, self.checks))})")
 
-    def __call__(self, group_ids, ts, mask, values: Values | None = None) -> np.ndarray | None:
+    def __call__(self, group_ids, ts, mask, values: Values | None = None,
+                 budget: Budget | None = None) -> np.ndarray | None:
         """The matches as an int64 array ``(matches, width)`` of input row indices (column ``columns[p]`` the
         row at position ``p``, -1 in the columns of no position), or None when the batch is declined (an
         infinite ts: the engine decides).  ``ts`` as the engine sees it (:func:`engine_ts`): int64 for integer
         and whole-ms timestamp input, float64 otherwise (NaN: no usable ts); ``values`` gives the columns the
-        predicates read."""
+        predicates read.  ``budget``: the finished chains of each slice are counted against it as they are
+        built (:class:`~sparkcep.runtime_udfs.match_budget.MatchBudgetError` once it is exceeded)."""
         group_ids = np.asarray(group_ids, dtype=np.int64)
         ts = scan_ts(ts)  # as the prefilter compares it: int64 (uint64) or float64
         mask = np.asarray(mask, dtype=np.int64)
@@ -133,7 +136,8 @@ class ColumnarConstruction:
         if end is None:
             return None
         cand = [np.flatnonzero((mk & b) != 0) for b in self.bits]
-        ctx = (rows, end, run_last, cand, values, {})
+        ctx = (rows, end, run_last, cand, values, {}, budget if budget is not None and budget.limit is not None
+               else None)
         parts = self._extend([cand[0]], 0, ctx)
         if not parts:
             return empty
@@ -174,11 +178,13 @@ class ColumnarConstruction:
     def _extend(self, chains: list[np.ndarray], k: int, ctx) -> list[list[np.ndarray]]:
         """Complete ``chains`` (per bound position, sorted row indices; all of one length) from position ``k``:
         the finished chains, in slices."""
-        rows, end, run_last, cand, values, cache = ctx
+        rows, end, run_last, cand, values, cache, budget = ctx
         chains = self._check(chains, k, rows, values, cache)
         if not len(chains[0]):
             return []
         if k + 1 == len(self.bits):
+            if budget is not None:
+                budget.charge(len(chains[0]))
             return [chains]
         nxt = cand[k + 1]
         lo = np.searchsorted(nxt, run_last[chains[-1]], side="right")
@@ -239,11 +245,12 @@ class ColumnarAlternatives:
     def __repr__(self) -> str:
         return f"ColumnarAlternatives({', '.join(map(repr, self.parts))})"
 
-    def __call__(self, group_ids, ts, mask, values: Values | None = None) -> np.ndarray | None:
+    def __call__(self, group_ids, ts, mask, values: Values | None = None,
+                 budget: Budget | None = None) -> np.ndarray | None:
         """:meth:`ColumnarConstruction.__call__` of each alternative, concatenated (None if any declines)."""
         found = []
         for part in self.parts:
-            chains = part(group_ids, ts, mask, values)
+            chains = part(group_ids, ts, mask, values, budget)
             if chains is None:
                 return None
             found.append(chains)
@@ -390,13 +397,15 @@ def output_table(construction: ColumnarConstruction | ColumnarAlternatives, chai
 
 
 def arrow_matches(construction: ColumnarConstruction | ColumnarAlternatives, table: pa.Table, ids: np.ndarray | None,
-                  *, ts_col: str, type_col: str, time_cols, columns, schema: pa.Schema) -> pa.Table | None:
+                  *, ts_col: str, type_col: str, time_cols, columns, schema: pa.Schema,
+                  budget: Budget | None = None) -> pa.Table | None:
     """The matches of every key of an Arrow batch (``MatchOperator.run_table`` after the prefilter) as a table
     of ``schema``, or None when the batch is left to the engine (no ``_mask`` column, a ts column of another
     type than integers, floats and timestamps, an infinite ts).
 
     ``ids`` are the rows' key ids (None: one key); ``time_cols`` the timestamp columns (the engine reads them
-    as epoch ms); ``columns`` the input columns the engine reads.  Engine names as ``MatchOperator`` gives them:
+    as epoch ms); ``columns`` the input columns the engine reads; ``budget`` counts the matches (see
+    :meth:`ColumnarConstruction.__call__`).  Engine names as ``MatchOperator`` gives them:
     the ts and type columns are also ``ts`` and ``type``."""
     mask_col = INTERNAL_COLUMNS[0]
     if mask_col not in table.column_names or ts_col not in table.column_names:
@@ -431,7 +440,7 @@ def arrow_matches(construction: ColumnarConstruction | ColumnarAlternatives, tab
         return None if name is None else table.column(name)
 
     group_ids = ids if ids is not None else np.zeros(n, dtype=np.int64)
-    chains = construction(group_ids, ts, mask, engine_values)
+    chains = construction(group_ids, ts, mask, engine_values, budget)
     if chains is None:
         return None
     return output_table(construction, chains, raw_values, schema)

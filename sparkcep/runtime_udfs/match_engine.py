@@ -76,13 +76,16 @@ from operator import itemgetter
 from sparkcep.compiler.ast import Not
 from sparkcep.compiler.errors import CEPError
 from sparkcep.runtime_udfs import match_ais, match_runs
+from sparkcep.runtime_udfs.match_budget import Budget, MatchBudgetError
 from sparkcep.runtime_udfs.match_compile import ANY_MATCH, EngineUnsupportedError, Plan
 from sparkcep.runtime_udfs.match_state import STATE_VERSION, AltState, MatchState, Sink
 from sparkcep.runtime_udfs.spec import MatchSpec
 
 __all__ = [
     "STATE_VERSION",
+    "Budget",
     "EngineUnsupportedError",
+    "MatchBudgetError",
     "MatchState",
     "advance",
     "check",
@@ -214,11 +217,16 @@ def step(spec: MatchSpec, state: MatchState, events: Iterable[dict]) -> tuple[Ma
     return state, []
 
 
-def advance(spec: MatchSpec, state: MatchState, watermark: float) -> tuple[MatchState, list[dict]]:
+def advance(spec: MatchSpec, state: MatchState, watermark: float,
+            budget: Budget | None = None) -> tuple[MatchState, list[dict]]:
     """Process the buffered events with ``ts <= watermark`` in ``ts`` order and return the completed matches.
 
     Each match is emitted exactly once, as a dict ``output name → value``.  ``advance(spec, state, inf)``
-    flushes everything (batch).  A watermark at or below the frontier is a no-op.
+    flushes everything (batch).  A watermark at or below the frontier is a no-op.  ``budget``
+    (:class:`~sparkcep.runtime_udfs.match_budget.Budget`): every match built (emitted, or postponed for a
+    negated end) is counted against it as it is built, and so are the live runs of :mod:`match_runs` after
+    each event; :class:`~sparkcep.runtime_udfs.match_budget.MatchBudgetError` once either exceeds its limit
+    (the state is then unusable).
     """
     if not watermark > state.frontier:
         return state, []
@@ -230,11 +238,12 @@ def advance(spec: MatchSpec, state: MatchState, watermark: float) -> tuple[Match
     ready, state.pending = pending[:cut], pending[cut:]
     state.frontier = watermark
     rows: list[dict] = []
-    sink = Sink(plan, state, rows)
+    sink = Sink(plan, state, rows, budget)
     engine = match_ais if plan.strategy == ANY_MATCH else match_runs
     if ready:
         for alt, st in zip(plan.alternatives, state.alts, strict=True):
             (match_runs if alt.automaton else engine).scan(plan, alt, st, ready, sink)  # automata: runs only
+    sink.settle()  # released postponed matches were counted when they were built
     _release(plan, state, watermark, rows)
     _prune(plan, state, watermark)
     return state, rows

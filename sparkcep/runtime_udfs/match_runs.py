@@ -206,7 +206,9 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     # an automaton's match is postponed only if its path ends on an edge with a negated end (its last event's
     # position has an ``(p, END)`` edge): the others are decided, and emitted, as soon as they complete
     postponed_ends = frozenset(p for p, q in alt.automaton.edges if q == END) if automaton else frozenset()
-    emit, row = sink.rows.append, alt.row
+    emit, row = sink.emit, alt.row
+    budget = sink.budget  # partial matches: runs are cloned, up to 2^n under skip_till_any_match
+    over_budget = sink.check if budget is not None else None
 
     def complete(run: Run) -> None:
         binding = run.binding
@@ -215,6 +217,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 return
             if run.pos not in postponed_ends:
                 emit(row(binding))
+                if over_budget is not None:
+                    over_budget()
                 return
         else:
             if alt.kleene[run.pos]:
@@ -282,3 +286,5 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
             if follow[new.pos]:
                 survivors.append(new)
         st.runs = survivors
+        if budget is not None and len(survivors) > budget.limit:
+            budget.check_partial(len(survivors))

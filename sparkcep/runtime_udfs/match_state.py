@@ -18,6 +18,7 @@ from sparkcep.compiler.errors import CEPError
 from sparkcep.runtime_udfs.match_negation import NegIndex
 
 if TYPE_CHECKING:
+    from sparkcep.runtime_udfs.match_budget import Budget
     from sparkcep.runtime_udfs.match_compile import Alternative, Plan
 
 __all__ = ["STATE_VERSION", "AltState", "MatchState", "Run", "Sink"]
@@ -204,12 +205,33 @@ _numbers = itertools.count()
 class Sink:
     """Where complete bindings go: a result row now, or, when the alternative ends with a negation, the heap
     of postponed matches (SASE §3.3: "postponed by T"), to be released once the watermark reaches
-    ``first ts + W``."""
+    ``first ts + W``.
 
-    __slots__ = ("plan", "state", "rows")
+    ``budget`` (a :class:`~sparkcep.runtime_udfs.match_budget.Budget`, or None): ``room`` is what is left of
+    it for this call (None: no limit); every row emitted and every match postponed counts (``postponed_n``),
+    and :meth:`check` raises once they exceed ``room``.  ``emit`` is ``rows.append`` itself: the engines'
+    hot loops compare ``len(rows)`` with what is left after each emit (``match_ais``) or call :meth:`check`;
+    :meth:`settle` charges the budget with this call's matches at the end.
+    """
 
-    def __init__(self, plan: Plan, state: MatchState, rows: list[dict]):
+    __slots__ = ("plan", "state", "rows", "budget", "room", "postponed_n", "emit")
+
+    def __init__(self, plan: Plan, state: MatchState, rows: list[dict], budget: Budget | None = None):
         self.plan, self.state, self.rows = plan, state, rows
+        self.budget = budget if budget is not None and budget.limit is not None else None
+        self.room = self.budget.room() if self.budget is not None else None
+        self.postponed_n = 0
+        self.emit = rows.append
+
+    def check(self) -> None:
+        """Raise once the matches of this call exceed what is left of the budget."""
+        if self.room is not None and len(self.rows) + self.postponed_n > self.room:
+            self.budget.charge(len(self.rows) + self.postponed_n)  # raises
+
+    def settle(self) -> None:
+        """Charge the budget with this call's matches (before rows that are not new matches join ``rows``)."""
+        if self.budget is not None:
+            self.budget.charge(len(self.rows) + self.postponed_n)
 
     def finish(self, alt: Alternative, binding: dict) -> None:
         if alt.trailing:
@@ -217,5 +239,8 @@ class Sink:
             snapshot = {v: list(b) if isinstance(b, list) else b for v, b in binding.items()
                         if b is not None and v not in alt.neg_vars}
             heapq.heappush(self.state.postponed, (deadline, next(_numbers), alt.index, snapshot))
+            self.postponed_n += 1
         else:
             self.rows.append(alt.row(binding))
+        if self.room is not None:
+            self.check()

@@ -86,14 +86,14 @@ from pyspark.sql.types import (
 from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest, Func, Literal, Unary, walk
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import from_data
-from sparkcep.runtime_udfs import late, match_columnar, match_engine, shared_engine, trend_engine
+from sparkcep.runtime_udfs import late, match_budget, match_columnar, match_engine, shared_engine, trend_engine
 from sparkcep.runtime_udfs.match_prefilter import prefilter
 from sparkcep.runtime_udfs.shared_engine import SharedSpec
 from sparkcep.runtime_udfs.spec import OVERFLOW, MatchSpec, TrendSpec
 
-__all__ = ["BUCKET", "EVENT_TIME", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match", "batch_input",
-           "batch_matches", "grouped", "load_spec", "output_schema", "split_by", "stream_udf", "watermarked",
-           "with_event_time"]
+__all__ = ["BUCKET", "EVENT_TIME", "MAX_MATCHES_CONF", "SINGLE_GROUP", "STATE_SCHEMA", "MatchOperator", "apply_match",
+           "batch_input", "batch_matches", "grouped", "load_spec", "output_schema", "split_by", "stream_udf",
+           "watermarked", "with_event_time"]
 
 #: The bitmask column of the Spark SQL filter (``sparkcep.compiler.plan.builder.MASK``).
 MASK = "_mask"
@@ -279,6 +279,24 @@ def _type_of(e: Any, fields: dict[str, DataType]) -> DataType:
 # ----------------------------------------------------------------------------------------------- conversions
 
 
+#: The Spark conf a match budget can be given by (read on the driver when an operator is built).
+MAX_MATCHES_CONF = "spark.sparkcep.maxMatches"
+
+
+def _conf_max_matches() -> int | None:
+    """:data:`MAX_MATCHES_CONF` of the active session, or None (not set, or no session)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    text = session.conf.get(MAX_MATCHES_CONF, None) if session is not None else None
+    if text is None or not str(text).strip():
+        return None
+    try:
+        return int(str(text).strip().replace("_", ""))
+    except ValueError:
+        raise CEPError(f"{MAX_MATCHES_CONF} must be a whole number (0: no limit), got {text!r}") from None
+
+
 def _session_timezone() -> str:
     from pyspark.sql import SparkSession
 
@@ -415,11 +433,19 @@ class MatchOperator:
     engine state per key inside a group (:attr:`nested`; the streaming state column then holds
     ``(NESTED_STATE_VERSION, frontier, {key: (wakeup, engine state)}, held rows)``, so a checkpoint of one
     layout does not resume with the other).
+    ``max_matches``: the match budget of a match query (:mod:`~sparkcep.runtime_udfs.match_budget`): the
+    matches one Spark partition of a batch, or one group in one micro-batch, may produce, and the partial
+    matches it may hold; None: the Spark conf :data:`MAX_MATCHES_CONF` of the active session if set (a
+    generated job: ``spark-submit --conf spark.sparkcep.maxMatches=N``), else
+    :func:`~sparkcep.runtime_udfs.match_budget.default_max_matches`, sized on the executor to its memory; 0:
+    no limit.  Beyond it the task fails with
+    :class:`~sparkcep.runtime_udfs.match_budget.MatchBudgetError`
+    (:func:`~sparkcep.runtime_udfs.match_budget.raised_message` finds its message in the error the driver gets).
     """
 
     def __init__(self, spec: SpecLike, input_schema: StructType, *, ts_col: str = "ts",
                  type_col: str = "type", timezone: str | None = None, buckets: int | None = None,
-                 late_rows: bool = False):
+                 late_rows: bool = False, max_matches: int | None = None):
         self.spec = load_spec(spec)
         self.engine = engine_of(self.spec)
         self.engine.check(self.spec)
@@ -473,6 +499,27 @@ class MatchOperator:
         self.late_rows = late_rows
         #: what :meth:`stream_function` returns: ``output_schema``, plus the late side channel with ``late_rows``
         self.stream_schema = late.with_side_columns(self.output_schema) if late_rows else self.output_schema
+        if max_matches is None and isinstance(self.spec, MatchSpec):
+            max_matches = _conf_max_matches()
+        if max_matches is not None and max_matches < 0:
+            raise CEPError(f"max_matches must be 0 (no limit) or a positive number, got {max_matches}")
+        #: the match budget as given (None: sized on the executor, :meth:`budget`)
+        self.max_matches = max_matches
+
+    def budget(self) -> match_budget.Budget | None:
+        """A fresh match budget for one partition (None for trend and shared specs, which never enumerate):
+        :attr:`max_matches`, else the default for this executor's memory, resolved once per operator."""
+        if not isinstance(self.spec, MatchSpec):
+            return None
+        if not hasattr(self, "_limit"):
+            self._limit = match_budget.resolve_max_matches(self.max_matches, len(self.output_schema.fields))
+        return match_budget.Budget(self._limit)
+
+    def _advance(self, state, watermark: float, budget: match_budget.Budget | None):
+        """``engine.advance``, with the partition's match budget for the match engine."""
+        if budget is None:
+            return self.engine.advance(self.spec, state, watermark)
+        return self.engine.advance(self.spec, state, watermark, budget)
 
     def grouped(self, df: DataFrame) -> Any:
         """``df`` grouped for this operator: by :attr:`group_cols` (a constant column when there are none), or
@@ -619,6 +666,7 @@ class MatchOperator:
         construction (:func:`match_columnar.columnar`), else engine events for the remaining rows, one engine
         run per key."""
         engine, spec = self.engine, self.spec
+        budget = self.budget()  # every key of the partition together
         if ARRIVAL in table.column_names and table.num_rows:  # contiguity: the engine numbers events in input order
             table = table.take(pc.sort_indices(table, [(ARRIVAL, "ascending")]))  # a stable sort
         ids = self.key_ids(table)
@@ -631,7 +679,7 @@ class MatchOperator:
         if self._columnar is not None and table.num_rows:  # all keys at once in numpy (match_columnar)
             result = match_columnar.arrow_matches(
                 self._columnar, table, ids, ts_col=self.ts_col, type_col=self.type_col, time_cols=self._zones,
-                columns=self._columns, schema=self.arrow_schema)
+                columns=self._columns, schema=self.arrow_schema, budget=budget)
             if result is not None:
                 return result
         n = table.num_rows
@@ -651,7 +699,7 @@ class MatchOperator:
             last = bounds.index(hi, first)
             for a, b in itertools.pairwise(bounds[first:last + 1]):
                 state, _ = engine.step(spec, engine.init_state(), events[a - lo:b - lo])
-                rows.extend(engine.advance(spec, state, math.inf)[1])
+                rows.extend(self._advance(state, math.inf, budget)[1])
             first = last
         return self.table(self._finish(rows))
 
@@ -720,7 +768,7 @@ class MatchOperator:
                 engine.step(spec, state, self.events(pdf))
             raw = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
             watermark = raw - offset  # in ts units (ms for timestamp ts)
-            state, rows = engine.advance(spec, state, watermark)
+            state, rows = self._advance(state, watermark, self.budget())
             if engine.is_empty(state):
                 group.remove()
             else:
@@ -775,15 +823,16 @@ class MatchOperator:
             # group open is among them when the window closes: every partition emits it in this same call)
             due_now = [k for k, (due, _) in stored.items() if k not in parts and due is not None and due <= watermark]
             rows: list[dict] = []
+            budget = self.budget()  # every key of the group in this micro-batch together
             for k in [*parts, *due_now]:
                 entry = stored.get(k)
                 state = self._state_class.from_bytes(entry[1]) if entry is not None else engine.init_state()
                 if frontier is not None:  # what the group has processed: older events are late here too
-                    state, out = engine.advance(spec, state, frontier)
+                    state, out = self._advance(state, frontier, budget)
                     rows.extend(out)
                 if k in parts:
                     engine.step(spec, state, parts[k])
-                state, out = engine.advance(spec, state, watermark)
+                state, out = self._advance(state, watermark, budget)
                 rows.extend(out)
                 if engine.is_empty(state):
                     stored.pop(k, None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from sparkcep.compiler.ast import EventPat, map_nodes
+from sparkcep.compiler.ast import EventPat, Kleene, Not, map_nodes
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.naming import safe_identifier
 from sparkcep.compiler.plan.nodes import Node, chain
@@ -79,6 +79,49 @@ def _general_searches(spec) -> list[str]:
     return [f"negation {_pattern(n)}: general search over the gap (exponential in the worst case)" for n in nodes]
 
 
+def explosion_warnings(spec) -> list[str]:
+    """A warning per Kleene closure (``T+``, ``T*``, a repeated group) of a match query's positive pattern under
+    skip_till_any_match without collapsed output: every subset of its events in a window is a match, so n
+    such events can make 2^n matches (the match budget, docs/operations.md, stops such a run).  The way out
+    named: collapsed output (one Kleene variable of single events) and a trend aggregate, on a second line."""
+    if spec.collapsed or (spec.strategy or "skip_till_any_match") != "skip_till_any_match" or spec.pattern is None:
+        return []
+    found: list = []
+
+    def visit(node, negated: bool) -> None:
+        if isinstance(node, Not):
+            return  # a negated closure only blocks: no match is made of it
+        if isinstance(node, Kleene) and node.op in ("+", "*") and not negated:
+            found.append(node)
+        for child in _children(node):
+            visit(child, negated)
+
+    visit(spec.pattern, False)
+    singles = [k for k in found if isinstance(k.inner, EventPat)]
+    collapsible = len(found) == 1 and len(singles) == 1
+    way_out = ("use collapsed output (run --collapsed, collapsed=True) or a trend aggregate (RETURN COUNT(*) ...)"
+               if collapsible else "use a trend aggregate (RETURN COUNT(*) ...)")
+    out = []
+    for k in found:
+        if isinstance(k.inner, EventPat):
+            over = f"events of {' or '.join(k.inner.types)}"
+        else:
+            over = "iterations"
+        out += [f"warning: {_pattern(k)} under skip_till_any_match can produce 2^n matches over n {over} in a "
+                "window;", f"         {way_out}"]
+    return out
+
+
+def _children(node):
+    for f in getattr(node, "__dataclass_fields__", {}):
+        if f == "span":
+            continue
+        value = getattr(node, f)
+        for v in value if isinstance(value, tuple) else (value,):
+            if hasattr(v, "__dataclass_fields__") and not isinstance(v, EventPat):
+                yield v
+
+
 def _prefiltered(spec) -> list[str]:
     """The batch prefilter's line (:mod:`sparkcep.runtime_udfs.match_prefilter`), if the spec has one."""
     scan = match_prefilter.prefilter(spec)
@@ -138,7 +181,8 @@ class Explainer:
         head = f"Sequence[{ref}, window={self.duration(s.window)}, strategy={s.strategy}, engine={engine}]"
         lines = [f"pattern {_pattern(s.pattern)}"] if s.pattern is not None else []
         lines += [f"where {format_expr(p)}" for p in s.predicates]
-        return head, lines + per_alternative + _general_searches(s) + _prefiltered(s) + _columnar(s)
+        return head, (lines + per_alternative + _general_searches(s) + explosion_warnings(s) + _prefiltered(s)
+                      + _columnar(s))
 
     def visit_Trend(self, n, ref):
         s = n.spec

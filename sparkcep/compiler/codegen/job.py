@@ -94,6 +94,9 @@ def main(argv=None) -> None:
     p.add_argument("--dead-letters", help="bad records (default: OUTPUT/_dead_letters)")
     p.add_argument("--known-types", help="T1,T2,...: the stream's event types; others become dead letters")
     p.add_argument("--late-events", help="streaming: events behind the watermark (default: OUTPUT/_late)")
+    p.add_argument("--max-matches", type=int,
+                   help="match queries: stop once one partition builds more matches than this (default: the conf "
+                        "spark.sparkcep.maxMatches, else sized to the executors' memory; 0: no limit)")
 {shedding_args}    args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
@@ -103,6 +106,8 @@ def main(argv=None) -> None:
              .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
              .config("spark.ui.showConsoleProgress", "false")  # sparkcep prints its own progress
              .getOrCreate())
+    if args.max_matches is not None:  # the match budget, read from the conf where the operator is built
+        spark.conf.set("spark.sparkcep.maxMatches", str(args.max_matches))
     # --schema, else the schema of the files there now; ISO-string ts become timestamps.  Malformed lines,
     # records without type or ts and values of the wrong type are rejected (dead letters, with the reason).
     events, rejected = read_validated(spark, args.input, args.format, TYPE_COL, TS_COL, stream=args.stream,
@@ -129,6 +134,10 @@ if __name__ == "__main__":
         main()
     except CEPError as err:
         sys.exit(f"sparkcep job: {{err.render()}}")
+    except Exception as err:  # a match budget exceeded in a task: its one line instead of the traceback
+        if raised_message(err) is None:
+            raise
+        sys.exit(f"sparkcep job: {{raised_message(err)}}")
 '''
 
 #: The operator section of a one-query job (``{shedding}``: the shedding stage, or nothing).
@@ -201,6 +210,7 @@ _COMMON_IMPORTS = {
     "sparkcep": ["CEPError"],
     "sparkcep.io": ["check_attributes", "check_ts_kind"],
     "sparkcep.progress": ["follow"],
+    "sparkcep.runtime_udfs.match_budget": ["raised_message"],
     "sparkcep.sinks": ["counted", "routed", "side_dirs", "start"],
     "sparkcep.validate": ["read_validated"],
 }
