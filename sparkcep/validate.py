@@ -53,6 +53,7 @@ Example::
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Collection, Mapping
 
 from sparkcep.compiler.ast import Attr, BinOp, EquivItem, Func, Literal, Unary, walk
@@ -194,9 +195,16 @@ def has_data_files(path: str) -> bool:
     return False
 
 
+#: An attribute name a query can write (the grammar's NAME): the only columns read besides type and ts.
+ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _wanted(columns: list[str], type_col: str, ts_col: str, attributes: Collection[str] | None) -> list[str]:
-    """The columns to read, in input order: type, ts and ``attributes`` (None: all) that the input has."""
-    keep = set(columns) if attributes is None else {type_col, ts_col, *attributes}
+    """The columns to read, in input order: type, ts and ``attributes`` that the input has; ``attributes`` None:
+    every column whose name a query can write (a key such as ``it's`` or ``a.b`` is no attribute: not read)."""
+    if attributes is None:
+        attributes = [c for c in columns if ATTRIBUTE_NAME.fullmatch(c)]
+    keep = {type_col, ts_col, *attributes}
     return [c for c in columns if c in keep]
 
 

@@ -166,3 +166,15 @@ def test_empty_input_directory_is_one_line(spark, tmp_path, capsys, stream):
     assert main(argv + (["--stream"] if stream else [])) == 2
     err = capsys.readouterr().err
     assert err.startswith("sparkcep: no input files in ") and err.count("\n") == 1, err
+
+
+def test_odd_keys_with_a_query_that_returns_every_attribute(spark, tmp_path, capsys):
+    """A match query without RETURN shows every attribute: keys no query could name (``it's``, ``b`q``,
+    ``a.b``) are not attributes, so they are not read (and not shown); the rest are."""
+    odd = {"it's": 1, "b`q": [2], "a.b": {"c": 3}, "ü": 4}
+    write_files(tmp_path / "in", [[{**e, **odd} for e in GOOD]])
+    out = tmp_path / "out"
+    text = "PATTERN SEQ(A a, B b) WHERE [id] AND a.x < b.x WITHIN 8"
+    run(["run", "-e", text, "--input", str(tmp_path / "in"), "--output", str(out)], capsys)
+    want = match_rows(sparkcep.compile(text).query, GOOD, COLUMNS)
+    assert len(want) == 2 and canonical(read_dir(out)) == canonical(want)
