@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "type'); default: types the query does not use are ignored and counted")
     r.add_argument("--late-events", help="streaming: where events behind the watermark go (default: OUTPUT/_late)")
     r.add_argument("--schema", help="input schema as DDL, e.g. 'type STRING, ts TIMESTAMP, id BIGINT, x DOUBLE' "
-                                    "(default: inferred from the files there now)")
+                                    "(default: the columns the query reads, typed as it needs them)")
     r.add_argument("--master", default="local[*]")
     r.add_argument("--shedding-latency", type=_seconds, metavar="DURATION",
                    help="gSPICE load shedding under this latency bound, e.g. 1s or 500ms (default: off, unless the "
@@ -290,7 +290,7 @@ def cmd_run(args) -> int:
     from sparkcep.runtime_udfs.late import KIND, REASON, RECORD
     from sparkcep.session import local_session
     from sparkcep.sinks import counted, routed, start
-    from sparkcep.validate import read_validated
+    from sparkcep.validate import query_columns, read_validated
 
     options = {"type_col": args.type_col, "ts_col": args.ts_col, "ts_unit": args.ts_unit, "lateness": args.lateness,
                "match_budget": args.max_matches}
@@ -307,10 +307,12 @@ def cmd_run(args) -> int:
         from sparkcep.runtime_udfs.spark_adapters import MAX_MATCHES_CONF
 
         spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
-    # malformed records, no type or ts, values of the wrong type: dead letters (docs/operations.md)
+    # only the columns the queries read, each with the type they need; malformed records, no type or ts,
+    # values of the wrong type: dead letters (docs/operations.md)
+    attributes, needs = query_columns(workload.queries if q is None else [q])
     df, rejected = read_validated(spark, args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
-                                  known_types=args.known_types)
+                                  known_types=args.known_types, attributes=attributes, needs=needs)
     if args.stream:  # counts per micro-batch, in the query's progress and on stderr
         df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
     training = None

@@ -350,7 +350,7 @@ def epoch_ms(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     filled = pc.fill_null(us, 0).to_numpy()
     if (filled % 1000 == 0).all():
         return pc.divide(us, 1000)
-    return pc.divide(pc.cast(us, pa.float64()), 1000.0)
+    return pc.divide(pc.cast(us, pa.float64(), safe=False), 1000.0)  # beyond 2**53 us (~285 years): ~us-coarse
 
 
 def engine_ts(col: pa.Array | pa.ChunkedArray, time: bool) -> tuple[np.ndarray, np.ndarray] | None:

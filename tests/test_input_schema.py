@@ -1,0 +1,33 @@
+"""What a query needs of each attribute it reads (the per-query input schema of sparkcep.validate), and column
+quoting: pure, no Spark."""
+
+from __future__ import annotations
+
+import sparkcep
+from sparkcep.validate import NUMERIC, TEXT, attribute_needs, query_columns, quoted
+
+
+def needs(text: str) -> dict[str, str]:
+    return attribute_needs([sparkcep.compile(text).query])
+
+
+def test_order_comparisons_arithmetic_and_sums_need_numbers():
+    assert needs("PATTERN SEQ(A a, B b) WHERE [id] AND a.x < b.x WITHIN 8") == {"x": NUMERIC}
+    assert needs("PATTERN SEQ(A a, B b) WHERE a.p + 1 = b.q AND a.s = 'up' WITHIN 8 RETURN a.s, b.r") == {
+        "p": NUMERIC, "q": NUMERIC, "s": TEXT}
+    assert needs("RETURN SUM(A.v) AS s, MAX(A.m) AS m PATTERN SEQ(A+, B) WITHIN 8") == {"v": NUMERIC}
+
+
+def test_unconstrained_attributes_are_left_to_inference():
+    assert needs("PATTERN SEQ(A a, B b) WHERE [id] AND a.k = b.k WITHIN 8 RETURN a.z") == {}
+
+
+def test_query_columns_are_the_attributes_read_or_all_without_return():
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] AND a.x < b.x WITHIN 8 RETURN a.ts AS at, b.y AS y")
+    attributes, _ = query_columns([q])
+    assert set(attributes) == {"id", "x", "ts", "y"}
+    assert query_columns([sparkcep.compile("PATTERN SEQ(A a, B b) WITHIN 8")])[0] is None
+
+
+def test_quoted_column_names():
+    assert quoted("it's") == "`it's`" and quoted("b`q") == "`b``q`" and quoted("a.b") == "`a.b`"
