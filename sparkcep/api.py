@@ -29,6 +29,7 @@ from sparkcep.compiler.plan.nodes import Node, operator_spec
 from sparkcep.compiler.printer import format_query
 from sparkcep.grammar import parse_query, parse_workload
 from sparkcep.io import check_attributes, ts_kind_of
+from sparkcep.validate import query_columns
 
 _view_ids = itertools.count()
 #: the temp view of each input DataFrame, made once (DataFrames are immutable): a view is a round trip to the JVM
@@ -120,8 +121,9 @@ class CompiledQuery:
         ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")
         plan = self.plan(schema)
         shedding = (self.shedding_latency, self.shedding_model) if self.shedding_latency else None
+        read_columns, needs = query_columns([self])
         return job_source(plan, query_text=format_query(self.query), explain=self.explain(schema),
-                          ts_kind=ts_kind, name=self.name, shedding=shedding)
+                          ts_kind=ts_kind, name=self.name, shedding=shedding, read_columns=read_columns, needs=needs)
 
     def apply(self, df, shedding_training=None, side_channel: bool = False):
         """Run on a batch or streaming DataFrame with the type and ts columns and the attributes.
@@ -370,8 +372,10 @@ class CompiledWorkload:
         explains = [q.explain() for q in self.alone()]
         explain = "\n\n".join([*explains, "-- sharing across the workload (Sharon)\n" + self.explain()])
         text = ";\n\n".join(format_query(q.query).strip() for q in self.queries)
+        read_columns, needs = query_columns(self.queries)
         return workload_job_source(data, query_text=text, explain=explain, ts_kind=kinds.pop(),
-                                   type_col=first.type_col, ts_col=first.ts_col, attributes=attributes, name=name)
+                                   type_col=first.type_col, ts_col=first.ts_col, attributes=attributes, name=name,
+                                   read_columns=read_columns, needs=needs)
 
     def job_plan(self, share: bool = True, schema=None) -> tuple[dict, list[str]]:
         """``(plan data, attributes)``: the chosen plan as a workload job runs it

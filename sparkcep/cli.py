@@ -318,7 +318,8 @@ def cmd_run(args) -> int:
     training = None
     if q is not None and q.shedding_latency and args.stream:  # a batch has no latency to keep: shedding is for streams
         path = getattr(args, "shedding_training", None) or args.input
-        training = read_events(spark, path, fmt, args.ts_col, schema=args.schema)
+        training = read_events(spark, path, fmt, args.ts_col, schema=args.schema, type_col=args.type_col,
+                               attributes=attributes, needs=needs)
     if q is None:  # every operator of the sharing plan, one result with a "query" column
         result = workload.apply(df, side_channel=args.stream)
     else:

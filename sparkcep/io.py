@@ -10,19 +10,19 @@ FORMATS = ("json", "csv", "parquet")
 
 
 def read_events(spark, path: str, fmt: str, ts_col: str, stream: bool = False, files_per_trigger: int | None = None,
-                schema: str | None = None):
-    """Read events. ``schema`` is a DDL string (``"type STRING, ts TIMESTAMP, id BIGINT"``); without it, the
-    schema is inferred from the files there now.  String ts become timestamps.  ``files_per_trigger`` makes
-    a stream take that many files per micro-batch (default: all there are)."""
-    from pyspark.sql import functions as F
+                schema: str | None = None, *, type_col: str = "type", attributes=None, needs=None):
+    """The valid events at ``path``: :func:`sparkcep.validate.read_validated` without its dead letters (one
+    reading path: an array or object attribute, a bad value or a malformed line never stops the read nor
+    retypes a column).  ``schema`` is a DDL string (``"type STRING, ts TIMESTAMP, id BIGINT"``); without it,
+    the types come from the files there now and what the query needs (``attributes``: the columns read besides
+    type and ts, None: every one; ``needs``: :func:`sparkcep.validate.attribute_needs`).  String ts become
+    timestamps.  ``files_per_trigger`` makes a stream take that many files per micro-batch (default: all)."""
+    from sparkcep.validate import read_validated
 
-    check_input(path, stream)
-    options = reader_options(fmt, schema)
-    schema = input_schema(spark, path, fmt, options, schema)
-    df = load(spark, path, fmt, schema, options, stream, files_per_trigger)
-    if ts_col in schema.fieldNames() and schema[ts_col].dataType.simpleString() == "string":
-        df = df.withColumn(ts_col, F.to_timestamp(F.col(ts_col)))
-    return df
+    events, _rejected = read_validated(spark, path, fmt, type_col, ts_col, stream=stream,
+                                       files_per_trigger=files_per_trigger, schema=schema, attributes=attributes,
+                                       needs=needs)
+    return events
 
 
 def check_input(path: str, stream: bool) -> None:
@@ -48,17 +48,6 @@ def input_schema(spark, path: str, fmt: str, options: dict, ddl: str | None):
         return StructType.fromDDL(ddl)
     except Exception as err:  # pyspark raises its own parse exception types
         raise CEPError(f"bad --schema: {str(err).splitlines()[0]}") from None
-
-
-def load(spark, path: str, fmt: str, schema, options: dict, stream: bool, files_per_trigger: int | None = None):
-    """``path`` read with ``schema``: a batch DataFrame, or a stream taking ``files_per_trigger`` files per
-    micro-batch (default: all there are)."""
-    if not stream:
-        return spark.read.schema(schema).format(fmt).options(**options).load(path)
-    reader = spark.readStream.schema(schema).format(fmt).options(**options)
-    if files_per_trigger:
-        reader = reader.option("maxFilesPerTrigger", files_per_trigger)
-    return reader.load(path)
 
 
 def ts_kind_of(schema, ts_col: str) -> str | None:

@@ -3,7 +3,8 @@
 The cells are the ones a person would write: a title with the query and its plan as markdown, the set-up
 (a SparkSession), the source (read the events), the job (compile the query, apply it to the events) and
 the results (show them, count them).  The notebook reads its input with the same reader as ``sparkcep run``
-and runs the same plan as the generated job (``sparkcep compile``).
+(only the columns the query reads, each as it needs it; bad records as dead letters) and runs the same plan
+as the generated job (``sparkcep compile``).
 
     >>> import sparkcep
     >>> nb = notebook(sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10"), input_path="events/")
@@ -19,6 +20,7 @@ from sparkcep.api import CompiledQuery
 from sparkcep.compiler.codegen.quote import py_literal
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.printer import format_query
+from sparkcep.validate import query_columns
 
 
 def _nbformat():
@@ -52,6 +54,7 @@ def notebook(q: CompiledQuery, input_path: str | None = None, fmt: str = "json",
     """The notebook (an ``nbformat`` v4 node) that runs ``q`` on the events at ``input_path``."""
     nbf = _nbformat()
     title = q.name or "query"
+    columns, needs = query_columns([q])
     text = format_query(q.query)
     explain = q.explain()
     cells = [
@@ -68,22 +71,30 @@ def notebook(q: CompiledQuery, input_path: str | None = None, fmt: str = "json",
             f"{_fence(explain)}\n{explain}\n{_fence(explain)}"),
         nbf.v4.new_code_cell(
             "import sparkcep\n"
-            "from sparkcep.io import read_events\n"
-            "from sparkcep.session import local_session\n\n"
+            "from sparkcep.session import local_session\n"
+            "from sparkcep.validate import read_validated\n\n"
             "# the notebook's SparkSession: the active one if there is one, else a local one (UTC, 4 shuffle "
             "partitions)\n"
             f"spark = local_session({py_literal(master)})"),
         nbf.v4.new_markdown_cell(f"## The events\n\nColumns {_code_span(q.type_col)} (event type), "
-                                 f"{_code_span(q.ts_col)} (event time) and the attributes the query reads."),
+                                 f"{_code_span(q.ts_col)} (event time) and the attributes the query reads, each "
+                                 "read as the query needs it: a record that is malformed, lacks a type or ts or "
+                                 "has a value of the wrong type is a dead letter (`rejected`, with the reason), "
+                                 "and attributes the query does not read are never parsed."),
         nbf.v4.new_code_cell(
             f"INPUT = {py_literal(input_path or 'events/')}  # a file or a directory of events\n"
-            f"events = read_events(spark, INPUT, {py_literal(fmt)}, ts_col={py_literal(q.ts_col)})\n"
+            "# the columns the query reads besides type and ts (None: every one) and the type it needs of each\n"
+            f"COLUMNS = {py_literal(columns)}\n"
+            f"NEEDS = {py_literal(dict(sorted(needs.items())))}\n"
+            f"events, rejected = read_validated(spark, INPUT, {py_literal(fmt)}, {py_literal(q.type_col)}, "
+            f"{py_literal(q.ts_col)}, attributes=COLUMNS, needs=NEEDS)\n"
             "events.printSchema()\n"
-            "events.show(5, truncate=False)"),
+            "events.show(5, truncate=False)\n"
+            "rejected.show(5, truncate=False)  # dead letters: reason, record"),
         nbf.v4.new_markdown_cell(
             "## The job\n\n`sparkcep.compile` parses and checks the query (an error names the line and column); "
             "`apply` builds the Spark job on the events. The same code runs on a streaming DataFrame "
-            "(`read_events(..., stream=True)`), writing with `result.writeStream` and a checkpoint."),
+            "(`read_validated(..., stream=True)`), writing with `result.writeStream` and a checkpoint."),
         nbf.v4.new_code_cell(
             f"QUERY = {py_literal(chr(10) + text + chr(10))}\n\n"
             f"q = sparkcep.compile(QUERY{_options(q)})\n"

@@ -49,7 +49,8 @@ def test_notebook_cells(tmp_path):
     assert [c.cell_type for c in nb.cells][:2] == ["markdown", "markdown"]
     assert "PATTERN SEQ(A a, B+ b[], C c)" in nb.cells[0].source and "r4 := Sequence" in nb.cells[1].source
     assert "spark = local_session('local[*]')" in code[0]
-    assert "INPUT = 'events.jsonl'" in code[1] and "read_events(spark, INPUT, 'json', ts_col='ts')" in code[1]
+    assert "INPUT = 'events.jsonl'" in code[1] and (
+        "read_validated(spark, INPUT, 'json', 'type', 'ts', attributes=COLUMNS, needs=NEEDS)" in code[1])
     assert "q = sparkcep.compile(QUERY)" in code[2] and "result = q.apply(events)" in code[2]
     assert code[3].splitlines()[-1] == "result.count()"
 
@@ -59,7 +60,7 @@ def test_notebook_options_and_errors(tmp_path, capsys):
     assert main(["notebook", "-e", "PATTERN SEQ(A a, B b) WITHIN 3 seconds", "--ts-unit", "s", "--ts-col", "t",
                  "--input", "ev.csv", "-o", str(path)]) == 0
     code = [c.source for c in nbformat.read(str(path), as_version=4).cells if c.cell_type == "code"]
-    assert "read_events(spark, INPUT, 'csv', ts_col='t')" in code[1]
+    assert "read_validated(spark, INPUT, 'csv', 'type', 't', attributes=COLUMNS, needs=NEEDS)" in code[1]
     assert "sparkcep.compile(QUERY, ts_col='t', ts_unit='s')" in code[2]
     assert main(["notebook", "-e", "PATTERN SEQ(A a, B b) WHERE c.x > 1 WITHIN 3", "-o", str(path)]) == 2
     assert "unknown variable" in capsys.readouterr().err

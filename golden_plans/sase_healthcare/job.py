@@ -180,6 +180,10 @@ TYPE_COL, TS_COL = 'type', 'ts'
 TS_KIND = 'timestamp'
 #: The attributes the query reads: the input must have them.
 ATTRIBUTES = ['amount', 'name', 'medicine']
+#: What is read of the input: these columns besides type and ts (None: every one), each parsed as text and
+#: cast to the type the query needs of it ("numeric", "string"; else the type of the files there at start).
+READ_COLUMNS = None
+NEEDS = {'amount': 'numeric', 'medicine': 'string', 'name': 'string'}
 
 
 def main(argv=None) -> None:
@@ -212,11 +216,13 @@ def main(argv=None) -> None:
              .getOrCreate())
     if args.max_matches is not None:  # the match budget, read from the conf where the operator is built
         spark.conf.set("spark.sparkcep.maxMatches", str(args.max_matches))
-    # --schema, else the schema of the files there now; ISO-string ts become timestamps.  Malformed lines,
-    # records without type or ts and values of the wrong type are rejected (dead letters, with the reason).
+    # only READ_COLUMNS, with --schema's types, else the types NEEDS says, else those of the files there now;
+    # ISO-string ts become timestamps.  Malformed lines, records without type or ts and values of the wrong type
+    # are rejected (dead letters, with the reason).
     events, rejected = read_validated(spark, args.input, args.format, TYPE_COL, TS_COL, stream=args.stream,
                                       files_per_trigger=args.files_per_trigger, schema=args.schema,
-                                      known_types=args.known_types.split(",") if args.known_types else None)
+                                      known_types=args.known_types.split(",") if args.known_types else None,
+                                      attributes=READ_COLUMNS, needs=NEEDS)
     check_ts_kind(events.schema, TS_COL, TS_KIND)
     check_attributes(events.columns, ATTRIBUTES)
     dead_letters, late_events = side_dirs(args.output, args.dead_letters, args.late_events)

@@ -76,6 +76,10 @@ TYPE_COL, TS_COL = {type_col}, {ts_col}
 TS_KIND = {ts_kind}
 #: The attributes the {what} reads: the input must have them.
 ATTRIBUTES = {attributes}
+#: What is read of the input: these columns besides type and ts (None: every one), each parsed as text and
+#: cast to the type the {what} needs of it ("numeric", "string"; else the type of the files there at start).
+READ_COLUMNS = {read_columns}
+NEEDS = {needs}
 {shedding_constants}
 
 def main(argv=None) -> None:
@@ -108,11 +112,13 @@ def main(argv=None) -> None:
              .getOrCreate())
     if args.max_matches is not None:  # the match budget, read from the conf where the operator is built
         spark.conf.set("spark.sparkcep.maxMatches", str(args.max_matches))
-    # --schema, else the schema of the files there now; ISO-string ts become timestamps.  Malformed lines,
-    # records without type or ts and values of the wrong type are rejected (dead letters, with the reason).
+    # only READ_COLUMNS, with --schema's types, else the types NEEDS says, else those of the files there now;
+    # ISO-string ts become timestamps.  Malformed lines, records without type or ts and values of the wrong type
+    # are rejected (dead letters, with the reason).
     events, rejected = read_validated(spark, args.input, args.format, TYPE_COL, TS_COL, stream=args.stream,
                                       files_per_trigger=args.files_per_trigger, schema=args.schema,
-                                      known_types=args.known_types.split(",") if args.known_types else None)
+                                      known_types=args.known_types.split(",") if args.known_types else None,
+                                      attributes=READ_COLUMNS, needs=NEEDS)
     check_ts_kind(events.schema, TS_COL, TS_KIND)
     check_attributes(events.columns, ATTRIBUTES)
     dead_letters, late_events = side_dirs(args.output, args.dead_letters, args.late_events)
@@ -240,7 +246,8 @@ _SHEDDING_ARGS = '''\
 _SHEDDING_STAGE = '''\
         # gSPICE load shedding before the shuffle: when a micro-batch's latency nears the bound, drop the events
         # least likely to contribute to a match (utilities learnt from --shedding-training); drops counted per type
-        training = read_events(spark, args.shedding_training or args.input, args.format, TS_COL, schema=args.schema)
+        training = read_events(spark, args.shedding_training or args.input, args.format, TS_COL, schema=args.schema,
+                               type_col=TYPE_COL, attributes=READ_COLUMNS, needs=NEEDS)
         candidates, shedding = shedding_stage(candidates, spec, ATTRIBUTES, training, bound=args.shedding_latency,
                                               model=SHEDDING_MODEL, type_col=TYPE_COL, ts_col=TS_COL,
                                               dropped_output=args.dropped_output)
@@ -295,7 +302,8 @@ def operator_parts(plan: Node) -> dict:
 
 def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_kind: str, type_col: str, ts_col: str,
             attributes: list[str], constants: str, imports: dict, operator: str,
-            shedding: tuple[float, str] | None, output_text: str = "") -> str:
+            shedding: tuple[float, str] | None, output_text: str = "", read_columns: list[str] | None = None,
+            needs: dict[str, str] | None = None) -> str:
     if shedding is not None:
         operator = operator.replace("{shedding}", _SHEDDING_STAGE)
     else:
@@ -320,6 +328,8 @@ def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_ki
         ts_col=py_literal(ts_col),
         ts_kind=py_literal(ts_kind),
         attributes=py_literal(list(attributes)),
+        read_columns=py_literal(None if read_columns is None else list(read_columns)),
+        needs=py_literal(dict(sorted((needs or {}).items()))),
         shedding_constants=("\n" + _SHEDDING_CONSTANTS.format(latency=py_literal(float(shedding[0])),
                                                               model=py_literal(shedding[1]))
                             if shedding else ""),
@@ -331,26 +341,32 @@ def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_ki
 
 
 def job_source(plan: Node, *, query_text: str, explain: str, ts_kind: str, name: str | None = None,
-               shedding: tuple[float, str] | None = None) -> str:
+               shedding: tuple[float, str] | None = None, read_columns: list[str] | None = None,
+               needs: dict[str, str] | None = None) -> str:
     """The job file for ``plan`` (see the module docstring); ``ts_kind`` is the ts kind its windows are
     computed for ("timestamp" or "numeric"), which the job checks against its input at start; ``shedding`` is
-    ``(latency bound in seconds, model)`` for a job with the load-shedding stage."""
+    ``(latency bound in seconds, model)`` for a job with the load-shedding stage; ``read_columns`` and
+    ``needs``: what the job reads of its input (:func:`sparkcep.validate.query_columns`)."""
     parts = operator_parts(plan)
     constants = _QUERY_CONSTANTS.format(spec=_json_literal(to_data(parts["spec"])),
                                         filter_sql=py_literal(f"\n{parts['filter_sql']}\n"),
                                         key=py_literal(parts["key"]), group=py_literal(parts["group"]))
     return _render(what="query", name=name, query_text=query_text, explain=explain, ts_kind=ts_kind,
                    type_col=parts["type_col"], ts_col=parts["ts_col"], attributes=list(referenced_attributes(plan)),
-                   constants=constants, imports=_QUERY_IMPORTS, operator=_QUERY_OPERATOR, shedding=shedding)
+                   constants=constants, imports=_QUERY_IMPORTS, operator=_QUERY_OPERATOR, shedding=shedding,
+                   read_columns=read_columns, needs=needs)
 
 
 def workload_job_source(workload: dict, *, query_text: str, explain: str, ts_kind: str, type_col: str, ts_col: str,
-                        attributes: list[str], name: str | None = None) -> str:
+                        attributes: list[str], name: str | None = None, read_columns: list[str] | None = None,
+                        needs: dict[str, str] | None = None) -> str:
     """The job file for a workload's sharing plan: ``workload`` is the data of
-    :func:`sparkcep.runtime_udfs.workload_spark.workload_data`."""
+    :func:`sparkcep.runtime_udfs.workload_spark.workload_data`; ``read_columns``, ``needs`` as for
+    :func:`job_source`."""
     constants = _WORKLOAD_CONSTANTS.format(workload=_json_literal(workload))
     output = ("Output: one result for the whole workload, JSON lines with a 'query' column (the query of each row)\n"
               "and the columns of that query's RETURN (a column another query has is absent from its rows).\n")
     return _render(what="workload", name=name, query_text=query_text, explain=explain, ts_kind=ts_kind,
                    type_col=type_col, ts_col=ts_col, attributes=attributes, constants=constants,
-                   imports=_WORKLOAD_IMPORTS, operator=_WORKLOAD_OPERATOR, shedding=None, output_text=output)
+                   imports=_WORKLOAD_IMPORTS, operator=_WORKLOAD_OPERATOR, shedding=None, output_text=output,
+                   read_columns=read_columns, needs=needs)
