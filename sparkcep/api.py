@@ -151,18 +151,18 @@ class CompiledQuery:
             return _batch_matches(df, _view_of(df), plan, spec, schema, ts_col=self.ts_col,
                                   type_col=self.type_col, buckets=self.buckets, **self._budget_option(spec))
         # the watermark on every event of the source, before the filter: any event moves event time
-        events = watermarked(df, self.ts_col, self.lateness)
+        events = watermarked(df, self.ts_col, self.lateness, ts_unit=self.ts_unit)
         candidates = df.sparkSession.sql(filter_sql(plan, _view_of(events), schema.fieldNames(), pretty=False))
         shedding = None
         if self.shedding_latency:  # streaming only: a batch has no latency to keep, it is never shed
             candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
-        candidates = with_event_time(candidates, events, self.ts_col, keep_late=side_channel)
+        candidates = with_event_time(candidates, events, self.ts_col, keep_late=side_channel, ts_unit=self.ts_unit)
         if side_channel:
             from sparkcep.sinks import counted
 
             candidates = counted(candidates, "events_relevant")
         result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
-                             buckets=self.buckets, **self._budget_option(spec))
+                             buckets=self.buckets, ts_unit=self.ts_unit, **self._budget_option(spec))
         if shedding is not None:
             result.shedding = shedding  # the stage's handle: per-batch drops per type, latency, rho
         return result
@@ -375,7 +375,7 @@ class CompiledWorkload:
         read_columns, needs = query_columns(self.queries)
         return workload_job_source(data, query_text=text, explain=explain, ts_kind=kinds.pop(),
                                    type_col=first.type_col, ts_col=first.ts_col, attributes=attributes, name=name,
-                                   read_columns=read_columns, needs=needs)
+                                   read_columns=read_columns, needs=needs, ts_unit=first.ts_unit)
 
     def job_plan(self, share: bool = True, schema=None) -> tuple[dict, list[str]]:
         """``(plan data, attributes)``: the chosen plan as a workload job runs it
@@ -416,7 +416,7 @@ class CompiledWorkload:
         check_attributes(df.columns, attributes)
         first = self.queries[0]
         return apply_workload(df, data, ts_col=first.ts_col, type_col=first.type_col, lateness=first.lateness,
-                              side_channel=side_channel)
+                              side_channel=side_channel, ts_unit=first.ts_unit)
 
 
 def compile_shared_workload(text: str, *, stats=None, sample=None, budget: float | None = 5.0,

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from sparkcep.api import CompiledQuery, compile_workload, report_shedding
-from sparkcep.compiler.ast import UNITS_MS
+from sparkcep.compiler.ast import TS_UNITS_NS, UNITS_MS
 from sparkcep.compiler.errors import CEPError
 from sparkcep.io import FORMATS, read_events
 from sparkcep.results import json_lines
@@ -29,7 +29,7 @@ def _add_query_args(p: argparse.ArgumentParser) -> None:
 def _add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--type-col", default="type", help="event type column (default: type)")
     p.add_argument("--ts-col", default="ts", help="timestamp column (default: ts)")
-    p.add_argument("--ts-unit", choices=sorted(UNITS_MS), help="unit of a numeric ts column")
+    p.add_argument("--ts-unit", choices=sorted(TS_UNITS_NS), help="unit of a numeric ts column")
     p.add_argument("--lateness", type=float, default=0,
                    help="streaming: allowed lateness in ts units (ms for timestamps); later events are dropped")
 
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--ts", choices=["timestamp", "numeric"],
                    help="the kind of the ts column the job will read (default: numeric with --ts-unit, else "
                         "timestamp if the query's durations have units, else numeric)")
-    j.add_argument("--ts-unit", choices=sorted(UNITS_MS), help="unit of a numeric ts column")
+    j.add_argument("--ts-unit", choices=sorted(TS_UNITS_NS), help="unit of a numeric ts column")
     j.add_argument("--ts-col", default="ts")
     j.add_argument("--type-col", default="type")
     j.add_argument("--collapsed", action="store_true",
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_query_args(n)
     n.add_argument("--input", help="the events the notebook reads: a file or a directory (default: events/)")
     n.add_argument("--format", choices=FORMATS, help="input format (default: from the extension, else json)")
-    n.add_argument("--ts-unit", choices=sorted(UNITS_MS), help="unit of a numeric ts column")
+    n.add_argument("--ts-unit", choices=sorted(TS_UNITS_NS), help="unit of a numeric ts column")
     n.add_argument("--ts-col", default="ts")
     n.add_argument("--type-col", default="type")
     n.add_argument("--master", default="local[*]", help="the notebook session's master (default: local[*])")
@@ -312,7 +312,8 @@ def cmd_run(args) -> int:
     attributes, needs = query_columns(workload.queries if q is None else [q])
     df, rejected = read_validated(spark, args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
-                                  known_types=args.known_types, attributes=attributes, needs=needs)
+                                  known_types=args.known_types, attributes=attributes, needs=needs,
+                                  ts_unit=args.ts_unit)
     if args.stream:  # counts per micro-batch, in the query's progress and on stderr
         df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
     training = None

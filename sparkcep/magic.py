@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from sparkcep.compiler.ast import UNITS_MS
+from sparkcep.compiler.ast import TS_UNITS_NS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true", help="print the plan")
     p.add_argument("--type-col", default="type")
     p.add_argument("--ts-col", default="ts")
-    p.add_argument("--ts-unit", choices=sorted(UNITS_MS))
+    p.add_argument("--ts-unit", choices=sorted(TS_UNITS_NS))
     p.add_argument("--lateness", type=float, default=0)
     return p
 

@@ -59,6 +59,7 @@ from collections.abc import Collection, Mapping
 from sparkcep.compiler.ast import Attr, BinOp, EquivItem, Func, Literal, Unary, walk
 from sparkcep.compiler.errors import CEPError
 from sparkcep.io import check_input, input_schema, reader_options
+from sparkcep.runtime_udfs.event_time import EventTimeScale
 
 #: The columns of a rejected record (dead letters, late events).
 REASON, RECORD = "reason", "record"
@@ -66,9 +67,9 @@ REASON, RECORD = "reason", "record"
 CORRUPT = "_corrupt_record"
 #: What a query needs of an attribute (:func:`attribute_needs`).
 NUMERIC, TEXT = "numeric", "string"
-#: Streaming, numeric ts: the largest |ts| whose event-time column (1 ts unit = 1 ms, shifted by
-#: ``EVENT_TIME_OFFSET``, in microseconds) fits in 64 bits.
-STREAM_TS_LIMIT = (2**63 - 1) // 1000 - 10**12
+#: Streaming, numeric ts without a declared unit: the largest |ts| whose event-time column (1 ts unit = 1 ms,
+#: shifted by ``EVENT_TIME_OFFSET``, in microseconds) fits in 64 bits (:mod:`sparkcep.runtime_udfs.event_time`).
+STREAM_TS_LIMIT = EventTimeScale.of(None).limit
 #: Streaming, timestamp ts: PySpark hands timestamps to pandas as datetime64[ns], which holds these years.
 STREAM_TIME_RANGE = ("1678-01-01 00:00:00", "2261-12-31 23:59:59")
 
@@ -143,11 +144,12 @@ def query_columns(compiled) -> tuple[list[str] | None, dict[str, str]]:
 def read_validated(spark, path: str, fmt: str, type_col: str, ts_col: str, *, stream: bool = False,
                    files_per_trigger: int | None = None, schema: str | None = None,
                    known_types: Collection[str] | None = None, attributes: Collection[str] | None = None,
-                   needs: Mapping[str, str] | None = None):
+                   needs: Mapping[str, str] | None = None, ts_unit: str | None = None):
     """``(events, rejected)`` from ``path`` (see the module docstring).  ``schema`` is a DDL string;
     ``files_per_trigger`` makes a stream take that many files per micro-batch; ``known_types`` declares the
     stream's event types (others become dead letters); ``attributes``: the columns the query reads besides
-    type and ts (None: every column there is); ``needs``: :func:`attribute_needs`."""
+    type and ts (None: every column there is); ``needs``: :func:`attribute_needs`; ``ts_unit``: the declared
+    unit of numeric ts, which sets the range a stream takes (:mod:`sparkcep.runtime_udfs.event_time`)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     check_input(path, stream)
@@ -180,7 +182,8 @@ def read_validated(spark, path: str, fmt: str, type_col: str, ts_col: str, *, st
     else:
         raw = _load(spark, path, fmt, None if schema is None else fields, {}, stream, files_per_trigger)
         raw = raw.select(*[quoted(f.name) for f in fields.fields if f.name in raw.columns])
-    return split_valid(raw, fields, type_col, ts_col, fmt, known_types, stream=stream, declared=schema is not None)
+    return split_valid(raw, fields, type_col, ts_col, fmt, known_types, stream=stream, declared=schema is not None,
+                       ts_unit=ts_unit)
 
 
 def has_data_files(path: str) -> bool:
@@ -294,7 +297,8 @@ def _load(spark, path: str, fmt: str, schema, options: dict, stream: bool, files
 
 
 def split_valid(raw, fields, type_col: str, ts_col: str, fmt: str = "json",
-                known_types: Collection[str] | None = None, *, stream: bool = False, declared: bool = True):
+                known_types: Collection[str] | None = None, *, stream: bool = False, declared: bool = True,
+                ts_unit: str | None = None):
     """``(events, rejected)`` of a DataFrame read with the columns of ``fields`` (a StructType) as text (JSON,
     CSV: cast here) or typed (Parquet), :data:`CORRUPT` for JSON and CSV, and a ``_line`` column for JSON
     (the raw record); with ``known_types``, a type outside it is a dead letter.  ``declared``: ``fields`` is
@@ -348,11 +352,15 @@ def split_valid(raw, fields, type_col: str, ts_col: str, fmt: str = "json",
         checks.append((ts.isNull(), F.lit("missing ts")))
     ts_type = TimestampType() if ts_is_string else ts_type
     if isinstance(ts_type, NumericType):
-        limit = STREAM_TS_LIMIT if stream else float("inf")
+        limit = EventTimeScale.of(ts_unit).limit if stream else float("inf")
         numeric = ts.cast("double")
-        checks.append((F.isnan(numeric) | ~(F.abs(numeric) < F.lit(limit)),
-                       F.lit("ts out of range" + (f" (|ts| above {STREAM_TS_LIMIT} cannot be streamed)"
-                                                  if stream else " (not finite)"))))
+        if not stream:
+            why = " (not finite)"
+        elif ts_unit:
+            why = f" (|ts| above {limit} {ts_unit} cannot be streamed)"
+        else:  # 1 ts unit is 1 ms of event time: epoch us or ns need their unit
+            why = f" (|ts| above {limit} cannot be streamed as ms: declare the ts unit, --ts-unit ns|us|ms|s)"
+        checks.append((F.isnan(numeric) | ~(F.abs(numeric) < F.lit(float(limit))), F.lit("ts out of range" + why)))
     elif stream and isinstance(ts_type, TimestampType | TimestampNTZType):
         low, high = (F.lit(t).cast(ts_type) for t in STREAM_TIME_RANGE)
         checks.append(((ts < low) | (ts > high),

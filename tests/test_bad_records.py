@@ -46,7 +46,8 @@ CASES = {
     "numeric-type-value": ([{"type": 7, "ts": 6, "id": 0, "x": 0}], [], []),
     "epoch-ns-ts": ([{"type": "A", "ts": 1_764_000_000_000_000_000, "id": 5, "x": 1},
                      {"type": "B", "ts": -10**16, "id": 6, "x": 1}],
-                    [], [f"ts out of range (|ts| above {STREAM_TS_LIMIT} cannot be streamed)"] * 2),
+                    [], [f"ts out of range (|ts| above {STREAM_TS_LIMIT} cannot be streamed as ms: "
+                          "declare the ts unit, --ts-unit ns|us|ms|s)"] * 2),
 }
 
 

@@ -61,10 +61,11 @@ def bad_record(rnd: random.Random, ts: int) -> tuple[str, str, str]:
     if kind == 6:
         line = json.dumps({"type": "B", "ts": "soon", "id": 1, "x": 1})
         return line, *["wrong attribute type: ts (not a number)"] * 2
-    # a ts in epoch nanoseconds: fine in a batch, beyond a stream's event-time column
+    # a ts in epoch nanoseconds: fine in a batch, beyond a stream's event-time column without a declared unit
     big = rnd.choice([1, -1]) * rnd.randrange(STREAM_TS_LIMIT + 1, 2**62)
     line = json.dumps({"type": "A", "ts": big, "id": 77, "x": 1})
-    return line, "", f"ts out of range (|ts| above {STREAM_TS_LIMIT} cannot be streamed)"
+    return line, "", (f"ts out of range (|ts| above {STREAM_TS_LIMIT} cannot be streamed as ms: declare the ts "
+                      "unit, --ts-unit ns|us|ms|s)")
 
 
 def dataset(seed: int, n: int = 240, bad: int = 80) -> tuple[list[list[str]], list[dict], list[tuple[str, str, str]]]:

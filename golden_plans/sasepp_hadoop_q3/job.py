@@ -213,6 +213,8 @@ GROUP = ['task_id']
 TYPE_COL, TS_COL = 'type', 'ts'
 #: The windows above are in ms for "timestamp" ts, in ts units for "numeric" ts.
 TS_KIND = 'timestamp'
+#: The unit of numeric ts (None: not declared, 1 ts unit is 1 ms of the stream's event time).
+TS_UNIT = None
 #: The attributes the query reads: the input must have them.
 ATTRIBUTES = ['task_id', 'period']
 #: What is read of the input: these columns besides type and ts (None: every one), each parsed as text and
@@ -257,14 +259,14 @@ def main(argv=None) -> None:
     events, rejected = read_validated(spark, args.input, args.format, TYPE_COL, TS_COL, stream=args.stream,
                                       files_per_trigger=args.files_per_trigger, schema=args.schema,
                                       known_types=args.known_types.split(",") if args.known_types else None,
-                                      attributes=READ_COLUMNS, needs=NEEDS)
+                                      attributes=READ_COLUMNS, needs=NEEDS, ts_unit=TS_UNIT)
     check_ts_kind(events.schema, TS_COL, TS_KIND)
     check_attributes(events.columns, ATTRIBUTES)
     dead_letters, late_events = side_dirs(args.output, args.dead_letters, args.late_events)
     if args.stream:  # per micro-batch counts in the query's progress (observedMetrics)
         events, rejected = counted(events, "events_valid"), counted(rejected, "dead_letters")
     if args.stream:  # the watermark on every event, before the filter: any event moves event time, not only the
-        events = watermarked(events, TS_COL, args.lateness)  # query's (and the filter stays after it)
+        events = watermarked(events, TS_COL, args.lateness, ts_unit=TS_UNIT)  # query's (the filter stays after it)
     events.createOrReplaceTempView("events")
     candidates = spark.sql(FILTER_SQL)
     spec = with_default_outputs(load_spec(SPEC), events.columns)  # without RETURN: every attribute
@@ -275,9 +277,10 @@ def main(argv=None) -> None:
         result = batch_matches(candidates, spec, ts_col=TS_COL, type_col=TYPE_COL)
     else:
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
-        relevant = counted(with_event_time(candidates, events, TS_COL, keep_late=True), "events_relevant")
+        relevant = counted(with_event_time(candidates, events, TS_COL, keep_late=True, ts_unit=TS_UNIT),
+                           "events_relevant")
         result = grouped(relevant, GROUP).applyInPandasWithState(
-            stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True),
+            stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True, ts_unit=TS_UNIT),
             outputStructType=with_side_columns(out_schema),
             stateStructType=STATE_SCHEMA,
             outputMode="append",

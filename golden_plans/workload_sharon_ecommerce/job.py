@@ -195,6 +195,8 @@ WORKLOAD = """
 TYPE_COL, TS_COL = 'type', 'ts'
 #: The windows above are in ms for "timestamp" ts, in ts units for "numeric" ts.
 TS_KIND = 'timestamp'
+#: The unit of numeric ts (None: not declared, 1 ts unit is 1 ms of the stream's event time).
+TS_UNIT = None
 #: The attributes the workload reads: the input must have them.
 ATTRIBUTES = ['customer']
 #: What is read of the input: these columns besides type and ts (None: every one), each parsed as text and
@@ -239,7 +241,7 @@ def main(argv=None) -> None:
     events, rejected = read_validated(spark, args.input, args.format, TYPE_COL, TS_COL, stream=args.stream,
                                       files_per_trigger=args.files_per_trigger, schema=args.schema,
                                       known_types=args.known_types.split(",") if args.known_types else None,
-                                      attributes=READ_COLUMNS, needs=NEEDS)
+                                      attributes=READ_COLUMNS, needs=NEEDS, ts_unit=TS_UNIT)
     check_ts_kind(events.schema, TS_COL, TS_KIND)
     check_attributes(events.columns, ATTRIBUTES)
     dead_letters, late_events = side_dirs(args.output, args.dead_letters, args.late_events)
@@ -248,7 +250,7 @@ def main(argv=None) -> None:
     # every operator of the sharing plan, united into one result with a "query" column; streaming, late events
     # come out of the operators as rows of kind "late", not dropped
     result = apply_workload(events, WORKLOAD, ts_col=TS_COL, type_col=TYPE_COL, lateness=args.lateness,
-                            side_channel=args.stream)
+                            side_channel=args.stream, ts_unit=TS_UNIT)
     columns = [c for c in result.columns if c not in (KIND, REASON, RECORD)]
 
     if not args.stream:

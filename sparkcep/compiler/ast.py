@@ -167,6 +167,8 @@ Pattern = EventPat | Kleene | Seq | Not | Or
 
 #: Time units, normalized. A duration without unit is in the units of the ``ts`` column.
 UNITS_MS = {"ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+#: The units a numeric ts column can be declared in (``ts_unit``, ``--ts-unit``): their length in nanoseconds.
+TS_UNITS_NS = {"ns": 1, "us": 1_000, **{u: ms * 10**6 for u, ms in UNITS_MS.items()}}
 
 
 @dataclass(frozen=True)

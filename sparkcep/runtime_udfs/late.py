@@ -50,8 +50,11 @@ def _plain(v):
 
 def late_split(pdf: pd.DataFrame, ts_values: list, watermark: float) -> tuple[pd.DataFrame, list[int]]:
     """``(on_time_rows, late_positions)``: rows with ``ts <= watermark`` (ts in engine units) are late."""
-    stamps = np.asarray(ts_values, dtype="float64")  # None → NaN, never late (the engine counts it invalid)
-    behind = stamps <= watermark
+    if abs(watermark) < 2**53:
+        stamps = np.asarray(ts_values, dtype="float64")  # None → NaN, never late (the engine counts it invalid)
+        behind = stamps <= watermark
+    else:  # beyond float64's whole numbers (epoch ns): compared exactly, as Python numbers
+        behind = np.array([t is not None and t == t and t <= watermark for t in ts_values], dtype=bool)
     if not behind.any():
         return pdf, []
     return pdf[~behind], np.flatnonzero(behind).tolist()

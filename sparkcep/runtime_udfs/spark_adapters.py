@@ -63,7 +63,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import (
@@ -87,6 +87,7 @@ from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest, Func, Liter
 from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.serde import from_data
 from sparkcep.runtime_udfs import late, match_budget, match_columnar, match_engine, shared_engine, trend_engine
+from sparkcep.runtime_udfs.event_time import EVENT_TIME_OFFSET, EventTimeScale
 from sparkcep.runtime_udfs.match_prefilter import prefilter
 from sparkcep.runtime_udfs.shared_engine import SharedSpec
 from sparkcep.runtime_udfs.spec import OVERFLOW, MatchSpec, TrendSpec
@@ -445,7 +446,7 @@ class MatchOperator:
 
     def __init__(self, spec: SpecLike, input_schema: StructType, *, ts_col: str = "ts",
                  type_col: str = "type", timezone: str | None = None, buckets: int | None = None,
-                 late_rows: bool = False, max_matches: int | None = None):
+                 late_rows: bool = False, max_matches: int | None = None, ts_unit: str | None = None):
         self.spec = load_spec(spec)
         self.engine = engine_of(self.spec)
         self.engine.check(self.spec)
@@ -468,6 +469,8 @@ class MatchOperator:
         self.state_schema = STATE_SCHEMA
         ts_type = input_schema[ts_col].dataType
         self.numeric_ts = isinstance(ts_type, NumericType)
+        #: numeric ts: how its event-time column is scaled (ts_unit); timestamps are ms in the engine already
+        self._scale = EventTimeScale.of(ts_unit if self.numeric_ts else "ms")
         self.ts_col, self.type_col = ts_col, type_col
         self._columns = frozenset(input_schema.names) | {MASK}
         # timestamp columns are epoch ms inside the engine; the zone their naive pandas values are in
@@ -760,6 +763,7 @@ class MatchOperator:
         spec = self.spec
 
         offset = EVENT_TIME_OFFSET if self.numeric_ts else 0
+        to_ts, to_ms = self._watermark_units(offset)
 
         def match_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
             engine = self.engine
@@ -767,7 +771,7 @@ class MatchOperator:
             for pdf in pdfs:
                 engine.step(spec, state, self.events(pdf))
             raw = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
-            watermark = raw - offset  # in ts units (ms for timestamp ts)
+            watermark = to_ts(raw)  # in ts units (ms for timestamp ts)
             state, rows = self._advance(state, watermark, self.budget())
             if engine.is_empty(state):
                 group.remove()
@@ -776,7 +780,7 @@ class MatchOperator:
                 due = engine.wakeup(spec, state)
                 if due is not None and math.isfinite(due):
                     # a timeout fires once the watermark is past it: this one fires when it reaches `due`
-                    group.setTimeoutTimestamp(max(math.ceil(due + offset) - 1, raw, 1))
+                    group.setTimeoutTimestamp(max(to_ms(due) - 1, raw, 1))
             if rows:
                 yield self.frame(rows)
 
@@ -788,7 +792,7 @@ class MatchOperator:
             engine = self.engine
             frontier, stored, held = _load_nested(group.get[0]) if group.exists else (None, {}, None)
             raw = group.getCurrentWatermarkMs()
-            watermark = raw - offset
+            watermark = to_ts(raw)
             names, data = held if held is not None else (None, None)
             parts: dict[tuple, list[dict]] = {}
             for pdf in pdfs:
@@ -848,20 +852,27 @@ class MatchOperator:
                     dues.append(min(held[1][held[0].index("ts")]))
                 due = min(dues, default=None)
                 if due is not None and math.isfinite(due):
-                    group.setTimeoutTimestamp(max(math.ceil(due + offset) - 1, raw, 1))
+                    group.setTimeoutTimestamp(max(to_ms(due) - 1, raw, 1))
             rows = self._finish(rows)
             if rows:
                 yield self.frame(rows)
 
         stream = nested_stream if self.nested else match_stream
-        return self._routing_late(stream, offset) if self.late_rows else stream
+        return self._routing_late(stream, to_ts) if self.late_rows else stream
 
-    def _routing_late(self, stream: Callable, offset: float) -> Callable:
+    def _watermark_units(self, offset: int) -> tuple[Callable[[int], float], Callable[[float], int]]:
+        """``(to_ts, to_ms)``: Spark's watermark (ms) in ts units rounded down, and the watermark (ms) at which
+        a time in ts units is reached (:class:`~sparkcep.runtime_udfs.event_time.EventTimeScale`)."""
+        if not offset:  # timestamp ts: the engine's ms are the watermark's
+            return (lambda raw: raw), (lambda due: math.ceil(due))
+        return self._scale.watermark_ts, self._scale.timeout_ms
+
+    def _routing_late(self, stream: Callable, to_ts: Callable[[int], float]) -> Callable:
         """``stream`` with late rows taken out before the engine and emitted as ``late`` side-channel rows."""
         record_cols = [c for c in self._columns if c not in (MASK, EVENT_TIME, SINGLE_GROUP, BUCKET)]
 
         def routed(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
-            watermark = group.getCurrentWatermarkMs() - offset
+            watermark = to_ts(group.getCurrentWatermarkMs())
             late_rows: list[dict] = []
 
             def on_time() -> Iterator[pd.DataFrame]:
@@ -874,7 +885,7 @@ class MatchOperator:
                     if positions:
                         cols = [c for c in pdf.columns if c in record_cols]
                         text = (pd.Timestamp(watermark, unit="ms", tz="UTC").isoformat() if self.ts_col in self._zones
-                                else f"{watermark:g}")
+                                else str(watermark) if isinstance(watermark, int) else f"{watermark:g}")
                         late_rows.extend(late.late_records(pdf, positions, cols, times, watermark, text))
                     yield kept
 
@@ -915,18 +926,31 @@ def stream_udf(spec_json: SpecLike, input_schema: StructType, **options: Any) ->
     return MatchOperator(spec_json, input_schema, **options).stream_function()
 
 
-#: With numeric ts, the event-time column the watermark runs on: 1 ts unit ↔ 1 ms, so that Spark's watermark
-#: (``getCurrentWatermarkMs``) reads directly in ts units, shifted by :data:`EVENT_TIME_OFFSET`.
+#: With numeric ts, the event-time column the watermark runs on: ``ts × unit + EVENT_TIME_OFFSET`` ms (one ts unit
+#: is 1 ms unless the query declares ``ts_unit``; :mod:`sparkcep.runtime_udfs.event_time`).
 EVENT_TIME = "_event_time"
-#: Numeric ts ``t`` is event time ``t + EVENT_TIME_OFFSET`` ms: Spark's watermark starts at 0 and drops rows
-#: at or before it as late, which would lose every event with ``ts <= 0`` (ts counted from 0 is common).
-EVENT_TIME_OFFSET = 10**12
 
 
-def watermarked(df: DataFrame, ts_col: str, lateness: float, keep_late: bool = False) -> DataFrame:
+def event_time_of(df: DataFrame, ts_col: str, ts_unit: str | None = None) -> Column:
+    """The event time of ``df``'s ts: the timestamp itself, or numeric ts scaled by its unit (floored to the
+    microsecond, exactly for whole numbers) and shifted by :data:`EVENT_TIME_OFFSET`."""
+    if not isinstance(df.schema[ts_col].dataType, NumericType):
+        return F.col(ts_col)
+    num, den = EventTimeScale.of(ts_unit).micros
+    ts = F.col(ts_col)
+    if isinstance(df.schema[ts_col].dataType, IntegralType):
+        ts = ts.cast("bigint")  # a finer unit: floored exactly, in decimals
+        micros = ts * num if den == 1 else F.floor(ts.cast("decimal(20,0)") / F.lit(den).cast("decimal(20,0)"))
+    else:
+        micros = F.floor(ts * num / den).cast("bigint")
+    return F.timestamp_micros((micros + EVENT_TIME_OFFSET * 1000).cast("bigint"))
+
+
+def watermarked(df: DataFrame, ts_col: str, lateness: float, keep_late: bool = False,
+                ts_unit: str | None = None) -> DataFrame:
     """``df`` with an event-time watermark allowing ``lateness`` (ts units; milliseconds for timestamp ts) on
-    :data:`EVENT_TIME`, a timestamp copy of ``ts_col`` (numeric ts: 1 unit is 1 ms, shifted by
-    :data:`EVENT_TIME_OFFSET`).
+    :data:`EVENT_TIME`, a timestamp copy of ``ts_col`` (numeric ts: :func:`event_time_of`, scaled by
+    ``ts_unit``, else 1 unit is 1 ms; shifted by :data:`EVENT_TIME_OFFSET`).
 
     Put it on the events as read, before the query's filter (and the shedding stage): Spark's watermark is the
     newest event time its watermark operator has seen, so every event moves event time, not only the query's,
@@ -940,17 +964,17 @@ def watermarked(df: DataFrame, ts_col: str, lateness: float, keep_late: bool = F
     ``keep_late``: the result is ready for the stateful operator as it is, with the event-time column nulled
     (``with_event_time(df, df, ts_col, keep_late=True)``): for a stream without a filter, or one filtered
     before (the watermark then only sees the filtered rows)."""
-    if isinstance(df.schema[ts_col].dataType, NumericType):
-        event_time = F.timestamp_micros(((F.col(ts_col) + EVENT_TIME_OFFSET) * 1000).cast("bigint"))
-    else:
-        event_time = F.col(ts_col)
-    df = df.withColumn(EVENT_TIME, event_time).withWatermark(EVENT_TIME, f"{math.ceil(lateness)} milliseconds")
+    numeric = isinstance(df.schema[ts_col].dataType, NumericType)
+    delay = EventTimeScale.of(ts_unit if numeric else None).delay_ms(lateness)
+    df = df.withColumn(EVENT_TIME, event_time_of(df, ts_col, ts_unit))
+    df = df.withWatermark(EVENT_TIME, f"{delay} milliseconds")
     # the barrier: Spark pushes no filter through a projection that is not deterministic (and ts always stays)
     df = df.withColumn(ts_col, F.when(F.spark_partition_id() >= 0, F.col(ts_col)))
     return with_event_time(df, df, ts_col, keep_late=True) if keep_late else df
 
 
-def with_event_time(candidates: DataFrame, events: DataFrame, ts_col: str, keep_late: bool = False) -> DataFrame:
+def with_event_time(candidates: DataFrame, events: DataFrame, ts_col: str, keep_late: bool = False,
+                    ts_unit: str | None = None) -> DataFrame:
     """``candidates`` (rows of the :func:`watermarked` ``events``, after the query's filter and the shedding
     stage) with the watermark's column :data:`EVENT_TIME` (re)made for the stateful operator: Spark's
     event-time timeouts need a column carrying the watermark's marker, and the filter may have projected it
@@ -961,10 +985,8 @@ def with_event_time(candidates: DataFrame, events: DataFrame, ts_col: str, keep_
     marker = schema[EVENT_TIME].metadata  # Spark's watermark marker: event-time timeouts require it
     if keep_late:
         value = F.lit(None).cast("timestamp")
-    elif isinstance(schema[ts_col].dataType, NumericType):
-        value = F.timestamp_micros(((F.col(ts_col) + EVENT_TIME_OFFSET) * 1000).cast("bigint"))
     else:
-        value = F.col(ts_col)
+        value = event_time_of(candidates, ts_col, ts_unit)
     return candidates.withColumn(EVENT_TIME, value.alias(EVENT_TIME, metadata=marker))
 
 

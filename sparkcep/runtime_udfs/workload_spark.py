@@ -114,7 +114,7 @@ class _Branch:
 
 
 def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
-              side_channel: bool) -> list[tuple[_Branch, DataFrame]]:
+              side_channel: bool, ts_unit: str | None = None) -> list[tuple[_Branch, DataFrame]]:
     """Each operator with its candidates (the events its filter keeps; batch: as
     :func:`~sparkcep.runtime_udfs.spark_adapters.batch_input` prepares them); with ``side_channel`` each routes
     its late rows (``MatchOperator(late_rows=True)``)."""
@@ -124,7 +124,7 @@ def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
         unread = set(unread_columns(spec, events.columns, ts_col, type_col))
         columns = [c for c in events.columns if c not in unread]
         read = StructType([events.schema[c] for c in columns])
-        op = MatchOperator(spec, read, ts_col=ts_col, type_col=type_col, late_rows=side_channel)
+        op = MatchOperator(spec, read, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit)
         types = sorted({t for _, pattern in spec.segments for t in pattern})
         out.append((_Branch(None, op, columns, streaming), events.where(F.col(type_col).isin(types)).select(*columns)))
     for entry in alone:
@@ -136,7 +136,7 @@ def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
         elif EVENT_TIME in schema.names:  # the source's (SELECT *): apply_workload makes it anew after the union
             candidates = candidates.drop(EVENT_TIME)
             schema = StructType([f for f in schema.fields if f.name != EVENT_TIME])
-        op = MatchOperator(spec, schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel)
+        op = MatchOperator(spec, schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit)
         out.append((_Branch(entry["name"], op, schema.names, streaming), candidates))
     return out
 
@@ -187,20 +187,21 @@ def _widen(frame: pd.DataFrame, name: str | None, names: list[str]) -> pd.DataFr
 
 
 def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col: str = "type", lateness: float = 0,
-                   side_channel: bool = False) -> DataFrame:
+                   side_channel: bool = False, ts_unit: str | None = None) -> DataFrame:
     """Every operator of ``workload`` (JSON text or data of :func:`workload_data`, or its
     :func:`load_workload` pair) on ``events`` (batch or streaming; registered here as the temporary view
     ``events`` the alone queries' filters read), as one operator whose output has a :data:`QUERY` column and
     the columns of every query (a column a query lacks is null in its rows).  ``side_channel`` (streaming):
     late events come out as rows of :data:`~sparkcep.runtime_udfs.late.KIND` ``late``; the rows the operators
-    are given are counted as ``events_relevant`` (an event two operators read counts twice)."""
+    are given are counted as ``events_relevant`` (an event two operators read counts twice).  ``ts_unit``: the
+    unit of numeric ts, which scales the stream's event time (:mod:`sparkcep.runtime_udfs.event_time`)."""
     shared, alone = workload if isinstance(workload, tuple) else load_workload(workload)
     streaming = events.isStreaming
     side_channel = side_channel and streaming
     if streaming:  # the watermark on every event, before the operators' filters: any event moves event time
-        events = watermarked(events, ts_col, lateness)
+        events = watermarked(events, ts_col, lateness, ts_unit=ts_unit)
     events.createOrReplaceTempView("events")
-    pairs = _branches(events, shared, alone, ts_col, type_col, side_channel)
+    pairs = _branches(events, shared, alone, ts_col, type_col, side_channel, ts_unit)
     if not pairs:
         raise CEPError("the workload has no query to run")
     branches = [b for b, _ in pairs]  # what the group functions carry to the executors (no DataFrames)
@@ -237,7 +238,7 @@ def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col:
         for out in b.stream(key[1:], (pdf[b.columns] for pdf in pdfs), state):
             yield _widen(out, b.name, out_names)
 
-    tagged = with_event_time(tagged, events, ts_col, keep_late=side_channel)
+    tagged = with_event_time(tagged, events, ts_col, keep_late=side_channel, ts_unit=ts_unit)
     if side_channel:
         from sparkcep.sinks import counted
 

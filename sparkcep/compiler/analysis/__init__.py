@@ -16,6 +16,7 @@ from sparkcep.compiler.analysis.predicates import Predicate, Resolver, classify
 from sparkcep.compiler.analysis.resolve import VarInfo, check_pattern_shape, name_variables
 from sparkcep.compiler.ast import (
     STRATEGIES,
+    TS_UNITS_NS,
     UNITS_MS,
     Attr,
     Duration,
@@ -91,8 +92,8 @@ def window_in_ts_units(d: Duration, ts_kind: str | None, ts_unit: str | None) ->
     if d.unit is None:
         return d.value
     ms = d.in_ms()
-    if ts_kind == "numeric":
-        return ms / UNITS_MS[ts_unit] if ts_unit else d.value
+    if ts_kind == "numeric":  # exact in integers (ns), one rounding at the end
+        return d.value * UNITS_MS[d.unit] * 10**6 / TS_UNITS_NS[ts_unit] if ts_unit else d.value
     return ms
 
 
@@ -102,8 +103,8 @@ def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = No
     ``ts_unit`` (the unit of numeric ts, a key of ``UNITS_MS``) enable the duration checks."""
     if ts_kind not in TS_KINDS:
         raise CEPSemanticError(f"ts kind must be one of timestamp, numeric; got {ts_kind!r}")
-    if ts_unit is not None and ts_unit not in UNITS_MS:
-        raise CEPSemanticError(f"unknown time unit {ts_unit!r}; known: {', '.join(UNITS_MS)}")
+    if ts_unit is not None and ts_unit not in TS_UNITS_NS:
+        raise CEPSemanticError(f"unknown time unit {ts_unit!r}; known: {', '.join(TS_UNITS_NS)}")
     check_pattern_shape(query.pattern, source)
     pattern, variables = name_variables(query.pattern, source)
     resolver = Resolver(variables, source)

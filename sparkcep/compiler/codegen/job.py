@@ -74,6 +74,8 @@ from pyspark.sql import SparkSession
 TYPE_COL, TS_COL = {type_col}, {ts_col}
 #: The windows above are in ms for "timestamp" ts, in ts units for "numeric" ts.
 TS_KIND = {ts_kind}
+#: The unit of numeric ts (None: not declared, 1 ts unit is 1 ms of the stream's event time).
+TS_UNIT = {ts_unit}
 #: The attributes the {what} reads: the input must have them.
 ATTRIBUTES = {attributes}
 #: What is read of the input: these columns besides type and ts (None: every one), each parsed as text and
@@ -118,7 +120,7 @@ def main(argv=None) -> None:
     events, rejected = read_validated(spark, args.input, args.format, TYPE_COL, TS_COL, stream=args.stream,
                                       files_per_trigger=args.files_per_trigger, schema=args.schema,
                                       known_types=args.known_types.split(",") if args.known_types else None,
-                                      attributes=READ_COLUMNS, needs=NEEDS)
+                                      attributes=READ_COLUMNS, needs=NEEDS, ts_unit=TS_UNIT)
     check_ts_kind(events.schema, TS_COL, TS_KIND)
     check_attributes(events.columns, ATTRIBUTES)
     dead_letters, late_events = side_dirs(args.output, args.dead_letters, args.late_events)
@@ -149,7 +151,7 @@ if __name__ == "__main__":
 #: The operator section of a one-query job (``{shedding}``: the shedding stage, or nothing).
 _QUERY_OPERATOR = '''\
     if args.stream:  # the watermark on every event, before the filter: any event moves event time, not only the
-        events = watermarked(events, TS_COL, args.lateness)  # query's (and the filter stays after it)
+        events = watermarked(events, TS_COL, args.lateness, ts_unit=TS_UNIT)  # query's (the filter stays after it)
     events.createOrReplaceTempView("events")
     candidates = spark.sql(FILTER_SQL)
     spec = with_default_outputs(load_spec(SPEC), events.columns)  # without RETURN: every attribute
@@ -161,9 +163,10 @@ _QUERY_OPERATOR = '''\
     else:
 {shedding}\
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
-        relevant = counted(with_event_time(candidates, events, TS_COL, keep_late=True), "events_relevant")
+        relevant = counted(with_event_time(candidates, events, TS_COL, keep_late=True, ts_unit=TS_UNIT),
+                           "events_relevant")
         result = grouped(relevant, GROUP).applyInPandasWithState(
-            stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True),
+            stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True, ts_unit=TS_UNIT),
             outputStructType=with_side_columns(out_schema),
             stateStructType=STATE_SCHEMA,
             outputMode="append",
@@ -197,7 +200,7 @@ _WORKLOAD_OPERATOR = '''\
     # every operator of the sharing plan, united into one result with a "query" column; streaming, late events
     # come out of the operators as rows of kind "late", not dropped
     result = apply_workload(events, WORKLOAD, ts_col=TS_COL, type_col=TYPE_COL, lateness=args.lateness,
-                            side_channel=args.stream)
+                            side_channel=args.stream, ts_unit=TS_UNIT)
     columns = [c for c in result.columns if c not in (KIND, REASON, RECORD)]
 '''
 
@@ -297,13 +300,14 @@ def operator_parts(plan: Node) -> dict:
     source = next(n for n in nodes if isinstance(n, Source))
     part = next(n for n in nodes if isinstance(n, Partition))
     return {"spec": op.spec, "filter_sql": filter_sql(plan), "key": list(part.keys),
-            "group": _spark_group(op.spec, list(part.keys)), "ts_col": source.ts_col, "type_col": source.type_col}
+            "group": _spark_group(op.spec, list(part.keys)), "ts_col": source.ts_col, "type_col": source.type_col,
+            "ts_unit": source.ts_unit}
 
 
 def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_kind: str, type_col: str, ts_col: str,
             attributes: list[str], constants: str, imports: dict, operator: str,
             shedding: tuple[float, str] | None, output_text: str = "", read_columns: list[str] | None = None,
-            needs: dict[str, str] | None = None) -> str:
+            needs: dict[str, str] | None = None, ts_unit: str | None = None) -> str:
     if shedding is not None:
         operator = operator.replace("{shedding}", _SHEDDING_STAGE)
     else:
@@ -327,6 +331,7 @@ def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_ki
         type_col=py_literal(type_col),
         ts_col=py_literal(ts_col),
         ts_kind=py_literal(ts_kind),
+        ts_unit=py_literal(ts_unit),
         attributes=py_literal(list(attributes)),
         read_columns=py_literal(None if read_columns is None else list(read_columns)),
         needs=py_literal(dict(sorted((needs or {}).items()))),
@@ -354,12 +359,12 @@ def job_source(plan: Node, *, query_text: str, explain: str, ts_kind: str, name:
     return _render(what="query", name=name, query_text=query_text, explain=explain, ts_kind=ts_kind,
                    type_col=parts["type_col"], ts_col=parts["ts_col"], attributes=list(referenced_attributes(plan)),
                    constants=constants, imports=_QUERY_IMPORTS, operator=_QUERY_OPERATOR, shedding=shedding,
-                   read_columns=read_columns, needs=needs)
+                   read_columns=read_columns, needs=needs, ts_unit=parts["ts_unit"])
 
 
 def workload_job_source(workload: dict, *, query_text: str, explain: str, ts_kind: str, type_col: str, ts_col: str,
                         attributes: list[str], name: str | None = None, read_columns: list[str] | None = None,
-                        needs: dict[str, str] | None = None) -> str:
+                        needs: dict[str, str] | None = None, ts_unit: str | None = None) -> str:
     """The job file for a workload's sharing plan: ``workload`` is the data of
     :func:`sparkcep.runtime_udfs.workload_spark.workload_data`; ``read_columns``, ``needs`` as for
     :func:`job_source`."""
@@ -369,4 +374,4 @@ def workload_job_source(workload: dict, *, query_text: str, explain: str, ts_kin
     return _render(what="workload", name=name, query_text=query_text, explain=explain, ts_kind=ts_kind,
                    type_col=type_col, ts_col=ts_col, attributes=attributes, constants=constants,
                    imports=_WORKLOAD_IMPORTS, operator=_WORKLOAD_OPERATOR, shedding=None, output_text=output,
-                   read_columns=read_columns, needs=needs)
+                   read_columns=read_columns, needs=needs, ts_unit=ts_unit)
