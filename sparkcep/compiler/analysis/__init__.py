@@ -198,6 +198,9 @@ def _aggregate_items(returns, names, partition, group_by, resolver: Resolver) ->
         else:
             if e.name == "count":
                 raise resolver.error("COUNT takes * or an event type/variable: COUNT(*), COUNT(A)", e)
+            if arg.var is None:
+                raise resolver.error(f"{e.name}() takes an attribute of an event type or variable, like "
+                                     f"{e.name.upper()}(T.{arg.attr}); '{arg.attr}' alone names no event", arg)
             out.append(AggregateItem(name, e.name, arg.var, arg.attr))
     return tuple(out)
 
