@@ -86,7 +86,8 @@ class CompiledQuery:
         """The checked query against ``schema``'s ts kind, else the declared one (a ``ts_unit`` means numeric
         ts)."""
         ts_kind = ts_kind_of(schema, self.ts_col) or self.ts_kind or ("numeric" if self.ts_unit else None)
-        return analyze(self.query, self.source, ts_kind=ts_kind, ts_unit=self.ts_unit)
+        types = {f.name: f.dataType.typeName() for f in schema.fields} if schema is not None else None
+        return analyze(self.query, self.source, ts_kind=ts_kind, ts_unit=self.ts_unit, attr_types=types)
 
     @deeply
     def plan(self, schema=None) -> Node:
