@@ -160,3 +160,19 @@ def test_an_attribute_condition_is_checked_against_the_schema():
     with pytest.raises(CEPError, match="found 'flag', a long attribute") as info:
         q.resolved(StructType([*fields, StructField("flag", LongType())]))
     assert info.value.column == q.source.index("a.flag") + 1
+
+
+def test_negating_a_string_is_null_not_an_exception():
+    """``RETURN -a.s`` passes check; one event whose ``s`` is a string must not kill the job (it raised
+    TypeError in the engines' expression compiler and its vectorized twin)."""
+    import pyarrow as pa
+
+    from sparkcep.compiler.ast import Attr, Unary
+    from sparkcep.runtime_udfs.expr import compile_expr
+    from sparkcep.runtime_udfs.expr_arrow import vectorize
+
+    expr = Unary("-", Attr("a", "s"))
+    assert compile_expr(expr)({"a": {"s": "x"}}) is None
+    assert vectorize(expr)({("a", "s"): pa.array(["x", None])}).tolist() == [False, False]  # NULL holds not
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) WITHIN 10 RETURN -a.x AS n")
+    assert run_engine(q, [{"type": "A", "ts": 1, "x": "oops"}, {"type": "B", "ts": 2, "x": 1}]) == [{"n": None}]
