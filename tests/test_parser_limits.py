@@ -150,3 +150,14 @@ def test_a_closed_pipe_is_not_a_traceback():
     finally:
         os.close(write)
     assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr.decode()
+
+
+def test_deep_runs_on_its_own_thread_once_and_passes_errors_through():
+    import threading
+
+    from sparkcep.compiler.limits import deep
+
+    assert deep(lambda: deep(lambda: threading.current_thread().name)) == "sparkcep-deep"
+    with pytest.raises(ZeroDivisionError):
+        deep(lambda: 1 / 0)
+    assert sys.getrecursionlimit() >= MAX_DEPTH * 10

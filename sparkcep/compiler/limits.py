@@ -62,10 +62,14 @@ def deep(fn, *args, **kwargs):
     old = threading.stack_size()
     try:
         threading.stack_size(_STACK_BYTES)
-        thread = threading.Thread(target=target, name="sparkcep-deep")
+    except (ValueError, RuntimeError):  # a platform that cannot size thread stacks: the raised limit only
+        return fn(*args, **kwargs)
+    try:
+        # a daemon: Ctrl-C in the caller's thread ends the process instead of waiting for the pass
+        thread = threading.Thread(target=target, name="sparkcep-deep", daemon=True)
+        thread.start()
     finally:
         threading.stack_size(old)
-    thread.start()
     thread.join()
     if "error" in box:
         raise box["error"].with_traceback(box["error"].__traceback__)
