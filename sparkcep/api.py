@@ -22,12 +22,14 @@ from sparkcep.compiler.codegen.explain import explain_plan
 from sparkcep.compiler.codegen.job import job_source
 from sparkcep.compiler.codegen.sql import filter_sql
 from sparkcep.compiler.errors import CEPError
+from sparkcep.compiler.limits import deeply
 from sparkcep.compiler.optimizer import optimize
 from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
 from sparkcep.compiler.plan.builder import build_plan
 from sparkcep.compiler.plan.nodes import Node, operator_spec
 from sparkcep.compiler.printer import format_query
 from sparkcep.grammar import parse_query, parse_workload
+from sparkcep.grammar.parser import without_bom
 from sparkcep.io import check_attributes, ts_kind_of
 
 _view_ids = itertools.count()
@@ -83,12 +85,15 @@ class CompiledQuery:
     def name(self) -> str | None:
         return self.query.name
 
+    @deeply
     def resolved(self, schema=None) -> ResolvedQuery:
         """The checked query against ``schema``'s ts kind, else the declared one (a ``ts_unit`` means numeric
         ts)."""
         ts_kind = ts_kind_of(schema, self.ts_col) or self.ts_kind or ("numeric" if self.ts_unit else None)
-        return analyze(self.query, self.source, ts_kind=ts_kind, ts_unit=self.ts_unit)
+        types = {f.name: f.dataType.typeName() for f in schema.fields} if schema is not None else None
+        return analyze(self.query, self.source, ts_kind=ts_kind, ts_unit=self.ts_unit, attr_types=types)
 
+    @deeply
     def plan(self, schema=None) -> Node:
         """The optimized logical plan (bound to ``schema`` if given: ts kind, default output columns)."""
         r = self.resolved(schema)
@@ -96,10 +101,12 @@ class CompiledQuery:
         plan = optimize(build_plan(r, type_col=self.type_col, ts_col=self.ts_col, attributes=attributes))
         return _collapsed(plan) if self.collapsed else plan
 
+    @deeply
     def spec(self, schema=None):
         """The engine spec of the plan's sequence or trend operator (what the generated job bakes in)."""
         return operator_spec(self.plan(schema))
 
+    @deeply
     def explain(self, schema=None) -> str:
         r = self.resolved(schema)
         if r.ts_kind == "timestamp" or (r.ts_kind is None and self.query.within.unit is not None):
@@ -109,10 +116,12 @@ class CompiledQuery:
         head = f"-- {self.name or 'query'}: {r.mode} query, strategy {r.strategy}"
         return head + "\n" + explain_plan(self.plan(schema), unit)
 
+    @deeply
     def sql(self, schema=None, table: str = "events") -> str:
         """The Spark SQL filter (event types, local predicates, ``_mask``)."""
         return filter_sql(self.plan(schema), table, schema.fieldNames() if schema is not None else None)
 
+    @deeply
     def job_source(self, schema=None) -> str:
         """A standalone PySpark job running this query from files (see ``sparkcep compile``)."""
         r = self.resolved(schema)
@@ -283,27 +292,56 @@ def _collapsed(plan: Node) -> Node:
     return rebuild(plan, lambda n: replace(n, columns=spec.outputs) if isinstance(n, Output) else n)
 
 
+def check_runnable(q: CompiledQuery) -> ResolvedQuery:
+    """What ``sparkcep check`` promises: the query is checked, planned, and the engine that will run it accepts
+    its spec.  An engine's refusal (a feature it does not implement) becomes a positioned error here, at the
+    conjunct or RETURN item it names (else the whole query), instead of at explain, compile or run time."""
+    from sparkcep.compiler.errors import CEPSemanticError
+    from sparkcep.compiler.printer import format_expr
+    from sparkcep.runtime_udfs import match_engine, trend_engine
+    from sparkcep.runtime_udfs.match_compile import EngineUnsupportedError
+    from sparkcep.runtime_udfs.spec import TrendSpec
+
+    r = q.resolved()
+    try:
+        spec = q.spec()
+        (trend_engine if isinstance(spec, TrendSpec) else match_engine).check(spec)
+    except CEPError as err:
+        if err.span is not None:
+            raise CEPSemanticError(err.message, err.span, err.source or q.source) from None
+        nodes = [p.expr for p in r.predicates] + [i.expr for i in r.returns or ()]
+        span = next((n.span for n in nodes if n.span is not None and format_expr(n) in err.message),
+                    q.query.span)
+        kind = EngineUnsupportedError if isinstance(err, EngineUnsupportedError) else CEPSemanticError
+        raise kind(f"not supported: {err.message}", span, q.source) from None
+    return r
+
+
+@deeply
 def compile(text: str, **options) -> CompiledQuery:  # noqa: A001 - the package's verb
     """Parse and check one query. Options: ``type_col``, ``ts_col``, ``ts_unit``, ``ts_kind``, ``lateness``,
     ``shedding_latency`` (seconds), ``dropped_output``, ``shedding_model``, ``collapsed``, ``buckets``,
     ``match_budget`` (the matches one partition may produce; None: sized to memory, 0: no limit)."""
+    text = without_bom(text)
     workload = parse_workload(text)
     if workload.shedding_latency is not None and options.get("shedding_latency") is None:
         options["shedding_latency"] = workload.shedding_latency.in_ms() / 1000
     q = CompiledQuery(parse_query(text) if len(workload.queries) != 1 else workload.queries[0], text, **options)
-    q.resolved()  # check now: errors surface at compile time, with positions
+    check_runnable(q)  # check now: errors surface at compile time, with positions
     return q
 
 
+@deeply
 def compile_workload(text: str, **options) -> list[CompiledQuery]:
     """Parse and check every query of a workload file (queries separated by ``;``)."""
+    text = without_bom(text)
     out = []
     workload = parse_workload(text)
     if workload.shedding_latency is not None and options.get("shedding_latency") is None:
         options["shedding_latency"] = workload.shedding_latency.in_ms() / 1000
     for query in workload.queries:
         q = CompiledQuery(query, text, **options)
-        q.resolved()
+        check_runnable(q)
         out.append(q)
     return out
 
@@ -328,6 +366,7 @@ class CompiledWorkload:
     queries: tuple[CompiledQuery, ...]
     plan: object
 
+    @deeply
     def explain(self, format: str = "text") -> str:  # noqa: A002 - the CLI's option name
         """The sharing plan as text (candidates, conflicts, pruned, chosen plan, executor) or Graphviz DOT."""
         from sparkcep.compiler.optimizer.sharing.explain import dot_workload, explain_workload
@@ -338,6 +377,7 @@ class CompiledWorkload:
             raise CEPError(f"unknown explain format {format!r} (text or dot)")
         return explain_workload(self.plan)
 
+    @deeply
     def specs(self, share: bool = True) -> list:
         """The shared engine's specs, one per sharing context (``share=False``: the Non-Shared layout)."""
         from sparkcep.compiler.optimizer.sharing.layout import shared_specs
@@ -349,6 +389,7 @@ class CompiledWorkload:
         names = {q.name for q in self.plan.queries if q.reason is not None}
         return tuple(q for q in self.queries if q.name in names)
 
+    @deeply
     def job_source(self, name: str | None = None) -> str:
         """A standalone PySpark job running the whole workload from files (see ``sparkcep compile``): the
         sharing plan (shared operators and the queries that run alone) baked in as JSON, one result with a
@@ -373,6 +414,7 @@ class CompiledWorkload:
         return workload_job_source(data, query_text=text, explain=explain, ts_kind=kinds.pop(),
                                    type_col=first.type_col, ts_col=first.ts_col, attributes=attributes, name=name)
 
+    @deeply
     def job_plan(self, share: bool = True, schema=None) -> tuple[dict, list[str]]:
         """``(plan data, attributes)``: the chosen plan as a workload job runs it
         (:func:`sparkcep.runtime_udfs.workload_spark.workload_data`: the shared specs, and per query that runs
@@ -415,6 +457,7 @@ class CompiledWorkload:
                               side_channel=side_channel)
 
 
+@deeply
 def compile_shared_workload(text: str, *, stats=None, sample=None, budget: float | None = 5.0,
                             resolve: bool = True, **options) -> CompiledWorkload:
     """Parse and check a workload and choose its sharing plan (Sharon).  Rates for the benefit model: a

@@ -35,7 +35,10 @@ def _add_input_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from sparkcep import __version__
+
     p = argparse.ArgumentParser(prog="sparkcep", description="Complex event processing on Spark.")
+    p.add_argument("--version", action="version", version=f"sparkcep {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("check", help="parse and check queries; exit 2 on the first error")
@@ -146,16 +149,36 @@ def _seconds(text: str) -> float:
 
 
 def _read_text(args) -> str:
+    """The query text: ``-e TEXT``, a file or stdin, decoded as UTF-8 (a byte order mark is dropped); bytes
+    that are not UTF-8 are one error naming the first bad byte's offset, line and column."""
     if args.text is not None:
-        return args.text
+        # argv bytes that are not valid in the locale's encoding arrive as surrogate escapes
+        data = os.fsencode(args.text) if any("\udc80" <= c <= "\udcff" for c in args.text) else None
+        return args.text if data is None else _decode(data, "the -e text")
     if args.file is None:
         raise CEPError("give a query file (or - for stdin), or the query text with -e")
     if args.file == "-":
-        return sys.stdin.read()
+        return _decode(sys.stdin.buffer.read(), "stdin")
     path = Path(args.file)
     if not path.is_file():
         raise CEPError(f"no such query file: {args.file}")
-    return path.read_text()
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise CEPError(f"cannot read the query file {args.file}: {err.strerror or err}") from None
+    return _decode(data, args.file)
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        before = data[:err.start]
+        line = before.count(b"\n") + 1
+        column = len(before[before.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
+        raise CEPError(f"{where} is not UTF-8: byte 0x{data[err.start]:02x} at offset {err.start} "
+                       f"(line {line}, column {column}) {err.reason}") from None
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def _queries(args, **options) -> list[CompiledQuery]:
@@ -397,10 +420,25 @@ COMMANDS = {"check": cmd_check, "explain": cmd_explain, "compile": cmd_compile, 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
+        sys.stdout.flush()  # inside the try: a reader that has gone shows here, not at exit
+        return status
     except CEPError as err:
         print(f"sparkcep: {err.render()}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `sparkcep explain ... | head -3`: the reader has gone, which is not an error
+        _quiet_stdout()
+        return 0
+
+
+def _quiet_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor (captured in tests)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

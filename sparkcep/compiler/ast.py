@@ -230,27 +230,37 @@ class Workload:
 
 
 def walk(node):
-    """Yield ``node`` and every AST node below it, depth first, in source order."""
-    yield node
-    for f in getattr(node, "__dataclass_fields__", {}):
-        if f == "span":
-            continue
-        value = getattr(node, f)
-        if isinstance(value, tuple):
-            for v in value:
-                if hasattr(v, "__dataclass_fields__"):
-                    yield from walk(v)
-        elif hasattr(value, "__dataclass_fields__"):
-            yield from walk(value)
+    """Yield ``node`` and every AST node below it, depth first, in source order.
+
+    Iterative (an explicit stack, not nested generators), so a deep tree costs one step per node: nested
+    ``yield from`` passed every node up through each level above it."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        yield node
+        children = []
+        for f in getattr(node, "__dataclass_fields__", {}):
+            if f == "span":
+                continue
+            value = getattr(node, f)
+            if isinstance(value, tuple):
+                children.extend(v for v in value if hasattr(v, "__dataclass_fields__"))
+            elif hasattr(value, "__dataclass_fields__"):
+                children.append(value)
+        stack.extend(reversed(children))
 
 
 def conjuncts(expr: Expr | None) -> list[Expr]:
-    """Split an expression on top-level ``AND``."""
-    if expr is None:
-        return []
-    if isinstance(expr, BinOp) and expr.op == "AND":
-        return conjuncts(expr.left) + conjuncts(expr.right)
-    return [expr]
+    """Split an expression on top-level ``AND`` (iteratively: a chain of ANDs is as deep as it is long)."""
+    out: list[Expr] = []
+    stack = [] if expr is None else [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, BinOp) and e.op == "AND":
+            stack += [e.right, e.left]
+        else:
+            out.append(e)
+    return out
 
 
 def and_all(exprs) -> Expr | None:

@@ -27,6 +27,11 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Func, Literal, Unary
+from sparkcep.compiler.limits import raise_recursion_limit
+
+# expressions nest up to the language's depth limit (docs/language.md, Limits); compiling and evaluating them
+# recurses in pure Python, on executors too, where nothing else raises the limit
+raise_recursion_limit()
 
 Binding = dict[str, Any]
 Compiled = Callable[..., Any]
@@ -242,7 +247,12 @@ def _not(v):
 
 
 def _neg(v):
-    return None if v is None or v is LACKING else -v
+    if v is None or v is LACKING:
+        return None
+    try:
+        return -v
+    except TypeError:  # a string or other non-number: NULL, as Spark's try_ arithmetic (never an exception)
+        return None
 
 
 def _and(x, y):

@@ -222,9 +222,7 @@ def _string_arith(op: str, x: _Val, y: _Val, valid: np.ndarray) -> _Val:
 def _neg(x: _Val) -> _Val:
     if x.kind == "null":
         return x
-    if x.kind == "str":
-        if x.valid.any():
-            raise TypeError("bad operand type for unary -: 'str'")
+    if x.kind == "str":  # NULL, as expr's _neg (Spark's try_ behaviour: never an exception)
         return _null(len(x.valid))
     if x.kind == "float":
         return _val("float", -x.data, x.valid)
