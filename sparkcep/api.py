@@ -17,20 +17,20 @@ import weakref
 from dataclasses import dataclass, replace
 
 from sparkcep.compiler.analysis import ResolvedQuery, analyze
-from sparkcep.compiler.ast import Query
 from sparkcep.compiler.codegen.explain import explain_plan
 from sparkcep.compiler.codegen.job import job_source
 from sparkcep.compiler.codegen.sql import filter_sql
-from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.limits import deeply
 from sparkcep.compiler.optimizer import optimize
 from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
 from sparkcep.compiler.plan.builder import build_plan
 from sparkcep.compiler.plan.nodes import Node, operator_spec
-from sparkcep.compiler.printer import format_query
 from sparkcep.grammar import parse_query, parse_workload
 from sparkcep.grammar.parser import without_bom
-from sparkcep.io import check_attributes, ts_kind_of
+from sparkcep.ir.ast import Query
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.printer import format_query
+from sparkcep.spark.io import check_attributes, ts_kind_of
 
 _view_ids = itertools.count()
 #: the temp view of each input DataFrame, made once (DataFrames are immutable): a view is a round trip to the JVM
@@ -78,7 +78,7 @@ class CompiledQuery:
     buckets: int | None = None
     #: the match budget (docs/operations.md): the matches, and partial matches, one partition of a match query
     #: may produce before the run stops with a message naming collapsed output and trend aggregates; None: sized
-    #: to the executor's memory (:func:`sparkcep.runtime_udfs.match_budget.default_max_matches`); 0: no limit
+    #: to the executor's memory (:func:`sparkcep.runtime_udfs.match.budget.default_max_matches`); 0: no limit
     match_budget: int | None = None
 
     @property
@@ -136,16 +136,17 @@ class CompiledQuery:
         """Run on a batch or streaming DataFrame with the type and ts columns and the attributes.
 
         ``side_channel`` (streaming): late events come out as rows of ``_kind`` "late" instead of being
-        dropped, and the relevant events are counted (for :mod:`sparkcep.sinks`, see docs/operations.md).
+        dropped, and the relevant events are counted (for :mod:`sparkcep.spark.sinks`, see docs/operations.md).
 
-        Batch: :func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches` (repartition by key, ``mapInArrow``).
+        Batch: :func:`~sparkcep.spark.adapters.batch_matches` (repartition by key, ``mapInArrow``).
         Streaming: an event-time watermark on every event of ``df``, before the query's filter, so that any
         event moves event time (allowed lateness ``self.lateness``; on a timestamp copy of ``ts``, where 1 unit
-        of numeric ts is 1 ms; see :func:`~sparkcep.runtime_udfs.spark_adapters.watermarked`), and
+        of numeric ts is 1 ms; see :func:`~sparkcep.spark.adapters.watermarked`), and
         ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
         with a checkpoint.
         """
-        from sparkcep.runtime_udfs.spark_adapters import apply_match, engine_of, watermarked, with_event_time
+        from sparkcep.spark.adapters import apply_match, watermarked, with_event_time
+        from sparkcep.spark.operator import engine_of
 
         # every df.schema / df.isStreaming is a round trip to the JVM (and a schema a JSON parse): read once
         schema = df.schema
@@ -165,7 +166,7 @@ class CompiledQuery:
             candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
         candidates = with_event_time(candidates, events, self.ts_col, keep_late=side_channel)
         if side_channel:
-            from sparkcep.sinks import counted
+            from sparkcep.spark.sinks import counted
 
             candidates = counted(candidates, "events_relevant")
         result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
@@ -176,7 +177,7 @@ class CompiledQuery:
 
     def _budget_option(self, spec) -> dict:
         """``{"max_matches": n}`` for a match query with a budget given (``match_budget``), else nothing."""
-        from sparkcep.runtime_udfs.spec import MatchSpec
+        from sparkcep.ir.spec import MatchSpec
 
         if self.match_budget is None or not isinstance(spec, MatchSpec):
             return {}
@@ -185,7 +186,7 @@ class CompiledQuery:
         return {"max_matches": self.match_budget}
 
     def _shed(self, candidates, spec, plan, training):
-        """The gSPICE shedding stage before the shuffle (see :mod:`sparkcep.shedding.spark`)."""
+        """The gSPICE shedding stage before the shuffle (see :mod:`sparkcep.spark.shedding`)."""
         return shedding_stage(candidates, spec, referenced_attributes(plan), training, bound=self.shedding_latency,
                               model=self.shedding_model, type_col=self.type_col, ts_col=self.ts_col,
                               dropped_output=self.dropped_output)
@@ -193,12 +194,12 @@ class CompiledQuery:
 
 def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type_col: str,
                    buckets: int | None, **options):
-    """A batch run: :func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches` (repartition by key,
+    """A batch run: :func:`~sparkcep.spark.adapters.batch_matches` (repartition by key,
     ``mapInArrow``) over the Spark SQL filter, with Spark's fixed cost per job cut: the filter and the column
     pruning are one SQL query, and the operator's input schema is derived here instead of asked from the JVM.
     ``buckets``, if set, is the number of partitions; ``options`` (``max_matches``) go to the operator."""
     from sparkcep.compiler.codegen.sql import CONTIGUITY
-    from sparkcep.runtime_udfs.spark_adapters import batch_matches
+    from sparkcep.spark.adapters import batch_matches
 
     arrival = getattr(spec, "strategy", None) in CONTIGUITY
     drop, candidate_schema = _candidate_schema(plan, spec, schema, ts_col, type_col)
@@ -211,13 +212,13 @@ def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type
 def _candidate_schema(plan: Node, spec, schema, ts_col: str, type_col: str):
     """``(dropped columns, schema)`` of the batch filter's output over an input of
     ``schema``, derived without the JVM: the input's columns as they are, minus those the engine never reads
-    (:func:`~sparkcep.runtime_udfs.spark_adapters.unread_columns`), ``_mask`` an INT (a sum of INT CASEs) and,
+    (:func:`~sparkcep.spark.adapters.unread_columns`), ``_mask`` an INT (a sum of INT CASEs) and,
     under a contiguity strategy, ``_arrival`` a BIGINT."""
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
     from sparkcep.compiler.codegen.sql import ARRIVAL, CONTIGUITY, filter_columns
     from sparkcep.compiler.plan.builder import MASK
-    from sparkcep.runtime_udfs.spark_adapters import unread_columns
+    from sparkcep.spark.adapters import unread_columns
 
     arrival = getattr(spec, "strategy", None) in CONTIGUITY
     columns = [*filter_columns(plan, schema.fieldNames()), MASK, *([ARRIVAL] if arrival else [])]
@@ -229,14 +230,14 @@ def _candidate_schema(plan: Node, spec, schema, ts_col: str, type_col: str):
 
 def shedding_stage(candidates, spec, attributes, training, *, bound: float, model: str = "hash",
                    type_col: str = "type", ts_col: str = "ts", dropped_output: str | None = None):
-    """``(kept candidates, Shedding handle)``: the gSPICE stage (:func:`sparkcep.shedding.spark.install`) on
+    """``(kept candidates, Shedding handle)``: the gSPICE stage (:func:`sparkcep.spark.shedding.install`) on
     the filtered events before the shuffle, its utility model (``hash``, ``tree`` or ``forest``) learnt from
     ``training`` (a batch DataFrame, pandas DataFrame or event dicts) over the numeric ``attributes`` the query
     reads.  Used by :meth:`CompiledQuery.apply` and by generated jobs with shedding."""
     from pyspark.sql.types import NumericType
 
-    from sparkcep.shedding.shedder import fit_gspice
-    from sparkcep.shedding.spark import install, training_events
+    from sparkcep.runtime_udfs.shedding.shedder import fit_gspice
+    from sparkcep.spark.shedding import install, training_events
 
     if training is None:
         raise CEPError("load shedding learns event utilities from a sample of the input: pass "
@@ -273,14 +274,14 @@ def report_shedding(shedding, query) -> None:
 
 def _collapsed(plan: Node) -> Node:
     """SASE++'s collapsed output: one row per binding of the non-Kleene variables, each Kleene variable's
-    candidates as an array column (:func:`sparkcep.runtime_udfs.match_compile.collapsed_outputs`)."""
+    candidates as an array column (:func:`sparkcep.runtime_udfs.match.collapsed.collapsed_outputs`)."""
     from dataclasses import replace
 
-    from sparkcep.compiler.errors import CEPError
     from sparkcep.compiler.optimizer._spec import with_spec
     from sparkcep.compiler.plan.nodes import Output, rebuild
-    from sparkcep.runtime_udfs.match_compile import collapsed_outputs
-    from sparkcep.runtime_udfs.spec import MatchSpec
+    from sparkcep.ir.errors import CEPError
+    from sparkcep.ir.spec import MatchSpec
+    from sparkcep.runtime_udfs.match.collapsed import collapsed_outputs
 
     spec = operator_spec(plan)
     if not isinstance(spec, MatchSpec):
@@ -296,11 +297,12 @@ def check_runnable(q: CompiledQuery) -> ResolvedQuery:
     """What ``sparkcep check`` promises: the query is checked, planned, and the engine that will run it accepts
     its spec.  An engine's refusal (a feature it does not implement) becomes a positioned error here, at the
     conjunct or RETURN item it names (else the whole query), instead of at explain, compile or run time."""
-    from sparkcep.compiler.errors import CEPSemanticError
-    from sparkcep.compiler.printer import format_expr
-    from sparkcep.runtime_udfs import match_engine, trend_engine
-    from sparkcep.runtime_udfs.match_compile import EngineUnsupportedError
-    from sparkcep.runtime_udfs.spec import TrendSpec
+    from sparkcep.ir.errors import CEPSemanticError
+    from sparkcep.ir.printer import format_expr
+    from sparkcep.ir.spec import TrendSpec
+    from sparkcep.runtime_udfs.match import engine as match_engine
+    from sparkcep.runtime_udfs.match.conjuncts import EngineUnsupportedError
+    from sparkcep.runtime_udfs.trend import engine as trend_engine
 
     r = q.resolved()
     try:
@@ -393,7 +395,7 @@ class CompiledWorkload:
     def job_source(self, name: str | None = None) -> str:
         """A standalone PySpark job running the whole workload from files (see ``sparkcep compile``): the
         sharing plan (shared operators and the queries that run alone) baked in as JSON, one result with a
-        ``query`` column (:mod:`sparkcep.runtime_udfs.workload_spark`)."""
+        ``query`` column (:mod:`sparkcep.spark.workload`)."""
         from sparkcep.compiler.codegen.job import workload_job_source
 
         first = self.queries[0]
@@ -417,11 +419,11 @@ class CompiledWorkload:
     @deeply
     def job_plan(self, share: bool = True, schema=None) -> tuple[dict, list[str]]:
         """``(plan data, attributes)``: the chosen plan as a workload job runs it
-        (:func:`sparkcep.runtime_udfs.workload_spark.workload_data`: the shared specs, and per query that runs
+        (:func:`sparkcep.spark.workload.workload_data`: the shared specs, and per query that runs
         alone its spec, Spark SQL filter over the view ``events`` and grouping), and the attributes it reads.
         ``share=False``: the Non-Shared layout; ``schema``: the alone queries' plans bound to the input's."""
         from sparkcep.compiler.codegen.job import operator_parts
-        from sparkcep.runtime_udfs.workload_spark import workload_data
+        from sparkcep.spark.workload import workload_data
 
         alone, attributes = [], {}
         for q in self.alone():
@@ -438,12 +440,12 @@ class CompiledWorkload:
 
     def apply(self, df, share: bool = True, side_channel: bool = False):
         """Run the workload on a batch or streaming DataFrame, as its generated job does
-        (:func:`~sparkcep.runtime_udfs.workload_spark.apply_workload`): one DataFrame with a ``query`` column
+        (:func:`~sparkcep.spark.workload.apply_workload`): one DataFrame with a ``query`` column
         and the columns of every query's RETURN (null where a query lacks one), from one stateful operator.
         ``share=False``: the Non-Shared layout (each query of the shared executor's scope on its own
         segments); ``side_channel`` (streaming): late events come out as rows of ``_kind`` "late" and the
-        relevant events are counted, as :meth:`CompiledQuery.apply` does (for :mod:`sparkcep.sinks`)."""
-        from sparkcep.runtime_udfs.workload_spark import apply_workload
+        relevant events are counted, as :meth:`CompiledQuery.apply` does (for :mod:`sparkcep.spark.sinks`)."""
+        from sparkcep.spark.workload import apply_workload
 
         if any(q.shedding_latency for q in self.queries):
             raise CEPError("load shedding is not available for a workload yet: run one query with --query NAME, "

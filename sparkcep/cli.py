@@ -14,10 +14,10 @@ import tempfile
 from pathlib import Path
 
 from sparkcep.api import CompiledQuery, compile_workload, report_shedding
-from sparkcep.compiler.ast import UNITS_MS
-from sparkcep.compiler.errors import CEPError
-from sparkcep.io import FORMATS, read_events
-from sparkcep.results import json_lines
+from sparkcep.ir.ast import UNITS_MS
+from sparkcep.ir.errors import CEPError
+from sparkcep.spark.io import FORMATS, read_events
+from sparkcep.spark.results import json_lines
 
 
 def _add_query_args(p: argparse.ArgumentParser) -> None:
@@ -274,7 +274,7 @@ def _match_budget_reported():
     """A match budget exceeded inside a Spark task (the error the driver gets carries the worker's
     traceback) becomes the budget's one-line message (:func:`match_budget.raised_message`); any other
     error passes through as it is."""
-    from sparkcep.runtime_udfs.match_budget import raised_message
+    from sparkcep.runtime_udfs.match.budget import raised_message
 
     try:
         yield
@@ -309,11 +309,11 @@ def _quiet_task_failures(spark) -> None:
 def cmd_run(args) -> int:
     from pyspark.sql.types import StructType
 
-    from sparkcep.progress import follow
-    from sparkcep.runtime_udfs.late import KIND, REASON, RECORD
-    from sparkcep.session import local_session
-    from sparkcep.sinks import counted, routed, start
-    from sparkcep.validate import query_columns, read_validated
+    from sparkcep.spark.late import KIND, REASON, RECORD
+    from sparkcep.spark.progress import follow
+    from sparkcep.spark.session import local_session
+    from sparkcep.spark.sinks import counted, routed, start
+    from sparkcep.spark.validate import query_columns, read_validated
 
     options = {"type_col": args.type_col, "ts_col": args.ts_col, "ts_unit": args.ts_unit, "lateness": args.lateness,
                "match_budget": args.max_matches}
@@ -327,7 +327,7 @@ def cmd_run(args) -> int:
     spark = local_session(args.master)
     _quiet_task_failures(spark)
     if args.max_matches is not None:  # a workload's operators read it from the session (a query has match_budget)
-        from sparkcep.runtime_udfs.spark_adapters import MAX_MATCHES_CONF
+        from sparkcep.spark.operator import MAX_MATCHES_CONF
 
         spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
     # only the columns the queries read, each with the type they need; malformed records, no type or ts,
@@ -369,8 +369,8 @@ def cmd_run(args) -> int:
 def _report_rejected(rejected, output: str | None, dead_letters: str | None = None) -> None:
     """Batch: the dead letters into ``dead_letters`` (default: OUTPUT/_dead_letters, if there is an OUTPUT),
     counted by reason on stderr."""
-    from sparkcep.sinks import side_dirs
-    from sparkcep.validate import REASON as REJECT_REASON
+    from sparkcep.spark.sinks import side_dirs
+    from sparkcep.spark.validate import REASON as REJECT_REASON
 
     rejected = rejected.persist()
     counts = sorted((r[0], r[1]) for r in rejected.groupBy(REJECT_REASON).count().collect())

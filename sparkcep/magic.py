@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from sparkcep.compiler.ast import UNITS_MS
+from sparkcep.ir.ast import UNITS_MS
 
 
 def _parser() -> argparse.ArgumentParser:

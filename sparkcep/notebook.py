@@ -17,8 +17,8 @@ import re
 
 from sparkcep.api import CompiledQuery
 from sparkcep.compiler.codegen.quote import py_literal
-from sparkcep.compiler.errors import CEPError
-from sparkcep.compiler.printer import format_query
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.printer import format_query
 
 
 def _nbformat():
@@ -68,8 +68,8 @@ def notebook(q: CompiledQuery, input_path: str | None = None, fmt: str = "json",
             f"{_fence(explain)}\n{explain}\n{_fence(explain)}"),
         nbf.v4.new_code_cell(
             "import sparkcep\n"
-            "from sparkcep.io import read_events\n"
-            "from sparkcep.session import local_session\n\n"
+            "from sparkcep.spark.io import read_events\n"
+            "from sparkcep.spark.session import local_session\n\n"
             "# the notebook's SparkSession: the active one if there is one, else a local one (UTC, 4 shuffle "
             "partitions)\n"
             f"spark = local_session({py_literal(master)})"),

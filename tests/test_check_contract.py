@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.compiler.errors import CEPError
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.spec import with_default_outputs
 from sparkcep.notebook import notebook
-from sparkcep.runtime_udfs.spark_adapters import engine_of
-from sparkcep.runtime_udfs.spec import with_default_outputs
+from sparkcep.spark.operator import engine_of
 from tests.query_text import query_texts
 from tests.strategies import event_streams
 
@@ -167,9 +167,9 @@ def test_negating_a_string_is_null_not_an_exception():
     TypeError in the engines' expression compiler and its vectorized twin)."""
     import pyarrow as pa
 
-    from sparkcep.compiler.ast import Attr, Unary
-    from sparkcep.runtime_udfs.expr import compile_expr
-    from sparkcep.runtime_udfs.expr_arrow import vectorize
+    from sparkcep.ir.ast import Attr, Unary
+    from sparkcep.runtime_udfs.expr.scalar import compile_expr
+    from sparkcep.runtime_udfs.expr.vector import vectorize
 
     expr = Unary("-", Attr("a", "s"))
     assert compile_expr(expr)({"a": {"s": "x"}}) is None

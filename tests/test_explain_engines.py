@@ -9,14 +9,15 @@ import pytest
 
 import sparkcep
 from sparkcep.api import CompiledQuery
-from sparkcep.compiler.ast import conjuncts
 from sparkcep.compiler.codegen.explain import _pattern
-from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.plan.builder import components_of
 from sparkcep.grammar import parse_query
-from sparkcep.runtime_udfs import match_engine, match_negation
-from sparkcep.runtime_udfs.match_compile import _flat_pattern
-from sparkcep.runtime_udfs.match_negation import _outermost_negations
+from sparkcep.ir.ast import conjuncts
+from sparkcep.ir.errors import CEPError
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match import negation as match_negation
+from sparkcep.runtime_udfs.match.compile import _flat_pattern
+from sparkcep.runtime_udfs.match.negation import _outermost_negations
 from tests.test_match_semantics import STRATEGIES, compiled, with_seq
 
 QUERIES = [

@@ -1,10 +1,10 @@
-"""What a query needs of each attribute it reads (the per-query input schema of sparkcep.validate), and column
+"""What a query needs of each attribute it reads (the per-query input schema of sparkcep.spark.validate), and column
 quoting: pure, no Spark."""
 
 from __future__ import annotations
 
 import sparkcep
-from sparkcep.validate import NUMERIC, TEXT, attribute_needs, query_columns, quoted
+from sparkcep.spark.validate import NUMERIC, TEXT, attribute_needs, query_columns, quoted
 
 
 def needs(text: str) -> dict[str, str]:

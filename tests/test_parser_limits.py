@@ -13,9 +13,9 @@ import pytest
 
 import sparkcep
 from sparkcep.cli import main
-from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.limits import MAX_DEPTH, MAX_INT_DIGITS
 from sparkcep.grammar.parser import _WORDS, _describe, _parser
+from sparkcep.ir.errors import CEPError
 from tests.test_check_contract import run_engine
 
 EVENTS = [{"type": "A", "ts": 1, "x": 1, "id": 0}, {"type": "B", "ts": 2, "x": 1, "id": 0}]

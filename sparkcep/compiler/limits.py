@@ -19,7 +19,7 @@ import sys
 import threading
 from dataclasses import fields, is_dataclass
 
-from sparkcep.compiler.errors import CEPSyntaxError, Span
+from sparkcep.ir.errors import CEPSyntaxError, Span
 
 #: The deepest nesting of a query's tree: each SEQ(...), negation, Kleene group, operator (AND, OR, NOT,
 #: comparison, + - * / %, unary minus) and function call is one level; parentheses alone are not.

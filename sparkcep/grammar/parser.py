@@ -1,8 +1,8 @@
-"""Parse query text into the AST of :mod:`sparkcep.compiler.ast`.
+"""Parse query text into the AST of :mod:`sparkcep.ir.ast`.
 
 The grammar lives in ``cep.lark`` next to this module; the Lark parser is built once (LALR, contextual lexer,
 positions) and the :class:`_ToAst` Transformer turns its parse tree into AST nodes with spans.  Every
-syntax error becomes a :class:`~sparkcep.compiler.errors.CEPSyntaxError` with the span of the offending token
+syntax error becomes a :class:`~sparkcep.ir.errors.CEPSyntaxError` with the span of the offending token
 and the source text, so that the message shows a caret.
 
 Example::
@@ -26,15 +26,15 @@ from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import PatternStr
 
-from sparkcep.compiler import ast
-from sparkcep.compiler.errors import CEPSyntaxError, Span
 from sparkcep.compiler.limits import MAX_INT_DIGITS, check_depth
+from sparkcep.ir import ast
+from sparkcep.ir.errors import CEPSyntaxError, Span
 
 __all__ = ["parse_query", "parse_workload"]
 
 _GRAMMAR = Path(__file__).with_name("cep.lark")
 
-#: Unit spellings (lower-cased) → the keys of :data:`sparkcep.compiler.ast.UNITS_MS`.
+#: Unit spellings (lower-cased) → the keys of :data:`sparkcep.ir.ast.UNITS_MS`.
 _UNITS = {
     "ms": "ms", "millisecond": "ms", "milliseconds": "ms",
     "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",

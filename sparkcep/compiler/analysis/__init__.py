@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from sparkcep.compiler.analysis.predicates import Predicate, Resolver, classify
 from sparkcep.compiler.analysis.resolve import VarInfo, check_pattern_shape, name_variables
-from sparkcep.compiler.ast import (
+from sparkcep.ir.ast import (
     STRATEGIES,
     UNITS_MS,
     Attr,
@@ -32,8 +32,8 @@ from sparkcep.compiler.ast import (
     map_nodes,
     walk,
 )
-from sparkcep.compiler.errors import CEPSemanticError
-from sparkcep.compiler.naming import column_name, dedupe
+from sparkcep.ir.errors import CEPSemanticError
+from sparkcep.ir.naming import column_name, dedupe
 
 __all__ = ["AggregateItem", "Predicate", "ResolvedQuery", "VarInfo", "analyze", "window_in_ts_units"]
 

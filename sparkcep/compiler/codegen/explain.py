@@ -15,13 +15,16 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from sparkcep.compiler.ast import EventPat, Kleene, Not, map_nodes
-from sparkcep.compiler.errors import CEPError
-from sparkcep.compiler.naming import safe_identifier
 from sparkcep.compiler.plan.nodes import Node, chain
-from sparkcep.compiler.printer import format_expr, format_pattern
-from sparkcep.runtime_udfs import match_columnar, match_engine, match_prefilter, trend_engine
-from sparkcep.runtime_udfs.spec import Component
+from sparkcep.ir.ast import EventPat, Kleene, Not, map_nodes
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.naming import safe_identifier
+from sparkcep.ir.printer import format_expr, format_pattern
+from sparkcep.ir.spec import Component
+from sparkcep.runtime_udfs.match import columnar as match_columnar
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match import prefilter as match_prefilter
+from sparkcep.runtime_udfs.trend import graph as trend_graph
 
 INDENT = " " * 8
 
@@ -123,7 +126,7 @@ def _children(node):
 
 
 def _prefiltered(spec) -> list[str]:
-    """The batch prefilter's line (:mod:`sparkcep.runtime_udfs.match_prefilter`), if the spec has one."""
+    """The batch prefilter's line (:mod:`sparkcep.runtime_udfs.match.prefilter`), if the spec has one."""
     scan = match_prefilter.prefilter(spec)
     if scan is None:
         return []
@@ -132,7 +135,7 @@ def _prefiltered(spec) -> list[str]:
 
 
 def _columnar(spec) -> list[str]:
-    """The columnar construction's line (:mod:`sparkcep.runtime_udfs.match_columnar`), if the spec has one."""
+    """The columnar construction's line (:mod:`sparkcep.runtime_udfs.match.columnar`), if the spec has one."""
     cc = match_columnar.columnar(spec)
     if cc is None:
         return []
@@ -192,7 +195,7 @@ class Explainer:
         lines += [f"where {format_expr(p)}" for p in s.predicates]
         lines += [f"{a.name} := {a.func.upper()}({a.var or '*'}{'.' + a.attr if a.attr else ''})"
                   for a in s.aggregates]
-        return head, lines + trend_engine.describe(s)  # the GRETA template, as the engine compiled it
+        return head, lines + trend_graph.describe(s)  # the GRETA template, as the engine compiled it
 
     def visit_Output(self, n, ref):
         if not n.columns:
