@@ -274,14 +274,13 @@ def report_shedding(shedding, query) -> None:
 
 def _collapsed(plan: Node) -> Node:
     """SASE++'s collapsed output: one row per binding of the non-Kleene variables, each Kleene variable's
-    candidates as an array column (:func:`sparkcep.runtime_udfs.match.collapsed.collapsed_outputs`)."""
+    candidates as an array column (:func:`sparkcep.ir.spec.collapsed_outputs`)."""
     from dataclasses import replace
 
     from sparkcep.compiler.optimizer._spec import with_spec
     from sparkcep.compiler.plan.nodes import Output, rebuild
     from sparkcep.ir.errors import CEPError
-    from sparkcep.ir.spec import MatchSpec
-    from sparkcep.runtime_udfs.match.collapsed import collapsed_outputs
+    from sparkcep.ir.spec import MatchSpec, collapsed_outputs
 
     spec = operator_spec(plan)
     if not isinstance(spec, MatchSpec):

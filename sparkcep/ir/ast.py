@@ -289,3 +289,7 @@ def map_nodes(node, fn):
         if new is not value and new != value:
             changes[f.name] = new
     return fn(replace(node, **changes) if changes else node)
+
+
+#: The aggregate functions of RETURN and WHERE (analysis checks names against it; the engines evaluate them).
+AGGREGATES = ("avg", "sum", "min", "max", "count")

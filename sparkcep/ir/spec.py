@@ -12,7 +12,7 @@ import pickle
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from sparkcep.ir.ast import Attr, Expr
+from sparkcep.ir.ast import Attr, Expr, Func, walk
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.naming import default_column
 
@@ -59,7 +59,7 @@ class MatchSpec:
     key: tuple[str, ...] = ()
     pattern: object = None
     #: SASE++ collapsed output: one row per binding of the non-Kleene variables, with an array column of each
-    #: Kleene variable's candidates instead of one row per subset (see ``match_compile.collapsed_outputs``)
+    #: Kleene variable's candidates instead of one row per subset (see :func:`collapsed_outputs`)
     collapsed: bool = False
 
 
@@ -107,8 +107,6 @@ def with_default_outputs(spec: MatchSpec, attributes) -> MatchSpec:
         for a in attributes if a not in INTERNAL_COLUMNS)
     spec = replace(spec, outputs=cols)
     if spec.collapsed:
-        from sparkcep.runtime_udfs.match.collapsed import collapsed_outputs
-
         spec = replace(spec, outputs=collapsed_outputs(spec))
     return spec
 
@@ -142,3 +140,38 @@ class SlotState:
 
     def __reduce__(self):
         return (type(self).from_bytes, (self.to_bytes(),))
+
+
+CANDIDATES = "candidates"
+
+
+def collapsed_outputs(spec: MatchSpec) -> tuple[OutputColumn, ...]:
+    """The result columns of collapsed output (SASE++ §5.1's intermediate match ``M``).
+
+    Every column over non-Kleene variables stays; the columns over a Kleene variable ``v`` become one column
+    ``v``, the array of its candidate events, each a struct of ``ts`` and the attributes those columns read.
+    A row stands for exactly the matches its candidates give: every non-empty subset, in ts order with
+    strictly increasing ts, that satisfies the predicates (those on ``v[i-1]``, ``v[]``, ``v[v.len]``, ...)
+    and negations.
+
+        >>> from sparkcep.ir.ast import Attr, Func
+        >>> outputs = (OutputColumn("a_ts", Attr("a", "ts")), OutputColumn("n", Func("count", (Attr("b", "x"),))))
+        >>> spec = MatchSpec((Component("a", ("A",)), Component("b", ("B",), kleene="+")), (), 10, outputs)
+        >>> [(o.name, [a.attr for a in o.expr.args] if isinstance(o.expr, Func) else o.expr.attr)
+        ...  for o in collapsed_outputs(spec)]
+        [('a_ts', 'ts'), ('b', ['ts', 'x'])]
+    """
+    kleene = [c.var for c in spec.components if c.kleene in ("+", "*") and not c.negated]
+    keep, attrs = [], {v: ["ts"] for v in kleene}
+    for o in spec.outputs:
+        read = [n for n in walk(o.expr) if isinstance(n, Attr) and n.var in attrs]
+        if not read:
+            keep.append(o)
+        for n in read:
+            if n.attr not in attrs[n.var]:
+                attrs[n.var].append(n.attr)
+    names = {o.name for o in keep}
+    for v in kleene:
+        name = v if v not in names else f"{v}_candidates"
+        keep.append(OutputColumn(name, Func(CANDIDATES, tuple(Attr(v, a) for a in attrs[v]))))
+    return tuple(keep)

@@ -18,9 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from sparkcep.compiler.analysis.resolve import VarInfo
-from sparkcep.ir.ast import Attr, BinOp, EquivItem, EquivTest, Expr, Func, Literal, Unary, walk
+from sparkcep.ir.ast import AGGREGATES, Attr, BinOp, EquivItem, EquivTest, Expr, Func, Literal, Unary, walk
 from sparkcep.ir.errors import CEPSemanticError
-from sparkcep.runtime_udfs.expr.scalar import AGGREGATES
 
 KINDS = ("equivalence", "local", "parameterized", "edge", "aggregate", "negation", "constant")
 

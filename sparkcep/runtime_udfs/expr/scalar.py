@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkcep.compiler.limits import raise_recursion_limit
-from sparkcep.ir.ast import Attr, BinOp, EquivTest, Func, Literal, Unary
+from sparkcep.ir.ast import AGGREGATES, Attr, BinOp, EquivTest, Func, Literal, Unary
 
 # expressions nest up to the language's depth limit (docs/language.md, Limits); compiling and evaluating them
 # recurses in pure Python, on executors too, where nothing else raises the limit
@@ -63,7 +63,6 @@ _CMP = {
     ">": operator.gt,
     ">=": operator.ge,
 }
-AGGREGATES = ("avg", "sum", "min", "max", "count")
 
 
 class EvalError(ValueError):

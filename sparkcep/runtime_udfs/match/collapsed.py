@@ -17,15 +17,12 @@ from sparkcep.ir.ast import (
     Or,
     Seq,
     Unary,
-    walk,
 )
-from sparkcep.ir.spec import MatchSpec, OutputColumn
+from sparkcep.ir.spec import CANDIDATES
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr
 
 if TYPE_CHECKING:
     from sparkcep.runtime_udfs.match.conjuncts import Conjunct
-
-__all__ = ["collapsed_outputs"]
 
 
 def _unscoped_equiv(c: Conjunct) -> bool:
@@ -66,41 +63,6 @@ def _nullify(expr, absent: frozenset[str]):
     if isinstance(expr, BinOp):
         return BinOp(expr.op, _nullify(expr.left, absent), _nullify(expr.right, absent))
     return expr
-
-CANDIDATES = "candidates"
-
-
-def collapsed_outputs(spec: MatchSpec) -> tuple[OutputColumn, ...]:
-    """The result columns of collapsed output (SASE++ §5.1's intermediate match ``M``).
-
-    Every column over non-Kleene variables stays; the columns over a Kleene variable ``v`` become one column
-    ``v``, the array of its candidate events, each a struct of ``ts`` and the attributes those columns read.
-    A row stands for exactly the matches its candidates give: every non-empty subset, in ts order with
-    strictly increasing ts, that satisfies the predicates (those on ``v[i-1]``, ``v[]``, ``v[v.len]``, ...)
-    and negations.
-
-        >>> from sparkcep.ir.spec import Component
-        >>> from sparkcep.ir.ast import Attr, Func
-        >>> outputs = (OutputColumn("a_ts", Attr("a", "ts")), OutputColumn("n", Func("count", (Attr("b", "x"),))))
-        >>> spec = MatchSpec((Component("a", ("A",)), Component("b", ("B",), kleene="+")), (), 10, outputs)
-        >>> [(o.name, [a.attr for a in o.expr.args] if isinstance(o.expr, Func) else o.expr.attr)
-        ...  for o in collapsed_outputs(spec)]
-        [('a_ts', 'ts'), ('b', ['ts', 'x'])]
-    """
-    kleene = [c.var for c in spec.components if c.kleene in ("+", "*") and not c.negated]
-    keep, attrs = [], {v: ["ts"] for v in kleene}
-    for o in spec.outputs:
-        read = [n for n in walk(o.expr) if isinstance(n, Attr) and n.var in attrs]
-        if not read:
-            keep.append(o)
-        for n in read:
-            if n.attr not in attrs[n.var]:
-                attrs[n.var].append(n.attr)
-    names = {o.name for o in keep}
-    for v in kleene:
-        name = v if v not in names else f"{v}_candidates"
-        keep.append(OutputColumn(name, Func(CANDIDATES, tuple(Attr(v, a) for a in attrs[v]))))
-    return tuple(keep)
 
 
 def _candidates_fn(expr: Func):

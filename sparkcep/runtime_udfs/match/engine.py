@@ -21,7 +21,7 @@ partition of the equivalence key (the caller partitions, as SASE's PAIS does) an
   (:mod:`match_runs`).  Contiguity needs more than one partition's filtered events, see below.
 * **Disjunction** ``P1 OR P2`` (gSPICE Q2), with ``*``/``?`` expanded the same way (:mod:`match_compile`).
 * **Collapsed output** (``MatchSpec.collapsed``, SASE++ §5.1): one row per binding of the non-Kleene
-  variables that has a match, with the Kleene candidates (:func:`match_compile.collapsed_outputs`).
+  variables that has a match, with the Kleene candidates (:func:`sparkcep.ir.spec.collapsed_outputs`).
 * **Kleene closure of a sub-pattern** ``SEQ(A a, (SEQ(B b, C c))+, D d)``, with ``T+``, ``T?``, ``T*``, ``OR``,
   negations and other repeated groups inside (an automaton over the positions, :class:`match_compile.Automaton`;
   its variables are arrays, one entry per event), by NFA^b runs under every strategy;
