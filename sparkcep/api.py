@@ -20,7 +20,6 @@ from sparkcep.compiler.analysis import ResolvedQuery, analyze
 from sparkcep.compiler.codegen.explain import explain_plan
 from sparkcep.compiler.codegen.job import job_source
 from sparkcep.compiler.codegen.sql import filter_sql
-from sparkcep.compiler.limits import deeply
 from sparkcep.compiler.optimizer import optimize
 from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
 from sparkcep.compiler.plan.builder import build_plan
@@ -29,6 +28,7 @@ from sparkcep.grammar import parse_query, parse_workload
 from sparkcep.grammar.parser import without_bom
 from sparkcep.ir.ast import Query
 from sparkcep.ir.errors import CEPError
+from sparkcep.ir.limits import deeply
 from sparkcep.ir.printer import format_query
 from sparkcep.spark.io import check_attributes, ts_kind_of
 

@@ -13,9 +13,9 @@ import pytest
 
 import sparkcep
 from sparkcep.cli import main
-from sparkcep.compiler.limits import MAX_DEPTH, MAX_INT_DIGITS
 from sparkcep.grammar.parser import _WORDS, _describe, _parser
 from sparkcep.ir.errors import CEPError
+from sparkcep.ir.limits import MAX_DEPTH, MAX_INT_DIGITS
 from tests.test_check_contract import run_engine
 
 EVENTS = [{"type": "A", "ts": 1, "x": 1, "id": 0}, {"type": "B", "ts": 2, "x": 1, "id": 0}]
@@ -155,7 +155,7 @@ def test_a_closed_pipe_is_not_a_traceback():
 def test_deep_runs_on_its_own_thread_once_and_passes_errors_through():
     import threading
 
-    from sparkcep.compiler.limits import deep
+    from sparkcep.ir.limits import deep
 
     assert deep(lambda: deep(lambda: threading.current_thread().name)) == "sparkcep-deep"
     with pytest.raises(ZeroDivisionError):

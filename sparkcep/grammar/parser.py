@@ -26,9 +26,9 @@ from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import PatternStr
 
-from sparkcep.compiler.limits import MAX_INT_DIGITS, check_depth
 from sparkcep.ir import ast
 from sparkcep.ir.errors import CEPSyntaxError, Span
+from sparkcep.ir.limits import MAX_INT_DIGITS, check_depth
 
 __all__ = ["parse_query", "parse_workload"]
 

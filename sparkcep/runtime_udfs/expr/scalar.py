@@ -26,8 +26,8 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from sparkcep.compiler.limits import raise_recursion_limit
 from sparkcep.ir.ast import AGGREGATES, Attr, BinOp, EquivTest, Func, Literal, Unary
+from sparkcep.ir.limits import raise_recursion_limit
 
 # expressions nest up to the language's depth limit (docs/language.md, Limits); compiling and evaluating them
 # recurses in pure Python, on executors too, where nothing else raises the limit
