@@ -30,6 +30,7 @@ from sparkcep.ir.ast import Query
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.limits import deeply
 from sparkcep.ir.printer import format_query
+from sparkcep.runtime_udfs.describe import describe
 from sparkcep.spark.io import check_attributes, ts_kind_of
 
 _view_ids = itertools.count()
@@ -114,7 +115,7 @@ class CompiledQuery:
         else:
             unit = self.ts_unit or "ts units"
         head = f"-- {self.name or 'query'}: {r.mode} query, strategy {r.strategy}"
-        return head + "\n" + explain_plan(self.plan(schema), unit)
+        return head + "\n" + explain_plan(self.plan(schema), unit, describe)
 
     @deeply
     def sql(self, schema=None, table: str = "events") -> str:

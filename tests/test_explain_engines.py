@@ -9,11 +9,11 @@ import pytest
 
 import sparkcep
 from sparkcep.api import CompiledQuery
-from sparkcep.compiler.codegen.explain import _pattern
 from sparkcep.compiler.plan.builder import components_of
 from sparkcep.grammar import parse_query
 from sparkcep.ir.ast import conjuncts
 from sparkcep.ir.errors import CEPError
+from sparkcep.ir.printer import format_pattern_as_written as _pattern
 from sparkcep.runtime_udfs.match import engine as match_engine
 from sparkcep.runtime_udfs.match import negation as match_negation
 from sparkcep.runtime_udfs.match.compile import _flat_pattern

@@ -15,7 +15,11 @@ Example::
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 from sparkcep.ir import ast
+from sparkcep.ir.naming import safe_identifier
 
 __all__ = ["format_expr", "format_pattern", "format_query", "format_workload"]
 
@@ -188,3 +192,14 @@ def _return_item(item: ast.ReturnItem) -> str:
 
 def _duration(duration: ast.Duration) -> str:
     return repr(duration.value) if duration.unit is None else f"{duration.value!r} {duration.unit}"
+
+
+def format_pattern_as_written(pattern: ast.Pattern) -> str:
+    """The pattern as written: implicit variables (named after their type by analysis) are not shown."""
+    def unname(n):
+        base = safe_identifier(n.types[0]) if isinstance(n, ast.EventPat) and len(n.types) == 1 else "any"
+        if isinstance(n, ast.EventPat) and n.var is not None and re.fullmatch(rf"{re.escape(base)}(_\d+)?", n.var):
+            return replace(n, var=None)
+        return n
+
+    return format_pattern(ast.map_nodes(pattern, unname))
