@@ -14,6 +14,7 @@ The pieces, pure Python unless said otherwise:
 * :mod:`.models` — gSPICE-M: decision tree / random forest (scikit-learn) over the same features;
 * :mod:`.threshold` — the utility threshold for a drop ratio ρ from cumulative utility occurrences (§III-C);
 * :mod:`.baselines` — random shedding and type-based shedding (the paper's BL);
+* :mod:`.base` — the event coder and the shedder base class every model shares;
 * :mod:`.shedder` — the per-event drop decision given a utility model and ρ, and drift detection;
 * :mod:`.controller` — ρ from measured latency with the paper's safety margin;
 * :mod:`.spark` — the ``mapInPandas`` stage before the shuffle, per-type drop counts, the listener.

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from sparkcep.ir.spec import MatchSpec
-from sparkcep.runtime_udfs.shedding.shedder import EventCoder, Shedder, pattern_types
+from sparkcep.runtime_udfs.shedding.base import EventCoder, Shedder, pattern_types
 from sparkcep.runtime_udfs.shedding.threshold import Threshold
 
 

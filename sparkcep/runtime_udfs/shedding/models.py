@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparkcep.runtime_udfs.shedding.base import EventCoder, Shedder, Training
 from sparkcep.runtime_udfs.shedding.observations import pane_frequencies
-from sparkcep.runtime_udfs.shedding.shedder import EventCoder, Shedder, Training
 
 
 class GSpiceM(Shedder):

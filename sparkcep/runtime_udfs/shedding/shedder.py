@@ -22,98 +22,23 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from sparkcep.ir.spec import MatchSpec
+from sparkcep.runtime_udfs.shedding.base import EventCoder, Shedder, Training, pattern_types
+from sparkcep.runtime_udfs.shedding.models import GSpiceM
 from sparkcep.runtime_udfs.shedding.observations import (
     SID,
     Binning,
     aggregate,
-    attribute_matrix,
     contributions,
     pane_frequencies,
 )
-from sparkcep.runtime_udfs.shedding.threshold import Threshold, utility_threshold
 from sparkcep.runtime_udfs.shedding.zobrist import Pane, UtilityTable, Zobrist
 
 __all__ = ["SID", "EventCoder", "GSpiceH", "Refit", "Shedder", "TypeDrift", "fit_gspice", "pattern_types"]
-
-
-def pattern_types(specs: Sequence[MatchSpec]) -> tuple[str, ...]:
-    """The event types the queries read, in first-seen order (the shedder's type codes)."""
-    out: list[str] = []
-    for spec in specs:
-        for c in spec.components:
-            for t in c.types:
-                if t not in out:
-                    out.append(t)
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class EventCoder:
-    """Type names → codes ``0..T-1`` (``-1`` for other types) and the attribute binning."""
-
-    types: tuple[str, ...]
-    binning: Binning = field(default_factory=Binning)
-
-    def codes(self, type_values) -> np.ndarray:
-        index = {t: i for i, t in enumerate(self.types)}
-        return np.fromiter((index.get(t, -1) for t in type_values), dtype=np.int64, count=len(type_values))
-
-    def encode(self, events: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-        """``(type codes, raw attribute matrix)`` of event dicts."""
-        return self.codes([e.get("type") for e in events]), attribute_matrix(events, self.binning.names)
-
-    def encode_frame(self, pdf, type_col: str = "type") -> tuple[np.ndarray, np.ndarray]:
-        """The same from a pandas frame (missing attribute columns read as NaN)."""
-        codes = self.codes(pdf[type_col].tolist())
-        values = np.full((len(pdf), len(self.binning.names)), np.nan)
-        for j, name in enumerate(self.binning.names):
-            if name in pdf.columns:
-                values[:, j] = np.asarray(pdf[name].to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
-        return codes, values
-
-
-class Shedder:
-    """Base of all shedders: a utility per event, a training utility distribution, a threshold per ρ."""
-
-    name = "shedder"
-
-    def __init__(self, coder: EventCoder, exact: bool = True):
-        self.coder = coder
-        self.exact = exact
-        self._thresholds: dict[float, Threshold] = {}
-        self.refit: Refit | None = None  # set by fit_gspice: how to retrain this model on drift
-
-    def reset(self) -> None:
-        """Forget the predecessor pane (a new, unrelated stream follows)."""
-
-    def utilities(self, codes: np.ndarray, values: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def distribution(self) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def threshold(self, rho: float) -> Threshold:
-        rho = round(float(rho), 4)
-        th = self._thresholds.get(rho)
-        if th is None:
-            u, o = self.distribution()
-            th = self._thresholds[rho] = utility_threshold(u, o, rho, exact=self.exact)
-        return th
-
-    def decide(self, codes: np.ndarray, values: np.ndarray, rho: float, seed: int | None = None,
-               rng: np.random.Generator | None = None) -> np.ndarray:
-        """Algorithm 1: the boolean drop mask of a batch for drop ratio ``rho`` (no drop when ``rho <= 0``; the
-        pane still advances so that later batches see the right predecessors)."""
-        u = self.utilities(codes, values)
-        if rho <= 0:
-            return np.zeros(len(codes), dtype=bool)
-        rng = rng if rng is not None else np.random.default_rng(seed)
-        return self.threshold(rho).drops(u, rng.random(len(codes)))
 
 
 class GSpiceH(Shedder):
@@ -152,21 +77,6 @@ class GSpiceH(Shedder):
         return out
 
 
-@dataclass
-class Training:
-    """What a gSPICE model is trained from: features and contributions of a processed stream."""
-
-    codes: np.ndarray
-    freq: np.ndarray
-    bins: np.ndarray
-    m: np.ndarray
-    agg: dict
-
-    @property
-    def matches(self) -> float:
-        return float(self.m.sum())
-
-
 def observe(queries: Sequence[tuple[MatchSpec, float]], events: list[dict], coder: EventCoder,
             pane_length: int) -> Training:
     """Statistics of a processed stream: pane frequencies, binned attributes, contributions, aggregation."""
@@ -198,8 +108,6 @@ def fit_gspice(queries: Sequence[tuple[MatchSpec, float]], events: list[dict], *
         o = np.array([o for _, o in tr.agg.values()], dtype=float)
         shedder: Shedder = GSpiceH(coder, table, (u, o), exact)
     else:
-        from sparkcep.runtime_udfs.shedding.models import GSpiceM
-
         shedder = GSpiceM.fit(coder, tr, pane_length, kind=kind, exact=exact, seed=seed, **model_options)
     counts = np.bincount(tr.codes, minlength=len(types)).astype(float)
     shedder.refit = Refit(tuple(queries), {"pane_length": pane_length, "attributes": tuple(attributes),
