@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sparkcep.compiler.analysis import ResolvedQuery, analyze
 from sparkcep.compiler.codegen.explain import explain_plan
@@ -22,6 +22,7 @@ from sparkcep.compiler.codegen.job import job_source
 from sparkcep.compiler.codegen.sql import filter_sql
 from sparkcep.compiler.optimizer import optimize
 from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
+from sparkcep.compiler.plan.bind import bind
 from sparkcep.compiler.plan.builder import build_plan
 from sparkcep.compiler.plan.nodes import Node, operator_spec
 from sparkcep.grammar import parse_query, parse_workload
@@ -29,6 +30,7 @@ from sparkcep.grammar.parser import without_bom
 from sparkcep.ir.ast import Query
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.limits import deeply
+from sparkcep.ir.needs import attribute_needs
 from sparkcep.ir.printer import format_query
 from sparkcep.runtime_udfs.describe import describe
 from sparkcep.spark.io import check_attributes, ts_kind_of
@@ -81,26 +83,44 @@ class CompiledQuery:
     #: may produce before the run stops with a message naming collapsed output and trend aggregates; None: sized
     #: to the executor's memory (:func:`sparkcep.runtime_udfs.match.budget.default_max_matches`); 0: no limit
     match_budget: int | None = None
+    #: the optimized plan per ts kind, made on first use (see :meth:`plan`)
+    _plans: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     @property
     def name(self) -> str | None:
         return self.query.name
 
+    def _ts_kind(self, schema) -> str | None:
+        return ts_kind_of(schema, self.ts_col) or self.ts_kind or ("numeric" if self.ts_unit else None)
+
     @deeply
     def resolved(self, schema=None) -> ResolvedQuery:
         """The checked query against ``schema``'s ts kind, else the declared one (a ``ts_unit`` means numeric
-        ts)."""
-        ts_kind = ts_kind_of(schema, self.ts_col) or self.ts_kind or ("numeric" if self.ts_unit else None)
+        ts), and against its column types where given (an attribute used as a condition must be BOOLEAN)."""
         types = {f.name: f.dataType.typeName() for f in schema.fields} if schema is not None else None
-        return analyze(self.query, self.source, ts_kind=ts_kind, ts_unit=self.ts_unit, attr_types=types)
+        return analyze(self.query, self.source, ts_kind=self._ts_kind(schema), ts_unit=self.ts_unit,
+                       attr_types=types)
+
+    def _planned(self, ts_kind: str | None) -> Node:
+        """The optimized plan for a ts kind, compiled once (the query and options are frozen): analysis,
+        plan building and the optimizer run here only."""
+        plan = self._plans.get(ts_kind)
+        if plan is None:
+            r = analyze(self.query, self.source, ts_kind=ts_kind, ts_unit=self.ts_unit)
+            plan = optimize(build_plan(r, type_col=self.type_col, ts_col=self.ts_col))
+            plan = _collapsed(plan) if self.collapsed else plan
+            self._plans[ts_kind] = plan
+        return plan
 
     @deeply
     def plan(self, schema=None) -> Node:
-        """The optimized logical plan (bound to ``schema`` if given: ts kind, default output columns)."""
-        r = self.resolved(schema)
-        attributes = tuple(schema.fieldNames()) if schema is not None else None
-        plan = optimize(build_plan(r, type_col=self.type_col, ts_col=self.ts_col, attributes=attributes))
-        return _collapsed(plan) if self.collapsed else plan
+        """The optimized logical plan (bound to ``schema`` if given: ts kind, default output columns).  The
+        optimizer runs once per ts kind; a schema is bound to that plan (:func:`~sparkcep.compiler.plan.bind.bind`)."""
+        plan = self._planned(self._ts_kind(schema))
+        if schema is None:
+            return plan
+        self.resolved(schema)  # the checks that need the input's column types (analysis only, no planning)
+        return bind(plan, tuple(schema.fieldNames()))
 
     @deeply
     def spec(self, schema=None):
@@ -504,3 +524,17 @@ def compile_shared_workload(text: str, *, stats=None, sample=None, budget: float
         rates, source = rates_from_sample(sample, window), "a sample of the input"
     plan = optimize_workload(sharing, rates, rates_source=source, budget=budget, resolve=resolve)
     return CompiledWorkload(tuple(queries), plan)
+
+
+def input_columns(compiled) -> tuple[list[str] | None, dict[str, str]]:
+    """``(attributes, needs)`` of compiled queries (:class:`sparkcep.CompiledQuery`): the attributes their plans
+    read (None: every column, for a match query without RETURN, whose results show them all) and
+    :func:`sparkcep.ir.needs.attribute_needs`."""
+    attributes: list[str] | None = []
+    for q in compiled:
+        plan = q.plan()
+        if q.query.returns is None and q.resolved().mode == "match":
+            attributes = None
+        if attributes is not None:
+            attributes += [a for a in referenced_attributes(plan) if a not in attributes]
+    return attributes, attribute_needs([q.query for q in compiled])

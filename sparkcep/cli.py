@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sparkcep.api import CompiledQuery, compile_workload, report_shedding
+from sparkcep.api import CompiledQuery, compile_workload, input_columns, report_shedding
 from sparkcep.ir.ast import UNITS_MS
 from sparkcep.ir.errors import CEPError
 from sparkcep.spark.io import FORMATS, read_events
@@ -313,7 +313,7 @@ def cmd_run(args) -> int:
     from sparkcep.spark.progress import follow
     from sparkcep.spark.session import local_session
     from sparkcep.spark.sinks import counted, routed, start
-    from sparkcep.spark.validate import query_columns, read_validated
+    from sparkcep.spark.validate import read_validated
 
     options = {"type_col": args.type_col, "ts_col": args.ts_col, "ts_unit": args.ts_unit, "lateness": args.lateness,
                "match_budget": args.max_matches}
@@ -332,7 +332,7 @@ def cmd_run(args) -> int:
         spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
     # only the columns the queries read, each with the type they need; malformed records, no type or ts,
     # values of the wrong type: dead letters (docs/operations.md)
-    attributes, needs = query_columns(workload.queries if q is None else [q])
+    attributes, needs = input_columns(workload.queries if q is None else [q])
     df, rejected = read_validated(spark, args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
                                   known_types=args.known_types, attributes=attributes, needs=needs)

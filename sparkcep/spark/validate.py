@@ -10,9 +10,9 @@ job or change how the others are read:
   it or any other attribute the query does not read is never looked at;
 * **each column is parsed as text first, then cast** (``try_cast``, Spark SQL's cast rules) to the type the
   query needs (``needs``: numeric where it computes or compares in order, text where it compares with a
-  string; :func:`attribute_needs`), else to the type Spark infers for that column from the files there when
-  the job starts.  A value that does not cast is a dead letter of its own record: ``{"x": "oops"}`` never
-  makes ``x`` a string column for every record;
+  string; :func:`sparkcep.ir.needs.attribute_needs`), else to the type Spark infers for that column from the
+  files there when the job starts.  A value that does not cast is a dead letter of its own record:
+  ``{"x": "oops"}`` never makes ``x`` a string column for every record;
 * ``schema`` (a DDL string, CLI ``--schema``) overrides the types: the columns it lists are read with its
   types, the same way.
 
@@ -56,88 +56,23 @@ import os
 import re
 from collections.abc import Collection, Mapping
 
-from sparkcep.ir.ast import Attr, BinOp, EquivItem, Func, Literal, Unary, walk
 from sparkcep.ir.errors import CEPError
+from sparkcep.ir.needs import NUMERIC, TEXT
 from sparkcep.spark.io import check_input, input_schema, reader_options
 
 #: The columns of a rejected record (dead letters, late events).
 REASON, RECORD = "reason", "record"
 #: Spark's column for the raw text of a record it could not parse (PERMISSIVE mode).
 CORRUPT = "_corrupt_record"
-#: What a query needs of an attribute (:func:`attribute_needs`).
-NUMERIC, TEXT = "numeric", "string"
 #: Streaming, numeric ts: the largest |ts| whose event-time column (1 ts unit = 1 ms, shifted by
 #: ``EVENT_TIME_OFFSET``, in microseconds) fits in 64 bits.
 STREAM_TS_LIMIT = (2**63 - 1) // 1000 - 10**12
 #: Streaming, timestamp ts: PySpark hands timestamps to pandas as datetime64[ns], which holds these years.
 STREAM_TIME_RANGE = ("1678-01-01 00:00:00", "2261-12-31 23:59:59")
 
-_ORDER = {"<", "<=", ">", ">="}
-_ARITH = {"+", "-", "*", "/", "%"}
-
-
 def quoted(name: str) -> str:
     """``name`` as a Spark column reference: backquoted, backquotes doubled (dots, quotes, spaces are kept)."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def attribute_needs(queries) -> dict[str, str]:
-    """What the queries (AST :class:`~sparkcep.ir.ast.Query`) need of each attribute they read:
-    :data:`NUMERIC` where an attribute is an operand of arithmetic, of an order comparison (``<``, ...) with
-    anything but a string, of a comparison with a number, or of ``sum``/``avg``; :data:`TEXT` where it is
-    compared with a string; absent where the query does not constrain it (equality between attributes, keys,
-    RETURN items).  Numeric wins over text (a query cannot need both of one attribute meaningfully)."""
-    needs: dict[str, str] = {}
-
-    def mark(node, need: str) -> None:
-        if isinstance(node, Attr) and (need == NUMERIC or needs.get(node.attr) != NUMERIC):
-            needs[node.attr] = need
-
-    def is_string(node) -> bool:
-        return isinstance(node, Literal) and isinstance(node.value, str)
-
-    def is_number(node) -> bool:
-        return isinstance(node, Literal) and isinstance(node.value, int | float) and not isinstance(node.value, bool)
-
-    for q in queries:
-        roots = [q.where, *(r.expr for r in (q.returns or ()))]
-        for root in roots:
-            if root is None:
-                continue
-            for n in walk(root):
-                if isinstance(n, BinOp) and n.op in _ARITH:
-                    mark(n.left, NUMERIC)
-                    mark(n.right, NUMERIC)
-                elif isinstance(n, BinOp) and n.op in (_ORDER | {"=", "!=", "<>"}):
-                    for side, other in ((n.left, n.right), (n.right, n.left)):
-                        if is_string(other):
-                            mark(side, TEXT)
-                        elif n.op in _ORDER or is_number(other) or isinstance(other, BinOp | Unary | Func):
-                            mark(side, NUMERIC)
-                elif isinstance(n, Unary) and n.op == "-":
-                    mark(n.operand, NUMERIC)
-                elif isinstance(n, Func) and n.name in ("sum", "avg"):
-                    for a in n.args:
-                        mark(a, NUMERIC)
-                elif isinstance(n, EquivItem) and n.value is not None:
-                    needs.setdefault(n.attr, TEXT if isinstance(n.value.value, str) else NUMERIC)
-    return needs
-
-
-def query_columns(compiled) -> tuple[list[str] | None, dict[str, str]]:
-    """``(attributes, needs)`` of compiled queries (:class:`sparkcep.CompiledQuery`): the attributes their plans
-    read (None: every column, for a match query without RETURN, whose results show them all) and
-    :func:`attribute_needs`."""
-    from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
-
-    attributes: list[str] | None = []
-    for q in compiled:
-        plan = q.plan()
-        if q.query.returns is None and q.resolved().mode == "match":
-            attributes = None
-        if attributes is not None:
-            attributes += [a for a in referenced_attributes(plan) if a not in attributes]
-    return attributes, attribute_needs([q.query for q in compiled])
 
 
 def read_validated(spark, path: str, fmt: str, type_col: str, ts_col: str, *, stream: bool = False,
@@ -147,7 +82,7 @@ def read_validated(spark, path: str, fmt: str, type_col: str, ts_col: str, *, st
     """``(events, rejected)`` from ``path`` (see the module docstring).  ``schema`` is a DDL string;
     ``files_per_trigger`` makes a stream take that many files per micro-batch; ``known_types`` declares the
     stream's event types (others become dead letters); ``attributes``: the columns the query reads besides
-    type and ts (None: every column there is); ``needs``: :func:`attribute_needs`."""
+    type and ts (None: every column there is); ``needs``: :func:`sparkcep.ir.needs.attribute_needs`."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     check_input(path, stream)
