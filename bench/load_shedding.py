@@ -16,7 +16,7 @@ that rate, the shedder decides per event with the current ρ, the kept events ar
 engine chunk by chunk, and a single-server queue in virtual time advances by the *measured* CPU time of each
 chunk (shedding overhead included; CPU time of this process, so that other jobs on the machine do not
 distort the queue).  The latency of a chunk is its finish time minus its first arrival; the
-controller (:class:`~sparkcep.shedding.controller.DampedController`, safety bound 80 %, its margin seeded
+controller (:class:`~sparkcep.runtime_udfs.shedding.controller.DampedController`, safety bound 80 %, its margin seeded
 with interval costs of the training stretch; ``--controller fluid``: the per-interval ``LatencyController``)
 sets ρ after every chunk from the arrived and kept counts and the measured work.  False negatives / positives
 are counted against the unshed results of the same stretch, each complex event identified by the ids of its
@@ -43,11 +43,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sparkcep  # noqa: E402
-from sparkcep.runtime_udfs import match_engine  # noqa: E402
-from sparkcep.shedding.baselines import RandomShedder, TypeShedder  # noqa: E402
-from sparkcep.shedding.controller import DampedController, LatencyController  # noqa: E402
-from sparkcep.shedding.observations import SID, traced_spec  # noqa: E402
-from sparkcep.shedding.shedder import fit_gspice, pattern_types  # noqa: E402
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.shedding.baselines import RandomShedder, TypeShedder
+from sparkcep.runtime_udfs.shedding.controller import DampedController, LatencyController
+from sparkcep.runtime_udfs.shedding.observations import SID, traced_spec
+from sparkcep.runtime_udfs.shedding.shedder import fit_gspice, pattern_types
 
 #: Table III: mean inter-arrival time (seconds) per type.
 DATASETS = {
@@ -238,7 +238,7 @@ def bench_query(name: str, dataset: str, rates, bound: float, train_s: float, te
 def bench_drift(rate: float, bound: float, train_s: float, pane: int, seed: int, controller: str = "damped") -> None:
     """Q1 trained on DS1; the test stream turns from DS1 to DS3 halfway: static gSPICE-H against gSPICE-H
     retrained on drift (type distribution moved by more than 0.15 in total variation)."""
-    from sparkcep.shedding.shedder import Retraining
+    from sparkcep.runtime_udfs.shedding.shedder import Retraining
 
     spec = sparkcep.compile(QUERIES["Q1"], ts_unit="ms").spec()
     traced = traced_spec(spec)

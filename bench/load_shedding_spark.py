@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_shedding import QUERIES, generate  # noqa: E402
 
 import sparkcep  # noqa: E402
-from sparkcep.session import local_session  # noqa: E402
+from sparkcep.spark.session import local_session
 
 SCHEMA = "type STRING, ts LONG, v1 LONG"
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pattern_matching import timed  # noqa: E402  (median CPU seconds and the result)
 
 import sparkcep  # noqa: E402
-from sparkcep.runtime_udfs.match_engine import MatchState, advance, init_state, step  # noqa: E402
+from sparkcep.runtime_udfs.match.engine import MatchState, advance, init_state, step
 
 SHAPES = {
     "middle": "PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x >= b[i-1].x WITHIN {w} RETURN a.ts, c.ts, max(b[].x)",

@@ -1,8 +1,8 @@
-"""Columnar sequence construction (``runtime_udfs.match_columnar``) vs the per-key engine, at engine level (no
+"""Columnar sequence construction (``runtime_udfs.match.columnar``) vs the per-key engine, at engine level (no
 Spark), on the rows the batch path hands the construction: SASE §5's stream (``bench/pattern_matching.py``
 ``sase_stream``: 20 types, ``attr1`` uniform over V1 values, ``ts`` a counter), the rows of the query's types
 (what the Spark SQL filter of ``SEQ(E1 e1, ..., EL eL) WHERE [attr1] WITHIN W`` lets through), then the rows the
-prefilter (``runtime_udfs.match_prefilter``) keeps.  On those same kept rows, per (V1, W, L), CPU ms of this
+prefilter (``runtime_udfs.match.prefilter``) keeps.  On those same kept rows, per (V1, W, L), CPU ms of this
 process (median of ``--repeat``):
 
 * ``engine``: the baseline, as the batch adapter runs it: columns to Python lists, one event dict per row,
@@ -47,9 +47,9 @@ from match_prefilter import engine_on, filtered_columns  # noqa: E402
 from pattern_matching import Table, sase_query, sase_stream, timed  # noqa: E402
 
 import sparkcep  # noqa: E402
-from sparkcep.runtime_udfs.match_columnar import columnar, output_table  # noqa: E402
-from sparkcep.runtime_udfs.match_prefilter import prefilter  # noqa: E402
-from sparkcep.runtime_udfs.spec import with_default_outputs  # noqa: E402
+from sparkcep.ir.spec import with_default_outputs
+from sparkcep.runtime_udfs.match.columnar import columnar, output_table
+from sparkcep.runtime_udfs.match.prefilter import prefilter
 
 
 def estimate(n: int, domain: int, window: int, length: int) -> float:
@@ -96,7 +96,8 @@ def small(sizes: list[int], calls: int, repeat: int) -> Table:
     loop, on small partitions."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from sparkcep.runtime_udfs.spark_adapters import MASK, MatchOperator
+    from sparkcep.spark.operator import MatchOperator
+    from sparkcep.spark.schema import MASK
 
     schema = StructType([StructField("type", StringType()), StructField("ts", LongType()),
                          StructField("attr1", LongType())])

@@ -18,8 +18,8 @@ import statistics
 import time
 
 import sparkcep
-from sparkcep.runtime_udfs import match_engine
-from sparkcep.runtime_udfs.expr import compile_expr, holds
+from sparkcep.runtime_udfs.expr.scalar import compile_expr, holds
+from sparkcep.runtime_udfs.match import engine as match_engine
 
 QUERY = "PATTERN SEQ(A a, B b, C c) WHERE a.x < b.x AND b.x < c.x WITHIN {window} RETURN a.ts, b.ts, c.ts"
 

@@ -20,8 +20,8 @@ import statistics
 import time
 
 import sparkcep
-from sparkcep.runtime_udfs import match_engine
-from sparkcep.runtime_udfs.spec import with_default_outputs
+from sparkcep.ir.spec import with_default_outputs
+from sparkcep.runtime_udfs.match import engine as match_engine
 
 BASELINE = "SEQ(A a, B b, C c, E e)"
 PATTERNS = [

@@ -1,4 +1,4 @@
-"""The sequence-scan prefilter (``runtime_udfs.match_prefilter``) at engine level, no Spark.
+"""The sequence-scan prefilter (``runtime_udfs.match.prefilter``) at engine level, no Spark.
 
 SASE §5's stream (``bench/pattern_matching.py`` ``sase_stream``: 20 types, ``attr1`` uniform over V1 values,
 ``ts`` a counter), of which the Spark SQL filter of ``SEQ(E1 e1, E2 e2, E3 e3) WHERE [attr1] WITHIN W`` lets
@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pattern_matching import Table, sase_query, sase_stream, timed  # noqa: E402
 
 import sparkcep  # noqa: E402
-from sparkcep.runtime_udfs import match_engine  # noqa: E402
-from sparkcep.runtime_udfs.match_prefilter import prefilter  # noqa: E402
-from sparkcep.runtime_udfs.spark_adapters import split_by  # noqa: E402
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match.prefilter import prefilter
+from sparkcep.spark.arrow import split_by
 
 QUERY_TYPES = ("E1", "E2", "E3")
 

@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import match_engine as match_engine_bench  # noqa: E402  (bench/match_engine.py: the stream and the feed loop)
 
 import sparkcep  # noqa: E402
-from sparkcep.runtime_udfs import match_engine, match_negation  # noqa: E402
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match import negation as match_negation
 
 FAST_PATH_QUERIES = [
     "PATTERN SEQ(A a, !(SEQ(B b, !(D z), C c)), E e) WHERE c.x > b.x WITHIN 12 RETURN a.ts, e.ts",

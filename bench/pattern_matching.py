@@ -47,10 +47,10 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 import sparkcep
-from sparkcep.runtime_udfs import match_engine
-from sparkcep.runtime_udfs.expr import compile_expr
-from sparkcep.runtime_udfs.match_compile import Conjunct
-from sparkcep.runtime_udfs.spec import MatchSpec
+from sparkcep.ir.spec import MatchSpec
+from sparkcep.runtime_udfs.expr.scalar import compile_expr
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match.conjuncts import Conjunct
 
 # ----------------------------------------------------------------------------------------------- harness
 
@@ -295,7 +295,7 @@ def _spark_session():
     import os
     from pathlib import Path
 
-    from sparkcep.session import local_session
+    from sparkcep.spark.session import local_session
 
     root = str(Path(__file__).resolve().parent.parent)  # the Python workers import sparkcep too
     os.environ["PYTHONPATH"] = os.pathsep.join([root, *filter(None, os.environ.get("PYTHONPATH", "").split(
@@ -329,7 +329,7 @@ def section_spark(args) -> Table:
     import tempfile
     from pathlib import Path
 
-    from sparkcep.io import read_events
+    from sparkcep.spark.io import read_events
 
     table = Table("SASE §5 on Spark: SEQ(E1..EL) WHERE [attr1] WITHIN W, 20 types: sparkcep vs a Spark SQL self-join",
                   ["V1", "W", "L", "matches", "matches/event", "sparkcep ev/s", "self-join ev/s",

@@ -7,7 +7,7 @@ vehicles, each driving base routes one street per ts unit (a random route after 
 events in all.  Rates for the benefit model: measured on the first quarter of the stream, per vehicle.
 
 Execution (pure engine, one engine state per vehicle, as ``groupBy(vehicle)`` gives them; micro-batches of
-one slide, the watermark following): the *same* shared executor (:mod:`sparkcep.runtime_udfs.shared_engine`)
+one slide, the watermark following): the *same* shared executor (:mod:`sparkcep.runtime_udfs.shared.engine`)
 run with the chosen sharing plan and with the Non-Shared layout (every query its own segment: A-Seq, the
 baseline of Sharon §8), in the same process, alternating, median of ``--repeat`` runs.  Figures: throughput
 (events/s), mean latency (wall time from a micro-batch's arrival to its rows), speed-up; the results of both
@@ -21,7 +21,7 @@ Optimizers (``--optimizer-queries``, default 4..120 queries): the time to build 
 that graph the Sharon plan finder (reduction + branch and bound over components, GWMIN after ``--budget``
 seconds), the baseline it replaced in the same process (reduction + the level-wise walk of every valid plan,
 Algorithms 3-4, same budget) with the time ratio, greedy GWMIN, and exhaustive search
-(:func:`sparkcep.oracle_sharon.optimal_plan`, every subset; run only while the graph has at most
+(:func:`sparkcep.oracles.sharon.optimal_plan`, every subset; run only while the graph has at most
 ``--exhaustive-max`` vertices): time and plan score.
 
     python bench/sharing.py [--queries 20,40,80,120] [--events 8000] [--repeat 3] [--alone] [--spark]
@@ -42,14 +42,15 @@ import time
 from dataclasses import replace
 
 import sparkcep
-from sparkcep import oracle_sharon
 from sparkcep.api import CompiledWorkload
 from sparkcep.compiler.optimizer.sharing import RULES, optimize_workload
 from sparkcep.compiler.optimizer.sharing.graph import sharon_graph
 from sparkcep.compiler.optimizer.sharing.plan_finder import enumeration_plan, gwmin_graph, search_plan
 from sparkcep.compiler.optimizer.sharing.rates import rates_from_sample
 from sparkcep.compiler.optimizer.sharing.scope import sharing_query
-from sparkcep.runtime_udfs import shared_engine, trend_engine
+from sparkcep.oracles import sharon as oracle_sharon
+from sparkcep.runtime_udfs.shared import engine as shared_engine
+from sparkcep.runtime_udfs.trend import engine as trend_engine
 
 STREETS = [f"St{i}" for i in range(40)]
 LENGTH = 10
@@ -275,8 +276,9 @@ def pandas_groups_apply(w: CompiledWorkload, df, share: bool):
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from sparkcep.runtime_udfs.spark_adapters import MatchOperator, unread_columns
-    from sparkcep.runtime_udfs.workload_spark import BRANCH, GROUP, load_workload
+    from sparkcep.spark.adapters import unread_columns
+    from sparkcep.spark.operator import MatchOperator
+    from sparkcep.spark.workload import BRANCH, GROUP, load_workload
 
     data, _ = w.job_plan(share, df.schema)
     [spec], alone = load_workload(data)
@@ -302,7 +304,7 @@ def spark_times(w: CompiledWorkload, events: list[dict], repeat: int) -> dict[tu
     """Seconds of ``repeat`` runs of the batch job, shared and non-shared, on the batch path (``arrow``) and on
     the former one (``pandas``, :func:`pandas_groups_apply`), alternating, after one warm-up run of each (whose
     rows are checked equal)."""
-    from sparkcep.session import local_session
+    from sparkcep.spark.session import local_session
 
     spark = local_session("local[2]", shuffle_partitions=2, app_name="bench-sharing")
     df = spark.createDataFrame(events, "type STRING, ts LONG, vehicle LONG").cache()

@@ -37,8 +37,8 @@ import time
 from pathlib import Path
 
 import sparkcep
-from sparkcep.io import read_events
-from sparkcep.session import DEFAULT_SHUFFLE_PARTITIONS, local_session
+from sparkcep.spark.io import read_events
+from sparkcep.spark.session import DEFAULT_SHUFFLE_PARTITIONS, local_session
 
 QUERY = """PATTERN SEQ(A a, B b, C c) WHERE [id] AND a.x < b.x AND b.x < c.x WITHIN 1000
 RETURN a.id AS id, a.ts AS a_ts, c.ts AS c_ts"""
@@ -88,8 +88,9 @@ def batch_paths(args) -> None:
 
     from sparkcep.api import _candidate_schema
     from sparkcep.compiler.codegen.sql import filter_sql
-    from sparkcep.runtime_udfs import match_engine
-    from sparkcep.runtime_udfs.spark_adapters import MatchOperator, batch_matches
+    from sparkcep.runtime_udfs.match import engine as match_engine
+    from sparkcep.spark.adapters import batch_matches
+    from sparkcep.spark.operator import MatchOperator
 
     spark = _spark_session()
     text = sase_query(args.length, args.window) + " RETURN e1.ts"

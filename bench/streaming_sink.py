@@ -25,11 +25,11 @@ from pathlib import Path
 from spark_paths import QUERY, write_events  # the same query and stream (bench/ is the script's path)
 
 import sparkcep
-from sparkcep.io import read_events
-from sparkcep.progress import follow
-from sparkcep.session import local_session
-from sparkcep.sinks import counted, routed, start
-from sparkcep.validate import read_validated
+from sparkcep.spark.io import read_events
+from sparkcep.spark.progress import follow
+from sparkcep.spark.session import local_session
+from sparkcep.spark.sinks import counted, routed, start
+from sparkcep.spark.validate import read_validated
 
 DDL = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
 

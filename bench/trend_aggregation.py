@@ -35,8 +35,8 @@ import time
 from collections.abc import Iterator
 
 import sparkcep
-from sparkcep.oracle import trend_aggregates
-from sparkcep.runtime_udfs import trend_engine
+from sparkcep.oracles.match import trend_aggregates
+from sparkcep.runtime_udfs.trend import engine as trend_engine
 
 COMPANIES = [f"C{i}" for i in range(10)]
 SECTORS = {c: f"S{i % 3}" for i, c in enumerate(COMPANIES)}

@@ -36,9 +36,9 @@ from pathlib import Path
 import pandas as pd
 
 import sparkcep
-from sparkcep.io import read_events
-from sparkcep.runtime_udfs import trend_engine
-from sparkcep.session import DEFAULT_SHUFFLE_PARTITIONS, local_session
+from sparkcep.runtime_udfs.trend import engine as trend_engine
+from sparkcep.spark.io import read_events
+from sparkcep.spark.session import DEFAULT_SHUFFLE_PARTITIONS, local_session
 
 COMPANIES = [f"C{i}" for i in range(10)]
 SECTORS = {c: f"S{i % 3}" for i, c in enumerate(COMPANIES)}

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 import sparkcep
-from sparkcep.io import read_events
-from sparkcep.session import local_session
+from sparkcep.spark.io import read_events
+from sparkcep.spark.session import local_session
 
 TEXT = "PATTERN SEQ(A a, !(B b)) WHERE [id] WITHIN 50 RETURN a.ts AS at, a.id AS id"
 SCHEMA = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
@@ -56,7 +56,8 @@ def former(q, df):
     from sparkcep.api import _view_of
     from sparkcep.compiler.codegen.sql import filter_sql
     from sparkcep.compiler.plan.nodes import operator_spec
-    from sparkcep.runtime_udfs.spark_adapters import EVENT_TIME, EVENT_TIME_OFFSET, apply_match
+    from sparkcep.spark.adapters import apply_match
+    from sparkcep.spark.schema import EVENT_TIME, EVENT_TIME_OFFSET
 
     schema = df.schema
     plan = q.plan(schema)

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from sparkcep.api import CompiledQuery, CompiledWorkload, compile, compile_shared_workload, compile_workload
-from sparkcep.compiler.errors import CEPError, CEPSemanticError, CEPSyntaxError
+from sparkcep.ir.errors import CEPError, CEPSemanticError, CEPSyntaxError
 
 __all__ = ["CEPError", "CEPSemanticError", "CEPSyntaxError", "CompiledQuery", "CompiledWorkload", "compile",
            "compile_shared_workload", "compile_workload"]

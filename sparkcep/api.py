@@ -14,22 +14,26 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sparkcep.compiler.analysis import ResolvedQuery, analyze
-from sparkcep.compiler.ast import Query
 from sparkcep.compiler.codegen.explain import explain_plan
 from sparkcep.compiler.codegen.job import job_source
 from sparkcep.compiler.codegen.sql import filter_sql
-from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.optimizer import optimize
 from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
+from sparkcep.compiler.plan.bind import bind
 from sparkcep.compiler.plan.builder import build_plan
 from sparkcep.compiler.plan.nodes import Node, operator_spec
-from sparkcep.compiler.printer import format_query
 from sparkcep.grammar import parse_query, parse_workload
-from sparkcep.io import check_attributes, ts_kind_of
-from sparkcep.validate import query_columns
+from sparkcep.grammar.parser import without_bom
+from sparkcep.ir.ast import Query
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.limits import deeply
+from sparkcep.ir.needs import attribute_needs
+from sparkcep.ir.printer import format_query
+from sparkcep.runtime_udfs.describe import describe
+from sparkcep.spark.io import check_attributes, ts_kind_of
 
 _view_ids = itertools.count()
 #: the temp view of each input DataFrame, made once (DataFrames are immutable): a view is a round trip to the JVM
@@ -77,30 +81,53 @@ class CompiledQuery:
     buckets: int | None = None
     #: the match budget (docs/operations.md): the matches, and partial matches, one partition of a match query
     #: may produce before the run stops with a message naming collapsed output and trend aggregates; None: sized
-    #: to the executor's memory (:func:`sparkcep.runtime_udfs.match_budget.default_max_matches`); 0: no limit
+    #: to the executor's memory (:func:`sparkcep.runtime_udfs.match.budget.default_max_matches`); 0: no limit
     match_budget: int | None = None
+    #: the optimized plan per ts kind, made on first use (see :meth:`plan`)
+    _plans: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     @property
     def name(self) -> str | None:
         return self.query.name
 
+    def _ts_kind(self, schema) -> str | None:
+        return ts_kind_of(schema, self.ts_col) or self.ts_kind or ("numeric" if self.ts_unit else None)
+
+    @deeply
     def resolved(self, schema=None) -> ResolvedQuery:
         """The checked query against ``schema``'s ts kind, else the declared one (a ``ts_unit`` means numeric
-        ts)."""
-        ts_kind = ts_kind_of(schema, self.ts_col) or self.ts_kind or ("numeric" if self.ts_unit else None)
-        return analyze(self.query, self.source, ts_kind=ts_kind, ts_unit=self.ts_unit)
+        ts), and against its column types where given (an attribute used as a condition must be BOOLEAN)."""
+        types = {f.name: f.dataType.typeName() for f in schema.fields} if schema is not None else None
+        return analyze(self.query, self.source, ts_kind=self._ts_kind(schema), ts_unit=self.ts_unit,
+                       attr_types=types)
 
+    def _planned(self, ts_kind: str | None) -> Node:
+        """The optimized plan for a ts kind, compiled once (the query and options are frozen): analysis,
+        plan building and the optimizer run here only."""
+        plan = self._plans.get(ts_kind)
+        if plan is None:
+            r = analyze(self.query, self.source, ts_kind=ts_kind, ts_unit=self.ts_unit)
+            plan = optimize(build_plan(r, type_col=self.type_col, ts_col=self.ts_col))
+            plan = _collapsed(plan) if self.collapsed else plan
+            self._plans[ts_kind] = plan
+        return plan
+
+    @deeply
     def plan(self, schema=None) -> Node:
-        """The optimized logical plan (bound to ``schema`` if given: ts kind, default output columns)."""
-        r = self.resolved(schema)
-        attributes = tuple(schema.fieldNames()) if schema is not None else None
-        plan = optimize(build_plan(r, type_col=self.type_col, ts_col=self.ts_col, attributes=attributes))
-        return _collapsed(plan) if self.collapsed else plan
+        """The optimized logical plan (bound to ``schema`` if given: ts kind, default output columns).  The
+        optimizer runs once per ts kind; a schema is bound to that plan (:func:`~sparkcep.compiler.plan.bind.bind`)."""
+        plan = self._planned(self._ts_kind(schema))
+        if schema is None:
+            return plan
+        self.resolved(schema)  # the checks that need the input's column types (analysis only, no planning)
+        return bind(plan, tuple(schema.fieldNames()))
 
+    @deeply
     def spec(self, schema=None):
         """The engine spec of the plan's sequence or trend operator (what the generated job bakes in)."""
         return operator_spec(self.plan(schema))
 
+    @deeply
     def explain(self, schema=None) -> str:
         r = self.resolved(schema)
         if r.ts_kind == "timestamp" or (r.ts_kind is None and self.query.within.unit is not None):
@@ -108,12 +135,14 @@ class CompiledQuery:
         else:
             unit = self.ts_unit or "ts units"
         head = f"-- {self.name or 'query'}: {r.mode} query, strategy {r.strategy}"
-        return head + "\n" + explain_plan(self.plan(schema), unit)
+        return head + "\n" + explain_plan(self.plan(schema), unit, describe)
 
+    @deeply
     def sql(self, schema=None, table: str = "events") -> str:
         """The Spark SQL filter (event types, local predicates, ``_mask``)."""
         return filter_sql(self.plan(schema), table, schema.fieldNames() if schema is not None else None)
 
+    @deeply
     def job_source(self, schema=None) -> str:
         """A standalone PySpark job running this query from files (see ``sparkcep compile``)."""
         r = self.resolved(schema)
@@ -121,7 +150,7 @@ class CompiledQuery:
         ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")
         plan = self.plan(schema)
         shedding = (self.shedding_latency, self.shedding_model) if self.shedding_latency else None
-        read_columns, needs = query_columns([self])
+        read_columns, needs = input_columns([self])
         return job_source(plan, query_text=format_query(self.query), explain=self.explain(schema),
                           ts_kind=ts_kind, name=self.name, shedding=shedding, read_columns=read_columns, needs=needs)
 
@@ -129,16 +158,17 @@ class CompiledQuery:
         """Run on a batch or streaming DataFrame with the type and ts columns and the attributes.
 
         ``side_channel`` (streaming): late events come out as rows of ``_kind`` "late" instead of being
-        dropped, and the relevant events are counted (for :mod:`sparkcep.sinks`, see docs/operations.md).
+        dropped, and the relevant events are counted (for :mod:`sparkcep.spark.sinks`, see docs/operations.md).
 
-        Batch: :func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches` (repartition by key, ``mapInArrow``).
+        Batch: :func:`~sparkcep.spark.adapters.batch_matches` (repartition by key, ``mapInArrow``).
         Streaming: an event-time watermark on every event of ``df``, before the query's filter, so that any
         event moves event time (allowed lateness ``self.lateness``; on a timestamp copy of ``ts``, where 1 unit
-        of numeric ts is 1 ms; see :func:`~sparkcep.runtime_udfs.spark_adapters.watermarked`), and
+        of numeric ts is 1 ms; see :func:`~sparkcep.spark.adapters.watermarked`), and
         ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
         with a checkpoint.
         """
-        from sparkcep.runtime_udfs.spark_adapters import apply_match, engine_of, watermarked, with_event_time
+        from sparkcep.spark.adapters import apply_match, watermarked, with_event_time
+        from sparkcep.spark.operator import engine_of
 
         # every df.schema / df.isStreaming is a round trip to the JVM (and a schema a JSON parse): read once
         schema = df.schema
@@ -158,7 +188,7 @@ class CompiledQuery:
             candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
         candidates = with_event_time(candidates, events, self.ts_col, keep_late=side_channel, ts_unit=self.ts_unit)
         if side_channel:
-            from sparkcep.sinks import counted
+            from sparkcep.spark.sinks import counted
 
             candidates = counted(candidates, "events_relevant")
         result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
@@ -169,7 +199,7 @@ class CompiledQuery:
 
     def _budget_option(self, spec) -> dict:
         """``{"max_matches": n}`` for a match query with a budget given (``match_budget``), else nothing."""
-        from sparkcep.runtime_udfs.spec import MatchSpec
+        from sparkcep.ir.spec import MatchSpec
 
         if self.match_budget is None or not isinstance(spec, MatchSpec):
             return {}
@@ -178,7 +208,7 @@ class CompiledQuery:
         return {"max_matches": self.match_budget}
 
     def _shed(self, candidates, spec, plan, training):
-        """The gSPICE shedding stage before the shuffle (see :mod:`sparkcep.shedding.spark`)."""
+        """The gSPICE shedding stage before the shuffle (see :mod:`sparkcep.spark.shedding`)."""
         return shedding_stage(candidates, spec, referenced_attributes(plan), training, bound=self.shedding_latency,
                               model=self.shedding_model, type_col=self.type_col, ts_col=self.ts_col,
                               dropped_output=self.dropped_output)
@@ -186,12 +216,12 @@ class CompiledQuery:
 
 def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type_col: str,
                    buckets: int | None, **options):
-    """A batch run: :func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches` (repartition by key,
+    """A batch run: :func:`~sparkcep.spark.adapters.batch_matches` (repartition by key,
     ``mapInArrow``) over the Spark SQL filter, with Spark's fixed cost per job cut: the filter and the column
     pruning are one SQL query, and the operator's input schema is derived here instead of asked from the JVM.
     ``buckets``, if set, is the number of partitions; ``options`` (``max_matches``) go to the operator."""
     from sparkcep.compiler.codegen.sql import CONTIGUITY
-    from sparkcep.runtime_udfs.spark_adapters import batch_matches
+    from sparkcep.spark.adapters import batch_matches
 
     arrival = getattr(spec, "strategy", None) in CONTIGUITY
     drop, candidate_schema = _candidate_schema(plan, spec, schema, ts_col, type_col)
@@ -204,13 +234,13 @@ def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type
 def _candidate_schema(plan: Node, spec, schema, ts_col: str, type_col: str):
     """``(dropped columns, schema)`` of the batch filter's output over an input of
     ``schema``, derived without the JVM: the input's columns as they are, minus those the engine never reads
-    (:func:`~sparkcep.runtime_udfs.spark_adapters.unread_columns`), ``_mask`` an INT (a sum of INT CASEs) and,
+    (:func:`~sparkcep.spark.adapters.unread_columns`), ``_mask`` an INT (a sum of INT CASEs) and,
     under a contiguity strategy, ``_arrival`` a BIGINT."""
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
     from sparkcep.compiler.codegen.sql import ARRIVAL, CONTIGUITY, filter_columns
     from sparkcep.compiler.plan.builder import MASK
-    from sparkcep.runtime_udfs.spark_adapters import unread_columns
+    from sparkcep.spark.adapters import unread_columns
 
     arrival = getattr(spec, "strategy", None) in CONTIGUITY
     columns = [*filter_columns(plan, schema.fieldNames()), MASK, *([ARRIVAL] if arrival else [])]
@@ -222,14 +252,14 @@ def _candidate_schema(plan: Node, spec, schema, ts_col: str, type_col: str):
 
 def shedding_stage(candidates, spec, attributes, training, *, bound: float, model: str = "hash",
                    type_col: str = "type", ts_col: str = "ts", dropped_output: str | None = None):
-    """``(kept candidates, Shedding handle)``: the gSPICE stage (:func:`sparkcep.shedding.spark.install`) on
+    """``(kept candidates, Shedding handle)``: the gSPICE stage (:func:`sparkcep.spark.shedding.install`) on
     the filtered events before the shuffle, its utility model (``hash``, ``tree`` or ``forest``) learnt from
     ``training`` (a batch DataFrame, pandas DataFrame or event dicts) over the numeric ``attributes`` the query
     reads.  Used by :meth:`CompiledQuery.apply` and by generated jobs with shedding."""
     from pyspark.sql.types import NumericType
 
-    from sparkcep.shedding.shedder import fit_gspice
-    from sparkcep.shedding.spark import install, training_events
+    from sparkcep.runtime_udfs.shedding.shedder import fit_gspice
+    from sparkcep.spark.shedding import install, training_events
 
     if training is None:
         raise CEPError("load shedding learns event utilities from a sample of the input: pass "
@@ -266,14 +296,13 @@ def report_shedding(shedding, query) -> None:
 
 def _collapsed(plan: Node) -> Node:
     """SASE++'s collapsed output: one row per binding of the non-Kleene variables, each Kleene variable's
-    candidates as an array column (:func:`sparkcep.runtime_udfs.match_compile.collapsed_outputs`)."""
+    candidates as an array column (:func:`sparkcep.ir.spec.collapsed_outputs`)."""
     from dataclasses import replace
 
-    from sparkcep.compiler.errors import CEPError
     from sparkcep.compiler.optimizer._spec import with_spec
     from sparkcep.compiler.plan.nodes import Output, rebuild
-    from sparkcep.runtime_udfs.match_compile import collapsed_outputs
-    from sparkcep.runtime_udfs.spec import MatchSpec
+    from sparkcep.ir.errors import CEPError
+    from sparkcep.ir.spec import MatchSpec, collapsed_outputs
 
     spec = operator_spec(plan)
     if not isinstance(spec, MatchSpec):
@@ -285,27 +314,57 @@ def _collapsed(plan: Node) -> Node:
     return rebuild(plan, lambda n: replace(n, columns=spec.outputs) if isinstance(n, Output) else n)
 
 
+def check_runnable(q: CompiledQuery) -> ResolvedQuery:
+    """What ``sparkcep check`` promises: the query is checked, planned, and the engine that will run it accepts
+    its spec.  An engine's refusal (a feature it does not implement) becomes a positioned error here, at the
+    conjunct or RETURN item it names (else the whole query), instead of at explain, compile or run time."""
+    from sparkcep.ir.errors import CEPSemanticError
+    from sparkcep.ir.printer import format_expr
+    from sparkcep.ir.spec import TrendSpec
+    from sparkcep.runtime_udfs.match import engine as match_engine
+    from sparkcep.runtime_udfs.match.conjuncts import EngineUnsupportedError
+    from sparkcep.runtime_udfs.trend import engine as trend_engine
+
+    r = q.resolved()
+    try:
+        spec = q.spec()
+        (trend_engine if isinstance(spec, TrendSpec) else match_engine).check(spec)
+    except CEPError as err:
+        if err.span is not None:
+            raise CEPSemanticError(err.message, err.span, err.source or q.source) from None
+        nodes = [p.expr for p in r.predicates] + [i.expr for i in r.returns or ()]
+        span = next((n.span for n in nodes if n.span is not None and format_expr(n) in err.message),
+                    q.query.span)
+        kind = EngineUnsupportedError if isinstance(err, EngineUnsupportedError) else CEPSemanticError
+        raise kind(f"not supported: {err.message}", span, q.source) from None
+    return r
+
+
+@deeply
 def compile(text: str, **options) -> CompiledQuery:  # noqa: A001 - the package's verb
     """Parse and check one query. Options: ``type_col``, ``ts_col``, ``ts_unit``, ``ts_kind``, ``lateness``,
     ``shedding_latency`` (seconds), ``dropped_output``, ``shedding_model``, ``collapsed``, ``buckets``,
     ``match_budget`` (the matches one partition may produce; None: sized to memory, 0: no limit)."""
+    text = without_bom(text)
     workload = parse_workload(text)
     if workload.shedding_latency is not None and options.get("shedding_latency") is None:
         options["shedding_latency"] = workload.shedding_latency.in_ms() / 1000
     q = CompiledQuery(parse_query(text) if len(workload.queries) != 1 else workload.queries[0], text, **options)
-    q.resolved()  # check now: errors surface at compile time, with positions
+    check_runnable(q)  # check now: errors surface at compile time, with positions
     return q
 
 
+@deeply
 def compile_workload(text: str, **options) -> list[CompiledQuery]:
     """Parse and check every query of a workload file (queries separated by ``;``)."""
+    text = without_bom(text)
     out = []
     workload = parse_workload(text)
     if workload.shedding_latency is not None and options.get("shedding_latency") is None:
         options["shedding_latency"] = workload.shedding_latency.in_ms() / 1000
     for query in workload.queries:
         q = CompiledQuery(query, text, **options)
-        q.resolved()
+        check_runnable(q)
         out.append(q)
     return out
 
@@ -330,6 +389,7 @@ class CompiledWorkload:
     queries: tuple[CompiledQuery, ...]
     plan: object
 
+    @deeply
     def explain(self, format: str = "text") -> str:  # noqa: A002 - the CLI's option name
         """The sharing plan as text (candidates, conflicts, pruned, chosen plan, executor) or Graphviz DOT."""
         from sparkcep.compiler.optimizer.sharing.explain import dot_workload, explain_workload
@@ -340,6 +400,7 @@ class CompiledWorkload:
             raise CEPError(f"unknown explain format {format!r} (text or dot)")
         return explain_workload(self.plan)
 
+    @deeply
     def specs(self, share: bool = True) -> list:
         """The shared engine's specs, one per sharing context (``share=False``: the Non-Shared layout)."""
         from sparkcep.compiler.optimizer.sharing.layout import shared_specs
@@ -351,10 +412,11 @@ class CompiledWorkload:
         names = {q.name for q in self.plan.queries if q.reason is not None}
         return tuple(q for q in self.queries if q.name in names)
 
+    @deeply
     def job_source(self, name: str | None = None) -> str:
         """A standalone PySpark job running the whole workload from files (see ``sparkcep compile``): the
         sharing plan (shared operators and the queries that run alone) baked in as JSON, one result with a
-        ``query`` column (:mod:`sparkcep.runtime_udfs.workload_spark`)."""
+        ``query`` column (:mod:`sparkcep.spark.workload`)."""
         from sparkcep.compiler.codegen.job import workload_job_source
 
         first = self.queries[0]
@@ -372,18 +434,19 @@ class CompiledWorkload:
         explains = [q.explain() for q in self.alone()]
         explain = "\n\n".join([*explains, "-- sharing across the workload (Sharon)\n" + self.explain()])
         text = ";\n\n".join(format_query(q.query).strip() for q in self.queries)
-        read_columns, needs = query_columns(self.queries)
+        read_columns, needs = input_columns(self.queries)
         return workload_job_source(data, query_text=text, explain=explain, ts_kind=kinds.pop(),
                                    type_col=first.type_col, ts_col=first.ts_col, attributes=attributes, name=name,
                                    read_columns=read_columns, needs=needs, ts_unit=first.ts_unit)
 
+    @deeply
     def job_plan(self, share: bool = True, schema=None) -> tuple[dict, list[str]]:
         """``(plan data, attributes)``: the chosen plan as a workload job runs it
-        (:func:`sparkcep.runtime_udfs.workload_spark.workload_data`: the shared specs, and per query that runs
+        (:func:`sparkcep.spark.workload.workload_data`: the shared specs, and per query that runs
         alone its spec, Spark SQL filter over the view ``events`` and grouping), and the attributes it reads.
         ``share=False``: the Non-Shared layout; ``schema``: the alone queries' plans bound to the input's."""
         from sparkcep.compiler.codegen.job import operator_parts
-        from sparkcep.runtime_udfs.workload_spark import workload_data
+        from sparkcep.spark.workload import workload_data
 
         alone, attributes = [], {}
         for q in self.alone():
@@ -400,12 +463,12 @@ class CompiledWorkload:
 
     def apply(self, df, share: bool = True, side_channel: bool = False):
         """Run the workload on a batch or streaming DataFrame, as its generated job does
-        (:func:`~sparkcep.runtime_udfs.workload_spark.apply_workload`): one DataFrame with a ``query`` column
+        (:func:`~sparkcep.spark.workload.apply_workload`): one DataFrame with a ``query`` column
         and the columns of every query's RETURN (null where a query lacks one), from one stateful operator.
         ``share=False``: the Non-Shared layout (each query of the shared executor's scope on its own
         segments); ``side_channel`` (streaming): late events come out as rows of ``_kind`` "late" and the
-        relevant events are counted, as :meth:`CompiledQuery.apply` does (for :mod:`sparkcep.sinks`)."""
-        from sparkcep.runtime_udfs.workload_spark import apply_workload
+        relevant events are counted, as :meth:`CompiledQuery.apply` does (for :mod:`sparkcep.spark.sinks`)."""
+        from sparkcep.spark.workload import apply_workload
 
         if any(q.shedding_latency for q in self.queries):
             raise CEPError("load shedding is not available for a workload yet: run one query with --query NAME, "
@@ -419,6 +482,7 @@ class CompiledWorkload:
                               side_channel=side_channel, ts_unit=first.ts_unit)
 
 
+@deeply
 def compile_shared_workload(text: str, *, stats=None, sample=None, budget: float | None = 5.0,
                             resolve: bool = True, **options) -> CompiledWorkload:
     """Parse and check a workload and choose its sharing plan (Sharon).  Rates for the benefit model: a
@@ -463,3 +527,17 @@ def compile_shared_workload(text: str, *, stats=None, sample=None, budget: float
         rates, source = rates_from_sample(sample, window), "a sample of the input"
     plan = optimize_workload(sharing, rates, rates_source=source, budget=budget, resolve=resolve)
     return CompiledWorkload(tuple(queries), plan)
+
+
+def input_columns(compiled) -> tuple[list[str] | None, dict[str, str]]:
+    """``(attributes, needs)`` of compiled queries (:class:`sparkcep.CompiledQuery`): the attributes their plans
+    read (None: every column, for a match query without RETURN, whose results show them all) and
+    :func:`sparkcep.ir.needs.attribute_needs`."""
+    attributes: list[str] | None = []
+    for q in compiled:
+        plan = q.plan()
+        if q.query.returns is None and q.resolved().mode == "match":
+            attributes = None
+        if attributes is not None:
+            attributes += [a for a in referenced_attributes(plan) if a not in attributes]
+    return attributes, attribute_needs([q.query for q in compiled])

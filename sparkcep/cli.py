@@ -13,11 +13,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sparkcep.api import CompiledQuery, compile_workload, report_shedding
-from sparkcep.compiler.ast import TS_UNITS_NS, UNITS_MS
-from sparkcep.compiler.errors import CEPError
-from sparkcep.io import FORMATS, read_events
-from sparkcep.results import json_lines
+from sparkcep.api import CompiledQuery, compile_workload, input_columns, report_shedding
+from sparkcep.ir.ast import TS_UNITS_NS, UNITS_MS
+from sparkcep.ir.errors import CEPError
+from sparkcep.spark.io import FORMATS, read_events
+from sparkcep.spark.results import json_lines
 
 
 def _add_query_args(p: argparse.ArgumentParser) -> None:
@@ -35,7 +35,10 @@ def _add_input_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from sparkcep import __version__
+
     p = argparse.ArgumentParser(prog="sparkcep", description="Complex event processing on Spark.")
+    p.add_argument("--version", action="version", version=f"sparkcep {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("check", help="parse and check queries; exit 2 on the first error")
@@ -146,16 +149,36 @@ def _seconds(text: str) -> float:
 
 
 def _read_text(args) -> str:
+    """The query text: ``-e TEXT``, a file or stdin, decoded as UTF-8 (a byte order mark is dropped); bytes
+    that are not UTF-8 are one error naming the first bad byte's offset, line and column."""
     if args.text is not None:
-        return args.text
+        # argv bytes that are not valid in the locale's encoding arrive as surrogate escapes
+        data = os.fsencode(args.text) if any("\udc80" <= c <= "\udcff" for c in args.text) else None
+        return args.text if data is None else _decode(data, "the -e text")
     if args.file is None:
         raise CEPError("give a query file (or - for stdin), or the query text with -e")
     if args.file == "-":
-        return sys.stdin.read()
+        return _decode(sys.stdin.buffer.read(), "stdin")
     path = Path(args.file)
     if not path.is_file():
         raise CEPError(f"no such query file: {args.file}")
-    return path.read_text()
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise CEPError(f"cannot read the query file {args.file}: {err.strerror or err}") from None
+    return _decode(data, args.file)
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        before = data[:err.start]
+        line = before.count(b"\n") + 1
+        column = len(before[before.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
+        raise CEPError(f"{where} is not UTF-8: byte 0x{data[err.start]:02x} at offset {err.start} "
+                       f"(line {line}, column {column}) {err.reason}") from None
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def _queries(args, **options) -> list[CompiledQuery]:
@@ -251,7 +274,7 @@ def _match_budget_reported():
     """A match budget exceeded inside a Spark task (the error the driver gets carries the worker's
     traceback) becomes the budget's one-line message (:func:`match_budget.raised_message`); any other
     error passes through as it is."""
-    from sparkcep.runtime_udfs.match_budget import raised_message
+    from sparkcep.runtime_udfs.match.budget import raised_message
 
     try:
         yield
@@ -286,11 +309,11 @@ def _quiet_task_failures(spark) -> None:
 def cmd_run(args) -> int:
     from pyspark.sql.types import StructType
 
-    from sparkcep.progress import follow
-    from sparkcep.runtime_udfs.late import KIND, REASON, RECORD
-    from sparkcep.session import local_session
-    from sparkcep.sinks import counted, routed, start
-    from sparkcep.validate import query_columns, read_validated
+    from sparkcep.spark.late import KIND, REASON, RECORD
+    from sparkcep.spark.progress import follow
+    from sparkcep.spark.session import local_session
+    from sparkcep.spark.sinks import counted, routed, start
+    from sparkcep.spark.validate import read_validated
 
     options = {"type_col": args.type_col, "ts_col": args.ts_col, "ts_unit": args.ts_unit, "lateness": args.lateness,
                "match_budget": args.max_matches}
@@ -304,12 +327,12 @@ def cmd_run(args) -> int:
     spark = local_session(args.master)
     _quiet_task_failures(spark)
     if args.max_matches is not None:  # a workload's operators read it from the session (a query has match_budget)
-        from sparkcep.runtime_udfs.spark_adapters import MAX_MATCHES_CONF
+        from sparkcep.spark.operator import MAX_MATCHES_CONF
 
         spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
     # only the columns the queries read, each with the type they need; malformed records, no type or ts,
     # values of the wrong type: dead letters (docs/operations.md)
-    attributes, needs = query_columns(workload.queries if q is None else [q])
+    attributes, needs = input_columns(workload.queries if q is None else [q])
     df, rejected = read_validated(spark, args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
                                   known_types=args.known_types, attributes=attributes, needs=needs,
@@ -348,8 +371,8 @@ def cmd_run(args) -> int:
 def _report_rejected(rejected, output: str | None, dead_letters: str | None = None) -> None:
     """Batch: the dead letters into ``dead_letters`` (default: OUTPUT/_dead_letters, if there is an OUTPUT),
     counted by reason on stderr."""
-    from sparkcep.sinks import side_dirs
-    from sparkcep.validate import REASON as REJECT_REASON
+    from sparkcep.spark.sinks import side_dirs
+    from sparkcep.spark.validate import REASON as REJECT_REASON
 
     rejected = rejected.persist()
     counts = sorted((r[0], r[1]) for r in rejected.groupBy(REJECT_REASON).count().collect())
@@ -399,10 +422,25 @@ COMMANDS = {"check": cmd_check, "explain": cmd_explain, "compile": cmd_compile, 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
+        sys.stdout.flush()  # inside the try: a reader that has gone shows here, not at exit
+        return status
     except CEPError as err:
         print(f"sparkcep: {err.render()}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `sparkcep explain ... | head -3`: the reader has gone, which is not an error
+        _quiet_stdout()
+        return 0
+
+
+def _quiet_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor (captured in tests)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

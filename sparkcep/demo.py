@@ -63,10 +63,10 @@ def write_events(events: list[dict], folder: Path) -> None:
 
 def run_demo(directory: str, patients: int = 40, seed: int = 7) -> int:
     import sparkcep
-    from sparkcep.io import read_events
-    from sparkcep.oracle import match_rows
-    from sparkcep.results import canonical, epoch_ms_rows
-    from sparkcep.session import local_session
+    from sparkcep.oracles.match import match_rows
+    from sparkcep.spark.io import read_events
+    from sparkcep.spark.results import canonical, epoch_ms_rows
+    from sparkcep.spark.session import local_session
 
     root = Path(directory)
     shutil.rmtree(root, ignore_errors=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from sparkcep.compiler.ast import TS_UNITS_NS
+from sparkcep.ir.ast import TS_UNITS_NS
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import re
 
-from sparkcep.api import CompiledQuery
+from sparkcep.api import CompiledQuery, input_columns
 from sparkcep.compiler.codegen.quote import py_literal
-from sparkcep.compiler.errors import CEPError
-from sparkcep.compiler.printer import format_query
-from sparkcep.validate import query_columns
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.printer import format_query
 
 
 def _nbformat():
@@ -54,7 +53,7 @@ def notebook(q: CompiledQuery, input_path: str | None = None, fmt: str = "json",
     """The notebook (an ``nbformat`` v4 node) that runs ``q`` on the events at ``input_path``."""
     nbf = _nbformat()
     title = q.name or "query"
-    columns, needs = query_columns([q])
+    columns, needs = input_columns([q])
     text = format_query(q.query)
     explain = q.explain()
     cells = [
@@ -71,8 +70,8 @@ def notebook(q: CompiledQuery, input_path: str | None = None, fmt: str = "json",
             f"{_fence(explain)}\n{explain}\n{_fence(explain)}"),
         nbf.v4.new_code_cell(
             "import sparkcep\n"
-            "from sparkcep.session import local_session\n"
-            "from sparkcep.validate import read_validated\n\n"
+            "from sparkcep.spark.session import local_session\n"
+            "from sparkcep.spark.validate import read_validated\n\n"
             "# the notebook's SparkSession: the active one if there is one, else a local one (UTC, 4 shuffle "
             "partitions)\n"
             f"spark = local_session({py_literal(master)})"),

@@ -26,7 +26,7 @@ def update_golden(request) -> bool:
 @pytest.fixture(scope="session")
 def spark():
     """The one SparkSession of the test run: local[2], 2 shuffle partitions, UTC, no UI."""
-    from sparkcep.session import local_session
+    from sparkcep.spark.session import local_session
 
     # Python workers import sparkcep too: make this checkout importable even when it is not pip-installed.
     root = str(Path(__file__).resolve().parent.parent)

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 
 import sparkcep
 from sparkcep.compiler.analysis import analyze
-from sparkcep.compiler.ast import Attr
-from sparkcep.compiler.errors import CEPError
 from sparkcep.grammar import parse_query, parse_workload
-from sparkcep.results import canonical
-from sparkcep.runtime_udfs import match_engine
+from sparkcep.ir.ast import Attr
+from sparkcep.ir.errors import CEPError
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 from tests.test_match_semantics import compiled, oracle_rows, run
 

@@ -13,8 +13,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 import sparkcep
 from sparkcep import api
 from sparkcep.compiler.codegen.sql import filter_sql
-from sparkcep.oracle import match_rows, trend_aggregates
-from sparkcep.results import canonical
+from sparkcep.oracles.match import match_rows, trend_aggregates
+from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 
 SCHEMA = StructType([StructField("type", StringType()), StructField("ts", LongType()),

@@ -13,9 +13,9 @@ import pytest
 
 import sparkcep
 from sparkcep.cli import main
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical, epoch_ms_rows
-from sparkcep.validate import read_validated
+from sparkcep.oracles.match import match_rows
+from sparkcep.spark.results import canonical, epoch_ms_rows
+from sparkcep.spark.validate import read_validated
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""The one batch path (:func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches`: repartition by key,
+"""The one batch path (:func:`~sparkcep.spark.adapters.batch_matches`: repartition by key,
 ``mapInArrow``, the keys split in Python): the same rows as the oracle when a partition's keys span Arrow
 batches, with null keys, with and without the prefilter; through ``CompiledQuery.apply`` and ``apply_match`` on
 Spark with a tiny ``maxRecordsPerBatch``."""
@@ -15,11 +15,14 @@ from hypothesis import strategies as st
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 import sparkcep
-from sparkcep.compiler.ast import EquivItem, EquivTest
-from sparkcep.oracle import match_rows, trend_aggregates
-from sparkcep.results import canonical
-from sparkcep.runtime_udfs import match_engine, spark_adapters
-from sparkcep.runtime_udfs.spark_adapters import MASK, MatchOperator, apply_match, prefilter_of
+from sparkcep.ir.ast import EquivItem, EquivTest
+from sparkcep.oracles.match import match_rows, trend_aggregates
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.spark import schema as spark_schema
+from sparkcep.spark.adapters import apply_match
+from sparkcep.spark.operator import MatchOperator, prefilter_of
+from sparkcep.spark.results import canonical
+from sparkcep.spark.schema import MASK
 from tests.strategies import event_streams
 from tests.test_match_arrow import arrow_group, rows_ms
 from tests.test_match_arrow import canonical as canonical_ms
@@ -49,11 +52,11 @@ def test_a_partition_in_small_batches_equals_the_oracle(seed, n, spread, chunk, 
         plan = match_engine._plan(spec)
         table = table.append_column(MASK, pa.array([plan.mask_of(e) for e in events], pa.int64()))
     op = MatchOperator(spec, schema_of(), timezone="UTC")
-    before, spark_adapters.CONVERT_ROWS = spark_adapters.CONVERT_ROWS, convert
+    before, spark_schema.CONVERT_ROWS = spark_schema.CONVERT_ROWS, convert
     try:
         got = partition_rows(op, table, chunk)
     finally:
-        spark_adapters.CONVERT_ROWS = before
+        spark_schema.CONVERT_ROWS = before
     assert canonical_ms(got) == canonical_ms(match_rows(query, events))
 
 
@@ -63,7 +66,7 @@ def test_the_prefilter_of_the_agreed_interface_is_used():
     spec = spec_for(seq_query(A, C, where=EquivTest((EquivItem("id"),)), within=10))
     fn = prefilter_of(spec)
     if fn is None:
-        pytest.skip("sparkcep.runtime_udfs.match_prefilter is not there")
+        pytest.skip("sparkcep.runtime_udfs.match.prefilter is not there")
     op = MatchOperator(spec, schema_of(LongType()), timezone="UTC")
     table = pa.table({"id": pa.array([1, 1, 2, 2], pa.int64()), "type": ["A", "C", "A", "C"],
                       "ts": pa.array([1, 5, 1, 50], pa.int64()), MASK: pa.array([1, 2, 1, 2], pa.int64())})

@@ -130,7 +130,7 @@ def test_job_refuses_input_of_the_other_ts_kind():
     from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
     from sparkcep import CEPError
-    from sparkcep.io import check_ts_kind
+    from sparkcep.spark.io import check_ts_kind
 
     numeric = StructType([StructField("type", StringType()), StructField("ts", LongType())])
     stamped = StructType([StructField("type", StringType()), StructField("ts", TimestampType())])

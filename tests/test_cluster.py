@@ -23,8 +23,8 @@ import pytest
 
 import sparkcep
 from sparkcep.cli import main
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical
+from sparkcep.oracles.match import match_rows
+from sparkcep.spark.results import canonical
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

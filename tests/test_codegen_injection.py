@@ -30,11 +30,11 @@ from sqlglot import exp
 import sparkcep
 from sparkcep.compiler.codegen.quote import py_literal
 from sparkcep.compiler.codegen.sql import DIALECT
-from sparkcep.compiler.errors import CEPError
-from sparkcep.compiler.printer import format_query
-from sparkcep.compiler.serde import to_data
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical, epoch_ms_rows
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.printer import format_query
+from sparkcep.ir.serde import to_data
+from sparkcep.oracles.match import match_rows
+from sparkcep.spark.results import canonical, epoch_ms_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,8 +16,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import sparkcep
 from sparkcep.cli import main
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical, epoch_ms_rows
+from sparkcep.oracles.match import match_rows
+from sparkcep.spark.results import canonical, epoch_ms_rows
 from tests.strategies import event_streams
 from tests.test_pipeline import seq_queries
 
@@ -122,7 +122,7 @@ def test_run_batch_and_stream_print_the_oracle_matches(spark, store, capsys, tmp
 @pytest.mark.slow
 def test_streaming_resumes_from_its_checkpoint(spark, tmp_path):
     """Two runs over one checkpoint: the second sees only the new files, and no match is lost or repeated."""
-    from sparkcep.io import read_events
+    from sparkcep.spark.io import read_events
 
     events = rfid_events(16)
     half = len(events) // 2
@@ -204,7 +204,7 @@ def test_unsupported_patterns_are_refused_not_mismatched(spark, capsys, tmp_path
 @pytest.mark.slow
 def test_streaming_without_partition_key_and_renamed_columns(spark, tmp_path):
     """No equivalence test (one group), type/ts columns with other names, numeric ts, streaming."""
-    from sparkcep.io import read_events
+    from sparkcep.spark.io import read_events
 
     events = [{"kind": k, "time": t, "x": x} for t, (k, x) in enumerate(
         [("A", 1), ("B", 3), ("A", 5), ("C", 0), ("B", 7), ("B", 2), ("C", 9)], start=1)]
@@ -232,7 +232,7 @@ def test_stream_input_must_be_a_directory(spark, capsys, tmp_path):
 @pytest.mark.slow
 def test_streaming_keeps_events_at_ts_zero(spark, tmp_path):
     """Spark's watermark starts at 0 and drops rows at or before it: numeric ts 0 must not be lost."""
-    from sparkcep.io import read_events
+    from sparkcep.spark.io import read_events
 
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "e.jsonl").write_text(

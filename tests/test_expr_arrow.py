@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest, Func, Literal, Unary
-from sparkcep.runtime_udfs.expr import compile_expr
-from sparkcep.runtime_udfs.expr_arrow import vectorize
+from sparkcep.ir.ast import Attr, BinOp, EquivItem, EquivTest, Func, Literal, Unary
+from sparkcep.runtime_udfs.expr.scalar import compile_expr
+from sparkcep.runtime_udfs.expr.vector import vectorize
 
 VARS = ("a", "b", "c")
 #: attribute → (Arrow type, the values a row may hold).  ``m`` is never in the columns: an attribute the events

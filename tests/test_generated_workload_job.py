@@ -26,8 +26,8 @@ from strategies import event_streams
 from test_recovery import job_env  # the environment a job runs in: this checkout importable, local Spark
 
 import sparkcep
-from sparkcep.oracle import is_trend_aggregate, match_rows, trend_aggregates
-from sparkcep.results import canonical
+from sparkcep.oracles.match import is_trend_aggregate, match_rows, trend_aggregates
+from sparkcep.spark.results import canonical
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -112,7 +112,7 @@ SMALL = ("a: RETURN COUNT(*) PATTERN SEQ(A, B, C) WHERE [id] WITHIN 6 SLIDE 3;\n
 def test_apply_workload_equals_the_oracle(spark, events):
     """The workload job's operator (one Spark operator for the shared segment (B, D) of b and c, the rest of
     a and b, and the match query m alone) on random small streams: each query's oracle rows."""
-    from sparkcep.runtime_udfs.workload_spark import apply_workload
+    from sparkcep.spark.workload import apply_workload
 
     data, _ = sparkcep.compile_shared_workload(SMALL, budget=None).job_plan()
     assert any(len(s["queries"]) > 1 for s in data["shared"]) and [a["name"] for a in data["alone"]] == ["m"]

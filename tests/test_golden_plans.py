@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import sparkcep
-from sparkcep.compiler.printer import format_query
+from sparkcep.ir.printer import format_query
 
 ROOT = Path(__file__).resolve().parent.parent / "golden_plans"
 WORKLOAD = (ROOT / "queries.cep").read_text()

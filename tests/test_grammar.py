@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkcep.compiler import ast
-from sparkcep.compiler.ast import (
+from sparkcep.grammar import parse_query, parse_workload
+from sparkcep.ir import ast
+from sparkcep.ir.ast import (
     Attr,
     BinOp,
     Duration,
@@ -31,9 +32,8 @@ from sparkcep.compiler.ast import (
     Seq,
     Unary,
 )
-from sparkcep.compiler.errors import CEPSyntaxError
-from sparkcep.compiler.printer import format_query, format_workload
-from sparkcep.grammar import parse_query, parse_workload
+from sparkcep.ir.errors import CEPSyntaxError
+from sparkcep.ir.printer import format_query, format_workload
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PAPER_TEXT = (FIXTURES / "paper_queries.cep").read_text(encoding="utf-8")

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import sparkcep
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical
-from sparkcep.validate import STREAM_TS_LIMIT
+from sparkcep.oracles.match import match_rows
+from sparkcep.spark.results import canonical
+from sparkcep.spark.validate import STREAM_TS_LIMIT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -1,10 +1,12 @@
-"""What a query needs of each attribute it reads (the per-query input schema of sparkcep.validate), and column
+"""What a query needs of each attribute it reads (the per-query input schema of sparkcep.spark.validate), and column
 quoting: pure, no Spark."""
 
 from __future__ import annotations
 
 import sparkcep
-from sparkcep.validate import NUMERIC, TEXT, attribute_needs, query_columns, quoted
+from sparkcep.api import input_columns
+from sparkcep.ir.needs import NUMERIC, TEXT, attribute_needs
+from sparkcep.spark.validate import quoted
 
 
 def needs(text: str) -> dict[str, str]:
@@ -22,11 +24,11 @@ def test_unconstrained_attributes_are_left_to_inference():
     assert needs("PATTERN SEQ(A a, B b) WHERE [id] AND a.k = b.k WITHIN 8 RETURN a.z") == {}
 
 
-def test_query_columns_are_the_attributes_read_or_all_without_return():
+def test_input_columns_are_the_attributes_read_or_all_without_return():
     q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] AND a.x < b.x WITHIN 8 RETURN a.ts AS at, b.y AS y")
-    attributes, _ = query_columns([q])
+    attributes, _ = input_columns([q])
     assert set(attributes) == {"id", "x", "ts", "y"}
-    assert query_columns([sparkcep.compile("PATTERN SEQ(A a, B b) WITHIN 8")])[0] is None
+    assert input_columns([sparkcep.compile("PATTERN SEQ(A a, B b) WITHIN 8")])[0] is None
 
 
 def test_quoted_column_names():

@@ -26,10 +26,11 @@ from hypothesis import strategies as st
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import sparkcep
-from sparkcep.oracle import match_rows, trend_aggregates
-from sparkcep.results import canonical
-from sparkcep.runtime_udfs import late
-from sparkcep.runtime_udfs.spark_adapters import EVENT_TIME_OFFSET, MatchOperator
+from sparkcep.oracles.match import match_rows, trend_aggregates
+from sparkcep.spark import late
+from sparkcep.spark.operator import MatchOperator
+from sparkcep.spark.results import canonical
+from sparkcep.spark.schema import EVENT_TIME_OFFSET
 from tests.strategies import event_streams
 
 SCHEMA = StructType([StructField("type", StringType()), StructField("ts", LongType()),

@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType, TimestampType
 
 import sparkcep
-from sparkcep.compiler.ast import Attr
-from sparkcep.oracle import match_rows
-from sparkcep.runtime_udfs.expr import LACKING
-from sparkcep.runtime_udfs.spark_adapters import MatchOperator, _arrow_epoch_ms
+from sparkcep.ir.ast import Attr
+from sparkcep.oracles.match import match_rows
+from sparkcep.runtime_udfs.expr.scalar import LACKING
+from sparkcep.spark.arrow import _arrow_epoch_ms
+from sparkcep.spark.operator import MatchOperator
 from tests.test_match_engine import seq_query, spec_for
 from tests.test_spark_adapters import ANY_BC, EPOCH, RETURNS, WHERE, A, C, FakeGroup, random_events, schema_of
 
@@ -173,7 +174,7 @@ def test_groups_without_rows_give_empty_tables(n):
     ("EVENT SEQ(A a, C c) WHERE a.z > 1 WITHIN 10", ["type", "ts", "z", "w", "_mask"], []),
 ])
 def test_unread_columns_are_what_the_engine_never_reads(query, columns, unread):
-    from sparkcep.runtime_udfs.spark_adapters import unread_columns
+    from sparkcep.spark.adapters import unread_columns
 
     schema = StructType([StructField(c, StringType() if c == "type" else LongType()) for c in columns])
     assert unread_columns(sparkcep.compile(query).spec(schema), columns) == unread

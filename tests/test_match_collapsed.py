@@ -22,9 +22,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.oracle import matches
-from sparkcep.runtime_udfs import match_engine
-from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
+from sparkcep.oracles.match import matches
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match.engine import EngineUnsupportedError
 from tests.strategies import deliveries, event_streams
 from tests.test_match_engine import stream_through_engine
 from tests.test_match_semantics import partitions, run
@@ -156,7 +156,7 @@ def test_kleene_last_row_keeps_a_candidate_of_its_first_match_ts():
     """``SEQ(A a, B+ b[])``: b1 and b2 share ts 2; b1 alone is no match, b2 alone is, so the row starts at b2,
     yet b1 (which cannot precede b2) is a candidate of it: {b1, b3} is a match.  The row waits for the
     watermark to pass a.ts + W = 8 (streaming: nothing at 7, the row at 8), and survives a state round trip."""
-    from sparkcep.runtime_udfs.match_engine import MatchState, advance, init_state, step, wakeup
+    from sparkcep.runtime_udfs.match.engine import MatchState, advance, init_state, step, wakeup
 
     text = "PATTERN SEQ(A a, B+ b[]) WHERE sum(b[].x) >= 4 WITHIN 7 RETURN a.ts, max(b[].x)"
     spec = sparkcep.compile(text, collapsed=True).spec()
@@ -181,7 +181,7 @@ def test_collapsed_output_without_return_binds_every_attribute_when_the_input_is
     single events, and the Kleene candidates with every attribute (not only ts)."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from sparkcep.runtime_udfs.spec import with_default_outputs
+    from sparkcep.ir.spec import with_default_outputs
 
     text = "PATTERN SEQ(A a, B+ b[], C c) WHERE [task_id] WITHIN 100"
     columns = ("type", "ts", "task_id", "val")

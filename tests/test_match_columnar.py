@@ -1,4 +1,4 @@
-"""Columnar sequence construction (``runtime_udfs.match_columnar``) without a JVM, plus one Spark test.
+"""Columnar sequence construction (``runtime_udfs.match.columnar``) without a JVM, plus one Spark test.
 
 The property: for random eligible specs (SEQ of 1–5 single or ANY components over overlapping types, ``[id]``
 or not, parameterized predicates or not, windows small and large) and random streams (many ts ties, several
@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.compiler.ast import Attr, Duration
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical
-from sparkcep.runtime_udfs.match_columnar import ColumnarAlternatives, columnar, ineligible
-from sparkcep.runtime_udfs.match_compile import Plan
-from sparkcep.runtime_udfs.spec import Component, MatchSpec, OutputColumn
+from sparkcep.ir.ast import Attr, Duration
+from sparkcep.ir.spec import Component, MatchSpec, OutputColumn
+from sparkcep.oracles.match import match_rows
+from sparkcep.runtime_udfs.match.columnar import ColumnarAlternatives, columnar, ineligible
+from sparkcep.runtime_udfs.match.compile import Plan
+from sparkcep.spark.results import canonical
 from tests.test_match_semantics import COLUMNS, compiled, oracle_rows, run
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -358,7 +358,7 @@ def test_ineligible_specs_have_no_columnar_construction(text, reason):
 
 
 def test_collapsed_and_trend_specs_are_ineligible():
-    from sparkcep.runtime_udfs.spec import with_default_outputs
+    from sparkcep.ir.spec import with_default_outputs
 
     spec = with_default_outputs(sparkcep.compile("PATTERN SEQ(A a, B+ b[]) WITHIN 5", collapsed=True).spec(),
                                 COLUMNS)
@@ -418,7 +418,7 @@ def test_on_spark_with_timestamps_equals_the_oracle(spark):
 
     from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-    from sparkcep.oracle import match_rows
+    from sparkcep.oracles.match import match_rows
 
     schema = StructType([StructField("id", LongType()), StructField("type", StringType()),
                          StructField("ts", TimestampType()), StructField("x", LongType()),
@@ -457,7 +457,7 @@ def test_on_spark_with_alternatives_equals_the_oracle(spark):
 
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-    from sparkcep.oracle import match_rows
+    from sparkcep.oracles.match import match_rows
 
     schema = StructType([StructField("id", LongType()), StructField("type", StringType()),
                          StructField("ts", LongType()), StructField("x", DoubleType())])
@@ -488,8 +488,9 @@ def test_run_table_columnar_equals_the_engine_loop(seed, ts_kind, optional):
 
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
-    from sparkcep.runtime_udfs import spark_adapters
-    from sparkcep.runtime_udfs.spark_adapters import MASK, MatchOperator
+    from sparkcep.runtime_udfs.match import columnar as match_columnar
+    from sparkcep.spark.operator import MatchOperator
+    from sparkcep.spark.schema import MASK
 
     rnd = random.Random(seed)
     n = rnd.randint(5, 90)
@@ -527,18 +528,18 @@ def test_run_table_columnar_equals_the_engine_loop(seed, ts_kind, optional):
     })
     op = MatchOperator(spec, schema, timezone="UTC")
     calls = []
-    real = spark_adapters.match_columnar.arrow_matches
+    real = match_columnar.arrow_matches
 
     def spy(*args, **kwargs):
         out = real(*args, **kwargs)
         calls.append(out is not None)
         return out
 
-    spark_adapters.match_columnar.arrow_matches = spy
+    match_columnar.arrow_matches = spy
     try:
         got = op.run_table(table)
     finally:
-        spark_adapters.match_columnar.arrow_matches = real
+        match_columnar.arrow_matches = real
     engine_op = MatchOperator(spec, schema, timezone="UTC")
     engine_op._columnar = None
     want = engine_op.run_table(table)
@@ -561,7 +562,8 @@ def test_run_table_with_large_integer_ts_equals_the_oracle(seed, offset):
 
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from sparkcep.runtime_udfs.spark_adapters import MASK, MatchOperator
+    from sparkcep.spark.operator import MatchOperator
+    from sparkcep.spark.schema import MASK
 
     rnd = random.Random(seed)
     n = rnd.randint(5, 60)
@@ -592,7 +594,8 @@ def test_run_table_with_large_integer_ts_pinned():
     """A@2^60, B@2^60+1, C@2^60+2 WITHIN 6: one match, though float64 reads all three ts as one tie."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from sparkcep.runtime_udfs.spark_adapters import MASK, MatchOperator
+    from sparkcep.spark.operator import MatchOperator
+    from sparkcep.spark.schema import MASK
 
     schema = StructType([StructField("type", StringType()), StructField("ts", LongType())])
     q = sparkcep.compile("PATTERN SEQ(A a, B b, C c) WITHIN 6 RETURN a.ts AS a, c.ts AS c")

@@ -18,8 +18,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import sparkcep
 from sparkcep.cli import main
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical
+from sparkcep.oracles.match import match_rows
+from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 
 pytestmark = pytest.mark.spark
@@ -113,7 +113,7 @@ def test_contiguity_streaming_in_micro_batches_equals_oracle(spark, tmp_path, st
     """Streaming (one file per micro-batch, checkpointed): the same rows as the oracle over the whole input."""
     import random
 
-    from sparkcep.io import read_events
+    from sparkcep.spark.io import read_events
 
     rnd = random.Random(11)
     events, ts = [], 0

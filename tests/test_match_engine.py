@@ -1,4 +1,4 @@
-"""The SASE match engine (``runtime_udfs.match_engine``) without a JVM: hand-checked cases and a property test
+"""The SASE match engine (``runtime_udfs.match.engine``) without a JVM: hand-checked cases and a property test
 against the oracle on random queries, streams, micro-batch splits and watermark advances."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.compiler.ast import (
+from sparkcep.compiler.plan.nodes import Sequence as SequenceNode
+from sparkcep.compiler.plan.nodes import chain
+from sparkcep.ir.ast import (
     Attr,
     BinOp,
     Duration,
@@ -30,15 +32,15 @@ from sparkcep.compiler.ast import (
     conjuncts,
     walk,
 )
-from sparkcep.compiler.errors import CEPError
-from sparkcep.compiler.naming import column_name, dedupe, default_column
-from sparkcep.compiler.plan.nodes import Sequence as SequenceNode
-from sparkcep.compiler.plan.nodes import chain
-from sparkcep.compiler.printer import format_expr as printed
-from sparkcep.oracle import match_rows
-from sparkcep.runtime_udfs.expr import LACKING
-from sparkcep.runtime_udfs.match_compile import AggStats, Plan
-from sparkcep.runtime_udfs.match_engine import (
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.naming import column_name, dedupe, default_column
+from sparkcep.ir.printer import format_expr as printed
+from sparkcep.ir.spec import Component, MatchSpec, OutputColumn
+from sparkcep.oracles.match import match_rows
+from sparkcep.runtime_udfs.expr.scalar import LACKING
+from sparkcep.runtime_udfs.match.compile import Plan
+from sparkcep.runtime_udfs.match.conjuncts import AggStats
+from sparkcep.runtime_udfs.match.engine import (
     EngineUnsupportedError,
     MatchState,
     advance,
@@ -48,8 +50,7 @@ from sparkcep.runtime_udfs.match_engine import (
     step,
     wakeup,
 )
-from sparkcep.runtime_udfs.match_negation import NegIndex
-from sparkcep.runtime_udfs.spec import Component, MatchSpec, OutputColumn
+from sparkcep.runtime_udfs.match.negation import NegIndex
 from tests.strategies import deliveries, event_streams
 
 ATTRS = ("type", "ts", "x", "id")

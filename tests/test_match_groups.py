@@ -7,7 +7,7 @@ construction): iterations may take different ``OR`` branches, skip ``?``/``*`` c
 gap its derivation puts it in, and a binding derived in several ways (``((P)+)+``) is one match, blocked only
 if every derivation is.
 
-Every test compares with :mod:`sparkcep.oracle` on random streams with ties in ``ts``, under every selection
+Every test compares with :mod:`sparkcep.oracles.match` on random streams with ties in ``ts``, under every selection
 strategy, in one step and through random micro-batches with watermarks and state round trips
 (``tests.test_match_language.agrees``).
 """
@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical
-from sparkcep.runtime_udfs import match_engine
-from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
+from sparkcep.oracles.match import match_rows
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match.engine import EngineUnsupportedError
+from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 from tests.test_match_language import agrees, usable, with_strategy
 from tests.test_match_semantics import STRATEGIES, compiled, oracle_rows, run, with_seq
@@ -202,7 +202,7 @@ def test_beyond_max_alternatives_and_for_negation_only_alternatives_the_pattern_
     """Seven optional components expand to 128 alternatives (more than MAX_ALTERNATIVES): one automaton over the
     pattern instead of a refusal.  ``(SEQ(!(E z), B? b) OR SEQ(B? c, !(D y)))`` can match nothing in two ways
     with different negations: a0 e1 c2 is a match (the second way has no D), a0 e1 d2 c3 is not."""
-    from sparkcep.runtime_udfs.match_compile import MAX_ALTERNATIVES
+    from sparkcep.runtime_udfs.match.conjuncts import MAX_ALTERNATIVES
 
     _, spec = compiled("PATTERN SEQ(A? a, B? b, C? c, D? d, E? e, A? f, B? g) WITHIN 5")
     assert 2 ** 7 - 1 > MAX_ALTERNATIVES and len(match_engine.engines(spec)) == 1

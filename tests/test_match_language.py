@@ -10,7 +10,7 @@
 * **Negation of more than a sequence of single events**: ``NOT T+``, ``NOT (P OR Q)``, negation and Kleene
   inside a negated sequence.
 
-Every test compares with :mod:`sparkcep.oracle` on random streams with ties in ``ts``, under every selection
+Every test compares with :mod:`sparkcep.oracles.match` on random streams with ties in ``ts``, under every selection
 strategy, through ``tests.test_match_semantics.run`` (one step, flush, state drained) and through random
 micro-batches with random watermarks and state round trips.
 """
@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.compiler.errors import CEPError
-from sparkcep.oracle import OracleError, match_rows
-from sparkcep.results import canonical
-from sparkcep.runtime_udfs import match_engine
+from sparkcep.ir.errors import CEPError
+from sparkcep.oracles.match import OracleError, match_rows
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.spark.results import canonical
 from tests.strategies import deliveries, event_streams
 from tests.test_match_engine import stream_through_engine
 from tests.test_match_semantics import (
@@ -282,7 +282,7 @@ def test_new_constructs_on_spark_equal_the_oracle(spark):
 
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from sparkcep.oracle import match_rows
+    from sparkcep.oracles.match import match_rows
 
     rnd = random.Random(7)
     events, ts = [], 0

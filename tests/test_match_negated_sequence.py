@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical
-from sparkcep.runtime_udfs import match_engine
+from sparkcep.oracles.match import match_rows
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.spark.results import canonical
 from tests.strategies import deliveries, event_streams
 from tests.test_match_engine import stream_through_engine
 

@@ -2,8 +2,8 @@
 
 ``NOT N`` forbids a match of ``N`` strictly inside its gap: between the neighbouring positive events, from
 ``last.ts - W`` for a negation at the start, up to ``first.ts + W`` for one at the end (postponed until the
-watermark passes it).  Where no fast path of :mod:`sparkcep.runtime_udfs.match_negation` is exact, the engine
-runs :class:`~sparkcep.runtime_udfs.match_negation.GeneralNeg`: an existence search for a derivation of ``N``
+watermark passes it).  Where no fast path of :mod:`sparkcep.runtime_udfs.match.negation` is exact, the engine
+runs :class:`~sparkcep.runtime_udfs.match.negation.GeneralNeg`: an existence search for a derivation of ``N``
 over the gap's buffered events, skip-till-any inside the negation, with the outer binding in scope and nested
 negations checked recursively in their own gaps.  The shapes here were refused before:
 
@@ -27,10 +27,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical
-from sparkcep.runtime_udfs import match_engine
-from sparkcep.runtime_udfs.match_compile import Plan
+from sparkcep.oracles.match import match_rows
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match.compile import Plan
+from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 from tests.test_match_language import agrees, with_strategy
 from tests.test_match_semantics import STRATEGIES, compiled, oracle_rows, stream, stream_on_spark

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.compiler.errors import CEPSemanticError
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical
+from sparkcep.ir.errors import CEPSemanticError
+from sparkcep.oracles.match import match_rows
+from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 from tests.test_match_semantics import run
 

@@ -1,4 +1,4 @@
-"""The vectorized sequence-scan prefilter (``runtime_udfs.match_prefilter``) without a JVM.
+"""The vectorized sequence-scan prefilter (``runtime_udfs.match.prefilter``) without a JVM.
 
 The property: for random streams with ties in ts, many keys and any arrival order, running the match engine on
 the rows the prefilter keeps gives exactly the matches of all rows, which are the oracle's; for sequences of
@@ -19,13 +19,13 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.oracle import matches
-from sparkcep.results import canonical
-from sparkcep.runtime_udfs import match_engine
-from sparkcep.runtime_udfs.match_compile import Plan
-from sparkcep.runtime_udfs.match_engine import EngineUnsupportedError
-from sparkcep.runtime_udfs.match_prefilter import SequenceScan, _key_ts_order, _shape, prefilter, within
-from sparkcep.runtime_udfs.spec import Component, MatchSpec, with_default_outputs
+from sparkcep.ir.spec import Component, MatchSpec, with_default_outputs
+from sparkcep.oracles.match import matches
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match.compile import Plan
+from sparkcep.runtime_udfs.match.engine import EngineUnsupportedError
+from sparkcep.runtime_udfs.match.prefilter import SequenceScan, _key_ts_order, _shape, prefilter, within
+from sparkcep.spark.results import canonical
 from tests.test_match_collapsed import QUERIES as COLLAPSED_QUERIES
 from tests.test_match_semantics import COLUMNS, compiled, oracle_rows, queries, run
 

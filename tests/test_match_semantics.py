@@ -20,11 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical
-from sparkcep.runtime_udfs import match_ais, match_engine
-from sparkcep.runtime_udfs.match_engine import MatchState, advance, init_state, is_empty, step, wakeup
-from sparkcep.runtime_udfs.spec import MatchSpec, with_default_outputs
+from sparkcep.ir.spec import MatchSpec, with_default_outputs
+from sparkcep.oracles.match import match_rows
+from sparkcep.runtime_udfs.match import ais as match_ais
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match.engine import MatchState, advance, init_state, is_empty, step, wakeup
+from sparkcep.spark.results import canonical
 from tests.strategies import deliveries, event_streams
 from tests.test_match_engine import stream_through_engine
 
@@ -549,7 +550,7 @@ def stream_on_spark(spark, tmp_path, spec, files: list[list[dict]], columns: lis
     import pandas as pd
     from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-    from sparkcep.runtime_udfs.spark_adapters import apply_match
+    from sparkcep.spark.adapters import apply_match
 
     source, sink, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
     source.mkdir()

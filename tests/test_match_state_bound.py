@@ -13,7 +13,7 @@ import random
 import pytest
 
 import sparkcep
-from sparkcep.runtime_udfs import match_engine as me
+from sparkcep.runtime_udfs.match import engine as me
 
 QUERY = ("PATTERN SEQ(A a, B b, !(D d), C c) WHERE [id] AND a.x < c.x WITHIN {} "
          "RETURN a.ts, b.ts, c.ts")

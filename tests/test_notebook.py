@@ -13,8 +13,8 @@ import pytest
 
 import sparkcep
 from sparkcep.cli import main
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical, epoch_ms_rows
+from sparkcep.oracles.match import match_rows
+from sparkcep.spark.results import canonical, epoch_ms_rows
 
 nbformat = pytest.importorskip("nbformat")
 

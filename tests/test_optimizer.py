@@ -15,6 +15,7 @@ import sparkcep
 from sparkcep.compiler.codegen.explain import explain_plan
 from sparkcep.compiler.optimizer import RULES
 from sparkcep.compiler.plan.builder import build_plan
+from sparkcep.runtime_udfs.describe import describe
 
 FIXTURES = Path(__file__).parent / "fixtures" / "optimizer"
 
@@ -55,7 +56,8 @@ def render(rule) -> str:
         plan = build_plan(sparkcep.compile(text).resolved())
         for earlier in RULES[:index]:
             plan = earlier(plan)
-        blocks.append(f"### {text}\n--- before\n{explain_plan(plan)}\n--- after\n{explain_plan(rule(plan))}\n")
+        before, after = explain_plan(plan, describe=describe), explain_plan(rule(plan), describe=describe)
+        blocks.append(f"### {text}\n--- before\n{before}\n--- after\n{after}\n")
     return "\n".join(blocks)
 
 

@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from sparkcep.compiler.ast import Attr, Duration, EquivItem, EquivTest, EventPat, Func, Query, ReturnItem, Seq
 from sparkcep.grammar import parse_query
-from sparkcep.oracle import OracleError, match_rows, matches, trend_aggregates
-from sparkcep.oracle_sharon import (
+from sparkcep.ir.ast import Attr, Duration, EquivItem, EquivTest, EventPat, Func, Query, ReturnItem, Seq
+from sparkcep.oracles.match import OracleError, match_rows, matches, trend_aggregates
+from sparkcep.oracles.sharon import (
     EXAMPLE7_BENEFITS,
     FIGURE4_EDGES,
     figure4_graph,
@@ -19,7 +19,7 @@ from sparkcep.oracle_sharon import (
     optimal_plan,
     plan_score,
 )
-from sparkcep.runtime_udfs.expr import compile_expr
+from sparkcep.runtime_udfs.expr.scalar import compile_expr
 from tests.strategies import event_streams, strictly_increasing
 
 

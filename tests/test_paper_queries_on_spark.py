@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 import sparkcep
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical, epoch_ms_rows
+from sparkcep.oracles.match import match_rows
+from sparkcep.spark.results import canonical, epoch_ms_rows
 from tests.test_golden_plans import QUERIES
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical
-from sparkcep.runtime_udfs import match_engine
-from sparkcep.runtime_udfs.spec import with_default_outputs
+from sparkcep.ir.spec import with_default_outputs
+from sparkcep.oracles.match import match_rows
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 
 COLUMNS = ["type", "ts", "x", "id"]

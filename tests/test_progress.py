@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkcep.progress import Totals, batch_counts
+from sparkcep.spark.progress import Totals, batch_counts
 
 
 def progress(batch: int, valid: int, dead: int, relevant: int, results: int, late: int, ms: int) -> dict:

@@ -14,9 +14,9 @@ from test_bad_records import GOOD, read_dir, write_files
 from test_recovery import job_env
 
 import sparkcep
-from sparkcep.io import read_events
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical
+from sparkcep.oracles.match import match_rows
+from sparkcep.spark.io import read_events
+from sparkcep.spark.results import canonical
 
 pytestmark = pytest.mark.spark
 

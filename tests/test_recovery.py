@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 import sparkcep
-from sparkcep.oracle import match_rows, trend_aggregates
-from sparkcep.results import canonical
+from sparkcep.oracles.match import match_rows, trend_aggregates
+from sparkcep.spark.results import canonical
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -11,9 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.oracle import trend_aggregates
-from sparkcep.runtime_udfs import shared_engine, trend_engine
-from sparkcep.runtime_udfs.shared_engine import SharedQuery, SharedSpec, SharedState
+from sparkcep.ir.sharing import SharedQuery, SharedSpec
+from sparkcep.oracles.match import trend_aggregates
+from sparkcep.runtime_udfs.shared import engine as shared_engine
+from sparkcep.runtime_udfs.shared.engine import SharedState
+from sparkcep.runtime_udfs.trend import engine as trend_engine
 from tests.strategies import event_streams
 
 

@@ -1,5 +1,5 @@
 """The Sharon optimizer (issue 5): Fig. 4 / Examples 7, 12, 13 and property tests against the brute-force
-oracle (:mod:`sparkcep.oracle_sharon`: every subset tried)."""
+oracle (:mod:`sparkcep.oracles.sharon`: every subset tried)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep import oracle_sharon
-from sparkcep.compiler.errors import CEPSyntaxError
 from sparkcep.compiler.optimizer.sharing import (
     Candidate,
     SharingQuery,
@@ -36,8 +34,10 @@ from sparkcep.compiler.optimizer.sharing.plan_finder import (
 )
 from sparkcep.compiler.optimizer.sharing.prune import guaranteed_weight, reduce, reduce_graph
 from sparkcep.compiler.optimizer.sharing.resolve_conflicts import expand
-from sparkcep.compiler.printer import format_workload
 from sparkcep.grammar import parse_workload
+from sparkcep.ir.errors import CEPSyntaxError
+from sparkcep.ir.printer import format_workload
+from sparkcep.oracles import sharon as oracle_sharon
 
 FIG4_BENEFITS = {"p1": 25, "p2": 9, "p3": 12, "p4": 15, "p5": 20, "p6": 8, "p7": 18}
 FIG4_CONFLICTS = [("p1", "p2"), ("p1", "p3"), ("p1", "p4"), ("p1", "p5"), ("p1", "p6"), ("p2", "p3"),

@@ -1,5 +1,5 @@
 """A workload on Spark: `CompiledWorkload.apply` and `sparkcep run WORKLOAD` run the sharing plan as its
-generated job does (:func:`sparkcep.runtime_udfs.workload_spark.apply_workload`: one stateful operator, one
+generated job does (:func:`sparkcep.spark.workload.apply_workload`: one stateful operator, one
 result with a ``query`` column); per query, the rows each query gives alone (its own GRETA operator) and the
 oracle; batch and streaming (files, checkpoint, watermark, late events, dead letters), COUNT(*) and the other
 aggregates (COUNT(v), SUM/AVG/MIN/MAX) of shared operators."""
@@ -18,7 +18,7 @@ from pyspark.sql.types import DecimalType, DoubleType, LongType
 from test_shared_engine import aggregate_workloads, valued_streams
 
 import sparkcep
-from sparkcep.oracle import trend_aggregates
+from sparkcep.oracles.match import trend_aggregates
 
 pytestmark = pytest.mark.spark
 
@@ -297,7 +297,7 @@ def test_window_bounds_take_the_type_of_the_named_ts_column():
     TIMESTAMP_NTZ shared, and a workload uniting them failed)."""
     from pyspark.sql.types import StringType, StructField, StructType, TimestampNTZType
 
-    from sparkcep.runtime_udfs.spark_adapters import MatchOperator
+    from sparkcep.spark.operator import MatchOperator
 
     schema = StructType([StructField("type", StringType()), StructField("time", TimestampNTZType()),
                          StructField("id", LongType()), StructField("x", LongType())])

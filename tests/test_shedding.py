@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.oracle import matches as oracle_matches
-from sparkcep.shedding.baselines import RandomShedder, TypeShedder
-from sparkcep.shedding.controller import BatchController, DampedController, LatencyController, fit_cost
-from sparkcep.shedding.observations import (
+from sparkcep.oracles.match import matches as oracle_matches
+from sparkcep.runtime_udfs.shedding.baselines import RandomShedder, TypeShedder
+from sparkcep.runtime_udfs.shedding.controller import BatchController, DampedController, LatencyController, fit_cost
+from sparkcep.runtime_udfs.shedding.observations import (
     SID,
     Binning,
     abandonment_specs,
@@ -24,9 +24,9 @@ from sparkcep.shedding.observations import (
     pane_frequencies,
     utilities,
 )
-from sparkcep.shedding.shedder import EventCoder, GSpiceH, TypeDrift, fit_gspice
-from sparkcep.shedding.threshold import KEEP_ALL, Threshold, cumulative_occurrences, utility_threshold
-from sparkcep.shedding.zobrist import Pane, UtilityTable, Zobrist
+from sparkcep.runtime_udfs.shedding.shedder import EventCoder, GSpiceH, TypeDrift, fit_gspice
+from sparkcep.runtime_udfs.shedding.threshold import KEEP_ALL, Threshold, cumulative_occurrences, utility_threshold
+from sparkcep.runtime_udfs.shedding.zobrist import Pane, UtilityTable, Zobrist
 
 # ----------------------------------------------------------------------------------------------- Table I / II
 
@@ -495,7 +495,7 @@ def test_with_shedding_latency_clause():
     ("WITH SHEDDING 1 s PATTERN SEQ(A a) WITHIN 1 s", 15, "unexpected '1'"),
 ])
 def test_with_shedding_latency_errors(text, column, message):
-    from sparkcep.compiler.errors import CEPSyntaxError
+    from sparkcep.ir.errors import CEPSyntaxError
 
     with pytest.raises(CEPSyntaxError) as info:
         sparkcep.compile(text)
@@ -518,7 +518,7 @@ def test_cli_shedding_latency_option():
 def test_retraining_on_drift():
     """Trained where A floods; the stream turns to B-heavy: drift is detected and the model refit on the
     recent processed events, after which the utility distribution reflects the new stream."""
-    from sparkcep.shedding.shedder import Retraining
+    from sparkcep.runtime_udfs.shedding.shedder import Retraining
 
     spec, train, base = _trained(n=1500)
     fit = lambda evs: fit_gspice([(spec, 1.0)], evs, pane_length=5, attributes=("v",))  # noqa: E731

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 import sparkcep
-from sparkcep.shedding.observations import SID, match_keys
-from sparkcep.shedding.shedder import fit_gspice
-from sparkcep.shedding.spark import SHED, ControlFile, Shedding, current_model, shed_partition
+from sparkcep.runtime_udfs.shedding.observations import SID, match_keys
+from sparkcep.runtime_udfs.shedding.shedder import fit_gspice
+from sparkcep.spark.shedding import SHED, ControlFile, Shedding, current_model, shed_partition
 
 QUERY = "PATTERN SEQ(A a, B b, C c) WHERE a.v < b.v AND a.v + b.v < c.v WITHIN 40"
 
@@ -59,8 +59,8 @@ def test_driver_retrains_on_drift_and_tasks_switch_model(tmp_path):
     """The retraining loop without a JVM: the driver (Shedding.on_progress) sees the type shares move, asks the
     tasks for a sample through the control file, refits on it, and the tasks (current_model) switch to the
     written model; every drop is still counted."""
-    from sparkcep.shedding.controller import BatchController
-    from sparkcep.shedding.shedder import TypeDrift
+    from sparkcep.runtime_udfs.shedding.controller import BatchController
+    from sparkcep.runtime_udfs.shedding.shedder import TypeDrift
 
     spec = sparkcep.compile(QUERY).spec()
     sh = fit_gspice([(spec, 1.0)], [{**e, SID: i} for i, e in enumerate(_events(800, 1))], pane_length=6,
@@ -179,7 +179,7 @@ def test_streaming_stage_retrains_on_drift(spark, tmp_path):
     """On Spark: the stream turns from A-heavy (as trained) to C-heavy; the driver detects it from the observe()
     counts, the tasks write a sample, the model is refit and named in the control file; with a loose bound
     nothing is dropped and every offered row reaches the sink."""
-    from sparkcep.shedding.spark import install
+    from sparkcep.spark.shedding import install
 
     spec = sparkcep.compile(QUERY).spec()
     sh = fit_gspice([(spec, 1.0)], [{**e, SID: i} for i, e in enumerate(_events(800, 1))], pane_length=6,

@@ -17,9 +17,9 @@ from test_bad_records import read_dir, write_files
 
 import sparkcep
 from sparkcep.cli import main
-from sparkcep.oracle import is_trend_aggregate, match_rows, trend_aggregates
-from sparkcep.results import canonical
+from sparkcep.oracles.match import is_trend_aggregate, match_rows, trend_aggregates
 from sparkcep.runtime_udfs.event_time import EventTimeScale
+from sparkcep.spark.results import canonical
 
 pytestmark = pytest.mark.spark
 

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 import sparkcep
 from sparkcep.cli import main
-from sparkcep.compiler.printer import format_query
-from sparkcep.io import read_events
-from sparkcep.oracle import trend_aggregates
-from sparkcep.results import canonical, epoch_ms_rows
+from sparkcep.ir.printer import format_query
+from sparkcep.oracles.match import trend_aggregates
+from sparkcep.spark.io import read_events
+from sparkcep.spark.results import canonical, epoch_ms_rows
 from tests.test_golden_plans import QUERIES
 
 pytestmark = pytest.mark.spark

@@ -3,7 +3,7 @@
 The watermark sits on the events as read, before the query's Spark SQL filter (and the shedding stage), so a
 match held for the watermark (a negated end, a trend window) is emitted once *any* later event shows that
 event time has passed, not only the next event of the query's types.  Spark pushes a filter below an
-event-time watermark when it can; :func:`~sparkcep.runtime_udfs.spark_adapters.watermarked` stops that, and
+event-time watermark when it can; :func:`~sparkcep.spark.adapters.watermarked` stops that, and
 these tests fail if it ever happens again (the matches below wait forever when only the query's events move
 event time).
 
@@ -23,8 +23,8 @@ import pytest
 
 import sparkcep
 from sparkcep.cli import main
-from sparkcep.oracle import match_rows
-from sparkcep.results import canonical
+from sparkcep.oracles.match import match_rows
+from sparkcep.spark.results import canonical
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -121,7 +121,7 @@ def test_apply_resumes_from_its_checkpoint_and_irrelevant_events_flush_it(spark,
     """``CompiledQuery.apply`` on timestamp ts, a random stream mostly of other types, in two runs over one
     checkpoint: the first ends with matches held in the state, the second brings only other types.  Every
     match of the oracle comes out once: none lost at the restart, none repeated."""
-    from sparkcep.io import read_events
+    from sparkcep.spark.io import read_events
 
     text = "PATTERN SEQ(A a, !(B b)) WHERE [id] WITHIN 2 seconds RETURN a.ts AS at, a.id AS id"
     q = sparkcep.compile(text, lateness=500)

@@ -1,4 +1,4 @@
-"""The batch path of a whole workload (:func:`sparkcep.runtime_udfs.workload_spark.apply_workload` on a batch
+"""The batch path of a whole workload (:func:`sparkcep.spark.workload.apply_workload` on a batch
 DataFrame): the batch path of single queries (``batch_input``, repartition, one ``mapInArrow`` call per
 partition, each operator's rows run by its ``MatchOperator.run_table``), with the operators' rows interleaved in
 a partition and their keys spanning Arrow batches (a tiny ``maxRecordsPerBatch``): each query's rows are its
@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.results import canonical
-from sparkcep.runtime_udfs import workload_spark
+from sparkcep.spark import workload as workload_spark
+from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 from tests.test_generated_workload_job import oracle_rows
 
@@ -75,7 +75,7 @@ def test_partition_function_routes_interleaved_rows_to_their_operators():
     operator's own ``run_table`` rows, widened to the united columns with the query's name."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from sparkcep.runtime_udfs.spark_adapters import MatchOperator
+    from sparkcep.spark.operator import MatchOperator
 
     read = StructType([StructField("type", StringType()), StructField("ts", LongType()),
                        StructField("id", LongType())])

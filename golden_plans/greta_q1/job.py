@@ -55,25 +55,18 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from sparkcep import CEPError
-from sparkcep.io import check_attributes, check_ts_kind
-from sparkcep.progress import follow
-from sparkcep.runtime_udfs.late import with_side_columns
-from sparkcep.runtime_udfs.match_budget import raised_message
-from sparkcep.runtime_udfs.spark_adapters import (
-    STATE_SCHEMA,
-    batch_matches,
-    grouped,
-    load_spec,
-    output_schema,
-    stream_udf,
-    watermarked,
-    with_event_time,
-)
-from sparkcep.runtime_udfs.spec import with_default_outputs
-from sparkcep.sinks import counted, routed, side_dirs, start
-from sparkcep.validate import read_validated
+from sparkcep.ir.spec import with_default_outputs
+from sparkcep.runtime_udfs.match.budget import raised_message
+from sparkcep.spark.adapters import batch_matches, watermarked, with_event_time
+from sparkcep.spark.io import check_attributes, check_ts_kind
+from sparkcep.spark.late import with_side_columns
+from sparkcep.spark.operator import grouped, stream_udf
+from sparkcep.spark.progress import follow
+from sparkcep.spark.schema import STATE_SCHEMA, load_spec, output_schema
+from sparkcep.spark.sinks import counted, routed, side_dirs, start
+from sparkcep.spark.validate import read_validated
 
-#: The compiled engine spec (see sparkcep.runtime_udfs.spec), baked in at compile time.
+#: The compiled engine spec (see sparkcep.ir.spec), baked in at compile time.
 SPEC = """
 {
  "@": "TrendSpec",

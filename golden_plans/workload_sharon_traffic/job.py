@@ -125,15 +125,15 @@ import sys
 from pyspark.sql import SparkSession
 
 from sparkcep import CEPError
-from sparkcep.io import check_attributes, check_ts_kind
-from sparkcep.progress import follow
-from sparkcep.runtime_udfs.late import KIND, REASON, RECORD
-from sparkcep.runtime_udfs.match_budget import raised_message
-from sparkcep.runtime_udfs.workload_spark import apply_workload
-from sparkcep.sinks import counted, routed, side_dirs, start
-from sparkcep.validate import read_validated
+from sparkcep.runtime_udfs.match.budget import raised_message
+from sparkcep.spark.io import check_attributes, check_ts_kind
+from sparkcep.spark.late import KIND, REASON, RECORD
+from sparkcep.spark.progress import follow
+from sparkcep.spark.sinks import counted, routed, side_dirs, start
+from sparkcep.spark.validate import read_validated
+from sparkcep.spark.workload import apply_workload
 
-#: The Sharon sharing plan, baked in at compile time (see sparkcep.runtime_udfs.workload_spark): "shared" holds
+#: The Sharon sharing plan, baked in at compile time (see sparkcep.spark.workload): "shared" holds
 #: one shared operator per sharing context (segments, the queries made of them, windows, key), "alone" the
 #: queries that run with their own operator (engine spec, Spark SQL filter over the view "events", grouping).
 WORKLOAD = """

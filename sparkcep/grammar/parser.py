@@ -1,8 +1,8 @@
-"""Parse query text into the AST of :mod:`sparkcep.compiler.ast`.
+"""Parse query text into the AST of :mod:`sparkcep.ir.ast`.
 
 The grammar lives in ``cep.lark`` next to this module; the Lark parser is built once (LALR, contextual lexer,
 positions) and the :class:`_ToAst` Transformer turns its parse tree into AST nodes with spans.  Every
-syntax error becomes a :class:`~sparkcep.compiler.errors.CEPSyntaxError` with the span of the offending token
+syntax error becomes a :class:`~sparkcep.ir.errors.CEPSyntaxError` with the span of the offending token
 and the source text, so that the message shows a caret.
 
 Example::
@@ -16,7 +16,9 @@ Example::
 
 from __future__ import annotations
 
+import difflib
 import functools
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -24,14 +26,15 @@ from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import PatternStr
 
-from sparkcep.compiler import ast
-from sparkcep.compiler.errors import CEPSyntaxError, Span
+from sparkcep.ir import ast
+from sparkcep.ir.errors import CEPSyntaxError, Span
+from sparkcep.ir.limits import MAX_INT_DIGITS, check_depth
 
 __all__ = ["parse_query", "parse_workload"]
 
 _GRAMMAR = Path(__file__).with_name("cep.lark")
 
-#: Unit spellings (lower-cased) → the keys of :data:`sparkcep.compiler.ast.UNITS_MS`.
+#: Unit spellings (lower-cased) → the keys of :data:`sparkcep.ir.ast.UNITS_MS`.
 _UNITS = {
     "ms": "ms", "millisecond": "ms", "milliseconds": "ms",
     "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
@@ -51,21 +54,31 @@ def parse_workload(text: str) -> ast.Workload:
     Raises :class:`CEPSyntaxError` (with line, column and ``source=text``) when ``text`` is not in the
     grammar.
     """
+    text = without_bom(text)
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
         raise _syntax_error(err, text) from None
     try:
-        return _ToAst().transform(tree)
+        workload = _ToAst().transform(tree)
     except VisitError as err:
         if isinstance(err.orig_exc, CEPSyntaxError):
             # raised by the Transformer, which does not know the source text
             raise CEPSyntaxError(err.orig_exc.message, err.orig_exc.span, text) from None
         raise
+    check_depth(workload, text)
+    return workload
+
+
+def without_bom(text: str) -> str:
+    """The text without a leading byte order mark (some editors write one; it is not part of the query, and
+    an editor does not show it: columns count from the character after it)."""
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def parse_query(text: str) -> ast.Query:
     """Parse exactly one query (a trailing ``;`` is allowed)."""
+    text = without_bom(text)
     workload = parse_workload(text)
     if len(workload.queries) != 1:
         extra = workload.queries[1]
@@ -379,7 +392,20 @@ def _bind(event: ast.EventPat, var: _Var | None, meta) -> ast.EventPat:
 
 def _number(token: Token) -> int | float:
     text = str(token)
-    return float(text) if any(c in text for c in ".eE") else int(text)
+    if any(c in text for c in ".eE"):
+        value = float(text)
+        if not math.isfinite(value):
+            raise CEPSyntaxError(f"the number {_short(text)} is too large: it is not a finite double "
+                                 "(up to about 1.8e308)", _span(token))
+        return value
+    if len(text.lstrip("0")) > MAX_INT_DIGITS:
+        raise CEPSyntaxError(f"the integer {_short(text)} has {len(text):,} digits: the limit is "
+                             f"{MAX_INT_DIGITS:,} (see docs/language.md, Limits)", _span(token))
+    return int(text)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-10:]}"
 
 
 def _is_number(value: object) -> bool:
@@ -403,6 +429,8 @@ _WORDS = {
     "_RETURN": "RETURN", "_PATTERN": "PATTERN", "_EVENT": "PATTERN", "_USING": "USING", "_WHERE": "WHERE",
     "_GROUP_BY": "GROUP BY", "_WITHIN": "WITHIN", "_SLIDE": "SLIDE",
     "_COMMA": "','", "_COLON": "':'", "_RPAR": "')'", "_RSQB": "']'", "_RBRACE": "'}'", "_SEMI": "';'",
+    "_WITH": "WITH", "_SHEDDING": "SHEDDING", "_LATENCY": "LATENCY", "_RATES": "RATES",
+    "WS": "white space", "LINE_COMMENT": "a comment", "BLOCK_COMMENT": "a comment",
     "$END": "end of input",
 }
 _RANK = {name: rank for rank, name in enumerate(_WORDS)}
@@ -426,6 +454,10 @@ _NOT_RESERVED = {"_EVENT", "_ANY", "_NEXT", "INDEX_I", "LEN"}
 
 
 def _syntax_error(err: UnexpectedInput, text: str) -> CEPSyntaxError:
+    typo = _keyword_typo(err)
+    if typo is not None:
+        word, keyword = typo
+        return CEPSyntaxError(f"unknown keyword {word}, did you mean {keyword}?", _span(word), text)
     misused = _misused_keyword(err)
     if misused is not None:
         keyword, expected = misused
@@ -444,6 +476,41 @@ def _syntax_error(err: UnexpectedInput, text: str) -> CEPSyntaxError:
     if "_WITHIN" in expected and found in ("end of input", "';'"):
         return CEPSyntaxError(f"unexpected {found}: expected WITHIN (every query needs a window)", span, text)
     return CEPSyntaxError(f"unexpected {found}: expected {_describe(expected)}", span, text)
+
+
+def _keyword_typo(err: UnexpectedInput) -> tuple[Token, str] | None:
+    """A misspelt keyword (``PATERN``, ``WHER``) read as a name: the word that failed, or the name just before
+    it (``PATERN SEQ(...)`` reads PATERN as a query name and fails at SEQ), when it is close to a keyword that
+    the grammar accepts at that word's place."""
+    interactive = getattr(err, "interactive_parser", None)
+    if interactive is None:
+        return None
+    candidates = []
+    if isinstance(err, UnexpectedToken) and err.token.type in ("NAME", "TYPE_NAME"):
+        candidates.append((err.token, _expected(err)))
+    state = interactive.parser_state
+    previous = state.value_stack[-1] if state.value_stack else None
+    if isinstance(previous, Token) and previous.type in ("NAME", "TYPE_NAME") and len(state.state_stack) > 1:
+        table = state.parse_conf.parse_table.states[state.state_stack[-2]]
+        candidates.append((previous, set(table)))
+    keywords = _keywords()
+    for token, expected in candidates:
+        word = str(token).upper()
+        if word in keywords.values():
+            continue
+        allowed = sorted({keywords[name] for name in expected if name in keywords})
+        match = difflib.get_close_matches(word, allowed, n=1, cutoff=0.75)
+        if match:
+            return token, match[0]
+    return None
+
+
+@functools.cache
+def _keywords() -> dict[str, str]:
+    """Terminal name → its keyword in capitals, for every keyword terminal of the grammar."""
+    return {t.name: t.pattern.value.upper() for t in _parser().terminals
+            if isinstance(t.pattern, PatternStr) and t.pattern.value.isidentifier()
+            and t.name not in _NOT_RESERVED and len(t.pattern.value) > 2}
 
 
 def _misused_keyword(err: UnexpectedInput) -> tuple[Token, set[str]] | None:
@@ -498,7 +565,8 @@ def _describe(expected: set[str]) -> str:
             ranks.setdefault(word, min(_RANK[name] for name in members & remaining))
             remaining -= members
     for name in remaining:
-        word = _WORDS.get(name, name)
+        # every terminal of cep.lark has words (a test walks them); never show an internal name
+        word = _WORDS.get(name) or name.strip("_$").replace("_", " ").lower()
         ranks[word] = min(ranks.get(word, len(_RANK)), _RANK.get(name, len(_RANK)))
     words = sorted(ranks, key=lambda w: (ranks[w], w))
     if len(words) == 1:

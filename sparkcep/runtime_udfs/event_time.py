@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from sparkcep.compiler.ast import TS_UNITS_NS
+from sparkcep.ir.ast import TS_UNITS_NS
 
 #: Numeric ts ``t`` is event time ``t × unit + EVENT_TIME_OFFSET`` ms: Spark's watermark starts at 0 and drops
 #: rows at or before it as late, which would lose every event with ``ts <= 0`` (ts counted from 0 is common).

@@ -14,24 +14,27 @@ from dataclasses import dataclass, replace
 
 from sparkcep.compiler.analysis.predicates import Predicate, Resolver, classify
 from sparkcep.compiler.analysis.resolve import VarInfo, check_pattern_shape, name_variables
-from sparkcep.compiler.ast import (
+from sparkcep.ir.ast import (
     STRATEGIES,
     TS_UNITS_NS,
     UNITS_MS,
     Attr,
+    BinOp,
     Duration,
     EquivItem,
     EquivTest,
     Func,
+    Literal,
     Query,
     ReturnItem,
+    Unary,
     and_all,
     conjuncts,
     map_nodes,
     walk,
 )
-from sparkcep.compiler.errors import CEPSemanticError
-from sparkcep.compiler.naming import column_name, dedupe
+from sparkcep.ir.errors import CEPSemanticError
+from sparkcep.ir.naming import column_name, dedupe
 
 __all__ = ["AggregateItem", "Predicate", "ResolvedQuery", "VarInfo", "analyze", "window_in_ts_units"]
 
@@ -98,9 +101,10 @@ def window_in_ts_units(d: Duration, ts_kind: str | None, ts_unit: str | None) ->
 
 
 def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = None,
-            ts_unit: str | None = None) -> ResolvedQuery:
+            ts_unit: str | None = None, attr_types: dict[str, str] | None = None) -> ResolvedQuery:
     """Check ``query`` and resolve it. ``ts_kind`` ("timestamp", "numeric" or None if not known yet) and
-    ``ts_unit`` (the unit of numeric ts, a key of ``UNITS_MS``) enable the duration checks."""
+    ``ts_unit`` (the unit of numeric ts, a key of ``UNITS_MS``) enable the duration checks; ``attr_types``
+    (attribute → Spark type name, from the input's schema) the check that a condition is a boolean."""
     if ts_kind not in TS_KINDS:
         raise CEPSemanticError(f"ts kind must be one of timestamp, numeric; got {ts_kind!r}")
     if ts_unit is not None and ts_unit not in TS_UNITS_NS:
@@ -117,6 +121,7 @@ def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = No
             raise CEPSemanticError(f"unknown variable '{v}' in {strategy}(...)", query.span, source)
 
     where = resolver.expr(query.where, where="WHERE") if query.where is not None else None
+    _check_conditions(where, query.returns, attr_types or {}, resolver)
     predicates = tuple(classify(c, variables, source) for c in conjuncts(where))
     partition = tuple(item for p in predicates if p.kind == "equivalence" for item in p.expr.items)
 
@@ -153,6 +158,51 @@ def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = No
         query=resolved_query, source=source, mode=mode, variables=tuple(variables.values()),
         predicates=predicates, partition=partition, group_by=tuple(group_by), returns=returns,
         aggregates=aggregates, strategy=strategy, return_names=return_names, ts_kind=ts_kind, ts_unit=ts_unit)
+
+
+_ARITHMETIC = ("+", "-", "*", "/", "%")
+
+
+def _check_conditions(where, returns, attr_types: dict[str, str], resolver: Resolver) -> None:
+    """Each condition (a WHERE conjunct, an operand of AND, OR, NOT) must be able to be a boolean: Spark SQL
+    refuses ``NOT x`` on a number when it analyzes the job, so check refuses it first, at the operand.
+    A number, string, arithmetic or aggregate is never one; an attribute is one only if the input's schema
+    (when known) says BOOLEAN."""
+    def operands(e):
+        if isinstance(e, BinOp) and e.op in ("AND", "OR"):
+            return (e.left, e.right)
+        if isinstance(e, Unary) and e.op == "NOT":
+            return (e.operand,)
+        return ()
+
+    def check(e) -> None:
+        found = None
+        if isinstance(e, Literal) and not (e.value is None or isinstance(e.value, bool)):
+            found = "a string" if isinstance(e.value, str) else "a number"
+        elif (isinstance(e, BinOp) and e.op in _ARITHMETIC) or (isinstance(e, Unary) and e.op == "-"):
+            found = "arithmetic"
+        elif isinstance(e, Func):
+            found = "an aggregate"
+        elif isinstance(e, Attr) and attr_types.get(e.attr, "boolean") != "boolean":
+            found = f"'{e.attr}', a {attr_types[e.attr]} attribute"
+        if found is not None:
+            raise resolver.error(f"expected a condition (a comparison or a boolean), found {found}", e)
+
+    roots = [where] if where is not None else []
+    roots += [i.expr for i in returns or ()]
+    for root in roots:
+        stack = [(root, root is where)]
+        while stack:
+            e, boolean = stack.pop()
+            if boolean:
+                check(e)
+            inner = operands(e)
+            if inner:
+                stack.extend((o, True) for o in inner)
+            elif isinstance(e, (BinOp, Unary, Func)):
+                children = (e.left, e.right) if isinstance(e, BinOp) else (e.operand,) if isinstance(e, Unary) \
+                    else e.args
+                stack.extend((c, False) for c in children)
 
 
 def _first_of_optional(e, variables: dict[str, VarInfo]):
@@ -199,6 +249,9 @@ def _aggregate_items(returns, names, partition, group_by, resolver: Resolver) ->
         else:
             if e.name == "count":
                 raise resolver.error("COUNT takes * or an event type/variable: COUNT(*), COUNT(A)", e)
+            if arg.var is None:
+                raise resolver.error(f"{e.name}() takes an attribute of an event type or variable, like "
+                                     f"{e.name.upper()}(T.{arg.attr}); '{arg.attr}' alone names no event", arg)
             out.append(AggregateItem(name, e.name, arg.var, arg.attr))
     return tuple(out)
 

@@ -18,9 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from sparkcep.compiler.analysis.resolve import VarInfo
-from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest, Expr, Func, Literal, Unary, walk
-from sparkcep.compiler.errors import CEPSemanticError
-from sparkcep.runtime_udfs.expr import AGGREGATES
+from sparkcep.ir.ast import AGGREGATES, Attr, BinOp, EquivItem, EquivTest, Expr, Func, Literal, Unary, walk
+from sparkcep.ir.errors import CEPSemanticError
 
 KINDS = ("equivalence", "local", "parameterized", "edge", "aggregate", "negation", "constant")
 
@@ -129,12 +128,18 @@ class Resolver:
         if f.name not in AGGREGATES:
             raise self.error(f"unknown function {f.name}(); known: {', '.join(AGGREGATES)}", f)
         if f.star:
+            if f.name != "count":
+                raise self.error(f"only COUNT takes *: {f.name}() takes an attribute, like {f.name}(T.x)", f)
             if where == "WHERE":
                 raise self.error("COUNT(*) is a trend aggregate: it belongs in RETURN", f)
             return f
         if len(f.args) != 1:
             raise self.error(f"{f.name}() takes exactly one argument", f)
         arg = f.args[0]
+        if not isinstance(arg, Attr):
+            # the engines aggregate one attribute over a variable's events, never an expression
+            raise self.error(f"{f.name}() takes one attribute, like {f.name}(b[].x); "
+                             f"found {_described(arg)}", arg)
         if where == "WHERE":
             if not isinstance(arg, Attr) or arg.var is None:
                 raise self.error(f"{f.name}() in WHERE takes an attribute of a Kleene variable, "
@@ -146,6 +151,17 @@ class Resolver:
             # COUNT(A): a type or variable, not an attribute
             return replace(f, args=(replace(arg, var=self.var_name(arg.attr, arg), attr="*"),))
         return replace(f, args=(self.expr(arg, where=where, in_aggregate=True),))
+
+
+def _described(e: Expr) -> str:
+    """How a non-attribute aggregate argument reads in a message."""
+    if isinstance(e, Literal):
+        return "a constant"
+    if isinstance(e, Func):
+        return "another aggregate"
+    if isinstance(e, EquivTest):
+        return "an equivalence test"
+    return "an expression"
 
 
 def _is_position(index) -> bool:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sparkcep.compiler.ast import EventPat, Kleene, Not, Or, Pattern, Seq
-from sparkcep.compiler.errors import CEPSemanticError, Span
-from sparkcep.compiler.naming import implicit_namer
+from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Pattern, Seq
+from sparkcep.ir.errors import CEPSemanticError, Span
+from sparkcep.ir.naming import implicit_namer
 
 
 @dataclass(frozen=True)

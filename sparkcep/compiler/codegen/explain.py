@@ -12,16 +12,12 @@ Example (SASE Q2, shoplifting)::
 
 from __future__ import annotations
 
-import re
-from dataclasses import replace
+from collections.abc import Callable
 
-from sparkcep.compiler.ast import EventPat, Kleene, Not, map_nodes
-from sparkcep.compiler.errors import CEPError
-from sparkcep.compiler.naming import safe_identifier
 from sparkcep.compiler.plan.nodes import Node, chain
-from sparkcep.compiler.printer import format_expr, format_pattern
-from sparkcep.runtime_udfs import match_columnar, match_engine, match_prefilter, trend_engine
-from sparkcep.runtime_udfs.spec import Component
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.printer import format_expr, format_pattern_as_written
+from sparkcep.ir.spec import Component
 
 INDENT = " " * 8
 
@@ -43,111 +39,20 @@ def _component(k: int, c: Component, type_col: str) -> str:
     return f"c{k} {mark}{c.var}{kleene}{any_}: {type_col} {op}{types}{local}"
 
 
-def _pattern(p) -> str:
-    """The pattern as written: implicit variables (named after their type by analysis) are not shown."""
-    def unname(n):
-        base = safe_identifier(n.types[0]) if isinstance(n, EventPat) and len(n.types) == 1 else "any"
-        if isinstance(n, EventPat) and n.var is not None and re.fullmatch(rf"{re.escape(base)}(_\d+)?", n.var):
-            return replace(n, var=None)
-        return n
-
-    return format_pattern(map_nodes(p, unname))
+#: What an engine says about its physical choices for a spec: ``(engine name, lines)``.  The face supplies it
+#: (:func:`sparkcep.runtime_udfs.describe.describe`): the compiler imports no engine.
+Describe = Callable[[object], tuple[str, list[str]]]
 
 
-def _match_engines(spec) -> tuple[str, list[str]]:
-    """What runs the match query, as the engine dispatches (:func:`match_engine.engines`): one name when every
-    alternative runs on the same engine, else ``per alternative`` and a line per alternative with its
-    variables; ``none`` and the reason when the match engine refuses the pattern."""
-    try:
-        alternatives = match_engine.engines(spec)
-    except CEPError as e:
-        return "none", [f"refused by the match engine: {e.message}"]
-    names = {name for _, name in alternatives}
-    if len(names) == 1:
-        return names.pop(), []
-    return "per alternative", [f"alternative {k} ({', '.join(vs)}): {name}"
-                               for k, (vs, name) in enumerate(alternatives)]
-
-
-def _general_searches(spec) -> list[str]:
-    """A line per negation that runs as the general existence search over its gap
-    (:func:`match_engine.general_negations`): where the exponential worst case can arise."""
-    try:
-        nodes = match_engine.general_negations(spec)
-    except CEPError:
-        return []  # refused: _match_engines says why
-    return [f"negation {_pattern(n)}: general search over the gap (exponential in the worst case)" for n in nodes]
-
-
-def explosion_warnings(spec) -> list[str]:
-    """A warning per Kleene closure (``T+``, ``T*``, a repeated group) of a match query's positive pattern under
-    skip_till_any_match without collapsed output: every subset of its events in a window is a match, so n
-    such events can make 2^n matches (the match budget, docs/operations.md, stops such a run).  The way out
-    named: collapsed output (one Kleene variable of single events) and a trend aggregate, on a second line."""
-    if spec.collapsed or (spec.strategy or "skip_till_any_match") != "skip_till_any_match" or spec.pattern is None:
-        return []
-    found: list = []
-
-    def visit(node, negated: bool) -> None:
-        if isinstance(node, Not):
-            return  # a negated closure only blocks: no match is made of it
-        if isinstance(node, Kleene) and node.op in ("+", "*") and not negated:
-            found.append(node)
-        for child in _children(node):
-            visit(child, negated)
-
-    visit(spec.pattern, False)
-    singles = [k for k in found if isinstance(k.inner, EventPat)]
-    collapsible = len(found) == 1 and len(singles) == 1
-    way_out = ("use collapsed output (run --collapsed, collapsed=True) or a trend aggregate (RETURN COUNT(*) ...)"
-               if collapsible else "use a trend aggregate (RETURN COUNT(*) ...)")
-    out = []
-    for k in found:
-        if isinstance(k.inner, EventPat):
-            over = f"events of {' or '.join(k.inner.types)}"
-        else:
-            over = "iterations"
-        out += [f"warning: {_pattern(k)} under skip_till_any_match can produce 2^n matches over n {over} in a "
-                "window;", f"         {way_out}"]
-    return out
-
-
-def _children(node):
-    for f in getattr(node, "__dataclass_fields__", {}):
-        if f == "span":
-            continue
-        value = getattr(node, f)
-        for v in value if isinstance(value, tuple) else (value,):
-            if hasattr(v, "__dataclass_fields__") and not isinstance(v, EventPat):
-                yield v
-
-
-def _prefiltered(spec) -> list[str]:
-    """The batch prefilter's line (:mod:`sparkcep.runtime_udfs.match_prefilter`), if the spec has one."""
-    scan = match_prefilter.prefilter(spec)
-    if scan is None:
-        return []
-    return [f"batch prefilter: sequence scan over {len(scan.shapes)} chain(s), drops rows in no chain inside the "
-            "window"]
-
-
-def _columnar(spec) -> list[str]:
-    """The columnar construction's line (:mod:`sparkcep.runtime_udfs.match_columnar`), if the spec has one."""
-    cc = match_columnar.columnar(spec)
-    if cc is None:
-        return []
-    predicates = sum(map(len, cc.checks))
-    parts = getattr(cc, "parts", (cc,))  # several alternatives (OR, T?): the union of each one's chains
-    over = (f"{len(cc.bits)} position(s)" if len(parts) == 1 else
-            f"{len(parts)} sequences of {'/'.join(str(len(p.bits)) for p in parts)} position(s)")
-    return [f"batch construction: columnar over {over}, all keys at once in numpy"
-            + (f", {predicates} predicate(s) vectorized" if predicates else "")]
+def _undescribed(spec) -> tuple[str, list[str]]:
+    return "?", []
 
 
 class Explainer:
-    def __init__(self, ts_unit: str, type_col: str):
+    def __init__(self, ts_unit: str, type_col: str, describe: Describe = _undescribed):
         self.ts_unit = ts_unit
         self.type_col = type_col
+        self.describe = describe
 
     def duration(self, x: float) -> str:
         return f"{_number(x)} {self.ts_unit}"
@@ -177,22 +82,21 @@ class Explainer:
 
     def visit_Sequence(self, n, ref):
         s = n.spec
-        engine, per_alternative = _match_engines(s)
+        engine, physical = self.describe(s)
         head = f"Sequence[{ref}, window={self.duration(s.window)}, strategy={s.strategy}, engine={engine}]"
-        lines = [f"pattern {_pattern(s.pattern)}"] if s.pattern is not None else []
+        lines = [f"pattern {format_pattern_as_written(s.pattern)}"] if s.pattern is not None else []
         lines += [f"where {format_expr(p)}" for p in s.predicates]
-        return head, (lines + per_alternative + _general_searches(s) + explosion_warnings(s) + _prefiltered(s)
-                      + _columnar(s))
+        return head, lines + physical
 
     def visit_Trend(self, n, ref):
         s = n.spec
         head = (f"Trend[{ref}, windows=[k*{self.duration(s.slide)}, k*{self.duration(s.slide)} + "
                 f"{self.duration(s.window)}), engine=greta]")
-        lines = [f"pattern {_pattern(s.pattern)}"]
+        lines = [f"pattern {format_pattern_as_written(s.pattern)}"]
         lines += [f"where {format_expr(p)}" for p in s.predicates]
         lines += [f"{a.name} := {a.func.upper()}({a.var or '*'}{'.' + a.attr if a.attr else ''})"
                   for a in s.aggregates]
-        return head, lines + trend_engine.describe(s)  # the GRETA template, as the engine compiled it
+        return head, lines + self.describe(s)[1]  # the GRETA template, as the engine compiled it
 
     def visit_Output(self, n, ref):
         if not n.columns:
@@ -201,10 +105,11 @@ class Explainer:
         return f"Output[{ref}, {cols}]", []
 
 
-def explain_plan(plan: Node, ts_unit: str = "ts units") -> str:
-    """The plan as ``rK := Node[...]`` lines, sources first."""
+def explain_plan(plan: Node, ts_unit: str = "ts units", describe: Describe = _undescribed) -> str:
+    """The plan as ``rK := Node[...]`` lines, sources first; ``describe(spec)`` gives each operator's engine
+    and the lines on its physical choices (``engine=?`` and none without it)."""
     nodes = chain(plan)
-    ex = Explainer(ts_unit, nodes[0].type_col)
+    ex = Explainer(ts_unit, nodes[0].type_col, describe)
     out = []
     for k, node in enumerate(nodes):
         visit = getattr(ex, f"visit_{type(node).__name__}", None)

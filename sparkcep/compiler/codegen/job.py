@@ -3,17 +3,17 @@
 One template for every kind of job.  It holds the query (or workload) as text, the compiled plan as a JSON
 literal, and the wiring: ``read``/``readStream`` with validation (dead letters) → the operator(s) →
 ``write`` (batch) or one exactly-once ``writeStream`` of results, late events and dead letters (streaming,
-:mod:`sparkcep.sinks`).  Every value placed into the file (the docstring with the query text and the plan,
+:mod:`sparkcep.spark.sinks`).  Every value placed into the file (the docstring with the query text and the plan,
 the plan's JSON, the SQL filter, names, columns, options) is a literal made by
 :func:`~sparkcep.compiler.codegen.quote.py_literal`, never text spliced into code.  The operator section is
 the one part that depends on what was compiled:
 
 * one query: its engine spec and Spark SQL filter (generated from sqlglot trees),
-  :func:`~sparkcep.runtime_udfs.spark_adapters.batch_matches` (batch: repartition by key, ``mapInArrow``) or
+  :func:`~sparkcep.spark.adapters.batch_matches` (batch: repartition by key, ``mapInArrow``) or
   ``groupBy(key).applyInPandasWithState`` with an event-time watermark (on the events as read, before the
   filter) and timeout (streaming); the engine is imported from ``sparkcep.runtime_udfs``;
 * a workload: its Sharon sharing plan (shared operators and the queries that run alone) as JSON, run by
-  :func:`sparkcep.runtime_udfs.workload_spark.apply_workload` into one result with a ``query`` column.
+  :func:`sparkcep.spark.workload.apply_workload` into one result with a ``query`` column.
 
 With load shedding (``WITH SHEDDING LATENCY`` or ``sparkcep compile --shedding-latency``) the streaming job
 puts the gSPICE stage between the filter and the shuffle; without it the job has no shedding code at all.
@@ -28,8 +28,8 @@ from sparkcep.compiler.codegen.quote import py_literal
 from sparkcep.compiler.codegen.sql import filter_sql
 from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
 from sparkcep.compiler.plan.nodes import Node, Partition, Sequence, Source, Trend, chain
-from sparkcep.compiler.serde import to_data
-from sparkcep.runtime_udfs.spec import TrendSpec
+from sparkcep.ir.serde import to_data
+from sparkcep.ir.spec import TrendSpec
 
 #: The job's docstring, as text: :func:`_render` fills it in and writes it as one literal (``py_literal``).
 _DOCSTRING = '''\
@@ -175,7 +175,7 @@ _QUERY_OPERATOR = '''\
 '''
 
 _QUERY_CONSTANTS = '''\
-#: The compiled engine spec (see sparkcep.runtime_udfs.spec), baked in at compile time.
+#: The compiled engine spec (see sparkcep.ir.spec), baked in at compile time.
 SPEC = {spec}
 
 #: Events that may fill a pattern component; _mask bit k <=> component k's type and local predicates hold.
@@ -188,11 +188,12 @@ KEY = {key}
 GROUP = {group}'''
 
 _QUERY_IMPORTS = {
-    "pyspark.sql.streaming.state": ["GroupStateTimeout"],
-    "sparkcep.runtime_udfs.late": ["with_side_columns"],
-    "sparkcep.runtime_udfs.spark_adapters": ["STATE_SCHEMA", "batch_matches", "grouped", "load_spec",
-                                             "output_schema", "stream_udf", "watermarked", "with_event_time"],
-    "sparkcep.runtime_udfs.spec": ["with_default_outputs"],
+    'pyspark.sql.streaming.state': ['GroupStateTimeout'],
+    'sparkcep.spark.late': ['with_side_columns'],
+    'sparkcep.spark.schema': ['STATE_SCHEMA', 'load_spec', 'output_schema'],
+    'sparkcep.spark.adapters': ['batch_matches', 'watermarked', 'with_event_time'],
+    'sparkcep.spark.operator': ['grouped', 'stream_udf'],
+    'sparkcep.ir.spec': ['with_default_outputs'],
 }
 
 #: The operator section of a workload job.
@@ -205,26 +206,29 @@ _WORKLOAD_OPERATOR = '''\
 '''
 
 _WORKLOAD_CONSTANTS = '''\
-#: The Sharon sharing plan, baked in at compile time (see sparkcep.runtime_udfs.workload_spark): "shared" holds
+#: The Sharon sharing plan, baked in at compile time (see sparkcep.spark.workload): "shared" holds
 #: one shared operator per sharing context (segments, the queries made of them, windows, key), "alone" the
 #: queries that run with their own operator (engine spec, Spark SQL filter over the view "events", grouping).
 WORKLOAD = {workload}'''
 
 _WORKLOAD_IMPORTS = {
-    "sparkcep.runtime_udfs.late": ["KIND", "REASON", "RECORD"],
-    "sparkcep.runtime_udfs.workload_spark": ["apply_workload"],
+    'sparkcep.spark.late': ['KIND', 'REASON', 'RECORD'],
+    'sparkcep.spark.workload': ['apply_workload'],
 }
 
 _COMMON_IMPORTS = {
-    "sparkcep": ["CEPError"],
-    "sparkcep.io": ["check_attributes", "check_ts_kind"],
-    "sparkcep.progress": ["follow"],
-    "sparkcep.runtime_udfs.match_budget": ["raised_message"],
-    "sparkcep.sinks": ["counted", "routed", "side_dirs", "start"],
-    "sparkcep.validate": ["read_validated"],
+    'sparkcep': ['CEPError'],
+    'sparkcep.spark.io': ['check_attributes', 'check_ts_kind'],
+    'sparkcep.spark.progress': ['follow'],
+    'sparkcep.runtime_udfs.match.budget': ['raised_message'],
+    'sparkcep.spark.sinks': ['counted', 'routed', 'side_dirs', 'start'],
+    'sparkcep.spark.validate': ['read_validated'],
 }
 
-_SHEDDING_IMPORTS = {"sparkcep.api": ["report_shedding", "shedding_stage"], "sparkcep.io": ["read_events"]}
+_SHEDDING_IMPORTS = {
+    'sparkcep.api': ['report_shedding', 'shedding_stage'],
+    'sparkcep.spark.io': ['read_events'],
+}
 
 _SHEDDING_USAGE = '''\
     spark-submit job.py ... --stream ... [--shedding-latency SECONDS] \\
@@ -351,7 +355,7 @@ def job_source(plan: Node, *, query_text: str, explain: str, ts_kind: str, name:
     """The job file for ``plan`` (see the module docstring); ``ts_kind`` is the ts kind its windows are
     computed for ("timestamp" or "numeric"), which the job checks against its input at start; ``shedding`` is
     ``(latency bound in seconds, model)`` for a job with the load-shedding stage; ``read_columns`` and
-    ``needs``: what the job reads of its input (:func:`sparkcep.validate.query_columns`)."""
+    ``needs``: what the job reads of its input (:func:`sparkcep.api.input_columns`)."""
     parts = operator_parts(plan)
     constants = _QUERY_CONSTANTS.format(spec=_json_literal(to_data(parts["spec"])),
                                         filter_sql=py_literal(f"\n{parts['filter_sql']}\n"),
@@ -366,8 +370,7 @@ def workload_job_source(workload: dict, *, query_text: str, explain: str, ts_kin
                         attributes: list[str], name: str | None = None, read_columns: list[str] | None = None,
                         needs: dict[str, str] | None = None, ts_unit: str | None = None) -> str:
     """The job file for a workload's sharing plan: ``workload`` is the data of
-    :func:`sparkcep.runtime_udfs.workload_spark.workload_data`; ``read_columns``, ``needs`` as for
-    :func:`job_source`."""
+    :func:`sparkcep.spark.workload.workload_data`; ``read_columns``, ``needs`` as for :func:`job_source`."""
     constants = _WORKLOAD_CONSTANTS.format(workload=_json_literal(workload))
     output = ("Output: one result for the whole workload, JSON lines with a 'query' column (the query of each row)\n"
               "and the columns of that query's RETURN (a column another query has is absent from its rows).\n")

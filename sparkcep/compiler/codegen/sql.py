@@ -32,11 +32,11 @@ import re
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
-from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Expr, Func, Literal, Unary, and_all, walk
-from sparkcep.compiler.errors import CEPError
 from sparkcep.compiler.plan.builder import MASK
 from sparkcep.compiler.plan.nodes import Filter, Node, Project, Source, chain, operator_spec
-from sparkcep.runtime_udfs.spec import Component
+from sparkcep.ir.ast import Attr, BinOp, EquivTest, Expr, Func, Literal, Unary, and_all, walk
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.spec import Component
 
 #: The input-order column of a contiguity strategy's filter (see the module docstring).
 ARRIVAL = "_arrival"

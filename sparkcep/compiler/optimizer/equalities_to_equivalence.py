@@ -21,9 +21,9 @@ from dataclasses import replace
 
 import networkx as nx
 
-from sparkcep.compiler.ast import Attr, BinOp, EquivItem, EquivTest
 from sparkcep.compiler.optimizer._spec import operator_spec, with_spec
 from sparkcep.compiler.plan.nodes import Filter, Node, rebuild
+from sparkcep.ir.ast import Attr, BinOp, EquivItem, EquivTest
 
 
 def _same_attr_equality(p) -> tuple[str, str, str] | None:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sparkcep.compiler.ast import Attr, BinOp, EquivTest, Literal
 from sparkcep.compiler.optimizer._spec import operator_spec, with_spec
 from sparkcep.compiler.plan.nodes import Filter, Node, Partition, rebuild
+from sparkcep.ir.ast import Attr, BinOp, EquivTest, Literal
 
 
 def partition_by_equivalence(plan: Node) -> Node:

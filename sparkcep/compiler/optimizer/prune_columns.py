@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sparkcep.compiler.ast import Attr, EquivItem, walk
 from sparkcep.compiler.optimizer._spec import operator_spec
 from sparkcep.compiler.plan.nodes import Filter, Node, Output, Partition, Project, Trend, chain, rebuild
+from sparkcep.ir.ast import Attr, EquivItem, walk
 
 
 def referenced_attributes(plan: Node) -> tuple[str, ...]:

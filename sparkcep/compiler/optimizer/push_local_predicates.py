@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sparkcep.compiler.analysis.predicates import referenced_vars
-from sparkcep.compiler.ast import Attr, EquivTest, Func, and_all, map_nodes, walk
 from sparkcep.compiler.optimizer._spec import operator_spec, with_spec
 from sparkcep.compiler.plan.nodes import Filter, Node, rebuild
+from sparkcep.ir.ast import Attr, EquivTest, Func, and_all, map_nodes, walk
 
 
 def _single_event(expr) -> str | None:

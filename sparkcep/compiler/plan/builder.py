@@ -8,7 +8,6 @@ after construction, and leaves every predicate to the sequence/trend operator.  
 from __future__ import annotations
 
 from sparkcep.compiler.analysis import ResolvedQuery
-from sparkcep.compiler.ast import Attr, EventPat, Kleene, Not, Pattern, Seq
 from sparkcep.compiler.plan.nodes import (
     Filter,
     Node,
@@ -20,7 +19,8 @@ from sparkcep.compiler.plan.nodes import (
     Trend,
     Window,
 )
-from sparkcep.runtime_udfs.spec import (
+from sparkcep.ir.ast import Attr, EventPat, Kleene, Not, Pattern, Seq
+from sparkcep.ir.spec import (
     INTERNAL_COLUMNS,
     OVERFLOW,
     Aggregate,

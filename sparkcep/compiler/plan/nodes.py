@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from sparkcep.compiler.ast import Expr
-from sparkcep.runtime_udfs.spec import Component, MatchSpec, OutputColumn, TrendSpec
+from sparkcep.ir.ast import Expr
+from sparkcep.ir.spec import Component, MatchSpec, OutputColumn, TrendSpec
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ class SharingQuery:
 
     ``reason`` is None for a query the shared executor covers; otherwise why it runs alone.  ``output`` names
     its COUNT(*) column (None: not returned); ``aggregates`` are its other aggregates as ``(name, func,
-    position in the pattern, attribute)`` (see :class:`~sparkcep.runtime_udfs.shared_engine.SharedAggregate`).
+    position in the pattern, attribute)`` (see :class:`~sparkcep.ir.sharing.SharedAggregate`).
     """
 
     name: str

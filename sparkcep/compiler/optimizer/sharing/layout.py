@@ -68,7 +68,7 @@ def shared_specs(plan: WorkloadPlan, *, share: bool = True) -> list:
     the baseline the executor is compared against."""
     from dataclasses import replace
 
-    from sparkcep.runtime_udfs.shared_engine import SharedAggregate, SharedQuery, SharedSpec
+    from sparkcep.ir.sharing import SharedAggregate, SharedQuery, SharedSpec
 
     segs = segments(plan if share else replace(plan, chosen=()))
     contexts: dict[tuple, list] = {}

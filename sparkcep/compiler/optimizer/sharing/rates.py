@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from sparkcep.compiler.errors import CEPError
+from sparkcep.ir.errors import CEPError
 
 #: Rate of a type nobody told us about (events per window).
 DEFAULT_RATE = 1.0

@@ -1,7 +1,7 @@
 """Which queries the shared executor covers (Sharon's query model, §2.1), and why the others run alone.
 
 In scope: a trend-aggregate query returning ``COUNT(*)``, ``COUNT(v)``, ``SUM``/``AVG``/``MIN``/``MAX(v.attr)``
-(the shared engine computes them all: :class:`~sparkcep.runtime_udfs.shared_engine.SharedAggregate`, and the
+(the shared engine computes them all: :class:`~sparkcep.ir.sharing.SharedAggregate`, and the
 Spark operator writes one column per aggregate), whose pattern is a ``SEQ`` (or a single event) of plain event
 types (no Kleene, negation, ``ANY``), with no predicates but equivalence tests (the partition key), GROUP BY
 attributes within the key.  Everything else keeps its own operator.  ``aggregates=False`` admits ``COUNT(*)``
@@ -10,9 +10,9 @@ alone (Sharon's query model as the paper states it).
 
 from __future__ import annotations
 
-from sparkcep.compiler.ast import EventPat, Seq
 from sparkcep.compiler.optimizer.sharing.ir import SharingQuery
-from sparkcep.runtime_udfs.spec import TrendSpec
+from sparkcep.ir.ast import EventPat, Seq
+from sparkcep.ir.spec import TrendSpec
 
 
 def _reason(spec, aggregates: bool = True) -> str | None:

@@ -1,0 +1,297 @@
+"""The AST of the sparkcep language: frozen dataclasses that compare and hash by structure.
+
+Positions (``span``) are carried on every node but never take part in equality, so that
+``parse(print(parse(q))) == parse(q)`` holds.  Spellings that mean the same thing are normalized by the
+parser (``<>``/``≠`` → ``!=``, ``∧`` → ``AND``, ``GROUP-BY`` → ``GROUP BY``, ``~T``/``NOT T`` → ``Not``).
+
+Example::
+
+    >>> q = Query(pattern=Seq((EventPat(("A",), "a"), EventPat(("B",), "b"))), within=Duration(10))
+    >>> q.pattern.items[1].var
+    'b'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sparkcep.ir.errors import Span
+
+
+def _span() -> Span | None:
+    return field(default=None, compare=False, repr=False)
+
+
+# ----------------------------------------------------------------------------------------------- expressions
+
+#: Index forms of an attribute reference on a Kleene variable.
+#:   None      ``v.attr``            (plain, or the current event inside a Kleene predicate: GRETA ``S.price``)
+#:   "all"     ``v[].attr``          (the whole Kleene sequence; only inside an aggregate)
+#:   "cur"     ``v[i].attr``         (the current event)
+#:   "prev"    ``v[i-1].attr``       (the previously selected event)
+#:   "prefix"  ``v[..i-1].attr``     (all events before the current one; only inside an aggregate)
+#:   "last"    ``v[v.len].attr``     (the last event)
+#:   "next"    ``NEXT(v).attr``      (the next event of the trend, GRETA)
+#:   int k     ``v[k].attr``         (the k-th event, 1-based; ``v[1]`` is the first)
+Index = str | int | None
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A constant: int, float, str, bool or None (``NULL``)."""
+
+    value: object
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Attr:
+    """An attribute reference ``var[index].attr``; ``var`` is None for a bare attribute (``sector``)."""
+
+    var: str | None
+    attr: str
+    index: Index = None
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Unary:
+    """``-x`` or ``NOT x``; ``op`` is ``"-"`` or ``"NOT"``."""
+
+    op: str
+    operand: Expr
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class BinOp:
+    """Binary operator. ``op`` is one of ``+ - * / %``, ``= != < <= > >=``, ``AND``, ``OR``."""
+
+    op: str
+    left: Expr
+    right: Expr
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Func:
+    """A function call. Aggregates: ``avg sum min max count`` (lower-cased); ``COUNT(*)`` has ``star=True``.
+
+    ``COUNT(A)`` (a type or variable) is ``Func("count", (Attr(None, "A"),))`` until analysis resolves it.
+    """
+
+    name: str
+    args: tuple[Expr, ...] = ()
+    star: bool = False
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class EquivItem:
+    """One item of an equivalence test: ``attr``, ``v.attr`` or ``attr = 'const'``."""
+
+    attr: str
+    var: str | None = None
+    value: Literal | None = None
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class EquivTest:
+    """``[attr]``, ``[a1, a2]``, ``[attr = 'c']``, ``[v.attr, a2]``: all components share these attributes."""
+
+    items: tuple[EquivItem, ...]
+    span: Span | None = _span()
+
+
+Expr = Literal | Attr | Unary | BinOp | Func | EquivTest
+
+
+# ----------------------------------------------------------------------------------------------- patterns
+
+
+@dataclass(frozen=True)
+class EventPat:
+    """One event of one of ``types`` bound to ``var``.
+
+    ``T v`` is ``EventPat(("T",), "v")``; ``ANY(T1, T2) v`` is ``EventPat(("T1", "T2"), "v", any_=True)``;
+    ``array`` is True where the variable was written ``v[]`` (Kleene variables, SASE+ style).
+    """
+
+    types: tuple[str, ...]
+    var: str | None = None
+    any_: bool = False
+    array: bool = False
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Kleene:
+    """``P+`` (``op="+"``), ``P*`` (``"*"``) or ``P?`` (``"?"``).  ``T+ v[]`` is ``Kleene(EventPat(("T",), "v",
+    array=True), "+")``."""
+
+    inner: Pattern
+    op: str = "+"
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Seq:
+    """``SEQ(P1, ..., Pn)``."""
+
+    items: tuple[Pattern, ...]
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Not:
+    """Negation ``!(P)``, ``~P``, ``NOT P``: no match of ``inner`` at this place of the enclosing SEQ."""
+
+    inner: Pattern
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Or:
+    """Disjunction of patterns ``P1 OR P2 OR ...``."""
+
+    alternatives: tuple[Pattern, ...]
+    span: Span | None = _span()
+
+
+Pattern = EventPat | Kleene | Seq | Not | Or
+
+
+# ----------------------------------------------------------------------------------------------- query
+
+
+#: Time units, normalized. A duration without unit is in the units of the ``ts`` column.
+UNITS_MS = {"ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+#: The units a numeric ts column can be declared in (``ts_unit``, ``--ts-unit``): their length in nanoseconds.
+TS_UNITS_NS = {"ns": 1, "us": 1_000, **{u: ms * 10**6 for u, ms in UNITS_MS.items()}}
+
+
+@dataclass(frozen=True)
+class Duration:
+    """``WITHIN 12 hours`` → ``Duration(12, "h")``; ``WITHIN 10`` → ``Duration(10, None)``."""
+
+    value: int | float
+    unit: str | None = None
+    span: Span | None = _span()
+
+    def in_ms(self) -> float | None:
+        return None if self.unit is None else self.value * UNITS_MS[self.unit]
+
+
+@dataclass(frozen=True)
+class ReturnItem:
+    expr: Expr
+    alias: str | None = None
+    span: Span | None = _span()
+
+
+#: Selection strategies (LANGUAGE.md §5).
+STRATEGIES = ("strict_contiguity", "partition_contiguity", "skip_till_next_match", "skip_till_any_match")
+
+
+@dataclass(frozen=True)
+class Query:
+    """One query.
+
+    ``strategy`` is None when not given (the default is skip_till_any_match).  ``strategy_vars`` holds the
+    variable list of the SASE+ form ``WHERE skip_till_next_match(a, b[], c) { cond }``; it is None for the
+    ``USING strategy`` form.  ``return_first`` records where RETURN was written (GRETA/Sharon put it first).
+    """
+
+    pattern: Pattern
+    within: Duration
+    name: str | None = None
+    returns: tuple[ReturnItem, ...] | None = None
+    strategy: str | None = None
+    strategy_vars: tuple[str, ...] | None = None
+    where: Expr | None = None
+    group_by: tuple[Attr, ...] = ()
+    slide: Duration | None = None
+    return_first: bool = False
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A file of queries separated by ``;``; ``shedding_latency`` is the latency bound of ``WITH SHEDDING
+    LATENCY <duration>`` (gSPICE load shedding, off when None)."""
+
+    queries: tuple[Query, ...]
+    span: Span | None = _span()
+    shedding_latency: Duration | None = None
+    #: ``WITH RATES (T = n, ...)``: declared events per window of each type (Sharon's benefit model)
+    rates: tuple[tuple[str, float], ...] | None = None
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+def walk(node):
+    """Yield ``node`` and every AST node below it, depth first, in source order.
+
+    Iterative (an explicit stack, not nested generators), so a deep tree costs one step per node: nested
+    ``yield from`` passed every node up through each level above it."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        yield node
+        children = []
+        for f in getattr(node, "__dataclass_fields__", {}):
+            if f == "span":
+                continue
+            value = getattr(node, f)
+            if isinstance(value, tuple):
+                children.extend(v for v in value if hasattr(v, "__dataclass_fields__"))
+            elif hasattr(value, "__dataclass_fields__"):
+                children.append(value)
+        stack.extend(reversed(children))
+
+
+def conjuncts(expr: Expr | None) -> list[Expr]:
+    """Split an expression on top-level ``AND`` (iteratively: a chain of ANDs is as deep as it is long)."""
+    out: list[Expr] = []
+    stack = [] if expr is None else [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, BinOp) and e.op == "AND":
+            stack += [e.right, e.left]
+        else:
+            out.append(e)
+    return out
+
+
+def and_all(exprs) -> Expr | None:
+    """Join expressions with ``AND`` (None for none)."""
+    out = None
+    for e in exprs:
+        out = e if out is None else BinOp("AND", out, e)
+    return out
+
+
+def map_nodes(node, fn):
+    """Rebuild ``node`` bottom-up, replacing every AST node ``n`` below and including it by ``fn(n)``."""
+    from dataclasses import fields, is_dataclass, replace
+
+    if not is_dataclass(node):
+        return node
+    changes = {}
+    for f in fields(node):
+        if f.name == "span":
+            continue
+        value = getattr(node, f.name)
+        if isinstance(value, tuple):
+            new = tuple(map_nodes(v, fn) for v in value)
+        else:
+            new = map_nodes(value, fn)
+        if new is not value and new != value:
+            changes[f.name] = new
+    return fn(replace(node, **changes) if changes else node)
+
+
+#: The aggregate functions of RETURN and WHERE (analysis checks names against it; the engines evaluate them).
+AGGREGATES = ("avg", "sum", "min", "max", "count")

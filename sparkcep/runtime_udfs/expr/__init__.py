@@ -1,0 +1,1 @@
+"""Expression evaluation: per binding (scalar) and over whole columns (vector)."""

@@ -1,0 +1,1 @@
+"""The match engine (SASE/SASE+): compile, AIS and runs engines, negation, state, prefilter, columnar construction."""

@@ -1,0 +1,1 @@
+"""Sharon's shared executor."""

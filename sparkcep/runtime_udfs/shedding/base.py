@@ -1,0 +1,111 @@
+"""What every shedder shares: the event coder (type codes, binned attributes), the :class:`Shedder` base
+class (utilities, distribution, the drop decision), the training observations and a workload's pattern types.
+gSPICE-H (:mod:`.shedder`), gSPICE-M (:mod:`.models`) and the baselines build on it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sparkcep.ir.spec import MatchSpec
+from sparkcep.runtime_udfs.shedding.observations import (
+    Binning,
+    attribute_matrix,
+)
+from sparkcep.runtime_udfs.shedding.threshold import Threshold, utility_threshold
+
+if TYPE_CHECKING:
+    from sparkcep.runtime_udfs.shedding.shedder import Refit
+
+
+def pattern_types(specs: Sequence[MatchSpec]) -> tuple[str, ...]:
+    """The event types the queries read, in first-seen order (the shedder's type codes)."""
+    out: list[str] = []
+    for spec in specs:
+        for c in spec.components:
+            for t in c.types:
+                if t not in out:
+                    out.append(t)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class EventCoder:
+    """Type names → codes ``0..T-1`` (``-1`` for other types) and the attribute binning."""
+
+    types: tuple[str, ...]
+    binning: Binning = field(default_factory=Binning)
+
+    def codes(self, type_values) -> np.ndarray:
+        index = {t: i for i, t in enumerate(self.types)}
+        return np.fromiter((index.get(t, -1) for t in type_values), dtype=np.int64, count=len(type_values))
+
+    def encode(self, events: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+        """``(type codes, raw attribute matrix)`` of event dicts."""
+        return self.codes([e.get("type") for e in events]), attribute_matrix(events, self.binning.names)
+
+    def encode_frame(self, pdf, type_col: str = "type") -> tuple[np.ndarray, np.ndarray]:
+        """The same from a pandas frame (missing attribute columns read as NaN)."""
+        codes = self.codes(pdf[type_col].tolist())
+        values = np.full((len(pdf), len(self.binning.names)), np.nan)
+        for j, name in enumerate(self.binning.names):
+            if name in pdf.columns:
+                values[:, j] = np.asarray(pdf[name].to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
+        return codes, values
+
+
+class Shedder:
+    """Base of all shedders: a utility per event, a training utility distribution, a threshold per ρ."""
+
+    name = "shedder"
+
+    def __init__(self, coder: EventCoder, exact: bool = True):
+        self.coder = coder
+        self.exact = exact
+        self._thresholds: dict[float, Threshold] = {}
+        self.refit: Refit | None = None  # set by fit_gspice: how to retrain this model on drift
+
+    def reset(self) -> None:
+        """Forget the predecessor pane (a new, unrelated stream follows)."""
+
+    def utilities(self, codes: np.ndarray, values: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def distribution(self) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def threshold(self, rho: float) -> Threshold:
+        rho = round(float(rho), 4)
+        th = self._thresholds.get(rho)
+        if th is None:
+            u, o = self.distribution()
+            th = self._thresholds[rho] = utility_threshold(u, o, rho, exact=self.exact)
+        return th
+
+    def decide(self, codes: np.ndarray, values: np.ndarray, rho: float, seed: int | None = None,
+               rng: np.random.Generator | None = None) -> np.ndarray:
+        """Algorithm 1: the boolean drop mask of a batch for drop ratio ``rho`` (no drop when ``rho <= 0``; the
+        pane still advances so that later batches see the right predecessors)."""
+        u = self.utilities(codes, values)
+        if rho <= 0:
+            return np.zeros(len(codes), dtype=bool)
+        rng = rng if rng is not None else np.random.default_rng(seed)
+        return self.threshold(rho).drops(u, rng.random(len(codes)))
+
+
+@dataclass
+class Training:
+    """What a gSPICE model is trained from: features and contributions of a processed stream."""
+
+    codes: np.ndarray
+    freq: np.ndarray
+    bins: np.ndarray
+    m: np.ndarray
+    agg: dict
+
+    @property
+    def matches(self) -> float:
+        return float(self.m.sum())

@@ -1,0 +1,1 @@
+"""The trend aggregation engine (GRETA): template, graph, index, aggregates, engine."""

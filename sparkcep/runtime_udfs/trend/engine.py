@@ -1,0 +1,581 @@
+"""GRETA trend aggregation: event-trend aggregates computed online, without constructing trends.
+
+This engine implements Poppe et al., *GRETA: Graph-based Real-time Event Trend Aggregation* (the paper in
+``papers/``) for one partition of the equivalence key (the caller partitions, GRETA §6 "Event Trend
+Grouping").  It is pure Python, knows nothing about Spark, and has the shape of
+:mod:`sparkcep.runtime_udfs.match.engine`: :func:`step` buffers events, :func:`advance` processes those at or
+below a watermark in ``ts`` order and emits the rows of every window the watermark has passed.
+
+**Template (§4.1, Algorithm 1; §9 "Multiple Event Type Occurrences").**  Every positive component of the
+pattern is a template state, so a type that occurs twice gives two states and an event may enter several.
+Transitions are computed as Glushkov's follow relation, which for ``SEQ`` and ``+`` is exactly Algorithm 1
+(``end(Pi) → start(Pj)`` for ``SEQ(Pi, Pj)``, ``end(Pi) → start(Pi)`` for ``Pi+``) and extends it to ``*``,
+``?`` and ``OR``.  Since every state is a distinct variable, paths of the graph and trends (sets of
+``(event, variable)`` pairs) are in bijection (Theorem 4.2).
+
+**Negation (§5).**  Each ``NOT N`` is split off (Algorithm 3) into its own graph.  Where ``NOT N`` sits between
+two positive sub-patterns, the template transitions from ``end(Pi)`` to ``start(Pj)`` carry a *marker* ``N``;
+markers before the first or after the last positive event are start and end negations (§5.1 cases 1–3).
+The graph of ``N`` maintains, instead of counts, ``L_N(t)``: the latest start of a finished ``N`` trend that
+ended before ``t`` (Definition 5: a finished trend ``(e1..en)`` invalidates events before ``e1.time`` for
+events after ``en.time``).  An edge ``p → e`` carrying ``N`` is valid iff ``p.ts >= L_N(e.ts)``; since
+``L_N`` only grows, an invalidated vertex stays invalid (§5.2 "Event Pruning").  Start negation restricts the
+windows a START event may open (no ``N`` trend between the window start and the event), end negation the
+END events a window counts when it closes.
+
+**Aggregates (Theorem 4.3, Theorem 9.1).**  Every vertex carries ``count`` (number of trends from a START
+event to it) and, as the query needs, ``count_E``, ``sum``, ``min``, ``max`` of the events of a variable in
+those trends; ``AVG = SUM / COUNT(E)``.  Counts are exact Python ints (a window of ``n`` events has up to
+``2^n - 1`` trends).  Sums of integers are exact ints; sums of floats are kept exact as fractions and
+rounded once on output (their infinities and NaNs absorb, as in float arithmetic).
+
+**Sliding windows share one graph (§6, §7).**  Windows are ``[k·slide, k·slide + window)``.  Each vertex
+keeps one aggregate per window it falls into (GRETA's *Window Hash Table*); a template state keeps a
+running aggregate per window over all its vertices, so an event whose incoming transitions are plain reads
+its predecessors' sum in O(1) per window (A-Seq/Sharon running aggregates).  A window's structures are
+dropped as soon as the watermark passes its end and its rows are emitted (the pane purge of §7).
+
+**Predicates (§6).**  Local predicates were applied by the Spark SQL filter (the ``_mask`` bits) or are
+evaluated here, as are other predicates on one event.  Edge predicates relate adjacent events of a trend:
+``v.x < NEXT(v).x`` and ``v[i].x > v[i-1].x`` restrict the self-transition of Kleene variable ``v``; a
+predicate between two single variables restricts the transition between them when one always immediately
+precedes the other.  A comparison (``< <= > >=``) between an expression of the earlier and one of the later
+event is answered by a *vertex tree* per window (§7): for the events of the current :func:`advance` call a
+Fenwick tree over the ranks of their keys (the batch is known, so are its keys), for older events static
+sorted levels with cumulative aggregates merged as a binary counter (Bentley–Saxe); an event finds the
+aggregate over its valid predecessors in O(log n) (plus O(log² n) C-speed bisections over the older levels).
+An equality uses a hash map.  Any other edge predicate is evaluated against the stored vertices of the
+predecessor state (GRETA's O(n) worst case).  A scoped equivalence test ``[v.attr]`` splits trends by
+``v``'s value: one graph per value, sharing the negation graphs.
+
+**Partitions and groups.**  The caller runs one state per value of ``spec.key``.  GROUP BY attributes are
+part of the key, so a partition is one group and its rows carry the group's values.  When the key is finer
+than the groups (GRETA Q1: per company, grouped by sector), :func:`merge_rows` combines the partitions' rows
+of a window and group.
+
+**Speed.**  For COUNT(*) queries without negation and scoped equivalence, the per-event loop is generated
+from the template (:func:`_count_scanner`): a trend count costs a few additions per event and window, which
+a generic interpreter of the template would bury under dispatch.  Big counts cost what big-integer additions
+cost (linear in their length, ~n bits for n events per window): when every transition is plain, running
+counts beyond :data:`BIG_BITS` become GMP integers (``gmpy2``, 2-3x faster to add at thousands of bits; rows
+still carry Python ints, and the state pickles them).  :func:`step` and :func:`advance` pause Python's cyclic
+garbage collector (:func:`_gc_paused`): its scans over every buffered event cost more than the engine's work.
+A batch already in strictly increasing ts order (the common case) is neither sorted nor split at ties.
+
+**Explain.**  :func:`describe` prints the compiled template (states, transitions and their indexes, negation
+graphs and what they invalidate, how each WHERE conjunct is evaluated) for ``sparkcep explain``.
+
+**Not supported** (:func:`check` raises :class:`EngineUnsupportedError`): predicates relating non-adjacent
+events (``a.x < c.x`` across a Kleene sub-pattern, ``v[1]``, ``v[v.len]``, aggregates over ``v[]``) or a
+Kleene variable to another variable; negation predicates reading positive variables; negations at the start
+or end of a negated sub-pattern; scoped equivalence tests on several variables or on an optional one; GROUP
+BY attributes outside the partition key.
+
+Example::
+
+    >>> import math, sparkcep
+    >>> spec = sparkcep.compile("RETURN COUNT(*) PATTERN (SEQ(A+, B))+ WITHIN 10").spec()
+    >>> events = [{"type": t, "ts": ts} for t, ts in [("A", 1), ("B", 2), ("A", 3), ("A", 4), ("B", 7)]]
+    >>> state, _ = step(spec, init_state(), events)
+    >>> state, rows = advance(spec, state, math.inf)
+    >>> rows
+    [{'window_start': 0, 'window_end': 10, 'count_all': 11}]
+"""
+
+from __future__ import annotations
+
+import gc
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Iterable
+from functools import wraps
+from itertools import compress, count, islice
+from operator import eq, lt
+from typing import TYPE_CHECKING, Any
+
+from sparkcep.ir.spec import SlotState, TrendSpec
+from sparkcep.runtime_udfs.match.engine import EngineUnsupportedError
+from sparkcep.runtime_udfs.trend.aggregates import (
+    _INF,
+    BIG_BITS,
+    PARTIAL,
+    SCAN_CHUNK,
+    _final_avg,
+    _final_sum,
+    _mpz,
+    _sum_add,
+)
+from sparkcep.runtime_udfs.trend.graph import _compiled
+from sparkcep.runtime_udfs.trend.index import _Batch, _key_class, _NegRun, _Queue, _Run, _Win
+from sparkcep.runtime_udfs.trend.scanner import _count_group, _emit, _index_insert
+from sparkcep.runtime_udfs.trend.template import GUARDED, ORDERED, PLAIN, SCAN, _threshold, _ts_of
+
+if TYPE_CHECKING:
+    from sparkcep.runtime_udfs.trend.graph import _Compiled
+    from sparkcep.runtime_udfs.trend.template import _State
+
+__all__ = ["EngineUnsupportedError", "TrendState", "advance", "check", "init_state", "is_empty", "merge_rows", "step",
+           "wakeup"]
+
+#: Version tag of the serialized state (:meth:`TrendState.to_bytes`).
+STATE_VERSION = 1
+
+
+def check(spec: TrendSpec) -> None:
+    """Raise :class:`EngineUnsupportedError` (or :class:`CEPError`) if this engine cannot run ``spec``."""
+    _compiled(spec)
+
+
+# ----------------------------------------------------------------------------------------------- state
+
+
+class TrendState(SlotState):
+    """The state of one partition.  Mutated in place by :func:`step` and :func:`advance`, which return it.
+
+    ``frontier``  the watermark processed so far: events with ``ts <= frontier`` are late.
+    ``pending``   buffered ``(ts, mask, event)`` in arrival order, all with ``ts > frontier``.
+    ``group``     the GROUP BY values (constant within a partition), from the first event.
+    ``kmin``      the first window not emitted yet (None before the first event); ``close_at`` its end.
+    ``runs``      the positive graph's runtime per scoped-equivalence value (``None``: the only one, or the
+                  one without class-variable events that new values start from).
+    ``latest``    per negation ``N``: ``L_N``, the latest start of a finished trend of ``N``.
+    ``negs``      per negation: its graph's runtime.
+    ``epoch``     the number of :func:`advance` calls that processed events (the vertex trees' live parts).
+    ``late``      events dropped because ``ts <= frontier`` when they arrived.
+    ``invalid``   events dropped because their ``ts`` was null, NaN or infinite.
+    """
+
+    __slots__ = ("frontier", "pending", "group", "kmin", "close_at", "runs", "latest", "negs", "epoch", "late",
+                 "invalid")
+    VERSION = STATE_VERSION
+    ENGINE = "trend engine"
+
+    def __init__(self) -> None:
+        self.frontier: float = -_INF
+        self.pending: list[tuple[Any, int, dict]] = []
+        self.group: tuple | None = None
+        self.kmin: int | None = None
+        self.close_at: float = _INF
+        self.runs: dict[Any, _Run] = {}
+        self.latest: list[float] = []
+        self.negs: list[_NegRun] = []
+        self.epoch = 0
+        self.late = 0
+        self.invalid = 0
+
+
+def init_state() -> TrendState:
+    """A fresh, empty partition state."""
+    return TrendState()
+
+
+def _ensure(cs: _Compiled, st: TrendState) -> None:
+    """Create the graphs' runtimes on first use (a fresh state does not know the spec)."""
+    if not st.runs:
+        st.runs[None] = _Run()
+        st.latest = [-_INF] * len(cs.negs)
+        st.negs = [_NegRun(len(g.states)) for g in cs.negs]
+
+
+def _negation_memory(st: TrendState) -> float:
+    """The latest trend start the negation graphs still hold (``-inf`` if none): it can block trends of every
+    window not emitted yet that starts at or before it.  Older values are dropped as windows close."""
+    newest = max(st.latest, default=-_INF)
+    for nr in st.negs:
+        newest = max(newest, max(nr.best, default=-_INF),
+                     max((store[-1][0] for store in nr.stores.values() if store), default=-_INF),
+                     max((q[0][1] for q in nr.queues.values() if q), default=-_INF))
+    return newest
+
+
+def is_empty(state: TrendState) -> bool:
+    """True when nothing is buffered and no window or negation state is live (the caller may drop the state)."""
+    return (not state.pending and not any(run.wins for run in state.runs.values())
+            and _negation_memory(state) == -_INF)
+
+
+def wakeup(spec: TrendSpec, state: TrendState) -> float | None:
+    """The smallest watermark at which :func:`advance` has work to do without new events, or None: the
+    earliest buffered ``ts`` (it becomes processable), the end of the first open window (its rows are due),
+    or the time at which the negation state can no longer affect any window."""
+    cs = _compiled(spec)
+    times = [ts for ts, _, _ in state.pending]
+    if any(run.wins for run in state.runs.values()):
+        times.append(state.close_at)
+    newest = _negation_memory(state)
+    if newest > -_INF:
+        times.append(newest + cs.window)
+    return min(times) if times else None
+
+
+# -------------------------------------------------------------------------------------------- step / advance
+
+
+def _gc_paused(fn):
+    """Run ``fn`` with Python's cyclic garbage collector paused (and its previous state restored).
+
+    :func:`step` and :func:`advance` allocate a tuple per buffered event and create no reference cycles; with
+    the collector on, its generational scans over everything the process holds (a micro-batch of event dicts,
+    the pending buffer) cost more than the engine's own work on large batches.  Reference counting still frees
+    everything as usual; the collector catches up on its next run after the call.
+    """
+
+    @wraps(fn)
+    def paused(*args, **kwargs):
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return paused
+
+
+@_gc_paused
+def step(spec: TrendSpec, state: TrendState, events: Iterable[dict]) -> tuple[TrendState, list[dict]]:
+    """Buffer ``events`` (any order).  Returns ``(state, [])``: rows are only produced by :func:`advance`.
+
+    Events with ``ts <= state.frontier`` are late and counted in ``state.late``; events without a usable
+    ``ts`` are counted in ``state.invalid``; events that can fill no component are dropped.
+    """
+    cs = _compiled(spec)
+    # one pass over the event dicts: a pass per column at C speed measured slower (each misses the cache on
+    # every dict)
+    frontier = state.frontier
+    full = cs.full
+    type_masks = cs.type_masks
+    append = state.pending.append
+    late = invalid = 0
+    for ev in events:
+        ts = ev.get("ts")
+        kind = ts.__class__
+        if kind is not int and (kind is not float or ts - ts != 0.0):  # rare: None, NaN, ±inf, other numbers
+            if ts is None or ts != ts or ts in (_INF, -_INF):
+                invalid += 1
+                continue
+        if ts <= frontier:
+            late += 1
+            continue
+        mask = ev.get("_mask")
+        if mask is None:
+            mask = type_masks.get(ev.get("type"), 0) if type_masks is not None else cs.mask_of(ev)
+        else:
+            mask = cs.mask_of(ev) if mask != mask else int(mask) & full
+        if mask:
+            append((ts, mask, ev))
+    state.late += late
+    state.invalid += invalid
+    if state.group is None and state.pending:
+        state.group = tuple(state.pending[0][2].get(g) for g in cs.group_by)
+    return state, []
+
+
+@_gc_paused
+def advance(spec: TrendSpec, state: TrendState, watermark: float) -> tuple[TrendState, list[dict]]:
+    """Process the buffered events with ``ts <= watermark`` in ``ts`` order and return the rows of every
+    window whose end the watermark has reached, each window exactly once.
+
+    ``advance(spec, state, inf)`` flushes everything (batch).  A watermark at or below the frontier is a
+    no-op.
+    """
+    if not watermark > state.frontier:
+        return state, []
+    cs = _compiled(spec)
+    _ensure(cs, state)
+    pending = state.pending
+    times = list(map(_ts_of, pending))
+    strict = all(map(lt, times, islice(times, 1, None)))  # in order and without ties (the common batch)
+    if not strict:
+        pending.sort(key=_ts_of)
+        times.sort()
+    cut = bisect_right(times, watermark)
+    ready, state.pending = pending[:cut], pending[cut:]
+    state.frontier = watermark
+    rows: list[dict] = []
+    if ready and not cs.never:
+        _scan(cs, state, ready, rows, times[:cut] if cut < len(times) else times, strict)
+    if state.kmin is not None:
+        _emit(cs, state, watermark, rows)
+    return state, rows
+
+
+def _scan(cs: _Compiled, st: TrendState, ready: list, rows: list[dict], times: list, strict: bool) -> None:
+    """Process ``ready`` (sorted by ts; ``times`` their ts, ``strict`` if no two are equal) one ``ts`` group at
+    a time: the events of a group see the graph as it was before the group, so equal timestamps never follow
+    each other in a trend."""
+    if st.kmin is None:
+        st.kmin = cs.first_open(ready[0][0])
+        st.close_at = st.kmin * cs.slide + cs.window
+    batch = None
+    if cs.ordered:
+        st.epoch += 1
+        batch = _Batch(cs, ready, st.epoch, times)
+    if cs.counts_only:
+        _scan_counts(cs, st, ready, rows, batch, times, strict)
+        return
+    i, total = 0, len(ready)
+    while i < total:
+        t = ready[i][0]
+        j = i + 1
+        while j < total and ready[j][0] == t:
+            j += 1
+        if t >= st.close_at:
+            _emit(cs, st, t, rows)
+        _process_group(cs, st, t, cs.windows_of(t), ready[i:j], batch)
+        i = j
+
+
+def _scan_counts(cs: _Compiled, st: TrendState, ready: list, rows: list[dict], batch: _Batch | None, times: list,
+                 strict: bool) -> None:
+    """:func:`_scan` for COUNT(*) over plain, ordered and equality transitions (no negation, no scoped
+    equivalence): runs of events with distinct timestamps go through the generated hot loop
+    (:func:`_count_scanner`), groups of events sharing a ts through :func:`_count_group`."""
+    ties = () if strict else list(compress(count(), map(eq, times, islice(times, 1, None))))
+    scan = cs.scanner
+    pos = 0
+    g = 0
+    while g < len(ties):
+        start = ties[g]
+        while g + 1 < len(ties) and ties[g + 1] == ties[g] + 1:
+            g += 1
+        end = ties[g] + 2
+        g += 1
+        if start > pos:
+            _chunked(cs, scan, ready[pos:start], st, rows, batch)
+        _count_group(cs, st, ready[start:end], rows, batch)
+        pos = end
+    if pos < len(ready):
+        _chunked(cs, scan, ready[pos:] if pos else ready, st, rows, batch)
+
+
+def _chunked(cs: _Compiled, scan: Callable, part: list, st: TrendState, rows: list[dict], batch) -> None:
+    """Run the generated scan over ``part``; for plain templates (counts flow through the running counts
+    only), in chunks of :data:`SCAN_CHUNK` events with :func:`_promote` in between."""
+    if not cs.promote:
+        scan(part, st, rows, batch)
+        return
+    for i in range(0, len(part), SCAN_CHUNK):
+        scan(part[i:i + SCAN_CHUNK] if len(part) > SCAN_CHUNK else part, st, rows, batch)
+        _promote(st)
+
+
+def _promote(st: TrendState) -> None:
+    """Turn the running counts longer than :data:`BIG_BITS` into GMP integers: every sum they enter is then
+    a GMP addition (exact, 2-3x faster than Python's at thousands of bits).  Rows carry Python ints
+    (:func:`_row`)."""
+    for win in st.runs[None].wins.values():
+        R = win.R
+        for j, v in enumerate(R):
+            if v.__class__ is int and v.bit_length() > BIG_BITS:
+                R[j] = _mpz(v)
+
+
+def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, batch: _Batch | None) -> None:
+    """Insert the events of one ``ts`` group into the graphs (Algorithm 2 with §5's valid predecessors and
+    §6's per-window aggregates): compute every vertex first, then insert them all."""
+    if not ks:
+        return  # t lies between windows (slide > window): no trend can use these events
+    latest = st.latest
+    if cs.class_var is not None:
+        attrs = cs.class_attrs
+        for _, mask, ev in group:
+            if any(gid == -1 and s.classed for gid, s in cs.roles(mask)):
+                value = tuple(ev.get(a) for a in attrs)
+                if value not in st.runs:
+                    st.runs[value] = st.runs[None].clone()
+    positive: list = []
+    negative: list = []
+    for _, mask, ev in group:
+        for gid, s in cs.roles(mask):
+            if s.filters and not all(f(ev) for f in s.filters):
+                continue
+            if gid == -1:
+                runs = (st.runs[tuple(ev.get(a) for a in cs.class_attrs)],) if s.classed else st.runs.values()
+                for run in runs:
+                    aggs = _vertex(cs, run, s, ev, t, ks, latest)
+                    if aggs:
+                        positive.append((run, s, ev, aggs))
+            else:
+                start = _neg_vertex(st.negs[gid], s, ev, t, latest)
+                if start is not None:
+                    negative.append((gid, s, ev, start))
+    for run, s, ev, aggs in positive:
+        _insert(cs, run, s, ev, t, aggs, batch)
+    for gid, s, ev, start in negative:
+        nr = st.negs[gid]
+        if start > nr.best[s.j]:
+            nr.best[s.j] = start
+        for tr in s.guarded_out:
+            q = nr.queues.get(tr.id)
+            if q is None:
+                q = nr.queues[tr.id] = deque()
+            while q and q[-1][1] <= start:
+                q.pop()
+            q.append((t, start))
+        if s.stored:
+            nr.stores.setdefault(s.j, []).append((t, ev, start))
+        if s.last and start > latest[gid]:
+            latest[gid] = start
+
+
+def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest: list) -> dict:
+    """The aggregates of a new vertex of state ``s`` per window ``k`` (Theorem 4.3 / 9.1): the START term plus
+    the sum over its valid predecessors, for every window of ``ks`` where it has a trend."""
+    alg = cs.alg
+    zero, plus = alg.zero, alg.add
+    scanned: dict | None = None
+    probes = []
+    for tr in s.ins:
+        if tr.kind == SCAN:
+            store = run.stores.get(tr.src)
+            if not store:
+                continue
+            floor = _threshold(tr.guard, latest) if tr.guard else -_INF
+            pred = tr.pred
+            for pts, pev, paggs in store:
+                if pts >= floor and pred(pev, ev):
+                    if scanned is None:
+                        scanned = {}
+                    for k, a in paggs.items():
+                        scanned[k] = plus(scanned.get(k, zero), a)
+        elif tr.kind == GUARDED:
+            probes.append((tr, _threshold(tr.guard, latest)))
+        elif tr.kind != PLAIN:
+            probes.append((tr, tr.probe(ev)))
+    start_floor = None
+    if s.first:
+        start_floor = _threshold(s.start_guard, latest) if s.start_guard else -_INF
+    values = s.contrib(ev) if s.contrib is not None else None
+    slide = cs.slide
+    wins = run.wins
+    out = {}
+    for k in ks:
+        win = wins.get(k)
+        acc = zero
+        if win is not None:
+            R = win.R
+            for tr in s.ins:
+                if tr.kind == PLAIN:
+                    acc = plus(acc, R[tr.src])
+            for tr, probe in probes:
+                if tr.kind == GUARDED:
+                    q = win.guarded.get(tr.id)
+                    if q is not None:
+                        q.drop_before(probe, alg)
+                        acc = plus(acc, q.total(alg))
+                    continue
+                ix = win.index.get(tr.id)
+                if ix is None or _key_class(probe) is None:
+                    continue
+                if tr.kind == ORDERED:
+                    acc = ix.query(probe, acc, plus)
+                else:
+                    try:
+                        acc = plus(acc, ix.get(probe, zero))
+                    except TypeError:  # an unhashable value equals no stored key
+                        pass
+        if scanned is not None:
+            acc = plus(acc, scanned.get(k, zero))
+        start = 1 if start_floor is not None and k * slide > start_floor else 0
+        a = alg.lift(acc, start, values)
+        if a:
+            out[k] = a
+    return out
+
+
+def _insert(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, batch: _Batch | None) -> None:
+    """Add a vertex to the window aggregates, vertex trees and queues of its state, and to the final
+    aggregate if it is an END event (Algorithm 2 lines 8–10)."""
+    alg = cs.alg
+    plus, zero = alg.add, alg.zero
+    keys = [(tr, tr.key(ev)) for tr in s.ordered_out]
+    j = s.j
+    wins = run.wins
+    n_states = len(cs.positive.states)
+    for k, a in aggs.items():
+        win = wins.get(k)
+        if win is None:
+            win = wins[k] = _Win(n_states, zero)
+        if s.plain_out:
+            win.R[j] = plus(win.R[j], a)
+        for tr, key in keys:
+            _index_insert(win, tr, key, a, plus, zero, batch, k)
+        for tr in s.guarded_out:
+            q = win.guarded.get(tr.id)
+            if q is None:
+                q = win.guarded[tr.id] = _Queue(zero)
+            q.push(t, a, alg)
+        if s.last:
+            if s.end_guard is None:
+                win.R[-1] = plus(win.R[-1], a)
+            else:
+                q = win.ends.get(j)
+                if q is None:
+                    q = win.ends[j] = _Queue(zero)
+                q.push(t, a, alg)
+    if s.stored:
+        run.stores.setdefault(j, []).append((t, ev, aggs))
+
+
+def _neg_vertex(nr: _NegRun, s: _State, ev: dict, t, latest: list) -> float | None:
+    """The latest start of a trend of a negative sub-pattern ending at this event (None: no such trend)."""
+    best = t if s.first else -_INF
+    for tr in s.ins:
+        if tr.kind == PLAIN:
+            v = nr.best[tr.src]
+        elif tr.kind == GUARDED:
+            q = nr.queues.get(tr.id)
+            floor = _threshold(tr.guard, latest)
+            while q and q[0][0] < floor:
+                q.popleft()
+            v = q[0][1] if q else -_INF
+        else:
+            floor = _threshold(tr.guard, latest) if tr.guard else -_INF
+            v = max((pstart for pts, pev, pstart in nr.stores.get(tr.src, ()) if pts >= floor and tr.pred(pev, ev)),
+                    default=-_INF)
+        if v > best:
+            best = v
+    return None if best == -_INF else best
+
+
+def merge_rows(spec: TrendSpec, rows: Iterable[dict]) -> list[dict]:
+    """Combine the rows of several partitions into one row per window and group (GRETA §6 grouping).
+
+    The engine runs per partition of ``spec.key``; when the key holds attributes that are not GROUP BY
+    attributes (GRETA Q1: key ``company, sector``, groups ``sector``), several partitions contribute to one
+    group: counts and sums add up, MIN/MAX fold, and AVG is the summed sum over the summed count, which the
+    rows carry as ``_partial_<name>_sum``/``_n`` columns for that purpose.  The result has no partial
+    columns and is sorted by window, then group.
+    """
+    cs = _compiled(spec)
+    merged: dict[tuple, dict] = {}
+    for row in rows:
+        key = (row["window_start"], row["window_end"], *(row[g] for g in cs.group_by))
+        into = merged.get(key)
+        if into is None:
+            merged[key] = dict(row)
+            continue
+        for name, func, _, _ in cs.outputs:
+            a, b = into[name], row[name]
+            if func in ("count_all", "count"):
+                into[name] = a + b
+            elif func in ("min", "max"):
+                into[name] = a if b is None else b if a is None else (min if func == "min" else max)(a, b)
+        for name, func, _, _ in cs.outputs:
+            if func in ("sum", "avg"):
+                total, n = f"{PARTIAL}{name}_sum", f"{PARTIAL}{name}_n"
+                into[total] = _sum_add(into[total], row[total])
+                into[n] += row[n]
+                if into[n]:
+                    into[name] = _final_sum(into[total]) if func == "sum" else _final_avg(into[total], into[n])
+    out = []
+    for key in sorted(merged, key=lambda k: (k[0], _sort_key(k[2:]))):
+        row = merged[key]
+        out.append({c: v for c, v in row.items() if not c.startswith(PARTIAL)})
+    return out
+
+
+def _sort_key(value: tuple) -> tuple:
+    return tuple((v is None, str(type(v)), v if v is not None else 0) for v in value)

@@ -1,0 +1,224 @@
+"""Thin Spark adapters around the engines (:mod:`~sparkcep.runtime_udfs.match.engine`,
+:mod:`~sparkcep.runtime_udfs.trend.engine`, :mod:`~sparkcep.runtime_udfs.shared.engine`; :func:`engine_of`
+picks one by the spec's class): they only move data in and out.
+
+* :class:`MatchOperator` holds one compiled spec and the input schema; ``partition_function()`` is the function
+  for ``mapInArrow`` over a batch repartitioned by key (:meth:`MatchOperator.run_table` per partition) and
+  ``stream_function()`` the one for ``df.groupBy(key).applyInPandasWithState(fn, op.output_schema,
+  op.state_schema, "append", GroupStateTimeout.EventTimeTimeout)`` on a stream with a watermark;
+* :func:`stream_udf` is a shorthand for the latter;
+* :func:`output_schema` types the result columns, the same for both;
+* :func:`batch_matches` is *the* batch path (``CompiledQuery.apply``, :func:`apply_match` and the generated job
+  call it; a workload's operator, :func:`sparkcep.spark.workload.apply_workload`, runs the same
+  :func:`batch_input` and ``run_table`` per operator): the candidates repartitioned by key, one ``mapInArrow``
+  call per partition (:meth:`MatchOperator.partition_function`), where the keys are split vectorially and, for
+  skip_till_any_match specs, rows no match can use are dropped before they become engine events
+  (:func:`prefilter_of`);
+* :func:`apply_match` wires :func:`batch_matches` or the streaming function onto a DataFrame (batch, or
+  streaming with a watermark);
+* :func:`grouped` groups by the key (or by a constant column when there is none), :func:`watermarked` puts
+  the event-time watermark on the source's events (a timestamp copy of ts, before the query's filter, so
+  that every event moves event time) and :func:`with_event_time` gives the filtered candidates its column
+  back for the stateful operator;
+* :meth:`MatchOperator.grouped` groups for the operator: by the key; by the GROUP BY columns for a trend
+  query partitioned finer than it groups (GRETA Q1, Sharon q1); by ``pmod(hash(...), buckets)`` with
+  ``buckets``.  In the last two cases a Spark group holds several partitions: the operator runs one engine
+  state per key value inside it and merges the trend rows of a window (:func:`trend_engine.merge_rows`).
+
+Example (batch)::
+
+    matches = batch_matches(candidates, SPEC)
+
+Input rows carry the type column, the ts column, optionally ``_mask``, and attribute columns; columns that
+are not in the input schema given (e.g. a derived event-time column for the watermark) are ignored.  The
+engine sees the type as ``type`` and the timestamp as ``ts`` whatever the columns are called.  Columns of
+Spark type ``TIMESTAMP`` (or ``TIMESTAMP_NTZ``), ts among them, are epoch milliseconds inside the engine (the
+spec's window is then in ms), and timestamp result columns become timestamps again.  A numeric ts is
+passed through; a streaming job then puts its watermark on a timestamp derived from it (1 ts unit ↔ 1 ms),
+so that ``getCurrentWatermarkMs()`` reads in ts units.  PySpark hands ``TIMESTAMP`` values to pandas as naive
+wall-clock times in the session time zone, so the adapters need that zone: pass ``timezone`` or let them read
+``spark.sql.session.timeZone`` from the active session when the function is built (on the driver).  In the
+hour a daylight-saving clock repeats, wall-clock times are ambiguous; the adapters, like PySpark, read them
+as standard time.  A UTC session avoids the question.
+
+Streaming: each call buffers the key's new rows, advances the engine to ``state.getCurrentWatermarkMs()``,
+emits the completed matches, and either removes the state (nothing left) or stores it and sets an event-time
+timeout for the watermark at which buffered events become processable or the live instances expire.  Rows
+Spark still delivers behind the watermark the engine has already processed are counted as late by the engine
+(``MatchState.late``) and never produce output.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupStateTimeout
+from pyspark.sql.types import (
+    IntegralType,
+    LongType,
+    NumericType,
+    StructField,
+    StructType,
+)
+
+from sparkcep.ir.ast import Attr, EquivItem, walk
+from sparkcep.ir.sharing import SharedSpec
+from sparkcep.ir.spec import MatchSpec
+from sparkcep.runtime_udfs.event_time import EventTimeScale
+from sparkcep.spark.operator import MatchOperator
+from sparkcep.spark.schema import ARRIVAL, CONTIGUITY, EVENT_TIME, EVENT_TIME_OFFSET, MASK, load_spec
+
+if TYPE_CHECKING:
+    from sparkcep.spark.schema import EngineSpec, SpecLike
+
+__all__ = ["apply_match", "batch_input", "batch_matches", "watermarked", "with_event_time"]
+
+
+def event_time_of(df: DataFrame, ts_col: str, ts_unit: str | None = None) -> Column:
+    """The event time of ``df``'s ts: the timestamp itself, or numeric ts scaled by its unit (floored to the
+    microsecond, exactly for whole numbers) and shifted by :data:`EVENT_TIME_OFFSET`."""
+    if not isinstance(df.schema[ts_col].dataType, NumericType):
+        return F.col(ts_col)
+    num, den = EventTimeScale.of(ts_unit).micros
+    ts = F.col(ts_col)
+    if isinstance(df.schema[ts_col].dataType, IntegralType):
+        ts = ts.cast("bigint")  # a finer unit: floored exactly, in decimals
+        micros = ts * num if den == 1 else F.floor(ts.cast("decimal(20,0)") / F.lit(den).cast("decimal(20,0)"))
+    else:
+        micros = F.floor(ts * num / den).cast("bigint")
+    return F.timestamp_micros((micros + EVENT_TIME_OFFSET * 1000).cast("bigint"))
+
+
+def watermarked(df: DataFrame, ts_col: str, lateness: float, keep_late: bool = False,
+                ts_unit: str | None = None) -> DataFrame:
+    """``df`` with an event-time watermark allowing ``lateness`` (ts units; milliseconds for timestamp ts) on
+    :data:`EVENT_TIME`, a timestamp copy of ``ts_col`` (numeric ts: :func:`event_time_of`, scaled by
+    ``ts_unit``, else 1 unit is 1 ms; shifted by :data:`EVENT_TIME_OFFSET`).
+
+    Put it on the events as read, before the query's filter (and the shedding stage): Spark's watermark is the
+    newest event time its watermark operator has seen, so every event moves event time, not only the query's,
+    and a match held for the watermark (a negated end, a trend window) comes out once any later event shows
+    that time has passed.  Spark's optimizer pushes a filter below an event-time watermark (every conjunct not
+    on the event-time column); so that the query's filter stays above it, ``ts_col`` passes the watermark
+    through a non-deterministic identity, which no filter is pushed through.  After the filter (and the
+    shedding stage), :func:`with_event_time` puts the watermark's column back on the candidates for the
+    stateful operator.
+
+    ``keep_late``: the result is ready for the stateful operator as it is, with the event-time column nulled
+    (``with_event_time(df, df, ts_col, keep_late=True)``): for a stream without a filter, or one filtered
+    before (the watermark then only sees the filtered rows)."""
+    numeric = isinstance(df.schema[ts_col].dataType, NumericType)
+    delay = EventTimeScale.of(ts_unit if numeric else None).delay_ms(lateness)
+    df = df.withColumn(EVENT_TIME, event_time_of(df, ts_col, ts_unit))
+    df = df.withWatermark(EVENT_TIME, f"{delay} milliseconds")
+    # the barrier: Spark pushes no filter through a projection that is not deterministic (and ts always stays)
+    df = df.withColumn(ts_col, F.when(F.spark_partition_id() >= 0, F.col(ts_col)))
+    return with_event_time(df, df, ts_col, keep_late=True) if keep_late else df
+
+
+def with_event_time(candidates: DataFrame, events: DataFrame, ts_col: str, keep_late: bool = False,
+                    ts_unit: str | None = None) -> DataFrame:
+    """``candidates`` (rows of the :func:`watermarked` ``events``, after the query's filter and the shedding
+    stage) with the watermark's column :data:`EVENT_TIME` (re)made for the stateful operator: Spark's
+    event-time timeouts need a column carrying the watermark's marker, and the filter may have projected it
+    away.  It holds the event time, so that Spark drops rows behind the watermark before the operator; with
+    ``keep_late`` it is null, so that late rows reach the operator, which routes them
+    (``MatchOperator(..., late_rows=True)``).  The watermark itself stays where ``events`` put it."""
+    schema = events.schema
+    marker = schema[EVENT_TIME].metadata  # Spark's watermark marker: event-time timeouts require it
+    if keep_late:
+        value = F.lit(None).cast("timestamp")
+    else:
+        value = event_time_of(candidates, ts_col, ts_unit)
+    return candidates.withColumn(EVENT_TIME, value.alias(EVENT_TIME, metadata=marker))
+
+
+def unread_columns(spec: EngineSpec, columns: list[str], ts_col: str = "ts",
+                   type_col: str = "type") -> list[str]:
+    """The columns of a match query's input that its engine never reads (so a batch need not shuffle them):
+    neither key, ts, ``_mask``, ``_arrival`` nor an attribute of a predicate or result; the type column too
+    when ``_mask`` is there and no negation needs types (a negated sequence tests its members' types).  For a
+    sharing context: neither ts, type, key, GROUP BY nor a measured attribute.  None for a trend query."""
+    if isinstance(spec, SharedSpec):
+        read = {ts_col, type_col, *spec.key, *spec.group_by,
+                *(a.attr for q in spec.queries for a in q.aggregates if a.attr is not None)}
+        return [c for c in columns if c not in read]
+    if not isinstance(spec, MatchSpec):
+        return []
+    read = {ts_col, MASK, ARRIVAL, *spec.key}
+    exprs = [*spec.predicates, *(o.expr for o in spec.outputs), *(c.local for c in spec.components if c.local)]
+    read.update(n.attr for e in exprs for n in walk(e) if isinstance(n, (Attr, EquivItem)))
+    if MASK not in columns or any(c.negated for c in spec.components):
+        read.add(type_col)
+    return [c for c in columns if c not in read]
+
+
+def batch_input(candidates: DataFrame, spec: EngineSpec, input_schema: StructType | None = None,
+                ts_col: str = "ts", type_col: str = "type") -> tuple[DataFrame, StructType]:
+    """``(candidates, schema)`` as the batch path shuffles them: under a contiguity strategy the rows numbered in
+    input order (``_arrival``) unless the filter did it, the :func:`unread_columns` dropped (neither shuffled nor
+    converted).  :func:`batch_matches` and the workload operator
+    (:func:`sparkcep.spark.workload.apply_workload`) prepare their input with it."""
+    schema = input_schema if input_schema is not None else candidates.schema
+    if getattr(spec, "strategy", None) in CONTIGUITY and ARRIVAL not in schema.names:
+        # contiguity ranks ties in ts by input order: number the rows before the shuffle reorders them
+        candidates = candidates.withColumn(ARRIVAL, F.monotonically_increasing_id())
+        schema = StructType([*schema.fields, StructField(ARRIVAL, LongType(), False)])
+    unread = unread_columns(spec, schema.names, ts_col, type_col)
+    if unread:
+        candidates = candidates.drop(*unread)
+        schema = StructType([f for f in schema.fields if f.name not in unread])
+    return candidates, schema
+
+
+def batch_matches(candidates: DataFrame, spec: SpecLike, input_schema: StructType | None = None, *,
+                  partitions: int | None = None, **options: Any) -> DataFrame:
+    """The matches (or trend rows) of a batch ``candidates`` DataFrame (the output of the Spark SQL filter):
+    the one batch path of :meth:`sparkcep.CompiledQuery.apply`, :func:`apply_match` and the generated job.
+
+    The columns the engine never reads (:func:`unread_columns`) are dropped, the rows are hash-partitioned by
+    the operator's :attr:`~MatchOperator.group_cols` into :func:`shuffle_partitions` partitions (``partitions``,
+    default ``spark.sql.shuffle.partitions``, kept by adaptive execution; one partition without a key) and each
+    partition runs in one ``mapInArrow`` call (:meth:`MatchOperator.partition_function`): Python splits the keys
+    itself, vectorially, so Spark neither sorts nor groups, and Spark's cost per group is paid once per partition.
+    Under a contiguity strategy the rows are numbered in input order (``_arrival``) before the shuffle, unless
+    the filter did it.  ``input_schema``: the schema of ``candidates`` if known (saves a round trip to the
+    JVM); ``options`` go to :class:`MatchOperator` (``buckets`` is ignored: a batch has no per-group state to
+    bound)."""
+    spec = load_spec(spec)
+    candidates, schema = batch_input(candidates, spec, input_schema, options.get("ts_col", "ts"),
+                                     options.get("type_col", "type"))
+    options.pop("buckets", None)
+    op = MatchOperator(spec, schema, **options)
+    keys = [F.col(f"`{c}`") for c in op.group_cols]
+    if keys:
+        spread = candidates.repartition(shuffle_partitions(candidates, partitions), *keys)
+    else:
+        spread = candidates.repartition(1)
+    return spread.mapInArrow(op.partition_function(), op.output_schema)
+
+
+def shuffle_partitions(df: DataFrame, partitions: int | None = None) -> int:
+    """The number of partitions the batch path shuffles ``df`` into: ``partitions``, else
+    ``spark.sql.shuffle.partitions``, always as an explicit count.  Given only the columns, adaptive query
+    execution merges a small shuffle (a few MB: typical candidates after the filter) into one partition, and
+    then the whole engine runs in one Python worker on one core; a count is kept as it is."""
+    if partitions is not None:
+        return partitions
+    return int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+
+
+def apply_match(df: DataFrame, spec: SpecLike, **options: Any) -> DataFrame:
+    """The matches of ``df`` grouped by ``spec.key``: :func:`batch_matches` for a batch DataFrame (``buckets``,
+    if given, is its number of partitions), ``applyInPandasWithState`` (append mode, event-time timeouts) for a
+    streaming one, which must carry a watermark (hashed into ``buckets`` groups only when asked: the grouping is
+    part of its checkpoint).  ``options`` go to :class:`MatchOperator`.  A spec without key runs as one group.
+    """
+    if not df.isStreaming:
+        return batch_matches(df, spec, partitions=options.pop("buckets", None), **options)
+    op = MatchOperator(spec, df.schema, **options)
+    groups = op.grouped(df)
+    return groups.applyInPandasWithState(op.stream_function(), op.stream_schema, op.state_schema, "append",
+                                         GroupStateTimeout.EventTimeTimeout)

@@ -1,0 +1,58 @@
+"""Reading events into Spark: JSON lines, CSV or Parquet, a file or a directory, batch or streaming."""
+
+from __future__ import annotations
+
+from sparkcep.ir.errors import CEPError
+from sparkcep.spark.validate import read_validated
+
+FORMATS = ("json", "csv", "parquet")
+
+
+def read_events(spark, path: str, fmt: str, ts_col: str, stream: bool = False, files_per_trigger: int | None = None,
+                schema: str | None = None, *, type_col: str = "type", attributes=None, needs=None):
+    """The valid events at ``path``: :func:`sparkcep.spark.validate.read_validated` without its dead letters (one
+    reading path: an array or object attribute, a bad value or a malformed line never stops the read nor
+    retypes a column).  ``schema`` is a DDL string (``"type STRING, ts TIMESTAMP, id BIGINT"``); without it,
+    the types come from the files there now and what the query needs (``attributes``: the columns read besides
+    type and ts, None: every one; ``needs``: :func:`sparkcep.ir.needs.attribute_needs`).  String ts become
+    timestamps.  ``files_per_trigger`` makes a stream take that many files per micro-batch (default: all)."""
+    events, _rejected = read_validated(spark, path, fmt, type_col, ts_col, stream=stream,
+                                       files_per_trigger=files_per_trigger, schema=schema, attributes=attributes,
+                                       needs=needs)
+    return events
+
+
+def ts_kind_of(schema, ts_col: str) -> str | None:
+    """"timestamp" or "numeric" for the ``ts`` column of a Spark schema (None without a schema)."""
+    if schema is None:
+        return None
+    from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
+
+    if ts_col not in schema.fieldNames():
+        raise CEPError(f"the input has no ts column {ts_col!r} (columns: {', '.join(schema.fieldNames())}); "
+                       "set the ts column name")
+    dtype = schema[ts_col].dataType
+    if isinstance(dtype, (TimestampType, TimestampNTZType)):
+        return "timestamp"
+    if isinstance(dtype, NumericType):
+        return "numeric"
+    raise CEPError(f"ts column {ts_col!r} must be a timestamp or a number, not {dtype.simpleString()}")
+
+
+def check_ts_kind(schema, ts_col: str, expected: str) -> None:
+    """A job compiled for ``expected`` ts ("timestamp": windows in ms; "numeric": windows in ts units)
+    refuses input of the other kind: its windows would mean something else."""
+    found = ts_kind_of(schema, ts_col)
+    if found != expected:
+        raise CEPError(f"this job was compiled for {expected} ts, but {ts_col!r} is {found}: recompile it with "
+                       f"`sparkcep compile --ts {found}` (and --ts-unit for numeric ts with durations in units)")
+
+
+def check_attributes(columns, required) -> None:
+    """Every attribute the query reads must be a column of the input (else Spark fails deep in the plan)."""
+    missing = [a for a in required if a not in columns]
+    if missing:
+        raise CEPError(
+            f"the query reads {', '.join(repr(m) for m in missing)}, which the input does not have "
+            f"(columns: {', '.join(columns)}); a stream whose first files lack an attribute needs an "
+            "explicit schema (--schema DDL, or spark.readStream.schema(...))")

@@ -1,0 +1,613 @@
+"""The stateful operator around an engine: MatchOperator (streaming state and batch tables) and the
+streaming UDF."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import pickle
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupState
+from pyspark.sql.types import (
+    NumericType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.sharing import SharedSpec
+from sparkcep.ir.spec import MatchSpec, TrendSpec
+from sparkcep.runtime_udfs.event_time import EventTimeScale
+from sparkcep.runtime_udfs.match import budget as match_budget
+from sparkcep.runtime_udfs.match import columnar as match_columnar
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match.prefilter import prefilter
+from sparkcep.runtime_udfs.shared import engine as shared_engine
+from sparkcep.runtime_udfs.trend import engine as trend_engine
+from sparkcep.spark import late
+from sparkcep.spark.arrow import (
+    _arrow_array,
+    _arrow_epoch_ms,
+    _arrow_times,
+    _epoch_ms,
+    _exact_row,
+    _from_ms,
+    _rows_of,
+    _session_timezone,
+    by_id,
+    gathered,
+    split_by,
+)
+from sparkcep.spark.schema import (
+    ARRIVAL,
+    BUCKET,
+    CONVERT_ROWS,
+    EVENT_TIME,
+    EVENT_TIME_OFFSET,
+    EXACT,
+    MASK,
+    SINGLE_GROUP,
+    STATE_SCHEMA,
+    load_spec,
+    output_schema,
+)
+
+if TYPE_CHECKING:
+    from sparkcep.spark.schema import EngineSpec, SpecLike
+
+__all__ = ["MAX_MATCHES_CONF", "MatchOperator", "grouped", "stream_udf"]
+
+# ----------------------------------------------------------------------------------------------- conversions
+
+
+#: The Spark conf a match budget can be given by (read on the driver when an operator is built).
+MAX_MATCHES_CONF = "spark.sparkcep.maxMatches"
+
+
+def _conf_max_matches() -> int | None:
+    """:data:`MAX_MATCHES_CONF` of the active session, or None (not set, or no session)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    text = session.conf.get(MAX_MATCHES_CONF, None) if session is not None else None
+    if text is None or not str(text).strip():
+        return None
+    try:
+        return int(str(text).strip().replace("_", ""))
+    except ValueError:
+        raise CEPError(f"{MAX_MATCHES_CONF} must be a whole number (0: no limit), got {text!r}") from None
+
+
+def engine_of(spec: EngineSpec):
+    """The engine module that runs ``spec``: the SASE match engine, the GRETA trend engine or the Sharon shared
+    engine.  Each has ``check(spec)``, ``init_state()`` (a :class:`~sparkcep.ir.spec.SlotState`),
+    ``step``, ``advance``, ``is_empty``, ``wakeup``; the two aggregating ones ``merge_rows`` too."""
+    if isinstance(spec, SharedSpec):
+        return shared_engine
+    return trend_engine if isinstance(spec, TrendSpec) else match_engine
+
+
+class MatchOperator:
+    """The engine of one spec and input schema, as Spark pandas functions: a match query (SASE), a trend query
+    (GRETA) or a sharing context (Sharon's shared engine, several trend queries in one output with a ``query``
+    column); :func:`engine_of` picks the engine, everything else is the same.
+
+    ``ts_col``/``type_col`` name the input's timestamp and type columns; ``timezone`` is the session time
+    zone PySpark converts ``TIMESTAMP`` values to (default: read from the active session when built).
+    ``buckets``: Spark groups by ``pmod(hash(group_cols), buckets)`` (:meth:`grouped`), the operator keeps one
+    engine state per key inside a group (:attr:`nested`; the streaming state column then holds
+    ``(NESTED_STATE_VERSION, frontier, {key: (wakeup, engine state)}, held rows)``, so a checkpoint of one
+    layout does not resume with the other).
+    ``max_matches``: the match budget of a match query (:mod:`~sparkcep.runtime_udfs.match.budget`): the
+    matches one Spark partition of a batch, or one group in one micro-batch, may produce, and the partial
+    matches it may hold; None: the Spark conf :data:`MAX_MATCHES_CONF` of the active session if set (a
+    generated job: ``spark-submit --conf spark.sparkcep.maxMatches=N``), else
+    :func:`~sparkcep.runtime_udfs.match.budget.default_max_matches`, sized on the executor to its memory; 0:
+    no limit.  Beyond it the task fails with
+    :class:`~sparkcep.runtime_udfs.match.budget.MatchBudgetError`
+    (:func:`~sparkcep.runtime_udfs.match.budget.raised_message` finds its message in the error the driver gets).
+    """
+
+    def __init__(self, spec: SpecLike, input_schema: StructType, *, ts_col: str = "ts",
+                 type_col: str = "type", timezone: str | None = None, buckets: int | None = None,
+                 late_rows: bool = False, max_matches: int | None = None, ts_unit: str | None = None):
+        self.spec = load_spec(spec)
+        self.engine = engine_of(self.spec)
+        self.engine.check(self.spec)
+        key = tuple(self.spec.key)
+        #: trend rows (a trend query or a sharing context): exact aggregates, windows, GROUP BY columns
+        self._aggregating = isinstance(self.spec, (TrendSpec, SharedSpec))
+        # a trend query partitioned finer than its groups (GRETA Q1): a Spark group is a GROUP BY group,
+        # holding one engine state per partition, whose rows of a window are merged (merge_rows)
+        self._merge = self._aggregating and set(key) != set(self.spec.group_by)
+        #: the columns Spark groups by (hashed into ``buckets`` groups when given): GROUP BY when merging, else key
+        self.group_cols: tuple[str, ...] = tuple(self.spec.group_by) if self._merge else key
+        if buckets is not None and buckets < 1:
+            raise CEPError(f"buckets must be a positive number, got {buckets}")
+        self.buckets = buckets if buckets and self.group_cols else None
+        #: one engine state per key inside each Spark group (a dict in the group's state), or one per group
+        self.nested = self._merge or self.buckets is not None
+        if ts_col not in input_schema.names:
+            raise CEPError(f"the input has no ts column {ts_col!r}")
+        self.output_schema = output_schema(self.spec, input_schema, ts_col=ts_col, type_col=type_col)
+        self.state_schema = STATE_SCHEMA
+        ts_type = input_schema[ts_col].dataType
+        self.numeric_ts = isinstance(ts_type, NumericType)
+        #: numeric ts: how its event-time column is scaled (ts_unit); timestamps are ms in the engine already
+        self._scale = EventTimeScale.of(ts_unit if self.numeric_ts else "ms")
+        self.ts_col, self.type_col = ts_col, type_col
+        self._columns = frozenset(input_schema.names) | {MASK}
+        # timestamp columns are epoch ms inside the engine; the zone their naive pandas values are in
+        self._zones: dict[str, str | None] = {}
+        for f in input_schema.fields:
+            if isinstance(f.dataType, TimestampType):
+                timezone = timezone or _session_timezone()
+                self._zones[f.name] = timezone
+            elif isinstance(f.dataType, TimestampNTZType):
+                self._zones[f.name] = None
+        self._time_outputs = {
+            f.name: isinstance(f.dataType, TimestampType)
+            for f in self.output_schema.fields
+            if isinstance(f.dataType, (TimestampType, TimestampNTZType))
+        }
+        self._timezone = timezone or next((z for z in self._zones.values() if z is not None), None) or "UTC"
+        self._empty: pd.DataFrame | None = None  # the result frame of a group without output, built once
+        self._arrow_schema: pa.Schema | None = None  # output_schema as Arrow (applyInArrow), built on first use
+        self._exact = [f.name for f in self.output_schema.fields if f.dataType == EXACT]
+        self._state_class = type(self.engine.init_state())
+        # a sharing context's row has the aggregates of its own query only (the other columns are null)
+        self._sparse = isinstance(self.spec, SharedSpec)
+        # float columns whose NaN (Spark's null in pandas) the engine gets as None: the key (one partition for
+        # null, as Spark's) and a sharing context's measured attributes
+        measured = ({a.attr for q in self.spec.queries for a in q.aggregates if a.attr is not None}
+                    if self._sparse else set())
+        self._none_cols = frozenset(key) | measured
+        #: route late events to the output (see :mod:`sparkcep.spark.late`) instead of only counting them
+        self.late_rows = late_rows
+        #: what :meth:`stream_function` returns: ``output_schema``, plus the late side channel with ``late_rows``
+        self.stream_schema = late.with_side_columns(self.output_schema) if late_rows else self.output_schema
+        if max_matches is None and isinstance(self.spec, MatchSpec):
+            max_matches = _conf_max_matches()
+        if max_matches is not None and max_matches < 0:
+            raise CEPError(f"max_matches must be 0 (no limit) or a positive number, got {max_matches}")
+        #: the match budget as given (None: sized on the executor, :meth:`budget`)
+        self.max_matches = max_matches
+
+    def budget(self) -> match_budget.Budget | None:
+        """A fresh match budget for one partition (None for trend and shared specs, which never enumerate):
+        :attr:`max_matches`, else the default for this executor's memory, resolved once per operator."""
+        if not isinstance(self.spec, MatchSpec):
+            return None
+        if not hasattr(self, "_limit"):
+            self._limit = match_budget.resolve_max_matches(self.max_matches, len(self.output_schema.fields))
+        return match_budget.Budget(self._limit)
+
+    def _advance(self, state, watermark: float, budget: match_budget.Budget | None):
+        """``engine.advance``, with the partition's match budget for the match engine."""
+        if budget is None:
+            return self.engine.advance(self.spec, state, watermark)
+        return self.engine.advance(self.spec, state, watermark, budget)
+
+    def grouped(self, df: DataFrame) -> Any:
+        """``df`` grouped for this operator: by :attr:`group_cols` (a constant column when there are none), or
+        by :data:`BUCKET`, ``pmod(hash(group_cols), buckets)``, when ``buckets`` is set."""
+        if self.buckets is None:
+            return grouped(df, self.group_cols)
+        bucket = F.pmod(F.hash(*self.group_cols), F.lit(self.buckets))
+        return df.withColumn(BUCKET, bucket).groupBy(BUCKET)
+
+    def _split_columns(self, names: list[str], data: list[list]) -> dict[tuple, list[dict]]:
+        if not data or not data[0]:
+            return {}
+        events = _rows_of(tuple(names))(data)
+        if not self.spec.key:
+            return {(): events}
+        missing = [None] * len(events)  # a key column the input lacks is null
+        return split_by(zip(*[data[names.index(c)] if c in names else missing for c in self.spec.key], strict=True),
+                        events)
+
+    def _finish(self, rows: list[dict]) -> list[dict]:
+        """Rows of the partitions of one Spark group: merged per window and group when groups are coarser."""
+        return self.engine.merge_rows(self.spec, rows) if self._merge and rows else rows
+
+    def events(self, pdf: pd.DataFrame) -> list[dict]:
+        """Engine events from a pandas batch: one dict per row, timestamps as epoch ms."""
+        names, data = self._columns_of(pdf)
+        return _rows_of(tuple(names))(data) if data else []
+
+    def _columns_of(self, pdf: pd.DataFrame) -> tuple[list[str], list[list]]:
+        """The engine's column names and values (lists) of a pandas batch: ``events`` before the rows."""
+        if pdf.empty:  # PySpark may hand over empty chunks with untyped (object) columns
+            return [], []
+        if ARRIVAL in pdf.columns:  # contiguity strategies: the engine numbers events in input order
+            pdf = pdf.sort_values(ARRIVAL, kind="stable")
+        names, data = [], []
+        for c in pdf.columns:
+            if c not in self._columns:
+                continue
+            if c in self._zones:
+                values = _epoch_ms(pdf[c], self._zones[c])
+            else:
+                values = pdf[c].tolist()
+                if c in self._none_cols and pdf[c].dtype.kind == "f" and pdf[c].isna().any():
+                    values = [None if v != v else v for v in values]  # one partition for null (as Spark's)
+            self._add_column(names, data, c, values)
+        return names, data
+
+    def _add_column(self, names: list[str], data: list[list], c: str, values: list) -> None:
+        """Append column ``c``; the ts and type columns also under the engine's names ``ts`` and ``type``."""
+        names.append(c)
+        data.append(values)
+        if c == self.ts_col and c != "ts":
+            names.append("ts")
+            data.append(values)
+        elif c == self.type_col and c != "type":
+            names.append("type")
+            data.append(values)
+
+    def frame(self, rows: list[dict]) -> pd.DataFrame:
+        """Result rows as a pandas batch in ``output_schema`` order, epoch ms as timestamps again."""
+        if not rows:  # most groups of a selective query: the empty frame is built once (PySpark only reads it)
+            if self._empty is None:
+                self._empty = self._frame([])
+            return self._empty
+        return self._frame(rows)
+
+    def _frame(self, rows: list[dict]) -> pd.DataFrame:
+        names = self.output_schema.names
+        if self._aggregating:
+            rows = [_exact_row(r, self._exact) for r in rows]
+        # an empty list would become float64, which PySpark cannot turn into e.g. an empty string column
+        if not rows:
+            data: dict[str, Any] = {name: pd.Series([], dtype=object) for name in names}
+        elif self._sparse:
+            data = {name: [r.get(name) for r in rows] for name in names}
+        else:
+            data = {name: [r[name] for r in rows] for name in names}
+        for name, aware in self._time_outputs.items():
+            data[name] = _from_ms(data[name], aware)
+        return pd.DataFrame(data, columns=names)
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """:attr:`output_schema` as Arrow, built on first use."""
+        if self._arrow_schema is None:
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            self._arrow_schema = to_arrow_schema(self.output_schema, timezone=self._timezone)
+        return self._arrow_schema
+
+    def table(self, rows: list[dict]) -> pa.Table:
+        """Result rows as an Arrow table of ``output_schema`` (for ``applyInArrow``), epoch ms as timestamps."""
+        schema = self.arrow_schema
+        if self._aggregating:
+            rows = [_exact_row(r, self._exact) for r in rows]
+        arrays = []
+        for field in schema:
+            values = [r.get(field.name) for r in rows] if self._sparse else [r[field.name] for r in rows]
+            if field.name in self._time_outputs:
+                arrays.append(_arrow_times(values, field.type))
+            else:
+                arrays.append(_arrow_array(values, field.type))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _arrow_columns(self, table: pa.Table) -> tuple[list[str], list[list]]:
+        """:meth:`_columns_of` for an Arrow table: the same engine columns, read without pandas (rows in the
+        table's order: :meth:`run_table` puts them in input order first)."""
+        if not table.num_rows:
+            return [], []
+        names, data = [], []
+        for c in table.column_names:
+            if c not in self._columns:
+                continue
+            col = table.column(c)
+            if c in self._zones:
+                values = _arrow_epoch_ms(col)
+            else:
+                values = col.to_pylist()
+                if c in self._none_cols and pa.types.is_floating(col.type):
+                    values = [None if v != v else v for v in values]  # NaN and null: one partition (as Spark's)
+            self._add_column(names, data, c, values)
+        return names, data
+
+    def partition_function(self) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+        """``fn(batches) -> batches`` for ``mapInArrow`` over a DataFrame repartitioned by :attr:`group_cols`
+        (what :func:`batch_matches` runs): the partition's record batches are gathered into one table (a key's
+        rows may span batches) and run by :meth:`run_table`."""
+
+        def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            table = gathered(batches)
+            if table is None:
+                return
+            result = self.run_table(table)
+            if result.num_rows:
+                yield from result.to_batches()
+
+        return run_partition
+
+    def run_table(self, table: pa.Table) -> pa.Table:
+        """The matches (or trend rows) of every key in ``table``, as an Arrow table of :attr:`output_schema`:
+        rows in input order (``_arrival`` under a contiguity strategy), the keys told apart vectorially
+        (:meth:`key_ids`), the rows no match can use dropped by the prefilter when the spec has one
+        (:func:`prefilter_of`), then every key's matches at once in numpy when the spec has a columnar
+        construction (:func:`match_columnar.columnar`), else engine events for the remaining rows, one engine
+        run per key."""
+        engine, spec = self.engine, self.spec
+        budget = self.budget()  # every key of the partition together
+        if ARRIVAL in table.column_names and table.num_rows:  # contiguity: the engine numbers events in input order
+            table = table.take(pc.sort_indices(table, [(ARRIVAL, "ascending")]))  # a stable sort
+        ids = self.key_ids(table)
+        keep = self._prefiltered(table, ids)
+        if keep is not None:
+            table = table.filter(pa.array(keep, pa.bool_()))
+            ids = ids[keep] if ids is not None else None
+        if not hasattr(self, "_columnar"):  # looked up once per operator (on the executor), like the prefilter
+            self._columnar = match_columnar.columnar(spec) if isinstance(spec, MatchSpec) else None
+        if self._columnar is not None and table.num_rows:  # all keys at once in numpy (match_columnar)
+            result = match_columnar.arrow_matches(
+                self._columnar, table, ids, ts_col=self.ts_col, type_col=self.type_col, time_cols=self._zones,
+                columns=self._columns, schema=self.arrow_schema, budget=budget)
+            if result is not None:
+                return result
+        n = table.num_rows
+        table, bounds = by_id(table, ids) if ids is not None else (table, [0, n])
+        rows: list[dict] = []
+        # engine events (dicts) for whole keys at a time, about CONVERT_ROWS rows, not for the whole partition
+        chunk = [0]
+        for b in bounds[1:]:
+            if b - chunk[-1] >= CONVERT_ROWS or b == n:
+                chunk.append(b)
+        first = 0
+        for lo, hi in itertools.pairwise(chunk):
+            if lo == hi:
+                continue
+            names, data = self._arrow_columns(table.slice(lo, hi - lo))
+            events = _rows_of(tuple(names))(data)
+            last = bounds.index(hi, first)
+            for a, b in itertools.pairwise(bounds[first:last + 1]):
+                state, _ = engine.step(spec, engine.init_state(), events[a - lo:b - lo])
+                rows.extend(self._advance(state, math.inf, budget)[1])
+            first = last
+        return self.table(self._finish(rows))
+
+    def key_ids(self, table: pa.Table) -> np.ndarray | None:
+        """Dense int64 ids of the rows' ``spec.key`` values (rows of one key share an id), computed with Arrow
+        (no Python per row), or None without a key.  Null and NaN are one key (as :meth:`_split_columns`
+        sees them); a key column the table lacks is null for every row."""
+        ids: np.ndarray | None = None
+        for c in self.spec.key:
+            if c not in table.column_names:
+                continue
+            col = match_columnar.nan_as_null(table.column(c))
+            encoded = pc.dictionary_encode(col, null_encoding="encode")
+            if isinstance(encoded, pa.ChunkedArray):
+                encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
+            codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            if ids is None:
+                ids = codes
+            else:  # combine and make dense again (no overflow however many key columns)
+                ids = np.unique(ids * len(encoded.dictionary) + codes, return_inverse=True)[1].astype(np.int64)
+        if ids is None and self.spec.key:
+            ids = np.zeros(table.num_rows, dtype=np.int64)
+        return ids
+
+    def _prefiltered(self, table: pa.Table, ids: np.ndarray | None) -> np.ndarray | None:
+        """The rows to keep (bool array) by the spec's prefilter, or None (no prefilter, nothing to drop)."""
+        if not table.num_rows or MASK not in table.column_names:
+            return None
+        if not hasattr(self, "_prefilter"):  # looked up once per operator (on the executor)
+            self._prefilter = prefilter_of(self.spec)
+        fn = self._prefilter
+        if fn is None:
+            return None
+        ts_col = table.column(self.ts_col)
+        # the very values the engine sees (epoch ms for timestamps, _arrow_epoch_ms): int64 stays exact
+        read = match_columnar.engine_ts(ts_col, self.ts_col in self._zones)
+        if read is None:  # another column type: as float64
+            ts = pc.fill_null(pc.cast(ts_col, pa.float64()), math.nan).to_numpy()
+            read = ts, pc.is_valid(ts_col).to_numpy(zero_copy_only=False) & ~np.isnan(ts)
+        ts, valid = read
+        mask = pc.fill_null(table.column(MASK), 0).to_numpy().astype(np.int64)
+        group_ids = ids if ids is not None else np.zeros(table.num_rows, dtype=np.int64)
+        keep = np.zeros(table.num_rows, dtype=bool)
+        if valid.all():
+            keep[:] = fn(group_ids, ts, mask)
+        else:  # rows without a ts are dropped by the engine anyway (counted invalid)
+            keep[valid] = fn(group_ids[valid], ts[valid], mask[valid])
+        return None if keep.all() else keep
+
+    def stream_function(self) -> Callable[[Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
+        """``fn(key, pdfs, state)`` for ``groupBy(key).applyInPandasWithState`` with event-time timeouts.
+
+        Buffers the key's new rows, advances the engine to the current watermark, emits the completed
+        matches, then drops the state if nothing is left, or stores it with a timeout for the watermark at
+        which buffered events become processable or the live instances leave the window.  Rows behind the
+        watermark the engine already processed are counted as late in the state (``MatchState.late``).
+        """
+        spec = self.spec
+
+        offset = EVENT_TIME_OFFSET if self.numeric_ts else 0
+        to_ts, to_ms = self._watermark_units(offset)
+
+        def match_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+            engine = self.engine
+            state = self._state_class.from_bytes(group.get[0]) if group.exists else engine.init_state()
+            for pdf in pdfs:
+                engine.step(spec, state, self.events(pdf))
+            raw = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
+            watermark = to_ts(raw)  # in ts units (ms for timestamp ts)
+            state, rows = self._advance(state, watermark, self.budget())
+            if engine.is_empty(state):
+                group.remove()
+            else:
+                group.update((state.to_bytes(),))
+                due = engine.wakeup(spec, state)
+                if due is not None and math.isfinite(due):
+                    # a timeout fires once the watermark is past it: this one fires when it reaches `due`
+                    group.setTimeoutTimestamp(max(to_ms(due) - 1, raw, 1))
+            if rows:
+                yield self.frame(rows)
+
+        # rows after the watermark wait in the group's state as columns (cheaper to store than engine events);
+        # not for contiguity strategies, which number events in the order they are stepped
+        hold = getattr(spec, "strategy", None) not in ("strict_contiguity", "partition_contiguity")
+
+        def nested_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+            engine = self.engine
+            frontier, stored, held = _load_nested(group.get[0]) if group.exists else (None, {}, None)
+            raw = group.getCurrentWatermarkMs()
+            watermark = to_ts(raw)
+            names, data = held if held is not None else (None, None)
+            parts: dict[tuple, list[dict]] = {}
+            for pdf in pdfs:
+                new_names, new_data = self._columns_of(pdf)
+                if not new_data:
+                    continue
+                if data is None:
+                    names, data = new_names, [list(c) for c in new_data]
+                elif new_names == names:
+                    for column, values in zip(data, new_data, strict=True):
+                        column.extend(values)
+                else:  # another set of columns (not seen in practice): step it as it is
+                    for k, events in self._split_columns(new_names, new_data).items():
+                        parts.setdefault(k, []).extend(events)
+            held = None
+            if data is not None:
+                ts = data[names.index("ts")]
+                masks = data[names.index(MASK)] if MASK in names else None
+                later, now = [], []
+                for i, t in enumerate(ts):
+                    if not (hold and t is not None and t > watermark):
+                        now.append(i)
+                    elif masks is None or masks[i] != 0:  # a row no component takes is dropped, as step does
+                        later.append(i)
+                if later:
+                    held = (names, [[column[i] for i in later] for column in data])
+                if len(now) < len(ts):
+                    data = [[column[i] for i in now] for column in data]
+                for k, events in self._split_columns(names, data).items():
+                    parts.setdefault(k, []).extend(events)
+            # partitions with new events, or with work due at this watermark (a partition with a window of the
+            # group open is among them when the window closes: every partition emits it in this same call)
+            due_now = [k for k, (due, _) in stored.items() if k not in parts and due is not None and due <= watermark]
+            rows: list[dict] = []
+            budget = self.budget()  # every key of the group in this micro-batch together
+            for k in [*parts, *due_now]:
+                entry = stored.get(k)
+                state = self._state_class.from_bytes(entry[1]) if entry is not None else engine.init_state()
+                if frontier is not None:  # what the group has processed: older events are late here too
+                    state, out = self._advance(state, frontier, budget)
+                    rows.extend(out)
+                if k in parts:
+                    engine.step(spec, state, parts[k])
+                state, out = self._advance(state, watermark, budget)
+                rows.extend(out)
+                if engine.is_empty(state):
+                    stored.pop(k, None)
+                else:
+                    stored[k] = (engine.wakeup(spec, state), state.to_bytes())
+            if not stored and held is None:
+                group.remove()
+            else:
+                frontier = watermark if frontier is None else max(frontier, watermark)
+                group.update((_dump_nested(frontier, stored, held),))
+                dues = [d for d, _ in stored.values() if d is not None]
+                if held is not None:  # held rows become processable when the watermark reaches them
+                    dues.append(min(held[1][held[0].index("ts")]))
+                due = min(dues, default=None)
+                if due is not None and math.isfinite(due):
+                    group.setTimeoutTimestamp(max(to_ms(due) - 1, raw, 1))
+            rows = self._finish(rows)
+            if rows:
+                yield self.frame(rows)
+
+        stream = nested_stream if self.nested else match_stream
+        return self._routing_late(stream, to_ts) if self.late_rows else stream
+
+    def _watermark_units(self, offset: int) -> tuple[Callable[[int], float], Callable[[float], int]]:
+        """``(to_ts, to_ms)``: Spark's watermark (ms) in ts units rounded down, and the watermark (ms) at which
+        a time in ts units is reached (:class:`~sparkcep.runtime_udfs.event_time.EventTimeScale`)."""
+        if not offset:  # timestamp ts: the engine's ms are the watermark's
+            return (lambda raw: raw), (lambda due: math.ceil(due))
+        return self._scale.watermark_ts, self._scale.timeout_ms
+
+    def _routing_late(self, stream: Callable, to_ts: Callable[[int], float]) -> Callable:
+        """``stream`` with late rows taken out before the engine and emitted as ``late`` side-channel rows."""
+        record_cols = [c for c in self._columns if c not in (MASK, EVENT_TIME, SINGLE_GROUP, BUCKET)]
+
+        def routed(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+            watermark = to_ts(group.getCurrentWatermarkMs())
+            late_rows: list[dict] = []
+
+            def on_time() -> Iterator[pd.DataFrame]:
+                for pdf in pdfs:
+                    if pdf.empty:
+                        continue
+                    times = {c: _epoch_ms(pdf[c], z) for c, z in self._zones.items() if c in pdf.columns}
+                    ts = times[self.ts_col] if self.ts_col in times else pdf[self.ts_col].tolist()
+                    kept, positions = late.late_split(pdf, ts, watermark)
+                    if positions:
+                        cols = [c for c in pdf.columns if c in record_cols]
+                        text = (pd.Timestamp(watermark, unit="ms", tz="UTC").isoformat() if self.ts_col in self._zones
+                                else str(watermark) if isinstance(watermark, int) else f"{watermark:g}")
+                        late_rows.extend(late.late_records(pdf, positions, cols, times, watermark, text))
+                    yield kept
+
+            for out in stream(key, on_time(), group):
+                yield out.assign(**{late.KIND: late.RESULT, late.REASON: None, late.RECORD: None})
+            if late_rows:
+                empty = {name: [None] * len(late_rows) for name in self.output_schema.names}
+                side = {c: [r[c] for r in late_rows] for c in (late.KIND, late.REASON, late.RECORD)}
+                frame = pd.DataFrame({**empty, **side}, columns=self.stream_schema.names)
+                for name, aware in self._time_outputs.items():
+                    frame[name] = _from_ms(frame[name], aware)
+                yield frame
+
+        return routed
+
+#: Version tag of a nested group state (:attr:`MatchOperator.nested`).
+NESTED_STATE_VERSION = 1
+
+
+def _dump_nested(frontier: float, stored: dict, held: tuple | None) -> bytes:
+    """A Spark group's state: the watermark it has processed; per partition key, ``(wakeup, engine state)``;
+    the rows after that watermark not given to an engine yet, as ``(column names, column lists)`` or None."""
+    return pickle.dumps((NESTED_STATE_VERSION, frontier, stored, held), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _load_nested(data: bytes) -> tuple[float, dict, tuple | None]:
+    version, *rest = pickle.loads(data)
+    if version != NESTED_STATE_VERSION:
+        raise CEPError(f"group state version {version} is not supported (expected {NESTED_STATE_VERSION})")
+    frontier, stored, held = rest
+    return frontier, stored, held
+
+
+def stream_udf(spec_json: SpecLike, input_schema: StructType, **options: Any) -> Callable[
+        [Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
+    """``MatchOperator(spec_json, input_schema, **options).stream_function()``."""
+    return MatchOperator(spec_json, input_schema, **options).stream_function()
+
+
+def grouped(df: DataFrame, key) -> Any:
+    """``df.groupBy(*key)``; without a key, one group by a constant column (``applyInPandasWithState``
+    accepts neither an empty grouping nor a grouping expression)."""
+    if key:
+        return df.groupBy(*key)
+    return df.withColumn(SINGLE_GROUP, F.lit(0)).groupBy(SINGLE_GROUP)
+
+
+def prefilter_of(spec: EngineSpec) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None:
+    """The spec's row prefilter (:func:`sparkcep.runtime_udfs.match.prefilter.prefilter`: ``keep = f(group_ids,
+    ts, mask)`` drops rows that cannot be in any match, for skip_till_any_match specs), or None: not a match
+    spec or not eligible."""
+    return prefilter(spec) if isinstance(spec, MatchSpec) else None

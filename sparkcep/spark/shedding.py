@@ -1,0 +1,327 @@
+"""The shedding stage on Spark: ``mapInPandas`` before the shuffle, with the trained shedder broadcast.
+
+    kept, shedding = install(candidates, shedder, bound=1.0)       # a streaming DataFrame in, kept rows out
+    # candidates: the query's filter over watermarked(events, ...); the watermark sits before the filter
+    result = grouped(with_event_time(kept, events, ...), key).applyInPandasWithState(...)
+    query = result.writeStream....start()
+    ...
+    shedding.batches       # per micro-batch: offered, dropped (per type), latency, rho
+    shedding.dropped       # total dropped per type
+
+* The stage marks each row ``_shed`` (the decision of :meth:`Shedder.decide` with the current ρ), counts
+  offered and dropped rows per event type with ``DataFrame.observe`` (the counts land in the query's
+  progress, ``observedMetrics[<name>]``, for every committed micro-batch), optionally writes the dropped rows
+  as JSON lines under ``dropped_output`` (written by the tasks: at-least-once if a task is retried), then
+  keeps the rows not shed.
+* The controller (:class:`~sparkcep.runtime_udfs.shedding.controller.BatchController`) runs on the driver in a
+  ``StreamingQueryListener``: after each micro-batch it reads the batch's start, duration and counts (the
+  ``observe()`` metrics) and sets ρ from the batch cost fitted as fixed + per kept event over recent batches.
+  The executors read ρ from a small control file (atomically replaced; on a cluster it must be on a file
+  system every executor sees).  With ρ = 0 nothing is dropped, and with shedding off the stage is not added
+  at all: results are those of the unshed engine.
+* The predecessor pane runs over each input partition of each micro-batch in arrival order (it restarts with
+  each task: the first ``L`` events of a task see a shorter pane).
+* Retraining on drift (``retrain=True``): the listener compares the type shares of the offered rows (counted
+  by ``observe()`` too) with the training stream's (:class:`~sparkcep.runtime_udfs.shedding.shedder.TypeDrift`); on
+  drift
+  the control record names a sample directory, the tasks write a sample of their input there, the driver
+  refits (:class:`~sparkcep.runtime_udfs.shedding.shedder.Refit`), pickles the model next to the control file and names
+  it in the control record, and the tasks load it (:func:`current_model`) in place of the broadcast one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import pickle
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.types import BooleanType, StructField, StructType
+
+from sparkcep.runtime_udfs.shedding.controller import BatchController
+from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
+
+__all__ = ["SHED", "ControlFile", "Shedding", "current_model", "install", "shed_partition"]
+
+#: The column the stage marks dropped rows with (removed before the stateful operator).
+SHED = "_shed"
+_ids = itertools.count()
+
+
+class ControlFile:
+    """What the driver tells the tasks: the current drop ratio and, after a retraining, the current model file
+    (and, while the driver waits for one, the directory to write a training sample to)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def write(self, rho: float, **extra) -> None:
+        tmp = f"{self.path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"rho": float(rho), "at": time.time(), **extra}, f)
+        os.replace(tmp, self.path)
+
+    def state(self) -> dict:
+        """The whole control record (``rho`` 0 if it cannot be read)."""
+        try:
+            with open(self.path) as f:
+                state = json.load(f)
+            state["rho"] = float(state["rho"])
+            return state
+        except (OSError, ValueError, KeyError, TypeError):
+            return {"rho": 0.0}
+
+    def read(self) -> float:
+        return self.state()["rho"]
+
+
+#: Models loaded from model files by this Python worker (a retrained model is loaded once per worker).
+_MODELS: dict[str, Shedder] = {}
+
+
+def current_model(initial: Shedder, state: dict) -> Shedder:
+    """The shedder a task uses: the retrained model the control record names, else the initial (broadcast)
+    one."""
+    path = state.get("model")
+    if not path:
+        return initial
+    model = _MODELS.get(path)
+    if model is None:
+        with open(path, "rb") as f:
+            model = _MODELS[path] = pickle.load(f)
+    return model
+
+
+def shed_partition(shedder: Shedder, pdfs: Iterator[pd.DataFrame], rho: float, type_col: str = "type",
+                   ts_col: str = "ts", dropped_output: str | None = None,
+                   seed: int | None = None, sample_output: str | None = None,
+                   sample_limit: int = 5000) -> Iterator[pd.DataFrame]:
+    """The body of the ``mapInPandas`` stage (pure pandas, testable without a JVM): each frame with a boolean
+    :data:`SHED` column, events in ``ts`` order within a frame.  With ``sample_output`` (the driver asked for a
+    retraining sample), the first ``sample_limit`` offered events of the partition, a contiguous stretch in
+    ``ts`` order, are also written there as JSON lines (timestamps as epoch ms)."""
+    shedder.reset()
+    rng = np.random.default_rng(seed)
+    sampled = 0
+    for pdf in pdfs:
+        if pdf.empty:
+            yield pdf.assign(**{SHED: pd.Series([], dtype=bool)})
+            continue
+        pdf = pdf.sort_values(ts_col, kind="stable").reset_index(drop=True)
+        if sample_output and sampled < sample_limit:
+            os.makedirs(sample_output, exist_ok=True)
+            part = pdf.head(sample_limit - sampled)
+            tmp = os.path.join(sample_output, f".part-{uuid.uuid4().hex}.tmp")
+            part.to_json(tmp, orient="records", lines=True, date_format="epoch", date_unit="ms")
+            os.replace(tmp, os.path.join(sample_output, f"part-{uuid.uuid4().hex}.json"))
+            sampled += len(part)
+        codes, values = shedder.coder.encode_frame(pdf, type_col)
+        drop = shedder.decide(codes, values, rho, rng=rng)
+        out = pdf.assign(**{SHED: drop})
+        if dropped_output and drop.any():
+            os.makedirs(dropped_output, exist_ok=True)
+            path = os.path.join(dropped_output, f"part-{uuid.uuid4().hex}.json")
+            out[drop].drop(columns=[SHED]).to_json(path, orient="records", lines=True, date_format="iso")
+        yield out
+
+
+@dataclass
+class Shedding:
+    """The handle of one shedding stage: its controller, control file and what it dropped."""
+
+    name: str
+    types: tuple[str, ...]
+    controller: BatchController
+    control: ControlFile
+    batches: list[dict] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
+    offered: int = 0
+    listener: StreamingQueryListener | None = None
+    #: retraining on drift (None: the stage keeps the model it started with)
+    refit: Refit | None = None
+    drift: TypeDrift | None = None
+    control_dir: str | None = None
+    min_sample: int = 1000
+    retrains: int = 0
+    model_path: str | None = None
+    sampling: str | None = None
+    columns: tuple[str, str] = ("type", "ts")
+
+    def _control(self) -> dict:
+        extra = {}
+        if self.model_path:
+            extra["model"] = self.model_path
+        if self.sampling:
+            extra["sample"] = self.sampling
+        return extra
+
+    def _retrain(self, offered_per_type: list[int]) -> None:
+        """Drift detection on the driver (type shares of the offered events against the model's training
+        stream); on drift the tasks are asked for a sample of the input, and once it has ``min_sample`` events
+        the model is refit on it, written next to the control file, and named in the control record: the
+        tasks load it instead of the broadcast model (a re-broadcast through the control file)."""
+        if self.refit is None or self.drift is None:
+            return
+        if self.sampling is None:
+            if self.drift.update_counts(offered_per_type):
+                self.sampling = os.path.join(self.control_dir, f"sample-{self.retrains + 1}")
+            return
+        events = _read_sample(self.sampling, *self.columns)
+        if len(events) < self.min_sample:
+            return
+        model = self.refit.fit(events)
+        path = os.path.join(self.control_dir, f"{self.name}-model-{self.retrains + 1}.pkl")
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(model, f)
+        os.replace(tmp, path)
+        self.model_path, self.sampling, self.refit = path, None, model.refit or self.refit
+        self.retrains += 1
+        self.drift = TypeDrift.from_share(self.refit.reference, self.drift.threshold, self.drift.min_events)
+
+    def on_progress(self, progress) -> None:
+        metrics = progress.observedMetrics.get(self.name) if progress.observedMetrics else None
+        if metrics is None:
+            return
+        row = metrics.asDict()
+        offered = int(row.get("offered") or 0)
+        self._retrain([int(row.get(f"offered_{i}") or 0) for i in range(len(self.types))])
+        dropped = {t: int(row.get(f"dropped_{i}") or 0) for i, t in enumerate(self.types)}
+        other = int(row.get("dropped") or 0) - sum(dropped.values())
+        if other:
+            dropped["<other>"] = other
+        start = datetime.fromisoformat(progress.timestamp.replace("Z", "+00:00")).timestamp()
+        duration = progress.durationMs.get("triggerExecution", 0) / 1000
+        total = sum(dropped.values())
+        rho_used = self.controller.rho
+        rho = self.controller.on_batch(start, duration, offered, offered - total)
+        self.control.write(rho, **self._control())
+        self.offered += offered
+        for t, n in dropped.items():
+            self.dropped[t] = self.dropped.get(t, 0) + n
+        self.batches.append({"batch": progress.batchId, "offered": offered, "dropped": total,
+                             "dropped_per_type": dropped, "duration": duration, "rho_used": rho_used,
+                             "latency": self.controller.latencies[-1] if offered else None, "rho_next": rho,
+                             "model": self.retrains})
+
+    @property
+    def drop_ratio(self) -> float:
+        return sum(self.dropped.values()) / self.offered if self.offered else 0.0
+
+
+def _read_sample(directory: str, type_col: str = "type", ts_col: str = "ts") -> list[dict]:
+    """The retraining sample the tasks wrote (JSON lines), in engine form (see :func:`training_events`)."""
+    try:
+        names = sorted(f for f in os.listdir(directory) if f.endswith(".json"))
+    except OSError:
+        return []
+    frames = [pd.read_json(os.path.join(directory, f), lines=True, convert_dates=False) for f in names]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return []
+    return training_events(pd.concat(frames, ignore_index=True), None, type_col=type_col, ts_col=ts_col)
+
+
+class _Listener(StreamingQueryListener):
+    def __init__(self, handle: Shedding):
+        self.handle = handle
+
+    def onQueryStarted(self, event):  # noqa: N802 - PySpark's names
+        pass
+
+    def onQueryProgress(self, event):  # noqa: N802
+        self.handle.on_progress(event.progress)
+
+    def onQueryIdle(self, event):  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event):  # noqa: N802
+        pass
+
+
+def install(df: DataFrame, shedder: Shedder, *, bound: float, safety: float = 0.8, type_col: str = "type",
+            ts_col: str = "ts", dropped_output: str | None = None, control_dir: str | None = None,
+            listen: bool = True, retrain: bool = True, drift_threshold: float = 0.15,
+            drift_min_events: int = 2000, sample_limit: int = 5000) -> tuple[DataFrame, Shedding]:
+    """Put the shedding stage on ``df`` (the filtered events, before the shuffle).  Returns the kept rows and
+    the stage's handle; with ``listen`` a ``StreamingQueryListener`` drives the controller (streaming).
+
+    With ``retrain`` (and a shedder from :func:`~sparkcep.runtime_udfs.shedding.shedder.fit_gspice`, which knows how it
+    was
+    trained), the driver watches the type shares of the offered events; when they move more than
+    ``drift_threshold`` (total variation, over at least ``drift_min_events`` events) from the training
+    stream's, the tasks write up to ``sample_limit`` events per partition of the next batch(es), the driver
+    refits the model on them and the tasks switch to it (``Shedding.retrains`` counts the refits)."""
+    spark = df.sparkSession
+    name = f"sparkcep_shedding_{next(_ids)}"
+    control_dir = control_dir or tempfile.mkdtemp(prefix="sparkcep-shedding-")
+    os.makedirs(control_dir, exist_ok=True)
+    control = ControlFile(os.path.join(control_dir, f"{name}.json"))
+    control.write(0.0)
+    types = shedder.coder.types
+    handle = Shedding(name, types, BatchController(bound, safety), control, control_dir=control_dir,
+                      columns=(type_col, ts_col))
+    refit = getattr(shedder, "refit", None)
+    if retrain and refit is not None:
+        handle.refit = refit
+        handle.drift = TypeDrift.from_share(refit.reference, drift_threshold, drift_min_events)
+        handle.min_sample = min(1000, sample_limit)
+    model = spark.sparkContext.broadcast(shedder)
+    control_path = control.path
+
+    def stage(pdfs: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        state = ControlFile(control_path).state()
+        yield from shed_partition(current_model(model.value, state), pdfs, state["rho"], type_col, ts_col,
+                                  dropped_output, sample_output=state.get("sample"), sample_limit=sample_limit)
+
+    schema = StructType(df.schema.fields + [StructField(SHED, BooleanType(), False)])
+    marked = df.mapInPandas(stage, schema)
+    shed = F.col(SHED)
+    counts = [F.count(F.lit(1)).alias("offered"), F.sum(shed.cast("long")).alias("dropped")]
+    counts += [F.sum((shed & (F.col(type_col) == t)).cast("long")).alias(f"dropped_{i}") for i, t in enumerate(types)]
+    counts += [F.sum((F.col(type_col) == t).cast("long")).alias(f"offered_{i}") for i, t in enumerate(types)]
+    observed = marked.observe(name, *counts)
+    kept = observed.filter(~shed).drop(SHED)
+    if listen:
+        handle.listener = _Listener(handle)
+        spark.streams.addListener(handle.listener)
+    return kept, handle
+
+
+def training_events(training, spec, *, ts_col: str = "ts", type_col: str = "type", limit: int = 50_000) -> list[dict]:
+    """Training events for :func:`~sparkcep.runtime_udfs.shedding.shedder.fit_gspice` from a batch Spark DataFrame, a
+    pandas DataFrame or a list of dicts: engine form (``type``, ``ts`` as a number, ms for timestamps), in
+    ``ts`` order, with :data:`~sparkcep.runtime_udfs.shedding.observations.SID` = 0..n-1."""
+    from sparkcep.runtime_udfs.shedding.observations import SID
+    from sparkcep.spark.operator import MatchOperator
+
+    if isinstance(training, DataFrame):
+        op = MatchOperator(spec, training.schema, ts_col=ts_col, type_col=type_col)
+        events = op.events(training.limit(limit).toPandas())
+    elif isinstance(training, pd.DataFrame):
+        training = training.head(limit).copy()
+        for c in training.columns:  # timestamps are epoch ms inside the engine
+            if pd.api.types.is_datetime64_any_dtype(training[c]):
+                stamps = training[c].dt.tz_localize("UTC") if training[c].dt.tz is None else training[c]
+                training[c] = stamps.dt.tz_convert("UTC").astype("int64") // 10**6
+        events = [dict(r) for r in training.to_dict("records")]
+        events = [{**e, "type": e.get(type_col), "ts": e.get(ts_col)} for e in events]
+    else:
+        events = [dict(e) for e in list(training)[:limit]]
+    events = [e for e in events if e.get("ts") is not None]
+    events.sort(key=lambda e: e["ts"])
+    for i, e in enumerate(events):
+        e.pop("_mask", None)
+        e[SID] = i
+    return events

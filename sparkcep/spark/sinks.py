@@ -1,0 +1,123 @@
+"""The streaming sink of a sparkcep job: results, dead letters and late events, exactly once, with metrics.
+
+One streaming query carries everything: the operator's output (results and, through its side channel, late
+events; :mod:`sparkcep.spark.late`) united with the rejected records of the validation stage
+(:mod:`sparkcep.spark.validate`), each row tagged by :data:`KIND`.  :func:`routed` builds that stream and puts
+Spark observed metrics on it; :func:`start` writes it with ``foreachBatch``:
+
+* results to ``output/``, dead letters to ``output/_dead_letters/``, late events to ``output/_late/`` (both
+  hidden from readers of ``output/``, whose names start with ``_``; or the directories given), JSON lines;
+* each micro-batch's files are named after its batch id (``part-b00000007-00000.json``).  A batch is written
+  to a staging directory and then renamed into place, after removing whatever an interrupted attempt of the
+  same batch left.  Spark re-runs an uncommitted batch with the same input and the same state after a crash,
+  so each batch's files end up written once: no row lost, none repeated;
+* the query's checkpoint holds the offsets, the state and the commits; :data:`METRICS` are the counts of
+  each micro-batch in ``StreamingQueryProgress.observedMetrics`` (see :mod:`sparkcep.spark.progress`).
+
+Filesystem work goes through Hadoop's FileSystem API, so the same code writes to a local disk, HDFS or an
+object store.
+"""
+
+from __future__ import annotations
+
+from sparkcep.spark.late import KIND, LATE, REASON, RECORD, RESULT
+from sparkcep.spark.validate import REASON as REJECT_REASON
+from sparkcep.spark.validate import RECORD as REJECT_RECORD
+
+DEAD = "dead_letter"
+#: The counts a job observes per micro-batch (``StreamingQueryProgress.observedMetrics``, one set each):
+#: valid events, dead letters, the valid events the query's filter keeps (the rest are ``ignored``: of a type
+#: or with values no component can use), and the operator's results and late events.
+METRICS = ("events_valid", "dead_letters", "events_relevant", "sparkcep_output")
+
+
+def counted(df, name: str):
+    """``df`` with an observer ``name`` counting its rows (a column of the same name)."""
+    from pyspark.sql import functions as F
+
+    return df.observe(name, F.count(F.lit(1)).alias(name))
+
+
+def routed(operated, rejected):
+    """One stream of the operator's output (with the late side channel) and the rejected records, tagged by
+    :data:`KIND`, with the ``sparkcep_output`` observer (results and late events per micro-batch)."""
+    from pyspark.sql import functions as F
+
+    columns = operated.columns
+    dead = rejected.select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in operated.schema.fields
+                             if f.name not in (KIND, REASON, RECORD)],
+                           F.lit(DEAD).alias(KIND), F.col(REJECT_REASON).alias(REASON),
+                           F.col(REJECT_RECORD).alias(RECORD)).select(*columns)
+    both = operated.unionByName(dead)
+    return both.observe("sparkcep_output",
+                        F.sum(F.when(F.col(KIND) == RESULT, 1).otherwise(0)).alias("results"),
+                        F.sum(F.when(F.col(KIND) == LATE, 1).otherwise(0)).alias("late"))
+
+
+def side_dirs(output: str, dead_letters: str | None = None, late: str | None = None) -> tuple[str, str]:
+    """The dead-letter and late-event directories: the ones given, else hidden ones inside ``output``."""
+    root = output.rstrip("/")
+    return dead_letters or f"{root}/_dead_letters", late or f"{root}/_late"
+
+
+def _jvm_fs(spark, path: str):
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    return jvm, hpath, hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+
+def write_batch(df, path: str, batch_id: int, rows: int | None = None) -> int:
+    """Write ``df`` as JSON lines into ``path`` as the files of micro-batch ``batch_id``, replacing what an
+    earlier attempt of that batch wrote; ``rows`` is ``df``'s row count if known.  Returns the number of
+    files."""
+    spark = df.sparkSession
+    jvm, root, fs = _jvm_fs(spark, path)
+    Path = jvm.org.apache.hadoop.fs.Path
+    prefix = f"part-b{batch_id:08d}-"
+    for status in fs.globStatus(Path(root, prefix + "*")) or []:
+        fs.delete(status.getPath(), False)
+    staging = Path(root, f"_staging-b{batch_id:08d}")
+    fs.delete(staging, True)
+    if rows == 0 or (rows is None and df.isEmpty()):
+        return 0
+    df.write.mode("overwrite").json(staging.toString())
+    parts = sorted((s.getPath() for s in fs.listStatus(staging) if s.getPath().getName().startswith("part-")),
+                   key=lambda p: p.getName())
+    for k, part in enumerate(parts):
+        name = part.getName()
+        suffix = name[name.index("."):] if "." in name else ""
+        if not fs.rename(part, Path(root, f"{prefix}{k:05d}{suffix}")):
+            raise OSError(f"could not move {part.toString()} into {path}")
+    fs.delete(staging, True)
+    return len(parts)
+
+
+def batch_writer(output: str, result_columns: list[str], dead_letters: str, late: str):
+    """The ``foreachBatch`` function: splits a micro-batch of :func:`routed` by :data:`KIND` and writes each
+    part with :func:`write_batch`."""
+    from pyspark.sql import functions as F
+
+    parts = ((RESULT, output, [F.col(f"`{c}`") for c in result_columns]),
+             (DEAD, dead_letters, [F.col(REASON).alias(REJECT_REASON), F.col(RECORD).alias(REJECT_RECORD)]),
+             (LATE, late, [F.col(REASON).alias(REJECT_REASON), F.col(RECORD).alias(REJECT_RECORD)]))
+
+    def write(df, batch_id: int) -> None:
+        df.persist()
+        try:
+            counts = {row[0]: row[1] for row in df.groupBy(KIND).count().collect()}
+            for kind, path, columns in parts:
+                write_batch(df.where(F.col(KIND) == kind).select(*columns), path, batch_id, counts.get(kind, 0))
+        finally:
+            df.unpersist()
+
+    return write
+
+
+def start(stream, output: str, checkpoint: str, *, result_columns: list[str], dead_letters: str | None = None,
+          late: str | None = None, once: bool = False):
+    """Start the query writing :func:`routed` ``stream``: results to ``output``, side outputs to
+    :func:`side_dirs`; ``once`` processes what is there and stops (``availableNow``)."""
+    dead_dir, late_dir = side_dirs(output, dead_letters, late)
+    writer = (stream.writeStream.foreachBatch(batch_writer(output, result_columns, dead_dir, late_dir))
+              .option("checkpointLocation", checkpoint).outputMode("append"))
+    return (writer.trigger(availableNow=True) if once else writer).start()

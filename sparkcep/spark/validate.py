@@ -1,0 +1,346 @@
+"""The validation stage in front of a query: good events go on, bad records become dead letters with a reason.
+
+:func:`read_validated` reads events like :func:`sparkcep.spark.io.read_events` (JSON lines, CSV or Parquet, batch or
+stream), but leniently, with an explicit schema of the columns the query reads, so that no record can stop the
+job or change how the others are read:
+
+* **only the columns the query reads** (``attributes``: the type, the ts and the attributes of its predicates,
+  keys and results; every column for a match query without RETURN) are parsed; a JSON record is read as its
+  line of text and parsed with ``from_json`` and that schema, so an array, an object, a key with a quote in
+  it or any other attribute the query does not read is never looked at;
+* **each column is parsed as text first, then cast** (``try_cast``, Spark SQL's cast rules) to the type the
+  query needs (``needs``: numeric where it computes or compares in order, text where it compares with a
+  string; :func:`sparkcep.ir.needs.attribute_needs`), else to the type Spark infers for that column from the
+  files there when the job starts.  A value that does not cast is a dead letter of its own record:
+  ``{"x": "oops"}`` never makes ``x`` a string column for every record;
+* ``schema`` (a DDL string, CLI ``--schema``) overrides the types: the columns it lists are read with its
+  types, the same way.
+
+It returns two DataFrames:
+
+* ``events``: the rows with a type and a usable ts (string ts become timestamps), ready for the query;
+* ``rejected``: one row per bad record, with columns :data:`REASON` and :data:`RECORD` (the raw line of a
+  JSON record, else the row as JSON).
+
+Reasons, checked in this order:
+
+==========================  ===========================================================================
+``malformed record``        the line is not a JSON object (or not a CSV row of the header's width)
+``wrong attribute type: …``  a value the query reads cannot be cast to its column's type, or is not a
+                            finite number where a number is needed; names the fields
+``missing type``            the type column is null or absent
+``missing ts``              the ts column is null or absent
+``unparseable ts``          a string ts that is not a timestamp
+``ts out of range``         a numeric ts that is not finite, or (streaming) too large for the event-time
+                            column; a timestamp outside the years 1678-2261 (streaming)
+``unknown event type: T``   only when the stream's types are declared (``known_types``, CLI
+                            ``--known-types``): a type outside that list
+==========================  ===========================================================================
+
+Conversions (not errors): the type column is always text (a numeric type ``5`` is the type ``"5"``); a JSON
+string that casts (``"3"`` where a number is needed) is that value; an array or object in a column read as
+text is its JSON text.
+
+Without declared types, events of a type the query does not use are not errors: they are irrelevant to the
+pattern (the Spark SQL filter drops them) and counted as ``ignored`` in the job's metrics.  Declare the
+stream's vocabulary to catch misspelt or unexpected types as dead letters instead.
+
+Example::
+
+    events, rejected = read_validated(spark, "in/", "json", "type", "ts", stream=True)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Collection, Mapping
+
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.needs import NUMERIC, TEXT
+from sparkcep.runtime_udfs.event_time import EventTimeScale
+
+#: The columns of a rejected record (dead letters, late events).
+REASON, RECORD = "reason", "record"
+#: Spark's column for the raw text of a record it could not parse (PERMISSIVE mode).
+CORRUPT = "_corrupt_record"
+#: Streaming, numeric ts without a declared unit: the largest |ts| whose event-time column (1 ts unit = 1 ms,
+#: shifted by ``EVENT_TIME_OFFSET``, in microseconds) fits in 64 bits (:mod:`sparkcep.runtime_udfs.event_time`).
+STREAM_TS_LIMIT = EventTimeScale.of(None).limit
+#: Streaming, timestamp ts: PySpark hands timestamps to pandas as datetime64[ns], which holds these years.
+STREAM_TIME_RANGE = ("1678-01-01 00:00:00", "2261-12-31 23:59:59")
+
+def quoted(name: str) -> str:
+    """``name`` as a Spark column reference: backquoted, backquotes doubled (dots, quotes, spaces are kept)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def read_validated(spark, path: str, fmt: str, type_col: str, ts_col: str, *, stream: bool = False,
+                   files_per_trigger: int | None = None, schema: str | None = None,
+                   known_types: Collection[str] | None = None, attributes: Collection[str] | None = None,
+                   needs: Mapping[str, str] | None = None, ts_unit: str | None = None):
+    """``(events, rejected)`` from ``path`` (see the module docstring).  ``schema`` is a DDL string;
+    ``files_per_trigger`` makes a stream take that many files per micro-batch; ``known_types`` declares the
+    stream's event types (others become dead letters); ``attributes``: the columns the query reads besides
+    type and ts (None: every column there is); ``needs``: :func:`sparkcep.ir.needs.attribute_needs`; ``ts_unit``:
+    the declared unit of numeric ts, which sets the range a stream takes (:mod:`sparkcep.runtime_udfs.event_time`)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    check_input(path, stream)
+    if schema is not None:
+        fields = input_schema(spark, path, fmt, {}, schema)
+        all_columns = [f.name for f in fields.fields if f.name != CORRUPT]
+        wanted = _wanted(all_columns, type_col, ts_col, attributes)
+        fields = StructType([f for f in fields.fields if f.name in wanted])
+    else:
+        if not has_data_files(path):
+            raise CEPError(f"no input files in {path}" + (
+                ": a stream that starts before its files needs --schema DDL" if stream else ""))
+        inferred = spark.read.format(fmt).options(**reader_options(fmt, None)).load(path).schema
+        all_columns = [n for n in inferred.fieldNames() if n != CORRUPT]
+        if not all_columns:
+            raise CEPError(f"no events in {path}: every record there is malformed (or the files are empty)")
+        wanted = _wanted(all_columns, type_col, ts_col, attributes)
+        fields = _query_schema(spark, path, fmt, inferred, wanted, type_col, ts_col, needs or {})
+    text = StructType([*(StructField(f.name, StringType()) for f in fields.fields), StructField(CORRUPT, StringType())])
+    if fmt == "json":
+        raw = _json_lines(spark, path, text, stream, files_per_trigger)
+    elif fmt == "csv":
+        # CSV columns are positional: read every column of the header (as text), keep the wanted ones
+        names = set(fields.fieldNames())
+        by_position = StructType([*(StructField(n, StringType()) for n in all_columns),
+                                  StructField(CORRUPT, StringType())])
+        raw = _load(spark, path, fmt, by_position, {"header": True, "mode": "PERMISSIVE",
+                                                     "columnNameOfCorruptRecord": CORRUPT}, stream, files_per_trigger)
+        raw = raw.select(*[quoted(n) for n in all_columns if n in names], CORRUPT)
+    else:
+        raw = _load(spark, path, fmt, None if schema is None else fields, {}, stream, files_per_trigger)
+        raw = raw.select(*[quoted(f.name) for f in fields.fields if f.name in raw.columns])
+    return split_valid(raw, fields, type_col, ts_col, fmt, known_types, stream=stream, declared=schema is not None,
+                       ts_unit=ts_unit)
+
+
+def check_input(path: str, stream: bool) -> None:
+    """The input exists; a stream reads a directory."""
+    if not os.path.exists(path):
+        raise CEPError(f"no such input: {path}")
+    if stream and not os.path.isdir(path):
+        raise CEPError(f"a stream reads a directory (and the files that arrive in it), not the file {path}")
+
+
+def reader_options(fmt: str, ddl: str | None) -> dict:
+    """Reader options of a format: CSV has a header, and its types are inferred when no schema is given."""
+    return {"header": True, "inferSchema": ddl is None} if fmt == "csv" else {}
+
+
+def input_schema(spark, path: str, fmt: str, options: dict, ddl: str | None):
+    """The StructType of a DDL string, else the one Spark infers from the files at ``path`` now."""
+    from pyspark.sql.types import StructType
+
+    if ddl is None:
+        return spark.read.format(fmt).options(**options).load(path).schema
+    try:
+        return StructType.fromDDL(ddl)
+    except Exception as err:  # pyspark raises its own parse exception types
+        raise CEPError(f"bad --schema: {str(err).splitlines()[0]}") from None
+
+
+def has_data_files(path: str) -> bool:
+    """A file, or a directory holding at least one file Spark reads (names starting with ``_`` or ``.`` are
+    hidden from Spark's file sources)."""
+    if os.path.isfile(path):
+        return True
+    for _root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        if any(not f.startswith(("_", ".")) for f in files):
+            return True
+    return False
+
+
+#: An attribute name a query can write (the grammar's NAME): the only columns read besides type and ts.
+ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _wanted(columns: list[str], type_col: str, ts_col: str, attributes: Collection[str] | None) -> list[str]:
+    """The columns to read, in input order: type, ts and ``attributes`` that the input has; ``attributes`` None:
+    every column whose name a query can write (a key such as ``it's`` or ``a.b`` is no attribute: not read)."""
+    if attributes is None:
+        attributes = [c for c in columns if ATTRIBUTE_NAME.fullmatch(c)]
+    keep = {type_col, ts_col, *attributes}
+    return [c for c in columns if c in keep]
+
+
+def _query_schema(spark, path, fmt, inferred, wanted, type_col, ts_col, needs):
+    """The StructType to read ``wanted`` with: the type column as text, the other columns by what the query
+    needs of them, else by what Spark inferred for that column (text for arrays, objects and maps)."""
+    from pyspark.sql.types import (
+        AtomicType,
+        DoubleType,
+        LongType,
+        NumericType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampNTZType,
+        TimestampType,
+    )
+
+    inferred_types = {f.name: f.dataType for f in inferred.fields}
+    chosen, undecided = {}, []
+    for name in wanted:
+        t = inferred_types[name]
+        if name == type_col:
+            chosen[name] = StringType()
+        elif name == ts_col:
+            if isinstance(t, NumericType | TimestampType | TimestampNTZType):
+                chosen[name] = t
+            else:
+                undecided.append(name)
+        elif needs.get(name) == NUMERIC and not isinstance(t, NumericType):
+            undecided.append(name)
+        elif needs.get(name) == TEXT or not isinstance(t, AtomicType):
+            chosen[name] = StringType()
+        else:
+            chosen[name] = t
+    if undecided:  # one pass over the values as text: are they numbers, whole numbers (timestamps)?
+        from pyspark.sql import functions as F
+
+        text = StructType([StructField(n, StringType()) for n in undecided] + [StructField(CORRUPT, StringType())])
+        if fmt == "json":
+            df = _json_lines(spark, path, text, False, None)
+        else:
+            df = _load(spark, path, fmt, None, reader_options(fmt, "no inference"), False, None)
+        aggs = []
+        for n in undecided:
+            c = F.col(quoted(n))
+            aggs += [F.count(c), F.count(c.try_cast("double")), F.count(c.try_cast("bigint"))]
+        counts = df.agg(*aggs).first()
+        for k, n in enumerate(undecided):
+            total, numbers, whole = counts[3 * k], counts[3 * k + 1], counts[3 * k + 2]
+            if n == ts_col and numbers * 2 <= total:  # mostly not numbers: timestamps (as text, parsed)
+                chosen[n] = StringType()
+            else:
+                chosen[n] = LongType() if numbers and whole == numbers else DoubleType()
+    return StructType([StructField(n, chosen[n]) for n in wanted])
+
+
+def _json_lines(spark, path: str, text_schema, stream: bool, files_per_trigger: int | None):
+    """JSON lines of ``path`` parsed with ``text_schema`` (every field text, plus :data:`CORRUPT`); the line
+    itself (a UTF-8 byte-order mark removed) as :data:`CORRUPT` when it is not a JSON object; blank lines
+    skipped, as Spark's JSON reader does."""
+    from pyspark.sql import functions as F
+
+    lines = _load(spark, path, "text", None, {}, stream, files_per_trigger)
+    line = F.regexp_replace(F.col("value"), "^\ufeff", "")
+    parsed = lines.where(F.trim(line) != "").select(line.alias("_line"))
+    parsed = parsed.select("_line", F.from_json(F.col("_line"), text_schema, {
+        "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}).alias("_parsed"))
+    names = [f.name for f in text_schema.fields if f.name != CORRUPT]
+    corrupt = F.when(F.col("_parsed").isNull() | F.col(f"_parsed.{CORRUPT}").isNotNull(), F.col("_line"))
+    return parsed.select(*[F.col("_parsed").getField(n).alias(n) for n in names], F.col("_line").alias("_line"),
+                         corrupt.alias(CORRUPT))
+
+
+def _load(spark, path: str, fmt: str, schema, options: dict, stream: bool, files_per_trigger: int | None):
+    if not stream:
+        reader = spark.read.format(fmt).options(**options)
+        return (reader.schema(schema) if schema is not None else reader).load(path)
+    reader = spark.readStream.format(fmt).options(**options)
+    if schema is not None:
+        reader = reader.schema(schema)
+    elif fmt == "parquet":
+        reader = reader.schema(spark.read.parquet(path).schema)
+    if files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", files_per_trigger)
+    return reader.load(path)
+
+
+def split_valid(raw, fields, type_col: str, ts_col: str, fmt: str = "json",
+                known_types: Collection[str] | None = None, *, stream: bool = False, declared: bool = True,
+                ts_unit: str | None = None):
+    """``(events, rejected)`` of a DataFrame read with the columns of ``fields`` (a StructType) as text (JSON,
+    CSV: cast here) or typed (Parquet), :data:`CORRUPT` for JSON and CSV, and a ``_line`` column for JSON
+    (the raw record); with ``known_types``, a type outside it is a dead letter.  ``declared``: ``fields`` is
+    the user's schema (a ts of the wrong type is then a wrong attribute type, not an unparseable ts)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, FloatType, NumericType, StringType, TimestampNTZType, TimestampType
+
+    names = fields.fieldNames()
+    has_corrupt = CORRUPT in raw.columns
+    ts_type = fields[ts_col].dataType if ts_col in names else None
+    # a ts read as text becomes a timestamp (unparseable: its own reason), unless the user's schema says a type
+    raw_types = dict(raw.dtypes)
+    ts_is_string = isinstance(ts_type, StringType) or (
+        not declared and isinstance(ts_type, TimestampType | TimestampNTZType) and raw_types.get(ts_col) == "string")
+    typed, wrong = {}, []
+    for f in fields.fields:
+        src = F.col(quoted(f.name))
+        if f.name not in raw.columns:
+            typed[f.name] = F.lit(None).cast(f.dataType)
+            continue
+        if f.name == ts_col and ts_is_string:
+            typed[f.name] = F.try_to_timestamp(src)
+            continue
+        if isinstance(f.dataType, StringType) and raw_types[f.name] != "string":
+            typed[f.name] = src.cast("string")  # Parquet: a numeric type column
+            continue
+        value = src if raw_types[f.name] == f.dataType.simpleString() else src.try_cast(f.dataType)
+        typed[f.name] = value
+        bad = src.isNotNull() & value.isNull()
+        if isinstance(f.dataType, DoubleType | FloatType) and f.name != ts_col:
+            bad = bad | F.isnan(value) | (F.abs(value) == float("inf"))
+        if f.name != ts_col or declared or not isinstance(f.dataType, NumericType):
+            wrong.append(F.when(bad, F.lit(f"{f.name} (not {f.dataType.simpleString()})")))
+        else:  # an inferred numeric ts: text that is no number is an unusable ts, as a string ts that is no time
+            wrong.append(F.when(bad, F.lit(f"{f.name} (not a number)")))
+
+    ts = typed.get(ts_col, F.lit(None))
+    typ = typed.get(type_col, F.lit(None))
+    reason = None
+    if has_corrupt:
+        reason = F.when(F.col(CORRUPT).isNotNull(), F.lit("malformed record" if fmt == "json" else
+                                                          "malformed record (not a row of the header's width)"))
+    if wrong:
+        detail = F.concat_ws(", ", *wrong)
+        cond, text = detail != "", F.concat(F.lit("wrong attribute type: "), detail)
+        reason = F.when(cond, text) if reason is None else reason.when(cond, text)
+    checks = [(typ.isNull(), F.lit("missing type"))]
+    if ts_is_string:
+        checks += [(F.col(quoted(ts_col)).isNull(), F.lit("missing ts")), (ts.isNull(), F.lit("unparseable ts"))]
+    else:
+        checks.append((ts.isNull(), F.lit("missing ts")))
+    ts_type = TimestampType() if ts_is_string else ts_type
+    if isinstance(ts_type, NumericType):
+        limit = EventTimeScale.of(ts_unit).limit if stream else float("inf")
+        numeric = ts.cast("double")
+        if not stream:
+            why = " (not finite)"
+        elif ts_unit:
+            why = f" (|ts| above {limit} {ts_unit} cannot be streamed)"
+        else:  # 1 ts unit is 1 ms of event time: epoch us or ns need their unit
+            why = f" (|ts| above {limit} cannot be streamed as ms: declare the ts unit, --ts-unit ns|us|ms|s)"
+        checks.append((F.isnan(numeric) | ~(F.abs(numeric) < F.lit(float(limit))), F.lit("ts out of range" + why)))
+    elif stream and isinstance(ts_type, TimestampType | TimestampNTZType):
+        low, high = (F.lit(t).cast(ts_type) for t in STREAM_TIME_RANGE)
+        checks.append(((ts < low) | (ts > high),
+                       F.lit(f"ts out of range (a stream takes years {STREAM_TIME_RANGE[0][:4]} to "
+                             f"{STREAM_TIME_RANGE[1][:4]})")))
+    for cond, text in checks:
+        reason = F.when(cond, text) if reason is None else reason.when(cond, text)
+    if known_types is not None:
+        unknown = F.concat(F.lit("unknown event type: "), typ.cast("string"))
+        reason = reason.when(~typ.isin(*sorted(set(known_types))), unknown)
+
+    # the dead letter's record: the raw line of a JSON record, else the row as read (values as text) as JSON
+    if "_line" in raw.columns:
+        record = F.col("_line")
+    else:
+        as_json = F.to_json(F.struct(*[F.col(quoted(n)) for n in names if n in raw.columns]))
+        record = F.coalesce(F.col(CORRUPT), as_json) if has_corrupt else as_json
+    marked = raw.select(*[typed[n].alias(n) for n in names], record.alias("_sparkcep_record"),
+                        reason.alias("_sparkcep_reason"))
+    events = marked.where(F.col("_sparkcep_reason").isNull()).select(*[quoted(n) for n in names])
+    record = F.col("_sparkcep_record")
+    rejected = (marked.where(F.col("_sparkcep_reason").isNotNull())
+                .select(F.col("_sparkcep_reason").alias(REASON), record.alias(RECORD)))
+    return events, rejected

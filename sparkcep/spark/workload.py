@@ -1,0 +1,238 @@
+"""A whole workload as one Spark DataFrame: the shared operators of its Sharon plan and the queries that run
+alone, their outputs united into one result with a ``query`` column.
+
+This is what a generated workload job (``sparkcep compile WORKLOAD.cep -o job.py``), ``sparkcep run WORKLOAD.cep``
+and :meth:`sparkcep.api.CompiledWorkload.apply` run.  The plan comes in
+as the JSON of :func:`workload_data` (made at compile time, baked into the job):
+
+* ``shared``: one :class:`~sparkcep.ir.sharing.SharedSpec` per sharing context, run by
+  :class:`~sparkcep.spark.operator.MatchOperator` with the shared engine (rows ``query,
+  window_start, window_end, <GROUP BY columns>, <one column per aggregate of its queries>,
+  aggregate_overflow``; Spark groups by the GROUP BY columns, one engine state per partition key inside);
+* ``alone``: the queries outside the shared executor's scope, each with its engine spec, its Spark SQL
+  filter (over the temporary view ``events``) and its grouping columns; their rows get a ``query`` column.
+
+Spark allows one ``applyInPandasWithState`` per streaming query, so the workload runs as **one stateful
+operator**: each operator's input rows (its filter's candidates) are tagged with the operator's number
+(:data:`BRANCH`) and its grouping values (:data:`GROUP`, JSON), united and grouped by ``(BRANCH, GROUP)``;
+the group function hands each group to its operator's own function (the engines and their group states are
+those of the operator run alone) and widens its rows to the united output.
+
+Batch runs on the batch path of single queries (:func:`~sparkcep.spark.adapters.batch_matches`):
+each operator's input prepared by :func:`~sparkcep.spark.adapters.batch_input`, the tagged rows
+united, repartitioned by ``(BRANCH, hash of the grouping values)`` and run by one ``mapInArrow`` call per
+partition (:func:`partition_function`), which splits the partition's Arrow table by operator and hands each
+part to that operator's :meth:`~sparkcep.spark.operator.MatchOperator.run_table` (keys split with
+Arrow, no pandas), then widens its Arrow rows to the united output.
+
+Streaming (``side_channel=True``), every operator routes late events to the side channel of
+:mod:`sparkcep.spark.late` (rows of kind ``late``) instead of dropping them, so that
+:func:`sparkcep.spark.sinks.routed` / :func:`sparkcep.spark.sinks.start` write results, late events and dead letters of
+the whole workload in one streaming query, exactly once.  The event-time watermark is on the events as read,
+before the operators' filters (:func:`~sparkcep.spark.adapters.watermarked`): every event moves
+event time, whichever operator reads it; an event two operators read is late (and routed) in each.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.types import StringType, StructField, StructType
+
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.serde import to_data
+from sparkcep.ir.sharing import SharedAggregate, SharedQuery, SharedSpec
+from sparkcep.ir.spec import with_default_outputs
+from sparkcep.spark import late
+from sparkcep.spark.adapters import batch_input, shuffle_partitions, unread_columns, watermarked, with_event_time
+from sparkcep.spark.arrow import _session_timezone, by_id, gathered
+from sparkcep.spark.operator import MatchOperator
+from sparkcep.spark.schema import EVENT_TIME, STATE_SCHEMA, load_spec
+
+__all__ = ["QUERY", "apply_workload", "load_workload", "workload_data"]
+
+#: The column naming the query of each result row.
+QUERY = "query"
+#: The grouping columns of the workload's one operator: the operator's number, its grouping values as JSON.
+BRANCH, GROUP = "_sparkcep_branch", "_sparkcep_group"
+
+
+def workload_data(shared: list[SharedSpec], alone: list[dict]) -> dict:
+    """The JSON-able plan of a workload job: ``shared`` specs and ``alone`` entries (``name``, ``spec``,
+    ``filter_sql``, ``group``)."""
+    return {"shared": [to_data(s) for s in shared],
+            "alone": [{**a, "spec": to_data(a["spec"])} for a in alone]}
+
+
+def _shared_spec(d: dict) -> SharedSpec:
+    return SharedSpec(tuple((sid, tuple(p)) for sid, p in d["segments"]),
+                      tuple(SharedQuery(q["name"], q["output"], tuple(q["segments"]),
+                                        tuple(SharedAggregate(a["name"], a["func"], tuple(a["positions"]), a["attr"])
+                                              for a in q.get("aggregates", ())))
+                            for q in d["queries"]),
+                      d["window"], d["slide"], tuple(d["key"]), tuple(d["group_by"]))
+
+
+def load_workload(text: str | dict) -> tuple[list[SharedSpec], list[dict]]:
+    """``(shared specs, alone entries)`` from the JSON of :func:`workload_data`."""
+    data = json.loads(text) if isinstance(text, str) else text
+    shared = [_shared_spec(s) for s in data["shared"]]
+    alone = [{**a, "spec": load_spec(a["spec"]), "group": list(a["group"])} for a in data["alone"]]
+    return shared, alone
+
+
+class _Branch:
+    """One operator of the workload, as shipped to the executors: its query name (None for a shared operator,
+    whose rows name their queries), input columns, and its operator (batch: :func:`partition_function` calls
+    its ``run_table``) or its streaming function."""
+
+    def __init__(self, name: str | None, op: MatchOperator, columns, streaming: bool):
+        self.name, self.columns = name, list(columns)
+        self.group_cols = list(op.group_cols)
+        self.fields = list(op.output_schema.fields)
+        #: batch: the operator, whose ``run_table`` runs this branch's part of a partition
+        self.op = None if streaming else op
+        self.stream = op.stream_function() if streaming else None
+
+
+def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
+              side_channel: bool, ts_unit: str | None = None) -> list[tuple[_Branch, DataFrame]]:
+    """Each operator with its candidates (the events its filter keeps; batch: as
+    :func:`~sparkcep.spark.adapters.batch_input` prepares them); with ``side_channel`` each routes
+    its late rows (``MatchOperator(late_rows=True)``)."""
+    out = []
+    streaming = events.isStreaming
+    for spec in shared:
+        unread = set(unread_columns(spec, events.columns, ts_col, type_col))
+        columns = [c for c in events.columns if c not in unread]
+        read = StructType([events.schema[c] for c in columns])
+        op = MatchOperator(spec, read, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit)
+        types = sorted({t for _, pattern in spec.segments for t in pattern})
+        out.append((_Branch(None, op, columns, streaming), events.where(F.col(type_col).isin(types)).select(*columns)))
+    for entry in alone:
+        candidates = events.sparkSession.sql(entry["filter_sql"])
+        spec = with_default_outputs(entry["spec"], events.columns)  # without RETURN: every attribute
+        schema = candidates.schema
+        if not streaming:
+            candidates, schema = batch_input(candidates, spec, schema, ts_col, type_col)
+        elif EVENT_TIME in schema.names:  # the source's (SELECT *): apply_workload makes it anew after the union
+            candidates = candidates.drop(EVENT_TIME)
+            schema = StructType([f for f in schema.fields if f.name != EVENT_TIME])
+        op = MatchOperator(spec, schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit)
+        out.append((_Branch(entry["name"], op, schema.names, streaming), candidates))
+    return out
+
+
+def partition_function(branches: list[_Branch], schema: pa.Schema) -> Any:
+    """``fn(batches) -> batches`` for ``mapInArrow`` over the tagged rows of every operator, repartitioned by
+    ``(BRANCH, GROUP)``: the partition's record batches gathered into one table (a key's rows may span batches),
+    split by :data:`BRANCH` (stably: each operator's rows stay in input order), each part run by its operator's
+    :meth:`~sparkcep.spark.operator.MatchOperator.run_table` and widened to ``schema`` (the united
+    output as Arrow, :func:`_widen_table`)."""
+
+    def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = gathered(batches)
+        if table is None:
+            return
+        table, bounds = by_id(table, table.column(BRANCH).to_numpy())
+        ids = table.column(BRANCH).to_numpy()
+        for lo, hi in itertools.pairwise(bounds):
+            b = branches[int(ids[lo])]
+            result = b.op.run_table(table.slice(lo, hi - lo).select(b.columns))
+            if result.num_rows:
+                yield from _widen_table(result, b.name, schema).to_batches()
+
+    return run_partition
+
+
+def _widen_table(table: pa.Table, name: str | None, schema: pa.Schema) -> pa.Table:
+    """An operator's Arrow result with the united output's columns (absent ones null) and its query name."""
+    n, arrays = table.num_rows, []
+    for field in schema:
+        if field.name == QUERY and name is not None:
+            arrays.append(pa.array([name] * n, field.type))
+        elif field.name in table.column_names:
+            column = table.column(field.name)
+            arrays.append(column if column.type == field.type else column.cast(field.type))
+        else:
+            arrays.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _widen(frame: pd.DataFrame, name: str | None, names: list[str]) -> pd.DataFrame:
+    """An operator's output frame with the united output's columns (absent ones null) and its query name."""
+    if name is not None:
+        frame = frame.assign(**{QUERY: name})
+    missing = {c: pd.Series([None] * len(frame), dtype=object, index=frame.index) for c in names
+               if c not in frame.columns}
+    return frame.assign(**missing)[names] if missing else frame[names]
+
+
+def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col: str = "type", lateness: float = 0,
+                   side_channel: bool = False, ts_unit: str | None = None) -> DataFrame:
+    """Every operator of ``workload`` (JSON text or data of :func:`workload_data`, or its
+    :func:`load_workload` pair) on ``events`` (batch or streaming; registered here as the temporary view
+    ``events`` the alone queries' filters read), as one operator whose output has a :data:`QUERY` column and
+    the columns of every query (a column a query lacks is null in its rows).  ``side_channel`` (streaming):
+    late events come out as rows of :data:`~sparkcep.spark.late.KIND` ``late``; the rows the operators
+    are given are counted as ``events_relevant`` (an event two operators read counts twice).  ``ts_unit``: the
+    unit of numeric ts, which scales the stream's event time (:mod:`sparkcep.runtime_udfs.event_time`)."""
+    shared, alone = workload if isinstance(workload, tuple) else load_workload(workload)
+    streaming = events.isStreaming
+    side_channel = side_channel and streaming
+    if streaming:  # the watermark on every event, before the operators' filters: any event moves event time
+        events = watermarked(events, ts_col, lateness, ts_unit=ts_unit)
+    events.createOrReplaceTempView("events")
+    pairs = _branches(events, shared, alone, ts_col, type_col, side_channel, ts_unit)
+    if not pairs:
+        raise CEPError("the workload has no query to run")
+    branches = [b for b, _ in pairs]  # what the group functions carry to the executors (no DataFrames)
+    fields = {QUERY: None}
+    for b in branches:
+        for f in b.fields:
+            seen = fields.setdefault(f.name, f)
+            if seen is not None and seen.dataType != f.dataType:
+                raise CEPError(f"column {f.name!r} is {seen.dataType.simpleString()} in one query and "
+                               f"{f.dataType.simpleString()} in {b.name or 'a shared operator'}: give one of them "
+                               "another name (AS ...)")
+    schema = StructType([f if f is not None else StructField(QUERY, StringType()) for f in fields.values()])
+    tagged = None
+    for i, (b, candidates) in enumerate(pairs):
+        if not streaming:  # only a partitioning: a hash of the grouping values will do
+            group = F.hash(*[F.col(f"`{c}`") for c in b.group_cols]) if b.group_cols else F.lit(0)
+        else:
+            group = F.to_json(F.struct(*[F.col(c) for c in b.group_cols])) if b.group_cols else F.lit("")
+        part = candidates.select(F.lit(i).alias(BRANCH), group.alias(GROUP), *candidates.columns)
+        tagged = part if tagged is None else tagged.unionByName(part, allowMissingColumns=True)
+
+    if not streaming:  # the batch path of single queries (batch_matches), one operator per part
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        arrow_schema = to_arrow_schema(schema, timezone=_session_timezone())
+        spread = tagged.repartition(shuffle_partitions(tagged), BRANCH, GROUP)
+        return spread.mapInArrow(partition_function(branches, arrow_schema), schema)
+
+    out_schema = late.with_side_columns(schema) if side_channel else schema
+    out_names = out_schema.names
+
+    def stream(key: Any, pdfs: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+        b = branches[int(key[0])]
+        for out in b.stream(key[1:], (pdf[b.columns] for pdf in pdfs), state):
+            yield _widen(out, b.name, out_names)
+
+    tagged = with_event_time(tagged, events, ts_col, keep_late=side_channel, ts_unit=ts_unit)
+    if side_channel:
+        from sparkcep.spark.sinks import counted
+
+        tagged = counted(tagged, "events_relevant")
+    return tagged.groupBy(BRANCH, GROUP).applyInPandasWithState(
+        stream, outputStructType=out_schema, stateStructType=STATE_SCHEMA, outputMode="append",
+        timeoutConf=GroupStateTimeout.EventTimeTimeout)
