@@ -9,13 +9,15 @@ FORMATS = ("json", "csv", "parquet")
 
 
 def read_events(spark, path: str, fmt: str, ts_col: str, stream: bool = False, files_per_trigger: int | None = None,
-                schema: str | None = None, *, type_col: str = "type", attributes=None, needs=None):
+                schema: str | None = None, *, type_col: str | None = None, attributes=None, needs=None):
     """The valid events at ``path``: :func:`sparkcep.spark.validate.read_validated` without its dead letters (one
     reading path: an array or object attribute, a bad value or a malformed line never stops the read nor
     retypes a column).  ``schema`` is a DDL string (``"type STRING, ts TIMESTAMP, id BIGINT"``); without it,
     the types come from the files there now and what the query needs (``attributes``: the columns read besides
     type and ts, None: every one; ``needs``: :func:`sparkcep.ir.needs.attribute_needs`).  String ts become
-    timestamps.  ``files_per_trigger`` makes a stream take that many files per micro-batch (default: all)."""
+    timestamps.  ``files_per_trigger`` makes a stream take that many files per micro-batch (default: all).
+    ``type_col``: the type column, as text, a record without a type left out (None: no type column is checked,
+    every column is read as it is inferred)."""
     events, _rejected = read_validated(spark, path, fmt, type_col, ts_col, stream=stream,
                                        files_per_trigger=files_per_trigger, schema=schema, attributes=attributes,
                                        needs=needs)

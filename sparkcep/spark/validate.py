@@ -75,7 +75,7 @@ def quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def read_validated(spark, path: str, fmt: str, type_col: str, ts_col: str, *, stream: bool = False,
+def read_validated(spark, path: str, fmt: str, type_col: str | None, ts_col: str, *, stream: bool = False,
                    files_per_trigger: int | None = None, schema: str | None = None,
                    known_types: Collection[str] | None = None, attributes: Collection[str] | None = None,
                    needs: Mapping[str, str] | None = None, ts_unit: str | None = None):
@@ -304,7 +304,7 @@ def split_valid(raw, fields, type_col: str, ts_col: str, fmt: str = "json",
         detail = F.concat_ws(", ", *wrong)
         cond, text = detail != "", F.concat(F.lit("wrong attribute type: "), detail)
         reason = F.when(cond, text) if reason is None else reason.when(cond, text)
-    checks = [(typ.isNull(), F.lit("missing type"))]
+    checks = [] if type_col is None else [(typ.isNull(), F.lit("missing type"))]  # None: events without a type
     if ts_is_string:
         checks += [(F.col(quoted(ts_col)).isNull(), F.lit("missing ts")), (ts.isNull(), F.lit("unparseable ts"))]
     else:
