@@ -69,6 +69,7 @@ from sparkcep.ir.spec import MatchSpec
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.spark.operator import MatchOperator
 from sparkcep.spark.schema import ARRIVAL, CONTIGUITY, EVENT_TIME, EVENT_TIME_OFFSET, MASK, load_spec
+from sparkcep.spark.validate import quoted
 
 if TYPE_CHECKING:
     from sparkcep.spark.schema import EngineSpec, SpecLike
@@ -192,7 +193,7 @@ def batch_matches(candidates: DataFrame, spec: SpecLike, input_schema: StructTyp
                                      options.get("type_col", "type"))
     options.pop("buckets", None)
     op = MatchOperator(spec, schema, **options)
-    keys = [F.col(f"`{c}`") for c in op.group_cols]
+    keys = [F.col(quoted(c)) for c in op.group_cols]
     if keys:
         spread = candidates.repartition(shuffle_partitions(candidates, partitions), *keys)
     else:

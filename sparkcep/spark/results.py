@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
+from sparkcep.spark.validate import quoted
+
 
 def _timestamp_fields(df):
     from pyspark.sql.types import TimestampNTZType, TimestampType
@@ -21,7 +23,7 @@ def epoch_ms_rows(df) -> list[dict]:
     from pyspark.sql import functions as F
 
     ts = _timestamp_fields(df)
-    cols = [F.expr(f"unix_millis(`{f}`)").alias(f) if f in ts else F.col(f"`{f}`") for f in df.columns]
+    cols = [F.unix_millis(F.col(quoted(f))).alias(f) if f in ts else F.col(quoted(f)) for f in df.columns]
     return [r.asDict(recursive=True) for r in df.select(*cols).collect()]
 
 
@@ -30,8 +32,8 @@ def json_lines(df) -> list[str]:
     from pyspark.sql import functions as F
 
     ts = _timestamp_fields(df)
-    cols = [F.date_format(F.col(f"`{f}`"), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias(f) if f in ts
-            else F.col(f"`{f}`") for f in df.columns]
+    cols = [F.date_format(F.col(quoted(f)), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias(f) if f in ts
+            else F.col(quoted(f)) for f in df.columns]
     return sorted(json.dumps(r.asDict(recursive=True), default=_json_value) for r in df.select(*cols).collect())
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from sparkcep.spark.late import KIND, LATE, REASON, RECORD, RESULT
 from sparkcep.spark.validate import REASON as REJECT_REASON
 from sparkcep.spark.validate import RECORD as REJECT_RECORD
+from sparkcep.spark.validate import quoted
 
 DEAD = "dead_letter"
 #: The counts a job observes per micro-batch (``StreamingQueryProgress.observedMetrics``, one set each):
@@ -97,7 +98,7 @@ def batch_writer(output: str, result_columns: list[str], dead_letters: str, late
     part with :func:`write_batch`."""
     from pyspark.sql import functions as F
 
-    parts = ((RESULT, output, [F.col(f"`{c}`") for c in result_columns]),
+    parts = ((RESULT, output, [F.col(quoted(c)) for c in result_columns]),
              (DEAD, dead_letters, [F.col(REASON).alias(REJECT_REASON), F.col(RECORD).alias(REJECT_RECORD)]),
              (LATE, late, [F.col(REASON).alias(REJECT_REASON), F.col(RECORD).alias(REJECT_RECORD)]))
 

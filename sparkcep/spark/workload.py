@@ -56,6 +56,7 @@ from sparkcep.spark.adapters import batch_input, shuffle_partitions, unread_colu
 from sparkcep.spark.arrow import _session_timezone, by_id, gathered
 from sparkcep.spark.operator import MatchOperator
 from sparkcep.spark.schema import EVENT_TIME, STATE_SCHEMA, load_spec
+from sparkcep.spark.validate import quoted
 
 __all__ = ["QUERY", "apply_workload", "load_workload", "workload_data"]
 
@@ -207,7 +208,7 @@ def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col:
     tagged = None
     for i, (b, candidates) in enumerate(pairs):
         if not streaming:  # only a partitioning: a hash of the grouping values will do
-            group = F.hash(*[F.col(f"`{c}`") for c in b.group_cols]) if b.group_cols else F.lit(0)
+            group = F.hash(*[F.col(quoted(c)) for c in b.group_cols]) if b.group_cols else F.lit(0)
         else:
             group = F.to_json(F.struct(*[F.col(c) for c in b.group_cols])) if b.group_cols else F.lit("")
         part = candidates.select(F.lit(i).alias(BRANCH), group.alias(GROUP), *candidates.columns)
