@@ -15,7 +15,7 @@ import dataclasses
 import importlib
 from typing import Any
 
-_MODULES = ("sparkcep.ir.ast", "sparkcep.ir.spec")
+_MODULES = ("sparkcep.ir.ast", "sparkcep.ir.spec", "sparkcep.ir.recognize")
 
 
 def to_data(obj: Any) -> Any:
