@@ -254,8 +254,11 @@ class RecognizeSpec:
     ``time_column`` is the first ORDER BY column (event time); ``order_by`` the whole ORDER BY (ties after it
     are broken by ``tiebreak``: the remaining ``columns`` in order, ascending, NULLs first).
     ``output`` lists the result columns in order: partition columns, then (ALL ROWS) the input columns, then
-    the measures; ``within`` is the WITHIN interval in ts units (a match longer than it is not a match), or
-    None."""
+    the measures, with ``output_types`` their Spark SQL types (``simpleString``: ``bigint``, ``double``,
+    ``string``, ...); ``time_column`` is the hidden numeric event-time column the Spark layer adds (``__ts``:
+    epoch microseconds for a TIMESTAMP column, the value itself for a numeric one) and ``within`` the WITHIN
+    interval in its units (a match is one only if its last row's ``__ts`` minus its first row's is less than
+    ``within``), or None."""
 
     pattern: RowPattern
     variables: tuple[str, ...]
@@ -268,4 +271,6 @@ class RecognizeSpec:
     order_by: tuple[OrderItem, ...]
     columns: tuple[str, ...]
     output: tuple[str, ...]
+    output_types: tuple[str, ...] = ()
+    time_column: str = "__ts"
     within: float | None = None
