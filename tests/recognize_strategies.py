@@ -178,6 +178,14 @@ def make_spec(pattern, *, columns, defines=(), measures=(), rows_per_match=R.ONE
         output=tuple(output), within=within)
 
 
+def with_rows_per_match(spec: R.RecognizeSpec, rows_per_match: str) -> R.RecognizeSpec:
+    """``spec`` with another ROWS PER MATCH option (and the output columns that go with it)."""
+    return make_spec(spec.pattern, columns=spec.columns, defines=spec.defines,
+                     measures=[(m.name, m.expr) for m in spec.measures], rows_per_match=rows_per_match,
+                     skip=spec.skip, partition_by=spec.partition_by, order_by=spec.order_by,
+                     subsets=spec.subsets, within=spec.within)
+
+
 # ----------------------------------------------------------------------------------------------- strategies
 
 VARS = ("A", "B", "C")
@@ -190,10 +198,12 @@ def _leaf(variables):
     return st.sampled_from(variables).map(V)
 
 
-def row_patterns(variables=VARS, max_leaves: int = 4):
+def row_patterns(variables=VARS, max_leaves: int = 4, streaming: bool = False):
     """Random row patterns over ``variables`` with every construct: concatenation, alternation, greedy and
-    reluctant quantifiers (``* + ?`` and bounded), PERMUTE, exclusion, anchors and the empty pattern."""
-    leaves = st.one_of(_leaf(variables), _leaf(variables), _leaf(variables), st.sampled_from((START, END, EMPTY)))
+    reluctant quantifiers (``* + ?`` and bounded), PERMUTE, exclusion, anchors and the empty pattern
+    (``streaming``: no ``$``, which streaming refuses)."""
+    specials = (START, EMPTY) if streaming else (START, END, EMPTY)
+    leaves = st.one_of(_leaf(variables), _leaf(variables), _leaf(variables), st.sampled_from(specials))
 
     def extend(children):
         bounds = st.sampled_from(((0, None), (1, None), (0, 1), (2, 2), (1, 3), (0, 2), (2, None)))
@@ -208,14 +218,16 @@ def row_patterns(variables=VARS, max_leaves: int = 4):
     return st.recursive(leaves, extend, max_leaves=max_leaves)
 
 
-def _number_exprs(draw, variables, subsets):
+def _number_exprs(draw, variables, subsets, streaming=False):
     """An int-valued expression over one row reference: a column of the current row, of a variable, a
     PREV/NEXT/FIRST/LAST navigation, an aggregate, or a constant."""
     refs = [None, *variables, *(n for n, _ in subsets)]
     var = draw(st.sampled_from(refs))
     c = draw(st.sampled_from(INT_COLS))
-    kind = draw(st.sampled_from(("col", "col", "prev", "next", "first", "last", "agg", "count", "lit",
-                                 "arith")))
+    kinds = ["col", "col", "prev", "first", "last", "agg", "count", "lit", "arith"]
+    if not streaming:
+        kinds.append("next")
+    kind = draw(st.sampled_from(kinds))
     if kind == "col":
         return col(c, var)
     if kind == "prev":
@@ -237,17 +249,18 @@ def _number_exprs(draw, variables, subsets):
 
 
 @st.composite
-def conditions(draw, variables=VARS, subsets=()):
+def conditions(draw, variables=VARS, subsets=(), streaming=False):
     """A random DEFINE condition: comparisons of the expressions above, combined with AND/OR/NOT,
     sometimes about CLASSIFIER() or IS NULL."""
     def atom():
         kind = draw(st.sampled_from(("cmp", "cmp", "cmp", "null", "class")))
         if kind == "null":
-            return is_null(_number_exprs(draw, variables, subsets))
+            return is_null(_number_exprs(draw, variables, subsets, streaming))
         if kind == "class":
             return op("=", prev(classifier()), lit(draw(st.sampled_from(variables))))
         return op(draw(st.sampled_from(("<", "<=", ">", ">=", "=", "!="))),
-                  _number_exprs(draw, variables, subsets), _number_exprs(draw, variables, subsets))
+                  _number_exprs(draw, variables, subsets, streaming),
+                  _number_exprs(draw, variables, subsets, streaming))
 
     cond = atom()
     for _ in range(draw(st.integers(0, 1))):
@@ -285,9 +298,10 @@ def measure_lists(draw, variables, subsets, rows_per_match):
 
 
 @st.composite
-def specs(draw, max_leaves: int = 4, within: bool = True):
-    """A random spec over ``COLUMNS`` (partition key ``k``, time ``t``, ints ``x``, ``y``)."""
-    pattern = draw(row_patterns(VARS, max_leaves))
+def specs(draw, max_leaves: int = 4, within: bool = True, streaming: bool = False):
+    """A random spec over ``COLUMNS`` (partition key ``k``, time ``t``, ints ``x``, ``y``); ``streaming``:
+    none of what streaming refuses (``$``, NEXT)."""
+    pattern = draw(row_patterns(VARS, max_leaves, streaming))
     variables = pattern_variables(pattern)
     if not variables:
         pattern = seq(pattern, V("A"))
@@ -296,7 +310,8 @@ def specs(draw, max_leaves: int = 4, within: bool = True):
     if len(variables) >= 2 and draw(st.booleans()):
         subsets = (("U", tuple(draw(st.lists(st.sampled_from(variables), min_size=1, max_size=2,
                                                  unique=True)))),)
-    defines = tuple((v, draw(conditions(variables, subsets))) for v in variables if draw(st.integers(0, 3)))
+    defines = tuple((v, draw(conditions(variables, subsets, streaming))) for v in variables
+                    if draw(st.integers(0, 3)))
     rows_per_match = draw(st.sampled_from(R.ROWS_PER_MATCH))
     if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED and has_exclusion(pattern):
         rows_per_match = R.ALL_ROWS  # the standard refuses exclusion WITH UNMATCHED ROWS
