@@ -235,6 +235,9 @@ class _Compiler:
                 return None if v is None else _arith(lambda x, _: abs(x), v, 0)
 
             return absolute
+        if name == "if" and len(args) == 3:  # Spark's if(cond, a, b): b when cond is false or NULL
+            cond, then, other = args
+            return lambda ctx, h, f: then(ctx, h, f) if cond(ctx, h, f) is True else other(ctx, h, f)
         if name == "coalesce":
             def coalesce(ctx, h, f):
                 for a in args:
