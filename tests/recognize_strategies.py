@@ -85,6 +85,19 @@ def pattern_variables(p) -> tuple[str, ...]:
     return tuple(out)
 
 
+def strip_exclusion(p):
+    """``p`` without its ``{- -}`` (the same matches: exclusion only changes what ALL ROWS outputs)."""
+    if isinstance(p, R.PExclude):
+        return strip_exclusion(p.inner)
+    if isinstance(p, (R.PConcat, R.PPermute)):
+        return type(p)(tuple(strip_exclusion(i) for i in p.items))
+    if isinstance(p, R.PAlt):
+        return R.PAlt(tuple(strip_exclusion(i) for i in p.alternatives))
+    if isinstance(p, R.PQuant):
+        return R.PQuant(strip_exclusion(p.inner), p.min, p.max, p.greedy)
+    return p
+
+
 def has_exclusion(p) -> bool:
     if isinstance(p, R.PExclude):
         return True
@@ -203,15 +216,17 @@ def row_patterns(variables=VARS, max_leaves: int = 4, streaming: bool = False):
     reluctant quantifiers (``* + ?`` and bounded), PERMUTE, exclusion, anchors and the empty pattern
     (``streaming``: no ``$``, which streaming refuses)."""
     specials = (START, EMPTY) if streaming else (START, END, EMPTY)
-    leaves = st.one_of(_leaf(variables), _leaf(variables), _leaf(variables), st.sampled_from(specials))
+    leaves = st.one_of(*[_leaf(variables)] * 8, st.sampled_from(specials))
 
     def extend(children):
         bounds = st.sampled_from(((0, None), (1, None), (0, 1), (2, 2), (1, 3), (0, 2), (2, None)))
+        lists = st.lists(children, min_size=2, max_size=3)
+        quant = st.tuples(children, bounds, st.booleans()).map(lambda a: q(a[0], a[1][0], a[1][1], a[2]))
         return st.one_of(
-            st.lists(children, min_size=2, max_size=3).map(lambda xs: seq(*xs)),
-            st.lists(children, min_size=2, max_size=3).map(lambda xs: alt(*xs)),
-            st.tuples(children, bounds, st.booleans()).map(lambda a: q(a[0], a[1][0], a[1][1], a[2])),
-            st.lists(children, min_size=2, max_size=3).map(lambda xs: perm(*xs)),
+            lists.map(lambda xs: seq(*xs)), lists.map(lambda xs: seq(*xs)), lists.map(lambda xs: seq(*xs)),
+            lists.map(lambda xs: alt(*xs)), lists.map(lambda xs: alt(*xs)),
+            quant, quant, quant,
+            lists.map(lambda xs: perm(*xs)),
             children.map(excl),
         )
 
@@ -271,6 +286,17 @@ def conditions(draw, variables=VARS, subsets=(), streaming=False):
 
 
 @st.composite
+def simple_conditions(draw, variables=VARS):
+    """A selective DEFINE of the usual kind: the current row's column against a constant, the previous row
+    or another variable's last row (``x >= 2``, ``x < PREV(x)``, ``y = A.y``)."""
+    c = draw(st.sampled_from(INT_COLS))
+    other = draw(st.sampled_from(("lit", "lit", "prev", "var")))
+    rhs = (lit(draw(st.integers(0, 3))) if other == "lit" else prev(col(c)) if other == "prev"
+           else col(c, draw(st.sampled_from(variables))))
+    return op(draw(st.sampled_from(("<", "<=", ">", ">=", "=", "!="))), col(c), rhs)
+
+
+@st.composite
 def measure_lists(draw, variables, subsets, rows_per_match):
     """A few measures: navigation, aggregates (RUNNING/FINAL), CLASSIFIER, MATCH_NUMBER."""
     refs = [None, *variables, *(n for n, _ in subsets)]
@@ -300,7 +326,8 @@ def measure_lists(draw, variables, subsets, rows_per_match):
 @st.composite
 def specs(draw, max_leaves: int = 4, within: bool = True, streaming: bool = False):
     """A random spec over ``COLUMNS`` (partition key ``k``, time ``t``, ints ``x``, ``y``); ``streaming``:
-    none of what streaming refuses (``$``, NEXT)."""
+    none of what streaming refuses (``$``, NEXT). Half of the specs have only selective DEFINEs of the
+    usual kind (:func:`simple_conditions`), the others any (:func:`conditions`)."""
     pattern = draw(row_patterns(VARS, max_leaves, streaming))
     variables = pattern_variables(pattern)
     if not variables:
@@ -310,11 +337,11 @@ def specs(draw, max_leaves: int = 4, within: bool = True, streaming: bool = Fals
     if len(variables) >= 2 and draw(st.booleans()):
         subsets = (("U", tuple(draw(st.lists(st.sampled_from(variables), min_size=1, max_size=2,
                                                  unique=True)))),)
-    defines = tuple((v, draw(conditions(variables, subsets, streaming))) for v in variables
-                    if draw(st.integers(0, 3)))
+    cond = simple_conditions(variables) if draw(st.booleans()) else conditions(variables, subsets, streaming)
+    defines = tuple((v, draw(cond)) for v in variables if draw(st.integers(0, 2)))
     rows_per_match = draw(st.sampled_from(R.ROWS_PER_MATCH))
-    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED and has_exclusion(pattern):
-        rows_per_match = R.ALL_ROWS  # the standard refuses exclusion WITH UNMATCHED ROWS
+    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED:
+        pattern = strip_exclusion(pattern)  # the standard refuses exclusion WITH UNMATCHED ROWS
     kind = draw(st.sampled_from((R.SKIP_PAST_LAST_ROW, R.SKIP_TO_NEXT_ROW, R.SKIP_TO_FIRST, R.SKIP_TO_LAST)))
     skip = R.Skip(kind)
     if kind in (R.SKIP_TO_FIRST, R.SKIP_TO_LAST):
@@ -331,12 +358,12 @@ def _row(k, t, x, y):
 
 
 @st.composite
-def partition_rows(draw, key: int = 0, max_rows: int = 7):
+def partition_rows(draw, key: int = 0, max_rows: int = 8):
     """Rows of one partition in the engine's order (``t`` ascending, ties by ``x`` then ``y``, NULLs
     first): ties on ``t`` and NULL ``x``/``y`` are common."""
-    n = draw(st.integers(0, max_rows))
+    n = draw(st.one_of(st.integers(0, max_rows), st.integers(max_rows // 2, max_rows)))
     ts = sorted(draw(st.lists(st.integers(0, 8), min_size=n, max_size=n)))
-    vals = st.one_of(st.none(), st.integers(0, 3), st.integers(0, 3))
+    vals = st.sampled_from((0, 1, 2, 3, None, 1, 2))
     return order_rows([_row(key, t, draw(vals), draw(vals)) for t in ts])
 
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkcep.ir import recognize as R
-from sparkcep.oracles.recognize import recognize, recognize_all, sort_rows
+from sparkcep.oracles.recognize import attempts, recognize, recognize_all, sort_rows
 from tests.recognize_strategies import (
     VARS,
     V,
@@ -33,6 +33,7 @@ from tests.recognize_strategies import (
     row_patterns,
     seq,
     specs,
+    strip_exclusion,
     with_rows_per_match,
 )
 
@@ -91,6 +92,32 @@ def test_engine_micro_batches_with_state_round_trips_equal_reference(case):
     state = engine.state_from_json(engine.state_to_json(state))
     state, emitted = engine.advance(spec, state, None, final=True)
     assert out + emitted == recognize(spec, rows)
+
+
+@SETTINGS
+@given(specs(streaming=True), partition_rows(), st.integers(1, 6), st.data())
+def test_engine_emits_what_the_watermark_has_decided(spec, rows, within, data):
+    """Once the watermark is ``w`` (every row with ``__ts < w`` stepped), a start ``s`` with
+    ``__ts(s) + WITHIN <= w`` is decided (no row still to come can join its match): its outputs, and those
+    of every start before it, are out after ``advance(w)``.  ``w`` is often exactly a row's ``__ts`` plus
+    WITHIN, the boundary."""
+    engine = _engine()
+    spec = replace(spec, within=within)
+    exact = st.sampled_from([r["__ts"] + within for r in rows]) if rows else st.integers(0, 12)
+    mark = data.draw(st.one_of(exact, st.integers(0, 12)), label="watermark")
+    before = [r for r in rows if r["__ts"] < mark]
+    state, out = engine.step(spec, engine.init_state(spec), before)
+    state, more = engine.advance(spec, state, float(mark))
+    out += more
+    decided = []
+    for s, outputs in attempts(spec, before):
+        if before[s]["__ts"] + within > mark:
+            break
+        decided += outputs
+    assert out[:len(decided)] == decided
+    state, more = engine.step(spec, state, rows[len(before):])
+    out += more
+    assert out + engine.advance(spec, state, None, final=True)[1] == recognize(spec, rows)
 
 
 def test_engine_sort_key_orders_like_the_reference():
@@ -169,17 +196,6 @@ def test_reference_optional_is_alternation_with_the_empty_pattern(spec, rows, in
 @given(specs(), partition_rows())
 def test_reference_exclusion_does_not_change_matches(spec, rows):
     """'Exclusions do not affect pattern matching': ONE ROW PER MATCH is the same without them."""
-    def strip(p):
-        if isinstance(p, R.PExclude):
-            return strip(p.inner)
-        if isinstance(p, (R.PConcat, R.PPermute)):
-            return type(p)(tuple(strip(i) for i in p.items))
-        if isinstance(p, R.PAlt):
-            return R.PAlt(tuple(strip(i) for i in p.alternatives))
-        if isinstance(p, R.PQuant):
-            return replace(p, inner=strip(p.inner))
-        return p
-
     one = with_rows_per_match(spec, R.ONE_ROW)
-    assert recognize(one, rows) == _same(one, strip(one.pattern), rows)
+    assert recognize(one, rows) == _same(one, strip_exclusion(one.pattern), rows)
     assert recognize(one, rows) == _same(one, excl(one.pattern), rows)
