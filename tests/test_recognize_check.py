@@ -33,6 +33,7 @@ def refusal(text: str, streaming: bool = False) -> CEPSemanticError:
 @pytest.mark.parametrize(("clause", "message", "place"), [
     ("PATTERN (A B) DEFINE C AS C.x > 1", "unknown pattern variable C", "C AS"),
     ("PATTERN (A B) DEFINE B AS Bx.x > 1", "unknown pattern variable or SUBSET Bx, did you mean B?", "Bx.x"),
+    ("PATTERN (A B) DEFINE b AS B.x > 1", "unknown pattern variable b, did you mean B?", "b AS"),
     ("PATTERN (A B) DEFINE B AS B.x > 1, B AS B.x < 5", "defined twice", "B AS B.x < 5"),
     ("PATTERN (A B) SUBSET U = (A, C)", "unknown pattern variable C", "C"),
     ("PATTERN (A B) SUBSET A = (A, B)", "has the name of a pattern variable", "A"),

@@ -330,3 +330,20 @@ def test_error_position_on_a_later_line():
     err = error(text)
     assert (err.span.line, err.span.column) == (4, 19)
     assert str(err).splitlines()[1:] == ["    PATTERN (A B+ | )", "                    ^"]
+
+
+def test_keywords_in_any_case_and_clauses_in_any_order():
+    lower = parse_recognize("select * from t match_recognize (define B as B.x > prev(B.x) pattern (A B+?) "
+                            "after match skip to next row order by ts measures final last(B.x) as x) m")
+    upper = parse_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FINAL LAST(B.x) AS x "
+                            "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B+?) DEFINE B AS B.x > PREV(B.x)) m")
+    assert lower == upper
+    assert lower.pattern == rx.PConcat((A, rx.PQuant(B, 1, None, False)))
+
+
+def test_nesting_beyond_the_limit_is_refused_with_a_place():
+    deep = "(" * 2100 + "A" + ")*" * 2100
+    err = error(wrap(f"ORDER BY ts PATTERN ({deep})"))
+    assert "nested too deeply" in err.message and err.span is not None
+    ok = "(" * 300 + "A" + ")*" * 300
+    assert parse_pattern(pattern_text(parse_pattern(ok))) == parse_pattern(ok)

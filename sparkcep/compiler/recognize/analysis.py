@@ -28,6 +28,7 @@ from sparkcep.grammar.recognize.expressions import span_of
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSemanticError, Span
+from sparkcep.ir.limits import deeply
 
 __all__ = ["check_recognize", "pattern_variables", "children", "walk", "MAX_PERMUTE"]
 
@@ -120,8 +121,11 @@ class _Checker:
 
     def _unknown(self, name: str, span: Span | None, what: str = "pattern variable or SUBSET"):
         known = [*self.variables, *self.subsets]
-        hint = difflib.get_close_matches(name, known, n=1)
-        suffix = f", did you mean {hint[0]}?" if hint else f" (the pattern has {', '.join(self.variables) or 'none'})"
+        hint = [k for k in known if k.lower() == name.lower()] or difflib.get_close_matches(name, known, n=1)
+        if hint:
+            suffix = f", did you mean {hint[0]}? (names are case-sensitive)"
+        else:
+            suffix = f" (the pattern has {', '.join(self.variables) or 'none'})"
         self.fail(f"unknown {what} {name}{suffix}", span)
 
     def known(self, name: str) -> bool:
@@ -368,6 +372,7 @@ def _later(p) -> set[str]:
     return set()
 
 
+@deeply
 def check_recognize(q: rx.Recognize, *, streaming: bool) -> None:
     """Refuse what sparkcep does not run as the standard says (module docstring), with the reason."""
     _Checker(q, streaming).run()

@@ -23,6 +23,7 @@ from sparkcep.grammar.recognize.pattern import parse_pattern
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Duration
 from sparkcep.ir.errors import CEPSyntaxError, Span
+from sparkcep.ir.limits import check_depth, deeply
 
 __all__ = ["parse_recognize"]
 
@@ -33,6 +34,7 @@ _CLAUSES = ("PARTITION BY", "ORDER BY", "MEASURES", "ROWS PER MATCH", "AFTER MAT
             "DEFINE", "WITHIN")
 
 
+@deeply
 def parse_recognize(text: str) -> rx.Recognize:
     """Parse a ``MATCH_RECOGNIZE`` statement; :class:`CEPSyntaxError` (line, column, caret) if it is not one.
 
@@ -79,8 +81,10 @@ def parse_recognize(text: str) -> rx.Recognize:
         alias, after = tokens[after].text, after + 1
     end = tokens[after - 1].end + 1
     outer = _outer_sql(text, source_start, end, alias, q.result_view)
-    return _replace(q, source=source, alias=alias, outer_sql=outer, text=text,
-                    span=span_of(text, tokens[0].start, tokens[-1].end + 1))
+    q = _replace(q, source=source, alias=alias, outer_sql=outer, text=text,
+                 span=span_of(text, tokens[0].start, tokens[-1].end + 1))
+    check_depth(q, text)
+    return q
 
 
 def _replace(q: rx.Recognize, **changes) -> rx.Recognize:
