@@ -154,7 +154,9 @@ def test_columns_resolve_case_insensitively_to_the_input_spelling():
     ("A.tax - A.d", "decimal(38,2)"), ("A.tax > 1", "boolean"), ("A.name IS NULL", "boolean"),
     ("CLASSIFIER()", "string"), ("MATCH_NUMBER()", "bigint"), ("PREV(A.f, 2)", "float"),
     ("LAST(A.name)", "string"), ("abs(A.tax - B.tax)", "int"), ("coalesce(A.tax, B.price)", "bigint"),
-    ("-A.tax", "int"), ("1.5", "double"), ("3000000000", "bigint"),
+    ("-A.tax", "int"), ("1.5", "double"), ("3000000000", "bigint"), ("NULL", "string"),
+    ("if(A.tax > B.tax, A.tax, B.price)", "bigint"), ("CASE WHEN A.tax > B.tax THEN A.name END", "string"),
+    ("coalesce(A.tax, NULL, B.tax)", "int"), ("A.tax + NULL", "int"),
 ])
 def test_output_types(measure, expected):
     q = parse_recognize(wrap(f"MEASURES {measure} AS m PATTERN (A B)", order="ORDER BY rowtime"))

@@ -347,3 +347,17 @@ def test_nesting_beyond_the_limit_is_refused_with_a_place():
     assert "nested too deeply" in err.message and err.span is not None
     ok = "(" * 300 + "A" + ")*" * 300
     assert parse_pattern(pattern_text(parse_pattern(ok))) == parse_pattern(ok)
+
+
+def test_conditionals_over_several_rows_become_if():
+    q = parse_recognize(wrap(
+        "ORDER BY ts MEASURES if(A.x > B.x, A.x, B.x) AS a, "
+        "CASE WHEN A.x > B.x THEN 'up' WHEN A.x < B.x THEN 'down' END AS b, "
+        "CASE A.k WHEN B.k THEN 1 ELSE 0 END AS c, CASE WHEN A.x > 1 THEN A.y END AS d PATTERN (A B)"))
+    a, b, c, d = (m.expr for m in q.measures)
+    ax, bx = Attr("A", "x"), Attr("B", "x")
+    assert a == Func("if", (BinOp(">", ax, bx), ax, bx))
+    assert b == Func("if", (BinOp(">", ax, bx), Literal("up"),
+                            Func("if", (BinOp("<", ax, bx), Literal("down"), Literal(None)))))
+    assert c == Func("if", (BinOp("=", Attr("A", "k"), Attr("B", "k")), Literal(1), Literal(0)))
+    assert d == rx.RowExpr("CASE WHEN x > 1 THEN y END", "__rx0", "A")  # one row: Spark computes it

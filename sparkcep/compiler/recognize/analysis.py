@@ -209,7 +209,7 @@ class _Checker:
                 self.navigation(node, where)
             if isinstance(node, rx.Agg):
                 self.aggregate(node)
-            if isinstance(node, Func) and node.name not in ("abs", "coalesce", "greatest", "least"):
+            if isinstance(node, Func) and node.name not in ("abs", "coalesce", "greatest", "least", "if"):
                 self.fail(f"the function {node.name}() is not supported here", node.span)
             if isinstance(node, Literal) and isinstance(node.value, float) and node.value != node.value:
                 self.fail("NaN literal is not supported", node.span)

@@ -1,10 +1,11 @@
 """MEASURES and DEFINE expressions of ``MATCH_RECOGNIZE``: Spark SQL parsed by sqlglot, turned into IR.
 
 The nodes the engines evaluate across rows are built natively (``Attr``, ``Literal``, ``BinOp``, ``Unary``,
-``Nav``, ``Classifier``, ``MatchNumber``, ``Agg``, and ``Func`` for ``abs/coalesce/greatest/least`` over several
-rows); any other sub-expression whose column references all name one row (CASE, LIKE, IN, CAST, any Spark
-function) becomes a :class:`~sparkcep.ir.recognize.RowExpr`: Spark computes it per row before the shuffle, as a
-hidden column (``__rx0``, ``__rx1``, ... in order of first appearance; equal SQL shares one column).
+``Nav``, ``Classifier``, ``MatchNumber``, ``Agg``, and ``Func`` for ``abs/coalesce/greatest/least/if`` over
+several rows, a CASE over several rows as nested ``if``); any other sub-expression whose column references all
+name one row (CASE, LIKE, IN, CAST, any Spark function) becomes a :class:`~sparkcep.ir.recognize.RowExpr`:
+Spark computes it per row before the shuffle, as a hidden column (``__rx0``, ``__rx1``, ... in order of first
+appearance; equal SQL shares one column).
 
 Two things sqlglot does not read as MATCH_RECOGNIZE means them are rewritten in the text first, keeping every
 position: the ``RUNNING``/``FINAL`` prefix of a row pattern function is blanked (and remembered by the
@@ -276,6 +277,12 @@ class Converter:
         qualifiers = {c.table or None for c in node.find_all(exp.Column)}
         if not crossing and len(qualifiers) <= 1:
             return self._row_expr(node, next(iter(qualifiers), None), span)
+        if isinstance(node, exp.If):
+            other = node.args.get("false")
+            return Func("if", (self._convert(node.this), self._convert(node.args["true"]),
+                               Literal(None, span=span) if other is None else self._convert(other)), span=span)
+        if isinstance(node, exp.Case):
+            return self._case(node, span)
         if type(node) in ENGINE_FUNCTIONS:
             args = [node.this, *node.expressions] if node.this is not None else list(node.expressions)
             return Func(ENGINE_FUNCTIONS[type(node)], tuple(self._convert(a) for a in args), span=span)
@@ -283,8 +290,21 @@ class Converter:
                 else "columns of different rows (" + ", ".join(sorted(q or "the current row" for q in qualifiers))
                 + ")")
         raise CEPSyntaxError(f"{_describe_node(node)} over {what} is not supported: arithmetic, comparisons, "
-                             "AND/OR/NOT, IS NULL, abs, coalesce, greatest and least combine rows; any other "
-                             "function or operator must read a single row", span, self.text)
+                             "AND/OR/NOT, IS NULL, CASE, if, abs, coalesce, greatest and least combine rows; any "
+                             "other function or operator must read a single row", span, self.text)
+
+    def _case(self, node: exp.Case, span: Span) -> Func:
+        """CASE over several rows as nested ``if(cond, then, else)`` (a NULL condition takes the else branch, as
+        in CASE)."""
+        default = node.args.get("default")
+        result = Literal(None, span=span) if default is None else self._convert(default)
+        subject = node.this
+        for branch in reversed(node.args.get("ifs") or []):
+            cond = self._convert(branch.this)
+            if subject is not None:
+                cond = BinOp("=", self._convert(subject), cond, span=self._node_span(branch))
+            result = Func("if", (cond, self._convert(branch.args["true"]), result), span=span)
+        return result
 
     def _row_expr(self, node: exp.Expression, var: str | None, span: Span) -> rx.RowExpr:
         bare = node.copy()
