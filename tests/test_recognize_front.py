@@ -361,3 +361,10 @@ def test_conditionals_over_several_rows_become_if():
                             Func("if", (BinOp("<", ax, bx), Literal("down"), Literal(None)))))
     assert c == Func("if", (BinOp("=", Attr("A", "k"), Attr("B", "k")), Literal(1), Literal(0)))
     assert d == rx.RowExpr("CASE WHEN x > 1 THEN y END", "__rx0", "A")  # one row: Spark computes it
+
+
+def test_unreadable_expression_is_refused_without_sqlglot_warnings(caplog):
+    text = wrap("ORDER BY ts PATTERN (A) DEFINE A AS if?(A.x > 1, 1, 0)")
+    err = error(text)
+    assert "expected an expression" in err.message
+    assert not [r for r in caplog.records if r.name.startswith("sqlglot")]

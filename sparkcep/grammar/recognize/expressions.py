@@ -22,6 +22,8 @@ attr='price', index=None), offset=2, semantics=None))
 
 from __future__ import annotations
 
+import logging
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
@@ -32,7 +34,7 @@ from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSyntaxError, Span
 
-__all__ = ["Converter", "tokenize", "span_of", "readable", "ENGINE_FUNCTIONS", "NAVIGATIONS", "AGGREGATES"]
+__all__ = ["Converter", "tokenize", "span_of", "readable", "parse_sql", "ENGINE_FUNCTIONS", "NAVIGATIONS", "AGGREGATES"]
 
 NAVIGATIONS = ("PREV", "NEXT", "FIRST", "LAST")
 AGGREGATES = ("count", "sum", "avg", "min", "max")
@@ -77,6 +79,18 @@ def _unclosed_quote(text: str) -> int | None:
             i = j
         i += 1
     return None
+
+
+def parse_sql(text: str) -> list:
+    """``sqlglot.parse(text, read="spark")`` without sqlglot's warnings (a text it cannot read as SQL becomes a
+    ``Command`` with a logged warning; sparkcep refuses it with its own message instead)."""
+    log = logging.getLogger("sqlglot")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        return sqlglot.parse(text, read="spark")
+    finally:
+        log.setLevel(level)
 
 
 def span_of(text: str, start: int, end: int) -> Span:
@@ -127,7 +141,7 @@ class Converter:
         self._semantics = semantics
         padded = "".join(chars)
         try:
-            trees = sqlglot.parse(padded, read="spark")
+            trees = parse_sql(padded)
         except ParseError as err:
             raise self._parse_error(err, start, end) from None
         except TokenError:

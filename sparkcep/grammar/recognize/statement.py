@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import re
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from sparkcep.grammar.parser import without_bom
-from sparkcep.grammar.recognize.expressions import Converter, readable, span_of, tokenize
+from sparkcep.grammar.recognize.expressions import Converter, parse_sql, readable, span_of, tokenize
 from sparkcep.grammar.recognize.pattern import parse_pattern
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Duration
@@ -164,7 +163,7 @@ def _outer_sql(text: str, start: int, end: int, alias: str | None, view: str) ->
     padding = max(0, len(segment) - len(replacement))
     outer = text[:start] + replacement + " " * padding + text[end:]
     try:
-        trees = [t for t in sqlglot.parse(outer, read="spark") if t is not None]
+        trees = [t for t in parse_sql(outer) if t is not None]
     except ParseError as err:
         info = err.errors[0] if err.errors else {}
         line, col = info.get("line") or 1, info.get("col") or 1
@@ -466,8 +465,9 @@ class _ClauseReader:
         span = span_of(self.text, keyword.start, last.end + 1)
         body = self.text[first.start:last.end + 1]
         try:
-            node = sqlglot.parse_one(body, read="spark")
-        except ParseError:
+            trees = parse_sql(body)
+            node = trees[0] if len(trees) == 1 else None
+        except (ParseError, TokenError):
             node = None
         fields["within"] = _duration(node, span, self.text)
 
