@@ -140,6 +140,10 @@ def wrap(clause: str, tail: str = "") -> str:
     return f"SELECT * FROM t MATCH_RECOGNIZE ({clause}){tail}"
 
 
+def wrap_rowtime(clause: str) -> str:  # the ORDER BY after the MEASURES that read the time
+    return f"SELECT * FROM t MATCH_RECOGNIZE ({clause} ORDER BY rowtime)"
+
+
 def test_row_pattern_functions_and_semantics():
     q = parse_recognize(wrap(
         "ORDER BY ts MEASURES RUNNING LAST(A.x, 2) AS a, FINAL FIRST(B.y) AS b, PREV(LAST(A.x, 1), 3) AS c, "
@@ -368,3 +372,12 @@ def test_unreadable_expression_is_refused_without_sqlglot_warnings(caplog):
     err = error(text)
     assert "expected an expression" in err.message
     assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
+
+
+def test_flink_match_rowtime_is_the_last_rows_time():
+    q = parse_recognize(wrap_rowtime("MEASURES MATCH_ROWTIME() AS t, FIRST(A.x) AS f PATTERN (A B) "
+                                     "DEFINE B AS B.x > A.x"))
+    assert q.measures[0].expr == rx.Nav("LAST", Attr(None, "rowtime"), 0)
+    assert q.measures[1].expr == nav("FIRST", "A", "x", 0)
+    err = error(wrap("ORDER BY ts MEASURES MATCH_PROCTIME() AS t PATTERN (A)"))
+    assert "processing time" in err.message

@@ -23,6 +23,7 @@ attr='price', index=None), offset=2, semantics=None))
 from __future__ import annotations
 
 import logging
+from dataclasses import fields, is_dataclass, replace
 
 import sqlglot
 from sqlglot import exp
@@ -34,12 +35,16 @@ from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSyntaxError, Span
 
-__all__ = ["Converter", "tokenize", "span_of", "readable", "parse_sql", "ENGINE_FUNCTIONS", "NAVIGATIONS", "AGGREGATES"]
+__all__ = ["Converter", "tokenize", "span_of", "readable", "parse_sql", "with_time_column", "TIME_COLUMN",
+           "ENGINE_FUNCTIONS", "NAVIGATIONS", "AGGREGATES"]
 
 NAVIGATIONS = ("PREV", "NEXT", "FIRST", "LAST")
 AGGREGATES = ("count", "sum", "avg", "min", "max")
 #: Scalar functions the engines evaluate over values of different rows (elsewhere a RowExpr does it).
 ENGINE_FUNCTIONS = {exp.Abs: "abs", exp.Coalesce: "coalesce", exp.Greatest: "greatest", exp.Least: "least"}
+
+#: Stands for the first ORDER BY column until the clause is read (Flink's MATCH_ROWTIME() is LAST(time)).
+TIME_COLUMN = "\x00time"
 
 #: FIRST/LAST renamed to these (same length) so that sqlglot reads them as plain calls.
 _PLACEHOLDERS = {"FIRST": "_FST_", "LAST": "_LS_"}
@@ -79,6 +84,20 @@ def _unclosed_quote(text: str) -> int | None:
             i = j
         i += 1
     return None
+
+
+def with_time_column(e: object, column: str) -> object:
+    """``e`` with the :data:`TIME_COLUMN` placeholder replaced by ``column``."""
+    if isinstance(e, tuple):
+        items = tuple(with_time_column(x, column) for x in e)
+        return e if all(a is b for a, b in zip(items, e, strict=True)) else items
+    if isinstance(e, Attr):
+        return replace(e, attr=column) if e.attr == TIME_COLUMN else e
+    if not is_dataclass(e) or isinstance(e, (type, Span)):
+        return e
+    changes = {f.name: with_time_column(getattr(e, f.name), column) for f in fields(e) if f.name != "span"}
+    changes = {k: v for k, v in changes.items() if v is not getattr(e, k)}
+    return replace(e, **changes) if changes else e
 
 
 def parse_sql(text: str) -> list:
@@ -212,7 +231,7 @@ class Converter:
             name = str(node.this)
             if start in self._renamed and name in _FROM_PLACEHOLDER:
                 return self._renamed[start]
-            if name.upper() in ("PREV", "NEXT", "CLASSIFIER", "MATCH_NUMBER"):
+            if name.upper() in ("PREV", "NEXT", "CLASSIFIER", "MATCH_NUMBER", "MATCH_ROWTIME", "MATCH_PROCTIME"):
                 return name.upper()
             return None
         if type(node) in _AGG_NODES:
@@ -243,6 +262,13 @@ class Converter:
                 raise CEPSyntaxError("CLASSIFIER takes no argument, or one pattern variable or SUBSET name",
                                      span, self.text)
             return rx.Classifier(args[0].name if args else None, semantics, span=span)
+        if name == "MATCH_PROCTIME":
+            raise CEPSyntaxError("MATCH_PROCTIME() (Flink's processing time) is not supported: sparkcep matches in "
+                                 "event time", span, self.text)
+        if name == "MATCH_ROWTIME":  # Flink: the event time of the match's last row
+            if node.expressions:
+                raise CEPSyntaxError("MATCH_ROWTIME() takes no argument", span, self.text)
+            return rx.Nav("LAST", Attr(None, TIME_COLUMN, span=span), 0, semantics, span=span)
         if name == "MATCH_NUMBER":
             if node.expressions:
                 raise CEPSyntaxError("MATCH_NUMBER() takes no argument", span, self.text)

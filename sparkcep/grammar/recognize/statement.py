@@ -17,7 +17,14 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from sparkcep.grammar.parser import without_bom
-from sparkcep.grammar.recognize.expressions import Converter, parse_sql, readable, span_of, tokenize
+from sparkcep.grammar.recognize.expressions import (
+    Converter,
+    parse_sql,
+    readable,
+    span_of,
+    tokenize,
+    with_time_column,
+)
 from sparkcep.grammar.recognize.pattern import parse_pattern
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Duration
@@ -304,6 +311,11 @@ class _ClauseReader:
         if "PATTERN" not in seen:
             raise CEPSyntaxError("MATCH_RECOGNIZE needs a PATTERN ( ... ) clause",
                                  _tok_span(self.text, self.tokens[self.hi]), self.text)
+        if fields.get("order_by"):
+            time = fields["order_by"][0].column
+            for key in ("measures", "defines"):
+                if key in fields:
+                    fields[key] = with_time_column(fields[key], time)
         return rx.Recognize(source="", **fields)
 
     def _partition(self, fields):
