@@ -310,6 +310,8 @@ def error(text: str) -> CEPSyntaxError:
     (wrap("ORDER BY ts MEASURES PREV(A.x, -1) AS p PATTERN (A)"), "non-negative integer", "-1"),
     (wrap("ORDER BY ts MEASURES FINAL upper(A.x) AS p PATTERN (A)"), "FINAL applies to a row pattern", "FINAL"),
     (wrap("ORDER BY ts MEASURES SUM(*) AS p PATTERN (A)"), "only COUNT(*)", "SUM(*)"),
+    (wrap("ORDER BY ts MEASURES 1e999 AS p PATTERN (A)"), "out of range", "1e999"),
+    (wrap("ORDER BY ts MEASURES A.x + 1" + "0" * 40 + " AS p PATTERN (A)"), "out of range", "1000"),
     (wrap("ORDER BY ts MEASURES stddev(A.x) AS p PATTERN (A)"), "not supported in MATCH_RECOGNIZE", "stddev(A.x)"),
     (wrap("ORDER BY ts MEASURES concat(A.s, B.s) AS p PATTERN (A B)"), "columns of different rows", "concat"),
     (wrap("ORDER BY ts MEASURES upper(LAST(A.s)) AS p PATTERN (A B)"), "row pattern functions", "upper"),

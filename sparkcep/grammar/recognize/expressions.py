@@ -23,6 +23,7 @@ attr='price', index=None), offset=2, semantics=None))
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import fields, is_dataclass, replace
 
 import sqlglot
@@ -192,7 +193,11 @@ class Converter:
         if isinstance(node, exp.Column):
             return self._column(node, span)
         if isinstance(node, exp.Literal):
-            return Literal(_literal(node), span=span)
+            value = _literal(node)
+            if value is None:
+                raise CEPSyntaxError(f"the number {_short(str(node.this))} is out of range: at most 38 digits, or a "
+                                     "finite double", span, self.text)
+            return Literal(value, span=span)
         if isinstance(node, exp.Boolean):
             return Literal(bool(node.this), span=span)
         if isinstance(node, exp.Null):
@@ -418,13 +423,21 @@ def readable(description: str, found: str | None) -> str:
 
 
 def _literal(node: exp.Literal) -> object:
+    """The value of a literal; None for a number Spark cannot hold (over 38 digits, or not a finite double)."""
     if node.is_string:
         return str(node.this)
     text = str(node.this)
+    if text.isdigit():
+        return int(text) if len(text.lstrip("0")) <= 38 else None
     try:
-        return int(text)
+        value = float(text.rstrip("dDfF"))
     except ValueError:
-        return float(text.rstrip("dDfFlL")) if text[-1:] in "dDfF" else float(text)
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-10:]}"
 
 
 def _describe_node(node: exp.Expression) -> str:
