@@ -383,3 +383,13 @@ def test_flink_match_rowtime_is_the_last_rows_time():
     assert q.measures[1].expr == nav("FIRST", "A", "x", 0)
     err = error(wrap("ORDER BY ts MEASURES MATCH_PROCTIME() AS t PATTERN (A)"))
     assert "processing time" in err.message
+
+
+def test_columns_and_measures_named_like_clause_keywords():
+    q = parse_recognize(wrap("ORDER BY ts MEASURES A.within AS subset, A.define AS within PATTERN (A B) "
+                             "DEFINE B AS B.within > 1 AND B.subset = A.define WITHIN INTERVAL '1' SECOND"))
+    assert [m.name for m in q.measures] == ["subset", "within"]
+    assert q.measures[0].expr == Attr("A", "within")
+    assert q.defines[0][1] == BinOp("AND", BinOp(">", Attr("B", "within"), Literal(1)),
+                                    BinOp("=", Attr("B", "subset"), Attr("A", "define")))
+    assert q.within == Duration(1, "s")

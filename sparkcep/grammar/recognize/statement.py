@@ -264,10 +264,15 @@ class _ClauseReader:
             return True
         return False
 
-    def clause_at(self, j: int | None = None) -> str | None:
-        """The clause that starts at token ``j`` (default: the cursor), or None."""
+    def clause_at(self, j: int | None = None, *, strict: bool = False) -> str | None:
+        """The clause that starts at token ``j`` (default: the cursor), or None.  ``strict`` (inside an item
+        list, where a column or measure may be named ``within``, ``subset``...): a word after '.' or AS never
+        starts a clause, and SUBSET, DEFINE and WITHIN only with what follows them in a clause."""
         saved = self.i
         self.i = self.i if j is None else j
+        if strict and self.i > 0 and self.tokens[self.i - 1].token_type in (TokenType.DOT, TokenType.ALIAS):
+            self.i = saved
+            return None
         try:
             if self.at("PARTITION", "BY"):
                 return "PARTITION BY"
@@ -282,11 +287,14 @@ class _ClauseReader:
             nxt = self.peek(1)
             if self.at("PATTERN") and nxt is not None and nxt.token_type == TokenType.L_PAREN:
                 return "PATTERN"
-            if self.at("SUBSET"):
+            after = self.peek(2)
+            if self.at("SUBSET") and (not strict or (after is not None and after.token_type == TokenType.EQ)):
                 return "SUBSET"
-            if self.at("DEFINE"):
+            if self.at("DEFINE") and (not strict or (after is not None and after.token_type == TokenType.ALIAS)):
                 return "DEFINE"
-            if self.at("WITHIN") and not (nxt is not None and _word(nxt) == "GROUP"):
+            if self.at("WITHIN") and nxt is not None and (
+                    _word(nxt) == "INTERVAL" or nxt.token_type == TokenType.NUMBER or not strict and
+                    _word(nxt) != "GROUP"):
                 return "WITHIN"
             return None
         finally:
@@ -351,7 +359,7 @@ class _ClauseReader:
         items, depth, a, j = [], 0, self.i, self.i
         while j < self.hi:
             tok = self.tokens[j]
-            if depth == 0 and j > a and self.clause_at(j) is not None:
+            if depth == 0 and j > a and self.clause_at(j, strict=True) is not None:
                 break
             if tok.token_type == TokenType.L_PAREN:
                 depth += 1
