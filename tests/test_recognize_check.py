@@ -188,6 +188,7 @@ def test_within_in_ts_units(clause, schema, ts_unit, expected):
     ("PATTERN (A B) WITHIN 10", {"ts": "timestamp"}, "needs an INTERVAL", "WITHIN"),
     ("PATTERN (A B) DEFINE B AS B.nope > 1", {"ts": "bigint"}, "unknown column nope", "B.nope"),
     ("PATTERN (A B)", {"ts": "string"}, "is a string, not a TIMESTAMP", "ts"),
+    ("PARTITION BY k, kk PATTERN (A B)", {"ts": "bigint", "k": "int"}, "unknown column kk", "kk PATTERN"),
     ("MEASURES A.x AS X ALL ROWS PER MATCH PATTERN (A B)", {"ts": "bigint", "x": "int"}, "input column x",
      "A.x AS X"),
     ("MEASURES LAST(A.s) - FIRST(A.s) AS d PATTERN (A B)", {"ts": "bigint", "s": "timestamp"},
