@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcep.grammar.recognize import parse_pattern, parse_recognize, pattern_text
+from sparkcep.grammar.recognize import parse_pattern, parse_recognize, pattern_text, recognize_text
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Duration, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSyntaxError
@@ -393,3 +393,18 @@ def test_columns_and_measures_named_like_clause_keywords():
     assert q.defines[0][1] == BinOp("AND", BinOp(">", Attr("B", "within"), Literal(1)),
                                     BinOp("=", Attr("B", "subset"), Attr("A", "define")))
     assert q.within == Duration(1, "s")
+
+
+@pytest.mark.parametrize("text", [FLINK_VSHAPE, TRINO_ORDERS, FLINK_WITHIN, FLINK_AGGREGATES, wrap(
+    "PARTITION BY k, `odd col` ORDER BY ts DESC NULLS FIRST MEASURES RUNNING LAST(A.x, 2) AS a, "
+    "FINAL COUNT(U.*) AS `n n`, CLASSIFIER(U) AS c, MATCH_NUMBER() AS m, upper(A.s) || 'x' AS u, "
+    "if(A.x > B.x, 'it''s', NULL) AS f, PREV(FIRST(B.x), 3) AS p, -A.x AS neg, -1.5 AS k2 "
+    "ALL ROWS PER MATCH WITH UNMATCHED ROWS AFTER MATCH SKIP TO FIRST U PATTERN (^ A {- B+? -} (C | D){2,3} $) "
+    "SUBSET U = (A, B) DEFINE B AS B.x > PREV(B.x) AND NOT (A.s LIKE 'a%') AND B.y IS NOT NULL WITHIN 500",
+    " AS mr WHERE mr.a > 1 ORDER BY m")])
+def test_statements_print_and_parse_back(text):
+    q = parse_recognize(text)
+    printed = recognize_text(q)
+    again = parse_recognize(printed)
+    assert again == q
+    assert recognize_text(again) == printed
