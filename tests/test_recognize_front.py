@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcep.grammar.recognize import parse_pattern, parse_recognize, pattern_text, recognize_text
+from sparkcep.grammar.recognize import expression_text, parse_pattern, parse_recognize, pattern_text, recognize_text
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Duration, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSyntaxError
@@ -408,3 +408,32 @@ def test_statements_print_and_parse_back(text):
     again = parse_recognize(printed)
     assert again == q
     assert recognize_text(again) == printed
+
+
+ATTRS = st.builds(Attr, st.sampled_from(["A", "B", "U", None]), st.sampled_from(["x", "price", "odd col"]))
+LITERALS = st.one_of(st.integers(-10**12, 10**12), st.floats(allow_nan=False, allow_infinity=False, width=64),
+                     st.text(max_size=5), st.booleans(), st.none()).map(Literal)
+SEMANTICS = st.sampled_from([None, "RUNNING", "FINAL"])
+NAVS = st.one_of(
+    st.builds(rx.Nav, st.sampled_from(["FIRST", "LAST", "PREV", "NEXT"]), ATTRS, st.integers(0, 5), SEMANTICS),
+    st.builds(rx.Nav, st.sampled_from(["PREV", "NEXT"]),
+              st.builds(rx.Nav, st.sampled_from(["FIRST", "LAST"]), ATTRS, st.integers(0, 3), SEMANTICS),
+              st.integers(0, 3), SEMANTICS))
+AGGS = st.one_of(
+    st.builds(lambda var, s: rx.Agg("count", None, var, s), st.sampled_from(["A", "U", None]), SEMANTICS),
+    st.builds(lambda f, a, s: rx.Agg(f, a, a.var, s), st.sampled_from(["count", "sum", "avg", "min", "max"]),
+              ATTRS, SEMANTICS))
+SPECIALS = st.one_of(st.builds(rx.Classifier, st.sampled_from([None, "A", "U"]), SEMANTICS),
+                     st.just(rx.MatchNumber()))
+EXPRESSIONS = st.recursive(st.one_of(ATTRS, LITERALS, NAVS, AGGS, SPECIALS), lambda inner: st.one_of(
+    st.builds(BinOp, st.sampled_from(["+", "-", "*", "/", "%", "=", "!=", "<", "<=", ">", ">=", "AND", "OR"]),
+              inner, inner),
+    st.builds(Unary, st.sampled_from(["NOT", "IS NULL", "IS NOT NULL"]), inner),
+    st.builds(Unary, st.just("-"), inner.filter(lambda e: not isinstance(e, Literal)))), max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(EXPRESSIONS)
+def test_printed_expressions_parse_back(e):
+    text = wrap(f"ORDER BY ts MEASURES {expression_text(e)} AS m PATTERN (A B) SUBSET U = (A, B)")
+    assert parse_recognize(text).measures[0].expr == e
