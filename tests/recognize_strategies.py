@@ -272,7 +272,9 @@ def _number_exprs(draw, variables, subsets, streaming=False):
     if kind == "rowexpr":
         return R.RowExpr("x + y", RX, var)
     if kind == "arith":
-        return op(draw(st.sampled_from(("+", "-"))), col(c, var), lit(draw(st.integers(-2, 2))))
+        # / and % by 0 are NULL (try_divide), / is a double: the reference and the engine share scalar's ops
+        return op(draw(st.sampled_from(("+", "-", "+", "-", "*", "/", "%"))), col(c, var),
+                  lit(draw(st.integers(-2, 2))))
     return lit(draw(st.integers(-1, 4)))
 
 
@@ -310,7 +312,7 @@ def simple_conditions(draw, variables=VARS):
 
 
 @st.composite
-def measure_lists(draw, variables, subsets, rows_per_match):
+def measure_lists(draw, variables, subsets, rows_per_match, streaming=False):
     """A few measures: navigation, aggregates (RUNNING/FINAL), CLASSIFIER, MATCH_NUMBER."""
     refs = [None, *variables, *(n for n, _ in subsets)]
     sems = (None, "FINAL", "RUNNING") if rows_per_match != R.ONE_ROW else (None, "FINAL")
@@ -319,7 +321,8 @@ def measure_lists(draw, variables, subsets, rows_per_match):
         var = draw(st.sampled_from(refs))
         c = draw(st.sampled_from(INT_COLS))
         sem = draw(st.sampled_from(sems))
-        kind = draw(st.sampled_from(("col", "first", "last", "agg", "count", "prev")))
+        kinds = ("col", "first", "last", "agg", "count", "prev", *(() if streaming else ("next",)))
+        kind = draw(st.sampled_from(kinds))
         if kind == "col":
             e = col(c, var)
         elif kind == "first":
@@ -330,6 +333,8 @@ def measure_lists(draw, variables, subsets, rows_per_match):
             e = agg(draw(st.sampled_from(("sum", "min", "max", "avg", "count"))), col(c, var), var, sem)
         elif kind == "count":
             e = agg("count", None, var, sem)
+        elif kind == "next":
+            e = nxt(first(col(c, var), 0, sem), draw(st.integers(1, 2)))
         else:
             e = prev(last(col(c, var), 0, sem), draw(st.integers(1, 2)))
         out.append((f"m{i}", e))
@@ -360,7 +365,7 @@ def specs(draw, max_leaves: int = 4, within: bool = True, streaming: bool = Fals
     skip = R.Skip(kind)
     if kind in (R.SKIP_TO_FIRST, R.SKIP_TO_LAST):
         skip = R.Skip(kind, draw(st.sampled_from([*variables, *(n for n, _ in subsets)])))
-    measures = draw(measure_lists(variables, subsets, rows_per_match))
+    measures = draw(measure_lists(variables, subsets, rows_per_match, streaming))
     w = draw(st.one_of(st.none(), st.integers(1, 6))) if within else None
     return make_spec(pattern, columns=COLUMNS, defines=defines, measures=measures,
                      rows_per_match=rows_per_match, skip=skip, partition_by=("k",),
