@@ -122,6 +122,44 @@ def test_engine_emits_what_the_watermark_has_decided(spec, rows, within, data):
     assert out + engine.advance(spec, state, None, final=True)[1] == recognize(spec, rows)
 
 
+#: the input columns of the random specs as build_spec wants them
+SCHEMA = {"k": "bigint", "t": "bigint", "x": "bigint", "y": "bigint", "__rx0": "bigint"}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs(descending=True), partition_rows())
+def test_statement_text_through_the_front_end_equals_reference(spec, rows):
+    """A random spec as a statement (the front end's printer), parsed, checked and built again: the engine
+    running the rebuilt spec gives the reference's rows for the original one.  Statements check refuses
+    (SKIP TO the first variable, ...) and those whose per-row functions become RowExpr columns (Spark
+    computes those) are left out."""
+    _engine()
+    from sparkcep.compiler.recognize import build_spec, check_recognize
+    from sparkcep.compiler.recognize.analysis import walk
+    from sparkcep.grammar.recognize import parse_recognize
+    from sparkcep.grammar.recognize.printer import recognize_text
+    from sparkcep.ir.ast import Duration
+    from sparkcep.ir.errors import CEPError
+    from sparkcep.runtime_udfs.recognize import run_partition
+
+    q = R.Recognize(source="t", pattern=spec.pattern, partition_by=spec.partition_by, order_by=spec.order_by,
+                    measures=spec.measures, rows_per_match=spec.rows_per_match, skip=spec.skip,
+                    subsets=spec.subsets, defines=spec.defines,
+                    within=None if spec.within is None else Duration(spec.within))
+    try:
+        back = parse_recognize(recognize_text(q))
+        check_recognize(back, streaming=False)
+    except CEPError:
+        return
+    exprs = [e for _, e in back.defines] + [m.expr for m in back.measures]
+    if any(isinstance(n, R.RowExpr) for e in exprs for n in walk(e)):
+        return
+    built = build_spec(back, SCHEMA)
+    rows = sort_rows(spec, rows)
+    assert built.output == spec.output
+    assert run_partition(built, rows) == recognize(spec, rows)
+
+
 def test_engine_sort_key_orders_like_the_reference():
     engine = _engine()
     rng = random.Random(7)
