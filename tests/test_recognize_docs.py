@@ -25,6 +25,7 @@ import pytest
 from sparkcep.ir import recognize as R
 from sparkcep.ir.errors import CEPSemanticError
 from sparkcep.oracles.recognize import recognize_all, sort_rows
+from sparkcep.runtime_udfs import recognize as engine
 from tests.recognize_strategies import (
     V,
     agg,
@@ -61,8 +62,6 @@ def micros(t: dt.datetime | dt.date) -> int:
 
 
 def _engine_all(spec, rows):
-    from sparkcep.runtime_udfs import recognize as engine
-
     parts: dict = {}
     for row in rows:
         parts.setdefault(tuple(row.get(p) for p in spec.partition_by), []).append(row)
@@ -88,8 +87,6 @@ RUNNERS = {"reference": _reference_all, "engine": _engine_all}
 
 @pytest.fixture(params=sorted(RUNNERS))
 def run(request):
-    if request.param == "engine":
-        pytest.importorskip("sparkcep.runtime_udfs.recognize")
     return RUNNERS[request.param]
 
 
