@@ -62,7 +62,7 @@ class Compiled:
             if _has(cond, R.MatchNumber):
                 raise ValueError("MATCH_NUMBER() is not allowed in DEFINE")
         self.defines: list[Callable | None] = [
-            compile_expr(defines[v], members, variables) if v in defines else None for v in variables]
+            compile_expr(defines[v], members, variables, define=True) if v in defines else None for v in variables]
         self.mergeable = all(history_free(defines[v], index[v], members) for v in defines)
         self.measures = [(m.name, compile_expr(m.expr, members, variables)) for m in spec.measures]
         self.measure_names = frozenset(m.name for m in spec.measures)
@@ -206,6 +206,9 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
     start_bol = prog.closure(0, True, False)
     start_plain = prog.closure(0, False, False)
     past_last = c.skip == R.SKIP_PAST_LAST_ROW
+    quiet = c.spec.rows_per_match != R.ALL_ROWS_WITH_UNMATCHED  # a start without a match outputs nothing
+    char_var = [a if op == CHAR else -1 for op, a, _ in code]
+    char_excl = [b if op == CHAR else 0 for op, _, b in code]
     threads = st.threads
     matched = st.matched
     for i in range(st.pos, upto):
@@ -231,12 +234,12 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
             leaf = t[1]
             if leaf < 0:  # waiting at ANCHOR $: a row came, the path dies
                 continue
-            var, excl = code[leaf][1], code[leaf][2]
+            var = char_var[leaf]
             if within is not None and monotone and s != i:
                 gap = _arith(sub, row_ts, rows[s - base].get(ts_col))
                 if gap is not None and _compare(ge, gap, within):
                     continue
-            node = (i, var, excl, t[2])
+            node = (i, var, char_excl[leaf], t[2])
             cond = defines[var]
             if cond is not None:
                 if memo is not None:
@@ -273,7 +276,13 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
         if new_match and past_last:
             _prune_inside(st)
             threads = st.threads
-        if not threads or threads[0][0] != st.next_start:
+        if not threads:
+            if quiet and not matched:  # every start so far is decided, without a match
+                st.next_start = i + 1
+                continue
+            _decide(c, st, out)
+            threads = st.threads
+        elif threads[0][0] != st.next_start:
             _decide(c, st, out)
             threads = st.threads
     if trim:

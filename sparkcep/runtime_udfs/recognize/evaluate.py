@@ -48,14 +48,17 @@ class Ctx:
         self.rows, self.base, self.mnum = rows, base, mnum
 
 
-def compile_expr(e, members: dict[str, frozenset[int]], variables: tuple[str, ...]) -> Compiled:
-    """Compile ``e`` (``members`` maps each variable and SUBSET name to the indexes of its variables)."""
-    return _Compiler(members, variables).compile(e, None, 0)
+def compile_expr(e, members: dict[str, frozenset[int]], variables: tuple[str, ...], *,
+                 define: bool = False) -> Compiled:
+    """Compile ``e`` (``members`` maps each variable and SUBSET name to the indexes of its variables).
+    ``define``: a DEFINE condition, evaluated with ``head`` the row being labelled (never None), which lets
+    references to that row skip the checks."""
+    return _Compiler(members, variables, define).compile(e, None, 0)
 
 
 class _Compiler:
-    def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...]):
-        self.members, self.variables = members, variables
+    def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...], define: bool = False):
+        self.members, self.variables, self.define = members, variables, define
 
     def member_set(self, var: str) -> frozenset[int]:
         got = self.members.get(var)
@@ -117,6 +120,8 @@ class _Compiler:
             return lambda ctx, h, f: value
         if isinstance(e, (Attr, R.RowExpr)):
             column = e.attr if isinstance(e, Attr) else e.column
+            if loc is None and e.var is None and self.define:
+                return _current_reader(column, shift)
             where = self.last_row(e.var, False) if loc is None else loc(e.var)
             return _reader(where, column, shift)
         if isinstance(e, Unary):
@@ -139,6 +144,9 @@ class _Compiler:
                 return lambda ctx, h, f: _or(x(ctx, h, f), y(ctx, h, f))
             if e.op in _CMP:
                 cmp = _CMP[e.op]
+                if isinstance(e.right, Literal):
+                    value = e.right.value
+                    return lambda ctx, h, f: _compare(cmp, x(ctx, h, f), value)
                 return lambda ctx, h, f: _compare(cmp, x(ctx, h, f), y(ctx, h, f))
             if e.op in _ARITH:
                 op = _ARITH[e.op]
@@ -256,6 +264,20 @@ class _Compiler:
 
             return extreme
         raise ValueError(f"the MATCH_RECOGNIZE engine does not know the function {e.name}()")
+
+
+def _current_reader(column: str, shift: int) -> Compiled:
+    """A column of the row being labelled (``shift`` 0) or of a row ``shift`` rows from it (PREV/NEXT)."""
+    if shift == 0:
+        return lambda ctx, h, f: ctx.rows[h[0] - ctx.base].get(column)
+
+    def read(ctx, h, f):
+        r = h[0] + shift - ctx.base
+        if r < 0 or r >= len(ctx.rows) or h[0] + shift < 0:
+            return None
+        return ctx.rows[r].get(column)
+
+    return read
 
 
 def _reader(where, column: str, shift: int) -> Compiled:
