@@ -3,6 +3,8 @@ grammar (every form, printed and read back), and syntax errors with their place 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -437,3 +439,12 @@ EXPRESSIONS = st.recursive(st.one_of(ATTRS, LITERALS, NAVS, AGGS, SPECIALS), lam
 def test_printed_expressions_parse_back(e):
     text = wrap(f"ORDER BY ts MEASURES {expression_text(e)} AS m PATTERN (A B) SUBSET U = (A, B)")
     assert parse_recognize(text).measures[0].expr == e
+
+
+def test_every_grammar_file_is_package_data():
+    tomllib = pytest.importorskip("tomllib")
+    root = Path(__file__).resolve().parent.parent
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    for grammar in (root / "sparkcep").rglob("*.lark"):
+        package = ".".join(grammar.parent.relative_to(root).parts)
+        assert "*.lark" in data.get(package, []), f"{grammar.name}: add {package!r} to package-data"
