@@ -448,3 +448,17 @@ def test_every_grammar_file_is_package_data():
     for grammar in (root / "sparkcep").rglob("*.lark"):
         package = ".".join(grammar.parent.relative_to(root).parts)
         assert "*.lark" in data.get(package, []), f"{grammar.name}: add {package!r} to package-data"
+
+
+def test_expression_error_positions_on_later_lines():
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  PATTERN (A B)\n  DEFINE B AS\n"
+            "    B.x > 1 AND\n    B.y = = 2\n)")
+    err = error(text)
+    assert (err.span.line, err.span.column) == (6, 11)
+    assert str(err).splitlines()[1:] == ["      B.y = = 2", "            ^"]
+    text = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES\n  FINAL upper(A.s) AS u PATTERN (A))"
+    err = error(text)
+    assert (err.span.line, err.span.column, err.span.end_column) == (2, 3, 8)
+    q = parse_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES\n  1 + LAST(A.s, 1) AS u PATTERN (A))")
+    nav = q.measures[0].expr.right
+    assert (nav.span.line, nav.span.column, nav.span.end_column) == (2, 7, 19)

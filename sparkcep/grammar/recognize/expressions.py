@@ -22,6 +22,7 @@ attr='price', index=None), offset=2, semantics=None))
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 from dataclasses import fields, is_dataclass, replace
@@ -130,18 +131,25 @@ class Converter:
         self.text = text
         self.tokens = tokens
         self._by_start = {t.start: i for i, t in enumerate(tokens)}
+        self._starts = [t.start for t in tokens]
         self.row_columns: dict[str, str] = {}  # Spark SQL -> hidden column
         self._semantics: dict[int, tuple[str, Token]] = {}
         self._renamed: dict[int, str] = {}
+        self._base = 0
 
     # --- entry
 
     def expression(self, start: int, end: int) -> object:
         """The IR of the expression ``text[start:end]``."""
-        toks = [t for t in self.tokens if start <= t.start and t.end < end]
+        first = bisect.bisect_left(self._starts, start)
+        last = bisect.bisect_left(self._starts, end, lo=first)
+        toks = [t for t in self.tokens[first:last] if t.end < end]
         if not toks:
             raise CEPSyntaxError("expected an expression", span_of(self.text, start, start + 1), self.text)
-        chars = ["\n" if c == "\n" else " " for c in self.text[:start]] + list(self.text[start:end])
+        # sqlglot reads the slice alone (a padded copy of the whole statement made long statements quadratic);
+        # its positions are shifted by ``self._base``
+        self._base = start
+        chars = list(self.text[start:end])
         semantics: dict[int, tuple[str, Token]] = {}
         for k, tok in enumerate(toks):
             word = tok.text.upper()
@@ -153,15 +161,15 @@ class Converter:
                     raise CEPSyntaxError(f"{word} applies to a row pattern function (PREV, NEXT, FIRST, LAST, "
                                          "CLASSIFIER or an aggregate), not to "
                                          f"{target.text}()", self._tok_span(tok), self.text)
-                chars[tok.start:tok.end + 1] = " " * (tok.end + 1 - tok.start)
+                chars[tok.start - start:tok.end + 1 - start] = " " * (tok.end + 1 - tok.start)
                 semantics[target.start] = (word, tok)
             elif word in _PLACEHOLDERS and call and tok.token_type != TokenType.STRING:
-                chars[tok.start:tok.end + 1] = _PLACEHOLDERS[word]
+                chars[tok.start - start:tok.end + 1 - start] = _PLACEHOLDERS[word]
                 self._renamed[tok.start] = word
         self._semantics = semantics
-        padded = "".join(chars)
+        sliced = "".join(chars)
         try:
-            trees = parse_sql(padded)
+            trees = parse_sql(sliced)
         except ParseError as err:
             raise self._parse_error(err, start, end) from None
         except TokenError:
@@ -231,7 +239,7 @@ class Converter:
 
     def _function_name(self, node: exp.Expression) -> str | None:
         """PREV/NEXT/FIRST/LAST/CLASSIFIER/MATCH_NUMBER, or an aggregate, as written; else None."""
-        start = (node.meta or {}).get("start")
+        start = self._start(node)
         if isinstance(node, exp.Anonymous):
             name = str(node.this)
             if start in self._renamed and name in _FROM_PLACEHOLDER:
@@ -250,7 +258,7 @@ class Converter:
                 raise CEPSyntaxError(f"the aggregate {node.sql(dialect='spark')} is not supported in "
                                      "MATCH_RECOGNIZE: COUNT, SUM, AVG, MIN and MAX are", span, self.text)
             return None
-        start = (node.meta or {}).get("start")
+        start = self._start(node)
         semantics = self._semantics.pop(start, (None,))[0] if start is not None else None
         if name in NAVIGATIONS:
             args = list(node.expressions)
@@ -366,10 +374,10 @@ class Converter:
         for sub in node.walk():
             meta = sub.meta if sub._meta else None  # noqa: SLF001 - sqlglot creates meta lazily
             if meta and "start" in meta:
-                starts.append(meta["start"])
-                end = meta["end"]
+                starts.append(meta["start"] + self._base)
+                end = meta["end"] + self._base
                 if isinstance(sub, exp.Func) or sub is node:
-                    end = self._call_end(meta["start"], end)
+                    end = self._call_end(meta["start"] + self._base, end)
                 ends.append(end)
         if not starts:
             return span_of(self.text, 0, 1)
@@ -399,9 +407,18 @@ class Converter:
     def _tok_span(self, tok: Token) -> Span:
         return span_of(self.text, tok.start, tok.end + 1)
 
+    def _start(self, node: exp.Expression) -> int | None:
+        """Where sqlglot saw ``node`` begin, in the statement."""
+        start = (node.meta or {}).get("start") if node._meta else None  # noqa: SLF001 - meta is made lazily
+        return None if start is None else start + self._base
+
     def _parse_error(self, err: ParseError, start: int, end: int) -> CEPSyntaxError:
         info = err.errors[0] if err.errors else {}
         line, col = info.get("line"), info.get("col")
+        if line is not None and col is not None:  # sqlglot's place in the slice -> in the statement
+            if line == 1:
+                col += start - (self.text.rfind("\n", 0, start) + 1)
+            line += self.text.count("\n", 0, start)
         description = str(info.get("description") or err).split("\n")[0]
         for tok in self.tokens:
             if start <= tok.start < end and tok.line == line and tok.col == col:
