@@ -462,3 +462,13 @@ def test_expression_error_positions_on_later_lines():
     q = parse_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES\n  1 + LAST(A.s, 1) AS u PATTERN (A))")
     nav = q.measures[0].expr.right
     assert (nav.span.line, nav.span.column, nav.span.end_column) == (2, 7, 19)
+
+
+def test_between_and_in_over_several_rows_become_comparisons():
+    q = parse_recognize(wrap("ORDER BY ts MEASURES B.x BETWEEN A.x AND 3 AS a, B.x NOT IN (A.x, 3) AS b, "
+                             "B.x IN (1, 2) AS c PATTERN (A B)"))
+    a, b, c = (m.expr for m in q.measures)
+    bx, ax = Attr("B", "x"), Attr("A", "x")
+    assert a == BinOp("AND", BinOp(">=", bx, ax), BinOp("<=", bx, Literal(3)))
+    assert b == Unary("NOT", BinOp("OR", BinOp("=", bx, ax), BinOp("=", bx, Literal(3))))
+    assert c == rx.RowExpr("x IN (1, 2)", "__rx0", "B")  # one row: Spark computes it

@@ -2,10 +2,10 @@
 
 The nodes the engines evaluate across rows are built natively (``Attr``, ``Literal``, ``BinOp``, ``Unary``,
 ``Nav``, ``Classifier``, ``MatchNumber``, ``Agg``, and ``Func`` for ``abs/coalesce/greatest/least/if`` over
-several rows, a CASE over several rows as nested ``if``); any other sub-expression whose column references all
-name one row (CASE, LIKE, IN, CAST, any Spark function) becomes a :class:`~sparkcep.ir.recognize.RowExpr`:
-Spark computes it per row before the shuffle, as a hidden column (``__rx0``, ``__rx1``, ... in order of first
-appearance; equal SQL shares one column).
+several rows, a CASE over several rows as nested ``if``, BETWEEN and IN lists as comparisons); any other
+sub-expression whose column references all name one row (CASE, LIKE, IN, CAST, any Spark function) becomes a
+:class:`~sparkcep.ir.recognize.RowExpr`: Spark computes it per row before the shuffle, as a hidden column
+(``__rx0``, ``__rx1``, ... in order of first appearance; equal SQL shares one column).
 
 Two things sqlglot does not read as MATCH_RECOGNIZE means them are rewritten in the text first, keeping every
 position: the ``RUNNING``/``FINAL`` prefix of a row pattern function is blanked (and remembered by the
@@ -336,6 +336,18 @@ class Converter:
                                Literal(None, span=span) if other is None else self._convert(other)), span=span)
         if isinstance(node, exp.Case):
             return self._case(node, span)
+        if isinstance(node, exp.Between) and not node.args.get("symmetric"):  # x BETWEEN lo AND hi
+            x = self._convert(node.this)
+            return BinOp("AND", BinOp(">=", x, self._convert(node.args["low"]), span=span),
+                         BinOp("<=", x, self._convert(node.args["high"]), span=span), span=span)
+        if isinstance(node, exp.In) and node.expressions and not node.args.get("query") \
+                and not node.args.get("unnest") and not node.args.get("field"):  # x IN (a, b): x = a OR x = b
+            x = self._convert(node.this)
+            result = None
+            for item in node.expressions:
+                test = BinOp("=", x, self._convert(item), span=span)
+                result = test if result is None else BinOp("OR", result, test, span=span)
+            return result
         if type(node) in ENGINE_FUNCTIONS:
             args = [node.this, *node.expressions] if node.this is not None else list(node.expressions)
             return Func(ENGINE_FUNCTIONS[type(node)], tuple(self._convert(a) for a in args), span=span)
@@ -343,7 +355,8 @@ class Converter:
                 else "columns of different rows (" + ", ".join(sorted(q or "the current row" for q in qualifiers))
                 + ")")
         raise CEPSyntaxError(f"{_describe_node(node)} over {what} is not supported: arithmetic, comparisons, "
-                             "AND/OR/NOT, IS NULL, CASE, if, abs, coalesce, greatest and least combine rows; any "
+                             "AND/OR/NOT, IS NULL, BETWEEN, IN (...), CASE, if, abs, coalesce, greatest and least "
+                             "combine rows; any "
                              "other function or operator must read a single row", span, self.text)
 
     def _case(self, node: exp.Case, span: Span) -> Func:
