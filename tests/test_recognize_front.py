@@ -472,3 +472,10 @@ def test_between_and_in_over_several_rows_become_comparisons():
     assert a == BinOp("AND", BinOp(">=", bx, ax), BinOp("<=", bx, Literal(3)))
     assert b == Unary("NOT", BinOp("OR", BinOp("=", bx, ax), BinOp("=", bx, Literal(3))))
     assert c == rx.RowExpr("x IN (1, 2)", "__rx0", "B")  # one row: Spark computes it
+
+
+def test_null_safe_equality_over_several_rows():
+    q = parse_recognize(wrap("ORDER BY ts MEASURES B.x <=> A.x AS a PATTERN (A B)"))
+    bx, ax = Attr("B", "x"), Attr("A", "x")
+    assert q.measures[0].expr == Func("coalesce", (BinOp("=", bx, ax),
+                                                   BinOp("AND", Unary("IS NULL", bx), Unary("IS NULL", ax))))

@@ -336,6 +336,10 @@ class Converter:
                                Literal(None, span=span) if other is None else self._convert(other)), span=span)
         if isinstance(node, exp.Case):
             return self._case(node, span)
+        if isinstance(node, exp.NullSafeEQ):  # x <=> y: coalesce(x = y, x IS NULL AND y IS NULL)
+            x, y = self._convert(node.this), self._convert(node.expression)
+            return Func("coalesce", (BinOp("=", x, y, span=span), BinOp(
+                "AND", Unary("IS NULL", x, span=span), Unary("IS NULL", y, span=span), span=span)), span=span)
         if isinstance(node, exp.Between) and not node.args.get("symmetric"):  # x BETWEEN lo AND hi
             x = self._convert(node.this)
             return BinOp("AND", BinOp(">=", x, self._convert(node.args["low"]), span=span),
@@ -355,7 +359,7 @@ class Converter:
                 else "columns of different rows (" + ", ".join(sorted(q or "the current row" for q in qualifiers))
                 + ")")
         raise CEPSyntaxError(f"{_describe_node(node)} over {what} is not supported: arithmetic, comparisons, "
-                             "AND/OR/NOT, IS NULL, BETWEEN, IN (...), CASE, if, abs, coalesce, greatest and least "
+                             "AND/OR/NOT, IS NULL, <=>, BETWEEN, IN (...), CASE, if, abs, coalesce, greatest and least "
                              "combine rows; any "
                              "other function or operator must read a single row", span, self.text)
 
