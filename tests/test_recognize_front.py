@@ -311,6 +311,7 @@ def error(text: str) -> CEPSyntaxError:
     (wrap("ORDER BY ts PATTERN (A) WITHIN INTERVAL '1' FORTNIGHT"), "WITHIN takes INTERVAL", "WITHIN"),
     (wrap("ORDER BY ts MEASURES PREV(A.x, -1) AS p PATTERN (A)"), "non-negative integer", "-1"),
     (wrap("ORDER BY ts MEASURES FINAL upper(A.x) AS p PATTERN (A)"), "FINAL applies to a row pattern", "FINAL"),
+    (wrap("ORDER BY ts MEASURES FINAL MATCH_NUMBER() AS p PATTERN (A)"), "FINAL applies to a row pattern", "FINAL"),
     (wrap("ORDER BY ts MEASURES SUM(*) AS p PATTERN (A)"), "only COUNT(*)", "SUM(*)"),
     (wrap("ORDER BY ts MEASURES 1e999 AS p PATTERN (A)"), "out of range", "1e999"),
     (wrap("ORDER BY ts MEASURES A.x + 1" + "0" * 40 + " AS p PATTERN (A)"), "out of range", "1000"),

@@ -51,7 +51,7 @@ TIME_COLUMN = "\x00time"
 #: FIRST/LAST renamed to these (same length) so that sqlglot reads them as plain calls.
 _PLACEHOLDERS = {"FIRST": "_FST_", "LAST": "_LS_"}
 _FROM_PLACEHOLDER = {v: k for k, v in _PLACEHOLDERS.items()}
-_SEMANTICS_TARGETS = {"PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER", "MATCH_NUMBER", *map(str.upper, AGGREGATES)}
+_SEMANTICS_TARGETS = {"PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER", "MATCH_ROWTIME", *map(str.upper, AGGREGATES)}
 
 _BINARY = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.EQ: "=", exp.NEQ: "!=",
            exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.And: "AND", exp.Or: "OR"}
