@@ -33,6 +33,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
+from sparkcep.grammar.parser import _short
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSyntaxError, Span
@@ -468,10 +469,6 @@ def _literal(node: exp.Literal) -> object:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 24 else f"{text[:10]}...{text[-10:]}"
 
 
 def _describe_node(node: exp.Expression) -> str:
