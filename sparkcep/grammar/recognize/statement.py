@@ -11,6 +11,7 @@ again (regenerated as Spark SQL: ``outer_sql``).  Clauses may come in any order,
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
@@ -87,16 +88,10 @@ def parse_recognize(text: str) -> rx.Recognize:
         alias, after = tokens[after].text, after + 1
     end = tokens[after - 1].end + 1
     outer = _outer_sql(text, source_start, end, alias, q.result_view)
-    q = _replace(q, source=source, alias=alias, outer_sql=outer, text=text,
+    q = replace(q, source=source, alias=alias, outer_sql=outer, text=text,
                  span=span_of(text, tokens[0].start, tokens[-1].end + 1))
     check_depth(q, text)
     return q
-
-
-def _replace(q: rx.Recognize, **changes) -> rx.Recognize:
-    from dataclasses import replace
-
-    return replace(q, **changes)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -430,12 +425,10 @@ class _ClauseReader:
         else:
             self.fail("expected PAST LAST ROW, TO NEXT ROW, TO FIRST v, TO LAST v or TO v")
         last = self.tokens[self.i - 1]
-        from dataclasses import replace
-
         fields["skip"] = replace(skip, span=span_of(self.text, first.start, last.end + 1))
 
     def _pattern(self, fields):
-        keyword = self.expect("PATTERN")[0]
+        self.expect("PATTERN")
         open_index = self.i
         close = _closing(self.text, self.tokens, open_index)
         if close >= self.hi:
@@ -444,7 +437,6 @@ class _ClauseReader:
         pattern = parse_pattern(self.text, start, end)
         fields["pattern"] = pattern
         self.i = close + 1
-        del keyword
 
     def _subset(self, fields):
         self.expect("SUBSET")
