@@ -105,7 +105,29 @@ def plan_spec(q: rc.Recognize, schema: dict[str, str] | None = None, *, ts_unit:
     if schema is None:
         time = time_column(q)
         schema = {c: "timestamp" if c == time else "double" for c in named_columns(q)}
+        schema |= {column: _sql_type(sql, schema) for column, sql in _row_exprs(q).items()}
     return build_spec(q, schema, ts_unit=ts_unit)
+
+
+def _row_exprs(q: rc.Recognize) -> dict[str, str]:
+    from sparkcep.compiler.codegen.recognize import row_exprs
+
+    return row_exprs(q)
+
+
+def _sql_type(sql: str, schema: dict[str, str]) -> str:
+    """The type sqlglot gives the Spark SQL expression ``sql`` over ``schema`` (``double`` if it cannot tell)."""
+    import sqlglot
+    from sqlglot.optimizer.annotate_types import annotate_types
+
+    try:
+        tree = sqlglot.parse_one(f"SELECT {sql} FROM t", read="spark")
+        typed = annotate_types(tree, schema={"t": schema}, dialect="spark").selects[0].type
+    except (sqlglot.errors.SqlglotError, ValueError, KeyError):
+        return "double"
+    if typed is None or typed.is_type(sqlglot.exp.DataType.Type.UNKNOWN, sqlglot.exp.DataType.Type.NULL):
+        return "double"
+    return typed.sql("spark").lower()
 
 
 # ----------------------------------------------------------------------------------------------- commands

@@ -160,7 +160,7 @@ def recognize_notebook(q, *, explain: str, input_path: str | None = None, fmt: s
             "runs it on the table of its FROM clause, batch or streaming as that table is."),
         nbf.v4.new_code_cell(
             f"QUERY = {py_literal(chr(10) + text + chr(10))}\n\n"
-            "result = sparkcep.sql(QUERY, spark)\n"
+            f"result = sparkcep.sql(QUERY, spark{f', ts_unit={py_literal(ts_unit)}' if ts_unit else ''})\n"
             "result.printSchema()"),
         nbf.v4.new_markdown_cell("## Results"),
         nbf.v4.new_code_cell("result.show(20, truncate=False)\nresult.count()"),

@@ -49,7 +49,9 @@ def _expr(e) -> tuple[str, int]:
     """The text of a MATCH_RECOGNIZE expression and the binding strength of its outermost operator."""
     if isinstance(e, ast.BinOp):
         level = _LEVEL.get(e.op, 4)
-        return f"{_operand(e.left, level if level != 4 else 5)} {e.op} {_operand(e.right, level + 1)}", level
+        # an AND inside an OR is parenthesized for the reader; comparisons do not chain; the rest is left-associative
+        lmin, rmin = (3, 3) if e.op == "OR" else (5, 5) if level == 4 else (level, level + 1)
+        return f"{_operand(e.left, lmin)} {e.op} {_operand(e.right, rmin)}", level
     if isinstance(e, ast.Unary):
         if e.op == "NOT":
             return "NOT " + _operand(e.operand, _NOT), _NOT
@@ -135,7 +137,7 @@ def format_pattern(p) -> str:
     return repr(p)
 
 
-def _row_exprs(q: rc.Recognize) -> dict[str, str]:
+def row_exprs(q: rc.Recognize) -> dict[str, str]:
     """``column -> Spark SQL`` of every per-row expression of the statement, in order of appearance."""
     found: dict[str, str] = {}
 
@@ -181,7 +183,7 @@ def explain_text(q: rc.Recognize, *, program: list[str] | None = None, spec: rc.
     lines = ["-- MATCH_RECOGNIZE: SQL:2016 row pattern recognition (preferment order, AFTER MATCH SKIP)"]
     lines.append(f"r0 := Source[table={q.source}]")
     ref = "r0"
-    exprs = _row_exprs(q)
+    exprs = row_exprs(q)
     n = 1
     if exprs:
         lines.append(f"r{n} := Project[{ref}, per-row Spark SQL computed before the shuffle]")
