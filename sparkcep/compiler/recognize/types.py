@@ -1,0 +1,120 @@
+"""The Spark SQL type of a MATCH_RECOGNIZE expression (``simpleString``), from the input columns' types.
+
+Rules: a column has its type; COUNT and MATCH_NUMBER() are ``bigint``; SUM of an integral type ``bigint``, of a
+decimal ``decimal(38,s)``, else ``double``; AVG and ``/`` are ``double``; MIN/MAX/PREV/NEXT/FIRST/LAST have
+their argument's type; ``+ - * %`` follow Spark's numeric promotion (``tinyint < smallint < int < bigint <
+float < double``; a decimal with an integral type stays a decimal of precision 38, with a floating type
+becomes ``double``); comparisons, AND/OR/NOT and IS [NOT] NULL are ``boolean``; CLASSIFIER() is ``string``.
+Arithmetic on anything else (strings, timestamps, dates) is refused: compute it per row (``unix_seconds(
+A.ts)``) and combine numbers.
+
+Example::
+
+    >>> expr_type(BinOp("+", Attr("A", "n"), Literal(1.5)), {"n": "int"})
+    'double'
+"""
+
+from __future__ import annotations
+
+import re
+
+from sparkcep.ir import recognize as rx
+from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
+from sparkcep.ir.errors import CEPSemanticError
+
+__all__ = ["expr_type", "is_numeric", "INTEGRAL", "FLOATING"]
+
+INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+FLOATING = ("float", "double")
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)\Z")
+
+
+def is_numeric(t: str) -> bool:
+    return t in INTEGRAL or t in FLOATING or bool(_DECIMAL.match(t))
+
+
+def _scale(t: str) -> int:
+    m = _DECIMAL.match(t)
+    return int(m.group(2)) if m else 0
+
+
+def _promote(op: str, left: str, right: str) -> str | None:
+    if not (is_numeric(left) and is_numeric(right)):
+        return None
+    if op == "/":
+        return "double"
+    if left in FLOATING or right in FLOATING:
+        return "double" if "double" in (left, right) or _DECIMAL.match(left) or _DECIMAL.match(right) else "float"
+    if _DECIMAL.match(left) or _DECIMAL.match(right):
+        scale = _scale(left) + _scale(right) if op == "*" else max(_scale(left), _scale(right))
+        return f"decimal(38,{min(scale, 38)})"
+    return INTEGRAL[max(INTEGRAL.index(left), INTEGRAL.index(right))]
+
+
+def expr_type(e: object, schema: dict[str, str], text: str = "") -> str:
+    """The type of ``e`` over columns ``schema`` (name -> simpleString); :class:`CEPSemanticError` for what has
+    none (arithmetic on non-numbers)."""
+    if isinstance(e, Literal):
+        v = e.value
+        if isinstance(v, bool):
+            return "boolean"
+        if isinstance(v, int):
+            return "int" if -2**31 <= v < 2**31 else "bigint"
+        if isinstance(v, float):
+            return "double"
+        return "string"
+    if isinstance(e, Attr):
+        return schema[e.attr]
+    if isinstance(e, rx.RowExpr):
+        return schema[e.column]
+    if isinstance(e, Unary):
+        if e.op == "-":
+            t = expr_type(e.operand, schema, text)
+            if not is_numeric(t):
+                raise CEPSemanticError(f"unary minus of a {t} is not supported", e.span, text)
+            return t
+        return "boolean"
+    if isinstance(e, BinOp):
+        if e.op in ("AND", "OR", "=", "!=", "<", "<=", ">", ">="):
+            return "boolean"
+        left, right = expr_type(e.left, schema, text), expr_type(e.right, schema, text)
+        t = _promote(e.op, left, right)
+        if t is None:
+            raise CEPSemanticError(f"'{e.op}' of {left} and {right} is not supported across rows: compute numbers "
+                                   "per row (e.g. unix_seconds(A.ts)) and combine them", e.span, text)
+        return t
+    if isinstance(e, rx.Nav):
+        return expr_type(e.arg, schema, text)
+    if isinstance(e, rx.Classifier):
+        return "string"
+    if isinstance(e, rx.MatchNumber):
+        return "bigint"
+    if isinstance(e, rx.Agg):
+        if e.func == "count":
+            return "bigint"
+        t = expr_type(e.arg, schema, text)
+        if e.func in ("min", "max"):
+            return t
+        if not is_numeric(t):
+            raise CEPSemanticError(f"{e.func.upper()} of a {t} is not supported", e.span, text)
+        if e.func == "avg":
+            return "double"
+        if t in INTEGRAL:
+            return "bigint"
+        return f"decimal(38,{_scale(t)})" if _DECIMAL.match(t) else "double"
+    if isinstance(e, Func):
+        types = [expr_type(a, schema, text) for a in e.args]
+        if e.name == "abs":
+            if not is_numeric(types[0]):
+                raise CEPSemanticError(f"abs of a {types[0]} is not supported", e.span, text)
+            return types[0]
+        result = types[0]
+        for t in types[1:]:
+            if t == result:
+                continue
+            promoted = _promote("+", result, t)
+            if promoted is None:
+                raise CEPSemanticError(f"{e.name}() of {result} and {t} is not supported across rows", e.span, text)
+            result = promoted
+        return result
+    raise CEPSemanticError(f"cannot type {type(e).__name__}", getattr(e, "span", None), text)

@@ -1,0 +1,373 @@
+"""MEASURES and DEFINE expressions of ``MATCH_RECOGNIZE``: Spark SQL parsed by sqlglot, turned into IR.
+
+The nodes the engines evaluate across rows are built natively (``Attr``, ``Literal``, ``BinOp``, ``Unary``,
+``Nav``, ``Classifier``, ``MatchNumber``, ``Agg``, and ``Func`` for ``abs/coalesce/greatest/least`` over several
+rows); any other sub-expression whose column references all name one row (CASE, LIKE, IN, CAST, any Spark
+function) becomes a :class:`~sparkcep.ir.recognize.RowExpr`: Spark computes it per row before the shuffle, as a
+hidden column (``__rx0``, ``__rx1``, ... in order of first appearance; equal SQL shares one column).
+
+Two things sqlglot does not read as MATCH_RECOGNIZE means them are rewritten in the text first, keeping every
+position: the ``RUNNING``/``FINAL`` prefix of a row pattern function is blanked (and remembered by the
+position of the function), and ``FIRST``/``LAST`` calls are renamed to placeholders of the same length
+(sqlglot's Spark ``first(x, ignoreNulls)`` would drop the offset).
+
+Example::
+
+    >>> conv = Converter("A.price > PREV(A.price, 2)", tokenize("A.price > PREV(A.price, 2)"))
+    >>> conv.expression(0, 26)
+    BinOp(op='>', left=Attr(var='A', attr='price', index=None), right=Nav(kind='PREV', arg=Attr(var='A', \
+attr='price', index=None), offset=2, semantics=None))
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import Token, TokenType
+
+from sparkcep.ir import recognize as rx
+from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
+from sparkcep.ir.errors import CEPSyntaxError, Span
+
+__all__ = ["Converter", "tokenize", "span_of", "readable", "ENGINE_FUNCTIONS", "NAVIGATIONS", "AGGREGATES"]
+
+NAVIGATIONS = ("PREV", "NEXT", "FIRST", "LAST")
+AGGREGATES = ("count", "sum", "avg", "min", "max")
+#: Scalar functions the engines evaluate over values of different rows (elsewhere a RowExpr does it).
+ENGINE_FUNCTIONS = {exp.Abs: "abs", exp.Coalesce: "coalesce", exp.Greatest: "greatest", exp.Least: "least"}
+
+#: FIRST/LAST renamed to these (same length) so that sqlglot reads them as plain calls.
+_PLACEHOLDERS = {"FIRST": "_FST_", "LAST": "_LS_"}
+_FROM_PLACEHOLDER = {v: k for k, v in _PLACEHOLDERS.items()}
+_SEMANTICS_TARGETS = {"PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER", "MATCH_NUMBER", *map(str.upper, AGGREGATES)}
+
+_BINARY = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.EQ: "=", exp.NEQ: "!=",
+           exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.And: "AND", exp.Or: "OR"}
+_AGG_NODES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+
+
+def tokenize(text: str) -> list[Token]:
+    """sqlglot's Spark tokens of ``text``; an unreadable text is a :class:`CEPSyntaxError` with its place."""
+    try:
+        return Spark().tokenize(text)
+    except TokenError as err:
+        pos = _unclosed_quote(text)
+        if pos is not None:
+            raise CEPSyntaxError(f"unterminated quote: no closing {text[pos]}", span_of(text, pos, pos + 1),
+                                 text) from None
+        raise CEPSyntaxError(f"cannot read the statement: {err}", span_of(text, 0, 1), text) from None
+
+
+def _unclosed_quote(text: str) -> int | None:
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("--", i):
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+        elif c in "'\"`":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            if j >= n:
+                return i
+            i = j
+        i += 1
+    return None
+
+
+def span_of(text: str, start: int, end: int) -> Span:
+    """The span of ``text[start:end]`` (``end`` exclusive)."""
+    end = max(end, start + 1)
+    line = text.count("\n", 0, start) + 1
+    column = start - (text.rfind("\n", 0, start) + 1) + 1
+    end_line = text.count("\n", 0, end - 1) + 1
+    end_column = end - (text.rfind("\n", 0, end - 1) + 1) + 1
+    return Span(line, column, end_line, end_column, start, end)
+
+
+class Converter:
+    """Turns expressions of one statement into IR; shares the RowExpr columns across the statement."""
+
+    def __init__(self, text: str, tokens: list[Token]):
+        self.text = text
+        self.tokens = tokens
+        self._by_start = {t.start: i for i, t in enumerate(tokens)}
+        self.row_columns: dict[str, str] = {}  # Spark SQL -> hidden column
+        self._semantics: dict[int, tuple[str, Token]] = {}
+        self._renamed: dict[int, str] = {}
+
+    # --- entry
+
+    def expression(self, start: int, end: int) -> object:
+        """The IR of the expression ``text[start:end]``."""
+        toks = [t for t in self.tokens if start <= t.start and t.end < end]
+        if not toks:
+            raise CEPSyntaxError("expected an expression", span_of(self.text, start, start + 1), self.text)
+        chars = ["\n" if c == "\n" else " " for c in self.text[:start]] + list(self.text[start:end])
+        semantics: dict[int, tuple[str, Token]] = {}
+        for k, tok in enumerate(toks):
+            word = tok.text.upper()
+            call = k + 1 < len(toks) and toks[k + 1].token_type == TokenType.L_PAREN
+            if word in ("RUNNING", "FINAL") and tok.token_type != TokenType.STRING and k + 2 < len(toks) \
+                    and toks[k + 2].token_type == TokenType.L_PAREN:
+                target = toks[k + 1]
+                if target.text.upper() not in _SEMANTICS_TARGETS:
+                    raise CEPSyntaxError(f"{word} applies to a row pattern function (PREV, NEXT, FIRST, LAST, "
+                                         "CLASSIFIER or an aggregate), not to "
+                                         f"{target.text}()", self._tok_span(tok), self.text)
+                chars[tok.start:tok.end + 1] = " " * (tok.end + 1 - tok.start)
+                semantics[target.start] = (word, tok)
+            elif word in _PLACEHOLDERS and call and tok.token_type != TokenType.STRING:
+                chars[tok.start:tok.end + 1] = _PLACEHOLDERS[word]
+                self._renamed[tok.start] = word
+        self._semantics = semantics
+        padded = "".join(chars)
+        try:
+            trees = sqlglot.parse(padded, read="spark")
+        except ParseError as err:
+            raise self._parse_error(err, start, end) from None
+        except TokenError:
+            tokenize(self.text[:end])  # raises with the place
+            raise
+        trees = [t for t in trees if t is not None]
+        if len(trees) != 1:
+            raise CEPSyntaxError("expected one expression", span_of(self.text, start, end), self.text)
+        tree = trees[0]
+        if isinstance(tree, exp.Alias):
+            alias = tree.args["alias"]
+            raise CEPSyntaxError(f"unexpected '{alias.name}': expected an operator, ',' or the end of the "
+                                 "expression", self._node_span(alias), self.text)
+        if not isinstance(tree, exp.Expression) or isinstance(tree, (exp.Query, exp.Command)):
+            raise CEPSyntaxError("expected an expression", span_of(self.text, start, end), self.text)
+        result = self._convert(tree)
+        if self._semantics:
+            word, tok = next(iter(self._semantics.values()))
+            raise CEPSyntaxError(f"{word} applies to a row pattern function (PREV, NEXT, FIRST, LAST, CLASSIFIER "
+                                 "or an aggregate)", self._tok_span(tok), self.text)
+        return result
+
+    # --- conversion
+
+    def _convert(self, node: exp.Expression) -> object:
+        span = self._node_span(node)
+        if isinstance(node, exp.Paren):
+            return self._convert(node.this)
+        if isinstance(node, exp.Column):
+            return self._column(node, span)
+        if isinstance(node, exp.Literal):
+            return Literal(_literal(node), span=span)
+        if isinstance(node, exp.Boolean):
+            return Literal(bool(node.this), span=span)
+        if isinstance(node, exp.Null):
+            return Literal(None, span=span)
+        if isinstance(node, exp.Neg):
+            inner = self._convert(node.this)
+            if isinstance(inner, Literal) and isinstance(inner.value, (int, float)) \
+                    and not isinstance(inner.value, bool):
+                return Literal(-inner.value, span=span)
+            return Unary("-", inner, span=span)
+        if isinstance(node, exp.Not):
+            if isinstance(node.this, exp.Is) and isinstance(node.this.expression, exp.Null):
+                return Unary("IS NOT NULL", self._convert(node.this.this), span=span)
+            return Unary("NOT", self._convert(node.this), span=span)
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            return Unary("IS NULL", self._convert(node.this), span=span)
+        if type(node) in _BINARY:
+            return BinOp(_BINARY[type(node)], self._convert(node.this), self._convert(node.expression), span=span)
+        special = self._pattern_function(node, span)
+        if special is not None:
+            return special
+        return self._per_row(node, span)
+
+    def _column(self, node: exp.Column, span: Span) -> Attr:
+        if isinstance(node.this, exp.Star):
+            raise CEPSyntaxError("'*' is only allowed in COUNT(*) and COUNT(v.*)", span, self.text)
+        if node.args.get("db") is not None or node.args.get("catalog") is not None:
+            raise CEPSyntaxError(f"'{node.sql(dialect='spark')}': a column is written c or v.c (v a pattern "
+                                 "variable or SUBSET)", span, self.text)
+        return Attr(node.table or None, node.name, span=span)
+
+    def _function_name(self, node: exp.Expression) -> str | None:
+        """PREV/NEXT/FIRST/LAST/CLASSIFIER/MATCH_NUMBER, or an aggregate, as written; else None."""
+        start = (node.meta or {}).get("start")
+        if isinstance(node, exp.Anonymous):
+            name = str(node.this)
+            if start in self._renamed and name in _FROM_PLACEHOLDER:
+                return self._renamed[start]
+            if name.upper() in ("PREV", "NEXT", "CLASSIFIER", "MATCH_NUMBER"):
+                return name.upper()
+            return None
+        if type(node) in _AGG_NODES:
+            return _AGG_NODES[type(node)].upper()
+        return None
+
+    def _pattern_function(self, node: exp.Expression, span: Span) -> object | None:
+        name = self._function_name(node)
+        if name is None:
+            if isinstance(node, exp.AggFunc):
+                raise CEPSyntaxError(f"the aggregate {node.sql(dialect='spark')} is not supported in "
+                                     "MATCH_RECOGNIZE: COUNT, SUM, AVG, MIN and MAX are", span, self.text)
+            return None
+        start = (node.meta or {}).get("start")
+        semantics = self._semantics.pop(start, (None,))[0] if start is not None else None
+        if name in NAVIGATIONS:
+            args = list(node.expressions)
+            if not args or len(args) > 2:
+                raise CEPSyntaxError(f"{name} takes an expression and an optional offset: {name}(e) or "
+                                     f"{name}(e, n)", span, self.text)
+            offset = 1 if name in ("PREV", "NEXT") else 0
+            if len(args) == 2:
+                offset = self._offset(name, args[1])
+            return rx.Nav(name, self._convert(args[0]), offset, semantics, span=span)
+        if name == "CLASSIFIER":
+            args = list(node.expressions)
+            if len(args) > 1 or (args and not (isinstance(args[0], exp.Column) and not args[0].table)):
+                raise CEPSyntaxError("CLASSIFIER takes no argument, or one pattern variable or SUBSET name",
+                                     span, self.text)
+            return rx.Classifier(args[0].name if args else None, semantics, span=span)
+        if name == "MATCH_NUMBER":
+            if node.expressions:
+                raise CEPSyntaxError("MATCH_NUMBER() takes no argument", span, self.text)
+            return rx.MatchNumber(span=span)
+        return self._aggregate(node, name.lower(), semantics, span)
+
+    def _offset(self, name: str, node: exp.Expression) -> int:
+        if isinstance(node, exp.Literal) and not node.is_string and str(node.this).isdigit():
+            return int(str(node.this))
+        raise CEPSyntaxError(f"the offset of {name} must be a non-negative integer literal",
+                             self._node_span(node), self.text)
+
+    def _aggregate(self, node: exp.Expression, func: str, semantics, span: Span) -> rx.Agg:
+        arg = node.this
+        if isinstance(arg, exp.Distinct):
+            raise CEPSyntaxError(f"{func.upper()}(DISTINCT ...) is not supported in MATCH_RECOGNIZE", span,
+                                 self.text)
+        extra = [e for e in node.expressions] if func != "count" else []
+        if arg is None or extra or (func == "count" and node.expressions):
+            raise CEPSyntaxError(f"{func.upper()} takes one argument", span, self.text)
+        if isinstance(arg, exp.Star):
+            if func != "count":
+                raise CEPSyntaxError(f"{func.upper()}(*) is not an aggregate: only COUNT(*) is", span, self.text)
+            return rx.Agg("count", None, None, semantics, span=span)
+        if isinstance(arg, exp.Column) and isinstance(arg.this, exp.Star):
+            if func != "count":
+                raise CEPSyntaxError(f"{func.upper()}({arg.table}.*) is not an aggregate: only COUNT({arg.table}.*) "
+                                     "is", span, self.text)
+            return rx.Agg("count", None, arg.table or None, semantics, span=span)
+        inner = self._convert(arg)
+        qualifiers = [c.table or None for c in arg.find_all(exp.Column)]
+        var = next((q for q in qualifiers if q is not None), None)
+        return rx.Agg(func, inner, var, semantics, span=span)
+
+    def _per_row(self, node: exp.Expression, span: Span) -> object:
+        """A sub-expression with no IR node of its own: a RowExpr when it reads one row, else an engine
+        function over converted arguments."""
+        for sub in node.walk():
+            if isinstance(sub, (exp.Query, exp.Subquery)):
+                raise CEPSyntaxError("a subquery is not supported in MATCH_RECOGNIZE", self._node_span(sub), self.text)
+            if isinstance(sub, exp.Window):
+                raise CEPSyntaxError("a window function is not supported in MATCH_RECOGNIZE",
+                                     self._node_span(sub), self.text)
+        crossing = any(sub is not node and (self._function_name(sub) is not None or isinstance(sub, exp.AggFunc))
+                       for sub in node.walk())
+        qualifiers = {c.table or None for c in node.find_all(exp.Column)}
+        if not crossing and len(qualifiers) <= 1:
+            return self._row_expr(node, next(iter(qualifiers), None), span)
+        if type(node) in ENGINE_FUNCTIONS:
+            args = [node.this, *node.expressions] if node.this is not None else list(node.expressions)
+            return Func(ENGINE_FUNCTIONS[type(node)], tuple(self._convert(a) for a in args), span=span)
+        what = ("row pattern functions (PREV, NEXT, FIRST, LAST, aggregates, CLASSIFIER)" if crossing
+                else "columns of different rows (" + ", ".join(sorted(q or "the current row" for q in qualifiers))
+                + ")")
+        raise CEPSyntaxError(f"{_describe_node(node)} over {what} is not supported: arithmetic, comparisons, "
+                             "AND/OR/NOT, IS NULL, abs, coalesce, greatest and least combine rows; any other "
+                             "function or operator must read a single row", span, self.text)
+
+    def _row_expr(self, node: exp.Expression, var: str | None, span: Span) -> rx.RowExpr:
+        bare = node.copy()
+        for column in bare.find_all(exp.Column):
+            column.set("table", None)
+        sql = bare.sql(dialect="spark")
+        column = self.row_columns.setdefault(sql, f"__rx{len(self.row_columns)}")
+        return rx.RowExpr(sql, column, var, span=span)
+
+    # --- positions
+
+    def _node_span(self, node: exp.Expression) -> Span:
+        starts, ends = [], []
+        for sub in node.walk():
+            meta = sub.meta if sub._meta else None  # noqa: SLF001 - sqlglot creates meta lazily
+            if meta and "start" in meta:
+                starts.append(meta["start"])
+                end = meta["end"]
+                if isinstance(sub, exp.Func) or sub is node:
+                    end = self._call_end(meta["start"], end)
+                ends.append(end)
+        if not starts:
+            return span_of(self.text, 0, 1)
+        first = min(starts)
+        i = self._by_start.get(first)
+        if isinstance(node, (exp.Neg, exp.Not)) and i:  # the operator before the operand has no position
+            before = self.tokens[i - 1]
+            if before.token_type in (TokenType.DASH, TokenType.NOT):
+                first = before.start
+        return span_of(self.text, first, max(ends) + 1)
+
+    def _call_end(self, start: int, end: int) -> int:
+        """The position of the ')' closing the call whose name starts at ``start`` (else ``end``)."""
+        i = self._by_start.get(start)
+        if i is None or i + 1 >= len(self.tokens) or self.tokens[i + 1].token_type != TokenType.L_PAREN:
+            return end
+        depth = 0
+        for tok in self.tokens[i + 1:]:
+            if tok.token_type == TokenType.L_PAREN:
+                depth += 1
+            elif tok.token_type == TokenType.R_PAREN:
+                depth -= 1
+                if depth == 0:
+                    return tok.end
+        return end
+
+    def _tok_span(self, tok: Token) -> Span:
+        return span_of(self.text, tok.start, tok.end + 1)
+
+    def _parse_error(self, err: ParseError, start: int, end: int) -> CEPSyntaxError:
+        info = err.errors[0] if err.errors else {}
+        line, col = info.get("line"), info.get("col")
+        description = str(info.get("description") or err).split("\n")[0]
+        for tok in self.tokens:
+            if start <= tok.start < end and tok.line == line and tok.col == col:
+                return CEPSyntaxError(f"cannot read the expression: {readable(description, tok.text)}",
+                                      self._tok_span(tok), self.text)
+        return CEPSyntaxError(f"cannot read the expression: {readable(description, None)}",
+                              span_of(self.text, start, end), self.text)
+
+
+def readable(description: str, found: str | None) -> str:
+    """sqlglot's parse error description in the words of sparkcep's messages."""
+    if description.startswith("Required keyword"):
+        return f"an operand is missing near '{found}'" if found else "an operand is missing"
+    if description.startswith("Invalid expression") or description.startswith("Unexpected token"):
+        return f"unexpected '{found}'" if found else "unexpected token"
+    if description.startswith("Expecting "):
+        return f"expected '{description[len('Expecting '):]}'" + (f", found '{found}'" if found else "")
+    return description
+
+
+def _literal(node: exp.Literal) -> object:
+    if node.is_string:
+        return str(node.this)
+    text = str(node.this)
+    try:
+        return int(text)
+    except ValueError:
+        return float(text.rstrip("dDfFlL")) if text[-1:] in "dDfF" else float(text)
+
+
+def _describe_node(node: exp.Expression) -> str:
+    if isinstance(node, exp.Func):
+        return f"{node.sql_name() if not isinstance(node, exp.Anonymous) else node.name}()"
+    return f"'{type(node).__name__}'"

@@ -1,0 +1,332 @@
+"""The MATCH_RECOGNIZE front end: statements of the Flink and Trino documentation read into IR, the row pattern
+grammar (every form, printed and read back), and syntax errors with their place in the statement."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkcep.grammar.recognize import parse_pattern, parse_recognize, pattern_text
+from sparkcep.ir import recognize as rx
+from sparkcep.ir.ast import Attr, BinOp, Duration, Func, Literal, Unary
+from sparkcep.ir.errors import CEPSyntaxError
+
+A, B, C, D = (rx.PVar(n) for n in "ABCD")
+
+FLINK_VSHAPE = """SELECT *
+FROM Ticker
+    MATCH_RECOGNIZE (
+        PARTITION BY symbol
+        ORDER BY rowtime
+        MEASURES
+            START_ROW.rowtime AS start_tstamp,
+            LAST(PRICE_DOWN.rowtime) AS bottom_tstamp,
+            LAST(PRICE_UP.rowtime) AS end_tstamp
+        ONE ROW PER MATCH
+        AFTER MATCH SKIP TO LAST PRICE_UP
+        PATTERN (START_ROW PRICE_DOWN+ PRICE_UP)
+        DEFINE
+            PRICE_DOWN AS
+                (LAST(PRICE_DOWN.price, 1) IS NULL AND PRICE_DOWN.price < START_ROW.price) OR
+                    PRICE_DOWN.price < LAST(PRICE_DOWN.price, 1),
+            PRICE_UP AS
+                PRICE_UP.price > LAST(PRICE_DOWN.price, 1)
+    ) MR;"""
+
+TRINO_ORDERS = """SELECT * FROM orders MATCH_RECOGNIZE(
+     PARTITION BY custkey
+     ORDER BY orderdate
+     MEASURES
+              A.totalprice AS starting_price,
+              LAST(B.totalprice) AS bottom_price,
+              LAST(U.totalprice) AS top_price
+     ONE ROW PER MATCH
+     AFTER MATCH SKIP PAST LAST ROW
+     PATTERN (A B+ C+ D+)
+     SUBSET U = (C, D)
+     DEFINE
+              B AS totalprice < PREV(totalprice),
+              C AS totalprice > PREV(totalprice) AND totalprice <= A.totalprice,
+              D AS totalprice > PREV(totalprice)
+     )"""
+
+FLINK_WITHIN = """SELECT *
+FROM Ticker
+    MATCH_RECOGNIZE(
+        PARTITION BY symbol
+        ORDER BY rowtime
+        MEASURES
+            C.rowtime AS dropTime,
+            A.price - C.price AS dropDiff
+        ONE ROW PER MATCH
+        AFTER MATCH SKIP PAST LAST ROW
+        PATTERN (A B* C) WITHIN INTERVAL '1' HOUR
+        DEFINE
+            B AS B.price > A.price - 10,
+            C AS C.price < A.price - 10
+    )"""
+
+FLINK_AGGREGATES = """SELECT *
+FROM Ticker
+    MATCH_RECOGNIZE (
+        PARTITION BY symbol
+        ORDER BY rowtime
+        MEASURES
+            FIRST(A.rowtime) AS start_tstamp,
+            LAST(A.rowtime) AS end_tstamp,
+            AVG(A.price) AS avgPrice
+        ONE ROW PER MATCH
+        AFTER MATCH SKIP PAST LAST ROW
+        PATTERN (A+ B)
+        DEFINE
+            A AS AVG(A.price) < 15
+    ) MR"""
+
+
+def nav(kind, var, attr, offset, semantics=None):
+    return rx.Nav(kind, Attr(var, attr), offset, semantics)
+
+
+def test_flink_vshape():
+    q = parse_recognize(FLINK_VSHAPE)
+    assert q.source == "Ticker" and q.alias == "MR"
+    assert q.partition_by == ("symbol",)
+    assert q.order_by == (rx.OrderItem("rowtime"),)
+    assert q.pattern == rx.PConcat((rx.PVar("START_ROW"), rx.PQuant(rx.PVar("PRICE_DOWN"), 1, None),
+                                    rx.PVar("PRICE_UP")))
+    assert q.measures == (rx.Measure(Attr("START_ROW", "rowtime"), "start_tstamp"),
+                          rx.Measure(nav("LAST", "PRICE_DOWN", "rowtime", 0), "bottom_tstamp"),
+                          rx.Measure(nav("LAST", "PRICE_UP", "rowtime", 0), "end_tstamp"))
+    assert q.rows_per_match == rx.ONE_ROW
+    assert q.skip == rx.Skip(rx.SKIP_TO_LAST, "PRICE_UP")
+    down_prev = nav("LAST", "PRICE_DOWN", "price", 1)
+    assert q.defines == (
+        ("PRICE_DOWN", BinOp("OR", BinOp("AND", Unary("IS NULL", down_prev),
+                                         BinOp("<", Attr("PRICE_DOWN", "price"), Attr("START_ROW", "price"))),
+                             BinOp("<", Attr("PRICE_DOWN", "price"), down_prev))),
+        ("PRICE_UP", BinOp(">", Attr("PRICE_UP", "price"), down_prev)),
+    )
+    assert q.outer_sql == "SELECT * FROM __sparkcep_matches AS MR"
+    assert q.within is None
+
+
+def test_trino_subset_and_universal_columns():
+    q = parse_recognize(TRINO_ORDERS)
+    assert q.subsets == (("U", ("C", "D")),)
+    assert q.skip == rx.Skip(rx.SKIP_PAST_LAST_ROW)
+    assert q.measures[2] == rx.Measure(nav("LAST", "U", "totalprice", 0), "top_price")
+    prev = rx.Nav("PREV", Attr(None, "totalprice"), 1)
+    assert q.defines[0] == ("B", BinOp("<", Attr(None, "totalprice"), prev))
+    assert q.defines[1][1].right == BinOp("<=", Attr(None, "totalprice"), Attr("A", "totalprice"))
+    assert q.alias is None and q.outer_sql == "SELECT * FROM __sparkcep_matches"
+
+
+def test_flink_within_after_pattern_and_arithmetic():
+    q = parse_recognize(FLINK_WITHIN)
+    assert q.within == Duration(1, "h")
+    assert q.measures[1].expr == BinOp("-", Attr("A", "price"), Attr("C", "price"))
+    assert q.defines[0][1] == BinOp(">", Attr("B", "price"), BinOp("-", Attr("A", "price"), Literal(10)))
+
+
+def test_flink_aggregate_in_define():
+    q = parse_recognize(FLINK_AGGREGATES)
+    assert q.measures[0].expr == nav("FIRST", "A", "rowtime", 0)
+    assert q.measures[2].expr == rx.Agg("avg", Attr("A", "price"), "A")
+    assert q.defines == (("A", BinOp("<", rx.Agg("avg", Attr("A", "price"), "A"), Literal(15))),)
+
+
+def wrap(clause: str, tail: str = "") -> str:
+    return f"SELECT * FROM t MATCH_RECOGNIZE ({clause}){tail}"
+
+
+def test_row_pattern_functions_and_semantics():
+    q = parse_recognize(wrap(
+        "ORDER BY ts MEASURES RUNNING LAST(A.x, 2) AS a, FINAL FIRST(B.y) AS b, PREV(LAST(A.x, 1), 3) AS c, "
+        "NEXT(x) AS d, CLASSIFIER() AS e, CLASSIFIER(U) AS f, MATCH_NUMBER() AS g, COUNT(*) AS h, "
+        "FINAL COUNT(A.*) AS i, SUM(U.x) AS j, MIN(x) AS k, RUNNING MAX(B.y * 2) AS l "
+        "ALL ROWS PER MATCH PATTERN (A B) SUBSET U = (A, B)"))
+    got = [m.expr for m in q.measures]
+    assert got == [
+        nav("LAST", "A", "x", 2, "RUNNING"), nav("FIRST", "B", "y", 0, "FINAL"),
+        rx.Nav("PREV", nav("LAST", "A", "x", 1), 3), nav("NEXT", None, "x", 1),
+        rx.Classifier(), rx.Classifier("U"), rx.MatchNumber(), rx.Agg("count", None, None),
+        rx.Agg("count", None, "A", "FINAL"), rx.Agg("sum", Attr("U", "x"), "U"), rx.Agg("min", Attr(None, "x")),
+        rx.Agg("max", BinOp("*", Attr("B", "y"), Literal(2)), "B", "RUNNING"),
+    ]
+
+
+def test_row_expressions_become_hidden_columns():
+    q = parse_recognize(wrap(
+        "ORDER BY ts MEASURES upper(A.name) AS a, CASE WHEN B.x > 1 THEN 'hi' END AS b, upper(B.name) AS c "
+        "PATTERN (A B) DEFINE B AS B.name LIKE 'x%' AND abs(B.x - A.x) > 1 AND x IN (1, 2) "
+        "AND NOT (CAST(A.s AS INT) IS NOT NULL)"))
+    a, b, c = (m.expr for m in q.measures)
+    assert a == rx.RowExpr("UPPER(name)", "__rx0", "A")
+    assert b == rx.RowExpr("CASE WHEN x > 1 THEN 'hi' END", "__rx1", "B")
+    assert c == rx.RowExpr("UPPER(name)", "__rx0", "B")  # the same SQL shares one column
+    cond = q.defines[0][1]
+    assert cond == BinOp("AND", BinOp("AND", BinOp("AND", rx.RowExpr("name LIKE 'x%'", "__rx2", "B"), BinOp(
+        ">", Func("abs", (BinOp("-", Attr("B", "x"), Attr("A", "x")),)), Literal(1))),
+        rx.RowExpr("x IN (1, 2)", "__rx3", None)),
+        Unary("NOT", Unary("IS NOT NULL", rx.RowExpr("CAST(s AS INT)", "__rx4", "A"))))
+
+
+@pytest.mark.parametrize(("clause", "expected"), [
+    ("ONE ROW PER MATCH", rx.ONE_ROW),
+    ("ALL ROWS PER MATCH", rx.ALL_ROWS),
+    ("ALL ROWS PER MATCH SHOW EMPTY MATCHES", rx.ALL_ROWS),
+    ("ALL ROWS PER MATCH OMIT EMPTY MATCHES", rx.ALL_ROWS_OMIT_EMPTY),
+    ("ALL ROWS PER MATCH WITH UNMATCHED ROWS", rx.ALL_ROWS_WITH_UNMATCHED),
+])
+def test_rows_per_match(clause, expected):
+    assert parse_recognize(wrap(f"ORDER BY ts {clause} PATTERN (A)")).rows_per_match == expected
+
+
+@pytest.mark.parametrize(("clause", "expected"), [
+    ("AFTER MATCH SKIP PAST LAST ROW", rx.Skip()),
+    ("AFTER MATCH SKIP TO NEXT ROW", rx.Skip(rx.SKIP_TO_NEXT_ROW)),
+    ("AFTER MATCH SKIP TO FIRST B", rx.Skip(rx.SKIP_TO_FIRST, "B")),
+    ("AFTER MATCH SKIP TO LAST B", rx.Skip(rx.SKIP_TO_LAST, "B")),
+    ("AFTER MATCH SKIP TO B", rx.Skip(rx.SKIP_TO_LAST, "B")),
+])
+def test_skip(clause, expected):
+    assert parse_recognize(wrap(f"ORDER BY ts {clause} PATTERN (A B)")).skip == expected
+
+
+def test_order_by_partition_by_and_outer_statement():
+    q = parse_recognize(
+        "SELECT m.k, count(*) AS n FROM db.events MATCH_RECOGNIZE (PARTITION BY k, `odd col` "
+        "ORDER BY ts DESC NULLS LAST, seq ASC, z NULLS FIRST MEASURES A.x AS x PATTERN (A)) AS m "
+        "WHERE x > 1 GROUP BY m.k ORDER BY n")
+    assert q.source == "db.events"
+    assert q.partition_by == ("k", "odd col")
+    assert q.order_by == (rx.OrderItem("ts", False, False), rx.OrderItem("seq"), rx.OrderItem("z", True, True))
+    assert q.outer_sql == ("SELECT m.k, COUNT(*) AS n FROM __sparkcep_matches AS m WHERE x > 1 GROUP BY m.k "
+                           "ORDER BY n")
+
+
+@pytest.mark.parametrize(("within", "expected"), [
+    ("WITHIN INTERVAL '10' SECOND", Duration(10, "s")),
+    ("WITHIN INTERVAL '2' MINUTE", Duration(2, "min")),
+    ("WITHIN INTERVAL '1.5' HOUR", Duration(1.5, "h")),
+    ("WITHIN INTERVAL '3 days'", Duration(3, "d")),
+    ("WITHIN 500", Duration(500, None)),
+])
+def test_within(within, expected):
+    assert parse_recognize(wrap(f"ORDER BY ts PATTERN (A B) DEFINE B AS B.x > 1 {within}")).within == expected
+
+
+# ------------------------------------------------------------------------------------------------- patterns
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("A B+ C", rx.PConcat((A, rx.PQuant(B, 1, None), C))),
+    ("A B*? C", rx.PConcat((A, rx.PQuant(B, 0, None, False), C))),
+    ("(A|B){2,4} C", rx.PConcat((rx.PQuant(rx.PAlt((A, B)), 2, 4), C))),
+    ("A? B?? C{3} D{3}?", rx.PConcat((rx.PQuant(A, 0, 1), rx.PQuant(B, 0, 1, False), rx.PQuant(C, 3, 3),
+                                      rx.PQuant(D, 3, 3, False)))),
+    ("A{2,} B{,5} C{1,2}? D+?", rx.PConcat((rx.PQuant(A, 2, None), rx.PQuant(B, 0, 5),
+                                            rx.PQuant(C, 1, 2, False), rx.PQuant(D, 1, None, False)))),
+    ("PERMUTE(A, B | C, D+)", rx.PPermute((A, rx.PAlt((B, C)), rx.PQuant(D, 1, None)))),
+    ("A {- B+ -} C", rx.PConcat((A, rx.PExclude(rx.PQuant(B, 1, None)), C))),
+    ("^ A $", rx.PConcat((rx.PAnchor("start"), A, rx.PAnchor("end")))),
+    ("()", rx.PEmpty()),
+    ("A () | ((B))", rx.PAlt((rx.PConcat((A, rx.PEmpty())), B))),
+    ("A (B C)*", rx.PConcat((A, rx.PQuant(rx.PConcat((B, C)), 0, None)))),
+    ("permute(A) -- a comment\n B", rx.PConcat((rx.PPermute((A,)), B))),
+])
+def test_pattern_forms(text, expected):
+    assert parse_pattern(text) == expected
+
+
+NAMES = st.sampled_from(["A", "B", "C", "Down", "up_2"])
+LEAVES = st.one_of(NAMES.map(rx.PVar), st.just(rx.PEmpty()), st.sampled_from([rx.PAnchor("start"),
+                                                                              rx.PAnchor("end")]))
+
+
+@st.composite
+def quantified(draw, inner):
+    low = draw(st.integers(0, 4))
+    high = draw(st.one_of(st.none(), st.integers(low, 6)))
+    return rx.PQuant(draw(inner), low, high, draw(st.booleans()))
+
+
+PATTERNS = st.recursive(LEAVES, lambda inner: st.one_of(
+    st.lists(inner, min_size=2, max_size=4).map(lambda xs: rx.PConcat(tuple(xs))),
+    st.lists(inner, min_size=2, max_size=3).map(lambda xs: rx.PAlt(tuple(xs))),
+    st.lists(inner, min_size=1, max_size=3).map(lambda xs: rx.PPermute(tuple(xs))),
+    inner.map(rx.PExclude),
+    quantified(inner),
+), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(PATTERNS)
+def test_printed_patterns_parse_back(p):
+    text = pattern_text(p)
+    assert parse_pattern(text) == p
+    statement = wrap(f"ORDER BY ts PATTERN ({text})")
+    assert parse_recognize(statement).pattern == p
+
+
+def test_pattern_positions_are_in_the_statement():
+    text = "SELECT *\nFROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  PATTERN (A  Bee+)\n)"
+    p = parse_recognize(text).pattern
+    bee = p.items[1].inner
+    assert (bee.span.line, bee.span.column, bee.span.end_column) == (4, 15, 18)
+    assert text[bee.span.start:bee.span.end] == "Bee"
+
+
+# ------------------------------------------------------------------------------------------------- errors
+
+def error(text: str) -> CEPSyntaxError:
+    with pytest.raises(CEPSyntaxError) as info:
+        parse_recognize(text)
+    return info.value
+
+
+@pytest.mark.parametrize(("text", "message", "place"), [
+    (wrap("ORDER BY ts PATTERN (A B |)"), "unexpected end of the pattern", ")"),
+    (wrap("ORDER BY ts PATTERN (A{3,2})"), "minimum above its maximum", "{3,2}"),
+    (wrap("ORDER BY ts PATTERN (A -})"), "unexpected '-}'", "-}"),
+    (wrap("ORDER BY ts PATTERN (A B#)"), "unexpected character '#'", "#"),
+    (wrap("ORDER BY ts PATTERN (A{99999})"), "the limit is 10,000", "99999"),
+    (wrap("ORDER BY ts PATTERN ()"), "empty PATTERN", "("),
+    (wrap("ORDER BY ts DEFINE A AS A.x > 1"), "needs a PATTERN", ")"),
+    (wrap("ORDER BY ts PATTERN (A) PATTERN (B)"), "PATTERN given twice", "PATTERN"),
+    (wrap("ORDER BY ts PATTERN (A) DEFINE A AS A.x = = 1"), "an operand is missing", "="),
+    (wrap("ORDER BY ts PATTERN (A) DEFINE A AS A.x > 1 extra"), "unexpected 'extra'", "extra"),
+    (wrap("ORDER BY ts PATTERN (A) DEFINE A AS A.x = 'oops"), "unterminated quote", "'"),
+    (wrap("ORDER BY ts MEASURES A.x PATTERN (A)"), "expression AS name", "A.x"),
+    (wrap("ORDER BY ts PATTERN (A) DEFINE A A.x > 1"), "variable AS condition", "A A.x > 1"),
+    (wrap("ORDER BY ts PATTERN (A) FOO"), "expected another clause", "FOO"),
+    (wrap("ORDER BY ts AFTER MATCH SKIP TO PATTERN (A)"), "expected a pattern variable", "PATTERN"),
+    (wrap("ORDER BY ts AFTER MATCH SKIP SOMEWHERE PATTERN (A)"), "expected PAST LAST ROW", "SOMEWHERE"),
+    (wrap("ORDER BY ts PATTERN (A) WITHIN INTERVAL '1' FORTNIGHT"), "WITHIN takes INTERVAL", "WITHIN"),
+    (wrap("ORDER BY ts MEASURES PREV(A.x, -1) AS p PATTERN (A)"), "non-negative integer", "-1"),
+    (wrap("ORDER BY ts MEASURES FINAL upper(A.x) AS p PATTERN (A)"), "FINAL applies to a row pattern", "FINAL"),
+    (wrap("ORDER BY ts MEASURES SUM(*) AS p PATTERN (A)"), "only COUNT(*)", "SUM(*)"),
+    (wrap("ORDER BY ts MEASURES stddev(A.x) AS p PATTERN (A)"), "not supported in MATCH_RECOGNIZE", "stddev(A.x)"),
+    (wrap("ORDER BY ts MEASURES concat(A.s, B.s) AS p PATTERN (A B)"), "columns of different rows", "concat"),
+    (wrap("ORDER BY ts MEASURES upper(LAST(A.s)) AS p PATTERN (A B)"), "row pattern functions", "upper"),
+    ("SELECT * FROM t WHERE x > 1", "no MATCH_RECOGNIZE clause", "SELECT"),
+    ("SELECT * FROM (SELECT * FROM t) MATCH_RECOGNIZE (ORDER BY ts PATTERN (A))", "must follow FROM",
+     "MATCH_RECOGNIZE"),
+    (wrap("ORDER BY ts PATTERN (A)", " WHERE"), "cannot read the statement around", "WHERE"),
+    (wrap("ORDER BY ts PATTERN (A)", "; SELECT 1"), "one statement expected", ";"),
+])
+def test_syntax_errors_are_placed(text, message, place):
+    err = error(text)
+    assert message in err.message
+    span = err.span
+    assert span is not None and err.source == text
+    assert text[span.start:span.end].startswith(place), (text[span.start:span.end], place)
+    rendered = str(err)
+    assert f"line {span.line}, column {span.column}" in rendered and "^" in rendered
+
+
+def test_error_position_on_a_later_line():
+    text = "SELECT *\nFROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  PATTERN (A B+ | )\n)"
+    err = error(text)
+    assert (err.span.line, err.span.column) == (4, 19)
+    assert str(err).splitlines()[1:] == ["    PATTERN (A B+ | )", "                    ^"]
