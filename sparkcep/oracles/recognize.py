@@ -250,6 +250,8 @@ def _scalar(e: Func, args: list):
     name = e.name.lower()
     if name == "abs" and len(args) == 1:
         return None if args[0] is None else _arith(lambda x, _: abs(x), args[0], 0)
+    if name == "if" and len(args) == 3:  # Spark's if(cond, a, b): b when cond is false or NULL
+        return args[1] if holds(args[0]) else args[2]
     if name == "coalesce":
         return next((a for a in args if a is not None), None)
     if name in ("greatest", "least"):  # Spark: NULLs skipped, NULL only when all are
