@@ -140,6 +140,10 @@ def wrap(clause: str, tail: str = "") -> str:
     return f"SELECT * FROM t MATCH_RECOGNIZE ({clause}){tail}"
 
 
+def wrap_rowtime(clause: str) -> str:  # the ORDER BY after the MEASURES that read the time
+    return f"SELECT * FROM t MATCH_RECOGNIZE ({clause} ORDER BY rowtime)"
+
+
 def test_row_pattern_functions_and_semantics():
     q = parse_recognize(wrap(
         "ORDER BY ts MEASURES RUNNING LAST(A.x, 2) AS a, FINAL FIRST(B.y) AS b, PREV(LAST(A.x, 1), 3) AS c, "
@@ -330,3 +334,50 @@ def test_error_position_on_a_later_line():
     err = error(text)
     assert (err.span.line, err.span.column) == (4, 19)
     assert str(err).splitlines()[1:] == ["    PATTERN (A B+ | )", "                    ^"]
+
+
+def test_keywords_in_any_case_and_clauses_in_any_order():
+    lower = parse_recognize("select * from t match_recognize (define B as B.x > prev(B.x) pattern (A B+?) "
+                            "after match skip to next row order by ts measures final last(B.x) as x) m")
+    upper = parse_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FINAL LAST(B.x) AS x "
+                            "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B+?) DEFINE B AS B.x > PREV(B.x)) m")
+    assert lower == upper
+    assert lower.pattern == rx.PConcat((A, rx.PQuant(B, 1, None, False)))
+
+
+def test_nesting_beyond_the_limit_is_refused_with_a_place():
+    deep = "(" * 2100 + "A" + ")*" * 2100
+    err = error(wrap(f"ORDER BY ts PATTERN ({deep})"))
+    assert "nested too deeply" in err.message and err.span is not None
+    ok = "(" * 300 + "A" + ")*" * 300
+    assert parse_pattern(pattern_text(parse_pattern(ok))) == parse_pattern(ok)
+
+
+def test_conditionals_over_several_rows_become_if():
+    q = parse_recognize(wrap(
+        "ORDER BY ts MEASURES if(A.x > B.x, A.x, B.x) AS a, "
+        "CASE WHEN A.x > B.x THEN 'up' WHEN A.x < B.x THEN 'down' END AS b, "
+        "CASE A.k WHEN B.k THEN 1 ELSE 0 END AS c, CASE WHEN A.x > 1 THEN A.y END AS d PATTERN (A B)"))
+    a, b, c, d = (m.expr for m in q.measures)
+    ax, bx = Attr("A", "x"), Attr("B", "x")
+    assert a == Func("if", (BinOp(">", ax, bx), ax, bx))
+    assert b == Func("if", (BinOp(">", ax, bx), Literal("up"),
+                            Func("if", (BinOp("<", ax, bx), Literal("down"), Literal(None)))))
+    assert c == Func("if", (BinOp("=", Attr("A", "k"), Attr("B", "k")), Literal(1), Literal(0)))
+    assert d == rx.RowExpr("CASE WHEN x > 1 THEN y END", "__rx0", "A")  # one row: Spark computes it
+
+
+def test_unreadable_expression_is_refused_without_sqlglot_warnings(caplog):
+    text = wrap("ORDER BY ts PATTERN (A) DEFINE A AS if?(A.x > 1, 1, 0)")
+    err = error(text)
+    assert "expected an expression" in err.message
+    assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
+
+
+def test_flink_match_rowtime_is_the_last_rows_time():
+    q = parse_recognize(wrap_rowtime("MEASURES MATCH_ROWTIME() AS t, FIRST(A.x) AS f PATTERN (A B) "
+                                     "DEFINE B AS B.x > A.x"))
+    assert q.measures[0].expr == rx.Nav("LAST", Attr(None, "rowtime"), 0)
+    assert q.measures[1].expr == nav("FIRST", "A", "x", 0)
+    err = error(wrap("ORDER BY ts MEASURES MATCH_PROCTIME() AS t PATTERN (A)"))
+    assert "processing time" in err.message

@@ -17,19 +17,22 @@ layer may not import) chains:
     row pattern partitions and runs the engine's ``run_partition`` on each (its end is known);
   - streaming (:func:`stream_recognize`): an event-time watermark on the time column, ``groupBy(PARTITION
     BY).applyInPandasWithState``: each key's rows wait in the group state until event time is settled (their
-    event time is before the watermark, so no row ordered before them can still come), then go to the engine's
-    ``step`` in the batch order, and ``advance`` to the watermark emits the matches that are decided.  The
-    group state holds the engine state as JSON (``state_to_json``) and the waiting rows;
+    event time is at or before the watermark: Spark drops any later row at or before it as late, so no row
+    ordered before them can still come), then go to the engine's ``step`` in the batch order, and ``advance``
+    to the watermark emits the matches that are decided.  The group state holds the engine state as JSON
+    (``state_to_json``) and the waiting rows;
 
 * :func:`apply_outer`: the result registered as a session-local temporary view ``result_view`` and the outer
   query (SELECT list, WHERE, GROUP BY, ORDER BY on the matches) run on it by ``spark.sql``.
 
 Rows: a NULL partition key is a partition of its own (as Spark groups NULLs).  A row whose time column is
 NULL is ordered as ORDER BY says in a batch (NULLS FIRST by default for ascending); a stream cannot place it
-in event time and drops it.  A stream also drops rows that arrive after the watermark has passed them (late
-rows, counted in the group state).  Values reach the engine as Arrow gives them to Python (TIMESTAMP as
-time-zone aware datetimes, DECIMAL as Decimal, ...); in a stream pandas cannot tell a double NaN from NULL,
-both are NULL there.
+in event time and drops it.  A stream also drops rows that arrive when the watermark has reached their time
+(late rows: Spark drops them, and the state function counts those it still sees).  With no allowed lateness
+(``watermark_delay`` 0) a row of the same time as the newest row of an earlier micro-batch is late: allow some
+lateness for a source that writes equal times in different files.  Values reach the engine as Arrow gives
+them to Python (TIMESTAMP as time-zone aware datetimes, DECIMAL as Decimal, ...); in a stream pandas cannot
+tell a double NaN from NULL, both are NULL there.
 """
 
 from __future__ import annotations
@@ -114,7 +117,9 @@ def time_column(spec_or_q: Any) -> str | None:
 
 def _ts_of(df: DataFrame, column: str | None) -> Any:
     """The ``__ts`` value of ``column``: epoch microseconds for a time, the number itself, else NULL."""
-    if column is None or column not in df.columns:
+    if column is not None and column not in df.columns:  # Spark resolves names case-insensitively
+        column = next((c for c in df.columns if c.lower() == column.lower()), None)
+    if column is None:
         return F.lit(None).cast("double")
     col, dtype = F.col(quoted(column)), df.schema[column].dataType
     if isinstance(dtype, TimestampType):
@@ -379,14 +384,15 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
                 if et is None or et != et:
                     continue  # no event time: cannot be placed (a NULL time column)
                 et = int(et)
-                if frontier is not None and et < frontier:
-                    late += 1  # its place in the order has passed
+                if frontier is not None and et <= frontier:
+                    late += 1  # its place in the order has passed (Spark itself drops it as late)
                     continue
                 held.append((et, row))
         raw = group.getCurrentWatermarkMs()
         bound = raw * 1000
-        settled = [row for et, row in held if et < bound]
-        held = [(et, row) for et, row in held if et >= bound]
+        # Spark drops a later row at or before this watermark as late: rows up to it are settled
+        settled = [row for et, row in held if et <= bound]
+        held = [(et, row) for et, row in held if et > bound]
         settled.sort(key=engine.sort_key(spec))
         out: list[dict] = []
         if settled:
@@ -398,7 +404,7 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
         group.update((_dump_state(frontier, engine.state_to_json(state), held, late),))
         dues = []
         if held:
-            dues.append(min(et for et, _ in held) // 1000)  # fires once the watermark passes it
+            dues.append(-(-min(et for et, _ in held) // 1000) - 1)  # fires once the watermark reaches it
         wakeup = getattr(engine, "wakeup", None)
         if wakeup is None:
             dues.append(raw)  # the engine may hold a match: look again when the watermark moves

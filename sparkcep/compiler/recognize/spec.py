@@ -22,6 +22,7 @@ from sparkcep.compiler.recognize.types import expr_type, is_numeric
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import TS_UNITS_NS, Attr
 from sparkcep.ir.errors import CEPSemanticError, Span
+from sparkcep.ir.limits import deeply
 
 __all__ = ["build_spec", "TIME_TYPES"]
 
@@ -152,6 +153,7 @@ class _Builder:
         return w.in_ms() * 1_000_000 / TS_UNITS_NS[self.ts_unit]
 
 
+@deeply
 def build_spec(q: rx.Recognize, schema: dict[str, str], *, ts_unit: str | None = None) -> rx.RecognizeSpec:
     """The engine spec of ``q`` over input columns ``schema`` (name -> Spark ``simpleString``, in input order,
     the RowExpr columns included, ``__ts`` not needed); :class:`CEPSemanticError` for an unknown column, a

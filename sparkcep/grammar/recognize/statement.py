@@ -12,17 +12,24 @@ from __future__ import annotations
 
 import re
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from sparkcep.grammar.parser import without_bom
-from sparkcep.grammar.recognize.expressions import Converter, readable, span_of, tokenize
+from sparkcep.grammar.recognize.expressions import (
+    Converter,
+    parse_sql,
+    readable,
+    span_of,
+    tokenize,
+    with_time_column,
+)
 from sparkcep.grammar.recognize.pattern import parse_pattern
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Duration
 from sparkcep.ir.errors import CEPSyntaxError, Span
+from sparkcep.ir.limits import check_depth, deeply
 
 __all__ = ["parse_recognize"]
 
@@ -33,6 +40,7 @@ _CLAUSES = ("PARTITION BY", "ORDER BY", "MEASURES", "ROWS PER MATCH", "AFTER MAT
             "DEFINE", "WITHIN")
 
 
+@deeply
 def parse_recognize(text: str) -> rx.Recognize:
     """Parse a ``MATCH_RECOGNIZE`` statement; :class:`CEPSyntaxError` (line, column, caret) if it is not one.
 
@@ -79,8 +87,10 @@ def parse_recognize(text: str) -> rx.Recognize:
         alias, after = tokens[after].text, after + 1
     end = tokens[after - 1].end + 1
     outer = _outer_sql(text, source_start, end, alias, q.result_view)
-    return _replace(q, source=source, alias=alias, outer_sql=outer, text=text,
-                    span=span_of(text, tokens[0].start, tokens[-1].end + 1))
+    q = _replace(q, source=source, alias=alias, outer_sql=outer, text=text,
+                 span=span_of(text, tokens[0].start, tokens[-1].end + 1))
+    check_depth(q, text)
+    return q
 
 
 def _replace(q: rx.Recognize, **changes) -> rx.Recognize:
@@ -160,7 +170,7 @@ def _outer_sql(text: str, start: int, end: int, alias: str | None, view: str) ->
     padding = max(0, len(segment) - len(replacement))
     outer = text[:start] + replacement + " " * padding + text[end:]
     try:
-        trees = [t for t in sqlglot.parse(outer, read="spark") if t is not None]
+        trees = [t for t in parse_sql(outer) if t is not None]
     except ParseError as err:
         info = err.errors[0] if err.errors else {}
         line, col = info.get("line") or 1, info.get("col") or 1
@@ -301,6 +311,11 @@ class _ClauseReader:
         if "PATTERN" not in seen:
             raise CEPSyntaxError("MATCH_RECOGNIZE needs a PATTERN ( ... ) clause",
                                  _tok_span(self.text, self.tokens[self.hi]), self.text)
+        if fields.get("order_by"):
+            time = fields["order_by"][0].column
+            for key in ("measures", "defines"):
+                if key in fields:
+                    fields[key] = with_time_column(fields[key], time)
         return rx.Recognize(source="", **fields)
 
     def _partition(self, fields):
@@ -462,8 +477,9 @@ class _ClauseReader:
         span = span_of(self.text, keyword.start, last.end + 1)
         body = self.text[first.start:last.end + 1]
         try:
-            node = sqlglot.parse_one(body, read="spark")
-        except ParseError:
+            trees = parse_sql(body)
+            node = trees[0] if len(trees) == 1 else None
+        except (ParseError, TokenError):
             node = None
         fields["within"] = _duration(node, span, self.text)
 
