@@ -18,6 +18,7 @@ import json
 import textwrap
 
 from sparkcep.compiler.codegen.quote import py_literal
+from sparkcep.grammar.recognize import pattern_text
 from sparkcep.ir import ast
 from sparkcep.ir import recognize as rc
 from sparkcep.ir.serde import to_data
@@ -98,45 +99,6 @@ def format_expr(e) -> str:
     return _expr(e)[0]
 
 
-def _quantifier(p: rc.PQuant) -> str:
-    lo, hi = p.min, p.max
-    text = {(0, None): "*", (1, None): "+", (0, 1): "?"}.get((lo, hi))
-    if text is None:
-        if hi is None:
-            text = f"{{{lo},}}"
-        elif lo == hi:
-            text = f"{{{lo}}}"
-        elif lo == 0:
-            text = f"{{,{hi}}}"
-        else:
-            text = f"{{{lo},{hi}}}"
-    return text + ("" if p.greedy else "?")
-
-
-def format_pattern(p) -> str:
-    """A row pattern as written in PATTERN (...)."""
-    if isinstance(p, rc.PVar):
-        return p.name
-    if isinstance(p, rc.PConcat):
-        return " ".join(f"({format_pattern(i)})" if isinstance(i, rc.PAlt) else format_pattern(i) for i in p.items)
-    if isinstance(p, rc.PAlt):
-        return " | ".join(format_pattern(a) for a in p.alternatives)
-    if isinstance(p, rc.PQuant):
-        inner = format_pattern(p.inner)
-        if isinstance(p.inner, (rc.PConcat, rc.PAlt, rc.PQuant)):
-            inner = f"({inner})"
-        return inner + _quantifier(p)
-    if isinstance(p, rc.PPermute):
-        return "PERMUTE(" + ", ".join(format_pattern(i) for i in p.items) + ")"
-    if isinstance(p, rc.PExclude):
-        return "{- " + format_pattern(p.inner) + " -}"
-    if isinstance(p, rc.PAnchor):
-        return "^" if p.kind == "start" else "$"
-    if isinstance(p, rc.PEmpty):
-        return "()"
-    return repr(p)
-
-
 def row_exprs(q: rc.Recognize) -> dict[str, str]:
     """``column -> Spark SQL`` of every per-row expression of the statement, in order of appearance."""
     found: dict[str, str] = {}
@@ -198,7 +160,7 @@ def explain_text(q: rc.Recognize, *, program: list[str] | None = None, spec: rc.
         head += f", within={_duration(q.within)}"
     lines.append(head + "]")
     body = ["ties after ORDER BY: the other engine columns, ascending, NULLs first",
-            f"pattern ({format_pattern(q.pattern)})"]
+            f"pattern ({pattern_text(q.pattern)})"]
     body += [f"subset {name} = ({', '.join(members)})" for name, members in q.subsets]
     defined = dict(q.defines)
     body += [f"define {var}: {format_expr(cond)}" for var, cond in q.defines]
