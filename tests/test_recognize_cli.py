@@ -183,3 +183,37 @@ def test_the_compiled_job_gives_what_run_gives(vshape_file, tmp_path):
     assert _read_json_dir(out) == _expected()
     dead = [json.loads(line) for f in (out / "_dead_letters").glob("part-*") for line in f.read_text().splitlines()]
     assert [d["reason"] for d in dead] == ["malformed record"]
+
+
+@pytest.fixture()
+def shell():
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "sparkcep.magic")
+    yield ip
+    InteractiveShell.clear_instance()
+
+
+def test_magic_statement_errors_are_one_message(shell):
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError) as err:
+        shell.run_cell_magic("sparkcep", "", "SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  PATTERN (A B+)\n"
+                                             "  DEFINE B AS B.x > Q.x)")
+    assert str(err.value).startswith("line 4, column ") and "^" in str(err.value)
+    with pytest.raises(UsageError, match="no DataFrame named 'Ticker' in the notebook"):
+        shell.run_cell_magic("sparkcep", "", VSHAPE)
+
+
+@pytest.mark.spark
+def test_magic_runs_a_statement_on_its_from_dataframe(spark, shell):
+    rows = [("ACME", f"2011-04-01 {t}", p, x) for t, p, x in TICKER]
+    shell.user_ns["Ticker"] = spark.createDataFrame(rows, "symbol STRING, rowtime STRING, price BIGINT, tax BIGINT") \
+        .selectExpr("symbol", "CAST(rowtime AS TIMESTAMP) AS rowtime", "price", "tax")
+    value = shell.run_cell_magic("sparkcep", "--output v", VSHAPE)
+    assert value is shell.user_ns["v"]
+    got = [{k: (v.strftime("%Y-%m-%dT%H:%M:%S.000Z") if hasattr(v, "strftime") else v) for k, v in r.asDict().items()}
+           for r in value.collect()]
+    assert got == PUBLISHED
