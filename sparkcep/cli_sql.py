@@ -231,8 +231,8 @@ def cmd_run(args, text: str, cli) -> int:
     rows, rejected = read_validated(spark, args.input, _input_format(args), None, time_column(q), stream=args.stream,
                                     files_per_trigger=args.files_per_trigger, schema=args.schema,
                                     ts_unit=args.ts_unit)
-    if args.stream:
-        rows, rejected = counted(rows, "events_valid"), counted(rejected, "dead_letters")
+    if args.stream:  # every valid row goes to the engine: valid = relevant (nothing "ignored" in the progress)
+        rows, rejected = counted(counted(rows, "events_valid"), "events_relevant"), counted(rejected, "dead_letters")
     result = apply_recognize(rows, q, ts_unit=args.ts_unit, watermark_delay=args.lateness if args.stream else None)
     if not args.stream:
         if args.output:

@@ -276,8 +276,9 @@ def main(argv=None) -> None:
     # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
     rows, rejected = read_validated(spark, args.input, args.format, None, TIME_COL, stream=args.stream,
                                     files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT)
-    if args.stream:  # per micro-batch counts in the query's progress (observedMetrics)
-        rows, rejected = counted(rows, "events_valid"), counted(rejected, "dead_letters")
+    if args.stream:  # per micro-batch counts in the query's progress (observedMetrics); every valid row is relevant
+        rows = counted(counted(rows, "events_valid"), "events_relevant")
+        rejected = counted(rejected, "dead_letters")
     # the row pattern recognition: per-row expressions and the key shuffle in Spark, the engine per partition
     # (batch: one mapInArrow pass; streaming: state per key, matches emitted once decided), then the outer query
     result = apply_recognize(rows, from_data(json.loads(RECOGNIZE)), ts_unit=TS_UNIT,
