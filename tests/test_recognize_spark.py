@@ -301,3 +301,13 @@ def test_span_of_the_from_table():
     span = _span_of("select *\n  from  `Ev` match_recognize (...)", "Ev")
     assert (span.line, span.column, span.end_column) == (2, 9, 13)
     assert _span_of("SELECT 1", "ev") is None
+
+
+def test_python_sorts_again_only_where_spark_orders_differently():
+    from pyspark.sql.types import ArrayType, DoubleType
+
+    plain = StructType([*_INPUT.fields, StructField("d", DoubleType())])
+    assert SR.spark_orders_like_python(plain, SPEC)
+    spec = R.RecognizeSpec(**{**SPEC.__dict__, "columns": (*SPEC.columns, "arr")})
+    nested = StructType([*_INPUT.fields, StructField("arr", ArrayType(LongType()))])
+    assert not SR.spark_orders_like_python(nested, spec)
