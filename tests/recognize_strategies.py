@@ -85,6 +85,19 @@ def pattern_variables(p) -> tuple[str, ...]:
     return tuple(out)
 
 
+def strip_exclusion(p):
+    """``p`` without its ``{- -}`` (the same matches: exclusion only changes what ALL ROWS outputs)."""
+    if isinstance(p, R.PExclude):
+        return strip_exclusion(p.inner)
+    if isinstance(p, (R.PConcat, R.PPermute)):
+        return type(p)(tuple(strip_exclusion(i) for i in p.items))
+    if isinstance(p, R.PAlt):
+        return R.PAlt(tuple(strip_exclusion(i) for i in p.alternatives))
+    if isinstance(p, R.PQuant):
+        return R.PQuant(strip_exclusion(p.inner), p.min, p.max, p.greedy)
+    return p
+
+
 def has_exclusion(p) -> bool:
     if isinstance(p, R.PExclude):
         return True
@@ -178,6 +191,14 @@ def make_spec(pattern, *, columns, defines=(), measures=(), rows_per_match=R.ONE
         output=tuple(output), within=within)
 
 
+def with_rows_per_match(spec: R.RecognizeSpec, rows_per_match: str) -> R.RecognizeSpec:
+    """``spec`` with another ROWS PER MATCH option (and the output columns that go with it)."""
+    return make_spec(spec.pattern, columns=spec.columns, defines=spec.defines,
+                     measures=[(m.name, m.expr) for m in spec.measures], rows_per_match=rows_per_match,
+                     skip=spec.skip, partition_by=spec.partition_by, order_by=spec.order_by,
+                     subsets=spec.subsets, within=spec.within)
+
+
 # ----------------------------------------------------------------------------------------------- strategies
 
 VARS = ("A", "B", "C")
@@ -190,32 +211,38 @@ def _leaf(variables):
     return st.sampled_from(variables).map(V)
 
 
-def row_patterns(variables=VARS, max_leaves: int = 4):
+def row_patterns(variables=VARS, max_leaves: int = 4, streaming: bool = False):
     """Random row patterns over ``variables`` with every construct: concatenation, alternation, greedy and
-    reluctant quantifiers (``* + ?`` and bounded), PERMUTE, exclusion, anchors and the empty pattern."""
-    leaves = st.one_of(_leaf(variables), _leaf(variables), _leaf(variables), st.sampled_from((START, END, EMPTY)))
+    reluctant quantifiers (``* + ?`` and bounded), PERMUTE, exclusion, anchors and the empty pattern
+    (``streaming``: no ``$``, which streaming refuses)."""
+    specials = (START, EMPTY) if streaming else (START, END, EMPTY)
+    leaves = st.one_of(*[_leaf(variables)] * 8, st.sampled_from(specials))
 
     def extend(children):
         bounds = st.sampled_from(((0, None), (1, None), (0, 1), (2, 2), (1, 3), (0, 2), (2, None)))
+        lists = st.lists(children, min_size=2, max_size=3)
+        quant = st.tuples(children, bounds, st.booleans()).map(lambda a: q(a[0], a[1][0], a[1][1], a[2]))
         return st.one_of(
-            st.lists(children, min_size=2, max_size=3).map(lambda xs: seq(*xs)),
-            st.lists(children, min_size=2, max_size=3).map(lambda xs: alt(*xs)),
-            st.tuples(children, bounds, st.booleans()).map(lambda a: q(a[0], a[1][0], a[1][1], a[2])),
-            st.lists(children, min_size=2, max_size=3).map(lambda xs: perm(*xs)),
+            lists.map(lambda xs: seq(*xs)), lists.map(lambda xs: seq(*xs)), lists.map(lambda xs: seq(*xs)),
+            lists.map(lambda xs: alt(*xs)), lists.map(lambda xs: alt(*xs)),
+            quant, quant, quant,
+            lists.map(lambda xs: perm(*xs)),
             children.map(excl),
         )
 
     return st.recursive(leaves, extend, max_leaves=max_leaves)
 
 
-def _number_exprs(draw, variables, subsets):
+def _number_exprs(draw, variables, subsets, streaming=False):
     """An int-valued expression over one row reference: a column of the current row, of a variable, a
     PREV/NEXT/FIRST/LAST navigation, an aggregate, or a constant."""
     refs = [None, *variables, *(n for n, _ in subsets)]
     var = draw(st.sampled_from(refs))
     c = draw(st.sampled_from(INT_COLS))
-    kind = draw(st.sampled_from(("col", "col", "prev", "next", "first", "last", "agg", "count", "lit",
-                                 "arith")))
+    kinds = ["col", "col", "prev", "first", "last", "agg", "count", "lit", "arith"]
+    if not streaming:
+        kinds.append("next")
+    kind = draw(st.sampled_from(kinds))
     if kind == "col":
         return col(c, var)
     if kind == "prev":
@@ -237,17 +264,18 @@ def _number_exprs(draw, variables, subsets):
 
 
 @st.composite
-def conditions(draw, variables=VARS, subsets=()):
+def conditions(draw, variables=VARS, subsets=(), streaming=False):
     """A random DEFINE condition: comparisons of the expressions above, combined with AND/OR/NOT,
     sometimes about CLASSIFIER() or IS NULL."""
     def atom():
         kind = draw(st.sampled_from(("cmp", "cmp", "cmp", "null", "class")))
         if kind == "null":
-            return is_null(_number_exprs(draw, variables, subsets))
+            return is_null(_number_exprs(draw, variables, subsets, streaming))
         if kind == "class":
             return op("=", prev(classifier()), lit(draw(st.sampled_from(variables))))
         return op(draw(st.sampled_from(("<", "<=", ">", ">=", "=", "!="))),
-                  _number_exprs(draw, variables, subsets), _number_exprs(draw, variables, subsets))
+                  _number_exprs(draw, variables, subsets, streaming),
+                  _number_exprs(draw, variables, subsets, streaming))
 
     cond = atom()
     for _ in range(draw(st.integers(0, 1))):
@@ -255,6 +283,17 @@ def conditions(draw, variables=VARS, subsets=()):
     if draw(st.integers(0, 4)) == 0:
         cond = not_(cond)
     return cond
+
+
+@st.composite
+def simple_conditions(draw, variables=VARS):
+    """A selective DEFINE of the usual kind: the current row's column against a constant, the previous row
+    or another variable's last row (``x >= 2``, ``x < PREV(x)``, ``y = A.y``)."""
+    c = draw(st.sampled_from(INT_COLS))
+    other = draw(st.sampled_from(("lit", "lit", "prev", "var")))
+    rhs = (lit(draw(st.integers(0, 3))) if other == "lit" else prev(col(c)) if other == "prev"
+           else col(c, draw(st.sampled_from(variables))))
+    return op(draw(st.sampled_from(("<", "<=", ">", ">=", "=", "!="))), col(c), rhs)
 
 
 @st.composite
@@ -285,9 +324,11 @@ def measure_lists(draw, variables, subsets, rows_per_match):
 
 
 @st.composite
-def specs(draw, max_leaves: int = 4, within: bool = True):
-    """A random spec over ``COLUMNS`` (partition key ``k``, time ``t``, ints ``x``, ``y``)."""
-    pattern = draw(row_patterns(VARS, max_leaves))
+def specs(draw, max_leaves: int = 4, within: bool = True, streaming: bool = False):
+    """A random spec over ``COLUMNS`` (partition key ``k``, time ``t``, ints ``x``, ``y``); ``streaming``:
+    none of what streaming refuses (``$``, NEXT). Half of the specs have only selective DEFINEs of the
+    usual kind (:func:`simple_conditions`), the others any (:func:`conditions`)."""
+    pattern = draw(row_patterns(VARS, max_leaves, streaming))
     variables = pattern_variables(pattern)
     if not variables:
         pattern = seq(pattern, V("A"))
@@ -296,10 +337,11 @@ def specs(draw, max_leaves: int = 4, within: bool = True):
     if len(variables) >= 2 and draw(st.booleans()):
         subsets = (("U", tuple(draw(st.lists(st.sampled_from(variables), min_size=1, max_size=2,
                                                  unique=True)))),)
-    defines = tuple((v, draw(conditions(variables, subsets))) for v in variables if draw(st.integers(0, 3)))
+    cond = simple_conditions(variables) if draw(st.booleans()) else conditions(variables, subsets, streaming)
+    defines = tuple((v, draw(cond)) for v in variables if draw(st.integers(0, 2)))
     rows_per_match = draw(st.sampled_from(R.ROWS_PER_MATCH))
-    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED and has_exclusion(pattern):
-        rows_per_match = R.ALL_ROWS  # the standard refuses exclusion WITH UNMATCHED ROWS
+    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED:
+        pattern = strip_exclusion(pattern)  # the standard refuses exclusion WITH UNMATCHED ROWS
     kind = draw(st.sampled_from((R.SKIP_PAST_LAST_ROW, R.SKIP_TO_NEXT_ROW, R.SKIP_TO_FIRST, R.SKIP_TO_LAST)))
     skip = R.Skip(kind)
     if kind in (R.SKIP_TO_FIRST, R.SKIP_TO_LAST):
@@ -316,12 +358,12 @@ def _row(k, t, x, y):
 
 
 @st.composite
-def partition_rows(draw, key: int = 0, max_rows: int = 7):
+def partition_rows(draw, key: int = 0, max_rows: int = 8):
     """Rows of one partition in the engine's order (``t`` ascending, ties by ``x`` then ``y``, NULLs
     first): ties on ``t`` and NULL ``x``/``y`` are common."""
-    n = draw(st.integers(0, max_rows))
+    n = draw(st.one_of(st.integers(0, max_rows), st.integers(max_rows // 2, max_rows)))
     ts = sorted(draw(st.lists(st.integers(0, 8), min_size=n, max_size=n)))
-    vals = st.one_of(st.none(), st.integers(0, 3), st.integers(0, 3))
+    vals = st.sampled_from((0, 1, 2, 3, None, 1, 2))
     return order_rows([_row(key, t, draw(vals), draw(vals)) for t in ts])
 
 

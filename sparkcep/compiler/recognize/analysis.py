@@ -28,6 +28,7 @@ from sparkcep.grammar.recognize.expressions import span_of
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSemanticError, Span
+from sparkcep.ir.limits import deeply
 
 __all__ = ["check_recognize", "pattern_variables", "children", "walk", "MAX_PERMUTE"]
 
@@ -104,24 +105,15 @@ class _Checker:
         raise CEPSemanticError(message, span or self._find(r"MATCH_RECOGNIZE"), self.text)
 
     def _find(self, pattern: str, after: str | None = None, nth: int = 0) -> Span | None:
-        """The span of the ``nth`` match of ``pattern`` in the statement (after the regex ``after``)."""
-        text = self.text
-        start = 0
-        if after is not None:
-            m = re.search(after, text, re.IGNORECASE)
-            if m is None:
-                return None
-            start = m.end()
-        matches = list(re.compile(pattern, re.IGNORECASE).finditer(text, start))
-        if len(matches) <= nth:
-            return None
-        m = matches[nth]
-        return span_of(text, m.start(), m.end())
+        return find_span(self.text, pattern, after, nth)
 
     def _unknown(self, name: str, span: Span | None, what: str = "pattern variable or SUBSET"):
         known = [*self.variables, *self.subsets]
-        hint = difflib.get_close_matches(name, known, n=1)
-        suffix = f", did you mean {hint[0]}?" if hint else f" (the pattern has {', '.join(self.variables) or 'none'})"
+        hint = [k for k in known if k.lower() == name.lower()] or difflib.get_close_matches(name, known, n=1)
+        if hint:
+            suffix = f", did you mean {hint[0]}? (names are case-sensitive)"
+        else:
+            suffix = f" (the pattern has {', '.join(self.variables) or 'none'})"
         self.fail(f"unknown {what} {name}{suffix}", span)
 
     def known(self, name: str) -> bool:
@@ -205,7 +197,7 @@ class _Checker:
                 self.navigation(node, where)
             if isinstance(node, rx.Agg):
                 self.aggregate(node)
-            if isinstance(node, Func) and node.name not in ("abs", "coalesce", "greatest", "least"):
+            if isinstance(node, Func) and node.name not in ("abs", "coalesce", "greatest", "least", "if"):
                 self.fail(f"the function {node.name}() is not supported here", node.span)
             if isinstance(node, Literal) and isinstance(node.value, float) and node.value != node.value:
                 self.fail("NaN literal is not supported", node.span)
@@ -308,6 +300,22 @@ def _size(p) -> int:
     return p.min * inner + rest
 
 
+def find_span(text: str, pattern: str, after: str | None = None, nth: int = 0) -> Span | None:
+    """The span of the ``nth`` match of the regex ``pattern`` in ``text`` (after the first match of the regex
+    ``after``), for names the IR keeps without a position (SUBSET and DEFINE names, partition columns)."""
+    start = 0
+    if after is not None:
+        m = re.search(after, text, re.IGNORECASE)
+        if m is None:
+            return None
+        start = m.end()
+    matches = list(re.compile(pattern, re.IGNORECASE).finditer(text, start))
+    if len(matches) <= nth:
+        return None
+    m = matches[nth]
+    return span_of(text, m.start(), m.end())
+
+
 def _names(reads: set[str | None]) -> str:
     return ", ".join(sorted(r if r is not None else "the current row" for r in reads))
 
@@ -368,6 +376,7 @@ def _later(p) -> set[str]:
     return set()
 
 
+@deeply
 def check_recognize(q: rx.Recognize, *, streaming: bool) -> None:
     """Refuse what sparkcep does not run as the standard says (module docstring), with the reason."""
     _Checker(q, streaming).run()

@@ -1,10 +1,11 @@
 """MEASURES and DEFINE expressions of ``MATCH_RECOGNIZE``: Spark SQL parsed by sqlglot, turned into IR.
 
 The nodes the engines evaluate across rows are built natively (``Attr``, ``Literal``, ``BinOp``, ``Unary``,
-``Nav``, ``Classifier``, ``MatchNumber``, ``Agg``, and ``Func`` for ``abs/coalesce/greatest/least`` over several
-rows); any other sub-expression whose column references all name one row (CASE, LIKE, IN, CAST, any Spark
-function) becomes a :class:`~sparkcep.ir.recognize.RowExpr`: Spark computes it per row before the shuffle, as a
-hidden column (``__rx0``, ``__rx1``, ... in order of first appearance; equal SQL shares one column).
+``Nav``, ``Classifier``, ``MatchNumber``, ``Agg``, and ``Func`` for ``abs/coalesce/greatest/least/if`` over
+several rows, a CASE over several rows as nested ``if``); any other sub-expression whose column references all
+name one row (CASE, LIKE, IN, CAST, any Spark function) becomes a :class:`~sparkcep.ir.recognize.RowExpr`:
+Spark computes it per row before the shuffle, as a hidden column (``__rx0``, ``__rx1``, ... in order of first
+appearance; equal SQL shares one column).
 
 Two things sqlglot does not read as MATCH_RECOGNIZE means them are rewritten in the text first, keeping every
 position: the ``RUNNING``/``FINAL`` prefix of a row pattern function is blanked (and remembered by the
@@ -21,6 +22,10 @@ attr='price', index=None), offset=2, semantics=None))
 
 from __future__ import annotations
 
+import logging
+import math
+from dataclasses import fields, is_dataclass, replace
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
@@ -31,12 +36,16 @@ from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSyntaxError, Span
 
-__all__ = ["Converter", "tokenize", "span_of", "readable", "ENGINE_FUNCTIONS", "NAVIGATIONS", "AGGREGATES"]
+__all__ = ["Converter", "tokenize", "span_of", "readable", "parse_sql", "with_time_column", "TIME_COLUMN",
+           "ENGINE_FUNCTIONS", "NAVIGATIONS", "AGGREGATES"]
 
 NAVIGATIONS = ("PREV", "NEXT", "FIRST", "LAST")
 AGGREGATES = ("count", "sum", "avg", "min", "max")
 #: Scalar functions the engines evaluate over values of different rows (elsewhere a RowExpr does it).
 ENGINE_FUNCTIONS = {exp.Abs: "abs", exp.Coalesce: "coalesce", exp.Greatest: "greatest", exp.Least: "least"}
+
+#: Stands for the first ORDER BY column until the clause is read (Flink's MATCH_ROWTIME() is LAST(time)).
+TIME_COLUMN = "\x00time"
 
 #: FIRST/LAST renamed to these (same length) so that sqlglot reads them as plain calls.
 _PLACEHOLDERS = {"FIRST": "_FST_", "LAST": "_LS_"}
@@ -76,6 +85,32 @@ def _unclosed_quote(text: str) -> int | None:
             i = j
         i += 1
     return None
+
+
+def with_time_column(e: object, column: str) -> object:
+    """``e`` with the :data:`TIME_COLUMN` placeholder replaced by ``column``."""
+    if isinstance(e, tuple):
+        items = tuple(with_time_column(x, column) for x in e)
+        return e if all(a is b for a, b in zip(items, e, strict=True)) else items
+    if isinstance(e, Attr):
+        return replace(e, attr=column) if e.attr == TIME_COLUMN else e
+    if not is_dataclass(e) or isinstance(e, (type, Span)):
+        return e
+    changes = {f.name: with_time_column(getattr(e, f.name), column) for f in fields(e) if f.name != "span"}
+    changes = {k: v for k, v in changes.items() if v is not getattr(e, k)}
+    return replace(e, **changes) if changes else e
+
+
+def parse_sql(text: str) -> list:
+    """``sqlglot.parse(text, read="spark")`` without sqlglot's warnings (a text it cannot read as SQL becomes a
+    ``Command`` with a logged warning; sparkcep refuses it with its own message instead)."""
+    log = logging.getLogger("sqlglot")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        return sqlglot.parse(text, read="spark")
+    finally:
+        log.setLevel(level)
 
 
 def span_of(text: str, start: int, end: int) -> Span:
@@ -126,7 +161,7 @@ class Converter:
         self._semantics = semantics
         padded = "".join(chars)
         try:
-            trees = sqlglot.parse(padded, read="spark")
+            trees = parse_sql(padded)
         except ParseError as err:
             raise self._parse_error(err, start, end) from None
         except TokenError:
@@ -158,7 +193,11 @@ class Converter:
         if isinstance(node, exp.Column):
             return self._column(node, span)
         if isinstance(node, exp.Literal):
-            return Literal(_literal(node), span=span)
+            value = _literal(node)
+            if value is None:
+                raise CEPSyntaxError(f"the number {_short(str(node.this))} is out of range: at most 38 digits, or a "
+                                     "finite double", span, self.text)
+            return Literal(value, span=span)
         if isinstance(node, exp.Boolean):
             return Literal(bool(node.this), span=span)
         if isinstance(node, exp.Null):
@@ -197,7 +236,7 @@ class Converter:
             name = str(node.this)
             if start in self._renamed and name in _FROM_PLACEHOLDER:
                 return self._renamed[start]
-            if name.upper() in ("PREV", "NEXT", "CLASSIFIER", "MATCH_NUMBER"):
+            if name.upper() in ("PREV", "NEXT", "CLASSIFIER", "MATCH_NUMBER", "MATCH_ROWTIME", "MATCH_PROCTIME"):
                 return name.upper()
             return None
         if type(node) in _AGG_NODES:
@@ -228,6 +267,13 @@ class Converter:
                 raise CEPSyntaxError("CLASSIFIER takes no argument, or one pattern variable or SUBSET name",
                                      span, self.text)
             return rx.Classifier(args[0].name if args else None, semantics, span=span)
+        if name == "MATCH_PROCTIME":
+            raise CEPSyntaxError("MATCH_PROCTIME() (Flink's processing time) is not supported: sparkcep matches in "
+                                 "event time", span, self.text)
+        if name == "MATCH_ROWTIME":  # Flink: the event time of the match's last row
+            if node.expressions:
+                raise CEPSyntaxError("MATCH_ROWTIME() takes no argument", span, self.text)
+            return rx.Nav("LAST", Attr(None, TIME_COLUMN, span=span), 0, semantics, span=span)
         if name == "MATCH_NUMBER":
             if node.expressions:
                 raise CEPSyntaxError("MATCH_NUMBER() takes no argument", span, self.text)
@@ -276,6 +322,12 @@ class Converter:
         qualifiers = {c.table or None for c in node.find_all(exp.Column)}
         if not crossing and len(qualifiers) <= 1:
             return self._row_expr(node, next(iter(qualifiers), None), span)
+        if isinstance(node, exp.If):
+            other = node.args.get("false")
+            return Func("if", (self._convert(node.this), self._convert(node.args["true"]),
+                               Literal(None, span=span) if other is None else self._convert(other)), span=span)
+        if isinstance(node, exp.Case):
+            return self._case(node, span)
         if type(node) in ENGINE_FUNCTIONS:
             args = [node.this, *node.expressions] if node.this is not None else list(node.expressions)
             return Func(ENGINE_FUNCTIONS[type(node)], tuple(self._convert(a) for a in args), span=span)
@@ -283,8 +335,21 @@ class Converter:
                 else "columns of different rows (" + ", ".join(sorted(q or "the current row" for q in qualifiers))
                 + ")")
         raise CEPSyntaxError(f"{_describe_node(node)} over {what} is not supported: arithmetic, comparisons, "
-                             "AND/OR/NOT, IS NULL, abs, coalesce, greatest and least combine rows; any other "
-                             "function or operator must read a single row", span, self.text)
+                             "AND/OR/NOT, IS NULL, CASE, if, abs, coalesce, greatest and least combine rows; any "
+                             "other function or operator must read a single row", span, self.text)
+
+    def _case(self, node: exp.Case, span: Span) -> Func:
+        """CASE over several rows as nested ``if(cond, then, else)`` (a NULL condition takes the else branch, as
+        in CASE)."""
+        default = node.args.get("default")
+        result = Literal(None, span=span) if default is None else self._convert(default)
+        subject = node.this
+        for branch in reversed(node.args.get("ifs") or []):
+            cond = self._convert(branch.this)
+            if subject is not None:
+                cond = BinOp("=", self._convert(subject), cond, span=self._node_span(branch))
+            result = Func("if", (cond, self._convert(branch.args["true"]), result), span=span)
+        return result
 
     def _row_expr(self, node: exp.Expression, var: str | None, span: Span) -> rx.RowExpr:
         bare = node.copy()
@@ -358,13 +423,21 @@ def readable(description: str, found: str | None) -> str:
 
 
 def _literal(node: exp.Literal) -> object:
+    """The value of a literal; None for a number Spark cannot hold (over 38 digits, or not a finite double)."""
     if node.is_string:
         return str(node.this)
     text = str(node.this)
+    if text.isdigit():
+        return int(text) if len(text.lstrip("0")) <= 38 else None
     try:
-        return int(text)
+        value = float(text.rstrip("dDfF"))
     except ValueError:
-        return float(text.rstrip("dDfFlL")) if text[-1:] in "dDfF" else float(text)
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-10:]}"
 
 
 def _describe_node(node: exp.Expression) -> str:

@@ -21,7 +21,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, VisitError
 from sparkcep.grammar.parser import _expected, _point, _span
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.errors import CEPSyntaxError
-from sparkcep.ir.limits import MAX_INT_DIGITS
+from sparkcep.ir.limits import MAX_INT_DIGITS, deeply
 
 __all__ = ["parse_pattern", "pattern_text", "MAX_REPEAT"]
 
@@ -134,6 +134,7 @@ def _bound(token) -> int:
 # --------------------------------------------------------------------------------------------- printing
 
 
+@deeply
 def pattern_text(p: rx.RowPattern) -> str:
     """The row pattern as text that :func:`parse_pattern` reads back to an equal pattern."""
     if isinstance(p, rx.PVar):
