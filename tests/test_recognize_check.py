@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sparkcep.compiler.recognize import build_spec, check_recognize, expr_type
@@ -10,6 +12,7 @@ from sparkcep.grammar.recognize import parse_pattern, parse_recognize
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr
 from sparkcep.ir.errors import CEPSemanticError
+from sparkcep.ir.serde import from_data, to_data
 from tests.test_recognize_front import FLINK_AGGREGATES, FLINK_VSHAPE, FLINK_WITHIN, TRINO_ORDERS
 
 
@@ -155,6 +158,7 @@ def test_columns_resolve_case_insensitively_to_the_input_spelling():
     ("CLASSIFIER()", "string"), ("MATCH_NUMBER()", "bigint"), ("PREV(A.f, 2)", "float"),
     ("LAST(A.name)", "string"), ("abs(A.tax - B.tax)", "int"), ("coalesce(A.tax, B.price)", "bigint"),
     ("-A.tax", "int"), ("1.5", "double"), ("3000000000", "bigint"), ("NULL", "string"),
+    ("10000000000000000000", "decimal(38,0)"),
     ("if(A.tax > B.tax, A.tax, B.price)", "bigint"), ("CASE WHEN A.tax > B.tax THEN A.name END", "string"),
     ("coalesce(A.tax, NULL, B.tax)", "int"), ("A.tax + NULL", "int"),
 ])
@@ -184,6 +188,7 @@ def test_within_in_ts_units(clause, schema, ts_unit, expected):
     ("PATTERN (A B) WITHIN 10", {"ts": "timestamp"}, "needs an INTERVAL", "WITHIN"),
     ("PATTERN (A B) DEFINE B AS B.nope > 1", {"ts": "bigint"}, "unknown column nope", "B.nope"),
     ("PATTERN (A B)", {"ts": "string"}, "is a string, not a TIMESTAMP", "ts"),
+    ("PARTITION BY k, kk PATTERN (A B)", {"ts": "bigint", "k": "int"}, "unknown column kk", "kk PATTERN"),
     ("MEASURES A.x AS X ALL ROWS PER MATCH PATTERN (A B)", {"ts": "bigint", "x": "int"}, "input column x",
      "A.x AS X"),
     ("MEASURES LAST(A.s) - FIRST(A.s) AS d PATTERN (A B)", {"ts": "bigint", "s": "timestamp"},
@@ -199,3 +204,15 @@ def test_build_spec_refusals(clause, schema, message, place):
     err = info.value
     assert message in err.message
     assert text[err.span.start:].startswith(place), (text[err.span.start:err.span.end], place)
+
+
+def test_specs_survive_the_json_of_generated_jobs():
+    text = wrap("PARTITION BY symbol MEASURES FINAL LAST(A.price, 1) AS l, COUNT(U.*) AS n, CLASSIFIER() AS c, "
+                "MATCH_NUMBER() AS m, if(A.price > B.price, 'up', NULL) AS f, upper(A.name) AS un, -1.5 AS k "
+                "ALL ROWS PER MATCH OMIT EMPTY MATCHES AFTER MATCH SKIP TO FIRST B "
+                "PATTERN (^ A {- B+? -} PERMUTE(A, B) (A | B){2,3} $) SUBSET U = (A, B) "
+                "DEFINE B AS B.price > PREV(LAST(A.price), 2) AND B.name IS NOT NULL WITHIN INTERVAL '5' SECOND",
+                order="ORDER BY rowtime DESC NULLS LAST")
+    spec = build_spec(parse_recognize(text), {**TICKER, "__rx0": "string"})
+    data = json.loads(json.dumps(to_data(spec), allow_nan=False))
+    assert from_data(data) == spec

@@ -1,7 +1,7 @@
 """The MATCH_RECOGNIZE engine (``sparkcep.runtime_udfs.recognize``), pure: hand-made cases whose answers follow
 from the standard's rules (worked out in the comments), the pattern program, the streaming shape (micro-batches
 with the state through JSON, the watermark with WITHIN) and the guards.  The equivalence with the brute-force
-reference over random queries is ``tests/test_recognize_oracle.py``."""
+reference over random queries is the oracle's property test."""
 
 from __future__ import annotations
 
@@ -373,3 +373,16 @@ def test_sort_key_orders_ties_by_the_other_columns():
             {"t": "a", "x": None, "ts": 2}]
     assert [(r["ts"], r["t"], r["x"]) for r in sorted(rows, key=sort_key(s))] == [
         (1, "a", 9), (2, None, 1), (2, "a", None), (2, "b", 1)]
+
+
+def test_later_starts_at_the_same_instruction_are_merged_under_past_last_row():
+    # A B+ C with B true and no C yet: every a starts a thread that could live forever; under PAST LAST ROW a
+    # later start at the same instruction as the earliest one is skipped whatever happens: one thread per
+    # instruction, not one per a (which made long runs quadratic)
+    s = spec(seq(V("A"), q(V("B"), 1), V("C")), {"A": is_("a"), "C": is_("c")})
+    st, _ = step(s, init_state(s), data("ab" * 100))
+    assert len(st.threads) <= 3
+    st, out = step(s, st, data("c", ts=[200]))
+    assert out == []  # B+ (true on c too) may still take more rows
+    st, out = advance(s, st, None, final=True)
+    assert [r["n"] for r in out] == [201]

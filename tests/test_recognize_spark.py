@@ -301,3 +301,39 @@ def test_span_of_the_from_table():
     span = _span_of("select *\n  from  `Ev` match_recognize (...)", "Ev")
     assert (span.line, span.column, span.end_column) == (2, 9, 13)
     assert _span_of("SELECT 1", "ev") is None
+
+
+def test_python_sorts_again_only_where_spark_orders_differently():
+    from pyspark.sql.types import ArrayType, DoubleType
+
+    plain = StructType([*_INPUT.fields, StructField("d", DoubleType())])
+    assert SR.spark_orders_like_python(plain, SPEC)
+    spec = R.RecognizeSpec(**{**SPEC.__dict__, "columns": (*SPEC.columns, "arr")})
+    nested = StructType([*_INPUT.fields, StructField("arr", ArrayType(LongType()))])
+    assert not SR.spark_orders_like_python(nested, spec)
+
+
+def test_stream_function_numeric_time_decides_by_within_at_the_watermark():
+    """Numeric ts in seconds (``ts_unit="s"``): Spark's watermark (ms, offset included) is read in seconds; a
+    match whose WITHIN has passed comes out at the watermark that reaches it, and the timeout is set for it."""
+    pytest.importorskip("sparkcep.runtime_udfs.recognize")
+    from sparkcep.runtime_udfs.event_time import EVENT_TIME_OFFSET
+
+    spec = R.RecognizeSpec(**{**SPEC.__dict__, "defines": (("A", _IS["a"]), ("B", _IS["b"])), "within": 3.0,
+                              "measures": (R.Measure(R.Agg("count", None), "n"),), "output": ("k", "n"),
+                              "output_types": ("string", "bigint")})
+    schema = StructType([*_INPUT.fields[:3], StructField("ts", LongType()), StructField("__ts", LongType())])
+    fn = SR.stream_function(spec, StructType(_OUTPUT.fields[:2]), schema, numeric=True, ts_unit="s")
+    group = FakeGroup()
+
+    def call(rows, watermark_s: float) -> list[dict]:
+        group.watermark = EVENT_TIME_OFFSET + int(watermark_s * 1000)
+        frame = pd.DataFrame({"k": ["p"] * len(rows), "t": [t for t, _ in rows], "v": [0] * len(rows),
+                              "ts": [s for _, s in rows], "__ts": [s for _, s in rows],
+                              SR._ET: [s * 1_000_000 + EVENT_TIME_OFFSET * 1000 for _, s in rows]})
+        return [r for f in fn(("p",), iter([frame]), group) for r in f.to_dict("records")]
+
+    assert call([("a", 10), ("b", 11), ("b", 12)], 12.5) == []  # B+ may still grow until 13
+    assert group.timeout == EVENT_TIME_OFFSET + 13_000 - 1  # fires once the watermark reaches 13 s
+    assert call([], 12.9) == []
+    assert call([], 13.0) == [{"k": "p", "n": 3}]

@@ -52,11 +52,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import (
     BinaryType,
+    BooleanType,
     DataType,
     DateType,
     IntegralType,
     MapType,
     NumericType,
+    StringType,
     StructField,
     StructType,
     TimestampNTZType,
@@ -294,11 +296,12 @@ def _partition_ids(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray | No
     return ids
 
 
-def partition_function(spec: RecognizeSpec, struct: StructType) -> Callable[
+def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True) -> Callable[
         [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``fn(batches) -> batches`` for ``mapInArrow`` over rows repartitioned by the PARTITION BY columns and
-    sorted: every row pattern partition in it run by the engine's ``run_partition`` (rows in the engine's
-    ``sort_key`` order: Spark sorted them already, so Python's sort only checks)."""
+    sorted: every row pattern partition in it run by the engine's ``run_partition``.  ``resort``: sort each
+    partition again by the engine's ``sort_key`` (stable, so Spark's order stays among rows it calls equal);
+    not needed when Spark orders every sort column as Python does (:func:`spark_orders_like_python`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = gathered(batches)
@@ -306,7 +309,7 @@ def partition_function(spec: RecognizeSpec, struct: StructType) -> Callable[
             return
         engine = _engine()
         schema = _arrow_schema(struct)
-        key = engine.sort_key(spec)
+        key = engine.sort_key(spec) if resort else None
         names = list(table.column_names)
         ids = _partition_ids(table, spec.partition_by)
         n = table.num_rows
@@ -314,7 +317,8 @@ def partition_function(spec: RecognizeSpec, struct: StructType) -> Callable[
         rows = _arrow_rows(table, names)
         out: list[dict] = []
         for a, b in itertools.pairwise(bounds):
-            out.extend(engine.run_partition(spec, sorted(rows[a:b], key=key)))
+            part = rows[a:b] if key is None else sorted(rows[a:b], key=key)
+            out.extend(engine.run_partition(spec, part))
         if out:
             yield from _to_table(out, schema).to_batches()
 
@@ -330,7 +334,21 @@ def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: in
     spread = df.repartition(shuffle_partitions(df, partitions), *keys) if keys else df.repartition(1)
     spread = spread.sortWithinPartitions(*_sort_columns(df, spec))
     struct = output_struct(spec)
-    return spread.mapInArrow(partition_function(spec, struct), struct)
+    resort = not spark_orders_like_python(df.schema, spec)
+    return spread.mapInArrow(partition_function(spec, struct, resort=resort), struct)
+
+
+#: Spark types whose order is Python's on the values Arrow gives (NULLs and NaN placed by the sort itself).
+_PLAIN_ORDER = (NumericType, StringType, BooleanType, DateType, TimestampType, TimestampNTZType, BinaryType)
+
+
+def spark_orders_like_python(schema: StructType, spec: RecognizeSpec) -> bool:
+    """Whether Spark's sort (:func:`_sort_columns`) already gives the engine's ``sort_key`` order: every
+    column it sorts by is a number, string, boolean, date, time or binary (arrays, structs and maps are
+    compared differently, or not at all, by the two)."""
+    names = set(schema.names)
+    columns = [*spec.partition_by, *(o.column for o in spec.order_by), *spec.columns]
+    return all(isinstance(schema[c].dataType, _PLAIN_ORDER) for c in columns if c in names)
 
 
 # ----------------------------------------------------------------------------------------------- streaming

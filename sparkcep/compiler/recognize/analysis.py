@@ -105,19 +105,7 @@ class _Checker:
         raise CEPSemanticError(message, span or self._find(r"MATCH_RECOGNIZE"), self.text)
 
     def _find(self, pattern: str, after: str | None = None, nth: int = 0) -> Span | None:
-        """The span of the ``nth`` match of ``pattern`` in the statement (after the regex ``after``)."""
-        text = self.text
-        start = 0
-        if after is not None:
-            m = re.search(after, text, re.IGNORECASE)
-            if m is None:
-                return None
-            start = m.end()
-        matches = list(re.compile(pattern, re.IGNORECASE).finditer(text, start))
-        if len(matches) <= nth:
-            return None
-        m = matches[nth]
-        return span_of(text, m.start(), m.end())
+        return find_span(self.text, pattern, after, nth)
 
     def _unknown(self, name: str, span: Span | None, what: str = "pattern variable or SUBSET"):
         known = [*self.variables, *self.subsets]
@@ -310,6 +298,22 @@ def _size(p) -> int:
     inner = _size(p.inner)  # PQuant: the minimum unrolled, then a loop or the optional iterations
     rest = inner + 4 if p.max is None else (p.max - p.min) * (inner + 3)
     return p.min * inner + rest
+
+
+def find_span(text: str, pattern: str, after: str | None = None, nth: int = 0) -> Span | None:
+    """The span of the ``nth`` match of the regex ``pattern`` in ``text`` (after the first match of the regex
+    ``after``), for names the IR keeps without a position (SUBSET and DEFINE names, partition columns)."""
+    start = 0
+    if after is not None:
+        m = re.search(after, text, re.IGNORECASE)
+        if m is None:
+            return None
+        start = m.end()
+    matches = list(re.compile(pattern, re.IGNORECASE).finditer(text, start))
+    if len(matches) <= nth:
+        return None
+    m = matches[nth]
+    return span_of(text, m.start(), m.end())
 
 
 def _names(reads: set[str | None]) -> str:

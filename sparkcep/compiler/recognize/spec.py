@@ -15,9 +15,10 @@ numeric one the column's own units: a bare number as is, an INTERVAL through ``t
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields, is_dataclass, replace
 
-from sparkcep.compiler.recognize.analysis import pattern_variables, walk
+from sparkcep.compiler.recognize.analysis import find_span, pattern_variables, walk
 from sparkcep.compiler.recognize.types import expr_type, is_numeric
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import TS_UNITS_NS, Attr
@@ -78,7 +79,8 @@ class _Builder:
         q = self.q
         if not q.order_by:
             self.fail("ORDER BY is required in MATCH_RECOGNIZE: its first column is the event time", q.span)
-        partition = tuple(self.column(c, q.span) for c in q.partition_by)
+        partition = tuple(self.column(c, find_span(self.text, rf"(?<![\w`]){re.escape(c)}(?![\w`])", r"PARTITION\s+BY")
+                                      or q.span) for c in q.partition_by)
         order = tuple(replace(o, column=self.column(o.column, o.span)) for o in q.order_by)
         defines = tuple((v, self.resolve(c)) for v, c in q.defines)
         measures = tuple(replace(m, expr=self.resolve(m.expr)) for m in q.measures)

@@ -83,7 +83,9 @@ def _type(e: object, schema: dict[str, str], text: str) -> str:
         if isinstance(v, bool):
             return "boolean"
         if isinstance(v, int):
-            return "int" if -2**31 <= v < 2**31 else "bigint"
+            if -2**31 <= v < 2**31:
+                return "int"
+            return "bigint" if -2**63 <= v < 2**63 else "decimal(38,0)"
         if isinstance(v, float):
             return "double"
         return VOID if v is None else "string"

@@ -18,7 +18,7 @@ from pathlib import Path
 from lark import Lark, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, VisitError
 
-from sparkcep.grammar.parser import _expected, _point, _span
+from sparkcep.grammar.parser import _expected, _point, _short, _span
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.errors import CEPSyntaxError
 from sparkcep.ir.limits import MAX_INT_DIGITS, deeply
@@ -125,8 +125,7 @@ class _ToPattern(Transformer_NonRecursive):
 def _bound(token) -> int:
     text = str(token)
     if len(text.lstrip("0")) > MAX_INT_DIGITS or int(text) > MAX_REPEAT:
-        shown = text if len(text) <= 24 else f"{text[:10]}...{text[-10:]}"
-        raise CEPSyntaxError(f"the quantifier bound {shown} is too large: the limit is {MAX_REPEAT:,}",
+        raise CEPSyntaxError(f"the quantifier bound {_short(text)} is too large: the limit is {MAX_REPEAT:,}",
                              _span(token))
     return int(text)
 

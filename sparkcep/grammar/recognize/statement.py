@@ -11,6 +11,7 @@ again (regenerated as Spark SQL: ``outer_sql``).  Clauses may come in any order,
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
@@ -87,16 +88,10 @@ def parse_recognize(text: str) -> rx.Recognize:
         alias, after = tokens[after].text, after + 1
     end = tokens[after - 1].end + 1
     outer = _outer_sql(text, source_start, end, alias, q.result_view)
-    q = _replace(q, source=source, alias=alias, outer_sql=outer, text=text,
+    q = replace(q, source=source, alias=alias, outer_sql=outer, text=text,
                  span=span_of(text, tokens[0].start, tokens[-1].end + 1))
     check_depth(q, text)
     return q
-
-
-def _replace(q: rx.Recognize, **changes) -> rx.Recognize:
-    from dataclasses import replace
-
-    return replace(q, **changes)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -264,10 +259,15 @@ class _ClauseReader:
             return True
         return False
 
-    def clause_at(self, j: int | None = None) -> str | None:
-        """The clause that starts at token ``j`` (default: the cursor), or None."""
+    def clause_at(self, j: int | None = None, *, strict: bool = False) -> str | None:
+        """The clause that starts at token ``j`` (default: the cursor), or None.  ``strict`` (inside an item
+        list, where a column or measure may be named ``within``, ``subset``...): a word after '.' or AS never
+        starts a clause, and SUBSET, DEFINE and WITHIN only with what follows them in a clause."""
         saved = self.i
         self.i = self.i if j is None else j
+        if strict and self.i > 0 and self.tokens[self.i - 1].token_type in (TokenType.DOT, TokenType.ALIAS):
+            self.i = saved
+            return None
         try:
             if self.at("PARTITION", "BY"):
                 return "PARTITION BY"
@@ -282,11 +282,14 @@ class _ClauseReader:
             nxt = self.peek(1)
             if self.at("PATTERN") and nxt is not None and nxt.token_type == TokenType.L_PAREN:
                 return "PATTERN"
-            if self.at("SUBSET"):
+            after = self.peek(2)
+            if self.at("SUBSET") and (not strict or (after is not None and after.token_type == TokenType.EQ)):
                 return "SUBSET"
-            if self.at("DEFINE"):
+            if self.at("DEFINE") and (not strict or (after is not None and after.token_type == TokenType.ALIAS)):
                 return "DEFINE"
-            if self.at("WITHIN") and not (nxt is not None and _word(nxt) == "GROUP"):
+            if self.at("WITHIN") and nxt is not None and (
+                    _word(nxt) == "INTERVAL" or nxt.token_type == TokenType.NUMBER or not strict and
+                    _word(nxt) != "GROUP"):
                 return "WITHIN"
             return None
         finally:
@@ -351,7 +354,7 @@ class _ClauseReader:
         items, depth, a, j = [], 0, self.i, self.i
         while j < self.hi:
             tok = self.tokens[j]
-            if depth == 0 and j > a and self.clause_at(j) is not None:
+            if depth == 0 and j > a and self.clause_at(j, strict=True) is not None:
                 break
             if tok.token_type == TokenType.L_PAREN:
                 depth += 1
@@ -422,12 +425,10 @@ class _ClauseReader:
         else:
             self.fail("expected PAST LAST ROW, TO NEXT ROW, TO FIRST v, TO LAST v or TO v")
         last = self.tokens[self.i - 1]
-        from dataclasses import replace
-
         fields["skip"] = replace(skip, span=span_of(self.text, first.start, last.end + 1))
 
     def _pattern(self, fields):
-        keyword = self.expect("PATTERN")[0]
+        self.expect("PATTERN")
         open_index = self.i
         close = _closing(self.text, self.tokens, open_index)
         if close >= self.hi:
@@ -436,7 +437,6 @@ class _ClauseReader:
         pattern = parse_pattern(self.text, start, end)
         fields["pattern"] = pattern
         self.i = close + 1
-        del keyword
 
     def _subset(self, fields):
         self.expect("SUBSET")

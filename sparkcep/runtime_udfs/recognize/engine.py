@@ -62,7 +62,8 @@ class Compiled:
             if _has(cond, R.MatchNumber):
                 raise ValueError("MATCH_NUMBER() is not allowed in DEFINE")
         self.defines: list[Callable | None] = [
-            compile_expr(defines[v], members, variables, define=True) if v in defines else None for v in variables]
+            compile_expr(defines[v], members, variables, define=index[v]) if v in defines else None
+            for v in variables]
         self.mergeable = all(history_free(defines[v], index[v], members) for v in defines)
         self.measures = [(m.name, compile_expr(m.expr, members, variables)) for m in spec.measures]
         self.measure_names = frozenset(m.name for m in spec.measures)
@@ -206,6 +207,10 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
     start_bol = prog.closure(0, True, False)
     start_plain = prog.closure(0, False, False)
     past_last = c.skip == R.SKIP_PAST_LAST_ROW
+    # PAST LAST ROW, no WITHIN, history-free DEFINEs: a thread of a later start at the same instruction as a
+    # thread of the earliest undecided start s0 has the same future; if they match, s0's match ends there or
+    # later and the later start is skipped anyway: drop it (this keeps `A B+ C` linear in long runs of B)
+    cross = mergeable and past_last and within is None
     quiet = c.spec.rows_per_match != R.ALL_ROWS_WITH_UNMATCHED  # a start without a match outputs nothing
     char_var = [a if op == CHAR else -1 for op, a, _ in code]
     char_excl = [b if op == CHAR else 0 for op, _, b in code]
@@ -225,6 +230,8 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
         memo = [None] * n_vars if mergeable else None
         new: list[tuple] = []
         seen: set | None = set() if mergeable else None
+        first_pcs: set = set()  # the instructions threads of the earliest undecided start s0 are at
+        s0 = st.next_start
         cut = -1
         new_match = False
         for t in threads:
@@ -261,10 +268,17 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
                     new_match = True
                     break
                 if seen is not None:
-                    key = (s, nxt)
-                    if key in seen:
-                        continue
-                    seen.add(key)
+                    if s == s0:
+                        if nxt in first_pcs:
+                            continue
+                        first_pcs.add(nxt)
+                    else:
+                        if cross and nxt in first_pcs:
+                            continue
+                        key = (s, nxt)
+                        if key in seen:
+                            continue
+                        seen.add(key)
                 new.append((s, nxt, node))
         if len(new) > MAX_THREADS:
             raise RecognizeBudgetError(

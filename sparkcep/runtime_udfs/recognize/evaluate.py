@@ -49,16 +49,21 @@ class Ctx:
 
 
 def compile_expr(e, members: dict[str, frozenset[int]], variables: tuple[str, ...], *,
-                 define: bool = False) -> Compiled:
+                 define: int | None = None) -> Compiled:
     """Compile ``e`` (``members`` maps each variable and SUBSET name to the indexes of its variables).
-    ``define``: a DEFINE condition, evaluated with ``head`` the row being labelled (never None), which lets
-    references to that row skip the checks."""
+    ``define``: the index of the variable whose DEFINE ``e`` is; it is evaluated with ``head`` the row being
+    labelled (never None), so references to that row (``c``, ``X.c`` with X that variable or a SUBSET holding
+    it) read it directly."""
     return _Compiler(members, variables, define).compile(e, None, 0)
 
 
 class _Compiler:
-    def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...], define: bool = False):
+    def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...], define: int | None = None):
         self.members, self.variables, self.define = members, variables, define
+
+    def current(self, var: str | None) -> bool:
+        """In a DEFINE, does a RUNNING reference to ``var`` read the row being labelled?"""
+        return self.define is not None and (var is None or self.define in self.member_set(var))
 
     def member_set(self, var: str) -> frozenset[int]:
         got = self.members.get(var)
@@ -120,7 +125,7 @@ class _Compiler:
             return lambda ctx, h, f: value
         if isinstance(e, (Attr, R.RowExpr)):
             column = e.attr if isinstance(e, Attr) else e.column
-            if loc is None and e.var is None and self.define:
+            if loc is None and self.current(e.var):
                 return _current_reader(column, shift)
             where = self.last_row(e.var, False) if loc is None else loc(e.var)
             return _reader(where, column, shift)
