@@ -67,10 +67,11 @@ def explain(q: rc.Recognize, schema: dict[str, str] | None = None, *, ts_unit: s
     """The explain text of ``q``: with the engine spec and its pattern program for ``schema`` (the input's
     columns and Spark types; None: the columns the statement names)."""
     from sparkcep.compiler.codegen.recognize import explain_text
-    from sparkcep.runtime_udfs.recognize import describe_program
+    from sparkcep.runtime_udfs.recognize import describe_engine, describe_program
 
     spec = plan_spec(q, schema, ts_unit=ts_unit)
-    return explain_text(q, program=describe_program(spec), spec=spec if schema is not None else None)
+    return explain_text(q, program=describe_program(spec), spec=spec if schema is not None else None,
+                        engine=describe_engine(spec))
 
 
 def named_columns(q: rc.Recognize) -> list[str]:

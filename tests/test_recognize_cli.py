@@ -76,7 +76,7 @@ def test_check_error_is_one_positioned_message(capsys, tmp_path):
 
 
 def test_explain_shows_the_clause_and_the_engine_program(capsys, vshape_file):
-    from sparkcep.runtime_udfs.recognize import describe_program
+    from sparkcep.runtime_udfs.recognize import describe_engine, describe_program
 
     status, out, err = run_cli(capsys, "explain", str(vshape_file))
     assert status == 0, err
@@ -84,8 +84,20 @@ def test_explain_shows_the_clause_and_the_engine_program(capsys, vshape_file):
     assert "rows=ONE ROW PER MATCH, skip=TO LAST PRICE_UP" in out
     assert "pattern (START_ROW PRICE_DOWN+ PRICE_UP)" in out
     assert "define PRICE_UP: PRICE_UP.price > LAST(PRICE_DOWN.price, 1)" in out
-    program = describe_program(cli_sql.plan_spec(cli_sql.statement(VSHAPE)))
+    spec = cli_sql.plan_spec(cli_sql.statement(VSHAPE))
+    program = describe_program(spec)
     assert program and all(line in out for line in program)
+    assert all(f"engine: {line}" in out for line in describe_engine(spec))
+    assert "GRETA" not in out
+
+
+def test_explain_says_why_matches_counted_by_group_are_not_trends(capsys):
+    text = ("SELECT id, COUNT(*) AS n FROM events MATCH_RECOGNIZE (PARTITION BY id ORDER BY ts MEASURES A.ts AS ats "
+            "PATTERN (A B+ C) DEFINE A AS kind = 'A', B AS kind = 'B', C AS kind = 'C') GROUP BY id")
+    status, out, err = run_cli(capsys, "explain", "-e", text)
+    assert status == 0, err
+    assert out.rstrip().endswith("trend aggregation (GRETA) and sharing (Sharon) not used: MATCH_RECOGNIZE counts one "
+                                 "preferred match per start row, GRETA every trend")
 
 
 def test_explain_with_a_schema_gives_the_result_types(capsys, vshape_file):

@@ -36,6 +36,9 @@ Plan:
             measure start_tstamp := START_ROW.rowtime
             measure bottom_tstamp := LAST(PRICE_DOWN.rowtime)
             measure end_tstamp := LAST(PRICE_UP.rowtime)
+            engine: pattern program: 9 instructions; threads in preferment order, earlier start rows first
+            engine: threads kept apart (a DEFINE reads other rows of the match): at most 200,000 partial matches per partition
+            engine: streaming state: the rows from the earliest undecided start row
             program (prioritized NFA, threads in preferment order):
               0: CHAR START_ROW
               1: CHAR PRICE_DOWN

@@ -138,10 +138,10 @@ def _skip(s: rc.Skip) -> str:
 
 
 def explain_text(q: rc.Recognize, *, program: list[str] | None = None, spec: rc.RecognizeSpec | None = None,
-                 notes: list[str] | None = None) -> str:
+                 engine: list[str] | None = None) -> str:
     """The plan of ``q`` as ``r0 := …`` lines.  ``spec`` (the engine spec for a known input schema) adds the
-    columns the engine reads and the result columns; ``program`` is the engine's pattern program;
-    ``notes`` are extra lines of the operator (e.g. the trend machinery taking over)."""
+    columns the engine reads and the result columns; ``program`` is the engine's pattern program and ``engine``
+    how the engine runs it (``describe_program``, ``describe_engine`` of ``sparkcep.runtime_udfs.recognize``)."""
     lines = ["-- MATCH_RECOGNIZE: SQL:2016 row pattern recognition (preferment order, AFTER MATCH SKIP)"]
     lines.append(f"r0 := Source[table={q.source}]")
     ref = "r0"
@@ -171,8 +171,8 @@ def explain_text(q: rc.Recognize, *, program: list[str] | None = None, spec: rc.
     body += [f"measure {m.name} := {format_expr(m.expr)}" for m in q.measures]
     if spec is not None:
         body.append(f"engine columns ({', '.join(spec.columns)})")
-    body += list(notes or ())
     lines += [INDENT + line for line in body]
+    lines += [INDENT + "engine: " + line for line in engine or ()]
     if program:
         lines.append(INDENT + "program (prioritized NFA, threads in preferment order):")
         lines += [INDENT + "  " + p for p in program]
@@ -188,7 +188,22 @@ def explain_text(q: rc.Recognize, *, program: list[str] | None = None, spec: rc.
     ref, n = f"r{n}", n + 1
     lines.append(f"r{n} := Query[{ref} as {q.result_view}]")
     lines.append(INDENT + q.outer_sql)
+    if _aggregates(q.outer_sql):
+        lines.append(INDENT + "aggregates the matches in Spark SQL; trend aggregation (GRETA) and sharing (Sharon) "
+                              "not used: MATCH_RECOGNIZE counts one preferred match per start row, GRETA every trend")
     return "\n".join(lines)
+
+
+def _aggregates(outer_sql: str) -> bool:
+    """Whether the outer query groups or aggregates the matches (``GROUP BY ... COUNT(*)``)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(outer_sql, read="spark")
+    except sqlglot.errors.SqlglotError:
+        return False
+    return tree.find(exp.Group) is not None or tree.find(exp.AggFunc) is not None
 
 
 # ----------------------------------------------------------------------------------------------- the job
