@@ -126,8 +126,8 @@ def _ts_of(df: DataFrame, column: str | None) -> Any:
     col, dtype = F.col(quoted(column)), df.schema[column].dataType
     if isinstance(dtype, TimestampType):
         return F.unix_micros(col)
-    if isinstance(dtype, TimestampNTZType):
-        return F.unix_micros(col.cast("timestamp"))
+    if isinstance(dtype, TimestampNTZType):  # wall-clock micros since 1970 (no session zone, no DST jump)
+        return F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), col)
     if isinstance(dtype, DateType):
         return F.unix_date(col).cast("bigint") * F.lit(86_400_000_000)
     if isinstance(dtype, NumericType):
