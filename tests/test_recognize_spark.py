@@ -353,3 +353,13 @@ def test_ts_of_a_timestamp_ntz_column_ignores_the_session_zone(spark):
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
     assert ts == [1_711_848_600_000_000, 1_711_848_600_000_000 + 7_200_000_000]
+
+
+@pytest.mark.spark
+def test_input_columns_with_reserved_names_are_refused(spark):
+    """A source column named like a hidden column (``__ts``, a RowExpr's ``__rx0``) is an error, not read in
+    place of the hidden one."""
+    for name in ["__ts", "__RX0"]:
+        df = spark.createDataFrame([("p", "a", 1, 1)], f"k string, t string, v bigint, {name} bigint")
+        with pytest.raises(CEPError, match="reserved"):
+            SR.project(df, SPEC)
