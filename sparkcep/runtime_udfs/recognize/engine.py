@@ -1,0 +1,402 @@
+"""The MATCH_RECOGNIZE operator: a prioritized NFA (Pike VM) over the rows of one partition.
+
+Threads ``(start, leaf, node)`` are kept in one list in priority order: earlier start rows first, then the
+pattern's preferment order (the order the epsilon closures of :mod:`.program` list their leaves).  For each
+row, a thread of start ``s`` for the row is appended (its closure may already hold ``MATCH``: an empty
+match), then every thread waiting at ``CHAR v`` labels the row ``v`` if ``v``'s DEFINE holds (RUNNING, over
+its own chain of labels) and moves to the leaves of the closure after it.  A thread reaching ``MATCH``
+records the match of its start and removes the lower-priority threads of that start; the threads of the same
+start still alive are preferred to it and may replace it later.  The match at the earliest undecided start
+is decided once that start has no thread left; then the AFTER MATCH SKIP rule picks the next start and the
+threads and recorded matches of the starts skipped are dropped.
+
+Threads of one start at the same instruction are merged (the less preferred dropped) when every DEFINE reads
+only the row being labelled and its physical neighbours (then their futures are the same); otherwise each
+keeps its own history, up to :data:`MAX_THREADS` live threads per partition.
+
+The same code runs a whole partition (:func:`run_partition`) and a stream (:func:`step` per micro-batch,
+:func:`advance` at each watermark, ``final=True`` at the partition's end); the state keeps only the rows from
+the earliest undecided start (minus PREV's reach) and serializes to JSON (:func:`state_to_json`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sparkcep.ir import recognize as R
+from sparkcep.ir.errors import CEPError
+from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _arith, _compare
+from sparkcep.runtime_udfs.recognize.evaluate import Ctx, compile_expr, history_free, prev_reach
+from sparkcep.runtime_udfs.recognize.program import CHAR, Program, compile_pattern
+
+__all__ = ["MAX_THREADS", "Compiled", "RecognizeBudgetError", "RecognizeState", "advance", "compiled",
+           "init_state", "run_partition", "step", "wakeup"]
+
+Row = dict[str, Any]
+
+#: The most live threads (partial matches) one partition may hold at once.
+MAX_THREADS = 200_000
+
+
+class RecognizeBudgetError(CEPError):
+    """A MATCH_RECOGNIZE partition holds more partial matches than :data:`MAX_THREADS`."""
+
+
+class Compiled:
+    """What the engine derives from a spec once: the program, the DEFINE and MEASURES closures."""
+
+    def __init__(self, spec: R.RecognizeSpec):
+        self.spec = spec
+        variables = tuple(spec.variables)
+        self.program: Program = compile_pattern(spec.pattern, variables)
+        index = {v: i for i, v in enumerate(variables)}
+        members = {v: frozenset((i,)) for v, i in index.items()}
+        for name, vars_ in spec.subsets:
+            members[name] = frozenset(index[v] for v in vars_ if v in index)
+        self.members = members
+        defines = dict(spec.defines)
+        for var, cond in defines.items():
+            if var not in index:
+                raise ValueError(f"DEFINE of {var}, which is not a row pattern variable")
+            if _has(cond, R.MatchNumber):
+                raise ValueError("MATCH_NUMBER() is not allowed in DEFINE")
+        self.defines: list[Callable | None] = [
+            compile_expr(defines[v], members, variables) if v in defines else None for v in variables]
+        self.mergeable = all(history_free(defines[v], index[v], members) for v in defines)
+        self.measures = [(m.name, compile_expr(m.expr, members, variables)) for m in spec.measures]
+        self.measure_names = frozenset(m.name for m in spec.measures)
+        exprs = [c for _, c in spec.defines] + [m.expr for m in spec.measures]
+        self.reach = max((prev_reach(e) for e in exprs), default=0)
+        self.all_rows = spec.rows_per_match != R.ONE_ROW
+        self.skip = spec.skip.kind
+        self.skip_members = members.get(spec.skip.var) if spec.skip.var else None
+        if spec.skip.kind in (R.SKIP_TO_FIRST, R.SKIP_TO_LAST) and self.skip_members is None:
+            raise ValueError(f"AFTER MATCH SKIP TO {spec.skip.var}: not a row pattern variable or SUBSET")
+        self.within = spec.within
+        self.ts = spec.time_column
+        # rows come in ascending event time: a thread whose start is `within` or more before a row is dead
+        self.monotone = bool(spec.order_by) and spec.order_by[0].ascending
+        self.after = [self.program.closure(pc + 1, False, False) if op == CHAR else ()
+                      for pc, (op, _, _) in enumerate(self.program.code)]
+
+
+def _has(e, kind) -> bool:
+    from sparkcep.runtime_udfs.recognize.evaluate import _children
+
+    return isinstance(e, kind) or any(_has(c, kind) for c in _children(e))
+
+
+_CACHE: dict[int, tuple[R.RecognizeSpec, Compiled]] = {}
+
+
+def compiled(spec: R.RecognizeSpec) -> Compiled:
+    """The compiled form of ``spec`` (cached by identity)."""
+    got = _CACHE.get(id(spec))
+    if got is not None and got[0] is spec:
+        return got[1]
+    c = Compiled(spec)
+    if len(_CACHE) > 64:
+        _CACHE.clear()
+    _CACHE[id(spec)] = (spec, c)
+    return c
+
+
+class RecognizeState:
+    """The state of one partition: buffered rows from absolute position ``base``, ``pos`` rows seen, the
+    earliest undecided start ``next_start``, matches so far ``mnum``, the last row of any match ``covered``,
+    the live ``threads`` (start, leaf, node) in priority order and the recorded ``matched`` (start -> (end,
+    node)) of undecided starts."""
+
+    __slots__ = ("base", "covered", "ended", "matched", "mnum", "next_start", "pos", "rows", "threads")
+
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+        self.base = 0
+        self.pos = 0
+        self.next_start = 0
+        self.mnum = 0
+        self.covered = -1
+        self.threads: list[tuple] = []
+        self.matched: dict[int, tuple[int, Any]] = {}
+        self.ended = False
+
+
+def init_state(spec: R.RecognizeSpec) -> RecognizeState:
+    compiled(spec)  # fail early on a spec the engine cannot run
+    return RecognizeState()
+
+
+def run_partition(spec: R.RecognizeSpec, rows: Sequence[Row]) -> list[Row]:
+    """The outputs of one whole partition (rows in order, see ``sort_key``; its end known)."""
+    c = compiled(spec)
+    st = RecognizeState()
+    st.rows = list(rows)
+    out: list[Row] = []
+    _run(c, st, len(st.rows), out, trim=False)
+    _finish(c, st, out)
+    return out
+
+
+def step(spec: R.RecognizeSpec, state: RecognizeState, rows: Sequence[Row]) -> tuple[RecognizeState, list[Row]]:
+    """Feed the next rows of the partition (in order, none before those already given)."""
+    c = compiled(spec)
+    if state.ended:
+        raise ValueError("the partition has ended (advance(..., final=True) was called)")
+    state.rows.extend(rows)
+    out: list[Row] = []
+    _run(c, state, state.base + len(state.rows), out, trim=True)
+    return state, out
+
+
+def advance(spec: R.RecognizeSpec, state: RecognizeState, watermark: float | None, *,
+            final: bool = False) -> tuple[RecognizeState, list[Row]]:
+    """Decide what the watermark (every later row has ``__ts >= watermark``) or the partition's end
+    (``final=True``) decides."""
+    c = compiled(spec)
+    out: list[Row] = []
+    if state.ended:
+        return state, out
+    if final:
+        _finish(c, state, out)
+        state.ended = True
+        state.rows, state.base = [], state.pos
+        return state, out
+    if watermark is not None and c.within is not None and c.monotone and state.threads:
+        ctx_rows, base = state.rows, state.base
+        keep = []
+        for t in state.threads:
+            gap = _arith(_ARITH["-"], watermark, ctx_rows[t[0] - base].get(c.ts))
+            if gap is None or not _compare(_CMP[">="], gap, c.within):
+                keep.append(t)
+        state.threads = keep
+        _decide(c, state, out)
+        _trim(c, state)
+    return state, out
+
+
+def wakeup(spec: R.RecognizeSpec, state: RecognizeState) -> float | None:
+    """The smallest watermark at which :func:`advance` can decide something without new rows (None: only
+    new rows or the partition's end can)."""
+    c = compiled(spec)
+    if c.within is None or not c.monotone or not state.threads or state.ended:
+        return None
+    ts = state.rows[state.threads[0][0] - state.base].get(c.ts)
+    if ts is None:
+        return None
+    return _arith(_ARITH["+"], ts, c.within)
+
+
+# ----------------------------------------------------------------------------------------------- the VM
+
+
+def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool) -> None:
+    """Process rows ``st.pos`` .. ``upto - 1`` (already in ``st.rows``)."""
+    prog = c.program
+    code = prog.code
+    match_pc = prog.match_pc
+    defines = c.defines
+    after = c.after
+    mergeable = c.mergeable
+    within, ts_col, monotone = c.within, c.ts, c.monotone
+    sub, ge, lt = _ARITH["-"], _CMP[">="], _CMP["<"]
+    ctx = Ctx(st.rows, st.base)
+    rows = st.rows
+    n_vars = len(prog.variables)
+    start_bol = prog.closure(0, True, False)
+    start_plain = prog.closure(0, False, False)
+    past_last = c.skip == R.SKIP_PAST_LAST_ROW
+    threads = st.threads
+    matched = st.matched
+    for i in range(st.pos, upto):
+        base = st.base
+        row = rows[i - base]
+        # a thread for start row i, least preferred of all
+        for leaf in (start_bol if i == 0 else start_plain):
+            if leaf == match_pc:
+                matched[i] = (i, None)
+                break
+            threads.append((i, leaf, None))
+        if within is not None:
+            row_ts = row.get(ts_col)
+        memo = [None] * n_vars if mergeable else None
+        new: list[tuple] = []
+        seen: set | None = set() if mergeable else None
+        cut = -1
+        new_match = False
+        for t in threads:
+            s = t[0]
+            if s == cut:
+                continue
+            leaf = t[1]
+            if leaf < 0:  # waiting at ANCHOR $: a row came, the path dies
+                continue
+            var, excl = code[leaf][1], code[leaf][2]
+            if within is not None and monotone and s != i:
+                gap = _arith(sub, row_ts, rows[s - base].get(ts_col))
+                if gap is not None and _compare(ge, gap, within):
+                    continue
+            node = (i, var, excl, t[2])
+            cond = defines[var]
+            if cond is not None:
+                if memo is not None:
+                    ok = memo[var]
+                    if ok is None:
+                        ok = memo[var] = cond(ctx, node, node) is True
+                else:
+                    ok = cond(ctx, node, node) is True
+                if not ok:
+                    continue
+            for nxt in after[leaf]:
+                if nxt == match_pc:
+                    if within is not None:
+                        gap = _arith(sub, row_ts, rows[s - base].get(ts_col))
+                        if not _compare(lt, gap, within):
+                            continue
+                    matched[s] = (i + 1, node)
+                    cut = s
+                    new_match = True
+                    break
+                if seen is not None:
+                    key = (s, nxt)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                new.append((s, nxt, node))
+        if len(new) > MAX_THREADS:
+            raise RecognizeBudgetError(
+                f"MATCH_RECOGNIZE: more than {MAX_THREADS:,} partial matches alive in one partition (an "
+                "ambiguous pattern such as (A|B)* over rows where both hold, with a DEFINE that reads other rows "
+                "of the match); make the DEFINE conditions exclusive, add WITHIN, or use a reluctant quantifier")
+        st.threads = threads = new
+        st.pos = i + 1
+        if new_match and past_last:
+            _prune_inside(st)
+            threads = st.threads
+        if not threads or threads[0][0] != st.next_start:
+            _decide(c, st, out)
+            threads = st.threads
+    if trim:
+        _trim(c, st)
+
+
+def _prune_inside(st: RecognizeState) -> None:
+    """PAST LAST ROW: once the earliest undecided start has a match ending at ``e``, its final match ends at
+    ``e`` or later, so the starts before ``e`` are skipped whatever happens: drop their threads."""
+    s = st.next_start
+    got = st.matched.get(s)
+    if got is None or got[0] <= s + 1:
+        return
+    e = got[0]
+    st.threads = [t for t in st.threads if t[0] == s or t[0] >= e]
+    for k in [k for k in st.matched if s < k < e]:
+        del st.matched[k]
+
+
+def _finish(c: Compiled, st: RecognizeState, out: list[Row]) -> None:
+    """The partition has ended: threads waiting at ``ANCHOR $`` go on, the others die; decide the rest."""
+    prog = c.program
+    cut = -1
+    for s, leaf, node in st.threads:
+        if leaf >= 0 or s == cut:
+            continue
+        for nxt in prog.resume(leaf):
+            if nxt == prog.match_pc:
+                if node is not None and c.within is not None:
+                    first = st.rows[s - st.base].get(c.ts)
+                    last = st.rows[node[0] - st.base].get(c.ts)
+                    if not _compare(_CMP["<"], _arith(_ARITH["-"], last, first), c.within):
+                        continue
+                st.matched[s] = (st.pos if node is not None else s, node)
+                cut = s
+                break
+    st.threads = []
+    _decide(c, st, out)
+
+
+def _decide(c: Compiled, st: RecognizeState, out: list[Row]) -> None:
+    """Decide the earliest undecided starts that have no live thread left, in order."""
+    threads = st.threads
+    while st.next_start < st.pos:
+        s = st.next_start
+        if threads and threads[0][0] == s:
+            return
+        got = st.matched.pop(s, None)
+        if got is None:
+            if c.spec.rows_per_match == R.ALL_ROWS_WITH_UNMATCHED and s > st.covered:
+                out.append(_unmatched_row(c, st, s))
+            nxt = s + 1
+        else:
+            end, node = got
+            st.mnum += 1
+            _emit(c, st, s, node, out)
+            if end > s:
+                st.covered = max(st.covered, end - 1)
+            nxt = _next_start(c, s, end, node)
+        st.next_start = nxt
+        if threads and threads[0][0] < nxt:
+            st.threads = threads = [t for t in threads if t[0] >= nxt]
+        if st.matched and min(st.matched) < nxt:
+            for k in [k for k in st.matched if k < nxt]:
+                del st.matched[k]
+
+
+def _next_start(c: Compiled, s: int, end: int, node) -> int:
+    if end == s or c.skip == R.SKIP_TO_NEXT_ROW:
+        return s + 1
+    if c.skip == R.SKIP_PAST_LAST_ROW:
+        return end
+    mset = c.skip_members
+    target = None
+    n = node
+    while n is not None:
+        if n[1] in mset:
+            target = n[0]
+            if c.skip == R.SKIP_TO_LAST:
+                break
+        n = n[3]
+    return s + 1 if target is None or target == s else target
+
+
+def _trim(c: Compiled, st: RecognizeState) -> None:
+    keep_from = st.next_start - c.reach
+    drop = keep_from - st.base
+    if drop > 0:
+        del st.rows[:drop]
+        st.base += drop
+
+
+# ----------------------------------------------------------------------------------------------- output
+
+
+def _out_row(c: Compiled, row: Row, values: dict) -> Row:
+    names = c.measure_names
+    return {name: values.get(name) if name in names else row.get(name) for name in c.spec.output}
+
+
+def _unmatched_row(c: Compiled, st: RecognizeState, s: int) -> Row:
+    return _out_row(c, st.rows[s - st.base], {})
+
+
+def _emit(c: Compiled, st: RecognizeState, s: int, node, out: list[Row]) -> None:
+    ctx = Ctx(st.rows, st.base, st.mnum)
+    rows, base = st.rows, st.base
+    if not c.all_rows:
+        values = {name: f(ctx, node, node) for name, f in c.measures}
+        out.append(_out_row(c, rows[s - base], values))
+        return
+    if node is None:
+        if c.spec.rows_per_match != R.ALL_ROWS_OMIT_EMPTY:
+            values = {name: f(ctx, None, None) for name, f in c.measures}
+            out.append(_out_row(c, rows[s - base], values))
+        return
+    chain = []
+    n = node
+    while n is not None:
+        chain.append(n)
+        n = n[3]
+    for h in reversed(chain):
+        if h[2]:
+            continue
+        values = {name: f(ctx, h, node) for name, f in c.measures}
+        out.append(_out_row(c, rows[h[0] - base], values))

@@ -1,0 +1,314 @@
+"""DEFINE and MEASURES expressions of MATCH_RECOGNIZE, compiled once into closures over a match context.
+
+A (partial) match is a chain of *nodes* ``(row, var, excluded, parent)``, newest first: ``row`` is the
+row's absolute position in the partition, ``var`` the index of the variable it is mapped to, ``parent`` the
+node of the row before it in the match (None for the first).  Threads of the engine share their common
+prefixes, so labelling a row costs one tuple, never a copy of the history.
+
+A compiled expression is ``f(ctx, head, full)``: ``ctx`` holds the partition's buffered rows (``rows``, the
+first at absolute position ``base``) and the match number ``mnum``; ``head`` is the last row RUNNING sees
+(in DEFINE the row being labelled, in MEASURES the output row; None for an empty match), ``full`` the last
+row of the whole match (FINAL).  The semantics are those of docs/language.md (MATCH_RECOGNIZE):
+
+* ``X.c``: column ``c`` of the last row mapped to ``X`` (a SUBSET: to any of its members) that RUNNING sees;
+  ``c`` alone: of the last row RUNNING sees; NULL if none.
+* ``PREV/NEXT(e, k)``: ``k`` rows before/after (in the partition, not the match) the row ``e`` reads; NULL
+  off the partition.  ``FIRST/LAST(e, k)``: the ``(k+1)``-th row mapped to ``e``'s variable from the first /
+  the last (every row without a variable).  ``CLASSIFIER()``: the variable of that row.  Aggregates over the
+  rows mapped to their variable (every row without one), NULLs skipped, empty -> NULL (COUNT -> 0).
+* Operators are Spark SQL's with the ``try_*`` behaviour, through ``runtime_udfs.expr.scalar``'s primitives.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from sparkcep.ir import recognize as R
+from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
+from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _and, _arith, _compare, _neg, _not, _or
+
+__all__ = ["Ctx", "compile_expr", "history_free", "prev_reach", "uses_next"]
+
+Compiled = Callable[[Any, Any, Any], Any]
+#: var -> (ctx, head, full) -> the absolute row it reads, or None
+Locator = Callable[[str | None], Callable[[Any, Any, Any], int | None]]
+
+FINAL = "FINAL"
+
+
+class Ctx:
+    """The rows an expression may read (``rows[i - base]`` is the row at absolute position ``i``) and the
+    current match number."""
+
+    __slots__ = ("base", "mnum", "rows")
+
+    def __init__(self, rows: list, base: int = 0, mnum: int | None = None):
+        self.rows, self.base, self.mnum = rows, base, mnum
+
+
+def compile_expr(e, members: dict[str, frozenset[int]], variables: tuple[str, ...]) -> Compiled:
+    """Compile ``e`` (``members`` maps each variable and SUBSET name to the indexes of its variables)."""
+    return _Compiler(members, variables).compile(e, None, 0)
+
+
+class _Compiler:
+    def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...]):
+        self.members, self.variables = members, variables
+
+    def member_set(self, var: str) -> frozenset[int]:
+        got = self.members.get(var)
+        if got is None:
+            raise ValueError(f"unknown row pattern variable {var}")
+        return got
+
+    # -- locators: which row a reference reads
+
+    def last_row(self, var: str | None, final: bool):
+        pick = 2 if final else 1  # argument position of the chain: full or head
+        if var is None:
+            if final:
+                return lambda ctx, h, f: None if f is None else f[0]
+            return lambda ctx, h, f: None if h is None else h[0]
+        mset = self.member_set(var)
+
+        def last(ctx, h, f):
+            n = f if pick == 2 else h
+            while n is not None:
+                if n[1] in mset:
+                    return n[0]
+                n = n[3]
+            return None
+
+        return last
+
+    def logical(self, kind: str, k: int, final: bool) -> Locator:
+        def loc(var: str | None):
+            mset = None if var is None else self.member_set(var)
+
+            def nth(ctx, h, f):
+                n = f if final else h
+                if kind == "LAST":
+                    count = k
+                    while n is not None:
+                        if mset is None or n[1] in mset:
+                            if count == 0:
+                                return n[0]
+                            count -= 1
+                        n = n[3]
+                    return None
+                rows = []
+                while n is not None:
+                    if mset is None or n[1] in mset:
+                        rows.append(n[0])
+                    n = n[3]
+                return rows[-1 - k] if k < len(rows) else None
+
+            return nth
+
+        return loc
+
+    # -- expressions
+
+    def compile(self, e, loc: Locator | None, shift: int) -> Compiled:
+        if isinstance(e, Literal):
+            value = e.value
+            return lambda ctx, h, f: value
+        if isinstance(e, (Attr, R.RowExpr)):
+            column = e.attr if isinstance(e, Attr) else e.column
+            where = self.last_row(e.var, False) if loc is None else loc(e.var)
+            return _reader(where, column, shift)
+        if isinstance(e, Unary):
+            inner = self.compile(e.operand, loc, shift)
+            if e.op == "NOT":
+                return lambda ctx, h, f: _not(inner(ctx, h, f))
+            if e.op == "-":
+                return lambda ctx, h, f: _neg(inner(ctx, h, f))
+            if e.op == "IS NULL":
+                return lambda ctx, h, f: inner(ctx, h, f) is None
+            if e.op == "IS NOT NULL":
+                return lambda ctx, h, f: inner(ctx, h, f) is not None
+            raise ValueError(f"unknown unary operator {e.op}")
+        if isinstance(e, BinOp):
+            x = self.compile(e.left, loc, shift)
+            y = self.compile(e.right, loc, shift)
+            if e.op == "AND":
+                return lambda ctx, h, f: _and(x(ctx, h, f), y(ctx, h, f))
+            if e.op == "OR":
+                return lambda ctx, h, f: _or(x(ctx, h, f), y(ctx, h, f))
+            if e.op in _CMP:
+                cmp = _CMP[e.op]
+                return lambda ctx, h, f: _compare(cmp, x(ctx, h, f), y(ctx, h, f))
+            if e.op in _ARITH:
+                op = _ARITH[e.op]
+                return lambda ctx, h, f: _arith(op, x(ctx, h, f), y(ctx, h, f))
+            raise ValueError(f"unknown operator {e.op}")
+        if isinstance(e, R.Nav):
+            if e.kind == "PREV":
+                return self.compile(e.arg, loc, shift - e.offset)
+            if e.kind == "NEXT":
+                return self.compile(e.arg, loc, shift + e.offset)
+            if e.kind in ("FIRST", "LAST"):
+                return self.compile(e.arg, self.logical(e.kind, e.offset, e.semantics == FINAL), shift)
+            raise ValueError(f"unknown navigation {e.kind}")
+        if isinstance(e, R.Classifier):
+            return self.classifier(e, loc, shift)
+        if isinstance(e, R.MatchNumber):
+            return lambda ctx, h, f: ctx.mnum
+        if isinstance(e, R.Agg):
+            return self.aggregate(e)
+        if isinstance(e, Func):
+            return self.scalar(e, [self.compile(a, loc, shift) for a in e.args])
+        raise ValueError(f"cannot evaluate {type(e).__name__} in MATCH_RECOGNIZE")
+
+    def classifier(self, e: R.Classifier, loc: Locator | None, shift: int) -> Compiled:
+        final = e.semantics == FINAL
+        where = self.last_row(e.var, final) if loc is None else loc(e.var)
+        names = self.variables
+
+        def classifier(ctx, h, f):
+            r = where(ctx, h, f)
+            if r is None:
+                return None
+            r += shift
+            n = f if final else h
+            while n is not None and n[0] > r:
+                n = n[3]
+            return names[n[1]] if n is not None and n[0] == r else None
+
+        return classifier
+
+    def aggregate(self, e: R.Agg) -> Compiled:
+        func = e.func.lower()
+        final = e.semantics == FINAL
+        mset = None if e.var is None else self.member_set(e.var)
+
+        def rows_of(h, f):
+            n = f if final else h
+            rows = []
+            while n is not None:
+                if mset is None or n[1] in mset:
+                    rows.append(n[0])
+                n = n[3]
+            rows.reverse()
+            return rows
+
+        if e.arg is None:
+            if func != "count":
+                raise ValueError(f"{func.upper()}(*) is not an aggregate")
+            return lambda ctx, h, f: len(rows_of(h, f))
+        cell = [None]
+        arg = self.compile(e.arg, lambda var: (lambda ctx, h, f: cell[0]), 0)
+        if func not in ("count", "sum", "avg", "min", "max"):
+            raise ValueError(f"unknown aggregate {func}")
+        add = _ARITH["+"]
+
+        def aggregate(ctx, h, f):
+            values = []
+            for r in rows_of(h, f):
+                cell[0] = r
+                v = arg(ctx, h, f)
+                if v is not None:
+                    values.append(v)
+            if func == "count":
+                return len(values)
+            if not values:
+                return None
+            if func in ("sum", "avg"):
+                total = values[0]
+                for v in values[1:]:
+                    total = _arith(add, total, v)
+                return total if func == "sum" else _arith(_ARITH["/"], total, len(values))
+            op = _CMP["<" if func == "min" else ">"]
+            return functools.reduce(lambda a, b: b if _compare(op, b, a) else a, values)
+
+        return aggregate
+
+    def scalar(self, e: Func, args: list[Compiled]) -> Compiled:
+        name = e.name.lower()
+        if name == "abs" and len(args) == 1:
+            (a,) = args
+
+            def absolute(ctx, h, f):
+                v = a(ctx, h, f)
+                return None if v is None else _arith(lambda x, _: abs(x), v, 0)
+
+            return absolute
+        if name == "if" and len(args) == 3:  # Spark's if(cond, a, b): b when cond is false or NULL
+            cond, then, other = args
+            return lambda ctx, h, f: then(ctx, h, f) if cond(ctx, h, f) is True else other(ctx, h, f)
+        if name == "coalesce":
+            def coalesce(ctx, h, f):
+                for a in args:
+                    v = a(ctx, h, f)
+                    if v is not None:
+                        return v
+                return None
+
+            return coalesce
+        if name in ("greatest", "least"):
+            op = _CMP[">" if name == "greatest" else "<"]
+
+            def extreme(ctx, h, f):  # Spark: NULLs skipped, NULL only when all are
+                values = [v for v in (a(ctx, h, f) for a in args) if v is not None]
+                return functools.reduce(lambda p, q: q if _compare(op, q, p) else p, values) if values else None
+
+            return extreme
+        raise ValueError(f"the MATCH_RECOGNIZE engine does not know the function {e.name}()")
+
+
+def _reader(where, column: str, shift: int) -> Compiled:
+    def read(ctx, h, f):
+        r = where(ctx, h, f)
+        if r is None:
+            return None
+        r += shift - ctx.base
+        if r < 0 or r >= len(ctx.rows):
+            return None
+        return ctx.rows[r].get(column)
+
+    return read
+
+
+# ----------------------------------------------------------------------------------------------- analysis
+
+
+def _children(e) -> tuple:
+    if isinstance(e, Unary):
+        return (e.operand,)
+    if isinstance(e, BinOp):
+        return (e.left, e.right)
+    if isinstance(e, Func):
+        return tuple(e.args)
+    if isinstance(e, (R.Nav,)):
+        return (e.arg,)
+    if isinstance(e, R.Agg):
+        return () if e.arg is None else (e.arg,)
+    return ()
+
+
+def history_free(e, var: int, members: dict[str, frozenset[int]]) -> bool:
+    """True if ``e``, the DEFINE of the variable numbered ``var``, reads only the row being labelled and its
+    physical neighbours (PREV/NEXT), never the rest of the match: then threads at the same instruction have
+    the same future, and the engine keeps only the preferred one."""
+    if isinstance(e, (Attr, R.RowExpr)):
+        return e.var is None or var in members.get(e.var, frozenset())
+    if isinstance(e, (R.Agg, R.Classifier, R.MatchNumber)):
+        return False
+    if isinstance(e, R.Nav) and e.kind in ("FIRST", "LAST"):
+        return False
+    return all(history_free(c, var, members) for c in _children(e))
+
+
+def prev_reach(e) -> int:
+    """How many rows before the rows of a match ``e`` may read (PREV offsets, nested ones added up)."""
+    own = e.offset if isinstance(e, R.Nav) and e.kind == "PREV" else 0
+    return own + max((prev_reach(c) for c in _children(e)), default=0)
+
+
+def uses_next(e) -> bool:
+    """True if ``e`` reads rows after the current one (NEXT)."""
+    if isinstance(e, R.Nav) and e.kind == "NEXT":
+        return True
+    return any(uses_next(c) for c in _children(e))
