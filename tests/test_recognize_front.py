@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparkcep.compiler.recognize import check_recognize
 from sparkcep.grammar.recognize import expression_text, parse_pattern, parse_recognize, pattern_text, recognize_text
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Duration, Func, Literal, Unary
@@ -245,7 +246,7 @@ def test_pattern_forms(text, expected):
     assert parse_pattern(text) == expected
 
 
-NAMES = st.sampled_from(["A", "B", "C", "Down", "up_2"])
+NAMES = st.sampled_from(["A", "B", "C", "Down", "up_2", "SET", "my var", "a`b", "Permute"])
 LEAVES = st.one_of(NAMES.map(rx.PVar), st.just(rx.PEmpty()), st.sampled_from([rx.PAnchor("start"),
                                                                               rx.PAnchor("end")]))
 
@@ -480,3 +481,11 @@ def test_null_safe_equality_over_several_rows():
     bx, ax = Attr("B", "x"), Attr("A", "x")
     assert q.measures[0].expr == Func("coalesce", (BinOp("=", bx, ax),
                                                    BinOp("AND", Unary("IS NULL", bx), Unary("IS NULL", ax))))
+
+
+def test_quoted_variable_names():
+    q = parse_recognize(wrap("ORDER BY ts MEASURES LAST(`SET`.x) AS l PATTERN (`SET`+ `my var`) "
+                             "DEFINE `SET` AS `SET`.x > 1"))
+    assert q.pattern == rx.PConcat((rx.PQuant(rx.PVar("SET"), 1, None), rx.PVar("my var")))
+    assert q.defines[0][0] == "SET" and q.measures[0].expr == nav("LAST", "SET", "x", 0)
+    check_recognize(q, streaming=False)

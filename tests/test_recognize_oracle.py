@@ -33,6 +33,7 @@ from tests.recognize_strategies import (
     row_patterns,
     seq,
     specs,
+    star,
     strip_exclusion,
     with_rows_per_match,
 )
@@ -200,3 +201,55 @@ def test_reference_exclusion_does_not_change_matches(spec, rows):
     one = with_rows_per_match(spec, R.ONE_ROW)
     assert recognize(one, rows) == _same(one, strip_exclusion(one.pattern), rows)
     assert recognize(one, rows) == _same(one, excl(one.pattern), rows)
+
+
+# ----------------------------------------------------------------------------------------------- hand cases
+# corners the random search reaches rarely, with their answers stated; on the reference and the engine
+
+
+def _flag_rows(*labels):
+    return [{"k": 0, "t": i, "x": int("A" in lab), "y": int("B" in lab), "__ts": i} for i, lab in enumerate(labels)]
+
+
+def _flag_spec(pattern, rows_per_match=R.ONE_ROW, skip=None):
+    from tests.recognize_strategies import agg, classifier, col, lit, make_spec, op, pattern_variables
+
+    defines = (("A", op("=", col("x"), lit(1))), ("B", op("=", col("y"), lit(1))))
+    return make_spec(pattern, columns=("k", "t", "x", "y"), partition_by=("k",), order_by=("t",),
+                     rows_per_match=rows_per_match, skip=skip,
+                     defines=tuple(d for d in defines if d[0] in pattern_variables(pattern)),
+                     measures=(("n", agg("count", None)), ("cls", classifier()), ("mn", R.MatchNumber())))
+
+
+def _both(spec, rows):
+    out = recognize(spec, rows)
+    try:
+        engine = __import__("sparkcep.runtime_udfs.recognize", fromlist=["run_partition"])
+    except ImportError:
+        return out
+    assert engine.run_partition(spec, rows) == out
+    return out
+
+
+def test_with_unmatched_rows_a_row_inside_an_earlier_match_is_not_unmatched():
+    """SKIP TO NEXT ROW: row 1 is in the match of row 0 and starts none: it is not output again."""
+    spec = _flag_spec(seq(V("A"), V("B")), R.ALL_ROWS_WITH_UNMATCHED, R.Skip(R.SKIP_TO_NEXT_ROW))
+    out = _both(spec, _flag_rows("A", "B", "", "A"))
+    assert [(r["t"], r["mn"], r["cls"]) for r in out] == [(0, 1, "A"), (1, 1, "B"), (2, None, None),
+                                                          (3, None, None)]
+
+
+def test_an_empty_iteration_beyond_the_minimum_dies():
+    """(() | A)*: the empty alternative cannot make an iteration (beyond the minimum 0), so the greedy loop
+    takes A A; (() | A){1,}: the first iteration (the minimum) may be empty, and is, () being preferred;
+    the greedy loop then takes A A as further iterations."""
+    loop = star(alt(R.PEmpty(), V("A")))
+    assert [r["n"] for r in _both(_flag_spec(loop), _flag_rows("A", "A"))] == [2]
+    once = q(alt(R.PEmpty(), V("A")), 1, None)
+    assert [r["n"] for r in _both(_flag_spec(once), _flag_rows("A", "A"))] == [2]
+
+
+def test_iterations_up_to_the_minimum_may_be_empty():
+    """(A?){2} B over a lone B: both iterations empty, then B."""
+    spec = _flag_spec(seq(q(opt(V("A")), 2, 2), V("B")))
+    assert [(r["n"], r["cls"]) for r in _both(spec, _flag_rows("B"))] == [(1, "B")]

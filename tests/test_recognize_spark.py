@@ -337,3 +337,29 @@ def test_stream_function_numeric_time_decides_by_within_at_the_watermark():
     assert group.timeout == EVENT_TIME_OFFSET + 13_000 - 1  # fires once the watermark reaches 13 s
     assert call([], 12.9) == []
     assert call([], 13.0) == [{"k": "p", "n": 3}]
+
+
+@pytest.mark.spark
+def test_ts_of_a_timestamp_ntz_column_ignores_the_session_zone(spark):
+    """``__ts`` of TIMESTAMP_NTZ is wall-clock microseconds since 1970: two hours apart across a DST change of
+    the session's zone are still two hours (WITHIN reads them)."""
+    spec = R.RecognizeSpec(**{**SPEC.__dict__, "order_by": (R.OrderItem("a"),)})
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Europe/Paris")
+    try:
+        df = spark.sql("SELECT TIMESTAMP_NTZ'2024-03-31 01:30:00' AS a UNION ALL "
+                       "SELECT TIMESTAMP_NTZ'2024-03-31 03:30:00'")
+        ts = sorted(r[SR.TS] for r in SR.project(df, spec).collect())
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert ts == [1_711_848_600_000_000, 1_711_848_600_000_000 + 7_200_000_000]
+
+
+@pytest.mark.spark
+def test_input_columns_with_reserved_names_are_refused(spark):
+    """A source column named like a hidden column (``__ts``, a RowExpr's ``__rx0``) is an error, not read in
+    place of the hidden one."""
+    for name in ["__ts", "__RX0"]:
+        df = spark.createDataFrame([("p", "a", 1, 1)], f"k string, t string, v bigint, {name} bigint")
+        with pytest.raises(CEPError, match="reserved"):
+            SR.project(df, SPEC)

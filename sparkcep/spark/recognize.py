@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 import math
 import pickle
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -80,6 +81,9 @@ __all__ = ["TS", "apply_outer", "batch_recognize", "input_schema", "project", "r
 
 #: The hidden event-time column the engine reads (``RecognizeSpec.time_column``).
 TS = "__ts"
+
+#: Input column names taken by the hidden columns (``__ts``, the front end's RowExpr columns ``__rx<n>``).
+_RESERVED = re.compile(r"__ts|__rx\d+", re.IGNORECASE)
 
 #: A stream's event time in microseconds, in the watermark's units (offset included for numeric ts).
 _ET = "__sparkcep_et"
@@ -126,8 +130,8 @@ def _ts_of(df: DataFrame, column: str | None) -> Any:
     col, dtype = F.col(quoted(column)), df.schema[column].dataType
     if isinstance(dtype, TimestampType):
         return F.unix_micros(col)
-    if isinstance(dtype, TimestampNTZType):
-        return F.unix_micros(col.cast("timestamp"))
+    if isinstance(dtype, TimestampNTZType):  # wall-clock micros since 1970 (no session zone, no DST jump)
+        return F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), col)
     if isinstance(dtype, DateType):
         return F.unix_date(col).cast("bigint") * F.lit(86_400_000_000)
     if isinstance(dtype, NumericType):
@@ -141,8 +145,12 @@ def project(df: DataFrame, spec_or_q: Any, ts_unit: str | None = None) -> DataFr
     ``ts_unit`` is not needed here (``__ts`` keeps the ts units; the spec's WITHIN is in them)."""
     from pyspark.errors import AnalysisException, ParseException
 
-    exprs = [r for r in row_exprs(spec_or_q) if r.column not in df.columns]
-    cols = [F.col(quoted(c)) for c in df.columns if c != TS]
+    for c in df.columns:
+        if _RESERVED.fullmatch(c):
+            raise CEPSemanticError(f"the input has a column named {c}: names __ts and __rx<n> are reserved for "
+                                   "the columns MATCH_RECOGNIZE adds (rename it)")
+    exprs = row_exprs(spec_or_q)
+    cols = [F.col(quoted(c)) for c in df.columns]
     for r in exprs:
         try:
             cols.append(F.expr(r.sql).alias(r.column))
