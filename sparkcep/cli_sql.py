@@ -70,8 +70,11 @@ def explain(q: rc.Recognize, schema: dict[str, str] | None = None, *, ts_unit: s
     from sparkcep.runtime_udfs.recognize import describe_engine, describe_program
 
     spec = plan_spec(q, schema, ts_unit=ts_unit)
-    return explain_text(q, program=describe_program(spec), spec=spec if schema is not None else None,
-                        engine=describe_engine(spec))
+    try:
+        program, engine = describe_program(spec), describe_engine(spec)
+    except ValueError as err:  # a program the engine cannot run (check refuses those first): one message
+        raise CEPError(f"the engine cannot run this pattern: {err}") from None
+    return explain_text(q, program=program, spec=spec if schema is not None else None, engine=engine)
 
 
 def named_columns(q: rc.Recognize) -> list[str]:
