@@ -182,6 +182,20 @@ def test_run_a_sql_file_over_a_json_directory(spark, capsys, vshape_file, tmp_pa
 
 
 @pytest.mark.spark
+def test_run_stream_writes_the_decided_matches_and_the_dead_letters(spark, capsys, vshape_file, tmp_path):
+    rows = _ticker_dir(tmp_path)
+    out = tmp_path / "stream_out"
+    status, _, err = run_cli(capsys, "run", str(vshape_file), "--input", str(rows), "--stream", "--output", str(out),
+                             "--checkpoint", str(tmp_path / "ck"))
+    assert status == 0, err
+    assert _read_json_dir(out) == _expected()
+    dead = [json.loads(line) for f in (out / "_dead_letters").glob("part-*") for line in f.read_text().splitlines()]
+    assert [d["reason"] for d in dead] == ["malformed record"]
+    progress = [line for line in err.splitlines() if line.startswith("batch ")]
+    assert progress and all(", 0 ignored," in line for line in progress)  # every row goes to the engine
+
+
+@pytest.mark.spark
 @pytest.mark.slow
 def test_the_compiled_job_gives_what_run_gives(vshape_file, tmp_path):
     rows = _ticker_dir(tmp_path)
