@@ -14,12 +14,12 @@ import itertools
 import random
 from dataclasses import replace
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkcep.ir import recognize as R
 from sparkcep.oracles.recognize import attempts, recognize, recognize_all, sort_rows
+from sparkcep.runtime_udfs import recognize as engine
 from tests.recognize_strategies import (
     VARS,
     V,
@@ -43,17 +43,12 @@ SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[Heal
 SELF = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _engine():
-    return pytest.importorskip("sparkcep.runtime_udfs.recognize")
-
-
 # ----------------------------------------------------------------------------------------------- the engine
 
 
 @SETTINGS
 @given(specs(descending=True), partition_rows())
 def test_engine_batch_equals_reference(spec, rows):
-    engine = _engine()
     rows = sort_rows(spec, rows)  # the time column may be DESC
     assert engine.run_partition(spec, rows) == recognize(spec, rows)
 
@@ -79,7 +74,6 @@ def _batched(draw):
 @SETTINGS
 @given(_batched())
 def test_engine_micro_batches_with_state_round_trips_equal_reference(case):
-    engine = _engine()
     spec, rows, batches, marks = case
     state = engine.init_state(spec)
     out = []
@@ -103,7 +97,6 @@ def test_engine_emits_what_the_watermark_has_decided(spec, rows, within, data):
     ``__ts(s) + WITHIN <= w`` is decided (no row still to come can join its match): its outputs, and those
     of every start before it, are out after ``advance(w)``.  ``w`` is often exactly a row's ``__ts`` plus
     WITHIN, the boundary."""
-    engine = _engine()
     spec = replace(spec, within=within)
     exact = st.sampled_from([r["__ts"] + within for r in rows]) if rows else st.integers(0, 12)
     mark = data.draw(st.one_of(exact, st.integers(0, 12)), label="watermark")
@@ -122,8 +115,43 @@ def test_engine_emits_what_the_watermark_has_decided(spec, rows, within, data):
     assert out + engine.advance(spec, state, None, final=True)[1] == recognize(spec, rows)
 
 
+#: the input columns of the random specs as build_spec wants them
+SCHEMA = {"k": "bigint", "t": "bigint", "x": "bigint", "y": "bigint", "__rx0": "bigint"}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs(descending=True), partition_rows())
+def test_statement_text_through_the_front_end_equals_reference(spec, rows):
+    """A random spec as a statement (the front end's printer), parsed, checked and built again: the engine
+    running the rebuilt spec gives the reference's rows for the original one.  Statements check refuses
+    (SKIP TO the first variable, ...) and those whose per-row functions become RowExpr columns (Spark
+    computes those) are left out."""
+    from sparkcep.compiler.recognize import build_spec, check_recognize
+    from sparkcep.compiler.recognize.analysis import walk
+    from sparkcep.grammar.recognize import parse_recognize
+    from sparkcep.grammar.recognize.printer import recognize_text
+    from sparkcep.ir.ast import Duration
+    from sparkcep.ir.errors import CEPError
+
+    q = R.Recognize(source="t", pattern=spec.pattern, partition_by=spec.partition_by, order_by=spec.order_by,
+                    measures=spec.measures, rows_per_match=spec.rows_per_match, skip=spec.skip,
+                    subsets=spec.subsets, defines=spec.defines,
+                    within=None if spec.within is None else Duration(spec.within))
+    try:
+        back = parse_recognize(recognize_text(q))
+        check_recognize(back, streaming=False)
+    except CEPError:
+        return
+    exprs = [e for _, e in back.defines] + [m.expr for m in back.measures]
+    if any(isinstance(n, R.RowExpr) for e in exprs for n in walk(e)):
+        return
+    built = build_spec(back, SCHEMA)
+    rows = sort_rows(spec, rows)
+    assert built.output == spec.output
+    assert engine.run_partition(built, rows) == recognize(spec, rows)
+
+
 def test_engine_sort_key_orders_like_the_reference():
-    engine = _engine()
     rng = random.Random(7)
     spec = R.RecognizeSpec(V("A"), ("A",), (), (), (), R.ONE_ROW, R.Skip(), ("k",),
                            (R.OrderItem("t"), R.OrderItem("y", ascending=False)), ("k", "t", "x", "y"), ())
@@ -223,10 +251,6 @@ def _flag_spec(pattern, rows_per_match=R.ONE_ROW, skip=None):
 
 def _both(spec, rows):
     out = recognize(spec, rows)
-    try:
-        engine = __import__("sparkcep.runtime_udfs.recognize", fromlist=["run_partition"])
-    except ImportError:
-        return out
     assert engine.run_partition(spec, rows) == out
     return out
 
