@@ -50,7 +50,7 @@ Plan:
               8: MATCH
     r3 := Output[r2, columns=<partition columns, order columns, measures, the other input columns>]
     r4 := Query[r3 as __sparkcep_matches]
-            /* every row of a run of rising prices with running and final measures; the other rows too (WITH UNMATCHED ROWS) */ SELECT symbol, ts, price, cls, running_n, total_n, avg_up FROM __sparkcep_matches ORDER BY symbol, ts
+            SELECT symbol, ts, price, cls, running_n, total_n, avg_up FROM __sparkcep_matches ORDER BY symbol, ts
 
 Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]
 session; its Python workers use that same interpreter):
@@ -204,7 +204,7 @@ RECOGNIZE = """
  ],
  "within": null,
  "alias": null,
- "outer_sql": "/* every row of a run of rising prices with running and final measures; the other rows too (WITH UNMATCHED ROWS) */ SELECT symbol, ts, price, cls, running_n, total_n, avg_up FROM __sparkcep_matches ORDER BY symbol, ts",
+ "outer_sql": "SELECT symbol, ts, price, cls, running_n, total_n, avg_up FROM __sparkcep_matches ORDER BY symbol, ts",
  "result_view": "__sparkcep_matches",
  "text": "-- every row of a run of rising prices with running and final measures; the other rows too (WITH UNMATCHED ROWS)\\nSELECT symbol, ts, price, cls, running_n, total_n, avg_up\\nFROM quotes\\n    MATCH_RECOGNIZE (\\n        PARTITION BY symbol\\n        ORDER BY ts\\n        MEASURES\\n            CLASSIFIER() AS cls,\\n            RUNNING COUNT(*) AS running_n,\\n            FINAL COUNT(*) AS total_n,\\n            AVG(UP.price) AS avg_up\\n        ALL ROWS PER MATCH WITH UNMATCHED ROWS\\n        AFTER MATCH SKIP PAST LAST ROW\\n        PATTERN (S UP{2,})\\n        DEFINE\\n            UP AS UP.price > PREV(UP.price)\\n    )\\nORDER BY symbol, ts\\n"
 }

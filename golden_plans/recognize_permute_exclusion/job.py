@@ -56,7 +56,7 @@ Plan:
               12: MATCH
     r4 := Output[r3, columns=<partition columns, order columns, measures, the other input columns>]
     r5 := Query[r4 as __sparkcep_matches]
-            /* a login and a password change in either order, then a payment, with the noise between them excluded */ SELECT * FROM __sparkcep_matches
+            SELECT * FROM __sparkcep_matches
 
 Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]
 session; its Python workers use that same interpreter):
@@ -255,7 +255,7 @@ RECOGNIZE = """
  ],
  "within": null,
  "alias": null,
- "outer_sql": "/* a login and a password change in either order, then a payment, with the noise between them excluded */ SELECT * FROM __sparkcep_matches",
+ "outer_sql": "SELECT * FROM __sparkcep_matches",
  "result_view": "__sparkcep_matches",
  "text": "-- a login and a password change in either order, then a payment, with the noise between them excluded\\nSELECT *\\nFROM audit\\n    MATCH_RECOGNIZE (\\n        PARTITION BY account\\n        ORDER BY ts\\n        MEASURES\\n            CLASSIFIER() AS step,\\n            MATCH_NUMBER() AS m,\\n            FINAL LAST(PAY.amount) AS paid\\n        ALL ROWS PER MATCH\\n        PATTERN (PERMUTE(LOGIN, CHANGE) {- NOISE*? -} PAY)\\n        DEFINE\\n            LOGIN AS lower(action) = 'login',\\n            CHANGE AS action = 'password',\\n            PAY AS action = 'pay' AND amount > 100\\n    )\\n"
 }
