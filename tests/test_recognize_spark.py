@@ -122,13 +122,24 @@ def test_batch_statements_equal_the_reference(spark):
 
 
 @pytest.mark.spark
-def test_unknown_table_is_an_error_at_its_place(spark):
+def test_errors_are_cep_errors_at_their_place(spark):
+    """An unknown table, a per-row function Spark does not know, a column the outer query cannot find: one
+    CEPError each (positioned where the statement has a place for it), never Spark's exception."""
     _front()
     text = "SELECT *\nFROM no_such_view MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS v > 0)"
     with pytest.raises(CEPError) as err:
         sparkcep.sql(text, spark)
     assert (err.value.line, err.value.column) == (2, 6)
     assert "no_such_view" in err.value.message
+    spark.createDataFrame([("p", 1, 1)], "k string, ts bigint, v bigint").createOrReplaceTempView("rec_err")
+    text = "SELECT * FROM rec_err MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS no_such_fn(v) > 0)"
+    with pytest.raises(CEPError, match="Spark cannot compute") as err:
+        sparkcep.sql(text, spark)
+    assert err.value.column == text.index("no_such_fn") + 1
+    text = "SELECT nope FROM rec_err MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A))"
+    with pytest.raises(CEPError, match="on the matches"):
+        sparkcep.sql(text, spark)
+    spark.catalog.dropTempView("rec_err")
 
 
 # ----------------------------------------------------------------------------------------------- streaming
