@@ -14,7 +14,8 @@ layer may not import) chains:
   - batch (:func:`batch_recognize`): the rows repartitioned by the PARTITION BY columns (one Spark partition
     when there are none), sorted within the Spark partition by (partition columns, ORDER BY, the remaining
     ``spec.columns`` ascending with NULLs first), then ONE ``mapInArrow`` pass that cuts the sorted rows into
-    row pattern partitions and runs the engine's ``run_partition`` on each (its end is known);
+    row pattern partitions and runs the engine on each, its end known (``run_partition``; a partition larger
+    than :data:`CHUNK_ROWS` through ``step`` in chunks and ``advance(final=True)``);
   - streaming (:func:`stream_recognize`): an event-time watermark on the time column, ``groupBy(PARTITION
     BY).applyInPandasWithState``: each key's rows wait in the group state until event time is settled (their
     event time is at or before the watermark: Spark drops any later row at or before it as late, so no row
@@ -304,12 +305,20 @@ def _partition_ids(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray | No
     return ids
 
 
+#: Rows converted to Python dicts at a time in a batch partition (and results converted back to Arrow at once).
+CHUNK_ROWS = 1 << 16
+
+
 def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True) -> Callable[
         [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``fn(batches) -> batches`` for ``mapInArrow`` over rows repartitioned by the PARTITION BY columns and
-    sorted: every row pattern partition in it run by the engine's ``run_partition``.  ``resort``: sort each
-    partition again by the engine's ``sort_key`` (stable, so Spark's order stays among rows it calls equal);
-    not needed when Spark orders every sort column as Python does (:func:`spark_orders_like_python`)."""
+    sorted: every row pattern partition in it run by the engine.  Rows become Python dicts about
+    :data:`CHUNK_ROWS` at a time: runs of whole small partitions (``run_partition`` each), or a larger
+    partition's rows in chunks (``step``, then ``advance(final=True)``: the engine keeps only what later rows
+    can still need), so memory follows the chunk, not the Spark partition.  ``resort``: sort each partition
+    again by the engine's ``sort_key`` (stable, so Spark's order stays among rows it calls equal; a partition
+    is then converted whole); not needed when Spark orders every sort column as Python does
+    (:func:`spark_orders_like_python`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = gathered(batches)
@@ -320,13 +329,36 @@ def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool 
         key = engine.sort_key(spec) if resort else None
         names = list(table.column_names)
         ids = _partition_ids(table, spec.partition_by)
-        n = table.num_rows
-        table, bounds = by_id(table, ids) if ids is not None else (table, [0, n])
-        rows = _arrow_rows(table, names)
+        table, bounds = by_id(table, ids) if ids is not None else (table, [0, table.num_rows])
+        parts = list(itertools.pairwise(bounds))
         out: list[dict] = []
-        for a, b in itertools.pairwise(bounds):
-            part = rows[a:b] if key is None else sorted(rows[a:b], key=key)
-            out.extend(engine.run_partition(spec, part))
+        j = 0
+        while j < len(parts):
+            a, b = parts[j]
+            if b - a > CHUNK_ROWS and key is None:  # a large partition, in chunks
+                state = engine.init_state(spec)
+                for lo in range(a, b, CHUNK_ROWS):
+                    state, rows = engine.step(spec, state, _arrow_rows(table.slice(lo, min(CHUNK_ROWS, b - lo)),
+                                                                       names))
+                    out.extend(rows)
+                    if len(out) >= CHUNK_ROWS:
+                        yield from _to_table(out, schema).to_batches()
+                        out = []
+                state, rows = engine.advance(spec, state, None, final=True)
+                out.extend(rows)
+                j += 1
+            else:  # whole partitions, as many as fit in a chunk (at least one)
+                k = j
+                while k + 1 < len(parts) and parts[k + 1][1] - a <= CHUNK_ROWS:
+                    k += 1
+                rows = _arrow_rows(table.slice(a, parts[k][1] - a), names)
+                for x, y in parts[j:k + 1]:
+                    part = rows[x - a:y - a]
+                    out.extend(engine.run_partition(spec, part if key is None else sorted(part, key=key)))
+                j = k + 1
+            if len(out) >= CHUNK_ROWS:
+                yield from _to_table(out, schema).to_batches()
+                out = []
         if out:
             yield from _to_table(out, schema).to_batches()
 
