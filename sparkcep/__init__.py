@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from sparkcep.api import CompiledQuery, CompiledWorkload, compile, compile_shared_workload, compile_workload
 from sparkcep.ir.errors import CEPError, CEPSemanticError, CEPSyntaxError
+from sparkcep.sql_api import sql
 
 __all__ = ["CEPError", "CEPSemanticError", "CEPSyntaxError", "CompiledQuery", "CompiledWorkload", "compile",
-           "compile_shared_workload", "compile_workload"]
+           "compile_shared_workload", "compile_workload", "sql"]
 __version__ = "0.1.0"

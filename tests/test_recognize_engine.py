@@ -418,3 +418,12 @@ def test_describe_engine_says_how_threads_are_kept():
                                         within=5))
     assert any("kept apart" in line for line in apart)
     assert any("WITHIN (5)" in line for line in apart)
+
+
+def test_epsilon_closure_does_not_walk_every_path():
+    # (A?|B?){40}: 2^40 paths through the empty branches, each state of the closure walked once.  Over a b:
+    # from row 1 the first iteration takes a, and an iteration's empty A? is preferred to its B?, so every
+    # later iteration is empty: a alone; from row 2 every iteration is empty: an empty match
+    p = q(R.PAlt((q(V("A"), 0, 1), q(V("B"), 0, 1))), 40, 40)
+    s = spec(p, LETTERS, {"n": R.Agg("count", None)})
+    assert [r["n"] for r in run_partition(s, data("ab"))] == [1, 0]

@@ -489,3 +489,9 @@ def test_quoted_variable_names():
     assert q.pattern == rx.PConcat((rx.PQuant(rx.PVar("SET"), 1, None), rx.PVar("my var")))
     assert q.defines[0][0] == "SET" and q.measures[0].expr == nav("LAST", "SET", "x", 0)
     check_recognize(q, streaming=False)
+
+
+def test_comments_stay_out_of_the_outer_statement():
+    q = parse_recognize("/* from the docs */ SELECT * -- all\nFROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A)) m "
+                        "WHERE /* keep */ x > 1")
+    assert q.outer_sql == "SELECT * FROM __sparkcep_matches AS m WHERE x > 1"

@@ -1,0 +1,539 @@
+"""The Spark layer of ``MATCH_RECOGNIZE``: thin moves of rows into and out of the pure engine
+:mod:`sparkcep.runtime_udfs.recognize` (batch and Structured Streaming).
+
+The face (:func:`sparkcep.sql_api.apply_recognize`, which also builds the engine spec, a compiler step this
+layer may not import) chains:
+
+* :func:`project`: the input with the per-row Spark SQL sub-expressions of DEFINE/MEASURES
+  (:class:`~sparkcep.ir.recognize.RowExpr`, computed by Spark as columns before the shuffle) and the hidden
+  event-time column :data:`TS` (``__ts``: epoch microseconds of a TIMESTAMP/TIMESTAMP_NTZ/DATE time column,
+  the value itself for a numeric one; the time column is the first ORDER BY item);
+* :func:`input_schema`: the projected columns and their Spark types (what ``build_spec`` reads);
+* :func:`run_recognize`: the engine's result, typed by ``spec.output_types``:
+
+  - batch (:func:`batch_recognize`): the rows repartitioned by the PARTITION BY columns (one Spark partition
+    when there are none), sorted within the Spark partition by (partition columns, ORDER BY, the remaining
+    ``spec.columns`` ascending with NULLs first), then ONE ``mapInArrow`` pass that cuts the sorted rows into
+    row pattern partitions and runs the engine on each, its end known (``run_partition``; a partition larger
+    than :data:`CHUNK_ROWS` through ``step`` in chunks and ``advance(final=True)``);
+  - streaming (:func:`stream_recognize`): an event-time watermark on the time column, ``groupBy(PARTITION
+    BY).applyInPandasWithState``: each key's rows wait in the group state until event time is settled (their
+    event time is at or before the watermark: Spark drops any later row at or before it as late, so no row
+    ordered before them can still come), then go to the engine's ``step`` in the batch order, and ``advance``
+    to the watermark emits the matches that are decided.  The group state holds the engine state as JSON
+    (``state_to_json``) and the waiting rows;
+
+* :func:`apply_outer`: the result registered as a session-local temporary view ``result_view`` and the outer
+  query (SELECT list, WHERE, GROUP BY, ORDER BY on the matches) run on it by ``spark.sql``.
+
+Rows: a NULL partition key is a partition of its own (as Spark groups NULLs).  A row whose time column is
+NULL is ordered as ORDER BY says in a batch (NULLS FIRST by default for ascending); a stream cannot place it
+in event time and drops it.  A stream also drops rows that arrive when the watermark has reached their time
+(late rows: Spark drops them, and the state function counts those it still sees).  With no allowed lateness
+(``watermark_delay`` 0) a row of the same time as the newest row of an earlier micro-batch is late: allow some
+lateness for a source that writes equal times in different files.  Values reach the engine as Arrow gives
+them to Python (TIMESTAMP as time-zone aware datetimes, DECIMAL as Decimal, ...); in a stream pandas cannot
+tell a double NaN from NULL, both are NULL there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import pickle
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    IntegralType,
+    MapType,
+    NumericType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from sparkcep.ir.ast import walk
+from sparkcep.ir.errors import CEPError, CEPSemanticError
+from sparkcep.ir.recognize import RecognizeSpec, RowExpr
+from sparkcep.runtime_udfs.event_time import EventTimeScale
+from sparkcep.spark.adapters import event_time_of, shuffle_partitions
+from sparkcep.spark.arrow import _arrow_array, _rows_of, _session_timezone, by_id, gathered
+from sparkcep.spark.operator import grouped
+from sparkcep.spark.schema import EVENT_TIME
+from sparkcep.spark.validate import quoted
+
+__all__ = ["TS", "apply_outer", "batch_recognize", "input_schema", "project", "row_exprs", "run_recognize",
+           "stream_recognize"]
+
+#: The hidden event-time column the engine reads (``RecognizeSpec.time_column``).
+TS = "__ts"
+
+#: Input column names taken by the hidden columns (``__ts``, the front end's RowExpr columns ``__rx<n>``).
+_RESERVED = re.compile(r"__ts|__rx\d+", re.IGNORECASE)
+
+#: A stream's event time in microseconds, in the watermark's units (offset included for numeric ts).
+_ET = "__sparkcep_et"
+
+#: The group state of a stream: one binary column (see :func:`_dump_state`).
+STATE_SCHEMA = StructType([StructField("recognize_state", BinaryType(), False)])
+
+#: Version tag of the group state.
+STATE_VERSION = 1
+
+
+def _engine():
+    from sparkcep.runtime_udfs import recognize as engine
+
+    return engine
+
+
+# ----------------------------------------------------------------------------------------------- projection
+
+
+def row_exprs(spec_or_q: Any) -> list[RowExpr]:
+    """The :class:`RowExpr` nodes of DEFINE and MEASURES (a ``Recognize`` or a ``RecognizeSpec``), one per
+    column, in order of appearance."""
+    roots = [e for _, e in spec_or_q.defines] + [m.expr for m in spec_or_q.measures]
+    found: dict[str, RowExpr] = {}
+    for root in roots:
+        for node in walk(root):
+            if isinstance(node, RowExpr) and node.column not in found:
+                found[node.column] = node
+    return list(found.values())
+
+
+def time_column(spec_or_q: Any) -> str | None:
+    """The time column: the first ORDER BY item, or None without ORDER BY."""
+    return spec_or_q.order_by[0].column if spec_or_q.order_by else None
+
+
+def _ts_of(df: DataFrame, column: str | None) -> Any:
+    """The ``__ts`` value of ``column``: epoch microseconds for a time, the number itself, else NULL."""
+    if column is not None and column not in df.columns:  # Spark resolves names case-insensitively
+        column = next((c for c in df.columns if c.lower() == column.lower()), None)
+    if column is None:
+        return F.lit(None).cast("double")
+    col, dtype = F.col(quoted(column)), df.schema[column].dataType
+    if isinstance(dtype, TimestampType):
+        return F.unix_micros(col)
+    if isinstance(dtype, TimestampNTZType):  # wall-clock micros since 1970 (no session zone, no DST jump)
+        return F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), col)
+    if isinstance(dtype, DateType):
+        return F.unix_date(col).cast("bigint") * F.lit(86_400_000_000)
+    if isinstance(dtype, NumericType):
+        return col
+    return F.lit(None).cast("double")
+
+
+def project(df: DataFrame, spec_or_q: Any, ts_unit: str | None = None) -> DataFrame:
+    """``df`` with the RowExpr columns (Spark SQL generated by the front end from sqlglot trees) and
+    :data:`TS`.  A RowExpr Spark cannot analyse is a :class:`CEPSemanticError` at its position.
+    ``ts_unit`` is not needed here (``__ts`` keeps the ts units; the spec's WITHIN is in them)."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    for c in df.columns:
+        if _RESERVED.fullmatch(c):
+            raise CEPSemanticError(f"the input has a column named {c}: names __ts and __rx<n> are reserved for "
+                                   "the columns MATCH_RECOGNIZE adds (rename it)")
+    exprs = row_exprs(spec_or_q)
+    cols = [F.col(quoted(c)) for c in df.columns]
+    for r in exprs:
+        try:
+            cols.append(F.expr(r.sql).alias(r.column))
+        except ParseException as err:
+            raise _expr_error(r, err, spec_or_q) from None
+    cols.append(_ts_of(df, time_column(spec_or_q)).alias(TS))
+    try:
+        return df.select(*cols)
+    except AnalysisException as err:
+        for r in exprs:  # which one: the first that does not analyse alone
+            try:
+                df.select(F.expr(r.sql))
+            except AnalysisException as one:
+                raise _expr_error(r, one, spec_or_q) from None
+        raise CEPSemanticError(f"Spark cannot read the input: {_first_line(err)}") from None
+
+
+def _first_line(err: Exception) -> str:
+    text = str(getattr(err, "getMessage", lambda: err)() or err)
+    return text.strip().splitlines()[0] if text.strip() else type(err).__name__
+
+
+def _expr_error(r: RowExpr, err: Exception, spec_or_q: Any) -> CEPSemanticError:
+    return CEPSemanticError(f"Spark cannot compute {r.sql}: {_first_line(err)}", r.span,
+                            getattr(spec_or_q, "text", None) or None)
+
+
+def input_schema(projected: DataFrame) -> dict[str, str]:
+    """Every projected column but :data:`TS`, in order, with its Spark type (``simpleString``)."""
+    return {f.name: f.dataType.simpleString() for f in projected.schema.fields if f.name != TS}
+
+
+def output_struct(spec: RecognizeSpec) -> StructType:
+    """The result's Spark schema: ``spec.output`` typed by ``spec.output_types`` (STRING where not given)."""
+    types = list(spec.output_types) or ["string"] * len(spec.output)
+    if len(types) != len(spec.output):
+        raise CEPError(f"the spec has {len(spec.output)} output columns but {len(types)} output types")
+    fields = []
+    for name, text in zip(spec.output, types, strict=True):
+        dtype = DataType.fromDDL(text)
+        fields.append(StructField(name, dtype, True))
+    return StructType(fields)
+
+
+# ----------------------------------------------------------------------------------------------- Python values
+
+
+def _to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """The engine's output rows as an Arrow table of ``schema``; a value that does not fit its column's type
+    is NULL (a data error never kills the job)."""
+    arrays = []
+    for f in schema:
+        values = [r.get(f.name) for r in rows]
+        try:
+            arrays.append(_arrow_array(values, f.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError, TypeError,
+                ValueError):
+            arrays.append(pa.array([_one(v, f.type) for v in values], type=f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _one(value: Any, dtype: pa.DataType) -> Any:
+    try:
+        return _arrow_array([value], dtype)[0].as_py()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError, TypeError,
+            ValueError):
+        return None
+
+
+def _arrow_schema(struct: StructType) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(struct, timezone="UTC", prefers_large_types=False)
+
+
+def _arrow_rows(table: pa.Table, names: list[str]) -> list[dict]:
+    """The rows of ``table`` (its columns ``names``) as dicts of Python values."""
+    data = [table.column(c).to_pylist() for c in names]
+    return _rows_of(tuple(names))(data) if names else [{} for _ in range(table.num_rows)]
+
+
+def _pandas_values(s: pd.Series, dtype: DataType, timezone: str) -> list:
+    """The Python values of a pandas column PySpark made from a Spark column of type ``dtype``: NULL (NaN, NaT,
+    None) as None, integers as int, TIMESTAMP (naive wall-clock in the session zone) as aware UTC datetimes."""
+    if isinstance(dtype, TimestampType):
+        if s.dt.tz is None:
+            s = s.dt.tz_localize(timezone, ambiguous=False, nonexistent="shift_forward")
+        s = s.dt.tz_convert("UTC")
+        return [None if pd.isna(v) else v.to_pydatetime() for v in s]
+    if isinstance(dtype, TimestampNTZType):
+        return [None if pd.isna(v) else v.to_pydatetime() for v in s]
+    if isinstance(dtype, IntegralType):
+        return [None if v is None or v != v else int(v) for v in s.tolist()]
+    out = []
+    for v in s.tolist():
+        if v is None or (isinstance(v, float) and v != v) or v is pd.NaT:
+            out.append(None)
+        elif isinstance(v, np.ndarray):
+            out.append(v.tolist())
+        else:
+            out.append(v)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- batch
+
+
+def _sort_columns(df: DataFrame, spec: RecognizeSpec) -> list:
+    """Spark's sort within a partition: partition columns, ORDER BY, then the tiebreak (the remaining
+    ``spec.columns``, ascending, NULLs first); columns Spark cannot order (maps) are left out."""
+    orderable = {f.name for f in df.schema.fields if not isinstance(f.dataType, MapType)
+                 and "map<" not in f.dataType.simpleString()}
+    out, seen = [], set()
+    for c in spec.partition_by:
+        out.append(F.col(quoted(c)).asc_nulls_first())
+        seen.add(c)
+    for item in spec.order_by:
+        col = F.col(quoted(item.column))
+        nulls_first = item.ascending if item.nulls_first is None else item.nulls_first
+        if item.ascending:
+            out.append(col.asc_nulls_first() if nulls_first else col.asc_nulls_last())
+        else:
+            out.append(col.desc_nulls_first() if nulls_first else col.desc_nulls_last())
+        seen.add(item.column)
+    for c in spec.columns:
+        if c not in seen and c in orderable:
+            out.append(F.col(quoted(c)).asc_nulls_first())
+            seen.add(c)
+    return out
+
+
+def _engine_columns(df: DataFrame, spec: RecognizeSpec) -> list[str]:
+    """The columns the engine reads (``spec.columns`` and :data:`TS`) that ``df`` has, in spec order."""
+    return [c for c in dict.fromkeys([*spec.columns, TS]) if c in df.columns]
+
+
+def _partition_ids(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray | None:
+    """Dense ids of the rows' partition key (NULL a key of its own), or None without PARTITION BY."""
+    ids: np.ndarray | None = None
+    for c in columns:
+        if c not in table.column_names:
+            continue
+        encoded = pc.dictionary_encode(table.column(c), null_encoding="encode")
+        if isinstance(encoded, pa.ChunkedArray):
+            encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        if ids is None:
+            ids = codes
+        else:
+            ids = np.unique(ids * len(encoded.dictionary) + codes, return_inverse=True)[1].astype(np.int64)
+    return ids
+
+
+#: Rows converted to Python dicts at a time in a batch partition (and results converted back to Arrow at once).
+CHUNK_ROWS = 1 << 16
+
+
+def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True) -> Callable[
+        [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``fn(batches) -> batches`` for ``mapInArrow`` over rows repartitioned by the PARTITION BY columns and
+    sorted: every row pattern partition in it run by the engine.  Rows become Python dicts about
+    :data:`CHUNK_ROWS` at a time: runs of whole small partitions (``run_partition`` each), or a larger
+    partition's rows in chunks (``step``, then ``advance(final=True)``: the engine keeps only what later rows
+    can still need), so memory follows the chunk, not the Spark partition.  ``resort``: sort each partition
+    again by the engine's ``sort_key`` (stable, so Spark's order stays among rows it calls equal; a partition
+    is then converted whole); not needed when Spark orders every sort column as Python does
+    (:func:`spark_orders_like_python`)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = gathered(batches)
+        if table is None:
+            return
+        engine = _engine()
+        schema = _arrow_schema(struct)
+        key = engine.sort_key(spec) if resort else None
+        names = list(table.column_names)
+        ids = _partition_ids(table, spec.partition_by)
+        table, bounds = by_id(table, ids) if ids is not None else (table, [0, table.num_rows])
+        parts = list(itertools.pairwise(bounds))
+        out: list[dict] = []
+        j = 0
+        while j < len(parts):
+            a, b = parts[j]
+            if b - a > CHUNK_ROWS and key is None:  # a large partition, in chunks
+                state = engine.init_state(spec)
+                for lo in range(a, b, CHUNK_ROWS):
+                    state, rows = engine.step(spec, state, _arrow_rows(table.slice(lo, min(CHUNK_ROWS, b - lo)),
+                                                                       names))
+                    out.extend(rows)
+                    if len(out) >= CHUNK_ROWS:
+                        yield from _to_table(out, schema).to_batches()
+                        out = []
+                state, rows = engine.advance(spec, state, None, final=True)
+                out.extend(rows)
+                j += 1
+            else:  # whole partitions, as many as fit in a chunk (at least one)
+                k = j
+                while k + 1 < len(parts) and parts[k + 1][1] - a <= CHUNK_ROWS:
+                    k += 1
+                rows = _arrow_rows(table.slice(a, parts[k][1] - a), names)
+                for x, y in parts[j:k + 1]:
+                    part = rows[x - a:y - a]
+                    out.extend(engine.run_partition(spec, part if key is None else sorted(part, key=key)))
+                j = k + 1
+            if len(out) >= CHUNK_ROWS:
+                yield from _to_table(out, schema).to_batches()
+                out = []
+        if out:
+            yield from _to_table(out, schema).to_batches()
+
+    return run
+
+
+def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: int | None = None) -> DataFrame:
+    """The engine's result over a batch ``projected`` (:func:`project`): repartitioned by PARTITION BY
+    (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``; one without PARTITION BY),
+    sorted within, one ``mapInArrow`` pass (:func:`partition_function`)."""
+    df = projected.select(*[F.col(quoted(c)) for c in _engine_columns(projected, spec)])
+    keys = [F.col(quoted(c)) for c in spec.partition_by]
+    spread = df.repartition(shuffle_partitions(df, partitions), *keys) if keys else df.repartition(1)
+    spread = spread.sortWithinPartitions(*_sort_columns(df, spec))
+    struct = output_struct(spec)
+    resort = not spark_orders_like_python(df.schema, spec)
+    return spread.mapInArrow(partition_function(spec, struct, resort=resort), struct)
+
+
+#: Spark types whose order is Python's on the values Arrow gives (NULLs and NaN placed by the sort itself).
+_PLAIN_ORDER = (NumericType, StringType, BooleanType, DateType, TimestampType, TimestampNTZType, BinaryType)
+
+
+def spark_orders_like_python(schema: StructType, spec: RecognizeSpec) -> bool:
+    """Whether Spark's sort (:func:`_sort_columns`) already gives the engine's ``sort_key`` order: every
+    column it sorts by is a number, string, boolean, date, time or binary (arrays, structs and maps are
+    compared differently, or not at all, by the two)."""
+    names = set(schema.names)
+    columns = [*spec.partition_by, *(o.column for o in spec.order_by), *spec.columns]
+    return all(isinstance(schema[c].dataType, _PLAIN_ORDER) for c in columns if c in names)
+
+
+# ----------------------------------------------------------------------------------------------- streaming
+
+
+def _dump_state(frontier: int | None, engine_json: str, held: list, late: int) -> bytes:
+    """A group's state: the event time (µs) up to which its rows went to the engine, the engine state as JSON,
+    the rows waiting for the watermark (``(event time µs, row)``) and how many late rows were dropped."""
+    return pickle.dumps((STATE_VERSION, frontier, engine_json, held, late), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _load_state(data: bytes) -> tuple[int | None, str, list, int]:
+    version, *rest = pickle.loads(data)
+    if version != STATE_VERSION:
+        raise CEPError(f"MATCH_RECOGNIZE group state version {version} is not supported (expected "
+                       f"{STATE_VERSION})")
+    frontier, engine_json, held, late = rest
+    return frontier, engine_json, held, late
+
+
+def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructType, *, numeric: bool,
+                    ts_unit: str | None = None, timezone: str = "UTC") -> Callable[
+        [Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
+    """``fn(key, pdfs, state)`` for ``groupBy(PARTITION BY).applyInPandasWithState`` with event-time timeouts
+    (see the module docstring).  ``projected``: the input's Spark schema; ``numeric``: the time column is a
+    number (its event time scaled by ``ts_unit``), else a time whose ``__ts`` is the event time in µs."""
+    names = [c for c in dict.fromkeys([*spec.columns, TS]) if c in projected.names]
+    types = {c: projected[c].dataType for c in names}
+    scale = EventTimeScale.of(ts_unit)
+
+    def watermark_ts(raw: int) -> float:
+        return scale.watermark_ts(raw) if numeric else raw * 1000
+
+    def timeout_ms(due: float) -> int:
+        return scale.timeout_ms(due) - 1 if numeric else math.ceil(due / 1000) - 1
+
+    def recognize_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+        engine = _engine()
+        if group.exists:
+            frontier, engine_json, held, late = _load_state(group.get[0])
+            state = engine.state_from_json(engine_json)
+        else:
+            frontier, state, held, late = None, engine.init_state(spec), [], 0
+        for pdf in pdfs:
+            if pdf.empty:
+                continue
+            columns = [_pandas_values(pdf[c], types[c], timezone) for c in names if c in pdf.columns]
+            present = [c for c in names if c in pdf.columns]
+            ets = pdf[_ET].tolist()
+            for et, row in zip(ets, _rows_of(tuple(present))(columns) if present else [], strict=True):
+                if et is None or et != et:
+                    continue  # no event time: cannot be placed (a NULL time column)
+                et = int(et)
+                if frontier is not None and et <= frontier:
+                    late += 1  # its place in the order has passed (Spark itself drops it as late)
+                    continue
+                held.append((et, row))
+        raw = group.getCurrentWatermarkMs()
+        bound = raw * 1000
+        # Spark drops a later row at or before this watermark as late: rows up to it are settled
+        settled = [row for et, row in held if et <= bound]
+        held = [(et, row) for et, row in held if et > bound]
+        settled.sort(key=engine.sort_key(spec))
+        out: list[dict] = []
+        if settled:
+            state, rows = engine.step(spec, state, settled)
+            out.extend(rows)
+        state, rows = engine.advance(spec, state, watermark_ts(raw))
+        out.extend(rows)
+        frontier = bound if frontier is None else max(frontier, bound)
+        group.update((_dump_state(frontier, engine.state_to_json(state), held, late),))
+        dues = []
+        if held:
+            dues.append(-(-min(et for et, _ in held) // 1000) - 1)  # fires once the watermark reaches it
+        wakeup = getattr(engine, "wakeup", None)
+        if wakeup is None:
+            dues.append(raw)  # the engine may hold a match: look again when the watermark moves
+        else:
+            due = wakeup(spec, state)
+            if due is not None and math.isfinite(due):
+                dues.append(timeout_ms(due))
+        if dues:
+            group.setTimeoutTimestamp(max(min(dues), raw, 1))
+        if out:
+            yield _to_table(out, _arrow_schema(struct)).to_pandas()
+
+    return recognize_stream
+
+
+def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_delay: float | None = None,
+                     ts_unit: str | None = None) -> DataFrame:
+    """The engine's result over a streaming ``projected``: a watermark on the time column allowing
+    ``watermark_delay`` (ts units; milliseconds for a time column), ``groupBy(PARTITION BY)
+    .applyInPandasWithState`` in append mode with event-time timeouts (:func:`stream_function`)."""
+    column = time_column(spec)
+    if column is None or not spec.order_by[0].ascending:
+        raise CEPSemanticError("a streaming MATCH_RECOGNIZE needs ORDER BY an ascending time column first")
+    dtype = projected.schema[column].dataType
+    numeric = isinstance(dtype, NumericType)
+    if not numeric and not isinstance(dtype, (TimestampType, TimestampNTZType, DateType)):
+        raise CEPSemanticError(f"a streaming MATCH_RECOGNIZE needs ORDER BY a time or numeric column first; "
+                               f"{column!r} is {dtype.simpleString()}")
+    delay = watermark_delay or 0
+    if isinstance(delay, str):
+        delay_text = delay
+    else:
+        delay_text = f"{EventTimeScale.of(ts_unit if numeric else None).delay_ms(delay)} milliseconds"
+    if numeric:
+        event_time = event_time_of(projected, column, ts_unit)
+    else:
+        event_time = F.timestamp_micros(F.col(TS).cast("bigint"))
+    df = projected.withColumn(EVENT_TIME, event_time).withWatermark(EVENT_TIME, delay_text)
+    df = df.withColumn(_ET, F.unix_micros(F.col(EVENT_TIME)))
+    keep = [*_engine_columns(projected, spec), _ET, EVENT_TIME]
+    df = df.select(*[F.col(quoted(c)) for c in keep])
+    struct = output_struct(spec)
+    fn = stream_function(spec, struct, projected.schema, numeric=numeric, ts_unit=ts_unit,
+                         timezone=_session_timezone())
+    return grouped(df, list(spec.partition_by)).applyInPandasWithState(
+        fn, struct, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+
+
+# ----------------------------------------------------------------------------------------------- the whole
+
+
+def run_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_delay: float | None = None,
+                  ts_unit: str | None = None, partitions: int | None = None) -> DataFrame:
+    """:func:`batch_recognize` or :func:`stream_recognize`, following ``projected.isStreaming``."""
+    if projected.isStreaming:
+        return stream_recognize(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit)
+    return batch_recognize(projected, spec, partitions=partitions)
+
+
+def apply_outer(result: DataFrame, outer_sql: str, result_view: str, text: str | None = None) -> DataFrame:
+    """``outer_sql`` (the statement's SELECT/WHERE/GROUP BY/ORDER BY, generated by sqlglot over the table name
+    ``result_view``) run on ``result`` by ``spark.sql``; the temporary view exists only while it is analysed.
+    An outer query Spark refuses is a :class:`CEPSemanticError`."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    spark = result.sparkSession
+    result.createOrReplaceTempView(result_view)
+    try:
+        return spark.sql(outer_sql)
+    except (AnalysisException, ParseException) as err:
+        raise CEPSemanticError(f"Spark cannot run the query on the matches: {_first_line(err)}", None,
+                               text) from None
+    finally:
+        spark.catalog.dropTempView(result_view)

@@ -1,0 +1,397 @@
+"""MATCH_RECOGNIZE on Spark (``sparkcep.sql``, ``sparkcep.spark.recognize``) against the brute-force reference.
+
+Batch: statements over a view registered from a DataFrame (several partitions, a NULL key, ties in the time
+column, a NULL time) equal :func:`sparkcep.oracles.recognize.recognize_all` over the same projected rows, the
+outer query (WHERE, GROUP BY) included.  Streaming: a directory of JSON files read one file per trigger equals
+the batch result, across a restart from the checkpoint.  Without a JVM: the streaming state function's buffering
+(rows held until the watermark passes them, sorted, late rows dropped) and the conversions of results.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import pickle
+import random
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+import sparkcep
+from sparkcep.ir import recognize as R
+from sparkcep.ir.ast import Attr, BinOp, Literal
+from sparkcep.ir.errors import CEPError
+from sparkcep.spark import recognize as SR
+from sparkcep.sql_api import _span_of
+
+BASE = dt.datetime(2024, 3, 1, 9, 0, 0)
+
+
+def _front():
+    parse = pytest.importorskip("sparkcep.grammar.recognize").parse_recognize
+    build = pytest.importorskip("sparkcep.compiler.recognize").build_spec
+    return parse, build
+
+
+def _oracle():
+    return pytest.importorskip("sparkcep.oracles.recognize").recognize_all
+
+
+def canon(rows: list[dict], columns) -> list[tuple]:
+    """Rows as tuples in ``columns`` order, sorted (results are compared as multisets)."""
+    return sorted((tuple(r[c] for c in columns) for r in rows), key=repr)
+
+
+def reference(spark, text: str) -> tuple[R.RecognizeSpec, list[dict]]:
+    """The spec of ``text`` and the reference's outputs over its FROM table's rows (projected as Spark does)."""
+    parse, build = _front()
+    recognize_all = _oracle()
+    q = parse(text)
+    projected = SR.project(spark.table(q.source), q)
+    spec = build(q, SR.input_schema(projected))
+    return spec, recognize_all(spec, [r.asDict() for r in projected.collect()])
+
+
+# ----------------------------------------------------------------------------------------------- batch
+
+EVENTS_SCHEMA = "k1 string, k2 int, ts timestamp, t string, v bigint"
+
+
+def events(seed: int = 7, n: int = 70) -> list[tuple]:
+    """Random rows: keys x/y/NULL and 1/2, times with ties (0..20 s), labels a/b/c, values with NULLs; one row
+    without a time."""
+    rnd = random.Random(seed)
+    rows = [(rnd.choice(["x", "y", None]), rnd.choice([1, 2]), BASE + dt.timedelta(seconds=rnd.randint(0, 20)),
+             rnd.choice("aabbbc"), rnd.choice([*range(8), None])) for _ in range(n)]
+    rows.append(("x", 1, None, "a", 3))
+    return rows
+
+
+STATEMENTS = [
+    # ONE ROW PER MATCH, two partition columns, PREV, FIRST/LAST, COUNT/SUM per variable, MATCH_NUMBER
+    """SELECT * FROM rec_events MATCH_RECOGNIZE (
+         PARTITION BY k1, k2 ORDER BY ts
+         MEASURES MATCH_NUMBER() AS mno, FIRST(A.v) AS a_v, LAST(B.v) AS last_b, COUNT(B.*) AS nb,
+                  SUM(B.v) AS sb, CLASSIFIER() AS cls, FIRST(A.ts) AS start
+         ONE ROW PER MATCH
+         AFTER MATCH SKIP PAST LAST ROW
+         PATTERN (A B+ C?)
+         DEFINE A AS A.t = 'a', B AS B.v > PREV(B.v), C AS C.t = 'c')""",
+    # ALL ROWS PER MATCH WITH UNMATCHED ROWS, TO NEXT ROW, a reluctant quantifier, a per-row Spark function
+    """SELECT * FROM rec_events MATCH_RECOGNIZE (
+         PARTITION BY k1 ORDER BY ts
+         MEASURES RUNNING COUNT(*) AS n, FINAL LAST(B.v) AS fin, CLASSIFIER() AS cls
+         ALL ROWS PER MATCH WITH UNMATCHED ROWS
+         AFTER MATCH SKIP TO NEXT ROW
+         PATTERN (A B*? C)
+         DEFINE A AS upper(A.t) = 'A', C AS C.v >= 5)""",
+]
+
+
+@pytest.mark.spark
+def test_batch_statements_equal_the_reference(spark):
+    """Every statement's rows from Spark equal the reference's over the same rows, in any input order (the
+    second statement also over the rows reversed), and the outer query's WHERE/GROUP BY runs on the matches."""
+    rows = events()
+    spark.createDataFrame(rows, EVENTS_SCHEMA).createOrReplaceTempView("rec_events")
+    for text in STATEMENTS:
+        spec, expected = reference(spark, text)
+        got = sparkcep.sql(text, spark)
+        assert got.columns == list(spec.output)
+        assert canon([r.asDict() for r in got.collect()], spec.output) == canon(expected, spec.output)
+        assert expected, "the data gives no match: the comparison proves nothing"
+    spark.createDataFrame(rows[::-1], EVENTS_SCHEMA).createOrReplaceTempView("rec_events")
+    assert canon([r.asDict() for r in sparkcep.sql(STATEMENTS[1]).collect()], spec.output) == canon(
+        expected, spec.output)
+
+    outer = """SELECT k1, COUNT(*) AS matches, MAX(nb) AS longest FROM rec_events MATCH_RECOGNIZE (
+                 PARTITION BY k1 ORDER BY ts MEASURES COUNT(B.*) AS nb
+                 PATTERN (A B+) DEFINE A AS t = 'a', B AS t = 'b') AS m
+               WHERE nb >= 2 GROUP BY k1 ORDER BY k1"""
+    _, matches = reference(spark, outer)
+    groups: dict = {}
+    for m in matches:
+        if m["nb"] >= 2:
+            groups.setdefault(m["k1"], []).append(m["nb"])
+    want = sorted(((k, len(v), max(v)) for k, v in groups.items()), key=repr)
+    got = [tuple(r) for r in sparkcep.sql(outer, spark).collect()]
+    assert sorted(got, key=repr) == want and len(want) >= 2
+    spark.catalog.dropTempView("rec_events")
+
+
+@pytest.mark.spark
+def test_errors_are_cep_errors_at_their_place(spark):
+    """An unknown table, a per-row function Spark does not know, a column the outer query cannot find: one
+    CEPError each (positioned where the statement has a place for it), never Spark's exception."""
+    _front()
+    text = "SELECT *\nFROM no_such_view MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS v > 0)"
+    with pytest.raises(CEPError) as err:
+        sparkcep.sql(text, spark)
+    assert (err.value.line, err.value.column) == (2, 6)
+    assert "no_such_view" in err.value.message
+    spark.createDataFrame([("p", 1, 1)], "k string, ts bigint, v bigint").createOrReplaceTempView("rec_err")
+    text = "SELECT * FROM rec_err MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS no_such_fn(v) > 0)"
+    with pytest.raises(CEPError, match="Spark cannot compute") as err:
+        sparkcep.sql(text, spark)
+    assert err.value.column == text.index("no_such_fn") + 1
+    text = "SELECT nope FROM rec_err MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A))"
+    with pytest.raises(CEPError, match="on the matches"):
+        sparkcep.sql(text, spark)
+    spark.catalog.dropTempView("rec_err")
+
+
+# ----------------------------------------------------------------------------------------------- streaming
+
+STREAM_SCHEMA = "k string, ts timestamp, t string, v bigint"
+STREAM_STATEMENT = """SELECT * FROM {view} MATCH_RECOGNIZE (
+    PARTITION BY k ORDER BY ts
+    MEASURES FIRST(A.ts) AS start, LAST(B.v) AS top, COUNT(*) AS n, MATCH_NUMBER() AS mno
+    ONE ROW PER MATCH
+    PATTERN (A B+) WITHIN INTERVAL '6' SECOND
+    DEFINE A AS A.t = 'a', B AS B.v > PREV(B.v))"""
+
+
+def _write_files(path, seed: int = 3, files: int = 3, per_file: int = 14) -> None:
+    """JSON files of increasing times (one key's rows spread over files), a row without a time in the second."""
+    rnd = random.Random(seed)
+    path.mkdir(parents=True, exist_ok=True)
+    second = 0
+    for f in range(files):
+        lines = []
+        for _ in range(per_file):
+            second += rnd.choice([0, 1, 1, 2])
+            ts = (BASE + dt.timedelta(seconds=second)).isoformat() + "Z"
+            lines.append({"k": rnd.choice(["p", "q", None]), "ts": ts, "t": rnd.choice("aab"), "v": rnd.randint(0, 9)})
+        if f == 1:
+            lines.append({"k": "p", "ts": None, "t": "z", "v": 1})
+        (path / f"part-{f:02d}.json").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_streaming_equals_batch_across_a_restart(spark, tmp_path):
+    """One file per trigger into a parquet sink, stopped after two files and restarted from the checkpoint with
+    the rest (and a far later row of another key that moves the watermark past every WITHIN): the rows equal
+    the batch statement's over the same files."""
+    _front()
+    src, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    _write_files(tmp_path / "all")
+    files = sorted((tmp_path / "all").iterdir())
+    src.mkdir()
+
+    def run() -> None:
+        stream = spark.readStream.schema(STREAM_SCHEMA).option("maxFilesPerTrigger", 1).json(str(src))
+        stream.createOrReplaceTempView("rec_stream")
+        # one second of lateness: a later file may repeat the last time of the one before
+        result = sparkcep.sql(STREAM_STATEMENT.format(view="rec_stream"), spark, watermark_delay=1000)
+        assert result.isStreaming
+        (result.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ck))
+         .outputMode("append").trigger(availableNow=True).start().awaitTermination())
+
+    for f in files[:2]:
+        (src / f.name).write_text(f.read_text())
+    run()
+    first = spark.read.parquet(str(out)).count()
+    for f in files[2:]:
+        (src / f.name).write_text(f.read_text())
+    late = BASE + dt.timedelta(hours=1)
+    (src / "part-99.json").write_text(json.dumps({"k": "zz", "ts": late.isoformat() + "Z", "t": "z", "v": 0}))
+    run()
+
+    spark.read.schema(STREAM_SCHEMA).json(str(tmp_path / "all")).createOrReplaceTempView("rec_batch")
+    batch = sparkcep.sql(STREAM_STATEMENT.format(view="rec_batch"), spark)
+    columns = batch.columns
+    got = canon([r.asDict() for r in spark.read.parquet(str(out)).collect()], columns)
+    want = canon([r.asDict() for r in batch.collect()], columns)
+    assert got == want
+    assert 0 < first < len(want)  # the first run emitted some of them, the restart the rest
+    spark.catalog.dropTempView("rec_stream")
+    spark.catalog.dropTempView("rec_batch")
+
+
+# ----------------------------------------------------------------------------------------------- no JVM
+
+_IS = {t: BinOp("=", Attr(None, "t"), Literal(t)) for t in "ab"}
+#: ``A B+`` (B: rising v) partitioned by k, ONE ROW PER MATCH, COUNT(*) and the first A's time.
+SPEC = R.RecognizeSpec(
+    R.PConcat((R.PVar("A"), R.PQuant(R.PVar("B"), 1, None))), ("A", "B"),
+    (("A", _IS["a"]), ("B", BinOp(">", Attr("B", "v"), R.Nav("PREV", Attr("B", "v"), 1)))), (),
+    (R.Measure(R.Agg("count", None), "n"), R.Measure(R.Nav("FIRST", Attr("A", "ts"), 0), "start")),
+    R.ONE_ROW, R.Skip(), ("k",), (R.OrderItem("ts"),), ("k", "t", "v", "ts", "__ts"), ("k", "n", "start"),
+    ("string", "bigint", "timestamp"))
+_INPUT = StructType([StructField("k", StringType()), StructField("t", StringType()), StructField("v", LongType()),
+                     StructField("ts", TimestampType()), StructField("__ts", LongType())])
+_OUTPUT = StructType([StructField("k", StringType()), StructField("n", LongType()),
+                      StructField("start", TimestampType())])
+
+
+class FakeGroup:
+    """The part of Spark's GroupState the state function uses; the state goes through bytes as in Spark."""
+
+    def __init__(self):
+        self.data, self.watermark, self.timeout = None, 0, None
+
+    @property
+    def exists(self) -> bool:
+        return self.data is not None
+
+    @property
+    def get(self):
+        return (bytes(self.data),)
+
+    def update(self, value) -> None:
+        self.data = bytes(value[0])
+
+    def getCurrentWatermarkMs(self) -> int:  # noqa: N802 - Spark's name
+        return self.watermark
+
+    def setTimeoutTimestamp(self, ms: int) -> None:  # noqa: N802 - Spark's name
+        self.timeout = ms
+
+
+def _micros(second: float) -> int:
+    return int((BASE.replace(tzinfo=dt.UTC) + dt.timedelta(seconds=second)).timestamp() * 1_000_000)
+
+
+def _frame(rows: list[tuple[str, int, float]]) -> pd.DataFrame:
+    """A pandas batch as PySpark gives it: naive UTC times, ``__ts`` and the event time in µs."""
+    return pd.DataFrame({
+        "k": ["p"] * len(rows), "t": [t for t, _, _ in rows], "v": [v for _, v, _ in rows],
+        "ts": [pd.Timestamp(BASE + dt.timedelta(seconds=s)) for _, _, s in rows],
+        "__ts": [_micros(s) for _, _, s in rows], SR._ET: [_micros(s) for _, _, s in rows]})
+
+
+def test_stream_function_holds_rows_until_the_watermark_and_drops_late_ones():
+    """Rows wait until the watermark passes them and go to the engine in time order whatever order they came
+    in; a row behind what was processed is dropped and counted; the outputs equal the batch run's."""
+    engine = pytest.importorskip("sparkcep.runtime_udfs.recognize")
+    fn = SR.stream_function(SPEC, _OUTPUT, _INPUT, numeric=False)
+    group = FakeGroup()
+
+    def call(rows, watermark_s: float) -> list[dict]:
+        group.watermark = _micros(watermark_s) // 1000
+        frames = list(fn(("p",), iter([_frame(rows)] if rows else []), group))
+        return [r for f in frames for r in f.to_dict("records")]
+
+    # a1 b2 b3 | b4 (then a lower b: the match ends) a6 b7; rows come out of order, and one arrives too late
+    out = call([("b", 2, 2), ("a", 0, 1)], 0.5)  # nothing settled before 0.5 s
+    assert out == [] and group.timeout is not None
+    out += call([("b", 5, 3), ("b", 9, 4)], 3.5)  # a1 b2 b3 settled; the match may still grow
+    out += call([("a", 0, 6), ("b", 1, 5), ("b", 7, 7)], 6.5)  # b4 extends, b1@5 ends it
+    out += call([("b", 8, 4.5)], 8.0)  # behind the processed 6.5 s: late, dropped
+    assert [r["n"] for r in out] == [4]
+    assert pickle.loads(group.data)[-1] == 1  # one late row counted
+    frontier, _, held, _ = SR._load_state(group.data)
+    assert frontier == _micros(8.0) and held == []
+
+    rows = [{"k": "p", "t": t, "v": v, "ts": BASE + dt.timedelta(seconds=s), "__ts": _micros(s)}
+            for t, v, s in [("a", 0, 1), ("b", 2, 2), ("b", 5, 3), ("b", 9, 4), ("b", 1, 5), ("a", 0, 6),
+                            ("b", 7, 7)]]
+    batch = engine.run_partition(SPEC, rows)
+    assert [r["n"] for r in batch] == [4, 2]  # the second match is decided only at the partition's end
+
+
+def test_results_that_do_not_fit_their_type_are_null():
+    """An engine value Arrow cannot take for the column's type is NULL in its row, not an error."""
+    schema = pa.schema([("n", pa.int64()), ("s", pa.string())])
+    table = SR._to_table([{"n": 3, "s": "x"}, {"n": "oops", "s": "y"}, {"n": 2**70, "s": None}], schema)
+    assert table.to_pylist() == [{"n": 3, "s": "x"}, {"n": None, "s": "y"}, {"n": None, "s": None}]
+
+
+def test_pandas_values_restore_nulls_integers_and_utc_times():
+    s = pd.Series([1.0, float("nan"), 3.0])
+    assert SR._pandas_values(s, LongType(), "UTC") == [1, None, 3]
+    times = pd.Series([pd.Timestamp("2024-03-01 10:00:00"), pd.NaT])
+    got = SR._pandas_values(times, TimestampType(), "Europe/Paris")
+    assert got == [dt.datetime(2024, 3, 1, 9, 0, tzinfo=dt.UTC), None]
+
+
+def test_span_of_the_from_table():
+    span = _span_of("select *\n  from  `Ev` match_recognize (...)", "Ev")
+    assert (span.line, span.column, span.end_column) == (2, 9, 13)
+    assert _span_of("SELECT 1", "ev") is None
+
+
+def test_python_sorts_again_only_where_spark_orders_differently():
+    from pyspark.sql.types import ArrayType, DoubleType
+
+    plain = StructType([*_INPUT.fields, StructField("d", DoubleType())])
+    assert SR.spark_orders_like_python(plain, SPEC)
+    spec = R.RecognizeSpec(**{**SPEC.__dict__, "columns": (*SPEC.columns, "arr")})
+    nested = StructType([*_INPUT.fields, StructField("arr", ArrayType(LongType()))])
+    assert not SR.spark_orders_like_python(nested, spec)
+
+
+def test_stream_function_numeric_time_decides_by_within_at_the_watermark():
+    """Numeric ts in seconds (``ts_unit="s"``): Spark's watermark (ms, offset included) is read in seconds; a
+    match whose WITHIN has passed comes out at the watermark that reaches it, and the timeout is set for it."""
+    pytest.importorskip("sparkcep.runtime_udfs.recognize")
+    from sparkcep.runtime_udfs.event_time import EVENT_TIME_OFFSET
+
+    spec = R.RecognizeSpec(**{**SPEC.__dict__, "defines": (("A", _IS["a"]), ("B", _IS["b"])), "within": 3.0,
+                              "measures": (R.Measure(R.Agg("count", None), "n"),), "output": ("k", "n"),
+                              "output_types": ("string", "bigint")})
+    schema = StructType([*_INPUT.fields[:3], StructField("ts", LongType()), StructField("__ts", LongType())])
+    fn = SR.stream_function(spec, StructType(_OUTPUT.fields[:2]), schema, numeric=True, ts_unit="s")
+    group = FakeGroup()
+
+    def call(rows, watermark_s: float) -> list[dict]:
+        group.watermark = EVENT_TIME_OFFSET + int(watermark_s * 1000)
+        frame = pd.DataFrame({"k": ["p"] * len(rows), "t": [t for t, _ in rows], "v": [0] * len(rows),
+                              "ts": [s for _, s in rows], "__ts": [s for _, s in rows],
+                              SR._ET: [s * 1_000_000 + EVENT_TIME_OFFSET * 1000 for _, s in rows]})
+        return [r for f in fn(("p",), iter([frame]), group) for r in f.to_dict("records")]
+
+    assert call([("a", 10), ("b", 11), ("b", 12)], 12.5) == []  # B+ may still grow until 13
+    assert group.timeout == EVENT_TIME_OFFSET + 13_000 - 1  # fires once the watermark reaches 13 s
+    assert call([], 12.9) == []
+    assert call([], 13.0) == [{"k": "p", "n": 3}]
+
+
+@pytest.mark.spark
+def test_ts_of_a_timestamp_ntz_column_ignores_the_session_zone(spark):
+    """``__ts`` of TIMESTAMP_NTZ is wall-clock microseconds since 1970: two hours apart across a DST change of
+    the session's zone are still two hours (WITHIN reads them)."""
+    spec = R.RecognizeSpec(**{**SPEC.__dict__, "order_by": (R.OrderItem("a"),)})
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Europe/Paris")
+    try:
+        df = spark.sql("SELECT TIMESTAMP_NTZ'2024-03-31 01:30:00' AS a UNION ALL "
+                       "SELECT TIMESTAMP_NTZ'2024-03-31 03:30:00'")
+        ts = sorted(r[SR.TS] for r in SR.project(df, spec).collect())
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert ts == [1_711_848_600_000_000, 1_711_848_600_000_000 + 7_200_000_000]
+
+
+@pytest.mark.spark
+def test_input_columns_with_reserved_names_are_refused(spark):
+    """A source column named like a hidden column (``__ts``, a RowExpr's ``__rx0``) is an error, not read in
+    place of the hidden one."""
+    for name in ["__ts", "__RX0"]:
+        df = spark.createDataFrame([("p", "a", 1, 1)], f"k string, t string, v bigint, {name} bigint")
+        with pytest.raises(CEPError, match="reserved"):
+            SR.project(df, SPEC)
+
+
+def test_partition_function_in_chunks_equals_the_reference(monkeypatch):
+    """With tiny chunks, a large partition goes through the engine in ``step`` chunks (PREV reaching back across
+    a chunk's edge) and small ones several to a conversion; the rows equal the reference's."""
+    pytest.importorskip("sparkcep.runtime_udfs.recognize")
+    recognize_all = _oracle()
+    rnd = random.Random(11)
+    rows = []
+    for k, n in [("p", 23), ("q", 2), ("r", 3), (None, 1), ("s", 4)]:
+        for i in range(n):
+            ts = BASE.replace(tzinfo=dt.UTC) + dt.timedelta(seconds=i)
+            rows.append({"k": k, "t": rnd.choice("abb"), "v": rnd.randint(0, 5), "ts": ts,
+                         "__ts": int(ts.timestamp() * 1_000_000)})
+    table = pa.Table.from_pylist(rows, schema=pa.schema([("k", pa.string()), ("t", pa.string()), ("v", pa.int64()),
+                                                         ("ts", pa.timestamp("us", tz="UTC")), ("__ts", pa.int64())]))
+    monkeypatch.setattr(SR, "CHUNK_ROWS", 4)
+    fn = SR.partition_function(SPEC, _OUTPUT, resort=False)
+    got = [r for b in fn(iter(table.to_batches(max_chunksize=5))) for r in pa.Table.from_batches([b]).to_pylist()]
+    want = recognize_all(SPEC, rows)
+    assert canon(got, SPEC.output) == canon(want, SPEC.output) and len(want) >= 4
