@@ -188,3 +188,74 @@ def test_corners_in_spark(spark):
     for ansi in ("true", "false"):
         got = spark_values(spark, exprs, rows, ansi)
         assert [canon(got[k][k]) for k in range(len(CORNERS))] == [canon(w) for _, _, w in CORNERS]
+
+
+# ------------------------------------------------------------------------------------------ real files, a stream
+#: ``x / y`` in a local predicate (b's, in the SQL filter) and in a parameterized one (a and b, in the engine),
+#: ``%`` with a negative left side in the local one; events with ``y = 0`` in every file.
+ZERO_QUERY = ("PATTERN SEQ(A a, B b) WHERE [id] AND (b.x / b.y > 1 OR (b.x - b.y) % 3 = -2) AND a.x / b.y < 5 "
+              "WITHIN 10 RETURN a.ts AS at, b.ts AS bt, a.id AS id")
+ZERO_COLUMNS = ["type", "ts", "id", "x", "y"]
+ZERO_FILES = [
+    [{"type": "A", "ts": 1, "id": 0, "x": 4, "y": 1}, {"type": "B", "ts": 2, "id": 0, "x": 3, "y": 0},
+     {"type": "B", "ts": 3, "id": 0, "x": 6, "y": 2},  # 6 / 2 > 1, 4 / 2 < 5: a match
+     {"type": "A", "ts": 4, "id": 1, "x": 0, "y": 0},
+     {"type": "B", "ts": 5, "id": 1, "x": 1, "y": 3}],  # (1 - 3) % 3 = -2 as Spark truncates (floor: 1): a match
+    [{"type": "B", "ts": 6, "id": 1, "x": 5, "y": 0}, {"type": "A", "ts": 7, "id": 2, "x": 10, "y": 0},
+     {"type": "B", "ts": 8, "id": 2, "x": 8, "y": -3}, {"type": "B", "ts": 9, "id": 2, "x": -1, "y": 1},
+     {"type": "A", "ts": 10, "id": 3, "x": 1, "y": 0}, {"type": "B", "ts": 11, "id": 3, "x": 2, "y": 0},
+     {"type": "B", "ts": 12, "id": 3, "x": 9, "y": 4},  # a match
+     {"type": "B", "ts": 13, "id": 3, "x": -2, "y": 0}],  # local TRUE by %, then a.x / 0 in the engine: NULL
+    [{"type": "B", "ts": 1000, "id": 9, "x": 0, "y": 0}],  # far ahead: every window closes
+]
+
+
+def _write(folder, chunks) -> None:
+    import json
+    import os
+
+    folder.mkdir(parents=True)
+    for k, chunk in enumerate(chunks):
+        path = folder / f"part-{k:02d}.jsonl"
+        path.write_text("".join(json.dumps(e) + "\n" for e in chunk))
+        os.utime(path, (1_000_000 + k, 1_000_000 + k))  # the file source reads in modification-time order
+
+
+def _zero_run(tmp_path, capsys, extra: list[str]) -> list[dict]:
+    import json
+
+    from sparkcep.cli import main
+
+    _write(tmp_path / "in", ZERO_FILES)
+    out = tmp_path / "out"
+    code = main(["run", "-e", ZERO_QUERY, "--input", str(tmp_path / "in"), "--output", str(out), *extra])
+    err = capsys.readouterr().err
+    assert code == 0 and "Traceback" not in err and "DIVIDE_BY_ZERO" not in err, err
+    return [json.loads(line) for f in sorted(out.glob("part-*")) for line in f.read_text().splitlines()]
+
+
+def _zero_expected() -> list[dict]:
+    import sparkcep
+    from sparkcep.oracles.match import match_rows
+
+    rows = [e for chunk in ZERO_FILES for e in chunk]
+    return match_rows(sparkcep.compile(ZERO_QUERY).query, rows, ZERO_COLUMNS)
+
+
+@pytest.mark.spark
+def test_division_by_zero_runs_to_the_end_in_a_batch(spark, tmp_path, capsys):
+    from sparkcep.spark.results import canonical
+
+    want = _zero_expected()
+    assert {(r["at"], r["bt"]) for r in want} == {(1, 3), (4, 5), (10, 12)}
+    assert canonical(_zero_run(tmp_path, capsys, [])) == canonical(want)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_division_by_zero_runs_to_the_end_in_a_stream(spark, tmp_path, capsys):
+    from sparkcep.spark.results import canonical
+
+    got = _zero_run(tmp_path, capsys, ["--stream", "--files-per-trigger", "1", "--lateness", "10",
+                                       "--checkpoint", str(tmp_path / "ck")])
+    assert canonical(got) == canonical(_zero_expected())
