@@ -93,15 +93,15 @@ _KEYWORDS = frozenset({k for k in SparkSQL.Tokenizer.KEYWORDS if _PLAIN.fullmatc
 
 def literal(value, *, bigint: bool = False) -> exp.Expression:
     """A constant as Spark SQL reads back exactly the value the engines see: an integer as BIGINT (written
-    plainly where Spark's INT literal widens to BIGINT anyway, ``CAST(n AS BIGINT)`` when ``bigint`` or outside
-    ``0 .. 2**31-1``), an integer beyond 64 bits and a fraction as DOUBLE (``1.5E0``, not Spark's DECIMAL
-    ``1.5``), NaN and the infinities as ``CAST('NaN' AS DOUBLE)`` ..."""
+    plainly where Spark's INT literal widens to BIGINT anyway, ``CAST(n AS BIGINT)`` when ``bigint`` (constants
+    computed with constants only) or beyond 32 bits), an integer beyond 64 bits and a fraction as DOUBLE
+    (``1.5E0``, not Spark's DECIMAL ``1.5``), NaN and the infinities as ``CAST('NaN' AS DOUBLE)`` ..."""
     if value is None:
         return exp.Null()
     if isinstance(value, bool):
         return exp.Boolean(this=value)
     if isinstance(value, int) and _INT64_MIN <= value <= _INT64_MAX:
-        if not bigint and 0 <= value <= _INT32_MAX:
+        if not bigint and -_INT32_MAX <= value <= _INT32_MAX:
             return exp.Literal.number(value)
         return exp.cast(exp.Literal.number(value), "BIGINT")
     if isinstance(value, (int, float)):
