@@ -259,3 +259,25 @@ def test_division_by_zero_runs_to_the_end_in_a_stream(spark, tmp_path, capsys):
     got = _zero_run(tmp_path, capsys, ["--stream", "--files-per-trigger", "1", "--lateness", "10",
                                        "--checkpoint", str(tmp_path / "ck")])
     assert canonical(got) == canonical(_zero_expected())
+
+
+STRING_QUERY = "PATTERN SEQ(A a, B b) WHERE b.s != 1 AND a.x < b.x WITHIN 10 RETURN a.ts AS at, b.ts AS bt"
+STRING_EVENTS = [("A", 1, 1, "0"), ("B", 2, 2, "abc"), ("B", 3, 3, " 1 "), ("B", 4, 4, "2"), ("B", 5, 5, "1.5"),
+                 ("B", 6, 6, "-7")]
+
+
+@pytest.mark.spark
+def test_string_column_against_a_number_in_apply(spark):
+    """``b.s != 1`` on a STRING column of a DataFrame (typed by the user, not by the reader): Spark's ANSI
+    comparison raised CAST_INVALID_INPUT on ``'abc'``; the filter now casts with TRY_CAST as the engines do."""
+    import sparkcep
+    from sparkcep.oracles.match import match_rows
+    from sparkcep.spark.results import canonical
+
+    df = spark.createDataFrame(STRING_EVENTS, "type string, ts bigint, x bigint, s string")
+    q = sparkcep.compile(STRING_QUERY)
+    got = [r.asDict() for r in q.apply(df).collect()]
+    rows = [dict(zip(["type", "ts", "x", "s"], e, strict=True)) for e in STRING_EVENTS]
+    want = match_rows(q.query, rows, ["type", "ts", "x", "s"])
+    assert {(r["at"], r["bt"]) for r in want} == {(1, 4), (1, 6)}  # 'abc', '1.5': NULL; ' 1 ': equal to 1
+    assert canonical(got) == canonical(want)
