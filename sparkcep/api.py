@@ -182,7 +182,8 @@ class CompiledQuery:
                                   type_col=self.type_col, buckets=self.buckets, **self._budget_option(spec))
         # the watermark on every event of the source, before the filter: any event moves event time
         events = watermarked(df, self.ts_col, self.lateness, ts_unit=self.ts_unit)
-        candidates = df.sparkSession.sql(filter_sql(plan, _view_of(events), schema.fieldNames(), pretty=False))
+        candidates = df.sparkSession.sql(filter_sql(plan, _view_of(events), schema.fieldNames(), pretty=False,
+                                                    types=_column_types(schema)))
         shedding = None
         if self.shedding_latency:  # streaming only: a batch has no latency to keep, it is never shed
             candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
@@ -226,9 +227,15 @@ def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type
     arrival = getattr(spec, "strategy", None) in CONTIGUITY
     drop, candidate_schema = _candidate_schema(plan, spec, schema, ts_col, type_col)
     candidates = df.sparkSession.sql(filter_sql(plan, view, schema.fieldNames(), pretty=False, arrival=arrival,
-                                                drop=drop))
+                                                drop=drop, types=_column_types(schema)))
     return batch_matches(candidates, spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col,
                          **options)
+
+
+def _column_types(schema) -> dict[str, str]:
+    """Column name → Spark type name: the SQL filter casts a string column that meets a number
+    (:func:`~sparkcep.compiler.codegen.sql.to_sql_expr`)."""
+    return {f.name: f.dataType.simpleString() for f in schema.fields}
 
 
 def _candidate_schema(plan: Node, spec, schema, ts_col: str, type_col: str):

@@ -27,6 +27,7 @@ function on a stream: there, equal ``ts`` within a micro-batch keep the order Sp
 
 from __future__ import annotations
 
+import math
 import re
 
 from sqlglot import exp
@@ -61,7 +62,14 @@ SparkSQL.ESCAPED_SEQUENCES = {**Spark.ESCAPED_SEQUENCES, "\0": "\\u0000", "$": "
 DIALECT = SparkSQL
 
 _CMP = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
-_ARITH = {"+": exp.Add, "-": exp.Sub, "*": exp.Mul, "/": exp.Div, "%": exp.Mod}
+#: Spark SQL's try_ arithmetic (NULL instead of an error on overflow, a zero divisor or an invalid cast):
+#: docs/language.md, "Expression semantics".
+_TRY = {"+": "TRY_ADD", "-": "TRY_SUBTRACT", "*": "TRY_MULTIPLY", "/": "TRY_DIVIDE", "%": "TRY_MOD"}
+_INT32_MAX = 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: Spark type names (``DataType.simpleString()``) by the kind of value the engines see.
+_KINDS = {"bigint": "int", "int": "int", "smallint": "int", "tinyint": "int", "double": "float",
+          "float": "float", "string": "str", "boolean": "bool"}
 
 
 def column(name: str) -> exp.Column:
@@ -83,43 +91,110 @@ _KEYWORDS = frozenset({k for k in SparkSQL.Tokenizer.KEYWORDS if _PLAIN.fullmatc
                          "TIME"})
 
 
-def literal(value) -> exp.Expression:
+def literal(value, *, bigint: bool = False) -> exp.Expression:
+    """A constant as Spark SQL reads back exactly the value the engines see: an integer as BIGINT (written
+    plainly where Spark's INT literal widens to BIGINT anyway, ``CAST(n AS BIGINT)`` when ``bigint`` (constants
+    computed with constants only) or beyond 32 bits), an integer beyond 64 bits and a fraction as DOUBLE
+    (``1.5E0``, not Spark's DECIMAL ``1.5``), NaN and the infinities as ``CAST('NaN' AS DOUBLE)`` ..."""
     if value is None:
         return exp.Null()
     if isinstance(value, bool):
         return exp.Boolean(this=value)
+    if isinstance(value, int) and _INT64_MIN <= value <= _INT64_MAX:
+        if not bigint and -_INT32_MAX <= value <= _INT32_MAX:
+            return exp.Literal.number(value)
+        return exp.cast(exp.Literal.number(value), "BIGINT")
     if isinstance(value, (int, float)):
-        return exp.Literal.number(value)
+        value = float(value)
+        if math.isnan(value) or math.isinf(value):
+            text = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+            return exp.cast(exp.Literal.string(text), "DOUBLE")
+        text = repr(abs(value))
+        number = exp.Literal.number(text if "e" in text else f"{text}E0")
+        return exp.Neg(this=number) if math.copysign(1.0, value) < 0 else number
     return exp.Literal.string(str(value))
 
 
-def to_sql_expr(e: Expr, *, any_vars: frozenset[str] = frozenset()) -> exp.Expression:
-    """An event-local AST expression as a sqlglot expression over the event's columns."""
+def to_sql_expr(e: Expr, *, any_vars: frozenset[str] = frozenset(), types=None) -> exp.Expression:
+    """An event-local AST expression as a sqlglot expression over the event's columns, with Spark SQL's
+    ``try_`` operators (an error on one event is NULL, never a failed job).  ``types`` (column name → Spark
+    type name, when the input's schema is known) lets a string column meeting a number be ``TRY_CAST`` to the
+    number's type, as the engines do (docs/language.md, "Expression semantics")."""
+    return _to_sql(e, any_vars, types or {})
+
+
+def _to_sql(e: Expr, any_vars: frozenset[str], types, bigint: bool = False) -> exp.Expression:
     if isinstance(e, Literal):
-        return literal(e.value)
+        return literal(e.value, bigint=bigint)
     if isinstance(e, Attr):
         if e.index not in (None, "cur"):
             raise CEPError(f"no Spark SQL translation of {e.var}[{e.index}].{e.attr} in a one-event filter")
         return column(e.attr)
     if isinstance(e, Unary):
-        inner = to_sql_expr(e.operand, any_vars=any_vars)
-        return exp.Not(this=exp.paren(inner)) if e.op == "NOT" else exp.Neg(this=exp.paren(inner))
+        if e.op == "NOT":
+            return exp.Not(this=exp.paren(_to_sql(e.operand, any_vars, types)))
+        v = e.operand.value if isinstance(e.operand, Literal) else None
+        if type(v) is float or (type(v) is int and _INT64_MIN < v <= _INT64_MAX):
+            return literal(0.0 - v if type(v) is float else -v)  # -5, not TRY_SUBTRACT(0, 5)
+        if type(v) is int and v > _INT64_MAX:
+            return literal(0.0 - float(v))
+        inner = _to_sql(e.operand, any_vars, types, bigint=not _reads(e.operand))
+        if _kind(e.operand, types) == "str":  # Spark negates a string as a DOUBLE
+            inner = _try_cast(inner, "float")
+        return exp.Anonymous(this="TRY_SUBTRACT", expressions=[literal(0, bigint=not _reads(e.operand)), inner])
     if isinstance(e, BinOp):
-        left = to_sql_expr(e.left, any_vars=any_vars)
-        right = to_sql_expr(e.right, any_vars=any_vars)
-        if e.op == "AND":
-            return exp.and_(left, right)
-        if e.op == "OR":
-            return exp.paren(exp.or_(left, right))
+        if e.op in ("AND", "OR"):
+            left = _to_sql(e.left, any_vars, types)
+            right = _to_sql(e.right, any_vars, types)
+            return exp.and_(left, right) if e.op == "AND" else exp.paren(exp.or_(left, right))
+        const = e.op not in _CMP and not _reads(e.left) and not _reads(e.right)  # INT literals would stay INT
+        left = _to_sql(e.left, any_vars, types, bigint=const)
+        right = _to_sql(e.right, any_vars, types, bigint=const)
+        kl, kr = _kind(e.left, types), _kind(e.right, types)
+        if kl == "str" and kr in ("int", "float"):
+            left = _try_cast(left, kr)
+        elif kr == "str" and kl in ("int", "float"):
+            right = _try_cast(right, kl)
         if e.op in _CMP:
             cmp = _CMP[e.op](this=_wrap(left), expression=_wrap(right))
             if any(isinstance(n, Attr) and n.var in any_vars for n in walk(e)):
                 return exp.Coalesce(this=cmp, expressions=[exp.true()])
             return cmp
-        return exp.paren(_ARITH[e.op](this=_wrap(left), expression=_wrap(right)))
+        return exp.Anonymous(this=_TRY[e.op], expressions=[left, right])
     if isinstance(e, (Func, EquivTest)):
         raise CEPError(f"no Spark SQL translation of {type(e).__name__} in a one-event filter")
     raise CEPError(f"no Spark SQL translation of {type(e).__name__}")  # pragma: no cover
+
+
+def _reads(e: Expr) -> bool:
+    return any(isinstance(n, Attr) for n in walk(e))
+
+
+def _kind(e: Expr, types) -> str | None:
+    """The kind of value (``int``, ``float``, ``str``, ``bool``) an expression has, or None if unknown."""
+    if isinstance(e, Literal):
+        v = e.value
+        if isinstance(v, bool):
+            return "bool"
+        if isinstance(v, int):
+            return "int" if _INT64_MIN <= v <= _INT64_MAX else "float"
+        return "float" if isinstance(v, float) else ("str" if isinstance(v, str) else None)
+    if isinstance(e, Attr):
+        return _KINDS.get(str(types.get(e.attr, "")).lower())
+    if isinstance(e, Unary):
+        return "bool" if e.op == "NOT" else ("float" if _kind(e.operand, types) == "str" else _kind(e.operand, types))
+    if isinstance(e, BinOp):
+        if e.op in _CMP or e.op in ("AND", "OR"):
+            return "bool"
+        kinds = {_kind(e.left, types), _kind(e.right, types)} - {"str"}
+        if e.op == "/" or "float" in kinds:
+            return "float"
+        return "int" if kinds == {"int"} else None
+    return None
+
+
+def _try_cast(x: exp.Expression, kind: str) -> exp.Expression:
+    return exp.TryCast(this=x, to=exp.DataType.build("BIGINT" if kind == "int" else "DOUBLE"), safe=True)
 
 
 def _wrap(x: exp.Expression) -> exp.Expression:
@@ -133,19 +208,19 @@ def type_test(type_col: str, types) -> exp.Expression:
     return exp.In(this=col, expressions=[literal(t) for t in types])
 
 
-def component_test(c: Component, type_col: str) -> exp.Expression:
+def component_test(c: Component, type_col: str, types=None) -> exp.Expression:
     test = type_test(type_col, c.types)
     if c.local is None:
         return test
     any_vars = frozenset({c.var}) if c.any_ else frozenset()
-    return exp.and_(test, to_sql_expr(c.local, any_vars=any_vars))
+    return exp.and_(test, to_sql_expr(c.local, any_vars=any_vars, types=types))
 
 
-def mask_expr(components, type_col: str, also: exp.Expression | None = None) -> exp.Expression:
+def mask_expr(components, type_col: str, also: exp.Expression | None = None, types=None) -> exp.Expression:
     """``CASE WHEN test_0 THEN 1 ELSE 0 END + CASE WHEN test_1 THEN 2 ELSE 0 END + ...`` (each test AND
     ``also`` if given)."""
     def test(c):
-        t = component_test(c, type_col)
+        t = component_test(c, type_col, types)
         return t if also is None else exp.and_(t, also)
 
     terms = [exp.Case(ifs=[exp.If(this=test(c), true=exp.Literal.number(1 << k))],
@@ -170,13 +245,14 @@ def filter_columns(plan: Node, attributes=None) -> list[str] | None:
 
 
 def filter_select(plan: Node, table: str = "events", attributes=None, arrival: bool = False,
-                  drop: tuple[str, ...] = ()) -> exp.Select:
+                  drop: tuple[str, ...] = (), types=None) -> exp.Select:
     """The SELECT of the plan's Source → Filter → Project: events that may fill a component, with
     ``_mask``; ``attributes`` are the input's columns when Project keeps them all.  Under a contiguity
     strategy: every event, and with ``arrival`` (batch input only) the ``_arrival`` column.
 
     For a batch run (:meth:`sparkcep.api.CompiledQuery.apply`), in the same SELECT, so that Spark analyses
-    one query instead of two: ``drop`` leaves out input columns the engine never reads."""
+    one query instead of two: ``drop`` leaves out input columns the engine never reads.  ``types``: the input's
+    column types where known (:func:`to_sql_expr`)."""
     nodes = chain(plan)
     source = next(n for n in nodes if isinstance(n, Source))
     filt = next(n for n in nodes if isinstance(n, Filter))
@@ -186,24 +262,24 @@ def filter_select(plan: Node, table: str = "events", attributes=None, arrival: b
     select = exp.select(*[column(c) for c in cols]) if cols is not None else exp.select(exp.Star())
     residual = and_all(filt.residual)
     if getattr(operator_spec(plan), "strategy", None) in CONTIGUITY:
-        also = to_sql_expr(residual) if residual is not None else None
-        mask = mask_expr(filt.components, source.type_col, exp.paren(also) if also is not None else None)
+        also = to_sql_expr(residual, types=types) if residual is not None else None
+        mask = mask_expr(filt.components, source.type_col, exp.paren(also) if also is not None else None, types)
         select = select.select(exp.alias_(mask, MASK, quoted=False))
         if arrival:
             select = select.select(exp.alias_(exp.Anonymous(this="MONOTONICALLY_INCREASING_ID", expressions=[]),
                                               ARRIVAL, quoted=False))
         return select.from_(table)
-    select = select.select(exp.alias_(mask_expr(filt.components, source.type_col), MASK, quoted=False))
+    select = select.select(exp.alias_(mask_expr(filt.components, source.type_col, types=types), MASK, quoted=False))
     all_types = sorted({t for c in filt.components for t in c.types})
     cond = type_test(source.type_col, all_types)
     if residual is not None:
-        cond = exp.and_(cond, to_sql_expr(residual))
+        cond = exp.and_(cond, to_sql_expr(residual, types=types))
     inner = select.from_(table).where(cond)
     return exp.select(exp.Star()).from_(exp.paren(inner).as_("candidates", quoted=False)).where(
         exp.NEQ(this=column(MASK), expression=exp.Literal.number(0)))
 
 
 def filter_sql(plan: Node, table: str = "events", attributes=None, pretty: bool = True,
-               arrival: bool = False, drop: tuple[str, ...] = ()) -> str:
-    return filter_select(plan, table, attributes, arrival, drop).sql(dialect=DIALECT, pretty=pretty)
+               arrival: bool = False, drop: tuple[str, ...] = (), types=None) -> str:
+    return filter_select(plan, table, attributes, arrival, drop, types).sql(dialect=DIALECT, pretty=pretty)
 

@@ -8,6 +8,11 @@ the 0-based position of its *current* event, which ``v[i]``, ``v[i-1]``, ``NEXT(
 Null semantics follow SQL: a missing attribute is ``None``; arithmetic and comparisons with ``None`` give
 ``None``; ``AND``/``OR``/``NOT`` are three-valued; a condition holds only if it is ``True``.  One exception,
 from SASE §2.2: a comparison that reads an attribute an event of an ``ANY(...)`` component lacks is TRUE.
+Operators mean what Spark SQL's mean under ANSI rules with the ``try_`` forms (an error is NULL), as the SQL
+filter computes them: ``%`` truncates, BIGINT overflow and ``x / 0`` are NULL, ``/`` is DOUBLE division, a
+string meets a number as the number's type, NaN equals NaN and is above every number (docs/language.md,
+"Expression semantics").  A NaN *attribute* value is NULL (pandas cannot tell them apart; the readers refuse
+NaN input values).
 
 Expressions are compiled once into closures (``compile_expr``) so engines do not walk the AST per event.
 
@@ -22,7 +27,9 @@ Example::
 from __future__ import annotations
 
 import math
+import numbers
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -89,7 +96,7 @@ def compile_expr(expr, any_vars: frozenset[str] = frozenset()) -> Compiled:
 
 def _compile(e, any_vars: frozenset[str]) -> Callable[[Binding, dict], Any]:
     if isinstance(e, Literal):
-        value = e.value
+        value = literal_value(e.value)
         return lambda b, c: value
     if isinstance(e, Attr):
         return _compile_attr(e, any_vars)
@@ -107,14 +114,39 @@ def _compile(e, any_vars: frozenset[str]) -> Callable[[Binding, dict], Any]:
             return lambda b, c: _or(left(b, c), right(b, c))
         if e.op in _CMP:
             op = _CMP[e.op]
-            return lambda b, c: _compare(op, left(b, c), right(b, c))
+
+            def compare(b, c):
+                x, y = left(b, c), right(b, c)
+                if type(x) is int and type(y) is int:  # the common case without a call
+                    return op(x, y)
+                return _compare(op, x, y)
+
+            return compare
         op = _ARITH[e.op]
+        if e.op in ("+", "-", "*"):
+
+            def exact(b, c):
+                x, y = left(b, c), right(b, c)
+                if type(x) is int and type(y) is int:  # the common case without a call
+                    r = op(x, y)
+                    return r if INT64_MIN <= r <= INT64_MAX else None
+                return _arith(op, x, y)
+
+            return exact
         return lambda b, c: _arith(op, left(b, c), right(b, c))
     if isinstance(e, Func):
         return _compile_func(e, any_vars)
     if isinstance(e, EquivTest):
         return _compile_equiv(e)
     raise EvalError(f"cannot evaluate {type(e).__name__}")
+
+
+def literal_value(value):
+    """A literal as the engines read it: an integer outside the 64-bit range is a DOUBLE (as the SQL filter
+    writes it), everything else as it is."""
+    if type(value) is int and not INT64_MIN <= value <= INT64_MAX:
+        return float(value)
+    return value
 
 
 def _event_at(events: list, var: str, index, cur: dict) -> dict | None:
@@ -242,16 +274,26 @@ def _hashable(v):
 
 
 def _not(v):
-    return None if v is None else (True if v is LACKING else not v)
+    if v is LACKING:
+        return True
+    if type(v) is bool:
+        return not v
+    kind, v = _number(v)
+    return (not v) if kind is bool else None  # NOT of a number or a string: Spark refuses it; NULL here
 
 
 def _neg(v):
     if v is None or v is LACKING:
         return None
-    try:
-        return -v
-    except TypeError:  # a string or other non-number: NULL, as Spark's try_ arithmetic (never an exception)
-        return None
+    kind, v = _number(v)
+    if kind is int:
+        return _int64(-v)
+    if kind is float:
+        return 0.0 - v  # as the SQL filter's try_subtract(0, v): -0.0 is 0.0
+    if kind is str:  # Spark negates a string as a DOUBLE (try_cast: NULL if it is no number)
+        d = _str_to_double(v)
+        return None if d is None else 0.0 - d
+    return None  # a boolean: Spark refuses it; NULL here
 
 
 def _and(x, y):
@@ -270,23 +312,154 @@ def _or(x, y):
     return False
 
 
+# ----------------------------------------------------------------------------------------------- Spark's values
+# (docs/language.md, "Expression semantics"): BIGINT (Python int in the 64-bit range), DOUBLE (float), STRING,
+# BOOLEAN; an operator evaluates as Spark SQL's try_ form under ANSI rules, so an error is NULL.
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _number(v):
+    """``(kind, value)``: kind ``int`` (numpy integers too), ``float``, ``str``, ``bool``, or the value's own type
+    (an array, a struct: compared only with its own type, as Spark does)."""
+    t = type(v)
+    if t is int or t is float or t is str or t is bool:
+        return t, v
+    if isinstance(v, bool) or (t.__module__ == "numpy" and t.__name__ in ("bool", "bool_")):
+        return bool, bool(v)
+    if isinstance(v, numbers.Integral):
+        return int, int(v)
+    if isinstance(v, float | numbers.Real):
+        return float, float(v)
+    if isinstance(v, str):
+        return str, str(v)
+    return t, v
+
+
+def _int64(v: int):
+    """A BIGINT result: NULL where it leaves the 64-bit range (Spark's try_add, try_multiply, ...)."""
+    return v if INT64_MIN <= v <= INT64_MAX else None
+
+
+# Spark's cast of a string to BIGINT / DOUBLE (try_cast): surrounding whitespace and control characters are
+# trimmed; BIGINT takes an optional sign and decimal digits only; DOUBLE takes Java's decimal and hexadecimal
+# forms (an optional d/f suffix) and inf, infinity, nan in any case.
+_TRIM = "".join(chr(c) for c in range(33))
+_BIGINT_TEXT = re.compile(r"[+-]?[0-9]+")
+_DOUBLE_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[dDfF]?")
+_HEX_DOUBLE = re.compile(r"([+-]?)0[xX]([0-9a-fA-F]*(?:\.[0-9a-fA-F]*)?)[pP]([+-]?[0-9]+)[dDfF]?")
+_SPECIAL = {"inf": math.inf, "+inf": math.inf, "infinity": math.inf, "+infinity": math.inf, "-inf": -math.inf,
+            "-infinity": -math.inf, "nan": math.nan}
+
+
+def _str_to_bigint(s: str):
+    s = s.strip(_TRIM)
+    if not _BIGINT_TEXT.fullmatch(s):
+        return None
+    return _int64(int(s))
+
+
+def _str_to_double(s: str):
+    s = s.strip(_TRIM)
+    if _DOUBLE_TEXT.fullmatch(s):
+        return float(s.rstrip("dDfF"))
+    special = _SPECIAL.get(s.lower())
+    if special is not None:
+        return special
+    m = _HEX_DOUBLE.fullmatch(s)
+    if m and m.group(2) not in ("", "."):
+        try:
+            value = float.fromhex(f"{m.group(1)}0x{m.group(2)}p{m.group(3)}")
+        except (OverflowError, ValueError):
+            return None
+        return value
+    return None
+
+
+def _coerce(x, y):
+    """``(kind, x, y)``: both operands as one Spark type (ANSI implicit casts, with try_cast for strings), or
+    ``(None, None, None)`` where one is NULL or Spark has no such pair (a boolean and a number, two strings in
+    arithmetic: the caller decides)."""
+    kx, x = _number(x)
+    ky, y = _number(y)
+    if kx is ky:
+        return kx, x, y
+    if kx is str and ky in (int, float):
+        x = _str_to_bigint(x) if ky is int else _str_to_double(x)
+        return (ky, x, y) if x is not None else (None, None, None)
+    if ky is str and kx in (int, float):
+        y = _str_to_bigint(y) if kx is int else _str_to_double(y)
+        return (kx, x, y) if y is not None else (None, None, None)
+    if {kx, ky} == {int, float}:
+        return float, float(x), float(y)
+    return None, None, None
+
+
 def _compare(op, x, y):
+    """``x op y`` as Spark SQL compares (``op`` one of :data:`_CMP`'s operators): a string and a number compare as
+    the number's type (the string try_cast to it: NULL if it is no number), BIGINT and DOUBLE as DOUBLE, strings
+    by code point, FALSE < TRUE; NaN equals NaN and is above every other DOUBLE."""
+    tx, ty = type(x), type(y)
+    if tx is int and ty is int:  # the common case, first
+        return op(x, y)
     if x is LACKING or y is LACKING:
         return True
     if x is None or y is None:
         return None
+    if (tx is float or tx is int) and (ty is float or ty is int):
+        kind, a, b = float, float(x), float(y)
+    else:
+        kind, a, b = _coerce(x, y)
+    if kind is None:
+        return None
+    if kind is float and (a != a or b != b):
+        a, b = (a != a, 0.0 if a != a else a), (b != b, 0.0 if b != b else b)
     try:
-        return bool(op(x, y))
-    except TypeError:
+        return bool(op(a, b))
+    except TypeError:  # e.g. the order of two dicts
         return None
 
 
 def _arith(op, x, y):
-    if x is LACKING or y is LACKING:
+    """``x op y`` as Spark SQL's try_ arithmetic (``op`` one of :data:`_ARITH`'s operators): BIGINT ``+ - * %`` stay
+    BIGINT and give NULL on overflow; ``/`` is DOUBLE division; ``x / 0`` and ``x % 0`` are NULL; ``%`` truncates
+    (the result has the sign of ``x``); DOUBLE follows IEEE 754 (inf, NaN); a string is try_cast to the other
+    operand's type; two strings, or a boolean, give NULL."""
+    tx, ty = type(x), type(y)
+    if tx is int and ty is int:  # the common case, first
+        kind, a, b = int, x, y
+    elif x is LACKING or y is LACKING:
         return LACKING
-    if x is None or y is None:
+    elif x is None or y is None:
         return None
-    try:
-        return op(x, y)
-    except (TypeError, ZeroDivisionError):
+    elif (tx is float or tx is int) and (ty is float or ty is int):
+        kind, a, b = float, float(x), float(y)
+    else:
+        kind, a, b = _coerce(x, y)
+    if kind is int:
+        if op is operator.truediv:
+            return None if b == 0 else float(a) / float(b)
+        if op is operator.mod:
+            if b == 0:
+                return None
+            r = abs(a) % abs(b)
+            return -r if a < 0 else r
+        return _int64(op(a, b))
+    if kind is float:
+        if op is operator.truediv:
+            return None if b == 0 else a / b
+        if op is operator.mod:
+            return _fmod(a, b)
+        return op(a, b)
+    return None
+
+
+def _fmod(a: float, b: float):
+    """Java's (and Spark's) DOUBLE remainder: truncated, NULL for a zero divisor (try_mod)."""
+    if b == 0:
         return None
+    if a != a or b != b or math.isinf(a):
+        return math.nan
+    if math.isinf(b):
+        return a
+    return math.fmod(a, b)

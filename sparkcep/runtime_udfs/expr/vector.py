@@ -9,18 +9,18 @@ row, as ``expr`` reads a missing attribute.
 The values must be those the engine sees (``ts`` and timestamp attributes as epoch milliseconds, see
 ``spark_adapters._arrow_epoch_ms``), each column of one type: integers, floats, strings or booleans (an object
 numpy array is read through ``pyarrow.array``, so it may mix ``None`` with values of one type).  Semantics, as
-in ``expr``: NaN in an attribute is NULL (a NaN computed by arithmetic is a value); arithmetic and comparisons
-with NULL are NULL; AND/OR/NOT are three-valued, with Python's idea of truth (``AND`` only sees a value that
-``is False``, ``OR`` one that ``is True``, ``NOT 0`` is TRUE); ``/`` is true division (int/int gives a
-correctly rounded float), and ``x / 0`` is NULL; integer arithmetic never wraps (it continues exactly in
-Python ints); int and float compare exactly; a string compared with a number is unequal (``=`` FALSE,
-``!=`` TRUE, ``<`` NULL); ``'ab' + 'c'`` concatenates and ``'ab' * 2`` repeats.  Unary minus of a string
-raises ``TypeError``, as ``expr`` does.
+in ``expr`` (Spark SQL's, with the ``try_`` forms: docs/language.md, "Expression semantics"): NaN in an
+attribute is NULL (a NaN computed by arithmetic or written as a literal is a value, equal to NaN and above
+every number); arithmetic and comparisons with NULL are NULL; AND/OR/NOT are three-valued (``AND`` only sees a
+value that ``is False``, ``OR`` one that ``is True``; NOT of a non-boolean is NULL); BIGINT ``+ - * %`` give
+NULL on overflow, ``%`` truncates, ``/`` divides as DOUBLE, ``x / 0`` and ``x % 0`` are NULL; BIGINT and
+DOUBLE compare and compute as DOUBLE; a string meeting a number is cast to the number's type (NULL if it is
+no number; one Python call per distinct string); two strings never add.
 
 Supported: ``Literal``; ``Attr`` of a plain variable (no index, not a bare attribute, not a variable of an
-``ANY`` component: pass those in ``any_vars``); ``Unary`` ``-``/``NOT``; ``BinOp`` ``+ - * /``, comparisons,
-``AND``/``OR``.  Anything else (``%``, aggregates, ``v[i]``, equivalence tests, ANY variables) gives None: the
-caller keeps the per-binding evaluator for it.  No per-row Python runs except where integers overflow int64.
+``ANY`` component: pass those in ``any_vars``); ``Unary`` ``-``/``NOT``; ``BinOp`` ``+ - * / %``, comparisons,
+``AND``/``OR``.  Anything else (aggregates, ``v[i]``, equivalence tests, ANY variables) gives None: the
+caller keeps the per-binding evaluator for it.
 
 Example::
 
@@ -47,26 +47,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcep.ir.ast import Attr, BinOp, Literal, Unary
+from sparkcep.runtime_udfs.expr.scalar import _str_to_bigint, _str_to_double
 
 Columns = Mapping[tuple[str, str], object]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_EXACT = 2**53  # integers of at most this magnitude are exact float64 values
 _CMP = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
         ">=": np.greater_equal}
-_SWAP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _PC_CMP = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
            ">=": pc.greater_equal}
-_PY_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+_PY_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+_NP_ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply}
 _CHECKED = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}
 
 
 @dataclass(frozen=True)
 class _Val:
-    """A column of values of one kind: ``null`` (no data), ``bool``, ``int`` (int64, or object Python ints
-    after an overflow), ``float`` (float64), ``str`` (a pyarrow large_string array, null where invalid).
-    ``valid`` is False where the value is NULL; ``data`` there is a harmless filler (0 for ints, 0 or NaN for
-    floats)."""
+    """A column of values of one kind: ``null`` (no data), ``bool``, ``int`` (int64), ``float`` (float64),
+    ``str`` (a pyarrow large_string array, null where invalid).  ``valid`` is False where the value is NULL;
+    ``data`` there is a harmless filler (0 for ints, 0 or NaN for floats)."""
 
     kind: str
     data: object
@@ -83,11 +82,6 @@ def _null(n: int) -> _Val:
     return _Val("null", None, np.zeros(n, dtype=bool))
 
 
-def _ints(v: _Val):
-    """Numeric data as int64 (bools as 0/1) or object ints; floats unchanged."""
-    return v.data.astype(np.int64) if v.kind == "bool" else v.data
-
-
 # ----------------------------------------------------------------------------------------------- input columns
 
 
@@ -96,8 +90,8 @@ def _from_numpy(a: np.ndarray) -> _Val:
     if a.dtype.kind == "b":
         return _Val("bool", a.astype(bool), np.ones(n, dtype=bool))
     if a.dtype.kind in "iu":
-        if a.dtype == np.uint64 and n and a.max() > _INT64_MAX:
-            return _Val("int", a.astype(object), np.ones(n, dtype=bool))
+        if a.dtype == np.uint64 and n and a.max() > _INT64_MAX:  # beyond BIGINT: a DOUBLE, as such a literal
+            return _Val("float", a.astype(np.float64), np.ones(n, dtype=bool))
         return _Val("int", a.astype(np.int64, copy=False), np.ones(n, dtype=bool))
     if a.dtype.kind == "f":
         data = a.astype(np.float64, copy=False)
@@ -121,7 +115,8 @@ def _from_arrow(a: pa.Array | pa.ChunkedArray) -> _Val:
     if pa.types.is_boolean(t):
         return _Val("bool", pc.fill_null(a, False).to_numpy(zero_copy_only=False), valid)
     if pa.types.is_integer(t):
-        return _val("int", _from_numpy(pc.fill_null(a, 0).to_numpy(zero_copy_only=False)).data, valid)
+        inner = _from_numpy(pc.fill_null(a, 0).to_numpy(zero_copy_only=False))
+        return _val(inner.kind, inner.data, valid)
     if pa.types.is_floating(t):
         data = pc.fill_null(a, 0.0).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
         return _Val("float", data, valid & ~np.isnan(data))
@@ -146,100 +141,94 @@ def _literal(value, n: int) -> _Val:
     if isinstance(value, int):
         if _INT64_MIN <= value <= _INT64_MAX:
             return _Val("int", np.full(n, value, dtype=np.int64), ones)
-        data = np.empty(n, dtype=object)
-        data[:] = value
-        return _Val("int", data, ones)
+        return _Val("float", np.full(n, float(value)), ones)  # beyond BIGINT: a DOUBLE, as scalar.literal_value
     if isinstance(value, float):
         return _Val("float", np.full(n, value), ones)  # a literal NaN stays a value, as in expr
     return _Val("str", pa.array([value] * n, pa.large_string()), ones)
 
 
 # ----------------------------------------------------------------------------------------------- operators
+# Spark SQL's try_ semantics, as scalar.py: see its _coerce, _arith, _compare.
+
+
+def _cast_str(v: _Val, kind: str) -> _Val:
+    """Spark's try_cast of a string column to BIGINT (``kind`` int) or DOUBLE (float): NULL where it is no
+    number.  Strings are rare in arithmetic: one Python call per distinct string."""
+    parse = _str_to_bigint if kind == "int" else _str_to_double
+    texts = pc.fill_null(v.data, "").to_pylist()
+    cache: dict = {}
+    values = [cache[t] if t in cache else cache.setdefault(t, parse(t)) for t in texts]
+    ok = v.valid & np.array([x is not None for x in values], dtype=bool)
+    fill = 0 if kind == "int" else 0.0
+    dtype = np.int64 if kind == "int" else np.float64
+    data = np.array([fill if x is None else x for x in values], dtype=dtype)
+    return _val(kind, data, ok)
+
+
+def _coerce(x: _Val, y: _Val):
+    """Both columns as one Spark type (ANSI implicit casts, try_cast for strings), or None where there is no
+    such pair (NULL, a boolean and a number, ...)."""
+    if x.kind == "null" or y.kind == "null":
+        return None
+    if x.kind == y.kind:
+        return x, y
+    if x.kind == "str" and y.kind in ("int", "float"):
+        return _cast_str(x, y.kind), y
+    if y.kind == "str" and x.kind in ("int", "float"):
+        return x, _cast_str(y, x.kind)
+    if {x.kind, y.kind} == {"int", "float"}:
+        return _Val("float", _to_float(x), x.valid), _Val("float", _to_float(y), y.valid)
+    return None
 
 
 def _to_float(v: _Val) -> np.ndarray:
-    if v.kind == "float":
-        return v.data
-    return _ints(v).astype(np.float64)  # object ints: float(i), OverflowError past 1e308 as in Python
-
-
-def _object_arith(op: str, x: np.ndarray, y: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """Exact Python int arithmetic (the rare path: int64 overflow, or int/int beyond 2**53)."""
-    x, y = x.astype(object), y.astype(object)
-    if op == "/":
-        y = np.where(valid, y, 1)
-    return _PY_ARITH[op](x, y)
+    return v.data if v.kind == "float" else v.data.astype(np.float64)
 
 
 def _arith(op: str, x: _Val, y: _Val) -> _Val:
     n = len(x.valid)
+    pair = _coerce(x, y)
+    if pair is None or pair[0].kind not in ("int", "float"):
+        return _null(n)  # two strings, booleans: no Spark arithmetic
+    x, y = pair
+    a, b = x.data, y.data
     valid = x.valid & y.valid
-    if x.kind == "null" or y.kind == "null":
-        return _null(n)
-    if x.kind == "str" or y.kind == "str":
-        return _string_arith(op, x, y, valid)
-    if op == "/":
-        valid = valid & (_to_float(y) != 0) if y.kind == "float" else valid & (_ints(y) != 0)
-    if x.kind == "float" or y.kind == "float":
+    if op in ("/", "%"):
+        valid = valid & (b != 0)
+    if x.kind == "float" or op == "/":
         a, b = _to_float(x), _to_float(y)
         with np.errstate(all="ignore"):
-            return _val("float", _PY_ARITH[op](a, np.where(valid, b, 1.0) if op == "/" else b), valid)
-    a, b = _ints(x), _ints(y)
-    if op == "/":
-        if a.dtype != object and b.dtype != object and _small(a) and _small(b):
-            with np.errstate(all="ignore"):
-                return _val("float", a.astype(np.float64) / np.where(valid, b, 1).astype(np.float64), valid)
-        return _val("float", _object_arith(op, a, b, valid).astype(np.float64), valid)
-    if a.dtype != object and b.dtype != object:
-        try:
-            return _val("int", _CHECKED[op](a, b).to_numpy(), valid)
-        except pa.ArrowInvalid:  # overflow: continue exactly, as Python ints do
-            pass
-    return _val("int", _object_arith(op, a, b, valid), valid)
-
-
-def _small(a: np.ndarray) -> bool:
-    """Every value an exact float64 (so int64 → float64 changes nothing)."""
-    return not len(a) or (int(a.min()) >= -_EXACT and int(a.max()) <= _EXACT)
-
-
-def _string_arith(op: str, x: _Val, y: _Val, valid: np.ndarray) -> _Val:
-    n = len(valid)
-    if op == "+" and x.kind == y.kind == "str":
-        return _Val("str", pc.binary_join_element_wise(x.data, y.data, pa.scalar("", pa.large_string())), valid)
-    if op == "*" and {x.kind, y.kind} in ({"str", "int"}, {"str", "bool"}):
-        s, k = (x, y) if x.kind == "str" else (y, x)
-        if k.data.dtype == object:
-            raise OverflowError("cannot fit 'int' into an index-sized integer")
-        lengths = pc.fill_null(pc.binary_length(s.data), 0).to_numpy(zero_copy_only=False)
-        counts = np.where(valid & (lengths > 0), np.maximum(_ints(k), 0), 0)  # 'ab' * -1 == '', '' * k == ''
-        if (lengths.astype(np.float64) * counts).sum() > 2**31:
-            raise MemoryError("repeated string is too long")  # Python fails too, from 2**54 bytes on
-        return _Val("str", pc.binary_repeat(pc.if_else(valid, s.data, None), pa.array(counts)), valid)
-    return _null(n)  # TypeError in expr: NULL
+            if op == "/":
+                return _val("float", a / np.where(valid, b, 1.0), valid)
+            if op == "%":
+                return _val("float", np.fmod(a, np.where(valid, b, 1.0)), valid)
+            return _val("float", _NP_ARITH[op](a, b), valid)
+    if op == "%":
+        with np.errstate(all="ignore"):
+            return _val("int", np.fmod(a, np.where(valid, b, 1)), valid)  # truncated; INT64_MIN % -1 is 0
+    try:
+        return _val("int", _CHECKED[op](a, b).to_numpy(), valid)
+    except pa.ArrowInvalid:  # overflow somewhere: exact Python ints, NULL outside the 64-bit range
+        exact = _PY_ARITH[op](a.astype(object), b.astype(object))
+        ok = valid & np.array([_INT64_MIN <= v <= _INT64_MAX for v in exact], dtype=bool)
+        return _val("int", np.where(ok, exact, 0).astype(np.int64), ok)
 
 
 def _neg(x: _Val) -> _Val:
-    if x.kind == "null":
-        return x
-    if x.kind == "str":  # NULL, as expr's _neg (Spark's try_ behaviour: never an exception)
-        return _null(len(x.valid))
+    if x.kind == "str":  # Spark negates a string as a DOUBLE
+        x = _cast_str(x, "float")
     if x.kind == "float":
-        return _val("float", -x.data, x.valid)
-    a = _ints(x)
-    if a.dtype != object and (a == _INT64_MIN).any():
-        a = a.astype(object)
-    return _val("int", -a, x.valid)
+        return _val("float", 0.0 - x.data, x.valid)  # as scalar._neg: -0.0 is 0.0
+    if x.kind == "int":
+        ok = x.valid & (x.data != _INT64_MIN)
+        return _val("int", -np.where(ok, x.data, 0), ok)
+    return _null(len(x.valid))  # NULL, a boolean
 
 
 def _not(x: _Val) -> _Val:
-    if x.kind == "null":
-        return _Val("bool", np.zeros(len(x.valid), dtype=bool), x.valid)
     if x.kind == "bool":
         return _Val("bool", ~x.data, x.valid)
-    if x.kind == "str":
-        return _Val("bool", _numpy_bool(pc.equal(pc.binary_length(x.data), 0)), x.valid)
-    return _Val("bool", np.asarray(x.data == 0, dtype=bool), x.valid)  # Python truth: not 0, not 0.0
+    return _Val("bool", np.zeros(len(x.valid), dtype=bool), np.zeros(len(x.valid), dtype=bool))
 
 
 def _numpy_bool(a: pa.Array) -> np.ndarray:
@@ -265,48 +254,23 @@ def _is(x: _Val, value: bool) -> np.ndarray:
 
 def _compare(op: str, x: _Val, y: _Val) -> _Val:
     n = len(x.valid)
+    pair = _coerce(x, y)
+    if pair is None:
+        return _Val("bool", np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
+    x, y = pair
     valid = x.valid & y.valid
-    if x.kind == "null" or y.kind == "null":
-        return _Val("bool", np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
-    if x.kind == "str" and y.kind == "str":
+    if x.kind == "str":
         return _Val("bool", _numpy_bool(_PC_CMP[op](x.data, y.data)), valid)
-    if x.kind == "str" or y.kind == "str":  # str vs number/bool: unequal; ordering is a TypeError (NULL)
-        if op in ("=", "!="):
-            return _Val("bool", np.full(n, op == "!="), valid)
-        return _Val("bool", np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
-    if x.kind == "float" and y.kind == "float":
+    if x.kind != "float":
         return _Val("bool", _CMP[op](x.data, y.data), valid)
-    if x.kind == "float":
-        return _compare(_SWAP[op], y, x)
-    a = _ints(x)
-    if y.kind == "float":
-        if a.dtype == object:
-            return _Val("bool", np.asarray(_CMP[op](a, y.data.astype(object)), dtype=bool), valid)
-        return _Val("bool", _int_float_cmp(op, a, y.data), valid)
-    b = _ints(y)
-    if a.dtype == object or b.dtype == object:
-        return _Val("bool", np.asarray(_CMP[op](a.astype(object), b.astype(object)), dtype=bool), valid)
-    return _Val("bool", _CMP[op](a, b), valid)
-
-
-def _int_float_cmp(op: str, i: np.ndarray, f: np.ndarray) -> np.ndarray:
-    """``i op f`` exactly (Python compares int and float by value; int64 → float64 may round).
-
-    Rounding is monotone, so ``float(i) < f`` implies ``i < f``; where ``float(i) == f``, ``f`` is a whole number
-    and is compared with ``i`` as an integer (2**63 is above every int64)."""
-    if _small(i):
-        return _CMP[op](i.astype(np.float64), f)
-    nan = np.isnan(f)
+    a, b = x.data, y.data  # NaN equals NaN and is above every other DOUBLE
+    an, bn = np.isnan(a), np.isnan(b)
     with np.errstate(invalid="ignore"):
-        fi = i.astype(np.float64)
-        tie = fi == f
-        top = tie & (f >= 2.0**63)
-        whole = np.where(tie & ~top, f, 0.0).astype(np.int64)
-        sign = np.where(fi < f, -1, np.where(fi > f, 1, 0))
-        sign = np.where(tie, np.where(top, -1, np.sign(i - whole)), sign)
-    if op == "!=":
-        return nan | (sign != 0)
-    return ~nan & _CMP[op](sign, 0)
+        eq = (a == b) | (an & bn)
+        lt = ((a < b) & ~an) | (~an & bn)
+        gt = ((a > b) & ~bn) | (an & ~bn)
+    out = {"=": eq, "!=": ~eq, "<": lt, "<=": lt | eq, ">": gt, ">=": gt | eq}[op]
+    return _Val("bool", out, valid)
 
 
 # ----------------------------------------------------------------------------------------------- compilation
@@ -337,10 +301,10 @@ def _compile(e, any_vars: frozenset[str], reads: set) -> _Node | None:
             fn = _and if e.op == "AND" else _or
         elif e.op in _CMP:
             fn = _bind(_compare, e.op)
-        elif e.op in _CHECKED or e.op == "/":
+        elif e.op in _CHECKED or e.op in ("/", "%"):
             fn = _bind(_arith, e.op)
         else:
-            return None  # '%': Python's modulo corners are not worth approximating
+            return None
         left = _compile(e.left, any_vars, reads)
         right = _compile(e.right, any_vars, reads)
         if left is None or right is None:
@@ -383,10 +347,7 @@ class VectorExpr:
             return pa.nulls(len(v.valid))
         if v.kind == "str":
             return v.data
-        mask = ~v.valid
-        if v.kind == "int" and v.data.dtype == object:
-            return pa.array([None if m else x for x, m in zip(v.data.tolist(), mask, strict=True)], pa.int64())
-        return pa.array(v.data, mask=mask)
+        return pa.array(v.data, mask=~v.valid)
 
 
 def vectorize(expr, any_vars: frozenset[str] = frozenset()) -> VectorExpr | None:
