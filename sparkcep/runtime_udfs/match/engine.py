@@ -40,7 +40,8 @@ The streaming contract: :func:`step` only buffers; :func:`advance` processes the
 watermark in ``ts`` order and returns every match completed (each exactly once); events before a processed
 watermark are late and counted, never matched (LANGUAGE.md §1: only an event *older* than the watermark is
 late); an event at the processed watermark's very ts is taken after the events of that ts already processed
-(ties in arrival order), which never follow it in a match; the state is pruned to the window.  ``advance(spec,
+(in arrival order, whatever its ``_seq``: a batch that ranks ties by ``_seq`` gives all events of a ts
+at once), which never follow it in a match; the state is pruned to the window.  ``advance(spec,
 state, math.inf)`` flushes (batch).  :meth:`MatchState.to_bytes` keeps the state between micro-batches.
 
 Events are dicts with ``type``, ``ts`` (a number) and optionally:
