@@ -440,3 +440,18 @@ def test_reading_another_variable_skips_runs():
     began = time.process_time()
     assert spans(run_partition(s, rows)) == [(0, n - 1)]
     assert time.process_time() - began < 10
+
+
+def test_first_is_kept_on_the_chain():
+    # A+ with A: A.x >= FIRST(A.x) over 30,000 rows, ALL ROWS with FIRST(x) per output row: the first row is
+    # kept on the chain, not searched for from the last row each time (quadratic: minutes)
+    import time
+
+    s = spec(q(V("A"), 1), {"A": BinOp(">=", x, R.Nav("FIRST", Attr("A", "x"), 0))},
+             {"f": R.Nav("FIRST", x, 0), "f1": R.Nav("FIRST", x, 1)}, rows=R.ALL_ROWS)
+    n = 30_000
+    rows = data("z" * n, xs=list(range(n)))
+    began = time.process_time()
+    out = run_partition(s, rows)
+    assert len(out) == n and {r["f"] for r in out} == {0} and [r["f1"] for r in out[:3]] == [None, 1, 1]
+    assert time.process_time() - began < 10

@@ -58,7 +58,8 @@ class Slots:
     argument reads more than its own row (FIRST/LAST, CLASSIFIER, a nested aggregate) is walked instead.
 
     The fold is the reference's, step by step: the first non-NULL value, then ``+`` (``try_`` arithmetic)
-    for SUM/AVG, ``<``/``>`` for MIN/MAX; AVG divides at the end."""
+    for SUM/AVG, ``<``/``>`` for MIN/MAX; AVG divides at the end.  ``FIRST(X.c, k)`` keeps the position of
+    the (k+1)-th row mapped to X the same way."""
 
     def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...]):
         self.members, self.variables = members, variables
@@ -83,6 +84,17 @@ class Slots:
             self.empty = ((0, None),) * len(self.items)
         return k
 
+    def register_first(self, var: str | None, k: int) -> int:
+        """A slot holding the (k+1)-th row mapped to ``var`` (every row if None): ``FIRST(var.c, k)``."""
+        key = ("first", var, k)
+        got = self.keys.get(key)
+        if got is None:
+            mset = None if var is None else _Compiler(self.members, self.variables).member_set(var)
+            got = self.keys[key] = len(self.items)
+            self.items.append((mset, "first", k + 1, None))
+            self.empty = ((0, None),) * len(self.items)
+        return got
+
     def extend(self, ctx, row: int, var: int, acc: tuple | None) -> tuple:
         """The aggregates after the row at ``row`` is mapped to ``var`` (``acc``: those before, None: none)."""
         if acc is None:
@@ -90,7 +102,11 @@ class Slots:
         out = []
         for (mset, func, arg, cell), (count, value) in zip(self.items, acc, strict=True):
             if mset is None or var in mset:
-                if arg is None:
+                if func == "first":  # arg: the position wanted, 1-based
+                    count += 1
+                    if count == arg:
+                        value = row
+                elif arg is None:
                     count += 1
                 else:
                     cell[0] = row
@@ -187,6 +203,14 @@ class _Compiler:
     def logical(self, kind: str, k: int, final: bool) -> Locator:
         def loc(var: str | None):
             mset = None if var is None else self.member_set(var)
+            if kind == "FIRST" and self.slots is not None:
+                slot = self.slots.register_first(var, k)
+
+                def first(ctx, h, f):
+                    n = f if final else h
+                    return None if n is None else n[4][slot][1]
+
+                return first
 
             def nth(ctx, h, f):
                 n = f if final else h
