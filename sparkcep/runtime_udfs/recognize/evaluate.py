@@ -32,7 +32,7 @@ from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _and, _arith, _compare, _neg, _not, _or
 
-__all__ = ["Ctx", "Slots", "compile_expr", "node", "history_free", "prev_reach", "uses_next"]
+__all__ = ["Ctx", "Slots", "compile_expr", "history_free", "next_reach", "node", "prev_reach", "uses_next"]
 
 Compiled = Callable[[Any, Any, Any], Any]
 #: var -> (ctx, head, full) -> the absolute row it reads, or None
@@ -483,6 +483,12 @@ def prev_reach(e) -> int:
     """How many rows before the rows of a match ``e`` may read (PREV offsets, nested ones added up)."""
     own = e.offset if isinstance(e, R.Nav) and e.kind == "PREV" else 0
     return own + max((prev_reach(c) for c in _children(e)), default=0)
+
+
+def next_reach(e) -> int:
+    """How many rows after the row it is evaluated at ``e`` may read (NEXT offsets, nested ones added up)."""
+    own = e.offset if isinstance(e, R.Nav) and e.kind == "NEXT" else 0
+    return own + max((next_reach(c) for c in _children(e)), default=0)
 
 
 def uses_next(e) -> bool:
