@@ -265,6 +265,8 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
                 gap = _arith(sub, row_ts, rows[s - base].get(ts_col))
                 if gap is not None and _compare(ge, gap, within):
                     continue
+            if memo is not None and memo[var] is False:  # known to fail on this row: no node to build
+                continue
             parent = t[2]
             if parent is None:
                 node = (i, var, char_excl[leaf], None, extend(ctx, i, var, None) if slotted else None, None)
