@@ -4,7 +4,7 @@ Builders (plain functions, no hypothesis): row patterns ``V("A")``, ``seq``, ``a
 ``opt``, ``perm``, ``excl``, ``START``/``END``/``EMPTY``; expressions ``col``, ``lit``, ``op``, ``prev``,
 ``nxt``, ``first``, ``last``, ``agg``, ``classifier``; :func:`make_spec` fills in ``variables`` and
 ``output`` the way the front end does (ONE ROW: partition columns then measures; ALL ROWS: partition
-columns, ORDER BY columns, measures, then the remaining input columns).
+columns, ORDER BY columns, measures, then the remaining input columns, not the hidden ``__`` ones).
 
 Strategies: :func:`specs` (random patterns over every construct, DEFINEs over a few int columns with
 PREV/NEXT/FIRST/LAST/aggregates, measures, ROWS PER MATCH, AFTER MATCH SKIP, SUBSET, WITHIN) and
@@ -83,6 +83,19 @@ def pattern_variables(p) -> tuple[str, ...]:
 
     walk(p)
     return tuple(out)
+
+
+def strip_exclusion(p):
+    """``p`` without its ``{- -}`` (the same matches: exclusion only changes what ALL ROWS outputs)."""
+    if isinstance(p, R.PExclude):
+        return strip_exclusion(p.inner)
+    if isinstance(p, (R.PConcat, R.PPermute)):
+        return type(p)(tuple(strip_exclusion(i) for i in p.items))
+    if isinstance(p, R.PAlt):
+        return R.PAlt(tuple(strip_exclusion(i) for i in p.alternatives))
+    if isinstance(p, R.PQuant):
+        return R.PQuant(strip_exclusion(p.inner), p.min, p.max, p.greedy)
+    return p
 
 
 def has_exclusion(p) -> bool:
@@ -170,7 +183,8 @@ def make_spec(pattern, *, columns, defines=(), measures=(), rows_per_match=R.ONE
         output = (*partition_by, *names)
     else:
         lead = [*partition_by, *(o.column for o in order if o.column not in partition_by)]
-        output = (*lead, *names, *(c for c in columns if c not in lead and c not in names))
+        output = (*lead, *names, *(c for c in columns if c not in lead and c not in names
+                                    and not c.startswith("__")))
     return R.RecognizeSpec(
         pattern=pattern, variables=pattern_variables(pattern), defines=tuple(defines),
         subsets=tuple((n, tuple(m)) for n, m in subsets), measures=ms, rows_per_match=rows_per_match,
@@ -178,44 +192,60 @@ def make_spec(pattern, *, columns, defines=(), measures=(), rows_per_match=R.ONE
         output=tuple(output), within=within)
 
 
+def with_rows_per_match(spec: R.RecognizeSpec, rows_per_match: str) -> R.RecognizeSpec:
+    """``spec`` with another ROWS PER MATCH option (and the output columns that go with it)."""
+    return make_spec(spec.pattern, columns=spec.columns, defines=spec.defines,
+                     measures=[(m.name, m.expr) for m in spec.measures], rows_per_match=rows_per_match,
+                     skip=spec.skip, partition_by=spec.partition_by, order_by=spec.order_by,
+                     subsets=spec.subsets, within=spec.within)
+
+
 # ----------------------------------------------------------------------------------------------- strategies
 
 VARS = ("A", "B", "C")
+#: the per-row column Spark would compute for a RowExpr (here ``x + y``)
+RX = "__rx0"
 INT_COLS = ("x", "y")
 #: columns of the random rows: a partition key, the time column, two int attributes
-COLUMNS = ("k", "t", "x", "y")
+COLUMNS = ("k", "t", "x", "y", RX)
 
 
 def _leaf(variables):
     return st.sampled_from(variables).map(V)
 
 
-def row_patterns(variables=VARS, max_leaves: int = 4):
+def row_patterns(variables=VARS, max_leaves: int = 4, streaming: bool = False):
     """Random row patterns over ``variables`` with every construct: concatenation, alternation, greedy and
-    reluctant quantifiers (``* + ?`` and bounded), PERMUTE, exclusion, anchors and the empty pattern."""
-    leaves = st.one_of(_leaf(variables), _leaf(variables), _leaf(variables), st.sampled_from((START, END, EMPTY)))
+    reluctant quantifiers (``* + ?`` and bounded), PERMUTE, exclusion, anchors and the empty pattern
+    (``streaming``: no ``$``, which streaming refuses)."""
+    specials = (START, EMPTY) if streaming else (START, END, EMPTY)
+    leaves = st.one_of(*[_leaf(variables)] * 8, st.sampled_from(specials))
 
     def extend(children):
         bounds = st.sampled_from(((0, None), (1, None), (0, 1), (2, 2), (1, 3), (0, 2), (2, None)))
+        lists = st.lists(children, min_size=2, max_size=3)
+        quant = st.tuples(children, bounds, st.booleans()).map(lambda a: q(a[0], a[1][0], a[1][1], a[2]))
         return st.one_of(
-            st.lists(children, min_size=2, max_size=3).map(lambda xs: seq(*xs)),
-            st.lists(children, min_size=2, max_size=3).map(lambda xs: alt(*xs)),
-            st.tuples(children, bounds, st.booleans()).map(lambda a: q(a[0], a[1][0], a[1][1], a[2])),
-            st.lists(children, min_size=2, max_size=3).map(lambda xs: perm(*xs)),
+            lists.map(lambda xs: seq(*xs)), lists.map(lambda xs: seq(*xs)), lists.map(lambda xs: seq(*xs)),
+            lists.map(lambda xs: alt(*xs)), lists.map(lambda xs: alt(*xs)),
+            quant, quant, quant,
+            lists.map(lambda xs: perm(*xs)),
             children.map(excl),
         )
 
     return st.recursive(leaves, extend, max_leaves=max_leaves)
 
 
-def _number_exprs(draw, variables, subsets):
+def _number_exprs(draw, variables, subsets, streaming=False):
     """An int-valued expression over one row reference: a column of the current row, of a variable, a
     PREV/NEXT/FIRST/LAST navigation, an aggregate, or a constant."""
     refs = [None, *variables, *(n for n, _ in subsets)]
     var = draw(st.sampled_from(refs))
     c = draw(st.sampled_from(INT_COLS))
-    kind = draw(st.sampled_from(("col", "col", "prev", "next", "first", "last", "agg", "count", "lit",
-                                 "arith")))
+    kinds = ["col", "col", "prev", "first", "last", "agg", "count", "lit", "arith", "func", "rowexpr"]
+    if not streaming:
+        kinds.append("next")
+    kind = draw(st.sampled_from(kinds))
     if kind == "col":
         return col(c, var)
     if kind == "prev":
@@ -231,23 +261,36 @@ def _number_exprs(draw, variables, subsets):
         return agg(f, col(c, var), var)
     if kind == "count":
         return agg("count", None, var)
+    if kind == "func":
+        f = draw(st.sampled_from(("abs", "coalesce", "greatest", "least", "if")))
+        other = col(draw(st.sampled_from(INT_COLS)), draw(st.sampled_from(refs)))
+        if f == "abs":
+            return func("abs", op("-", col(c, var), lit(2)))
+        if f == "if":
+            return func("if", op(">", col(c, var), other), col(c, var), lit(draw(st.integers(0, 3))))
+        return func(f, col(c, var), other)
+    if kind == "rowexpr":
+        return R.RowExpr("x + y", RX, var)
     if kind == "arith":
-        return op(draw(st.sampled_from(("+", "-"))), col(c, var), lit(draw(st.integers(-2, 2))))
+        # / and % by 0 are NULL (try_divide), / is a double: the reference and the engine share scalar's ops
+        return op(draw(st.sampled_from(("+", "-", "+", "-", "*", "/", "%"))), col(c, var),
+                  lit(draw(st.integers(-2, 2))))
     return lit(draw(st.integers(-1, 4)))
 
 
 @st.composite
-def conditions(draw, variables=VARS, subsets=()):
+def conditions(draw, variables=VARS, subsets=(), streaming=False):
     """A random DEFINE condition: comparisons of the expressions above, combined with AND/OR/NOT,
     sometimes about CLASSIFIER() or IS NULL."""
     def atom():
         kind = draw(st.sampled_from(("cmp", "cmp", "cmp", "null", "class")))
         if kind == "null":
-            return is_null(_number_exprs(draw, variables, subsets))
+            return is_null(_number_exprs(draw, variables, subsets, streaming))
         if kind == "class":
             return op("=", prev(classifier()), lit(draw(st.sampled_from(variables))))
         return op(draw(st.sampled_from(("<", "<=", ">", ">=", "=", "!="))),
-                  _number_exprs(draw, variables, subsets), _number_exprs(draw, variables, subsets))
+                  _number_exprs(draw, variables, subsets, streaming),
+                  _number_exprs(draw, variables, subsets, streaming))
 
     cond = atom()
     for _ in range(draw(st.integers(0, 1))):
@@ -258,7 +301,18 @@ def conditions(draw, variables=VARS, subsets=()):
 
 
 @st.composite
-def measure_lists(draw, variables, subsets, rows_per_match):
+def simple_conditions(draw, variables=VARS):
+    """A selective DEFINE of the usual kind: the current row's column against a constant, the previous row
+    or another variable's last row (``x >= 2``, ``x < PREV(x)``, ``y = A.y``)."""
+    c = draw(st.sampled_from(INT_COLS))
+    other = draw(st.sampled_from(("lit", "lit", "prev", "var")))
+    rhs = (lit(draw(st.integers(0, 3))) if other == "lit" else prev(col(c)) if other == "prev"
+           else col(c, draw(st.sampled_from(variables))))
+    return op(draw(st.sampled_from(("<", "<=", ">", ">=", "=", "!="))), col(c), rhs)
+
+
+@st.composite
+def measure_lists(draw, variables, subsets, rows_per_match, streaming=False):
     """A few measures: navigation, aggregates (RUNNING/FINAL), CLASSIFIER, MATCH_NUMBER."""
     refs = [None, *variables, *(n for n, _ in subsets)]
     sems = (None, "FINAL", "RUNNING") if rows_per_match != R.ONE_ROW else (None, "FINAL")
@@ -267,7 +321,8 @@ def measure_lists(draw, variables, subsets, rows_per_match):
         var = draw(st.sampled_from(refs))
         c = draw(st.sampled_from(INT_COLS))
         sem = draw(st.sampled_from(sems))
-        kind = draw(st.sampled_from(("col", "first", "last", "agg", "count", "prev")))
+        kinds = ("col", "first", "last", "agg", "count", "prev", *(() if streaming else ("next",)))
+        kind = draw(st.sampled_from(kinds))
         if kind == "col":
             e = col(c, var)
         elif kind == "first":
@@ -278,6 +333,8 @@ def measure_lists(draw, variables, subsets, rows_per_match):
             e = agg(draw(st.sampled_from(("sum", "min", "max", "avg", "count"))), col(c, var), var, sem)
         elif kind == "count":
             e = agg("count", None, var, sem)
+        elif kind == "next":
+            e = nxt(first(col(c, var), 0, sem), draw(st.integers(1, 2)))
         else:
             e = prev(last(col(c, var), 0, sem), draw(st.integers(1, 2)))
         out.append((f"m{i}", e))
@@ -285,9 +342,12 @@ def measure_lists(draw, variables, subsets, rows_per_match):
 
 
 @st.composite
-def specs(draw, max_leaves: int = 4, within: bool = True):
-    """A random spec over ``COLUMNS`` (partition key ``k``, time ``t``, ints ``x``, ``y``)."""
-    pattern = draw(row_patterns(VARS, max_leaves))
+def specs(draw, max_leaves: int = 4, within: bool = True, streaming: bool = False, descending: bool = False):
+    """A random spec over ``COLUMNS`` (partition key ``k``, time ``t``, ints ``x``, ``y``); ``streaming``:
+    none of what streaming refuses (``$``, NEXT). Half of the specs have only selective DEFINEs of the
+    usual kind (:func:`simple_conditions`), the others any (:func:`conditions`). ``descending``: the time
+    column is sometimes ordered DESC (batch only; the rows must then be put in :func:`sort_rows` order)."""
+    pattern = draw(row_patterns(VARS, max_leaves, streaming))
     variables = pattern_variables(pattern)
     if not variables:
         pattern = seq(pattern, V("A"))
@@ -296,32 +356,34 @@ def specs(draw, max_leaves: int = 4, within: bool = True):
     if len(variables) >= 2 and draw(st.booleans()):
         subsets = (("U", tuple(draw(st.lists(st.sampled_from(variables), min_size=1, max_size=2,
                                                  unique=True)))),)
-    defines = tuple((v, draw(conditions(variables, subsets))) for v in variables if draw(st.integers(0, 3)))
+    cond = simple_conditions(variables) if draw(st.booleans()) else conditions(variables, subsets, streaming)
+    defines = tuple((v, draw(cond)) for v in variables if draw(st.integers(0, 2)))
     rows_per_match = draw(st.sampled_from(R.ROWS_PER_MATCH))
-    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED and has_exclusion(pattern):
-        rows_per_match = R.ALL_ROWS  # the standard refuses exclusion WITH UNMATCHED ROWS
+    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED:
+        pattern = strip_exclusion(pattern)  # the standard refuses exclusion WITH UNMATCHED ROWS
     kind = draw(st.sampled_from((R.SKIP_PAST_LAST_ROW, R.SKIP_TO_NEXT_ROW, R.SKIP_TO_FIRST, R.SKIP_TO_LAST)))
     skip = R.Skip(kind)
     if kind in (R.SKIP_TO_FIRST, R.SKIP_TO_LAST):
         skip = R.Skip(kind, draw(st.sampled_from([*variables, *(n for n, _ in subsets)])))
-    measures = draw(measure_lists(variables, subsets, rows_per_match))
+    measures = draw(measure_lists(variables, subsets, rows_per_match, streaming))
     w = draw(st.one_of(st.none(), st.integers(1, 6))) if within else None
     return make_spec(pattern, columns=COLUMNS, defines=defines, measures=measures,
-                     rows_per_match=rows_per_match, skip=skip, partition_by=("k",), order_by=("t",),
+                     rows_per_match=rows_per_match, skip=skip, partition_by=("k",),
+                     order_by=(R.OrderItem("t", ascending=not (descending and draw(st.booleans()))),),
                      subsets=subsets, within=w)
 
 
 def _row(k, t, x, y):
-    return {"k": k, "t": t, "x": x, "y": y, "__ts": t}
+    return {"k": k, "t": t, "x": x, "y": y, RX: None if x is None or y is None else x + y, "__ts": t}
 
 
 @st.composite
-def partition_rows(draw, key: int = 0, max_rows: int = 7):
+def partition_rows(draw, key: int = 0, max_rows: int = 8):
     """Rows of one partition in the engine's order (``t`` ascending, ties by ``x`` then ``y``, NULLs
     first): ties on ``t`` and NULL ``x``/``y`` are common."""
-    n = draw(st.integers(0, max_rows))
+    n = draw(st.one_of(st.integers(0, max_rows), st.integers(max_rows // 2, max_rows)))
     ts = sorted(draw(st.lists(st.integers(0, 8), min_size=n, max_size=n)))
-    vals = st.one_of(st.none(), st.integers(0, 3), st.integers(0, 3))
+    vals = st.sampled_from((0, 1, 2, 3, None, 1, 2))
     return order_rows([_row(key, t, draw(vals), draw(vals)) for t in ts])
 
 

@@ -3,7 +3,8 @@
 Sources: Flink SQL "Pattern Recognition" page (docs/dev/table/sql/queries/match_recognize), the Trino
 MATCH_RECOGNIZE page (docs/sql/match-recognize), the Trino blog post "Row pattern recognition with
 MATCH_RECOGNIZE" (2021-05-19) and the Trino Community Broadcast episode 23 (the grace period question).
-Each example runs on the brute-force reference and on the engine.
+Each example runs on the brute-force reference and on the engine, with its spec built by hand from
+ir/recognize.py and, for the statements the pages print, from that statement through the front end.
 
 Where the published Flink result is not the standard's, the test asserts the standard's result and says why:
 
@@ -18,11 +19,14 @@ Where the published Flink result is not the standard's, the test asserts the sta
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import pytest
 
 from sparkcep.ir import recognize as R
+from sparkcep.ir.errors import CEPSemanticError
 from sparkcep.oracles.recognize import recognize_all, sort_rows
+from sparkcep.runtime_udfs import recognize as engine
 from tests.recognize_strategies import (
     V,
     agg,
@@ -59,8 +63,6 @@ def micros(t: dt.datetime | dt.date) -> int:
 
 
 def _engine_all(spec, rows):
-    from sparkcep.runtime_udfs import recognize as engine
-
     parts: dict = {}
     for row in rows:
         parts.setdefault(tuple(row.get(p) for p in spec.partition_by), []).append(row)
@@ -86,9 +88,25 @@ RUNNERS = {"reference": _reference_all, "engine": _engine_all}
 
 @pytest.fixture(params=sorted(RUNNERS))
 def run(request):
-    if request.param == "engine":
-        pytest.importorskip("sparkcep.runtime_udfs.recognize")
     return RUNNERS[request.param]
+
+
+@pytest.fixture(params=["hand", "sql"])
+def how(request):
+    """``hand``: the spec built from ir/recognize.py by hand; ``sql``: the docs' statement through the front
+    end (parse_recognize, check_recognize, build_spec)."""
+    return request.param
+
+
+def build(how, hand, sql, schema, ts_unit=None):
+    if how == "hand":
+        return hand
+    from sparkcep.compiler.recognize import build_spec, check_recognize
+    from sparkcep.grammar.recognize import parse_recognize
+
+    q = parse_recognize(sql)
+    check_recognize(q, streaming=False)
+    return build_spec(q, schema, ts_unit=ts_unit)
 
 
 def project(out, *names):
@@ -98,6 +116,7 @@ def project(out, *names):
 # ----------------------------------------------------------------------------------------------- Flink
 
 TICKER = ("symbol", "rowtime", "price", "tax")
+TICKER_SCHEMA = {"symbol": "string", "rowtime": "timestamp", "price": "bigint", "tax": "bigint"}
 
 
 def ticker(*rows, symbol="ACME", day=dt.datetime(2011, 4, 1)):
@@ -120,7 +139,30 @@ def flink_spec(pattern, defines, measures, skip=None, **kw):
                      partition_by=("symbol",), order_by=("rowtime",), **kw)
 
 
-def test_flink_intro_falling_prices(run):
+FLINK_INTRO = """
+SELECT *
+FROM Ticker
+    MATCH_RECOGNIZE (
+        PARTITION BY symbol
+        ORDER BY rowtime
+        MEASURES
+            START_ROW.rowtime AS start_tstamp,
+            LAST(PRICE_DOWN.rowtime) AS bottom_tstamp,
+            LAST(PRICE_UP.rowtime) AS end_tstamp
+        ONE ROW PER MATCH
+        AFTER MATCH SKIP TO LAST PRICE_UP
+        PATTERN (START_ROW PRICE_DOWN+ PRICE_UP)
+        DEFINE
+            PRICE_DOWN AS
+                (LAST(PRICE_DOWN.price, 1) IS NULL AND PRICE_DOWN.price < START_ROW.price) OR
+                    PRICE_DOWN.price < LAST(PRICE_DOWN.price, 1),
+            PRICE_UP AS
+                PRICE_UP.price > LAST(PRICE_DOWN.price, 1)
+    ) MR
+"""
+
+
+def test_flink_intro_falling_prices(run, how):
     """START_ROW PRICE_DOWN+ PRICE_UP, AFTER MATCH SKIP TO LAST PRICE_UP."""
     rows = ticker(("10:00:00", 12, 1), ("10:00:01", 17, 2), ("10:00:02", 19, 1), ("10:00:03", 21, 3),
                   ("10:00:04", 25, 2), ("10:00:05", 18, 1), ("10:00:06", 15, 1), ("10:00:07", 14, 2),
@@ -134,11 +176,31 @@ def test_flink_intro_falling_prices(run):
         (("start_tstamp", col("rowtime", "START_ROW")), ("bottom_tstamp", last(col("rowtime", "PRICE_DOWN"))),
          ("end_tstamp", last(col("rowtime", "PRICE_UP")))),
         skip=R.Skip(R.SKIP_TO_LAST, "PRICE_UP"))
+    spec = build(how, spec, FLINK_INTRO, TICKER_SCHEMA)
     assert project(run(spec, rows), "symbol", "start_tstamp", "bottom_tstamp", "end_tstamp") == [
         ("ACME", at("10:00:04"), at("10:00:07"), at("10:00:08"))]
 
 
-def test_flink_aggregation_average_below_threshold(run):
+FLINK_AGGREGATION = """
+SELECT *
+FROM Ticker
+    MATCH_RECOGNIZE (
+        PARTITION BY symbol
+        ORDER BY rowtime
+        MEASURES
+            FIRST(A.rowtime) AS start_tstamp,
+            LAST(A.rowtime) AS end_tstamp,
+            AVG(A.price) AS avgPrice
+        ONE ROW PER MATCH
+        AFTER MATCH SKIP PAST LAST ROW
+        PATTERN (A+ B)
+        DEFINE
+            A AS AVG(A.price) < 15
+    ) MR
+"""
+
+
+def test_flink_aggregation_average_below_threshold(run, how):
     rows = ticker(("10:00:00", 12, 1), ("10:00:01", 17, 2), ("10:00:02", 13, 1), ("10:00:03", 16, 3),
                   ("10:00:04", 25, 2), ("10:00:05", 2, 1), ("10:00:06", 4, 1), ("10:00:07", 10, 2),
                   ("10:00:08", 15, 2), ("10:00:09", 25, 2), ("10:00:10", 25, 1), ("10:00:11", 30, 1))
@@ -147,6 +209,7 @@ def test_flink_aggregation_average_below_threshold(run):
         (("A", op("<", agg("avg", col("price", "A"), "A"), lit(15))),),
         (("start_tstamp", first(col("rowtime", "A"))), ("end_tstamp", last(col("rowtime", "A"))),
          ("avgPrice", agg("avg", col("price", "A"), "A"))))
+    spec = build(how, spec, FLINK_AGGREGATION, TICKER_SCHEMA)
     assert project(run(spec, rows), "symbol", "start_tstamp", "end_tstamp", "avgPrice") == [
         ("ACME", at("10:00:00"), at("10:00:03"), 14.5), ("ACME", at("10:00:05"), at("10:00:10"), 13.5)]
 
@@ -155,20 +218,60 @@ GREEDY_ROWS = (("10:00:02", 10, 1), ("10:00:03", 11, 2), ("10:00:04", 12, 1), ("
                ("10:00:06", 14, 1), ("10:00:07", 16, 2))
 
 
+FLINK_GREEDY = """
+SELECT *
+FROM Ticker
+    MATCH_RECOGNIZE(
+        PARTITION BY symbol
+        ORDER BY rowtime
+        MEASURES
+            C.price AS lastPrice
+        ONE ROW PER MATCH
+        AFTER MATCH SKIP PAST LAST ROW
+        PATTERN (A B{quantifier} C)
+        DEFINE
+            A AS A.price > 10,
+            B AS B.price < 15,
+            C AS C.price > 12
+    )
+"""
+
+
 @pytest.mark.parametrize(("greedy", "published"), [(True, [16]), (False, [13, 16])])
-def test_flink_greedy_and_reluctant(run, greedy, published):
+def test_flink_greedy_and_reluctant(run, how, greedy, published):
     rows = ticker(*GREEDY_ROWS, symbol="XYZ", day=dt.datetime(2018, 9, 17))
     spec = flink_spec(
         seq(V("A"), star(V("B"), greedy), V("C")),
         (("A", op(">", col("price", "A"), lit(10))), ("B", op("<", col("price", "B"), lit(15))),
          ("C", op(">", col("price", "C"), lit(12)))),
         (("lastPrice", col("price", "C")),))
+    spec = build(how, spec, FLINK_GREEDY.replace("{quantifier}", "*" if greedy else "*?"), TICKER_SCHEMA)
     assert project(run(spec, rows), "lastPrice") == [(p,) for p in published]
 
 
 WITHIN_ROWS = (("10:00:00", 20, 1), ("10:20:00", 17, 2), ("10:40:00", 18, 1), ("11:00:00", 11, 3),
                ("11:20:00", 14, 2), ("11:40:00", 9, 1), ("12:00:00", 15, 1), ("12:20:00", 14, 2),
                ("12:40:00", 24, 2), ("13:00:00", 1, 2), ("13:20:00", 19, 1))
+
+
+#: the docs' statement, with the comma its DEFINE list misses between B and C
+FLINK_WITHIN = """
+SELECT *
+FROM Ticker
+    MATCH_RECOGNIZE(
+        PARTITION BY symbol
+        ORDER BY rowtime
+        MEASURES
+            C.rowtime AS dropTime,
+            A.price - C.price AS dropDiff
+        ONE ROW PER MATCH
+        AFTER MATCH SKIP PAST LAST ROW
+        PATTERN (A B* C) WITHIN INTERVAL '1' HOUR
+        DEFINE
+            B AS B.price > A.price - 10,
+            C AS C.price < A.price - 10
+    )
+"""
 
 
 def _within_spec(within):
@@ -191,19 +294,41 @@ def test_flink_within_published_with_an_inclusive_hour(run):
         ("ACME", at("13:00:00"), 14)]
 
 
-def test_flink_within_one_hour_is_exclusive(run):
+def test_flink_within_one_hour_is_exclusive(run, how):
     """With last - first < 1 hour the 12:00 start is too long; the 12:20 start (14 -> 1) is the match."""
-    assert project(run(_within_spec(HOUR), ticker(*WITHIN_ROWS)), "symbol", "dropTime", "dropDiff") == [
+    spec = build(how, _within_spec(HOUR), FLINK_WITHIN, TICKER_SCHEMA)
+    assert spec.within == HOUR
+    assert project(run(spec, ticker(*WITHIN_ROWS)), "symbol", "dropTime", "dropDiff") == [
         ("ACME", at("13:00:00"), 13)]
 
 
-def test_flink_without_within_the_longer_drops_match(run):
+def test_flink_without_within_the_longer_drops_match(run, how):
     """Without WITHIN, 'prices also drop by higher values, e.g. by 11 (between 10:00 and 11:40)'."""
-    out = project(run(_within_spec(None), ticker(*WITHIN_ROWS)), "dropTime", "dropDiff")
+    spec = build(how, _within_spec(None), FLINK_WITHIN.replace(" WITHIN INTERVAL '1' HOUR", ""), TICKER_SCHEMA)
+    out = project(run(spec, ticker(*WITHIN_ROWS)), "dropTime", "dropDiff")
     assert out[0] == (at("11:40:00"), 11)
 
 
-def test_flink_output_mode(run):
+FLINK_OUTPUT_MODE = """
+SELECT *
+FROM Ticker
+    MATCH_RECOGNIZE(
+        PARTITION BY symbol
+        ORDER BY rowtime
+        MEASURES
+            FIRST(A.price) AS startPrice,
+            LAST(A.price) AS topPrice,
+            B.price AS lastPrice
+        ONE ROW PER MATCH
+        PATTERN (A+ B)
+        DEFINE
+            A AS LAST(A.price, 1) IS NULL OR A.price > LAST(A.price, 1),
+            B AS B.price < LAST(A.price)
+    )
+"""
+
+
+def test_flink_output_mode(run, how):
     rows = ticker(("10:00:02", 10, 1), ("10:00:03", 12, 2), ("10:00:04", 13, 1), ("10:00:05", 11, 2),
                   symbol="XYZ", day=dt.datetime(2018, 9, 17))
     a_price = col("price", "A")
@@ -212,6 +337,7 @@ def test_flink_output_mode(run):
         (("A", or_(is_null(last(a_price, 1)), op(">", a_price, last(a_price, 1)))),
          ("B", op("<", col("price", "B"), last(a_price)))),
         (("startPrice", first(a_price)), ("topPrice", last(a_price)), ("lastPrice", col("price", "B"))))
+    spec = build(how, spec, FLINK_OUTPUT_MODE, TICKER_SCHEMA)
     out = run(spec, rows)
     assert spec.output == ("symbol", "startPrice", "topPrice", "lastPrice")
     assert project(out, *spec.output) == [("XYZ", 10, 13, 11)]
@@ -230,12 +356,33 @@ FLINK_SKIP_PUBLISHED = {
 STANDARD_EXTRA = [(7, "10:00:06", "10:00:07")]
 
 
+FLINK_SKIP = """
+SELECT *
+FROM Ticker
+    MATCH_RECOGNIZE(
+        PARTITION BY symbol
+        ORDER BY rowtime
+        MEASURES
+            SUM(A.price) AS sumPrice,
+            FIRST(rowtime) AS startTime,
+            LAST(rowtime) AS endTime
+        ONE ROW PER MATCH
+        [AFTER MATCH STRATEGY]
+        PATTERN (A+ C)
+        DEFINE
+            A AS SUM(A.price) < 30
+    )
+"""
+SKIP_SQL = {"past_last": "AFTER MATCH SKIP PAST LAST ROW", "next_row": "AFTER MATCH SKIP TO NEXT ROW",
+            "last_a": "AFTER MATCH SKIP TO LAST A", "first_a": "AFTER MATCH SKIP TO FIRST A"}
+
+
 @pytest.mark.parametrize(("name", "skip", "extra"), [
     ("past_last", R.Skip(R.SKIP_PAST_LAST_ROW), []),
     ("next_row", R.Skip(R.SKIP_TO_NEXT_ROW), STANDARD_EXTRA),
     ("last_a", R.Skip(R.SKIP_TO_LAST, "A"), STANDARD_EXTRA),
 ])
-def test_flink_after_match_skip_table(run, name, skip, extra):
+def test_flink_after_match_skip_table(run, how, name, skip, extra):
     rows = ticker(*SKIP_ROWS, symbol="XYZ", day=dt.datetime(2018, 9, 17))
     spec = flink_spec(
         seq(plus(V("A")), V("C")),
@@ -243,14 +390,21 @@ def test_flink_after_match_skip_table(run, name, skip, extra):
         (("sumPrice", agg("sum", col("price", "A"), "A")), ("startTime", first(col("rowtime"))),
          ("endTime", last(col("rowtime")))),
         skip=skip)
+    spec = build(how, spec, FLINK_SKIP.replace("[AFTER MATCH STRATEGY]", SKIP_SQL[name]), TICKER_SCHEMA)
     day = dt.datetime(2018, 9, 17)
     expected = [("XYZ", s, at(a, day), at(b, day)) for s, a, b in FLINK_SKIP_PUBLISHED[name] + extra]
     assert project(run(spec, rows), "symbol", "sumPrice", "startTime", "endTime") == expected
 
 
-def test_flink_skip_to_first_a_resumes_at_the_next_row(run):
-    """Flink raises for SKIP TO FIRST A here (the first A is the match's first row); sparkcep documents
-    resuming at the next row instead, which is SKIP TO NEXT ROW's result."""
+def test_flink_skip_to_first_a_is_refused_or_resumes_at_the_next_row(run, how):
+    """Flink raises at run time for SKIP TO FIRST A here (the first A is always the match's first row);
+    sparkcep's check refuses the statement with the reason; a spec that still reaches the engine (a row
+    that is the match's first and its skip target) resumes at the next row: SKIP TO NEXT ROW's result."""
+    sql = FLINK_SKIP.replace("[AFTER MATCH STRATEGY]", SKIP_SQL["first_a"])
+    if how == "sql":
+        with pytest.raises(CEPSemanticError, match="its own first row"):
+            build(how, None, sql, TICKER_SCHEMA)
+        return
     rows = ticker(*SKIP_ROWS, symbol="XYZ", day=dt.datetime(2018, 9, 17))
     specs = [flink_spec(
         seq(plus(V("A")), V("C")),
@@ -313,7 +467,30 @@ def orders(*rows):
     return [{"customer_id": c, "order_date": d, "price": p, "__ts": micros(d)} for c, d, p in rows]
 
 
-def test_trino_blog_v_shape(run):
+TRINO_BLOG = """
+SELECT customer_id, start_price, bottom_price, final_price, start_date, final_date
+    FROM orders
+        MATCH_RECOGNIZE (
+            PARTITION BY customer_id
+            ORDER BY order_date
+            MEASURES
+                START.price AS start_price,
+                LAST(DOWN.price) AS bottom_price,
+                LAST(UP.price) AS final_price,
+                START.order_date AS start_date,
+                LAST(UP.order_date) AS final_date
+            ONE ROW PER MATCH
+            AFTER MATCH SKIP PAST LAST ROW
+            PATTERN (START DOWN+ UP+)
+            DEFINE
+                DOWN AS price < PREV(price),
+                UP AS price > PREV(price)
+            )
+"""
+ORDERS_SCHEMA = {"customer_id": "string", "order_date": "date", "price": "int"}
+
+
+def test_trino_blog_v_shape(run, how):
     d = dt.date
     rows = orders(("cust_1", d(2020, 5, 11), 100), ("cust_1", d(2020, 5, 12), 200), ("cust_2", d(2020, 5, 13), 8),
                   ("cust_1", d(2020, 5, 14), 100), ("cust_2", d(2020, 5, 15), 4), ("cust_1", d(2020, 5, 16), 50),
@@ -326,6 +503,7 @@ def test_trino_blog_v_shape(run):
                   ("final_price", last(col("price", "UP"))), ("start_date", col("order_date", "START")),
                   ("final_date", last(col("order_date", "UP")))),
         partition_by=("customer_id",), order_by=("order_date",))
+    spec = build(how, spec, TRINO_BLOG, ORDERS_SCHEMA)
     assert project(run(spec, rows), "customer_id", "start_price", "bottom_price", "final_price", "start_date",
                    "final_date") == [
         ("cust_1", 200, 50, 100, d(2020, 5, 12), d(2020, 5, 17)),
@@ -338,7 +516,23 @@ GRACE = [  # Create_time day, Order_id, variable_a, published final_hit
     (9, 1242, 0.4, True), (10, 1243, 0.6, None), (11, 1244, 0.7, None), (12, 1245, 0.6, None)]
 
 
-def test_trino_grace_period_with_unmatched_rows(run):
+TRINO_GRACE = """
+SELECT Create_time, Order_id, person_id, variable_a, if(variable_a <= 0.5, true, null) is_hit, final_hit
+FROM data
+   MATCH_RECOGNIZE (
+     PARTITION BY person_id
+     ORDER BY Create_time
+     MEASURES if(classifier() = 'HIT', true, null) AS final_hit
+     ALL ROWS PER MATCH WITH UNMATCHED ROWS
+     AFTER MATCH SKIP PAST LAST ROW
+     PATTERN (HIT G{,4})
+     DEFINE /* G -- grace period */
+            HIT AS HIT.variable_a <= 0.5
+  )
+"""
+
+
+def test_trino_grace_period_with_unmatched_rows(run, how):
     """PATTERN (HIT G{,4}), ALL ROWS PER MATCH WITH UNMATCHED ROWS: every input row once, final_hit true
     only on the hits that open a grace period (the 0.4 of 06-06 falls inside the first one)."""
     rows = [{"create_time": dt.date(2021, 6, day), "order_id": oid, "person_id": 2232, "variable_a": a,
@@ -348,12 +542,39 @@ def test_trino_grace_period_with_unmatched_rows(run):
         defines=(("HIT", op("<=", col("variable_a", "HIT"), lit(0.5))),),
         measures=(("final_hit", func("if", op("=", classifier(), lit("HIT")), lit(True), lit(None))),),
         rows_per_match=R.ALL_ROWS_WITH_UNMATCHED, partition_by=("person_id",), order_by=("create_time",))
+    spec = build(how, spec, TRINO_GRACE, {"create_time": "date", "order_id": "int", "person_id": "int",
+                                          "variable_a": "double"})
     out = run(spec, rows)
     assert spec.output == ("person_id", "create_time", "final_hit", "order_id", "variable_a")
     assert project(out, "order_id", "final_hit") == [(oid, hit) for _, oid, _, hit in GRACE]
 
 
 V_ROWS = (100, 80, 60, 70, 90, 120, 130)
+
+
+TRINO_DOCS_V = """
+SELECT * FROM orders MATCH_RECOGNIZE(
+     PARTITION BY customer_id
+     ORDER BY order_date
+     MEASURES
+              A.price AS starting_price,
+              LAST(B.price) AS bottom_price,
+              LAST(U.price) AS top_price
+     {rows_per_match}
+     AFTER MATCH SKIP PAST LAST ROW
+     PATTERN ({pattern})
+     SUBSET U = (C, D)
+     DEFINE
+              B AS price < PREV(price),
+              C AS price > PREV(price) AND price <= A.price,
+              D AS price > PREV(price)
+     )
+"""
+
+
+def _docs_v(how, hand, pattern, rows_per_match):
+    sql = TRINO_DOCS_V.replace("{pattern}", pattern).replace("{rows_per_match}", rows_per_match)
+    return build(how, hand, sql, ORDERS_SCHEMA)
 
 
 def _docs_v_spec(pattern, rows_per_match, measures=None):
@@ -373,16 +594,31 @@ def _v_rows():
     return orders(*(("c", dt.date(2020, 1, i + 1), p) for i, p in enumerate(V_ROWS)))
 
 
-def test_trino_docs_v_shape_measures(run):
-    """'LAST(U.totalprice) returns the highest price in the match ... the final row of the match'."""
-    spec = _docs_v_spec(seq(V("A"), plus(V("B")), plus(V("C")), plus(V("D"))), R.ONE_ROW)
+def test_trino_docs_v_shape_measures(run, how):
+    """'LAST(U.totalprice) returns the highest price in the match ... the final row of the match' (the
+    docs' query, its column totalprice called price here)."""
+    spec = _docs_v(how, _docs_v_spec(seq(V("A"), plus(V("B")), plus(V("C")), plus(V("D"))), R.ONE_ROW),
+                   "A B+ C+ D+", "ONE ROW PER MATCH")
     assert project(run(spec, _v_rows()), "starting_price", "bottom_price", "top_price") == [(100, 60, 130)]
 
 
-def test_trino_docs_exclusion(run):
+def test_trino_docs_skip_to_next_row_on_the_descending_slope(run, how):
+    """'With AFTER MATCH SKIP TO NEXT ROW, if a V-shape is detected, further overlapping matches are found,
+    starting from consecutive rows on the descending slope of the V' (100 and 80 here; 60 is the bottom)."""
+    hand = replace(_docs_v_spec(seq(V("A"), plus(V("B")), plus(V("C")), plus(V("D"))), R.ONE_ROW),
+                   skip=R.Skip(R.SKIP_TO_NEXT_ROW))
+    sql = TRINO_DOCS_V.replace("{pattern}", "A B+ C+ D+").replace("{rows_per_match}", "ONE ROW PER MATCH")
+    spec = build(how, hand, sql.replace("AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW"),
+                 ORDERS_SCHEMA)
+    assert project(run(spec, _v_rows()), "starting_price", "bottom_price", "top_price") == [
+        (100, 60, 130), (80, 60, 130)]
+
+
+def test_trino_docs_exclusion(run, how):
     """'With ALL ROWS PER MATCH and PATTERN (A {- B+ C+ -} D+), the result consists of the initial matched
     row and the trailing section of rows'; measures still see the excluded rows."""
-    spec = _docs_v_spec(seq(V("A"), excl(seq(plus(V("B")), plus(V("C")))), plus(V("D"))), R.ALL_ROWS)
+    spec = _docs_v(how, _docs_v_spec(seq(V("A"), excl(seq(plus(V("B")), plus(V("C")))), plus(V("D"))), R.ALL_ROWS),
+                   "A {- B+ C+ -} D+", "ALL ROWS PER MATCH")
     assert project(run(spec, _v_rows()), "price", "bottom_price") == [(100, None), (120, 60), (130, 60)]
 
 

@@ -1,7 +1,7 @@
 """The MATCH_RECOGNIZE engine (``sparkcep.runtime_udfs.recognize``), pure: hand-made cases whose answers follow
 from the standard's rules (worked out in the comments), the pattern program, the streaming shape (micro-batches
 with the state through JSON, the watermark with WITHIN) and the guards.  The equivalence with the brute-force
-reference over random queries is ``tests/test_recognize_oracle.py``."""
+reference over random queries is the oracle's property test."""
 
 from __future__ import annotations
 
@@ -373,3 +373,85 @@ def test_sort_key_orders_ties_by_the_other_columns():
             {"t": "a", "x": None, "ts": 2}]
     assert [(r["ts"], r["t"], r["x"]) for r in sorted(rows, key=sort_key(s))] == [
         (1, "a", 9), (2, None, 1), (2, "a", None), (2, "b", 1)]
+
+
+def test_later_starts_at_the_same_instruction_are_merged_under_past_last_row():
+    # A B+ C with B true and no C yet: every a starts a thread that could live forever; under PAST LAST ROW a
+    # later start at the same instruction as the earliest one is skipped whatever happens: one thread per
+    # instruction, not one per a (which made long runs quadratic)
+    s = spec(seq(V("A"), q(V("B"), 1), V("C")), {"A": is_("a"), "C": is_("c")})
+    st, _ = step(s, init_state(s), data("ab" * 100))
+    assert len(st.threads) <= 3
+    st, out = step(s, st, data("c", ts=[200]))
+    assert out == []  # B+ (true on c too) may still take more rows
+    st, out = advance(s, st, None, final=True)
+    assert [r["n"] for r in out] == [201]
+
+
+class _CountingRow(dict):
+    reads = 0
+
+    def get(self, key, default=None):
+        if key == "x":
+            _CountingRow.reads += 1
+        return super().get(key, default)
+
+
+def test_running_aggregates_in_define_are_incremental():
+    # A+ with A: SUM(A.x) >= 0 and AVG(A.x) < 10 over 600 rows: each row labelled reads x O(1) times, not once
+    # per row of the match so far (quadratic); the measures' aggregates likewise once per row
+    d = {"A": BinOp("AND", BinOp(">=", R.Agg("sum", Attr("A", "x"), "A"), Literal(0)),
+                    BinOp("<", R.Agg("avg", Attr("A", "x"), "A"), Literal(10)))}
+    s = spec(q(V("A"), 1), d, {"n": R.Agg("count", x), "s": R.Agg("sum", x)}, rows=R.ALL_ROWS)
+    rows = [_CountingRow(r) for r in data("z" * 600, xs=[k % 7 for k in range(600)])]
+    _CountingRow.reads = 0
+    out = run_partition(s, rows)
+    assert [r["n"] for r in out] == list(range(1, 601))
+    assert out[-1]["s"] == sum(k % 7 for k in range(600))
+    assert _CountingRow.reads < 10 * 600
+
+
+def test_describe_engine_says_how_threads_are_kept():
+    merged = engine.describe_engine(spec(seq(V("A"), q(V("B"), 1)), LETTERS))
+    assert any("merged" in line for line in merged)
+    apart = engine.describe_engine(spec(seq(V("A"), q(V("B"), 1)), {"B": BinOp(">", x, Attr("A", "x"))},
+                                        within=5))
+    assert any("kept apart" in line for line in apart)
+    assert any("WITHIN (5)" in line for line in apart)
+
+
+def test_epsilon_closure_does_not_walk_every_path():
+    # (A?|B?){40}: 2^40 paths through the empty branches, each state of the closure walked once.  Over a b:
+    # from row 1 the first iteration takes a, and an iteration's empty A? is preferred to its B?, so every
+    # later iteration is empty: a alone; from row 2 every iteration is empty: an empty match
+    p = q(R.PAlt((q(V("A"), 0, 1), q(V("B"), 0, 1))), 40, 40)
+    s = spec(p, LETTERS, {"n": R.Agg("count", None)})
+    assert [r["n"] for r in run_partition(s, data("ab"))] == [1, 0]
+
+
+def test_reading_another_variable_skips_runs():
+    # B+ with B: B.x > A.x over a run of 60,000 B rows: finding A's row from the row being labelled jumps over
+    # the run of B in one step (a walk row by row would be quadratic: minutes)
+    import time
+
+    s = spec(seq(V("A"), q(V("B"), 1)), {"B": BinOp(">", x, Attr("A", "x"))})
+    n = 60_000
+    rows = data("z" * n, xs=list(range(n)))
+    began = time.process_time()
+    assert spans(run_partition(s, rows)) == [(0, n - 1)]
+    assert time.process_time() - began < 10
+
+
+def test_first_is_kept_on_the_chain():
+    # A+ with A: A.x >= FIRST(A.x) over 30,000 rows, ALL ROWS with FIRST(x) per output row: the first row is
+    # kept on the chain, not searched for from the last row each time (quadratic: minutes)
+    import time
+
+    s = spec(q(V("A"), 1), {"A": BinOp(">=", x, R.Nav("FIRST", Attr("A", "x"), 0))},
+             {"f": R.Nav("FIRST", x, 0), "f1": R.Nav("FIRST", x, 1)}, rows=R.ALL_ROWS)
+    n = 30_000
+    rows = data("z" * n, xs=list(range(n)))
+    began = time.process_time()
+    out = run_partition(s, rows)
+    assert len(out) == n and {r["f"] for r in out} == {0} and [r["f1"] for r in out[:3]] == [None, 1, 1]
+    assert time.process_time() - began < 10

@@ -3,11 +3,14 @@ grammar (every form, printed and read back), and syntax errors with their place 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcep.grammar.recognize import parse_pattern, parse_recognize, pattern_text
+from sparkcep.compiler.recognize import check_recognize
+from sparkcep.grammar.recognize import expression_text, parse_pattern, parse_recognize, pattern_text, recognize_text
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Duration, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSyntaxError
@@ -140,6 +143,10 @@ def wrap(clause: str, tail: str = "") -> str:
     return f"SELECT * FROM t MATCH_RECOGNIZE ({clause}){tail}"
 
 
+def wrap_rowtime(clause: str) -> str:  # the ORDER BY after the MEASURES that read the time
+    return f"SELECT * FROM t MATCH_RECOGNIZE ({clause} ORDER BY rowtime)"
+
+
 def test_row_pattern_functions_and_semantics():
     q = parse_recognize(wrap(
         "ORDER BY ts MEASURES RUNNING LAST(A.x, 2) AS a, FINAL FIRST(B.y) AS b, PREV(LAST(A.x, 1), 3) AS c, "
@@ -239,7 +246,7 @@ def test_pattern_forms(text, expected):
     assert parse_pattern(text) == expected
 
 
-NAMES = st.sampled_from(["A", "B", "C", "Down", "up_2"])
+NAMES = st.sampled_from(["A", "B", "C", "Down", "up_2", "SET", "my var", "a`b", "Permute"])
 LEAVES = st.one_of(NAMES.map(rx.PVar), st.just(rx.PEmpty()), st.sampled_from([rx.PAnchor("start"),
                                                                               rx.PAnchor("end")]))
 
@@ -305,7 +312,10 @@ def error(text: str) -> CEPSyntaxError:
     (wrap("ORDER BY ts PATTERN (A) WITHIN INTERVAL '1' FORTNIGHT"), "WITHIN takes INTERVAL", "WITHIN"),
     (wrap("ORDER BY ts MEASURES PREV(A.x, -1) AS p PATTERN (A)"), "non-negative integer", "-1"),
     (wrap("ORDER BY ts MEASURES FINAL upper(A.x) AS p PATTERN (A)"), "FINAL applies to a row pattern", "FINAL"),
+    (wrap("ORDER BY ts MEASURES FINAL MATCH_NUMBER() AS p PATTERN (A)"), "FINAL applies to a row pattern", "FINAL"),
     (wrap("ORDER BY ts MEASURES SUM(*) AS p PATTERN (A)"), "only COUNT(*)", "SUM(*)"),
+    (wrap("ORDER BY ts MEASURES 1e999 AS p PATTERN (A)"), "out of range", "1e999"),
+    (wrap("ORDER BY ts MEASURES A.x + 1" + "0" * 40 + " AS p PATTERN (A)"), "out of range", "1000"),
     (wrap("ORDER BY ts MEASURES stddev(A.x) AS p PATTERN (A)"), "not supported in MATCH_RECOGNIZE", "stddev(A.x)"),
     (wrap("ORDER BY ts MEASURES concat(A.s, B.s) AS p PATTERN (A B)"), "columns of different rows", "concat"),
     (wrap("ORDER BY ts MEASURES upper(LAST(A.s)) AS p PATTERN (A B)"), "row pattern functions", "upper"),
@@ -330,3 +340,158 @@ def test_error_position_on_a_later_line():
     err = error(text)
     assert (err.span.line, err.span.column) == (4, 19)
     assert str(err).splitlines()[1:] == ["    PATTERN (A B+ | )", "                    ^"]
+
+
+def test_keywords_in_any_case_and_clauses_in_any_order():
+    lower = parse_recognize("select * from t match_recognize (define B as B.x > prev(B.x) pattern (A B+?) "
+                            "after match skip to next row order by ts measures final last(B.x) as x) m")
+    upper = parse_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FINAL LAST(B.x) AS x "
+                            "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B+?) DEFINE B AS B.x > PREV(B.x)) m")
+    assert lower == upper
+    assert lower.pattern == rx.PConcat((A, rx.PQuant(B, 1, None, False)))
+
+
+def test_nesting_beyond_the_limit_is_refused_with_a_place():
+    deep = "(" * 2100 + "A" + ")*" * 2100
+    err = error(wrap(f"ORDER BY ts PATTERN ({deep})"))
+    assert "nested too deeply" in err.message and err.span is not None
+    ok = "(" * 300 + "A" + ")*" * 300
+    assert parse_pattern(pattern_text(parse_pattern(ok))) == parse_pattern(ok)
+
+
+def test_conditionals_over_several_rows_become_if():
+    q = parse_recognize(wrap(
+        "ORDER BY ts MEASURES if(A.x > B.x, A.x, B.x) AS a, "
+        "CASE WHEN A.x > B.x THEN 'up' WHEN A.x < B.x THEN 'down' END AS b, "
+        "CASE A.k WHEN B.k THEN 1 ELSE 0 END AS c, CASE WHEN A.x > 1 THEN A.y END AS d PATTERN (A B)"))
+    a, b, c, d = (m.expr for m in q.measures)
+    ax, bx = Attr("A", "x"), Attr("B", "x")
+    assert a == Func("if", (BinOp(">", ax, bx), ax, bx))
+    assert b == Func("if", (BinOp(">", ax, bx), Literal("up"),
+                            Func("if", (BinOp("<", ax, bx), Literal("down"), Literal(None)))))
+    assert c == Func("if", (BinOp("=", Attr("A", "k"), Attr("B", "k")), Literal(1), Literal(0)))
+    assert d == rx.RowExpr("CASE WHEN x > 1 THEN y END", "__rx0", "A")  # one row: Spark computes it
+
+
+def test_unreadable_expression_is_refused_without_sqlglot_warnings(caplog):
+    text = wrap("ORDER BY ts PATTERN (A) DEFINE A AS if?(A.x > 1, 1, 0)")
+    err = error(text)
+    assert "expected an expression" in err.message
+    assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
+
+
+def test_flink_match_rowtime_is_the_last_rows_time():
+    q = parse_recognize(wrap_rowtime("MEASURES MATCH_ROWTIME() AS t, FIRST(A.x) AS f PATTERN (A B) "
+                                     "DEFINE B AS B.x > A.x"))
+    assert q.measures[0].expr == rx.Nav("LAST", Attr(None, "rowtime"), 0)
+    assert q.measures[1].expr == nav("FIRST", "A", "x", 0)
+    err = error(wrap("ORDER BY ts MEASURES MATCH_PROCTIME() AS t PATTERN (A)"))
+    assert "processing time" in err.message
+
+
+def test_columns_and_measures_named_like_clause_keywords():
+    q = parse_recognize(wrap("ORDER BY ts MEASURES A.within AS subset, A.define AS within PATTERN (A B) "
+                             "DEFINE B AS B.within > 1 AND B.subset = A.define WITHIN INTERVAL '1' SECOND"))
+    assert [m.name for m in q.measures] == ["subset", "within"]
+    assert q.measures[0].expr == Attr("A", "within")
+    assert q.defines[0][1] == BinOp("AND", BinOp(">", Attr("B", "within"), Literal(1)),
+                                    BinOp("=", Attr("B", "subset"), Attr("A", "define")))
+    assert q.within == Duration(1, "s")
+
+
+@pytest.mark.parametrize("text", [FLINK_VSHAPE, TRINO_ORDERS, FLINK_WITHIN, FLINK_AGGREGATES, wrap(
+    "PARTITION BY k, `odd col` ORDER BY ts DESC NULLS FIRST MEASURES RUNNING LAST(A.x, 2) AS a, "
+    "FINAL COUNT(U.*) AS `n n`, CLASSIFIER(U) AS c, MATCH_NUMBER() AS m, upper(A.s) || 'x' AS u, "
+    "if(A.x > B.x, 'it''s', NULL) AS f, PREV(FIRST(B.x), 3) AS p, -A.x AS neg, -1.5 AS k2 "
+    "ALL ROWS PER MATCH WITH UNMATCHED ROWS AFTER MATCH SKIP TO FIRST U PATTERN (^ A {- B+? -} (C | D){2,3} $) "
+    "SUBSET U = (A, B) DEFINE B AS B.x > PREV(B.x) AND NOT (A.s LIKE 'a%') AND B.y IS NOT NULL WITHIN 500",
+    " AS mr WHERE mr.a > 1 ORDER BY m")])
+def test_statements_print_and_parse_back(text):
+    q = parse_recognize(text)
+    printed = recognize_text(q)
+    again = parse_recognize(printed)
+    assert again == q
+    assert recognize_text(again) == printed
+
+
+ATTRS = st.builds(Attr, st.sampled_from(["A", "B", "U", None]), st.sampled_from(["x", "price", "odd col"]))
+LITERALS = st.one_of(st.integers(-10**12, 10**12), st.floats(allow_nan=False, allow_infinity=False, width=64),
+                     st.text(max_size=5), st.booleans(), st.none()).map(Literal)
+SEMANTICS = st.sampled_from([None, "RUNNING", "FINAL"])
+NAVS = st.one_of(
+    st.builds(rx.Nav, st.sampled_from(["FIRST", "LAST", "PREV", "NEXT"]), ATTRS, st.integers(0, 5), SEMANTICS),
+    st.builds(rx.Nav, st.sampled_from(["PREV", "NEXT"]),
+              st.builds(rx.Nav, st.sampled_from(["FIRST", "LAST"]), ATTRS, st.integers(0, 3), SEMANTICS),
+              st.integers(0, 3), SEMANTICS))
+AGGS = st.one_of(
+    st.builds(lambda var, s: rx.Agg("count", None, var, s), st.sampled_from(["A", "U", None]), SEMANTICS),
+    st.builds(lambda f, a, s: rx.Agg(f, a, a.var, s), st.sampled_from(["count", "sum", "avg", "min", "max"]),
+              ATTRS, SEMANTICS))
+SPECIALS = st.one_of(st.builds(rx.Classifier, st.sampled_from([None, "A", "U"]), SEMANTICS),
+                     st.just(rx.MatchNumber()))
+EXPRESSIONS = st.recursive(st.one_of(ATTRS, LITERALS, NAVS, AGGS, SPECIALS), lambda inner: st.one_of(
+    st.builds(BinOp, st.sampled_from(["+", "-", "*", "/", "%", "=", "!=", "<", "<=", ">", ">=", "AND", "OR"]),
+              inner, inner),
+    st.builds(Unary, st.sampled_from(["NOT", "IS NULL", "IS NOT NULL"]), inner),
+    st.builds(Unary, st.just("-"), inner.filter(lambda e: not isinstance(e, Literal)))), max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(EXPRESSIONS)
+def test_printed_expressions_parse_back(e):
+    text = wrap(f"ORDER BY ts MEASURES {expression_text(e)} AS m PATTERN (A B) SUBSET U = (A, B)")
+    assert parse_recognize(text).measures[0].expr == e
+
+
+def test_every_grammar_file_is_package_data():
+    tomllib = pytest.importorskip("tomllib")
+    root = Path(__file__).resolve().parent.parent
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    for grammar in (root / "sparkcep").rglob("*.lark"):
+        package = ".".join(grammar.parent.relative_to(root).parts)
+        assert "*.lark" in data.get(package, []), f"{grammar.name}: add {package!r} to package-data"
+
+
+def test_expression_error_positions_on_later_lines():
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  PATTERN (A B)\n  DEFINE B AS\n"
+            "    B.x > 1 AND\n    B.y = = 2\n)")
+    err = error(text)
+    assert (err.span.line, err.span.column) == (6, 11)
+    assert str(err).splitlines()[1:] == ["      B.y = = 2", "            ^"]
+    text = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES\n  FINAL upper(A.s) AS u PATTERN (A))"
+    err = error(text)
+    assert (err.span.line, err.span.column, err.span.end_column) == (2, 3, 8)
+    q = parse_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES\n  1 + LAST(A.s, 1) AS u PATTERN (A))")
+    nav = q.measures[0].expr.right
+    assert (nav.span.line, nav.span.column, nav.span.end_column) == (2, 7, 19)
+
+
+def test_between_and_in_over_several_rows_become_comparisons():
+    q = parse_recognize(wrap("ORDER BY ts MEASURES B.x BETWEEN A.x AND 3 AS a, B.x NOT IN (A.x, 3) AS b, "
+                             "B.x IN (1, 2) AS c PATTERN (A B)"))
+    a, b, c = (m.expr for m in q.measures)
+    bx, ax = Attr("B", "x"), Attr("A", "x")
+    assert a == BinOp("AND", BinOp(">=", bx, ax), BinOp("<=", bx, Literal(3)))
+    assert b == Unary("NOT", BinOp("OR", BinOp("=", bx, ax), BinOp("=", bx, Literal(3))))
+    assert c == rx.RowExpr("x IN (1, 2)", "__rx0", "B")  # one row: Spark computes it
+
+
+def test_null_safe_equality_over_several_rows():
+    q = parse_recognize(wrap("ORDER BY ts MEASURES B.x <=> A.x AS a PATTERN (A B)"))
+    bx, ax = Attr("B", "x"), Attr("A", "x")
+    assert q.measures[0].expr == Func("coalesce", (BinOp("=", bx, ax),
+                                                   BinOp("AND", Unary("IS NULL", bx), Unary("IS NULL", ax))))
+
+
+def test_quoted_variable_names():
+    q = parse_recognize(wrap("ORDER BY ts MEASURES LAST(`SET`.x) AS l PATTERN (`SET`+ `my var`) "
+                             "DEFINE `SET` AS `SET`.x > 1"))
+    assert q.pattern == rx.PConcat((rx.PQuant(rx.PVar("SET"), 1, None), rx.PVar("my var")))
+    assert q.defines[0][0] == "SET" and q.measures[0].expr == nav("LAST", "SET", "x", 0)
+    check_recognize(q, streaming=False)
+
+
+def test_comments_stay_out_of_the_outer_statement():
+    q = parse_recognize("/* from the docs */ SELECT * -- all\nFROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A)) m "
+                        "WHERE /* keep */ x > 1")
+    assert q.outer_sql == "SELECT * FROM __sparkcep_matches AS m WHERE x > 1"

@@ -60,7 +60,7 @@ from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _and, _arith, _compare, _neg, _not, _or, holds
 
-__all__ = ["OracleError", "recognize", "recognize_all", "sort_rows"]
+__all__ = ["OracleError", "attempts", "recognize", "recognize_all", "sort_rows"]
 
 Row = dict[str, Any]
 #: labels of the rows of a (partial) match, from its first row on: (variable, excluded)
@@ -377,35 +377,40 @@ def _next_start(spec: R.RecognizeSpec, s: int, end: int, labels: Labels) -> int:
 
 def recognize(spec: R.RecognizeSpec, rows: Sequence[Row]) -> list[Row]:
     """The outputs of MATCH_RECOGNIZE over one partition whose rows are in order (its end known)."""
+    return [row for _, outputs in attempts(spec, rows) for row in outputs]
+
+
+def attempts(spec: R.RecognizeSpec, rows: Sequence[Row]) -> Iterator[tuple[int, list[Row]]]:
+    """Each start row tried, in order, with the outputs it gives (a match's rows, an unmatched row, or
+    none): what :func:`recognize` concatenates.  Tests use it to know which outputs a streaming engine
+    must already have emitted once a start's fate cannot change any more."""
     rows = list(rows)
     part = _Partition(spec, rows)
     measures = {m.name: m.expr for m in spec.measures}
     all_rows = spec.rows_per_match != R.ONE_ROW
-    out: list[Row] = []
 
-    def emit(r: int, ctx: _Ctx | None):
-        out.append({name: (None if ctx is None else _eval(measures[name], ctx)) if name in measures
-                    else rows[r].get(name) for name in spec.output})
+    def output(r: int, ctx: _Ctx | None) -> Row:
+        return {name: (None if ctx is None else _eval(measures[name], ctx)) if name in measures
+                else rows[r].get(name) for name in spec.output}
 
     s, number, covered = 0, 0, -1  # covered: the last row of any match so far
     while s < len(rows):
         found = part.match_at(s, number + 1)
         if found is None:
-            if spec.rows_per_match == R.ALL_ROWS_WITH_UNMATCHED and s > covered:
-                emit(s, None)
+            unmatched = spec.rows_per_match == R.ALL_ROWS_WITH_UNMATCHED and s > covered
+            yield s, [output(s, None)] if unmatched else []
             s += 1
             continue
         number += 1
         end, labels = found
         if not all_rows:
-            emit(s, _Ctx(spec, rows, s, labels, len(labels), number))
+            out = [output(s, _Ctx(spec, rows, s, labels, len(labels), number))]
         elif not labels:
-            if spec.rows_per_match != R.ALL_ROWS_OMIT_EMPTY:
-                emit(s, _Ctx(spec, rows, s, labels, 0, number))
+            out = [] if spec.rows_per_match == R.ALL_ROWS_OMIT_EMPTY else [
+                output(s, _Ctx(spec, rows, s, labels, 0, number))]
         else:
-            for i, (_, excluded) in enumerate(labels):
-                if not excluded:
-                    emit(s + i, _Ctx(spec, rows, s, labels, i + 1, number))
+            out = [output(s + i, _Ctx(spec, rows, s, labels, i + 1, number))
+                   for i, (_, excluded) in enumerate(labels) if not excluded]
+        yield s, out
         covered = max(covered, end - 1)
         s = _next_start(spec, s, end, labels)
-    return out

@@ -14,22 +14,26 @@ layer may not import) chains:
   - batch (:func:`batch_recognize`): the rows repartitioned by the PARTITION BY columns (one Spark partition
     when there are none), sorted within the Spark partition by (partition columns, ORDER BY, the remaining
     ``spec.columns`` ascending with NULLs first), then ONE ``mapInArrow`` pass that cuts the sorted rows into
-    row pattern partitions and runs the engine's ``run_partition`` on each (its end is known);
+    row pattern partitions and runs the engine on each, its end known (``run_partition``; a partition larger
+    than :data:`CHUNK_ROWS` through ``step`` in chunks and ``advance(final=True)``);
   - streaming (:func:`stream_recognize`): an event-time watermark on the time column, ``groupBy(PARTITION
     BY).applyInPandasWithState``: each key's rows wait in the group state until event time is settled (their
-    event time is before the watermark, so no row ordered before them can still come), then go to the engine's
-    ``step`` in the batch order, and ``advance`` to the watermark emits the matches that are decided.  The
-    group state holds the engine state as JSON (``state_to_json``) and the waiting rows;
+    event time is at or before the watermark: Spark drops any later row at or before it as late, so no row
+    ordered before them can still come), then go to the engine's ``step`` in the batch order, and ``advance``
+    to the watermark emits the matches that are decided.  The group state holds the engine state as JSON
+    (``state_to_json``) and the waiting rows;
 
 * :func:`apply_outer`: the result registered as a session-local temporary view ``result_view`` and the outer
   query (SELECT list, WHERE, GROUP BY, ORDER BY on the matches) run on it by ``spark.sql``.
 
 Rows: a NULL partition key is a partition of its own (as Spark groups NULLs).  A row whose time column is
 NULL is ordered as ORDER BY says in a batch (NULLS FIRST by default for ascending); a stream cannot place it
-in event time and drops it.  A stream also drops rows that arrive after the watermark has passed them (late
-rows, counted in the group state).  Values reach the engine as Arrow gives them to Python (TIMESTAMP as
-time-zone aware datetimes, DECIMAL as Decimal, ...); in a stream pandas cannot tell a double NaN from NULL,
-both are NULL there.
+in event time and drops it.  A stream also drops rows that arrive when the watermark has reached their time
+(late rows: Spark drops them, and the state function counts those it still sees).  With no allowed lateness
+(``watermark_delay`` 0) a row of the same time as the newest row of an earlier micro-batch is late: allow some
+lateness for a source that writes equal times in different files.  Values reach the engine as Arrow gives
+them to Python (TIMESTAMP as time-zone aware datetimes, DECIMAL as Decimal, ...); in a stream pandas cannot
+tell a double NaN from NULL, both are NULL there.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from __future__ import annotations
 import itertools
 import math
 import pickle
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -49,11 +54,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import (
     BinaryType,
+    BooleanType,
     DataType,
     DateType,
     IntegralType,
     MapType,
     NumericType,
+    StringType,
     StructField,
     StructType,
     TimestampNTZType,
@@ -75,6 +82,9 @@ __all__ = ["TS", "apply_outer", "batch_recognize", "input_schema", "project", "r
 
 #: The hidden event-time column the engine reads (``RecognizeSpec.time_column``).
 TS = "__ts"
+
+#: Input column names taken by the hidden columns (``__ts``, the front end's RowExpr columns ``__rx<n>``).
+_RESERVED = re.compile(r"__ts|__rx\d+", re.IGNORECASE)
 
 #: A stream's event time in microseconds, in the watermark's units (offset included for numeric ts).
 _ET = "__sparkcep_et"
@@ -114,13 +124,15 @@ def time_column(spec_or_q: Any) -> str | None:
 
 def _ts_of(df: DataFrame, column: str | None) -> Any:
     """The ``__ts`` value of ``column``: epoch microseconds for a time, the number itself, else NULL."""
-    if column is None or column not in df.columns:
+    if column is not None and column not in df.columns:  # Spark resolves names case-insensitively
+        column = next((c for c in df.columns if c.lower() == column.lower()), None)
+    if column is None:
         return F.lit(None).cast("double")
     col, dtype = F.col(quoted(column)), df.schema[column].dataType
     if isinstance(dtype, TimestampType):
         return F.unix_micros(col)
-    if isinstance(dtype, TimestampNTZType):
-        return F.unix_micros(col.cast("timestamp"))
+    if isinstance(dtype, TimestampNTZType):  # wall-clock micros since 1970 (no session zone, no DST jump)
+        return F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), col)
     if isinstance(dtype, DateType):
         return F.unix_date(col).cast("bigint") * F.lit(86_400_000_000)
     if isinstance(dtype, NumericType):
@@ -134,8 +146,12 @@ def project(df: DataFrame, spec_or_q: Any, ts_unit: str | None = None) -> DataFr
     ``ts_unit`` is not needed here (``__ts`` keeps the ts units; the spec's WITHIN is in them)."""
     from pyspark.errors import AnalysisException, ParseException
 
-    exprs = [r for r in row_exprs(spec_or_q) if r.column not in df.columns]
-    cols = [F.col(quoted(c)) for c in df.columns if c != TS]
+    for c in df.columns:
+        if _RESERVED.fullmatch(c):
+            raise CEPSemanticError(f"the input has a column named {c}: names __ts and __rx<n> are reserved for "
+                                   "the columns MATCH_RECOGNIZE adds (rename it)")
+    exprs = row_exprs(spec_or_q)
+    cols = [F.col(quoted(c)) for c in df.columns]
     for r in exprs:
         try:
             cols.append(F.expr(r.sql).alias(r.column))
@@ -289,11 +305,20 @@ def _partition_ids(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray | No
     return ids
 
 
-def partition_function(spec: RecognizeSpec, struct: StructType) -> Callable[
+#: Rows converted to Python dicts at a time in a batch partition (and results converted back to Arrow at once).
+CHUNK_ROWS = 1 << 16
+
+
+def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True) -> Callable[
         [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``fn(batches) -> batches`` for ``mapInArrow`` over rows repartitioned by the PARTITION BY columns and
-    sorted: every row pattern partition in it run by the engine's ``run_partition`` (rows in the engine's
-    ``sort_key`` order: Spark sorted them already, so Python's sort only checks)."""
+    sorted: every row pattern partition in it run by the engine.  Rows become Python dicts about
+    :data:`CHUNK_ROWS` at a time: runs of whole small partitions (``run_partition`` each), or a larger
+    partition's rows in chunks (``step``, then ``advance(final=True)``: the engine keeps only what later rows
+    can still need), so memory follows the chunk, not the Spark partition.  ``resort``: sort each partition
+    again by the engine's ``sort_key`` (stable, so Spark's order stays among rows it calls equal; a partition
+    is then converted whole); not needed when Spark orders every sort column as Python does
+    (:func:`spark_orders_like_python`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = gathered(batches)
@@ -301,15 +326,39 @@ def partition_function(spec: RecognizeSpec, struct: StructType) -> Callable[
             return
         engine = _engine()
         schema = _arrow_schema(struct)
-        key = engine.sort_key(spec)
+        key = engine.sort_key(spec) if resort else None
         names = list(table.column_names)
         ids = _partition_ids(table, spec.partition_by)
-        n = table.num_rows
-        table, bounds = by_id(table, ids) if ids is not None else (table, [0, n])
-        rows = _arrow_rows(table, names)
+        table, bounds = by_id(table, ids) if ids is not None else (table, [0, table.num_rows])
+        parts = list(itertools.pairwise(bounds))
         out: list[dict] = []
-        for a, b in itertools.pairwise(bounds):
-            out.extend(engine.run_partition(spec, sorted(rows[a:b], key=key)))
+        j = 0
+        while j < len(parts):
+            a, b = parts[j]
+            if b - a > CHUNK_ROWS and key is None:  # a large partition, in chunks
+                state = engine.init_state(spec)
+                for lo in range(a, b, CHUNK_ROWS):
+                    state, rows = engine.step(spec, state, _arrow_rows(table.slice(lo, min(CHUNK_ROWS, b - lo)),
+                                                                       names))
+                    out.extend(rows)
+                    if len(out) >= CHUNK_ROWS:
+                        yield from _to_table(out, schema).to_batches()
+                        out = []
+                state, rows = engine.advance(spec, state, None, final=True)
+                out.extend(rows)
+                j += 1
+            else:  # whole partitions, as many as fit in a chunk (at least one)
+                k = j
+                while k + 1 < len(parts) and parts[k + 1][1] - a <= CHUNK_ROWS:
+                    k += 1
+                rows = _arrow_rows(table.slice(a, parts[k][1] - a), names)
+                for x, y in parts[j:k + 1]:
+                    part = rows[x - a:y - a]
+                    out.extend(engine.run_partition(spec, part if key is None else sorted(part, key=key)))
+                j = k + 1
+            if len(out) >= CHUNK_ROWS:
+                yield from _to_table(out, schema).to_batches()
+                out = []
         if out:
             yield from _to_table(out, schema).to_batches()
 
@@ -325,7 +374,21 @@ def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: in
     spread = df.repartition(shuffle_partitions(df, partitions), *keys) if keys else df.repartition(1)
     spread = spread.sortWithinPartitions(*_sort_columns(df, spec))
     struct = output_struct(spec)
-    return spread.mapInArrow(partition_function(spec, struct), struct)
+    resort = not spark_orders_like_python(df.schema, spec)
+    return spread.mapInArrow(partition_function(spec, struct, resort=resort), struct)
+
+
+#: Spark types whose order is Python's on the values Arrow gives (NULLs and NaN placed by the sort itself).
+_PLAIN_ORDER = (NumericType, StringType, BooleanType, DateType, TimestampType, TimestampNTZType, BinaryType)
+
+
+def spark_orders_like_python(schema: StructType, spec: RecognizeSpec) -> bool:
+    """Whether Spark's sort (:func:`_sort_columns`) already gives the engine's ``sort_key`` order: every
+    column it sorts by is a number, string, boolean, date, time or binary (arrays, structs and maps are
+    compared differently, or not at all, by the two)."""
+    names = set(schema.names)
+    columns = [*spec.partition_by, *(o.column for o in spec.order_by), *spec.columns]
+    return all(isinstance(schema[c].dataType, _PLAIN_ORDER) for c in columns if c in names)
 
 
 # ----------------------------------------------------------------------------------------------- streaming
@@ -379,14 +442,15 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
                 if et is None or et != et:
                     continue  # no event time: cannot be placed (a NULL time column)
                 et = int(et)
-                if frontier is not None and et < frontier:
-                    late += 1  # its place in the order has passed
+                if frontier is not None and et <= frontier:
+                    late += 1  # its place in the order has passed (Spark itself drops it as late)
                     continue
                 held.append((et, row))
         raw = group.getCurrentWatermarkMs()
         bound = raw * 1000
-        settled = [row for et, row in held if et < bound]
-        held = [(et, row) for et, row in held if et >= bound]
+        # Spark drops a later row at or before this watermark as late: rows up to it are settled
+        settled = [row for et, row in held if et <= bound]
+        held = [(et, row) for et, row in held if et > bound]
         settled.sort(key=engine.sort_key(spec))
         out: list[dict] = []
         if settled:
@@ -398,7 +462,7 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
         group.update((_dump_state(frontier, engine.state_to_json(state), held, late),))
         dues = []
         if held:
-            dues.append(min(et for et, _ in held) // 1000)  # fires once the watermark passes it
+            dues.append(-(-min(et for et, _ in held) // 1000) - 1)  # fires once the watermark reaches it
         wakeup = getattr(engine, "wakeup", None)
         if wakeup is None:
             dues.append(raw)  # the engine may hold a match: look again when the watermark moves

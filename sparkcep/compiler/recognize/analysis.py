@@ -10,7 +10,8 @@ Refused (each with a :class:`CEPSemanticError` positioned in the statement):
 * WITH UNMATCHED ROWS with an exclusion ``{- -}`` (the standard forbids it);
 * no ORDER BY; in streaming an ORDER BY whose first item is not ascending, the anchor ``$`` and NEXT (both
   need rows after the current one, which a stream does not have yet);
-* a measure named twice or like a partition column; PERMUTE of more than :data:`MAX_PERMUTE` items;
+* a measure named twice or like a partition column; PERMUTE of more than :data:`MAX_PERMUTE` items, a row
+  pattern that compiles to more than :data:`MAX_PROGRAM` instructions;
 * ``AFTER MATCH SKIP TO FIRST/LAST v`` where every match would resume at its own first row (the standard
   makes that an error; sparkcep refuses it when it follows from the pattern alone, and otherwise resumes at the
   next row).
@@ -19,6 +20,7 @@ Refused (each with a :class:`CEPSemanticError` positioned in the statement):
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterator
 
@@ -26,11 +28,14 @@ from sparkcep.grammar.recognize.expressions import span_of
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSemanticError, Span
+from sparkcep.ir.limits import deeply
 
 __all__ = ["check_recognize", "pattern_variables", "children", "walk", "MAX_PERMUTE"]
 
 #: The most items of a PERMUTE (n! orders).
 MAX_PERMUTE = 6
+#: The most instructions of the compiled row pattern (the engine's limit).
+MAX_PROGRAM = 10_000
 
 
 def children(e: object) -> tuple:
@@ -99,24 +104,16 @@ class _Checker:
     def fail(self, message: str, span: Span | None):
         raise CEPSemanticError(message, span or self._find(r"MATCH_RECOGNIZE"), self.text)
 
-    def _find(self, pattern: str, after: str | None = None) -> Span | None:
-        """The span of the first match of ``pattern`` in the statement (after the regex ``after``)."""
-        text = self.text
-        start = 0
-        if after is not None:
-            m = re.search(after, text, re.IGNORECASE)
-            if m is None:
-                return None
-            start = m.end()
-        m = re.compile(pattern, re.IGNORECASE).search(text, start)
-        if m is None:
-            return None
-        return span_of(text, m.start(), m.end())
+    def _find(self, pattern: str, after: str | None = None, nth: int = 0) -> Span | None:
+        return find_span(self.text, pattern, after, nth)
 
     def _unknown(self, name: str, span: Span | None, what: str = "pattern variable or SUBSET"):
         known = [*self.variables, *self.subsets]
-        hint = difflib.get_close_matches(name, known, n=1)
-        suffix = f", did you mean {hint[0]}?" if hint else f" (the pattern has {', '.join(self.variables) or 'none'})"
+        hint = [k for k in known if k.lower() == name.lower()] or difflib.get_close_matches(name, known, n=1)
+        if hint:
+            suffix = f", did you mean {hint[0]}? (names are case-sensitive)"
+        else:
+            suffix = f" (the pattern has {', '.join(self.variables) or 'none'})"
         self.fail(f"unknown {what} {name}{suffix}", span)
 
     def known(self, name: str) -> bool:
@@ -151,10 +148,16 @@ class _Checker:
                 self.fail("the anchor $ (the end of the partition) is not supported in streaming: a stream's "
                           "partition has no end", node.span)
 
+        size = program_size(self.q.pattern)
+        if size > MAX_PROGRAM:
+            self.fail(f"the row pattern compiles to {size:,} instructions, more than {MAX_PROGRAM:,} (bounded "
+                      "quantifiers and PERMUTE are unrolled): use smaller bounds or fewer PERMUTE items",
+                      self.q.pattern.span)
+
     def subset_clause(self):
         seen: set[str] = set()
         for name, members in self.q.subsets:
-            span = self._find(rf"\b{re.escape(name)}\b", r"\bSUBSET\b")
+            span = self._find(rf"\b{re.escape(name)}\s*=", r"\bSUBSET\b", 1 if name in seen else 0)
             if name in seen:
                 self.fail(f"SUBSET {name} is declared twice", span)
             seen.add(name)
@@ -168,7 +171,8 @@ class _Checker:
     def define_clause(self):
         seen: set[str] = set()
         for name, _cond in self.q.defines:
-            span = self._find(rf"\b{re.escape(name)}\s+AS\b", r"\bDEFINE\b")
+            nth = 1 if name in seen else 0
+            span = self._find(rf"\b{re.escape(name)}\s+AS\b", r"\bDEFINE\b", nth)
             if name in seen:
                 self.fail(f"the variable {name} is defined twice", span)
             seen.add(name)
@@ -193,7 +197,7 @@ class _Checker:
                 self.navigation(node, where)
             if isinstance(node, rx.Agg):
                 self.aggregate(node)
-            if isinstance(node, Func) and node.name not in ("abs", "coalesce", "greatest", "least"):
+            if isinstance(node, Func) and node.name not in ("abs", "coalesce", "greatest", "least", "if"):
                 self.fail(f"the function {node.name}() is not supported here", node.span)
             if isinstance(node, Literal) and isinstance(node.value, float) and node.value != node.value:
                 self.fail("NaN literal is not supported", node.span)
@@ -271,6 +275,47 @@ class _Checker:
                       skip.span)
 
 
+def program_size(p: rx.RowPattern) -> int:
+    """The number of instructions the engine compiles ``p`` into (bounded quantifiers and PERMUTE unrolled,
+    as ``runtime_udfs.recognize.program`` does), its final MATCH included."""
+    return _size(p) + 1
+
+
+def _size(p) -> int:
+    if isinstance(p, (rx.PVar, rx.PAnchor)):
+        return 1
+    if isinstance(p, rx.PEmpty):
+        return 0
+    if isinstance(p, rx.PExclude):
+        return _size(p.inner)
+    if isinstance(p, rx.PConcat):
+        return sum(_size(i) for i in p.items)
+    if isinstance(p, rx.PAlt):
+        return sum(_size(a) for a in p.alternatives) + 2 * (len(p.alternatives) - 1)
+    if isinstance(p, rx.PPermute):
+        orders = math.factorial(len(p.items))
+        return orders * sum(_size(i) for i in p.items) + 2 * (orders - 1)
+    inner = _size(p.inner)  # PQuant: the minimum unrolled, then a loop or the optional iterations
+    rest = inner + 4 if p.max is None else (p.max - p.min) * (inner + 3)
+    return p.min * inner + rest
+
+
+def find_span(text: str, pattern: str, after: str | None = None, nth: int = 0) -> Span | None:
+    """The span of the ``nth`` match of the regex ``pattern`` in ``text`` (after the first match of the regex
+    ``after``), for names the IR keeps without a position (SUBSET and DEFINE names, partition columns)."""
+    start = 0
+    if after is not None:
+        m = re.search(after, text, re.IGNORECASE)
+        if m is None:
+            return None
+        start = m.end()
+    matches = list(re.compile(pattern, re.IGNORECASE).finditer(text, start))
+    if len(matches) <= nth:
+        return None
+    m = matches[nth]
+    return span_of(text, m.start(), m.end())
+
+
 def _names(reads: set[str | None]) -> str:
     return ", ".join(sorted(r if r is not None else "the current row" for r in reads))
 
@@ -331,6 +376,7 @@ def _later(p) -> set[str]:
     return set()
 
 
+@deeply
 def check_recognize(q: rx.Recognize, *, streaming: bool) -> None:
     """Refuse what sparkcep does not run as the standard says (module docstring), with the reason."""
     _Checker(q, streaming).run()

@@ -15,13 +15,15 @@ numeric one the column's own units: a bare number as is, an INTERVAL through ``t
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields, is_dataclass, replace
 
-from sparkcep.compiler.recognize.analysis import pattern_variables, walk
+from sparkcep.compiler.recognize.analysis import find_span, pattern_variables, walk
 from sparkcep.compiler.recognize.types import expr_type, is_numeric
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import TS_UNITS_NS, Attr
 from sparkcep.ir.errors import CEPSemanticError, Span
+from sparkcep.ir.limits import deeply
 
 __all__ = ["build_spec", "TIME_TYPES"]
 
@@ -77,7 +79,8 @@ class _Builder:
         q = self.q
         if not q.order_by:
             self.fail("ORDER BY is required in MATCH_RECOGNIZE: its first column is the event time", q.span)
-        partition = tuple(self.column(c, q.span) for c in q.partition_by)
+        partition = tuple(self.column(c, find_span(self.text, rf"(?<![\w`]){re.escape(c)}(?![\w`])", r"PARTITION\s+BY")
+                                      or q.span) for c in q.partition_by)
         order = tuple(replace(o, column=self.column(o.column, o.span)) for o in q.order_by)
         defines = tuple((v, self.resolve(c)) for v, c in q.defines)
         measures = tuple(replace(m, expr=self.resolve(m.expr)) for m in q.measures)
@@ -152,6 +155,7 @@ class _Builder:
         return w.in_ms() * 1_000_000 / TS_UNITS_NS[self.ts_unit]
 
 
+@deeply
 def build_spec(q: rx.Recognize, schema: dict[str, str], *, ts_unit: str | None = None) -> rx.RecognizeSpec:
     """The engine spec of ``q`` over input columns ``schema`` (name -> Spark ``simpleString``, in input order,
     the RowExpr columns included, ``__ts`` not needed); :class:`CEPSemanticError` for an unknown column, a

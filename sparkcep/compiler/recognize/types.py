@@ -53,38 +53,67 @@ def _promote(op: str, left: str, right: str) -> str | None:
 
 def expr_type(e: object, schema: dict[str, str], text: str = "") -> str:
     """The type of ``e`` over columns ``schema`` (name -> simpleString); :class:`CEPSemanticError` for what has
-    none (arithmetic on non-numbers)."""
+    none (arithmetic on non-numbers).  A bare NULL is typed ``string``."""
+    t = _type(e, schema, text)
+    return "string" if t == VOID else t
+
+
+#: The type of NULL: it takes the other side's type in if/coalesce/greatest/least and arithmetic.
+VOID = "void"
+
+
+def _unify(name: str, types: list[str], span, text: str) -> str:
+    result = VOID
+    for t in types:
+        if t == VOID or t == result:
+            continue
+        if result == VOID:
+            result = t
+            continue
+        promoted = _promote("+", result, t)
+        if promoted is None:
+            raise CEPSemanticError(f"{name}() of {result} and {t} is not supported across rows", span, text)
+        result = promoted
+    return result
+
+
+def _type(e: object, schema: dict[str, str], text: str) -> str:
     if isinstance(e, Literal):
         v = e.value
         if isinstance(v, bool):
             return "boolean"
         if isinstance(v, int):
-            return "int" if -2**31 <= v < 2**31 else "bigint"
+            if -2**31 <= v < 2**31:
+                return "int"
+            return "bigint" if -2**63 <= v < 2**63 else "decimal(38,0)"
         if isinstance(v, float):
             return "double"
-        return "string"
+        return VOID if v is None else "string"
     if isinstance(e, Attr):
         return schema[e.attr]
     if isinstance(e, rx.RowExpr):
         return schema[e.column]
     if isinstance(e, Unary):
         if e.op == "-":
-            t = expr_type(e.operand, schema, text)
-            if not is_numeric(t):
+            t = _type(e.operand, schema, text)
+            if t != VOID and not is_numeric(t):
                 raise CEPSemanticError(f"unary minus of a {t} is not supported", e.span, text)
             return t
         return "boolean"
     if isinstance(e, BinOp):
         if e.op in ("AND", "OR", "=", "!=", "<", "<=", ">", ">="):
             return "boolean"
-        left, right = expr_type(e.left, schema, text), expr_type(e.right, schema, text)
+        left, right = _type(e.left, schema, text), _type(e.right, schema, text)
+        if VOID in (left, right):
+            other = right if left == VOID else left
+            return "double" if e.op == "/" else ("int" if other == VOID else other)
         t = _promote(e.op, left, right)
         if t is None:
             raise CEPSemanticError(f"'{e.op}' of {left} and {right} is not supported across rows: compute numbers "
                                    "per row (e.g. unix_seconds(A.ts)) and combine them", e.span, text)
         return t
     if isinstance(e, rx.Nav):
-        return expr_type(e.arg, schema, text)
+        return _type(e.arg, schema, text)
     if isinstance(e, rx.Classifier):
         return "string"
     if isinstance(e, rx.MatchNumber):
@@ -92,10 +121,10 @@ def expr_type(e: object, schema: dict[str, str], text: str = "") -> str:
     if isinstance(e, rx.Agg):
         if e.func == "count":
             return "bigint"
-        t = expr_type(e.arg, schema, text)
+        t = _type(e.arg, schema, text)
         if e.func in ("min", "max"):
             return t
-        if not is_numeric(t):
+        if t != VOID and not is_numeric(t):
             raise CEPSemanticError(f"{e.func.upper()} of a {t} is not supported", e.span, text)
         if e.func == "avg":
             return "double"
@@ -103,18 +132,12 @@ def expr_type(e: object, schema: dict[str, str], text: str = "") -> str:
             return "bigint"
         return f"decimal(38,{_scale(t)})" if _DECIMAL.match(t) else "double"
     if isinstance(e, Func):
-        types = [expr_type(a, schema, text) for a in e.args]
+        types = [_type(a, schema, text) for a in e.args]
         if e.name == "abs":
-            if not is_numeric(types[0]):
+            if types[0] != VOID and not is_numeric(types[0]):
                 raise CEPSemanticError(f"abs of a {types[0]} is not supported", e.span, text)
             return types[0]
-        result = types[0]
-        for t in types[1:]:
-            if t == result:
-                continue
-            promoted = _promote("+", result, t)
-            if promoted is None:
-                raise CEPSemanticError(f"{e.name}() of {result} and {t} is not supported across rows", e.span, text)
-            result = promoted
-        return result
+        if e.name == "if":
+            return _unify(e.name, types[1:], e.span, text)
+        return _unify(e.name, types, e.span, text)
     raise CEPSemanticError(f"cannot type {type(e).__name__}", getattr(e, "span", None), text)

@@ -11,18 +11,26 @@ again (regenerated as Spark SQL: ``outer_sql``).  Clauses may come in any order,
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from sparkcep.grammar.parser import without_bom
-from sparkcep.grammar.recognize.expressions import Converter, readable, span_of, tokenize
+from sparkcep.grammar.recognize.expressions import (
+    Converter,
+    parse_sql,
+    readable,
+    span_of,
+    tokenize,
+    with_time_column,
+)
 from sparkcep.grammar.recognize.pattern import parse_pattern
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Duration
 from sparkcep.ir.errors import CEPSyntaxError, Span
+from sparkcep.ir.limits import check_depth, deeply
 
 __all__ = ["parse_recognize"]
 
@@ -33,6 +41,7 @@ _CLAUSES = ("PARTITION BY", "ORDER BY", "MEASURES", "ROWS PER MATCH", "AFTER MAT
             "DEFINE", "WITHIN")
 
 
+@deeply
 def parse_recognize(text: str) -> rx.Recognize:
     """Parse a ``MATCH_RECOGNIZE`` statement; :class:`CEPSyntaxError` (line, column, caret) if it is not one.
 
@@ -79,14 +88,10 @@ def parse_recognize(text: str) -> rx.Recognize:
         alias, after = tokens[after].text, after + 1
     end = tokens[after - 1].end + 1
     outer = _outer_sql(text, source_start, end, alias, q.result_view)
-    return _replace(q, source=source, alias=alias, outer_sql=outer, text=text,
-                    span=span_of(text, tokens[0].start, tokens[-1].end + 1))
-
-
-def _replace(q: rx.Recognize, **changes) -> rx.Recognize:
-    from dataclasses import replace
-
-    return replace(q, **changes)
+    q = replace(q, source=source, alias=alias, outer_sql=outer, text=text,
+                 span=span_of(text, tokens[0].start, tokens[-1].end + 1))
+    check_depth(q, text)
+    return q
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -160,7 +165,7 @@ def _outer_sql(text: str, start: int, end: int, alias: str | None, view: str) ->
     padding = max(0, len(segment) - len(replacement))
     outer = text[:start] + replacement + " " * padding + text[end:]
     try:
-        trees = [t for t in sqlglot.parse(outer, read="spark") if t is not None]
+        trees = [t for t in parse_sql(outer) if t is not None]
     except ParseError as err:
         info = err.errors[0] if err.errors else {}
         line, col = info.get("line") or 1, info.get("col") or 1
@@ -170,7 +175,7 @@ def _outer_sql(text: str, start: int, end: int, alias: str | None, view: str) ->
         raise CEPSyntaxError(f"cannot read the statement around MATCH_RECOGNIZE: {description}", span, text) from None
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise CEPSyntaxError("expected a SELECT statement around MATCH_RECOGNIZE", span_of(text, 0, 1), text)
-    return trees[0].sql(dialect="spark")
+    return trees[0].sql(dialect="spark", comments=False)
 
 
 def _line_col_span(text: str, line: int, col: int, width: int) -> Span:
@@ -254,10 +259,15 @@ class _ClauseReader:
             return True
         return False
 
-    def clause_at(self, j: int | None = None) -> str | None:
-        """The clause that starts at token ``j`` (default: the cursor), or None."""
+    def clause_at(self, j: int | None = None, *, strict: bool = False) -> str | None:
+        """The clause that starts at token ``j`` (default: the cursor), or None.  ``strict`` (inside an item
+        list, where a column or measure may be named ``within``, ``subset``...): a word after '.' or AS never
+        starts a clause, and SUBSET, DEFINE and WITHIN only with what follows them in a clause."""
         saved = self.i
         self.i = self.i if j is None else j
+        if strict and self.i > 0 and self.tokens[self.i - 1].token_type in (TokenType.DOT, TokenType.ALIAS):
+            self.i = saved
+            return None
         try:
             if self.at("PARTITION", "BY"):
                 return "PARTITION BY"
@@ -272,11 +282,14 @@ class _ClauseReader:
             nxt = self.peek(1)
             if self.at("PATTERN") and nxt is not None and nxt.token_type == TokenType.L_PAREN:
                 return "PATTERN"
-            if self.at("SUBSET"):
+            after = self.peek(2)
+            if self.at("SUBSET") and (not strict or (after is not None and after.token_type == TokenType.EQ)):
                 return "SUBSET"
-            if self.at("DEFINE"):
+            if self.at("DEFINE") and (not strict or (after is not None and after.token_type == TokenType.ALIAS)):
                 return "DEFINE"
-            if self.at("WITHIN") and not (nxt is not None and _word(nxt) == "GROUP"):
+            if self.at("WITHIN") and nxt is not None and (
+                    _word(nxt) == "INTERVAL" or nxt.token_type == TokenType.NUMBER or not strict and
+                    _word(nxt) != "GROUP"):
                 return "WITHIN"
             return None
         finally:
@@ -301,6 +314,11 @@ class _ClauseReader:
         if "PATTERN" not in seen:
             raise CEPSyntaxError("MATCH_RECOGNIZE needs a PATTERN ( ... ) clause",
                                  _tok_span(self.text, self.tokens[self.hi]), self.text)
+        if fields.get("order_by"):
+            time = fields["order_by"][0].column
+            for key in ("measures", "defines"):
+                if key in fields:
+                    fields[key] = with_time_column(fields[key], time)
         return rx.Recognize(source="", **fields)
 
     def _partition(self, fields):
@@ -336,7 +354,7 @@ class _ClauseReader:
         items, depth, a, j = [], 0, self.i, self.i
         while j < self.hi:
             tok = self.tokens[j]
-            if depth == 0 and j > a and self.clause_at(j) is not None:
+            if depth == 0 and j > a and self.clause_at(j, strict=True) is not None:
                 break
             if tok.token_type == TokenType.L_PAREN:
                 depth += 1
@@ -407,12 +425,10 @@ class _ClauseReader:
         else:
             self.fail("expected PAST LAST ROW, TO NEXT ROW, TO FIRST v, TO LAST v or TO v")
         last = self.tokens[self.i - 1]
-        from dataclasses import replace
-
         fields["skip"] = replace(skip, span=span_of(self.text, first.start, last.end + 1))
 
     def _pattern(self, fields):
-        keyword = self.expect("PATTERN")[0]
+        self.expect("PATTERN")
         open_index = self.i
         close = _closing(self.text, self.tokens, open_index)
         if close >= self.hi:
@@ -421,7 +437,6 @@ class _ClauseReader:
         pattern = parse_pattern(self.text, start, end)
         fields["pattern"] = pattern
         self.i = close + 1
-        del keyword
 
     def _subset(self, fields):
         self.expect("SUBSET")
@@ -462,8 +477,9 @@ class _ClauseReader:
         span = span_of(self.text, keyword.start, last.end + 1)
         body = self.text[first.start:last.end + 1]
         try:
-            node = sqlglot.parse_one(body, read="spark")
-        except ParseError:
+            trees = parse_sql(body)
+            node = trees[0] if len(trees) == 1 else None
+        except (ParseError, TokenError):
             node = None
         fields["within"] = _duration(node, span, self.text)
 

@@ -27,7 +27,7 @@ from typing import Any
 from sparkcep.ir import recognize as R
 from sparkcep.ir.errors import CEPError
 from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _arith, _compare
-from sparkcep.runtime_udfs.recognize.evaluate import Ctx, compile_expr, history_free, prev_reach
+from sparkcep.runtime_udfs.recognize.evaluate import Ctx, Slots, compile_expr, history_free, prev_reach
 from sparkcep.runtime_udfs.recognize.program import CHAR, Program, compile_pattern
 
 __all__ = ["MAX_THREADS", "Compiled", "RecognizeBudgetError", "RecognizeState", "advance", "compiled",
@@ -61,10 +61,17 @@ class Compiled:
                 raise ValueError(f"DEFINE of {var}, which is not a row pattern variable")
             if _has(cond, R.MatchNumber):
                 raise ValueError("MATCH_NUMBER() is not allowed in DEFINE")
+        # running aggregates of DEFINE kept on the nodes of the threads (node[4]); those of MEASURES on a
+        # copy of the match's chain made when it is output
+        self.define_slots = Slots(members, variables)
         self.defines: list[Callable | None] = [
-            compile_expr(defines[v], members, variables) if v in defines else None for v in variables]
+            compile_expr(defines[v], members, variables, define=index[v], slots=self.define_slots)
+            if v in defines else None for v in variables]
+        self.slotted = bool(self.define_slots.items)
         self.mergeable = all(history_free(defines[v], index[v], members) for v in defines)
-        self.measures = [(m.name, compile_expr(m.expr, members, variables)) for m in spec.measures]
+        self.measure_slots = Slots(members, variables)
+        self.measures = [(m.name, compile_expr(m.expr, members, variables, slots=self.measure_slots))
+                         for m in spec.measures]
         self.measure_names = frozenset(m.name for m in spec.measures)
         exprs = [c for _, c in spec.defines] + [m.expr for m in spec.measures]
         self.reach = max((prev_reach(e) for e in exprs), default=0)
@@ -206,8 +213,16 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
     start_bol = prog.closure(0, True, False)
     start_plain = prog.closure(0, False, False)
     past_last = c.skip == R.SKIP_PAST_LAST_ROW
+    # PAST LAST ROW, no WITHIN, history-free DEFINEs: a thread of a later start at the same instruction as a
+    # thread of the earliest undecided start s0 has the same future; if they match, s0's match ends there or
+    # later and the later start is skipped anyway: drop it (this keeps `A B+ C` linear in long runs of B)
+    cross = mergeable and past_last and within is None
+    quiet = c.spec.rows_per_match != R.ALL_ROWS_WITH_UNMATCHED  # a start without a match outputs nothing
+    char_var = [a if op == CHAR else -1 for op, a, _ in code]
+    char_excl = [b if op == CHAR else 0 for op, _, b in code]
     threads = st.threads
     matched = st.matched
+    slotted, extend = c.slotted, c.define_slots.extend
     for i in range(st.pos, upto):
         base = st.base
         row = rows[i - base]
@@ -222,6 +237,8 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
         memo = [None] * n_vars if mergeable else None
         new: list[tuple] = []
         seen: set | None = set() if mergeable else None
+        first_pcs: set = set()  # the instructions threads of the earliest undecided start s0 are at
+        s0 = st.next_start
         cut = -1
         new_match = False
         for t in threads:
@@ -231,12 +248,17 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
             leaf = t[1]
             if leaf < 0:  # waiting at ANCHOR $: a row came, the path dies
                 continue
-            var, excl = code[leaf][1], code[leaf][2]
+            var = char_var[leaf]
             if within is not None and monotone and s != i:
                 gap = _arith(sub, row_ts, rows[s - base].get(ts_col))
                 if gap is not None and _compare(ge, gap, within):
                     continue
-            node = (i, var, excl, t[2])
+            parent = t[2]
+            if parent is None:
+                node = (i, var, char_excl[leaf], None, extend(ctx, i, var, None) if slotted else None, None)
+            else:
+                node = (i, var, char_excl[leaf], parent, extend(ctx, i, var, parent[4]) if slotted else None,
+                        parent if parent[1] != var else parent[5])
             cond = defines[var]
             if cond is not None:
                 if memo is not None:
@@ -258,10 +280,17 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
                     new_match = True
                     break
                 if seen is not None:
-                    key = (s, nxt)
-                    if key in seen:
-                        continue
-                    seen.add(key)
+                    if s == s0:
+                        if nxt in first_pcs:
+                            continue
+                        first_pcs.add(nxt)
+                    else:
+                        if cross and nxt in first_pcs:
+                            continue
+                        key = (s, nxt)
+                        if key in seen:
+                            continue
+                        seen.add(key)
                 new.append((s, nxt, node))
         if len(new) > MAX_THREADS:
             raise RecognizeBudgetError(
@@ -273,7 +302,13 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
         if new_match and past_last:
             _prune_inside(st)
             threads = st.threads
-        if not threads or threads[0][0] != st.next_start:
+        if not threads:
+            if quiet and not matched:  # every start so far is decided, without a match
+                st.next_start = i + 1
+                continue
+            _decide(c, st, out)
+            threads = st.threads
+        elif threads[0][0] != st.next_start:
             _decide(c, st, out)
             threads = st.threads
     if trim:
@@ -381,6 +416,8 @@ def _unmatched_row(c: Compiled, st: RecognizeState, s: int) -> Row:
 def _emit(c: Compiled, st: RecognizeState, s: int, node, out: list[Row]) -> None:
     ctx = Ctx(st.rows, st.base, st.mnum)
     rows, base = st.rows, st.base
+    if node is not None and c.measure_slots.items:
+        node = c.measure_slots.rebuild(ctx, node)
     if not c.all_rows:
         values = {name: f(ctx, node, node) for name, f in c.measures}
         out.append(_out_row(c, rows[s - base], values))

@@ -1,9 +1,12 @@
 """DEFINE and MEASURES expressions of MATCH_RECOGNIZE, compiled once into closures over a match context.
 
-A (partial) match is a chain of *nodes* ``(row, var, excluded, parent)``, newest first: ``row`` is the
-row's absolute position in the partition, ``var`` the index of the variable it is mapped to, ``parent`` the
-node of the row before it in the match (None for the first).  Threads of the engine share their common
-prefixes, so labelling a row costs one tuple, never a copy of the history.
+A (partial) match is a chain of *nodes* ``(row, var, excluded, parent, aggregates, run)``, newest first:
+``row`` is the row's absolute position in the partition, ``var`` the index of the variable it is mapped to,
+``parent`` the node of the row before it in the match (None for the first), ``aggregates`` the running
+aggregates kept on the chain (:class:`Slots`) or None, ``run`` the nearest earlier node mapped to another
+variable (a search for ``X``'s last row skips a run of ``Y`` rows in one step: ``B AS B.x > A.x`` stays linear
+over a long run of B).  Threads of the engine share their common prefixes, so
+labelling a row costs one tuple, never a copy of the history.
 
 A compiled expression is ``f(ctx, head, full)``: ``ctx`` holds the partition's buffered rows (``rows``, the
 first at absolute position ``base``) and the match number ``mnum``; ``head`` is the last row RUNNING sees
@@ -29,7 +32,7 @@ from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _and, _arith, _compare, _neg, _not, _or
 
-__all__ = ["Ctx", "compile_expr", "history_free", "prev_reach", "uses_next"]
+__all__ = ["Ctx", "Slots", "compile_expr", "node", "history_free", "prev_reach", "uses_next"]
 
 Compiled = Callable[[Any, Any, Any], Any]
 #: var -> (ctx, head, full) -> the absolute row it reads, or None
@@ -48,14 +51,128 @@ class Ctx:
         self.rows, self.base, self.mnum = rows, base, mnum
 
 
-def compile_expr(e, members: dict[str, frozenset[int]], variables: tuple[str, ...]) -> Compiled:
-    """Compile ``e`` (``members`` maps each variable and SUBSET name to the indexes of its variables)."""
-    return _Compiler(members, variables).compile(e, None, 0)
+class Slots:
+    """Running aggregates kept incrementally on the nodes of a chain (``node[4]``, a tuple with one
+    ``(count, value)`` per aggregate): labelling a row costs O(1) per aggregate instead of a walk over the
+    match, which keeps ``DEFINE A AS AVG(A.price) < 15`` linear in the match length.  An aggregate whose
+    argument reads more than its own row (FIRST/LAST, CLASSIFIER, a nested aggregate) is walked instead.
+
+    The fold is the reference's, step by step: the first non-NULL value, then ``+`` (``try_`` arithmetic)
+    for SUM/AVG, ``<``/``>`` for MIN/MAX; AVG divides at the end.  ``FIRST(X.c, k)`` keeps the position of
+    the (k+1)-th row mapped to X the same way."""
+
+    def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...]):
+        self.members, self.variables = members, variables
+        self.keys: dict[tuple, int] = {}
+        self.items: list[tuple] = []
+        self.empty: tuple = ()
+
+    def register(self, e: R.Agg) -> int | None:
+        if e.arg is not None and not _row_local(e.arg):
+            return None
+        func = e.func.lower()
+        key = (func, e.arg, e.var)
+        k = self.keys.get(key)
+        if k is None:
+            mset = None if e.var is None else _Compiler(self.members, self.variables).member_set(e.var)
+            cell = [None]
+            arg = None
+            if e.arg is not None:
+                arg = _Compiler(self.members, self.variables).compile(e.arg, lambda var: (lambda c, h, f: cell[0]), 0)
+            k = self.keys[key] = len(self.items)
+            self.items.append((mset, func, arg, cell))
+            self.empty = ((0, None),) * len(self.items)
+        return k
+
+    def register_first(self, var: str | None, k: int) -> int:
+        """A slot holding the (k+1)-th row mapped to ``var`` (every row if None): ``FIRST(var.c, k)``."""
+        key = ("first", var, k)
+        got = self.keys.get(key)
+        if got is None:
+            mset = None if var is None else _Compiler(self.members, self.variables).member_set(var)
+            got = self.keys[key] = len(self.items)
+            self.items.append((mset, "first", k + 1, None))
+            self.empty = ((0, None),) * len(self.items)
+        return got
+
+    def extend(self, ctx, row: int, var: int, acc: tuple | None) -> tuple:
+        """The aggregates after the row at ``row`` is mapped to ``var`` (``acc``: those before, None: none)."""
+        if acc is None:
+            acc = self.empty
+        out = []
+        for (mset, func, arg, cell), (count, value) in zip(self.items, acc, strict=True):
+            if mset is None or var in mset:
+                if func == "first":  # arg: the position wanted, 1-based
+                    count += 1
+                    if count == arg:
+                        value = row
+                elif arg is None:
+                    count += 1
+                else:
+                    cell[0] = row
+                    v = arg(ctx, None, None)
+                    if v is not None:
+                        if count == 0:
+                            value = v
+                        elif func == "sum" or func == "avg":
+                            value = _arith(_ADD, value, v)
+                        elif func == "min":
+                            if _compare(_LT, v, value):
+                                value = v
+                        elif func == "max":
+                            if _compare(_GT, v, value):
+                                value = v
+                        count += 1
+            out.append((count, value))
+        return tuple(out)
+
+    def rebuild(self, ctx, last):
+        """The chain ending at ``last`` again, its nodes carrying these aggregates."""
+        chain = []
+        while last is not None:
+            chain.append(last)
+            last = last[3]
+        new = None
+        for n in reversed(chain):
+            new = node(n[0], n[1], n[2], new, self.extend(ctx, n[0], n[1], None if new is None else new[4]))
+        return new
+
+
+def node(row: int, var: int, excluded: int, parent, aggregates) -> tuple:
+    """A new node of a chain (the engine builds the same tuple inline)."""
+    return (row, var, excluded, parent, aggregates,
+            None if parent is None else parent if parent[1] != var else parent[5])
+
+
+_ADD, _LT, _GT = _ARITH["+"], _CMP["<"], _CMP[">"]
+
+
+def _row_local(e) -> bool:
+    """Does ``e`` (an aggregate's argument) read only its own row (and rows PREV/NEXT of it)?"""
+    if isinstance(e, (R.Agg, R.Classifier, R.MatchNumber)):
+        return False
+    if isinstance(e, R.Nav) and e.kind in ("FIRST", "LAST"):
+        return False
+    return all(_row_local(c) for c in _children(e))
+
+
+def compile_expr(e, members: dict[str, frozenset[int]], variables: tuple[str, ...], *,
+                 define: int | None = None, slots: Slots | None = None) -> Compiled:
+    """Compile ``e`` (``members`` maps each variable and SUBSET name to the indexes of its variables).
+    ``define``: the index of the variable whose DEFINE ``e`` is; it is evaluated with ``head`` the row being
+    labelled (never None), so references to that row (``c``, ``X.c`` with X that variable or a SUBSET holding
+    it) read it directly.  ``slots``: where running aggregates are kept on the nodes (see :class:`Slots`)."""
+    return _Compiler(members, variables, define, slots).compile(e, None, 0)
 
 
 class _Compiler:
-    def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...]):
-        self.members, self.variables = members, variables
+    def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...], define: int | None = None,
+                 slots: Slots | None = None):
+        self.members, self.variables, self.define, self.slots = members, variables, define, slots
+
+    def current(self, var: str | None) -> bool:
+        """In a DEFINE, does a RUNNING reference to ``var`` read the row being labelled?"""
+        return self.define is not None and (var is None or self.define in self.member_set(var))
 
     def member_set(self, var: str) -> frozenset[int]:
         got = self.members.get(var)
@@ -78,7 +195,7 @@ class _Compiler:
             while n is not None:
                 if n[1] in mset:
                     return n[0]
-                n = n[3]
+                n = n[5]  # past the rows mapped to n's variable just before it: none is a member
             return None
 
         return last
@@ -86,6 +203,14 @@ class _Compiler:
     def logical(self, kind: str, k: int, final: bool) -> Locator:
         def loc(var: str | None):
             mset = None if var is None else self.member_set(var)
+            if kind == "FIRST" and self.slots is not None:
+                slot = self.slots.register_first(var, k)
+
+                def first(ctx, h, f):
+                    n = f if final else h
+                    return None if n is None else n[4][slot][1]
+
+                return first
 
             def nth(ctx, h, f):
                 n = f if final else h
@@ -96,13 +221,17 @@ class _Compiler:
                             if count == 0:
                                 return n[0]
                             count -= 1
-                        n = n[3]
+                            n = n[3]
+                        else:
+                            n = n[5]
                     return None
                 rows = []
                 while n is not None:
                     if mset is None or n[1] in mset:
                         rows.append(n[0])
-                    n = n[3]
+                        n = n[3]
+                    else:
+                        n = n[5]
                 return rows[-1 - k] if k < len(rows) else None
 
             return nth
@@ -117,6 +246,8 @@ class _Compiler:
             return lambda ctx, h, f: value
         if isinstance(e, (Attr, R.RowExpr)):
             column = e.attr if isinstance(e, Attr) else e.column
+            if loc is None and self.current(e.var):
+                return _current_reader(column, shift)
             where = self.last_row(e.var, False) if loc is None else loc(e.var)
             return _reader(where, column, shift)
         if isinstance(e, Unary):
@@ -133,12 +264,24 @@ class _Compiler:
         if isinstance(e, BinOp):
             x = self.compile(e.left, loc, shift)
             y = self.compile(e.right, loc, shift)
+            # three-valued AND/OR; the right side is not evaluated when the left decides (no side effects)
             if e.op == "AND":
-                return lambda ctx, h, f: _and(x(ctx, h, f), y(ctx, h, f))
+                def and_(ctx, h, f):
+                    a = x(ctx, h, f)
+                    return False if a is False else _and(a, y(ctx, h, f))
+
+                return and_
             if e.op == "OR":
-                return lambda ctx, h, f: _or(x(ctx, h, f), y(ctx, h, f))
+                def or_(ctx, h, f):
+                    a = x(ctx, h, f)
+                    return True if a is True else _or(a, y(ctx, h, f))
+
+                return or_
             if e.op in _CMP:
                 cmp = _CMP[e.op]
+                if isinstance(e.right, Literal):
+                    value = e.right.value
+                    return lambda ctx, h, f: _compare(cmp, x(ctx, h, f), value)
                 return lambda ctx, h, f: _compare(cmp, x(ctx, h, f), y(ctx, h, f))
             if e.op in _ARITH:
                 op = _ARITH[e.op]
@@ -190,18 +333,22 @@ class _Compiler:
             while n is not None:
                 if mset is None or n[1] in mset:
                     rows.append(n[0])
-                n = n[3]
+                    n = n[3]
+                else:
+                    n = n[5]
             rows.reverse()
             return rows
 
+        if func not in ("count", "sum", "avg", "min", "max") or (e.arg is None and func != "count"):
+            raise ValueError(f"unknown aggregate {func}" if e.arg is not None else
+                             f"{func.upper()}(*) is not an aggregate")
+        k = None if self.slots is None else self.slots.register(e)
+        if k is not None:
+            return _slot_reader(k, func, final)
         if e.arg is None:
-            if func != "count":
-                raise ValueError(f"{func.upper()}(*) is not an aggregate")
             return lambda ctx, h, f: len(rows_of(h, f))
         cell = [None]
         arg = self.compile(e.arg, lambda var: (lambda ctx, h, f: cell[0]), 0)
-        if func not in ("count", "sum", "avg", "min", "max"):
-            raise ValueError(f"unknown aggregate {func}")
         add = _ARITH["+"]
 
         def aggregate(ctx, h, f):
@@ -256,6 +403,37 @@ class _Compiler:
 
             return extreme
         raise ValueError(f"the MATCH_RECOGNIZE engine does not know the function {e.name}()")
+
+
+def _slot_reader(k: int, func: str, final: bool) -> Compiled:
+    div = _ARITH["/"]
+
+    def read(ctx, h, f):
+        n = f if final else h
+        if n is None:
+            return 0 if func == "count" else None
+        count, value = n[4][k]
+        if func == "count":
+            return count
+        if count == 0:
+            return None
+        return _arith(div, value, count) if func == "avg" else value
+
+    return read
+
+
+def _current_reader(column: str, shift: int) -> Compiled:
+    """A column of the row being labelled (``shift`` 0) or of a row ``shift`` rows from it (PREV/NEXT)."""
+    if shift == 0:
+        return lambda ctx, h, f: ctx.rows[h[0] - ctx.base].get(column)
+
+    def read(ctx, h, f):
+        r = h[0] + shift - ctx.base
+        if r < 0 or r >= len(ctx.rows) or h[0] + shift < 0:
+            return None
+        return ctx.rows[r].get(column)
+
+    return read
 
 
 def _reader(where, column: str, shift: int) -> Compiled:
