@@ -125,8 +125,25 @@ def _compile(e, any_vars: frozenset[str]) -> Callable[[Binding, dict], Any]:
             return lambda b, c: _or(left(b, c), right(b, c))
         if e.op in _CMP:
             op = _CMP[e.op]
-            return lambda b, c: _compare(op, left(b, c), right(b, c))
+
+            def compare(b, c):
+                x, y = left(b, c), right(b, c)
+                if type(x) is int and type(y) is int:  # the common case without a call
+                    return op(x, y)
+                return _compare(op, x, y)
+
+            return compare
         op = _ARITH[e.op]
+        if e.op in ("+", "-", "*"):
+
+            def exact(b, c):
+                x, y = left(b, c), right(b, c)
+                if type(x) is int and type(y) is int:  # the common case without a call
+                    r = op(x, y)
+                    return r if INT64_MIN <= r <= INT64_MAX else None
+                return _arith(op, x, y)
+
+            return exact
         return lambda b, c: _arith(op, left(b, c), right(b, c))
     if isinstance(e, Func):
         return _compile_func(e, any_vars)
@@ -395,11 +412,17 @@ def _compare(op, x, y):
     """``x op y`` as Spark SQL compares (``op`` one of :data:`_CMP`'s operators): a string and a number compare as
     the number's type (the string try_cast to it: NULL if it is no number), BIGINT and DOUBLE as DOUBLE, strings
     by code point, FALSE < TRUE; NaN equals NaN and is above every other DOUBLE."""
+    tx, ty = type(x), type(y)
+    if tx is int and ty is int:  # the common case, first
+        return op(x, y)
     if x is LACKING or y is LACKING:
         return True
     if x is None or y is None:
         return None
-    kind, a, b = _coerce(x, y)
+    if (tx is float or tx is int) and (ty is float or ty is int):
+        kind, a, b = float, float(x), float(y)
+    else:
+        kind, a, b = _coerce(x, y)
     if kind is None:
         return None
     if kind is float and (a != a or b != b):
@@ -415,11 +438,17 @@ def _arith(op, x, y):
     BIGINT and give NULL on overflow; ``/`` is DOUBLE division; ``x / 0`` and ``x % 0`` are NULL; ``%`` truncates
     (the result has the sign of ``x``); DOUBLE follows IEEE 754 (inf, NaN); a string is try_cast to the other
     operand's type; two strings, or a boolean, give NULL."""
-    if x is LACKING or y is LACKING:
+    tx, ty = type(x), type(y)
+    if tx is int and ty is int:  # the common case, first
+        kind, a, b = int, x, y
+    elif x is LACKING or y is LACKING:
         return LACKING
-    if x is None or y is None:
+    elif x is None or y is None:
         return None
-    kind, a, b = _coerce(x, y)
+    elif (tx is float or tx is int) and (ty is float or ty is int):
+        kind, a, b = float, float(x), float(y)
+    else:
+        kind, a, b = _coerce(x, y)
     if kind is int:
         if op is operator.truediv:
             return None if b == 0 else float(a) / float(b)
