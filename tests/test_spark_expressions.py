@@ -198,3 +198,31 @@ def test_streaming_equals_oracle(spark, tmp_path, capsys):
     got = _run(tmp_path, capsys, ["--stream", "--files-per-trigger", "1", "--lateness", "10",
                                   "--checkpoint", str(tmp_path / "ck")])
     assert canonical(got) == canonical(_expected())
+
+
+NEG_QUERY = ("PATTERN SEQ(A a, !(C c), B b) WHERE [id] AND lower(c.name) = lower(a.name) "
+             "AND upper(a.name) = upper(b.name) AND abs(a.x - b.x) <= 5 WITHIN 10 "
+             "RETURN a.ts AS at, b.ts AS bt, CASE WHEN a.x IN (b.x, 9) THEN 'in' END AS w")
+TREND_QUERY = ("RETURN COUNT(*) AS n PATTERN SEQ(A+ a[], B b) WHERE [id] AND upper(a[i].name) != upper(a[i-1].name) "
+               "AND abs(a[i].x - a[i-1].x) < 6 WITHIN 10")
+APPLY_EVENTS = [("A", 1, 1, 1, "Xa"), ("C", 2, 1, 5, "xa"), ("A", 3, 1, 4, "XA"), ("B", 4, 1, 3, "xa"),
+                ("A", 5, 1, 9, "q"), ("B", 6, 1, 2, "Q"), ("C", 7, 1, 1, "zz"), ("B", 8, 1, 8, "q")]
+
+
+@pytest.mark.spark
+def test_negation_and_trend_in_apply_equal_the_oracle(spark):
+    """Hidden columns read by a negation predicate (of the negated event) and by a trend's edge predicates
+    (``a[i]`` and ``a[i-1]``), with ``abs`` over two events in the trend engine."""
+    from sparkcep.oracles.match import trend_aggregates
+    from sparkcep.spark.results import canonical
+
+    cols = ["type", "ts", "id", "x", "name"]
+    df = spark.createDataFrame(APPLY_EVENTS, "type string, ts bigint, id bigint, x bigint, name string")
+    rows = [dict(zip(cols, e, strict=True)) for e in APPLY_EVENTS]
+    neg = sparkcep.compile(NEG_QUERY)
+    want = match_rows(neg.query, rows, cols)
+    assert {(r["at"], r["bt"]) for r in want} == {(3, 4), (5, 8)}  # C@2 'xa' blocks A@1; abs(9 - 2) > 5
+    assert canonical([r.asDict() for r in neg.apply(df).collect()]) == canonical(want)
+    trend = sparkcep.compile(TREND_QUERY)
+    got = [{k: int(v) for k, v in r.asDict().items() if k != "aggregate_overflow"} for r in trend.apply(df).collect()]
+    assert got == trend_aggregates(trend.query, rows)
