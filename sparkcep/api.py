@@ -24,7 +24,7 @@ from sparkcep.compiler.optimizer import optimize
 from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
 from sparkcep.compiler.plan.bind import bind
 from sparkcep.compiler.plan.builder import build_plan
-from sparkcep.compiler.plan.nodes import Node, operator_spec
+from sparkcep.compiler.plan.nodes import Node, Project, chain, operator_spec
 from sparkcep.grammar import parse_query, parse_workload
 from sparkcep.grammar.parser import without_bom
 from sparkcep.ir.ast import Query
@@ -228,6 +228,8 @@ def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type
     drop, candidate_schema = _candidate_schema(plan, spec, schema, ts_col, type_col)
     candidates = df.sparkSession.sql(filter_sql(plan, view, schema.fieldNames(), pretty=False, arrival=arrival,
                                                 drop=drop, types=_column_types(schema)))
+    if any(n.computed for n in chain(plan) if isinstance(n, Project)):  # hidden columns: Spark knows their types
+        candidate_schema = candidates.schema
     return batch_matches(candidates, spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col,
                          **options)
 

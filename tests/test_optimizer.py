@@ -37,6 +37,13 @@ CASES = {
         "RETURN segment, COUNT(*) PATTERN SEQ(NOT Accident A, Position P+) WHERE [P.vehicle, segment] "
         "GROUP BY segment WITHIN 5 minutes SLIDE 1 minute",
     ],
+    "project_event_expressions": [
+        "PATTERN SEQ(A a, B b) WHERE lower(a.name) = lower(b.name) AND abs(a.x - b.x) < 5 AND a.k IN (1, 2) "
+        "WITHIN 10 RETURN upper(substring(b.name, 1, 2)) AS p, coalesce(a.y, b.y) AS y",
+        "PATTERN SEQ(A a, B+ b[]) WHERE CAST(b[i].s AS DOUBLE) > length(a.name) AND upper(b[1].name) = a.name "
+        "WITHIN 10",
+        "PATTERN SEQ(ANY(A, C) a, B b) WHERE lower(a.name) = b.name WITHIN 10",
+    ],
     "push_window": [
         "PATTERN SEQ(A a, B b) WITHIN 10 seconds",
     ],

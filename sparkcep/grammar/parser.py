@@ -369,7 +369,52 @@ class _ToAst(Transformer_NonRecursive):
 
     def func(self, meta, children):
         name, *args = children
-        return ast.Func(name.lower(), tuple(args), span=_span(meta))
+        if name.lower() in ast.AGGREGATES:
+            return ast.Func(name.lower(), tuple(args), span=_span(meta))
+        return ast.Call(name.lower(), tuple(args), span=_span(meta))
+
+    # Spark SQL's special forms (ast.Call); the NOT forms wrap the form in NOT
+
+    def is_null(self, meta, children):
+        return ast.Call("isnull", (children[0],), span=_span(meta))
+
+    def is_not_null(self, meta, children):
+        return ast.Unary("NOT", self.is_null(meta, children), span=_span(meta))
+
+    def in_list(self, meta, children):
+        return ast.Call("in", tuple(children), span=_span(meta))
+
+    def not_in_list(self, meta, children):
+        return ast.Unary("NOT", self.in_list(meta, children), span=_span(meta))
+
+    def between(self, meta, children):
+        return ast.Call("between", tuple(children), span=_span(meta))
+
+    def not_between(self, meta, children):
+        return ast.Unary("NOT", self.between(meta, children), span=_span(meta))
+
+    def like(self, meta, children):
+        return ast.Call("like", tuple(children), span=_span(meta))
+
+    def not_like(self, meta, children):
+        return ast.Unary("NOT", self.like(meta, children), span=_span(meta))
+
+    def when_clause(self, meta, children):
+        return tuple(children)
+
+    def case_searched(self, meta, children):
+        *whens, default = children
+        args = tuple(x for w in whens for x in w) + (() if default is None else (default,))
+        return ast.Call("case", args, span=_span(meta))
+
+    def case_simple(self, meta, children):
+        subject, *whens, default = children
+        args = tuple(x for v, r in whens for x in (ast.BinOp("=", subject, v, span=v.span), r))
+        return ast.Call("case", args + (() if default is None else (default,)), span=_span(meta))
+
+    def cast(self, meta, children):
+        value, type_name = children
+        return ast.Call("cast", (value,), type=str(type_name).upper(), span=_span(meta))
 
     def equiv_test(self, meta, items):
         return ast.EquivTest(tuple(items), span=_span(meta))
@@ -425,7 +470,9 @@ _WORDS = {
     "COMP_OP": "a comparison", "_EQ": "'='", "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'", "SLASH": "'/'",
     "PERCENT": "'%'", "QMARK": "'?'", "DOTDOT": "'..'", "_DOT": "'.'", "_LPAR": "'('", "_LSQB": "'['",
     "_LBRACE": "'{'", "_AND": "AND", "_AND_SIGN": "AND", "_OR": "OR", "_OR_SIGN": "OR", "_BANG": "NOT",
-    "_TILDE": "NOT", "_NOT": "NOT", "_NOT_SIGN": "NOT", "_AS": "AS",
+    "_TILDE": "NOT", "_NOT": "NOT", "_NOT_SIGN": "NOT", "_AS": "AS", "_IS": "IS", "_IN": "IN",
+    "_BETWEEN": "BETWEEN", "_LIKE": "LIKE", "_CASE": "CASE", "_WHEN": "WHEN", "_THEN": "THEN", "_ELSE": "ELSE",
+    "_END": "END", "_CAST": "CAST",
     "_RETURN": "RETURN", "_PATTERN": "PATTERN", "_EVENT": "PATTERN", "_USING": "USING", "_WHERE": "WHERE",
     "_GROUP_BY": "GROUP BY", "_WITHIN": "WITHIN", "_SLIDE": "SLIDE",
     "_COMMA": "','", "_COLON": "':'", "_RPAR": "')'", "_RSQB": "']'", "_RBRACE": "'}'", "_SEMI": "';'",
@@ -443,8 +490,9 @@ _SUMMARIES = (
      {"TYPE_NAME", "_SEQ", "_ANY", "_LPAR", "_BANG", "_TILDE", "_NOT", "_NOT_SIGN"}),
     ("an expression", {"NAME", "NUMBER"},
      {"NAME", "NUMBER", "STRING", "TRUE", "FALSE", "NULL", "_NEXT", "_LPAR", "_LSQB", "MINUS", "_NOT",
-      "_NOT_SIGN"}),
-    ("an operator", {"PLUS", "STAR", "COMP_OP"}, {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "COMP_OP"}),
+      "_NOT_SIGN", "_CASE", "_CAST"}),
+    ("an operator", {"PLUS", "STAR", "COMP_OP"}, {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "COMP_OP", "_IS",
+                                                 "_IN", "_BETWEEN", "_LIKE", "_NOT"}),
     ("an operator", {"PLUS", "SLASH"}, {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT"}),
 )
 

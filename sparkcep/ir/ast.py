@@ -87,6 +87,23 @@ class Func:
 
 
 @dataclass(frozen=True)
+class Call:
+    """A scalar (per-value) Spark SQL function or special form; aggregates are :class:`Func`.
+
+    ``name`` is lower-case: a function (``abs``, ``lower``, ``coalesce``, ...) or one of the forms
+    ``x IS NULL`` → ``Call("isnull", (x,))``, ``x IN (a, b)`` → ``Call("in", (x, a, b))``,
+    ``x BETWEEN lo AND hi`` → ``Call("between", (x, lo, hi))``, ``x LIKE p`` → ``Call("like", (x, p))``,
+    ``CASE WHEN c1 THEN v1 ... [ELSE d] END`` → ``Call("case", (c1, v1, ..., d?))`` (an odd count has an ELSE),
+    ``CAST(x AS T)`` → ``Call("cast", (x,), type="T")``.  ``NOT IN``/``NOT BETWEEN``/``NOT LIKE``/``IS NOT
+    NULL`` are ``Unary("NOT", ...)`` around the form."""
+
+    name: str
+    args: tuple[Expr, ...] = ()
+    type: str | None = None
+    span: Span | None = _span()
+
+
+@dataclass(frozen=True)
 class EquivItem:
     """One item of an equivalence test: ``attr``, ``v.attr`` or ``attr = 'const'``."""
 
@@ -104,7 +121,7 @@ class EquivTest:
     span: Span | None = _span()
 
 
-Expr = Literal | Attr | Unary | BinOp | Func | EquivTest
+Expr = Literal | Attr | Unary | BinOp | Func | Call | EquivTest
 
 
 # ----------------------------------------------------------------------------------------------- patterns
@@ -295,3 +312,13 @@ def map_nodes(node, fn):
 
 #: The aggregate functions of RETURN and WHERE (analysis checks names against it; the engines evaluate them).
 AGGREGATES = ("avg", "sum", "min", "max", "count")
+
+#: The special forms of :class:`Call` (printed as SQL syntax, not as a function call).
+FORMS = ("isnull", "in", "between", "like", "case", "cast")
+#: The scalar functions and forms the engines evaluate over values of several events, with Spark SQL's meaning
+#: (runtime_udfs/expr/scalar.py).  A call that reads one event may use any Spark SQL function: Spark computes it.
+ENGINE_FUNCTIONS = ("abs", "coalesce", "isnull", "isnotnull", "in", "between", "like", "case", "cast", "lower",
+                    "upper", "length", "concat", "substring", "substr")
+#: The CAST target types the engines evaluate (any other is computed by Spark, for one event).
+ENGINE_CASTS = ("BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "SHORT", "TINYINT", "BYTE", "DOUBLE", "STRING",
+                "BOOLEAN")

@@ -138,9 +138,33 @@ def _expr(expr: ast.Expr) -> tuple[str, int]:
     if isinstance(expr, ast.Func):
         args = "*" if expr.star else ", ".join(format_expr(a) for a in expr.args)
         return f"{expr.name.upper()}({args})", _ATOM
+    if isinstance(expr, ast.Call):
+        return _call(expr)
     if isinstance(expr, ast.EquivTest):
         return "[" + ", ".join(_equiv_item(i) for i in expr.items) + "]", _ATOM
     raise TypeError(f"not an expression node: {expr!r}")
+
+
+def _call(expr: ast.Call) -> tuple[str, int]:
+    """A scalar function, or a special form in its SQL syntax (comparison level but CASE and CAST)."""
+    args = expr.args
+    if expr.name == "isnull" and len(args) == 1:
+        return f"{_operand(args[0], _SUM)} IS NULL", _COMPARE
+    if expr.name == "in" and len(args) >= 2:
+        return f"{_operand(args[0], _SUM)} IN ({', '.join(format_expr(a) for a in args[1:])})", _COMPARE
+    if expr.name == "between" and len(args) == 3:
+        return f"{_operand(args[0], _SUM)} BETWEEN {_operand(args[1], _SUM)} AND {_operand(args[2], _SUM)}", \
+            _COMPARE
+    if expr.name == "like" and len(args) == 2:
+        return f"{_operand(args[0], _SUM)} LIKE {_operand(args[1], _SUM)}", _COMPARE
+    if expr.name == "case" and len(args) >= 2:
+        whens = " ".join(f"WHEN {format_expr(args[k])} THEN {format_expr(args[k + 1])}"
+                         for k in range(0, len(args) - 1, 2))
+        default = f" ELSE {format_expr(args[-1])}" if len(args) % 2 else ""
+        return f"CASE {whens}{default} END", _ATOM
+    if expr.name == "cast" and len(args) == 1 and expr.type:
+        return f"CAST({format_expr(args[0])} AS {expr.type})", _ATOM
+    return f"{expr.name.upper()}({', '.join(format_expr(a) for a in args)})", _ATOM
 
 
 def _operand(expr: ast.Expr, minimum: int) -> str:

@@ -80,6 +80,7 @@ from typing import Any
 from sparkcep.ir.ast import (
     Attr,
     BinOp,
+    Call,
     Duration,
     EquivItem,
     EquivTest,
@@ -272,7 +273,7 @@ def _resolve(e: Expr, variables: dict[str, _Var], only: str | None) -> Expr:
         return replace(e, operand=_resolve(e.operand, variables, only))
     if isinstance(e, BinOp):
         return replace(e, left=_resolve(e.left, variables, only), right=_resolve(e.right, variables, only))
-    if isinstance(e, Func):
+    if isinstance(e, (Func, Call)):
         return replace(e, args=tuple(_resolve(a, variables, only) for a in e.args))
     if isinstance(e, EquivTest):
         raise OracleError("an equivalence test must be a top-level conjunct of WHERE")

@@ -22,7 +22,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sparkcep.ir.ast import Attr, BinOp, EquivTest, Func, Literal, Unary
+from sparkcep.ir.ast import Attr, BinOp, Call, EquivTest, Func, Literal, Unary
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.serde import from_data
 from sparkcep.ir.sharing import SharedSpec
@@ -212,7 +212,37 @@ def _type_of(e: Any, fields: dict[str, DataType]) -> DataType:
                 return LongType()
             return arg if isinstance(arg, NumericType) else DoubleType()
         return arg
+    if isinstance(e, Call):
+        return _call_type(e, fields)
     raise CEPError(f"cannot type {type(e).__name__} as a result column")
+
+
+_CAST_TYPES = {"BIGINT": LongType, "LONG": LongType, "INT": LongType, "INTEGER": LongType, "DOUBLE": DoubleType,
+               "STRING": StringType, "BOOLEAN": BooleanType}
+
+
+def _call_type(e: Call, fields: dict[str, DataType]) -> DataType:
+    """The type of a scalar function the engines evaluate over several events (a one-event one is a hidden
+    column, typed by Spark)."""
+    if e.name in ("isnull", "in", "between", "like"):
+        return BooleanType()
+    if e.name in ("lower", "upper", "concat", "substring", "substr"):
+        return StringType()
+    if e.name == "length":
+        return LongType()
+    if e.name == "cast" and (e.type or "").upper() in _CAST_TYPES:
+        return _CAST_TYPES[e.type.upper()]()
+    values = list(e.args)
+    if e.name == "case":
+        values = [e.args[k] for k in range(1, len(e.args), 2)] + ([e.args[-1]] if len(e.args) % 2 else [])
+    types = [_type_of(v, fields) for v in values if not (isinstance(v, Literal) and v.value is None)]
+    if not types or e.name not in ("abs", "coalesce", "case"):
+        raise CEPError(f"cannot type {e.name}() as a result column")
+    if all(isinstance(t, IntegralType) for t in types):
+        return LongType()
+    if all(isinstance(t, NumericType) for t in types):
+        return DoubleType()
+    return types[0]
 
 #: With numeric ts, the event-time column the watermark runs on: ``ts × unit + EVENT_TIME_OFFSET`` ms (one ts unit
 #: is 1 ms unless the query declares ``ts_unit``; :mod:`sparkcep.runtime_udfs.event_time`, which defines

@@ -20,6 +20,7 @@ from sparkcep.ir.ast import (
     UNITS_MS,
     Attr,
     BinOp,
+    Call,
     Duration,
     EquivItem,
     EquivTest,
@@ -199,7 +200,7 @@ def _check_conditions(where, returns, attr_types: dict[str, str], resolver: Reso
             inner = operands(e)
             if inner:
                 stack.extend((o, True) for o in inner)
-            elif isinstance(e, (BinOp, Unary, Func)):
+            elif isinstance(e, (BinOp, Unary, Func, Call)):
                 children = (e.left, e.right) if isinstance(e, BinOp) else (e.operand,) if isinstance(e, Unary) \
                     else e.args
                 stack.extend((c, False) for c in children)

@@ -18,7 +18,21 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from sparkcep.compiler.analysis.resolve import VarInfo
-from sparkcep.ir.ast import AGGREGATES, Attr, BinOp, EquivItem, EquivTest, Expr, Func, Literal, Unary, walk
+from sparkcep.ir.ast import (
+    AGGREGATES,
+    ENGINE_CASTS,
+    ENGINE_FUNCTIONS,
+    Attr,
+    BinOp,
+    Call,
+    EquivItem,
+    EquivTest,
+    Expr,
+    Func,
+    Literal,
+    Unary,
+    walk,
+)
 from sparkcep.ir.errors import CEPSemanticError
 
 KINDS = ("equivalence", "local", "parameterized", "edge", "aggregate", "negation", "constant")
@@ -80,6 +94,8 @@ class Resolver:
                            right=self.expr(e.right, where=where, in_aggregate=in_aggregate))
         if isinstance(e, Func):
             return self.func(e, where=where)
+        if isinstance(e, Call):
+            return self.call(e, where=where)
         if isinstance(e, EquivTest):
             if where != "WHERE":
                 raise self.error("an equivalence test [...] belongs in WHERE", e)
@@ -124,6 +140,24 @@ class Resolver:
             return f"{form} needs a Kleene variable (T+ or T*): '{var}' is not one, {why}; write {var}[1]"
         return f"{form} needs a Kleene variable (T+ or T*): '{var}' is not one, {why}"
 
+    def call(self, f: Call, *, where: str) -> Call:
+        """A scalar Spark SQL function or form: its arguments are values (a ``v[]`` sequence means the name
+        was meant as an aggregate, which only the engines' five are)."""
+        for n in walk(f):
+            if isinstance(n, Attr) and n.index in ("all", "prefix"):
+                raise self.error(f"unknown function {f.name}() over a sequence of events; the aggregates are "
+                                 f"{', '.join(AGGREGATES)}", f)
+        f = replace(f, args=tuple(self.expr(a, where=where) for a in f.args))
+        if f.name not in ENGINE_FUNCTIONS or (f.name == "cast" and f.type not in ENGINE_CASTS):
+            events = {(a.var, "cur" if a.index is None else a.index) for a in walk(f) if isinstance(a, Attr)}
+            anys = sorted({v for v, _ in events if v in self.variables and self.variables[v].any_})
+            if len(events) > 1 or anys:
+                why = f"'{anys[0]}' is an ANY(...) component" if anys else "it reads several events"
+                raise self.error(
+                    f"{_call_name(f)} is computed by Spark for one event at a time, and {why}; over values of several "
+                    f"events the engines evaluate {', '.join(ENGINE_FUNCTIONS)} (and the operators)", f)
+        return f
+
     def func(self, f: Func, *, where: str) -> Func:
         if f.name not in AGGREGATES:
             raise self.error(f"unknown function {f.name}(); known: {', '.join(AGGREGATES)}", f)
@@ -151,6 +185,10 @@ class Resolver:
             # COUNT(A): a type or variable, not an attribute
             return replace(f, args=(replace(arg, var=self.var_name(arg.attr, arg), attr="*"),))
         return replace(f, args=(self.expr(arg, where=where, in_aggregate=True),))
+
+
+def _call_name(f: Call) -> str:
+    return f"CAST(... AS {f.type})" if f.name == "cast" else f"{f.name}()"
 
 
 def _described(e: Expr) -> str:

@@ -70,7 +70,8 @@ class Explainer:
 
     def visit_Project(self, n, ref):
         cols = "*" if n.columns is None else ", ".join(n.columns) or "(type, ts only)"
-        return f"Project[{ref}, columns={cols}]", []
+        # hidden columns Spark computes per event before the shuffle (project_event_expressions)
+        return f"Project[{ref}, columns={cols}]", [f"{name} := {format_expr(e)}" for name, e in n.computed]
 
     def visit_Partition(self, n, ref):
         if not n.keys:

@@ -35,7 +35,7 @@ from sqlglot.dialects.spark import Spark
 
 from sparkcep.compiler.plan.builder import MASK
 from sparkcep.compiler.plan.nodes import Filter, Node, Project, Source, chain, operator_spec
-from sparkcep.ir.ast import Attr, BinOp, EquivTest, Expr, Func, Literal, Unary, and_all, walk
+from sparkcep.ir.ast import Attr, BinOp, Call, EquivTest, Expr, Func, Literal, Unary, and_all, walk
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.spec import Component
 
@@ -161,9 +161,67 @@ def _to_sql(e: Expr, any_vars: frozenset[str], types, bigint: bool = False) -> e
                 return exp.Coalesce(this=cmp, expressions=[exp.true()])
             return cmp
         return exp.Anonymous(this=_TRY[e.op], expressions=[left, right])
+    if isinstance(e, Call):
+        return _call_sql(e, any_vars, types)
     if isinstance(e, (Func, EquivTest)):
         raise CEPError(f"no Spark SQL translation of {type(e).__name__} in a one-event filter")
     raise CEPError(f"no Spark SQL translation of {type(e).__name__}")  # pragma: no cover
+
+
+def _call_sql(e: Call, any_vars, types) -> exp.Expression:
+    """A scalar function or special form (ast.Call) in Spark SQL; CAST as TRY_CAST and ``abs`` of a BIGINT as
+    ``IF(x < 0, TRY_SUBTRACT(0, x), x)`` (ANSI's abs overflows on the smallest BIGINT): an error is NULL."""
+    name = e.name
+    if name in ("in", "between") and _mixed(e.args, types):
+        # a string meets a number: as the comparisons they mean, which TRY_CAST the string (ANSI's implicit
+        # cast raises CAST_INVALID_INPUT)
+        x, *rest = e.args
+        if name == "in":
+            return exp.paren(_to_sql(or_all([BinOp("=", x, v) for v in rest]), any_vars, types))
+        return _to_sql(BinOp("AND", BinOp(">=", x, rest[0]), BinOp("<=", x, rest[1])), any_vars, types)
+    args = [_to_sql(a, any_vars, types) for a in e.args]
+    if name == "isnull" and len(args) == 1:
+        return exp.Is(this=_wrap(args[0]), expression=exp.Null())
+    if name == "in" and len(args) >= 2:
+        return exp.In(this=_wrap(args[0]), expressions=args[1:])
+    if name == "between" and len(args) == 3:
+        return exp.Between(this=_wrap(args[0]), low=_wrap(args[1]), high=_wrap(args[2]))
+    if name == "like" and len(args) == 2:
+        return exp.Like(this=_wrap(args[0]), expression=_wrap(args[1]))
+    if name == "case" and len(args) >= 2:
+        ifs = [exp.If(this=args[k], true=args[k + 1]) for k in range(0, len(args) - 1, 2)]
+        return exp.Case(ifs=ifs, default=args[-1] if len(args) % 2 else None)
+    if name == "cast" and len(args) == 1 and e.type:
+        try:
+            to = exp.DataType.build(e.type, dialect=DIALECT)
+        except Exception as err:  # noqa: BLE001 - sqlglot's parse errors
+            raise CEPError(f"unknown type {e.type} in CAST") from err
+        return exp.TryCast(this=args[0], to=to, safe=True)
+    if name == "abs" and len(args) == 1 and _kind(e.args[0], types) == "str":  # Spark's abs of a string: DOUBLE
+        return exp.Anonymous(this="ABS", expressions=[_try_cast(args[0], "float")])
+    if name == "abs" and len(args) == 1 and _kind(e.args[0], types) == "int":
+        x = args[0]
+        return exp.If(this=exp.LT(this=_wrap(x), expression=exp.Literal.number(0)),
+                      true=exp.Anonymous(this="TRY_SUBTRACT", expressions=[exp.Literal.number(0), x]), false=x)
+    return exp.Anonymous(this=name.upper(), expressions=args)
+
+
+def _mixed(args, types) -> bool:
+    kinds = {_kind(a, types) for a in args}
+    return "str" in kinds and bool(kinds & {"int", "float"})
+
+
+def or_all(exprs) -> Expr:
+    out = None
+    for e in exprs:
+        out = e if out is None else BinOp("OR", out, e)
+    return out
+
+
+_CALL_KINDS = {"isnull": "bool", "in": "bool", "between": "bool", "like": "bool", "length": "int",
+               "lower": "str", "upper": "str", "concat": "str", "substring": "str", "substr": "str"}
+_CAST_KINDS = {"BIGINT": "int", "LONG": "int", "INT": "int", "INTEGER": "int", "DOUBLE": "float",
+               "STRING": "str", "BOOLEAN": "bool"}
 
 
 def _reads(e: Expr) -> bool:
@@ -190,6 +248,12 @@ def _kind(e: Expr, types) -> str | None:
         if e.op == "/" or "float" in kinds:
             return "float"
         return "int" if kinds == {"int"} else None
+    if isinstance(e, Call):
+        if e.name == "cast":
+            return _CAST_KINDS.get((e.type or "").upper())
+        if e.name == "abs" and e.args:
+            return "float" if _kind(e.args[0], types) == "str" else _kind(e.args[0], types)
+        return _CALL_KINDS.get(e.name)
     return None
 
 
@@ -260,6 +324,9 @@ def filter_select(plan: Node, table: str = "events", attributes=None, arrival: b
     if cols is not None:
         cols = [c for c in cols if c not in drop]
     select = exp.select(*[column(c) for c in cols]) if cols is not None else exp.select(exp.Star())
+    proj = next(n for n in nodes if isinstance(n, Project))
+    for name, expr in proj.computed:  # one-event sub-expressions (project_event_expressions), as hidden columns
+        select = select.select(exp.alias_(to_sql_expr(expr, types=types), name, quoted=False))
     residual = and_all(filt.residual)
     if getattr(operator_spec(plan), "strategy", None) in CONTIGUITY:
         also = to_sql_expr(residual, types=types) if residual is not None else None

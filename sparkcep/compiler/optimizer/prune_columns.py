@@ -28,7 +28,13 @@ def referenced_attributes(plan: Node) -> tuple[str, ...]:
         if name not in used and name != "*":
             used.append(name)
 
-    roots = [c.local for c in spec.components if c.local is not None] + list(spec.predicates)
+    # the hidden computed columns (project_event_expressions) are no input attributes: what they read is
+    hidden = {}
+    for n in nodes:
+        if isinstance(n, Project):
+            hidden.update(n.computed)
+    roots = [c.local for c in spec.components if c.local is not None] + list(spec.predicates) + \
+        list(hidden.values())
     if not is_trend:
         roots += [c.expr for c in out.columns]
     for n in nodes:
@@ -39,7 +45,7 @@ def referenced_attributes(plan: Node) -> tuple[str, ...]:
                 add(k)
     for root in roots:
         for n in walk(root):
-            if isinstance(n, (Attr, EquivItem)):
+            if isinstance(n, (Attr, EquivItem)) and n.attr not in hidden:
                 add(n.attr)
     if is_trend:
         for a in spec.aggregates:

@@ -36,10 +36,14 @@ class Filter:
 
 @dataclass(frozen=True)
 class Project:
-    """Keep only these columns (besides type, ts and the mask): the attributes the query reads."""
+    """Keep only these columns (besides type, ts and the mask): the attributes the query reads; ``computed``
+    adds hidden columns ``(name, event-local expression)`` that Spark computes per event before the shuffle
+    (a one-event sub-expression of a cross-event predicate or RETURN item: any Spark SQL function works there),
+    read by the engines like attributes."""
 
     input: Node
     columns: tuple[str, ...] | None
+    computed: tuple[tuple[str, Expr], ...] = ()
 
 
 @dataclass(frozen=True)

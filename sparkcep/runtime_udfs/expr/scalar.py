@@ -33,7 +33,18 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sparkcep.ir.ast import AGGREGATES, Attr, BinOp, EquivTest, Func, Literal, Unary
+from sparkcep.ir.ast import (
+    AGGREGATES,
+    ENGINE_CASTS,
+    ENGINE_FUNCTIONS,
+    Attr,
+    BinOp,
+    Call,
+    EquivTest,
+    Func,
+    Literal,
+    Unary,
+)
 from sparkcep.ir.limits import raise_recursion_limit
 
 # expressions nest up to the language's depth limit (docs/language.md, Limits); compiling and evaluating them
@@ -136,6 +147,8 @@ def _compile(e, any_vars: frozenset[str]) -> Callable[[Binding, dict], Any]:
         return lambda b, c: _arith(op, left(b, c), right(b, c))
     if isinstance(e, Func):
         return _compile_func(e, any_vars)
+    if isinstance(e, Call):
+        return _compile_call(e, any_vars)
     if isinstance(e, EquivTest):
         return _compile_equiv(e)
     raise EvalError(f"cannot evaluate {type(e).__name__}")
@@ -463,3 +476,176 @@ def _fmod(a: float, b: float):
     if math.isinf(b):
         return a
     return math.fmod(a, b)
+
+
+# ------------------------------------------------------------------------------------ scalar functions and forms
+# Spark SQL's meaning with the try_ rule (an error is NULL).  A per-event call is computed by Spark in the
+# projection before the shuffle (compiler/optimizer/project_event_expressions.py), so any Spark SQL function works
+# there; the engines (and the oracle) evaluate the functions below, over values of several events.
+
+
+def _value(v):
+    return None if v is LACKING else v
+
+
+def _abs(x):
+    kind, x = _number(x)
+    if kind is str:
+        kind, x = float, _str_to_double(x)
+    if x is None:
+        return None
+    if kind is int:
+        return _int64(abs(x))
+    return abs(x) if kind is float else None
+
+
+def _in(x, *values):
+    if x is None:
+        return None
+    unknown = False
+    for v in values:
+        r = _compare(operator.eq, x, v)
+        if r is True:
+            return True
+        unknown = unknown or r is None
+    return None if unknown else False
+
+
+def _between(x, lo, hi):
+    return _and(_compare(operator.ge, x, lo), _compare(operator.le, x, hi))
+
+
+def _as_string(v):
+    """Spark's CAST(v AS STRING) for the engines' values."""
+    kind, v = _number(v)
+    if v is None or kind is str:
+        return v
+    if kind is bool:
+        return "true" if v else "false"
+    if kind is int:
+        return str(v)
+    if kind is float:
+        if v != v:
+            return "NaN"
+        if math.isinf(v):
+            return "Infinity" if v > 0 else "-Infinity"
+        text = repr(v)
+        if "e" in text:
+            mantissa, exponent = text.split("e")
+            text = f"{mantissa if '.' in mantissa else mantissa + '.0'}E{int(exponent)}"
+        return text
+    return None
+
+
+def _like(x, pattern):
+    x, pattern = _as_string(x), _as_string(pattern)
+    if x is None or pattern is None:
+        return None
+    out, k = [], 0
+    while k < len(pattern):
+        ch = pattern[k]
+        if ch == "\\" and k + 1 < len(pattern):
+            out.append(re.escape(pattern[k + 1]))
+            k += 2
+            continue
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        k += 1
+    return re.fullmatch("".join(out), x, re.DOTALL) is not None
+
+
+def _cast(x, type_name: str):
+    if x is None:
+        return None
+    kind, v = _number(x)
+    t = type_name.upper()
+    if t in ("BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "SHORT", "TINYINT", "BYTE"):
+        bits = {"INT": 32, "INTEGER": 32, "SMALLINT": 16, "SHORT": 16, "TINYINT": 8, "BYTE": 8}.get(t, 64)
+        if kind is str:
+            v = _str_to_bigint(v)
+        elif kind is float:
+            v = None if v != v or math.isinf(v) else int(v)
+        elif kind is bool:
+            v = int(v)
+        elif kind is not int:
+            return None
+        return v if v is not None and -(2 ** (bits - 1)) <= v < 2 ** (bits - 1) else None
+    if t == "DOUBLE":
+        if kind is str:
+            return _str_to_double(v)
+        return float(v) if kind in (int, float, bool) else None
+    if t == "STRING":
+        return _as_string(v)
+    if t == "BOOLEAN":
+        if kind is str:
+            return {"t": True, "true": True, "y": True, "yes": True, "1": True, "f": False, "false": False,
+                    "n": False, "no": False, "0": False}.get(v.strip(_TRIM).lower())
+        return bool(v) if kind in (int, float, bool) and v == v else None
+    raise EvalError(f"CAST to {type_name} is computed by Spark only (in a one-event expression)")
+
+
+def _substring(s, pos, length=INT64_MAX):
+    s = _as_string(s)
+    if s is None or pos is None or length is None:
+        return None
+    start = pos - 1 if pos > 0 else (len(s) + pos if pos < 0 else 0)
+    end = start + length if length > 0 else start
+    start = max(start, 0)
+    return s[start:max(end, start)] if end > 0 else ""
+
+
+def _strict(fn):
+    """``fn`` over its arguments, NULL if any is NULL."""
+    return lambda *xs: None if any(x is None for x in xs) else fn(*xs)
+
+
+_FUNCTIONS: dict[str, Callable] = {
+    "abs": _strict(_abs),
+    "isnull": lambda x: x is None,
+    "isnotnull": lambda x: x is not None,
+    "in": _in,
+    "between": _between,
+    "like": _like,
+    "lower": _strict(lambda s: None if _as_string(s) is None else _as_string(s).lower()),
+    "upper": _strict(lambda s: None if _as_string(s) is None else _as_string(s).upper()),
+    "length": _strict(lambda s: None if _as_string(s) is None else len(_as_string(s))),
+    "concat": _strict(lambda *xs: None if any(_as_string(x) is None for x in xs)
+                      else "".join(_as_string(x) for x in xs)),
+    "substring": _substring,
+    "substr": _substring,
+}
+assert set(_FUNCTIONS) | {"coalesce", "case", "cast"} == set(ENGINE_FUNCTIONS)
+
+
+def _compile_call(e: Call, any_vars: frozenset[str]):
+    args = [_compile(a, any_vars) for a in e.args]
+    name = e.name
+    if name == "coalesce":
+        def coalesce(b, c):
+            for a in args:
+                v = _value(a(b, c))
+                if v is not None:
+                    return v
+            return None
+        return coalesce
+    if name == "case":
+        pairs = [(args[k], args[k + 1]) for k in range(0, len(args) - 1, 2)]
+        default = args[-1] if len(args) % 2 else (lambda b, c: None)
+
+        def case(b, c):
+            for cond, value in pairs:
+                if holds(cond(b, c)):
+                    return value(b, c)
+            return default(b, c)
+        return case
+    if name == "cast":
+        (arg,) = args
+        if (e.type or "").upper() not in _CASTS:
+            raise EvalError(f"CAST to {e.type} is computed by Spark only (in a one-event expression)")
+        return lambda b, c: _cast(_value(arg(b, c)), e.type)
+    fn = _FUNCTIONS.get(name)
+    if fn is None:
+        raise EvalError(f"{name}() is computed by Spark only (in a one-event expression)")
+    return lambda b, c: fn(*[_value(a(b, c)) for a in args])
+
+
+_CASTS = frozenset(ENGINE_CASTS)

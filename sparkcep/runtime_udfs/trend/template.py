@@ -10,6 +10,7 @@ from typing import Any
 from sparkcep.ir.ast import (
     Attr,
     BinOp,
+    Call,
     EventPat,
     Kleene,
     Literal,
@@ -200,6 +201,8 @@ def _rename(e, names: dict[str, str]):
         return BinOp(e.op, _rename(e.left, names), _rename(e.right, names))
     if isinstance(e, Literal):
         return e
+    if isinstance(e, Call):  # a scalar function over several events (a one-event one is a hidden column)
+        return Call(e.name, tuple(_rename(a, names) for a in e.args), e.type)
     raise EngineUnsupportedError(f"{type(e).__name__} is not supported in a trend-aggregate predicate")
 
 
