@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint golden clean
+.PHONY: demo test lint golden clean flink-diff
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,16 @@ lint: $(STAMP)
 
 golden: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_golden_plans.py --update-golden
+
+# Differential test against Apache Flink's MATCH_RECOGNIZE: PyFlink (needs Java 11+) in its own environment
+FLINK_VENV ?= .venv-flink
+$(FLINK_VENV)/.installed:
+	test -x $(FLINK_VENV)/bin/python || $(PYTHON) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/python -m pip install --quiet 'apache-flink>=2.0'
+	touch $(FLINK_VENV)/.installed
+
+flink-diff: $(STAMP) $(FLINK_VENV)/.installed
+	SPARKCEP_FLINK_PYTHON=$(abspath $(FLINK_VENV))/bin/python $(BIN)/python -m pytest -q -m flink tests/test_recognize_flink.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis spark-warehouse

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
 import tempfile
 from pathlib import Path
 
+from sparkcep import cli_sql
 from sparkcep.api import CompiledQuery, compile_workload, input_columns, report_shedding
 from sparkcep.ir.ast import TS_UNITS_NS, UNITS_MS
 from sparkcep.ir.errors import CEPError
@@ -51,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dot: the workload's Sharon graph (candidates, conflicts, chosen plan) in Graphviz DOT")
     e.add_argument("--stats", help="JSON event-type rates for the sharing benefit model: "
                                    "{\"rates\": {type: events per window}} (default: 1 per type)")
+    e.add_argument("--schema", help="a MATCH_RECOGNIZE statement: the input's columns as DDL, e.g. 'sym STRING, "
+                                    "ts TIMESTAMP, price DOUBLE' (the engine columns and result types)")
 
     j = sub.add_parser("compile", help="write a standalone PySpark job")
     _add_query_args(j)
@@ -93,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--schema", help="input schema as DDL, e.g. 'type STRING, ts TIMESTAMP, id BIGINT, x DOUBLE' "
                                     "(default: the columns the query reads, typed as it needs them)")
     r.add_argument("--master", default="local[*]")
+    r.add_argument("--table", help="a MATCH_RECOGNIZE statement: the table the input is read as (default and only "
+                                   "choice: the one its FROM names)")
     r.add_argument("--shedding-latency", type=_seconds, metavar="DURATION",
                    help="gSPICE load shedding under this latency bound, e.g. 1s or 500ms (default: off, unless the "
                         "file says WITH SHEDDING LATENCY ...)")
@@ -150,7 +156,13 @@ def _seconds(text: str) -> float:
 
 def _read_text(args) -> str:
     """The query text: ``-e TEXT``, a file or stdin, decoded as UTF-8 (a byte order mark is dropped); bytes
-    that are not UTF-8 are one error naming the first bad byte's offset, line and column."""
+    that are not UTF-8 are one error naming the first bad byte's offset, line and column.  Read once (stdin)."""
+    if getattr(args, "read_text", None) is None:
+        args.read_text = _read_text_once(args)
+    return args.read_text
+
+
+def _read_text_once(args) -> str:
     if args.text is not None:
         # argv bytes that are not valid in the locale's encoding arrive as surrogate escapes
         data = os.fsencode(args.text) if any("\udc80" <= c <= "\udcff" for c in args.text) else None
@@ -222,6 +234,8 @@ def _workload(args, **options):
 
 
 def cmd_explain(args) -> int:
+    if args.schema:
+        raise CEPError("--schema is for a MATCH_RECOGNIZE statement (a query's input columns come from its text)")
     workload = _workload(args)
     if args.format == "dot":
         if workload is None:
@@ -422,7 +436,11 @@ COMMANDS = {"check": cmd_check, "explain": cmd_explain, "compile": cmd_compile, 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        status = COMMANDS[args.command](args)
+        command = COMMANDS[args.command]
+        if args.command in cli_sql.COMMANDS and cli_sql.is_sql(_read_text(args), args.file):  # MATCH_RECOGNIZE
+            command = functools.partial(cli_sql.COMMANDS[args.command], text=_read_text(args),
+                                        cli=sys.modules[__name__])
+        status = command(args)
         sys.stdout.flush()  # inside the try: a reader that has gone shows here, not at exit
         return status
     except CEPError as err:

@@ -11,9 +11,20 @@
 
 compiles the cell's query, applies it to the DataFrame ``events`` of the user namespace (batch or
 streaming) and binds the result DataFrame to ``overdoses`` (default name: ``result``); the cell's value
-is that DataFrame.  ``--explain`` prints the plan first; ``--type-col``, ``--ts-col``, ``--ts-unit`` and
-``--lateness`` are the options of :func:`sparkcep.compile`.  A bad query shows one message with the line
-and column in the cell and a caret, not a traceback.
+is that DataFrame.
+
+A cell that starts with ``SELECT`` is a SQL:2016 ``MATCH_RECOGNIZE`` statement::
+
+    %%sparkcep --output v
+    SELECT * FROM ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts ... PATTERN (A B+ C) DEFINE ...)
+
+Its FROM table is the DataFrame named on the line, else the DataFrame of that name in the notebook, else the
+table or view of that name in the Spark session; ``--ts-unit`` is the unit of a numeric time column and
+``--lateness`` the watermark delay of a stream.
+
+``--explain`` prints the plan first; ``--type-col``, ``--ts-col``, ``--ts-unit`` and ``--lateness`` are the
+options of :func:`sparkcep.compile`.  A bad query shows one message with the line and column in the cell and a
+caret, not a traceback.
 """
 
 from __future__ import annotations
@@ -21,12 +32,14 @@ from __future__ import annotations
 import argparse
 import shlex
 
+from sparkcep.cli_sql import is_sql
 from sparkcep.ir.ast import TS_UNITS_NS
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="%%sparkcep", add_help=False, exit_on_error=False)
-    p.add_argument("dataframe", help="the name of a DataFrame in the notebook's namespace")
+    p.add_argument("dataframe", nargs="?",
+                   help="the name of a DataFrame in the notebook's namespace (MATCH_RECOGNIZE: default its FROM table)")
     p.add_argument("--output", "-o", default="result", help="bind the result DataFrame to this name")
     p.add_argument("--explain", action="store_true", help="print the plan")
     p.add_argument("--type-col", default="type")
@@ -51,6 +64,12 @@ def run_cell(line: str, cell: str, namespace: dict):
         raise UsageError(f"%%sparkcep: unknown arguments {' '.join(extra)}")
     if not args.output.isidentifier():
         raise UsageError(f"%%sparkcep: --output {args.output!r} is not a Python name")
+    if is_sql(cell):
+        result = _run_statement(args, cell, namespace)
+        namespace[args.output] = result
+        return result
+    if args.dataframe is None:
+        raise UsageError("%%sparkcep DATAFRAME [--output NAME] [--explain] ...: name the DataFrame the query reads")
     df = namespace.get(args.dataframe)
     if df is None:
         raise UsageError(f"%%sparkcep: no DataFrame named {args.dataframe!r} in the notebook")
@@ -66,6 +85,38 @@ def run_cell(line: str, cell: str, namespace: dict):
         raise UsageError(err.render()) from None
     namespace[args.output] = result
     return result
+
+
+def _run_statement(args, cell: str, namespace: dict):
+    """A ``MATCH_RECOGNIZE`` cell: the result DataFrame of the statement on its table."""
+    from IPython.core.error import UsageError
+    from pyspark.sql import DataFrame, SparkSession
+
+    import sparkcep
+    from sparkcep.cli_sql import explain, statement
+    from sparkcep.sql_api import apply_recognize
+
+    try:
+        q = statement(cell)
+        name = args.dataframe or q.source
+        df = namespace.get(name)
+        if df is None and args.dataframe is None:
+            spark = SparkSession.getActiveSession()
+            if spark is not None and spark.catalog.tableExists(q.source):
+                df = spark.table(q.source)
+        if df is None:
+            raise UsageError(f"%%sparkcep: no DataFrame named {name!r} in the notebook"
+                             + ("" if args.dataframe else " and no such table in the Spark session"))
+        if not isinstance(df, DataFrame):
+            raise UsageError(f"%%sparkcep: {name!r} is a {type(df).__name__}, not a Spark DataFrame")
+        if df.isStreaming:
+            statement(cell, streaming=True)
+        if args.explain:
+            print(explain(q, ts_unit=args.ts_unit))
+        return apply_recognize(df, q, ts_unit=args.ts_unit,
+                               watermark_delay=args.lateness if df.isStreaming else None)
+    except sparkcep.CEPError as err:
+        raise UsageError(err.render()) from None
 
 
 def load_ipython_extension(ipython) -> None:

@@ -4,7 +4,7 @@ Builders (plain functions, no hypothesis): row patterns ``V("A")``, ``seq``, ``a
 ``opt``, ``perm``, ``excl``, ``START``/``END``/``EMPTY``; expressions ``col``, ``lit``, ``op``, ``prev``,
 ``nxt``, ``first``, ``last``, ``agg``, ``classifier``; :func:`make_spec` fills in ``variables`` and
 ``output`` the way the front end does (ONE ROW: partition columns then measures; ALL ROWS: partition
-columns, ORDER BY columns, measures, then the remaining input columns).
+columns, ORDER BY columns, measures, then the remaining input columns, not the hidden ``__`` ones).
 
 Strategies: :func:`specs` (random patterns over every construct, DEFINEs over a few int columns with
 PREV/NEXT/FIRST/LAST/aggregates, measures, ROWS PER MATCH, AFTER MATCH SKIP, SUBSET, WITHIN) and
@@ -183,7 +183,8 @@ def make_spec(pattern, *, columns, defines=(), measures=(), rows_per_match=R.ONE
         output = (*partition_by, *names)
     else:
         lead = [*partition_by, *(o.column for o in order if o.column not in partition_by)]
-        output = (*lead, *names, *(c for c in columns if c not in lead and c not in names))
+        output = (*lead, *names, *(c for c in columns if c not in lead and c not in names
+                                    and not c.startswith("__")))
     return R.RecognizeSpec(
         pattern=pattern, variables=pattern_variables(pattern), defines=tuple(defines),
         subsets=tuple((n, tuple(m)) for n, m in subsets), measures=ms, rows_per_match=rows_per_match,
@@ -202,9 +203,11 @@ def with_rows_per_match(spec: R.RecognizeSpec, rows_per_match: str) -> R.Recogni
 # ----------------------------------------------------------------------------------------------- strategies
 
 VARS = ("A", "B", "C")
+#: the per-row column Spark would compute for a RowExpr (here ``x + y``)
+RX = "__rx0"
 INT_COLS = ("x", "y")
 #: columns of the random rows: a partition key, the time column, two int attributes
-COLUMNS = ("k", "t", "x", "y")
+COLUMNS = ("k", "t", "x", "y", RX)
 
 
 def _leaf(variables):
@@ -239,7 +242,7 @@ def _number_exprs(draw, variables, subsets, streaming=False):
     refs = [None, *variables, *(n for n, _ in subsets)]
     var = draw(st.sampled_from(refs))
     c = draw(st.sampled_from(INT_COLS))
-    kinds = ["col", "col", "prev", "first", "last", "agg", "count", "lit", "arith"]
+    kinds = ["col", "col", "prev", "first", "last", "agg", "count", "lit", "arith", "func", "rowexpr"]
     if not streaming:
         kinds.append("next")
     kind = draw(st.sampled_from(kinds))
@@ -258,8 +261,20 @@ def _number_exprs(draw, variables, subsets, streaming=False):
         return agg(f, col(c, var), var)
     if kind == "count":
         return agg("count", None, var)
+    if kind == "func":
+        f = draw(st.sampled_from(("abs", "coalesce", "greatest", "least", "if")))
+        other = col(draw(st.sampled_from(INT_COLS)), draw(st.sampled_from(refs)))
+        if f == "abs":
+            return func("abs", op("-", col(c, var), lit(2)))
+        if f == "if":
+            return func("if", op(">", col(c, var), other), col(c, var), lit(draw(st.integers(0, 3))))
+        return func(f, col(c, var), other)
+    if kind == "rowexpr":
+        return R.RowExpr("x + y", RX, var)
     if kind == "arith":
-        return op(draw(st.sampled_from(("+", "-"))), col(c, var), lit(draw(st.integers(-2, 2))))
+        # / and % by 0 are NULL (try_divide), / is a double: the reference and the engine share scalar's ops
+        return op(draw(st.sampled_from(("+", "-", "+", "-", "*", "/", "%"))), col(c, var),
+                  lit(draw(st.integers(-2, 2))))
     return lit(draw(st.integers(-1, 4)))
 
 
@@ -297,7 +312,7 @@ def simple_conditions(draw, variables=VARS):
 
 
 @st.composite
-def measure_lists(draw, variables, subsets, rows_per_match):
+def measure_lists(draw, variables, subsets, rows_per_match, streaming=False):
     """A few measures: navigation, aggregates (RUNNING/FINAL), CLASSIFIER, MATCH_NUMBER."""
     refs = [None, *variables, *(n for n, _ in subsets)]
     sems = (None, "FINAL", "RUNNING") if rows_per_match != R.ONE_ROW else (None, "FINAL")
@@ -306,7 +321,8 @@ def measure_lists(draw, variables, subsets, rows_per_match):
         var = draw(st.sampled_from(refs))
         c = draw(st.sampled_from(INT_COLS))
         sem = draw(st.sampled_from(sems))
-        kind = draw(st.sampled_from(("col", "first", "last", "agg", "count", "prev")))
+        kinds = ("col", "first", "last", "agg", "count", "prev", *(() if streaming else ("next",)))
+        kind = draw(st.sampled_from(kinds))
         if kind == "col":
             e = col(c, var)
         elif kind == "first":
@@ -317,6 +333,8 @@ def measure_lists(draw, variables, subsets, rows_per_match):
             e = agg(draw(st.sampled_from(("sum", "min", "max", "avg", "count"))), col(c, var), var, sem)
         elif kind == "count":
             e = agg("count", None, var, sem)
+        elif kind == "next":
+            e = nxt(first(col(c, var), 0, sem), draw(st.integers(1, 2)))
         else:
             e = prev(last(col(c, var), 0, sem), draw(st.integers(1, 2)))
         out.append((f"m{i}", e))
@@ -324,10 +342,11 @@ def measure_lists(draw, variables, subsets, rows_per_match):
 
 
 @st.composite
-def specs(draw, max_leaves: int = 4, within: bool = True, streaming: bool = False):
+def specs(draw, max_leaves: int = 4, within: bool = True, streaming: bool = False, descending: bool = False):
     """A random spec over ``COLUMNS`` (partition key ``k``, time ``t``, ints ``x``, ``y``); ``streaming``:
     none of what streaming refuses (``$``, NEXT). Half of the specs have only selective DEFINEs of the
-    usual kind (:func:`simple_conditions`), the others any (:func:`conditions`)."""
+    usual kind (:func:`simple_conditions`), the others any (:func:`conditions`). ``descending``: the time
+    column is sometimes ordered DESC (batch only; the rows must then be put in :func:`sort_rows` order)."""
     pattern = draw(row_patterns(VARS, max_leaves, streaming))
     variables = pattern_variables(pattern)
     if not variables:
@@ -346,15 +365,16 @@ def specs(draw, max_leaves: int = 4, within: bool = True, streaming: bool = Fals
     skip = R.Skip(kind)
     if kind in (R.SKIP_TO_FIRST, R.SKIP_TO_LAST):
         skip = R.Skip(kind, draw(st.sampled_from([*variables, *(n for n, _ in subsets)])))
-    measures = draw(measure_lists(variables, subsets, rows_per_match))
+    measures = draw(measure_lists(variables, subsets, rows_per_match, streaming))
     w = draw(st.one_of(st.none(), st.integers(1, 6))) if within else None
     return make_spec(pattern, columns=COLUMNS, defines=defines, measures=measures,
-                     rows_per_match=rows_per_match, skip=skip, partition_by=("k",), order_by=("t",),
+                     rows_per_match=rows_per_match, skip=skip, partition_by=("k",),
+                     order_by=(R.OrderItem("t", ascending=not (descending and draw(st.booleans()))),),
                      subsets=subsets, within=w)
 
 
 def _row(k, t, x, y):
-    return {"k": k, "t": t, "x": x, "y": y, "__ts": t}
+    return {"k": k, "t": t, "x": x, "y": y, RX: None if x is None or y is None else x + y, "__ts": t}
 
 
 @st.composite

@@ -30,7 +30,7 @@ def artifacts(q: sparkcep.CompiledQuery) -> dict[str, str]:
 
 def test_every_paper_query_has_a_golden_case():
     assert len(QUERIES) == 14 and all(q.name for q in QUERIES)
-    stale = {p.name for p in ROOT.iterdir() if p.is_dir()} - {q.name for q in QUERIES} - set(WORKLOADS)
+    stale = {p.name for p in ROOT.iterdir() if p.is_dir()} - {q.name for q in QUERIES} - set(WORKLOADS) - set(RECOGNIZE)
     assert not stale, f"golden cases without a query: {stale}"
 
 
@@ -66,6 +66,34 @@ def test_golden_workload_plan(case, update_golden):
             continue
         assert path.exists(), f"{path} missing: run `make golden`"
         assert path.read_text() == content, f"{path} differs from the compiler's output: review, then `make golden`"
+
+
+#: MATCH_RECOGNIZE statements: golden_plans/<case>/query.sql is the statement; its explain text and generated job
+#: (``sparkcep explain/compile QUERY.sql``) are regenerated and diffed.
+RECOGNIZE = sorted(p.parent.name for p in ROOT.glob("recognize_*/query.sql"))
+
+
+def recognize_artifacts(case: str) -> dict[str, str]:
+    from sparkcep.cli_sql import explain, statement
+    from sparkcep.compiler.codegen.recognize import job_source
+
+    q = statement((ROOT / case / "query.sql").read_text())
+    text = explain(q)
+    return {"explain.txt": text + "\n", "job.py": job_source(q, explain=text)}
+
+
+@pytest.mark.parametrize("case", RECOGNIZE)
+def test_golden_recognize_plan(case, update_golden):
+    assert len(RECOGNIZE) >= 4
+    for filename, content in recognize_artifacts(case).items():
+        path = ROOT / case / filename
+        if update_golden:
+            path.write_text(content)
+            continue
+        assert path.exists(), f"{path} missing: run `make golden`"
+        assert path.read_text() == content, f"{path} differs from the compiler's output: review, then `make golden`"
+        if filename == "job.py":
+            pyast.parse(content)
 
 
 @pytest.mark.parametrize("q", QUERIES, ids=[q.name for q in QUERIES])

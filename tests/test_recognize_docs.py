@@ -19,12 +19,14 @@ Where the published Flink result is not the standard's, the test asserts the sta
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import pytest
 
 from sparkcep.ir import recognize as R
 from sparkcep.ir.errors import CEPSemanticError
 from sparkcep.oracles.recognize import recognize_all, sort_rows
+from sparkcep.runtime_udfs import recognize as engine
 from tests.recognize_strategies import (
     V,
     agg,
@@ -61,8 +63,6 @@ def micros(t: dt.datetime | dt.date) -> int:
 
 
 def _engine_all(spec, rows):
-    from sparkcep.runtime_udfs import recognize as engine
-
     parts: dict = {}
     for row in rows:
         parts.setdefault(tuple(row.get(p) for p in spec.partition_by), []).append(row)
@@ -88,8 +88,6 @@ RUNNERS = {"reference": _reference_all, "engine": _engine_all}
 
 @pytest.fixture(params=sorted(RUNNERS))
 def run(request):
-    if request.param == "engine":
-        pytest.importorskip("sparkcep.runtime_udfs.recognize")
     return RUNNERS[request.param]
 
 
@@ -602,6 +600,18 @@ def test_trino_docs_v_shape_measures(run, how):
     spec = _docs_v(how, _docs_v_spec(seq(V("A"), plus(V("B")), plus(V("C")), plus(V("D"))), R.ONE_ROW),
                    "A B+ C+ D+", "ONE ROW PER MATCH")
     assert project(run(spec, _v_rows()), "starting_price", "bottom_price", "top_price") == [(100, 60, 130)]
+
+
+def test_trino_docs_skip_to_next_row_on_the_descending_slope(run, how):
+    """'With AFTER MATCH SKIP TO NEXT ROW, if a V-shape is detected, further overlapping matches are found,
+    starting from consecutive rows on the descending slope of the V' (100 and 80 here; 60 is the bottom)."""
+    hand = replace(_docs_v_spec(seq(V("A"), plus(V("B")), plus(V("C")), plus(V("D"))), R.ONE_ROW),
+                   skip=R.Skip(R.SKIP_TO_NEXT_ROW))
+    sql = TRINO_DOCS_V.replace("{pattern}", "A B+ C+ D+").replace("{rows_per_match}", "ONE ROW PER MATCH")
+    spec = build(how, hand, sql.replace("AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW"),
+                 ORDERS_SCHEMA)
+    assert project(run(spec, _v_rows()), "starting_price", "bottom_price", "top_price") == [
+        (100, 60, 130), (80, 60, 130)]
 
 
 def test_trino_docs_exclusion(run, how):

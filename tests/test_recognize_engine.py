@@ -386,3 +386,44 @@ def test_later_starts_at_the_same_instruction_are_merged_under_past_last_row():
     assert out == []  # B+ (true on c too) may still take more rows
     st, out = advance(s, st, None, final=True)
     assert [r["n"] for r in out] == [201]
+
+
+class _CountingRow(dict):
+    reads = 0
+
+    def get(self, key, default=None):
+        if key == "x":
+            _CountingRow.reads += 1
+        return super().get(key, default)
+
+
+def test_running_aggregates_in_define_are_incremental():
+    # A+ with A: SUM(A.x) >= 0 and AVG(A.x) < 10 over 600 rows: each row labelled reads x O(1) times, not once
+    # per row of the match so far (quadratic); the measures' aggregates likewise once per row
+    d = {"A": BinOp("AND", BinOp(">=", R.Agg("sum", Attr("A", "x"), "A"), Literal(0)),
+                    BinOp("<", R.Agg("avg", Attr("A", "x"), "A"), Literal(10)))}
+    s = spec(q(V("A"), 1), d, {"n": R.Agg("count", x), "s": R.Agg("sum", x)}, rows=R.ALL_ROWS)
+    rows = [_CountingRow(r) for r in data("z" * 600, xs=[k % 7 for k in range(600)])]
+    _CountingRow.reads = 0
+    out = run_partition(s, rows)
+    assert [r["n"] for r in out] == list(range(1, 601))
+    assert out[-1]["s"] == sum(k % 7 for k in range(600))
+    assert _CountingRow.reads < 10 * 600
+
+
+def test_describe_engine_says_how_threads_are_kept():
+    merged = engine.describe_engine(spec(seq(V("A"), q(V("B"), 1)), LETTERS))
+    assert any("merged" in line for line in merged)
+    apart = engine.describe_engine(spec(seq(V("A"), q(V("B"), 1)), {"B": BinOp(">", x, Attr("A", "x"))},
+                                        within=5))
+    assert any("kept apart" in line for line in apart)
+    assert any("WITHIN (5)" in line for line in apart)
+
+
+def test_epsilon_closure_does_not_walk_every_path():
+    # (A?|B?){40}: 2^40 paths through the empty branches, each state of the closure walked once.  Over a b:
+    # from row 1 the first iteration takes a, and an iteration's empty A? is preferred to its B?, so every
+    # later iteration is empty: a alone; from row 2 every iteration is empty: an empty match
+    p = q(R.PAlt((q(V("A"), 0, 1), q(V("B"), 0, 1))), 40, 40)
+    s = spec(p, LETTERS, {"n": R.Agg("count", None)})
+    assert [r["n"] for r in run_partition(s, data("ab"))] == [1, 0]

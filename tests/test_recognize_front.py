@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparkcep.compiler.recognize import check_recognize
 from sparkcep.grammar.recognize import expression_text, parse_pattern, parse_recognize, pattern_text, recognize_text
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Duration, Func, Literal, Unary
@@ -245,7 +246,7 @@ def test_pattern_forms(text, expected):
     assert parse_pattern(text) == expected
 
 
-NAMES = st.sampled_from(["A", "B", "C", "Down", "up_2"])
+NAMES = st.sampled_from(["A", "B", "C", "Down", "up_2", "SET", "my var", "a`b", "Permute"])
 LEAVES = st.one_of(NAMES.map(rx.PVar), st.just(rx.PEmpty()), st.sampled_from([rx.PAnchor("start"),
                                                                               rx.PAnchor("end")]))
 
@@ -311,6 +312,7 @@ def error(text: str) -> CEPSyntaxError:
     (wrap("ORDER BY ts PATTERN (A) WITHIN INTERVAL '1' FORTNIGHT"), "WITHIN takes INTERVAL", "WITHIN"),
     (wrap("ORDER BY ts MEASURES PREV(A.x, -1) AS p PATTERN (A)"), "non-negative integer", "-1"),
     (wrap("ORDER BY ts MEASURES FINAL upper(A.x) AS p PATTERN (A)"), "FINAL applies to a row pattern", "FINAL"),
+    (wrap("ORDER BY ts MEASURES FINAL MATCH_NUMBER() AS p PATTERN (A)"), "FINAL applies to a row pattern", "FINAL"),
     (wrap("ORDER BY ts MEASURES SUM(*) AS p PATTERN (A)"), "only COUNT(*)", "SUM(*)"),
     (wrap("ORDER BY ts MEASURES 1e999 AS p PATTERN (A)"), "out of range", "1e999"),
     (wrap("ORDER BY ts MEASURES A.x + 1" + "0" * 40 + " AS p PATTERN (A)"), "out of range", "1000"),
@@ -448,3 +450,48 @@ def test_every_grammar_file_is_package_data():
     for grammar in (root / "sparkcep").rglob("*.lark"):
         package = ".".join(grammar.parent.relative_to(root).parts)
         assert "*.lark" in data.get(package, []), f"{grammar.name}: add {package!r} to package-data"
+
+
+def test_expression_error_positions_on_later_lines():
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  PATTERN (A B)\n  DEFINE B AS\n"
+            "    B.x > 1 AND\n    B.y = = 2\n)")
+    err = error(text)
+    assert (err.span.line, err.span.column) == (6, 11)
+    assert str(err).splitlines()[1:] == ["      B.y = = 2", "            ^"]
+    text = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES\n  FINAL upper(A.s) AS u PATTERN (A))"
+    err = error(text)
+    assert (err.span.line, err.span.column, err.span.end_column) == (2, 3, 8)
+    q = parse_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES\n  1 + LAST(A.s, 1) AS u PATTERN (A))")
+    nav = q.measures[0].expr.right
+    assert (nav.span.line, nav.span.column, nav.span.end_column) == (2, 7, 19)
+
+
+def test_between_and_in_over_several_rows_become_comparisons():
+    q = parse_recognize(wrap("ORDER BY ts MEASURES B.x BETWEEN A.x AND 3 AS a, B.x NOT IN (A.x, 3) AS b, "
+                             "B.x IN (1, 2) AS c PATTERN (A B)"))
+    a, b, c = (m.expr for m in q.measures)
+    bx, ax = Attr("B", "x"), Attr("A", "x")
+    assert a == BinOp("AND", BinOp(">=", bx, ax), BinOp("<=", bx, Literal(3)))
+    assert b == Unary("NOT", BinOp("OR", BinOp("=", bx, ax), BinOp("=", bx, Literal(3))))
+    assert c == rx.RowExpr("x IN (1, 2)", "__rx0", "B")  # one row: Spark computes it
+
+
+def test_null_safe_equality_over_several_rows():
+    q = parse_recognize(wrap("ORDER BY ts MEASURES B.x <=> A.x AS a PATTERN (A B)"))
+    bx, ax = Attr("B", "x"), Attr("A", "x")
+    assert q.measures[0].expr == Func("coalesce", (BinOp("=", bx, ax),
+                                                   BinOp("AND", Unary("IS NULL", bx), Unary("IS NULL", ax))))
+
+
+def test_quoted_variable_names():
+    q = parse_recognize(wrap("ORDER BY ts MEASURES LAST(`SET`.x) AS l PATTERN (`SET`+ `my var`) "
+                             "DEFINE `SET` AS `SET`.x > 1"))
+    assert q.pattern == rx.PConcat((rx.PQuant(rx.PVar("SET"), 1, None), rx.PVar("my var")))
+    assert q.defines[0][0] == "SET" and q.measures[0].expr == nav("LAST", "SET", "x", 0)
+    check_recognize(q, streaming=False)
+
+
+def test_comments_stay_out_of_the_outer_statement():
+    q = parse_recognize("/* from the docs */ SELECT * -- all\nFROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A)) m "
+                        "WHERE /* keep */ x > 1")
+    assert q.outer_sql == "SELECT * FROM __sparkcep_matches AS m WHERE x > 1"

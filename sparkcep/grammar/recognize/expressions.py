@@ -2,10 +2,10 @@
 
 The nodes the engines evaluate across rows are built natively (``Attr``, ``Literal``, ``BinOp``, ``Unary``,
 ``Nav``, ``Classifier``, ``MatchNumber``, ``Agg``, and ``Func`` for ``abs/coalesce/greatest/least/if`` over
-several rows, a CASE over several rows as nested ``if``); any other sub-expression whose column references all
-name one row (CASE, LIKE, IN, CAST, any Spark function) becomes a :class:`~sparkcep.ir.recognize.RowExpr`:
-Spark computes it per row before the shuffle, as a hidden column (``__rx0``, ``__rx1``, ... in order of first
-appearance; equal SQL shares one column).
+several rows, a CASE over several rows as nested ``if``, BETWEEN and IN lists as comparisons); any other
+sub-expression whose column references all name one row (CASE, LIKE, IN, CAST, any Spark function) becomes a
+:class:`~sparkcep.ir.recognize.RowExpr`: Spark computes it per row before the shuffle, as a hidden column
+(``__rx0``, ``__rx1``, ... in order of first appearance; equal SQL shares one column).
 
 Two things sqlglot does not read as MATCH_RECOGNIZE means them are rewritten in the text first, keeping every
 position: the ``RUNNING``/``FINAL`` prefix of a row pattern function is blanked (and remembered by the
@@ -22,6 +22,7 @@ attr='price', index=None), offset=2, semantics=None))
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 from dataclasses import fields, is_dataclass, replace
@@ -32,6 +33,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
+from sparkcep.grammar.parser import _short
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSyntaxError, Span
@@ -50,7 +52,7 @@ TIME_COLUMN = "\x00time"
 #: FIRST/LAST renamed to these (same length) so that sqlglot reads them as plain calls.
 _PLACEHOLDERS = {"FIRST": "_FST_", "LAST": "_LS_"}
 _FROM_PLACEHOLDER = {v: k for k, v in _PLACEHOLDERS.items()}
-_SEMANTICS_TARGETS = {"PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER", "MATCH_NUMBER", *map(str.upper, AGGREGATES)}
+_SEMANTICS_TARGETS = {"PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER", "MATCH_ROWTIME", *map(str.upper, AGGREGATES)}
 
 _BINARY = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.EQ: "=", exp.NEQ: "!=",
            exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.And: "AND", exp.Or: "OR"}
@@ -130,18 +132,25 @@ class Converter:
         self.text = text
         self.tokens = tokens
         self._by_start = {t.start: i for i, t in enumerate(tokens)}
+        self._starts = [t.start for t in tokens]
         self.row_columns: dict[str, str] = {}  # Spark SQL -> hidden column
         self._semantics: dict[int, tuple[str, Token]] = {}
         self._renamed: dict[int, str] = {}
+        self._base = 0
 
     # --- entry
 
     def expression(self, start: int, end: int) -> object:
         """The IR of the expression ``text[start:end]``."""
-        toks = [t for t in self.tokens if start <= t.start and t.end < end]
+        first = bisect.bisect_left(self._starts, start)
+        last = bisect.bisect_left(self._starts, end, lo=first)
+        toks = [t for t in self.tokens[first:last] if t.end < end]
         if not toks:
             raise CEPSyntaxError("expected an expression", span_of(self.text, start, start + 1), self.text)
-        chars = ["\n" if c == "\n" else " " for c in self.text[:start]] + list(self.text[start:end])
+        # sqlglot reads the slice alone (a padded copy of the whole statement made long statements quadratic);
+        # its positions are shifted by ``self._base``
+        self._base = start
+        chars = list(self.text[start:end])
         semantics: dict[int, tuple[str, Token]] = {}
         for k, tok in enumerate(toks):
             word = tok.text.upper()
@@ -153,15 +162,15 @@ class Converter:
                     raise CEPSyntaxError(f"{word} applies to a row pattern function (PREV, NEXT, FIRST, LAST, "
                                          "CLASSIFIER or an aggregate), not to "
                                          f"{target.text}()", self._tok_span(tok), self.text)
-                chars[tok.start:tok.end + 1] = " " * (tok.end + 1 - tok.start)
+                chars[tok.start - start:tok.end + 1 - start] = " " * (tok.end + 1 - tok.start)
                 semantics[target.start] = (word, tok)
             elif word in _PLACEHOLDERS and call and tok.token_type != TokenType.STRING:
-                chars[tok.start:tok.end + 1] = _PLACEHOLDERS[word]
+                chars[tok.start - start:tok.end + 1 - start] = _PLACEHOLDERS[word]
                 self._renamed[tok.start] = word
         self._semantics = semantics
-        padded = "".join(chars)
+        sliced = "".join(chars)
         try:
-            trees = parse_sql(padded)
+            trees = parse_sql(sliced)
         except ParseError as err:
             raise self._parse_error(err, start, end) from None
         except TokenError:
@@ -231,7 +240,7 @@ class Converter:
 
     def _function_name(self, node: exp.Expression) -> str | None:
         """PREV/NEXT/FIRST/LAST/CLASSIFIER/MATCH_NUMBER, or an aggregate, as written; else None."""
-        start = (node.meta or {}).get("start")
+        start = self._start(node)
         if isinstance(node, exp.Anonymous):
             name = str(node.this)
             if start in self._renamed and name in _FROM_PLACEHOLDER:
@@ -250,7 +259,7 @@ class Converter:
                 raise CEPSyntaxError(f"the aggregate {node.sql(dialect='spark')} is not supported in "
                                      "MATCH_RECOGNIZE: COUNT, SUM, AVG, MIN and MAX are", span, self.text)
             return None
-        start = (node.meta or {}).get("start")
+        start = self._start(node)
         semantics = self._semantics.pop(start, (None,))[0] if start is not None else None
         if name in NAVIGATIONS:
             args = list(node.expressions)
@@ -328,6 +337,22 @@ class Converter:
                                Literal(None, span=span) if other is None else self._convert(other)), span=span)
         if isinstance(node, exp.Case):
             return self._case(node, span)
+        if isinstance(node, exp.NullSafeEQ):  # x <=> y: coalesce(x = y, x IS NULL AND y IS NULL)
+            x, y = self._convert(node.this), self._convert(node.expression)
+            return Func("coalesce", (BinOp("=", x, y, span=span), BinOp(
+                "AND", Unary("IS NULL", x, span=span), Unary("IS NULL", y, span=span), span=span)), span=span)
+        if isinstance(node, exp.Between) and not node.args.get("symmetric"):  # x BETWEEN lo AND hi
+            x = self._convert(node.this)
+            return BinOp("AND", BinOp(">=", x, self._convert(node.args["low"]), span=span),
+                         BinOp("<=", x, self._convert(node.args["high"]), span=span), span=span)
+        if isinstance(node, exp.In) and node.expressions and not node.args.get("query") \
+                and not node.args.get("unnest") and not node.args.get("field"):  # x IN (a, b): x = a OR x = b
+            x = self._convert(node.this)
+            result = None
+            for item in node.expressions:
+                test = BinOp("=", x, self._convert(item), span=span)
+                result = test if result is None else BinOp("OR", result, test, span=span)
+            return result
         if type(node) in ENGINE_FUNCTIONS:
             args = [node.this, *node.expressions] if node.this is not None else list(node.expressions)
             return Func(ENGINE_FUNCTIONS[type(node)], tuple(self._convert(a) for a in args), span=span)
@@ -335,7 +360,8 @@ class Converter:
                 else "columns of different rows (" + ", ".join(sorted(q or "the current row" for q in qualifiers))
                 + ")")
         raise CEPSyntaxError(f"{_describe_node(node)} over {what} is not supported: arithmetic, comparisons, "
-                             "AND/OR/NOT, IS NULL, CASE, if, abs, coalesce, greatest and least combine rows; any "
+                             "AND/OR/NOT, IS NULL, <=>, BETWEEN, IN (...), CASE, if, abs, coalesce, greatest and least "
+                             "combine rows; any "
                              "other function or operator must read a single row", span, self.text)
 
     def _case(self, node: exp.Case, span: Span) -> Func:
@@ -366,10 +392,10 @@ class Converter:
         for sub in node.walk():
             meta = sub.meta if sub._meta else None  # noqa: SLF001 - sqlglot creates meta lazily
             if meta and "start" in meta:
-                starts.append(meta["start"])
-                end = meta["end"]
+                starts.append(meta["start"] + self._base)
+                end = meta["end"] + self._base
                 if isinstance(sub, exp.Func) or sub is node:
-                    end = self._call_end(meta["start"], end)
+                    end = self._call_end(meta["start"] + self._base, end)
                 ends.append(end)
         if not starts:
             return span_of(self.text, 0, 1)
@@ -399,9 +425,18 @@ class Converter:
     def _tok_span(self, tok: Token) -> Span:
         return span_of(self.text, tok.start, tok.end + 1)
 
+    def _start(self, node: exp.Expression) -> int | None:
+        """Where sqlglot saw ``node`` begin, in the statement."""
+        start = (node.meta or {}).get("start") if node._meta else None  # noqa: SLF001 - meta is made lazily
+        return None if start is None else start + self._base
+
     def _parse_error(self, err: ParseError, start: int, end: int) -> CEPSyntaxError:
         info = err.errors[0] if err.errors else {}
         line, col = info.get("line"), info.get("col")
+        if line is not None and col is not None:  # sqlglot's place in the slice -> in the statement
+            if line == 1:
+                col += start - (self.text.rfind("\n", 0, start) + 1)
+            line += self.text.count("\n", 0, start)
         description = str(info.get("description") or err).split("\n")[0]
         for tok in self.tokens:
             if start <= tok.start < end and tok.line == line and tok.col == col:
@@ -434,10 +469,6 @@ def _literal(node: exp.Literal) -> object:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 24 else f"{text[:10]}...{text[-10:]}"
 
 
 def _describe_node(node: exp.Expression) -> str:

@@ -13,12 +13,13 @@ Example::
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from lark import Lark, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, VisitError
 
-from sparkcep.grammar.parser import _expected, _point, _span
+from sparkcep.grammar.parser import _expected, _point, _short, _span
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.errors import CEPSyntaxError
 from sparkcep.ir.limits import MAX_INT_DIGITS, deeply
@@ -26,6 +27,8 @@ from sparkcep.ir.limits import MAX_INT_DIGITS, deeply
 __all__ = ["parse_pattern", "pattern_text", "MAX_REPEAT"]
 
 _GRAMMAR = Path(__file__).with_name("rowpattern.lark")
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 #: The largest bound of a ``{n,m}`` quantifier: the engine's program grows with the bounds.
 MAX_REPEAT = 10_000
@@ -73,6 +76,10 @@ class _ToPattern(Transformer_NonRecursive):
     def variable(self, meta, children):
         (name,) = children
         return rx.PVar(str(name), span=_span(meta))
+
+    def quoted_variable(self, meta, children):
+        (name,) = children
+        return rx.PVar(str(name)[1:-1].replace("``", "`"), span=_span(meta))
 
     def empty(self, meta, children):
         return rx.PEmpty(span=_span(meta))
@@ -125,8 +132,7 @@ class _ToPattern(Transformer_NonRecursive):
 def _bound(token) -> int:
     text = str(token)
     if len(text.lstrip("0")) > MAX_INT_DIGITS or int(text) > MAX_REPEAT:
-        shown = text if len(text) <= 24 else f"{text[:10]}...{text[-10:]}"
-        raise CEPSyntaxError(f"the quantifier bound {shown} is too large: the limit is {MAX_REPEAT:,}",
+        raise CEPSyntaxError(f"the quantifier bound {_short(text)} is too large: the limit is {MAX_REPEAT:,}",
                              _span(token))
     return int(text)
 
@@ -138,7 +144,7 @@ def _bound(token) -> int:
 def pattern_text(p: rx.RowPattern) -> str:
     """The row pattern as text that :func:`parse_pattern` reads back to an equal pattern."""
     if isinstance(p, rx.PVar):
-        return p.name
+        return variable_text(p.name)
     if isinstance(p, rx.PEmpty):
         return "()"
     if isinstance(p, rx.PAnchor):
@@ -154,6 +160,14 @@ def pattern_text(p: rx.RowPattern) -> str:
     if isinstance(p, rx.PQuant):
         return _grouped(p.inner, (rx.PAlt, rx.PConcat, rx.PQuant)) + quantifier_text(p)
     raise TypeError(f"not a row pattern: {p!r}")
+
+
+def variable_text(name: str) -> str:
+    """A pattern variable as written in a pattern: plain, or in backticks when it is not a plain word or is
+    PERMUTE."""
+    if _PLAIN.match(name) and name.upper() != "PERMUTE":
+        return name
+    return "`" + name.replace("`", "``") + "`"
 
 
 def quantifier_text(q: rx.PQuant) -> str:
@@ -180,13 +194,14 @@ def _grouped(p: rx.RowPattern, kinds: tuple[type, ...]) -> str:
 # --------------------------------------------------------------------------------------------- error messages
 
 _WORDS = {
-    "NAME": "a pattern variable", "_PERMUTE": "PERMUTE", "_LPAR": "'('", "_LEXCL": "'{-'", "_CARET": "'^'",
+    "NAME": "a pattern variable", "QUOTED_NAME": "a pattern variable", "_PERMUTE": "PERMUTE", "_LPAR": "'('",
+    "_LEXCL": "'{-'", "_CARET": "'^'",
     "_DOLLAR": "'$'", "STAR": "'*'", "PLUS": "'+'", "QMARK": "'?'", "_LBRACE": "'{'", "INT": "a number",
     "_COMMA": "','", "_BAR": "'|'", "_RBRACE": "'}'", "_REXCL": "'-}'", "_RPAR": "')'",
     "$END": "the end of the pattern",
 }
 _RANK = {name: rank for rank, name in enumerate(_WORDS)}
-_PRIMARY = {"NAME", "_PERMUTE", "_LPAR", "_LEXCL", "_CARET", "_DOLLAR"}
+_PRIMARY = {"NAME", "QUOTED_NAME", "_PERMUTE", "_LPAR", "_LEXCL", "_CARET", "_DOLLAR"}
 _QUANTIFIER = {"STAR", "PLUS", "QMARK", "_LBRACE"}
 
 

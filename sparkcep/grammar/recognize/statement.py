@@ -175,7 +175,7 @@ def _outer_sql(text: str, start: int, end: int, alias: str | None, view: str) ->
         raise CEPSyntaxError(f"cannot read the statement around MATCH_RECOGNIZE: {description}", span, text) from None
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise CEPSyntaxError("expected a SELECT statement around MATCH_RECOGNIZE", span_of(text, 0, 1), text)
-    return trees[0].sql(dialect="spark")
+    return trees[0].sql(dialect="spark", comments=False)
 
 
 def _line_col_span(text: str, line: int, col: int, width: int) -> Span:

@@ -17,6 +17,7 @@ Example: the issue's ``A B+`` over A1 B2 B3 B4 A5 B6 gives two matches::
 
 from __future__ import annotations
 
+from sparkcep.ir.recognize import SKIP_PAST_LAST_ROW as PAST_LAST_ROW
 from sparkcep.runtime_udfs.recognize.engine import (
     MAX_THREADS,
     RecognizeBudgetError,
@@ -33,10 +34,35 @@ from sparkcep.runtime_udfs.recognize.program import MAX_INSTRUCTIONS, ProgramToo
 from sparkcep.runtime_udfs.recognize.serde import state_from_json, state_to_json
 
 __all__ = ["MAX_INSTRUCTIONS", "MAX_THREADS", "ProgramTooLarge", "RecognizeBudgetError", "RecognizeState",
-           "advance", "compile_pattern", "describe_program", "init_state", "run_partition", "sort_key",
+           "advance", "compile_pattern", "describe_engine", "describe_program", "init_state", "run_partition",
+           "sort_key",
            "state_from_json", "state_to_json", "step", "wakeup"]
 
 
 def describe_program(spec) -> list[str]:
     """The compiled pattern program as readable lines (``0: CHAR A``, ``1: SPLIT 2, 4``, ...), for explain."""
     return compiled(spec).program.describe()
+
+
+def describe_engine(spec) -> list[str]:
+    """How the engine runs ``spec``, as readable lines for explain: thread merging, incremental aggregates,
+    the rows the streaming state keeps."""
+    c = compiled(spec)
+    out = [f"pattern program: {len(c.program.code)} instructions; threads in preferment order, earlier start rows "
+           "first"]
+    if c.mergeable:
+        out.append("threads of one start row at the same instruction merged (every DEFINE reads only the row "
+                   "being labelled and PREV/NEXT of it)")
+        if c.skip == PAST_LAST_ROW and c.within is None:
+            out.append("AFTER MATCH SKIP PAST LAST ROW: a later start row's thread at the same instruction as the "
+                       "earliest undecided start's is dropped")
+    else:
+        out.append(f"threads kept apart (a DEFINE reads other rows of the match): at most {MAX_THREADS:,} partial "
+                   "matches per partition")
+    if c.define_slots.items:
+        out.append(f"{len(c.define_slots.items)} running aggregate(s) of DEFINE kept incrementally per thread")
+    keep = "the earliest undecided start row" + (f" minus {c.reach} row(s) for PREV" if c.reach else "")
+    out.append(f"streaming state: the rows from {keep}"
+               + (f"; a start row is given up once the watermark is WITHIN ({c.within:g}) past it"
+                  if c.within is not None else ""))
+    return out

@@ -27,7 +27,7 @@ from typing import Any
 from sparkcep.ir import recognize as R
 from sparkcep.ir.errors import CEPError
 from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _arith, _compare
-from sparkcep.runtime_udfs.recognize.evaluate import Ctx, compile_expr, history_free, prev_reach
+from sparkcep.runtime_udfs.recognize.evaluate import Ctx, Slots, compile_expr, history_free, prev_reach
 from sparkcep.runtime_udfs.recognize.program import CHAR, Program, compile_pattern
 
 __all__ = ["MAX_THREADS", "Compiled", "RecognizeBudgetError", "RecognizeState", "advance", "compiled",
@@ -61,11 +61,17 @@ class Compiled:
                 raise ValueError(f"DEFINE of {var}, which is not a row pattern variable")
             if _has(cond, R.MatchNumber):
                 raise ValueError("MATCH_NUMBER() is not allowed in DEFINE")
+        # running aggregates of DEFINE kept on the nodes of the threads (node[4]); those of MEASURES on a
+        # copy of the match's chain made when it is output
+        self.define_slots = Slots(members, variables)
         self.defines: list[Callable | None] = [
-            compile_expr(defines[v], members, variables, define=index[v]) if v in defines else None
-            for v in variables]
+            compile_expr(defines[v], members, variables, define=index[v], slots=self.define_slots)
+            if v in defines else None for v in variables]
+        self.slotted = bool(self.define_slots.items)
         self.mergeable = all(history_free(defines[v], index[v], members) for v in defines)
-        self.measures = [(m.name, compile_expr(m.expr, members, variables)) for m in spec.measures]
+        self.measure_slots = Slots(members, variables)
+        self.measures = [(m.name, compile_expr(m.expr, members, variables, slots=self.measure_slots))
+                         for m in spec.measures]
         self.measure_names = frozenset(m.name for m in spec.measures)
         exprs = [c for _, c in spec.defines] + [m.expr for m in spec.measures]
         self.reach = max((prev_reach(e) for e in exprs), default=0)
@@ -216,6 +222,7 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
     char_excl = [b if op == CHAR else 0 for op, _, b in code]
     threads = st.threads
     matched = st.matched
+    slotted, extend = c.slotted, c.define_slots.extend
     for i in range(st.pos, upto):
         base = st.base
         row = rows[i - base]
@@ -246,7 +253,9 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
                 gap = _arith(sub, row_ts, rows[s - base].get(ts_col))
                 if gap is not None and _compare(ge, gap, within):
                     continue
-            node = (i, var, char_excl[leaf], t[2])
+            parent = t[2]
+            node = (i, var, char_excl[leaf], parent,
+                    extend(ctx, i, var, None if parent is None else parent[4]) if slotted else None)
             cond = defines[var]
             if cond is not None:
                 if memo is not None:
@@ -404,6 +413,8 @@ def _unmatched_row(c: Compiled, st: RecognizeState, s: int) -> Row:
 def _emit(c: Compiled, st: RecognizeState, s: int, node, out: list[Row]) -> None:
     ctx = Ctx(st.rows, st.base, st.mnum)
     rows, base = st.rows, st.base
+    if node is not None and c.measure_slots.items:
+        node = c.measure_slots.rebuild(ctx, node)
     if not c.all_rows:
         values = {name: f(ctx, node, node) for name, f in c.measures}
         out.append(_out_row(c, rows[s - base], values))

@@ -1,9 +1,10 @@
 """DEFINE and MEASURES expressions of MATCH_RECOGNIZE, compiled once into closures over a match context.
 
-A (partial) match is a chain of *nodes* ``(row, var, excluded, parent)``, newest first: ``row`` is the
+A (partial) match is a chain of *nodes* ``(row, var, excluded, parent, aggregates)``, newest first: ``row`` is the
 row's absolute position in the partition, ``var`` the index of the variable it is mapped to, ``parent`` the
-node of the row before it in the match (None for the first).  Threads of the engine share their common
-prefixes, so labelling a row costs one tuple, never a copy of the history.
+node of the row before it in the match (None for the first), ``aggregates`` the running aggregates
+kept on the chain (:class:`Slots`) or None.  Threads of the engine share their common prefixes, so
+labelling a row costs one tuple, never a copy of the history.
 
 A compiled expression is ``f(ctx, head, full)``: ``ctx`` holds the partition's buffered rows (``rows``, the
 first at absolute position ``base``) and the match number ``mnum``; ``head`` is the last row RUNNING sees
@@ -29,7 +30,7 @@ from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _and, _arith, _compare, _neg, _not, _or
 
-__all__ = ["Ctx", "compile_expr", "history_free", "prev_reach", "uses_next"]
+__all__ = ["Ctx", "Slots", "compile_expr", "history_free", "prev_reach", "uses_next"]
 
 Compiled = Callable[[Any, Any, Any], Any]
 #: var -> (ctx, head, full) -> the absolute row it reads, or None
@@ -48,18 +49,102 @@ class Ctx:
         self.rows, self.base, self.mnum = rows, base, mnum
 
 
+class Slots:
+    """Running aggregates kept incrementally on the nodes of a chain (``node[4]``, a tuple with one
+    ``(count, value)`` per aggregate): labelling a row costs O(1) per aggregate instead of a walk over the
+    match, which keeps ``DEFINE A AS AVG(A.price) < 15`` linear in the match length.  An aggregate whose
+    argument reads more than its own row (FIRST/LAST, CLASSIFIER, a nested aggregate) is walked instead.
+
+    The fold is the reference's, step by step: the first non-NULL value, then ``+`` (``try_`` arithmetic)
+    for SUM/AVG, ``<``/``>`` for MIN/MAX; AVG divides at the end."""
+
+    def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...]):
+        self.members, self.variables = members, variables
+        self.keys: dict[tuple, int] = {}
+        self.items: list[tuple] = []
+        self.empty: tuple = ()
+
+    def register(self, e: R.Agg) -> int | None:
+        if e.arg is not None and not _row_local(e.arg):
+            return None
+        func = e.func.lower()
+        key = (func, e.arg, e.var)
+        k = self.keys.get(key)
+        if k is None:
+            mset = None if e.var is None else _Compiler(self.members, self.variables).member_set(e.var)
+            cell = [None]
+            arg = None
+            if e.arg is not None:
+                arg = _Compiler(self.members, self.variables).compile(e.arg, lambda var: (lambda c, h, f: cell[0]), 0)
+            k = self.keys[key] = len(self.items)
+            self.items.append((mset, func, arg, cell))
+            self.empty = ((0, None),) * len(self.items)
+        return k
+
+    def extend(self, ctx, row: int, var: int, acc: tuple | None) -> tuple:
+        """The aggregates after the row at ``row`` is mapped to ``var`` (``acc``: those before, None: none)."""
+        if acc is None:
+            acc = self.empty
+        out = []
+        for (mset, func, arg, cell), (count, value) in zip(self.items, acc, strict=True):
+            if mset is None or var in mset:
+                if arg is None:
+                    count += 1
+                else:
+                    cell[0] = row
+                    v = arg(ctx, None, None)
+                    if v is not None:
+                        if count == 0:
+                            value = v
+                        elif func == "sum" or func == "avg":
+                            value = _arith(_ADD, value, v)
+                        elif func == "min":
+                            if _compare(_LT, v, value):
+                                value = v
+                        elif func == "max":
+                            if _compare(_GT, v, value):
+                                value = v
+                        count += 1
+            out.append((count, value))
+        return tuple(out)
+
+    def rebuild(self, ctx, node):
+        """The chain ending at ``node`` again, its nodes carrying these aggregates."""
+        chain = []
+        while node is not None:
+            chain.append(node)
+            node = node[3]
+        new = None
+        for n in reversed(chain):
+            new = (n[0], n[1], n[2], new, self.extend(ctx, n[0], n[1], None if new is None else new[4]))
+        return new
+
+
+_ADD, _LT, _GT = _ARITH["+"], _CMP["<"], _CMP[">"]
+
+
+def _row_local(e) -> bool:
+    """Does ``e`` (an aggregate's argument) read only its own row (and rows PREV/NEXT of it)?"""
+    if isinstance(e, (R.Agg, R.Classifier, R.MatchNumber)):
+        return False
+    if isinstance(e, R.Nav) and e.kind in ("FIRST", "LAST"):
+        return False
+    return all(_row_local(c) for c in _children(e))
+
+
 def compile_expr(e, members: dict[str, frozenset[int]], variables: tuple[str, ...], *,
-                 define: int | None = None) -> Compiled:
+                 define: int | None = None, slots: Slots | None = None) -> Compiled:
     """Compile ``e`` (``members`` maps each variable and SUBSET name to the indexes of its variables).
     ``define``: the index of the variable whose DEFINE ``e`` is; it is evaluated with ``head`` the row being
     labelled (never None), so references to that row (``c``, ``X.c`` with X that variable or a SUBSET holding
-    it) read it directly."""
-    return _Compiler(members, variables, define).compile(e, None, 0)
+    it) read it directly.  ``slots``: where running aggregates are kept on the nodes (see :class:`Slots`)."""
+    return _Compiler(members, variables, define, slots).compile(e, None, 0)
 
 
 class _Compiler:
-    def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...], define: int | None = None):
-        self.members, self.variables, self.define = members, variables, define
+    def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...], define: int | None = None,
+                 slots: Slots | None = None):
+        self.members, self.variables, self.define, self.slots = members, variables, define, slots
 
     def current(self, var: str | None) -> bool:
         """In a DEFINE, does a RUNNING reference to ``var`` read the row being labelled?"""
@@ -207,14 +292,16 @@ class _Compiler:
             rows.reverse()
             return rows
 
+        if func not in ("count", "sum", "avg", "min", "max") or (e.arg is None and func != "count"):
+            raise ValueError(f"unknown aggregate {func}" if e.arg is not None else
+                             f"{func.upper()}(*) is not an aggregate")
+        k = None if self.slots is None else self.slots.register(e)
+        if k is not None:
+            return _slot_reader(k, func, final)
         if e.arg is None:
-            if func != "count":
-                raise ValueError(f"{func.upper()}(*) is not an aggregate")
             return lambda ctx, h, f: len(rows_of(h, f))
         cell = [None]
         arg = self.compile(e.arg, lambda var: (lambda ctx, h, f: cell[0]), 0)
-        if func not in ("count", "sum", "avg", "min", "max"):
-            raise ValueError(f"unknown aggregate {func}")
         add = _ARITH["+"]
 
         def aggregate(ctx, h, f):
@@ -269,6 +356,23 @@ class _Compiler:
 
             return extreme
         raise ValueError(f"the MATCH_RECOGNIZE engine does not know the function {e.name}()")
+
+
+def _slot_reader(k: int, func: str, final: bool) -> Compiled:
+    div = _ARITH["/"]
+
+    def read(ctx, h, f):
+        n = f if final else h
+        if n is None:
+            return 0 if func == "count" else None
+        count, value = n[4][k]
+        if func == "count":
+            return count
+        if count == 0:
+            return None
+        return _arith(div, value, count) if func == "avg" else value
+
+    return read
 
 
 def _current_reader(column: str, shift: int) -> Compiled:

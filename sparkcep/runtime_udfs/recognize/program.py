@@ -97,10 +97,16 @@ class Program:
         leaves: list[int] = []
         seen: set[int] = set()
         # depth first, preferred branch first; each path carries the ITERs it began since the last row.  Every
-        # cycle of the program is a loop's ITER k ... ITER_END k: a path cannot go round it without a row
+        # cycle of the program is a loop's ITER k ... ITER_END k: a path cannot go round it without a row.
+        # A (pc, begun) reached again by a less preferred path gives only leaves already listed: not walked
+        # again (else `(A?|B?){30}` would walk 2^30 paths)
         stack = [(pc, begun)]
+        visited: set[tuple[int, frozenset]] = set()
         while stack:
             pc, begun = stack.pop()
+            if (pc, begun) in visited:
+                continue
+            visited.add((pc, begun))
             op, a, b = code[pc]
             if op == CHAR or op == MATCH:
                 if pc not in seen:

@@ -1,7 +1,7 @@
 """The engine's state as JSON text (``state_to_json`` / ``state_from_json``), for generated jobs and tests.
 
 Rows are stored once, as lists under one column list; the threads' label chains share their prefixes, so
-each node is stored once (``[row, var, excluded, parent]``, the parent by its position in the node table).
+each node is stored once (``[row, var, excluded, parent, aggregates]``, the parent by its position in the node table).
 Values JSON does not have (timestamps, dates, decimals, bytes, non-finite floats) are tagged lists.
 """
 
@@ -90,7 +90,8 @@ def state_to_json(state: RecognizeState) -> str:
             n = n[3]
         for m in reversed(chain):
             ids[id(m)] = len(nodes)
-            nodes.append([m[0], m[1], m[2], -1 if m[3] is None else ids[id(m[3])]])
+            nodes.append([m[0], m[1], m[2], -1 if m[3] is None else ids[id(m[3])],
+                          None if m[4] is None else [[count, _enc(value)] for count, value in m[4]]])
         return ids[id(node)]
 
     threads = [[s, leaf, ref(node)] for s, leaf, node in state.threads]
@@ -112,8 +113,9 @@ def state_from_json(text: str) -> RecognizeState:
     st.rows = [{c: _dec(v) for k, (c, v) in enumerate(zip(cols, row, strict=True))
                 if present is None or present[i][k]} for i, row in enumerate(d["rows"])]
     nodes: list = []
-    for r, var, excl, parent in d["nodes"]:
-        nodes.append((r, var, excl, None if parent < 0 else nodes[parent]))
+    for r, var, excl, parent, acc in d["nodes"]:
+        acc = None if acc is None else tuple((count, _dec(value)) for count, value in acc)
+        nodes.append((r, var, excl, None if parent < 0 else nodes[parent], acc))
 
     def node(k: int):
         return None if k < 0 else nodes[k]

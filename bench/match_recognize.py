@@ -1,0 +1,300 @@
+"""MATCH_RECOGNIZE on 10^6 rows: sparkcep on Spark against plain Spark and against Apache Flink (PyFlink).
+
+One generated CSV file (``p, ts, id, typ, price``: 100 partitions ``p`` of 10^4 rows, ``ts`` in milliseconds,
+types A-D, a price random walk per partition), four statements, each counted as
+``SELECT COUNT(*), SUM(a), SUM(c) FROM events MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts, id
+MEASURES FIRST(id) AS a, LAST(id) AS c ...)`` so that every system computes every match and returns one row:
+
+* ``A B+ C`` and ``A B*? C`` (B undefined: an A, then the nearest C) with ``AFTER MATCH SKIP PAST LAST ROW``;
+* ``(A|B){2,4} C`` (Flink refuses alternation: no Flink figure);
+* the V-shape stock query (as in Flink's documentation, on prices): ``STRT DOWN+ UP``, ``DOWN AS price <
+  PREV(price)``, ``UP AS price > PREV(price)``, ``AFTER MATCH SKIP TO LAST UP``.
+
+Three ways, the answers checked equal:
+
+(a) **plain Spark**: the best formulation without MATCH_RECOGNIZE we know, window functions over
+    ``PARTITION BY p ORDER BY ts, id`` (``lag``/``lead``, ``last(..., ignorenulls)``, a running count of C's and
+    a ``groupBy``), each proved equal to the statement for this pattern only (see the functions);
+(b) **sparkcep**: ``sparkcep.sql(statement)`` over a temporary view of the same CSV file (batch: one shuffle by
+    ``p``, a sort, one ``mapInArrow`` pass of the engine per partition);
+(c) **Flink**: the same statement (``ORDER BY rt, id``, ``rt`` the event time of ``ts``) in PyFlink's batch mode,
+    in its own Python (``--flink-python``, default ``.venv-flink/bin/python`` or ``SPARKCEP_FLINK_PYTHON``),
+    parallelism 2: *in-process* (execute + collect in a warm JVM) and *whole-process* (a fresh Python + JVM
+    running that one statement: start-up, planning and the job).
+
+``--engine`` adds the pure engine alone in this process (``runtime_udfs.recognize.run_partition`` over the rows
+already read, grouped and sorted: one core, no Spark), to tell the engine's share of (b).
+
+Spark (local[2], 2 shuffle partitions) and Flink both read the CSV file on every run. Times are wall-clock
+seconds, medians of ``--repeat`` runs (5; one warm-up run of each first, not counted). State the machine next
+to the figures (the project's reference is a 2-core VM).
+
+    python bench/match_recognize.py [--rows 1000000] [--repeat 5] [--quick] [--no-flink] [--patterns abc,...]
+        [--engine] [--flink-whole-repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = ROOT / "bench" / "flink_worker.py"
+COLUMNS = "p INT, ts BIGINT, id BIGINT, typ STRING, price DOUBLE"
+SPARK_SCHEMA = "p INT, ts BIGINT, id BIGINT, typ STRING, price DOUBLE"
+TYPES = "DEFINE A AS typ = 'A', B AS typ = 'B', C AS typ = 'C'"
+
+#: name -> (description, the clause after MEASURES ... ONE ROW PER MATCH, Flink supports it)
+PATTERNS = {
+    "abc": ("A B+ C", f"AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C) {TYPES}", True),
+    "reluctant": ("A B*? C", "AFTER MATCH SKIP PAST LAST ROW PATTERN (A B*? C) DEFINE A AS typ = 'A', C AS typ = 'C'",
+                  True),
+    "alt": ("(A|B){2,4} C", "AFTER MATCH SKIP PAST LAST ROW PATTERN ((A | B){2,4} C) "
+                            "DEFINE A AS typ = 'A', B AS typ = 'B', C AS typ = 'C'", False),
+    "vshape": ("V-shape STRT DOWN+ UP", "AFTER MATCH SKIP TO LAST UP PATTERN (STRT DOWN+ UP) "
+                                        "DEFINE DOWN AS price < PREV(price), UP AS price > PREV(price)", True),
+}
+
+
+def statement(rest: str, *, flink: bool) -> str:
+    order = "rt, id" if flink else "ts, id"
+    return ("SELECT COUNT(*) AS n, SUM(a) AS sa, SUM(c) AS sc FROM events MATCH_RECOGNIZE ("
+            f"PARTITION BY p ORDER BY {order} MEASURES FIRST(id) AS a, LAST(id) AS c ONE ROW PER MATCH {rest}) AS m")
+
+
+def write_events(path: Path, rows: int, partitions: int = 100, seed: int = 7) -> None:
+    """``rows`` rows in time order: ``partitions`` keys, ts +1..1000 ms per key, types A 30% B 40% C 20% D 10%,
+    a price random walk per key (cents)."""
+    rnd = random.Random(seed)
+    ts = [0] * partitions
+    price = [10_000] * partitions
+    with path.open("w") as f:
+        for i in range(rows):
+            p = i % partitions
+            ts[p] += rnd.randint(1, 1000)
+            price[p] = max(1, price[p] + rnd.randint(-50, 50))
+            typ = rnd.choices("ABCD", (3, 4, 2, 1))[0]
+            f.write(f"{p},{ts[p]},{i},{typ},{price[p] / 100}\n")
+
+
+# ----------------------------------------------------------------------------------------------- plain Spark
+
+
+def plain_spark(name: str, df):
+    """The statement without MATCH_RECOGNIZE: window functions over each partition in (ts, id) order."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("p").orderBy("ts", "id")
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    upto = w.rowsBetween(Window.unboundedPreceding, 0)
+    if name == "abc":
+        # A B+ C with disjoint A/B/C: every match is a contiguous block, so one per C whose previous row is a B
+        # and whose last non-B row before it is an A (that A is FIRST(id))
+        nonb = F.when(F.col("typ") != "B", F.col("typ"))
+        m = (df.select("id", "typ", F.lag("typ").over(w).alias("prev"),
+                       F.last(nonb, ignorenulls=True).over(before).alias("nonb"),
+                       F.last(F.when(F.col("typ") != "B", F.col("id")), ignorenulls=True).over(before).alias("a"))
+             .where("typ = 'C' AND prev = 'B' AND nonb = 'A'").select("a", F.col("id").alias("c")))
+    elif name == "reluctant":
+        # A B*? C (B any row) skipping past the C: between two C's (the second included) the first A, if any,
+        # starts a match ending at that C: group by the number of C's before the row
+        seg = F.coalesce(F.sum(F.when(F.col("typ") == "C", 1).otherwise(0)).over(before), F.lit(0))
+        s = df.select("p", "id", "typ", "ts", seg.alias("seg"))
+        m = (s.groupBy("p", "seg")
+             .agg(F.min(F.when(F.col("typ") == "A", F.struct("ts", "id"))).alias("first_a"),
+                  F.max(F.when(F.col("typ") == "C", F.col("id"))).alias("c"))
+             .where("first_a IS NOT NULL AND c IS NOT NULL").select(F.col("first_a.id").alias("a"), "c"))
+    elif name == "alt":
+        # (A|B){2,4} C: one match per C preceded by at least two A/B rows; it starts min(run, 4) rows back
+        ab = [F.lag("typ", k).over(w).isin("A", "B") for k in (1, 2, 3, 4)]
+        ids = [F.lag("id", k).over(w) for k in (2, 3, 4)]
+        first = F.when(ab[2] & ab[3], ids[2]).when(ab[2], ids[1]).otherwise(ids[0])
+        m = (df.select("typ", "id", ab[0].alias("ab1"), ab[1].alias("ab2"), first.alias("a"))
+             .where("typ = 'C' AND ab1 AND ab2").select("a", F.col("id").alias("c")))
+    elif name == "vshape":
+        # STRT DOWN+ UP, skip to the UP row: one match per valley (price below both neighbours); it starts at
+        # the top of the valley's strictly falling run (the last row that is not a fall)
+        down = F.col("price") < F.lag("price").over(w)
+        s = df.select("id", "price", down.alias("down"), F.lead("price").over(w).alias("next_price"),
+                      F.lead("id").over(w).alias("c"),
+                      F.last(F.when(~F.coalesce(down, F.lit(False)), F.col("id")), ignorenulls=True)
+                      .over(upto).alias("a"))
+        m = s.where("down AND next_price > price").select("a", "c")
+    else:
+        raise ValueError(name)
+    return m.agg(F.count(F.lit(1)).alias("n"), F.sum("a").alias("sa"), F.sum("c").alias("sc"))
+
+
+# ----------------------------------------------------------------------------------------------- Flink
+
+
+def flink_python(arg: str | None) -> str | None:
+    for exe in (arg, os.environ.get("SPARKCEP_FLINK_PYTHON"), str(ROOT / ".venv-flink" / "bin" / "python")):
+        if exe and Path(exe).is_file():
+            return exe
+    return None
+
+
+def run_flink(exe: str, csv: Path, queries: list[dict], repeat: int) -> tuple[list[dict], float]:
+    job = {"tables": [{"name": "events", "path": str(csv), "columns": COLUMNS}], "queries": queries,
+           "repeat": repeat, "parallelism": 2}
+    t0 = time.perf_counter()
+    proc = subprocess.run([exe, str(WORKER)], input=json.dumps(job), capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"the Flink worker failed: {proc.stderr[-2000:]}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if '"id"' in line], wall
+
+
+# ----------------------------------------------------------------------------------------------- engine
+
+
+def engine_only(csv: Path, rest: str, repeat: int) -> tuple[float, tuple]:
+    """The pure engine over every partition (rows read, grouped and sorted first, not timed): seconds, answer."""
+    from sparkcep.compiler.recognize import build_spec
+    from sparkcep.grammar.recognize import parse_recognize
+    from sparkcep.runtime_udfs import recognize as engine
+
+    q = parse_recognize(statement(rest, flink=False))
+    spec = build_spec(q, {"p": "int", "ts": "bigint", "id": "bigint", "typ": "string", "price": "double"})
+    parts: dict[int, list[dict]] = {}
+    with csv.open() as f:
+        for line in f:
+            p, ts, i, typ, price = line.rstrip("\n").split(",")
+            parts.setdefault(int(p), []).append({"p": int(p), "ts": int(ts), "id": int(i), "typ": typ,
+                                                 "price": float(price), "__ts": int(ts)})
+    key = engine.sort_key(spec)
+    parts = {p: sorted(rows, key=key) for p, rows in parts.items()}
+
+    def run():
+        return [o for rows in parts.values() for o in engine.run_partition(spec, rows)]
+
+    times, out = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - t0)
+    a = [o["a"] for o in out if o["a"] is not None]
+    c = [o["c"] for o in out if o["c"] is not None]
+    return statistics.median(times), (len(out), sum(a) if a else None, sum(c) if c else None)
+
+
+# ----------------------------------------------------------------------------------------------- main
+
+
+def timed(fn, repeat: int) -> tuple[float, list[float], object]:
+    fn()  # warm-up
+    times, result = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times, result
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="10^5 rows, 1 repetition")
+    ap.add_argument("--patterns", default=",".join(PATTERNS), help="comma-separated: " + ",".join(PATTERNS))
+    ap.add_argument("--no-flink", action="store_true")
+    ap.add_argument("--flink-python", default=None, help="a Python with apache-flink installed")
+    ap.add_argument("--flink-whole-repeat", type=int, default=None, help="fresh Flink processes (default --repeat)")
+    ap.add_argument("--engine", action="store_true", help="also time the pure engine alone, in this process")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rows, args.repeat = 100_000, 1
+    names = [n for n in args.patterns.split(",") if n]
+    flink = None if args.no_flink else flink_python(args.flink_python)
+
+    import sparkcep
+    from sparkcep.spark.session import local_session
+
+    spark = local_session("local[2]", shuffle_partitions=2, app_name="bench-match-recognize")
+    spark.sparkContext.setLogLevel("ERROR")
+    with tempfile.TemporaryDirectory(prefix="sparkcep-bench-mr-") as tmp:
+        csv = Path(tmp) / "events.csv"
+        write_events(csv, args.rows)
+        print(f"{args.rows:,} rows, 100 partitions, local[2]; wall-clock seconds, medians of {args.repeat} "
+              f"(after a warm-up run); nproc={os.cpu_count()}, load {os.getloadavg()[0]:.1f} at start")
+
+        def frame():
+            return spark.read.csv(str(csv), schema=SPARK_SCHEMA)
+
+        frame().createOrReplaceTempView("events")
+        results = {}
+        for name in names:
+            desc, rest, _ = PATTERNS[name]
+            t_plain, plain_times, plain = timed(lambda n=name: plain_spark(n, frame()).collect()[0], args.repeat)
+            sql = statement(rest, flink=False)
+
+            def mine(sql=sql):
+                frame().createOrReplaceTempView("events")
+                return sparkcep.sql(sql, spark).collect()[0]
+
+            t_mine, mine_times, got = timed(mine, args.repeat)
+            assert tuple(got) == tuple(plain), f"{name}: sparkcep {tuple(got)} != plain Spark {tuple(plain)}"
+            results[name] = {"desc": desc, "n": got[0], "plain": t_plain, "sparkcep": t_mine,
+                             "plain_runs": plain_times, "sparkcep_runs": mine_times, "answer": tuple(got)}
+            print(f"  {desc}: {got[0]:,} matches; plain Spark {t_plain:.2f} s, sparkcep {t_mine:.2f} s", flush=True)
+            if args.engine:
+                t_engine, answer = engine_only(csv, rest, args.repeat)
+                assert answer == tuple(got), f"{name}: engine {answer} != sparkcep on Spark {tuple(got)}"
+                results[name]["engine"] = t_engine
+                print(f"  {desc}: the engine alone (one core) {t_engine:.2f} s", flush=True)
+        if flink:
+            for name in names:
+                desc, rest, supported = PATTERNS[name]
+                if not supported:
+                    continue
+                sql = statement(rest, flink=True)
+                (rec,), _ = run_flink(flink, csv, [{"id": name, "sql": sql}], args.repeat + 1)
+                if rec["error"]:
+                    raise RuntimeError(f"Flink: {name}: {rec['error']}")
+                answer = tuple(rec["rows"][0])
+                assert answer == results[name]["answer"], f"{name}: Flink {answer} != {results[name]['answer']}"
+                walls = []
+                for _ in range(args.flink_whole_repeat or args.repeat):
+                    _, wall = run_flink(flink, csv, [{"id": name, "sql": sql}], 1)
+                    walls.append(wall)
+                results[name]["flink_in"] = statistics.median(rec["seconds"][1:])
+                results[name]["flink_whole"] = statistics.median(walls)
+                print(f"  {desc}: Flink in-process {results[name]['flink_in']:.2f} s, "
+                      f"whole-process {results[name]['flink_whole']:.2f} s", flush=True)
+    print()
+    head = (f"{'pattern':<24}{'matches':>9}{'plain Spark':>13}{'sparkcep':>10}{'plain/sparkcep':>16}"
+            f"{'Flink in':>10}{'Flink whole':>13}{'Flink in/sparkcep':>19}")
+    print(head)
+    for name in names:
+        r = results[name]
+        line = (f"{r['desc']:<24}{r['n']:>9,}{r['plain']:>12.2f}s{r['sparkcep']:>9.2f}s"
+                f"{r['plain'] / r['sparkcep']:>15.2f}x")
+        if "flink_in" in r:
+            line += f"{r['flink_in']:>9.2f}s{r['flink_whole']:>12.2f}s{r['flink_in'] / r['sparkcep']:>18.2f}x"
+        else:
+            line += f"{'n/a':>10}{'n/a':>13}{'':>19}" if flink else ""
+        print(line)
+    if args.engine:
+        print("the engine alone, one core, no Spark: " + ", ".join(
+            f"{results[n]['desc']} {results[n]['engine']:.2f} s ({args.rows / results[n]['engine']:,.0f} rows/s)"
+            for n in names))
+    print("\nratios > 1: sparkcep is faster. Runs (s): " + "; ".join(
+        f"{n}: plain {[round(t, 2) for t in results[n]['plain_runs']]}, "
+        f"sparkcep {[round(t, 2) for t in results[n]['sparkcep_runs']]}" for n in names))
+    if not flink and not args.no_flink:
+        print("no Flink: pass --flink-python or set SPARKCEP_FLINK_PYTHON (make flink-diff creates .venv-flink)")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

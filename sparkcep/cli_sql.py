@@ -1,0 +1,263 @@
+"""``sparkcep check|explain|compile|run|notebook`` for a SQL:2016 ``MATCH_RECOGNIZE`` statement.
+
+A ``.sql`` file, or query text (``-e``, stdin, a file of another name) that starts with ``SELECT``, is one
+statement ``SELECT ... FROM table MATCH_RECOGNIZE (...) ...`` (docs/language.md, "MATCH_RECOGNIZE"):
+
+* ``check``: parse and check it (batch, and whether a stream can run it); an error names line and column;
+* ``explain``: the plan, with the engine's pattern program (``--schema DDL``: the input's columns and types,
+  which fix the engine columns and the result's types);
+* ``compile``: a standalone PySpark job that reads ``--input`` as the table of the FROM clause;
+* ``run``: that, on local Spark: ``run query.sql --input events/ [--table events] [--stream] [--output DIR]``;
+* ``notebook``: the same as Jupyter cells.
+
+The rows are read like the pattern language's events (``spark.validate.read_validated``): every column,
+each parsed as text and cast to ``--schema``'s type or the one inferred from the files; the time column is the
+first ORDER BY column, and a row without it, a malformed line or a value of the wrong type is a dead letter.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from sparkcep.ir import recognize as rc
+from sparkcep.ir.errors import CEPError, CEPSemanticError
+
+_COMMENTS = re.compile(r"\s*(?:--[^\n]*(?:\n|$)|/\*.*?\*/)", re.S)
+
+
+def is_sql(text: str, file: str | None = None) -> bool:
+    """A ``.sql`` file, or text whose first word (after blanks and SQL comments) is SELECT."""
+    if file and file != "-" and Path(file).suffix.lower() == ".sql":
+        return True
+    pos = 0
+    while (m := _COMMENTS.match(text, pos)) and m.end() > pos:
+        pos = m.end()
+    return re.match(r"\s*select\b", text[pos:], re.I) is not None
+
+
+def statement(text: str, *, streaming: bool = False) -> rc.Recognize:
+    """The parsed and checked statement (:class:`CEPError` with line, column and caret otherwise)."""
+    from sparkcep.compiler.recognize import check_recognize
+    from sparkcep.grammar.recognize import parse_recognize
+
+    q = parse_recognize(text)
+    check_recognize(q, streaming=streaming)
+    return q
+
+
+def schema_of_ddl(ddl: str) -> dict[str, str]:
+    """``'sym STRING, ts TIMESTAMP, price DOUBLE'`` → ``{"sym": "string", "ts": "timestamp", "price": "double"}``
+    (Spark ``simpleString`` types), without a JVM."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(f"CREATE TABLE t ({ddl})", read="spark")
+        columns = [c for c in tree.this.expressions if isinstance(c, exp.ColumnDef)]
+    except (sqlglot.errors.ParseError, AttributeError):
+        columns = []
+    if not columns or any(c.args.get("kind") is None for c in columns):
+        raise CEPError(f"not a schema: {ddl!r} (e.g. 'sym STRING, ts TIMESTAMP, price DOUBLE')")
+    return {c.name: c.args["kind"].sql("spark").lower() for c in columns}
+
+
+def explain(q: rc.Recognize, schema: dict[str, str] | None = None, *, ts_unit: str | None = None) -> str:
+    """The explain text of ``q``: with the engine spec and its pattern program for ``schema`` (the input's
+    columns and Spark types; None: the columns the statement names)."""
+    from sparkcep.compiler.codegen.recognize import explain_text
+    from sparkcep.runtime_udfs.recognize import describe_engine, describe_program
+
+    spec = plan_spec(q, schema, ts_unit=ts_unit)
+    try:
+        program, engine = describe_program(spec), describe_engine(spec)
+    except ValueError as err:  # a program the engine cannot run (check refuses those first): one message
+        raise CEPError(f"the engine cannot run this pattern: {err}") from None
+    return explain_text(q, program=program, spec=spec if schema is not None else None, engine=engine)
+
+
+def named_columns(q: rc.Recognize) -> list[str]:
+    """The input columns the statement names (partition, order, DEFINE/MEASURES references), in order."""
+    from sparkcep.ir import ast
+
+    out: dict[str, None] = dict.fromkeys([*q.partition_by, *(o.column for o in q.order_by)])
+
+    def walk(x) -> None:
+        if isinstance(x, ast.Attr):
+            out.setdefault(x.attr)
+        elif isinstance(x, rc.RowExpr):
+            return
+        elif isinstance(x, (tuple, list)):
+            for item in x:
+                walk(item)
+        elif getattr(x, "__dataclass_fields__", None):
+            for name in x.__dataclass_fields__:
+                if name != "span":
+                    walk(getattr(x, name))
+
+    walk((q.defines, q.measures))
+    return list(out)
+
+
+def plan_spec(q: rc.Recognize, schema: dict[str, str] | None = None, *, ts_unit: str | None = None):
+    """The engine spec of ``q`` for ``schema``; without one, for the columns the statement names, typed as a
+    timestamp (the time column) or a double."""
+    from sparkcep.compiler.codegen.recognize import time_column
+    from sparkcep.compiler.recognize import build_spec
+
+    if schema is None:
+        time = time_column(q)
+        schema = {c: "timestamp" if c == time else "double" for c in named_columns(q)}
+        schema |= {column: _sql_type(sql, schema) for column, sql in _row_exprs(q).items()}
+    return build_spec(q, schema, ts_unit=ts_unit)
+
+
+def _row_exprs(q: rc.Recognize) -> dict[str, str]:
+    from sparkcep.compiler.codegen.recognize import row_exprs
+
+    return row_exprs(q)
+
+
+def _sql_type(sql: str, schema: dict[str, str]) -> str:
+    """The type sqlglot gives the Spark SQL expression ``sql`` over ``schema`` (``double`` if it cannot tell)."""
+    import sqlglot
+    from sqlglot.optimizer.annotate_types import annotate_types
+
+    try:
+        tree = sqlglot.parse_one(f"SELECT {sql} FROM t", read="spark")
+        typed = annotate_types(tree, schema={"t": schema}, dialect="spark").selects[0].type
+    except (sqlglot.errors.SqlglotError, ValueError, KeyError):
+        return "double"
+    if typed is None or typed.is_type(sqlglot.exp.DataType.Type.UNKNOWN, sqlglot.exp.DataType.Type.NULL):
+        return "double"
+    return typed.sql("spark").lower()
+
+
+# ----------------------------------------------------------------------------------------------- commands
+
+
+def _refuse(args, options: dict[str, object]) -> None:
+    """Options of the pattern language that mean nothing for a statement: refused, never ignored."""
+    for name, default in options.items():
+        value = getattr(args, name.lstrip("-").replace("-", "_"), default)
+        if value != default:
+            raise CEPError(f"{name} does not apply to a MATCH_RECOGNIZE statement"
+                           + (" (its time column is the first ORDER BY column)" if name in ("--ts-col", "--ts")
+                              else " (it has no event type column)" if name == "--type-col" else ""))
+
+
+def _input_format(args) -> str:
+    if args.format:
+        return args.format
+    return {".csv": "csv", ".parquet": "parquet"}.get(Path(args.input).suffix.lower(), "json")
+
+
+def cmd_check(args, text: str, cli=None) -> int:
+    _refuse(args, {"--query": None})
+    q = statement(text)
+    try:
+        from sparkcep.compiler.recognize import check_recognize
+
+        check_recognize(q, streaming=True)
+        stream = "batch and streaming"
+    except CEPSemanticError as err:
+        stream = f"batch only (streaming: {err.message})"
+    variables = plan_spec(q).variables
+    n = len(variables)
+    print(f"ok  MATCH_RECOGNIZE over {q.source}: {n} variable{'s' if n != 1 else ''} ({', '.join(variables)}), "
+          f"{q.rows_per_match}, AFTER MATCH SKIP {q.skip.kind}{' ' + q.skip.var if q.skip.var else ''}; {stream}")
+    return 0
+
+
+def cmd_explain(args, text: str, cli=None) -> int:
+    _refuse(args, {"--query": None, "--sql": False, "--format": "text", "--stats": None})
+    q = statement(text)
+    schema = schema_of_ddl(args.schema) if getattr(args, "schema", None) else None
+    print(explain(q, schema, ts_unit=getattr(args, "ts_unit", None)))
+    return 0
+
+
+def cmd_compile(args, text: str, cli=None) -> int:
+    from sparkcep.compiler.codegen.recognize import job_source
+
+    _refuse(args, {"--query": None, "--ts": None, "--ts-col": "ts", "--type-col": "type", "--collapsed": False,
+                   "--stats": None, "--shedding-latency": None})
+    q = statement(text)
+    Path(args.output).write_text(job_source(q, explain=explain(q, ts_unit=args.ts_unit), ts_unit=args.ts_unit))
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_notebook(args, text: str, cli=None) -> int:
+    from sparkcep.notebook import write_recognize_notebook
+
+    _refuse(args, {"--query": None, "--ts-col": "ts", "--type-col": "type"})
+    q = statement(text)
+    fmt = args.format or (_input_format(args) if args.input else "json")
+    write_recognize_notebook(q, args.output, explain=explain(q, ts_unit=args.ts_unit), input_path=args.input,
+                             fmt=fmt, master=args.master, ts_unit=args.ts_unit)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _table(args, q: rc.Recognize) -> None:
+    table = getattr(args, "table", None)
+    if table is not None and table.lower() != q.source.lower():
+        raise CEPError(f"--table {table} names the table the input is read as, but the statement reads FROM "
+                       f"{q.source}")
+
+
+def cmd_run(args, text: str, cli) -> int:
+    """``cli``: the ``sparkcep.cli`` module, whose helpers the run shares (passed in, not imported: no cycle)."""
+    import os
+    import tempfile
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from sparkcep.compiler.codegen.recognize import time_column
+    from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
+    from sparkcep.spark.progress import follow
+    from sparkcep.spark.results import json_lines
+    from sparkcep.spark.session import local_session
+    from sparkcep.spark.sinks import counted, routed, start
+    from sparkcep.spark.validate import read_validated
+    from sparkcep.sql_api import apply_recognize
+
+    _refuse(args, {"--query": None, "--ts-col": "ts", "--type-col": "type", "--collapsed": False,
+                   "--max-matches": None, "--known-types": None, "--late-events": None, "--shedding-latency": None,
+                   "--dropped-output": None, "--shedding-training": None})
+    q = statement(text, streaming=args.stream)
+    _table(args, q)
+    spark = local_session(args.master)
+    cli._quiet_task_failures(spark)
+    rows, rejected = read_validated(spark, args.input, _input_format(args), None, time_column(q), stream=args.stream,
+                                    files_per_trigger=args.files_per_trigger, schema=args.schema,
+                                    ts_unit=args.ts_unit)
+    if args.stream:  # every valid row goes to the engine: valid = relevant (nothing "ignored" in the progress)
+        rows, rejected = counted(counted(rows, "events_valid"), "events_relevant"), counted(rejected, "dead_letters")
+    result = apply_recognize(rows, q, ts_unit=args.ts_unit, watermark_delay=args.lateness if args.stream else None)
+    if not args.stream:
+        if args.output:
+            result.write.mode("overwrite").json(args.output)
+        else:
+            cli._print_lines(json_lines(result))
+        cli._report_rejected(rejected, args.output, args.dead_letters)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
+        out = args.output or os.path.join(tmp, "out")
+        checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
+        fields = list(result.schema.fields)
+        tagged = result.select("*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
+                               F.lit(None).cast("string").alias(RECORD))
+        query = start(routed(tagged, rejected), out, checkpoint, result_columns=[f.name for f in fields],
+                      dead_letters=args.dead_letters, once=True)
+        follow(query)
+        if not args.output and os.path.isdir(out):
+            cli._print_lines(json_lines(spark.read.schema(StructType(fields)).json(out)))
+    return 0
+
+
+COMMANDS = {"check": cmd_check, "explain": cmd_explain, "compile": cmd_compile, "run": cmd_run,
+            "notebook": cmd_notebook}

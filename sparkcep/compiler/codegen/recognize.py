@@ -1,0 +1,339 @@
+'''Explain text and the standalone PySpark job of a ``MATCH_RECOGNIZE`` statement (``ir.recognize.Recognize``).
+
+The explain reads like the other plans (``r0 := …`` lines in dependency order): the table read, the per-row
+Spark SQL expressions computed before the shuffle, the partition key, the row pattern recognition operator
+with its clause (order, rows per match, skip, WITHIN, pattern, SUBSET, DEFINE, MEASURES) and the compiled
+pattern program, then the outer query Spark runs over the matches.  The pattern program comes from the engine
+(``sparkcep.runtime_udfs.recognize.describe_program``), handed in by the face: the compiler imports no engine.
+
+The job bakes in the statement's IR as JSON data (``ir.serde``) and runs ``sparkcep.sql_api.apply_recognize``
+on the input read as the table of the ``FROM`` clause, batch or streaming (the engine spec is built there, for
+the columns and types the input has); every value placed in the file is a literal made by
+:func:`~sparkcep.compiler.codegen.quote.py_literal`.
+'''
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from sparkcep.compiler.codegen.quote import py_literal
+from sparkcep.grammar.recognize import pattern_text
+from sparkcep.ir import ast
+from sparkcep.ir import recognize as rc
+from sparkcep.ir.serde import to_data
+
+INDENT = " " * 8
+
+# ----------------------------------------------------------------------------------------------- formatting
+
+_LEVEL = {"OR": 1, "AND": 2, "=": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6,
+          "%": 6}
+_NOT, _POSTFIX, _NEG, _ATOM = 3, 4, 7, 8
+
+
+def _literal(value) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return repr(value)
+
+
+def _ref(var: str | None, name: str) -> str:
+    return name if var is None else f"{var}.{name}"
+
+
+def _expr(e) -> tuple[str, int]:
+    """The text of a MATCH_RECOGNIZE expression and the binding strength of its outermost operator."""
+    if isinstance(e, ast.BinOp):
+        level = _LEVEL.get(e.op, 4)
+        # an AND inside an OR is parenthesized for the reader; comparisons do not chain; the rest is left-associative
+        lmin, rmin = (3, 3) if e.op == "OR" else (5, 5) if level == 4 else (level, level + 1)
+        return f"{_operand(e.left, lmin)} {e.op} {_operand(e.right, rmin)}", level
+    if isinstance(e, ast.Unary):
+        if e.op == "NOT":
+            return "NOT " + _operand(e.operand, _NOT), _NOT
+        if e.op in ("IS NULL", "IS NOT NULL"):
+            return f"{_operand(e.operand, _POSTFIX + 1)} {e.op}", _POSTFIX
+        return "-" + _operand(e.operand, _ATOM), _NEG
+    if isinstance(e, ast.Literal):
+        return _literal(e.value), _ATOM
+    if isinstance(e, ast.Attr):
+        return _ref(e.var, e.attr), _ATOM
+    if isinstance(e, ast.Func):
+        args = "*" if e.star else ", ".join(format_expr(a) for a in e.args)
+        return f"{e.name}({args})", _ATOM
+    if isinstance(e, rc.RowExpr):
+        return _ref(e.var, e.column), _ATOM
+    if isinstance(e, rc.Nav):
+        default = 1 if e.kind in ("PREV", "NEXT") else 0
+        offset = f", {e.offset}" if e.offset != default else ""
+        return _semantics(e.semantics) + f"{e.kind}({format_expr(e.arg)}{offset})", _ATOM
+    if isinstance(e, rc.Classifier):
+        return _semantics(e.semantics) + f"CLASSIFIER({e.var or ''})", _ATOM
+    if isinstance(e, rc.MatchNumber):
+        return "MATCH_NUMBER()", _ATOM
+    if isinstance(e, rc.Agg):
+        if e.arg is None:
+            arg = "*" if e.var is None else f"{e.var}.*"
+        else:
+            arg = format_expr(e.arg)
+        return _semantics(e.semantics) + f"{e.func.upper()}({arg})", _ATOM
+    return repr(e), _ATOM
+
+
+def _semantics(s: str | None) -> str:
+    return f"{s} " if s else ""
+
+
+def _operand(e, minimum: int) -> str:
+    text, level = _expr(e)
+    return f"({text})" if level < minimum else text
+
+
+def format_expr(e) -> str:
+    """A DEFINE condition or MEASURES expression as MATCH_RECOGNIZE text (``RowExpr``: its column)."""
+    return _expr(e)[0]
+
+
+def row_exprs(q: rc.Recognize) -> dict[str, str]:
+    """``column -> Spark SQL`` of every per-row expression of the statement, in order of appearance."""
+    found: dict[str, str] = {}
+
+    def walk(x) -> None:
+        if isinstance(x, rc.RowExpr):
+            found.setdefault(x.column, x.sql)
+            return
+        if isinstance(x, (tuple, list)):
+            for item in x:
+                walk(item)
+            return
+        fields = getattr(x, "__dataclass_fields__", None)
+        if fields:
+            for name in fields:
+                if name != "span":
+                    walk(getattr(x, name))
+
+    walk((q.defines, q.measures))
+    return found
+
+
+def _duration(d: ast.Duration) -> str:
+    value = int(d.value) if float(d.value).is_integer() else d.value
+    return f"{value} {d.unit}" if d.unit else f"{value} (time column units)"
+
+
+def _order(item: rc.OrderItem) -> str:
+    text = item.column + ("" if item.ascending else " DESC")
+    if item.nulls_first is not None:
+        text += " NULLS FIRST" if item.nulls_first else " NULLS LAST"
+    return text
+
+
+def _skip(s: rc.Skip) -> str:
+    return f"{s.kind} {s.var}" if s.var else s.kind
+
+
+def explain_text(q: rc.Recognize, *, program: list[str] | None = None, spec: rc.RecognizeSpec | None = None,
+                 engine: list[str] | None = None) -> str:
+    """The plan of ``q`` as ``r0 := …`` lines.  ``spec`` (the engine spec for a known input schema) adds the
+    columns the engine reads and the result columns; ``program`` is the engine's pattern program and ``engine``
+    how the engine runs it (``describe_program``, ``describe_engine`` of ``sparkcep.runtime_udfs.recognize``)."""
+    lines = ["-- MATCH_RECOGNIZE: SQL:2016 row pattern recognition (preferment order, AFTER MATCH SKIP)"]
+    lines.append(f"r0 := Source[table={q.source}]")
+    ref = "r0"
+    exprs = row_exprs(q)
+    n = 1
+    if exprs:
+        lines.append(f"r{n} := Project[{ref}, per-row Spark SQL computed before the shuffle]")
+        lines += [f"{INDENT}{column} := {sql}" for column, sql in exprs.items()]
+        ref, n = f"r{n}", n + 1
+    keys = ", ".join(q.partition_by) if q.partition_by else "<none: one partition>"
+    lines.append(f"r{n} := Partition[{ref}, keys=({keys})]")
+    ref, n = f"r{n}", n + 1
+    order = ", ".join(_order(o) for o in q.order_by)
+    head = f"r{n} := Recognize[{ref}, order=({order}), rows={q.rows_per_match}, skip={_skip(q.skip)}"
+    if q.within is not None:
+        head += f", within={_duration(q.within)}"
+    lines.append(head + "]")
+    body = ["ties after ORDER BY: the other engine columns, ascending, NULLs first",
+            f"pattern ({pattern_text(q.pattern)})"]
+    body += [f"subset {name} = ({', '.join(members)})" for name, members in q.subsets]
+    defined = dict(q.defines)
+    body += [f"define {var}: {format_expr(cond)}" for var, cond in q.defines]
+    if spec is not None:
+        undefined = [v for v in spec.variables if v not in defined]
+        if undefined:
+            body.append(f"always true (no DEFINE): {', '.join(undefined)}")
+    body += [f"measure {m.name} := {format_expr(m.expr)}" for m in q.measures]
+    if spec is not None:
+        body.append(f"engine columns ({', '.join(spec.columns)})")
+    lines += [INDENT + line for line in body]
+    lines += [INDENT + "engine: " + line for line in engine or ()]
+    if program:
+        lines.append(INDENT + "program (prioritized NFA, threads in preferment order):")
+        lines += [INDENT + "  " + p for p in program]
+    ref, n = f"r{n}", n + 1
+    if spec is not None:
+        columns = ", ".join(f"{c} {t}" for c, t in zip(spec.output, spec.output_types, strict=False)) \
+            if spec.output_types else ", ".join(spec.output)
+        lines.append(f"r{n} := Output[{ref}, columns=({columns})]")
+    else:
+        lines.append(f"r{n} := Output[{ref}, columns=<partition columns, "
+                     + ("order columns, measures, the other input columns>" if q.rows_per_match != rc.ONE_ROW
+                        else "measures>") + "]")
+    ref, n = f"r{n}", n + 1
+    lines.append(f"r{n} := Query[{ref} as {q.result_view}]")
+    lines.append(INDENT + q.outer_sql)
+    if _aggregates(q.outer_sql):
+        lines.append(INDENT + "aggregates the matches in Spark SQL; trend aggregation (GRETA) and sharing (Sharon) "
+                              "not used: MATCH_RECOGNIZE counts one preferred match per start row, GRETA every trend")
+    return "\n".join(lines)
+
+
+def _aggregates(outer_sql: str) -> bool:
+    """Whether the outer query groups or aggregates the matches (``GROUP BY ... COUNT(*)``)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(outer_sql, read="spark")
+    except sqlglot.errors.SqlglotError:
+        return False
+    return tree.find(exp.Group) is not None or tree.find(exp.AggFunc) is not None
+
+
+# ----------------------------------------------------------------------------------------------- the job
+
+_DOCSTRING = '''\
+sparkcep job: MATCH_RECOGNIZE over {source}.
+
+Generated by `sparkcep compile` from this statement:
+
+{query}
+
+Plan:
+
+{explain}
+
+Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]
+session; its Python workers use that same interpreter):
+
+    spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR                       # batch
+    spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR --stream \\
+        --checkpoint CHECKPOINT_DIR [--lateness N] [--once] [--schema DDL]            # streaming
+
+Input: the rows of the table {source!r} as JSON lines (or --format csv/parquet); {time_col!r}, the first
+ORDER BY column, must be a timestamp (or an ISO-8601 string) or a number.
+Output: JSON lines with the columns of the statement's SELECT.  Records that are malformed, lack {time_col!r}
+or hold a value of the wrong type go to RESULTS_DIR/_dead_letters as JSON lines with a reason and the record;
+a stream prints its counts per micro-batch on stderr (docs/operations.md).
+'''
+
+_TEMPLATE = '''\
+{docstring}
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from sparkcep import CEPError
+from sparkcep.ir.serde import from_data
+from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
+from sparkcep.spark.progress import follow
+from sparkcep.sql_api import apply_recognize
+from sparkcep.spark.sinks import counted, routed, side_dirs, start
+from sparkcep.spark.validate import read_validated
+
+#: The statement, parsed and checked at compile time: a sparkcep.ir.recognize.Recognize as sparkcep.ir.serde JSON.
+RECOGNIZE = {recognize}
+
+#: The table the statement reads (FROM) and its time column (the first ORDER BY column).
+TABLE, TIME_COL = {table}, {time_col}
+#: The unit of a numeric time column (WITHIN and --lateness are in it; None: WITHIN has no unit or the column
+#: is a timestamp).
+TS_UNIT = {ts_unit}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--input", required=True, help="the rows of TABLE: a file or a directory")
+    p.add_argument("--output", required=True)
+    p.add_argument("--format", default="json", choices=["json", "csv", "parquet"])
+    p.add_argument("--stream", action="store_true")
+    p.add_argument("--checkpoint", help="checkpoint directory (streaming)")
+    p.add_argument("--lateness", type=float, default=0,
+                   help="streaming: the watermark delay, in time column units (milliseconds for a timestamp)")
+    p.add_argument("--once", action="store_true", help="streaming: process what is there, then stop")
+    p.add_argument("--schema", help="input schema as DDL (default: inferred from the files there now)")
+    p.add_argument("--shuffle-partitions", type=int, default=4)
+    p.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
+    p.add_argument("--dead-letters", help="bad records (default: OUTPUT/_dead_letters)")
+    args = p.parse_args(argv)
+    if args.stream and not args.checkpoint:
+        p.error("--stream needs --checkpoint")
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
+    spark = (SparkSession.builder.appName({app_name})
+             .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
+             .config("spark.ui.showConsoleProgress", "false")  # sparkcep prints its own progress
+             .getOrCreate())
+    # every column, parsed as text and cast to --schema's types, else to those of the files there now; ISO-string
+    # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
+    rows, rejected = read_validated(spark, args.input, args.format, None, TIME_COL, stream=args.stream,
+                                    files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT)
+    if args.stream:  # per micro-batch counts in the query's progress (observedMetrics); every valid row is relevant
+        rows = counted(counted(rows, "events_valid"), "events_relevant")
+        rejected = counted(rejected, "dead_letters")
+    # the row pattern recognition: per-row expressions and the key shuffle in Spark, the engine per partition
+    # (batch: one mapInArrow pass; streaming: state per key, matches emitted once decided), then the outer query
+    result = apply_recognize(rows, from_data(json.loads(RECOGNIZE)), ts_unit=TS_UNIT,
+                             watermark_delay=args.lateness if args.stream else None)
+    dead_letters, late_events = side_dirs(args.output, args.dead_letters)
+    if not args.stream:
+        result.write.mode("overwrite").json(args.output)
+        rejected.write.mode("overwrite").json(dead_letters)
+        return
+    columns = result.columns
+    tagged = result.select("*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
+                           F.lit(None).cast("string").alias(RECORD))
+    # results and dead letters: one query, each micro-batch's files written exactly once
+    query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
+                  dead_letters=dead_letters, late=late_events, once=args.once)
+    follow(query)  # a progress line per micro-batch on stderr
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except CEPError as err:
+        sys.exit(f"sparkcep job: {{err.render()}}")
+'''
+
+
+def time_column(q: rc.Recognize) -> str:
+    """The column the rows are read with as their time: the first ORDER BY column."""
+    return q.order_by[0].column
+
+
+def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None) -> str:
+    """The standalone PySpark job of ``q`` (see the module docstring)."""
+    docstring = _DOCSTRING.format(source=q.source, query=textwrap.indent(q.text.strip(), "    "),
+                                  explain=textwrap.indent(explain, "    "), time_col=time_column(q))
+    return _TEMPLATE.format(
+        docstring=py_literal(docstring),
+        recognize=py_literal("\n" + json.dumps(to_data(q), indent=1) + "\n"),
+        table=py_literal(q.source),
+        time_col=py_literal(time_column(q)),
+        ts_unit=py_literal(ts_unit),
+        app_name=py_literal(f"sparkcep: MATCH_RECOGNIZE over {q.source}"),
+    )
