@@ -6,6 +6,8 @@ batch and streaming."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 from dataclasses import replace
 
 import pytest
@@ -117,3 +119,92 @@ def test_statements_with_another_partition_or_order_are_not_shareable():
     with pytest.raises(ValueError, match="PARTITION BY or ORDER BY"):
         shared.init_states([a, b])
     assert shared.wakeup_all([a], shared.init_states([a])) is None
+
+
+# ----------------------------------------------------------------------------------------------- Spark
+
+WORKLOAD = """
+-- a comment; with a semicolon
+SELECT * FROM rec_wl MATCH_RECOGNIZE (
+    PARTITION BY k1, k2 ORDER BY ts
+    MEASURES FIRST(A.v) AS a_v, COUNT(B.*) AS nb
+    PATTERN (A B+) DEFINE A AS A.t = 'a', B AS B.v > PREV(B.v));
+SELECT * FROM rec_wl MATCH_RECOGNIZE (
+    PARTITION BY k1 ORDER BY ts
+    MEASURES RUNNING COUNT(*) AS n, FINAL LAST(B.v) AS fin, CLASSIFIER() AS cls
+    ALL ROWS PER MATCH WITH UNMATCHED ROWS AFTER MATCH SKIP TO NEXT ROW
+    PATTERN (A B*? C) DEFINE A AS upper(A.t) = 'A', C AS C.v >= 5);
+SELECT k1, mno, total FROM rec_wl MATCH_RECOGNIZE (
+    PARTITION BY k1 ORDER BY ts
+    MEASURES MATCH_NUMBER() AS mno, SUM(v) AS total
+    PATTERN (X{2,3}) DEFINE X AS upper(X.t) <> 'C' AND X.v IS NOT NULL) WHERE total > 3;
+SELECT * FROM rec_wl MATCH_RECOGNIZE (
+    PARTITION BY k1 ORDER BY ts
+    MEASURES LAST(Y.t) AS lt
+    PATTERN (Y Z) DEFINE Y AS concat(Y.t, ';') = 'b;', Z AS Z.t <> Y.t)
+"""
+
+
+def _canon(df):
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+@pytest.mark.spark
+def test_batch_workload_shares_one_pass_and_equals_each_statement_alone(spark):
+    import sparkcep
+    from sparkcep.sql_api import split_statements
+    from tests.test_recognize_spark import EVENTS_SCHEMA, events
+
+    spark.createDataFrame(events(), EVENTS_SCHEMA).createOrReplaceTempView("rec_wl")
+    texts = split_statements(WORKLOAD)
+    assert len(texts) == 4 and len(texts[3]) == len(WORKLOAD)  # each padded to keep the file's positions
+    assert texts[1].index("upper") == WORKLOAD.index("upper") and not texts[1][:WORKLOAD.index("SELECT")].strip()
+    got = sparkcep.sql_workload(WORKLOAD, spark)
+    assert sorted(got) == [0, 1, 2, 3]
+    assert [members for members, _ in got.shared] == [[1, 2, 3]]
+    assert got.plan[0].startswith("statement 0 runs alone") and got.plan[1].startswith("statements 1, 2, 3 share")
+    tagged = got.shared[0][1]
+    assert tagged._jdf.queryExecution().executedPlan().toString().count("MapInArrow") == 1
+    for i, text in enumerate(texts):
+        alone = sparkcep.sql(text, spark)
+        assert got[i].columns == alone.columns
+        want = _canon(alone)
+        assert _canon(got[i]) == want and want, f"statement {i}"
+    tagged.unpersist()
+    spark.catalog.dropTempView("rec_wl")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_streaming_workload_one_stateful_operator_equals_each_statement_in_batch(spark, tmp_path):
+    import sparkcep
+    from tests.test_recognize_spark import BASE, STREAM_SCHEMA, STREAM_STATEMENT, _write_files
+
+    second = """SELECT * FROM {view} MATCH_RECOGNIZE (
+        PARTITION BY k ORDER BY ts
+        MEASURES FIRST(A.ts) AS start, COUNT(*) AS n
+        ALL ROWS PER MATCH
+        PATTERN (A C+) WITHIN INTERVAL '4' SECOND
+        DEFINE A AS lower(A.t) = 'b', C AS C.v < 5)"""
+    src, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    _write_files(src)
+    # a far later row of another key: the watermark passes every WITHIN, so every match is decided
+    late = BASE + dt.timedelta(hours=1)
+    (src / "part-99.json").write_text(json.dumps({"k": "zz", "ts": late.isoformat() + "Z", "t": "z", "v": 0}))
+    stream = spark.readStream.schema(STREAM_SCHEMA).option("maxFilesPerTrigger", 1).json(str(src))
+    stream.createOrReplaceTempView("rec_wl_stream")
+    texts = [STREAM_STATEMENT.format(view="rec_wl_stream"), second.format(view="rec_wl_stream")]
+    got = sparkcep.sql_workload(texts, spark, watermark_delay=1000)
+    (members, tagged), = got.shared
+    assert members == [0, 1] and tagged.isStreaming and got[1].isStreaming
+    (tagged.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ck))
+     .outputMode("append").trigger(availableNow=True).start().awaitTermination())
+    rows = spark.read.parquet(str(out))
+    spark.read.schema(STREAM_SCHEMA).json(str(src)).createOrReplaceTempView("rec_wl_batch")
+    for i, text in enumerate([STREAM_STATEMENT, second]):
+        batch = sparkcep.sql(text.format(view="rec_wl_batch"), spark)
+        mine = rows.where(f"query = {i}").select(*[f"_{i}_{j}" for j in range(len(batch.columns))])
+        want = _canon(batch)
+        assert _canon(mine) == want and want, f"statement {i}"
+    spark.catalog.dropTempView("rec_wl_stream")
+    spark.catalog.dropTempView("rec_wl_batch")
