@@ -208,3 +208,48 @@ def test_streaming_workload_one_stateful_operator_equals_each_statement_in_batch
         assert _canon(mine) == want and want, f"statement {i}"
     spark.catalog.dropTempView("rec_wl_stream")
     spark.catalog.dropTempView("rec_wl_batch")
+
+
+# ----------------------------------------------------------------------------------------------- without Spark
+
+
+def test_split_statements_keeps_quoted_and_commented_semicolons_and_file_positions():
+    from sparkcep.sql_api import split_statements
+
+    texts = split_statements(WORKLOAD + ";\n  ;")
+    assert len(texts) == 4
+    assert "concat(Y.t, ';') = 'b;'" in texts[3] and "-- a comment; with a semicolon" in texts[0]
+    for text in texts:  # blanks where the other statements were: each statement at its place in the file
+        start = len(text) - len(text.lstrip())
+        assert WORKLOAD[start:len(text)] == text[start:]
+
+
+def test_plan_groups_statements_by_source_partition_and_order():
+    from sparkcep.grammar.recognize import parse_recognize
+    from sparkcep.sql_api import plan_workload, split_statements
+
+    qs = [parse_recognize(t) for t in split_statements(WORKLOAD)]
+    other_order = parse_recognize("SELECT * FROM REC_WL MATCH_RECOGNIZE (PARTITION BY K1 ORDER BY ts DESC "
+                                  "PATTERN (A) DEFINE A AS v > 0)")
+    same = parse_recognize("SELECT * FROM REC_WL MATCH_RECOGNIZE (PARTITION BY K1 ORDER BY TS "
+                           "PATTERN (A) DEFINE A AS v > 0)")
+    groups, lines = plan_workload([*qs, other_order, same])
+    assert groups == [[0], [1, 2, 3, 5], [4]]
+    assert lines[1].startswith("statements 1, 2, 3, 5 share one pass (FROM rec_wl, PARTITION BY k1, ORDER BY ts)")
+    assert "runs alone" in lines[2] and "same PARTITION BY and ORDER BY" in lines[2]
+
+
+def test_row_expressions_are_renamed_once_per_sql_text_in_each_statement_order():
+    from sparkcep.grammar.recognize import parse_recognize
+    from sparkcep.spark.recognize_workload import rename_row_exprs, row_exprs_of
+
+    a = parse_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) "
+                        "DEFINE A AS upper(A.t) = 'A', B AS lower(B.t) = 'b')")
+    b = parse_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) "
+                        "DEFINE A AS lower(A.t) = 'b', B AS abs(B.v) > 1 AND upper(B.t) = 'B')")
+    (ra, rb), own = rename_row_exprs([a, b])
+    assert [r.column for r in row_exprs_of(ra)] == own[0] == ["__rx0", "__rx1"]
+    assert [r.column for r in row_exprs_of(rb)] == own[1] == ["__rx1", "__rx2", "__rx0"]
+    # the same per-row SQL is one column, each reference keeps its own variable
+    assert row_exprs_of(ra)[1].sql == row_exprs_of(rb)[0].sql
+    assert (row_exprs_of(ra)[1].var, row_exprs_of(rb)[0].var) == ("B", "A")

@@ -55,7 +55,7 @@ from sparkcep.spark.operator import grouped
 from sparkcep.spark.schema import EVENT_TIME
 from sparkcep.spark.validate import quoted
 
-__all__ = ["QUERY", "project", "rename_row_exprs", "run_shared", "split", "tagged_struct"]
+__all__ = ["QUERY", "project", "rename_row_exprs", "row_exprs_of", "run_shared", "split", "tagged_struct"]
 
 #: The column of the tagged result naming the statement (its index in the group).
 QUERY = "query"
@@ -111,6 +111,11 @@ def rename_row_exprs(qs: Sequence[Recognize]) -> tuple[list[Recognize], list[lis
         out.append(replace(q, defines=defines, measures=measures))
         own.append(mine)
     return out, own
+
+
+def row_exprs_of(q: Recognize) -> list[RowExpr]:
+    """The RowExpr nodes of a statement, one per column, in order of appearance."""
+    return single.row_exprs(q)
 
 
 def project(df: DataFrame, qs: Sequence[Recognize]) -> DataFrame:
