@@ -92,19 +92,17 @@ STATEMENTS = [
 
 @pytest.mark.spark
 def test_batch_statements_equal_the_reference(spark):
-    """Every statement's rows from Spark equal the reference's over the same rows, in any input order (the
-    second statement also over the rows reversed), and the outer query's WHERE/GROUP BY runs on the matches."""
+    """Every statement's rows from Spark equal the reference's over the same rows (which it sorts itself), the
+    second statement's over the rows in reverse input order, and the outer query's WHERE/GROUP BY runs on the
+    matches."""
     rows = events()
-    spark.createDataFrame(rows, EVENTS_SCHEMA).createOrReplaceTempView("rec_events")
-    for text in STATEMENTS:
+    for text, order in zip(STATEMENTS, [rows, rows[::-1]], strict=True):
+        spark.createDataFrame(order, EVENTS_SCHEMA).createOrReplaceTempView("rec_events")
         spec, expected = reference(spark, text)
         got = sparkcep.sql(text, spark)
         assert got.columns == list(spec.output)
         assert canon([r.asDict() for r in got.collect()], spec.output) == canon(expected, spec.output)
         assert expected, "the data gives no match: the comparison proves nothing"
-    spark.createDataFrame(rows[::-1], EVENTS_SCHEMA).createOrReplaceTempView("rec_events")
-    assert canon([r.asDict() for r in sparkcep.sql(STATEMENTS[1]).collect()], spec.output) == canon(
-        expected, spec.output)
 
     outer = """SELECT k1, COUNT(*) AS matches, MAX(nb) AS longest FROM rec_events MATCH_RECOGNIZE (
                  PARTITION BY k1 ORDER BY ts MEASURES COUNT(B.*) AS nb
@@ -122,13 +120,24 @@ def test_batch_statements_equal_the_reference(spark):
 
 
 @pytest.mark.spark
-def test_unknown_table_is_an_error_at_its_place(spark):
+def test_errors_are_cep_errors_at_their_place(spark):
+    """An unknown table, a per-row function Spark does not know, a column the outer query cannot find: one
+    CEPError each (positioned where the statement has a place for it), never Spark's exception."""
     _front()
     text = "SELECT *\nFROM no_such_view MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS v > 0)"
     with pytest.raises(CEPError) as err:
         sparkcep.sql(text, spark)
     assert (err.value.line, err.value.column) == (2, 6)
     assert "no_such_view" in err.value.message
+    spark.createDataFrame([("p", 1, 1)], "k string, ts bigint, v bigint").createOrReplaceTempView("rec_err")
+    text = "SELECT * FROM rec_err MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS no_such_fn(v) > 0)"
+    with pytest.raises(CEPError, match="Spark cannot compute") as err:
+        sparkcep.sql(text, spark)
+    assert err.value.column == text.index("no_such_fn") + 1
+    text = "SELECT nope FROM rec_err MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A))"
+    with pytest.raises(CEPError, match="on the matches"):
+        sparkcep.sql(text, spark)
+    spark.catalog.dropTempView("rec_err")
 
 
 # ----------------------------------------------------------------------------------------------- streaming

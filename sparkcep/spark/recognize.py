@@ -14,7 +14,8 @@ layer may not import) chains:
   - batch (:func:`batch_recognize`): the rows repartitioned by the PARTITION BY columns (one Spark partition
     when there are none), sorted within the Spark partition by (partition columns, ORDER BY, the remaining
     ``spec.columns`` ascending with NULLs first), then ONE ``mapInArrow`` pass that cuts the sorted rows into
-    row pattern partitions and runs the engine's ``run_partition`` on each (its end is known);
+    row pattern partitions and runs the engine on each, its end known (``run_partition``; a partition larger
+    than :data:`CHUNK_ROWS` through ``step`` in chunks and ``advance(final=True)``);
   - streaming (:func:`stream_recognize`): an event-time watermark on the time column, ``groupBy(PARTITION
     BY).applyInPandasWithState``: each key's rows wait in the group state until event time is settled (their
     event time is at or before the watermark: Spark drops any later row at or before it as late, so no row
