@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from dataclasses import replace
 
 import pytest
@@ -191,6 +192,8 @@ def test_streaming_workload_one_stateful_operator_equals_each_statement_in_batch
     # a far later row of another key: the watermark passes every WITHIN, so every match is decided
     late = BASE + dt.timedelta(hours=1)
     (src / "part-99.json").write_text(json.dumps({"k": "zz", "ts": late.isoformat() + "Z", "t": "z", "v": 0}))
+    for k, f in enumerate(sorted(src.iterdir())):  # read in name order (the stream orders files by mtime)
+        os.utime(f, (1_700_000_000 + 10 * k, 1_700_000_000 + 10 * k))
     stream = spark.readStream.schema(STREAM_SCHEMA).option("maxFilesPerTrigger", 1).json(str(src))
     stream.createOrReplaceTempView("rec_wl_stream")
     texts = [STREAM_STATEMENT.format(view="rec_wl_stream"), second.format(view="rec_wl_stream")]

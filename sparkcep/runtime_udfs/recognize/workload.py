@@ -13,8 +13,10 @@ Pure Python (no pyspark).
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sparkcep.ir import recognize as R
@@ -70,8 +72,16 @@ def _rows_for(spec: R.RecognizeSpec, rows: Sequence[Row], ready: bool) -> Sequen
     return rows if ready else sorted(rows, key=sort_key(spec))
 
 
-def _flags(specs, ready) -> list[bool]:
-    return [False] * len(specs) if ready is None else list(ready)
+def _flags(specs, ready, rows: Sequence[Row] = ()) -> list[bool]:
+    """``ready``, with every spec ready when no two of ``rows`` (in the shared order) tie on ORDER BY: then
+    every spec's order is the rows' order whatever its tiebreak."""
+    flags = [False] * len(specs) if ready is None else list(ready)
+    if ready is not None and not all(flags) and len(rows) > 1:
+        key = sort_key(replace(specs[0], columns=()))
+        keys = [key(r) for r in rows]
+        if all(a < b for a, b in itertools.pairwise(keys)):
+            return [True] * len(specs)
+    return flags
 
 
 def run_shared_partition(specs: Sequence[R.RecognizeSpec], rows: Sequence[Row], *,
@@ -79,7 +89,7 @@ def run_shared_partition(specs: Sequence[R.RecognizeSpec], rows: Sequence[Row], 
     """Each spec's outputs over one whole partition: ``rows`` in the shared order (or any order where
     ``ready`` is not given: every spec sorts them); ``ready[i]``: ``rows`` are already in spec i's order
     (:func:`presorted`)."""
-    flags = _flags(specs, ready)
+    flags = _flags(specs, ready, rows)
     return [run_partition(spec, _rows_for(spec, rows, ok)) for spec, ok in zip(specs, flags, strict=True)]
 
 
@@ -93,7 +103,7 @@ def step_all(specs: Sequence[R.RecognizeSpec], states: list[RecognizeState], row
     """:func:`~sparkcep.runtime_udfs.recognize.step` of every spec over the next rows of the partition (all
     rows that tie on ORDER BY in one call, as a stream's settled rows are)."""
     out = []
-    for k, (spec, ok) in enumerate(zip(specs, _flags(specs, ready), strict=True)):
+    for k, (spec, ok) in enumerate(zip(specs, _flags(specs, ready, rows), strict=True)):
         states[k], got = step(spec, states[k], _rows_for(spec, rows, ok))
         out.append(got)
     return states, out
