@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from sparkcep.api import CompiledQuery, CompiledWorkload, compile, compile_shared_workload, compile_workload
 from sparkcep.ir.errors import CEPError, CEPSemanticError, CEPSyntaxError
-from sparkcep.sql_api import sql
+from sparkcep.sql_api import sql, sql_workload
 
 __all__ = ["CEPError", "CEPSemanticError", "CEPSyntaxError", "CompiledQuery", "CompiledWorkload", "compile",
-           "compile_shared_workload", "compile_workload", "sql"]
+           "compile_shared_workload", "compile_workload", "sql", "sql_workload"]
 __version__ = "0.1.0"

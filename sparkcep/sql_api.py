@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from sparkcep.ir.recognize import Recognize
 
-__all__ = ["apply_recognize", "sql"]
+__all__ = ["SqlWorkload", "apply_recognize", "plan_workload", "split_statements", "sql", "sql_workload"]
 
 
 def apply_recognize(df: DataFrame, q: Recognize, *, ts_unit: str | None = None,
@@ -96,3 +96,121 @@ def _span_of(text: str, name: str) -> Span | None:
     end_line = text.count("\n", 0, end) + 1
     end_column = end - (text.rfind("\n", 0, end) + 1) + 1
     return Span(line, column, end_line, end_column, start, end)
+
+
+# ----------------------------------------------------------------------------------------------- workloads
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of a workload text separated by ``;`` (outside quotes and comments), each padded with
+    the blanks and line breaks before it so that its error positions are the file's."""
+    from sqlglot.tokens import TokenType
+
+    from sparkcep.grammar.parser import without_bom
+    from sparkcep.grammar.recognize.expressions import tokenize
+
+    text = without_bom(text)
+    tokens = tokenize(text)
+    out, start, seen = [], 0, False
+    for tok in [*tokens, None]:
+        if tok is None or tok.token_type == TokenType.SEMICOLON:
+            end = len(text) if tok is None else tok.start
+            if seen:
+                out.append(re.sub(r"[^\n]", " ", text[:start]) + text[start:end])
+            start, seen = end + 1, False
+        else:
+            seen = True
+    return out
+
+
+def _share_key(q: Recognize) -> tuple:
+    return (q.source.lower(), tuple(c.lower() for c in q.partition_by),
+            tuple((o.column.lower(), o.ascending, o.ascending if o.nulls_first is None else o.nulls_first)
+                  for o in q.order_by))
+
+
+def plan_workload(qs: list[Recognize]) -> tuple[list[list[int]], list[str]]:
+    """``(groups, lines)``: the statements (indexes) that share one pass, in order of first statement, and
+    explain's lines saying who shares what and why the others run alone."""
+    groups: dict[tuple, list[int]] = {}
+    for i, q in enumerate(qs):
+        groups.setdefault(_share_key(q), []).append(i)
+    order = list(groups.values())
+    lines = []
+    for members in order:
+        q = qs[members[0]]
+        where = (f"FROM {q.source}, PARTITION BY {', '.join(q.partition_by) or '(none)'}, ORDER BY "
+                 + ", ".join(o.column + ("" if o.ascending else " DESC") for o in q.order_by))
+        if len(members) > 1:
+            lines.append(f"statements {', '.join(map(str, members))} share one pass ({where}): one projection, "
+                         "one shuffle, one sort, one mapInArrow pass (batch) / one applyInPandasWithState with "
+                         "their engine states per key (streaming); each statement's engine runs over the shared "
+                         "sorted partition and its rows are split off by a query column")
+        else:
+            reason = ("no other statement reads the same source with the same PARTITION BY and ORDER BY"
+                      if len(qs) > 1 else "a single statement")
+            lines.append(f"statement {members[0]} runs alone ({where}): {reason}")
+    return order, lines
+
+
+class SqlWorkload(dict):
+    """The DataFrames of a workload's statements by index (``sql_workload``), with :attr:`plan` (explain's
+    lines) and :attr:`shared` (per group of statements sharing a pass, ``(indexes, tagged DataFrame)``: one
+    result with a ``query`` column, to write in ONE streaming query)."""
+
+    plan: list[str]
+    shared: list[tuple[list[int], DataFrame]]
+
+
+def sql_workload(texts: str | list[str], spark: SparkSession | None = None, *, ts_unit: str | None = None,
+                 watermark_delay: float | str | None = None, cache: bool = True) -> SqlWorkload:
+    """The DataFrames of several MATCH_RECOGNIZE statements (a list, or one text with statements separated by
+    ``;``), by index.  Statements reading the same source with the same PARTITION BY and ORDER BY run in one
+    pass (``sparkcep.spark.recognize_workload``); each result equals :func:`sql` of its statement.  In a batch,
+    ``cache`` persists the shared pass so that the statements' DataFrames read it once (else each action runs
+    it again); in a stream, start ONE query on ``result.shared[k][1]`` (the tagged rows) to share the pass."""
+    from sparkcep.compiler.recognize import build_spec, check_recognize
+    from sparkcep.grammar.recognize import parse_recognize
+    from sparkcep.spark import recognize as single
+    from sparkcep.spark import recognize_workload as shared
+
+    if isinstance(texts, str):
+        texts = split_statements(texts)
+    if not texts or not all(isinstance(t, str) for t in texts):
+        raise CEPError("sparkcep.sql_workload expects statements as a string or a list of strings")
+    qs = [parse_recognize(t) for t in texts]
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise CEPError("sparkcep.sql_workload needs a SparkSession: start one or pass spark=")
+    tables: dict[str, DataFrame] = {}
+    for q in qs:
+        key = q.source.lower()
+        if key not in tables:
+            tables[key] = _table(spark, q.source, q.text)
+        check_recognize(q, streaming=tables[key].isStreaming)
+    groups, lines = plan_workload(qs)
+    frames: dict[int, DataFrame] = {}
+    tagged_groups: list[tuple[list[int], DataFrame]] = []
+    for members in groups:
+        df = tables[qs[members[0]].source.lower()]
+        if len(members) == 1:
+            (i,) = members
+            frames[i] = apply_recognize(df, qs[i], ts_unit=ts_unit, watermark_delay=watermark_delay)
+            continue
+        renamed, own = shared.rename_row_exprs([qs[i] for i in members])
+        projected = shared.project(df, renamed)
+        specs = [build_spec(q, shared.statement_schema(projected, cols), ts_unit=ts_unit)
+                 for q, cols in zip(renamed, own, strict=True)]
+        tagged = shared.run_shared(projected, specs, watermark_delay=watermark_delay, ts_unit=ts_unit)
+        if cache and not tagged.isStreaming:
+            tagged = tagged.persist()
+        tagged_groups.append((list(members), tagged))
+        for k, i in enumerate(members):
+            q = renamed[k]
+            frames[i] = single.apply_outer(shared.split(tagged, specs, k), q.outer_sql, q.result_view, q.text or None)
+    out = SqlWorkload(sorted(frames.items()))
+    out.plan, out.shared = lines, tagged_groups
+    return out

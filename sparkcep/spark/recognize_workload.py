@@ -1,0 +1,400 @@
+"""The Spark layer of a MATCH_RECOGNIZE workload: statements over the same source with the same PARTITION BY
+and ORDER BY run in ONE pass (the pure runner :mod:`sparkcep.runtime_udfs.recognize.workload`).
+
+The face (``sparkcep.sql_workload``, which builds the engine specs) chains:
+
+* :func:`rename_row_exprs`: every statement's per-row Spark SQL columns (RowExpr, ``__rx<n>`` in each
+  statement) renamed to workload-wide ``__rx<n>``, one column per distinct SQL text (two statements computing
+  ``upper(name)`` share one column);
+* :func:`project`: ONE projection of the input: its columns, the union of the RowExpr columns, ``__ts``;
+* :func:`run_shared`: one tagged result: a ``query`` column (the statement's index in the group) and
+  ``_<i>_<j>``, the j-th output column of statement i (NULL in the rows of the other statements):
+
+  - batch: ONE repartition by the PARTITION BY columns, ONE sort within the Spark partitions (PARTITION BY,
+    ORDER BY, then the longest statement tiebreak), ONE ``mapInArrow`` pass running every statement's engine
+    over each sorted row pattern partition (a statement that orders ties by other columns sorts the
+    partition again in Python);
+  - streaming: ONE ``applyInPandasWithState``: per key the rows waiting for the watermark are held once, and
+    the group state holds one engine state per statement;
+
+* :func:`split`: statement i's rows of the tagged result, its own column names and types.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import pickle
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import fields, is_dataclass, replace
+from types import SimpleNamespace
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.types import (
+    DateType,
+    IntegerType,
+    NumericType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from sparkcep.ir.errors import CEPError, CEPSemanticError
+from sparkcep.ir.recognize import Recognize, RecognizeSpec, RowExpr
+from sparkcep.runtime_udfs.event_time import EventTimeScale
+from sparkcep.spark import recognize as single
+from sparkcep.spark.adapters import event_time_of, shuffle_partitions
+from sparkcep.spark.arrow import _rows_of, _session_timezone, by_id, gathered
+from sparkcep.spark.operator import grouped
+from sparkcep.spark.schema import EVENT_TIME
+from sparkcep.spark.validate import quoted
+
+__all__ = ["QUERY", "project", "rename_row_exprs", "row_exprs_of", "run_shared", "split", "tagged_struct"]
+
+#: The column of the tagged result naming the statement (its index in the group).
+QUERY = "query"
+
+#: Version tag of a shared stream's group state.
+STATE_VERSION = 1
+
+
+def _workload():
+    from sparkcep.runtime_udfs.recognize import workload
+
+    return workload
+
+
+# ----------------------------------------------------------------------------------------------- projection
+
+
+def _rewrite(e: object, fn: Callable[[object], object]) -> object:
+    if isinstance(e, tuple):
+        return tuple(_rewrite(x, fn) for x in e)
+    if not is_dataclass(e) or isinstance(e, type):
+        return e
+    changes = {}
+    for f in fields(e):
+        if f.name == "span":
+            continue
+        value = getattr(e, f.name)
+        new = _rewrite(value, fn)
+        if new is not value:
+            changes[f.name] = new
+    return fn(replace(e, **changes) if changes else e)
+
+
+def rename_row_exprs(qs: Sequence[Recognize]) -> tuple[list[Recognize], list[list[str]]]:
+    """``(statements, columns)``: the statements with their RowExpr columns renamed workload-wide (one
+    ``__rx<n>`` per distinct SQL text, numbered in order of appearance) and, per statement, its RowExpr
+    columns in its own order of appearance (the order its spec's tiebreak reads them)."""
+    names: dict[str, str] = {}
+    out, own = [], []
+    for q in qs:
+        mine: list[str] = []
+
+        def fix(node, mine=mine):
+            if isinstance(node, RowExpr):
+                name = names.setdefault(node.sql, f"__rx{len(names)}")
+                if name not in mine:
+                    mine.append(name)
+                return replace(node, column=name)
+            return node
+
+        defines = tuple((v, _rewrite(c, fix)) for v, c in q.defines)
+        measures = tuple(replace(m, expr=_rewrite(m.expr, fix)) for m in q.measures)
+        out.append(replace(q, defines=defines, measures=measures))
+        own.append(mine)
+    return out, own
+
+
+def row_exprs_of(q: Recognize) -> list[RowExpr]:
+    """The RowExpr nodes of a statement, one per column, in order of appearance."""
+    return single.row_exprs(q)
+
+
+def project(df: DataFrame, qs: Sequence[Recognize]) -> DataFrame:
+    """``df`` with the union of the statements' RowExpr columns (renamed: :func:`rename_row_exprs`) and
+    ``__ts`` (of the first statement's time column: they share ORDER BY).  A RowExpr Spark cannot compute is a
+    :class:`CEPSemanticError` at its place in its own statement."""
+    whole = SimpleNamespace(defines=[d for q in qs for d in q.defines], measures=[m for q in qs for m in q.measures],
+                            order_by=qs[0].order_by, text=None)
+    try:
+        return single.project(df, whole)
+    except CEPSemanticError:
+        for q in qs:
+            single.project(df, q)  # raises with the statement's text
+        raise
+
+
+def statement_schema(projected: DataFrame, own_columns: Sequence[str]) -> dict[str, str]:
+    """The schema ``build_spec`` reads for one statement: the input columns, then its own RowExpr columns in
+    its order (so that its spec, tiebreak included, is the one it has alone)."""
+    types = single.input_schema(projected)
+    rx = {c for c in types if single._RESERVED.fullmatch(c)}
+    out = {c: t for c, t in types.items() if c not in rx}
+    out.update({c: types[c] for c in own_columns})
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- the tagged result
+
+
+def _name(i: int, j: int) -> str:
+    return f"_{i}_{j}"
+
+
+def tagged_struct(specs: Sequence[RecognizeSpec]) -> StructType:
+    """``query`` then ``_<i>_<j>`` for the j-th output column of statement i, typed as it is alone."""
+    out = [StructField(QUERY, IntegerType(), False)]
+    for i, spec in enumerate(specs):
+        for j, f in enumerate(single.output_struct(spec).fields):
+            out.append(StructField(_name(i, j), f.dataType, True))
+    return StructType(out)
+
+
+def split(tagged: DataFrame, specs: Sequence[RecognizeSpec], i: int) -> DataFrame:
+    """Statement ``i``'s rows of the tagged result under its own output column names."""
+    names = specs[i].output
+    return tagged.where(F.col(QUERY) == F.lit(i)).select(
+        *[F.col(_name(i, j)).alias(n) for j, n in enumerate(names)])
+
+
+def _tables(outs: list[list[dict]], schemas: list[pa.Schema], full: pa.Schema) -> Iterator[pa.Table]:
+    """The statements' output rows as tables of the tagged schema ``full``."""
+    for i, rows in enumerate(outs):
+        if not rows:
+            continue
+        own = single._to_table(rows, schemas[i])
+        n = own.num_rows
+        arrays = []
+        for f in full:
+            if f.name == QUERY:
+                arrays.append(pa.array([i] * n, type=f.type))
+            elif f.name.startswith(f"_{i}_"):
+                arrays.append(own.column(int(f.name.rsplit("_", 1)[1])))
+            else:
+                arrays.append(pa.nulls(n, type=f.type))
+        yield pa.Table.from_arrays(arrays, schema=full)
+
+
+# ----------------------------------------------------------------------------------------------- batch
+
+
+def _lead(specs: Sequence[RecognizeSpec]) -> RecognizeSpec:
+    """A spec whose sort (:func:`sparkcep.spark.recognize._sort_columns`) is the shared one."""
+    s0 = specs[0]
+    return replace(s0, columns=(*s0.partition_by, *(o.column for o in s0.order_by),
+                                *_workload().shared_tiebreak(specs)))
+
+
+def ready_flags(schema: StructType, specs: Sequence[RecognizeSpec]) -> list[bool]:
+    """Per statement: the shared Spark sort is its own order (else its partitions are sorted again)."""
+    flags = _workload().presorted(specs, _workload().shared_tiebreak(specs))
+    return [ok and single.spark_orders_like_python(schema, s) for ok, s in zip(flags, specs, strict=True)]
+
+
+def partition_function(specs: Sequence[RecognizeSpec], full: StructType, ready: Sequence[bool]) -> Callable[
+        [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``fn(batches) -> batches`` for ``mapInArrow`` over the shared sorted rows: every statement's engine over
+    every row pattern partition.  Runs of small partitions are converted about ``CHUNK_ROWS`` rows at a
+    time; a larger partition goes through ``step`` in chunks when every statement reads the shared order,
+    else whole."""
+    chunk = single.CHUNK_ROWS
+    partition_by = specs[0].partition_by
+    structs = [single.output_struct(s) for s in specs]  # on the driver (DDL parsing needs the session)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = gathered(batches)
+        if table is None:
+            return
+        wl = _workload()
+        full_schema = single._arrow_schema(full)
+        schemas = [single._arrow_schema(s) for s in structs]
+        names = list(table.column_names)
+        ids = single._partition_ids(table, partition_by)
+        table, bounds = by_id(table, ids) if ids is not None else (table, [0, table.num_rows])
+        parts = list(itertools.pairwise(bounds))
+        outs: list[list[dict]] = [[] for _ in specs]
+
+        def flush():
+            for t in _tables(outs, schemas, full_schema):
+                yield from t.to_batches()
+            for o in outs:
+                o.clear()
+
+        j = 0
+        while j < len(parts):
+            a, b = parts[j]
+            if b - a > chunk and all(ready):
+                states = wl.init_states(specs)
+                for lo in range(a, b, chunk):
+                    rows = single._arrow_rows(table.slice(lo, min(chunk, b - lo)), names)
+                    states, got = wl.step_all(specs, states, rows, ready=ready)
+                    for o, g in zip(outs, got, strict=True):
+                        o.extend(g)
+                    if sum(map(len, outs)) >= chunk:
+                        yield from flush()
+                states, got = wl.advance_all(specs, states, None, final=True)
+                for o, g in zip(outs, got, strict=True):
+                    o.extend(g)
+                j += 1
+            else:
+                k = j
+                while k + 1 < len(parts) and parts[k + 1][1] - a <= chunk:
+                    k += 1
+                rows = single._arrow_rows(table.slice(a, parts[k][1] - a), names)
+                for x, y in parts[j:k + 1]:
+                    got = wl.run_shared_partition(specs, rows[x - a:y - a], ready=ready)
+                    for o, g in zip(outs, got, strict=True):
+                        o.extend(g)
+                j = k + 1
+            if sum(map(len, outs)) >= chunk:
+                yield from flush()
+        yield from flush()
+
+    return run
+
+
+def _engine_columns(df: DataFrame, specs: Sequence[RecognizeSpec]) -> list[str]:
+    wanted = dict.fromkeys(c for s in specs for c in (*s.columns, single.TS))
+    return [c for c in wanted if c in df.columns]
+
+
+def batch_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *,
+                 partitions: int | None = None) -> DataFrame:
+    """The tagged result over a batch: one repartition, one sort, one ``mapInArrow`` pass."""
+    _workload().check_shareable(specs)
+    df = projected.select(*[F.col(quoted(c)) for c in _engine_columns(projected, specs)])
+    keys = [F.col(quoted(c)) for c in specs[0].partition_by]
+    spread = df.repartition(shuffle_partitions(df, partitions), *keys) if keys else df.repartition(1)
+    spread = spread.sortWithinPartitions(*single._sort_columns(df, _lead(specs)))
+    full = tagged_struct(specs)
+    return spread.mapInArrow(partition_function(specs, full, ready_flags(df.schema, specs)), full)
+
+
+# ----------------------------------------------------------------------------------------------- streaming
+
+
+def _dump(frontier: int | None, states_json: str, held: list, late: int) -> bytes:
+    return pickle.dumps((STATE_VERSION, frontier, states_json, held, late), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _load(data: bytes) -> tuple[int | None, str, list, int]:
+    version, *rest = pickle.loads(data)
+    if version != STATE_VERSION:
+        raise CEPError(f"shared MATCH_RECOGNIZE group state version {version} is not supported (expected "
+                       f"{STATE_VERSION})")
+    frontier, states_json, held, late = rest
+    return frontier, states_json, held, late
+
+
+def stream_function(specs: Sequence[RecognizeSpec], full: StructType, projected: StructType, *, numeric: bool,
+                    ts_unit: str | None = None, timezone: str = "UTC") -> Callable[
+        [Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
+    """``fn(key, pdfs, state)`` for ``applyInPandasWithState``: as the single statement's
+    (:func:`sparkcep.spark.recognize.stream_function`), the waiting rows held once and one engine state per
+    statement; settled rows go to every statement's ``step`` (each in its own order)."""
+    wanted = dict.fromkeys(c for s in specs for c in (*s.columns, single.TS))
+    names = [c for c in wanted if c in projected.names]
+    types = {c: projected[c].dataType for c in names}
+    scale = EventTimeScale.of(ts_unit)
+    structs = [single.output_struct(s) for s in specs]  # on the driver (DDL parsing needs the session)
+
+    def watermark_ts(raw: int) -> float:
+        return scale.watermark_ts(raw) if numeric else raw * 1000
+
+    def timeout_ms(due: float) -> int:
+        return scale.timeout_ms(due) - 1 if numeric else math.ceil(due / 1000) - 1
+
+    def recognize_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+        wl = _workload()
+        if group.exists:
+            frontier, states_json, held, late = _load(group.get[0])
+            states = wl.states_from_json(states_json)
+        else:
+            frontier, states, held, late = None, wl.init_states(specs), [], 0
+        for pdf in pdfs:
+            if pdf.empty:
+                continue
+            present = [c for c in names if c in pdf.columns]
+            columns = [single._pandas_values(pdf[c], types[c], timezone) for c in present]
+            for et, row in zip(pdf[single._ET].tolist(), _rows_of(tuple(present))(columns) if present else [],
+                               strict=True):
+                if et is None or et != et:
+                    continue
+                et = int(et)
+                if frontier is not None and et <= frontier:
+                    late += 1
+                    continue
+                held.append((et, row))
+        raw = group.getCurrentWatermarkMs()
+        bound = raw * 1000
+        settled = [row for et, row in held if et <= bound]
+        held = [(et, row) for et, row in held if et > bound]
+        outs: list[list[dict]] = [[] for _ in specs]
+        if settled:
+            states, got = wl.step_all(specs, states, settled)  # each statement sorts them its own way
+            outs = [a + b for a, b in zip(outs, got, strict=True)]
+        states, got = wl.advance_all(specs, states, watermark_ts(raw))
+        outs = [a + b for a, b in zip(outs, got, strict=True)]
+        frontier = bound if frontier is None else max(frontier, bound)
+        group.update((_dump(frontier, wl.states_to_json(states), held, late),))
+        dues = []
+        if held:
+            dues.append(-(-min(et for et, _ in held) // 1000) - 1)
+        due = wl.wakeup_all(specs, states)
+        if due is not None and math.isfinite(due):
+            dues.append(timeout_ms(due))
+        if dues:
+            group.setTimeoutTimestamp(max(min(dues), raw, 1))
+        schemas = [single._arrow_schema(s) for s in structs]
+        tables = list(_tables(outs, schemas, single._arrow_schema(full)))
+        if tables:
+            yield pa.concat_tables(tables).to_pandas()
+
+    return recognize_stream
+
+
+def stream_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *, watermark_delay: float | str | None = None,
+                  ts_unit: str | None = None) -> DataFrame:
+    """The tagged result over a stream: one watermark, one ``applyInPandasWithState`` (:func:`stream_function`)."""
+    _workload().check_shareable(specs)
+    spec = specs[0]
+    column = single.time_column(spec)
+    if column is None or not spec.order_by[0].ascending:
+        raise CEPSemanticError("a streaming MATCH_RECOGNIZE needs ORDER BY an ascending time column first")
+    dtype = projected.schema[column].dataType
+    numeric = isinstance(dtype, NumericType)
+    if not numeric and not isinstance(dtype, (TimestampType, TimestampNTZType, DateType)):
+        raise CEPSemanticError(f"a streaming MATCH_RECOGNIZE needs ORDER BY a time or numeric column first; "
+                               f"{column!r} is {dtype.simpleString()}")
+    delay = watermark_delay or 0
+    if isinstance(delay, str):
+        delay_text = delay
+    else:
+        delay_text = f"{EventTimeScale.of(ts_unit if numeric else None).delay_ms(delay)} milliseconds"
+    event_time = event_time_of(projected, column, ts_unit) if numeric else F.timestamp_micros(
+        F.col(single.TS).cast("bigint"))
+    df = projected.withColumn(EVENT_TIME, event_time).withWatermark(EVENT_TIME, delay_text)
+    df = df.withColumn(single._ET, F.unix_micros(F.col(EVENT_TIME)))
+    keep = [*_engine_columns(projected, specs), single._ET, EVENT_TIME]
+    df = df.select(*[F.col(quoted(c)) for c in keep])
+    full = tagged_struct(specs)
+    fn = stream_function(specs, full, projected.schema, numeric=numeric, ts_unit=ts_unit,
+                         timezone=_session_timezone())
+    return grouped(df, list(spec.partition_by)).applyInPandasWithState(
+        fn, full, single.STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+
+
+def run_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *, watermark_delay: float | str | None = None,
+               ts_unit: str | None = None, partitions: int | None = None) -> DataFrame:
+    """:func:`batch_shared` or :func:`stream_shared`, following ``projected.isStreaming``."""
+    if projected.isStreaming:
+        return stream_shared(projected, specs, watermark_delay=watermark_delay, ts_unit=ts_unit)
+    return batch_shared(projected, specs, partitions=partitions)
