@@ -1,0 +1,177 @@
+"""Checks of ``sparkcep run``'s input in plain Python, before the JVM starts (a Spark start costs a minute or
+more on a loaded machine; a mistake about the input should not).
+
+:func:`check_run_input` checks, in this order:
+
+* the input path exists, and is a directory for ``--stream``;
+* there are files to read (without ``--schema``);
+* the columns of the input (JSON lines: the keys of the records; CSV: the header line; Parquet: the schema of
+  the files' footers; ``key=value`` directory names: partition columns) hold the ts column and every attribute
+  the queries read.  A missing attribute is one message with the query's line, column and caret, and a
+  "did you mean" suggestion from the input's columns.
+
+Only a conclusive answer fails: the check is skipped where it cannot see all the columns Spark would see
+(an explicit ``--schema``, compressed files, a JSON line Python's parser refuses, JSON input larger than
+:data:`JSON_SCAN_BYTES`, more than :data:`MAX_FILES` files); Spark's own checks then report it as before.
+Pure: no pyspark.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+import json
+import os
+from collections.abc import Iterable
+
+from sparkcep.ir.ast import walk
+from sparkcep.ir.errors import CEPError
+
+#: JSON lines are scanned whole (Spark infers their schema from every record) up to this many bytes in all.
+JSON_SCAN_BYTES = 64 * 1024 * 1024
+#: At most this many files are looked at (CSV headers, Parquet footers, JSON lines).
+MAX_FILES = 2000
+
+
+def suggestion(name: str, candidates: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``candidates`` to ``name`` (difflib), else ``""``."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    if not close and name.lower() in {c.lower() for c in candidates}:
+        close = [c for c in candidates if c.lower() == name.lower()][:1]
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def check_path(path: str, stream: bool) -> None:
+    """The input exists; a stream reads a directory."""
+    if not os.path.exists(path):
+        raise CEPError(f"no such input: {path}" + _path_suggestion(path))
+    if stream and not os.path.isdir(path):
+        raise CEPError(f"a stream reads a directory (and the files that arrive in it), not the file {path}")
+
+
+def _path_suggestion(path: str) -> str:
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return ""
+    return suggestion(os.path.basename(path.rstrip(os.sep)), names)
+
+
+def data_files(path: str) -> tuple[list[str], set[str]] | None:
+    """The files Spark's file sources read at ``path`` (names starting with ``_`` or ``.`` are hidden), sorted,
+    and the partition columns of ``key=value`` directories; None past :data:`MAX_FILES` files."""
+    if os.path.isfile(path):
+        return [path], set()
+    files, partitions = [], set()
+    for root, dirs, names in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        partitions.update(d.split("=", 1)[0] for d in dirs if "=" in d)
+        files += [os.path.join(root, f) for f in sorted(names) if not f.startswith(("_", "."))]
+        if len(files) > MAX_FILES:
+            return None
+    return files, partitions
+
+
+def input_columns_of(path: str, fmt: str) -> set[str] | None:
+    """The columns Spark would find at ``path`` in format ``fmt``, or None when that cannot be told cheaply
+    and surely (see the module docstring).  An input without files: None (Spark's reader reports it)."""
+    found = data_files(path)
+    if found is None or not found[0]:
+        return None
+    files, columns = found
+    if any(os.path.splitext(f)[1].lower() in (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz")
+           and fmt != "parquet" for f in files):
+        return None
+    try:
+        reader = {"json": _json_columns, "csv": _csv_columns, "parquet": _parquet_columns}[fmt]
+        more = reader(files)
+    except (OSError, ValueError, ImportError):
+        return None
+    return None if more is None else columns | more
+
+
+def _json_columns(files: list[str]) -> set[str] | None:
+    budget, columns = JSON_SCAN_BYTES, set()
+    for f in files:
+        budget -= os.path.getsize(f)
+        if budget < 0:
+            return None
+        with open(f, "rb") as fh:
+            for raw in fh:
+                line = raw.decode("utf-8", "replace").lstrip("\ufeff").strip()
+                if not line:
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:  # malformed, or a form Spark's parser takes (single quotes): not sure
+                    return None
+                for r in record if isinstance(record, list) else [record]:
+                    if isinstance(r, dict):
+                        columns.update(r)
+    return columns
+
+
+def _csv_columns(files: list[str]) -> set[str]:
+    columns = set()
+    for f in files:
+        with open(f, encoding="utf-8", errors="replace", newline="") as fh:
+            header = next((line for line in fh if line.strip()), None)
+        if header is not None:
+            row = next(csv.reader(io.StringIO(header.lstrip("\ufeff"))), [])
+            columns.update(c.strip() for c in row)
+    return columns
+
+
+def _parquet_columns(files: list[str]) -> set[str]:
+    import pyarrow.parquet as pq
+
+    columns = set()
+    for f in files:
+        columns.update(pq.read_schema(f).names)
+    return columns
+
+
+def _span_of(queries, attribute: str):
+    """The first place a query's text reads ``attribute``: ``(span, source)`` or ``(None, None)``."""
+    for q in queries:
+        for node in walk(q.query):
+            if getattr(node, "attr", None) == attribute and getattr(node, "span", None) is not None:
+                return node.span, q.source
+    return None, None
+
+
+def read_attributes(queries) -> list[str]:
+    """Every attribute the compiled queries' plans read, in order (a match query without RETURN too, whose
+    results show every column: it reads these at least)."""
+    from sparkcep.compiler.optimizer.prune_columns import referenced_attributes
+
+    out: list[str] = []
+    for q in queries:
+        out += [a for a in referenced_attributes(q.plan()) if a not in out]
+    return out
+
+
+def check_run_input(queries, *, path: str, fmt: str, stream: bool, ts_col: str, schema: str | None = None) -> None:
+    """Raise :class:`CEPError` for a mistake about ``sparkcep run``'s input (module docstring).  ``queries``:
+    the compiled queries (:class:`sparkcep.CompiledQuery`)."""
+    check_path(path, stream)
+    if schema is not None:
+        return
+    found = data_files(path)
+    if found is not None and not found[0]:
+        raise CEPError(f"no input files in {path}" + (
+            ": a stream that starts before its files needs --schema DDL" if stream else ""))
+    columns = input_columns_of(path, fmt)
+    if columns is None:
+        return
+    listed = ", ".join(sorted(columns))
+    if ts_col not in columns:
+        raise CEPError(f"the input has no ts column {ts_col!r} (columns: {listed}; --ts-col names it)"
+                       + suggestion(ts_col, columns))
+    for a in read_attributes(queries):
+        if a not in columns:
+            span, source = _span_of(queries, a)
+            raise CEPError(f"the query reads {a!r}, which the input {path} does not have (columns: {listed})"
+                           + suggestion(a, columns), span, source)
