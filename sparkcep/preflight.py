@@ -34,9 +34,10 @@ JSON_SCAN_BYTES = 64 * 1024 * 1024
 MAX_FILES = 2000
 
 
-def suggestion(name: str, candidates: Iterable[str]) -> str:
+def suggestion(name: str, candidates: Iterable[str], cutoff: float = 0.6) -> str:
     """``"; did you mean 'x'?"`` for the closest of ``candidates`` to ``name`` (difflib), else ``""``."""
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    candidates = list(candidates)
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=cutoff)
     if not close and name.lower() in {c.lower() for c in candidates}:
         close = [c for c in candidates if c.lower() == name.lower()][:1]
     return f"; did you mean {close[0]!r}?" if close else ""
@@ -56,7 +57,7 @@ def _path_suggestion(path: str) -> str:
         names = os.listdir(parent)
     except OSError:
         return ""
-    return suggestion(os.path.basename(path.rstrip(os.sep)), names)
+    return suggestion(os.path.basename(path.rstrip(os.sep)), names, cutoff=0.8)
 
 
 def data_files(path: str) -> tuple[list[str], set[str]] | None:
@@ -153,17 +154,22 @@ def read_attributes(queries) -> list[str]:
     return out
 
 
-def check_run_input(queries, *, path: str, fmt: str, stream: bool, ts_col: str, schema: str | None = None) -> None:
-    """Raise :class:`CEPError` for a mistake about ``sparkcep run``'s input (module docstring).  ``queries``:
-    the compiled queries (:class:`sparkcep.CompiledQuery`)."""
+def _columns(path: str, fmt: str, stream: bool, schema: str | None) -> set[str] | None:
+    """The path checks, then the input's columns (None: not to be checked, see the module docstring)."""
     check_path(path, stream)
     if schema is not None:
-        return
+        return None
     found = data_files(path)
     if found is not None and not found[0]:
         raise CEPError(f"no input files in {path}" + (
             ": a stream that starts before its files needs --schema DDL" if stream else ""))
-    columns = input_columns_of(path, fmt)
+    return input_columns_of(path, fmt)
+
+
+def check_run_input(queries, *, path: str, fmt: str, stream: bool, ts_col: str, schema: str | None = None) -> None:
+    """Raise :class:`CEPError` for a mistake about ``sparkcep run``'s input (module docstring).  ``queries``:
+    the compiled queries (:class:`sparkcep.CompiledQuery`)."""
+    columns = _columns(path, fmt, stream, schema)
     if columns is None:
         return
     listed = ", ".join(sorted(columns))
@@ -175,3 +181,37 @@ def check_run_input(queries, *, path: str, fmt: str, stream: bool, ts_col: str, 
             span, source = _span_of(queries, a)
             raise CEPError(f"the query reads {a!r}, which the input {path} does not have (columns: {listed})"
                            + suggestion(a, columns), span, source)
+
+
+def check_statement_input(statement, columns_named, *, path: str, fmt: str, stream: bool,
+                          schema: str | None = None) -> None:
+    """As :func:`check_run_input`, for a MATCH_RECOGNIZE statement (:class:`sparkcep.ir.recognize.Recognize`,
+    whose FROM table is the input): ``columns_named``, the columns it names (PARTITION BY, ORDER BY, DEFINE,
+    MEASURES), must be the input's; one named in DEFINE or MEASURES is shown with its line, column and caret."""
+    columns = _columns(path, fmt, stream, schema)
+    if columns is None:
+        return
+    listed, lowered = ", ".join(sorted(columns)), {c.lower() for c in columns}
+    for name in columns_named:
+        if name.lower() not in lowered:  # SQL names are case-insensitive, as in Spark
+            span = _first_span(statement, name)
+            raise CEPError(f"the statement reads the column {name!r} of {statement.source}, which the input {path} "
+                           f"does not have (columns: {listed})" + suggestion(name, columns),
+                           span, statement.text if span is not None else None)
+
+
+def _first_span(x, name: str):
+    """The span of the first attribute reference ``name`` (with a span) anywhere inside ``x``, else None."""
+    if getattr(x, "attr", None) == name and getattr(x, "span", None) is not None:
+        return x.span
+    if isinstance(x, tuple | list):
+        items = x
+    elif getattr(x, "__dataclass_fields__", None):
+        items = [getattr(x, f) for f in x.__dataclass_fields__ if f != "span"]
+    else:
+        return None
+    for item in items:
+        span = _first_span(item, name)
+        if span is not None:
+            return span
+    return None

@@ -157,3 +157,32 @@ def test_inconclusive_inputs_are_left_to_spark(tmp_path, capsys, case):
 
         (tmp_path / "in" / "part.json.gz").write_bytes(gzip.compress(b'{"type": "A", "ts": 1, "x": 1}\n'))
     spark_is_asked(capsys, argv)
+
+
+STATEMENT = ("SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES A.ts AS ats\n"
+             "  PATTERN (A B) DEFINE B AS B.prize > A.Price)")
+
+
+def test_statement_column_missing_from_the_input(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_text("ts,sym,price\n2024-01-01T00:00:00,A,1\n")
+    err = failure(capsys, ["run", "-e", STATEMENT, "--input", str(path)])
+    assert err.splitlines() == [
+        f"sparkcep: line 2, column 29: the statement reads the column 'prize' of ticks, which the input {path} "
+        "does not have (columns: price, sym, ts); did you mean 'price'?",
+        "  " + STATEMENT.splitlines()[1],
+        " " * 30 + "^" * 7,
+    ]
+    err = failure(capsys, ["run", "-e", STATEMENT.replace("sym", "symb"), "--input", str(path), "--stream"])
+    assert "a stream reads a directory" in err
+    (tmp_path / "in").mkdir()
+    path.rename(tmp_path / "in" / "t.csv")
+    err = failure(capsys, ["run", "-e", STATEMENT.replace("sym", "symb"), "--input", str(tmp_path / "in"),
+                           "--format", "csv"])
+    assert "the column 'symb' of ticks" in err and "did you mean 'sym'?" in err and err.count("\n") == 1
+
+
+def test_statement_with_good_input_reaches_spark(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_text("ts,sym,prize,price\n2024-01-01T00:00:00,A,1,2\n")
+    assert spark_is_asked(capsys, ["run", "-e", STATEMENT, "--input", str(path)]) == "starting Spark (local[*])...\n"
