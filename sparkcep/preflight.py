@@ -8,7 +8,9 @@ more on a loaded machine; a mistake about the input should not).
 * the columns of the input (JSON lines: the keys of the records; CSV: the header line; Parquet: the schema of
   the files' footers; ``key=value`` directory names: partition columns) hold the ts column and every attribute
   the queries read.  A missing attribute is one message with the query's line, column and caret, and a
-  "did you mean" suggestion from the input's columns.
+  "did you mean" suggestion from the input's columns;
+* the kind of the ts column (JSON: its values; Parquet: its type) against the queries' durations (a unit
+  needs timestamps or ``--ts-unit``; a bare number on timestamps needs a unit), with the query's caret.
 
 Only a conclusive answer fails: the check is skipped where it cannot see all the columns Spark would see
 (an explicit ``--schema``, compressed files, a JSON line Python's parser refuses, JSON input larger than
@@ -78,27 +80,40 @@ def data_files(path: str) -> tuple[list[str], set[str]] | None:
 def input_columns_of(path: str, fmt: str) -> set[str] | None:
     """The columns Spark would find at ``path`` in format ``fmt``, or None when that cannot be told cheaply
     and surely (see the module docstring).  An input without files: None (Spark's reader reports it)."""
+    return scan_input(path, fmt, None)[0]
+
+
+def scan_input(path: str, fmt: str, ts_col: str | None) -> tuple[set[str] | None, str | None]:
+    """``(columns, ts kind)`` of the input: the columns as :func:`input_columns_of`; the kind of ``ts_col``
+    ("numeric" or "timestamp") as the run will read it (``sparkcep.spark.validate``: numbers, or text that is
+    mostly numbers, are numeric; other text is timestamps), None where unsure (CSV, an odd value)."""
     found = data_files(path)
     if found is None or not found[0]:
-        return None
+        return None, None
     files, columns = found
     if any(os.path.splitext(f)[1].lower() in (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz")
            and fmt != "parquet" for f in files):
-        return None
+        return None, None
     try:
-        reader = {"json": _json_columns, "csv": _csv_columns, "parquet": _parquet_columns}[fmt]
-        more = reader(files)
+        if fmt == "json":
+            more, kind = _json_scan(files, ts_col)
+        elif fmt == "parquet":
+            more, kind = _parquet_scan(files, ts_col)
+        else:
+            more, kind = _csv_columns(files), None
     except (OSError, ValueError, ImportError):
-        return None
-    return None if more is None else columns | more
+        return None, None
+    return (None, None) if more is None else (columns | more, kind)
 
 
-def _json_columns(files: list[str]) -> set[str] | None:
+def _json_scan(files: list[str], ts_col: str | None) -> tuple[set[str] | None, str | None]:
     budget, columns = JSON_SCAN_BYTES, set()
+    total = numbers = 0
+    odd = False
     for f in files:
         budget -= os.path.getsize(f)
         if budget < 0:
-            return None
+            return None, None
         with open(f, "rb") as fh:
             for raw in fh:
                 line = raw.decode("utf-8", "replace").lstrip("\ufeff").strip()
@@ -107,11 +122,47 @@ def _json_columns(files: list[str]) -> set[str] | None:
                 try:
                     record = json.loads(line)
                 except ValueError:  # malformed, or a form Spark's parser takes (single quotes): not sure
-                    return None
+                    return None, None
                 for r in record if isinstance(record, list) else [record]:
-                    if isinstance(r, dict):
-                        columns.update(r)
-    return columns
+                    if not isinstance(r, dict):
+                        continue
+                    columns.update(r)
+                    value = r.get(ts_col)
+                    if value is None:
+                        continue
+                    total += 1
+                    if isinstance(value, bool) or not isinstance(value, int | float | str):
+                        odd = True
+                    elif not isinstance(value, str) or _is_number(value):
+                        numbers += 1
+    kind = None if odd or not total else ("timestamp" if numbers * 2 <= total and numbers < total else "numeric")
+    return columns, kind
+
+
+def _is_number(text: str) -> bool:
+    """Does Spark's cast take ``text`` as a double (Python's float() also takes ``1_000``)?"""
+    if "_" in text:
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _parquet_scan(files: list[str], ts_col: str | None) -> tuple[set[str], str | None]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns, kinds = set(), set()
+    for f in files:
+        schema = pq.read_schema(f)
+        columns.update(schema.names)
+        if ts_col in schema.names:
+            t = schema.field(ts_col).type
+            kinds.add("timestamp" if pa.types.is_timestamp(t) else
+                      "numeric" if pa.types.is_integer(t) or pa.types.is_floating(t) else None)
+    return columns, kinds.pop() if len(kinds) == 1 else None
 
 
 def _csv_columns(files: list[str]) -> set[str]:
@@ -122,15 +173,6 @@ def _csv_columns(files: list[str]) -> set[str]:
         if header is not None:
             row = next(csv.reader(io.StringIO(header.lstrip("\ufeff"))), [])
             columns.update(c.strip() for c in row)
-    return columns
-
-
-def _parquet_columns(files: list[str]) -> set[str]:
-    import pyarrow.parquet as pq
-
-    columns = set()
-    for f in files:
-        columns.update(pq.read_schema(f).names)
     return columns
 
 
@@ -154,22 +196,23 @@ def read_attributes(queries) -> list[str]:
     return out
 
 
-def _columns(path: str, fmt: str, stream: bool, schema: str | None) -> set[str] | None:
-    """The path checks, then the input's columns (None: not to be checked, see the module docstring)."""
+def _columns(path: str, fmt: str, stream: bool, schema: str | None, ts_col: str | None = None):
+    """The path checks, then the input's columns (None: not to be checked, see the module docstring) and the
+    kind of ``ts_col`` (:func:`scan_input`)."""
     check_path(path, stream)
     if schema is not None:
-        return None
+        return None, None
     found = data_files(path)
     if found is not None and not found[0]:
         raise CEPError(f"no input files in {path}" + (
             ": a stream that starts before its files needs --schema DDL" if stream else ""))
-    return input_columns_of(path, fmt)
+    return scan_input(path, fmt, ts_col)
 
 
 def check_run_input(queries, *, path: str, fmt: str, stream: bool, ts_col: str, schema: str | None = None) -> None:
     """Raise :class:`CEPError` for a mistake about ``sparkcep run``'s input (module docstring).  ``queries``:
     the compiled queries (:class:`sparkcep.CompiledQuery`)."""
-    columns = _columns(path, fmt, stream, schema)
+    columns, kind = _columns(path, fmt, stream, schema, ts_col)
     if columns is None:
         return
     listed = ", ".join(sorted(columns))
@@ -181,6 +224,11 @@ def check_run_input(queries, *, path: str, fmt: str, stream: bool, ts_col: str, 
             span, source = _span_of(queries, a)
             raise CEPError(f"the query reads {a!r}, which the input {path} does not have (columns: {listed})"
                            + suggestion(a, columns), span, source)
+    if kind is not None:  # the checks that need the ts kind (durations with or without units), as the run does
+        from sparkcep.compiler.analysis import analyze
+
+        for q in queries:
+            analyze(q.query, q.source, ts_kind=kind, ts_unit=q.ts_unit)
 
 
 def check_statement_input(statement, columns_named, *, path: str, fmt: str, stream: bool,
@@ -188,7 +236,7 @@ def check_statement_input(statement, columns_named, *, path: str, fmt: str, stre
     """As :func:`check_run_input`, for a MATCH_RECOGNIZE statement (:class:`sparkcep.ir.recognize.Recognize`,
     whose FROM table is the input): ``columns_named``, the columns it names (PARTITION BY, ORDER BY, DEFINE,
     MEASURES), must be the input's; one named in DEFINE or MEASURES is shown with its line, column and caret."""
-    columns = _columns(path, fmt, stream, schema)
+    columns = _columns(path, fmt, stream, schema)[0]
     if columns is None:
         return
     listed, lowered = ", ".join(sorted(columns)), {c.lower() for c in columns}

@@ -186,3 +186,28 @@ def test_statement_with_good_input_reaches_spark(tmp_path, capsys):
     path = tmp_path / "t.csv"
     path.write_text("ts,sym,prize,price\n2024-01-01T00:00:00,A,1,2\n")
     assert spark_is_asked(capsys, ["run", "-e", STATEMENT, "--input", str(path)]) == "starting Spark (local[*])...\n"
+
+
+@pytest.mark.parametrize(("ts", "text", "message"), [
+    ([1, 2], "PATTERN SEQ(A a, B b) WITHIN 10 seconds",
+     "a duration with a unit needs the unit of the numeric ts column"),
+    (["2024-01-01T00:00:01Z", "2024-01-01T00:00:02Z"], "PATTERN SEQ(A a, B b) WITHIN 10",
+     "duration 10 has no unit, but ts is a timestamp"),
+    (["2024-01-01T00:00:01Z", 5], "PATTERN SEQ(A a, B b) WITHIN 10",  # half numbers: read as timestamps
+     "duration 10 has no unit, but ts is a timestamp"),
+], ids=["numeric", "timestamp", "mixed"])
+def test_ts_kind_against_the_query_durations(tmp_path, capsys, ts, text, message):
+    path = write_json(tmp_path, [e | {"ts": t} for e, t in zip(EVENTS, ts, strict=True)])
+    err = failure(capsys, ["run", "-e", text, "--input", str(path)])
+    assert err.startswith("sparkcep: line 1, column ") and message in err and err.count("\n") == 3, err
+
+
+def test_ts_kind_of_parquet_and_the_fitting_query(tmp_path, capsys):
+    path = write_parquet(tmp_path, EVENTS)
+    err = failure(capsys, ["run", "-e", "PATTERN SEQ(A a, B b) WITHIN 10 seconds", "--input", str(path),
+                           "--format", "parquet"])
+    assert "a duration with a unit needs the unit of the numeric ts column" in err
+    argv = ["run", "-e", "PATTERN SEQ(A a, B b) WITHIN 10 seconds", "--input", str(path), "--format", "parquet"]
+    assert spark_is_asked(capsys, [*argv, "--ts-unit", "s"]).startswith("starting Spark")
+    path = write_json(tmp_path, [e | {"ts": "3"} for e in EVENTS])  # text that is a number: numeric
+    assert spark_is_asked(capsys, ["run", "-e", "PATTERN SEQ(A a, B b) WITHIN 10", "--input", str(path)])
