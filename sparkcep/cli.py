@@ -323,14 +323,6 @@ def _quiet_task_failures(spark) -> None:
 
 @_match_budget_reported()
 def cmd_run(args) -> int:
-    from pyspark.sql.types import StructType
-
-    from sparkcep.spark.late import KIND, REASON, RECORD
-    from sparkcep.spark.progress import follow
-    from sparkcep.spark.session import local_session
-    from sparkcep.spark.sinks import counted, routed, start
-    from sparkcep.spark.validate import read_validated
-
     options = {"type_col": args.type_col, "ts_col": args.ts_col, "ts_unit": args.ts_unit, "lateness": args.lateness,
                "match_budget": args.max_matches}
     workload = _workload(args, **options)  # a workload runs as its generated job does, into one result
@@ -349,6 +341,14 @@ def cmd_run(args) -> int:
                               ts_col=args.ts_col, schema=args.schema)
     if not args.quiet:
         print(f"starting Spark ({args.master})...", file=sys.stderr, flush=True)
+    from pyspark.sql.types import StructType  # after the checks: pyspark and pandas take seconds to import
+
+    from sparkcep.spark.late import KIND, REASON, RECORD
+    from sparkcep.spark.progress import follow
+    from sparkcep.spark.session import local_session
+    from sparkcep.spark.sinks import counted, routed, start
+    from sparkcep.spark.validate import read_validated
+
     spark = local_session(args.master)
     _quiet_task_failures(spark)
     if args.max_matches is not None:  # a workload's operators read it from the session (a query has match_budget)
