@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sparkcep import cli_sql
+from sparkcep import cli_sql, preflight
 from sparkcep.api import CompiledQuery, compile_workload, input_columns, report_shedding
 from sparkcep.ir.ast import TS_UNITS_NS, UNITS_MS
 from sparkcep.ir.errors import CEPError
@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--schema", help="input schema as DDL, e.g. 'type STRING, ts TIMESTAMP, id BIGINT, x DOUBLE' "
                                     "(default: the columns the query reads, typed as it needs them)")
     r.add_argument("--master", default="local[*]")
+    r.add_argument("--quiet", action="store_true", help="no notes on stderr (the \"starting Spark\" note)")
     r.add_argument("--table", help="a MATCH_RECOGNIZE statement: the table the input is read as (default and only "
                                    "choice: the one its FROM names)")
     r.add_argument("--shedding-latency", type=_seconds, metavar="DURATION",
@@ -199,7 +200,8 @@ def _queries(args, **options) -> list[CompiledQuery]:
         chosen = [q for q in queries if q.name == args.query]
         if not chosen:
             names = ", ".join(q.name or "(unnamed)" for q in queries)
-            raise CEPError(f"no query named {args.query!r} in the file (queries: {names})")
+            raise CEPError(f"no query named {args.query!r} in the file (queries: {names})"
+                           + preflight.suggestion(args.query, [q.name for q in queries if q.name]))
         return chosen
     return queries
 
@@ -321,14 +323,6 @@ def _quiet_task_failures(spark) -> None:
 
 @_match_budget_reported()
 def cmd_run(args) -> int:
-    from pyspark.sql.types import StructType
-
-    from sparkcep.spark.late import KIND, REASON, RECORD
-    from sparkcep.spark.progress import follow
-    from sparkcep.spark.session import local_session
-    from sparkcep.spark.sinks import counted, routed, start
-    from sparkcep.spark.validate import read_validated
-
     options = {"type_col": args.type_col, "ts_col": args.ts_col, "ts_unit": args.ts_unit, "lateness": args.lateness,
                "match_budget": args.max_matches}
     workload = _workload(args, **options)  # a workload runs as its generated job does, into one result
@@ -338,15 +332,29 @@ def cmd_run(args) -> int:
         raise CEPError("load shedding is not available for a workload yet: choose one query with --query NAME")
     q = _one(args, **options, **_shedding_options(args), collapsed=args.collapsed) if workload is None else None
     fmt = _input_format(args)
+    # only the columns the queries read, each with the type they need; malformed records, no type or ts,
+    # values of the wrong type: dead letters (docs/operations.md)
+    queries = workload.queries if q is None else [q]
+    attributes, needs = input_columns(queries)
+    # the input's path, kind and columns, checked before the JVM starts (docs/operations.md)
+    preflight.check_run_input(queries, path=args.input, fmt=fmt, stream=args.stream,
+                              ts_col=args.ts_col, schema=args.schema)
+    if not args.quiet:
+        print(f"starting Spark ({args.master})...", file=sys.stderr, flush=True)
+    from pyspark.sql.types import StructType  # after the checks: pyspark and pandas take seconds to import
+
+    from sparkcep.spark.late import KIND, REASON, RECORD
+    from sparkcep.spark.progress import follow
+    from sparkcep.spark.session import local_session
+    from sparkcep.spark.sinks import counted, routed, start
+    from sparkcep.spark.validate import read_validated
+
     spark = local_session(args.master)
     _quiet_task_failures(spark)
     if args.max_matches is not None:  # a workload's operators read it from the session (a query has match_budget)
         from sparkcep.spark.operator import MAX_MATCHES_CONF
 
         spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
-    # only the columns the queries read, each with the type they need; malformed records, no type or ts,
-    # values of the wrong type: dead letters (docs/operations.md)
-    attributes, needs = input_columns(workload.queries if q is None else [q])
     df, rejected = read_validated(spark, args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
                                   known_types=args.known_types, attributes=attributes, needs=needs,

@@ -21,6 +21,7 @@ import re
 import sys
 from pathlib import Path
 
+from sparkcep import preflight
 from sparkcep.ir import recognize as rc
 from sparkcep.ir.errors import CEPError, CEPSemanticError
 
@@ -230,6 +231,10 @@ def cmd_run(args, text: str, cli) -> int:
                    "--dropped-output": None, "--shedding-training": None})
     q = statement(text, streaming=args.stream)
     _table(args, q)
+    preflight.check_statement_input(q, named_columns(q), path=args.input, fmt=_input_format(args),
+                                    stream=args.stream, schema=args.schema)  # before the JVM starts
+    if not args.quiet:
+        print(f"starting Spark ({args.master})...", file=sys.stderr, flush=True)
     spark = local_session(args.master)
     cli._quiet_task_failures(spark)
     rows, rejected = read_validated(spark, args.input, _input_format(args), None, time_column(q), stream=args.stream,
