@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import io
 import os
 import sys
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from sparkcep import cli_sql, preflight
 from sparkcep.api import CompiledQuery, compile_workload, input_columns, report_shedding
+from sparkcep.console import Clock, observed_count, progress, summary_line
 from sparkcep.ir.ast import TS_UNITS_NS, UNITS_MS
 from sparkcep.ir.errors import CEPError
 from sparkcep.spark.io import FORMATS, read_events
@@ -34,6 +36,12 @@ def _add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ts-unit", choices=sorted(TS_UNITS_NS), help="unit of a numeric ts column")
     p.add_argument("--lateness", type=float, default=0,
                    help="streaming: allowed lateness in ts units (ms for timestamps); later events are dropped")
+
+
+def _add_voice_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-q", "--quiet", action="store_true", help="no notes, progress lines or summary on stderr")
+    g.add_argument("-v", "--verbose", action="store_true", help="Spark's own logging too (INFO, start-up banner)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,7 +105,6 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--schema", help="input schema as DDL, e.g. 'type STRING, ts TIMESTAMP, id BIGINT, x DOUBLE' "
                                     "(default: the columns the query reads, typed as it needs them)")
     r.add_argument("--master", default="local[*]")
-    r.add_argument("--quiet", action="store_true", help="no notes on stderr (the \"starting Spark\" note)")
     r.add_argument("--table", help="a MATCH_RECOGNIZE statement: the table the input is read as (default and only "
                                    "choice: the one its FROM names)")
     r.add_argument("--shedding-latency", type=_seconds, metavar="DURATION",
@@ -106,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dropped-output", help="shedding: write the dropped events here (JSON lines)")
     r.add_argument("--shedding-training", help="shedding: events to learn utilities from (default: the input files "
                                                "there at start)")
+    _add_voice_args(r)
 
     n = sub.add_parser("notebook", help="write a Jupyter notebook that runs the query (needs sparkcep[notebook])")
     _add_query_args(n)
@@ -121,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--dir", default="demo_out", help="where to write the events and results")
     d.add_argument("--patients", type=int, default=40)
     d.add_argument("--seed", type=int, default=7)
+    _add_voice_args(d)
     return p
 
 
@@ -332,6 +341,7 @@ def cmd_run(args) -> int:
         raise CEPError("load shedding is not available for a workload yet: choose one query with --query NAME")
     q = _one(args, **options, **_shedding_options(args), collapsed=args.collapsed) if workload is None else None
     fmt = _input_format(args)
+    clock = Clock()
     # only the columns the queries read, each with the type they need; malformed records, no type or ts,
     # values of the wrong type: dead letters (docs/operations.md)
     queries = workload.queries if q is None else [q]
@@ -349,7 +359,7 @@ def cmd_run(args) -> int:
     from sparkcep.spark.sinks import counted, routed, start
     from sparkcep.spark.validate import read_validated
 
-    spark = local_session(args.master)
+    spark = local_session(args.master, verbose=args.verbose)
     _quiet_task_failures(spark)
     if args.max_matches is not None:  # a workload's operators read it from the session (a query has match_budget)
         from sparkcep.spark.operator import MAX_MATCHES_CONF
@@ -361,6 +371,9 @@ def cmd_run(args) -> int:
                                   ts_unit=args.ts_unit)
     if args.stream:  # counts per micro-batch, in the query's progress and on stderr
         df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
+    count_events = None
+    if not args.stream and not args.quiet:  # the events read, counted as the job computes them (no extra pass)
+        df, count_events = observed_count(df, "sparkcep_events")
     training = None
     if q is not None and q.shedding_latency and args.stream:  # a batch has no latency to keep: shedding is for streams
         path = getattr(args, "shedding_training", None) or args.input
@@ -371,11 +384,20 @@ def cmd_run(args) -> int:
     else:
         result = q.apply(df, shedding_training=training, side_channel=args.stream)
     if not args.stream:
-        if args.output:
-            result.write.mode("overwrite").json(args.output)
-        else:
-            _print_lines(json_lines(result))
-        _report_rejected(rejected, args.output, args.dead_letters)
+        with progress(spark, quiet=args.quiet):
+            if args.output:
+                result, count_results = observed_count(result, "sparkcep_results")
+                result.write.mode("overwrite").json(args.output)
+                results = count_results() if not args.quiet else None
+            else:
+                lines = json_lines(result)
+                results = len(lines)
+                _print_lines(lines)
+            dead = _report_rejected(rejected, args.output, args.dead_letters)
+        if not args.quiet:
+            valid = count_events() if count_events is not None else None
+            print(summary_line(read=None if valid is None else valid + dead, results=results, dead_letters=dead,
+                               seconds=clock.seconds(), output=args.output), file=sys.stderr)
         return 0
     with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
         out = args.output or os.path.join(tmp, "out")
@@ -383,16 +405,20 @@ def cmd_run(args) -> int:
         columns = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD)]
         query = start(routed(result, rejected), out, checkpoint, result_columns=[f.name for f in columns],
                       dead_letters=args.dead_letters, late=args.late_events, once=True)
-        follow(query)  # a progress line per micro-batch on stderr
+        totals = follow(query, out=io.StringIO() if args.quiet else None)  # a line per micro-batch
         report_shedding(getattr(result, "shedding", None), query)
         if not args.output and os.path.isdir(out):
             _print_lines(json_lines(spark.read.schema(StructType(columns)).json(out)))
+    if not args.quiet:
+        c = totals.counts
+        print(summary_line(read=c.get("read", 0), results=c.get("results", 0), dead_letters=c.get("dead_letters", 0),
+                           late=c.get("late", 0), seconds=clock.seconds(), output=args.output), file=sys.stderr)
     return 0
 
 
-def _report_rejected(rejected, output: str | None, dead_letters: str | None = None) -> None:
+def _report_rejected(rejected, output: str | None, dead_letters: str | None = None) -> int:
     """Batch: the dead letters into ``dead_letters`` (default: OUTPUT/_dead_letters, if there is an OUTPUT),
-    counted by reason on stderr."""
+    counted by reason on stderr; their number."""
     from sparkcep.spark.sinks import side_dirs
     from sparkcep.spark.validate import REASON as REJECT_REASON
 
@@ -406,6 +432,7 @@ def _report_rejected(rejected, output: str | None, dead_letters: str | None = No
         print(f"sparkcep: {sum(n for _, n in counts)} bad records skipped ({text})"
               + (f"; see {target}" if target else ""), file=sys.stderr)
     rejected.unpersist()
+    return sum(n for _, n in counts)
 
 
 def _shedding_options(args) -> dict:
@@ -434,7 +461,7 @@ def cmd_notebook(args) -> int:
 def cmd_demo(args) -> int:
     from sparkcep.demo import run_demo
 
-    return run_demo(args.dir, patients=args.patients, seed=args.seed)
+    return run_demo(args.dir, patients=args.patients, seed=args.seed, quiet=args.quiet, verbose=args.verbose)
 
 
 COMMANDS = {"check": cmd_check, "explain": cmd_explain, "compile": cmd_compile, "run": cmd_run,

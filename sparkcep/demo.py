@@ -61,8 +61,10 @@ def write_events(events: list[dict], folder: Path) -> None:
                 f.write(json.dumps({**e, "ts": e["ts"].isoformat()}) + "\n")
 
 
-def run_demo(directory: str, patients: int = 40, seed: int = 7) -> int:
+def run_demo(directory: str, patients: int = 40, seed: int = 7, quiet: bool = False, verbose: bool = False) -> int:
+    """Prints the query, its plan, the results and a comparison; progress lines on stderr unless ``quiet``."""
     import sparkcep
+    from sparkcep.console import progress
     from sparkcep.oracles.match import match_rows
     from sparkcep.spark.io import read_events
     from sparkcep.spark.results import canonical, epoch_ms_rows
@@ -77,9 +79,10 @@ def run_demo(directory: str, patients: int = 40, seed: int = 7) -> int:
     print(DEMO_QUERY)
     print(q.explain(), "\n")
 
-    spark = local_session()
+    spark = local_session(verbose=verbose)
     t0 = time.perf_counter()
-    batch = epoch_ms_rows(q.apply(read_events(spark, str(root / "events"), "json", "ts")))
+    with progress(spark, quiet=quiet):
+        batch = epoch_ms_rows(q.apply(read_events(spark, str(root / "events"), "json", "ts")))
     t_batch = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -88,7 +91,8 @@ def run_demo(directory: str, patients: int = 40, seed: int = 7) -> int:
     query = (stream_df.writeStream.format("json").option("path", str(root / "results"))
              .option("checkpointLocation", str(root / "checkpoint")).outputMode("append")
              .trigger(availableNow=True).start())
-    query.awaitTermination()
+    with progress(spark, quiet=quiet):
+        query.awaitTermination()
     streamed = epoch_ms_rows(spark.read.schema(stream_df.schema).json(str(root / "results")))
     t_stream = time.perf_counter() - t0
 

@@ -38,7 +38,9 @@ Input: JSON lines (or --format csv/parquet) with columns 'type', 'ts' and attrib
 must be a timestamp (or an ISO-8601 string).
 Bad records (malformed, no type or ts, values of the wrong type) go to RESULTS_DIR/_dead_letters and,
 streaming, events behind the watermark to RESULTS_DIR/_late, as JSON lines with a reason and the record;
-a stream prints its counts per micro-batch on stderr (docs/operations.md).
+a stream prints its counts per micro-batch on stderr, a batch a line per running Spark stage every few
+seconds and a closing summary (events read, results, dead letters, time; --quiet: neither); see
+docs/operations.md.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from sparkcep import CEPError
+from sparkcep.console import Clock, observed_count, progress, summary_line
 from sparkcep.ir.spec import with_default_outputs
 from sparkcep.runtime_udfs.match.budget import raised_message
 from sparkcep.spark.adapters import batch_matches, watermarked, with_event_time
@@ -254,10 +257,12 @@ def main(argv=None) -> None:
     p.add_argument("--max-matches", type=int,
                    help="match queries: stop once one partition builds more matches than this (default: the conf "
                         "spark.sparkcep.maxMatches, else sized to the executors' memory; 0: no limit)")
+    p.add_argument("--quiet", action="store_true", help="batch: no progress lines and no summary on stderr")
     args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
 
+    clock = Clock()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
     spark = (SparkSession.builder.appName('sparkcep: sasepp_hadoop_q5')
              .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
@@ -277,6 +282,9 @@ def main(argv=None) -> None:
     dead_letters, late_events = side_dirs(args.output, args.dead_letters, args.late_events)
     if args.stream:  # per micro-batch counts in the query's progress (observedMetrics)
         events, rejected = counted(events, "events_valid"), counted(rejected, "dead_letters")
+    else:  # batch: the rows counted as the writes compute them, for the closing summary
+        events, count_events = observed_count(events, "sparkcep_events")
+        rejected, count_dead = observed_count(rejected, "sparkcep_dead_letters")
     if args.stream:  # the watermark on every event, before the filter: any event moves event time, not only the
         events = watermarked(events, TS_COL, args.lateness, ts_unit=TS_UNIT)  # query's (the filter stays after it)
     events.createOrReplaceTempView("events")
@@ -300,8 +308,15 @@ def main(argv=None) -> None:
         )
 
     if not args.stream:
-        result.write.mode("overwrite").json(args.output)
-        rejected.write.mode("overwrite").json(dead_letters)
+        with progress(spark, quiet=args.quiet):  # a line per running stage every few seconds, on stderr
+            result, count_results = observed_count(result, "sparkcep_results")
+            result.write.mode("overwrite").json(args.output)
+            rejected.write.mode("overwrite").json(dead_letters)
+        if not args.quiet:
+            valid, dead = count_events(), count_dead()
+            print(summary_line(read=None if valid is None or dead is None else valid + dead,
+                               results=count_results(), dead_letters=dead, seconds=clock.seconds(),
+                               output=args.output), file=sys.stderr)
         return
     # results, late events and dead letters: one query, each micro-batch's files written exactly once
     query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=columns,

@@ -8,13 +8,49 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 DEFAULT_SHUFFLE_PARTITIONS = 4
 
+#: log4j 2 for a quiet driver start: warnings and errors on stderr, one line each (a stack trace follows), without
+#: the start-up banner; :func:`local_session` lowers it to errors once the session is up.  At WARN, the level Spark
+#: gives an interactive (Python) driver, Spark prints no "Setting default log level" note.
+QUIET_LOG4J2 = """\
+# sparkcep: Spark's logging at WARN while it starts (sparkcep --verbose keeps Spark's default profile)
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+# "Unable to load native-hadoop library": Spark runs without it
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+"""
+
+
+def quiet_java_options() -> str:
+    """The driver JVM option that makes it read :data:`QUIET_LOG4J2` (written once to the temp directory)."""
+    path = Path(tempfile.gettempdir()) / "sparkcep-log4j2-quiet.properties"
+    try:
+        if not path.is_file() or path.read_text() != QUIET_LOG4J2:  # written whole: another run may read it
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sparkcep-log4j2-")
+            with os.fdopen(fd, "w") as f:
+                f.write(QUIET_LOG4J2)
+            os.replace(tmp, path)
+    except OSError:  # an unwritable temp directory: Spark's default logging, nothing worse
+        return ""
+    return f"-Dlog4j2.configurationFile=file:{path}"
+
 
 def local_session(master: str = "local[*]", shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
-                  app_name: str = "sparkcep"):
-    """The process's SparkSession: the active one if there is one (left as it is), else a new local one."""
+                  app_name: str = "sparkcep", verbose: bool = False):
+    """The process's SparkSession: the active one if there is one (left as it is), else a new local one.
+
+    Its driver logs errors only (:data:`QUIET_LOG4J2`: no start-up banner), unless ``verbose`` (Spark's default
+    log4j profile, INFO from then on)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local session stays on loopback
@@ -25,8 +61,12 @@ def local_session(master: str = "local[*]", shuffle_partitions: int = DEFAULT_SH
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    builder = SparkSession.builder
+    java_options = "" if verbose else quiet_java_options()
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
     spark = (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .appName(app_name)
         .config("spark.sql.shuffle.partitions", shuffle_partitions)
         .config("spark.default.parallelism", shuffle_partitions)
@@ -38,5 +78,5 @@ def local_session(master: str = "local[*]", shuffle_partitions: int = DEFAULT_SH
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("INFO" if verbose else "ERROR")
     return spark
