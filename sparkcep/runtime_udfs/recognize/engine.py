@@ -254,8 +254,11 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
                 if gap is not None and _compare(ge, gap, within):
                     continue
             parent = t[2]
-            node = (i, var, char_excl[leaf], parent,
-                    extend(ctx, i, var, None if parent is None else parent[4]) if slotted else None)
+            if parent is None:
+                node = (i, var, char_excl[leaf], None, extend(ctx, i, var, None) if slotted else None, None)
+            else:
+                node = (i, var, char_excl[leaf], parent, extend(ctx, i, var, parent[4]) if slotted else None,
+                        parent if parent[1] != var else parent[5])
             cond = defines[var]
             if cond is not None:
                 if memo is not None:

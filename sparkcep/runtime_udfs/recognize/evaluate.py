@@ -1,9 +1,11 @@
 """DEFINE and MEASURES expressions of MATCH_RECOGNIZE, compiled once into closures over a match context.
 
-A (partial) match is a chain of *nodes* ``(row, var, excluded, parent, aggregates)``, newest first: ``row`` is the
-row's absolute position in the partition, ``var`` the index of the variable it is mapped to, ``parent`` the
-node of the row before it in the match (None for the first), ``aggregates`` the running aggregates
-kept on the chain (:class:`Slots`) or None.  Threads of the engine share their common prefixes, so
+A (partial) match is a chain of *nodes* ``(row, var, excluded, parent, aggregates, run)``, newest first:
+``row`` is the row's absolute position in the partition, ``var`` the index of the variable it is mapped to,
+``parent`` the node of the row before it in the match (None for the first), ``aggregates`` the running
+aggregates kept on the chain (:class:`Slots`) or None, ``run`` the nearest earlier node mapped to another
+variable (a search for ``X``'s last row skips a run of ``Y`` rows in one step: ``B AS B.x > A.x`` stays linear
+over a long run of B).  Threads of the engine share their common prefixes, so
 labelling a row costs one tuple, never a copy of the history.
 
 A compiled expression is ``f(ctx, head, full)``: ``ctx`` holds the partition's buffered rows (``rows``, the
@@ -30,7 +32,7 @@ from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _and, _arith, _compare, _neg, _not, _or
 
-__all__ = ["Ctx", "Slots", "compile_expr", "history_free", "prev_reach", "uses_next"]
+__all__ = ["Ctx", "Slots", "compile_expr", "node", "history_free", "prev_reach", "uses_next"]
 
 Compiled = Callable[[Any, Any, Any], Any]
 #: var -> (ctx, head, full) -> the absolute row it reads, or None
@@ -108,16 +110,22 @@ class Slots:
             out.append((count, value))
         return tuple(out)
 
-    def rebuild(self, ctx, node):
-        """The chain ending at ``node`` again, its nodes carrying these aggregates."""
+    def rebuild(self, ctx, last):
+        """The chain ending at ``last`` again, its nodes carrying these aggregates."""
         chain = []
-        while node is not None:
-            chain.append(node)
-            node = node[3]
+        while last is not None:
+            chain.append(last)
+            last = last[3]
         new = None
         for n in reversed(chain):
-            new = (n[0], n[1], n[2], new, self.extend(ctx, n[0], n[1], None if new is None else new[4]))
+            new = node(n[0], n[1], n[2], new, self.extend(ctx, n[0], n[1], None if new is None else new[4]))
         return new
+
+
+def node(row: int, var: int, excluded: int, parent, aggregates) -> tuple:
+    """A new node of a chain (the engine builds the same tuple inline)."""
+    return (row, var, excluded, parent, aggregates,
+            None if parent is None else parent if parent[1] != var else parent[5])
 
 
 _ADD, _LT, _GT = _ARITH["+"], _CMP["<"], _CMP[">"]
@@ -171,7 +179,7 @@ class _Compiler:
             while n is not None:
                 if n[1] in mset:
                     return n[0]
-                n = n[3]
+                n = n[5]  # past the rows mapped to n's variable just before it: none is a member
             return None
 
         return last
@@ -189,13 +197,17 @@ class _Compiler:
                             if count == 0:
                                 return n[0]
                             count -= 1
-                        n = n[3]
+                            n = n[3]
+                        else:
+                            n = n[5]
                     return None
                 rows = []
                 while n is not None:
                     if mset is None or n[1] in mset:
                         rows.append(n[0])
-                    n = n[3]
+                        n = n[3]
+                    else:
+                        n = n[5]
                 return rows[-1 - k] if k < len(rows) else None
 
             return nth
@@ -228,10 +240,19 @@ class _Compiler:
         if isinstance(e, BinOp):
             x = self.compile(e.left, loc, shift)
             y = self.compile(e.right, loc, shift)
+            # three-valued AND/OR; the right side is not evaluated when the left decides (no side effects)
             if e.op == "AND":
-                return lambda ctx, h, f: _and(x(ctx, h, f), y(ctx, h, f))
+                def and_(ctx, h, f):
+                    a = x(ctx, h, f)
+                    return False if a is False else _and(a, y(ctx, h, f))
+
+                return and_
             if e.op == "OR":
-                return lambda ctx, h, f: _or(x(ctx, h, f), y(ctx, h, f))
+                def or_(ctx, h, f):
+                    a = x(ctx, h, f)
+                    return True if a is True else _or(a, y(ctx, h, f))
+
+                return or_
             if e.op in _CMP:
                 cmp = _CMP[e.op]
                 if isinstance(e.right, Literal):
@@ -288,7 +309,9 @@ class _Compiler:
             while n is not None:
                 if mset is None or n[1] in mset:
                     rows.append(n[0])
-                n = n[3]
+                    n = n[3]
+                else:
+                    n = n[5]
             rows.reverse()
             return rows
 

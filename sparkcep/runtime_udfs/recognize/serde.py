@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from sparkcep.runtime_udfs.recognize.engine import RecognizeState
+from sparkcep.runtime_udfs.recognize.evaluate import node
 
 __all__ = ["state_from_json", "state_to_json"]
 
@@ -80,11 +81,11 @@ def state_to_json(state: RecognizeState) -> str:
     nodes: list[list] = []
     ids: dict[int, int] = {}
 
-    def ref(node) -> int:
-        if node is None:
+    def ref(head) -> int:
+        if head is None:
             return -1
         chain = []
-        n = node
+        n = head
         while n is not None and id(n) not in ids:
             chain.append(n)
             n = n[3]
@@ -92,7 +93,7 @@ def state_to_json(state: RecognizeState) -> str:
             ids[id(m)] = len(nodes)
             nodes.append([m[0], m[1], m[2], -1 if m[3] is None else ids[id(m[3])],
                           None if m[4] is None else [[count, _enc(value)] for count, value in m[4]]])
-        return ids[id(node)]
+        return ids[id(head)]
 
     threads = [[s, leaf, ref(node)] for s, leaf, node in state.threads]
     matched = [[s, end, ref(node)] for s, (end, node) in state.matched.items()]
@@ -115,13 +116,13 @@ def state_from_json(text: str) -> RecognizeState:
     nodes: list = []
     for r, var, excl, parent, acc in d["nodes"]:
         acc = None if acc is None else tuple((count, _dec(value)) for count, value in acc)
-        nodes.append((r, var, excl, None if parent < 0 else nodes[parent], acc))
+        nodes.append(node(r, var, excl, None if parent < 0 else nodes[parent], acc))
 
-    def node(k: int):
+    def at(k: int):
         return None if k < 0 else nodes[k]
 
     st.base, st.pos, st.next_start, st.mnum = d["base"], d["pos"], d["next_start"], d["mnum"]
     st.covered, st.ended = d["covered"], d["ended"]
-    st.threads = [(s, leaf, node(k)) for s, leaf, k in d["threads"]]
-    st.matched = {s: (end, node(k)) for s, end, k in d["matched"]}
+    st.threads = [(s, leaf, at(k)) for s, leaf, k in d["threads"]]
+    st.matched = {s: (end, at(k)) for s, end, k in d["matched"]}
     return st
