@@ -160,7 +160,7 @@ def test_stream_routes_bad_and_late_input_and_counts_it(spark, tmp_path, capsys)
         (same_record(line), reason) for line, reason in BAD)
     late = read_dir(out / "_late")
     assert [json.loads(r["record"]) for r in late] == [late_event]
-    assert late[0]["reason"].startswith("late: ts at or behind the watermark")
+    assert late[0]["reason"].startswith("late: ts before the watermark")
     # the counts, from the query's observed metrics, one progress line per micro-batch
     progress = [line for line in err.splitlines() if line.startswith("batch ")]
     assert len(progress) >= len(chunks)

@@ -20,8 +20,9 @@ from tests.strategies import event_streams
 
 
 def run_shared(spec: SharedSpec, events: list[dict], cuts=(), roundtrip=False) -> list[dict]:
-    """One engine per key value, fed ts-ordered micro-batches split at ``cuts`` with the watermark just
-    below the next batch after each, the state optionally serialized in between, then flushed."""
+    """One engine per key value, fed ts-ordered micro-batches split at ``cuts`` with the watermark at the
+    next batch's first ts after each (not late, LANGUAGE.md §1: only an older event is; equal timestamps may
+    straddle batches), the state optionally serialized in between, then flushed."""
     parts: dict[tuple, list[dict]] = {}
     for e in sorted(events, key=lambda e: e["ts"]):
         parts.setdefault(tuple(e.get(k) for k in spec.key), []).append(e)
@@ -34,9 +35,8 @@ def run_shared(spec: SharedSpec, events: list[dict], cuts=(), roundtrip=False) -
             state, out = shared_engine.step(spec, state, piece)
             assert out == []
             following = pieces[i + 1][0]["ts"] if i + 1 < len(pieces) else math.inf
-            if following > piece[-1]["ts"]:  # a watermark below every event still to come
-                state, out = shared_engine.advance(spec, state, following - 0.5 if following < math.inf else following)
-                rows.extend(out)
+            state, out = shared_engine.advance(spec, state, following)  # no event still to come is older
+            rows.extend(out)
             if roundtrip:
                 state = SharedState.from_bytes(state.to_bytes())
         state, out = shared_engine.advance(spec, state, math.inf)
@@ -148,10 +148,10 @@ def test_late_and_invalid_events_are_counted():
     state, _ = shared_engine.step(spec, shared_engine.init_state(), [{"type": "A", "ts": 5}])
     state, _ = shared_engine.advance(spec, state, 6)
     state, _ = shared_engine.step(spec, state, [{"type": "B", "ts": 6}, {"type": "B", "ts": None},
-                                                 {"type": "B", "ts": 7}])
-    assert (state.late, state.invalid) == (1, 1)
+                                                 {"type": "B", "ts": 4}, {"type": "B", "ts": 7}])
+    assert (state.late, state.invalid) == (1, 1)  # B at the watermark's ts 6 is not late (LANGUAGE.md §1)
     assert shared_engine.advance(spec, state, math.inf)[1] == [
-        {"query": "q", "window_start": 0, "window_end": 10, "c": 1}]
+        {"query": "q", "window_start": 0, "window_end": 10, "c": 2}]
 
 
 # --------------------------------------------------------------------- aggregates other than COUNT(*) (issue 5.3)

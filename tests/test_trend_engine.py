@@ -36,7 +36,8 @@ def fig6_events() -> list[dict]:
 def run(spec, events, cuts=(), watermarks=(), roundtrip=False, seed=0) -> list[dict]:
     """What ``groupBy(spec.key)`` and a streaming job do: one engine per key, fed the micro-batches that
     ``cuts`` delimit (each shuffled), the watermark advanced after each (never past an event not yet
-    delivered), the state optionally serialized in between; then flushed and the partitions' rows merged."""
+    delivered, but up to its ts: an event at the watermark is not late, LANGUAGE.md §1), the state optionally
+    serialized in between; then flushed and the partitions' rows merged."""
     rnd = random.Random(seed)
     parts: dict[tuple, list[dict]] = {}
     for e in events:
@@ -53,7 +54,7 @@ def run(spec, events, cuts=(), watermarks=(), roundtrip=False, seed=0) -> list[d
             if roundtrip:
                 state = TrendState.from_bytes(state.to_bytes())
             if k < len(watermarks):
-                safe = min([e["ts"] for e in part[hi:]], default=math.inf) - 1
+                safe = min([e["ts"] for e in part[hi:]], default=math.inf)
                 state, out = trend_engine.advance(spec, state, min(watermarks[k], safe))
                 rows += out
         state, out = trend_engine.advance(spec, state, math.inf)
@@ -328,15 +329,28 @@ def test_late_and_invalid_events_are_counted_not_used():
     state, _ = trend_engine.advance(spec, state, 6)
     state, _ = trend_engine.step(spec, state, [{"type": "A", "ts": 4}, {"type": "A", "ts": 6},
                                                {"type": "A", "ts": 7}])
-    assert (state.late, state.invalid) == (2, 2)
+    assert (state.late, state.invalid) == (1, 2)  # A at the watermark's ts 6 is not late (LANGUAGE.md §1)
     state, rows = trend_engine.advance(spec, state, math.inf)
-    assert rows == [{"window_start": 0, "window_end": 10, "count_all": 3}]
+    assert rows == [{"window_start": 0, "window_end": 10, "count_all": 7}]
 
 
 def test_equal_timestamps_never_follow_each_other():
     events = [{"type": "A", "ts": 1}, {"type": "A", "ts": 1}, {"type": "B", "ts": 1}, {"type": "B", "ts": 2}]
     text = "RETURN COUNT(*) PATTERN SEQ(A+, B) WITHIN 10"
     assert engine_rows(text, events) == [{"window_start": 0, "window_end": 10, "count_all": 2}]
+
+
+def test_equal_timestamps_straddling_micro_batches_lateness_0():
+    """The issue's repro on the engine: A@1 B@2 | B@2 B@3, each batch followed by Spark's watermark (the
+    newest ts so far, lateness 0): the second B@2 is not late, and the count is the batch one."""
+    spec = sparkcep.compile("RETURN COUNT(*) PATTERN SEQ(A+, B) WITHIN 10").spec()
+    state, rows = trend_engine.init_state(), []
+    for batch in ([("A", 1), ("B", 2)], [("B", 2), ("B", 3)]):
+        state, _ = trend_engine.step(spec, state, [{"type": t, "ts": ts} for t, ts in batch])
+        state, out = trend_engine.advance(spec, state, max(ts for _, ts in batch))
+        rows += out
+    rows += trend_engine.advance(spec, state, math.inf)[1]
+    assert state.late == 0 and rows == [{"window_start": 0, "window_end": 10, "count_all": 3}]
 
 
 def test_mask_bits_override_types():
@@ -418,13 +432,17 @@ def test_wakeup_and_is_empty():
     state = trend_engine.init_state()
     assert trend_engine.is_empty(state) and trend_engine.wakeup(spec, state) is None
     state, _ = trend_engine.step(spec, state, [{"type": "A", "ts": 3}, {"type": "C", "ts": 14}])
-    assert trend_engine.wakeup(spec, state) == 3
+    assert trend_engine.wakeup(spec, state) == 10  # A at 3 must be processed before [0, 10) ends
     state, _ = trend_engine.advance(spec, state, 3)
+    assert len(state.pending) == 2  # more events of ts 3 may come: A at 3 waits
+    state, _ = trend_engine.advance(spec, state, 4)
     assert trend_engine.wakeup(spec, state) == 10  # the end of [0, 10)
     state, rows = trend_engine.advance(spec, state, 10)
     assert rows == [{"window_start": 0, "window_end": 10, "count_all": 1}]
     assert not trend_engine.is_empty(state)  # C at 14 is still buffered
     state, _ = trend_engine.advance(spec, state, 14)
+    assert trend_engine.wakeup(spec, state) == 20  # C at 14 waits for a later watermark, before [10, 20) ends
+    state, _ = trend_engine.advance(spec, state, 15)
     assert trend_engine.wakeup(spec, state) == 24  # C at 14 can block trends until [10, 20) is gone
     state, _ = trend_engine.advance(spec, state, 24)
     assert trend_engine.is_empty(state)

@@ -124,15 +124,17 @@ def with_event_time(candidates: DataFrame, events: DataFrame, ts_col: str, keep_
     """``candidates`` (rows of the :func:`watermarked` ``events``, after the query's filter and the shedding
     stage) with the watermark's column :data:`EVENT_TIME` (re)made for the stateful operator: Spark's
     event-time timeouts need a column carrying the watermark's marker, and the filter may have projected it
-    away.  It holds the event time, so that Spark drops rows behind the watermark before the operator; with
-    ``keep_late`` it is null, so that late rows reach the operator, which routes them
-    (``MatchOperator(..., late_rows=True)``).  The watermark itself stays where ``events`` put it."""
+    away.  It holds the event time plus one microsecond, so that Spark drops the late rows before the operator:
+    Spark drops a row whose column is at or before the watermark, LANGUAGE.md §1 only one older than it (an
+    event at the watermark's very ts is on time).  With ``keep_late`` it is null, so that late rows reach the
+    operator, which routes them (``MatchOperator(..., late_rows=True)``).  The watermark itself stays where
+    ``events`` put it, on the event time."""
     schema = events.schema
     marker = schema[EVENT_TIME].metadata  # Spark's watermark marker: event-time timeouts require it
     if keep_late:
         value = F.lit(None).cast("timestamp")
     else:
-        value = event_time_of(candidates, ts_col, ts_unit)
+        value = event_time_of(candidates, ts_col, ts_unit) + F.expr("INTERVAL 1 MICROSECOND")
     return candidates.withColumn(EVENT_TIME, value.alias(EVENT_TIME, metadata=marker))
 
 

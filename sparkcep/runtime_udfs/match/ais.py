@@ -5,7 +5,8 @@ with Kleene closure by SASE++ §5's postponing and early filters.
 instance stack* of ``(ts, event, rip)``; ``rip`` ("most recent instance in the previous stack") is the
 absolute length of stack ``p-1`` when the event arrived, so stack ``p-1``'s entries below ``rip`` are exactly
 the events that may precede it.  Events of equal ``ts`` are scanned as one group whose RIPs are all taken
-before any of them is pushed: timestamps strictly increase within every match.  An event that can fill
+before any of them is pushed, below the entries of that ``ts`` an earlier scan pushed (events that came at
+the processed watermark's very ts): timestamps strictly increase within every match.  An event that can fill
 position ``p > 0`` but has no live predecessor is dropped (transition filtering).  A Kleene position's stack
 holds every candidate event of the closure: SASE++'s "main run" collecting the superset ``M`` of every
 match's events, built once and shared instead of cloning one run per subset (§5.1, Propositions 5.1–5.2).
@@ -112,6 +113,13 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
         if t - oldest >= window:
             oldest = prune(st, t, window)
         ends = [offs[k] + len(stacks[k]) for k in range(count)]
+        if not i:  # the first group may continue a ts an earlier scan ended with: its entries never precede it
+            for k in range(count):
+                stack = stacks[k]
+                n = len(stack)
+                while n and stack[n - 1][0] == t:
+                    n -= 1
+                ends[k] = offs[k] + n
         for entry in ready[i:j]:
             ev = entry[3]
             positions, slots = split(entry[2])

@@ -549,10 +549,13 @@ class Plan:
             own = {comps[j].var for j in ks} | {comps[j].var for _, js in inner for j in js}
             # variables of the same negation this negative alternative lacks (NOT (P OR Q), ? inside) read NULL,
             # as absent variables do in the oracle: a conjunct that reads one of them and a variable that is
-            # there (an outer positive one, a member) is NULL, so it keeps this alternative from invalidating
+            # there (a positive one of this alternative, a member) is NULL, so it keeps this alternative from
+            # invalidating; one whose variables are all absent here (the other member and a positive variable
+            # of another OR alternative or an unmatched ``?``) holds, so it is no predicate of this one
             lacking = frozenset(v for v in negated if v not in own and groups_of.get(v) is not None
                                 and groups_of.get(v) == groups_of.get(comps[ks[0]].var))
-            own |= {v for c in parsed if c.vars & lacking and c.vars - lacking for v in c.vars & lacking}
+            there = present | own
+            own |= {v for c in parsed if c.vars & lacking and c.vars & there for v in c.vars & lacking}
 
             def neg_here(c: Conjunct, lacking=lacking) -> Conjunct:
                 c = here(c)

@@ -37,8 +37,11 @@ alternatives, or whose alternatives would select the same variables and differ o
 (``(!B OR !C)``: valid if either is), runs as one automaton.
 
 The streaming contract: :func:`step` only buffers; :func:`advance` processes the buffered events up to the
-watermark in ``ts`` order and returns every match completed (each exactly once); events at or before a
-processed watermark are late and counted, never matched; the state is pruned to the window.  ``advance(spec,
+watermark in ``ts`` order and returns every match completed (each exactly once); events before a processed
+watermark are late and counted, never matched (LANGUAGE.md §1: only an event *older* than the watermark is
+late); an event at the processed watermark's very ts is taken after the events of that ts already processed
+(in arrival order, whatever its ``_seq``: a batch that ranks ties by ``_seq`` gives all events of a ts
+at once), which never follow it in a match; the state is pruned to the window.  ``advance(spec,
 state, math.inf)`` flushes (batch).  :meth:`MatchState.to_bytes` keeps the state between micro-batches.
 
 Events are dicts with ``type``, ``ts`` (a number) and optionally:
@@ -186,7 +189,7 @@ def wakeup(spec: MatchSpec, state: MatchState) -> float | None:
 def step(spec: MatchSpec, state: MatchState, events: Iterable[dict]) -> tuple[MatchState, list[dict]]:
     """Buffer ``events`` (any order).  Returns ``(state, [])``: rows are only produced by :func:`advance`.
 
-    Events with ``ts <= state.frontier`` are late and counted in ``state.late``; events without a usable
+    Events with ``ts < state.frontier`` are late and counted in ``state.late``; events without a usable
     ``ts`` are counted in ``state.invalid``; events that can fill no component are dropped (kept as breaks of
     contiguity under a contiguity strategy when they carry no ``_seq``).
     """
@@ -201,7 +204,7 @@ def step(spec: MatchSpec, state: MatchState, events: Iterable[dict]) -> tuple[Ma
         if ts is None or ts != ts:
             state.invalid += 1
             continue
-        if ts <= frontier:
+        if ts < frontier:
             state.late += 1
             continue
         mask = ev.get("_mask")
@@ -224,13 +227,14 @@ def advance(spec: MatchSpec, state: MatchState, watermark: float,
     """Process the buffered events with ``ts <= watermark`` in ``ts`` order and return the completed matches.
 
     Each match is emitted exactly once, as a dict ``output name → value``.  ``advance(spec, state, inf)``
-    flushes everything (batch).  A watermark at or below the frontier is a no-op.  ``budget``
+    flushes everything (batch).  A watermark below the frontier is a no-op; one at the frontier processes the
+    events that came at its very ts since (no match ends earlier, none starts later).  ``budget``
     (:class:`~sparkcep.runtime_udfs.match.budget.Budget`): every match built (emitted, or postponed for a
     negated end) is counted against it as it is built, and so are the live runs of :mod:`match_runs` after
     each event; :class:`~sparkcep.runtime_udfs.match.budget.MatchBudgetError` once either exceeds its limit
     (the state is then unusable).
     """
-    if not watermark > state.frontier:
+    if watermark < state.frontier or (watermark == state.frontier and not state.pending):
         return state, []
     plan = _plan(spec)
     _prepare(plan, state)

@@ -87,14 +87,14 @@ class AltState:
 class MatchState:
     """The state of one partition.  Mutated in place by ``step`` and ``advance``, which return it.
 
-    ``frontier``   the watermark processed so far: events with ``ts <= frontier`` are late;
-    ``pending``    buffered ``(ts, tie, mask, event)``, all with ``ts > frontier``; ``tie`` orders equal
+    ``frontier``   the watermark processed so far: events with ``ts < frontier`` are late;
+    ``pending``    buffered ``(ts, tie, mask, event)``, all with ``ts >= frontier``; ``tie`` orders equal
                    timestamps (the event's ``_seq``, else its arrival number);
     ``arrivals``   events buffered so far (the next arrival number);
     ``alts``       per alternative of the pattern, its :class:`AltState` (created by the first ``advance``);
     ``postponed``  a heap of matches waiting for a negated end: ``(deadline, number, alternative, binding)``,
                    released once the watermark reaches ``deadline`` = first ts + W (SASE §3.3);
-    ``late``       events dropped because ``ts <= frontier`` when they arrived;
+    ``late``       events dropped because ``ts < frontier`` when they arrived;
     ``invalid``    events dropped because their ``ts`` was null or NaN.
     """
 

@@ -3,8 +3,10 @@
 This engine implements the Shared method of Poppe et al., *Sharon: Shared Online Event Sequence Aggregation*
 (§3.2–3.3, the paper in ``papers/``) for one partition of the common partition key.  It is pure Python,
 knows nothing about Spark, and has the shape of :mod:`sparkcep.runtime_udfs.trend.engine`: :func:`step`
-buffers events, :func:`advance` processes those at or below a watermark in ``ts`` order and emits the rows
-of every window the watermark has passed, one row per (query, window) with at least one trend.
+buffers events, :func:`advance` processes those below a watermark in ``ts`` order and emits the rows of every
+window the watermark has passed, one row per (query, window) with at least one trend.  An event at the
+watermark's very ts is not late (LANGUAGE.md §1) and waits for a later watermark, with the other events of
+its ts; no window it is in has ended yet.
 
 **Segments.**  The sharing plan cuts each query's pattern into *segments* (see
 :mod:`sparkcep.compiler.optimizer.sharing.layout`): a shared pattern is one segment for all its queries, a
@@ -311,8 +313,8 @@ def check(spec: SharedSpec) -> None:
 class SharedState(SlotState):
     """The state of one partition.  Mutated in place by :func:`step` and :func:`advance`, which return it.
 
-    ``frontier``  the watermark processed so far: events with ``ts <= frontier`` are late.
-    ``pending``   buffered ``(ts, type)`` in arrival order, all with ``ts > frontier``.
+    ``frontier``  the watermark processed so far: events with ``ts < frontier`` are late.
+    ``pending``   buffered ``(ts, type)`` in arrival order, all with ``ts >= frontier``.
     ``group``     the GROUP BY values (constant within a partition), from the first event.
     ``kmin``      the first window not emitted yet (None before the first event); ``kmax`` the last seen.
     ``segs``      per segment: its START events, column-wise (:class:`_Segment`).
@@ -349,15 +351,20 @@ def is_empty(state: SharedState) -> bool:
 
 
 def wakeup(spec: SharedSpec, state: SharedState) -> float | None:
-    """The smallest watermark at which :func:`advance` has work without new events, or None."""
-    times = [e[0] for e in state.pending]
+    """The smallest watermark at which :func:`advance` has work without new events, or None: the end of the
+    first window holding the earliest buffered event (processable once the watermark is past it), or the end
+    of the first open window."""
+    times = []
+    if state.pending:
+        first = min(map(_ts_of, state.pending))
+        times.append(_compiled(spec).first_open(first) * spec.slide + spec.window)
     if state.kmin is not None:
         times.append(state.kmin * spec.slide + spec.window)
     return min(times) if times else None
 
 
 def step(spec: SharedSpec, state: SharedState, events: Iterable[dict]) -> tuple[SharedState, list[dict]]:
-    """Buffer ``events`` (any order); rows come from :func:`advance`.  Late events (``ts <= frontier``) and
+    """Buffer ``events`` (any order); rows come from :func:`advance`.  Late events (``ts < frontier``) and
     events without a usable ``ts`` are counted; events of no segment's type are dropped."""
     cs = _compiled(spec)
     frontier = state.frontier
@@ -368,7 +375,7 @@ def step(spec: SharedSpec, state: SharedState, events: Iterable[dict]) -> tuple[
         if ts is None or ts != ts or ts in (_INF, -_INF):
             state.invalid += 1
             continue
-        if ts <= frontier:
+        if ts < frontier:
             state.late += 1
             continue
         t = ev.get("type")
@@ -384,8 +391,9 @@ def step(spec: SharedSpec, state: SharedState, events: Iterable[dict]) -> tuple[
 
 
 def advance(spec: SharedSpec, state: SharedState, watermark: float) -> tuple[SharedState, list[dict]]:
-    """Process the buffered events with ``ts <= watermark`` in ``ts`` order and return the rows of every
-    window whose end the watermark has reached (``inf`` flushes everything)."""
+    """Process the buffered events with ``ts < watermark`` in ``ts`` order and return the rows of every
+    window whose end the watermark has reached (``inf`` flushes everything); events at the watermark's ts
+    wait, as more of that ts may come."""
     if not watermark > state.frontier:
         return state, []
     cs = _compiled(spec)
@@ -393,7 +401,7 @@ def advance(spec: SharedSpec, state: SharedState, watermark: float) -> tuple[Sha
         _reset(cs, state)
     pending = state.pending
     pending.sort(key=_ts_of)
-    cut = bisect_right(pending, watermark, key=_ts_of)
+    cut = bisect_left(pending, watermark, key=_ts_of)
     ready, state.pending = pending[:cut], pending[cut:]
     state.frontier = watermark
     rows: list[dict] = []

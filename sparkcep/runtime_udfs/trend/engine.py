@@ -3,8 +3,10 @@
 This engine implements Poppe et al., *GRETA: Graph-based Real-time Event Trend Aggregation* (the paper in
 ``papers/``) for one partition of the equivalence key (the caller partitions, GRETA §6 "Event Trend
 Grouping").  It is pure Python, knows nothing about Spark, and has the shape of
-:mod:`sparkcep.runtime_udfs.match.engine`: :func:`step` buffers events, :func:`advance` processes those at or
-below a watermark in ``ts`` order and emits the rows of every window the watermark has passed.
+:mod:`sparkcep.runtime_udfs.match.engine`: :func:`step` buffers events, :func:`advance` processes those below
+a watermark in ``ts`` order and emits the rows of every window the watermark has passed.  An event at the
+watermark's very ts is not late (LANGUAGE.md §1: only an older one is) and waits for a later watermark, so
+that the events of one ts are always processed together; no window it is in has ended yet.
 
 **Template (§4.1, Algorithm 1; §9 "Multiple Event Type Occurrences").**  Every positive component of the
 pattern is a template state, so a type that occurs twice gives two states and an event may enter several.
@@ -85,7 +87,7 @@ Example::
 from __future__ import annotations
 
 import gc
-from bisect import bisect_right
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable
 from functools import wraps
@@ -132,8 +134,8 @@ def check(spec: TrendSpec) -> None:
 class TrendState(SlotState):
     """The state of one partition.  Mutated in place by :func:`step` and :func:`advance`, which return it.
 
-    ``frontier``  the watermark processed so far: events with ``ts <= frontier`` are late.
-    ``pending``   buffered ``(ts, mask, event)`` in arrival order, all with ``ts > frontier``.
+    ``frontier``  the watermark processed so far: events with ``ts < frontier`` are late.
+    ``pending``   buffered ``(ts, mask, event)`` in arrival order, all with ``ts >= frontier``.
     ``group``     the GROUP BY values (constant within a partition), from the first event.
     ``kmin``      the first window not emitted yet (None before the first event); ``close_at`` its end.
     ``runs``      the positive graph's runtime per scoped-equivalence value (``None``: the only one, or the
@@ -141,7 +143,7 @@ class TrendState(SlotState):
     ``latest``    per negation ``N``: ``L_N``, the latest start of a finished trend of ``N``.
     ``negs``      per negation: its graph's runtime.
     ``epoch``     the number of :func:`advance` calls that processed events (the vertex trees' live parts).
-    ``late``      events dropped because ``ts <= frontier`` when they arrived.
+    ``late``      events dropped because ``ts < frontier`` when they arrived.
     ``invalid``   events dropped because their ``ts`` was null, NaN or infinite.
     """
 
@@ -195,11 +197,15 @@ def is_empty(state: TrendState) -> bool:
 
 
 def wakeup(spec: TrendSpec, state: TrendState) -> float | None:
-    """The smallest watermark at which :func:`advance` has work to do without new events, or None: the
-    earliest buffered ``ts`` (it becomes processable), the end of the first open window (its rows are due),
-    or the time at which the negation state can no longer affect any window."""
+    """The smallest watermark at which :func:`advance` has work to do without new events, or None: the end
+    of the first window holding the earliest buffered event (it must be processed before that window's rows;
+    an event is processable only once the watermark is past it), the end of the first open window (its rows
+    are due), or the time at which the negation state can no longer affect any window."""
     cs = _compiled(spec)
-    times = [ts for ts, _, _ in state.pending]
+    times = []
+    if state.pending:
+        first = min(map(_ts_of, state.pending))
+        times.append(cs.first_open(first) * cs.slide + cs.window)
     if any(run.wins for run in state.runs.values()):
         times.append(state.close_at)
     newest = _negation_memory(state)
@@ -237,7 +243,7 @@ def _gc_paused(fn):
 def step(spec: TrendSpec, state: TrendState, events: Iterable[dict]) -> tuple[TrendState, list[dict]]:
     """Buffer ``events`` (any order).  Returns ``(state, [])``: rows are only produced by :func:`advance`.
 
-    Events with ``ts <= state.frontier`` are late and counted in ``state.late``; events without a usable
+    Events with ``ts < state.frontier`` are late and counted in ``state.late``; events without a usable
     ``ts`` are counted in ``state.invalid``; events that can fill no component are dropped.
     """
     cs = _compiled(spec)
@@ -255,7 +261,7 @@ def step(spec: TrendSpec, state: TrendState, events: Iterable[dict]) -> tuple[Tr
             if ts is None or ts != ts or ts in (_INF, -_INF):
                 invalid += 1
                 continue
-        if ts <= frontier:
+        if ts < frontier:
             late += 1
             continue
         mask = ev.get("_mask")
@@ -274,8 +280,9 @@ def step(spec: TrendSpec, state: TrendState, events: Iterable[dict]) -> tuple[Tr
 
 @_gc_paused
 def advance(spec: TrendSpec, state: TrendState, watermark: float) -> tuple[TrendState, list[dict]]:
-    """Process the buffered events with ``ts <= watermark`` in ``ts`` order and return the rows of every
-    window whose end the watermark has reached, each window exactly once.
+    """Process the buffered events with ``ts < watermark`` in ``ts`` order and return the rows of every
+    window whose end the watermark has reached, each window exactly once (events at the watermark's ts wait:
+    more of that ts may come, and they are in no window that ends by then).
 
     ``advance(spec, state, inf)`` flushes everything (batch).  A watermark at or below the frontier is a
     no-op.
@@ -290,7 +297,7 @@ def advance(spec: TrendSpec, state: TrendState, watermark: float) -> tuple[Trend
     if not strict:
         pending.sort(key=_ts_of)
         times.sort()
-    cut = bisect_right(times, watermark)
+    cut = bisect_left(times, watermark)
     ready, state.pending = pending[:cut], pending[cut:]
     state.frontier = watermark
     rows: list[dict] = []
