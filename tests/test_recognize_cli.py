@@ -233,6 +233,16 @@ def test_magic_statement_errors_are_one_message(shell):
         shell.run_cell_magic("sparkcep", "", VSHAPE)
 
 
+def test_magic_refuses_the_pattern_language_options_for_a_statement(shell):
+    from IPython.core.error import UsageError
+
+    for line, why in (("--ts-col rowtime", "its time column is the first ORDER BY column"),
+                      ("--type-col kind", "it has no event type column")):
+        with pytest.raises(UsageError) as err:
+            shell.run_cell_magic("sparkcep", line, VSHAPE)
+        assert str(err.value) == f"{line.split()[0]} does not apply to a MATCH_RECOGNIZE statement ({why})"
+
+
 @pytest.mark.spark
 def test_magic_runs_a_statement_on_its_from_dataframe(spark, shell):
     rows = [("ACME", f"2011-04-01 {t}", p, x) for t, p, x in TICKER]
