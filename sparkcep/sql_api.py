@@ -75,8 +75,11 @@ def _table(spark: SparkSession, name: str, text: str) -> DataFrame:
     """The table or view ``name`` of the session's catalog; an unknown one is an error at its place in ``text``."""
     from pyspark.errors import AnalysisException, ParseException
 
+    from sparkcep.spark.recognize import quiet_analysis
+
     try:
-        return spark.table(name)
+        with quiet_analysis():
+            return spark.table(name)
     except (AnalysisException, ParseException):
         raise CEPSemanticError(f"no table or view {name!r} in the Spark session", _span_of(text, name),
                                text) from None

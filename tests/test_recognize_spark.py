@@ -122,8 +122,16 @@ def test_batch_statements_equal_the_reference(spark):
 @pytest.mark.spark
 def test_errors_are_cep_errors_at_their_place(spark):
     """An unknown table, a per-row function Spark does not know, a column the outer query cannot find: one
-    CEPError each (positioned where the statement has a place for it), never Spark's exception."""
+    CEPError each (positioned where the statement has a place for it), never Spark's exception, nor PySpark's
+    log of it (with the Java stack) before it."""
+    import logging
+
     _front()
+    logged: list = []
+    handler = logging.Handler()
+    handler.emit = logged.append
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).addHandler(handler)
     text = "SELECT *\nFROM no_such_view MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS v > 0)"
     with pytest.raises(CEPError) as err:
         sparkcep.sql(text, spark)
@@ -138,6 +146,9 @@ def test_errors_are_cep_errors_at_their_place(spark):
     with pytest.raises(CEPError, match="on the matches"):
         sparkcep.sql(text, spark)
     spark.catalog.dropTempView("rec_err")
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).removeHandler(handler)
+    assert [r.getMessage()[:60] for r in logged] == []
 
 
 # ----------------------------------------------------------------------------------------------- streaming
