@@ -120,6 +120,46 @@ def test_batch_statements_equal_the_reference(spark):
 
 
 @pytest.mark.spark
+def test_two_statements_in_threads_read_their_own_matches(spark, monkeypatch):
+    """Two ``sparkcep.sql`` calls at once (threads): each registers its matches and waits until the other has
+    too before Spark analyses its outer query; each still reads its own matches, never the other's."""
+    import threading
+
+    from pyspark.sql import DataFrame
+
+    _front()
+    text = ("SELECT n FROM {} MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A+) "
+            "DEFINE A AS v > 0)")
+    for name, n in (("rec_t1", 2), ("rec_t2", 5)):
+        spark.createDataFrame([(i, 1) for i in range(n)], "ts bigint, v bigint").createOrReplaceTempView(name)
+    both = threading.Barrier(2, timeout=60)
+    register = DataFrame.createOrReplaceTempView
+
+    def register_then_wait(df, name):
+        register(df, name)
+        both.wait()
+
+    monkeypatch.setattr(DataFrame, "createOrReplaceTempView", register_then_wait)
+    got: dict = {}
+
+    def run(name: str) -> None:
+        try:
+            got[name] = [r.n for r in sparkcep.sql(text.format(name), spark).collect()]
+        except Exception as err:  # noqa: BLE001 - reported by the assertion below
+            got[name] = repr(err)
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in ("rec_t1", "rec_t2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    monkeypatch.undo()
+    assert got == {"rec_t1": [2], "rec_t2": [5]}
+    for name in ("rec_t1", "rec_t2"):
+        spark.catalog.dropTempView(name)
+
+
+@pytest.mark.spark
 def test_errors_are_cep_errors_at_their_place(spark):
     """An unknown table, a per-row function Spark does not know, a column the outer query cannot find: one
     CEPError each (positioned where the statement has a place for it), never Spark's exception, nor PySpark's
