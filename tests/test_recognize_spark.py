@@ -342,6 +342,29 @@ def test_stream_function_holds_rows_until_the_watermark_and_drops_late_ones():
     assert [r["n"] for r in batch] == [4, 2]  # the second match is decided only at the partition's end
 
 
+def test_stream_function_routes_late_rows_to_the_side_channel():
+    """With ``late_rows`` a row older than the watermark comes out as a ``late`` row holding its record, the
+    results as ``result`` rows; a row at the watermark's very time is on time."""
+    pytest.importorskip("sparkcep.runtime_udfs.recognize")
+    from sparkcep.spark.late import KIND, REASON, RECORD
+
+    fn = SR.stream_function(SPEC, _OUTPUT, _INPUT, numeric=False, late_rows=True)
+    group = FakeGroup()
+
+    def call(rows, watermark_s: float) -> list[dict]:
+        group.watermark = _micros(watermark_s) // 1000
+        return [r for f in fn(("p",), iter([_frame(rows)]), group) for r in f.to_dict("records")]
+
+    assert call([("a", 0, 1), ("b", 2, 2)], 0.5) == []
+    assert call([("b", 4, 3), ("a", 0, 4)], 3.0) == []  # a1 b2 settled; b@3, at the watermark's time, waits
+    out = call([("b", 3, 1.5)], 8.0)  # behind the settled 3 s: late; a@4 ends a1 b2 b3
+    late = [r for r in out if r[KIND] == "late"]
+    assert [json.loads(r[RECORD]) for r in late] == [{"k": "p", "t": "b", "v": 3,
+                                                       "ts": "2024-03-01T09:00:01.500000+00:00"}]
+    assert late[0][REASON].startswith("late: ts before the watermark 2024-03-01T09:00:08")
+    assert [(r[KIND], r["n"]) for r in out if r[KIND] == "result"] == [("result", 3)]
+
+
 def test_results_that_do_not_fit_their_type_are_null():
     """An engine value Arrow cannot take for the column's type is NULL in its row, not an error."""
     schema = pa.schema([("n", pa.int64()), ("s", pa.string())])

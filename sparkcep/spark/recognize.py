@@ -18,10 +18,10 @@ layer may not import) chains:
     than :data:`CHUNK_ROWS` through ``step`` in chunks and ``advance(final=True)``);
   - streaming (:func:`stream_recognize`): an event-time watermark on the time column, ``groupBy(PARTITION
     BY).applyInPandasWithState``: each key's rows wait in the group state until event time is settled (their
-    event time is at or before the watermark: Spark drops any later row at or before it as late, so no row
-    ordered before them can still come), then go to the engine's ``step`` in the batch order, and ``advance``
-    to the watermark emits the matches that are decided.  The group state holds the engine state as JSON
-    (``state_to_json``) and the waiting rows;
+    event time is older than the watermark: a later row older than it is late, so no row ordered before them
+    can still come), then go to the engine's ``step`` in the batch order, and ``advance`` to the watermark
+    emits the matches that are decided.  The group state holds the engine state as JSON (``state_to_json``)
+    and the waiting rows;
 
 * :func:`apply_outer`: the result registered as a session-local temporary view (``result_view`` with a
   random suffix per call) and the outer query (SELECT list, WHERE, GROUP BY, ORDER BY on the matches) run on
@@ -29,18 +29,19 @@ layer may not import) chains:
 
 Rows: a NULL partition key is a partition of its own (as Spark groups NULLs).  A row whose time column is
 NULL is ordered as ORDER BY says in a batch (NULLS FIRST by default for ascending); a stream cannot place it
-in event time and drops it.  A stream also drops rows that arrive when the watermark has reached their time
-(late rows: Spark drops them, and the state function counts those it still sees).  With no allowed lateness
-(``watermark_delay`` 0) a row of the same time as the newest row of an earlier micro-batch is late: allow some
-lateness for a source that writes equal times in different files.  Values reach the engine as Arrow gives
-them to Python (TIMESTAMP as time-zone aware datetimes, DECIMAL as Decimal, ...); in a stream pandas cannot
-tell a double NaN from NULL, both are NULL there.
+in event time and drops it.  A row older than the watermark is late (:mod:`sparkcep.spark.late`; one at the
+watermark's very time is on time) when its key's rows up to that watermark went to the engine already (the
+watermark of the key's last micro-batch): the state function counts it and, with ``late_rows``, outputs it
+on the late side channel (Spark itself drops none: the watermark's column reaches the function nulled).  Values
+reach the engine as Arrow gives them to Python (TIMESTAMP as time-zone aware datetimes, DECIMAL as Decimal,
+...); in a stream pandas cannot tell a double NaN from NULL, both are NULL there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import logging
 import math
 import pickle
@@ -77,6 +78,7 @@ from sparkcep.ir.recognize import RecognizeSpec, RowExpr
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.spark.adapters import event_time_of, shuffle_partitions
 from sparkcep.spark.arrow import _arrow_array, _rows_of, _session_timezone, by_id, gathered
+from sparkcep.spark.late import KIND, LATE, REASON, RECORD, RESULT, with_side_columns
 from sparkcep.spark.operator import grouped
 from sparkcep.spark.schema import EVENT_TIME
 from sparkcep.spark.validate import quoted
@@ -434,11 +436,15 @@ def _load_state(data: bytes) -> tuple[int | None, str, list, int]:
 
 
 def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructType, *, numeric: bool,
-                    ts_unit: str | None = None, timezone: str = "UTC") -> Callable[
+                    ts_unit: str | None = None, timezone: str = "UTC", late_rows: bool = False) -> Callable[
         [Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     """``fn(key, pdfs, state)`` for ``groupBy(PARTITION BY).applyInPandasWithState`` with event-time timeouts
     (see the module docstring).  ``projected``: the input's Spark schema; ``numeric``: the time column is a
-    number (its event time scaled by ``ts_unit``), else a time whose ``__ts`` is the event time in µs."""
+    number (its event time scaled by ``ts_unit``), else a time whose ``__ts`` is the event time in µs.
+    ``late_rows``: the output has the side-channel columns of :mod:`sparkcep.spark.late` (``struct`` without
+    them): results tagged ``result``, each late row (older than the watermark up to which its key's rows went
+    to the engine) a ``late`` row with its record;
+    without it late rows are only counted in the group state."""
     names = [c for c in dict.fromkeys([*spec.columns, TS]) if c in projected.names]
     types = {c: projected[c].dataType for c in names}
     scale = EventTimeScale.of(ts_unit)
@@ -449,6 +455,14 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
     def timeout_ms(due: float) -> int:
         return scale.timeout_ms(due) - 1 if numeric else math.ceil(due / 1000) - 1
 
+    record_columns = [c for c in names if not _RESERVED.fullmatch(c)]
+    out_schema = _arrow_schema(with_side_columns(struct) if late_rows else struct)
+
+    def watermark_text(raw: int) -> str:
+        if numeric:
+            return f"{watermark_ts(raw):g}"
+        return pd.Timestamp(raw, unit="ms", tz="UTC").isoformat()
+
     def recognize_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
         engine = _engine()
         if group.exists:
@@ -456,6 +470,9 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
             state = engine.state_from_json(engine_json)
         else:
             frontier, state, held, late = None, engine.init_state(spec), [], 0
+        raw = group.getCurrentWatermarkMs()
+        bound = raw * 1000
+        dropped: list[dict] = []
         for pdf in pdfs:
             if pdf.empty:
                 continue
@@ -466,15 +483,15 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
                 if et is None or et != et:
                     continue  # no event time: cannot be placed (a NULL time column)
                 et = int(et)
-                if frontier is not None and et <= frontier:
-                    late += 1  # its place in the order has passed (Spark itself drops it as late)
+                if frontier is not None and et < frontier:
+                    late += 1  # older than the watermark its key's rows were settled at: its place has passed
+                    if late_rows:
+                        dropped.append(_late_row(row, record_columns, watermark_text(raw)))
                     continue
                 held.append((et, row))
-        raw = group.getCurrentWatermarkMs()
-        bound = raw * 1000
-        # Spark drops a later row at or before this watermark as late: rows up to it are settled
-        settled = [row for et, row in held if et <= bound]
-        held = [(et, row) for et, row in held if et > bound]
+        # a row at the watermark's very time is on time (it may still come): rows older than it are settled
+        settled = [row for et, row in held if et < bound]
+        held = [(et, row) for et, row in held if et >= bound]
         settled.sort(key=engine.sort_key(spec))
         out: list[dict] = []
         if settled:
@@ -486,7 +503,7 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
         group.update((_dump_state(frontier, engine.state_to_json(state), held, late),))
         dues = []
         if held:
-            dues.append(-(-min(et for et, _ in held) // 1000) - 1)  # fires once the watermark reaches it
+            dues.append(min(et for et, _ in held) // 1000)  # fires once the watermark passes it
         wakeup = getattr(engine, "wakeup", None)
         if wakeup is None:
             dues.append(raw)  # the engine may hold a match: look again when the watermark moves
@@ -496,17 +513,29 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
                 dues.append(timeout_ms(due))
         if dues:
             group.setTimeoutTimestamp(max(min(dues), raw, 1))
+        if late_rows:
+            out = [{**r, KIND: RESULT} for r in out] + dropped
         if out:
-            yield _to_table(out, _arrow_schema(struct)).to_pandas()
+            yield _to_table(out, out_schema).to_pandas()
 
     return recognize_stream
 
 
+def _late_row(row: dict, columns: list[str], watermark: str) -> dict:
+    """The side-channel row of a late input ``row``: its ``columns`` as a JSON object (times in ISO 8601)."""
+    event = {c: v.isoformat() if hasattr(v, "isoformat") else v for c, v in ((c, row.get(c)) for c in columns)}
+    return {KIND: LATE, REASON: f"late: ts before the watermark {watermark}",
+            RECORD: json.dumps(event, default=str)}
+
+
 def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_delay: float | None = None,
-                     ts_unit: str | None = None) -> DataFrame:
+                     ts_unit: str | None = None, late_rows: bool = False) -> DataFrame:
     """The engine's result over a streaming ``projected``: a watermark on the time column allowing
     ``watermark_delay`` (ts units; milliseconds for a time column), ``groupBy(PARTITION BY)
-    .applyInPandasWithState`` in append mode with event-time timeouts (:func:`stream_function`)."""
+    .applyInPandasWithState`` in append mode with event-time timeouts (:func:`stream_function`).  The
+    watermark's column reaches the state function nulled (as :func:`sparkcep.spark.adapters.with_event_time`
+    with ``keep_late``), so that Spark drops no row: the function decides which rows are late (older than
+    the watermark) and, with ``late_rows``, outputs them on the side channel of :mod:`sparkcep.spark.late`."""
     column = time_column(spec)
     if column is None or not spec.order_by[0].ascending:
         raise CEPSemanticError("a streaming MATCH_RECOGNIZE needs ORDER BY an ascending time column first")
@@ -526,23 +555,28 @@ def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_del
         event_time = F.timestamp_micros(F.col(TS).cast("bigint"))
     df = projected.withColumn(EVENT_TIME, event_time).withWatermark(EVENT_TIME, delay_text)
     df = df.withColumn(_ET, F.unix_micros(F.col(EVENT_TIME)))
+    marker = df.schema[EVENT_TIME].metadata  # Spark's watermark marker: event-time timeouts require it
+    df = df.withColumn(EVENT_TIME, F.lit(None).cast("timestamp").alias(EVENT_TIME, metadata=marker))
     keep = [*_engine_columns(projected, spec), _ET, EVENT_TIME]
     df = df.select(*[F.col(quoted(c)) for c in keep])
     struct = output_struct(spec)
     fn = stream_function(spec, struct, projected.schema, numeric=numeric, ts_unit=ts_unit,
-                         timezone=_session_timezone())
+                         timezone=_session_timezone(), late_rows=late_rows)
     return grouped(df, list(spec.partition_by)).applyInPandasWithState(
-        fn, struct, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+        fn, with_side_columns(struct) if late_rows else struct, STATE_SCHEMA, "append",
+        GroupStateTimeout.EventTimeTimeout)
 
 
 # ----------------------------------------------------------------------------------------------- the whole
 
 
 def run_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_delay: float | None = None,
-                  ts_unit: str | None = None, partitions: int | None = None) -> DataFrame:
-    """:func:`batch_recognize` or :func:`stream_recognize`, following ``projected.isStreaming``."""
+                  ts_unit: str | None = None, partitions: int | None = None, late_rows: bool = False) -> DataFrame:
+    """:func:`batch_recognize` or :func:`stream_recognize` (``late_rows``: see there), following
+    ``projected.isStreaming``."""
     if projected.isStreaming:
-        return stream_recognize(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit)
+        return stream_recognize(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit,
+                                late_rows=late_rows)
     return batch_recognize(projected, spec, partitions=partitions)
 
 
@@ -550,10 +584,20 @@ def apply_outer(result: DataFrame, outer_sql: str, result_view: str, text: str |
     """``outer_sql`` (the statement's SELECT/WHERE/GROUP BY/ORDER BY, generated by sqlglot over the table name
     ``result_view``) run on ``result`` by ``spark.sql``, under a view name of its own (``result_view`` and a
     random suffix, the query rebuilt by sqlglot for it): the temporary view exists only while it is analysed.
-    An outer query Spark refuses is a :class:`CEPSemanticError`."""
+    An outer query Spark refuses is a :class:`CEPSemanticError`.
+
+    A ``result`` with the late side channel (:func:`stream_recognize` with ``late_rows``): a plain outer query
+    (a SELECT list and WHERE, no aggregation, DISTINCT, ORDER BY or LIMIT) passes the late rows through with
+    their side columns; another one runs on the results only (late rows then are only counted)."""
     from pyspark.errors import AnalysisException, ParseException
 
     spark = result.sparkSession
+    if KIND in result.columns:
+        passing = _passing_late_rows(outer_sql)
+        if passing is None:
+            result = result.where(F.col(KIND) == RESULT).drop(KIND, REASON, RECORD)
+        else:
+            outer_sql = passing
     # a name of its own per call: two statements analysed at once (threads) never see each other's view
     view = f"{result_view}_{uuid.uuid4().hex}"
     outer_sql, result_view = _renamed(outer_sql, result_view, view), view
@@ -581,4 +625,28 @@ def _renamed(outer_sql: str, old: str, new: str) -> str:
     for column in tree.find_all(exp.Column):
         if column.table.lower() == old.lower() and not column.args.get("db"):
             column.set("table", exp.to_identifier(new))
+    return tree.sql(dialect="spark")
+
+
+def _passing_late_rows(outer_sql: str) -> str | None:
+    """``outer_sql`` rewritten (sqlglot) to keep the late side channel: the side columns in its SELECT list
+    (unless a ``*`` holds them) and ``_kind = 'late' OR (...)`` as its WHERE; None for an outer query that is
+    not a plain SELECT/WHERE (aggregation, DISTINCT, window functions, ORDER BY, LIMIT, joins, set operations)."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(outer_sql, read="spark")
+    if not isinstance(tree, exp.Select) or any(tree.args.get(k) for k in (
+            "group", "having", "distinct", "order", "limit", "offset", "qualify", "joins", "laterals", "with")):
+        return None
+    if any(e.find(exp.AggFunc, exp.Window, exp.Explode, exp.Posexplode) for e in tree.expressions):
+        return None
+    stars = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+                for e in tree.expressions)
+    if not stars:
+        tree = tree.select(*(exp.column(c, quoted=True) for c in (KIND, REASON, RECORD)), copy=True)
+    where = tree.args.get("where")
+    if where is not None:
+        late = exp.EQ(this=exp.column(KIND, quoted=True), expression=exp.Literal.string(LATE))
+        tree.set("where", exp.Where(this=exp.or_(late, exp.paren(where.this, copy=False), copy=False)))
     return tree.sql(dialect="spark")
