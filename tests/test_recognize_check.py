@@ -11,7 +11,7 @@ from sparkcep.compiler.recognize.analysis import program_size
 from sparkcep.grammar.recognize import parse_pattern, parse_recognize
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr
-from sparkcep.ir.errors import CEPSemanticError
+from sparkcep.ir.errors import CEPSemanticError, CEPSyntaxError
 from sparkcep.ir.serde import from_data, to_data
 from tests.test_recognize_front import FLINK_AGGREGATES, FLINK_VSHAPE, FLINK_WITHIN, TRINO_ORDERS
 
@@ -216,3 +216,23 @@ def test_specs_survive_the_json_of_generated_jobs():
     spec = build_spec(parse_recognize(text), {**TICKER, "__rx0": "string"})
     data = json.loads(json.dumps(to_data(spec), allow_nan=False))
     assert from_data(data) == spec
+
+
+def test_unknown_functions_are_refused_with_a_suggestion():
+    text = wrap("PATTERN (A B) DEFINE B AS B.x > 1 AND PREVV(B.x) > 2")
+    err = refusal(text)
+    assert "unknown function PREVV()" in err.message and "did you mean PREV?" in err.message
+    assert text[err.span.start:err.span.end] == "PREVV"
+    text = wrap("MEASURES my_udf(A.x) AS u, upper(A.s) AS s PATTERN (A B)")
+    err = refusal(text)
+    assert "unknown function my_udf()" in err.message and text[err.span.start:err.span.end] == "my_udf"
+    # a function the session knows (a registered SQL UDF) passes when the caller can ask the session
+    check_recognize(parse_recognize(text), streaming=False, functions=lambda name: name.lower() == "my_udf")
+    check_recognize(parse_recognize(wrap("MEASURES unix_seconds(A.ts) AS u, timestampdiff(SECOND, A.ts, A.t2) "
+                                         "AS d PATTERN (A B)")), streaming=False)
+
+
+def test_unknown_function_over_several_rows_is_named():
+    with pytest.raises(CEPSyntaxError) as info:
+        parse_recognize(wrap("MEASURES NEXTT(A.x, B.x) AS n PATTERN (A B)"))
+    assert "unknown function NEXTT(): " in info.value.message and "did you mean NEXT?" in info.value.message

@@ -440,3 +440,36 @@ def test_reading_another_variable_skips_runs():
     began = time.process_time()
     assert spans(run_partition(s, rows)) == [(0, n - 1)]
     assert time.process_time() - began < 10
+
+
+def test_first_is_kept_on_the_chain():
+    # A+ with A: A.x >= FIRST(A.x) over 30,000 rows, ALL ROWS with FIRST(x) per output row: the first row is
+    # kept on the chain, not searched for from the last row each time (quadratic: minutes)
+    import time
+
+    s = spec(q(V("A"), 1), {"A": BinOp(">=", x, R.Nav("FIRST", Attr("A", "x"), 0))},
+             {"f": R.Nav("FIRST", x, 0), "f1": R.Nav("FIRST", x, 1)}, rows=R.ALL_ROWS)
+    n = 30_000
+    rows = data("z" * n, xs=list(range(n)))
+    began = time.process_time()
+    out = run_partition(s, rows)
+    assert len(out) == n and {r["f"] for r in out} == {0} and [r["f1"] for r in out[:3]] == [None, 1, 1]
+    assert time.process_time() - began < 10
+
+
+def test_next_reads_across_chunks_of_one_partition():
+    # a whole partition given in chunks (batch): NEXT(x, 2) in DEFINE and NEXT(x) in MEASURES read the rows
+    # after the chunk, as run_partition does; the last rows wait for them
+    d = {"B": BinOp("<", x, R.Nav("NEXT", x, 2))}
+    s = spec(seq(V("A"), q(V("B"), 1)), d, {"n": R.Agg("count", None), "after": R.Nav("NEXT", x, 1)})
+    rows = data("z" * 12, xs=[5, 1, 2, 3, 4, 0, 9, 1, 2, 8, 3, 4])
+    want = run_partition(s, rows)
+    # B holds at rows 2 3 5 6 8 9 (1-based): matches rows 1-3, 4-6, 7-9, each followed by x = 3, 9, 8
+    assert want == [{"n": 3, "after": 3}, {"n": 3, "after": 9}, {"n": 3, "after": 8}]
+    for size in (1, 2, 5):
+        st, got = init_state(s), []
+        for i in range(0, len(rows), size):
+            st, out = step(s, st, rows[i:i + size])
+            got += out
+        st, out = advance(s, st, None, final=True)
+        assert got + out == want

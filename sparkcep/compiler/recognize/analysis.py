@@ -2,6 +2,8 @@
 
 Refused (each with a :class:`CEPSemanticError` positioned in the statement):
 
+* a function that is neither a row pattern function nor a Spark SQL function (nor, given ``functions``, one
+  the session knows), with the closest name (``PREVV`` -> did you mean PREV?);
 * a name that is neither a pattern variable nor a SUBSET (in DEFINE, SUBSET, AFTER MATCH SKIP, expressions),
   a variable defined twice, a SUBSET named like a variable or declared twice, a DEFINE of a SUBSET;
 * FINAL or MATCH_NUMBER() in DEFINE;
@@ -22,9 +24,12 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from sparkcep.grammar.recognize.expressions import span_of
+from sqlglot import exp
+
+from sparkcep.grammar.recognize.expressions import parse_sql, span_of
+from sparkcep.grammar.recognize.functions import is_known, suggestion
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSemanticError, Span
@@ -96,8 +101,8 @@ def _reads(e: object) -> set[str | None]:
 
 
 class _Checker:
-    def __init__(self, q: rx.Recognize, streaming: bool):
-        self.q, self.streaming, self.text = q, streaming, q.text
+    def __init__(self, q: rx.Recognize, streaming: bool, functions: Callable[[str], bool] | None = None):
+        self.q, self.streaming, self.text, self.functions = q, streaming, q.text, functions
         self.variables = pattern_variables(q.pattern)
         self.subsets = dict(q.subsets)
 
@@ -193,6 +198,8 @@ class _Checker:
                           node.span)
             if isinstance(node, rx.MatchNumber) and define:
                 self.fail("MATCH_NUMBER() is not allowed in DEFINE", node.span)
+            if isinstance(node, rx.RowExpr):
+                self.row_functions(node)
             if isinstance(node, rx.Nav):
                 self.navigation(node, where)
             if isinstance(node, rx.Agg):
@@ -201,6 +208,24 @@ class _Checker:
                 self.fail(f"the function {node.name}() is not supported here", node.span)
             if isinstance(node, Literal) and isinstance(node.value, float) and node.value != node.value:
                 self.fail("NaN literal is not supported", node.span)
+
+    def row_functions(self, r: rx.RowExpr):
+        """Every function a per-row expression calls is Spark's (or the session's, when ``functions`` says)."""
+        (tree,) = parse_sql(r.sql)
+        for call in tree.find_all(exp.Anonymous):
+            name = call.name
+            if is_known(name) or (self.functions is not None and self.functions(name)):
+                continue
+            span = r.span
+            if span is not None and self.text:
+                inside = re.compile(rf"(?<![\w`]){re.escape(name)}\s*\(", re.IGNORECASE).search(
+                    self.text, span.start, span.end)
+                if inside is not None:  # shown as written (sqlglot upper-cases the names it does not know)
+                    name = self.text[inside.start():inside.start() + len(name)]
+                    span = span_of(self.text, inside.start(), inside.start() + len(name))
+            hint = suggestion(name)
+            self.fail(f"unknown function {name}(): neither a row pattern function nor a Spark SQL function"
+                      + (f", did you mean {hint}?" if hint else ""), span)
 
     def navigation(self, nav: rx.Nav, where: str):
         if nav.kind == "NEXT" and self.streaming:
@@ -377,6 +402,9 @@ def _later(p) -> set[str]:
 
 
 @deeply
-def check_recognize(q: rx.Recognize, *, streaming: bool) -> None:
-    """Refuse what sparkcep does not run as the standard says (module docstring), with the reason."""
-    _Checker(q, streaming).run()
+def check_recognize(q: rx.Recognize, *, streaming: bool, functions: Callable[[str], bool] | None = None) -> None:
+    """Refuse what sparkcep does not run as the standard says (module docstring), with the reason.
+
+    ``functions``: a test for function names besides Spark's built-ins (``spark.catalog.functionExists`` when
+    a session is at hand, so that its registered SQL functions pass); without it such names are refused."""
+    _Checker(q, streaming, functions).run()

@@ -34,6 +34,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from sparkcep.grammar.parser import _short
+from sparkcep.grammar.recognize.functions import is_known, suggestion
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSyntaxError, Span
@@ -356,6 +357,10 @@ class Converter:
         if type(node) in ENGINE_FUNCTIONS:
             args = [node.this, *node.expressions] if node.this is not None else list(node.expressions)
             return Func(ENGINE_FUNCTIONS[type(node)], tuple(self._convert(a) for a in args), span=span)
+        if isinstance(node, exp.Anonymous) and not is_known(node.name):
+            hint = suggestion(node.name)
+            raise CEPSyntaxError(f"unknown function {node.name}(): neither a row pattern function nor a Spark SQL "
+                                 "function" + (f", did you mean {hint}?" if hint else ""), span, self.text)
         what = ("row pattern functions (PREV, NEXT, FIRST, LAST, aggregates, CLASSIFIER)" if crossing
                 else "columns of different rows (" + ", ".join(sorted(q or "the current row" for q in qualifiers))
                 + ")")

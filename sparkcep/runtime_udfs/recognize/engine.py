@@ -27,7 +27,14 @@ from typing import Any
 from sparkcep.ir import recognize as R
 from sparkcep.ir.errors import CEPError
 from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _arith, _compare
-from sparkcep.runtime_udfs.recognize.evaluate import Ctx, Slots, compile_expr, history_free, prev_reach
+from sparkcep.runtime_udfs.recognize.evaluate import (
+    Ctx,
+    Slots,
+    compile_expr,
+    history_free,
+    next_reach,
+    prev_reach,
+)
 from sparkcep.runtime_udfs.recognize.program import CHAR, Program, compile_pattern
 
 __all__ = ["MAX_THREADS", "Compiled", "RecognizeBudgetError", "RecognizeState", "advance", "compiled",
@@ -75,6 +82,9 @@ class Compiled:
         self.measure_names = frozenset(m.name for m in spec.measures)
         exprs = [c for _, c in spec.defines] + [m.expr for m in spec.measures]
         self.reach = max((prev_reach(e) for e in exprs), default=0)
+        # NEXT reads rows after the one labelled (or after a match's last row): `step` labels a row only once
+        # that many rows after it are there, so a partition given in chunks reads the same rows as a whole one
+        self.ahead = max((next_reach(e) for e in exprs), default=0)
         self.all_rows = spec.rows_per_match != R.ONE_ROW
         self.skip = spec.skip.kind
         self.skip_members = members.get(spec.skip.var) if spec.skip.var else None
@@ -146,13 +156,14 @@ def run_partition(spec: R.RecognizeSpec, rows: Sequence[Row]) -> list[Row]:
 
 
 def step(spec: R.RecognizeSpec, state: RecognizeState, rows: Sequence[Row]) -> tuple[RecognizeState, list[Row]]:
-    """Feed the next rows of the partition (in order, none before those already given)."""
+    """Feed the next rows of the partition (in order, none before those already given).  With NEXT(e, k) in
+    the query, the last k rows given wait for the rows after them (or the end, ``advance(final=True)``)."""
     c = compiled(spec)
     if state.ended:
         raise ValueError("the partition has ended (advance(..., final=True) was called)")
     state.rows.extend(rows)
     out: list[Row] = []
-    _run(c, state, state.base + len(state.rows), out, trim=True)
+    _run(c, state, max(state.pos, state.base + len(state.rows) - c.ahead), out, trim=True)
     return state, out
 
 
@@ -165,6 +176,7 @@ def advance(spec: R.RecognizeSpec, state: RecognizeState, watermark: float | Non
     if state.ended:
         return state, out
     if final:
+        _run(c, state, state.base + len(state.rows), out, trim=False)  # rows held back for NEXT
         _finish(c, state, out)
         state.ended = True
         state.rows, state.base = [], state.pos
@@ -253,6 +265,8 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
                 gap = _arith(sub, row_ts, rows[s - base].get(ts_col))
                 if gap is not None and _compare(ge, gap, within):
                     continue
+            if memo is not None and memo[var] is False:  # known to fail on this row: no node to build
+                continue
             parent = t[2]
             if parent is None:
                 node = (i, var, char_excl[leaf], None, extend(ctx, i, var, None) if slotted else None, None)

@@ -32,7 +32,7 @@ from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _and, _arith, _compare, _neg, _not, _or
 
-__all__ = ["Ctx", "Slots", "compile_expr", "node", "history_free", "prev_reach", "uses_next"]
+__all__ = ["Ctx", "Slots", "compile_expr", "history_free", "next_reach", "node", "prev_reach", "uses_next"]
 
 Compiled = Callable[[Any, Any, Any], Any]
 #: var -> (ctx, head, full) -> the absolute row it reads, or None
@@ -58,7 +58,8 @@ class Slots:
     argument reads more than its own row (FIRST/LAST, CLASSIFIER, a nested aggregate) is walked instead.
 
     The fold is the reference's, step by step: the first non-NULL value, then ``+`` (``try_`` arithmetic)
-    for SUM/AVG, ``<``/``>`` for MIN/MAX; AVG divides at the end."""
+    for SUM/AVG, ``<``/``>`` for MIN/MAX; AVG divides at the end.  ``FIRST(X.c, k)`` keeps the position of
+    the (k+1)-th row mapped to X the same way."""
 
     def __init__(self, members: dict[str, frozenset[int]], variables: tuple[str, ...]):
         self.members, self.variables = members, variables
@@ -83,6 +84,17 @@ class Slots:
             self.empty = ((0, None),) * len(self.items)
         return k
 
+    def register_first(self, var: str | None, k: int) -> int:
+        """A slot holding the (k+1)-th row mapped to ``var`` (every row if None): ``FIRST(var.c, k)``."""
+        key = ("first", var, k)
+        got = self.keys.get(key)
+        if got is None:
+            mset = None if var is None else _Compiler(self.members, self.variables).member_set(var)
+            got = self.keys[key] = len(self.items)
+            self.items.append((mset, "first", k + 1, None))
+            self.empty = ((0, None),) * len(self.items)
+        return got
+
     def extend(self, ctx, row: int, var: int, acc: tuple | None) -> tuple:
         """The aggregates after the row at ``row`` is mapped to ``var`` (``acc``: those before, None: none)."""
         if acc is None:
@@ -90,7 +102,11 @@ class Slots:
         out = []
         for (mset, func, arg, cell), (count, value) in zip(self.items, acc, strict=True):
             if mset is None or var in mset:
-                if arg is None:
+                if func == "first":  # arg: the position wanted, 1-based
+                    count += 1
+                    if count == arg:
+                        value = row
+                elif arg is None:
                     count += 1
                 else:
                     cell[0] = row
@@ -187,6 +203,14 @@ class _Compiler:
     def logical(self, kind: str, k: int, final: bool) -> Locator:
         def loc(var: str | None):
             mset = None if var is None else self.member_set(var)
+            if kind == "FIRST" and self.slots is not None:
+                slot = self.slots.register_first(var, k)
+
+                def first(ctx, h, f):
+                    n = f if final else h
+                    return None if n is None else n[4][slot][1]
+
+                return first
 
             def nth(ctx, h, f):
                 n = f if final else h
@@ -459,6 +483,12 @@ def prev_reach(e) -> int:
     """How many rows before the rows of a match ``e`` may read (PREV offsets, nested ones added up)."""
     own = e.offset if isinstance(e, R.Nav) and e.kind == "PREV" else 0
     return own + max((prev_reach(c) for c in _children(e)), default=0)
+
+
+def next_reach(e) -> int:
+    """How many rows after the row it is evaluated at ``e`` may read (NEXT offsets, nested ones added up)."""
+    own = e.offset if isinstance(e, R.Nav) and e.kind == "NEXT" else 0
+    return own + max((next_reach(c) for c in _children(e)), default=0)
 
 
 def uses_next(e) -> bool:

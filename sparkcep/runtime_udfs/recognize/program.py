@@ -56,7 +56,10 @@ class Program:
 
     ``closure(pc, bol, eol)`` is the tuple of *leaves* reachable from ``pc`` without consuming a row, in
     preferment order: the pc of a ``CHAR`` or of ``MATCH``, or a negative number for a thread waiting at
-    ``ANCHOR $`` for the partition's end (``resume(leaf)`` goes on from there once the end is known)."""
+    ``ANCHOR $`` for the partition's end (``resume(leaf)`` goes on from there once the end is known).  Those
+    numbers are given in the order closures are first computed, which is the same in every process (the
+    engine computes the closures after every CHAR when it compiles a spec, then the two at the start), so a
+    state saved as JSON means the same threads when loaded elsewhere."""
 
     def __init__(self, code: list[tuple[int, int, int]], variables: tuple[str, ...]):
         self.code = tuple(code)
