@@ -166,28 +166,30 @@ def test_errors_are_cep_errors_at_their_place(spark):
     log of it (with the Java stack) before it."""
     import logging
 
+    from pyspark.logger import PySparkLogger
+
     _front()
     logged: list = []
     handler = logging.Handler()
     handler.emit = logged.append
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-        logging.getLogger(name).addHandler(handler)
+        PySparkLogger.getLogger(name).addHandler(handler)
     text = "SELECT *\nFROM no_such_view MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS v > 0)"
     with pytest.raises(CEPError) as err:
         sparkcep.sql(text, spark)
     assert (err.value.line, err.value.column) == (2, 6)
     assert "no_such_view" in err.value.message
     spark.createDataFrame([("p", 1, 1)], "k string, ts bigint, v bigint").createOrReplaceTempView("rec_err")
-    text = "SELECT * FROM rec_err MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS no_such_fn(v) > 0)"
+    text = "SELECT * FROM rec_err MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS array_contains(v, 1))"
     with pytest.raises(CEPError, match="Spark cannot compute") as err:
         sparkcep.sql(text, spark)
-    assert err.value.column == text.index("no_such_fn") + 1
+    assert err.value.column == text.index("array_contains") + 1
     text = "SELECT nope FROM rec_err MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A))"
     with pytest.raises(CEPError, match="on the matches"):
         sparkcep.sql(text, spark)
     spark.catalog.dropTempView("rec_err")
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-        logging.getLogger(name).removeHandler(handler)
+        PySparkLogger.getLogger(name).removeHandler(handler)
     assert [r.getMessage()[:60] for r in logged] == []
 
 

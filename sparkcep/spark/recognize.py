@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import logging
 import math
 import pickle
 import re
@@ -154,7 +153,10 @@ _ANALYSIS_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 def quiet_analysis() -> Iterator[None]:
     """PySpark's query-context loggers off while Spark analyses something whose error becomes a
     :class:`CEPError` (the user sees that one message, not a logged Java stack before it)."""
-    loggers = [logging.getLogger(name) for name in _ANALYSIS_LOGGERS]
+    from pyspark.logger import PySparkLogger
+
+    # PySpark's own logger class: one made by logging.getLogger first would fail on PySpark's extra fields
+    loggers = [PySparkLogger.getLogger(name) for name in _ANALYSIS_LOGGERS]
     before = [lg.disabled for lg in loggers]
     for lg in loggers:
         lg.disabled = True
