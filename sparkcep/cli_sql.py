@@ -227,7 +227,7 @@ def cmd_run(args, text: str, cli) -> int:
     from sparkcep.sql_api import apply_recognize
 
     _refuse(args, {"--query": None, "--ts-col": "ts", "--type-col": "type", "--collapsed": False,
-                   "--max-matches": None, "--known-types": None, "--late-events": None, "--shedding-latency": None,
+                   "--max-matches": None, "--known-types": None, "--shedding-latency": None,
                    "--dropped-output": None, "--shedding-training": None})
     q = statement(text, streaming=args.stream)
     _table(args, q)
@@ -242,7 +242,8 @@ def cmd_run(args, text: str, cli) -> int:
                                     ts_unit=args.ts_unit)
     if args.stream:  # every valid row goes to the engine: valid = relevant (nothing "ignored" in the progress)
         rows, rejected = counted(counted(rows, "events_valid"), "events_relevant"), counted(rejected, "dead_letters")
-    result = apply_recognize(rows, q, ts_unit=args.ts_unit, watermark_delay=args.lateness if args.stream else None)
+    result = apply_recognize(rows, q, ts_unit=args.ts_unit, watermark_delay=args.lateness if args.stream else None,
+                             late_rows=args.stream)
     if not args.stream:
         if args.output:
             result.write.mode("overwrite").json(args.output)
@@ -253,11 +254,12 @@ def cmd_run(args, text: str, cli) -> int:
     with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
         out = args.output or os.path.join(tmp, "out")
         checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
-        fields = list(result.schema.fields)
-        tagged = result.select("*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
-                               F.lit(None).cast("string").alias(RECORD))
+        fields = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD)]
+        tagged = result if KIND in result.columns else result.select(
+            "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
+            F.lit(None).cast("string").alias(RECORD))
         query = start(routed(tagged, rejected), out, checkpoint, result_columns=[f.name for f in fields],
-                      dead_letters=args.dead_letters, once=True)
+                      dead_letters=args.dead_letters, late=args.late_events, once=True)
         follow(query)
         if not args.output and os.path.isdir(out):
             cli._print_lines(json_lines(spark.read.schema(StructType(fields)).json(out)))

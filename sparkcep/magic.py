@@ -20,7 +20,8 @@ A cell that starts with ``SELECT`` is a SQL:2016 ``MATCH_RECOGNIZE`` statement::
 
 Its FROM table is the DataFrame named on the line, else the DataFrame of that name in the notebook, else the
 table or view of that name in the Spark session; ``--ts-unit`` is the unit of a numeric time column and
-``--lateness`` the watermark delay of a stream.
+``--lateness`` the watermark delay of a stream (``--type-col`` and ``--ts-col`` are refused: the statement's
+time column is its first ORDER BY column).
 
 ``--explain`` prints the plan first; ``--type-col``, ``--ts-col``, ``--ts-unit`` and ``--lateness`` are the
 options of :func:`sparkcep.compile`.  A bad query shows one message with the line and column in the cell and a
@@ -93,10 +94,11 @@ def _run_statement(args, cell: str, namespace: dict):
     from pyspark.sql import DataFrame, SparkSession
 
     import sparkcep
-    from sparkcep.cli_sql import explain, statement
+    from sparkcep.cli_sql import _refuse, explain, statement
     from sparkcep.sql_api import apply_recognize
 
     try:
+        _refuse(args, {"--ts-col": "ts", "--type-col": "type"})  # options of the pattern language: never ignored
         q = statement(cell)
         name = args.dataframe or q.source
         df = namespace.get(name)

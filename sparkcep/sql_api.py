@@ -31,21 +31,24 @@ __all__ = ["SqlWorkload", "apply_recognize", "plan_workload", "split_statements"
 
 
 def apply_recognize(df: DataFrame, q: Recognize, *, ts_unit: str | None = None,
-                    watermark_delay: float | str | None = None, partitions: int | None = None) -> DataFrame:
+                    watermark_delay: float | str | None = None, partitions: int | None = None,
+                    late_rows: bool = False) -> DataFrame:
     """The result of the MATCH_RECOGNIZE statement ``q`` over ``df`` (its FROM table), the outer query
     applied: batch or streaming following ``df.isStreaming``.
 
     ``ts_unit``: the unit of a numeric time column (for WITHIN with units and for the stream's event time);
     ``watermark_delay``: a stream's allowed lateness, in ts units (milliseconds for a time column), or a Spark
     interval string such as ``"10 seconds"``; ``partitions``: a batch's Spark partition count (default
-    ``spark.sql.shuffle.partitions``)."""
+    ``spark.sql.shuffle.partitions``); ``late_rows``: a stream's result has the late side channel of
+    ``sparkcep.spark.late`` (columns ``_kind``, ``_reason``, ``_record``; the rows older than the watermark as
+    ``late`` rows) when the outer query is a plain SELECT/WHERE (``spark.recognize.apply_outer``)."""
     from sparkcep.compiler.recognize import build_spec
     from sparkcep.spark import recognize as spark_recognize
 
     projected = spark_recognize.project(df, q, ts_unit)
     spec = build_spec(q, spark_recognize.input_schema(projected), ts_unit=ts_unit)
     result = spark_recognize.run_recognize(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit,
-                                           partitions=partitions)
+                                           partitions=partitions, late_rows=late_rows and df.isStreaming)
     return spark_recognize.apply_outer(result, q.outer_sql, q.result_view, q.text or None)
 
 
@@ -75,8 +78,11 @@ def _table(spark: SparkSession, name: str, text: str) -> DataFrame:
     """The table or view ``name`` of the session's catalog; an unknown one is an error at its place in ``text``."""
     from pyspark.errors import AnalysisException, ParseException
 
+    from sparkcep.spark.recognize import quiet_analysis
+
     try:
-        return spark.table(name)
+        with quiet_analysis():
+            return spark.table(name)
     except (AnalysisException, ParseException):
         raise CEPSemanticError(f"no table or view {name!r} in the Spark session", _span_of(text, name),
                                text) from None

@@ -182,17 +182,29 @@ def test_run_a_sql_file_over_a_json_directory(spark, capsys, vshape_file, tmp_pa
 
 
 @pytest.mark.spark
-def test_run_stream_writes_the_decided_matches_and_the_dead_letters(spark, capsys, vshape_file, tmp_path):
+def test_run_stream_writes_the_decided_matches_the_dead_letters_and_the_late_rows(spark, capsys, vshape_file,
+                                                                                   tmp_path):
+    """A file per micro-batch; the third holds an ACME row older than the watermark the first two set: it goes
+    to ``OUTPUT/_late`` with its record and is counted in the progress line; the results are the batch's
+    without it."""
     rows = _ticker_dir(tmp_path)
+    (rows / "part-2.json").write_text(json.dumps({"symbol": "ACME", "rowtime": "2011-04-01T10:00:05Z", "price": 1,
+                                                  "tax": 0}) + "\n")
+    for k, name in enumerate(["part-0.json", "part-1.json", "part-2.json"]):  # the file source's order: by time
+        os.utime(rows / name, (1_700_000_000 + k, 1_700_000_000 + k))
     out = tmp_path / "stream_out"
     status, _, err = run_cli(capsys, "run", str(vshape_file), "--input", str(rows), "--stream", "--output", str(out),
-                             "--checkpoint", str(tmp_path / "ck"))
+                             "--checkpoint", str(tmp_path / "ck"), "--files-per-trigger", "1")
     assert status == 0, err
     assert _read_json_dir(out) == _expected()
     dead = [json.loads(line) for f in (out / "_dead_letters").glob("part-*") for line in f.read_text().splitlines()]
     assert [d["reason"] for d in dead] == ["malformed record"]
+    late = [json.loads(line) for f in (out / "_late").glob("part-*") for line in f.read_text().splitlines()]
+    assert [(d["reason"].split(" 20")[0], json.loads(d["record"])) for d in late] == [
+        ("late: ts before the watermark", {"symbol": "ACME", "rowtime": "2011-04-01T10:00:05+00:00", "price": 1})]
     progress = [line for line in err.splitlines() if line.startswith("batch ")]
     assert progress and all(", 0 ignored," in line for line in progress)  # every row goes to the engine
+    assert any(", 1 late," in line for line in progress)
 
 
 @pytest.mark.spark
@@ -231,6 +243,16 @@ def test_magic_statement_errors_are_one_message(shell):
     assert str(err.value).startswith("line 4, column ") and "^" in str(err.value)
     with pytest.raises(UsageError, match="no DataFrame named 'Ticker' in the notebook"):
         shell.run_cell_magic("sparkcep", "", VSHAPE)
+
+
+def test_magic_refuses_the_pattern_language_options_for_a_statement(shell):
+    from IPython.core.error import UsageError
+
+    for line, why in (("--ts-col rowtime", "its time column is the first ORDER BY column"),
+                      ("--type-col kind", "it has no event type column")):
+        with pytest.raises(UsageError) as err:
+            shell.run_cell_magic("sparkcep", line, VSHAPE)
+        assert str(err.value) == f"{line.split()[0]} does not apply to a MATCH_RECOGNIZE statement ({why})"
 
 
 @pytest.mark.spark

@@ -120,24 +120,77 @@ def test_batch_statements_equal_the_reference(spark):
 
 
 @pytest.mark.spark
+def test_two_statements_in_threads_read_their_own_matches(spark, monkeypatch):
+    """Two ``sparkcep.sql`` calls at once (threads): each registers its matches and waits until the other has
+    too before Spark analyses its outer query; each still reads its own matches, never the other's."""
+    import threading
+
+    from pyspark.sql import DataFrame
+
+    _front()
+    text = ("SELECT n FROM {} MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A+) "
+            "DEFINE A AS v > 0)")
+    for name, n in (("rec_t1", 2), ("rec_t2", 5)):
+        spark.createDataFrame([(i, 1) for i in range(n)], "ts bigint, v bigint").createOrReplaceTempView(name)
+    both = threading.Barrier(2, timeout=60)
+    register = DataFrame.createOrReplaceTempView
+
+    def register_then_wait(df, name):
+        register(df, name)
+        both.wait()
+
+    monkeypatch.setattr(DataFrame, "createOrReplaceTempView", register_then_wait)
+    got: dict = {}
+
+    def run(name: str) -> None:
+        try:
+            got[name] = [r.n for r in sparkcep.sql(text.format(name), spark).collect()]
+        except Exception as err:  # noqa: BLE001 - reported by the assertion below
+            got[name] = repr(err)
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in ("rec_t1", "rec_t2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    monkeypatch.undo()
+    assert got == {"rec_t1": [2], "rec_t2": [5]}
+    for name in ("rec_t1", "rec_t2"):
+        spark.catalog.dropTempView(name)
+
+
+@pytest.mark.spark
 def test_errors_are_cep_errors_at_their_place(spark):
     """An unknown table, a per-row function Spark does not know, a column the outer query cannot find: one
-    CEPError each (positioned where the statement has a place for it), never Spark's exception."""
+    CEPError each (positioned where the statement has a place for it), never Spark's exception, nor PySpark's
+    log of it (with the Java stack) before it."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
     _front()
+    logged: list = []
+    handler = logging.Handler()
+    handler.emit = logged.append
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).addHandler(handler)
     text = "SELECT *\nFROM no_such_view MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS v > 0)"
     with pytest.raises(CEPError) as err:
         sparkcep.sql(text, spark)
     assert (err.value.line, err.value.column) == (2, 6)
     assert "no_such_view" in err.value.message
     spark.createDataFrame([("p", 1, 1)], "k string, ts bigint, v bigint").createOrReplaceTempView("rec_err")
-    text = "SELECT * FROM rec_err MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS no_such_fn(v) > 0)"
+    text = "SELECT * FROM rec_err MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS array_contains(v, 1))"
     with pytest.raises(CEPError, match="Spark cannot compute") as err:
         sparkcep.sql(text, spark)
-    assert err.value.column == text.index("no_such_fn") + 1
+    assert err.value.column == text.index("array_contains") + 1
     text = "SELECT nope FROM rec_err MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A))"
     with pytest.raises(CEPError, match="on the matches"):
         sparkcep.sql(text, spark)
     spark.catalog.dropTempView("rec_err")
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).removeHandler(handler)
+    assert [r.getMessage()[:60] for r in logged] == []
 
 
 # ----------------------------------------------------------------------------------------------- streaming
@@ -289,6 +342,29 @@ def test_stream_function_holds_rows_until_the_watermark_and_drops_late_ones():
                             ("b", 7, 7)]]
     batch = engine.run_partition(SPEC, rows)
     assert [r["n"] for r in batch] == [4, 2]  # the second match is decided only at the partition's end
+
+
+def test_stream_function_routes_late_rows_to_the_side_channel():
+    """With ``late_rows`` a row older than the watermark comes out as a ``late`` row holding its record, the
+    results as ``result`` rows; a row at the watermark's very time is on time."""
+    pytest.importorskip("sparkcep.runtime_udfs.recognize")
+    from sparkcep.spark.late import KIND, REASON, RECORD
+
+    fn = SR.stream_function(SPEC, _OUTPUT, _INPUT, numeric=False, late_rows=True)
+    group = FakeGroup()
+
+    def call(rows, watermark_s: float) -> list[dict]:
+        group.watermark = _micros(watermark_s) // 1000
+        return [r for f in fn(("p",), iter([_frame(rows)]), group) for r in f.to_dict("records")]
+
+    assert call([("a", 0, 1), ("b", 2, 2)], 0.5) == []
+    assert call([("b", 4, 3), ("a", 0, 4)], 3.0) == []  # a1 b2 settled; b@3, at the watermark's time, waits
+    out = call([("b", 3, 1.5)], 8.0)  # behind the settled 3 s: late; a@4 ends a1 b2 b3
+    late = [r for r in out if r[KIND] == "late"]
+    assert [json.loads(r[RECORD]) for r in late] == [{"k": "p", "t": "b", "v": 3,
+                                                       "ts": "2024-03-01T09:00:01.500000+00:00"}]
+    assert late[0][REASON].startswith("late: ts before the watermark 2024-03-01T09:00:08")
+    assert [(r[KIND], r["n"]) for r in out if r[KIND] == "result"] == [("result", 3)]
 
 
 def test_results_that_do_not_fit_their_type_are_null():

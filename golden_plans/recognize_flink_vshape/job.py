@@ -315,16 +315,18 @@ def main(argv=None) -> None:
     # the row pattern recognition: per-row expressions and the key shuffle in Spark, the engine per partition
     # (batch: one mapInArrow pass; streaming: state per key, matches emitted once decided), then the outer query
     result = apply_recognize(rows, from_data(json.loads(RECOGNIZE)), ts_unit=TS_UNIT,
-                             watermark_delay=args.lateness if args.stream else None)
+                             watermark_delay=args.lateness if args.stream else None, late_rows=args.stream)
     dead_letters, late_events = side_dirs(args.output, args.dead_letters)
     if not args.stream:
         result.write.mode("overwrite").json(args.output)
         rejected.write.mode("overwrite").json(dead_letters)
         return
-    columns = result.columns
-    tagged = result.select("*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
-                           F.lit(None).cast("string").alias(RECORD))
-    # results and dead letters: one query, each micro-batch's files written exactly once
+    columns = [c for c in result.columns if c not in (KIND, REASON, RECORD)]
+    # rows older than the watermark come with the results as "late" rows (a plain SELECT/WHERE outer query)
+    tagged = result if KIND in result.columns else result.select(
+        "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
+        F.lit(None).cast("string").alias(RECORD))
+    # results, dead letters and late rows: one query, each micro-batch's files written exactly once
     query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
                   dead_letters=dead_letters, late=late_events, once=args.once)
     follow(query)  # a progress line per micro-batch on stderr
