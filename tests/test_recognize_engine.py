@@ -473,3 +473,26 @@ def test_next_reads_across_chunks_of_one_partition():
             got += out
         st, out = advance(s, st, None, final=True)
         assert got + out == want
+
+
+def test_compiled_comparisons_follow_spark_for_every_operand_pair():
+    # DEFINE comparisons take a shortcut for two strings, two BIGINTs, two non-NaN DOUBLEs: every pair of values
+    # of different kinds (and NaN, NULL, booleans) must still compare as runtime_udfs.expr.scalar._compare does
+    from sparkcep.runtime_udfs.expr.scalar import _CMP, _compare
+    from sparkcep.runtime_udfs.recognize.evaluate import Ctx, compile_expr
+
+    nan = float("nan")
+    values = [None, 1, 2, 1.0, 2.5, nan, "1", "2.5", "a", "b", "", True, False, -(2**63), 2**63 - 1]
+    ctx = Ctx([{"x": None, "y": None}])
+    head = (0, 0, 0, None, None, None)
+    exprs = {op: (compile_expr(BinOp(op, x, Attr(None, "y")), {"A": frozenset((0,))}, ("A",), define=0),
+                  [compile_expr(BinOp(op, x, Literal(v)), {"A": frozenset((0,))}, ("A",), define=0)
+                   for v in values]) for op in _CMP}
+    for op, (both, literal) in exprs.items():
+        for a in values:
+            for j, b in enumerate(values):
+                ctx.rows[0] = {"x": a, "y": b}
+                want = _compare(_CMP[op], a, b)
+                assert both(ctx, head, head) == want and type(both(ctx, head, head)) is type(want), (a, op, b)
+                got = literal[j](ctx, head, head)
+                assert got == want and type(got) is type(want), (a, op, b)

@@ -76,8 +76,12 @@ class Compiled:
             if v in defines else None for v in variables]
         self.slotted = bool(self.define_slots.items)
         self.mergeable = all(history_free(defines[v], index[v], members) for v in defines)
+        self.all_rows = spec.rows_per_match != R.ONE_ROW
+        # ALL ROWS PER MATCH evaluates RUNNING measures at every row of a match: aggregates and FIRST are kept
+        # on a copy of the chain, one step per row; ONE ROW PER MATCH evaluates them once, a walk is cheaper
         self.measure_slots = Slots(members, variables)
-        self.measures = [(m.name, compile_expr(m.expr, members, variables, slots=self.measure_slots))
+        self.measures = [(m.name, compile_expr(m.expr, members, variables,
+                                               slots=self.measure_slots if self.all_rows else None))
                          for m in spec.measures]
         self.measure_names = frozenset(m.name for m in spec.measures)
         exprs = [c for _, c in spec.defines] + [m.expr for m in spec.measures]
@@ -85,7 +89,6 @@ class Compiled:
         # NEXT reads rows after the one labelled (or after a match's last row): `step` labels a row only once
         # that many rows after it are there, so a partition given in chunks reads the same rows as a whole one
         self.ahead = max((next_reach(e) for e in exprs), default=0)
-        self.all_rows = spec.rows_per_match != R.ONE_ROW
         self.skip = spec.skip.kind
         self.skip_members = members.get(spec.skip.var) if spec.skip.var else None
         if spec.skip.kind in (R.SKIP_TO_FIRST, R.SKIP_TO_LAST) and self.skip_members is None:

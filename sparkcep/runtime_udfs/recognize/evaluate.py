@@ -278,11 +278,7 @@ class _Compiler:
 
                 return or_
             if e.op in _CMP:
-                cmp = _CMP[e.op]
-                if isinstance(e.right, Literal):
-                    value = e.right.value
-                    return lambda ctx, h, f: _compare(cmp, x(ctx, h, f), value)
-                return lambda ctx, h, f: _compare(cmp, x(ctx, h, f), y(ctx, h, f))
+                return _comparison(_CMP[e.op], x, y, e.right.value if isinstance(e.right, Literal) else _NO_LITERAL)
             if e.op in _ARITH:
                 op = _ARITH[e.op]
                 return lambda ctx, h, f: _arith(op, x(ctx, h, f), y(ctx, h, f))
@@ -420,6 +416,33 @@ def _slot_reader(k: int, func: str, final: bool) -> Compiled:
         return _arith(div, value, count) if func == "avg" else value
 
     return read
+
+
+_NO_LITERAL = object()
+
+
+def _comparison(cmp, x: Compiled, y: Compiled, literal) -> Compiled:
+    """``x cmp y`` as :func:`_compare`, with a shortcut for the common operand pairs where it is the plain
+    Python comparison (two strings, two BIGINTs, two non-NaN DOUBLEs); ``literal``: ``y``'s constant value."""
+    if literal is not _NO_LITERAL:
+        kind = type(literal)
+        if kind is str or kind is int:
+            def cmp_literal(ctx, h, f):
+                a = x(ctx, h, f)
+                return cmp(a, literal) if type(a) is kind else _compare(cmp, a, literal)
+
+            return cmp_literal
+        return lambda ctx, h, f: _compare(cmp, x(ctx, h, f), literal)
+
+    def cmp_values(ctx, h, f):
+        a = x(ctx, h, f)
+        b = y(ctx, h, f)
+        kind = type(a)
+        if kind is type(b) and (kind is str or kind is int or (kind is float and a == a and b == b)):
+            return cmp(a, b)
+        return _compare(cmp, a, b)
+
+    return cmp_values
 
 
 def _current_reader(column: str, shift: int) -> Compiled:
