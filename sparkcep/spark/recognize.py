@@ -530,14 +530,12 @@ def _late_row(row: dict, columns: list[str], watermark: str) -> dict:
             RECORD: json.dumps(event, default=str)}
 
 
-def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_delay: float | None = None,
-                     ts_unit: str | None = None, late_rows: bool = False) -> DataFrame:
-    """The engine's result over a streaming ``projected``: a watermark on the time column allowing
-    ``watermark_delay`` (ts units; milliseconds for a time column), ``groupBy(PARTITION BY)
-    .applyInPandasWithState`` in append mode with event-time timeouts (:func:`stream_function`).  The
-    watermark's column reaches the state function nulled (as :func:`sparkcep.spark.adapters.with_event_time`
-    with ``keep_late``), so that Spark drops no row: the function decides which rows are late (older than
-    the watermark) and, with ``late_rows``, outputs them on the side channel of :mod:`sparkcep.spark.late`."""
+def watermarked_time(projected: DataFrame, spec: RecognizeSpec, *, watermark_delay: float | str | None,
+                     ts_unit: str | None) -> tuple[DataFrame, bool]:
+    """``projected`` with Spark's event-time column (``EVENT_TIME``, the watermark on it allowing
+    ``watermark_delay``: ts units, milliseconds for a time column, or a Spark interval string) and its epoch
+    microseconds (``_ET``); and whether the time column is numeric.  The time column must be the first,
+    ascending ORDER BY item, of a time or numeric type.  Shared by one statement's stream and a workload's."""
     column = time_column(spec)
     if column is None or not spec.order_by[0].ascending:
         raise CEPSemanticError("a streaming MATCH_RECOGNIZE needs ORDER BY an ascending time column first")
@@ -556,7 +554,18 @@ def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_del
     else:
         event_time = F.timestamp_micros(F.col(TS).cast("bigint"))
     df = projected.withColumn(EVENT_TIME, event_time).withWatermark(EVENT_TIME, delay_text)
-    df = df.withColumn(_ET, F.unix_micros(F.col(EVENT_TIME)))
+    return df.withColumn(_ET, F.unix_micros(F.col(EVENT_TIME))), numeric
+
+
+def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_delay: float | None = None,
+                     ts_unit: str | None = None, late_rows: bool = False) -> DataFrame:
+    """The engine's result over a streaming ``projected``: a watermark on the time column allowing
+    ``watermark_delay`` (ts units; milliseconds for a time column), ``groupBy(PARTITION BY)
+    .applyInPandasWithState`` in append mode with event-time timeouts (:func:`stream_function`).  The
+    watermark's column reaches the state function nulled (as :func:`sparkcep.spark.adapters.with_event_time`
+    with ``keep_late``), so that Spark drops no row: the function decides which rows are late (older than
+    the watermark) and, with ``late_rows``, outputs them on the side channel of :mod:`sparkcep.spark.late`."""
+    df, numeric = watermarked_time(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit)
     marker = df.schema[EVENT_TIME].metadata  # Spark's watermark marker: event-time timeouts require it
     df = df.withColumn(EVENT_TIME, F.lit(None).cast("timestamp").alias(EVENT_TIME, metadata=marker))
     keep = [*_engine_columns(projected, spec), _ET, EVENT_TIME]

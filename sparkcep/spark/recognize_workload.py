@@ -26,7 +26,7 @@ import itertools
 import math
 import pickle
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -36,20 +36,17 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import (
-    DateType,
     IntegerType,
-    NumericType,
     StructField,
     StructType,
-    TimestampNTZType,
-    TimestampType,
 )
 
+from sparkcep.ir.ast import map_nodes
 from sparkcep.ir.errors import CEPError, CEPSemanticError
 from sparkcep.ir.recognize import Recognize, RecognizeSpec, RowExpr
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.spark import recognize as single
-from sparkcep.spark.adapters import event_time_of, shuffle_partitions
+from sparkcep.spark.adapters import shuffle_partitions
 from sparkcep.spark.arrow import _rows_of, _session_timezone, by_id, gathered
 from sparkcep.spark.operator import grouped
 from sparkcep.spark.schema import EVENT_TIME
@@ -73,22 +70,6 @@ def _workload():
 # ----------------------------------------------------------------------------------------------- projection
 
 
-def _rewrite(e: object, fn: Callable[[object], object]) -> object:
-    if isinstance(e, tuple):
-        return tuple(_rewrite(x, fn) for x in e)
-    if not is_dataclass(e) or isinstance(e, type):
-        return e
-    changes = {}
-    for f in fields(e):
-        if f.name == "span":
-            continue
-        value = getattr(e, f.name)
-        new = _rewrite(value, fn)
-        if new is not value:
-            changes[f.name] = new
-    return fn(replace(e, **changes) if changes else e)
-
-
 def rename_row_exprs(qs: Sequence[Recognize]) -> tuple[list[Recognize], list[list[str]]]:
     """``(statements, columns)``: the statements with their RowExpr columns renamed workload-wide (one
     ``__rx<n>`` per distinct SQL text, numbered in order of appearance) and, per statement, its RowExpr
@@ -106,8 +87,8 @@ def rename_row_exprs(qs: Sequence[Recognize]) -> tuple[list[Recognize], list[lis
                 return replace(node, column=name)
             return node
 
-        defines = tuple((v, _rewrite(c, fix)) for v, c in q.defines)
-        measures = tuple(replace(m, expr=_rewrite(m.expr, fix)) for m in q.measures)
+        defines = tuple((v, map_nodes(c, fix)) for v, c in q.defines)
+        measures = tuple(replace(m, expr=map_nodes(m.expr, fix)) for m in q.measures)
         out.append(replace(q, defines=defines, measures=measures))
         own.append(mine)
     return out, own
@@ -366,23 +347,7 @@ def stream_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *, water
     """The tagged result over a stream: one watermark, one ``applyInPandasWithState`` (:func:`stream_function`)."""
     _workload().check_shareable(specs)
     spec = specs[0]
-    column = single.time_column(spec)
-    if column is None or not spec.order_by[0].ascending:
-        raise CEPSemanticError("a streaming MATCH_RECOGNIZE needs ORDER BY an ascending time column first")
-    dtype = projected.schema[column].dataType
-    numeric = isinstance(dtype, NumericType)
-    if not numeric and not isinstance(dtype, (TimestampType, TimestampNTZType, DateType)):
-        raise CEPSemanticError(f"a streaming MATCH_RECOGNIZE needs ORDER BY a time or numeric column first; "
-                               f"{column!r} is {dtype.simpleString()}")
-    delay = watermark_delay or 0
-    if isinstance(delay, str):
-        delay_text = delay
-    else:
-        delay_text = f"{EventTimeScale.of(ts_unit if numeric else None).delay_ms(delay)} milliseconds"
-    event_time = event_time_of(projected, column, ts_unit) if numeric else F.timestamp_micros(
-        F.col(single.TS).cast("bigint"))
-    df = projected.withColumn(EVENT_TIME, event_time).withWatermark(EVENT_TIME, delay_text)
-    df = df.withColumn(single._ET, F.unix_micros(F.col(EVENT_TIME)))
+    df, numeric = single.watermarked_time(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit)
     keep = [*_engine_columns(projected, specs), single._ET, EVENT_TIME]
     df = df.select(*[F.col(quoted(c)) for c in keep])
     full = tagged_struct(specs)

@@ -16,12 +16,12 @@ numeric one the column's own units: a bare number as is, an INTERVAL through ``t
 from __future__ import annotations
 
 import re
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import replace
 
 from sparkcep.compiler.recognize.analysis import find_span, pattern_variables, walk
 from sparkcep.compiler.recognize.types import expr_type, is_numeric
 from sparkcep.ir import recognize as rx
-from sparkcep.ir.ast import TS_UNITS_NS, Attr
+from sparkcep.ir.ast import TS_UNITS_NS, Attr, map_nodes
 from sparkcep.ir.errors import CEPSemanticError, Span
 from sparkcep.ir.limits import deeply
 
@@ -30,23 +30,6 @@ __all__ = ["build_spec", "TIME_TYPES"]
 #: Time column types whose ``__ts`` is epoch microseconds.
 TIME_TYPES = ("timestamp", "timestamp_ntz", "date")
 TS = "__ts"
-
-
-def _rewrite(e: object, fn) -> object:
-    """``e`` with every node replaced by ``fn(node)`` bottom-up (frozen dataclasses, tuples of them)."""
-    if isinstance(e, tuple):
-        return tuple(_rewrite(x, fn) for x in e)
-    if not is_dataclass(e) or isinstance(e, type):
-        return e
-    changes = {}
-    for f in fields(e):
-        if f.name == "span":
-            continue
-        value = getattr(e, f.name)
-        new = _rewrite(value, fn)
-        if new is not value:
-            changes[f.name] = new
-    return fn(replace(e, **changes) if changes else e)
 
 
 class _Builder:
@@ -73,7 +56,7 @@ class _Builder:
                 self.fail(f"no type given for the per-row column {node.column} ({node.sql})", node.span)
             return node
 
-        return _rewrite(e, fix)
+        return map_nodes(e, fix)
 
     def build(self) -> rx.RecognizeSpec:
         q = self.q
