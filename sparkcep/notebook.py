@@ -68,13 +68,7 @@ def notebook(q: CompiledQuery, input_path: str | None = None, fmt: str = "json",
             "shuffle by the partition key (the equivalence tests) brings each key's events together, and a "
             "stateful pandas UDF runs the sequence (or trend) engine per key:\n\n"
             f"{_fence(explain)}\n{explain}\n{_fence(explain)}"),
-        nbf.v4.new_code_cell(
-            "import sparkcep\n"
-            "from sparkcep.spark.session import local_session\n"
-            "from sparkcep.spark.validate import read_validated\n\n"
-            "# the notebook's SparkSession: the active one if there is one, else a local one (UTC, 4 shuffle "
-            "partitions)\n"
-            f"spark = local_session({py_literal(master)})"),
+        _session_cell(nbf, master),
         nbf.v4.new_markdown_cell(f"## The events\n\nColumns {_code_span(q.type_col)} (event type), "
                                  f"{_code_span(q.ts_col)} (event time) and the attributes the query reads, each "
                                  "read as the query needs it: a record that is malformed, lacks a type or ts or "
@@ -135,13 +129,7 @@ def recognize_notebook(q, *, explain: str, input_path: str | None = None, fmt: s
             "BY key; the row pattern engine runs each partition in ORDER BY order (batch: one pass per partition; "
             "streaming: state per key), then Spark runs the outer query over the matches:\n\n"
             f"{_fence(explain)}\n{explain}\n{_fence(explain)}"),
-        nbf.v4.new_code_cell(
-            "import sparkcep\n"
-            "from sparkcep.spark.session import local_session\n"
-            "from sparkcep.spark.validate import read_validated\n\n"
-            "# the notebook's SparkSession: the active one if there is one, else a local one (UTC, 4 shuffle "
-            "partitions)\n"
-            f"spark = local_session({py_literal(master)})"),
+        _session_cell(nbf, master),
         nbf.v4.new_markdown_cell(
             f"## The table {_code_span(q.source)}\n\nEvery column, parsed as text and cast to the type inferred "
             f"from the files; {_code_span(time_column(q))} (the first ORDER BY column) is the time. A record that "
@@ -177,3 +165,15 @@ def write_recognize_notebook(q, path: str, **options) -> None:
     nb = recognize_notebook(q, **options)
     nbf.validate(nb)
     nbf.write(nb, path)
+
+
+def _session_cell(nbf, master: str):
+    """The code cell that imports sparkcep and takes the notebook's SparkSession (a pattern query's notebook
+    and a MATCH_RECOGNIZE statement's)."""
+    return nbf.v4.new_code_cell(
+        "import sparkcep\n"
+        "from sparkcep.spark.session import local_session\n"
+        "from sparkcep.spark.validate import read_validated\n\n"
+        "# the notebook's SparkSession: the active one if there is one, else a local one (UTC, 4 shuffle "
+        "partitions)\n"
+        f"spark = local_session({py_literal(master)})")
