@@ -32,6 +32,15 @@ from sparkcep.ir.serde import to_data
 from sparkcep.ir.spec import TrendSpec
 
 #: The job's docstring, as text: :func:`_render` fills it in and writes it as one literal (``py_literal``).
+#: How to run a generated job, in its docstring (a pattern query's and a MATCH_RECOGNIZE statement's).
+RUN_IT = """\
+Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]
+session; its Python workers use that same interpreter):
+
+    spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR                       # batch
+    spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR --stream \\
+        --checkpoint CHECKPOINT_DIR [--lateness N] [--once] [--schema DDL]            # streaming"""
+
 _DOCSTRING = '''\
 sparkcep job{title}.
 
@@ -43,12 +52,7 @@ Plan:
 
 {explain}
 
-Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]
-session; its Python workers use that same interpreter):
-
-    spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR                       # batch
-    spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR --stream \\
-        --checkpoint CHECKPOINT_DIR [--lateness N] [--once] [--schema DDL]            # streaming
+{run_it}
 {usage}
 Input: JSON lines (or --format csv/parquet) with columns {type_col!r}, {ts_col!r} and attributes; {ts_col!r}
 must be {ts_kind_text}.
@@ -332,6 +336,7 @@ def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_ki
     else:
         operator = operator.replace("{shedding}", "")
     docstring = _DOCSTRING.format(
+        run_it=RUN_IT,
         title=f": {name}" if name else "",
         what=what,
         query=textwrap.indent(query_text.strip(), "    "),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+from sparkcep.compiler.codegen.job import RUN_IT
 from sparkcep.compiler.codegen.quote import py_literal
 from sparkcep.grammar.recognize import pattern_text
 from sparkcep.ir import ast
@@ -219,12 +220,7 @@ Plan:
 
 {explain}
 
-Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]
-session; its Python workers use that same interpreter):
-
-    spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR                       # batch
-    spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR --stream \\
-        --checkpoint CHECKPOINT_DIR [--lateness N] [--once] [--schema DDL]            # streaming
+{run_it}
 
 Input: the rows of the table {source!r} as JSON lines (or --format csv/parquet); {time_col!r}, the first
 ORDER BY column, must be a timestamp (or an ISO-8601 string) or a number.
@@ -329,7 +325,7 @@ def time_column(q: rc.Recognize) -> str:
 
 def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None) -> str:
     """The standalone PySpark job of ``q`` (see the module docstring)."""
-    docstring = _DOCSTRING.format(source=q.source, query=textwrap.indent(q.text.strip(), "    "),
+    docstring = _DOCSTRING.format(run_it=RUN_IT, source=q.source, query=textwrap.indent(q.text.strip(), "    "),
                                   explain=textwrap.indent(explain, "    "), time_col=time_column(q))
     return _TEMPLATE.format(
         docstring=py_literal(docstring),
