@@ -36,6 +36,7 @@ from tests.recognize_strategies import (
     prev,
     row_patterns,
     seq,
+    strip_exclusion,
 )
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -110,31 +111,33 @@ def _bind_self(e, var):
 
 
 @st.composite
-def _measures(draw, refs):
+def _measures(draw, refs, one_row):
+    sems = (None, "FINAL") if one_row else (None, "FINAL", "RUNNING")
     out = [("mn", R.MatchNumber())]
     for i in range(draw(st.integers(1, 4))):
         var = draw(st.sampled_from(refs))
+        sem = draw(st.sampled_from(sems))
         c = draw(st.sampled_from(("x", "y", "t", "s", "f")))
         num = draw(st.sampled_from(("x", "y", "f")))
         kind = draw(st.sampled_from(("col", "first", "last", "agg", "count", "prev", "next", "cls", "pcls")))
         if kind == "col":
             e = col(c, var)
         elif kind == "first":
-            e = first(col(c, var), draw(st.integers(0, 1)))
+            e = first(col(c, var), draw(st.integers(0, 1)), sem)
         elif kind == "last":
-            e = last(col(c, var), draw(st.integers(0, 1)))
+            e = last(col(c, var), draw(st.integers(0, 2)), sem)
         elif kind == "agg":
-            e = agg(draw(st.sampled_from(("sum", "min", "max", "avg", "count"))), col(num, var), var)
+            e = agg(draw(st.sampled_from(("sum", "min", "max", "avg", "count"))), col(num, var), var, sem)
         elif kind == "count":
-            e = agg("count", None, var)
+            e = agg("count", None, var, sem)
         elif kind == "next":
-            e = nxt(first(col(c, var)), draw(st.integers(1, 2)))
+            e = nxt(first(col(c, var), 0, sem), draw(st.integers(1, 2)))
         elif kind == "prev":
-            e = prev(last(col(c, var)), draw(st.integers(1, 2)))
+            e = prev(last(col(c, var), 0, sem), draw(st.integers(1, 2)))
         elif kind == "cls":
-            e = classifier(var)
+            e = classifier(var, sem)
         else:
-            e = prev(classifier())
+            e = prev(classifier(None, sem))
         out.append((f"m{i}", e))
     return out
 
@@ -153,8 +156,12 @@ def eligible_specs(draw):
     if kind in (R.SKIP_TO_FIRST, R.SKIP_TO_LAST):
         skip = R.Skip(kind, draw(st.sampled_from([*variables, *(n for n, _ in subsets)])))
     refs = [None, *variables, *(n for n, _ in subsets)]
-    return make_spec(pattern, columns=COLUMNS, defines=defines, measures=draw(_measures(refs)), skip=skip,
-                     partition_by=("k",), subsets=subsets,
+    rows_per_match = draw(st.sampled_from(R.ROWS_PER_MATCH))
+    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED:
+        pattern = strip_exclusion(pattern)  # the standard refuses exclusion WITH UNMATCHED ROWS
+    return make_spec(pattern, columns=COLUMNS, defines=defines, measures=draw(_measures(refs, rows_per_match
+                                                                                          == R.ONE_ROW)),
+                     skip=skip, rows_per_match=rows_per_match, partition_by=("k",), subsets=subsets,
                      within=draw(st.one_of(st.none(), st.none(), st.integers(1, 6))))
 
 
@@ -217,7 +224,8 @@ def test_the_issue_example_and_a_long_run():
      "reads rows of the match"),
     (make_spec(V("A"), columns=COLUMNS, defines=(("A", R.Nav("PREV", col("x"), 1)),),
                measures=(("m", op("+", col("x"), lit(1))),)), "measure m"),
-    (make_spec(V("A"), columns=COLUMNS, rows_per_match=R.ALL_ROWS), "ALL ROWS PER MATCH"),
+    (make_spec(V("A"), columns=COLUMNS, rows_per_match=R.ALL_ROWS,
+               measures=(("m", R.Nav("FIRST", classifier(), 0)),)), "measure m"),
     (make_spec(V("A"), columns=COLUMNS, defines=(("A", is_null(col("x"))),)), "DEFINE of A"),
 ])
 def test_ineligible_specs_say_why(spec, reason):

@@ -12,10 +12,11 @@ merged, the AFTER MATCH SKIP rules, WITHIN, anchors, empty matches, ``{- -}``.  
   :func:`sparkcep.runtime_udfs.expr.vector.vectorize` evaluates column-wise (literals, columns, ``+ - * / %``,
   comparisons, AND/OR/NOT, unary minus), with the row evaluator's semantics (Spark SQL's ``try_*`` rules,
   NULL = false; PREV/NEXT across the partition's edge read NULL); a variable without DEFINE is true;
-* ONE ROW PER MATCH, each measure one of: a column of a variable's (a SUBSET's, every row's) last row,
-  ``FIRST/LAST(X.c, k)``, PREV/NEXT of those, ``CLASSIFIER()`` (also of a variable, and PREV/NEXT of it),
-  ``MATCH_NUMBER()``, ``COUNT(*)``/``COUNT(X.*)`` and ``COUNT/SUM/AVG/MIN/MAX`` of a column per variable,
-  SUBSET or the whole match.
+* each measure (RUNNING or FINAL; ONE ROW PER MATCH or ALL ROWS PER MATCH with any option) is one of: a
+  column of a variable's (a SUBSET's, every row's) last row, ``FIRST/LAST(X.c, k)``, PREV/NEXT of those,
+  ``CLASSIFIER()`` (also of a variable, and PREV/NEXT of it), ``MATCH_NUMBER()``, ``COUNT(*)``/``COUNT(X.*)``
+  and ``COUNT/SUM/AVG/MIN/MAX`` of a column per variable, SUBSET or the whole match.  Measures are gathered
+  in one pass over each match's rows (RUNNING ones too), never walked per output row.
 
 A chunk whose values the kernel does not read (NaN in a DOUBLE column it reads: the row evaluator orders NaN
 as a value, the columnar one as NULL; columns of other types than BIGINT/INT/DOUBLE/STRING/BOOLEAN; event
@@ -82,6 +83,7 @@ class _Measure:
     nth: int = 0  # 0 last; k+1: FIRST(.., k); -(k+1): LAST(.., k)
     shift: int = 0
     func: str = ""
+    final: bool = False  # FINAL (else RUNNING: the rows up to the output row)
 
 
 class _Plan:
@@ -131,8 +133,7 @@ class _Plan:
         self.monotone = c.monotone
         self.quiet = spec.rows_per_match != R.ALL_ROWS_WITH_UNMATCHED
         # measures
-        if spec.rows_per_match != R.ONE_ROW:
-            raise _Refused("ALL ROWS PER MATCH (the kernel gives ONE ROW PER MATCH)")
+        self.mode = {R.ONE_ROW: 0, R.ALL_ROWS_OMIT_EMPTY: 2}.get(spec.rows_per_match, 1)
         self.measures = [self._measure(m) for m in spec.measures]
         self.measure_names = {m.name for m in spec.measures}
 
@@ -144,27 +145,30 @@ class _Plan:
         while isinstance(e, R.Nav) and e.kind in ("PREV", "NEXT"):
             shift += -e.offset if e.kind == "PREV" else e.offset
             e = e.arg
-        nth = 0
+        nth, final = 0, False
         if isinstance(e, R.Nav) and e.kind in ("FIRST", "LAST"):
             nth = e.offset + 1 if e.kind == "FIRST" else -(e.offset + 1)
+            final = e.semantics == "FINAL"
             e = e.arg
             if isinstance(e, R.Classifier):
                 raise _Refused(f"the measure {m.name} is not computed column-wise")
         if isinstance(e, (Attr, R.RowExpr)) and (not isinstance(e, Attr) or e.index is None):
             column = e.attr if isinstance(e, Attr) else e.column
-            return _Measure(m.name, "read", column, self._mset(e.var), nth, shift)
+            return _Measure(m.name, "read", column, self._mset(e.var), nth, shift, final=final)
         if isinstance(e, R.Classifier) and nth == 0:
-            return _Measure(m.name, "class", None, self._mset(e.var), 0, shift)
+            return _Measure(m.name, "class", None, self._mset(e.var), 0, shift, final=e.semantics == "FINAL")
         if isinstance(e, R.MatchNumber) and nth == 0 and shift == 0:
             return _Measure(m.name, "mnum")
         if isinstance(e, R.Agg) and nth == 0 and shift == 0 and e.func.lower() in _AGGS:
             arg = e.arg
             if arg is None:
                 if e.func.lower() == "count":
-                    return _Measure(m.name, "agg", None, self._mset(e.var), func="count")
+                    return _Measure(m.name, "agg", None, self._mset(e.var), func="count",
+                                    final=e.semantics == "FINAL")
             elif isinstance(arg, (Attr, R.RowExpr)) and (not isinstance(arg, Attr) or arg.index is None):
                 column = arg.attr if isinstance(arg, Attr) else arg.column
-                return _Measure(m.name, "agg", column, self._mset(e.var), func=e.func.lower())
+                return _Measure(m.name, "agg", column, self._mset(e.var), func=e.func.lower(),
+                                final=e.semantics == "FINAL")
         raise _Refused(f"the measure {m.name} is not computed column-wise")
 
 
@@ -262,17 +266,17 @@ def run_chunk(spec: R.RecognizeSpec, table: pa.Table, bounds: Sequence[int]) -> 
         ts, ts_ok = _times(plan, table, n)
     except _Fallback:
         return None
-    ev, flat, err = _kernels().match(
-        bits, b, plan.char_var, plan.after_off, plan.after, plan.start_bol, plan.start_plain, plan.resume_off,
-        plan.resume, plan.match_pc, plan.skip, plan.skip_mask, plan.within is not None, float(plan.within or 0.0),
-        plan.monotone, ts, ts_ok, plan.quiet, MAX_THREADS)
+    ev, flat, fexcl, err = _kernels().match(
+        bits, b, plan.char_var, plan.char_excl, plan.after_off, plan.after, plan.start_bol, plan.start_plain,
+        plan.resume_off, plan.resume, plan.match_pc, plan.skip, plan.skip_mask, plan.within is not None,
+        float(plan.within or 0.0), plan.monotone, ts, ts_ok, plan.quiet, MAX_THREADS)
     if err:
         raise RecognizeBudgetError(
             f"MATCH_RECOGNIZE: more than {MAX_THREADS:,} partial matches alive in one partition (an "
             "ambiguous pattern such as (A|B)* over rows where both hold, with a DEFINE that reads other rows "
             "of the match); make the DEFINE conditions exclusive, add WITHIN, or use a reluctant quantifier")
     try:
-        return _output(plan, table, b, ev, flat)
+        return _output(plan, table, b, ev, flat, fexcl)
     except _Fallback:
         return None
 
@@ -365,34 +369,35 @@ def _times(plan: _Plan, table: pa.Table, n: int) -> tuple[np.ndarray, np.ndarray
 # ----------------------------------------------------------------------------------------------- output
 
 
-def _output(plan: _Plan, table: pa.Table, b: np.ndarray, ev: np.ndarray, flat: np.ndarray) -> pa.Table:
+def _output(plan: _Plan, table: pa.Table, b: np.ndarray, ev: np.ndarray, flat: np.ndarray,
+            fexcl: np.ndarray) -> pa.Table:
     """The output rows of the events (``ev`` rows: kind 0 match / 1 unmatched row, start, end, match number,
-    offset of the match's variables in ``flat``) as :func:`.engine._emit` makes them (ONE ROW PER MATCH)."""
+    offset of the match's variables in ``flat``) as :func:`.engine._emit` makes them."""
     k = _kernels()
-    m = len(ev)
-    starts = np.ascontiguousarray(ev[:, 1])
-    part = np.searchsorted(b[1:], starts, side="right")
-    pstart, pend = b[:-1][part], b[1:][part]
-    is_match = ev[:, 0] == 0
+    oj, oq, orow = k.expand(ev, fexcl, plan.mode)
+    part = np.searchsorted(b[1:], ev[:, 1], side="right")
+    pstart, pend = b[:-1][part][oj], b[1:][part][oj]
+    is_match = ev[oj, 0] == 0
     columns: dict[str, pa.Array] = {}
     for ms in plan.measures:
         if ms.kind == "mnum":
-            columns[ms.name] = pa.array(ev[:, 3], mask=~is_match, type=pa.int64())
+            columns[ms.name] = pa.array(ev[oj, 3], mask=~is_match, type=pa.int64())
         elif ms.kind == "read":
             columns[ms.name] = _take(_raw(table, ms.column),
-                                     k.locate(ev, flat, ms.mset, ms.nth, ms.shift, pstart, pend))
+                                     k.locate(ev, flat, oj, oq, ms.mset, ms.nth, ms.shift, ms.final, pstart, pend))
         elif ms.kind == "class":
-            codes = k.classify(ev, flat, k.locate(ev, flat, ms.mset, 0, ms.shift, pstart, pend))
+            rows = k.locate(ev, flat, oj, oq, ms.mset, 0, ms.shift, ms.final, pstart, pend)
+            codes = k.classify(ev, flat, oj, oq, rows, ms.final)
             columns[ms.name] = pa.array(plan.variables, pa.string()).take(
                 pa.array(np.maximum(codes, 0), mask=codes < 0))
         else:
-            columns[ms.name] = _aggregate(table, ms, ev, flat, is_match, m)
+            columns[ms.name] = _aggregate(table, ms, ev, flat, oj, oq, is_match)
     out = []
     for name in plan.spec.output:
         if name in plan.measure_names:
             out.append(columns[name])
         else:
-            out.append(_take(_raw(table, name), starts))
+            out.append(_take(_raw(table, name), orow))
     return pa.Table.from_arrays(out, names=list(plan.spec.output))
 
 
@@ -408,8 +413,9 @@ def _take(a, rows: np.ndarray) -> pa.Array:
     return a.take(pa.array(np.where(ok, rows, 0), mask=~ok))
 
 
-def _aggregate(table: pa.Table, ms: _Measure, ev: np.ndarray, flat: np.ndarray, is_match: np.ndarray,
-               m: int) -> pa.Array:
+def _aggregate(table: pa.Table, ms: _Measure, ev: np.ndarray, flat: np.ndarray, oj: np.ndarray, oq: np.ndarray,
+               is_match: np.ndarray) -> pa.Array:
+    m = len(oj)
     func = _AGGS[ms.func]
     a = None if ms.column is None else _input(table, ms.column)
     if ms.column is not None and a is None:  # a column the rows lack: NULL in every row
@@ -428,7 +434,7 @@ def _aggregate(table: pa.Table, ms: _Measure, ev: np.ndarray, flat: np.ndarray, 
             kind, fvals = 1, pc.fill_null(a, 0.0).to_numpy(zero_copy_only=False)
         elif func != 0:  # SUM/AVG/MIN/MAX of strings or booleans: the engine's rules, not the kernel's
             raise _Fallback
-    ival, fval, cnt, ok = _kernels().aggregate(ev, flat, ivals, fvals, valid, kind, ms.mset, func)
+    ival, fval, cnt, ok = _kernels().aggregate(ev, flat, oj, oq, ivals, fvals, valid, kind, ms.mset, func, ms.final)
     if func == 0:
         return pa.array(cnt, mask=~is_match, type=pa.int64())
     ok &= is_match
