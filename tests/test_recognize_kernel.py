@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkcep.ir import recognize as R
+from sparkcep.ir.ast import Unary
 from sparkcep.oracles.recognize import recognize
 from sparkcep.runtime_udfs import recognize as engine
 from sparkcep.runtime_udfs.recognize import kernel
@@ -22,6 +23,7 @@ from tests.recognize_strategies import (
     classifier,
     col,
     first,
+    func,
     is_null,
     last,
     lit,
@@ -84,7 +86,9 @@ def _operand(draw, shift_ok=True):
 @st.composite
 def _condition(draw):
     def atom():
-        kind = draw(st.sampled_from(("num", "num", "num", "str", "float")))
+        kind = draw(st.sampled_from(("num", "num", "num", "str", "float", "null")))
+        if kind == "null":
+            return (is_null if draw(st.booleans()) else lambda e: Unary("IS NOT NULL", e))(draw(_operand()))
         if kind == "str":
             return op(draw(st.sampled_from(("=", "<", "!="))), col("s"), lit(draw(st.sampled_from("abc"))))
         if kind == "float":
@@ -119,7 +123,8 @@ def _measures(draw, refs, one_row):
         sem = draw(st.sampled_from(sems))
         c = draw(st.sampled_from(("x", "y", "t", "s", "f")))
         num = draw(st.sampled_from(("x", "y", "f")))
-        kind = draw(st.sampled_from(("col", "first", "last", "agg", "count", "prev", "next", "cls", "pcls")))
+        kind = draw(st.sampled_from(("col", "first", "last", "agg", "count", "prev", "next", "cls", "pcls",
+                                     "expr")))
         if kind == "col":
             e = col(c, var)
         elif kind == "first":
@@ -136,6 +141,12 @@ def _measures(draw, refs, one_row):
             e = prev(last(col(c, var), 0, sem), draw(st.integers(1, 2)))
         elif kind == "cls":
             e = classifier(var, sem)
+        elif kind == "expr":  # an expression over gathered values
+            e = draw(st.sampled_from((
+                op("-", last(col(num, var), 0, sem), first(col(num), 0, sem)),
+                op("/", agg("sum", col(num, var), var, sem), op("+", agg("count", None, None, sem), lit(1))),
+                op("AND", op("=", classifier(var, sem), lit("A")), op(">", col(num), lit(0))),
+                not_(op("<", col(num, var), prev(col(num)))))))
         else:
             e = prev(classifier(None, sem))
         out.append((f"m{i}", e))
@@ -223,10 +234,11 @@ def test_the_issue_example_and_a_long_run():
     (make_spec(seq(V("A"), V("B")), columns=COLUMNS, defines=(("B", R.Nav("FIRST", col("x"), 0)),)),
      "reads rows of the match"),
     (make_spec(V("A"), columns=COLUMNS, defines=(("A", R.Nav("PREV", col("x"), 1)),),
-               measures=(("m", op("+", col("x"), lit(1))),)), "measure m"),
+               measures=(("m", is_null(col("x"))),)), "measure m"),
     (make_spec(V("A"), columns=COLUMNS, rows_per_match=R.ALL_ROWS,
                measures=(("m", R.Nav("FIRST", classifier(), 0)),)), "measure m"),
-    (make_spec(V("A"), columns=COLUMNS, defines=(("A", is_null(col("x"))),)), "DEFINE of A"),
+    (make_spec(V("A"), columns=COLUMNS, defines=(("A", op(">", func("abs", col("x")), lit(1))),)),
+     "DEFINE of A"),
 ])
 def test_ineligible_specs_say_why(spec, reason):
     e = kernel.eligibility(spec)
