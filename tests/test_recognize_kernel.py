@@ -273,3 +273,12 @@ def test_within_keeps_later_starts_at_the_same_instruction_apart():
                      measures=(("a", first(col("t"))), ("c", last(col("t")))), partition_by=("k",))
     parts = [_rows("aabbc")]
     assert _kernel_rows(spec, parts) == recognize(spec, parts[0]) == [{"k": 0, "a": 1, "c": 4}]
+
+
+def test_all_rows_of_a_later_partition_read_their_own_rows():
+    spec = make_spec(seq(V("A"), V("A")), columns=COLUMNS, measures=(("mn", R.MatchNumber()), ("m0", col("x"))),
+                     rows_per_match=R.ALL_ROWS, partition_by=("k",))
+    parts = [_rows("aa"), _rows("aa", 1)]
+    got = _kernel_rows(spec, parts)
+    assert got == [o for p in parts for o in engine.run_partition(spec, p)]
+    assert [(o["k"], o["m0"]) for o in got] == [(0, 0), (0, 1), (1, 0), (1, 1)]

@@ -345,7 +345,8 @@ def locate(ev, flat, oj, oq, mset, nth, shift, final, pstart, pend):
     """Per output row: the row a reference reads among the rows of its match up to the head (``final``: all
     of them), the last one whose variable is in ``mset`` (-1: every row), or ``nth`` k + 1: the (k+1)-th from
     the first, -(k + 1): the (k+1)-th from the last; moved ``shift`` rows; -1 where there is none or it is off
-    the partition.  Output rows of one match come together, heads rising: one pass over each match."""
+    the output row's partition (``pstart[x]`` to ``pend[x]``).  Output rows of one match come together, heads
+    rising: one pass over each match."""
     total = len(oj)
     out = np.full(total, -1, dtype=np.int64)
     want = nth - 1 if nth > 0 else (-nth - 1 if nth < 0 else 0)
@@ -381,7 +382,7 @@ def locate(ev, flat, oj, oq, mset, nth, shift, final, pstart, pend):
             r = ring[(count - 1 - want) % (want + 1)]
         if r >= 0:
             r += s + shift
-            if r < pstart[j] or r >= pend[j]:
+            if r < pstart[x] or r >= pend[x]:
                 r = -1
         out[x] = r
     return out
