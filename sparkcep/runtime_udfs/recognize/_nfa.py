@@ -85,6 +85,8 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
         pruned_to = 0
         for i in range(a0, a1 + 1):
             pos = i
+            if nt == 0 and mcount == 0:
+                nnode = 0  # no thread nor pending match holds a node: the arena starts again
             if i < a1:
                 # a thread for start row i, least preferred of all
                 starts = start_bol if i == a0 else start_plain

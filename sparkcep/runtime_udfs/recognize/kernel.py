@@ -346,7 +346,9 @@ def _input(table: pa.Table, column: str):
         return a
     if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
         return a
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
+    if pa.types.is_string(t):
+        return a.cast(pa.large_string())  # once here, not once per condition reading it
+    if pa.types.is_large_string(t):
         return a
     raise _Fallback
 
