@@ -282,3 +282,11 @@ def test_all_rows_of_a_later_partition_read_their_own_rows():
     got = _kernel_rows(spec, parts)
     assert got == [o for p in parts for o in engine.run_partition(spec, p)]
     assert [(o["k"], o["m0"]) for o in got] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_without_numba_the_kernel_is_off(monkeypatch):
+    monkeypatch.setattr(kernel, "numba", None)
+    monkeypatch.setattr(kernel, "_NUMBA_ERROR", "No module named 'numba'")
+    monkeypatch.setattr(kernel, "_PLANS", {})
+    e = kernel.eligibility(ABC)
+    assert not e.ok and "numba is not installed" in e.reason
