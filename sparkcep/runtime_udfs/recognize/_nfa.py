@@ -23,6 +23,34 @@ def _grow(a, need):
 
 
 @njit(cache=True)
+def _event(ev, nev, kind, s, end, mnum, off):
+    """``ev`` (grown if full) with the event ``nev`` set."""
+    if nev >= len(ev):
+        grown = np.empty((2 * len(ev), 5), dtype=np.int64)
+        grown[:nev] = ev[:nev]
+        ev = grown
+    ev[nev, 0] = kind
+    ev[nev, 1] = s
+    ev[nev, 2] = end
+    ev[nev, 3] = mnum
+    ev[nev, 4] = off
+    return ev
+
+
+@njit(cache=True)
+def _keep(th_s, th_leaf, th_node, nt, keep, lo):
+    """Keep the threads of start ``keep`` and of starts ``lo`` or later, in order; their number."""
+    w = 0
+    for t in range(nt):
+        if th_s[t] == keep or th_s[t] >= lo:
+            th_s[w] = th_s[t]
+            th_leaf[w] = th_leaf[t]
+            th_node[w] = th_node[t]
+            w += 1
+    return w
+
+
+@njit(cache=True)
 def _ge(gap, within):  # _compare(">=", gap, within): NaN is above every number
     return True if gap != gap else gap >= within
 
@@ -182,14 +210,7 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                     s = next_start
                     if m_has[s] and m_end[s] > s + 1:
                         e = m_end[s]
-                        w = 0
-                        for t in range(nt):
-                            if th_s[t] == s or th_s[t] >= e:
-                                th_s[w] = th_s[t]
-                                th_leaf[w] = th_leaf[t]
-                                th_node[w] = th_node[t]
-                                w += 1
-                        nt = w
+                        nt = _keep(th_s, th_leaf, th_node, nt, s, e)
                         lo = s + 1 if pruned_s != s else max(s + 1, pruned_to)
                         for k in range(lo, e):
                             if m_has[k]:
@@ -238,15 +259,7 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                     end = m_end[s]
                     node = m_node[s]
                     mnum += 1
-                    if nev >= len(ev):
-                        grown = np.empty((2 * len(ev), 5), dtype=np.int64)
-                        grown[:nev] = ev[:nev]
-                        ev = grown
-                    ev[nev, 0] = 0
-                    ev[nev, 1] = s
-                    ev[nev, 2] = end
-                    ev[nev, 3] = mnum
-                    ev[nev, 4] = nflat
+                    ev = _event(ev, nev, 0, s, end, mnum, nflat)
                     nev += 1
                     flat = _grow(flat, nflat + end - s)
                     fexcl = _grow(fexcl, nflat + end - s)
@@ -275,27 +288,12 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                         nxt_start = s + 1 if target < 0 or target == s else target
                 else:
                     if not quiet and s > covered:
-                        if nev >= len(ev):
-                            grown = np.empty((2 * len(ev), 5), dtype=np.int64)
-                            grown[:nev] = ev[:nev]
-                            ev = grown
-                        ev[nev, 0] = 1
-                        ev[nev, 1] = s
-                        ev[nev, 2] = s
-                        ev[nev, 3] = 0
-                        ev[nev, 4] = nflat
+                        ev = _event(ev, nev, 1, s, s, 0, nflat)
                         nev += 1
                     nxt_start = s + 1
                 next_start = nxt_start
                 if nt > 0 and th_s[0] < nxt_start:
-                    w = 0
-                    for t in range(nt):
-                        if th_s[t] >= nxt_start:
-                            th_s[w] = th_s[t]
-                            th_leaf[w] = th_leaf[t]
-                            th_node[w] = th_node[t]
-                            w += 1
-                    nt = w
+                    nt = _keep(th_s, th_leaf, th_node, nt, -1, nxt_start)
                 if mcount > 0:
                     for k in range(s + 1, nxt_start):
                         if m_has[k]:
