@@ -68,12 +68,17 @@ def why_not(spec: object) -> str | None:
     return None
 
 
-def ranged_spec(spec: MatchSpec) -> MatchSpec:
-    """``spec`` with one more output, :data:`FIRST_TS`: the ts of the match's first event."""
+def ranged_spec(spec: MatchSpec, range_col: str | None = None) -> MatchSpec:
+    """``spec`` with one more output, :data:`FIRST_TS`: the ts of the match's first event; with ``range_col``
+    (the column naming the range that holds an event) also that column of the first event, and keyed by it
+    (one engine run per range)."""
     var = first_var(spec)
     if var is None:
         raise ValueError(f"not splittable by time ranges: {why_not(spec)}")
-    return replace(spec, outputs=(*spec.outputs, OutputColumn(FIRST_TS, Attr(var, "ts"))))
+    outputs = (*spec.outputs, OutputColumn(FIRST_TS, Attr(var, "ts")))
+    if range_col is None:
+        return replace(spec, outputs=outputs)
+    return replace(spec, outputs=(*outputs, OutputColumn(range_col, Attr(var, range_col))), key=(range_col,))
 
 
 def owner(ts: float | None, cuts: Sequence[float]) -> int:
