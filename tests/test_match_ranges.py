@@ -93,3 +93,12 @@ def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark):
     want = match_rows(q.query, events)
     assert any(r["a_ts"] < 59 <= r["c_ts"] for r in want)  # a match crosses the border (ts 0..118: cut at 59)
     assert rows_canonical(got) == rows_canonical(want)
+
+
+def test_explain_says_the_parallelism_of_a_query_without_key():
+    ranged = sparkcep.compile(SPLITTABLE[0]).explain()
+    assert "parallelism (no key): batch in time ranges overlapping by the window" in ranged
+    one = sparkcep.compile("PATTERN SEQ(!(B b), A a, C c) WITHIN 5").explain()
+    assert "parallelism 1 (no key): the pattern does not start with one positive event" in one
+    keyed = sparkcep.compile("PATTERN SEQ(A a, C c) WHERE [id] WITHIN 5").explain()
+    assert "parallelism" not in keyed

@@ -68,6 +68,15 @@ def why_not(spec: object) -> str | None:
     return None
 
 
+def parallelism(spec: object) -> str:
+    """What explain says about the parallelism of a query without a key."""
+    why = why_not(spec)
+    if why is None:
+        return ("parallelism (no key): batch in time ranges overlapping by the window, one per shuffle "
+                "partition, each match reported by the range holding its first event; streaming: 1 partition")
+    return f"parallelism 1 (no key): {why}"
+
+
 def ranged_spec(spec: MatchSpec, range_col: str | None = None) -> MatchSpec:
     """``spec`` with one more output, :data:`FIRST_TS`: the ts of the match's first event; with ``range_col``
     (the column naming the range that holds an event) also that column of the first event, and keyed by it
