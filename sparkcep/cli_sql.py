@@ -38,13 +38,14 @@ def is_sql(text: str, file: str | None = None) -> bool:
     return re.match(r"\s*select\b", text[pos:], re.I) is not None
 
 
-def statement(text: str, *, streaming: bool = False) -> rc.Recognize:
-    """The parsed and checked statement (:class:`CEPError` with line, column and caret otherwise)."""
+def statement(text: str, *, streaming: bool = False, functions=None) -> rc.Recognize:
+    """The parsed and checked statement (:class:`CEPError` with line, column and caret otherwise);
+    ``functions``: the session's function lookup (``sparkcep.sql_api.session_functions``), if any."""
     from sparkcep.compiler.recognize import check_recognize
     from sparkcep.grammar.recognize import parse_recognize
 
     q = parse_recognize(text)
-    check_recognize(q, streaming=streaming)
+    check_recognize(q, streaming=streaming, functions=functions)
     return q
 
 

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
     from sparkcep.ir.recognize import Recognize
 
-__all__ = ["SqlWorkload", "apply_recognize", "plan_workload", "split_statements", "sql", "sql_workload"]
+__all__ = ["SqlWorkload", "apply_recognize", "plan_workload", "session_functions", "split_statements", "sql",
+           "sql_workload"]
 
 
 def apply_recognize(df: DataFrame, q: Recognize, *, ts_unit: str | None = None,
@@ -53,10 +54,12 @@ def apply_recognize(df: DataFrame, q: Recognize, *, ts_unit: str | None = None,
 
 
 def sql(text: str, spark: SparkSession | None = None, *, ts_unit: str | None = None,
-        watermark_delay: float | str | None = None) -> DataFrame:
+        watermark_delay: float | str | None = None, late_rows: bool = False) -> DataFrame:
     """The DataFrame of a ``SELECT ... FROM t MATCH_RECOGNIZE (...)`` statement; ``t`` is a table or (temporary)
     view of ``spark`` (default: the active session), batch or streaming.  See :func:`apply_recognize` for
-    ``ts_unit`` and ``watermark_delay``."""
+    ``ts_unit``, ``watermark_delay`` and ``late_rows`` (a stream's late rows as rows of ``_kind`` "late"; else
+    they are counted in the key's state and dropped).  Functions registered in the session may be called in
+    per-row DEFINE/MEASURES expressions (:func:`session_functions`)."""
     from sparkcep.compiler.recognize import check_recognize
     from sparkcep.grammar.recognize import parse_recognize
 
@@ -70,8 +73,26 @@ def sql(text: str, spark: SparkSession | None = None, *, ts_unit: str | None = N
         if spark is None:
             raise CEPError("sparkcep.sql needs a SparkSession: start one or pass spark=")
     df = _table(spark, q.source, text)
-    check_recognize(q, streaming=df.isStreaming)
-    return apply_recognize(df, q, ts_unit=ts_unit, watermark_delay=watermark_delay)
+    check_recognize(q, streaming=df.isStreaming, functions=session_functions(spark))
+    return apply_recognize(df, q, ts_unit=ts_unit, watermark_delay=watermark_delay, late_rows=late_rows)
+
+
+def session_functions(spark: SparkSession):
+    """``name -> bool``: whether ``name`` is a function of the session (a temporary function registered with
+    ``spark.udf.register``, a SQL ``CREATE FUNCTION``, a catalog function), for ``check_recognize`` to accept
+    it in a per-row DEFINE/MEASURES expression (Spark then computes it before the shuffle)."""
+    from pyspark.errors import PySparkException
+
+    from sparkcep.spark.recognize import quiet_analysis
+
+    def exists(name: str) -> bool:
+        try:
+            with quiet_analysis():
+                return bool(spark.catalog.functionExists(name))
+        except (PySparkException, ValueError, TypeError):  # a name Spark cannot even parse: not a function
+            return False
+
+    return exists
 
 
 def _table(spark: SparkSession, name: str, text: str) -> DataFrame:
@@ -196,7 +217,7 @@ def sql_workload(texts: str | list[str], spark: SparkSession | None = None, *, t
         key = q.source.lower()
         if key not in tables:
             tables[key] = _table(spark, q.source, q.text)
-        check_recognize(q, streaming=tables[key].isStreaming)
+        check_recognize(q, streaming=tables[key].isStreaming, functions=session_functions(spark))
     groups, lines = plan_workload(qs)
     frames: dict[int, DataFrame] = {}
     tagged_groups: list[tuple[list[int], DataFrame]] = []
