@@ -367,3 +367,38 @@ def run_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *, watermar
         return stream_shared(projected, specs, watermark_delay=watermark_delay, ts_unit=ts_unit,
                              late_rows=late_rows)
     return batch_shared(projected, specs, partitions=partitions)
+
+
+# ----------------------------------------------------------------------------------------------- the sink
+
+
+def group_writer(results: Callable[[int, DataFrame], DataFrame], outputs: Sequence[str], late: Sequence[str],
+                 dead_letters: str | None) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function of a shared stream (:func:`stream_shared` with ``late_rows``, routed with
+    :func:`sparkcep.spark.sinks.routed`): member k's results (``results(k, rows)``: its rows of the
+    micro-batch, its outer query applied) into ``outputs[k]``, the late rows into every ``late[k]`` (a row late
+    for the group is late for each statement in it), the dead letters into ``dead_letters``; each micro-batch's
+    files written once (:func:`sparkcep.spark.sinks.write_batch`)."""
+    from sparkcep.spark.late import LATE, REASON, RECORD
+    from sparkcep.spark.sinks import DEAD, write_batch
+    from sparkcep.spark.validate import REASON as REJECT_REASON
+    from sparkcep.spark.validate import RECORD as REJECT_RECORD
+
+    side = [F.col(REASON).alias(REJECT_REASON), F.col(RECORD).alias(REJECT_RECORD)]
+
+    def write(df: DataFrame, batch_id: int) -> None:
+        df.persist()
+        try:
+            counts = {row[0]: row[1] for row in df.groupBy(KIND).count().collect()}
+            rows = df.where(F.col(KIND) == RESULT)
+            for k, path in enumerate(outputs):
+                write_batch(results(k, rows), path, batch_id, None if counts.get(RESULT) else 0)
+            for path in late:
+                write_batch(df.where(F.col(KIND) == LATE).select(*side), path, batch_id, counts.get(LATE, 0))
+            if dead_letters is not None:
+                write_batch(df.where(F.col(KIND) == DEAD).select(*side), dead_letters, batch_id,
+                            counts.get(DEAD, 0))
+        finally:
+            df.unpersist()
+
+    return write
