@@ -247,13 +247,15 @@ def cmd_notebook(args, text: str, cli=None) -> int:
 
     _refuse(args, {"--query": None, "--ts-col": "ts", "--type-col": "type"})
     qs = statements(text)
-    if len(qs) != 1:
-        raise CEPError(f"a notebook runs one statement and the file holds {len(qs)}: run the workload with "
-                       "sparkcep run FILE.sql or compile it to one job with sparkcep compile FILE.sql -o job.py")
-    q = qs[0]
+    names = None
+    if len(qs) > 1:
+        from sparkcep.sql_api import statement_names
+
+        names = statement_names(qs)
+        _one_source(qs)
     fmt = args.format or (_input_format(args) if args.input else "json")
-    write_recognize_notebook(q, args.output, explain=explain(q, ts_unit=args.ts_unit), input_path=args.input,
-                             fmt=fmt, master=args.master, ts_unit=args.ts_unit)
+    write_recognize_notebook(qs if names else qs[0], args.output, explain=explain_all(qs, ts_unit=args.ts_unit),
+                             input_path=args.input, fmt=fmt, master=args.master, ts_unit=args.ts_unit, names=names)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 

@@ -27,6 +27,12 @@ def workload_file(tmp_path) -> Path:
     return path
 
 
+def _assigned(tree: pyast.Module, name: str) -> pyast.expr:
+    """The value a module-level ``name = ...`` assigns."""
+    return next(n.value for n in tree.body if isinstance(n, pyast.Assign)
+                and isinstance(n.targets[0], pyast.Name) and n.targets[0].id == name)
+
+
 def test_check_names_each_statement_and_says_who_shares(capsys, workload_file):
     status, out, err = run_cli(capsys, "check", str(workload_file))
     assert status == 0, err
@@ -75,15 +81,25 @@ def test_compile_a_workload_job_and_refuse_what_a_file_cannot_hold(capsys, workl
     status, _, err = run_cli(capsys, "compile", str(workload_file), "-o", str(job))
     assert status == 0, err
     tree = pyast.parse(job.read_text())
-    names = next(n.value for n in tree.body if isinstance(n, pyast.Assign) and n.targets[0].id == "NAMES")
-    assert pyast.literal_eval(names) == NAMES
+    assert pyast.literal_eval(_assigned(tree, "NAMES")) == NAMES
     head = "FROM {}\n    MATCH_RECOGNIZE (\n        ORDER BY"
     other = WORKLOAD.replace(head.format("Ticker"), head.format("Quotes"))
     (tmp_path / "other.sql").write_text(other)
     status, _, err = run_cli(capsys, "compile", str(tmp_path / "other.sql"), "-o", str(job))
     assert status == 2 and "the first reads FROM Ticker, this one FROM Quotes" in err
-    status, _, err = run_cli(capsys, "notebook", str(workload_file), "-o", str(tmp_path / "nb.ipynb"))
-    assert status == 2 and "a notebook runs one statement and the file holds 3" in err
+
+
+def test_notebook_of_a_workload(capsys, workload_file, tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    path = tmp_path / "w.ipynb"
+    status, _, err = run_cli(capsys, "notebook", str(workload_file), "--input", "ticker/", "-o", str(path))
+    assert status == 0, err
+    nb = nbformat.read(str(path), as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "rows.createOrReplaceTempView('Ticker')" in code and "sparkcep.sql_workload(" in code
+    tree = pyast.parse(code)
+    assert list(pyast.literal_eval(_assigned(tree, "STATEMENTS"))) == NAMES
+    assert "statements vshape, rising share one pass" in nb.cells[1].source
 
 
 # ----------------------------------------------------------------------------------------------- on Spark
