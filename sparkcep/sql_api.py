@@ -325,8 +325,6 @@ def stream_workload(rows: DataFrame, rejected: DataFrame, qs: list[Recognize], n
     called on each; else all start at once.  Returns the queries and each statement's result schema (by
     index).  A statement whose outer query is more than
     a plain SELECT/WHERE (it would run per micro-batch) is refused."""
-    from pyspark.sql import functions as F
-
     from sparkcep.spark.recognize import _passing_late_rows
     from sparkcep.spark.recognize_workload import group_writer
     from sparkcep.spark.sinks import routed
@@ -342,7 +340,7 @@ def stream_workload(rows: DataFrame, rejected: DataFrame, qs: list[Recognize], n
     for g, members in enumerate(groups):
         group = shared_group(rows, qs, members, ts_unit=ts_unit, watermark_delay=watermark_delay, late_rows=True)
         schemas.update((i, group.result(k).schema) for k, i in enumerate(members))
-        stream = routed(group.tagged, rejected if g == 0 else rejected.where(F.lit(False)))
+        stream = routed(group.tagged, rejected if g == 0 else None)  # the dead letters once
         writer = group_writer(group.result, [results[i] for i in members], [late[i] for i in members],
                               dead if g == 0 else None)
         query = (stream.writeStream.foreachBatch(writer).option("checkpointLocation", f"{checkpoint.rstrip('/')}/g{g}")
