@@ -469,7 +469,7 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
             frontier, state, held, late = None, engine.init_state(spec), [], 0
         raw = group.getCurrentWatermarkMs()
         bound = raw * 1000
-        behind = take_rows(pdfs, names, types, timezone, frontier, held)
+        behind, _newest = take_rows(pdfs, names, types, timezone, frontier, held)
         late += len(behind)
         dropped = [late_row(row, record_columns, raw, numeric, scale) for row in behind] if late_rows else []
         settled, held = settle(held, bound)
@@ -506,13 +506,15 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
 
 
 def take_rows(pdfs: Iterator[pd.DataFrame], names: list[str], types: dict[str, DataType], timezone: str,
-              frontier: int | None, held: list) -> list[dict]:
+              frontier: int | None, held: list) -> tuple[list[dict], int | None]:
     """Read a key's new rows (columns ``names`` of ``types``, event time ``_ET`` in µs): each on-time one is
-    appended to ``held`` as ``(event time, row)``; returns the late ones.  A row is late when it is older than
+    appended to ``held`` as ``(event time, row)``; returns the late ones and the newest event time (µs) of the
+    on-time ones (None if there is none).  A row is late when it is older than
     ``frontier``, the watermark (µs) up to which its key's rows went to the engine already: its place in the
     order has passed.  A row at that very time is on time (equal timestamps straddling micro-batches are
     matched as in a batch); a row without event time (a NULL time column) cannot be placed and is skipped."""
     behind: list[dict] = []
+    newest = None
     for pdf in pdfs:
         if pdf.empty:
             continue
@@ -526,7 +528,8 @@ def take_rows(pdfs: Iterator[pd.DataFrame], names: list[str], types: dict[str, D
                 behind.append(row)
             else:
                 held.append((et, row))
-    return behind
+                newest = et if newest is None or et > newest else newest
+    return behind, newest
 
 
 def settle(held: list, bound: int) -> tuple[list[dict], list]:

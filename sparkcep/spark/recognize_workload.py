@@ -310,7 +310,7 @@ def stream_function(specs: Sequence[RecognizeSpec], full: StructType, projected:
             frontier, states, held, late = None, wl.init_states(specs), [], 0
         raw = group.getCurrentWatermarkMs()
         bound = raw * 1000
-        behind = single.take_rows(pdfs, names, types, timezone, frontier, held)
+        behind, _newest = single.take_rows(pdfs, names, types, timezone, frontier, held)
         late += len(behind)
         settled, held = single.settle(held, bound)
         outs: list[list[dict]] = [[] for _ in specs]
