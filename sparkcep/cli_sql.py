@@ -1,7 +1,9 @@
 """``sparkcep check|explain|compile|run|notebook`` for a SQL:2016 ``MATCH_RECOGNIZE`` statement.
 
 A ``.sql`` file, or query text (``-e``, stdin, a file of another name) that starts with ``SELECT``, is one
-statement ``SELECT ... FROM table MATCH_RECOGNIZE (...) ...`` (docs/language.md, "MATCH_RECOGNIZE"):
+statement ``SELECT ... FROM table MATCH_RECOGNIZE (...) ...`` (docs/language.md, "MATCH_RECOGNIZE"), or
+several separated by ``;`` over one table (a workload, docs/sharing.md: each checked and explained, run with
+one output directory per statement, compiled into one job, one notebook):
 
 * ``check``: parse and check it (batch, and whether a stream can run it); an error names line and column;
 * ``explain``: the plan, with the engine's pattern program (``--schema DDL``: the input's columns and types,
@@ -166,12 +168,17 @@ def _input_format(args) -> str:
     return {".csv": "csv", ".parquet": "parquet"}.get(Path(args.input).suffix.lower(), "json")
 
 
-def _check_line(q: rc.Recognize) -> str:
+def _check_line(q: rc.Recognize, *, workload: bool = False) -> str:
+    from sparkcep.spark.recognize import _passing_late_rows
+
     try:
         from sparkcep.compiler.recognize import check_recognize
 
         check_recognize(q, streaming=True)
         stream = "batch and streaming"
+        if workload and _passing_late_rows(q.outer_sql) is None:
+            stream = ("batch only (streaming: in a workload the query around MATCH_RECOGNIZE can only select and "
+                      "filter)")
     except CEPSemanticError as err:
         stream = f"batch only (streaming: {err.message})"
     variables = plan_spec(q).variables
@@ -196,8 +203,9 @@ def cmd_check(args, text: str, cli=None) -> int:
         print("ok  " + _check_line(qs[0]))
         return 0
     names = statement_names(qs)
+    _one_source(qs)
     for name, q in zip(names, qs, strict=True):
-        print(f"ok  {name}: {_check_line(q)}")
+        print(f"ok  {name}: {_check_line(q, workload=True)}")
     print("\n".join(_workload_lines(qs, names)))
     return 0
 
@@ -209,6 +217,7 @@ def explain_all(qs: list[rc.Recognize], schema: dict[str, str] | None = None, *,
     if len(qs) == 1:
         return explain(qs[0], schema, ts_unit=ts_unit)
     names = statement_names(qs)
+    _one_source(qs)
     parts = ["\n".join(_workload_lines(qs, names))]
     parts += [f"-- statement {name}\n" + explain(q, schema, ts_unit=ts_unit) for name, q in zip(names, qs, strict=True)]
     return "\n\n".join(parts)

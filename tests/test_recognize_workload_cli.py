@@ -85,8 +85,15 @@ def test_compile_a_workload_job_and_refuse_what_a_file_cannot_hold(capsys, workl
     head = "FROM {}\n    MATCH_RECOGNIZE (\n        ORDER BY"
     other = WORKLOAD.replace(head.format("Ticker"), head.format("Quotes"))
     (tmp_path / "other.sql").write_text(other)
-    status, _, err = run_cli(capsys, "compile", str(tmp_path / "other.sql"), "-o", str(job))
-    assert status == 2 and "the first reads FROM Ticker, this one FROM Quotes" in err
+    for command in (["check"], ["compile", "-o", str(job)]):  # what check accepts, the rest accepts
+        status, _, err = run_cli(capsys, command[0], str(tmp_path / "other.sql"), *command[1:])
+        assert status == 2 and "the first reads FROM Ticker, this one FROM Quotes" in err
+    ordered = WORKLOAD.replace("    ) AS drops;", "    ) AS drops ORDER BY fall DESC;")
+    (tmp_path / "ordered.sql").write_text(ordered)
+    status, out, err = run_cli(capsys, "check", str(tmp_path / "ordered.sql"))
+    assert status == 0, err
+    assert out.splitlines()[2].endswith("; batch only (streaming: in a workload the query around MATCH_RECOGNIZE "
+                                        "can only select and filter)")
 
 
 def test_notebook_of_a_workload(capsys, workload_file, tmp_path):
