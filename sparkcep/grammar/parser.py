@@ -165,7 +165,7 @@ class _ToAst(Transformer_NonRecursive):
         return latency
 
     def query(self, meta, children):
-        name, ret_first, pattern, using, where, group_by, window, ret_last = children
+        name, ret_first, pattern, using, where, group_by, window, skip, ret_last = children
         if ret_first is not None and ret_last is not None:
             raise CEPSyntaxError("RETURN given twice: write it either before PATTERN or after WITHIN",
                                  ret_last.span)
@@ -186,6 +186,7 @@ class _ToAst(Transformer_NonRecursive):
             slide=slide,
             return_first=ret_first is not None,
             span=_span(meta),
+            skip=skip,
         )
 
     def query_name(self, meta, children):
@@ -226,6 +227,20 @@ class _ToAst(Transformer_NonRecursive):
         within, slide = children
         return within, slide
 
+    def skip_past_last(self, meta, children):
+        return ast.AfterMatchSkip(ast.SKIP_PAST_LAST_EVENT, span=_span(meta))
+
+    def skip_to_next(self, meta, children):
+        return ast.AfterMatchSkip(ast.SKIP_TO_NEXT_EVENT, span=_span(meta))
+
+    def skip_to_first(self, meta, children):
+        (name,) = children
+        return ast.AfterMatchSkip(ast.SKIP_TO_FIRST, str(name), span=_span(meta))
+
+    def skip_to_last(self, meta, children):
+        (name,) = children
+        return ast.AfterMatchSkip(ast.SKIP_TO_LAST, str(name), span=_span(meta))
+
     def duration(self, meta, children):
         number, unit = children
         return ast.Duration(_number(number), None if unit is None else _UNITS[unit.lower()], span=_span(meta))
@@ -240,16 +255,16 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Not(inner, span=_span(meta))
 
     def kleene(self, meta, children):
-        inner, op = children
-        return ast.Kleene(inner, op, span=_span(meta))
+        inner, (op, greedy) = children
+        return ast.Kleene(inner, op, span=_span(meta), greedy=greedy)
 
     def event_kleene(self, meta, children):
-        event, op, var = children
-        return ast.Kleene(_bind(event, var, meta), op, span=_span(meta))
+        event, (op, greedy), var = children
+        return ast.Kleene(_bind(event, var, meta), op, span=_span(meta), greedy=greedy)
 
     def var_kleene(self, meta, children):
-        event, var, op = children
-        return ast.Kleene(_bind(event, var, meta), op, span=_span(meta))
+        event, var, (op, greedy) = children
+        return ast.Kleene(_bind(event, var, meta), op, span=_span(meta), greedy=greedy)
 
     def event(self, meta, children):
         event, var = children
@@ -276,6 +291,14 @@ class _ToAst(Transformer_NonRecursive):
     def kleene_op(self, meta, children):
         (op,) = children
         return str(op)
+
+    def greedy(self, meta, children):
+        (op,) = children
+        return op, True
+
+    def reluctant(self, meta, children):
+        op, _ = children
+        return op, False
 
     # --- expressions
 
@@ -474,7 +497,9 @@ _WORDS = {
     "_BETWEEN": "BETWEEN", "_LIKE": "LIKE", "_CASE": "CASE", "_WHEN": "WHEN", "_THEN": "THEN", "_ELSE": "ELSE",
     "_END": "END", "_CAST": "CAST",
     "_RETURN": "RETURN", "_PATTERN": "PATTERN", "_EVENT": "PATTERN", "_USING": "USING", "_WHERE": "WHERE",
-    "_GROUP_BY": "GROUP BY", "_WITHIN": "WITHIN", "_SLIDE": "SLIDE",
+    "_GROUP_BY": "GROUP BY", "_WITHIN": "WITHIN", "_SLIDE": "SLIDE", "_AFTER": "AFTER MATCH SKIP",
+    "_MATCH": "MATCH", "_SKIP": "SKIP", "_PAST": "PAST", "_TO": "TO", "_FIRST": "FIRST", "_LAST": "LAST",
+    "_ROW": "EVENT",
     "_COMMA": "','", "_COLON": "':'", "_RPAR": "')'", "_RSQB": "']'", "_RBRACE": "'}'", "_SEMI": "';'",
     "_WITH": "WITH", "_SHEDDING": "SHEDDING", "_LATENCY": "LATENCY", "_RATES": "RATES",
     "WS": "white space", "LINE_COMMENT": "a comment", "BLOCK_COMMENT": "a comment",
