@@ -105,15 +105,16 @@ def _bounds(meta, lo: int, hi: int | None) -> tuple[int, int | None]:
     return lo, hi
 
 
-def _kleene(inner, op: str | tuple, meta) -> ast.Kleene:
-    """``P+``/``P*``/``P?``, or a bounded ``P{n,m}`` (``op`` a ``(n, m)`` pair; ``{1,}``/``{0,}`` are ``+``/``*``)."""
+def _kleene(inner, op: str | tuple, greedy: bool, meta) -> ast.Kleene:
+    """``P+``/``P*``/``P?``, or a bounded ``P{n,m}`` (``op`` a ``(n, m)`` pair; ``{1,}``/``{0,}`` are ``+``/``*``);
+    ``greedy`` False for the reluctant forms (``P+?``)."""
     if isinstance(op, str):
-        return ast.Kleene(inner, op, span=_span(meta))
+        return ast.Kleene(inner, op, span=_span(meta), greedy=greedy)
     lo, hi = op
     plain = "+" if lo else "*"
     if hi is None and lo <= 1:
-        return ast.Kleene(inner, plain, span=_span(meta))
-    return ast.Kleene(inner, plain, span=_span(meta), bounds=(lo, hi))
+        return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy)
+    return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy, bounds=(lo, hi))
 
 
 def _span(meta) -> Span:
@@ -186,7 +187,7 @@ class _ToAst(Transformer_NonRecursive):
         return latency
 
     def query(self, meta, children):
-        name, ret_first, pattern, using, where, group_by, window, ret_last = children
+        name, ret_first, pattern, using, where, group_by, window, skip, ret_last = children
         if ret_first is not None and ret_last is not None:
             raise CEPSyntaxError("RETURN given twice: write it either before PATTERN or after WITHIN",
                                  ret_last.span)
@@ -207,6 +208,7 @@ class _ToAst(Transformer_NonRecursive):
             slide=slide,
             return_first=ret_first is not None,
             span=_span(meta),
+            skip=skip,
         )
 
     def query_name(self, meta, children):
@@ -247,6 +249,20 @@ class _ToAst(Transformer_NonRecursive):
         within, slide = children
         return within, slide
 
+    def skip_past_last(self, meta, children):
+        return ast.AfterMatchSkip(ast.SKIP_PAST_LAST_EVENT, span=_span(meta))
+
+    def skip_to_next(self, meta, children):
+        return ast.AfterMatchSkip(ast.SKIP_TO_NEXT_EVENT, span=_span(meta))
+
+    def skip_to_first(self, meta, children):
+        (name,) = children
+        return ast.AfterMatchSkip(ast.SKIP_TO_FIRST, str(name), span=_span(meta))
+
+    def skip_to_last(self, meta, children):
+        (name,) = children
+        return ast.AfterMatchSkip(ast.SKIP_TO_LAST, str(name), span=_span(meta))
+
     def duration(self, meta, children):
         number, unit = children
         return ast.Duration(_number(number), None if unit is None else _UNITS[unit.lower()], span=_span(meta))
@@ -261,16 +277,16 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Not(inner, span=_span(meta))
 
     def kleene(self, meta, children):
-        inner, op = children
-        return _kleene(inner, op, meta)
+        inner, (op, greedy) = children
+        return _kleene(inner, op, greedy, meta)
 
     def event_kleene(self, meta, children):
-        event, op, var = children
-        return _kleene(_bind(event, var, meta), op, meta)
+        event, (op, greedy), var = children
+        return _kleene(_bind(event, var, meta), op, greedy, meta)
 
     def var_kleene(self, meta, children):
-        event, var, op = children
-        return _kleene(_bind(event, var, meta), op, meta)
+        event, var, (op, greedy) = children
+        return _kleene(_bind(event, var, meta), op, greedy, meta)
 
     def event(self, meta, children):
         event, var = children
@@ -309,6 +325,14 @@ class _ToAst(Transformer_NonRecursive):
     def bound_range(self, meta, children):
         n, m = children
         return _bounds(meta, int(n), int(m))
+
+    def greedy(self, meta, children):
+        (op,) = children
+        return op, True
+
+    def reluctant(self, meta, children):
+        op, _ = children
+        return op, False
 
     # --- expressions
 
@@ -507,7 +531,9 @@ _WORDS = {
     "_BETWEEN": "BETWEEN", "_LIKE": "LIKE", "_CASE": "CASE", "_WHEN": "WHEN", "_THEN": "THEN", "_ELSE": "ELSE",
     "_END": "END", "_CAST": "CAST",
     "_RETURN": "RETURN", "_PATTERN": "PATTERN", "_EVENT": "PATTERN", "_USING": "USING", "_WHERE": "WHERE",
-    "_GROUP_BY": "GROUP BY", "_WITHIN": "WITHIN", "_SLIDE": "SLIDE",
+    "_GROUP_BY": "GROUP BY", "_WITHIN": "WITHIN", "_SLIDE": "SLIDE", "_AFTER": "AFTER MATCH SKIP",
+    "_MATCH": "MATCH", "_SKIP": "SKIP", "_PAST": "PAST", "_TO": "TO", "_FIRST": "FIRST", "_LAST": "LAST",
+    "_ROW": "EVENT",
     "_COMMA": "','", "_COLON": "':'", "_RPAR": "')'", "_RSQB": "']'", "_RBRACE": "'}'", "_SEMI": "';'",
     "_WITH": "WITH", "_SHEDDING": "SHEDDING", "_LATENCY": "LATENCY", "_RATES": "RATES",
     "WS": "white space", "LINE_COMMENT": "a comment", "BLOCK_COMMENT": "a comment",

@@ -150,11 +150,16 @@ class Kleene:
     ``bounds`` ``(n, m)`` is a bounded quantifier: ``P{n}`` is ``(n, n)``, ``P{n,}`` ``(n, None)``, ``P{n,m}``
     ``(n, m)`` (Flink CEP's ``times``/``timesOrMore``): ``n`` to ``m`` iterations.  ``op`` is then the plain
     operator it narrows (``"+"``, or ``"*"`` when ``n`` is 0), so code that ignores ``bounds`` sees a superset;
-    ``{1,}`` and ``{0,}`` are normalized to plain ``+`` and ``*`` (``bounds`` None)."""
+    ``{1,}`` and ``{0,}`` are normalized to plain ``+`` and ``*`` (``bounds`` None).
+
+    ``greedy`` is False for the reluctant forms ``P+?``, ``P*?``, ``P??`` (fewer iterations preferred); it only
+    matters under ``AFTER MATCH SKIP`` (:class:`AfterMatchSkip`), where one preferred match per start event is
+    reported."""
 
     inner: Pattern
     op: str = "+"
     span: Span | None = _span()
+    greedy: bool = field(default=True, metadata={"omit_default": True})
     bounds: tuple[int, int | None] | None = field(default=None, metadata={"omit_default": True})
 
     @property
@@ -220,6 +225,24 @@ class ReturnItem:
     span: Span | None = _span()
 
 
+#: ``AFTER MATCH SKIP`` kinds (SQL:2016's, with EVENT for ROW; ``TO v`` is ``TO LAST v``).
+SKIP_PAST_LAST_EVENT = "PAST LAST EVENT"
+SKIP_TO_NEXT_EVENT = "TO NEXT EVENT"
+SKIP_TO_FIRST = "TO FIRST"
+SKIP_TO_LAST = "TO LAST"
+
+
+@dataclass(frozen=True)
+class AfterMatchSkip:
+    """``AFTER MATCH SKIP PAST LAST EVENT | TO NEXT EVENT | TO FIRST v | TO LAST v``: the match query reports,
+    per start event, the match preferred by SQL:2016's preferment order, and resumes where the rule says
+    (docs/language.md, "Preferred matches and AFTER MATCH SKIP"); ``var`` names ``v`` for ``TO FIRST/LAST``."""
+
+    kind: str = SKIP_PAST_LAST_EVENT
+    var: str | None = None
+    span: Span | None = _span()
+
+
 #: Selection strategies (LANGUAGE.md §5).
 STRATEGIES = ("strict_contiguity", "partition_contiguity", "skip_till_next_match", "skip_till_any_match")
 
@@ -244,6 +267,8 @@ class Query:
     slide: Duration | None = None
     return_first: bool = False
     span: Span | None = _span()
+    #: ``AFTER MATCH SKIP ...`` (None: every match under the strategy is reported)
+    skip: AfterMatchSkip | None = None
 
 
 @dataclass(frozen=True)

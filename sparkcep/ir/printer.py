@@ -67,6 +67,9 @@ def format_query(query: ast.Query) -> str:
     if query.slide is not None:
         window += " SLIDE " + _duration(query.slide)
     lines.append(window)
+    if query.skip is not None:
+        target = "" if query.skip.var is None else " " + query.skip.var
+        lines.append(f"AFTER MATCH SKIP {query.skip.kind}{target}")
     if returns and not query.return_first:
         lines.append(returns)
     return "\n".join(lines)
@@ -86,6 +89,8 @@ def format_pattern(pattern: ast.Pattern) -> str:
         if pattern.bounds is not None:
             lo, hi = pattern.bounds
             op = f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}"
+        if not pattern.greedy:
+            op += "?"
         if isinstance(pattern.inner, ast.EventPat):
             return _event(pattern.inner, op)
         return f"({format_pattern(pattern.inner)}){op}"

@@ -99,6 +99,7 @@ from sparkcep.ir.ast import (
     walk,
 )
 from sparkcep.ir.naming import attr_name, column_name, dedupe, default_column, implicit_namer
+from sparkcep.oracles import preferment
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr, holds
 
 __all__ = ["DEFAULT_STRATEGY", "OracleError", "is_trend_aggregate", "match_rows", "matches",
@@ -143,6 +144,7 @@ class _Rep:
     inner: object
     lo: int
     hi: int | None
+    greedy: bool = True  # only read by AFTER MATCH SKIP's preferment (oracles/preferment.py)
 
 
 @dataclass(frozen=True, eq=False)
@@ -212,7 +214,7 @@ def _prepare(query: Query, ts_unit_ms: float | None, extra_key: Sequence[str] = 
             return _Ev(p.types, var)
         if isinstance(p, Kleene):
             lo, hi = p.repeat  # P{n,m}: n to m iterations (its variables are lists, as under + and *)
-            return _Rep(convert(p.inner, in_list or p.op in ("+", "*"), scope), lo, hi)
+            return _Rep(convert(p.inner, in_list or p.op in ("+", "*"), scope), lo, hi, p.greedy)
         if isinstance(p, Seq):
             return _Seq(tuple(convert(i, in_list, scope) for i in p.items))
         if isinstance(p, Or):
@@ -519,6 +521,35 @@ def _occurs(prep: _Prepared, neg: _Neg, evs: list[Event], lo: float, hi: float, 
     return False
 
 
+def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -> list[_Match]:
+    """The matches of the strategy; with AFTER MATCH SKIP only the preferred ones the skip rule reaches
+    (:mod:`sparkcep.oracles.preferment`)."""
+    found = _all_matches(prep, indexed, prep.strategy)
+    if query.skip is None:
+        return found
+    items = prep.root.items if isinstance(prep.root, _Seq) else (prep.root,)
+    comps = []
+    for item in items:
+        if isinstance(item, _Ev):
+            comps.append(preferment.Comp(item.var, 1, 1, True))
+        elif isinstance(item, _Rep) and isinstance(item.inner, _Ev):
+            comps.append(preferment.Comp(item.inner.var, item.lo, item.hi, item.greedy))
+        else:
+            raise OracleError("AFTER MATCH SKIP is defined for a SEQ of events and Kleene events")
+    if comps[0].lo == 0:
+        raise OracleError("with AFTER MATCH SKIP the first component must take an event")
+    by_key: dict[tuple, list[_Match]] = {}
+    for m in found:
+        by_key.setdefault(m.partition, []).append(m)
+    out = []
+    for key, part in _partitions(prep, indexed):
+        local = {g: i for i, (g, _) in enumerate(part)}
+        candidates = [([(local[g], v) for g, v in zip(*m.order, strict=True)], m) for m in by_key.get(key, ())]
+        out += preferment.select(comps, query.skip.kind, query.skip.var, len(part), candidates)
+    out.sort(key=lambda m: m.order)
+    return out
+
+
 # ----------------------------------------------------------------------------------------------- public API
 
 
@@ -540,7 +571,7 @@ def matches(query: Query, events: Sequence[Event], *, ts_unit_ms: float | None =
     components; matches are ordered by the input positions of their events.
     """
     prep = _prepare(query, ts_unit_ms)
-    return [m.binding for m in _all_matches(prep, _sorted(events), prep.strategy)]
+    return [m.binding for m in _reported(prep, query, _sorted(events))]
 
 
 def match_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | None = None, *,
@@ -556,7 +587,7 @@ def match_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | N
     if is_trend_aggregate(query):
         raise OracleError("a trend-aggregate query has no match rows: use trend_aggregates()")
     prep = _prepare(query, ts_unit_ms)
-    found = _all_matches(prep, _sorted(events), prep.strategy)
+    found = _reported(prep, query, _sorted(events))
     if query.returns is not None:
         any_vars = frozenset(v for v, info in prep.vars.items() if info.any_)
         only = next(iter(prep.vars)) if len(prep.vars) == 1 else None
