@@ -24,14 +24,9 @@ from sparkcep.ir.printer import format_query
 from sparkcep.oracles.match import match_rows
 from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
+from tests.test_match_groups import _events
 from tests.test_match_language import agrees, usable, with_strategy
 from tests.test_match_semantics import STRATEGIES
-
-
-def _events(text: str) -> list[dict]:
-    """``"a0 b1 c2"`` → events of types A, B, C at ts 0, 1, 2 with ``x`` = ts."""
-    return [{"type": w[0].upper(), "ts": int(w[1:]), "x": int(w[1:])} for w in text.split()]
-
 
 # ----------------------------------------------------------------------------------------------- syntax
 
@@ -170,8 +165,7 @@ def test_bounded_quantifiers_on_spark_batch_and_streaming_equal_the_oracle(spark
     the oracle's rows."""
     import random
 
-    from sparkcep.spark.io import read_events
-    from tests.test_match_contiguity_spark import frame, spark_rows, write_files
+    from tests.test_match_contiguity_spark import frame, spark_rows
 
     rnd = random.Random(16)
     events, ts = [], 0
@@ -187,11 +181,19 @@ def test_bounded_quantifiers_on_spark_batch_and_streaming_equal_the_oracle(spark
         expected = match_rows(q.query, events)
         assert len(expected) >= 3, strategy  # the stream must exercise the query
         assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected), strategy
+    assert canonical(streamed(spark, q, events, tmp_path)) == canonical(expected)
+
+
+def streamed(spark, q, events: list[dict], tmp_path) -> list[dict]:
+    """The rows of ``q`` run as a Structured Streaming query over ``events`` in three JSON files, one per
+    micro-batch (checkpointed, run to the end)."""
+    from sparkcep.spark.io import read_events
+    from tests.test_match_contiguity_spark import spark_rows, write_files
+
     write_files(events, tmp_path / "in", files=3)
     df = read_events(spark, str(tmp_path / "in"), "json", "ts", stream=True, files_per_trigger=1,
                      schema="type STRING, ts BIGINT, x BIGINT, id BIGINT")
     result = q.apply(df)
     (result.writeStream.format("json").option("path", str(tmp_path / "out"))
      .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start().awaitTermination())
-    got = spark_rows(spark.read.schema(result.schema).json(str(tmp_path / "out")))
-    assert canonical(got) == canonical(expected)
+    return spark_rows(spark.read.schema(result.schema).json(str(tmp_path / "out")))

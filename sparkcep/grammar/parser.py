@@ -105,6 +105,13 @@ def _bounds(meta, lo: int, hi: int | None) -> tuple[int, int | None]:
     return lo, hi
 
 
+@dataclass(frozen=True)
+class _Next:
+    """A ``NEXT P`` item of a SEQ, until :meth:`_ToAst.seq` records it in ``Seq.strict``."""
+
+    pattern: ast.Pattern
+
+
 def _kleene(inner, op: str | tuple, greedy: bool, meta) -> ast.Kleene:
     """``P+``/``P*``/``P?``, or a bounded ``P{n,m}`` (``op`` a ``(n, m)`` pair; ``{1,}``/``{0,}`` are ``+``/``*``);
     ``greedy`` False for the reluctant forms (``P+?``)."""
@@ -293,7 +300,13 @@ class _ToAst(Transformer_NonRecursive):
         return _bind(event, var, meta)
 
     def seq(self, meta, items):
-        return ast.Seq(tuple(items), span=_span(meta))
+        strict = tuple(isinstance(i, _Next) for i in items)
+        items = tuple(i.pattern if isinstance(i, _Next) else i for i in items)
+        return ast.Seq(items, span=_span(meta), strict=strict if any(strict) else ())
+
+    def next_item(self, meta, children):
+        (pattern,) = children
+        return _Next(pattern)
 
     def single_type(self, meta, children):
         (name,) = children

@@ -172,10 +172,15 @@ class Kleene:
 
 @dataclass(frozen=True)
 class Seq:
-    """``SEQ(P1, ..., Pn)``."""
+    """``SEQ(P1, ..., Pn)``.
+
+    ``strict[k]`` is True where item ``k`` was written ``NEXT Pk`` (per-step strict contiguity, Flink's ``next``):
+    its first event must be the event right after the match's previous event in the partition.  ``()`` when no
+    item is (every step follows the query's strategy)."""
 
     items: tuple[Pattern, ...]
     span: Span | None = _span()
+    strict: tuple[bool, ...] = field(default=(), metadata={"omit_default": True})
 
 
 @dataclass(frozen=True)
@@ -346,6 +351,12 @@ def map_nodes(node, fn):
         if new is not value and new != value:
             changes[f.name] = new
     return fn(replace(node, **changes) if changes else node)
+
+
+def has_strict_steps(pattern) -> bool:
+    """Does the pattern link two steps with ``NEXT`` (:attr:`Seq.strict`)?  Then, as under a contiguity strategy,
+    every event of the partition must reach the engine (one between two steps breaks the link)."""
+    return pattern is not None and any(isinstance(n, Seq) and any(n.strict) for n in walk(pattern))
 
 
 def count_anchor(p: Kleene) -> str | None:

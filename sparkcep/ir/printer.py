@@ -83,7 +83,9 @@ def format_pattern(pattern: ast.Pattern) -> str:
     if isinstance(pattern, ast.EventPat):
         return _event(pattern, "")
     if isinstance(pattern, ast.Seq):
-        return "SEQ(" + ", ".join(format_pattern(p) for p in pattern.items) + ")"
+        strict = pattern.strict or (False,) * len(pattern.items)
+        return "SEQ(" + ", ".join(("NEXT " if s else "") + format_pattern(p)
+                                  for p, s in zip(pattern.items, strict, strict=True)) + ")"
     if isinstance(pattern, ast.Kleene):
         op = pattern.op
         if pattern.bounds is not None:

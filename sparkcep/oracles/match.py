@@ -50,6 +50,9 @@ Semantics implemented (LANGUAGE.md section numbers in brackets):
   except conjuncts on a whole Kleene sequence (``v[v.len]``, ``agg(v[])``) which may still change); events
   before the first and after the last selected event are not constrained; ``skip_till_any_match`` — all
   matches.  The SASE+ form ``skip_till_next_match(a, b[], c)`` applies the strategy to the whole pattern.
+  A ``NEXT P`` item of a SEQ (per-step strict contiguity, Flink's ``next``) adds to any strategy: ``P``'s first
+  pick is the partition's event right after the pick before it (none before it: no constraint); under
+  skip_till_next_match an event that would break the link is not selectable there.
 * **Trend aggregates** [§2 RETURN, §6, GRETA Def. 2 and Theorem 9.1]: over exactly the skip_till_any_match
   matches lying wholly in each window, per GROUP BY group: ``COUNT(*)`` counts matches, ``COUNT(X)`` the
   events of ``X`` in all of them (``X`` a variable, else an event type), ``SUM/MIN/MAX(X.attr)`` their
@@ -129,6 +132,15 @@ class _Ev:
 @dataclass(frozen=True, eq=False)
 class _Seq:
     items: tuple
+    strict: tuple = ()  # item k written NEXT Pk (Seq.strict)
+
+
+class _Link:
+    """In a derivation, marks that the next pick must be the partition's event right after the previous pick
+    (``NEXT P``, per-step strict contiguity)."""
+
+
+_LINK = _Link()
 
 
 @dataclass(frozen=True, eq=False)
@@ -216,7 +228,7 @@ def _prepare(query: Query, ts_unit_ms: float | None, extra_key: Sequence[str] = 
             lo, hi = p.repeat  # P{n,m}: n to m iterations (its variables are lists, as under + and *)
             return _Rep(convert(p.inner, in_list or p.op in ("+", "*"), scope), lo, hi, p.greedy)
         if isinstance(p, Seq):
-            return _Seq(tuple(convert(i, in_list, scope) for i in p.items))
+            return _Seq(tuple(convert(i, in_list, scope) for i in p.items), p.strict)
         if isinstance(p, Or):
             return _Or(tuple(convert(a, in_list, scope) for a in p.alternatives))
         if isinstance(p, Not):
@@ -328,7 +340,7 @@ def _derive(node, evs: list[Event], state, w: float, partial: bool = False) -> I
     elif isinstance(node, _Neg):
         yield (node,), state, True
     elif isinstance(node, _Seq):
-        yield from _derive_seq(node.items, evs, state, w, partial)
+        yield from _derive_seq(node.items, evs, state, w, partial, node.strict)
     elif isinstance(node, _Or):
         for alternative in node.alternatives:
             yield from _derive(alternative, evs, state, w, partial)
@@ -336,15 +348,17 @@ def _derive(node, evs: list[Event], state, w: float, partial: bool = False) -> I
         yield from _derive_rep(node, 0, evs, state, w, partial)
 
 
-def _derive_seq(items: tuple, evs, state, w, partial) -> Iterator:
+def _derive_seq(items: tuple, evs, state, w, partial, strict: tuple = ()) -> Iterator:
     if not items:
         yield (), state, True
         return
     for head, st, done in _derive(items[0], evs, state, w, partial):
+        if strict and strict[0]:
+            head = (_LINK, *head)
         if not done:
             yield head, st, False
             continue
-        for tail, st2, done2 in _derive_seq(items[1:], evs, st, w, partial):
+        for tail, st2, done2 in _derive_seq(items[1:], evs, st, w, partial, strict[1:]):
             yield head + tail, st2, done2
 
 
@@ -366,7 +380,22 @@ def _derive_rep(node: _Rep, count: int, evs, state, w, partial) -> Iterator:
 
 
 def _picks(items: tuple) -> tuple:
-    return tuple(i for i in items if not isinstance(i, _Neg))
+    return tuple(i for i in items if isinstance(i, tuple))
+
+
+def _links_hold(items: tuple) -> bool:
+    """Every ``NEXT`` step's first pick is the partition's event right after the pick before it (``j`` are
+    positions in the partition's ts order; a step with no pick before it is not linked)."""
+    before = None
+    linked = False
+    for i in items:
+        if i is _LINK:
+            linked = True
+        elif isinstance(i, tuple):
+            if linked and before is not None and i[0] != before + 1:
+                return False
+            before, linked = i[0], False
+    return True
 
 
 def _bind(prep: _Prepared, evs: list[Event], picks: tuple) -> tuple[Binding, dict[str, list[list[Event]]]]:
@@ -446,7 +475,8 @@ def _all_matches(prep: _Prepared, indexed: list[tuple[int, Event]], strategy: st
             if picks not in verdicts:
                 verdicts[picks] = (all(_conjunct_holds(c, binding, runs) for c in prep.in_scope(()))
                                    and _strategy_holds(prep, strategy, part, picks))
-            if verdicts[picks] and _negations_hold(prep, evs, items, binding, runs, None, None):
+            if (verdicts[picks] and _links_hold(items)
+                    and _negations_hold(prep, evs, items, binding, runs, None, None)):
                 valid[picks] = binding
         for picks, binding in valid.items():
             order = (tuple(part[j][0] for j, _ in picks), tuple(v for _, v in picks))
@@ -478,6 +508,9 @@ def _selectable(prep: _Prepared, evs: list[Event], prefix: tuple, g: int) -> boo
         picks = _picks(items)
         if len(picks) != len(chosen) or any(p[1] != q[1] for p, q in zip(picks, prefix, strict=False)):
             continue
+        last = max(k for k, i in enumerate(items) if isinstance(i, tuple))
+        if last and items[last - 1] is _LINK and g != prefix[-1][0] + 1:
+            continue  # a NEXT step: only the event right after the prefix's last one could be selected
         binding, runs = _bind(prep, chosen, picks)
         if all(_conjunct_holds(c, binding, runs) for c in prep.in_scope(())
                if c.vars <= binding.keys() and not c.grows):
@@ -490,6 +523,7 @@ def _negations_hold(prep: _Prepared, evs: list[Event], items: tuple, binding: Bi
     """No negated sub-pattern of the derivation ``items`` occurs where it is forbidden (see module doc).
 
     ``lo``/``hi`` bound the intervals at the edges; None: the window around the positive events."""
+    items = tuple(i for i in items if i is not _LINK)
     times = [None if isinstance(i, _Neg) else evs[i[0]]["ts"] for i in items]
     picked = [t for t in times if t is not None]
     for k, item in enumerate(items):

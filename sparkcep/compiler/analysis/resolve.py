@@ -135,6 +135,48 @@ def check_bounds(p: Pattern, mode: str, source: str | None) -> None:
     visit(p, False, False)
 
 
+def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
+    """Where ``NEXT P`` (a strict step inside a SEQ) runs: in a match query, on a positive item that selects at
+    least one event and has an item before it, not inside a repetition or a negation."""
+
+    def visit(p: Pattern, inside: str | None) -> None:
+        if isinstance(p, Seq):
+            for k, (item, strict) in enumerate(zip(p.items, p.strict or (False,) * len(p.items), strict=True)):
+                if strict:
+                    why = (f"inside {inside}" if inside else
+                           "in a trend-aggregate query (GRETA links every earlier event to a later one)"
+                           if mode == "aggregate" else
+                           "on the first item of a SEQ: it links a step to the one before it" if k == 0 else
+                           "before a negation (Flink's notNext): write the negation without NEXT"
+                           if isinstance(item, Not) else
+                           "on an item that can match no event (?, *, {0,m})" if _nullable(item) else None)
+                    if why is not None:
+                        raise CEPSemanticError(f"NEXT {why} is not supported", item.span or p.span, source)
+                visit(item, inside)
+        elif isinstance(p, Kleene):
+            visit(p.inner, inside or ("a repetition" if p.op != "?" else None))
+        elif isinstance(p, Not):
+            visit(p.inner, "a negation")
+        elif isinstance(p, Or):
+            for a in p.alternatives:
+                visit(a, inside)
+
+    visit(p, None)
+
+
+def _nullable(p: Pattern) -> bool:
+    """Can ``p`` match without selecting an event?"""
+    if isinstance(p, EventPat):
+        return False
+    if isinstance(p, Kleene):
+        return p.repeat[0] == 0 or _nullable(p.inner)
+    if isinstance(p, Seq):
+        return all(_nullable(i) for i in p.items)
+    if isinstance(p, Or):
+        return any(_nullable(a) for a in p.alternatives)
+    return True  # a negation selects nothing
+
+
 def is_flat_sequence(p: Pattern) -> bool:
     """True for ``T v`` or ``SEQ`` of single events, Kleene-plus single events and negated single events."""
     items = p.items if isinstance(p, Seq) else (p,)

@@ -93,7 +93,7 @@ class Alternative:
     __slots__ = ("index", "comps", "vars", "kleene", "m", "negs", "conjuncts", "all_vars", "_split",
                  "schedules", "trailing", "neg_vars", "first_var", "last_var", "any_vars", "outputs", "groups",
                  "listed", "starts", "ends", "follow", "automaton", "conjuncts_without", "position", "bounds",
-                 "group_bounds")
+                 "group_bounds", "strict")
 
     def __init__(self, index: int, comps: tuple[int, ...], kleene: tuple[bool, ...], vars_: tuple[str, ...],
                  negs: tuple[NegPlan, ...], conjs: tuple[Conjunct, ...], any_vars: frozenset[str],
@@ -129,6 +129,8 @@ class Alternative:
         #: an automaton's bounded groups ``(P){n,m}``: ``(anchor position, n, m, first, last)`` (see
         #: :func:`match_runs._beyond_bound`)
         self.group_bounds: tuple = ()
+        #: positions entered only from the partition's event right before (``NEXT`` steps; set by :class:`Plan`)
+        self.strict: frozenset[int] = frozenset()
         self.conjuncts_without: Callable[[frozenset[str]], tuple[Conjunct, ...]] | None = None
         self._split: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.schedules: dict[str, Schedule] = {}
@@ -363,7 +365,7 @@ class Plan:
     for events that arrive without a ``_mask``."""
 
     __slots__ = ("spec", "strategy", "window", "alternatives", "full", "by_type", "contiguous", "any_vars",
-                 "kleene_vars", "known")
+                 "kleene_vars", "known", "strict_steps")
 
     def __init__(self, spec: MatchSpec):
         comps = spec.components
@@ -452,7 +454,9 @@ class Plan:
         for a in alternatives:
             # a repeated group runs on NFA^b runs (match_runs) under every strategy: construction over stacks
             # has no way back from a group's last position to its first
-            a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH or a.automaton else "ais")
+            a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH or a.automaton or a.strict else "ais")
+        #: NEXT steps: every event of the partition must reach the engine, as under a contiguity strategy
+        self.strict_steps = any(a.strict for a in alternatives)
         if spec.collapsed:
             self._check_collapsed()
 
@@ -498,9 +502,18 @@ class Plan:
 
     def _alternative(self, index: int, items: list, comps, parsed: list[Conjunct], negated: frozenset[str],
                      any_vars: frozenset[str]) -> Alternative:
+        # NEXT items: the positions a run may only enter from the event right before in the partition
+        strict, seen = set(), 0
+        for kind, *_ in items:
+            seen += kind == "pos"
+            if kind == "next":
+                strict.add(seen)
+        items = [i for i in items if i[0] != "next"]
         # a repeated group: the whole alternative becomes one automaton (its flat items: positions, group ranges,
         # negations whose gaps the automaton's edges give)
         automaton = Automaton(items) if any(kind == "group" for kind, _, _ in items) else None
+        if automaton is not None and strict:
+            raise EngineUnsupportedError("NEXT in a pattern with a repeated group is not supported")
         if automaton is not None:
             items = automaton.items
         pos_comps = tuple(k for kind, k, *_ in items if kind == "pos")
@@ -608,6 +621,7 @@ class Plan:
             negs.append(NegPlan(len(negs), k, comps[k], before, after, mine, any_vars))
             negs[-1].guards = guards
         alt = Alternative(index, pos_comps, kleene, vars_, tuple(negs), plus, any_vars, tuple(groups))
+        alt.strict = frozenset(strict)
         if automaton is not None:
             # a match of the automaton may leave out variables of the group (OR, ?, * inside): its conjuncts are
             # those of the variables it binds (``Alternative.conjuncts_without``)
@@ -726,8 +740,10 @@ def _alternatives(pattern, position: dict[str, int], general=frozenset(),
             return [out]
         if isinstance(p, Seq):
             out: list[list] = [[]]
-            for item in p.items:
+            for item, strict in zip(p.items, p.strict or (False,) * len(p.items), strict=True):
                 tails = dnf(item)  # once: a group's Fragment is one object in every alternative
+                if strict:  # NEXT item: its first position follows the one before it strictly
+                    tails = [[("next", None, False), *t] for t in tails]
                 out = [a + b for a in out for b in tails]
                 if len(out) > MAX_ALTERNATIVES:
                     raise _TooManyAlternatives(f"the pattern expands to more than {MAX_ALTERNATIVES} "

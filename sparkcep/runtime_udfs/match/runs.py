@@ -194,6 +194,18 @@ def _beyond_bound(alt: Alternative, binding: dict, here: int, p: int) -> bool:
     return (bound[1] is not None and n >= bound[1]) if p == here else n < bound[0]
 
 
+#: ``Run.last_seq`` of a run some event came after (NEXT steps, events without ``_seq``); ranks are >= 0
+_STALE = -2
+
+
+def _adjacent(run: Run, seq) -> bool:
+    """Is the event being read (``_seq`` ``seq``, None: not given) the partition's event right after ``run``'s
+    last one?  With ``_seq``: consecutive ranks; without: no event was read since (the run is not stale)."""
+    if seq is not None:
+        return run.last_seq is not None and run.last_seq != _STALE and seq == run.last_seq + 1
+    return run.last_seq is None
+
+
 def _at(alt: Alternative, binding: dict) -> int | None:
     """The position of ``alt`` a run with ``binding`` would be at: the binding's events in ts order must be a
     path of ``alt`` (None: they are not, e.g. another alternative's variables)."""
@@ -227,6 +239,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     follow, starts, ends = alt.follow, alt.starts, alt.ends
     automaton = alt.automaton is not None
     bounded = alt.bounds is not None or bool(alt.group_bounds)
+    strict = alt.strict if not contiguous else frozenset()  # a contiguity strategy already links every step
+    any_strict = bool(strict) or any(a.strict for a in plan.alternatives if a is not alt)
     # an automaton's match is postponed only if its path ends on an edge with a negated end (its last event's
     # position has an ``(p, END)`` edge): the others are decided, and emitted, as soon as they complete
     postponed_ends = frozenset(p for p, q in alt.automaton.edges if q == END) if automaton else frozenset()
@@ -267,7 +281,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 continue
             positions = other_split(mask)[0]
             for p in other.follow[here]:
-                if p in positions and not _beyond_bound(other, run.binding, here, p):
+                if p in positions and not _beyond_bound(other, run.binding, here, p) and not (
+                        p in other.strict and p != here and not _adjacent(run, seq)):
                     binding = _extended(other, run, p, ev)
                     if other_checks.evaluate(binding, p, here)[0] and other_checks.undecided_hold(binding, p):
                         return True
@@ -280,6 +295,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
         seq = ev.get("_seq")
         if seq is not None and seq != seq:
             seq = None
+        stale_on_skip = any_strict and seq is None
         survivors: list[Run] = []
         born: list[Run] = []
         for run in st.runs:
@@ -292,6 +308,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 for p in follow[run.pos]:
                     if p not in positions or (bounded and _beyond_bound(alt, run.binding, run.pos, p)):
                         continue
+                    if p in strict and p != run.pos and not _adjacent(run, seq):
+                        continue  # a NEXT step: only from the event right before
                     binding = _extended(alt, run, p, ev)
                     decided, grows_ok = checks.evaluate(binding, p, run.pos)
                     if decided and next_match and checks.undecided_hold(binding, p):
@@ -301,6 +319,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 if not selected and siblings is not None and siblings[run.pos]:
                     selected = selectable_elsewhere(run, mask, ev)
             if not contiguous and not selected:
+                if stale_on_skip:
+                    run.last_seq = _STALE  # this event came after its last one
                 survivors.append(run)
         for p in positions:
             if p in starts:
