@@ -46,7 +46,9 @@ def test_next_parses_prints_back_and_marks_the_step():
 @pytest.mark.parametrize(("text", "why", "column"), [
     ("PATTERN SEQ(NEXT A a, B b) WITHIN 10", "on the first item of a SEQ", 18),
     ("PATTERN SEQ(A a, NEXT B? b, C c) WITHIN 10", "can match no event", 23),
-    ("PATTERN SEQ(A a, NEXT !(C c), B b) WITHIN 10", "notNext", 23),
+    ("PATTERN SEQ(A a, NEXT !(C c)) WITHIN 10", "at the end of the pattern", 23),
+    ("PATTERN SEQ(A+ a[], NEXT !(C c), B b) WITHIN 10", "after anything but a single event", 26),
+    ("PATTERN SEQ(A a, NEXT !(SEQ(C c, D d)), B b) WITHIN 10", "more than one event", 23),
     ("PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WITHIN 10", "inside a repetition", 33),
     ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT C c), D d) WITHIN 10", "inside a negation", 36),
     ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT B b) WITHIN 10", "trend-aggregate", 39),
@@ -77,6 +79,17 @@ def test_next_after_a_kleene_step():
     assert sorted((r["n"], r["last"]) for r in rows) == [(1, 4), (2, 4), (2, 4), (3, 4)]
 
 
+def test_not_next():
+    """``SEQ(A a, NEXT !(C c), B b)`` (Flink's notNext): a0 is followed by c1 (blocked), a3 by d4, a6 by b7, a8
+    by c9 (blocked); with ``c.x = a.x + 2`` neither c1 nor c9 blocks (the negation predicate)."""
+    events = _events("a0 c1 b2 a3 d4 b5 a6 b7 a8 c9 c10 b11")
+    text = "PATTERN SEQ(A a, NEXT !(C c), B b) WITHIN 20 RETURN a.ts AS a, b.ts AS b"
+    assert sorted((r["a"], r["b"]) for r in agrees(text, events)) == [(3, 5), (3, 7), (3, 11), (6, 7), (6, 11)]
+    keyed = agrees(text.replace(" WITHIN", " WHERE c.x = a.x + 2 WITHIN"), events)
+    assert sorted((r["a"], r["b"]) for r in keyed) == [(0, 2), (0, 5), (0, 7), (0, 11), (3, 5), (3, 7), (3, 11),
+                                                        (6, 7), (6, 11), (8, 11)]
+
+
 SHAPES = [
     "SEQ(A a, NEXT B b, C c)",
     "SEQ(A a, B b, NEXT C c)",
@@ -88,8 +101,11 @@ SHAPES = [
     "SEQ(A a, NEXT B{1,2} b[], C c)",
     "SEQ(A a, NEXT B b) OR SEQ(C c, NEXT A d)",
     "SEQ(A a, NEXT ANY(B, C) b, NEXT C c)",
+    "SEQ(A a, NEXT !(C z), B b)",
+    "SEQ(A a, NEXT NOT ANY(C, D) z, B+ b[])",
+    "SEQ(E e, A a, NEXT !(D z), NEXT B b)",
 ]
-CONDITIONS = ["[id]", "a.x < b.x", "b[i].x >= b[i-1].x", "z.x > a.x", "c.x != a.x"]
+CONDITIONS = ["[id]", "a.x < b.x", "b[i].x >= b[i-1].x", "z.x > a.x", "c.x != a.x", "z.x = b.x"]
 
 
 @functools.cache
@@ -115,7 +131,8 @@ def test_next_steps_agree_with_the_oracle(strategy, data, events):
 @pytest.mark.spark
 def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_path):
     """The batch job under two strategies and a streaming run (one file per micro-batch, checkpointed): the
-    oracle's rows, with noise events (D) of the same key breaking links and those of the other key not."""
+    oracle's rows, with noise events (D) of the same key breaking links and those of the other key not; and
+    ``NEXT !(D d)`` in the batch job."""
     import random
 
     from tests.test_match_contiguity_spark import frame, spark_rows
@@ -134,3 +151,9 @@ def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_pat
         assert len(expected) >= 3, strategy  # the stream must exercise the query
         assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected), strategy
     assert canonical(streamed(spark, q, events, tmp_path)) == canonical(expected)
+    # notNext in the batch job: the event right after a is not a D
+    q = sparkcep.compile("PATTERN SEQ(A a, NEXT !(D d), B b, C c) WHERE [id] WITHIN 6 RETURN a.ts, b.ts, c.ts")
+    expected = match_rows(q.query, events)
+    assert len(expected) >= 3 and len(expected) < len(match_rows(sparkcep.compile(
+        "PATTERN SEQ(A a, B b, C c) WHERE [id] WITHIN 6").query, events))
+    assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected)

@@ -175,8 +175,9 @@ class Seq:
     """``SEQ(P1, ..., Pn)``.
 
     ``strict[k]`` is True where item ``k`` was written ``NEXT Pk`` (per-step strict contiguity, Flink's ``next``):
-    its first event must be the event right after the match's previous event in the partition.  ``()`` when no
-    item is (every step follows the query's strategy)."""
+    its first event must be the event right after the match's previous event in the partition (``NEXT !(C c)``,
+    Flink's notNext: that event is not such a ``C``).  ``()`` when no item is (every step follows the query's
+    strategy)."""
 
     items: tuple[Pattern, ...]
     span: Span | None = _span()

@@ -52,7 +52,9 @@ Semantics implemented (LANGUAGE.md section numbers in brackets):
   matches.  The SASE+ form ``skip_till_next_match(a, b[], c)`` applies the strategy to the whole pattern.
   A ``NEXT P`` item of a SEQ (per-step strict contiguity, Flink's ``next``) adds to any strategy: ``P``'s first
   pick is the partition's event right after the pick before it (none before it: no constraint); under
-  skip_till_next_match an event that would break the link is not selectable there.
+  skip_till_next_match an event that would break the link is not selectable there.  ``NEXT !(C c)`` (Flink's
+  notNext): the partition's event right after the previous pick is not a match of ``C c`` (with its
+  predicates).
 * **Trend aggregates** [§2 RETURN, §6, GRETA Def. 2 and Theorem 9.1]: over exactly the skip_till_any_match
   matches lying wholly in each window, per GROUP BY group: ``COUNT(*)`` counts matches, ``COUNT(X)`` the
   events of ``X`` in all of them (``X`` a variable, else an event type), ``SUM/MIN/MAX(X.attr)`` their
@@ -141,6 +143,14 @@ class _Link:
 
 
 _LINK = _Link()
+
+
+@dataclass(frozen=True, eq=False)
+class _NotNext:
+    """In a derivation, ``NEXT !(C c)`` (Flink's notNext): the partition's event right after the previous pick
+    must not be a match of ``neg``."""
+
+    neg: _Neg
 
 
 @dataclass(frozen=True, eq=False)
@@ -354,7 +364,7 @@ def _derive_seq(items: tuple, evs, state, w, partial, strict: tuple = ()) -> Ite
         return
     for head, st, done in _derive(items[0], evs, state, w, partial):
         if strict and strict[0]:
-            head = (_LINK, *head)
+            head = (_NotNext(items[0]),) if isinstance(items[0], _Neg) else (_LINK, *head)
         if not done:
             yield head, st, False
             continue
@@ -475,7 +485,7 @@ def _all_matches(prep: _Prepared, indexed: list[tuple[int, Event]], strategy: st
             if picks not in verdicts:
                 verdicts[picks] = (all(_conjunct_holds(c, binding, runs) for c in prep.in_scope(()))
                                    and _strategy_holds(prep, strategy, part, picks))
-            if (verdicts[picks] and _links_hold(items)
+            if (verdicts[picks] and _links_hold(items) and _not_next_holds(prep, evs, items, binding, runs)
                     and _negations_hold(prep, evs, items, binding, runs, None, None)):
                 valid[picks] = binding
         for picks, binding in valid.items():
@@ -501,6 +511,19 @@ def _strategy_holds(prep: _Prepared, strategy: str, part: list[tuple[int, Event]
     raise OracleError(f"unknown selection strategy {strategy}")
 
 
+def _not_next_holds(prep: _Prepared, evs: list[Event], items: tuple, binding: Binding, runs) -> bool:
+    """No ``NEXT !(C c)`` of the derivation has a ``C`` (satisfying its predicates) as the partition's event right
+    after the pick before it."""
+    before = None
+    for i in items:
+        if isinstance(i, tuple):
+            before = i[0]
+        elif isinstance(i, _NotNext) and before is not None and before + 1 < len(evs):
+            if _occurs(prep, i.neg, [evs[before + 1]], -math.inf, math.inf, binding, runs):
+                return False
+    return True
+
+
 def _selectable(prep: _Prepared, evs: list[Event], prefix: tuple, g: int) -> bool:
     """Could event ``g`` be selected right after the events ``prefix`` (skip_till_next_match)?"""
     chosen = [evs[j] for j, _ in prefix] + [evs[g]]
@@ -523,7 +546,7 @@ def _negations_hold(prep: _Prepared, evs: list[Event], items: tuple, binding: Bi
     """No negated sub-pattern of the derivation ``items`` occurs where it is forbidden (see module doc).
 
     ``lo``/``hi`` bound the intervals at the edges; None: the window around the positive events."""
-    items = tuple(i for i in items if i is not _LINK)
+    items = tuple(i for i in items if isinstance(i, (tuple, _Neg)))
     times = [None if isinstance(i, _Neg) else evs[i[0]]["ts"] for i in items]
     picked = [t for t in times if t is not None]
     for k, item in enumerate(items):

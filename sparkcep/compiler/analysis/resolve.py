@@ -147,8 +147,7 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                            "in a trend-aggregate query (GRETA links every earlier event to a later one)"
                            if mode == "aggregate" else
                            "on the first item of a SEQ: it links a step to the one before it" if k == 0 else
-                           "before a negation (Flink's notNext): write the negation without NEXT"
-                           if isinstance(item, Not) else
+                           _not_next(p.items, k) if isinstance(item, Not) else
                            "on an item that can match no event (?, *, {0,m})" if _nullable(item) else None)
                     if why is not None:
                         raise CEPSemanticError(f"NEXT {why} is not supported", item.span or p.span, source)
@@ -162,6 +161,19 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                 visit(a, inside)
 
     visit(p, None)
+
+
+def _not_next(items: tuple, k: int) -> str | None:
+    """Why ``NEXT !(...)`` at item ``k`` (Flink's notNext) does not run, or None: it negates one event, right
+    after a single event (``T v``, no quantifier), with an item after it (at the end it would wait for an event
+    that may never come)."""
+    if not isinstance(items[k].inner, EventPat):
+        return "before a negation of more than one event (NEXT !(C c) negates the next event)"
+    if not isinstance(items[k - 1], EventPat):
+        return "before a negation after anything but a single event T v (NEXT !(C c) follows one event)"
+    if k == len(items) - 1:
+        return "before a negation at the end of the pattern"
+    return None
 
 
 def _nullable(p: Pattern) -> bool:

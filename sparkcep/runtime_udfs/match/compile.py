@@ -93,7 +93,7 @@ class Alternative:
     __slots__ = ("index", "comps", "vars", "kleene", "m", "negs", "conjuncts", "all_vars", "_split",
                  "schedules", "trailing", "neg_vars", "first_var", "last_var", "any_vars", "outputs", "groups",
                  "listed", "starts", "ends", "follow", "automaton", "conjuncts_without", "position", "bounds",
-                 "group_bounds", "strict")
+                 "group_bounds", "strict", "not_next")
 
     def __init__(self, index: int, comps: tuple[int, ...], kleene: tuple[bool, ...], vars_: tuple[str, ...],
                  negs: tuple[NegPlan, ...], conjs: tuple[Conjunct, ...], any_vars: frozenset[str],
@@ -131,6 +131,8 @@ class Alternative:
         self.group_bounds: tuple = ()
         #: positions entered only from the partition's event right before (``NEXT`` steps; set by :class:`Plan`)
         self.strict: frozenset[int] = frozenset()
+        #: position → the negations ``NEXT !(C c)`` right after it: the partition's next event must not be one
+        self.not_next: dict[int, tuple] = {}
         self.conjuncts_without: Callable[[frozenset[str]], tuple[Conjunct, ...]] | None = None
         self._split: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.schedules: dict[str, Schedule] = {}
@@ -454,9 +456,10 @@ class Plan:
         for a in alternatives:
             # a repeated group runs on NFA^b runs (match_runs) under every strategy: construction over stacks
             # has no way back from a group's last position to its first
-            a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH or a.automaton or a.strict else "ais")
+            a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH or a.automaton or a.strict or a.not_next
+                       else "ais")
         #: NEXT steps: every event of the partition must reach the engine, as under a contiguity strategy
-        self.strict_steps = any(a.strict for a in alternatives)
+        self.strict_steps = any(a.strict or a.not_next for a in alternatives)
         if spec.collapsed:
             self._check_collapsed()
 
@@ -503,12 +506,20 @@ class Plan:
     def _alternative(self, index: int, items: list, comps, parsed: list[Conjunct], negated: frozenset[str],
                      any_vars: frozenset[str]) -> Alternative:
         # NEXT items: the positions a run may only enter from the event right before in the partition
-        strict, seen = set(), 0
-        for kind, *_ in items:
+        # (NEXT !(C c), Flink's notNext: the negation of the partition's event right after the previous position)
+        strict, seen, not_next = set(), 0, set()
+        for k, (kind, *_) in enumerate(items):
             seen += kind == "pos"
             if kind == "next":
-                strict.add(seen)
+                if k + 1 < len(items) and items[k + 1][0] == "neg":
+                    not_next.add(k + 1)
+                else:
+                    strict.add(seen)
+        not_next = {id(items[k]) for k in not_next}
+        marked = [id(i) in not_next for i in items if i[0] != "next"]
         items = [i for i in items if i[0] != "next"]
+        if not_next and any(kind == "group" for kind, *_ in items):
+            raise EngineUnsupportedError("NEXT in a pattern with a repeated group is not supported")
         # a repeated group: the whole alternative becomes one automaton (its flat items: positions, group ranges,
         # negations whose gaps the automaton's edges give)
         automaton = Automaton(items) if any(kind == "group" for kind, _, _ in items) else None
@@ -565,9 +576,10 @@ class Plan:
         seen = 0
         groups = []
         groups_of = _negation_groups(self.spec.pattern) if self.spec.pattern is not None else {}
-        todo = list(items)
+        todo = list(zip(items, marked if automaton is None else [False] * len(items), strict=True))
+        nexts: dict[int, list] = {}
         while todo:
-            kind, k, extra, *where = todo.pop(0)
+            (kind, k, extra, *where), is_not_next = todo.pop(0)
             guards: frozenset = frozenset()
             if kind == "pos":
                 seen += 1
@@ -620,8 +632,12 @@ class Plan:
             mine = [neg_here(c) for c in parsed if c.vars & own or _unscoped_equiv(c)]
             negs.append(NegPlan(len(negs), k, comps[k], before, after, mine, any_vars))
             negs[-1].guards = guards
+            if is_not_next:  # decided by the runs on the event right after ``before``, not over a gap
+                negs[-1].guards = frozenset({"not_next"})
+                nexts.setdefault(before, []).append(negs[-1])
         alt = Alternative(index, pos_comps, kleene, vars_, tuple(negs), plus, any_vars, tuple(groups))
         alt.strict = frozenset(strict)
+        alt.not_next = {p: tuple(plans) for p, plans in nexts.items()}
         if automaton is not None:
             # a match of the automaton may leave out variables of the group (OR, ?, * inside): its conjuncts are
             # those of the variables it binds (``Alternative.conjuncts_without``)

@@ -144,7 +144,7 @@ def engines(spec: MatchSpec) -> tuple[tuple[tuple[str, ...], str], ...]:
 def _on_runs(plan: Plan, alt) -> bool:
     """Does ``alt`` run on NFA^b runs (:mod:`match_runs`)?  Under every strategy but skip_till_any_match, and
     under that one an automaton (a repeated group) and an alternative with a NEXT step."""
-    return plan.strategy != ANY_MATCH or alt.automaton is not None or bool(alt.strict)
+    return plan.strategy != ANY_MATCH or alt.automaton is not None or bool(alt.strict or alt.not_next)
 
 
 def general_negations(spec: MatchSpec) -> tuple[Not, ...]:

@@ -206,6 +206,18 @@ def _adjacent(run: Run, seq) -> bool:
     return run.last_seq is None
 
 
+def _blocks(plans: tuple, binding: dict, mask: int, ev: dict) -> bool:
+    """Is ``ev`` (component bitmask ``mask``) an event of a negation ``NEXT !(C c)`` of ``plans`` that satisfies
+    its predicates with ``binding``?"""
+    for plan in plans:
+        if mask & plan.comp_mask:
+            b = dict(binding)
+            b[plan.var] = ev
+            if all(check(b) is True for check in plan.checks):
+                return True
+    return False
+
+
 def _at(alt: Alternative, binding: dict) -> int | None:
     """The position of ``alt`` a run with ``binding`` would be at: the binding's events in ts order must be a
     path of ``alt`` (None: they are not, e.g. another alternative's variables)."""
@@ -240,7 +252,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     automaton = alt.automaton is not None
     bounded = alt.bounds is not None or bool(alt.group_bounds)
     strict = alt.strict if not contiguous else frozenset()  # a contiguity strategy already links every step
-    any_strict = bool(strict) or any(a.strict for a in plan.alternatives if a is not alt)
+    any_strict = bool(strict or alt.not_next) or any(a.strict for a in plan.alternatives if a is not alt)
+    not_next = alt.not_next
     # an automaton's match is postponed only if its path ends on an edge with a negated end (its last event's
     # position has an ``(p, END)`` edge): the others are decided, and emitted, as soon as they complete
     postponed_ends = frozenset(p for p, q in alt.automaton.edges if q == END) if automaton else frozenset()
@@ -303,6 +316,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 continue  # can take nothing more
             if contiguous and seq is not None and run.last_seq is not None and seq != run.last_seq + 1:
                 continue  # the next event of its order is not this one
+            if run.pos in not_next and _adjacent(run, seq) and _blocks(not_next[run.pos], run.binding, mask, ev):
+                continue  # NEXT !(C c): the event right after its last one is such a C
             selected = False
             if ts > run.last_ts:
                 for p in follow[run.pos]:
