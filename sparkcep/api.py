@@ -32,6 +32,7 @@ from sparkcep.ir.errors import CEPError
 from sparkcep.ir.limits import deeply
 from sparkcep.ir.needs import attribute_needs
 from sparkcep.ir.printer import format_query
+from sparkcep.ir.spec import reads_every_event
 from sparkcep.runtime_udfs.describe import describe
 from sparkcep.spark.io import check_attributes, ts_kind_of
 
@@ -221,10 +222,9 @@ def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type
     ``mapInArrow``) over the Spark SQL filter, with Spark's fixed cost per job cut: the filter and the column
     pruning are one SQL query, and the operator's input schema is derived here instead of asked from the JVM.
     ``buckets``, if set, is the number of partitions; ``options`` (``max_matches``) go to the operator."""
-    from sparkcep.compiler.codegen.sql import CONTIGUITY
     from sparkcep.spark.adapters import batch_matches
 
-    arrival = getattr(spec, "strategy", None) in CONTIGUITY
+    arrival = reads_every_event(spec)
     drop, candidate_schema = _candidate_schema(plan, spec, schema, ts_col, type_col)
     candidates = df.sparkSession.sql(filter_sql(plan, view, schema.fieldNames(), pretty=False, arrival=arrival,
                                                 drop=drop, types=_column_types(schema)))
@@ -247,11 +247,11 @@ def _candidate_schema(plan: Node, spec, schema, ts_col: str, type_col: str):
     under a contiguity strategy, ``_arrival`` a BIGINT."""
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
-    from sparkcep.compiler.codegen.sql import ARRIVAL, CONTIGUITY, filter_columns
+    from sparkcep.compiler.codegen.sql import ARRIVAL, filter_columns
     from sparkcep.compiler.plan.builder import MASK
     from sparkcep.spark.adapters import unread_columns
 
-    arrival = getattr(spec, "strategy", None) in CONTIGUITY
+    arrival = reads_every_event(spec)
     columns = [*filter_columns(plan, schema.fieldNames()), MASK, *([ARRIVAL] if arrival else [])]
     drop = tuple(unread_columns(spec, columns, ts_col, type_col))
     fields = {f.name: f for f in schema.fields}

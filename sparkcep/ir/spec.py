@@ -12,7 +12,7 @@ import pickle
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from sparkcep.ir.ast import Attr, Expr, Func, walk
+from sparkcep.ir.ast import Attr, Expr, Func, has_strict_steps, walk
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.naming import default_column
 
@@ -86,6 +86,14 @@ class TrendSpec:
     aggregates: tuple[Aggregate, ...]
     group_by: tuple[str, ...] = ()
     key: tuple[str, ...] = ()
+
+def reads_every_event(spec) -> bool:
+    """Must every event of a partition reach the engine, in input order (``_mask`` 0 for those that fill no
+    component, numbered by ``_arrival``)?  Under a contiguity strategy, and with a ``NEXT`` step (an event
+    between the two steps breaks the link)."""
+    return (getattr(spec, "strategy", None) in ("strict_contiguity", "partition_contiguity")
+            or has_strict_steps(getattr(spec, "pattern", None)))
+
 
 #: The last column of trend-aggregate results: true where an exact aggregate did not fit DECIMAL(38, 0).
 OVERFLOW = "aggregate_overflow"

@@ -25,7 +25,7 @@ from pyspark.sql.types import (
 
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.sharing import SharedSpec
-from sparkcep.ir.spec import MatchSpec, TrendSpec
+from sparkcep.ir.spec import MatchSpec, TrendSpec, reads_every_event
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.runtime_udfs.match import budget as match_budget
 from sparkcep.runtime_udfs.match import columnar as match_columnar
@@ -459,7 +459,7 @@ class MatchOperator:
 
         # rows after the watermark wait in the group's state as columns (cheaper to store than engine events);
         # not for contiguity strategies, which number events in the order they are stepped
-        hold = getattr(spec, "strategy", None) not in ("strict_contiguity", "partition_contiguity")
+        hold = not reads_every_event(spec)
 
         def nested_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
             engine = self.engine

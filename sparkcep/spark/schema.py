@@ -37,9 +37,6 @@ MASK = "_mask"
 #: The input-order column of a contiguity strategy's filter (``sparkcep.compiler.codegen.sql.ARRIVAL``).
 ARRIVAL = "_arrival"
 
-#: The strategies whose engine ranks ties in ts by input order (``sparkcep.compiler.codegen.sql.CONTIGUITY``).
-CONTIGUITY = ("strict_contiguity", "partition_contiguity")
-
 #: The per-key state of :func:`stream_udf`: one binary column holding :meth:`MatchState.to_bytes`.
 STATE_SCHEMA = StructType([StructField("engine_state", BinaryType(), False)])
 

@@ -1,0 +1,289 @@
+"""A match query of the pattern language with ``AFTER MATCH SKIP`` as a ``MATCH_RECOGNIZE`` (one algebra).
+
+``PATTERN SEQ(A a, B+ b[], C c) WHERE [id] AND b[i].x > a.x WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT``
+reports, per start event, the one match SQL:2016's preferment order prefers, then skips as the clause says
+(docs/language.md, "Preferred matches and AFTER MATCH SKIP").  That is what ``MATCH_RECOGNIZE`` does over the
+key's rows, so the query compiles to the statement IR (:class:`~sparkcep.ir.recognize.Recognize`) and runs on
+its engine:
+
+* the equivalence attributes are ``PARTITION BY``, the ts column is ``ORDER BY`` (ties: the other columns);
+* each component is a row pattern variable with the quantifier it has (``+ * ?``, greedy or reluctant);
+  under ``partition_contiguity`` (and ``strict_contiguity`` without a key) the components follow each other
+  row by row; under ``skip_till_any_match`` an excluded filler ``{- _skipped*? -}`` (any row, reluctant: the
+  earliest next event is preferred) stands before every event after the first, so ``SEQ(A a, B+ b[])`` is
+  ``a ({- _skipped*? -} b)+``;
+* ``DEFINE v`` is the component's type test, ``ts`` strictly after the previous event's (LANGUAGE.md §1) and
+  the WHERE conjuncts whose latest variable (in pattern order) is ``v``, read with RUNNING semantics: ``v.x``
+  and ``v[i].x`` are the current row, ``v[i-1].x`` is ``LAST(v.x, 1)`` (the conjunct then holds on ``v``'s
+  first event), an earlier single variable is its row, an earlier Kleene variable's ``b[1]``, ``b[b.len]``,
+  ``b[k]``, ``avg(b[].x)`` are ``FIRST``, ``LAST`` and aggregates over its rows;
+* RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
+
+:func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
+language to (negation, ``OR``, repeated groups, ``skip_till_next_match``, conditions that need the whole
+match, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot.expressions as sx
+
+from sparkcep.compiler.analysis import ResolvedQuery, analyze
+from sparkcep.ir import recognize as rx
+from sparkcep.ir.ast import (
+    AGGREGATES,
+    SKIP_PAST_LAST_EVENT,
+    SKIP_TO_FIRST,
+    SKIP_TO_LAST,
+    SKIP_TO_NEXT_EVENT,
+    Attr,
+    BinOp,
+    EventPat,
+    Func,
+    Kleene,
+    Literal,
+    Query,
+    Seq,
+    Unary,
+    and_all,
+    map_nodes,
+    walk,
+)
+from sparkcep.ir.errors import CEPSemanticError
+from sparkcep.ir.naming import dedupe, default_column
+
+__all__ = ["FILLER", "Component", "check_skip_query", "components", "has_reluctant", "to_recognize"]
+
+#: the row pattern variable of the events a skip_till_any_match query skips between two of its events
+FILLER = "_skipped"
+#: the SUBSET of every component variable (the previous event of the match: ``LAST(_picked.ts, 1)``)
+PICKED = "_picked"
+
+_SKIP_KINDS = {SKIP_PAST_LAST_EVENT: rx.SKIP_PAST_LAST_ROW, SKIP_TO_NEXT_EVENT: rx.SKIP_TO_NEXT_ROW,
+               SKIP_TO_FIRST: rx.SKIP_TO_FIRST, SKIP_TO_LAST: rx.SKIP_TO_LAST}
+
+
+@dataclass(frozen=True)
+class Component:
+    """One component of the pattern: its variable, event types, iterations ``lo..hi`` (hi None: unbounded),
+    and whether more iterations are preferred (greedy) or fewer (reluctant)."""
+
+    var: str
+    types: tuple[str, ...]
+    lo: int = 1
+    hi: int | None = 1
+    greedy: bool = True
+
+    @property
+    def kleene(self) -> bool:
+        return self.hi != 1
+
+
+def has_reluctant(query: Query) -> bool:
+    return any(isinstance(n, Kleene) and not n.greedy for n in walk(query.pattern))
+
+
+def _refuse(message: str, node, source: str | None):
+    raise CEPSemanticError(message, getattr(node, "span", None), source)
+
+
+def components(pattern, source: str | None = None) -> list[Component]:
+    """The components of a (variable-named) pattern, or the refusal of a shape AFTER MATCH SKIP does not take."""
+    items = pattern.items if isinstance(pattern, Seq) else (pattern,)
+    out = []
+    for item in items:
+        if isinstance(item, EventPat):
+            out.append(Component(item.var, item.types))
+        elif isinstance(item, Kleene) and isinstance(item.inner, EventPat):
+            lo, hi = getattr(item, "repeat", None) or {"+": (1, None), "*": (0, None), "?": (0, 1)}[item.op]
+            out.append(Component(item.inner.var, item.inner.types, lo, hi, item.greedy))
+        else:
+            what = {"Not": "a negation", "Or": "OR", "Seq": "a nested SEQ", "Kleene": "a repeated group"}
+            _refuse(f"AFTER MATCH SKIP does not support {what.get(type(item).__name__, 'this component')} yet: "
+                    "the preferred match is defined for a SEQ of events and Kleene events (T, T+, T*, T?)",
+                    item, source)
+    if out[0].lo == 0:
+        _refuse("with AFTER MATCH SKIP the first component must take an event (a match starts at its first "
+                "event, the start event of the skip rule)", items[0], source)
+    return out
+
+
+def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery | None = None) -> ResolvedQuery:
+    """Refuse, with the reason, a reluctant quantifier without AFTER MATCH SKIP and an AFTER MATCH SKIP query
+    the translation to MATCH_RECOGNIZE does not give its meaning (see the module doc)."""
+    r = r or analyze(query, source)
+    if query.skip is None:
+        if has_reluctant(query):
+            node = next(n for n in walk(query.pattern) if isinstance(n, Kleene) and not n.greedy)
+            _refuse("a reluctant quantifier (+?, *?, ??) only changes which match is preferred: add AFTER MATCH "
+                    "SKIP ... (without it every match under the selection strategy is reported)", node, source)
+        return r
+    if r.mode != "match":
+        _refuse("AFTER MATCH SKIP applies to match queries: a trend aggregate counts every trend", query.skip,
+                source)
+    comps = components(r.query.pattern, source)
+    strategy = r.strategy
+    if query.strategy_vars is not None:
+        _refuse("AFTER MATCH SKIP takes the strategy of USING, not of WHERE strategy(...) {...}", query.skip,
+                source)
+    if strategy == "skip_till_next_match":
+        _refuse("AFTER MATCH SKIP with skip_till_next_match is not supported yet: use skip_till_any_match (the "
+                "preferred match takes the earliest fitting event anyway) or partition_contiguity", query.skip,
+                source)
+    if strategy == "strict_contiguity" and r.partition:
+        _refuse("AFTER MATCH SKIP with strict_contiguity and an equivalence test is not supported: use "
+                "partition_contiguity (consecutive events of the key)", query.skip, source)
+    if any(item.var is not None for item in r.partition):
+        _refuse("AFTER MATCH SKIP needs plain equivalence attributes ([attr]); [v.attr] is not supported",
+                query.skip, source)
+    names = [c.var for c in comps]
+    if query.skip.var is not None and query.skip.var not in names:
+        _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var}: no such variable (the pattern has "
+                f"{', '.join(names)})", query.skip, source)
+    if query.skip.var == comps[0].var and (query.skip.kind == SKIP_TO_FIRST or not comps[0].kleene):
+        _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own start "
+                "event (an endless loop, an error in SQL:2016): skip to a variable that comes later in the "
+                "pattern", query.skip, source)
+    order = {c.var: k for k, c in enumerate(comps)}
+    by_var = {c.var: c for c in comps}
+    for p in r.predicates:
+        if p.kind != "equivalence":
+            _define(p.expr, order, by_var, source)
+    return r
+
+
+def _latest(e, order: dict[str, int]) -> str | None:
+    names = [n.var for n in walk(e) if isinstance(n, Attr) and n.var in order]
+    return max(names, key=order.__getitem__) if names else None
+
+
+def _define(e, order: dict[str, int], by_var: dict[str, Component], source: str | None):
+    """A WHERE conjunct as a DEFINE condition of its latest variable (RUNNING semantics), or its refusal."""
+    latest = _latest(e, order)
+    if latest is None:
+        return next(iter(order)), e
+    comp = by_var[latest]
+    others = {n.var for n in walk(e) if isinstance(n, Attr) and n.var in order} - {latest}
+    if others and comp.lo == 0:
+        _refuse(f"with AFTER MATCH SKIP a condition relating the optional variable {latest} to another one is "
+                "not supported (when it is absent the condition is still evaluated, with NULL)", e, source)
+    guard = False
+    for n in walk(e):
+        if isinstance(n, Func) and n.name in AGGREGATES:
+            for a in n.args:
+                if isinstance(a, Attr) and a.var == latest:
+                    if a.index == "prefix" or not comp.kleene:
+                        _refuse("with AFTER MATCH SKIP an aggregate over the variable being matched is not "
+                                "supported", e, source)
+                    _refuse(f"with AFTER MATCH SKIP a condition on {latest}[] as a whole needs the finished "
+                            f"sequence: it is not supported on the last variable it reads", e, source)
+        if not isinstance(n, Attr) or n.var not in order:
+            continue
+        if n.index == "next" or n.index == "prefix":
+            _refuse("with AFTER MATCH SKIP NEXT(v) and v[..i-1] are not supported", n, source)
+        if n.var == latest and comp.kleene:
+            if n.index == "last" or (isinstance(n.index, int) and n.index > 1):
+                _refuse(f"with AFTER MATCH SKIP a condition on {n.var}[{n.var}.len] or {n.var}[k] needs the "
+                        "finished sequence: it is not supported on the last variable it reads", n, source)
+            guard = guard or n.index == "prev"
+        elif n.var != latest and by_var[n.var].kleene and n.index in (None, "cur", "prev"):
+            _refuse(f"with AFTER MATCH SKIP a condition on every event of {n.var} and a later variable is not "
+                    "supported", n, source)
+    return latest, guard
+
+
+# ------------------------------------------------------------------------------------------------ translation
+
+
+def _measure_expr(e, by_var: dict[str, Component]):
+    """An expression of the pattern language (WHERE or RETURN) in MATCH_RECOGNIZE's terms."""
+    def fn(n):
+        if isinstance(n, Func) and n.name in AGGREGATES and len(n.args) == 1 and isinstance(n.args[0], rx.Agg):
+            return rx.Agg(n.name, n.args[0].arg, n.args[0].var, None, n.span)
+        if not isinstance(n, Attr) or n.var not in by_var:
+            return n
+        plain = Attr(n.var, n.attr, span=n.span)
+        if n.index == "all":
+            return rx.Agg("count", plain, n.var, None, n.span)  # placeholder: the Func above names it
+        if n.index == "prev":
+            return rx.Nav("LAST", plain, 1, None, n.span)
+        if n.index == 1 or (isinstance(n.index, int) and by_var[n.var].kleene):
+            return rx.Nav("FIRST", plain, n.index - 1, None, n.span)
+        return plain
+    return map_nodes(e, fn)
+
+
+def _types(var: str, types: tuple[str, ...], type_col: str):
+    tests = [BinOp("=", Attr(var, type_col), Literal(t)) for t in types]
+    out = tests[0]
+    for t in tests[1:]:
+        out = BinOp("OR", out, t)
+    return out
+
+
+def _row_pattern(comps: list[Component], filler: bool) -> rx.RowPattern:
+    gap = rx.PExclude(rx.PQuant(rx.PVar(FILLER), 0, None, greedy=False)) if filler else None
+    items: list[rx.RowPattern] = []
+    for k, c in enumerate(comps):
+        unit = rx.PVar(c.var) if gap is None else rx.PConcat((gap, rx.PVar(c.var)))
+        if k == 0:
+            items.append(rx.PVar(c.var))
+            if c.hi != 1:
+                hi = None if c.hi is None else c.hi - 1
+                items.append(rx.PQuant(unit, c.lo - 1, hi, greedy=c.greedy))
+        elif not c.kleene and c.lo == 1:
+            items.append(unit)
+        else:
+            items.append(rx.PQuant(unit, c.lo, c.hi, greedy=c.greedy))
+    return items[0] if len(items) == 1 else rx.PConcat(tuple(items))
+
+
+def to_recognize(query: Query, source: str | None = None, *, columns: list[str] | tuple[str, ...] = (),
+                 type_col: str = "type", ts_col: str = "ts") -> rx.Recognize:
+    """The MATCH_RECOGNIZE statement IR of an AFTER MATCH SKIP match query; ``columns`` are the input's columns
+    (the default output, without RETURN, is every one of them for every variable)."""
+    r = check_skip_query(query, source)
+    comps = components(r.query.pattern, source)
+    order = {c.var: k for k, c in enumerate(comps)}
+    by_var = {c.var: c for c in comps}
+    conditions: dict[str, list] = {c.var: [_types(c.var, c.types, type_col)] for c in comps}
+    for c in comps[1:] if not comps[0].kleene else comps:
+        previous = rx.Nav("LAST", Attr(PICKED, ts_col), 1)
+        conditions[c.var].append(BinOp("OR", Unary("IS NULL", previous), BinOp(">", Attr(c.var, ts_col), previous)))
+    for p in r.predicates:
+        if p.kind == "equivalence":
+            for item in p.expr.items:
+                if item.value is not None:
+                    for c in comps:
+                        conditions[c.var].append(BinOp("=", Attr(c.var, item.attr), item.value))
+            continue
+        var, guard = _define(p.expr, order, by_var, source)
+        e = _measure_expr(p.expr, by_var)
+        if guard:
+            e = BinOp("OR", BinOp("<=", rx.Agg("count", None, var), Literal(1)), e)
+        conditions[var].append(e)
+    if r.returns is not None:
+        measures = tuple(rx.Measure(_measure_expr(i.expr, by_var), name)
+                         for i, name in zip(r.returns, r.return_names, strict=True))
+    else:
+        names = dedupe([default_column(c.var, a) for c in comps for a in columns])
+        values = [Attr(c.var, a) for c in comps for a in columns]
+        measures = tuple(rx.Measure(v, n) for v, n in zip(values, names, strict=True))
+    filler = r.strategy == "skip_till_any_match"
+    skip = query.skip
+    outer = sx.select(*[sx.column(m.name, quoted=True) for m in measures]).from_("__sparkcep_matches")
+    return rx.Recognize(
+        source="events",
+        pattern=_row_pattern(comps, filler),
+        partition_by=tuple(dict.fromkeys(item.attr for item in r.partition)),
+        order_by=(rx.OrderItem(ts_col),),
+        measures=measures,
+        skip=rx.Skip(_SKIP_KINDS[skip.kind], skip.var),
+        subsets=((PICKED, tuple(order)),),
+        defines=tuple((v, and_all(conds)) for v, conds in conditions.items()),
+        within=query.within,
+        outer_sql=outer.sql("spark"),
+        text=source or "",
+    )
