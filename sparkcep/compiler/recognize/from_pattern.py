@@ -11,7 +11,9 @@ its engine:
   under ``partition_contiguity`` (and ``strict_contiguity`` without a key) the components follow each other
   row by row; under ``skip_till_any_match`` an excluded filler ``{- _skipped*? -}`` (any row, reluctant: the
   earliest next event is preferred) stands before every event after the first, so ``SEQ(A a, B+ b[])`` is
-  ``a ({- _skipped*? -} b)+``;
+  ``a ({- _skipped*? -} b)+``; under ``skip_till_next_match`` the filler is only a row that could not be taken
+  next (``DEFINE _skipped``: NOT any component that may follow the match's last event so far, told by
+  ``CLASSIFIER(_picked)``, would accept it);
 * ``DEFINE v`` is the component's type test, ``ts`` strictly after the previous event's (LANGUAGE.md §1) and
   the WHERE conjuncts whose latest variable (in pattern order) is ``v``, read with RUNNING semantics: ``v.x``
   and ``v[i].x`` are the current row, ``v[i-1].x`` is ``LAST(v.x, 1)`` (the conjunct then holds on ``v``'s
@@ -128,10 +130,6 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
     if query.strategy_vars is not None:
         _refuse("AFTER MATCH SKIP takes the strategy of USING, not of WHERE strategy(...) {...}", query.skip,
                 source)
-    if strategy == "skip_till_next_match":
-        _refuse("AFTER MATCH SKIP with skip_till_next_match is not supported yet: use skip_till_any_match (the "
-                "preferred match takes the earliest fitting event anyway) or partition_contiguity", query.skip,
-                source)
     if strategy == "strict_contiguity" and r.partition:
         _refuse("AFTER MATCH SKIP with strict_contiguity and an equivalence test is not supported: use "
                 "partition_contiguity (consecutive events of the key)", query.skip, source)
@@ -150,7 +148,7 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
     by_var = {c.var: c for c in comps}
     for p in r.predicates:
         if p.kind != "equivalence":
-            _define(p.expr, order, by_var, source)
+            _define(p.expr, order, by_var, source, strategy == "skip_till_next_match")
     return r
 
 
@@ -159,24 +157,25 @@ def _latest(e, order: dict[str, int]) -> str | None:
     return max(names, key=order.__getitem__) if names else None
 
 
-def _define(e, order: dict[str, int], by_var: dict[str, Component], source: str | None):
-    """A WHERE conjunct as a DEFINE condition of its latest variable (RUNNING semantics), or its refusal."""
+def _define(e, order: dict[str, int], by_var: dict[str, Component], source: str | None, next_match: bool = False):
+    """A WHERE conjunct as a DEFINE condition of its latest variable (RUNNING semantics), or its refusal:
+    ``(variable, guard)``, ``guard`` True when the conjunct reads ``v[i-1]`` (it holds on ``v``'s first event)."""
     latest = _latest(e, order)
     if latest is None:
-        return next(iter(order)), e
+        return next(iter(order)), False
     comp = by_var[latest]
     others = {n.var for n in walk(e) if isinstance(n, Attr) and n.var in order} - {latest}
     if others and comp.lo == 0:
         _refuse(f"with AFTER MATCH SKIP a condition relating the optional variable {latest} to another one is "
                 "not supported (when it is absent the condition is still evaluated, with NULL)", e, source)
+    if next_match and any(by_var[v].lo == 0 for v in others):
+        _refuse("with AFTER MATCH SKIP and skip_till_next_match a condition reading an optional variable and a "
+                "later one is not supported", e, source)
     guard = False
     for n in walk(e):
         if isinstance(n, Func) and n.name in AGGREGATES:
             for a in n.args:
                 if isinstance(a, Attr) and a.var == latest:
-                    if a.index == "prefix" or not comp.kleene:
-                        _refuse("with AFTER MATCH SKIP an aggregate over the variable being matched is not "
-                                "supported", e, source)
                     _refuse(f"with AFTER MATCH SKIP a condition on {latest}[] as a whole needs the finished "
                             f"sequence: it is not supported on the last variable it reads", e, source)
         if not isinstance(n, Attr) or n.var not in order:
@@ -187,6 +186,9 @@ def _define(e, order: dict[str, int], by_var: dict[str, Component], source: str 
             if n.index == "last" or (isinstance(n.index, int) and n.index > 1):
                 _refuse(f"with AFTER MATCH SKIP a condition on {n.var}[{n.var}.len] or {n.var}[k] needs the "
                         "finished sequence: it is not supported on the last variable it reads", n, source)
+            if next_match and n.index == 1:
+                _refuse(f"with AFTER MATCH SKIP and skip_till_next_match a condition on {n.var}[1] and "
+                        f"{n.var}[i] is not supported", n, source)
             guard = guard or n.index == "prev"
         elif n.var != latest and by_var[n.var].kleene and n.index in (None, "cur", "prev"):
             _refuse(f"with AFTER MATCH SKIP a condition on every event of {n.var} and a later variable is not "
@@ -197,8 +199,10 @@ def _define(e, order: dict[str, int], by_var: dict[str, Component], source: str 
 # ------------------------------------------------------------------------------------------------ translation
 
 
-def _measure_expr(e, by_var: dict[str, Component]):
-    """An expression of the pattern language (WHERE or RETURN) in MATCH_RECOGNIZE's terms."""
+def _expr(e, by_var: dict[str, Component], row: str | None = None):
+    """An expression of the pattern language (WHERE or RETURN) in MATCH_RECOGNIZE's terms.  ``row``: the
+    variable whose DEFINE this is, read by the filler's DEFINE instead (its current row is then the filler's,
+    and ``row``'s rows so far are all before it)."""
     def fn(n):
         if isinstance(n, Func) and n.name in AGGREGATES and len(n.args) == 1 and isinstance(n.args[0], rx.Agg):
             return rx.Agg(n.name, n.args[0].arg, n.args[0].var, None, n.span)
@@ -206,12 +210,12 @@ def _measure_expr(e, by_var: dict[str, Component]):
             return n
         plain = Attr(n.var, n.attr, span=n.span)
         if n.index == "all":
-            return rx.Agg("count", plain, n.var, None, n.span)  # placeholder: the Func above names it
+            return rx.Agg("count", plain, n.var, None, n.span)  # the aggregate around it names the function
         if n.index == "prev":
-            return rx.Nav("LAST", plain, 1, None, n.span)
+            return plain if n.var == row else rx.Nav("LAST", plain, 1, None, n.span)
         if n.index == 1 or (isinstance(n.index, int) and by_var[n.var].kleene):
             return rx.Nav("FIRST", plain, n.index - 1, None, n.span)
-        return plain
+        return Attr(FILLER, n.attr, span=n.span) if n.var == row else plain
     return map_nodes(e, fn)
 
 
@@ -221,6 +225,68 @@ def _types(var: str, types: tuple[str, ...], type_col: str):
     for t in tests[1:]:
         out = BinOp("OR", out, t)
     return out
+
+
+def _conditions(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col: str, source: str | None,
+                as_filler: bool = False) -> dict[str, list]:
+    """Each variable's DEFINE conjuncts; ``as_filler``: the same conditions on the current row taken as the
+    variable's next event while it is mapped to the filler (skip_till_next_match's "could it be selected")."""
+    order = {c.var: k for k, c in enumerate(comps)}
+    by_var = {c.var: c for c in comps}
+    next_match = r.strategy == "skip_till_next_match"
+    out: dict[str, list] = {}
+    for c in comps:
+        row = FILLER if as_filler else c.var
+        out[c.var] = [_types(row, c.types, type_col)]
+        if c is not comps[0] or c.kleene:  # strictly after the previous event of the match (LANGUAGE.md §1)
+            previous = rx.Nav("LAST", Attr(PICKED, ts_col), 0 if as_filler else 1)
+            out[c.var].append(BinOp("OR", Unary("IS NULL", previous), BinOp(">", Attr(row, ts_col), previous)))
+    for p in r.predicates:
+        if p.kind == "equivalence":
+            for item in p.expr.items:
+                if item.value is not None:
+                    for c in comps:
+                        out[c.var].append(BinOp("=", Attr(FILLER if as_filler else c.var, item.attr), item.value))
+            continue
+        var, guard = _define(p.expr, order, by_var, source, next_match)
+        e = _expr(p.expr, by_var, var if as_filler else None)
+        if guard:
+            count = rx.Agg("count", None, var)
+            e = BinOp("OR", BinOp("<=", BinOp("+", count, Literal(1)) if as_filler else count, Literal(1)), e)
+        out[var].append(e)
+    return out
+
+
+def _filler_define(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col: str, source: str | None):
+    """skip_till_next_match: a skipped event is one that could not be taken next (by any component that may
+    follow the match's last event so far, its conditions decided on what is bound)."""
+    can = {v: Func("coalesce", (and_all(conds), Literal(False)))
+           for v, conds in _conditions(r, comps, type_col, ts_col, source, as_filler=True).items()}
+    after = []
+    for k, c in enumerate(comps):
+        count = rx.Agg("count", None, c.var)
+        moves = []
+        if c.kleene:
+            moves.append(can[c.var] if c.hi is None else BinOp("AND", BinOp("<", count, Literal(c.hi)), can[c.var]))
+        leave = []
+        for j in range(k + 1, len(comps)):
+            leave.append(can[comps[j].var])
+            if comps[j].lo >= 1:
+                break
+        if leave:
+            either = leave[0]
+            for m in leave[1:]:
+                either = BinOp("OR", either, m)
+            moves.append(either if c.lo <= 1 else BinOp("AND", BinOp(">=", count, Literal(c.lo)), either))
+        if moves:
+            any_move = moves[0] if len(moves) == 1 else BinOp("OR", moves[0], moves[1])
+            after.append(BinOp("AND", BinOp("=", rx.Classifier(PICKED), Literal(c.var)), any_move))
+    if not after:
+        return None
+    selectable = after[0]
+    for a in after[1:]:
+        selectable = BinOp("OR", selectable, a)
+    return Unary("NOT", Func("coalesce", (selectable, Literal(False))))
 
 
 def _row_pattern(comps: list[Component], filler: bool) -> rx.RowPattern:
@@ -246,32 +312,21 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     (the default output, without RETURN, is every one of them for every variable)."""
     r = check_skip_query(query, source)
     comps = components(r.query.pattern, source)
-    order = {c.var: k for k, c in enumerate(comps)}
     by_var = {c.var: c for c in comps}
-    conditions: dict[str, list] = {c.var: [_types(c.var, c.types, type_col)] for c in comps}
-    for c in comps[1:] if not comps[0].kleene else comps:
-        previous = rx.Nav("LAST", Attr(PICKED, ts_col), 1)
-        conditions[c.var].append(BinOp("OR", Unary("IS NULL", previous), BinOp(">", Attr(c.var, ts_col), previous)))
-    for p in r.predicates:
-        if p.kind == "equivalence":
-            for item in p.expr.items:
-                if item.value is not None:
-                    for c in comps:
-                        conditions[c.var].append(BinOp("=", Attr(c.var, item.attr), item.value))
-            continue
-        var, guard = _define(p.expr, order, by_var, source)
-        e = _measure_expr(p.expr, by_var)
-        if guard:
-            e = BinOp("OR", BinOp("<=", rx.Agg("count", None, var), Literal(1)), e)
-        conditions[var].append(e)
+    conditions = _conditions(r, comps, type_col, ts_col, source)
+    defines = [(v, and_all(conds)) for v, conds in conditions.items()]
+    if r.strategy == "skip_till_next_match":
+        filler_define = _filler_define(r, comps, type_col, ts_col, source)
+        if filler_define is not None:
+            defines.append((FILLER, filler_define))
     if r.returns is not None:
-        measures = tuple(rx.Measure(_measure_expr(i.expr, by_var), name)
+        measures = tuple(rx.Measure(_expr(i.expr, by_var), name)
                          for i, name in zip(r.returns, r.return_names, strict=True))
     else:
         names = dedupe([default_column(c.var, a) for c in comps for a in columns])
         values = [Attr(c.var, a) for c in comps for a in columns]
         measures = tuple(rx.Measure(v, n) for v, n in zip(values, names, strict=True))
-    filler = r.strategy == "skip_till_any_match"
+    filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
     skip = query.skip
     outer = sx.select(*[sx.column(m.name, quoted=True) for m in measures]).from_("__sparkcep_matches")
     return rx.Recognize(
@@ -281,8 +336,8 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
         order_by=(rx.OrderItem(ts_col),),
         measures=measures,
         skip=rx.Skip(_SKIP_KINDS[skip.kind], skip.var),
-        subsets=((PICKED, tuple(order)),),
-        defines=tuple((v, and_all(conds)) for v, conds in conditions.items()),
+        subsets=((PICKED, tuple(by_var)),),
+        defines=tuple(defines),
         within=query.within,
         outer_sql=outer.sql("spark"),
         text=source or "",
