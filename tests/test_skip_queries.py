@@ -222,3 +222,16 @@ def test_a_loop_before_a_component_engine_equals_oracle(x, q, y, strategy, skip,
             "RETURN a.ts AS a, b[1].ts AS b1, b[b.len].ts AS bn, count(b[].ts) AS n, c.ts AS c")
     evs = [{"type": t, "ts": k + 1, "id": 1, "x": 0} for k, t in enumerate(types)]
     assert _sorted(engine_rows(text, evs)) == _sorted(match_rows(parse_query(text), evs)), text
+
+
+def test_explain_shows_the_statement_and_compile_refuses_the_job():
+    import sparkcep
+
+    q = sparkcep.compile("PATTERN SEQ(A a, B+ b[]) WHERE [id] WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts")
+    text = q.explain()
+    assert "runs as MATCH_RECOGNIZE" in text and "pattern (a ({- _skipped*? -} b)+)" in text
+    assert "Partition[r0, keys=(id)]" in text
+    with pytest.raises(CEPError, match="generated job for an AFTER MATCH SKIP query is not available"):
+        q.job_source()
+    with pytest.raises(CEPSemanticError, match="reluctant"):
+        sparkcep.compile("PATTERN SEQ(A a, B+? b[]) WITHIN 5")
