@@ -140,19 +140,25 @@ class CompiledQuery:
     def explain(self, schema=None) -> str:
         r = self.resolved(schema)
         if self.query.skip is not None:
-            from sparkcep.cli_sql import explain as explain_recognize
-            from sparkcep.cli_sql import named_columns
+            from sparkcep.compiler.codegen.recognize import explain_text
+            from sparkcep.compiler.recognize import build_spec
+            from sparkcep.ir.ast import Attr, walk
+            from sparkcep.runtime_udfs.recognize import describe_engine, describe_program
 
+            rec = self.recognize(schema)
             if schema is not None:
                 types = {f.name: f.dataType.simpleString() for f in schema.fields}
             else:  # the columns the query names; ts as the query's durations say (bare: numeric)
                 timestamp = r.ts_kind == "timestamp" or (r.ts_kind is None and self.query.within.unit is not None)
-                types = {c: "double" for c in named_columns(self.recognize())}
+                named = [n.attr for n in walk((rec.defines, rec.measures)) if isinstance(n, Attr)]
+                types = dict.fromkeys([*rec.partition_by, *named], "double")
                 types.update({self.type_col: "string", self.ts_col: "timestamp" if timestamp else "bigint"})
-            head = f"-- {self.name or 'query'}: {r.mode} query, strategy {r.strategy}, AFTER MATCH SKIP " \
-                   f"{self.query.skip.kind}{'' if self.query.skip.var is None else ' ' + self.query.skip.var}: " \
-                   "runs as MATCH_RECOGNIZE"
-            return head + "\n" + explain_recognize(self.recognize(schema), types, ts_unit=self.ts_unit)
+            spec = build_spec(rec, types, ts_unit=self.ts_unit)
+            skip = self.query.skip
+            head = (f"-- {self.name or 'query'}: {r.mode} query, strategy {r.strategy}, AFTER MATCH SKIP {skip.kind}"
+                    f"{'' if skip.var is None else ' ' + skip.var}: runs as MATCH_RECOGNIZE")
+            return head + "\n" + explain_text(rec, program=describe_program(spec), spec=spec,
+                                               engine=describe_engine(spec))
         if r.ts_kind == "timestamp" or (r.ts_kind is None and self.query.within.unit is not None):
             unit = "ms"
         else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sparkcep.ir.errors import Span
+from sparkcep.ir.serde import OMIT_DEFAULT
 
 
 def _span() -> Span | None:
@@ -154,7 +155,7 @@ class Kleene:
     inner: Pattern
     op: str = "+"
     span: Span | None = _span()
-    greedy: bool = True
+    greedy: bool = field(default=True, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ class Query:
     return_first: bool = False
     span: Span | None = _span()
     #: ``AFTER MATCH SKIP ...`` (None: every match under the strategy is reported)
-    skip: AfterMatchSkip | None = None
+    skip: AfterMatchSkip | None = field(default=None, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,10 @@ from typing import Any
 
 _MODULES = ("sparkcep.ir.ast", "sparkcep.ir.spec", "sparkcep.ir.recognize")
 
+#: ``field(metadata=OMIT_DEFAULT)``: a field left out of the data while it has its default (a field added to
+#: a node later keeps the generated jobs of queries that do not use it byte-identical)
+OMIT_DEFAULT = {"serde": "omit default"}
+
 
 def to_data(obj: Any) -> Any:
     """A JSON-able form of ``obj``: dataclasses become ``{"@": name, field: ...}``, tuples become lists."""
@@ -25,7 +29,10 @@ def to_data(obj: Any) -> Any:
         for f in dataclasses.fields(obj):
             if f.name == "span":
                 continue
-            out[f.name] = to_data(getattr(obj, f.name))
+            value = getattr(obj, f.name)
+            if f.metadata.get("serde") == OMIT_DEFAULT["serde"] and value == f.default:
+                continue
+            out[f.name] = to_data(value)
         return out
     if isinstance(obj, (tuple, list)):
         return [to_data(x) for x in obj]
