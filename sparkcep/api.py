@@ -211,6 +211,10 @@ class CompiledQuery:
 
             rec = self.recognize(schema)
             check_recognize(rec, streaming=streaming)
+            if side_channel:  # every event goes to the engine: all are relevant (the progress line's count)
+                from sparkcep.spark.sinks import counted
+
+                df = counted(df, "events_relevant")
             return apply_recognize(df, rec, ts_unit=self.ts_unit, watermark_delay=self.lateness,
                                    late_rows=side_channel)
         plan = self.plan(schema)

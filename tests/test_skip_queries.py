@@ -97,6 +97,23 @@ def test_skip_till_next_match_must_take_a_relevant_event():
     assert match_rows(parse_query(text), evs) == engine_rows(text, evs) == [{"n": 1, "c": 3}]
 
 
+def test_equal_timestamps_never_follow_each_other():
+    """B1 has A1's ts: it cannot follow it (LANGUAGE.md §1), so the match takes B2 (the engine's DEFINE compares
+    with the previous event's ts)."""
+    text = "PATTERN SEQ(A a, B+ b[]) WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT RETURN b[1].ts AS b1, count(b[].ts) AS n"
+    evs = events("A1 B1 B2 B3")
+    assert match_rows(parse_query(text), evs) == engine_rows(text, evs) == [{"b1": 2, "n": 2}]
+
+
+def test_any_types_and_a_constant_equivalence():
+    text = ("PATTERN SEQ(A a, ANY(B, C)+ z[]) WHERE [id = 2] WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT "
+            "RETURN a.ts AS a, count(z[].ts) AS n")
+    evs = events("A1 C2 B3", key=1) + events("A4 C5 B6 D7 A8 B9", key=2)
+    want = [{"a": 4, "n": 3}]
+    assert match_rows(parse_query(text), evs) == want
+    assert engine_rows(text, evs) == want
+
+
 def test_skip_to_first_and_last():
     text = ("PATTERN SEQ(A a, B+ b[]) USING partition_contiguity WITHIN 10 AFTER MATCH SKIP {skip} "
             "RETURN a.ts AS a, b[b.len].ts AS last_b")
