@@ -100,7 +100,8 @@ def test_skip_till_next_match_must_take_a_relevant_event():
 def test_equal_timestamps_never_follow_each_other():
     """B1 has A1's ts: it cannot follow it (LANGUAGE.md §1), so the match takes B2 (the engine's DEFINE compares
     with the previous event's ts)."""
-    text = "PATTERN SEQ(A a, B+ b[]) WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT RETURN b[1].ts AS b1, count(b[].ts) AS n"
+    text = ("PATTERN SEQ(A a, B+ b[]) WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT "
+            "RETURN b[1].ts AS b1, count(b[].ts) AS n")
     evs = events("A1 B1 B2 B3")
     assert match_rows(parse_query(text), evs) == engine_rows(text, evs) == [{"b1": 2, "n": 2}]
 
