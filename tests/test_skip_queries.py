@@ -180,11 +180,11 @@ def queries(draw):
     names = "abc"
     for k in range(n):
         t = draw(st.sampled_from("ABC"))
-        op = draw(st.sampled_from(["", "+"] if k == 0 else ["", "+", "*", "?"]))
+        op = draw(st.sampled_from(["", "+", "{2,3}"] if k == 0 else ["", "+", "*", "?", "{1,2}"]))
         if op and draw(st.booleans()):
             op += "?"
         v = names[k]
-        if op[:1] in ("+", "*"):
+        if op[:1] in ("+", "*", "{"):
             comps.append(f"{t}{op} {v}[]")
             returns += [f"{v}[1].ts AS {v}1", f"{v}[{v}.len].ts AS {v}n", f"count({v}[].ts) AS {v}c"]
             kleene.append(v)
@@ -229,7 +229,8 @@ def test_engine_equals_oracle(text, evs):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from("BC"), st.sampled_from(["+", "*", "?", "+?", "*?", "??"]), st.sampled_from("BC"),
+@given(st.sampled_from("BC"), st.sampled_from(["+", "*", "?", "+?", "*?", "??", "{2,3}", "{2,3}?", "{0,2}", "{2,}?"]),
+       st.sampled_from("BC"),
        st.sampled_from(["", "USING skip_till_next_match", "USING partition_contiguity"]),
        st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT", "TO LAST b", "TO FIRST c"]),
        st.lists(st.sampled_from("ABC"), max_size=12))

@@ -95,6 +95,28 @@ def _parser() -> Lark:
 # ------------------------------------------------------------------------------------------------ transformer
 
 
+def _bounds(meta, lo: int, hi: int | None) -> tuple[int, int | None]:
+    """A bounded quantifier ``{n}``, ``{n,}``, ``{n,m}``: at least one iteration possible, ``n <= m``."""
+    if hi is not None and hi < lo:
+        raise CEPSyntaxError(f"{{{lo},{hi}}}: the upper bound is below the lower one", _span(meta))
+    if hi == 0:
+        raise CEPSyntaxError("a quantifier {0} or {0,0} matches nothing: leave the component out",
+                             _span(meta))
+    return lo, hi
+
+
+def _kleene(inner, op: str | tuple, greedy: bool, meta) -> ast.Kleene:
+    """``P+``/``P*``/``P?``, or a bounded ``P{n,m}`` (``op`` a ``(n, m)`` pair; ``{1,}``/``{0,}`` are ``+``/``*``);
+    ``greedy`` False for the reluctant forms (``P+?``)."""
+    if isinstance(op, str):
+        return ast.Kleene(inner, op, span=_span(meta), greedy=greedy)
+    lo, hi = op
+    plain = "+" if lo else "*"
+    if hi is None and lo <= 1:
+        return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy)
+    return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy, bounds=(lo, hi))
+
+
 def _span(meta) -> Span:
     """A Lark ``meta`` or ``Token`` as a :class:`Span`."""
     return Span(meta.line, meta.column, meta.end_line, meta.end_column, meta.start_pos, meta.end_pos)
@@ -256,15 +278,15 @@ class _ToAst(Transformer_NonRecursive):
 
     def kleene(self, meta, children):
         inner, (op, greedy) = children
-        return ast.Kleene(inner, op, span=_span(meta), greedy=greedy)
+        return _kleene(inner, op, greedy, meta)
 
     def event_kleene(self, meta, children):
         event, (op, greedy), var = children
-        return ast.Kleene(_bind(event, var, meta), op, span=_span(meta), greedy=greedy)
+        return _kleene(_bind(event, var, meta), op, greedy, meta)
 
     def var_kleene(self, meta, children):
         event, var, (op, greedy) = children
-        return ast.Kleene(_bind(event, var, meta), op, span=_span(meta), greedy=greedy)
+        return _kleene(_bind(event, var, meta), op, greedy, meta)
 
     def event(self, meta, children):
         event, var = children
@@ -291,6 +313,18 @@ class _ToAst(Transformer_NonRecursive):
     def kleene_op(self, meta, children):
         (op,) = children
         return str(op)
+
+    def bound_exact(self, meta, children):
+        (n,) = children
+        return _bounds(meta, int(n), int(n))
+
+    def bound_at_least(self, meta, children):
+        (n,) = children
+        return _bounds(meta, int(n), None)
+
+    def bound_range(self, meta, children):
+        n, m = children
+        return _bounds(meta, int(n), int(m))
 
     def greedy(self, meta, children):
         (op,) = children

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sparkcep.ir.errors import Span
-from sparkcep.ir.serde import OMIT_DEFAULT
 
 
 def _span() -> Span | None:
@@ -148,6 +147,11 @@ class Kleene:
     """``P+`` (``op="+"``), ``P*`` (``"*"``) or ``P?`` (``"?"``).  ``T+ v[]`` is ``Kleene(EventPat(("T",), "v",
     array=True), "+")``.
 
+    ``bounds`` ``(n, m)`` is a bounded quantifier: ``P{n}`` is ``(n, n)``, ``P{n,}`` ``(n, None)``, ``P{n,m}``
+    ``(n, m)`` (Flink CEP's ``times``/``timesOrMore``): ``n`` to ``m`` iterations.  ``op`` is then the plain
+    operator it narrows (``"+"``, or ``"*"`` when ``n`` is 0), so code that ignores ``bounds`` sees a superset;
+    ``{1,}`` and ``{0,}`` are normalized to plain ``+`` and ``*`` (``bounds`` None).
+
     ``greedy`` is False for the reluctant forms ``P+?``, ``P*?``, ``P??`` (fewer iterations preferred); it only
     matters under ``AFTER MATCH SKIP`` (:class:`AfterMatchSkip`), where one preferred match per start event is
     reported."""
@@ -155,7 +159,15 @@ class Kleene:
     inner: Pattern
     op: str = "+"
     span: Span | None = _span()
-    greedy: bool = field(default=True, metadata=OMIT_DEFAULT)
+    greedy: bool = field(default=True, metadata={"omit_default": True})
+    bounds: tuple[int, int | None] | None = field(default=None, metadata={"omit_default": True})
+
+    @property
+    def repeat(self) -> tuple[int, int | None]:
+        """``(min, max)`` iterations (``max`` None: unbounded)."""
+        if self.bounds is not None:
+            return self.bounds
+        return {"+": (1, None), "*": (0, None), "?": (0, 1)}[self.op]
 
 
 @dataclass(frozen=True)
@@ -256,7 +268,7 @@ class Query:
     return_first: bool = False
     span: Span | None = _span()
     #: ``AFTER MATCH SKIP ...`` (None: every match under the strategy is reported)
-    skip: AfterMatchSkip | None = field(default=None, metadata=OMIT_DEFAULT)
+    skip: AfterMatchSkip | None = field(default=None, metadata={"omit_default": True})
 
 
 @dataclass(frozen=True)
@@ -334,6 +346,37 @@ def map_nodes(node, fn):
         if new is not value and new != value:
             changes[f.name] = new
     return fn(replace(node, **changes) if changes else node)
+
+
+def count_anchor(p: Kleene) -> str | None:
+    """The variable every iteration of ``p`` binds exactly one event to, whose count is then ``p``'s number of
+    iterations: the event of ``T{n,m} v``, else the first single event (``T v``, no quantifier) directly in
+    the repeated ``SEQ`` (``(SEQ(B b, C+ c[])){2,3}`` counts ``b``).  None if there is none (``(B b OR C c){2}``,
+    ``(B+ b[]){2}``: their iterations are not determined by a match's events)."""
+    inner = p.inner
+    while isinstance(inner, Seq) and len(inner.items) == 1:
+        inner = inner.items[0]
+    if isinstance(inner, EventPat):
+        return inner.var
+    if isinstance(inner, Seq):
+        for item in inner.items:
+            if isinstance(item, EventPat):
+                return item.var
+    return None
+
+
+def count_bounds(p: Kleene) -> list[Expr]:
+    """The conditions ``P{n,m}`` adds to ``P+``/``P*`` on a match's binding: ``n <= count(v[].ts) <= m`` for its
+    :func:`count_anchor` ``v`` (``ts`` is never NULL in an event); none for a plain quantifier."""
+    if p.bounds is None:
+        return []
+    var = count_anchor(p)
+    if var is None:
+        return []
+    lo, hi = p.bounds
+    n = Func("count", (Attr(var, "ts", "all"),))
+    out = [BinOp(">=", n, Literal(lo))] if lo > 1 else []
+    return out + ([BinOp("<=", n, Literal(hi))] if hi is not None else [])
 
 
 #: The aggregate functions of RETURN and WHERE (analysis checks names against it; the engines evaluate them).

@@ -85,7 +85,12 @@ def format_pattern(pattern: ast.Pattern) -> str:
     if isinstance(pattern, ast.Seq):
         return "SEQ(" + ", ".join(format_pattern(p) for p in pattern.items) + ")"
     if isinstance(pattern, ast.Kleene):
-        op = pattern.op if pattern.greedy else pattern.op + "?"
+        op = pattern.op
+        if pattern.bounds is not None:
+            lo, hi = pattern.bounds
+            op = f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}"
+        if not pattern.greedy:
+            op += "?"
         if isinstance(pattern.inner, ast.EventPat):
             return _event(pattern.inner, op)
         return f"({format_pattern(pattern.inner)}){op}"

@@ -17,9 +17,8 @@ from typing import Any
 
 _MODULES = ("sparkcep.ir.ast", "sparkcep.ir.spec", "sparkcep.ir.recognize")
 
-#: ``field(metadata=OMIT_DEFAULT)``: a field left out of the data while it has its default (a field added to
-#: a node later keeps the generated jobs of queries that do not use it byte-identical)
-OMIT_DEFAULT = {"serde": "omit default"}
+#: Field metadata key: leave the field out of :func:`to_data` while it has its default value.
+OMIT_DEFAULT = "omit_default"
 
 
 def to_data(obj: Any) -> Any:
@@ -30,8 +29,8 @@ def to_data(obj: Any) -> Any:
             if f.name == "span":
                 continue
             value = getattr(obj, f.name)
-            if f.metadata.get("serde") == OMIT_DEFAULT["serde"] and value == f.default:
-                continue
+            if f.metadata.get(OMIT_DEFAULT) and value == f.default:
+                continue  # a field added with a default: specs that do not use it read as before
             out[f.name] = to_data(value)
         return out
     if isinstance(obj, (tuple, list)):

@@ -10,7 +10,8 @@ Semantics implemented (LANGUAGE.md section numbers in brackets):
 * **Sequences and trends** [§1, §2]: a match is a sequence of events with strictly increasing ``ts`` (two
   events with equal ``ts`` never follow each other), assigned to the positive components of the pattern:
   ``SEQ``, Kleene plus (nested too: GRETA ``(SEQ(A+, B))+``), ``P*`` = ``P+`` or nothing and ``P?`` = ``P``
-  or nothing (GRETA §9), ``ANY(T1, ..., Tk)``, ``P1 OR P2``.  A match is reported as a *binding*
+  or nothing (GRETA §9), bounded ``P{n,m}`` = ``n`` to ``m`` iterations of ``P`` (Flink CEP's ``times``; its
+  variables are lists), ``ANY(T1, ..., Tk)``, ``P1 OR P2``.  A match is reported as a *binding*
   ``{var: event}``, where a variable under a ``+``/``*`` is bound to the list of its events in time order;
   unnamed components get the variable named after their type (``_2``, ``_3`` ... when a type repeats), the
   convention of :mod:`sparkcep.compiler.analysis.resolve`.  Components of an untaken ``OR`` branch or an
@@ -154,8 +155,6 @@ class _Neg:
     scope: tuple[int, ...]
 
 
-_REPEAT = {"+": (1, None), "*": (0, None), "?": (0, 1)}
-
 
 @dataclass(frozen=True)
 class _Var:
@@ -214,8 +213,8 @@ def _prepare(query: Query, ts_unit_ms: float | None, extra_key: Sequence[str] = 
             variables[var] = _Var(p.types, p.any_ or len(p.types) > 1, in_list, scope)
             return _Ev(p.types, var)
         if isinstance(p, Kleene):
-            lo, hi = _REPEAT[p.op]
-            return _Rep(convert(p.inner, in_list or hi is None, scope), lo, hi, p.greedy)
+            lo, hi = p.repeat  # P{n,m}: n to m iterations (its variables are lists, as under + and *)
+            return _Rep(convert(p.inner, in_list or p.op in ("+", "*"), scope), lo, hi, p.greedy)
         if isinstance(p, Seq):
             return _Seq(tuple(convert(i, in_list, scope) for i in p.items))
         if isinstance(p, Or):

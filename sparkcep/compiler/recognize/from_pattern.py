@@ -94,6 +94,9 @@ def _refuse(message: str, node, source: str | None):
 def components(pattern, source: str | None = None) -> list[Component]:
     """The components of a (variable-named) pattern, or the refusal of a shape AFTER MATCH SKIP does not take."""
     items = pattern.items if isinstance(pattern, Seq) else (pattern,)
+    if isinstance(pattern, Seq) and any(getattr(pattern, "strict", ())):
+        _refuse("AFTER MATCH SKIP with a per-step NEXT is not supported yet: use USING partition_contiguity for "
+                "the whole pattern", pattern, source)
     out = []
     for item in items:
         if isinstance(item, EventPat):
