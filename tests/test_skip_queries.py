@@ -248,7 +248,10 @@ def test_explain_shows_the_statement_and_compile_refuses_the_job():
 
     q = sparkcep.compile("PATTERN SEQ(A a, B+ b[]) WHERE [id] WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts")
     text = q.explain()
-    assert "runs as MATCH_RECOGNIZE" in text and "pattern (a ({- _skipped*? -} b)+)" in text
+    assert "runs as MATCH_RECOGNIZE" in text
+    assert "pattern (a__first ({- _skipped*? -} (b__step | {- _skipped_step -} {- _skipped_later*? -} b__later))+)" \
+        in text
+    assert "threads of one start row at the same instruction merged" in text  # no DEFINE reads the match
     assert "Partition[r0, keys=(id)]" in text
     with pytest.raises(CEPError, match="generated job for an AFTER MATCH SKIP query is not available"):
         q.job_source()
