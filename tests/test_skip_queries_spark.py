@@ -5,6 +5,7 @@ preferment, the skip rule)."""
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import pytest
@@ -43,14 +44,17 @@ def test_batch_equals_the_oracle(spark):
 
 
 def test_stream_one_file_per_trigger_equals_the_oracle(spark, tmp_path):
-    """Three files in time order, read one per trigger; a last event of another key far later moves the
-    watermark past every WITHIN, so every match is emitted."""
+    """Three files in time order (their modification times set apart: the file source takes the oldest first),
+    read one per trigger; a last event of another key far later moves the watermark past every WITHIN, so every
+    match is emitted."""
     evs = _events(11)
     src, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     src.mkdir()
     for k in range(3):
         chunk = evs[k * 20:(k + 1) * 20] + ([{"type": "D", "ts": 1000, "id": 9, "x": 0}] if k == 2 else [])
-        (src / f"part-{k}.json").write_text("".join(json.dumps(e) + "\n" for e in chunk))
+        path = src / f"part-{k}.json"
+        path.write_text("".join(json.dumps(e) + "\n" for e in chunk))
+        os.utime(path, (1_700_000_000 + 10 * k, 1_700_000_000 + 10 * k))  # the file source reads by mtime
     text = QUERIES[0]
     stream = spark.readStream.schema("type string, ts bigint, id bigint, x bigint") \
         .option("maxFilesPerTrigger", 1).json(str(src))
