@@ -572,6 +572,9 @@ def compile_shared_workload(text: str, *, stats=None, sample=None, budget: float
     queries = [q if q.name else replace(q, query=replace(q.query, name=n)) for q, n in zip(queries, names, strict=True)]
     sharing = []
     for n, q in zip(names, queries, strict=True):
+        if q.query.skip is not None:  # one preferred match per start event: MATCH_RECOGNIZE's engine, alone
+            sharing.append(SharingQuery(n, (), reason="AFTER MATCH SKIP: runs alone, as MATCH_RECOGNIZE"))
+            continue
         try:
             spec = q.spec()
         except CEPError as err:  # e.g. a plan that needs the input's schema: the query runs alone

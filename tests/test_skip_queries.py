@@ -271,3 +271,16 @@ def test_explain_shows_the_statement_and_compile_refuses_the_job():
         q.job_source()
     with pytest.raises(CEPSemanticError, match="reluctant"):
         sparkcep.compile("PATTERN SEQ(A a, B+? b[]) WITHIN 5")
+
+
+def test_a_workload_runs_a_skip_query_alone_or_not_at_all():
+    import sparkcep
+    from sparkcep.api import compile_shared_workload
+
+    text = ("q1: PATTERN SEQ(A a, B+ b[]) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT;\n"
+            "q2: PATTERN SEQ(A a, B b) WITHIN 5")
+    workload = compile_shared_workload(text)
+    assert "q1: runs alone (AFTER MATCH SKIP" in workload.explain()
+    with pytest.raises(CEPError, match="choose it with --query NAME"):
+        workload.apply(object())  # refused before the DataFrame is read
+    assert sparkcep.compile(text.split(";")[0]).query.skip is not None
