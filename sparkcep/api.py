@@ -175,9 +175,13 @@ class CompiledQuery:
     def job_source(self, schema=None) -> str:
         """A standalone PySpark job running this query from files (see ``sparkcep compile``)."""
         r = self.resolved(schema)
-        if self.query.skip is not None:
-            raise CEPError("a generated job for an AFTER MATCH SKIP query is not available yet: run it with "
-                           "sparkcep run or CompiledQuery.apply")
+        if self.query.skip is not None:  # the MATCH_RECOGNIZE job of the statement it compiles to
+            from sparkcep.compiler.codegen.recognize import job_source as recognize_job
+
+            if self.query.returns is None and schema is None:
+                raise CEPError("the generated job of an AFTER MATCH SKIP query without RETURN needs the input's "
+                               "columns (--schema), or give RETURN")
+            return recognize_job(self.recognize(schema), explain=self.explain(schema), ts_unit=self.ts_unit)
         # without a schema: durations with units mean timestamp ts (ms), bare ones numeric ts
         ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")
         plan = self.plan(schema)

@@ -257,7 +257,7 @@ def test_a_loop_before_a_component_engine_equals_oracle(x, q, y, strategy, skip,
     assert _sorted(engine_rows(text, evs)) == _sorted(match_rows(parse_query(text), evs)), text
 
 
-def test_explain_shows_the_statement_and_compile_refuses_the_job():
+def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():
     import sparkcep
 
     q = sparkcep.compile("PATTERN SEQ(A a, B+ b[]) WHERE [id] WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts")
@@ -267,8 +267,12 @@ def test_explain_shows_the_statement_and_compile_refuses_the_job():
         in text
     assert "threads of one start row at the same instruction merged" in text  # no DEFINE reads the match
     assert "Partition[r0, keys=(id)]" in text
-    with pytest.raises(CEPError, match="generated job for an AFTER MATCH SKIP query is not available"):
-        q.job_source()
+    job = q.job_source()  # the MATCH_RECOGNIZE job of the statement it compiles to
+    assert "apply_recognize(rows, from_data(json.loads(RECOGNIZE))" in job and '"b__later"' in job
+    compile(job, "job.py", "exec")
+    without_return = sparkcep.compile("PATTERN SEQ(A a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT")
+    with pytest.raises(CEPError, match="needs the input's columns"):
+        without_return.job_source()
     with pytest.raises(CEPSemanticError, match="reluctant"):
         sparkcep.compile("PATTERN SEQ(A a, B+? b[]) WITHIN 5")
 
