@@ -179,8 +179,8 @@ class CompiledQuery:
             from sparkcep.compiler.codegen.recognize import job_source as recognize_job
 
             if self.query.returns is None and schema is None:
-                raise CEPError("the generated job of an AFTER MATCH SKIP query without RETURN needs the input's "
-                               "columns (--schema), or give RETURN")
+                raise CEPError("the generated job of an AFTER MATCH SKIP query needs RETURN: without it the output "
+                               "lists every column of the input, which is not known when compiling")
             return recognize_job(self.recognize(schema), explain=self.explain(schema), ts_unit=self.ts_unit)
         # without a schema: durations with units mean timestamp ts (ms), bare ones numeric ts
         ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")

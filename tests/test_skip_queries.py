@@ -271,7 +271,7 @@ def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():
     assert "apply_recognize(rows, from_data(json.loads(RECOGNIZE))" in job and '"b__later"' in job
     compile(job, "job.py", "exec")
     without_return = sparkcep.compile("PATTERN SEQ(A a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT")
-    with pytest.raises(CEPError, match="needs the input's columns"):
+    with pytest.raises(CEPError, match="needs RETURN"):
         without_return.job_source()
     with pytest.raises(CEPSemanticError, match="reluctant"):
         sparkcep.compile("PATTERN SEQ(A a, B+? b[]) WITHIN 5")
