@@ -55,7 +55,7 @@ def engine_rows(text: str, evs: list[dict]) -> list[dict]:
 
 
 def _sorted(rows: list[dict]) -> list[tuple]:
-    return sorted(tuple(r.items()) for r in rows)
+    return sorted((tuple(r.items()) for r in rows), key=repr)  # repr: NULLs (None) next to numbers
 
 
 # ------------------------------------------------------------------------------------------------ worked examples
