@@ -54,6 +54,29 @@ def engine_rows(text: str, evs: list[dict]) -> list[dict]:
     return [{n: row[n] for n in names} for rows in parts.values() for row in engine.run_partition(spec, rows)]
 
 
+def kernel_rows(text: str, evs: list[dict]) -> list[dict] | None:
+    """The columnar kernel's rows for the query (as :func:`engine_rows`), None where it does not take the spec."""
+    import pyarrow as pa
+
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    rec, spec = _spec(text)
+    if not evs or not kernel.eligibility(spec).ok:
+        return None
+    parts: dict[tuple, list[dict]] = {}
+    for e in sorted(evs, key=lambda e: e["ts"]):
+        parts.setdefault(tuple(e[p] for p in spec.partition_by), []).append({**e, "__ts": e["ts"]})
+    rows = [r for part in parts.values() for r in part]
+    bounds = [0]
+    for part in parts.values():
+        bounds.append(bounds[-1] + len(part))
+    types = {"type": pa.string(), "ts": pa.int64(), "id": pa.int64(), "x": pa.int64(), "__ts": pa.int64()}
+    table = pa.table({c: pa.array([r[c] for r in rows], type=types[c]) for c in dict.fromkeys([*spec.columns, "__ts"])})
+    got = kernel.run_chunk(spec, table, bounds)
+    names = [m.name for m in rec.measures]
+    return None if got is None else [{n: row[n] for n in names} for row in got.to_pylist()]
+
+
 def _sorted(rows: list[dict]) -> list[tuple]:
     return sorted((tuple(r.items()) for r in rows), key=repr)  # repr: NULLs (None) next to numbers
 
@@ -254,7 +277,10 @@ def test_a_loop_before_a_component_engine_equals_oracle(x, q, y, strategy, skip,
     text = (f"PATTERN SEQ(A a, {x}{q} b[], {y} c) {strategy} WITHIN 8 AFTER MATCH SKIP {skip} "
             "RETURN a.ts AS a, b[1].ts AS b1, b[b.len].ts AS bn, count(b[].ts) AS n, c.ts AS c")
     evs = in_engine_order(text, [{"type": t, "ts": k // 2 + 1, "id": 1, "x": 0} for k, t in enumerate(types)])
-    assert _sorted(engine_rows(text, evs)) == _sorted(match_rows(parse_query(text), evs)), text
+    got = engine_rows(text, evs)
+    assert _sorted(got) == _sorted(match_rows(parse_query(text), evs)), text
+    columnar = kernel_rows(text, evs)  # the MATCH_RECOGNIZE engine's numba fast path, where it takes the spec
+    assert columnar is None or columnar == got, text
 
 
 def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():
