@@ -134,7 +134,8 @@ SPEC = """
  "key": [
   "company",
   "sector"
- ]
+ ],
+ "having": null
 }
 """
 

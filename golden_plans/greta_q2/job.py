@@ -185,7 +185,8 @@ SPEC = """
  "key": [
   "job",
   "mapper"
- ]
+ ],
+ "having": null
 }
 """
 

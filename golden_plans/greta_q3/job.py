@@ -185,7 +185,8 @@ SPEC = """
  ],
  "key": [
   "segment"
- ]
+ ],
+ "having": null
 }
 """
 

@@ -156,7 +156,8 @@ SPEC = """
  "group_by": [],
  "key": [
   "vehicle"
- ]
+ ],
+ "having": null
 }
 """
 

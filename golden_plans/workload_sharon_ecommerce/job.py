@@ -151,7 +151,8 @@ WORKLOAD = """
       "p1",
       "q8#1"
      ],
-     "aggregates": []
+     "aggregates": [],
+     "having": null
     },
     {
      "@": "SharedQuery",
@@ -161,7 +162,8 @@ WORKLOAD = """
       "p1",
       "q9#1"
      ],
-     "aggregates": []
+     "aggregates": [],
+     "having": null
     },
     {
      "@": "SharedQuery",
@@ -171,7 +173,8 @@ WORKLOAD = """
       "p1",
       "q10#1"
      ],
-     "aggregates": []
+     "aggregates": [],
+     "having": null
     },
     {
      "@": "SharedQuery",
@@ -181,7 +184,8 @@ WORKLOAD = """
       "p1",
       "q11#1"
      ],
-     "aggregates": []
+     "aggregates": [],
+     "having": null
     }
    ],
    "window": 1200000,

@@ -197,7 +197,8 @@ WORKLOAD = """
       "q1#0",
       "p2"
      ],
-     "aggregates": []
+     "aggregates": [],
+     "having": null
     },
     {
      "@": "SharedQuery",
@@ -206,7 +207,8 @@ WORKLOAD = """
      "segments": [
       "p3"
      ],
-     "aggregates": []
+     "aggregates": [],
+     "having": null
     },
     {
      "@": "SharedQuery",
@@ -215,7 +217,8 @@ WORKLOAD = """
      "segments": [
       "q3#0"
      ],
-     "aggregates": []
+     "aggregates": [],
+     "having": null
     },
     {
      "@": "SharedQuery",
@@ -225,7 +228,8 @@ WORKLOAD = """
       "q4#0",
       "p3"
      ],
-     "aggregates": []
+     "aggregates": [],
+     "having": null
     },
     {
      "@": "SharedQuery",
@@ -234,7 +238,8 @@ WORKLOAD = """
      "segments": [
       "p2"
      ],
-     "aggregates": []
+     "aggregates": [],
+     "having": null
     },
     {
      "@": "SharedQuery",
@@ -243,7 +248,8 @@ WORKLOAD = """
      "segments": [
       "p7"
      ],
-     "aggregates": []
+     "aggregates": [],
+     "having": null
     },
     {
      "@": "SharedQuery",
@@ -252,7 +258,8 @@ WORKLOAD = """
      "segments": [
       "p7"
      ],
-     "aggregates": []
+     "aggregates": [],
+     "having": null
     }
    ],
    "window": 600000,

@@ -231,6 +231,8 @@ class Query:
     slide: Duration | None = None
     return_first: bool = False
     span: Span | None = _span()
+    #: ``HAVING cond`` of a trend-aggregate query: a condition over its GROUP BY attributes and aggregates
+    having: Expr | None = None
 
 
 @dataclass(frozen=True)

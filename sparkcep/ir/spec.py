@@ -76,7 +76,8 @@ class Aggregate:
 @dataclass(frozen=True)
 class TrendSpec:
     """A trend-aggregate query: the (variable-named) pattern, its non-local predicates, sliding windows
-    ``[k·slide, k·slide + window)`` and the aggregates; one output row per window and group."""
+    ``[k·slide, k·slide + window)`` and the aggregates; one output row per window and group (where
+    ``having`` holds)."""
 
     pattern: object
     components: tuple[Component, ...]
@@ -86,6 +87,8 @@ class TrendSpec:
     aggregates: tuple[Aggregate, ...]
     group_by: tuple[str, ...] = ()
     key: tuple[str, ...] = ()
+    #: HAVING: a condition over the output row's columns (``Attr(None, column)``), applied to final rows
+    having: Expr | None = None
 
 #: The last column of trend-aggregate results: true where an exact aggregate did not fit DECIMAL(38, 0).
 OVERFLOW = "aggregate_overflow"

@@ -33,6 +33,7 @@ from sparkcep.runtime_udfs.match import engine as match_engine
 from sparkcep.runtime_udfs.match.prefilter import prefilter
 from sparkcep.runtime_udfs.shared import engine as shared_engine
 from sparkcep.runtime_udfs.trend import engine as trend_engine
+from sparkcep.runtime_udfs.trend.aggregates import having_filter
 from sparkcep.spark import late
 from sparkcep.spark.arrow import (
     _arrow_array,
@@ -181,6 +182,8 @@ class MatchOperator:
             raise CEPError(f"max_matches must be 0 (no limit) or a positive number, got {max_matches}")
         #: the match budget as given (None: sized on the executor, :meth:`budget`)
         self.max_matches = max_matches
+        #: ``rows -> rows`` keeping the trend rows where HAVING holds (a sharing context: each query's own), or None
+        self._having = _having_of(self.spec)
 
     def budget(self) -> match_budget.Budget | None:
         """A fresh match budget for one partition (None for trend and shared specs, which never enumerate):
@@ -216,8 +219,11 @@ class MatchOperator:
                         events)
 
     def _finish(self, rows: list[dict]) -> list[dict]:
-        """Rows of the partitions of one Spark group: merged per window and group when groups are coarser."""
-        return self.engine.merge_rows(self.spec, rows) if self._merge and rows else rows
+        """Rows of the partitions of one Spark group: merged per window and group when groups are coarser,
+        then only those where the query's HAVING holds (:attr:`_having`)."""
+        if self._merge and rows:
+            rows = self.engine.merge_rows(self.spec, rows)
+        return self._having(rows) if self._having is not None and rows else rows
 
     def events(self, pdf: pd.DataFrame) -> list[dict]:
         """Engine events from a pandas batch: one dict per row, timestamps as epoch ms."""
@@ -446,6 +452,7 @@ class MatchOperator:
             raw = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
             watermark = to_ts(raw)  # in ts units (ms for timestamp ts)
             state, rows = self._advance(state, watermark, self.budget())
+            rows = self._finish(rows)
             if engine.is_empty(state):
                 group.remove()
             else:
@@ -576,6 +583,22 @@ class MatchOperator:
 
 #: Version tag of a nested group state (:attr:`MatchOperator.nested`).
 NESTED_STATE_VERSION = 1
+
+
+def _having_of(spec: EngineSpec) -> Callable[[list[dict]], list[dict]] | None:
+    """The HAVING filter of a trend spec, or of each query of a sharing context (by its ``query`` column)."""
+    if isinstance(spec, TrendSpec):
+        return having_filter(spec.having) if spec.having is not None else None
+    if not isinstance(spec, SharedSpec):
+        return None
+    filters = {q.name: having_filter(q.having) for q in spec.queries if q.having is not None}
+    if not filters:
+        return None
+
+    def each_query(rows: list[dict]) -> list[dict]:
+        return [r for r in rows if r["query"] not in filters or filters[r["query"]]([r])]
+
+    return each_query
 
 
 def _dump_nested(frontier: float, stored: dict, held: tuple | None) -> bytes:
