@@ -166,6 +166,11 @@ class CompiledQuery:
         of numeric ts is 1 ms; see :func:`~sparkcep.spark.adapters.watermarked`), and
         ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
         with a checkpoint.
+
+        The result of a match query carries ``result.timeouts``: the DataFrame of its timed-out partial matches
+        (the result's columns and ``timeout_step``; streaming: a second stateful query to start, with its own
+        checkpoint), or None where they are not defined (a trend query; Kleene, negation, ``OR``, a strategy
+        other than skip_till_any_match; docs/language.md, "Timed-out partial matches").
         """
         from sparkcep.spark.adapters import apply_match, watermarked, with_event_time
         from sparkcep.spark.operator import engine_of
@@ -177,9 +182,15 @@ class CompiledQuery:
         spec = operator_spec(plan)
         engine_of(spec).check(spec)
         check_attributes(schema.fieldNames(), referenced_attributes(plan))
+        timeout_spec = _timeout_spec(spec)
         if not streaming:
-            return _batch_matches(df, _view_of(df), plan, spec, schema, ts_col=self.ts_col,
-                                  type_col=self.type_col, buckets=self.buckets, **self._budget_option(spec))
+            view = _view_of(df)
+            result = _batch_matches(df, view, plan, spec, schema, ts_col=self.ts_col, type_col=self.type_col,
+                                    buckets=self.buckets, **self._budget_option(spec))
+            result.timeouts = None if timeout_spec is None else _batch_matches(
+                df, view, plan, timeout_spec, schema, ts_col=self.ts_col, type_col=self.type_col,
+                buckets=self.buckets, **self._budget_option(spec))
+            return result
         # the watermark on every event of the source, before the filter: any event moves event time
         events = watermarked(df, self.ts_col, self.lateness, ts_unit=self.ts_unit)
         candidates = df.sparkSession.sql(filter_sql(plan, _view_of(events), schema.fieldNames(), pretty=False,
@@ -188,12 +199,16 @@ class CompiledQuery:
         if self.shedding_latency:  # streaming only: a batch has no latency to keep, it is never shed
             candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
         candidates = with_event_time(candidates, events, self.ts_col, keep_late=side_channel, ts_unit=self.ts_unit)
+        uncounted = candidates
         if side_channel:
             from sparkcep.spark.sinks import counted
 
             candidates = counted(candidates, "events_relevant")
         result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
                              buckets=self.buckets, ts_unit=self.ts_unit, **self._budget_option(spec))
+        result.timeouts = None if timeout_spec is None else apply_match(
+            uncounted, timeout_spec, ts_col=self.ts_col, type_col=self.type_col, buckets=self.buckets,
+            ts_unit=self.ts_unit, **self._budget_option(spec))
         if shedding is not None:
             result.shedding = shedding  # the stage's handle: per-batch drops per type, latency, rho
         return result
@@ -213,6 +228,22 @@ class CompiledQuery:
         return shedding_stage(candidates, spec, referenced_attributes(plan), training, bound=self.shedding_latency,
                               model=self.shedding_model, type_col=self.type_col, ts_col=self.ts_col,
                               dropped_output=self.dropped_output)
+
+
+def _timeout_spec(spec):
+    """The timed-out partial matches of a match query (:class:`~sparkcep.ir.spec.TimeoutSpec`), or None: a
+    trend query, or a match query outside their definition (docs/language.md, "Timed-out partial matches")."""
+    from sparkcep.ir.spec import MatchSpec, TimeoutSpec
+    from sparkcep.runtime_udfs.match import timeouts
+
+    if not isinstance(spec, MatchSpec):
+        return None
+    timeout_spec = TimeoutSpec.of(spec)
+    try:
+        timeouts.check(timeout_spec)
+    except CEPError:
+        return None
+    return timeout_spec
 
 
 def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type_col: str,

@@ -90,6 +90,23 @@ class TrendSpec:
     #: HAVING: a condition over the output row's columns (``Attr(None, column)``), applied to final rows
     having: Expr | None = None
 
+#: The column of a timed-out partial match naming the variable of the last step it bound.
+TIMEOUT_STEP = "timeout_step"
+
+
+@dataclass(frozen=True)
+class TimeoutSpec(MatchSpec):
+    """The timed-out partial matches of a match query (:mod:`sparkcep.runtime_udfs.match.timeouts`): the
+    query's :class:`MatchSpec` fields; each row is ``outputs`` over a partial binding plus :data:`TIMEOUT_STEP`."""
+
+    @classmethod
+    def of(cls, spec: MatchSpec) -> TimeoutSpec:
+        """The timed-out partial matches of ``spec``'s query."""
+        from dataclasses import fields
+
+        return cls(**{f.name: getattr(spec, f.name) for f in fields(MatchSpec)})
+
+
 #: The last column of trend-aggregate results: true where an exact aggregate did not fit DECIMAL(38, 0).
 OVERFLOW = "aggregate_overflow"
 

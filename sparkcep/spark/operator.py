@@ -25,11 +25,12 @@ from pyspark.sql.types import (
 
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.sharing import SharedSpec
-from sparkcep.ir.spec import MatchSpec, TrendSpec
+from sparkcep.ir.spec import MatchSpec, TimeoutSpec, TrendSpec
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.runtime_udfs.match import budget as match_budget
 from sparkcep.runtime_udfs.match import columnar as match_columnar
 from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match import timeouts as timeout_engine
 from sparkcep.runtime_udfs.match.prefilter import prefilter
 from sparkcep.runtime_udfs.shared import engine as shared_engine
 from sparkcep.runtime_udfs.trend import engine as trend_engine
@@ -90,10 +91,13 @@ def _conf_max_matches() -> int | None:
 
 def engine_of(spec: EngineSpec):
     """The engine module that runs ``spec``: the SASE match engine, the GRETA trend engine or the Sharon shared
-    engine.  Each has ``check(spec)``, ``init_state()`` (a :class:`~sparkcep.ir.spec.SlotState`),
+    engine, or the timed-out partial matches of a match query (:mod:`~sparkcep.runtime_udfs.match.timeouts`).
+    Each has ``check(spec)``, ``init_state()`` (a :class:`~sparkcep.ir.spec.SlotState`),
     ``step``, ``advance``, ``is_empty``, ``wakeup``; the two aggregating ones ``merge_rows`` too."""
     if isinstance(spec, SharedSpec):
         return shared_engine
+    if isinstance(spec, TimeoutSpec):
+        return timeout_engine
     return trend_engine if isinstance(spec, TrendSpec) else match_engine
 
 
@@ -357,7 +361,8 @@ class MatchOperator:
             table = table.filter(pa.array(keep, pa.bool_()))
             ids = ids[keep] if ids is not None else None
         if not hasattr(self, "_columnar"):  # looked up once per operator (on the executor), like the prefilter
-            self._columnar = match_columnar.columnar(spec) if isinstance(spec, MatchSpec) else None
+            self._columnar = (match_columnar.columnar(spec) if isinstance(spec, MatchSpec)
+                              and not isinstance(spec, TimeoutSpec) else None)
         if self._columnar is not None and table.num_rows:  # all keys at once in numpy (match_columnar)
             result = match_columnar.arrow_matches(
                 self._columnar, table, ids, ts_col=self.ts_col, type_col=self.type_col, time_cols=self._zones,
@@ -633,4 +638,5 @@ def prefilter_of(spec: EngineSpec) -> Callable[[np.ndarray, np.ndarray, np.ndarr
     """The spec's row prefilter (:func:`sparkcep.runtime_udfs.match.prefilter.prefilter`: ``keep = f(group_ids,
     ts, mask)`` drops rows that cannot be in any match, for skip_till_any_match specs), or None: not a match
     spec or not eligible."""
-    return prefilter(spec) if isinstance(spec, MatchSpec) else None
+    # a timed-out partial match is made of rows that are in no match: nothing may be dropped for it
+    return prefilter(spec) if isinstance(spec, MatchSpec) and not isinstance(spec, TimeoutSpec) else None
