@@ -182,7 +182,7 @@ class CompiledQuery:
         spec = operator_spec(plan)
         engine_of(spec).check(spec)
         check_attributes(schema.fieldNames(), referenced_attributes(plan))
-        timeout_spec = _timeout_spec(spec)
+        timeout_spec = timeout_spec_of(spec)
         if not streaming:
             view = _view_of(df)
             result = _batch_matches(df, view, plan, spec, schema, ts_col=self.ts_col, type_col=self.type_col,
@@ -230,7 +230,7 @@ class CompiledQuery:
                               dropped_output=self.dropped_output)
 
 
-def _timeout_spec(spec):
+def timeout_spec_of(spec):
     """The timed-out partial matches of a match query (:class:`~sparkcep.ir.spec.TimeoutSpec`), or None: a
     trend query, or a match query outside their definition (docs/language.md, "Timed-out partial matches")."""
     from sparkcep.ir.spec import MatchSpec, TimeoutSpec

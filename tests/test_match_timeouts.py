@@ -174,3 +174,35 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
      .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start().awaitTermination())
     streamed = epoch_ms_rows(spark.read.schema(result.timeouts.schema).json(str(tmp_path / "out")))
     assert canonical(streamed) == canonical(expected)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-e", "PATTERN SEQ(A a, B b) WITHIN 5", "--timeouts"], "give --output"),
+    (["-e", "PATTERN SEQ(A a, B+ b) WITHIN 5", "--timeouts", "--output", "o"], "SEQ of single events"),
+    (["-e", "RETURN COUNT(*) PATTERN SEQ(A a, B b) WITHIN 5", "--timeouts", "--output", "o"],
+     "SEQ of single events"),
+    (["-e", "q1: PATTERN SEQ(A a, B b) WITHIN 5; q2: PATTERN SEQ(A a, C c) WITHIN 5", "--timeouts", "--output", "o"],
+     "choose it with --query NAME"),
+])
+def test_cli_timeouts_refused_before_spark_starts(args, message, capsys, tmp_path):
+    from sparkcep.cli import main
+
+    events = tmp_path / "e.jsonl"
+    events.write_text('{"type": "A", "ts": 1}\n')
+    assert main(["run", *args, "--input", str(events)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "starting Spark" not in err and "Traceback" not in err
+
+
+@pytest.mark.spark
+def test_cli_run_writes_timeouts_beside_the_output(spark, tmp_path, capsys):
+    from sparkcep.cli import main
+
+    events = abc_events(40, seed=3)
+    (tmp_path / "e.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    out = tmp_path / "out"
+    assert main(["run", "-e", QUERY, "--input", str(tmp_path / "e.jsonl"), "--output", str(out), "--timeouts"]) == 0
+    expected = timed_out_rows(sparkcep.compile(QUERY).query, events, ["type", "ts", "id", "x"])
+    assert f"{len(expected)} timed-out partial matches; see {out}/_timeouts" in capsys.readouterr().err
+    got = [json.loads(line) for f in sorted((out / "_timeouts").glob("*.json")) for line in f.read_text().splitlines()]
+    assert canonical([{k: r.get(k) for k in expected[0]} for r in got]) == canonical(expected)
