@@ -127,9 +127,38 @@ class CompiledQuery:
         """The engine spec of the plan's sequence or trend operator (what the generated job bakes in)."""
         return operator_spec(self.plan(schema))
 
+    def recognize(self, schema=None):
+        """An ``AFTER MATCH SKIP`` query as the MATCH_RECOGNIZE statement it runs as
+        (:func:`~sparkcep.compiler.recognize.from_pattern.to_recognize`; the default output lists ``schema``'s
+        columns)."""
+        from sparkcep.compiler.recognize.from_pattern import to_recognize
+
+        columns = schema.fieldNames() if schema is not None else ()
+        return to_recognize(self.query, self.source, columns=columns, type_col=self.type_col, ts_col=self.ts_col)
+
     @deeply
     def explain(self, schema=None) -> str:
         r = self.resolved(schema)
+        if self.query.skip is not None:
+            from sparkcep.compiler.codegen.recognize import explain_text
+            from sparkcep.compiler.recognize import build_spec
+            from sparkcep.ir.ast import Attr, walk
+            from sparkcep.runtime_udfs.recognize import describe_engine, describe_program
+
+            rec = self.recognize(schema)
+            if schema is not None:
+                types = {f.name: f.dataType.simpleString() for f in schema.fields}
+            else:  # the columns the query names; ts as the query's durations say (bare: numeric)
+                timestamp = r.ts_kind == "timestamp" or (r.ts_kind is None and self.query.within.unit is not None)
+                named = [n.attr for n in walk((rec.defines, rec.measures)) if isinstance(n, Attr)]
+                types = dict.fromkeys([*rec.partition_by, *named], "double")
+                types.update({self.type_col: "string", self.ts_col: "timestamp" if timestamp else "bigint"})
+            spec = build_spec(rec, types, ts_unit=self.ts_unit)
+            skip = self.query.skip
+            head = (f"-- {self.name or 'query'}: {r.mode} query, strategy {r.strategy}, AFTER MATCH SKIP {skip.kind}"
+                    f"{'' if skip.var is None else ' ' + skip.var}: runs as MATCH_RECOGNIZE")
+            return head + "\n" + explain_text(rec, program=describe_program(spec), spec=spec,
+                                               engine=describe_engine(spec))
         if r.ts_kind == "timestamp" or (r.ts_kind is None and self.query.within.unit is not None):
             unit = "ms"
         else:
@@ -146,6 +175,9 @@ class CompiledQuery:
     def job_source(self, schema=None) -> str:
         """A standalone PySpark job running this query from files (see ``sparkcep compile``)."""
         r = self.resolved(schema)
+        if self.query.skip is not None:
+            raise CEPError("a generated job for an AFTER MATCH SKIP query is not available yet: run it with "
+                           "sparkcep run or CompiledQuery.apply")
         # without a schema: durations with units mean timestamp ts (ms), bare ones numeric ts
         ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")
         plan = self.plan(schema)
@@ -178,6 +210,18 @@ class CompiledQuery:
         # every df.schema / df.isStreaming is a round trip to the JVM (and a schema a JSON parse): read once
         schema = df.schema
         streaming = df.isStreaming
+        if self.query.skip is not None:  # one preferred match per start event: MATCH_RECOGNIZE's engine
+            from sparkcep.compiler.recognize import check_recognize
+            from sparkcep.sql_api import apply_recognize
+
+            rec = self.recognize(schema)
+            check_recognize(rec, streaming=streaming)
+            if side_channel:  # every event goes to the engine: all are relevant (the progress line's count)
+                from sparkcep.spark.sinks import counted
+
+                df = counted(df, "events_relevant")
+            return apply_recognize(df, rec, ts_unit=self.ts_unit, watermark_delay=self.lateness,
+                                   late_rows=side_channel)
         plan = self.plan(schema)
         spec = operator_spec(plan)
         engine_of(spec).check(spec)
@@ -358,6 +402,7 @@ def check_runnable(q: CompiledQuery) -> ResolvedQuery:
     """What ``sparkcep check`` promises: the query is checked, planned, and the engine that will run it accepts
     its spec.  An engine's refusal (a feature it does not implement) becomes a positioned error here, at the
     conjunct or RETURN item it names (else the whole query), instead of at explain, compile or run time."""
+    from sparkcep.compiler.recognize.from_pattern import check_skip_query, has_reluctant
     from sparkcep.ir.errors import CEPSemanticError
     from sparkcep.ir.printer import format_expr
     from sparkcep.ir.spec import TrendSpec
@@ -366,6 +411,12 @@ def check_runnable(q: CompiledQuery) -> ResolvedQuery:
     from sparkcep.runtime_udfs.trend import engine as trend_engine
 
     r = q.resolved()
+    if q.query.skip is not None or has_reluctant(q.query):
+        from sparkcep.compiler.recognize import check_recognize
+
+        check_skip_query(q.query, q.source, r)
+        check_recognize(q.recognize(), streaming=False)
+        return r
     try:
         spec = q.spec()
         (trend_engine if isinstance(spec, TrendSpec) else match_engine).check(spec)
@@ -515,6 +566,8 @@ class CompiledWorkload:
                            "or the workload without WITH SHEDDING LATENCY")
         if any(q.collapsed for q in self.queries):
             raise CEPError("collapsed output is for one match query: run it with --query NAME --collapsed")
+        if any(q.query.skip is not None for q in self.queries):
+            raise CEPError("an AFTER MATCH SKIP query runs as MATCH_RECOGNIZE, alone: choose it with --query NAME")
         data, attributes = self.job_plan(share, df.schema)
         check_attributes(df.columns, attributes)
         first = self.queries[0]

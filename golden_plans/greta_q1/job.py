@@ -134,8 +134,7 @@ SPEC = """
  "key": [
   "company",
   "sector"
- ],
- "having": null
+ ]
 }
 """
 

@@ -185,8 +185,7 @@ SPEC = """
  "key": [
   "job",
   "mapper"
- ],
- "having": null
+ ]
 }
 """
 

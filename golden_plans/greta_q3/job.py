@@ -185,8 +185,7 @@ SPEC = """
  ],
  "key": [
   "segment"
- ],
- "having": null
+ ]
 }
 """
 

@@ -156,8 +156,7 @@ SPEC = """
  "group_by": [],
  "key": [
   "vehicle"
- ],
- "having": null
+ ]
 }
 """
 

@@ -151,8 +151,7 @@ WORKLOAD = """
       "p1",
       "q8#1"
      ],
-     "aggregates": [],
-     "having": null
+     "aggregates": []
     },
     {
      "@": "SharedQuery",
@@ -162,8 +161,7 @@ WORKLOAD = """
       "p1",
       "q9#1"
      ],
-     "aggregates": [],
-     "having": null
+     "aggregates": []
     },
     {
      "@": "SharedQuery",
@@ -173,8 +171,7 @@ WORKLOAD = """
       "p1",
       "q10#1"
      ],
-     "aggregates": [],
-     "having": null
+     "aggregates": []
     },
     {
      "@": "SharedQuery",
@@ -184,8 +181,7 @@ WORKLOAD = """
       "p1",
       "q11#1"
      ],
-     "aggregates": [],
-     "having": null
+     "aggregates": []
     }
    ],
    "window": 1200000,

@@ -197,8 +197,7 @@ WORKLOAD = """
       "q1#0",
       "p2"
      ],
-     "aggregates": [],
-     "having": null
+     "aggregates": []
     },
     {
      "@": "SharedQuery",
@@ -207,8 +206,7 @@ WORKLOAD = """
      "segments": [
       "p3"
      ],
-     "aggregates": [],
-     "having": null
+     "aggregates": []
     },
     {
      "@": "SharedQuery",
@@ -217,8 +215,7 @@ WORKLOAD = """
      "segments": [
       "q3#0"
      ],
-     "aggregates": [],
-     "having": null
+     "aggregates": []
     },
     {
      "@": "SharedQuery",
@@ -228,8 +225,7 @@ WORKLOAD = """
       "q4#0",
       "p3"
      ],
-     "aggregates": [],
-     "having": null
+     "aggregates": []
     },
     {
      "@": "SharedQuery",
@@ -238,8 +234,7 @@ WORKLOAD = """
      "segments": [
       "p2"
      ],
-     "aggregates": [],
-     "having": null
+     "aggregates": []
     },
     {
      "@": "SharedQuery",
@@ -248,8 +243,7 @@ WORKLOAD = """
      "segments": [
       "p7"
      ],
-     "aggregates": [],
-     "having": null
+     "aggregates": []
     },
     {
      "@": "SharedQuery",
@@ -258,8 +252,7 @@ WORKLOAD = """
      "segments": [
       "p7"
      ],
-     "aggregates": [],
-     "having": null
+     "aggregates": []
     }
    ],
    "window": 600000,

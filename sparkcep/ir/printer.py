@@ -69,6 +69,9 @@ def format_query(query: ast.Query) -> str:
     if query.slide is not None:
         window += " SLIDE " + _duration(query.slide)
     lines.append(window)
+    if query.skip is not None:
+        target = "" if query.skip.var is None else " " + query.skip.var
+        lines.append(f"AFTER MATCH SKIP {query.skip.kind}{target}")
     if returns and not query.return_first:
         lines.append(returns)
     return "\n".join(lines)
@@ -84,9 +87,15 @@ def format_pattern(pattern: ast.Pattern) -> str:
     if isinstance(pattern, ast.Seq):
         return "SEQ(" + ", ".join(format_pattern(p) for p in pattern.items) + ")"
     if isinstance(pattern, ast.Kleene):
+        op = pattern.op
+        if pattern.bounds is not None:
+            lo, hi = pattern.bounds
+            op = f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}"
+        if not pattern.greedy:
+            op += "?"
         if isinstance(pattern.inner, ast.EventPat):
-            return _event(pattern.inner, pattern.op)
-        return f"({format_pattern(pattern.inner)}){pattern.op}"
+            return _event(pattern.inner, op)
+        return f"({format_pattern(pattern.inner)}){op}"
     if isinstance(pattern, ast.Not):
         inner = format_pattern(pattern.inner)
         return f"NOT ({inner})" if isinstance(pattern.inner, ast.Or) else f"NOT {inner}"

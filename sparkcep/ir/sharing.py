@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sparkcep.ir.ast import Expr
 
@@ -30,7 +30,7 @@ class SharedQuery:
     output: str | None
     segments: tuple[str, ...]
     aggregates: tuple[SharedAggregate, ...] = ()
-    having: Expr | None = None
+    having: Expr | None = field(default=None, metadata={"omit_default": True})
 
 
 @dataclass(frozen=True)

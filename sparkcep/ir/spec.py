@@ -9,7 +9,7 @@ in the Spark SQL filter; ``None`` means "not prefiltered, test it yourself").
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from sparkcep.ir.ast import Attr, Expr, Func, walk
@@ -87,8 +87,9 @@ class TrendSpec:
     aggregates: tuple[Aggregate, ...]
     group_by: tuple[str, ...] = ()
     key: tuple[str, ...] = ()
-    #: HAVING: a condition over the output row's columns (``Attr(None, column)``), applied to final rows
-    having: Expr | None = None
+    #: HAVING: a condition over the output row's columns (``Attr(None, column)``), applied to final rows (left
+    #: out of the JSON while None: jobs of queries without it stay as they were)
+    having: Expr | None = field(default=None, metadata={"omit_default": True})
 
 #: The column of a timed-out partial match naming the variable of the last step it bound.
 TIMEOUT_STEP = "timeout_step"

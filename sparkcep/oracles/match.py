@@ -10,7 +10,8 @@ Semantics implemented (LANGUAGE.md section numbers in brackets):
 * **Sequences and trends** [§1, §2]: a match is a sequence of events with strictly increasing ``ts`` (two
   events with equal ``ts`` never follow each other), assigned to the positive components of the pattern:
   ``SEQ``, Kleene plus (nested too: GRETA ``(SEQ(A+, B))+``), ``P*`` = ``P+`` or nothing and ``P?`` = ``P``
-  or nothing (GRETA §9), ``ANY(T1, ..., Tk)``, ``P1 OR P2``.  A match is reported as a *binding*
+  or nothing (GRETA §9), bounded ``P{n,m}`` = ``n`` to ``m`` iterations of ``P`` (Flink CEP's ``times``; its
+  variables are lists), ``ANY(T1, ..., Tk)``, ``P1 OR P2``.  A match is reported as a *binding*
   ``{var: event}``, where a variable under a ``+``/``*`` is bound to the list of its events in time order;
   unnamed components get the variable named after their type (``_2``, ``_3`` ... when a type repeats), the
   convention of :mod:`sparkcep.compiler.analysis.resolve`.  Components of an untaken ``OR`` branch or an
@@ -100,6 +101,7 @@ from sparkcep.ir.ast import (
     walk,
 )
 from sparkcep.ir.naming import attr_name, column_name, dedupe, default_column, implicit_namer
+from sparkcep.oracles import preferment
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr, holds
 
 __all__ = ["DEFAULT_STRATEGY", "OracleError", "is_trend_aggregate", "match_rows", "matches",
@@ -144,6 +146,7 @@ class _Rep:
     inner: object
     lo: int
     hi: int | None
+    greedy: bool = True  # only read by AFTER MATCH SKIP's preferment (oracles/preferment.py)
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,8 +156,6 @@ class _Neg:
     inner: object
     scope: tuple[int, ...]
 
-
-_REPEAT = {"+": (1, None), "*": (0, None), "?": (0, 1)}
 
 
 @dataclass(frozen=True)
@@ -214,8 +215,8 @@ def _prepare(query: Query, ts_unit_ms: float | None, extra_key: Sequence[str] = 
             variables[var] = _Var(p.types, p.any_ or len(p.types) > 1, in_list, scope)
             return _Ev(p.types, var)
         if isinstance(p, Kleene):
-            lo, hi = _REPEAT[p.op]
-            return _Rep(convert(p.inner, in_list or hi is None, scope), lo, hi)
+            lo, hi = p.repeat  # P{n,m}: n to m iterations (its variables are lists, as under + and *)
+            return _Rep(convert(p.inner, in_list or p.op in ("+", "*"), scope), lo, hi, p.greedy)
         if isinstance(p, Seq):
             return _Seq(tuple(convert(i, in_list, scope) for i in p.items))
         if isinstance(p, Or):
@@ -522,6 +523,35 @@ def _occurs(prep: _Prepared, neg: _Neg, evs: list[Event], lo: float, hi: float, 
     return False
 
 
+def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -> list[_Match]:
+    """The matches of the strategy; with AFTER MATCH SKIP only the preferred ones the skip rule reaches
+    (:mod:`sparkcep.oracles.preferment`)."""
+    found = _all_matches(prep, indexed, prep.strategy)
+    if query.skip is None:
+        return found
+    items = prep.root.items if isinstance(prep.root, _Seq) else (prep.root,)
+    comps = []
+    for item in items:
+        if isinstance(item, _Ev):
+            comps.append(preferment.Comp(item.var, 1, 1, True))
+        elif isinstance(item, _Rep) and isinstance(item.inner, _Ev):
+            comps.append(preferment.Comp(item.inner.var, item.lo, item.hi, item.greedy))
+        else:
+            raise OracleError("AFTER MATCH SKIP is defined for a SEQ of events and Kleene events")
+    if comps[0].lo == 0:
+        raise OracleError("with AFTER MATCH SKIP the first component must take an event")
+    by_key: dict[tuple, list[_Match]] = {}
+    for m in found:
+        by_key.setdefault(m.partition, []).append(m)
+    out = []
+    for key, part in _partitions(prep, indexed):
+        local = {g: i for i, (g, _) in enumerate(part)}
+        candidates = [([(local[g], v) for g, v in zip(*m.order, strict=True)], m) for m in by_key.get(key, ())]
+        out += preferment.select(comps, query.skip.kind, query.skip.var, len(part), candidates)
+    out.sort(key=lambda m: m.order)
+    return out
+
+
 # ----------------------------------------------------------------------------------------------- public API
 
 
@@ -543,7 +573,7 @@ def matches(query: Query, events: Sequence[Event], *, ts_unit_ms: float | None =
     components; matches are ordered by the input positions of their events.
     """
     prep = _prepare(query, ts_unit_ms)
-    return [m.binding for m in _all_matches(prep, _sorted(events), prep.strategy)]
+    return [m.binding for m in _reported(prep, query, _sorted(events))]
 
 
 def match_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | None = None, *,
@@ -559,7 +589,7 @@ def match_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | N
     if is_trend_aggregate(query):
         raise OracleError("a trend-aggregate query has no match rows: use trend_aggregates()")
     prep = _prepare(query, ts_unit_ms)
-    found = _all_matches(prep, _sorted(events), prep.strategy)
+    found = _reported(prep, query, _sorted(events))
     if query.returns is not None:
         any_vars = frozenset(v for v, info in prep.vars.items() if info.any_)
         only = next(iter(prep.vars)) if len(prep.vars) == 1 else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from sparkcep.compiler.analysis.predicates import Predicate, Resolver, classify
-from sparkcep.compiler.analysis.resolve import VarInfo, check_pattern_shape, name_variables
+from sparkcep.compiler.analysis.resolve import VarInfo, check_bounds, check_pattern_shape, name_variables
 from sparkcep.ir.ast import (
     ENGINE_CASTS,
     ENGINE_FUNCTIONS,
@@ -151,6 +151,7 @@ def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = No
             aggregates = _aggregate_items(returns, return_names, partition, tuple(group_by), resolver)
         else:
             _check_match_returns(returns, variables, resolver)
+    check_bounds(pattern, mode, source)
     if mode == "match" and query.group_by:
         raise CEPSemanticError("GROUP BY needs a trend aggregate (COUNT(*), SUM(T.attr), ...) in RETURN",
                                query.group_by[0].span, source)

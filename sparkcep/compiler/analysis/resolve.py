@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Pattern, Seq
+from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Pattern, Seq, count_anchor
 from sparkcep.ir.errors import CEPSemanticError, Span
 from sparkcep.ir.naming import implicit_namer
 
@@ -96,6 +96,43 @@ def check_pattern_shape(p: Pattern, source: str | None) -> None:
     elif isinstance(p, Or):
         for a in p.alternatives:
             check_pattern_shape(a, source)
+
+
+def check_bounds(p: Pattern, mode: str, source: str | None) -> None:
+    """Where a bounded quantifier ``P{n,m}`` runs: in a match query, not inside a negation nor inside another
+    repetition, on a group only if one event of every iteration counts it (:func:`ir.ast.count_anchor`)."""
+
+    def visit(p: Pattern, repeated: bool, negated: bool) -> None:
+        if isinstance(p, Kleene):
+            if p.bounds is not None:
+                if mode == "aggregate":
+                    raise CEPSemanticError(
+                        "a bounded quantifier {n,m} in a trend-aggregate query: GRETA adds up counts per event, "
+                        "not per trend length, so it cannot keep to the bound exactly; return the matches (a "
+                        "match query) and aggregate those rows", p.span, source)
+                if negated:
+                    raise CEPSemanticError("a bounded quantifier {n,m} inside a negation is not supported: "
+                                           "negate the events written out, e.g. NOT SEQ(B x, B y)", p.span, source)
+                if repeated:
+                    raise CEPSemanticError("a bounded quantifier {n,m} inside a repetition (+, *, {n,m}) is not "
+                                           "supported: its count would be per iteration of the outer one",
+                                           p.span, source)
+                if count_anchor(p) is None:
+                    raise CEPSemanticError(
+                        "a bounded group (P){n,m} needs a single event that every iteration takes exactly once "
+                        "(SEQ(B b, C+ c[]) counts b), so that a match's events say how many iterations it has: "
+                        "(B+ b[]){2,} is B{2,} b[]", p.span, source)
+            visit(p.inner, repeated or p.op != "?", negated)
+        elif isinstance(p, Not):
+            visit(p.inner, repeated, True)
+        elif isinstance(p, Seq):
+            for i in p.items:
+                visit(i, repeated, negated)
+        elif isinstance(p, Or):
+            for a in p.alternatives:
+                visit(a, repeated, negated)
+
+    visit(p, False, False)
 
 
 def is_flat_sequence(p: Pattern) -> bool:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sparkcep.ir.ast import (
@@ -51,6 +52,8 @@ from sparkcep.ir.ast import (
     Or,
     Seq,
     conjuncts,
+    count_anchor,
+    count_bounds,
     walk,
 )
 from sparkcep.ir.errors import CEPError
@@ -89,7 +92,8 @@ class Alternative:
 
     __slots__ = ("index", "comps", "vars", "kleene", "m", "negs", "conjuncts", "all_vars", "_split",
                  "schedules", "trailing", "neg_vars", "first_var", "last_var", "any_vars", "outputs", "groups",
-                 "listed", "starts", "ends", "follow", "automaton", "conjuncts_without", "position")
+                 "listed", "starts", "ends", "follow", "automaton", "conjuncts_without", "position", "bounds",
+                 "group_bounds")
 
     def __init__(self, index: int, comps: tuple[int, ...], kleene: tuple[bool, ...], vars_: tuple[str, ...],
                  negs: tuple[NegPlan, ...], conjs: tuple[Conjunct, ...], any_vars: frozenset[str],
@@ -119,6 +123,12 @@ class Alternative:
         self.follow = tuple(((p,) if kleene[p] else ()) + ((p + 1,) if p + 1 < self.m else ())
                             for p in range(self.m))
         self.automaton: Automaton | None = None
+        #: per position, the ``(n, m)`` count bound of a ``T{n,m} v[]`` Kleene position (None: unbounded); None
+        #: when the alternative has none (set by :class:`Plan`)
+        self.bounds: tuple | None = None
+        #: an automaton's bounded groups ``(P){n,m}``: ``(anchor position, n, m, first, last)`` (see
+        #: :func:`match_runs._beyond_bound`)
+        self.group_bounds: tuple = ()
         self.conjuncts_without: Callable[[frozenset[str]], tuple[Conjunct, ...]] | None = None
         self._split: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.schedules: dict[str, Schedule] = {}
@@ -392,6 +402,9 @@ class Plan:
         collapsed = negated_kleene(pattern) - general_lists
         rewritten = [collapse_negated_kleene(p, collapsed, kleene_vars | collapsed) for e in spec.predicates
                      for p in conjuncts(e)]
+        # bounded quantifiers P{n,m}: P+ (P*) whose iterations, counted by one variable, lie in [n, m]
+        bounded = _bounded(pattern, spec.collapsed)
+        rewritten += [c for k in bounded for c in count_bounds(k)]
         # a negated variable is one event (a negation inside a repeated group applies per iteration)
         kleene_vars = (kleene_vars - negated) | general_lists
         self.kleene_vars, self.known = kleene_vars, frozenset(position)
@@ -422,6 +435,20 @@ class Plan:
         if any(not comps[position[v]].negated for v in groups if v in position):
             raise EngineUnsupportedError("negation of a sub-pattern needs its components marked negated")
         self.alternatives = tuple(alternatives)
+        # the count bound of each T{n,m} v[] position of a flat alternative, which the NFA^b runs enforce as they
+        # take events (skip_till_next_match must not see an event beyond m as selectable, nor leave before n)
+        single = {k.inner.var: k.bounds for k in bounded if isinstance(k.inner, EventPat)}
+        grouped = {count_anchor(k): k.bounds for k in bounded if not isinstance(k.inner, EventPat)}
+        for a in alternatives:
+            if a.automaton is None and any(v in single for v in a.vars):
+                a.bounds = tuple(single.get(v) if kl else None for v, kl in zip(a.vars, a.kleene, strict=True))
+            elif a.automaton is not None:
+                # (P){n,m} as an automaton: its anchor's position counts the iterations, its widest group range
+                # (P's positions) is what a run leaves once it has done them
+                a.group_bounds = tuple(
+                    (p, lo, hi, *max((r for r in a.groups if r[0] <= p <= r[1]), key=lambda r: r[1] - r[0],
+                                       default=(p, p)))
+                    for v, (lo, hi) in {**single, **grouped}.items() if (p := a.position.get(v)) is not None)
         for a in alternatives:
             # a repeated group runs on NFA^b runs (match_runs) under every strategy: construction over stacks
             # has no way back from a group's last position to its first
@@ -613,6 +640,35 @@ class Plan:
     def mask_of(self, event: dict) -> int:
         """Type test and local predicates, for an event that arrived without a ``_mask``."""
         return component_mask(self.by_type, event)
+
+
+def _bounded(pattern, collapsed: bool) -> list[Kleene]:
+    """The bounded quantifiers ``P{n,m}`` of a pattern, each with a :func:`count_anchor` (what ``check`` admits:
+    not inside a negation nor inside another repetition, no collapsed output)."""
+    out = []
+
+    def visit(p, repeated: bool, negated: bool) -> None:
+        if isinstance(p, Kleene):
+            if p.bounds is not None:
+                where = ("inside a negation" if negated else "inside another repetition" if repeated else
+                         "with collapsed output" if collapsed else None)
+                if where is not None:
+                    raise EngineUnsupportedError(f"a bounded quantifier {{n,m}} {where} is not supported")
+                if count_anchor(p) is None:
+                    raise EngineUnsupportedError("a bounded group needs a single event every iteration takes once")
+                inner = p.inner
+                while isinstance(inner, Seq) and len(inner.items) == 1:
+                    inner = inner.items[0]
+                out.append(replace(p, inner=inner))
+            visit(p.inner, repeated or p.op != "?", negated)
+        elif isinstance(p, Not):
+            visit(p.inner, repeated, True)
+        elif isinstance(p, (Seq, Or)):
+            for i in (p.items if isinstance(p, Seq) else p.alternatives):
+                visit(i, repeated, negated)
+
+    visit(pattern, False, False)
+    return out
 
 
 def _flat_pattern(comps: tuple[Component, ...]):

@@ -173,6 +173,27 @@ def _extended(alt: Alternative, run: Run | None, p: int, ev: dict) -> dict:
     return binding
 
 
+def _beyond_bound(alt: Alternative, binding: dict, here: int, p: int) -> bool:
+    """Does a count bound keep a run at position ``here`` from moving to ``p`` (-1: from completing)?  At a
+    ``T{n,m} v[]`` position: another event of ``v`` past ``m``, or leaving ``v`` before ``n``; in a bounded group
+    ``(P){n,m}`` of an automaton: entering its anchor (the event each iteration takes once) an ``m+1``-th time,
+    or leaving the group's positions after fewer than ``n`` iterations.  The oracle's bounded repetition, so such
+    an event is not selectable either (skip_till_next_match)."""
+    if alt.group_bounds:
+        for anchor, lo, hi, first, last in alt.group_bounds:
+            n = len(binding.get(alt.vars[anchor]) or ())
+            if p == anchor and hi is not None and n >= hi:
+                return True
+            if first <= here <= last and not first <= p <= last and n < lo:
+                return True
+        return False
+    bound = alt.bounds[here] if alt.bounds is not None and here >= 0 else None
+    if bound is None:
+        return False
+    n = len(binding[alt.vars[here]])
+    return (bound[1] is not None and n >= bound[1]) if p == here else n < bound[0]
+
+
 def _at(alt: Alternative, binding: dict) -> int | None:
     """The position of ``alt`` a run with ``binding`` would be at: the binding's events in ts order must be a
     path of ``alt`` (None: they are not, e.g. another alternative's variables)."""
@@ -205,6 +226,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     interval = alt.interval
     follow, starts, ends = alt.follow, alt.starts, alt.ends
     automaton = alt.automaton is not None
+    bounded = alt.bounds is not None or bool(alt.group_bounds)
     # an automaton's match is postponed only if its path ends on an edge with a negated end (its last event's
     # position has an ``(p, END)`` edge): the others are decided, and emitted, as soon as they complete
     postponed_ends = frozenset(p for p, q in alt.automaton.edges if q == END) if automaton else frozenset()
@@ -215,6 +237,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     def complete(run: Run) -> None:
         binding = run.binding
         if automaton:
+            if bounded and _beyond_bound(alt, binding, run.pos, -1):
+                return  # a bounded group left after fewer than n iterations
             if not checks.completes(binding) or alt.blocked_on_edges(negs, binding, window, False):
                 return
             if run.pos not in postponed_ends:
@@ -223,6 +247,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                     over_budget()
                 return
         else:
+            if bounded and _beyond_bound(alt, binding, run.pos, -1):
+                return  # fewer than n events of a T{n,m} v[] at the end
             if alt.kleene[run.pos]:
                 for check, _ in checks.whole[run.pos]:
                     if check(binding) is not True:
@@ -241,7 +267,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 continue
             positions = other_split(mask)[0]
             for p in other.follow[here]:
-                if p in positions:
+                if p in positions and not _beyond_bound(other, run.binding, here, p):
                     binding = _extended(other, run, p, ev)
                     if other_checks.evaluate(binding, p, here)[0] and other_checks.undecided_hold(binding, p):
                         return True
@@ -264,7 +290,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
             selected = False
             if ts > run.last_ts:
                 for p in follow[run.pos]:
-                    if p not in positions:
+                    if p not in positions or (bounded and _beyond_bound(alt, run.binding, run.pos, p)):
                         continue
                     binding = _extended(alt, run, p, ev)
                     decided, grows_ok = checks.evaluate(binding, p, run.pos)
