@@ -228,13 +228,8 @@ class CompiledQuery:
         check_attributes(schema.fieldNames(), referenced_attributes(plan))
         timeout_spec = timeout_spec_of(spec)
         if not streaming:
-            view = _view_of(df)
-            result = _batch_matches(df, view, plan, spec, schema, ts_col=self.ts_col, type_col=self.type_col,
-                                    buckets=self.buckets, **self._budget_option(spec))
-            result.timeouts = None if timeout_spec is None else _batch_matches(
-                df, view, plan, timeout_spec, schema, ts_col=self.ts_col, type_col=self.type_col,
-                buckets=self.buckets, **self._budget_option(spec))
-            return result
+            return _batch_matches(df, _view_of(df), plan, spec, schema, ts_col=self.ts_col, type_col=self.type_col,
+                                  buckets=self.buckets, timeout_spec=timeout_spec, **self._budget_option(spec))
         # the watermark on every event of the source, before the filter: any event moves event time
         events = watermarked(df, self.ts_col, self.lateness, ts_unit=self.ts_unit)
         candidates = df.sparkSession.sql(filter_sql(plan, _view_of(events), schema.fieldNames(), pretty=False,
@@ -291,11 +286,12 @@ def timeout_spec_of(spec):
 
 
 def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type_col: str,
-                   buckets: int | None, **options):
+                   buckets: int | None, timeout_spec=None, **options):
     """A batch run: :func:`~sparkcep.spark.adapters.batch_matches` (repartition by key,
     ``mapInArrow``) over the Spark SQL filter, with Spark's fixed cost per job cut: the filter and the column
     pruning are one SQL query, and the operator's input schema is derived here instead of asked from the JVM.
-    ``buckets``, if set, is the number of partitions; ``options`` (``max_matches``) go to the operator."""
+    ``buckets``, if set, is the number of partitions; ``options`` (``max_matches``) go to the operator.
+    ``timeout_spec``: the result's ``timeouts`` is its rows over the same candidates (else None)."""
     from sparkcep.compiler.codegen.sql import CONTIGUITY
     from sparkcep.spark.adapters import batch_matches
 
@@ -305,8 +301,12 @@ def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type
                                                 drop=drop, types=_column_types(schema)))
     if any(n.computed for n in chain(plan) if isinstance(n, Project)):  # hidden columns: Spark knows their types
         candidate_schema = candidates.schema
-    return batch_matches(candidates, spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col,
-                         **options)
+    result = batch_matches(candidates, spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col,
+                           **options)
+    # the timed-out partial matches over the same candidates (the same SQL filter: no second query to analyse)
+    result.timeouts = None if timeout_spec is None else batch_matches(
+        candidates, timeout_spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col, **options)
+    return result
 
 
 def _column_types(schema) -> dict[str, str]:
