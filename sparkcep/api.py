@@ -203,6 +203,11 @@ class CompiledQuery:
         of numeric ts is 1 ms; see :func:`~sparkcep.spark.adapters.watermarked`), and
         ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
         with a checkpoint.
+
+        The result of a match query carries ``result.timeouts``: the DataFrame of its timed-out partial matches
+        (the result's columns and ``timeout_step``; streaming: a second stateful query to start, with its own
+        checkpoint), or None where they are not defined (a trend query; Kleene, negation, ``OR``, a strategy
+        other than skip_till_any_match; docs/language.md, "Timed-out partial matches").
         """
         from sparkcep.spark.adapters import apply_match, watermarked, with_event_time
         from sparkcep.spark.operator import engine_of
@@ -226,9 +231,10 @@ class CompiledQuery:
         spec = operator_spec(plan)
         engine_of(spec).check(spec)
         check_attributes(schema.fieldNames(), referenced_attributes(plan))
+        timeout_spec = timeout_spec_of(spec)
         if not streaming:
-            return _batch_matches(df, _view_of(df), plan, spec, schema, ts_col=self.ts_col,
-                                  type_col=self.type_col, buckets=self.buckets, **self._budget_option(spec))
+            return _batch_matches(df, _view_of(df), plan, spec, schema, ts_col=self.ts_col, type_col=self.type_col,
+                                  buckets=self.buckets, timeout_spec=timeout_spec, **self._budget_option(spec))
         # the watermark on every event of the source, before the filter: any event moves event time
         events = watermarked(df, self.ts_col, self.lateness, ts_unit=self.ts_unit)
         candidates = df.sparkSession.sql(filter_sql(plan, _view_of(events), schema.fieldNames(), pretty=False,
@@ -237,12 +243,16 @@ class CompiledQuery:
         if self.shedding_latency:  # streaming only: a batch has no latency to keep, it is never shed
             candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
         candidates = with_event_time(candidates, events, self.ts_col, keep_late=side_channel, ts_unit=self.ts_unit)
+        uncounted = candidates
         if side_channel:
             from sparkcep.spark.sinks import counted
 
             candidates = counted(candidates, "events_relevant")
         result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
                              buckets=self.buckets, ts_unit=self.ts_unit, **self._budget_option(spec))
+        result.timeouts = None if timeout_spec is None else apply_match(
+            uncounted, timeout_spec, ts_col=self.ts_col, type_col=self.type_col, buckets=self.buckets,
+            ts_unit=self.ts_unit, **self._budget_option(spec))
         if shedding is not None:
             result.shedding = shedding  # the stage's handle: per-batch drops per type, latency, rho
         return result
@@ -264,12 +274,29 @@ class CompiledQuery:
                               dropped_output=self.dropped_output)
 
 
+def timeout_spec_of(spec):
+    """The timed-out partial matches of a match query (:class:`~sparkcep.ir.spec.TimeoutSpec`), or None: a
+    trend query, or a match query outside their definition (docs/language.md, "Timed-out partial matches")."""
+    from sparkcep.ir.spec import MatchSpec, TimeoutSpec
+    from sparkcep.runtime_udfs.match import timeouts
+
+    if not isinstance(spec, MatchSpec):
+        return None
+    timeout_spec = TimeoutSpec.of(spec)
+    try:
+        timeouts.check(timeout_spec)
+    except CEPError:
+        return None
+    return timeout_spec
+
+
 def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type_col: str,
-                   buckets: int | None, **options):
+                   buckets: int | None, timeout_spec=None, **options):
     """A batch run: :func:`~sparkcep.spark.adapters.batch_matches` (repartition by key,
     ``mapInArrow``) over the Spark SQL filter, with Spark's fixed cost per job cut: the filter and the column
     pruning are one SQL query, and the operator's input schema is derived here instead of asked from the JVM.
-    ``buckets``, if set, is the number of partitions; ``options`` (``max_matches``) go to the operator."""
+    ``buckets``, if set, is the number of partitions; ``options`` (``max_matches``) go to the operator.
+    ``timeout_spec``: the result's ``timeouts`` is its rows over the same candidates (else None)."""
     from sparkcep.spark.adapters import batch_matches
 
     arrival = reads_every_event(spec)
@@ -278,8 +305,12 @@ def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type
                                                 drop=drop, types=_column_types(schema)))
     if any(n.computed for n in chain(plan) if isinstance(n, Project)):  # hidden columns: Spark knows their types
         candidate_schema = candidates.schema
-    return batch_matches(candidates, spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col,
-                         **options)
+    result = batch_matches(candidates, spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col,
+                           **options)
+    # the timed-out partial matches over the same candidates (the same SQL filter: no second query to analyse)
+    result.timeouts = None if timeout_spec is None else batch_matches(
+        candidates, timeout_spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col, **options)
+    return result
 
 
 def _column_types(schema) -> dict[str, str]:
