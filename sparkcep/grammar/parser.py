@@ -146,6 +146,14 @@ class _Returns:
 
 
 @dataclass(frozen=True)
+class _Having:
+    """A HAVING clause; its span locates the error when HAVING is written twice."""
+
+    expr: ast.Expr
+    span: Span
+
+
+@dataclass(frozen=True)
 class _Where:
     """A WHERE clause, plain or in the SASE+ form ``WHERE strategy(vars) { expr }``."""
 
@@ -194,10 +202,13 @@ class _ToAst(Transformer_NonRecursive):
         return latency
 
     def query(self, meta, children):
-        name, ret_first, pattern, using, where, group_by, window, skip, ret_last = children
+        name, ret_first, pattern, using, where, group_by, having_first, window, skip, ret_last, having_last = children
         if ret_first is not None and ret_last is not None:
             raise CEPSyntaxError("RETURN given twice: write it either before PATTERN or after WITHIN",
                                  ret_last.span)
+        if having_first is not None and having_last is not None:
+            raise CEPSyntaxError("HAVING given twice: write it either after GROUP BY or last", having_last.span)
+        having = having_first or having_last
         if using is not None and where is not None and where.strategy is not None:
             raise CEPSyntaxError("selection strategy given twice: in USING and in WHERE", where.span)
         returns = ret_first or ret_last
@@ -215,6 +226,7 @@ class _ToAst(Transformer_NonRecursive):
             slide=slide,
             return_first=ret_first is not None,
             span=_span(meta),
+            having=None if having is None else having.expr,
             skip=skip,
         )
 
@@ -224,6 +236,10 @@ class _ToAst(Transformer_NonRecursive):
 
     def return_clause(self, meta, items):
         return _Returns(tuple(items), _span(meta))
+
+    def having_clause(self, meta, children):
+        (expr,) = children
+        return _Having(expr, _span(meta))
 
     def return_item(self, meta, children):
         expr, alias = children
@@ -544,7 +560,7 @@ _WORDS = {
     "_BETWEEN": "BETWEEN", "_LIKE": "LIKE", "_CASE": "CASE", "_WHEN": "WHEN", "_THEN": "THEN", "_ELSE": "ELSE",
     "_END": "END", "_CAST": "CAST",
     "_RETURN": "RETURN", "_PATTERN": "PATTERN", "_EVENT": "PATTERN", "_USING": "USING", "_WHERE": "WHERE",
-    "_GROUP_BY": "GROUP BY", "_WITHIN": "WITHIN", "_SLIDE": "SLIDE", "_AFTER": "AFTER MATCH SKIP",
+    "_GROUP_BY": "GROUP BY", "_HAVING": "HAVING", "_WITHIN": "WITHIN", "_SLIDE": "SLIDE", "_AFTER": "AFTER MATCH SKIP",
     "_MATCH": "MATCH", "_SKIP": "SKIP", "_PAST": "PAST", "_TO": "TO", "_FIRST": "FIRST", "_LAST": "LAST",
     "_ROW": "EVENT",
     "_COMMA": "','", "_COLON": "':'", "_RPAR": "')'", "_RSQB": "']'", "_RBRACE": "'}'", "_SEMI": "';'",

@@ -274,7 +274,9 @@ class Query:
     return_first: bool = False
     span: Span | None = _span()
     #: ``AFTER MATCH SKIP ...`` (None: every match under the strategy is reported)
-    skip: AfterMatchSkip | None = None
+    skip: AfterMatchSkip | None = field(default=None, metadata={"omit_default": True})
+    #: ``HAVING cond`` of a trend-aggregate query: a condition over its GROUP BY attributes and aggregates
+    having: Expr | None = field(default=None, metadata={"omit_default": True})
 
 
 @dataclass(frozen=True)

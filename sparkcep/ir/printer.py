@@ -63,6 +63,8 @@ def format_query(query: ast.Query) -> str:
         lines.append("WHERE " + format_expr(query.where))
     if query.group_by:
         lines.append("GROUP BY " + ", ".join(format_expr(a) for a in query.group_by))
+    if query.having is not None:
+        lines.append("HAVING " + format_expr(query.having))
     window = "WITHIN " + _duration(query.within)
     if query.slide is not None:
         window += " SLIDE " + _duration(query.slide)

@@ -77,6 +77,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -94,6 +95,7 @@ from sparkcep.ir.ast import (
     Expr,
     Func,
     Kleene,
+    Literal,
     Not,
     Or,
     Pattern,
@@ -717,8 +719,43 @@ def trend_aggregates(query: Query, events: Sequence[Event], *,
                     row[name] = _aggregate(item.expr, prep, groups[value])
                 else:
                     row[name] = row[attr_name(item.expr)]
-            rows.append(row)
+            if query.having is None or _having_holds(query.having, prep, groups[value], row):
+                rows.append(row)
     return rows
+
+
+def _having_holds(having: Expr, prep: _Prepared, found: list[_Match], row: dict[str, Any]) -> bool:
+    """HAVING of one window and group, from its definition: each trend aggregate in it computed over the
+    group's matches ``found`` (whether RETURN has it or not), each bare name the row's column of that name
+    (a group attribute, ``window_start``/``window_end``, a RETURN name or alias)."""
+    def value(n):
+        if isinstance(n, Func):
+            return Literal(_aggregate(n, prep, found))
+        if isinstance(n, Attr) and n.var is None:
+            if n.attr not in row:
+                raise OracleError(f"HAVING: {n.attr} is no column of the trend row")
+            return Literal(row[n.attr])
+        if isinstance(n, Attr):
+            raise OracleError(f"HAVING: {n.var}.{n.attr} is an attribute of one event")
+        return n
+
+    return holds(compile_expr(_map_top_down(having, value))({}))
+
+
+def _map_top_down(node, fn):
+    """``node`` with ``fn`` applied top-down: a node ``fn`` replaces is not entered (an aggregate's argument
+    is not an expression of its own)."""
+    new = fn(node)
+    if new is not node or not dataclasses.is_dataclass(node):
+        return new
+    changes = {}
+    for f in dataclasses.fields(node):
+        v = getattr(node, f.name)
+        if isinstance(v, tuple):
+            changes[f.name] = tuple(_map_top_down(x, fn) if dataclasses.is_dataclass(x) else x for x in v)
+        elif dataclasses.is_dataclass(v) and f.name != "span":
+            changes[f.name] = _map_top_down(v, fn)
+    return dataclasses.replace(node, **changes)
 
 
 def _group_value(group_by: list[Attr], prep: _Prepared, m: _Match) -> tuple:
