@@ -303,7 +303,7 @@ def cmd_run(args, text: str, cli) -> int:
 
     _refuse(args, {"--query": None, "--ts-col": "ts", "--type-col": "type", "--collapsed": False,
                    "--max-matches": None, "--known-types": None, "--shedding-latency": None,
-                   "--dropped-output": None, "--shedding-training": None})
+                   "--dropped-output": None, "--shedding-training": None, "--timeouts": False})
     qs = statements(text, streaming=args.stream)
     if len(qs) > 1:
         return _run_workload(args, qs, cli)
