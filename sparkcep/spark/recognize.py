@@ -127,22 +127,49 @@ def time_column(spec_or_q: Any) -> str | None:
     return spec_or_q.order_by[0].column if spec_or_q.order_by else None
 
 
-def _ts_of(df: DataFrame, column: str | None) -> Any:
-    """The ``__ts`` value of ``column``: epoch microseconds for a time, the number itself, else NULL."""
-    if column is not None and column not in df.columns:  # Spark resolves names case-insensitively
+def _time_field(df: DataFrame, column: str | None) -> tuple[str | None, str | None]:
+    """``(name, kind)`` of the time ``column`` in ``df`` (Spark resolves names case-insensitively): kind
+    ``timestamp``, ``ntz``, ``date``, ``number``, or None (no such column, or a type without event time)."""
+    if column is not None and column not in df.columns:
         column = next((c for c in df.columns if c.lower() == column.lower()), None)
     if column is None:
+        return None, None
+    dtype = df.schema[column].dataType
+    for types, kind in ((TimestampType, "timestamp"), (TimestampNTZType, "ntz"), (DateType, "date"),
+                        (NumericType, "number")):
+        if isinstance(dtype, types):
+            return column, kind
+    return column, None
+
+
+def _ts_of(df: DataFrame, column: str | None) -> Any:
+    """The ``__ts`` value of ``column``: epoch microseconds for a time, the number itself, else NULL (the batch
+    path derives the same values in Python from the time column: :func:`_arrow_ts`)."""
+    column, kind = _time_field(df, column)
+    if kind is None:
         return F.lit(None).cast("double")
-    col, dtype = F.col(quoted(column)), df.schema[column].dataType
-    if isinstance(dtype, TimestampType):
+    col = F.col(quoted(column))
+    if kind == "timestamp":
         return F.unix_micros(col)
-    if isinstance(dtype, TimestampNTZType):  # wall-clock micros since 1970 (no session zone, no DST jump)
+    if kind == "ntz":  # wall-clock micros since 1970 (no session zone, no DST jump)
         return F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), col)
-    if isinstance(dtype, DateType):
+    if kind == "date":
         return F.unix_date(col).cast("bigint") * F.lit(86_400_000_000)
-    if isinstance(dtype, NumericType):
-        return col
-    return F.lit(None).cast("double")
+    return col
+
+
+def _arrow_ts(table: pa.Table, column: str | None, kind: str | None) -> pa.ChunkedArray:
+    """The ``__ts`` column of a batch partition computed from its time ``column`` of ``kind``
+    (:func:`_time_field`), equal to what :func:`_ts_of` makes in Spark: Arrow holds a TIMESTAMP as UTC
+    microseconds, a TIMESTAMP_NTZ as wall-clock microseconds, a DATE as days."""
+    if kind is None:
+        return pa.chunked_array([pa.nulls(table.num_rows, pa.float64())])
+    col = table.column(column)
+    if kind in ("timestamp", "ntz"):
+        return pc.cast(col.cast(pa.timestamp("us", tz=col.type.tz)), pa.int64())
+    if kind == "date":
+        return pc.multiply(pc.cast(pc.cast(col, pa.int32()), pa.int64()), 86_400_000_000)
+    return col
 
 
 #: PySpark's loggers that print an analysis error with its Java stack on stderr when it is raised.
@@ -333,11 +360,25 @@ def _partition_ids(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray | No
     return ids
 
 
+def _partitions(table: pa.Table, ids: np.ndarray | None) -> tuple[pa.Table, list[int]]:
+    """``(table, bounds)``: the rows of each partition key together (``bounds[k]:bounds[k + 1]``).  Spark's sort
+    puts the partition columns first, so each key is one run already and the table is kept as it is; a key in
+    several runs (a value Spark and Arrow group differently) is gathered by :func:`by_id`."""
+    n = table.num_rows
+    if ids is None or n < 2:
+        return table, [0, n]
+    cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    if len(cuts) + 1 == len(np.unique(ids)):
+        return table, [0, *cuts.tolist(), n]
+    return by_id(table, ids)
+
+
 #: Rows converted to Python dicts at a time in a batch partition (and results converted back to Arrow at once).
 CHUNK_ROWS = 1 << 16
 
 
-def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True) -> Callable[
+def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True,
+                       time: tuple[str | None, str | None] | None = None) -> Callable[
         [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``fn(batches) -> batches`` for ``mapInArrow`` over rows repartitioned by the PARTITION BY columns and
     sorted: every row pattern partition in it run by the engine.  Rows become Python dicts about
@@ -346,7 +387,8 @@ def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool 
     can still need), so memory follows the chunk, not the Spark partition.  ``resort``: sort each partition
     again by the engine's ``sort_key`` (stable, so Spark's order stays among rows it calls equal; a partition
     is then converted whole); not needed when Spark orders every sort column as Python does
-    (:func:`spark_orders_like_python`)."""
+    (:func:`spark_orders_like_python`).  ``time``: ``(column, kind)`` of :func:`_time_field` when the batches
+    come without :data:`TS` (not shuffled: derived here by :func:`_arrow_ts`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = gathered(batches)
@@ -355,9 +397,10 @@ def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool 
         engine = _engine()
         schema = _arrow_schema(struct)
         key = engine.sort_key(spec) if resort else None
+        if time is not None and TS not in table.column_names:
+            table = table.append_column(TS, _arrow_ts(table, *time))
         names = list(table.column_names)
-        ids = _partition_ids(table, spec.partition_by)
-        table, bounds = by_id(table, ids) if ids is not None else (table, [0, table.num_rows])
+        table, bounds = _partitions(table, _partition_ids(table, spec.partition_by))
         parts = list(itertools.pairwise(bounds))
         out: list[dict] = []
         j = 0
@@ -397,13 +440,18 @@ def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: in
     """The engine's result over a batch ``projected`` (:func:`project`): repartitioned by PARTITION BY
     (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``; one without PARTITION BY),
     sorted within, one ``mapInArrow`` pass (:func:`partition_function`)."""
-    df = projected.select(*[F.col(quoted(c)) for c in _engine_columns(projected, spec)])
+    time = _time_field(projected, time_column(spec))
+    # __ts is a function of the time column: derived in Python (_arrow_ts), not shuffled and sent as well
+    columns = [c for c in _engine_columns(projected, spec) if c != TS]
+    if time[0] is not None and time[0] not in columns:
+        columns.append(time[0])
+    df = projected.select(*[F.col(quoted(c)) for c in columns])
     keys = [F.col(quoted(c)) for c in spec.partition_by]
     spread = df.repartition(shuffle_partitions(df, partitions), *keys) if keys else df.repartition(1)
     spread = spread.sortWithinPartitions(*_sort_columns(df, spec))
     struct = output_struct(spec)
     resort = not spark_orders_like_python(df.schema, spec)
-    return spread.mapInArrow(partition_function(spec, struct, resort=resort), struct)
+    return spread.mapInArrow(partition_function(spec, struct, resort=resort, time=time), struct)
 
 
 #: Spark types whose order is Python's on the values Arrow gives (NULLs and NaN placed by the sort itself).
