@@ -376,13 +376,53 @@ def _partitions(table: pa.Table, ids: np.ndarray | None) -> tuple[pa.Table, list
 #: Rows converted to Python dicts at a time in a batch partition (and results converted back to Arrow at once).
 CHUNK_ROWS = 1 << 16
 
+#: Rows of whole partitions given to the columnar kernel at a time (a larger partition goes alone).
+KERNEL_ROWS = 1 << 20
+
+
+def _kernel():
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    return kernel
+
+
+def kernel_runs(spec: RecognizeSpec) -> bool:
+    """Whether the batch path gives ``spec``'s partitions to the columnar kernel
+    (:mod:`sparkcep.runtime_udfs.recognize.kernel`; explain says why not)."""
+    return _kernel().eligibility(spec).ok
+
+
+def _runs(parts: list[tuple[int, int]], limit: int, j: int = 0) -> Iterator[tuple[int, int]]:
+    """``(j, k)``: consecutive ``parts[j:k]`` (from ``parts[j]`` on) of at most ``limit`` rows together (at
+    least one part each)."""
+    while j < len(parts):
+        k = j + 1
+        while k < len(parts) and parts[k][1] - parts[j][0] <= limit:
+            k += 1
+        yield j, k
+        j = k
+
+
+def _typed(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
+    """The kernel's result (``spec.output`` columns in order, natural Arrow types) cast to the output
+    ``schema``, or None when a value does not fit (the row engine then runs the chunk: a NULL per bad value)."""
+    try:
+        return pa.Table.from_arrays([table.column(i).cast(f.type) for i, f in enumerate(schema)], schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        return None
+
 
 def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True,
                        time: tuple[str | None, str | None] | None = None) -> Callable[
         [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``fn(batches) -> batches`` for ``mapInArrow`` over rows repartitioned by the PARTITION BY columns and
-    sorted: every row pattern partition in it run by the engine.  Rows become Python dicts about
-    :data:`CHUNK_ROWS` at a time: runs of whole small partitions (``run_partition`` each), or a larger
+    sorted: every row pattern partition in it run by the engine.
+
+    When the columnar kernel takes the spec (:func:`kernel_runs`) and Spark's order is the engine's
+    (``resort`` false), runs of whole partitions of about :data:`KERNEL_ROWS` rows go to
+    ``kernel.run_chunk`` as Arrow columns, its result cast to the output schema; a chunk the kernel declines
+    (values it does not read, e.g. NaN) goes to the row engine.  The row engine: rows become Python dicts
+    about :data:`CHUNK_ROWS` at a time: runs of whole small partitions (``run_partition`` each), or a larger
     partition's rows in chunks (``step``, then ``advance(final=True)``: the engine keeps only what later rows
     can still need), so memory follows the chunk, not the Spark partition.  ``resort``: sort each partition
     again by the engine's ``sort_key`` (stable, so Spark's order stays among rows it calls equal; a partition
@@ -394,46 +434,61 @@ def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool 
         table = gathered(batches)
         if table is None:
             return
-        engine = _engine()
         schema = _arrow_schema(struct)
-        key = engine.sort_key(spec) if resort else None
         if time is not None and TS not in table.column_names:
             table = table.append_column(TS, _arrow_ts(table, *time))
-        names = list(table.column_names)
         table, bounds = _partitions(table, _partition_ids(table, spec.partition_by))
         parts = list(itertools.pairwise(bounds))
-        out: list[dict] = []
-        j = 0
-        while j < len(parts):
-            a, b = parts[j]
-            if b - a > CHUNK_ROWS and key is None:  # a large partition, in chunks
-                state = engine.init_state(spec)
-                for lo in range(a, b, CHUNK_ROWS):
-                    state, rows = engine.step(spec, state, _arrow_rows(table.slice(lo, min(CHUNK_ROWS, b - lo)),
-                                                                       names))
-                    out.extend(rows)
-                    if len(out) >= CHUNK_ROWS:
-                        yield from _to_table(out, schema).to_batches()
-                        out = []
-                state, rows = engine.advance(spec, state, None, final=True)
-                out.extend(rows)
-                j += 1
-            else:  # whole partitions, as many as fit in a chunk (at least one)
-                k = j
-                while k + 1 < len(parts) and parts[k + 1][1] - a <= CHUNK_ROWS:
-                    k += 1
-                rows = _arrow_rows(table.slice(a, parts[k][1] - a), names)
-                for x, y in parts[j:k + 1]:
-                    part = rows[x - a:y - a]
-                    out.extend(engine.run_partition(spec, part if key is None else sorted(part, key=key)))
-                j = k + 1
-            if len(out) >= CHUNK_ROWS:
-                yield from _to_table(out, schema).to_batches()
-                out = []
-        if out:
-            yield from _to_table(out, schema).to_batches()
+        if resort or not kernel_runs(spec):
+            yield from _engine_batches(spec, table, parts, schema, resort)
+            return
+        kernel = _kernel()
+        for j, k in _runs(parts, KERNEL_ROWS):
+            a, b = parts[j][0], parts[k - 1][1]
+            got = kernel.run_chunk(spec, table.slice(a, b - a), [x - a for x, _ in parts[j:k]] + [b - a])
+            got = None if got is None else _typed(got, schema)
+            if got is None:
+                yield from _engine_batches(spec, table, parts[j:k], schema, False)
+            else:
+                yield from got.to_batches()
 
     return run
+
+
+def _engine_batches(spec: RecognizeSpec, table: pa.Table, parts: list[tuple[int, int]], schema: pa.Schema,
+                    resort: bool) -> Iterator[pa.RecordBatch]:
+    """The row engine's results over the partitions ``parts`` (row ranges) of ``table`` (see
+    :func:`partition_function`)."""
+    engine = _engine()
+    key = engine.sort_key(spec) if resort else None
+    names = list(table.column_names)
+    out: list[dict] = []
+    j = 0
+    while j < len(parts):
+        a, b = parts[j]
+        if b - a > CHUNK_ROWS and key is None:  # a large partition, in chunks
+            state = engine.init_state(spec)
+            for lo in range(a, b, CHUNK_ROWS):
+                state, rows = engine.step(spec, state, _arrow_rows(table.slice(lo, min(CHUNK_ROWS, b - lo)), names))
+                out.extend(rows)
+                if len(out) >= CHUNK_ROWS:
+                    yield from _to_table(out, schema).to_batches()
+                    out = []
+            state, rows = engine.advance(spec, state, None, final=True)
+            out.extend(rows)
+            j += 1
+        else:  # whole partitions, as many as fit in a chunk (at least one)
+            k = next(_runs(parts, CHUNK_ROWS, j))[1]
+            rows = _arrow_rows(table.slice(a, parts[k - 1][1] - a), names)
+            for x, y in parts[j:k]:
+                part = rows[x - a:y - a]
+                out.extend(engine.run_partition(spec, part if key is None else sorted(part, key=key)))
+            j = k
+        if len(out) >= CHUNK_ROWS:
+            yield from _to_table(out, schema).to_batches()
+            out = []
+    if out:
+        yield from _to_table(out, schema).to_batches()
 
 
 def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: int | None = None) -> DataFrame:
