@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkcep.ir import recognize as R
+from sparkcep.ir.ast import Unary
 from sparkcep.oracles.recognize import recognize
 from sparkcep.runtime_udfs import recognize as engine
 from sparkcep.runtime_udfs.recognize import kernel
@@ -22,6 +23,7 @@ from tests.recognize_strategies import (
     classifier,
     col,
     first,
+    func,
     is_null,
     last,
     lit,
@@ -36,6 +38,7 @@ from tests.recognize_strategies import (
     prev,
     row_patterns,
     seq,
+    strip_exclusion,
 )
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -83,7 +86,9 @@ def _operand(draw, shift_ok=True):
 @st.composite
 def _condition(draw):
     def atom():
-        kind = draw(st.sampled_from(("num", "num", "num", "str", "float")))
+        kind = draw(st.sampled_from(("num", "num", "num", "str", "float", "null")))
+        if kind == "null":
+            return (is_null if draw(st.booleans()) else lambda e: Unary("IS NOT NULL", e))(draw(_operand()))
         if kind == "str":
             return op(draw(st.sampled_from(("=", "<", "!="))), col("s"), lit(draw(st.sampled_from("abc"))))
         if kind == "float":
@@ -110,31 +115,40 @@ def _bind_self(e, var):
 
 
 @st.composite
-def _measures(draw, refs):
+def _measures(draw, refs, one_row):
+    sems = (None, "FINAL") if one_row else (None, "FINAL", "RUNNING")
     out = [("mn", R.MatchNumber())]
     for i in range(draw(st.integers(1, 4))):
         var = draw(st.sampled_from(refs))
+        sem = draw(st.sampled_from(sems))
         c = draw(st.sampled_from(("x", "y", "t", "s", "f")))
         num = draw(st.sampled_from(("x", "y", "f")))
-        kind = draw(st.sampled_from(("col", "first", "last", "agg", "count", "prev", "next", "cls", "pcls")))
+        kind = draw(st.sampled_from(("col", "first", "last", "agg", "count", "prev", "next", "cls", "pcls",
+                                     "expr")))
         if kind == "col":
             e = col(c, var)
         elif kind == "first":
-            e = first(col(c, var), draw(st.integers(0, 1)))
+            e = first(col(c, var), draw(st.integers(0, 1)), sem)
         elif kind == "last":
-            e = last(col(c, var), draw(st.integers(0, 1)))
+            e = last(col(c, var), draw(st.integers(0, 2)), sem)
         elif kind == "agg":
-            e = agg(draw(st.sampled_from(("sum", "min", "max", "avg", "count"))), col(num, var), var)
+            e = agg(draw(st.sampled_from(("sum", "min", "max", "avg", "count"))), col(num, var), var, sem)
         elif kind == "count":
-            e = agg("count", None, var)
+            e = agg("count", None, var, sem)
         elif kind == "next":
-            e = nxt(first(col(c, var)), draw(st.integers(1, 2)))
+            e = nxt(first(col(c, var), 0, sem), draw(st.integers(1, 2)))
         elif kind == "prev":
-            e = prev(last(col(c, var)), draw(st.integers(1, 2)))
+            e = prev(last(col(c, var), 0, sem), draw(st.integers(1, 2)))
         elif kind == "cls":
-            e = classifier(var)
+            e = classifier(var, sem)
+        elif kind == "expr":  # an expression over gathered values
+            e = draw(st.sampled_from((
+                op("-", last(col(num, var), 0, sem), first(col(num), 0, sem)),
+                op("/", agg("sum", col(num, var), var, sem), op("+", agg("count", None, None, sem), lit(1))),
+                op("AND", op("=", classifier(var, sem), lit("A")), op(">", col(num), lit(0))),
+                not_(op("<", col(num, var), prev(col(num)))))))
         else:
-            e = prev(classifier())
+            e = prev(classifier(None, sem))
         out.append((f"m{i}", e))
     return out
 
@@ -153,8 +167,12 @@ def eligible_specs(draw):
     if kind in (R.SKIP_TO_FIRST, R.SKIP_TO_LAST):
         skip = R.Skip(kind, draw(st.sampled_from([*variables, *(n for n, _ in subsets)])))
     refs = [None, *variables, *(n for n, _ in subsets)]
-    return make_spec(pattern, columns=COLUMNS, defines=defines, measures=draw(_measures(refs)), skip=skip,
-                     partition_by=("k",), subsets=subsets,
+    rows_per_match = draw(st.sampled_from(R.ROWS_PER_MATCH))
+    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED:
+        pattern = strip_exclusion(pattern)  # the standard refuses exclusion WITH UNMATCHED ROWS
+    return make_spec(pattern, columns=COLUMNS, defines=defines, measures=draw(_measures(refs, rows_per_match
+                                                                                          == R.ONE_ROW)),
+                     skip=skip, rows_per_match=rows_per_match, partition_by=("k",), subsets=subsets,
                      within=draw(st.one_of(st.none(), st.none(), st.integers(1, 6))))
 
 
@@ -216,9 +234,11 @@ def test_the_issue_example_and_a_long_run():
     (make_spec(seq(V("A"), V("B")), columns=COLUMNS, defines=(("B", R.Nav("FIRST", col("x"), 0)),)),
      "reads rows of the match"),
     (make_spec(V("A"), columns=COLUMNS, defines=(("A", R.Nav("PREV", col("x"), 1)),),
-               measures=(("m", op("+", col("x"), lit(1))),)), "measure m"),
-    (make_spec(V("A"), columns=COLUMNS, rows_per_match=R.ALL_ROWS), "ALL ROWS PER MATCH"),
-    (make_spec(V("A"), columns=COLUMNS, defines=(("A", is_null(col("x"))),)), "DEFINE of A"),
+               measures=(("m", is_null(col("x"))),)), "measure m"),
+    (make_spec(V("A"), columns=COLUMNS, rows_per_match=R.ALL_ROWS,
+               measures=(("m", R.Nav("FIRST", classifier(), 0)),)), "measure m"),
+    (make_spec(V("A"), columns=COLUMNS, defines=(("A", op(">", func("abs", col("x")), lit(1))),)),
+     "DEFINE of A"),
 ])
 def test_ineligible_specs_say_why(spec, reason):
     e = kernel.eligibility(spec)
@@ -253,3 +273,20 @@ def test_within_keeps_later_starts_at_the_same_instruction_apart():
                      measures=(("a", first(col("t"))), ("c", last(col("t")))), partition_by=("k",))
     parts = [_rows("aabbc")]
     assert _kernel_rows(spec, parts) == recognize(spec, parts[0]) == [{"k": 0, "a": 1, "c": 4}]
+
+
+def test_all_rows_of_a_later_partition_read_their_own_rows():
+    spec = make_spec(seq(V("A"), V("A")), columns=COLUMNS, measures=(("mn", R.MatchNumber()), ("m0", col("x"))),
+                     rows_per_match=R.ALL_ROWS, partition_by=("k",))
+    parts = [_rows("aa"), _rows("aa", 1)]
+    got = _kernel_rows(spec, parts)
+    assert got == [o for p in parts for o in engine.run_partition(spec, p)]
+    assert [(o["k"], o["m0"]) for o in got] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_without_numba_the_kernel_is_off(monkeypatch):
+    monkeypatch.setattr(kernel, "numba", None)
+    monkeypatch.setattr(kernel, "_NUMBA_ERROR", "No module named 'numba'")
+    monkeypatch.setattr(kernel, "_PLANS", {})
+    e = kernel.eligibility(ABC)
+    assert not e.ok and "numba is not installed" in e.reason

@@ -23,6 +23,34 @@ def _grow(a, need):
 
 
 @njit(cache=True)
+def _event(ev, nev, kind, s, end, mnum, off):
+    """``ev`` (grown if full) with the event ``nev`` set."""
+    if nev >= len(ev):
+        grown = np.empty((2 * len(ev), 5), dtype=np.int64)
+        grown[:nev] = ev[:nev]
+        ev = grown
+    ev[nev, 0] = kind
+    ev[nev, 1] = s
+    ev[nev, 2] = end
+    ev[nev, 3] = mnum
+    ev[nev, 4] = off
+    return ev
+
+
+@njit(cache=True)
+def _keep(th_s, th_leaf, th_node, nt, keep, lo):
+    """Keep the threads of start ``keep`` and of starts ``lo`` or later, in order; their number."""
+    w = 0
+    for t in range(nt):
+        if th_s[t] == keep or th_s[t] >= lo:
+            th_s[w] = th_s[t]
+            th_leaf[w] = th_leaf[t]
+            th_node[w] = th_node[t]
+            w += 1
+    return w
+
+
+@njit(cache=True)
 def _ge(gap, within):  # _compare(">=", gap, within): NaN is above every number
     return True if gap != gap else gap >= within
 
@@ -33,11 +61,12 @@ def _lt(gap, within):
 
 
 @njit(cache=True)
-def match(bits, bounds, char_var, after_off, after, start_bol, start_plain, resume_off, resume, match_pc, skip,
-          skip_mask, has_within, within, monotone, ts, ts_ok, quiet, max_threads):
+def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_plain, resume_off, resume,
+          match_pc, skip, skip_mask, has_within, within, monotone, ts, ts_ok, quiet, max_threads):
     """Run every partition ``bounds[k]:bounds[k+1]``.  Returns the events in output order (a 5-column array:
     kind 0 match / 1 unmatched row, start, end, match number, offset of its rows' variables in the second
-    array), the variables of every match's rows (flattened), and an error flag (too many threads)."""
+    arrays), the variables of every match's rows and whether each is inside ``{- -}`` (flattened), and an
+    error flag (too many threads)."""
     n = len(bits)
     npc = len(char_var)
     nwait = len(resume_off) - 1
@@ -45,10 +74,12 @@ def match(bits, bounds, char_var, after_off, after, start_bol, start_plain, resu
     ev = np.empty((16, 5), dtype=np.int64)
     nev = 0
     flat = np.empty(16, dtype=np.int64)
+    fexcl = np.empty(16, dtype=np.bool_)
     nflat = 0
     # nodes (reset per partition)
     nrow = np.empty(1024, dtype=np.int64)
     nvar = np.empty(1024, dtype=np.int64)
+    nexc = np.empty(1024, dtype=np.bool_)
     npar = np.empty(1024, dtype=np.int64)
     # threads: current and next
     cap = 64
@@ -82,6 +113,8 @@ def match(bits, bounds, char_var, after_off, after, start_bol, start_plain, resu
         pruned_to = 0
         for i in range(a0, a1 + 1):
             pos = i
+            if nt == 0 and mcount == 0:
+                nnode = 0  # no thread nor pending match holds a node: the arena starts again
             if i < a1:
                 # a thread for start row i, least preferred of all
                 starts = start_bol if i == a0 else start_plain
@@ -123,9 +156,11 @@ def match(bits, bounds, char_var, after_off, after, start_bol, start_plain, resu
                     if nnode >= len(nrow):
                         nrow = _grow(nrow, nnode + 1)
                         nvar = _grow(nvar, nnode + 1)
+                        nexc = _grow(nexc, nnode + 1)
                         npar = _grow(npar, nnode + 1)
                     nrow[nnode] = i
                     nvar[nnode] = var
+                    nexc[nnode] = char_excl[leaf] != 0
                     npar[nnode] = th_node[t]
                     node = nnode
                     nnode += 1
@@ -164,7 +199,7 @@ def match(bits, bounds, char_var, after_off, after, start_bol, start_plain, resu
                         nw_node[nn] = node
                         nn += 1
                 if nn > max_threads:
-                    return ev[:nev], flat[:nflat], True
+                    return ev[:nev], flat[:nflat], fexcl[:nflat], True
                 th_s, nw_s = nw_s, th_s
                 th_leaf, nw_leaf = nw_leaf, th_leaf
                 th_node, nw_node = nw_node, th_node
@@ -175,14 +210,7 @@ def match(bits, bounds, char_var, after_off, after, start_bol, start_plain, resu
                     s = next_start
                     if m_has[s] and m_end[s] > s + 1:
                         e = m_end[s]
-                        w = 0
-                        for t in range(nt):
-                            if th_s[t] == s or th_s[t] >= e:
-                                th_s[w] = th_s[t]
-                                th_leaf[w] = th_leaf[t]
-                                th_node[w] = th_node[t]
-                                w += 1
-                        nt = w
+                        nt = _keep(th_s, th_leaf, th_node, nt, s, e)
                         lo = s + 1 if pruned_s != s else max(s + 1, pruned_to)
                         for k in range(lo, e):
                             if m_has[k]:
@@ -231,20 +259,14 @@ def match(bits, bounds, char_var, after_off, after, start_bol, start_plain, resu
                     end = m_end[s]
                     node = m_node[s]
                     mnum += 1
-                    if nev >= len(ev):
-                        grown = np.empty((2 * len(ev), 5), dtype=np.int64)
-                        grown[:nev] = ev[:nev]
-                        ev = grown
-                    ev[nev, 0] = 0
-                    ev[nev, 1] = s
-                    ev[nev, 2] = end
-                    ev[nev, 3] = mnum
-                    ev[nev, 4] = nflat
+                    ev = _event(ev, nev, 0, s, end, mnum, nflat)
                     nev += 1
                     flat = _grow(flat, nflat + end - s)
+                    fexcl = _grow(fexcl, nflat + end - s)
                     nd = node
                     while nd >= 0:
                         flat[nflat + nrow[nd] - s] = nvar[nd]
+                        fexcl[nflat + nrow[nd] - s] = nexc[nd]
                         nd = npar[nd]
                     nflat += end - s
                     if end > s:
@@ -266,27 +288,12 @@ def match(bits, bounds, char_var, after_off, after, start_bol, start_plain, resu
                         nxt_start = s + 1 if target < 0 or target == s else target
                 else:
                     if not quiet and s > covered:
-                        if nev >= len(ev):
-                            grown = np.empty((2 * len(ev), 5), dtype=np.int64)
-                            grown[:nev] = ev[:nev]
-                            ev = grown
-                        ev[nev, 0] = 1
-                        ev[nev, 1] = s
-                        ev[nev, 2] = s
-                        ev[nev, 3] = 0
-                        ev[nev, 4] = nflat
+                        ev = _event(ev, nev, 1, s, s, 0, nflat)
                         nev += 1
                     nxt_start = s + 1
                 next_start = nxt_start
                 if nt > 0 and th_s[0] < nxt_start:
-                    w = 0
-                    for t in range(nt):
-                        if th_s[t] >= nxt_start:
-                            th_s[w] = th_s[t]
-                            th_leaf[w] = th_leaf[t]
-                            th_node[w] = th_node[t]
-                            w += 1
-                    nt = w
+                    nt = _keep(th_s, th_leaf, th_node, nt, -1, nxt_start)
                 if mcount > 0:
                     for k in range(s + 1, nxt_start):
                         if m_has[k]:
@@ -295,89 +302,142 @@ def match(bits, bounds, char_var, after_off, after, start_bol, start_plain, resu
         # anything left of this partition (there is none once decided) must not leak into the next
         for k in range(a0, a1):
             m_has[k] = False
-    return ev[:nev], flat[:nflat], False
+    return ev[:nev], flat[:nflat], fexcl[:nflat], False
 
 
 @njit(cache=True)
-def locate(ev, flat, mset, nth, shift, pstart, pend):
-    """Per event: the row a reference reads (the last row whose variable is in ``mset``, -1 every row; ``nth``
-    k + 1: FIRST(.., k), -(k + 1): LAST(.., k)), moved ``shift`` rows, or -1 (none, off the partition, not a
-    match)."""
+def expand(ev, fexcl, mode):
+    """The output rows of the events: (event, head, row).  ``mode`` 0 ONE ROW PER MATCH (one per event, the
+    head its last row), 1 ALL ROWS (one per row of a match not inside ``{- -}``; an empty match one row, head
+    -1), 2 OMIT EMPTY MATCHES (none for an empty match); an unmatched row is one row, head -1.  The head is
+    the index in the match of the last row RUNNING sees."""
     m = len(ev)
-    out = np.full(m, -1, dtype=np.int64)
+    total = 0
     for j in range(m):
+        total += max(ev[j, 2] - ev[j, 1], 1) if mode != 0 else 1
+    oj = np.empty(total, dtype=np.int64)
+    oq = np.empty(total, dtype=np.int64)
+    orow = np.empty(total, dtype=np.int64)
+    k = 0
+    for j in range(m):
+        s = ev[j, 1]
+        length = ev[j, 2] - s
+        if mode == 0 or length == 0 or ev[j, 0] != 0:
+            if mode == 2 and ev[j, 0] == 0 and length == 0:
+                continue
+            oj[k] = j
+            oq[k] = length - 1 if mode == 0 else -1
+            orow[k] = s
+            k += 1
+            continue
+        o = ev[j, 4]
+        for q in range(length):
+            if not fexcl[o + q]:
+                oj[k] = j
+                oq[k] = q
+                orow[k] = s + q
+                k += 1
+    return oj[:k], oq[:k], orow[:k]
+
+
+@njit(cache=True)
+def locate(ev, flat, oj, oq, mset, nth, shift, final, pstart, pend):
+    """Per output row: the row a reference reads among the rows of its match up to the head (``final``: all
+    of them), the last one whose variable is in ``mset`` (-1: every row), or ``nth`` k + 1: the (k+1)-th from
+    the first, -(k + 1): the (k+1)-th from the last; moved ``shift`` rows; -1 where there is none or it is off
+    the output row's partition (``pstart[x]`` to ``pend[x]``).  Output rows of one match come together, heads
+    rising: one pass over each match."""
+    total = len(oj)
+    out = np.full(total, -1, dtype=np.int64)
+    want = nth - 1 if nth > 0 else (-nth - 1 if nth < 0 else 0)
+    ring = np.empty(want + 1, dtype=np.int64)
+    cur_j = -1
+    seen = 0
+    count = 0
+    firstpos = -1
+    for x in range(total):
+        j = oj[x]
         if ev[j, 0] != 0:
             continue
         s = ev[j, 1]
         length = ev[j, 2] - s
         o = ev[j, 4]
+        if j != cur_j:
+            cur_j = j
+            seen = 0
+            count = 0
+            firstpos = -1
+        limit = length if final else oq[x] + 1
+        while seen < limit:
+            if (mset >> flat[o + seen]) & 1:
+                if nth > 0 and count == want:
+                    firstpos = seen
+                ring[count % (want + 1)] = seen
+                count += 1
+            seen += 1
         r = -1
-        if nth >= 0:
-            want = nth - 1 if nth > 0 else 0
-            if nth > 0:
-                cnt = 0
-                for q in range(length):
-                    if (mset >> flat[o + q]) & 1:
-                        if cnt == want:
-                            r = s + q
-                            break
-                        cnt += 1
-            else:
-                for q in range(length - 1, -1, -1):
-                    if (mset >> flat[o + q]) & 1:
-                        r = s + q
-                        break
-        else:
-            want = -nth - 1
-            cnt = 0
-            for q in range(length - 1, -1, -1):
-                if (mset >> flat[o + q]) & 1:
-                    if cnt == want:
-                        r = s + q
-                        break
-                    cnt += 1
+        if nth > 0:
+            r = firstpos
+        elif count > want:
+            r = ring[(count - 1 - want) % (want + 1)]
         if r >= 0:
-            r += shift
-            if r < pstart[j] or r >= pend[j]:
+            r += s + shift
+            if r < pstart[x] or r >= pend[x]:
                 r = -1
-        out[j] = r
+        out[x] = r
     return out
 
 
 @njit(cache=True)
-def classify(ev, flat, rows):
-    """Per event: the variable of row ``rows[j]`` in match j, or -1 if that row is not in the match."""
-    m = len(ev)
-    out = np.full(m, -1, dtype=np.int64)
-    for j in range(m):
-        r = rows[j]
+def classify(ev, flat, oj, oq, rows, final):
+    """Per output row: the variable of row ``rows[x]`` if it is one of the rows of the match up to the head
+    (``final``: of the match), else -1."""
+    total = len(oj)
+    out = np.full(total, -1, dtype=np.int64)
+    for x in range(total):
+        j = oj[x]
+        r = rows[x]
         s = ev[j, 1]
-        if ev[j, 0] == 0 and r >= s and r < ev[j, 2]:
-            out[j] = flat[ev[j, 4] + r - s]
+        limit = ev[j, 2] - s if final else oq[x] + 1
+        if ev[j, 0] == 0 and r >= s and r < s + limit:
+            out[x] = flat[ev[j, 4] + r - s]
     return out
 
 
 @njit(cache=True)
-def aggregate(ev, flat, ivals, fvals, valid, kind, mset, func):
-    """Per event, over the rows of the match whose variable is in ``mset``, the non-NULL values (``kind`` 0
-    int64 ``ivals``, 1 float64 ``fvals``, 2 only counted): COUNT, and the fold of SUM/AVG (``+`` in row
-    order; a BIGINT overflow makes it NULL for good), MIN/MAX.  Returns (int result, float result, count,
-    not NULL)."""
-    m = len(ev)
-    iout = np.zeros(m, dtype=np.int64)
-    fout = np.zeros(m, dtype=np.float64)
-    cnt = np.zeros(m, dtype=np.int64)
-    ok = np.zeros(m, dtype=np.bool_)
-    for j in range(m):
+def aggregate(ev, flat, oj, oq, ivals, fvals, valid, kind, mset, func, final):
+    """Per output row, over the rows of its match up to the head (``final``: all) whose variable is in
+    ``mset``, the non-NULL values (``kind`` 0 int64 ``ivals``, 1 float64 ``fvals``, 2 only counted): COUNT,
+    and the fold of SUM/AVG (``+`` in row order; a BIGINT overflow makes it NULL for good), MIN/MAX.  Returns
+    (int result, float result, count, not NULL); one pass over each match."""
+    total = len(oj)
+    iout = np.zeros(total, dtype=np.int64)
+    fout = np.zeros(total, dtype=np.float64)
+    cnt = np.zeros(total, dtype=np.int64)
+    ok = np.zeros(total, dtype=np.bool_)
+    cur_j = -1
+    seen = 0
+    c = 0
+    inull = False
+    iv = np.int64(0)
+    fv = 0.0
+    for x in range(total):
+        j = oj[x]
         if ev[j, 0] != 0:
             continue
         s = ev[j, 1]
         o = ev[j, 4]
-        c = 0
-        inull = False
-        iv = np.int64(0)
-        fv = 0.0
-        for q in range(ev[j, 2] - s):
+        if j != cur_j:
+            cur_j = j
+            seen = 0
+            c = 0
+            inull = False
+            iv = np.int64(0)
+            fv = 0.0
+        limit = ev[j, 2] - s if final else oq[x] + 1
+        while seen < limit:
+            q = seen
+            seen += 1
             if not (mset >> flat[o + q]) & 1:
                 continue
             r = s + q
@@ -400,28 +460,24 @@ def aggregate(ev, flat, ivals, fvals, valid, kind, mset, func):
                     if v > iv:
                         iv = v
             elif kind == 1:
-                x = fvals[r]
+                y = fvals[r]
                 if c == 0:
-                    fv = x
+                    fv = y
                 elif func == 1 or func == 2:
-                    fv = fv + x
+                    fv = fv + y
                 elif func == 3:
-                    if x < fv:
-                        fv = x
+                    if y < fv:
+                        fv = y
                 elif func == 4:
-                    if x > fv:
-                        fv = x
+                    if y > fv:
+                        fv = y
             c += 1
-        cnt[j] = c
-        ok[j] = c > 0 and not inull
-        if func == 2 and ok[j]:
-            if kind == 0:
-                fout[j] = float(iv) / float(c)
-            else:
-                fout[j] = fv / float(c)
+        cnt[x] = c
+        ok[x] = c > 0 and not inull
+        if func == 2 and ok[x]:
+            fout[x] = float(iv) / float(c) if kind == 0 else fv / float(c)
         elif kind == 0:
-            iout[j] = iv
-            fout[j] = float(iv)
+            iout[x] = iv
         else:
-            fout[j] = fv
+            fout[x] = fv
     return iout, fout, cnt, ok

@@ -10,12 +10,18 @@ merged, the AFTER MATCH SKIP rules, WITHIN, anchors, empty matches, ``{- -}``.  
 * every DEFINE reads only the row being labelled and rows PREV/NEXT of it by constant offsets (no
   FIRST/LAST, aggregates, CLASSIFIER, other variables' rows) and is made of what
   :func:`sparkcep.runtime_udfs.expr.vector.vectorize` evaluates column-wise (literals, columns, ``+ - * / %``,
-  comparisons, AND/OR/NOT, unary minus), with the row evaluator's semantics (Spark SQL's ``try_*`` rules,
-  NULL = false; PREV/NEXT across the partition's edge read NULL); a variable without DEFINE is true;
-* ONE ROW PER MATCH, each measure one of: a column of a variable's (a SUBSET's, every row's) last row,
-  ``FIRST/LAST(X.c, k)``, PREV/NEXT of those, ``CLASSIFIER()`` (also of a variable, and PREV/NEXT of it),
-  ``MATCH_NUMBER()``, ``COUNT(*)``/``COUNT(X.*)`` and ``COUNT/SUM/AVG/MIN/MAX`` of a column per variable,
-  SUBSET or the whole match.
+  comparisons, AND/OR/NOT, unary minus) and ``IS [NOT] NULL``, with the row evaluator's semantics (Spark
+  SQL's ``try_*`` rules, NULL = false; PREV/NEXT across the partition's edge read NULL); a variable without
+  DEFINE is true;
+* each measure (RUNNING or FINAL; ONE ROW PER MATCH or ALL ROWS PER MATCH with any option) is one of: a
+  column of a variable's (a SUBSET's, every row's) last row, ``FIRST/LAST(X.c, k)``, PREV/NEXT of those,
+  ``CLASSIFIER()`` (also of a variable, and PREV/NEXT of it), ``MATCH_NUMBER()``, ``COUNT(*)``/``COUNT(X.*)``
+  and ``COUNT/SUM/AVG/MIN/MAX`` of a column per variable, SUBSET or the whole match; or an expression of
+  those that ``vectorize`` evaluates (``LAST(B.price) - FIRST(A.price)``).  Measures are gathered in one pass
+  over each match's rows (RUNNING ones too), never walked per output row.
+
+Not taken (the row engine runs them): functions (``abs``, ``coalesce``, ...) in DEFINE or MEASURES, DEFINEs
+that read the match's history, more than 62 variables.
 
 A chunk whose values the kernel does not read (NaN in a DOUBLE column it reads: the row evaluator orders NaN
 as a value, the columnar one as NULL; columns of other types than BIGINT/INT/DOUBLE/STRING/BOOLEAN; event
@@ -82,6 +88,9 @@ class _Measure:
     nth: int = 0  # 0 last; k+1: FIRST(.., k); -(k+1): LAST(.., k)
     shift: int = 0
     func: str = ""
+    final: bool = False  # FINAL (else RUNNING: the rows up to the output row)
+    parts: tuple = ()  # kind ``expr``: the leaf measures ``fn`` reads as ("m", name)
+    fn: object = None
 
 
 class _Plan:
@@ -100,15 +109,16 @@ class _Plan:
         defines = dict(spec.defines)
         self.defines: list[tuple[int, object]] = []
         self.reads: set[tuple[str, int]] = set()
+        #: (key, condition, IS NULL?): a boolean column computed before the DEFINEs that read it
+        self.derived: list[tuple[str, object, bool]] = []
         for i, v in enumerate(variables):
             if v not in defines:
                 continue
             reads: set = set()
-            ast = _vector_ast(defines[v], 0, reads)
+            ast = _vector_ast(defines[v], 0, reads, self.derived)
             f = None if ast is None else vectorize(ast)
             if f is None:
-                raise _Refused(f"the DEFINE of {v} uses what is not evaluated column-wise (IS NULL, functions, "
-                               "row expressions other than columns)")
+                raise _Refused(f"the DEFINE of {v} uses what is not evaluated column-wise (a function)")
             self.defines.append((i, f))
             self.reads |= reads
         # the program as arrays: the variable and exclusion of each CHAR, the leaves after each CHAR, the
@@ -131,8 +141,7 @@ class _Plan:
         self.monotone = c.monotone
         self.quiet = spec.rows_per_match != R.ALL_ROWS_WITH_UNMATCHED
         # measures
-        if spec.rows_per_match != R.ONE_ROW:
-            raise _Refused("ALL ROWS PER MATCH (the kernel gives ONE ROW PER MATCH)")
+        self.mode = {R.ONE_ROW: 0, R.ALL_ROWS_OMIT_EMPTY: 2}.get(spec.rows_per_match, 1)
         self.measures = [self._measure(m) for m in spec.measures]
         self.measure_names = {m.name for m in spec.measures}
 
@@ -140,32 +149,63 @@ class _Plan:
         return -1 if var is None else self.mask_of[var]
 
     def _measure(self, m: R.Measure) -> _Measure:
-        e, shift = m.expr, 0
+        leaf = self._leaf(m.name, m.expr)
+        if leaf is not None:
+            return leaf
+        parts: list[_Measure] = []
+        ast = self._expr(m.expr, parts)
+        f = None if ast is None else vectorize(ast)
+        if f is None:
+            raise _Refused(f"the measure {m.name} is not computed column-wise")
+        return _Measure(m.name, "expr", parts=tuple(parts), fn=f)
+
+    def _expr(self, e, parts: list):
+        """A measure's expression over its leaves (each one a measure of its own, read as ("m", name))."""
+        if isinstance(e, Literal):
+            return e
+        leaf = self._leaf(f"#{len(parts)}", e)
+        if leaf is not None:
+            parts.append(leaf)
+            return Attr("m", leaf.name)
+        if isinstance(e, Unary) and e.op in ("NOT", "-"):
+            inner = self._expr(e.operand, parts)
+            return None if inner is None else Unary(e.op, inner)
+        if isinstance(e, BinOp):
+            a, b = self._expr(e.left, parts), self._expr(e.right, parts)
+            return None if a is None or b is None else BinOp(e.op, a, b)
+        return None
+
+    def _leaf(self, name: str, e) -> _Measure | None:
+        """``e`` as a measure gathered by row index, or None."""
+        shift = 0
         while isinstance(e, R.Nav) and e.kind in ("PREV", "NEXT"):
             shift += -e.offset if e.kind == "PREV" else e.offset
             e = e.arg
-        nth = 0
+        nth, final = 0, False
         if isinstance(e, R.Nav) and e.kind in ("FIRST", "LAST"):
             nth = e.offset + 1 if e.kind == "FIRST" else -(e.offset + 1)
+            final = e.semantics == "FINAL"
             e = e.arg
             if isinstance(e, R.Classifier):
-                raise _Refused(f"the measure {m.name} is not computed column-wise")
+                return None
         if isinstance(e, (Attr, R.RowExpr)) and (not isinstance(e, Attr) or e.index is None):
             column = e.attr if isinstance(e, Attr) else e.column
-            return _Measure(m.name, "read", column, self._mset(e.var), nth, shift)
+            return _Measure(name, "read", column, self._mset(e.var), nth, shift, final=final)
         if isinstance(e, R.Classifier) and nth == 0:
-            return _Measure(m.name, "class", None, self._mset(e.var), 0, shift)
+            return _Measure(name, "class", None, self._mset(e.var), 0, shift, final=e.semantics == "FINAL")
         if isinstance(e, R.MatchNumber) and nth == 0 and shift == 0:
-            return _Measure(m.name, "mnum")
+            return _Measure(name, "mnum")
         if isinstance(e, R.Agg) and nth == 0 and shift == 0 and e.func.lower() in _AGGS:
             arg = e.arg
             if arg is None:
                 if e.func.lower() == "count":
-                    return _Measure(m.name, "agg", None, self._mset(e.var), func="count")
+                    return _Measure(name, "agg", None, self._mset(e.var), func="count",
+                                    final=e.semantics == "FINAL")
             elif isinstance(arg, (Attr, R.RowExpr)) and (not isinstance(arg, Attr) or arg.index is None):
                 column = arg.attr if isinstance(arg, Attr) else arg.column
-                return _Measure(m.name, "agg", column, self._mset(e.var), func=e.func.lower())
-        raise _Refused(f"the measure {m.name} is not computed column-wise")
+                return _Measure(name, "agg", column, self._mset(e.var), func=e.func.lower(),
+                                final=e.semantics == "FINAL")
+        return None
 
 
 def _csr(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -176,10 +216,11 @@ def _csr(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     return off, flat
 
 
-def _vector_ast(e, shift: int, reads: set):
+def _vector_ast(e, shift: int, reads: set, derived: list):
     """A DEFINE (history-free) as an expression :func:`vectorize` reads: every column reference of the row
-    ``shift`` rows from the labelled one becomes the attribute ``("r", "<column>@<shift>")``; None if it uses
-    anything the columnar evaluator does not have."""
+    ``shift`` rows from the labelled one becomes the attribute ``("r", "<column>@<shift>")``, ``x IS [NOT]
+    NULL`` a boolean column computed first (``derived``); None if it uses anything the columnar evaluator does
+    not have."""
     if isinstance(e, Literal):
         return e
     if isinstance(e, (Attr, R.RowExpr)):
@@ -189,16 +230,23 @@ def _vector_ast(e, shift: int, reads: set):
         reads.add((column, shift))
         return Attr("r", _key(column, shift))
     if isinstance(e, Unary):
-        if e.op not in ("NOT", "-"):
+        inner = _vector_ast(e.operand, shift, reads, derived)
+        if inner is None:
             return None
-        inner = _vector_ast(e.operand, shift, reads)
-        return None if inner is None else Unary(e.op, inner)
+        if e.op in ("IS NULL", "IS NOT NULL"):
+            f = vectorize(inner)
+            if f is None:
+                return None
+            key = f"#null{len(derived)}"
+            derived.append((key, f, e.op == "IS NULL"))
+            return Attr("r", key)
+        return Unary(e.op, inner) if e.op in ("NOT", "-") else None
     if isinstance(e, BinOp):
-        a = _vector_ast(e.left, shift, reads)
-        b = _vector_ast(e.right, shift, reads)
+        a = _vector_ast(e.left, shift, reads, derived)
+        b = _vector_ast(e.right, shift, reads, derived)
         return None if a is None or b is None else BinOp(e.op, a, b)
     if isinstance(e, R.Nav) and e.kind in ("PREV", "NEXT"):
-        return _vector_ast(e.arg, shift - e.offset if e.kind == "PREV" else shift + e.offset, reads)
+        return _vector_ast(e.arg, shift - e.offset if e.kind == "PREV" else shift + e.offset, reads, derived)
     return None
 
 
@@ -262,17 +310,17 @@ def run_chunk(spec: R.RecognizeSpec, table: pa.Table, bounds: Sequence[int]) -> 
         ts, ts_ok = _times(plan, table, n)
     except _Fallback:
         return None
-    ev, flat, err = _kernels().match(
-        bits, b, plan.char_var, plan.after_off, plan.after, plan.start_bol, plan.start_plain, plan.resume_off,
-        plan.resume, plan.match_pc, plan.skip, plan.skip_mask, plan.within is not None, float(plan.within or 0.0),
-        plan.monotone, ts, ts_ok, plan.quiet, MAX_THREADS)
+    ev, flat, fexcl, err = _kernels().match(
+        bits, b, plan.char_var, plan.char_excl, plan.after_off, plan.after, plan.start_bol, plan.start_plain,
+        plan.resume_off, plan.resume, plan.match_pc, plan.skip, plan.skip_mask, plan.within is not None,
+        float(plan.within or 0.0), plan.monotone, ts, ts_ok, plan.quiet, MAX_THREADS)
     if err:
         raise RecognizeBudgetError(
             f"MATCH_RECOGNIZE: more than {MAX_THREADS:,} partial matches alive in one partition (an "
             "ambiguous pattern such as (A|B)* over rows where both hold, with a DEFINE that reads other rows "
             "of the match); make the DEFINE conditions exclusive, add WITHIN, or use a reluctant quantifier")
     try:
-        return _output(plan, table, b, ev, flat)
+        return _output(plan, table, b, ev, flat, fexcl)
     except _Fallback:
         return None
 
@@ -298,7 +346,9 @@ def _input(table: pa.Table, column: str):
         return a
     if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
         return a
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
+    if pa.types.is_string(t):
+        return a.cast(pa.large_string())  # once here, not once per condition reading it
+    if pa.types.is_large_string(t):
         return a
     raise _Fallback
 
@@ -334,6 +384,12 @@ def _masks(plan: _Plan, table: pa.Table, b: np.ndarray, n: int) -> np.ndarray:
         if a is None:
             continue
         cols[("r", _key(column, shift))] = a if shift == 0 else _shifted(a, shift, pid)
+    try:
+        for key, f, is_null in plan.derived:
+            nulls = f.values(cols, n).is_null().to_numpy(zero_copy_only=False)
+            cols[("r", key)] = nulls if is_null else ~nulls
+    except (TypeError, ValueError, OverflowError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise _Fallback from None
     defined = {i for i, _ in plan.defines}
     full = sum(1 << i for i in range(len(plan.variables)) if i not in defined)
     bits = np.full(n, full, dtype=np.int64)
@@ -365,35 +421,51 @@ def _times(plan: _Plan, table: pa.Table, n: int) -> tuple[np.ndarray, np.ndarray
 # ----------------------------------------------------------------------------------------------- output
 
 
-def _output(plan: _Plan, table: pa.Table, b: np.ndarray, ev: np.ndarray, flat: np.ndarray) -> pa.Table:
+def _output(plan: _Plan, table: pa.Table, b: np.ndarray, ev: np.ndarray, flat: np.ndarray,
+            fexcl: np.ndarray) -> pa.Table:
     """The output rows of the events (``ev`` rows: kind 0 match / 1 unmatched row, start, end, match number,
-    offset of the match's variables in ``flat``) as :func:`.engine._emit` makes them (ONE ROW PER MATCH)."""
+    offset of the match's variables in ``flat``) as :func:`.engine._emit` makes them."""
     k = _kernels()
-    m = len(ev)
-    starts = np.ascontiguousarray(ev[:, 1])
-    part = np.searchsorted(b[1:], starts, side="right")
-    pstart, pend = b[:-1][part], b[1:][part]
-    is_match = ev[:, 0] == 0
-    columns: dict[str, pa.Array] = {}
-    for ms in plan.measures:
-        if ms.kind == "mnum":
-            columns[ms.name] = pa.array(ev[:, 3], mask=~is_match, type=pa.int64())
-        elif ms.kind == "read":
-            columns[ms.name] = _take(_raw(table, ms.column),
-                                     k.locate(ev, flat, ms.mset, ms.nth, ms.shift, pstart, pend))
-        elif ms.kind == "class":
-            codes = k.classify(ev, flat, k.locate(ev, flat, ms.mset, 0, ms.shift, pstart, pend))
-            columns[ms.name] = pa.array(plan.variables, pa.string()).take(
-                pa.array(np.maximum(codes, 0), mask=codes < 0))
-        else:
-            columns[ms.name] = _aggregate(table, ms, ev, flat, is_match, m)
+    oj, oq, orow = k.expand(ev, fexcl, plan.mode)
+    part = np.searchsorted(b[1:], ev[:, 1], side="right")
+    pstart, pend = b[:-1][part][oj], b[1:][part][oj]
+    is_match = ev[oj, 0] == 0
+    columns = {ms.name: _measure_column(plan, table, ms, ev, flat, oj, oq, pstart, pend, is_match)
+               for ms in plan.measures}
     out = []
     for name in plan.spec.output:
         if name in plan.measure_names:
             out.append(columns[name])
         else:
-            out.append(_take(_raw(table, name), starts))
+            out.append(_take(_raw(table, name), orow))
     return pa.Table.from_arrays(out, names=list(plan.spec.output))
+
+
+def _measure_column(plan: _Plan, table: pa.Table, ms: _Measure, ev, flat, oj, oq, pstart, pend,
+                    is_match) -> pa.Array:
+    k = _kernels()
+    if ms.kind == "mnum":
+        return pa.array(ev[oj, 3], mask=~is_match, type=pa.int64())
+    if ms.kind == "read":
+        return _take(_raw(table, ms.column), k.locate(ev, flat, oj, oq, ms.mset, ms.nth, ms.shift, ms.final, pstart,
+                                                      pend))
+    if ms.kind == "class":
+        rows = k.locate(ev, flat, oj, oq, ms.mset, 0, ms.shift, ms.final, pstart, pend)
+        codes = k.classify(ev, flat, oj, oq, rows, ms.final)
+        return pa.array(plan.variables, pa.string()).take(pa.array(np.maximum(codes, 0), mask=codes < 0))
+    if ms.kind == "agg":
+        return _aggregate(table, ms, ev, flat, oj, oq, is_match)
+    cols = {}
+    for part in ms.parts:
+        a = _measure_column(plan, table, part, ev, flat, oj, oq, pstart, pend, is_match)
+        if pa.types.is_floating(a.type) and pc.any(pc.is_nan(a)).as_py():
+            raise _Fallback  # the row evaluator reads a NaN as a value, the columnar one as NULL
+        cols[("m", part.name)] = a
+    try:
+        values = ms.fn.values(cols, len(oj))
+    except (TypeError, ValueError, OverflowError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise _Fallback from None
+    return pc.if_else(pa.array(is_match), values, pa.nulls(len(oj), values.type))
 
 
 def _raw(table: pa.Table, column: str | None):
@@ -408,8 +480,9 @@ def _take(a, rows: np.ndarray) -> pa.Array:
     return a.take(pa.array(np.where(ok, rows, 0), mask=~ok))
 
 
-def _aggregate(table: pa.Table, ms: _Measure, ev: np.ndarray, flat: np.ndarray, is_match: np.ndarray,
-               m: int) -> pa.Array:
+def _aggregate(table: pa.Table, ms: _Measure, ev: np.ndarray, flat: np.ndarray, oj: np.ndarray, oq: np.ndarray,
+               is_match: np.ndarray) -> pa.Array:
+    m = len(oj)
     func = _AGGS[ms.func]
     a = None if ms.column is None else _input(table, ms.column)
     if ms.column is not None and a is None:  # a column the rows lack: NULL in every row
@@ -428,7 +501,7 @@ def _aggregate(table: pa.Table, ms: _Measure, ev: np.ndarray, flat: np.ndarray, 
             kind, fvals = 1, pc.fill_null(a, 0.0).to_numpy(zero_copy_only=False)
         elif func != 0:  # SUM/AVG/MIN/MAX of strings or booleans: the engine's rules, not the kernel's
             raise _Fallback
-    ival, fval, cnt, ok = _kernels().aggregate(ev, flat, ivals, fvals, valid, kind, ms.mset, func)
+    ival, fval, cnt, ok = _kernels().aggregate(ev, flat, oj, oq, ivals, fvals, valid, kind, ms.mset, func, ms.final)
     if func == 0:
         return pa.array(cnt, mask=~is_match, type=pa.int64())
     ok &= is_match
