@@ -11,11 +11,14 @@ layer may not import) chains:
 * :func:`input_schema`: the projected columns and their Spark types (what ``build_spec`` reads);
 * :func:`run_recognize`: the engine's result, typed by ``spec.output_types``:
 
-  - batch (:func:`batch_recognize`): the rows repartitioned by the PARTITION BY columns (one Spark partition
-    when there are none), sorted within the Spark partition by (partition columns, ORDER BY, the remaining
-    ``spec.columns`` ascending with NULLs first), then ONE ``mapInArrow`` pass that cuts the sorted rows into
-    row pattern partitions and runs the engine on each, its end known (``run_partition``; a partition larger
-    than :data:`CHUNK_ROWS` through ``step`` in chunks and ``advance(final=True)``);
+  - batch (:func:`batch_recognize`): the columns the engine reads (not ``__ts``: Python derives it from the
+    time column) repartitioned by the PARTITION BY columns (one Spark partition when there are none), sorted
+    within the Spark partition by (partition columns, ORDER BY, the remaining ``spec.columns`` ascending with
+    NULLs first), then ONE ``mapInArrow`` pass that cuts the sorted rows where the partition key changes and
+    gives runs of whole row pattern partitions to the columnar kernel (``kernel.run_chunk``: Arrow columns in,
+    an Arrow table out) when it takes the spec, else to the row engine, each partition's end known
+    (``run_partition``; a partition larger than :data:`CHUNK_ROWS` through ``step`` in chunks and
+    ``advance(final=True)``);
   - streaming (:func:`stream_recognize`): an event-time watermark on the time column, ``groupBy(PARTITION
     BY).applyInPandasWithState``: each key's rows wait in the group state until event time is settled (their
     event time is older than the watermark: a later row older than it is late, so no row ordered before them
@@ -492,9 +495,9 @@ def _engine_batches(spec: RecognizeSpec, table: pa.Table, parts: list[tuple[int,
 
 
 def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: int | None = None) -> DataFrame:
-    """The engine's result over a batch ``projected`` (:func:`project`): repartitioned by PARTITION BY
-    (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``; one without PARTITION BY),
-    sorted within, one ``mapInArrow`` pass (:func:`partition_function`)."""
+    """The engine's result over a batch ``projected`` (:func:`project`): the engine's columns but :data:`TS`
+    repartitioned by PARTITION BY (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``;
+    one without PARTITION BY), sorted within, one ``mapInArrow`` pass (:func:`partition_function`)."""
     time = _time_field(projected, time_column(spec))
     # __ts is a function of the time column: derived in Python (_arrow_ts), not shuffled and sent as well
     columns = [c for c in _engine_columns(projected, spec) if c != TS]
