@@ -73,6 +73,7 @@ Plan:
             measure end_tstamp := LAST(PRICE_UP.rowtime)
             engine: pattern program: 9 instructions; threads in preferment order, earlier start rows first
             engine: threads kept apart (a DEFINE reads other rows of the match): at most 200,000 partial matches per partition
+            engine: batch: columnar kernel: no (a DEFINE reads rows of the match other than the one labelled); the row engine runs it
             engine: streaming state: the rows from the earliest undecided start row
             program (prioritized NFA, threads in preferment order):
               0: CHAR START_ROW
@@ -102,6 +103,7 @@ Plan:
             engine: pattern program: 9 instructions; threads in preferment order, earlier start rows first
             engine: threads of one start row at the same instruction merged (every DEFINE reads only the row being labelled and PREV/NEXT of it)
             engine: AFTER MATCH SKIP PAST LAST ROW: a later start row's thread at the same instruction as the earliest undecided start's is dropped
+            engine: batch: columnar kernel: DEFINE as one mask per variable per chunk, the pattern program compiled (numba), measures gathered by row index
             engine: streaming state: the rows from the earliest undecided start row minus 1 row(s) for PREV
             program (prioritized NFA, threads in preferment order):
               0: CHAR UP
@@ -130,6 +132,7 @@ Plan:
             engine: pattern program: 2 instructions; threads in preferment order, earlier start rows first
             engine: threads of one start row at the same instruction merged (every DEFINE reads only the row being labelled and PREV/NEXT of it)
             engine: AFTER MATCH SKIP PAST LAST ROW: a later start row's thread at the same instruction as the earliest undecided start's is dropped
+            engine: batch: columnar kernel: DEFINE as one mask per variable per chunk, the pattern program compiled (numba), measures gathered by row index
             engine: streaming state: the rows from the earliest undecided start row minus 1 row(s) for PREV
             program (prioritized NFA, threads in preferment order):
               0: CHAR D
