@@ -472,6 +472,24 @@ def test_partition_function_in_chunks_equals_the_reference(monkeypatch):
 
 
 @pytest.mark.spark
+def test_a_registered_udf_runs_in_define_and_measures(spark):
+    """A function registered in the session (``spark.udf.register``) is accepted by ``sparkcep.sql`` in a
+    per-row DEFINE and MEASURES expression and computed by Spark before the shuffle; an unknown one is still
+    refused at its place."""
+    spark.udf.register("twice_v", lambda v: None if v is None else 2 * v, "bigint")
+    spark.createDataFrame([("p", 1, "a"), ("p", 2, "b"), ("p", 5, "b"), ("p", 1, "b"), ("q", 4, "a")],
+                          "k string, v bigint, t string").selectExpr(
+        "k", "v", "t", "timestamp_seconds(monotonically_increasing_id()) AS ts").createOrReplaceTempView("udf_ev")
+    text = """SELECT * FROM udf_ev MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+        MEASURES LAST(twice_v(B.v)) AS last_twice, COUNT(B.*) AS n
+        PATTERN (A B+) DEFINE A AS t = 'a', B AS twice_v(B.v) > 3)"""
+    assert [tuple(r) for r in sparkcep.sql(text, spark).collect()] == [("p", 10, 2)]
+    with pytest.raises(CEPError, match=r"unknown function nope_v\(\)") as err:
+        sparkcep.sql(text.replace("B AS twice_v", "B AS nope_v"), spark)
+    assert err.value.span is not None
+
+
+@pytest.mark.spark
 def test_batch_ts_derived_in_python_equals_sparks(spark):
     """The batch path does not shuffle ``__ts``: Python derives it from the time column as Arrow gives it to
     ``mapInArrow`` (``_arrow_ts``); it equals Spark's ``__ts`` (``project``) for TIMESTAMP (session zone not

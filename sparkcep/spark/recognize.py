@@ -566,11 +566,6 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
     record_columns = [c for c in names if not _RESERVED.fullmatch(c)]
     out_schema = _arrow_schema(with_side_columns(struct) if late_rows else struct)
 
-    def watermark_text(raw: int) -> str:
-        if numeric:
-            return f"{watermark_ts(raw):g}"
-        return pd.Timestamp(raw, unit="ms", tz="UTC").isoformat()
-
     def recognize_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
         engine = _engine()
         if group.exists:
@@ -580,26 +575,10 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
             frontier, state, held, late = None, engine.init_state(spec), [], 0
         raw = group.getCurrentWatermarkMs()
         bound = raw * 1000
-        dropped: list[dict] = []
-        for pdf in pdfs:
-            if pdf.empty:
-                continue
-            columns = [_pandas_values(pdf[c], types[c], timezone) for c in names if c in pdf.columns]
-            present = [c for c in names if c in pdf.columns]
-            ets = pdf[_ET].tolist()
-            for et, row in zip(ets, _rows_of(tuple(present))(columns) if present else [], strict=True):
-                if et is None or et != et:
-                    continue  # no event time: cannot be placed (a NULL time column)
-                et = int(et)
-                if frontier is not None and et < frontier:
-                    late += 1  # older than the watermark its key's rows were settled at: its place has passed
-                    if late_rows:
-                        dropped.append(_late_row(row, record_columns, watermark_text(raw)))
-                    continue
-                held.append((et, row))
-        # a row at the watermark's very time is on time (it may still come): rows older than it are settled
-        settled = [row for et, row in held if et < bound]
-        held = [(et, row) for et, row in held if et >= bound]
+        behind, _newest = take_rows(pdfs, names, types, timezone, frontier, held)
+        late += len(behind)
+        dropped = [late_row(row, record_columns, raw, numeric, scale) for row in behind] if late_rows else []
+        settled, held = settle(held, bound)
         settled.sort(key=engine.sort_key(spec))
         out: list[dict] = []
         if settled:
@@ -611,7 +590,7 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
         group.update((_dump_state(frontier, engine.state_to_json(state), held, late),))
         dues = []
         if held:
-            dues.append(min(et for et, _ in held) // 1000)  # fires once the watermark passes it
+            dues.append(held_due(held))
         wakeup = getattr(engine, "wakeup", None)
         if wakeup is None:
             dues.append(raw)  # the engine may hold a match: look again when the watermark moves
@@ -629,8 +608,52 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
     return recognize_stream
 
 
-def _late_row(row: dict, columns: list[str], watermark: str) -> dict:
-    """The side-channel row of a late input ``row``: its ``columns`` as a JSON object (times in ISO 8601)."""
+# the per-key late rule, shared by one statement's stream and a workload's (spark.recognize_workload)
+
+
+def take_rows(pdfs: Iterator[pd.DataFrame], names: list[str], types: dict[str, DataType], timezone: str,
+              frontier: int | None, held: list) -> tuple[list[dict], int | None]:
+    """Read a key's new rows (columns ``names`` of ``types``, event time ``_ET`` in µs): each on-time one is
+    appended to ``held`` as ``(event time, row)``; returns the late ones and the newest event time (µs) of the
+    on-time ones (None if there is none).  A row is late when it is older than
+    ``frontier``, the watermark (µs) up to which its key's rows went to the engine already: its place in the
+    order has passed.  A row at that very time is on time (equal timestamps straddling micro-batches are
+    matched as in a batch); a row without event time (a NULL time column) cannot be placed and is skipped."""
+    behind: list[dict] = []
+    newest = None
+    for pdf in pdfs:
+        if pdf.empty:
+            continue
+        present = [c for c in names if c in pdf.columns]
+        columns = [_pandas_values(pdf[c], types[c], timezone) for c in present]
+        for et, row in zip(pdf[_ET].tolist(), _rows_of(tuple(present))(columns) if present else [], strict=True):
+            if et is None or et != et:
+                continue
+            et = int(et)
+            if frontier is not None and et < frontier:
+                behind.append(row)
+            else:
+                held.append((et, row))
+                newest = et if newest is None or et > newest else newest
+    return behind, newest
+
+
+def settle(held: list, bound: int) -> tuple[list[dict], list]:
+    """``(settled rows, still held)``: rows older than the watermark ``bound`` (µs) are settled (no row ordered
+    before them can still come); a row at the watermark's very time may still get an equal one, it waits."""
+    return [row for et, row in held if et < bound], [(et, row) for et, row in held if et >= bound]
+
+
+def held_due(held: list) -> int:
+    """The event-time timeout (ms) that fires once the watermark passes the oldest held row."""
+    return min(et for et, _ in held) // 1000
+
+
+def late_row(row: dict, columns: list[str], raw: int, numeric: bool, scale: EventTimeScale) -> dict:
+    """The side-channel row of a late input ``row`` behind the watermark ``raw`` (ms): its ``columns`` as a
+    JSON object (times in ISO 8601)."""
+    watermark = (f"{scale.watermark_ts(raw):g}" if numeric
+                 else pd.Timestamp(raw, unit="ms", tz="UTC").isoformat())
     event = {c: v.isoformat() if hasattr(v, "isoformat") else v for c, v in ((c, row.get(c)) for c in columns)}
     return {KIND: LATE, REASON: f"late: ts before the watermark {watermark}",
             RECORD: json.dumps(event, default=str)}
@@ -641,7 +664,9 @@ def watermarked_time(projected: DataFrame, spec: RecognizeSpec, *, watermark_del
     """``projected`` with Spark's event-time column (``EVENT_TIME``, the watermark on it allowing
     ``watermark_delay``: ts units, milliseconds for a time column, or a Spark interval string) and its epoch
     microseconds (``_ET``); and whether the time column is numeric.  The time column must be the first,
-    ascending ORDER BY item, of a time or numeric type.  Shared by one statement's stream and a workload's."""
+    ascending ORDER BY item, of a time or numeric type.  ``EVENT_TIME`` comes back nulled (the watermark's
+    marker kept), so that Spark drops no row behind the watermark before the state function sees it: the
+    function decides lateness per key (:func:`late_rule`).  Shared by one statement's stream and a workload's."""
     column = time_column(spec)
     if column is None or not spec.order_by[0].ascending:
         raise CEPSemanticError("a streaming MATCH_RECOGNIZE needs ORDER BY an ascending time column first")
@@ -660,7 +685,11 @@ def watermarked_time(projected: DataFrame, spec: RecognizeSpec, *, watermark_del
     else:
         event_time = F.timestamp_micros(F.col(TS).cast("bigint"))
     df = projected.withColumn(EVENT_TIME, event_time).withWatermark(EVENT_TIME, delay_text)
-    return df.withColumn(_ET, F.unix_micros(F.col(EVENT_TIME))), numeric
+    df = df.withColumn(_ET, F.unix_micros(F.col(EVENT_TIME)))
+    # the watermark's column nulled (its marker kept: event-time timeouts need it), so that Spark drops no row
+    # at or behind the watermark itself: the state function decides which rows are late, per key
+    marker = df.schema[EVENT_TIME].metadata
+    return df.withColumn(EVENT_TIME, F.lit(None).cast("timestamp").alias(EVENT_TIME, metadata=marker)), numeric
 
 
 def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_delay: float | None = None,
@@ -669,11 +698,10 @@ def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_del
     ``watermark_delay`` (ts units; milliseconds for a time column), ``groupBy(PARTITION BY)
     .applyInPandasWithState`` in append mode with event-time timeouts (:func:`stream_function`).  The
     watermark's column reaches the state function nulled (as :func:`sparkcep.spark.adapters.with_event_time`
-    with ``keep_late``), so that Spark drops no row: the function decides which rows are late (older than
-    the watermark) and, with ``late_rows``, outputs them on the side channel of :mod:`sparkcep.spark.late`."""
+    with ``keep_late``; :func:`watermarked_time`), so that Spark drops no row: the function decides which
+    rows are late (:func:`late_rule`) and, with ``late_rows``, outputs them on the side channel of
+    :mod:`sparkcep.spark.late`."""
     df, numeric = watermarked_time(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit)
-    marker = df.schema[EVENT_TIME].metadata  # Spark's watermark marker: event-time timeouts require it
-    df = df.withColumn(EVENT_TIME, F.lit(None).cast("timestamp").alias(EVENT_TIME, metadata=marker))
     keep = [*_engine_columns(projected, spec), _ET, EVENT_TIME]
     df = df.select(*[F.col(quoted(c)) for c in keep])
     struct = output_struct(spec)

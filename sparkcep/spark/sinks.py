@@ -39,17 +39,19 @@ def counted(df, name: str):
     return df.observe(name, F.count(F.lit(1)).alias(name))
 
 
-def routed(operated, rejected):
-    """One stream of the operator's output (with the late side channel) and the rejected records, tagged by
-    :data:`KIND`, with the ``sparkcep_output`` observer (results and late events per micro-batch)."""
+def routed(operated, rejected=None):
+    """One stream of the operator's output (with the late side channel) and the rejected records (None: none,
+    e.g. a second query over the same input), tagged by :data:`KIND`, with the ``sparkcep_output`` observer
+    (results and late events per micro-batch)."""
     from pyspark.sql import functions as F
 
-    columns = operated.columns
-    dead = rejected.select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in operated.schema.fields
-                             if f.name not in (KIND, REASON, RECORD)],
-                           F.lit(DEAD).alias(KIND), F.col(REJECT_REASON).alias(REASON),
-                           F.col(REJECT_RECORD).alias(RECORD)).select(*columns)
-    both = operated.unionByName(dead)
+    both = operated
+    if rejected is not None:
+        dead = rejected.select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in operated.schema.fields
+                                 if f.name not in (KIND, REASON, RECORD)],
+                               F.lit(DEAD).alias(KIND), F.col(REJECT_REASON).alias(REASON),
+                               F.col(REJECT_RECORD).alias(RECORD)).select(*operated.columns)
+        both = operated.unionByName(dead)
     return both.observe("sparkcep_output",
                         F.sum(F.when(F.col(KIND) == RESULT, 1).otherwise(0)).alias("results"),
                         F.sum(F.when(F.col(KIND) == LATE, 1).otherwise(0)).alias("late"))
