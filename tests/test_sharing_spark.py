@@ -229,7 +229,7 @@ def test_cli_run_stream_on_a_workload(spark, tmp_path, capsys):
     workload = tmp_path / "w.cep"
     workload.write_text(NUMERIC)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    assert main(["run", str(workload), "--input", str(src), "--stream", "--schema",
+    assert main(["run", str(workload), "--input", str(src), "--stream", "--once", "--schema",
                  "type STRING, ts LONG, vehicle LONG", "--files-per-trigger", "1", "--output", str(out),
                  "--checkpoint", str(checkpoint)]) == 0
     got = per_query(_read_parts(out))
@@ -254,7 +254,7 @@ def test_cli_run_stream_with_aggregates_and_known_types(spark, tmp_path, capsys)
     workload = tmp_path / "w.cep"
     workload.write_text(AGGREGATES)
     out, dead, late = tmp_path / "out", tmp_path / "dead", tmp_path / "late"
-    assert main(["run", str(workload), "--input", str(src), "--stream", "--schema",
+    assert main(["run", str(workload), "--input", str(src), "--stream", "--once", "--schema",
                  "type STRING, ts BIGINT, id BIGINT, x BIGINT", "--files-per-trigger", "1", "--output", str(out),
                  "--checkpoint", str(tmp_path / "ck"), "--known-types", "A,B,C,D", "--dead-letters", str(dead),
                  "--late-events", str(late)]) == 0
