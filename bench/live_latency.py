@@ -3,14 +3,16 @@
 1. **Capacity**: a backlog of ``--capacity-files`` files of ``--events-per-file`` events each is written first
    and drained by ``run --stream --once --files-per-trigger 1``; the capacity is the median events/s of its
    micro-batches (their events over their trigger time, from the progress lines).
-2. **Per rate** (``--rates``, multiples of the capacity; default 0.5): a continuous ``run --stream
-   --files-per-trigger 1`` follows an empty directory; a feeder writes one file every ``--interval`` seconds,
-   each of ``rate × capacity × interval`` events (the ts go on from file to file), for ``--duration`` seconds,
-   then SIGTERM stops the run (after its micro-batch under way commits).  Each micro-batch reads one file: its
-   progress line gives the latency of its events from arrival (the file's modification time) to the commit
-   of that micro-batch, which is where a result they complete comes out; the script reports the p50 and p99
-   of that latency over the files (weighted by events), the micro-batch interval (the median time between
-   two batches' ends), events/s processed and the largest backlog seen.
+2. **Per rate** (``--rates``, multiples of the capacity; default 0.5): a continuous ``run --stream`` (default
+   trigger: a micro-batch takes every file there is, ``--files-per-trigger`` to limit it) follows an empty
+   directory; a feeder writes one file every ``--interval`` seconds, each of ``rate × capacity × interval``
+   events (the ts go on from file to file), for ``--duration`` seconds, then SIGTERM stops the run (after its
+   micro-batch under way commits).  Each micro-batch's progress line gives the latency p50/p99 of its events
+   from arrival (their file's modification time) to the commit of that micro-batch, which is where a result
+   they complete comes out; the script reports the events-weighted p50 of the batches' p50 and p99 of their
+   p99, the mean micro-batch interval (the time from the first measured batch's progress line to the last's,
+   over the batches between; the run prints them polling once a second), events/s processed and the largest
+   backlog seen.
 
     python bench/live_latency.py [--events-per-file 2000] [--interval 1] [--duration 60] [--rates 0.5]
                                  [--capacity EV_PER_S] [--shedding "--shedding-latency 5s"]
@@ -56,8 +58,8 @@ def write_file(folder: Path, k: int, n: int, start_ts: int, keys: int, rnd: rand
 
 def command(inbox: Path, work: Path, once: bool, extra: list[str]) -> list[str]:
     return [sys.executable, "-m", "sparkcep.cli", "run", "-e", QUERY, "--input", str(inbox), "--stream",
-            "--files-per-trigger", "1", "--output", str(work / "out"), "--checkpoint", str(work / "ck"),
-            "--master", "local[2]", *(["--once"] if once else []), *extra]
+            "--output", str(work / "out"), "--checkpoint", str(work / "ck"), "--master", "local[2]",
+            *(["--once"] if once else []), *extra]
 
 
 class Run:
@@ -111,7 +113,7 @@ def capacity(work: Path, args, rnd: random.Random) -> float:
     inbox.mkdir(parents=True)
     for k in range(args.capacity_files):
         write_file(inbox, k, args.events_per_file, k * args.events_per_file, args.keys, rnd)
-    run = Run(command(inbox, work / "cap", True, []))
+    run = Run(command(inbox, work / "cap", True, ["--files-per-trigger", "1"]))
     code = run.proc.wait()
     run._reader.join(timeout=30)
     if code != 0:
@@ -124,8 +126,9 @@ def at_rate(work: Path, args, rate: float, rnd: random.Random) -> dict:
     inbox = work / "in"
     inbox.mkdir(parents=True)
     # the run starts on an empty directory (a stream that starts before its files needs a schema)
+    per_trigger = ["--files-per-trigger", str(args.files_per_trigger)] if args.files_per_trigger else []
     run = Run(command(inbox, work, False, ["--schema", "type STRING, ts BIGINT, id BIGINT, x BIGINT",
-                                           *shlex.split(args.shedding or "")]))
+                                           *per_trigger, *shlex.split(args.shedding or "")]))
     per_file = max(1, round(rate * args.interval))
     write_file(inbox, 0, per_file, 0, args.keys, rnd)  # the first batch pays the Python workers' start
     run.wait_for_first_batch()
@@ -144,13 +147,12 @@ def at_rate(work: Path, args, rate: float, rnd: random.Random) -> dict:
     if not measured:
         raise SystemExit("no batch measured:\n" + "\n".join(run.lines[-20:]))
     ends = [b["end"] for b in measured]
-    gaps = [b - a for a, b in zip(ends, ends[1:], strict=False)]
     events = sum(b["events"] for b in measured)
     span = ends[-1] - ends[0] if len(ends) > 1 else float("nan")
     return {"rate": rate, "files": k, "per_file": per_file, "batches": len(measured),
             "p50": weighted_percentile([(b["p50"], b["events"]) for b in measured], 0.5),
             "p99": weighted_percentile([(b["p99"], b["events"]) for b in measured], 0.99),
-            "interval": statistics.median(gaps) if gaps else float("nan"),
+            "interval": span / (len(ends) - 1) if len(ends) > 1 else float("nan"),
             "events_per_s": (events - measured[0]["events"]) / span if span == span and span > 0 else float("nan"),
             "backlog": max((b["backlog"] or 0) for b in measured)}
 
@@ -163,6 +165,8 @@ def main() -> None:
     p.add_argument("--rates", default="0.5", help="comma-separated multiples of the capacity (e.g. 0.5,1,1.5,2)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between two files of the feeder")
     p.add_argument("--duration", type=float, default=60, help="seconds of feeding per rate")
+    p.add_argument("--files-per-trigger", type=int,
+                   help="live runs: files per micro-batch (default: all there are, Spark's default trigger)")
     p.add_argument("--keys", type=int, default=50)
     p.add_argument("--shedding", help="options passed to `run` as they are, e.g. \"--shedding-latency 5s\"")
     p.add_argument("--seed", type=int, default=3)
