@@ -140,8 +140,9 @@ def test_streaming_workload_from_files(spark, tmp_path):
     events = route_events(200, seed=5)
     src = tmp_path / "in"
     src.mkdir()
-    for i in range(4):  # four files, read one per micro-batch
+    for i in range(4):  # four files, read one per micro-batch, in modification-time order (in ts order)
         (src / f"part{i}.json").write_text("".join(json.dumps(e) + "\n" for e in events[i * 50:(i + 1) * 50]))
+        os.utime(src / f"part{i}.json", (1_000_000 + i, 1_000_000 + i))
     w = sparkcep.compile_shared_workload(NUMERIC, budget=None)
     stream = spark.readStream.schema("type STRING, ts LONG, vehicle LONG").option("maxFilesPerTrigger", 1).json(
         str(src))
