@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sparkcep import cli_sql, preflight
 from sparkcep.api import CompiledQuery, compile_workload, input_columns, report_shedding
-from sparkcep.console import Clock, observed_count, progress, summary_line
+from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line
 from sparkcep.ir.ast import TS_UNITS_NS, UNITS_MS
 from sparkcep.ir.errors import CEPError
 from sparkcep.spark.io import FORMATS, read_events
@@ -88,7 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", required=True, help="events: a file or a directory of files")
     r.add_argument("--format", choices=FORMATS, help="input format (default: from the extension, else json)")
     r.add_argument("--output", help="write results here (a Spark JSON directory) instead of stdout")
-    r.add_argument("--stream", action="store_true", help="run as a Structured Streaming job over the files")
+    r.add_argument("--stream", action="store_true",
+                   help="run as a Structured Streaming job that follows the input directory until stopped (Ctrl-C "
+                        "or SIGTERM: stops after the micro-batch under way has committed)")
+    r.add_argument("--once", action="store_true",
+                   help="streaming: process the files there now, then stop (Spark's availableNow trigger)")
     r.add_argument("--collapsed", action="store_true",
                    help="SASE++ collapsed output: one row per binding of the non-Kleene variables, with the Kleene "
                         "candidates as an array column (a match query with one Kleene variable)")
@@ -359,9 +363,8 @@ def cmd_run(args) -> int:
     from pyspark.sql.types import StructType  # after the checks: pyspark and pandas take seconds to import
 
     from sparkcep.spark.late import KIND, REASON, RECORD
-    from sparkcep.spark.progress import follow
     from sparkcep.spark.session import local_session
-    from sparkcep.spark.sinks import counted, routed, start
+    from sparkcep.spark.sinks import counted, routed
     from sparkcep.spark.validate import read_validated
 
     spark = local_session(args.master, verbose=args.verbose)
@@ -411,19 +414,34 @@ def cmd_run(args) -> int:
         out = args.output or os.path.join(tmp, "out")
         checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
         columns = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD)]
-        query = start(routed(result, rejected), out, checkpoint, result_columns=[f.name for f in columns],
-                      dead_letters=args.dead_letters, late=args.late_events, once=True)
-        totals = follow(query, out=io.StringIO() if args.quiet else None)  # a line per micro-batch
+        query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns])
         report_shedding(getattr(result, "shedding", None), query)
         if args.timeouts:
             _write_timeouts(timeouts, args.output, quiet=args.quiet, checkpoint=checkpoint)
         if not args.output and os.path.isdir(out):
             _print_lines(json_lines(spark.read.schema(StructType(columns)).json(out)))
     if not args.quiet:
-        c = totals.counts
-        print(summary_line(read=c.get("read", 0), results=c.get("results", 0), dead_letters=c.get("dead_letters", 0),
-                           late=c.get("late", 0), seconds=clock.seconds(), output=args.output), file=sys.stderr)
+        print(stream_summary(totals.counts, clock.seconds(), args.output), file=sys.stderr)
     return 0
+
+
+def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[str]):
+    """Start ``stream`` (:func:`sparkcep.spark.sinks.routed`) into ``out`` and follow it, a line per micro-batch
+    (not with ``--quiet``): with ``--once`` until the files there at the start are processed, else until
+    SIGINT or SIGTERM, which stop it between micro-batches (the one under way commits first; a second signal
+    stops at once).  ``(query, totals)`` (:class:`sparkcep.spark.progress.Totals`)."""
+    from sparkcep.spark.progress import StopSignals, follow
+    from sparkcep.spark.sinks import discard_uncommitted, start
+
+    with StopSignals() as signals:
+        query = start(stream, out, checkpoint, result_columns=result_columns, dead_letters=args.dead_letters,
+                      late=args.late_events, once=args.once)
+        totals = follow(query, out=io.StringIO() if args.quiet else None, signals=signals, source=args.input)
+        if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
+            discard_uncommitted(stream.sparkSession, checkpoint, out, args.dead_letters, args.late_events)
+    if totals.stopped and not args.quiet:
+        print(f"sparkcep: stopped after {len(totals.batches)} micro-batches, each committed", file=sys.stderr)
+    return query, totals
 
 
 def _check_timeouts(q: CompiledQuery | None, output: str | None) -> None:
@@ -521,6 +539,9 @@ def main(argv=None) -> int:
     except CEPError as err:
         print(f"sparkcep: {err.render()}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C before a stream runs (a running stream stops cleanly, follow_stream)
+        print("sparkcep: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `sparkcep explain ... | head -3`: the reader has gone, which is not an error
         _quiet_stdout()
         return 0

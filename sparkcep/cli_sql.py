@@ -294,10 +294,9 @@ def cmd_run(args, text: str, cli) -> int:
 
     from sparkcep.compiler.codegen.recognize import time_column
     from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
-    from sparkcep.spark.progress import follow
     from sparkcep.spark.results import json_lines
     from sparkcep.spark.session import local_session
-    from sparkcep.spark.sinks import counted, routed, start
+    from sparkcep.spark.sinks import counted, routed
     from sparkcep.spark.validate import read_validated
     from sparkcep.sql_api import apply_recognize
 
@@ -336,9 +335,7 @@ def cmd_run(args, text: str, cli) -> int:
         tagged = result if KIND in result.columns else result.select(
             "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
             F.lit(None).cast("string").alias(RECORD))
-        query = start(routed(tagged, rejected), out, checkpoint, result_columns=[f.name for f in fields],
-                      dead_letters=args.dead_letters, late=args.late_events, once=True)
-        follow(query)
+        cli.follow_stream(routed(tagged, rejected), out, checkpoint, args, [f.name for f in fields])
         if not args.output and os.path.isdir(out):
             cli._print_lines(json_lines(spark.read.schema(StructType(fields)).json(out)))
     return 0

@@ -195,7 +195,8 @@ def test_run_stream_writes_the_decided_matches_the_dead_letters_and_the_late_row
     for k, name in enumerate(["part-0.json", "part-1.json", "part-2.json"]):  # the file source's order: by time
         os.utime(rows / name, (1_700_000_000 + k, 1_700_000_000 + k))
     out = tmp_path / "stream_out"
-    status, _, err = run_cli(capsys, "run", str(vshape_file), "--input", str(rows), "--stream", "--output", str(out),
+    status, _, err = run_cli(capsys, "run", str(vshape_file), "--input", str(rows), "--stream", "--once",
+                             "--output", str(out),
                              "--checkpoint", str(tmp_path / "ck"), "--files-per-trigger", "1")
     assert status == 0, err
     assert _read_json_dir(out) == _expected()

@@ -344,6 +344,20 @@ def test_stream_function_holds_rows_until_the_watermark_and_drops_late_ones():
     assert [r["n"] for r in batch] == [4, 2]  # the second match is decided only at the partition's end
 
 
+@pytest.mark.parametrize(("delay_ms", "expected"), [(None, []), (0, [3]), (1000, [])])
+def test_stream_function_settles_to_the_watermark_its_own_rows_give(delay_ms, expected):
+    """With the watermark's delay known, a micro-batch settles its rows up to the watermark the next one will
+    have at least (newest row's time minus the delay): a1 b2 b3 b1@4 a@5 in one micro-batch at watermark 0
+    give the match ended by b1@4 at once (delay 0), not one micro-batch later; with 1 s of delay the watermark
+    is 4 s, b1@4 may still have company, and the match waits, as without the delay."""
+    pytest.importorskip("sparkcep.runtime_udfs.recognize")
+    fn = SR.stream_function(SPEC, _OUTPUT, _INPUT, numeric=False, watermark_delay_ms=delay_ms)
+    group = FakeGroup()
+    rows = [("a", 0, 1), ("b", 2, 2), ("b", 5, 3), ("b", 1, 4), ("a", 0, 5)]
+    out = [r for f in fn(("p",), iter([_frame(rows)]), group) for r in f.to_dict("records")]
+    assert [r["n"] for r in out] == expected
+
+
 def test_stream_function_routes_late_rows_to_the_side_channel():
     """With ``late_rows`` a row older than the watermark comes out as a ``late`` row holding its record, the
     results as ``result`` rows; a row at the watermark's very time is on time."""

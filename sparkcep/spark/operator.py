@@ -61,6 +61,7 @@ from sparkcep.spark.schema import (
     STATE_SCHEMA,
     load_spec,
     output_schema,
+    watermark_delay,
 )
 
 if TYPE_CHECKING:
@@ -124,7 +125,8 @@ class MatchOperator:
 
     def __init__(self, spec: SpecLike, input_schema: StructType, *, ts_col: str = "ts",
                  type_col: str = "type", timezone: str | None = None, buckets: int | None = None,
-                 late_rows: bool = False, max_matches: int | None = None, ts_unit: str | None = None):
+                 late_rows: bool = False, max_matches: int | None = None, ts_unit: str | None = None,
+                 watermark_delay_ms: int | None = None):
         self.spec = load_spec(spec)
         self.engine = engine_of(self.spec)
         self.engine.check(self.spec)
@@ -186,6 +188,10 @@ class MatchOperator:
             raise CEPError(f"max_matches must be 0 (no limit) or a positive number, got {max_matches}")
         #: the match budget as given (None: sized on the executor, :meth:`budget`)
         self.max_matches = max_matches
+        if watermark_delay_ms is None:
+            watermark_delay_ms = watermark_delay(input_schema)
+        #: the stream's watermark delay (ms), for :meth:`batch_watermark`; None: wait for Spark's watermark
+        self.watermark_delay_ms = None if watermark_delay_ms is None else int(watermark_delay_ms)
         #: ``rows -> rows`` keeping the trend rows where HAVING holds (a sharing context: each query's own), or None
         self._having = _having_of(self.spec)
 
@@ -197,6 +203,20 @@ class MatchOperator:
         if not hasattr(self, "_limit"):
             self._limit = match_budget.resolve_max_matches(self.max_matches, len(self.output_schema.fields))
         return match_budget.Budget(self._limit)
+
+    def batch_watermark(self, raw: int, newest: float | None) -> int:
+        """The watermark (ms) a micro-batch's rows may be processed to: Spark's current one ``raw``, raised to
+        the one the next micro-batch will have as far as this group knows, ``event time of newest -
+        delay``, ``newest`` being the newest ts (engine units) of the rows the group got in this micro-batch
+        (DESIGN.md principle 11).  Spark's next watermark is the newest event time of *every* row of the batch
+        minus the delay, so it is at least this: every event still to come on time has a ts at or above it,
+        and advancing the engine to it now decides exactly what the next micro-batch would (the same results
+        as batch mode), one micro-batch earlier.  Without a delay (no watermark marker on the input) or rows,
+        ``raw``."""
+        if self.watermark_delay_ms is None or newest is None:
+            return raw
+        ms = self._scale.event_ms(newest) if self.numeric_ts else math.floor(newest)
+        return max(raw, ms - self.watermark_delay_ms)
 
     def _advance(self, state, watermark: float, budget: match_budget.Budget | None):
         """``engine.advance``, with the partition's match budget for the match engine."""
@@ -452,10 +472,14 @@ class MatchOperator:
         def match_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
             engine = self.engine
             state = self._state_class.from_bytes(group.get[0]) if group.exists else engine.init_state()
+            newest = None
             for pdf in pdfs:
-                engine.step(spec, state, self.events(pdf))
+                names, data = self._columns_of(pdf)
+                if data:
+                    engine.step(spec, state, _rows_of(tuple(names))(data))
+                    newest = _newest(newest, data[names.index("ts")])
             raw = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
-            watermark = to_ts(raw)  # in ts units (ms for timestamp ts)
+            watermark = to_ts(self.batch_watermark(raw, newest))  # in ts units (ms for timestamp ts)
             state, rows = self._advance(state, watermark, self.budget())
             rows = self._finish(rows)
             if engine.is_empty(state):
@@ -477,13 +501,14 @@ class MatchOperator:
             engine = self.engine
             frontier, stored, held = _load_nested(group.get[0]) if group.exists else (None, {}, None)
             raw = group.getCurrentWatermarkMs()
-            watermark = to_ts(raw)
             names, data = held if held is not None else (None, None)
             parts: dict[tuple, list[dict]] = {}
+            newest = None
             for pdf in pdfs:
                 new_names, new_data = self._columns_of(pdf)
                 if not new_data:
                     continue
+                newest = _newest(newest, new_data[new_names.index("ts")])
                 if data is None:
                     names, data = new_names, [list(c) for c in new_data]
                 elif new_names == names:
@@ -492,6 +517,7 @@ class MatchOperator:
                 else:  # another set of columns (not seen in practice): step it as it is
                     for k, events in self._split_columns(new_names, new_data).items():
                         parts.setdefault(k, []).extend(events)
+            watermark = to_ts(self.batch_watermark(raw, newest))
             held = None
             if data is not None:
                 ts = data[names.index("ts")]
@@ -585,6 +611,15 @@ class MatchOperator:
                 yield frame
 
         return routed
+
+def _newest(newest: float | None, ts: list) -> float | None:
+    """The larger of ``newest`` and the newest valid value of ``ts`` (None and NaN skipped)."""
+    valid = [t for t in ts if t is not None and t == t]
+    if not valid:
+        return newest
+    top = max(valid)
+    return top if newest is None or top > newest else newest
+
 
 #: Version tag of a nested group state (:attr:`MatchOperator.nested`).
 NESTED_STATE_VERSION = 1

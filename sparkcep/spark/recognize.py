@@ -83,6 +83,7 @@ from sparkcep.spark.arrow import _arrow_array, _rows_of, _session_timezone, by_i
 from sparkcep.spark.late import KIND, LATE, REASON, RECORD, RESULT, with_side_columns
 from sparkcep.spark.operator import grouped
 from sparkcep.spark.schema import EVENT_TIME
+from sparkcep.spark.schema import watermark_delay as delay_of
 from sparkcep.spark.validate import quoted
 
 __all__ = ["TS", "apply_outer", "batch_recognize", "input_schema", "project", "row_exprs", "run_recognize",
@@ -544,7 +545,8 @@ def _load_state(data: bytes) -> tuple[int | None, str, list, int]:
 
 
 def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructType, *, numeric: bool,
-                    ts_unit: str | None = None, timezone: str = "UTC", late_rows: bool = False) -> Callable[
+                    ts_unit: str | None = None, timezone: str = "UTC", late_rows: bool = False,
+                    watermark_delay_ms: int | None = None) -> Callable[
         [Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     """``fn(key, pdfs, state)`` for ``groupBy(PARTITION BY).applyInPandasWithState`` with event-time timeouts
     (see the module docstring).  ``projected``: the input's Spark schema; ``numeric``: the time column is a
@@ -552,7 +554,10 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
     ``late_rows``: the output has the side-channel columns of :mod:`sparkcep.spark.late` (``struct`` without
     them): results tagged ``result``, each late row (older than the watermark up to which its key's rows went
     to the engine) a ``late`` row with its record;
-    without it late rows are only counted in the group state."""
+    without it late rows are only counted in the group state.
+    ``watermark_delay_ms`` (the watermark's delay): rows are settled up to the watermark the group's own rows
+    of this micro-batch give the next one (:func:`batch_watermark`), so that a match comes out in the
+    micro-batch that reads its last row; None: up to Spark's watermark."""
     names = [c for c in dict.fromkeys([*spec.columns, TS]) if c in projected.names]
     types = {c: projected[c].dataType for c in names}
     scale = EventTimeScale.of(ts_unit)
@@ -574,17 +579,19 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
         else:
             frontier, state, held, late = None, engine.init_state(spec), [], 0
         raw = group.getCurrentWatermarkMs()
-        bound = raw * 1000
-        behind, _newest = take_rows(pdfs, names, types, timezone, frontier, held)
+        behind, newest = take_rows(pdfs, names, types, timezone, frontier, held)
         late += len(behind)
         dropped = [late_row(row, record_columns, raw, numeric, scale) for row in behind] if late_rows else []
+        # settle to the watermark the next micro-batch will have at least (a row at it may still get an equal one)
+        now = batch_watermark(raw, newest, watermark_delay_ms)
+        bound = now * 1000
         settled, held = settle(held, bound)
         settled.sort(key=engine.sort_key(spec))
         out: list[dict] = []
         if settled:
             state, rows = engine.step(spec, state, settled)
             out.extend(rows)
-        state, rows = engine.advance(spec, state, watermark_ts(raw))
+        state, rows = engine.advance(spec, state, watermark_ts(now))
         out.extend(rows)
         frontier = bound if frontier is None else max(frontier, bound)
         group.update((_dump_state(frontier, engine.state_to_json(state), held, late),))
@@ -606,6 +613,17 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
             yield _to_table(out, out_schema).to_pandas()
 
     return recognize_stream
+
+
+def batch_watermark(raw: int, newest: int | None, delay_ms: int | None) -> int:
+    """The watermark (ms) a group may settle its rows to in this micro-batch: Spark's ``raw``, raised to the one
+    the next micro-batch will have at least, ``newest // 1000 - delay_ms`` (``newest``: the newest event time,
+    µs, of the group's rows in this micro-batch; Spark's watermark statistics read event times in whole ms).
+    Every row still to come on time is at or after it, so settling to it now gives what the next micro-batch
+    would (``sparkcep.spark.operator.MatchOperator.batch_watermark`` for pattern queries)."""
+    if delay_ms is None or newest is None:
+        return raw
+    return max(raw, newest // 1000 - delay_ms)
 
 
 # the per-key late rule, shared by one statement's stream and a workload's (spark.recognize_workload)
@@ -706,7 +724,8 @@ def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_del
     df = df.select(*[F.col(quoted(c)) for c in keep])
     struct = output_struct(spec)
     fn = stream_function(spec, struct, projected.schema, numeric=numeric, ts_unit=ts_unit,
-                         timezone=_session_timezone(), late_rows=late_rows)
+                         timezone=_session_timezone(), late_rows=late_rows,
+                         watermark_delay_ms=delay_of(df.schema))
     return grouped(df, list(spec.partition_by)).applyInPandasWithState(
         fn, with_side_columns(struct) if late_rows else struct, STATE_SCHEMA, "append",
         GroupStateTimeout.EventTimeTimeout)

@@ -281,10 +281,12 @@ def _load(data: bytes) -> tuple[int | None, str, list, int]:
 
 
 def stream_function(specs: Sequence[RecognizeSpec], full: StructType, projected: StructType, *, numeric: bool,
-                    ts_unit: str | None = None, timezone: str = "UTC", late_rows: bool = False) -> Callable[
+                    ts_unit: str | None = None, timezone: str = "UTC", late_rows: bool = False,
+                    watermark_delay_ms: int | None = None) -> Callable[
         [Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     """``fn(key, pdfs, state)`` for ``applyInPandasWithState``: as the single statement's
-    (:func:`sparkcep.spark.recognize.stream_function`, the same per-key late rule), the waiting rows held once
+    (:func:`sparkcep.spark.recognize.stream_function`, the same per-key late rule and the same settling bound,
+    :func:`sparkcep.spark.recognize.batch_watermark` of ``watermark_delay_ms``), the waiting rows held once
     and one engine state per statement; settled rows go to every statement's ``step`` (each in its own
     order).  ``late_rows``: ``full`` has the side columns of :mod:`sparkcep.spark.late` and each late row is
     a ``late`` row (``query`` NULL: it is late for every statement of the group), else it is only counted."""
@@ -309,15 +311,16 @@ def stream_function(specs: Sequence[RecognizeSpec], full: StructType, projected:
         else:
             frontier, states, held, late = None, wl.init_states(specs), [], 0
         raw = group.getCurrentWatermarkMs()
-        bound = raw * 1000
-        behind, _newest = single.take_rows(pdfs, names, types, timezone, frontier, held)
+        behind, newest = single.take_rows(pdfs, names, types, timezone, frontier, held)
+        now = single.batch_watermark(raw, newest, watermark_delay_ms)
+        bound = now * 1000
         late += len(behind)
         settled, held = single.settle(held, bound)
         outs: list[list[dict]] = [[] for _ in specs]
         if settled:
             states, got = wl.step_all(specs, states, settled)  # each statement sorts them its own way
             outs = [a + b for a, b in zip(outs, got, strict=True)]
-        states, got = wl.advance_all(specs, states, watermark_ts(raw))
+        states, got = wl.advance_all(specs, states, watermark_ts(now))
         outs = [a + b for a, b in zip(outs, got, strict=True)]
         frontier = bound if frontier is None else max(frontier, bound)
         group.update((_dump(frontier, wl.states_to_json(states), held, late),))
@@ -354,7 +357,8 @@ def stream_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *, water
     df = df.select(*[F.col(quoted(c)) for c in keep])
     full = tagged_struct(specs, late_rows=late_rows)
     fn = stream_function(specs, full, projected.schema, numeric=numeric, ts_unit=ts_unit,
-                         timezone=_session_timezone(), late_rows=late_rows)
+                         timezone=_session_timezone(), late_rows=late_rows,
+                         watermark_delay_ms=single.delay_of(df.schema))
     return grouped(df, list(spec.partition_by)).applyInPandasWithState(
         fn, full, single.STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
 

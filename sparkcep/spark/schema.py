@@ -249,6 +249,17 @@ def _call_type(e: Call, fields: dict[str, DataType]) -> DataType:
 #: ``EVENT_TIME_OFFSET``).
 EVENT_TIME = "_event_time"
 
+#: The key of Spark's watermark marker (the metadata of a ``withWatermark`` column) holding the delay in ms.
+WATERMARK_DELAY = "spark.watermarkDelayMs"
+
+
+def watermark_delay(schema: StructType) -> int | None:
+    """The watermark delay (ms) on ``schema``'s :data:`EVENT_TIME` column (Spark's marker), or None."""
+    if EVENT_TIME not in schema.names:
+        return None
+    delay = schema[EVENT_TIME].metadata.get(WATERMARK_DELAY)
+    return None if delay is None else int(delay)
+
 #: The constant grouping column of a query without partition key (one group: parallelism 1).
 SINGLE_GROUP = "_sparkcep_all"
 

@@ -55,7 +55,7 @@ from sparkcep.spark import late
 from sparkcep.spark.adapters import batch_input, shuffle_partitions, unread_columns, watermarked, with_event_time
 from sparkcep.spark.arrow import _session_timezone, by_id, gathered
 from sparkcep.spark.operator import MatchOperator
-from sparkcep.spark.schema import EVENT_TIME, STATE_SCHEMA, load_spec
+from sparkcep.spark.schema import EVENT_TIME, STATE_SCHEMA, load_spec, watermark_delay
 from sparkcep.spark.validate import quoted
 
 __all__ = ["QUERY", "apply_workload", "load_workload", "workload_data"]
@@ -112,11 +112,14 @@ def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
     its late rows (``MatchOperator(late_rows=True)``)."""
     out = []
     streaming = events.isStreaming
+    # each operator emits what its micro-batch decides by the watermark's delay (MatchOperator.batch_watermark)
+    delay = watermark_delay(events.schema)
     for spec in shared:
         unread = set(unread_columns(spec, events.columns, ts_col, type_col))
         columns = [c for c in events.columns if c not in unread]
         read = StructType([events.schema[c] for c in columns])
-        op = MatchOperator(spec, read, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit)
+        op = MatchOperator(spec, read, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit,
+                           watermark_delay_ms=delay)
         types = sorted({t for _, pattern in spec.segments for t in pattern})
         out.append((_Branch(None, op, columns, streaming), events.where(F.col(type_col).isin(types)).select(*columns)))
     for entry in alone:
@@ -128,7 +131,8 @@ def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
         elif EVENT_TIME in schema.names:  # the source's (SELECT *): apply_workload makes it anew after the union
             candidates = candidates.drop(EVENT_TIME)
             schema = StructType([f for f in schema.fields if f.name != EVENT_TIME])
-        op = MatchOperator(spec, schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit)
+        op = MatchOperator(spec, schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit,
+                           watermark_delay_ms=delay)
         out.append((_Branch(entry["name"], op, schema.names, streaming), candidates))
     return out
 
