@@ -1,0 +1,112 @@
+"""The backlog-aware shedding controller (issue 17), pure: a simulated file source with a backlog feeds
+micro-batches whose cost is fixed + per read event + per kept event; the controller sees the arrival-to-result
+latency and the backlog, bounds what a batch reads and sets the drop ratio."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparkcep.runtime_udfs.shedding.controller import Admission, BacklogController
+
+#: the simulated operator: a batch costs FIXED + READ per event read + KEEP per event kept (seconds)
+FIXED, READ, KEEP = 0.2, 0.00005, 0.001
+BOUND = 5.0
+TYPES = ("A", "B", "C")
+#: utility per type (gSPICE's utility stands for how much an event contributes to matches)
+UTILITY = {"A": 3.0, "B": 2.0, "C": 1.0}
+
+
+def capacity() -> float:
+    """Events/s the operator processes unshed when batches are large (the fixed cost shared by many)."""
+    return 1 / (READ + KEEP)
+
+
+def simulate(rate: float, seconds: float = 120.0, seed: int = 0):
+    """Run the controller on a source that gets ``rate`` events/s; returns per-batch records and, per kept
+    event, its arrival-to-result latency."""
+    rng = np.random.default_rng(seed)
+    n = int(rate * seconds)
+    arrivals = np.sort(rng.uniform(0, seconds, n))
+    types = rng.choice(len(TYPES), n, p=[0.2, 0.3, 0.5])
+    ctl = BacklogController(bound=BOUND, overhead=READ)
+    decision = Admission(0.0, None, None)
+    now, head, prev_start = 0.0, 0, None
+    batches, latencies = [], []
+    dropped = dict.fromkeys(TYPES, 0)
+    while now < seconds:
+        waiting = int(np.searchsorted(arrivals, now, side="right")) - head
+        if waiting == 0:
+            now += 0.1  # an idle trigger
+            continue
+        take = waiting if decision.admit is None else min(waiting, decision.admit)
+        read = slice(head, head + take)
+        head += take
+        age = now - arrivals[read]
+        t = types[read]
+        expired = age > decision.expire if decision.expire is not None else np.zeros(take, bool)
+        util = np.array([UTILITY[TYPES[i]] for i in t]) + rng.uniform(0, 0.5, take)
+        live = ~expired
+        keep = live.copy()
+        n_drop = int(round(decision.rho * live.sum()))
+        if n_drop:
+            order = np.argsort(np.where(live, util, np.inf))  # the least useful live events first
+            keep[order[:n_drop]] = False
+        for i in t[~keep]:
+            dropped[TYPES[i]] += 1
+        duration = FIXED + READ * take + KEEP * int(keep.sum())
+        end = now + duration
+        lat = end - arrivals[read][keep]
+        latencies.append(lat)
+        backlog = int(np.searchsorted(arrivals, end, side="right")) - head
+        interval = now - prev_start if prev_start is not None else duration
+        prev_start = now
+        decision = ctl.on_batch(duration=duration, offered=take, kept=int(keep.sum()),
+                                latency=float(np.percentile(end - arrivals[read], 99)), backlog=backlog,
+                                interval=max(interval, duration))
+        batches.append({"start": now, "end": end, "read": take, "kept": int(keep.sum()), "backlog": backlog,
+                        "expired": int(expired.sum()), "types": t, "keep": keep})
+        now = end
+    return batches, latencies, dropped
+
+
+def test_load_that_fits_sheds_nothing_and_keeps_the_bound():
+    batches, latencies, dropped = simulate(0.5 * capacity())
+    assert sum(dropped.values()) == 0
+    assert all(b["expired"] == 0 for b in batches)
+    assert np.percentile(np.concatenate(latencies), 99) <= BOUND
+    assert max(b["backlog"] for b in batches) < 0.5 * capacity() * BOUND
+
+
+@pytest.mark.parametrize("overload", [1.5, 2.0])
+def test_overload_keeps_the_bound_with_a_bounded_backlog(overload):
+    rate = overload * capacity()
+    batches, latencies, dropped = simulate(rate)
+    steady = [lat for b, lat in zip(batches, latencies, strict=True) if b["start"] > 20]
+    assert np.percentile(np.concatenate(steady), 99) <= BOUND
+    # the backlog stays within what arrives in one bound (it does not grow without limit)
+    assert max(b["backlog"] for b in batches if b["start"] > 20) < rate * BOUND
+    # results keep coming: every 10 s of the run keeps events
+    for lo in range(0, 120, 10):
+        assert sum(b["kept"] for b in batches if lo <= b["start"] < lo + 10) > 0
+    # every drop counted per type; the least useful type loses the most, the most useful the least
+    total_read = sum(b["read"] for b in batches)
+    assert sum(dropped.values()) == total_read - sum(b["kept"] for b in batches) > 0
+    read_per_type = {ty: sum(int((b["types"] == i).sum()) for b in batches) for i, ty in enumerate(TYPES)}
+    share = {ty: dropped[ty] / read_per_type[ty] for ty in TYPES}
+    assert share["C"] > share["B"] >= share["A"]
+    # it sheds about what the overload asks for, not everything
+    assert 1 - 1 / overload - 0.05 < sum(dropped.values()) / total_read < 1 - 1 / overload + 0.15
+
+
+def test_the_backlog_raises_the_drop_ratio_when_batches_look_fast():
+    """Batches that are quick (few events read) but leave a large backlog: a controller of the batch duration
+    sees nothing wrong; this one sheds and bounds what the next batch reads."""
+    ctl = BacklogController(bound=BOUND, overhead=READ)
+    quiet = ctl.on_batch(duration=0.3, offered=100, kept=100, latency=0.4, backlog=0, interval=0.3)
+    assert quiet.rho == 0.0
+    for _ in range(3):
+        busy = ctl.on_batch(duration=0.3, offered=100, kept=100, latency=30.0, backlog=50_000, interval=0.3)
+    assert busy.rho > 0.5
+    assert busy.admit is not None and busy.admit < 50_000
+    assert busy.expire is not None and busy.expire < BOUND
