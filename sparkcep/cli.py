@@ -386,6 +386,9 @@ def cmd_run(args) -> int:
         result = workload.apply(df, side_channel=args.stream)
     else:
         result = q.apply(df, shedding_training=training, side_channel=args.stream)
+        shedding = getattr(result, "shedding", None)
+        if shedding is not None and os.path.isdir(args.input):  # a followed directory: shed on latency and backlog
+            shedding.follow_source(args.input)
     if not args.stream:
         with progress(spark, quiet=args.quiet):
             if args.output:

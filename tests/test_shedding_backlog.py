@@ -4,6 +4,9 @@ latency and the backlog, bounds what a batch reads and sets the drop ratio."""
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 import pytest
 
@@ -110,3 +113,51 @@ def test_the_backlog_raises_the_drop_ratio_when_batches_look_fast():
     assert busy.rho > 0.5
     assert busy.admit is not None and busy.admit < 50_000
     assert busy.expire is not None and busy.expire < BOUND
+
+
+class _Progress:
+    """A streaming query's progress as the listener gets it: attributes and ``json``."""
+
+    def __init__(self, batch, start, duration, name, offered, dropped, arrival):
+        from datetime import UTC, datetime
+
+        class _Row(dict):
+            def asDict(self):  # noqa: N802 - PySpark's name
+                return dict(self)
+
+        self.batchId, self.durationMs = batch, {"triggerExecution": int(duration * 1000)}
+        self.timestamp = datetime.fromtimestamp(start, UTC).isoformat().replace("+00:00", "Z")
+        self.observedMetrics = {name: _Row(offered=offered, dropped=dropped), "arrival": arrival}
+        self.json = json.dumps({"batchId": batch, "timestamp": self.timestamp, "durationMs": self.durationMs,
+                                "observedMetrics": self.observedMetrics})
+
+
+def test_a_followed_directory_sheds_on_its_backlog(tmp_path):
+    """The Spark stage's handle: batches that take 0.5 s each while the files waiting in the directory pile
+    up.  The batch-duration controller sees fast batches and never sheds; following the directory, the
+    backlog and the arrival-to-result latency raise ρ."""
+    from sparkcep.runtime_udfs.shedding.controller import BatchController
+    from sparkcep.spark.shedding import ControlFile, Shedding
+
+    source = tmp_path / "in"
+    source.mkdir()
+    t0 = 1_700_000_000.0
+    for i in range(200):  # 200 files of 1 000 events, one every 0.1 s
+        f = source / f"part-{i:04d}.json"
+        f.write_text("{}\n")
+        os.utime(f, (t0 + 0.1 * i, t0 + 0.1 * i))
+
+    def run(follow: bool) -> float:
+        handle = Shedding("s", ("A",), BatchController(BOUND), ControlFile(str(tmp_path / f"c{follow}.json")))
+        if follow:
+            handle.follow_source(str(source))
+        start = t0 + 0.5
+        for batch in range(10):  # each batch reads one file (1 000 events) in 0.5 s
+            mtime = (t0 + 0.1 * batch) * 1000
+            arrival = {"arrived": 1000, "median": mtime, "p01": mtime, "oldest": mtime, "newest": mtime}
+            handle.on_progress(_Progress(batch, start, 0.5, "s", 1000, 0, arrival))
+            start += 0.5
+        return handle.controller.rho
+
+    assert run(follow=False) == 0.0
+    assert run(follow=True) > 0.5
