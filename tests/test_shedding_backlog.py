@@ -9,6 +9,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from sparkcep.runtime_udfs.shedding.controller import Admission, BacklogController
 
@@ -161,3 +163,60 @@ def test_a_followed_directory_sheds_on_its_backlog(tmp_path):
 
     assert run(follow=False) == 0.0
     assert run(follow=True) > 0.5
+
+
+WORKLOAD = ("ab: PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 RETURN a.ts AS a_ts, b.ts AS b_ts;\n"
+            "bc: PATTERN SEQ(B b, C c) WHERE [id] AND b.x < c.x WITHIN 10 RETURN b.ts AS b_ts, c.ts AS c_ts")
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("ABCD"), st.integers(1, 3), st.integers(0, 9)), min_size=1, max_size=60),
+       st.lists(st.integers(1, 20), min_size=1, max_size=8))
+def test_workload_shedding_under_a_loose_bound_equals_unshed(rows, sizes):
+    """One stage in front of a workload (utilities for both queries), driven by the backlog controller with a
+    bound the load never approaches: every micro-batch is kept whole, so each query's matches are the
+    unshed ones (the brute-force oracle on all events)."""
+    import pandas as pd
+
+    import sparkcep
+    from sparkcep.oracles.match import matches as oracle_matches
+    from sparkcep.runtime_udfs.shedding.observations import SID
+    from sparkcep.runtime_udfs.shedding.shedder import fit_gspice
+    from sparkcep.spark.shedding import SHED, shed_partition
+
+    events = [{"type": t, "ts": i, "id": k, "x": x} for i, (t, k, x) in enumerate(rows)]
+    assume(any(e["type"] != "D" for e in events))  # a sample without the queries' types is refused (below)
+    queries = sparkcep.compile_workload(WORKLOAD)
+    training = [{**e, SID: i} for i, e in enumerate(events)]
+    shedder = fit_gspice([(q.spec(), 1.0) for q in queries], training, attributes=["x"])
+    ctl = BacklogController(bound=1000.0, overhead=READ)
+    kept, head, rho = [], 0, 0.0
+    for size in sizes * (len(events) // sum(sizes) + 1):
+        batch = events[head:head + size]
+        head += size
+        if not batch:
+            break
+        frames = list(shed_partition(shedder, iter([pd.DataFrame(batch)]), rho))
+        marked = pd.concat(frames)
+        kept += marked[~marked[SHED]].drop(columns=[SHED]).to_dict("records")
+        n_kept = int((~marked[SHED]).sum())
+        duration = FIXED + READ * len(batch) + KEEP * n_kept
+        rho = ctl.on_batch(duration=duration, offered=len(batch), kept=n_kept, latency=2 * duration,
+                           backlog=0, interval=duration).rho
+    assert len(kept) == len(events)
+    for q in queries:
+        assert oracle_matches(q.query, kept) == oracle_matches(q.query, events), q.name
+
+
+def test_a_training_sample_without_the_queries_types_is_refused():
+    """gSPICE cannot learn utilities from a sample in which no event can be part of a match: a clear error,
+    not a crash of the model fitting (nor a model that never drops)."""
+    import sparkcep
+    from sparkcep.ir.errors import CEPError
+    from sparkcep.runtime_udfs.shedding.observations import SID
+    from sparkcep.runtime_udfs.shedding.shedder import fit_gspice
+
+    specs = [(q.spec(), 1.0) for q in sparkcep.compile_workload(WORKLOAD)]
+    for kind in ("hash", "tree"):
+        with pytest.raises(CEPError, match="no event of the queries' types"):
+            fit_gspice(specs, [{"type": "D", "ts": 0, "id": 1, "x": 0, SID: 0}], attributes=["x"], kind=kind)
