@@ -339,11 +339,14 @@ def _candidate_schema(plan: Node, spec, schema, ts_col: str, type_col: str):
 
 
 def shedding_stage(candidates, spec, attributes, training, *, bound: float, model: str = "hash",
-                   type_col: str = "type", ts_col: str = "ts", dropped_output: str | None = None):
+                   type_col: str = "type", ts_col: str = "ts", dropped_output: str | None = None,
+                   weighted=None):
     """``(kept candidates, Shedding handle)``: the gSPICE stage (:func:`sparkcep.spark.shedding.install`) on
     the filtered events before the shuffle, its utility model (``hash``, ``tree`` or ``forest``) learnt from
     ``training`` (a batch DataFrame, pandas DataFrame or event dicts) over the numeric ``attributes`` the query
-    reads.  Used by :meth:`CompiledQuery.apply` and by generated jobs with shedding."""
+    reads.  Used by :meth:`CompiledQuery.apply` and by generated jobs with shedding.  ``weighted``: the
+    ``(spec, weight)`` of every query a workload's one stage serves (an event's utility sums its contributions
+    to each query's matches, weighted), instead of ``spec`` alone."""
     from pyspark.sql.types import NumericType
 
     from sparkcep.runtime_udfs.shedding.shedder import fit_gspice
@@ -355,7 +358,7 @@ def shedding_stage(candidates, spec, attributes, training, *, bound: float, mode
     numeric = [f.name for f in candidates.schema.fields if isinstance(f.dataType, NumericType)]
     attributes = [a for a in attributes if a in numeric and a != ts_col]
     events = training_events(training, spec, ts_col=ts_col, type_col=type_col)
-    shedder = fit_gspice([(spec, 1.0)], events, attributes=attributes, kind=model)
+    shedder = fit_gspice(list(weighted) if weighted else [(spec, 1.0)], events, attributes=attributes, kind=model)
     return install(candidates, shedder, bound=bound, type_col=type_col, ts_col=ts_col, dropped_output=dropped_output)
 
 
@@ -556,18 +559,19 @@ class CompiledWorkload:
             attributes.update(dict.fromkeys(a.attr for q in spec.queries for a in q.aggregates if a.attr))
         return workload_data(shared, alone), list(attributes)
 
-    def apply(self, df, share: bool = True, side_channel: bool = False):
+    def apply(self, df, share: bool = True, side_channel: bool = False, shedding_training=None):
         """Run the workload on a batch or streaming DataFrame, as its generated job does
         (:func:`~sparkcep.spark.workload.apply_workload`): one DataFrame with a ``query`` column
         and the columns of every query's RETURN (null where a query lacks one), from one stateful operator.
         ``share=False``: the Non-Shared layout (each query of the shared executor's scope on its own
         segments); ``side_channel`` (streaming): late events come out as rows of ``_kind`` "late" and the
-        relevant events are counted, as :meth:`CompiledQuery.apply` does (for :mod:`sparkcep.spark.sinks`)."""
+        relevant events are counted, as :meth:`CompiledQuery.apply` does (for :mod:`sparkcep.spark.sinks`).
+        With shedding (``WITH SHEDDING LATENCY`` or ``shedding_latency=``; streaming only) one gSPICE stage sits
+        in front of every operator, after the watermark, its utilities learnt from ``shedding_training`` for
+        every query at once (weight 1 each; the tightest bound of the queries); its handle is the result's
+        ``shedding``."""
         from sparkcep.spark.workload import apply_workload
 
-        if any(q.shedding_latency for q in self.queries):
-            raise CEPError("load shedding is not available for a workload yet: run one query with --query NAME, "
-                           "or the workload without WITH SHEDDING LATENCY")
         if any(q.collapsed for q in self.queries):
             raise CEPError("collapsed output is for one match query: run it with --query NAME --collapsed")
         if any(q.query.skip is not None for q in self.queries):
@@ -575,8 +579,38 @@ class CompiledWorkload:
         data, attributes = self.job_plan(share, df.schema)
         check_attributes(df.columns, attributes)
         first = self.queries[0]
-        return apply_workload(df, data, ts_col=first.ts_col, type_col=first.type_col, lateness=first.lateness,
-                              side_channel=side_channel, ts_unit=first.ts_unit)
+        handle = []
+
+        def shed(events):
+            kept, shedding = self._shed(events, shedding_training)
+            handle.append(shedding)
+            return kept
+
+        bounds = [q.shedding_latency for q in self.queries if q.shedding_latency]
+        result = apply_workload(df, data, ts_col=first.ts_col, type_col=first.type_col, lateness=first.lateness,
+                                side_channel=side_channel, ts_unit=first.ts_unit,
+                                shed=shed if bounds and df.isStreaming else None)
+        if handle:
+            result.shedding = handle[0]
+        return result
+
+    def _shed(self, events, training):
+        """The one gSPICE stage of the workload (:func:`shedding_stage`) on its watermarked ``events``."""
+        from sparkcep.ir.spec import MatchSpec
+
+        weighted, attributes = [], []
+        for q in self.queries:
+            spec = q.spec(events.schema)
+            if not isinstance(spec, MatchSpec):
+                raise CEPError(f"load shedding learns from matches: query {q.name or q.query.name!r} is not a "
+                               "match query; run the workload without WITH SHEDDING LATENCY")
+            weighted.append((spec, 1.0))
+            attributes += [a for a in referenced_attributes(q.plan(events.schema)) if a not in attributes]
+        first = self.queries[0]
+        bound = min(q.shedding_latency for q in self.queries if q.shedding_latency)
+        return shedding_stage(events, weighted[0][0], attributes, training, bound=bound,
+                              model=first.shedding_model, type_col=first.type_col, ts_col=first.ts_col,
+                              dropped_output=first.dropped_output, weighted=weighted)
 
 
 @deeply

@@ -341,11 +341,10 @@ def _quiet_task_failures(spark) -> None:
 def cmd_run(args) -> int:
     options = {"type_col": args.type_col, "ts_col": args.ts_col, "ts_unit": args.ts_unit, "lateness": args.lateness,
                "match_budget": args.max_matches}
-    workload = _workload(args, **options)  # a workload runs as its generated job does, into one result
+    # a workload runs as its generated job does, into one result (with shedding: one stage for all its queries)
+    workload = _workload(args, **options, **_shedding_options(args))
     if workload is not None and args.collapsed:
         raise CEPError("--collapsed is for one match query: choose it with --query NAME")
-    if workload is not None and _shedding_options(args):
-        raise CEPError("load shedding is not available for a workload yet: choose one query with --query NAME")
     q = _one(args, **options, **_shedding_options(args), collapsed=args.collapsed) if workload is None else None
     if args.timeouts:
         _check_timeouts(q, args.output)
@@ -383,14 +382,17 @@ def cmd_run(args) -> int:
     if not args.stream and not args.quiet:  # the events read, counted as the job computes them (no extra pass)
         df, count_events = observed_count(df, "sparkcep_events")
     training = None
-    if q is not None and q.shedding_latency and args.stream:  # a batch has no latency to keep: shedding is for streams
+    if any(x.shedding_latency for x in queries) and args.stream:  # a batch has no latency to keep: only streams
         path = getattr(args, "shedding_training", None) or args.input
         training = read_events(spark, path, fmt, args.ts_col, schema=args.schema, type_col=args.type_col,
                                attributes=attributes, needs=needs)
     if q is None:  # every operator of the sharing plan, one result with a "query" column
-        result = workload.apply(df, side_channel=args.stream)
+        result = workload.apply(df, side_channel=args.stream, shedding_training=training)
     else:
         result = q.apply(df, shedding_training=training, side_channel=args.stream)
+    shedding = getattr(result, "shedding", None)
+    if shedding is not None and os.path.isdir(args.input):  # a followed directory: shed on latency and backlog
+        shedding.follow_source(args.input)
     timeouts = getattr(result, "timeouts", None)  # before any wrapping of the result
     if not args.stream:
         with progress(spark, quiet=args.quiet):

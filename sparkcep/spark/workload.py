@@ -183,19 +183,23 @@ def _widen(frame: pd.DataFrame, name: str | None, names: list[str]) -> pd.DataFr
 
 
 def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col: str = "type", lateness: float = 0,
-                   side_channel: bool = False, ts_unit: str | None = None) -> DataFrame:
+                   side_channel: bool = False, ts_unit: str | None = None, shed=None) -> DataFrame:
     """Every operator of ``workload`` (JSON text or data of :func:`workload_data`, or its
     :func:`load_workload` pair) on ``events`` (batch or streaming; registered here as the temporary view
     ``events`` the alone queries' filters read), as one operator whose output has a :data:`QUERY` column and
     the columns of every query (a column a query lacks is null in its rows).  ``side_channel`` (streaming):
     late events come out as rows of :data:`~sparkcep.spark.late.KIND` ``late``; the rows the operators
     are given are counted as ``events_relevant`` (an event two operators read counts twice).  ``ts_unit``: the
-    unit of numeric ts, which scales the stream's event time (:mod:`sparkcep.runtime_udfs.event_time`)."""
+    unit of numeric ts, which scales the stream's event time (:mod:`sparkcep.runtime_udfs.event_time`).
+    ``shed`` (streaming): ``DataFrame -> DataFrame``, the one load-shedding stage in front of every operator,
+    put on the events after the watermark (dropped events still move event time)."""
     shared, alone = workload if isinstance(workload, tuple) else load_workload(workload)
     streaming = events.isStreaming
     side_channel = side_channel and streaming
     if streaming:  # the watermark on every event, before the operators' filters: any event moves event time
         events = watermarked(events, ts_col, lateness, ts_unit=ts_unit)
+        if shed is not None:
+            events = shed(events)
     events.createOrReplaceTempView("events")
     pairs = _branches(events, shared, alone, ts_col, type_col, side_channel, ts_unit)
     if not pairs:
