@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sparkcep import cli_sql, preflight
 from sparkcep.api import CompiledQuery, compile_workload, input_columns, report_shedding
-from sparkcep.console import Clock, observed_count, progress, summary_line
+from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line
 from sparkcep.ir.ast import TS_UNITS_NS, UNITS_MS
 from sparkcep.ir.errors import CEPError
 from sparkcep.spark.io import FORMATS, read_events
@@ -88,7 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", required=True, help="events: a file or a directory of files")
     r.add_argument("--format", choices=FORMATS, help="input format (default: from the extension, else json)")
     r.add_argument("--output", help="write results here (a Spark JSON directory) instead of stdout")
-    r.add_argument("--stream", action="store_true", help="run as a Structured Streaming job over the files")
+    r.add_argument("--stream", action="store_true",
+                   help="run as a Structured Streaming job that follows the input directory until stopped (Ctrl-C "
+                        "or SIGTERM: stops after the micro-batch under way has committed)")
+    r.add_argument("--once", action="store_true",
+                   help="streaming: process the files there now, then stop (Spark's availableNow trigger)")
     r.add_argument("--collapsed", action="store_true",
                    help="SASE++ collapsed output: one row per binding of the non-Kleene variables, with the Kleene "
                         "candidates as an array column (a match query with one Kleene variable)")
@@ -102,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the stream's event types: a record of another type is a dead letter ('unknown event "
                         "type'); default: types the query does not use are ignored and counted")
     r.add_argument("--late-events", help="streaming: where events behind the watermark go (default: OUTPUT/_late)")
+    r.add_argument("--timeouts", action="store_true",
+                   help="a match query: also write its timed-out partial matches (partial matches the window closed "
+                        "on) to OUTPUT/_timeouts")
     r.add_argument("--schema", help="input schema as DDL, e.g. 'type STRING, ts TIMESTAMP, id BIGINT, x DOUBLE' "
                                     "(default: the columns the query reads, typed as it needs them)")
     r.add_argument("--master", default="local[*]")
@@ -334,12 +341,13 @@ def _quiet_task_failures(spark) -> None:
 def cmd_run(args) -> int:
     options = {"type_col": args.type_col, "ts_col": args.ts_col, "ts_unit": args.ts_unit, "lateness": args.lateness,
                "match_budget": args.max_matches}
-    workload = _workload(args, **options)  # a workload runs as its generated job does, into one result
+    # a workload runs as its generated job does, into one result (with shedding: one stage for all its queries)
+    workload = _workload(args, **options, **_shedding_options(args))
     if workload is not None and args.collapsed:
         raise CEPError("--collapsed is for one match query: choose it with --query NAME")
-    if workload is not None and _shedding_options(args):
-        raise CEPError("load shedding is not available for a workload yet: choose one query with --query NAME")
     q = _one(args, **options, **_shedding_options(args), collapsed=args.collapsed) if workload is None else None
+    if args.timeouts:
+        _check_timeouts(q, args.output)
     fmt = _input_format(args)
     clock = Clock()
     # only the columns the queries read, each with the type they need; malformed records, no type or ts,
@@ -354,9 +362,8 @@ def cmd_run(args) -> int:
     from pyspark.sql.types import StructType  # after the checks: pyspark and pandas take seconds to import
 
     from sparkcep.spark.late import KIND, REASON, RECORD
-    from sparkcep.spark.progress import follow
     from sparkcep.spark.session import local_session
-    from sparkcep.spark.sinks import counted, routed, start
+    from sparkcep.spark.sinks import counted, routed
     from sparkcep.spark.validate import read_validated
 
     spark = local_session(args.master, verbose=args.verbose)
@@ -375,14 +382,18 @@ def cmd_run(args) -> int:
     if not args.stream and not args.quiet:  # the events read, counted as the job computes them (no extra pass)
         df, count_events = observed_count(df, "sparkcep_events")
     training = None
-    if q is not None and q.shedding_latency and args.stream:  # a batch has no latency to keep: shedding is for streams
+    if any(x.shedding_latency for x in queries) and args.stream:  # a batch has no latency to keep: only streams
         path = getattr(args, "shedding_training", None) or args.input
         training = read_events(spark, path, fmt, args.ts_col, schema=args.schema, type_col=args.type_col,
                                attributes=attributes, needs=needs)
     if q is None:  # every operator of the sharing plan, one result with a "query" column
-        result = workload.apply(df, side_channel=args.stream)
+        result = workload.apply(df, side_channel=args.stream, shedding_training=training)
     else:
         result = q.apply(df, shedding_training=training, side_channel=args.stream)
+    shedding = getattr(result, "shedding", None)
+    if shedding is not None and os.path.isdir(args.input):  # a followed directory: shed on latency and backlog
+        shedding.follow_source(args.input)
+    timeouts = getattr(result, "timeouts", None)  # before any wrapping of the result
     if not args.stream:
         with progress(spark, quiet=args.quiet):
             if args.output:
@@ -394,6 +405,8 @@ def cmd_run(args) -> int:
                 results = len(lines)
                 _print_lines(lines)
             dead = _report_rejected(rejected, args.output, args.dead_letters)
+            if args.timeouts:
+                _write_timeouts(timeouts, args.output, quiet=args.quiet)
         if not args.quiet:
             valid = count_events() if count_events is not None else None
             print(summary_line(read=None if valid is None else valid + dead, results=results, dead_letters=dead,
@@ -403,17 +416,64 @@ def cmd_run(args) -> int:
         out = args.output or os.path.join(tmp, "out")
         checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
         columns = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD)]
-        query = start(routed(result, rejected), out, checkpoint, result_columns=[f.name for f in columns],
-                      dead_letters=args.dead_letters, late=args.late_events, once=True)
-        totals = follow(query, out=io.StringIO() if args.quiet else None)  # a line per micro-batch
+        query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns])
         report_shedding(getattr(result, "shedding", None), query)
+        if args.timeouts:
+            _write_timeouts(timeouts, args.output, quiet=args.quiet, checkpoint=checkpoint)
         if not args.output and os.path.isdir(out):
             _print_lines(json_lines(spark.read.schema(StructType(columns)).json(out)))
     if not args.quiet:
-        c = totals.counts
-        print(summary_line(read=c.get("read", 0), results=c.get("results", 0), dead_letters=c.get("dead_letters", 0),
-                           late=c.get("late", 0), seconds=clock.seconds(), output=args.output), file=sys.stderr)
+        print(stream_summary(totals.counts, clock.seconds(), args.output), file=sys.stderr)
     return 0
+
+
+def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[str]):
+    """Start ``stream`` (:func:`sparkcep.spark.sinks.routed`) into ``out`` and follow it, a line per micro-batch
+    (not with ``--quiet``): with ``--once`` until the files there at the start are processed, else until
+    SIGINT or SIGTERM, which stop it between micro-batches (the one under way commits first; a second signal
+    stops at once).  ``(query, totals)`` (:class:`sparkcep.spark.progress.Totals`)."""
+    from sparkcep.spark.progress import StopSignals, follow
+    from sparkcep.spark.sinks import discard_uncommitted, start
+
+    with StopSignals() as signals:
+        query = start(stream, out, checkpoint, result_columns=result_columns, dead_letters=args.dead_letters,
+                      late=args.late_events, once=args.once)
+        totals = follow(query, out=io.StringIO() if args.quiet else None, signals=signals, source=args.input)
+        if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
+            discard_uncommitted(stream.sparkSession, checkpoint, out, args.dead_letters, args.late_events)
+    if totals.stopped and not args.quiet:
+        print(f"sparkcep: stopped after {len(totals.batches)} micro-batches, each committed", file=sys.stderr)
+    return query, totals
+
+
+def _check_timeouts(q: CompiledQuery | None, output: str | None) -> None:
+    """``--timeouts`` needs one match query whose timed-out partial matches are defined, and ``--output``."""
+    from sparkcep.api import timeout_spec_of
+
+    if q is None:
+        raise CEPError("--timeouts is for one match query: choose it with --query NAME")
+    if timeout_spec_of(q.spec()) is None:
+        raise CEPError("--timeouts: timed-out partial matches are defined for a match query whose pattern is a SEQ "
+                       "of single events (T v, ANY(...) v) under skip_till_any_match")
+    if not output:
+        raise CEPError("--timeouts writes OUTPUT/_timeouts: give --output")
+
+
+def _write_timeouts(timeouts, output: str, *, quiet: bool, checkpoint: str | None = None) -> None:
+    """The timed-out partial matches into OUTPUT/_timeouts (a stream: its own query, checkpoint
+    CHECKPOINT/_timeouts, up to the end of the available input), counted on stderr."""
+    target = output.rstrip("/") + "/_timeouts"
+    if checkpoint is None:
+        timeouts, count = observed_count(timeouts, "sparkcep_timeouts")
+        timeouts.write.mode("overwrite").json(target)
+        n = count()
+    else:
+        (timeouts.writeStream.format("json").option("path", target)
+         .option("checkpointLocation", checkpoint.rstrip("/") + "/_timeouts")
+         .trigger(availableNow=True).start().awaitTermination())
+        n = timeouts.sparkSession.read.schema(timeouts.schema).json(target).count()
+    if not quiet:
+        print(f"sparkcep: {n} timed-out partial match{'es' if n != 1 else ''}; see {target}", file=sys.stderr)
 
 
 def _report_rejected(rejected, output: str | None, dead_letters: str | None = None) -> int:
@@ -481,6 +541,9 @@ def main(argv=None) -> int:
     except CEPError as err:
         print(f"sparkcep: {err.render()}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C before a stream runs (a running stream stops cleanly, follow_stream)
+        print("sparkcep: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `sparkcep explain ... | head -3`: the reader has gone, which is not an error
         _quiet_stdout()
         return 0

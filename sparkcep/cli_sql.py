@@ -1,7 +1,9 @@
 """``sparkcep check|explain|compile|run|notebook`` for a SQL:2016 ``MATCH_RECOGNIZE`` statement.
 
 A ``.sql`` file, or query text (``-e``, stdin, a file of another name) that starts with ``SELECT``, is one
-statement ``SELECT ... FROM table MATCH_RECOGNIZE (...) ...`` (docs/language.md, "MATCH_RECOGNIZE"):
+statement ``SELECT ... FROM table MATCH_RECOGNIZE (...) ...`` (docs/language.md, "MATCH_RECOGNIZE"), or
+several separated by ``;`` over one table (a workload, docs/sharing.md: each checked and explained, run with
+one output directory per statement, compiled into one job, one notebook):
 
 * ``check``: parse and check it (batch, and whether a stream can run it); an error names line and column;
 * ``explain``: the plan, with the engine's pattern program (``--schema DDL``: the input's columns and types,
@@ -38,14 +40,26 @@ def is_sql(text: str, file: str | None = None) -> bool:
     return re.match(r"\s*select\b", text[pos:], re.I) is not None
 
 
-def statement(text: str, *, streaming: bool = False) -> rc.Recognize:
-    """The parsed and checked statement (:class:`CEPError` with line, column and caret otherwise)."""
+def statement(text: str, *, streaming: bool = False, functions=None) -> rc.Recognize:
+    """The parsed and checked statement (:class:`CEPError` with line, column and caret otherwise);
+    ``functions``: the session's function lookup (``sparkcep.sql_api.session_functions``), if any."""
     from sparkcep.compiler.recognize import check_recognize
     from sparkcep.grammar.recognize import parse_recognize
 
     q = parse_recognize(text)
-    check_recognize(q, streaming=streaming)
+    check_recognize(q, streaming=streaming, functions=functions)
     return q
+
+
+def statements(text: str, *, streaming: bool = False) -> list[rc.Recognize]:
+    """The statements of a text holding one or several separated by ``;``, each parsed and checked (errors
+    positioned in the whole text: ``sparkcep.sql_api.split_statements`` keeps every line and column)."""
+    from sparkcep.sql_api import split_statements
+
+    parts = split_statements(text)
+    if len(parts) <= 1:
+        return [statement(text, streaming=streaming)]
+    return [statement(part, streaming=streaming) for part in parts]
 
 
 def schema_of_ddl(ddl: str) -> dict[str, str]:
@@ -154,38 +168,85 @@ def _input_format(args) -> str:
     return {".csv": "csv", ".parquet": "parquet"}.get(Path(args.input).suffix.lower(), "json")
 
 
-def cmd_check(args, text: str, cli=None) -> int:
-    _refuse(args, {"--query": None})
-    q = statement(text)
+def _check_line(q: rc.Recognize, *, workload: bool = False) -> str:
+    from sparkcep.spark.recognize import _passing_late_rows
+
     try:
         from sparkcep.compiler.recognize import check_recognize
 
         check_recognize(q, streaming=True)
         stream = "batch and streaming"
+        if workload and _passing_late_rows(q.outer_sql) is None:
+            stream = ("batch only (streaming: in a workload the query around MATCH_RECOGNIZE can only select and "
+                      "filter)")
     except CEPSemanticError as err:
         stream = f"batch only (streaming: {err.message})"
     variables = plan_spec(q).variables
     n = len(variables)
-    print(f"ok  MATCH_RECOGNIZE over {q.source}: {n} variable{'s' if n != 1 else ''} ({', '.join(variables)}), "
-          f"{q.rows_per_match}, AFTER MATCH SKIP {q.skip.kind}{' ' + q.skip.var if q.skip.var else ''}; {stream}")
+    return (f"MATCH_RECOGNIZE over {q.source}: {n} variable{'s' if n != 1 else ''} ({', '.join(variables)}), "
+            f"{q.rows_per_match}, AFTER MATCH SKIP {q.skip.kind}{' ' + q.skip.var if q.skip.var else ''}; {stream}")
+
+
+def _workload_lines(qs: list[rc.Recognize], names: list[str]) -> list[str]:
+    from sparkcep.sql_api import plan_workload
+
+    return [f"-- a workload of {len(qs)} MATCH_RECOGNIZE statements ({', '.join(names)})",
+            *("-- " + line for line in plan_workload(qs, names)[1])]
+
+
+def cmd_check(args, text: str, cli=None) -> int:
+    from sparkcep.sql_api import statement_names
+
+    _refuse(args, {"--query": None})
+    qs = statements(text)
+    if len(qs) == 1:
+        print("ok  " + _check_line(qs[0]))
+        return 0
+    names = statement_names(qs)
+    _one_source(qs)
+    for name, q in zip(names, qs, strict=True):
+        print(f"ok  {name}: {_check_line(q, workload=True)}")
+    print("\n".join(_workload_lines(qs, names)))
     return 0
+
+
+def explain_all(qs: list[rc.Recognize], schema: dict[str, str] | None = None, *, ts_unit: str | None = None) -> str:
+    """explain's text of one statement, or of a workload: who shares a pass, then each statement's plan."""
+    from sparkcep.sql_api import statement_names
+
+    if len(qs) == 1:
+        return explain(qs[0], schema, ts_unit=ts_unit)
+    names = statement_names(qs)
+    _one_source(qs)
+    parts = ["\n".join(_workload_lines(qs, names))]
+    parts += [f"-- statement {name}\n" + explain(q, schema, ts_unit=ts_unit) for name, q in zip(names, qs, strict=True)]
+    return "\n\n".join(parts)
+
+
+def job_of(qs: list[rc.Recognize], *, ts_unit: str | None = None) -> str:
+    """The generated job of one statement, or of a workload of statements over one table."""
+    from sparkcep.compiler.codegen.recognize import job_source, workload_job_source
+    from sparkcep.sql_api import statement_names
+
+    if len(qs) == 1:
+        return job_source(qs[0], explain=explain(qs[0], ts_unit=ts_unit), ts_unit=ts_unit)
+    names = statement_names(qs)
+    _one_source(qs)
+    return workload_job_source(qs, names, plan=_workload_lines(qs, names),
+                               explains=[explain(q, ts_unit=ts_unit) for q in qs], ts_unit=ts_unit)
 
 
 def cmd_explain(args, text: str, cli=None) -> int:
     _refuse(args, {"--query": None, "--sql": False, "--format": "text", "--stats": None})
-    q = statement(text)
     schema = schema_of_ddl(args.schema) if getattr(args, "schema", None) else None
-    print(explain(q, schema, ts_unit=getattr(args, "ts_unit", None)))
+    print(explain_all(statements(text), schema, ts_unit=getattr(args, "ts_unit", None)))
     return 0
 
 
 def cmd_compile(args, text: str, cli=None) -> int:
-    from sparkcep.compiler.codegen.recognize import job_source
-
     _refuse(args, {"--query": None, "--ts": None, "--ts-col": "ts", "--type-col": "type", "--collapsed": False,
                    "--stats": None, "--shedding-latency": None})
-    q = statement(text)
-    Path(args.output).write_text(job_source(q, explain=explain(q, ts_unit=args.ts_unit), ts_unit=args.ts_unit))
+    Path(args.output).write_text(job_of(statements(text), ts_unit=args.ts_unit))
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -194,12 +255,26 @@ def cmd_notebook(args, text: str, cli=None) -> int:
     from sparkcep.notebook import write_recognize_notebook
 
     _refuse(args, {"--query": None, "--ts-col": "ts", "--type-col": "type"})
-    q = statement(text)
+    qs = statements(text)
+    names = None
+    if len(qs) > 1:
+        from sparkcep.sql_api import statement_names
+
+        names = statement_names(qs)
+        _one_source(qs)
     fmt = args.format or (_input_format(args) if args.input else "json")
-    write_recognize_notebook(q, args.output, explain=explain(q, ts_unit=args.ts_unit), input_path=args.input,
-                             fmt=fmt, master=args.master, ts_unit=args.ts_unit)
+    write_recognize_notebook(qs if names else qs[0], args.output, explain=explain_all(qs, ts_unit=args.ts_unit),
+                             input_path=args.input, fmt=fmt, master=args.master, ts_unit=args.ts_unit, names=names)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def _one_source(qs: list[rc.Recognize]) -> None:
+    """The statements of a file run over one input: they must read one table."""
+    for q in qs[1:]:
+        if q.source.lower() != qs[0].source.lower():
+            raise CEPSemanticError(f"the statements of a file read one input, as one table: the first reads FROM "
+                                   f"{qs[0].source}, this one FROM {q.source}", q.span, q.text or None)
 
 
 def _table(args, q: rc.Recognize) -> None:
@@ -219,17 +294,19 @@ def cmd_run(args, text: str, cli) -> int:
 
     from sparkcep.compiler.codegen.recognize import time_column
     from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
-    from sparkcep.spark.progress import follow
     from sparkcep.spark.results import json_lines
     from sparkcep.spark.session import local_session
-    from sparkcep.spark.sinks import counted, routed, start
+    from sparkcep.spark.sinks import counted, routed
     from sparkcep.spark.validate import read_validated
     from sparkcep.sql_api import apply_recognize
 
     _refuse(args, {"--query": None, "--ts-col": "ts", "--type-col": "type", "--collapsed": False,
                    "--max-matches": None, "--known-types": None, "--shedding-latency": None,
-                   "--dropped-output": None, "--shedding-training": None})
-    q = statement(text, streaming=args.stream)
+                   "--dropped-output": None, "--shedding-training": None, "--timeouts": False})
+    qs = statements(text, streaming=args.stream)
+    if len(qs) > 1:
+        return _run_workload(args, qs, cli)
+    q = qs[0]
     _table(args, q)
     preflight.check_statement_input(q, named_columns(q), path=args.input, fmt=_input_format(args),
                                     stream=args.stream, schema=args.schema)  # before the JVM starts
@@ -258,11 +335,67 @@ def cmd_run(args, text: str, cli) -> int:
         tagged = result if KIND in result.columns else result.select(
             "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
             F.lit(None).cast("string").alias(RECORD))
-        query = start(routed(tagged, rejected), out, checkpoint, result_columns=[f.name for f in fields],
-                      dead_letters=args.dead_letters, late=args.late_events, once=True)
-        follow(query)
+        cli.follow_stream(routed(tagged, rejected), out, checkpoint, args, [f.name for f in fields])
         if not args.output and os.path.isdir(out):
             cli._print_lines(json_lines(spark.read.schema(StructType(fields)).json(out)))
+    return 0
+
+
+def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
+    """``run`` of several statements over one input: the groups sharing a pass (``sparkcep.sql_api``), each
+    statement's result in ``OUTPUT/<name>/`` (stdout without --output: its rows with a ``statement`` key
+    first), dead letters once, a stream's late rows per statement (``sql_api.workload_dirs``)."""
+    import json
+    import os
+    import tempfile
+
+    from pyspark.sql.types import StructType
+
+    from sparkcep.compiler.codegen.recognize import time_column
+    from sparkcep.spark.progress import follow
+    from sparkcep.spark.results import json_lines
+    from sparkcep.spark.session import local_session
+    from sparkcep.spark.sinks import counted
+    from sparkcep.spark.validate import read_validated
+    from sparkcep.sql_api import apply_workload, statement_names, stream_workload, workload_dirs
+
+    names = statement_names(qs)
+    _one_source(qs)
+    for q in qs:
+        _table(args, q)
+    for q in qs:  # before the JVM starts
+        preflight.check_statement_input(q, named_columns(q), path=args.input, fmt=_input_format(args),
+                                        stream=args.stream, schema=args.schema)
+    if not args.quiet:
+        print(f"starting Spark ({args.master})...", file=sys.stderr, flush=True)
+    spark = local_session(args.master)
+    cli._quiet_task_failures(spark)
+    rows, rejected = read_validated(spark, args.input, _input_format(args), None, time_column(qs[0]),
+                                    stream=args.stream, files_per_trigger=args.files_per_trigger, schema=args.schema,
+                                    ts_unit=args.ts_unit)
+    if not args.stream:
+        frames = apply_workload({qs[0].source.lower(): rows}, qs, ts_unit=args.ts_unit)
+        if args.output:
+            for path, (_, frame) in zip(workload_dirs(args.output, names)[0], sorted(frames.items()), strict=True):
+                frame.write.mode("overwrite").json(path)
+        else:
+            for name, (_, frame) in zip(names, sorted(frames.items()), strict=True):
+                cli._print_lines(json.dumps({"statement": name, **json.loads(line)}) for line in json_lines(frame))
+        cli._report_rejected(rejected, args.output, args.dead_letters)
+        return 0
+    rows, rejected = counted(counted(rows, "events_valid"), "events_relevant"), counted(rejected, "dead_letters")
+    with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
+        out = args.output or os.path.join(tmp, "out")
+        checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
+        _, schemas = stream_workload(rows, rejected, qs, names, out, checkpoint, ts_unit=args.ts_unit,
+                                     watermark_delay=args.lateness, dead_letters=args.dead_letters,
+                                     late_events=args.late_events, once=True, wait=follow)
+        if not args.output:
+            for i, (name, path) in enumerate(zip(names, workload_dirs(out, names)[0], strict=True)):
+                if os.path.isdir(path):
+                    result = spark.read.schema(StructType(schemas[i].fields)).json(path)
+                    cli._print_lines(json.dumps({"statement": name, **json.loads(line)})
+                                     for line in json_lines(result))
     return 0
 
 

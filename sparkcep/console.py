@@ -39,6 +39,13 @@ def summary_line(*, read: int | None, results: int | None, dead_letters: int | N
     return text + (f", wrote {output}" if output else "")
 
 
+def stream_summary(counts: dict[str, int], seconds: float, output: str | None = None) -> str:
+    """:func:`summary_line` of a stream from its totals' ``counts`` (``sparkcep.spark.progress.Totals``)."""
+    return summary_line(read=counts.get("read", 0), results=counts.get("results", 0),
+                        dead_letters=counts.get("dead_letters", 0), late=counts.get("late", 0), seconds=seconds,
+                        output=output)
+
+
 def stage_lines(tracker) -> dict[int, str]:
     """The running stages' lines, by stage id: ``job J, stage I/N: DONE/TOTAL tasks`` (I: the stage's place
     among its job's stages, N: their number; failed tasks counted when there are any)."""

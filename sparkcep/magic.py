@@ -95,15 +95,16 @@ def _run_statement(args, cell: str, namespace: dict):
 
     import sparkcep
     from sparkcep.cli_sql import _refuse, explain, statement
-    from sparkcep.sql_api import apply_recognize
+    from sparkcep.sql_api import apply_recognize, session_functions
 
     try:
         _refuse(args, {"--ts-col": "ts", "--type-col": "type"})  # options of the pattern language: never ignored
-        q = statement(cell)
+        spark = SparkSession.getActiveSession()
+        functions = session_functions(spark) if spark is not None else None  # its registered UDFs pass
+        q = statement(cell, functions=functions)
         name = args.dataframe or q.source
         df = namespace.get(name)
         if df is None and args.dataframe is None:
-            spark = SparkSession.getActiveSession()
             if spark is not None and spark.catalog.tableExists(q.source):
                 df = spark.table(q.source)
         if df is None:
@@ -112,7 +113,7 @@ def _run_statement(args, cell: str, namespace: dict):
         if not isinstance(df, DataFrame):
             raise UsageError(f"%%sparkcep: {name!r} is a {type(df).__name__}, not a Spark DataFrame")
         if df.isStreaming:
-            statement(cell, streaming=True)
+            statement(cell, streaming=True, functions=functions)
         if args.explain:
             print(explain(q, ts_unit=args.ts_unit))
         return apply_recognize(df, q, ts_unit=args.ts_unit,

@@ -111,19 +111,49 @@ def write_notebook(q: CompiledQuery, path: str, **options) -> None:
 
 
 def recognize_notebook(q, *, explain: str, input_path: str | None = None, fmt: str = "json",
-                       master: str = "local[*]", ts_unit: str | None = None):
+                       master: str = "local[*]", ts_unit: str | None = None, names: list[str] | None = None):
     """The notebook that runs the ``MATCH_RECOGNIZE`` statement ``q`` (``ir.recognize.Recognize``) on the rows
-    at ``input_path``, read as the table its FROM names (``sparkcep.sql`` finds it in the session's catalog)."""
+    at ``input_path``, read as the table its FROM names (``sparkcep.sql`` finds it in the session's catalog).
+    ``q`` may be a list of statements over one table, called ``names`` (a workload: ``sparkcep.sql_workload``
+    runs them, sharing a pass where it can)."""
     from sparkcep.compiler.codegen.recognize import time_column
 
     nbf = _nbformat()
-    text = q.text.strip()
+    qs = list(q) if isinstance(q, (list, tuple)) else [q]
+    q = qs[0]
+    texts = [x.text.strip() for x in qs]
+    text = "\n\n".join(texts if len(qs) == 1 else [f"-- {n}\n{t}" for n, t in zip(names, texts, strict=True)])
+    one = len(qs) == 1
+    what = (f"MATCH_RECOGNIZE over {_code_span(q.source)}" if one
+            else f"{len(qs)} MATCH_RECOGNIZE statements over {_code_span(q.source)}")
+    runs = ("a SQL:2016 row pattern recognition statement" if one
+            else "SQL:2016 row pattern recognition statements")
+    if one:
+        job = ("## The job\n\n`sparkcep.sql` parses and checks the statement (an error names the line and column) "
+               "and runs it on the table of its FROM clause, batch or streaming as that table is.")
+        code = (f"QUERY = {py_literal(chr(10) + text + chr(10))}\n\n"
+                f"result = sparkcep.sql(QUERY, spark{f', ts_unit={py_literal(ts_unit)}' if ts_unit else ''})\n"
+                "result.printSchema()")
+        show = "result.show(20, truncate=False)\nresult.count()"
+    else:
+        job = ("## The job\n\n`sparkcep.sql_workload` parses and checks each statement (an error names the line "
+               "and column) and runs them on the table of their FROM clause, those with the same PARTITION BY and "
+               "ORDER BY in one pass; `result[i]` is statement i's DataFrame, `result.plan` says who shares.")
+        statements = {n: t + "\n" for n, t in zip(names, texts, strict=True)}
+        code = (f"STATEMENTS = {py_literal(statements)}\n\n"
+                "result = sparkcep.sql_workload(list(STATEMENTS.values()), spark"
+                f"{f', ts_unit={py_literal(ts_unit)}' if ts_unit else ''})\n"
+                'print("\\n".join(result.plan))')
+        show = ("for i, name in enumerate(STATEMENTS):\n"
+                "    print(name)\n"
+                "    result[i].show(20, truncate=False)")
     cells = [
         nbf.v4.new_markdown_cell(
-            f"# sparkcep: MATCH_RECOGNIZE over {_code_span(q.source)}\n\n"
-            "This notebook runs a SQL:2016 row pattern recognition statement on a file of rows, with Spark. It was "
-            "written by `sparkcep notebook`; `sparkcep compile` writes the same job as a standalone PySpark script."
-            f"\n\nThe statement:\n\n{_fence(text)}sql\n{text}\n{_fence(text)}"),
+            f"# sparkcep: {what}\n\n"
+            f"This notebook runs {runs} "
+            "on a file of rows, with Spark. It was written by `sparkcep notebook`; `sparkcep compile` writes the "
+            f"same job as a standalone PySpark script.\n\nThe statement{'' if one else 's'}:\n\n"
+            f"{_fence(text)}sql\n{text}\n{_fence(text)}"),
         nbf.v4.new_markdown_cell(
             "How sparkcep runs it: Spark computes the per-row expressions and shuffles the rows by the PARTITION "
             "BY key; the row pattern engine runs each partition in ORDER BY order (batch: one pass per partition; "
@@ -143,15 +173,10 @@ def recognize_notebook(q, *, explain: str, input_path: str | None = None, fmt: s
             "rows.printSchema()\n"
             "rows.show(5, truncate=False)\n"
             "rejected.show(5, truncate=False)  # dead letters: reason, record"),
-        nbf.v4.new_markdown_cell(
-            "## The job\n\n`sparkcep.sql` parses and checks the statement (an error names the line and column) and "
-            "runs it on the table of its FROM clause, batch or streaming as that table is."),
-        nbf.v4.new_code_cell(
-            f"QUERY = {py_literal(chr(10) + text + chr(10))}\n\n"
-            f"result = sparkcep.sql(QUERY, spark{f', ts_unit={py_literal(ts_unit)}' if ts_unit else ''})\n"
-            "result.printSchema()"),
+        nbf.v4.new_markdown_cell(job),
+        nbf.v4.new_code_cell(code),
         nbf.v4.new_markdown_cell("## Results"),
-        nbf.v4.new_code_cell("result.show(20, truncate=False)\nresult.count()"),
+        nbf.v4.new_code_cell(show),
     ]
     nb = nbf.v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

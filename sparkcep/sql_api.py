@@ -18,7 +18,7 @@ positioned in the statement where it has a place.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from sparkcep.ir.errors import CEPError, CEPSemanticError, Span
 
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
     from sparkcep.ir.recognize import Recognize
 
-__all__ = ["SqlWorkload", "apply_recognize", "plan_workload", "split_statements", "sql", "sql_workload"]
+__all__ = ["SharedGroup", "SqlWorkload", "apply_recognize", "apply_workload", "plan_workload", "session_functions",
+           "shared_group", "split_statements", "sql", "sql_workload"]
 
 
 def apply_recognize(df: DataFrame, q: Recognize, *, ts_unit: str | None = None,
@@ -53,10 +54,12 @@ def apply_recognize(df: DataFrame, q: Recognize, *, ts_unit: str | None = None,
 
 
 def sql(text: str, spark: SparkSession | None = None, *, ts_unit: str | None = None,
-        watermark_delay: float | str | None = None) -> DataFrame:
+        watermark_delay: float | str | None = None, late_rows: bool = False) -> DataFrame:
     """The DataFrame of a ``SELECT ... FROM t MATCH_RECOGNIZE (...)`` statement; ``t`` is a table or (temporary)
     view of ``spark`` (default: the active session), batch or streaming.  See :func:`apply_recognize` for
-    ``ts_unit`` and ``watermark_delay``."""
+    ``ts_unit``, ``watermark_delay`` and ``late_rows`` (a stream's late rows as rows of ``_kind`` "late"; else
+    they are counted in the key's state and dropped).  Functions registered in the session may be called in
+    per-row DEFINE/MEASURES expressions (:func:`session_functions`)."""
     from sparkcep.compiler.recognize import check_recognize
     from sparkcep.grammar.recognize import parse_recognize
 
@@ -70,8 +73,26 @@ def sql(text: str, spark: SparkSession | None = None, *, ts_unit: str | None = N
         if spark is None:
             raise CEPError("sparkcep.sql needs a SparkSession: start one or pass spark=")
     df = _table(spark, q.source, text)
-    check_recognize(q, streaming=df.isStreaming)
-    return apply_recognize(df, q, ts_unit=ts_unit, watermark_delay=watermark_delay)
+    check_recognize(q, streaming=df.isStreaming, functions=session_functions(spark))
+    return apply_recognize(df, q, ts_unit=ts_unit, watermark_delay=watermark_delay, late_rows=late_rows)
+
+
+def session_functions(spark: SparkSession):
+    """``name -> bool``: whether ``name`` is a function of the session (a temporary function registered with
+    ``spark.udf.register``, a SQL ``CREATE FUNCTION``, a catalog function), for ``check_recognize`` to accept
+    it in a per-row DEFINE/MEASURES expression (Spark then computes it before the shuffle)."""
+    from pyspark.errors import PySparkException
+
+    from sparkcep.spark.recognize import quiet_analysis
+
+    def exists(name: str) -> bool:
+        try:
+            with quiet_analysis():
+                return bool(spark.catalog.functionExists(name))
+        except (PySparkException, ValueError, TypeError):  # a name Spark cannot even parse: not a function
+            return False
+
+    return exists
 
 
 def _table(spark: SparkSession, name: str, text: str) -> DataFrame:
@@ -135,9 +156,11 @@ def _share_key(q: Recognize) -> tuple:
                   for o in q.order_by))
 
 
-def plan_workload(qs: list[Recognize]) -> tuple[list[list[int]], list[str]]:
+def plan_workload(qs: list[Recognize], names: list[str] | None = None) -> tuple[list[list[int]], list[str]]:
     """``(groups, lines)``: the statements (indexes) that share one pass, in order of first statement, and
-    explain's lines saying who shares what and why the others run alone."""
+    explain's lines saying who shares what and why the others run alone (statements called by ``names``,
+    default by index)."""
+    label = (lambda i: str(i)) if names is None else names.__getitem__
     groups: dict[tuple, list[int]] = {}
     for i, q in enumerate(qs):
         groups.setdefault(_share_key(q), []).append(i)
@@ -148,14 +171,14 @@ def plan_workload(qs: list[Recognize]) -> tuple[list[list[int]], list[str]]:
         where = (f"FROM {q.source}, PARTITION BY {', '.join(q.partition_by) or '(none)'}, ORDER BY "
                  + ", ".join(o.column + ("" if o.ascending else " DESC") for o in q.order_by))
         if len(members) > 1:
-            lines.append(f"statements {', '.join(map(str, members))} share one pass ({where}): one projection, "
+            lines.append(f"statements {', '.join(map(label, members))} share one pass ({where}): one projection, "
                          "one shuffle, one sort, one mapInArrow pass (batch) / one applyInPandasWithState with "
                          "their engine states per key (streaming); each statement's engine runs over the shared "
                          "sorted partition and its rows are split off by a query column")
         else:
             reason = ("no other statement reads the same source with the same PARTITION BY and ORDER BY"
                       if len(qs) > 1 else "a single statement")
-            lines.append(f"statement {members[0]} runs alone ({where}): {reason}")
+            lines.append(f"statement {label(members[0])} runs alone ({where}): {reason}")
     return order, lines
 
 
@@ -169,16 +192,16 @@ class SqlWorkload(dict):
 
 
 def sql_workload(texts: str | list[str], spark: SparkSession | None = None, *, ts_unit: str | None = None,
-                 watermark_delay: float | str | None = None, cache: bool = True) -> SqlWorkload:
+                 watermark_delay: float | str | None = None, cache: bool = True,
+                 late_rows: bool = False) -> SqlWorkload:
     """The DataFrames of several MATCH_RECOGNIZE statements (a list, or one text with statements separated by
     ``;``), by index.  Statements reading the same source with the same PARTITION BY and ORDER BY run in one
     pass (``sparkcep.spark.recognize_workload``); each result equals :func:`sql` of its statement.  In a batch,
     ``cache`` persists the shared pass so that the statements' DataFrames read it once (else each action runs
-    it again); in a stream, start ONE query on ``result.shared[k][1]`` (the tagged rows) to share the pass."""
-    from sparkcep.compiler.recognize import build_spec, check_recognize
+    it again); in a stream, start ONE query on ``result.shared[k][1]`` (the tagged rows) to share the pass
+    (``late_rows``: with the late side channel, a late row's ``query`` NULL)."""
+    from sparkcep.compiler.recognize import check_recognize
     from sparkcep.grammar.recognize import parse_recognize
-    from sparkcep.spark import recognize as single
-    from sparkcep.spark import recognize_workload as shared
 
     if isinstance(texts, str):
         texts = split_statements(texts)
@@ -196,7 +219,51 @@ def sql_workload(texts: str | list[str], spark: SparkSession | None = None, *, t
         key = q.source.lower()
         if key not in tables:
             tables[key] = _table(spark, q.source, q.text)
-        check_recognize(q, streaming=tables[key].isStreaming)
+        check_recognize(q, streaming=tables[key].isStreaming, functions=session_functions(spark))
+    return apply_workload(tables, qs, ts_unit=ts_unit, watermark_delay=watermark_delay, cache=cache,
+                          late_rows=late_rows)
+
+
+class SharedGroup(NamedTuple):
+    """Statements sharing one pass: their indexes, the statements with workload-wide RowExpr columns, their
+    engine specs and the tagged result (``query`` and ``_<k>_<j>`` columns; ``spark.recognize_workload``)."""
+
+    members: list[int]
+    statements: list[Recognize]
+    specs: list
+    tagged: DataFrame
+
+    def result(self, k: int, tagged: DataFrame | None = None) -> DataFrame:
+        """The k-th member's result: its rows of ``tagged`` (default: the group's) with its outer query."""
+        from sparkcep.spark import recognize as single
+        from sparkcep.spark import recognize_workload as shared
+
+        q = self.statements[k]
+        rows = shared.split(self.tagged if tagged is None else tagged, self.specs, k)
+        return single.apply_outer(rows, q.outer_sql, q.result_view, q.text or None)
+
+
+def shared_group(df: DataFrame, qs: list[Recognize], members: list[int], *, ts_unit: str | None = None,
+                 watermark_delay: float | str | None = None, late_rows: bool = False) -> SharedGroup:
+    """The statements ``members`` of ``qs`` (same source, PARTITION BY and ORDER BY: :func:`plan_workload`) run
+    over ``df`` in one pass."""
+    from sparkcep.compiler.recognize import build_spec
+    from sparkcep.spark import recognize_workload as shared
+
+    renamed, own = shared.rename_row_exprs([qs[i] for i in members])
+    projected = shared.project(df, renamed)
+    specs = [build_spec(q, shared.statement_schema(projected, cols), ts_unit=ts_unit)
+             for q, cols in zip(renamed, own, strict=True)]
+    tagged = shared.run_shared(projected, specs, watermark_delay=watermark_delay, ts_unit=ts_unit,
+                               late_rows=late_rows and projected.isStreaming)
+    return SharedGroup(list(members), renamed, specs, tagged)
+
+
+def apply_workload(tables: dict[str, DataFrame], qs: list[Recognize], *, ts_unit: str | None = None,
+                   watermark_delay: float | str | None = None, cache: bool = True,
+                   late_rows: bool = False) -> SqlWorkload:
+    """:func:`sql_workload` over DataFrames: ``tables`` maps each statement's FROM name (lower case) to its
+    DataFrame; the statements are parsed and checked."""
     groups, lines = plan_workload(qs)
     frames: dict[int, DataFrame] = {}
     tagged_groups: list[tuple[list[int], DataFrame]] = []
@@ -206,17 +273,80 @@ def sql_workload(texts: str | list[str], spark: SparkSession | None = None, *, t
             (i,) = members
             frames[i] = apply_recognize(df, qs[i], ts_unit=ts_unit, watermark_delay=watermark_delay)
             continue
-        renamed, own = shared.rename_row_exprs([qs[i] for i in members])
-        projected = shared.project(df, renamed)
-        specs = [build_spec(q, shared.statement_schema(projected, cols), ts_unit=ts_unit)
-                 for q, cols in zip(renamed, own, strict=True)]
-        tagged = shared.run_shared(projected, specs, watermark_delay=watermark_delay, ts_unit=ts_unit)
-        if cache and not tagged.isStreaming:
-            tagged = tagged.persist()
-        tagged_groups.append((list(members), tagged))
+        group = shared_group(df, qs, members, ts_unit=ts_unit, watermark_delay=watermark_delay, late_rows=late_rows)
+        if cache and not group.tagged.isStreaming:
+            group = group._replace(tagged=group.tagged.persist())
+        tagged_groups.append((list(members), group.tagged))
         for k, i in enumerate(members):
-            q = renamed[k]
-            frames[i] = single.apply_outer(shared.split(tagged, specs, k), q.outer_sql, q.result_view, q.text or None)
+            frames[i] = group.result(k)
     out = SqlWorkload(sorted(frames.items()))
     out.plan, out.shared = lines, tagged_groups
     return out
+
+
+# ----------------------------------------------------------------------------------------------- a workload's outputs
+
+
+def statement_names(qs: list[Recognize]) -> list[str]:
+    """Each statement's name in a workload's outputs: its ``MATCH_RECOGNIZE (...) AS alias`` (a plain
+    identifier), else ``s<n>`` (its position, from 1).  Two statements of one name are an error."""
+    names = [q.alias if q.alias and re.fullmatch(r"[A-Za-z_]\w*", q.alias, re.ASCII) else f"s{i + 1}"
+             for i, q in enumerate(qs)]
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name.lower() in seen:
+            raise CEPSemanticError(f"statements {seen[name.lower()] + 1} and {i + 1} are both named {name} (their "
+                                   "outputs are OUTPUT/<name>/): give them distinct aliases, MATCH_RECOGNIZE (...) "
+                                   "AS name", qs[i].span, qs[i].text or None)
+        seen[name.lower()] = i
+    return names
+
+
+def workload_dirs(output: str, names: list[str], *, dead_letters: str | None = None,
+                  late_events: str | None = None) -> tuple[list[str], list[str], str]:
+    """``(results, late, dead letters)`` directories of a workload's statements: ``OUTPUT/<name>/``, their late
+    rows in ``OUTPUT/<name>/_late/`` (or ``LATE_EVENTS/<name>/``), the dead letters once in
+    ``OUTPUT/_dead_letters/`` (or ``DEAD_LETTERS``)."""
+    root = output.rstrip("/")
+    results = [f"{root}/{n}" for n in names]
+    late = [f"{late_events.rstrip('/')}/{n}" if late_events else f"{r}/_late" for n, r in zip(names, results,
+                                                                                             strict=True)]
+    return results, late, dead_letters or f"{root}/_dead_letters"
+
+
+def stream_workload(rows: DataFrame, rejected: DataFrame, qs: list[Recognize], names: list[str], output: str,
+                    checkpoint: str, *, ts_unit: str | None = None, watermark_delay: float | str | None = None,
+                    dead_letters: str | None = None, late_events: str | None = None, once: bool = False,
+                    wait=None) -> tuple[list, dict[int, object]]:
+    """Run the statements ``qs`` over the stream ``rows`` (their FROM table; ``rejected``: its dead letters):
+    one streaming query per group sharing a pass (:func:`plan_workload`; checkpoint ``CHECKPOINT/g<k>``), each
+    writing its statements' results, late rows and (the first) the dead letters (:func:`workload_dirs`)
+    exactly once.  ``once``: process what is there and stop, one query after the other, ``wait(query)``
+    called on each; else all start at once.  Returns the queries and each statement's result schema (by
+    index).  A statement whose outer query is more than
+    a plain SELECT/WHERE (it would run per micro-batch) is refused."""
+    from sparkcep.spark.recognize import _passing_late_rows
+    from sparkcep.spark.recognize_workload import group_writer
+    from sparkcep.spark.sinks import routed
+
+    for q, name in zip(qs, names, strict=True):
+        if _passing_late_rows(q.outer_sql) is None:
+            raise CEPSemanticError(f"statement {name}: in a streaming workload the query around MATCH_RECOGNIZE "
+                                   "can only select and filter (no aggregation, DISTINCT, ORDER BY or LIMIT): run "
+                                   "it alone", q.span, q.text or None)
+    results, late, dead = workload_dirs(output, names, dead_letters=dead_letters, late_events=late_events)
+    groups, _ = plan_workload(qs)
+    queries, schemas = [], {}
+    for g, members in enumerate(groups):
+        group = shared_group(rows, qs, members, ts_unit=ts_unit, watermark_delay=watermark_delay, late_rows=True)
+        schemas.update((i, group.result(k).schema) for k, i in enumerate(members))
+        stream = routed(group.tagged, rejected if g == 0 else None)  # the dead letters once
+        writer = group_writer(group.result, [results[i] for i in members], [late[i] for i in members],
+                              dead if g == 0 else None)
+        query = (stream.writeStream.foreachBatch(writer).option("checkpointLocation", f"{checkpoint.rstrip('/')}/g{g}")
+                 .outputMode("append"))
+        query = (query.trigger(availableNow=True) if once else query).start()
+        queries.append(query)
+        if once and wait is not None:
+            wait(query)
+    return queries, schemas

@@ -149,7 +149,7 @@ def test_stream_routes_bad_and_late_input_and_counts_it(spark, tmp_path, capsys)
               [{"type": "B", "ts": 1_000, "id": 9, "x": 0}]]
     write_files(tmp_path / "in", chunks)
     out = tmp_path / "out"
-    assert main(["run", "-e", QUERY, "--input", str(tmp_path / "in"), "--stream", "--schema", DDL,
+    assert main(["run", "-e", QUERY, "--input", str(tmp_path / "in"), "--stream", "--once", "--schema", DDL,
                  "--files-per-trigger", "1", "--lateness", str(LATENESS), "--output", str(out),
                  "--checkpoint", str(tmp_path / "ck")]) == 0
     err = capsys.readouterr().err

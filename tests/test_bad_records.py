@@ -118,7 +118,8 @@ def test_stream_with_every_bad_dataset_restarts_exactly_once(spark, tmp_path, ca
     checkpoint with the rest: every result once, every bad record one dead letter."""
     chunks = [GOOD[:3], GOOD[3:]] + [CASES[name][0] for name in CASES] + [[TAIL]]
     inbox, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
-    argv = ["run", "-e", QUERY, "--input", str(inbox), "--stream", "--files-per-trigger", "1", "--lateness", "10",
+    argv = ["run", "-e", QUERY, "--input", str(inbox), "--stream", "--once", "--files-per-trigger", "1",
+            "--lateness", "10",
             "--output", str(out), "--checkpoint", str(ck)]
     write_files(inbox, chunks[:4])
     run(argv, capsys)
@@ -151,7 +152,7 @@ def test_extreme_timestamps_in_a_stream_are_dead_letters(spark, tmp_path, capsys
     tail = {"type": "B", "ts": "2027-01-01T00:00:00Z", "id": 9, "x": 0}
     write_files(tmp_path / "in", [ISO, [tail]])
     out = tmp_path / "out"
-    run(["run", "-e", ISO_QUERY, "--input", str(tmp_path / "in"), "--stream", "--files-per-trigger", "1",
+    run(["run", "-e", ISO_QUERY, "--input", str(tmp_path / "in"), "--stream", "--once", "--files-per-trigger", "1",
          "--output", str(out), "--checkpoint", str(tmp_path / "ck")], capsys)
     assert canonical(read_dir(out)) == canonical([{"id": 1, "bx": 2}])
     dead = read_dir(out / "_dead_letters")

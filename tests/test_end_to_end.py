@@ -114,7 +114,7 @@ def test_run_batch_and_stream_print_the_oracle_matches(spark, store, capsys, tmp
     root, expected = store
     batch = cli_rows(capsys, "run", str(root / "query.cep"), "--input", str(root / "events"))
     assert canonical(batch) == canonical(as_cli(expected))
-    stream = cli_rows(capsys, "run", str(root / "query.cep"), "--input", str(root / "events"), "--stream",
+    stream = cli_rows(capsys, "run", str(root / "query.cep"), "--input", str(root / "events"), "--stream", "--once",
                       "--files-per-trigger", "1", "--checkpoint", str(tmp_path / "ckpt"))
     assert canonical(stream) == canonical(batch)
 

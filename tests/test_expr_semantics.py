@@ -256,7 +256,7 @@ def test_division_by_zero_runs_to_the_end_in_a_batch(spark, tmp_path, capsys):
 def test_division_by_zero_runs_to_the_end_in_a_stream(spark, tmp_path, capsys):
     from sparkcep.spark.results import canonical
 
-    got = _zero_run(tmp_path, capsys, ["--stream", "--files-per-trigger", "1", "--lateness", "10",
+    got = _zero_run(tmp_path, capsys, ["--stream", "--once", "--files-per-trigger", "1", "--lateness", "10",
                                        "--checkpoint", str(tmp_path / "ck")])
     assert canonical(got) == canonical(_zero_expected())
 

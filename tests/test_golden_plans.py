@@ -74,12 +74,10 @@ RECOGNIZE = sorted(p.parent.name for p in ROOT.glob("recognize_*/query.sql"))
 
 
 def recognize_artifacts(case: str) -> dict[str, str]:
-    from sparkcep.cli_sql import explain, statement
-    from sparkcep.compiler.codegen.recognize import job_source
+    from sparkcep.cli_sql import explain_all, job_of, statements
 
-    q = statement((ROOT / case / "query.sql").read_text())
-    text = explain(q)
-    return {"explain.txt": text + "\n", "job.py": job_source(q, explain=text)}
+    qs = statements((ROOT / case / "query.sql").read_text())  # one statement, or several (a workload)
+    return {"explain.txt": explain_all(qs) + "\n", "job.py": job_of(qs)}
 
 
 @pytest.mark.parametrize("case", RECOGNIZE)

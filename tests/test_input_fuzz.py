@@ -129,7 +129,8 @@ def test_fuzzed_records_never_kill_the_run(tmp_path, stream):
     out = tmp_path / "out"
     args = ["-e", QUERY, "--input", str(tmp_path / "in"), "--output", str(out)]
     if stream:
-        args += ["--stream", "--files-per-trigger", "2", "--lateness", "1000", "--checkpoint", str(tmp_path / "ck")]
+        args += ["--stream", "--once", "--files-per-trigger", "2", "--lateness", "1000",
+                 "--checkpoint", str(tmp_path / "ck")]
     check(cli(*args), out, valid, bads, stream)
 
 

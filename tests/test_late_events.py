@@ -73,17 +73,20 @@ class Group:
         return self.watermark_ms
 
 
-def run_stream(text: str, batches: list[list[dict]], lateness: int) -> tuple[list[dict], list[dict]]:
-    """``(results, late_rows)`` of ``text`` over ``batches`` the way a streaming job runs it: per micro-batch,
-    the watermark is the newest ts of the earlier batches minus ``lateness`` (Spark's, in ms of the derived
-    event time), each key with rows or a passed timeout is called; at the end a batch far ahead flushes."""
+def stream_rows(text: str, batches: list[list[dict]], lateness: int, early: bool = True) -> list[tuple[int, dict]]:
+    """``(micro-batch index, row)`` of every output row of ``text`` over ``batches`` the way a streaming job
+    runs it: per micro-batch, the watermark is the newest ts of the earlier batches minus ``lateness`` (Spark's,
+    in ms of the derived event time), each key with rows or a passed timeout is called; at the end a batch far
+    ahead flushes (index ``len(batches)``).  ``early``: the operator knows the watermark's delay, as on Spark
+    (the marker of the event-time column), and so emits what its own rows decide
+    (``MatchOperator.batch_watermark``); else it waits for Spark's watermark."""
     q = sparkcep.compile(text)
-    op = MatchOperator(q.spec(SCHEMA), SCHEMA, late_rows=True)
+    op = MatchOperator(q.spec(SCHEMA), SCHEMA, late_rows=True, watermark_delay_ms=lateness if early else None)
     fn = op.stream_function()
     key = list(op.spec.key)
     groups: dict[tuple, tuple] = {}  # key → (stored state, timeout)
     newest, out = None, []
-    for batch in [*batches, None]:
+    for index, batch in enumerate([*batches, None]):
         if batch is None:
             raw = 10**15  # the flush
         else:
@@ -97,13 +100,20 @@ def run_stream(text: str, batches: list[list[dict]], lateness: int) -> tuple[lis
             group = Group(stored, raw)
             pdfs = [pd.DataFrame(rows[k], columns=COLUMNS)] if k in rows else []
             for frame in fn(k, iter(pdfs), group):
-                out += frame.to_dict("records")
+                out += [(index, r) for r in frame.to_dict("records")]
             if group.stored is None:
                 groups.pop(k, None)
             else:
                 groups[k] = (group.stored, group.timeout)
         if batch:
             newest = max([*(() if newest is None else (newest,)), *(e["ts"] for e in batch)])
+    return out
+
+
+def run_stream(text: str, batches: list[list[dict]], lateness: int,
+               early: bool = True) -> tuple[list[dict], list[dict]]:
+    """``(results, late_rows)`` of :func:`stream_rows`."""
+    out = [r for _, r in stream_rows(text, batches, lateness, early)]
     results = [{c: v for c, v in r.items() if c not in (late.KIND, late.REASON, late.RECORD)}
                for r in out if r[late.KIND] == late.RESULT]
     late_rows = [r for r in out if r[late.KIND] == late.LATE]
@@ -207,3 +217,62 @@ def test_late_split_takes_only_events_older_than_the_watermark():
     assert positions == [0] and kept["ts"].tolist()[:2] == [2, 3]
     big = 1_700_000_000_000_000_001  # epoch ns beyond float64's whole numbers: compared exactly
     assert late.late_split(pdf, [big - 1, big, big + 1, None], big)[1] == [0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Results in the micro-batch that reads the event completing them (DESIGN.md principle 11)
+
+STRICT = event_streams("ABC", max_size=12, attrs={"x": (0, 4), "id": (0, 1)}, ties=False)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=STRICT, data=st.data())
+def test_a_match_comes_out_in_the_micro_batch_that_reads_its_last_event(events, data):
+    """Lateness 0, sorted input cut into random micro-batches: each match of ``SEQ(A a, B b)`` is emitted in
+    the micro-batch that holds its ``b`` (its own key's newest ts is the next watermark), not one later."""
+    batches = data.draw(straddling_ties(events))
+    at = {e["ts"]: i for i, batch in enumerate(batches) for e in batch}  # ts are unique
+    out = stream_rows(QUERIES[0], batches, 0)
+    results = [r for _, r in out if r[late.KIND] == late.RESULT]
+    assert canonical([plain({k: v for k, v in r.items() if not k.startswith("_")}) for r in results]) == \
+        canonical(expected(QUERIES[0], events))
+    assert [i for i, r in out if r[late.KIND] == late.RESULT] == [at[r["bt"]] for r in results]
+
+
+def _indexes(out: list[tuple[int, dict]]) -> dict[str, list[int]]:
+    """Per result row (as canonical JSON), the sorted micro-batch indexes it came out in."""
+    seen: dict[str, list[int]] = {}
+    for i, r in out:
+        if r[late.KIND] == late.RESULT:
+            row = plain({k: v for k, v in r.items() if not k.startswith("_")})
+            seen.setdefault(json.dumps(row, sort_keys=True, default=str), []).append(i)
+    return {k: sorted(v) for k, v in seen.items()}
+
+
+@pytest.mark.parametrize("text", QUERIES, ids=["match", "trend", "trailing-negation"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=STREAMS, data=st.data())
+def test_emitting_by_the_batch_bound_changes_when_never_what(text, events, data):
+    """Out-of-order input within the lateness: the same rows as waiting for Spark's watermark, each no later."""
+    lateness, batches = data.draw(within_lateness(events))
+    early, waiting = _indexes(stream_rows(text, batches, lateness)), _indexes(stream_rows(text, batches, lateness,
+                                                                                          early=False))
+    assert early.keys() == waiting.keys()
+    for row, indexes in early.items():
+        assert len(indexes) == len(waiting[row])
+        assert all(a <= b for a, b in zip(indexes, waiting[row], strict=True))
+
+
+@pytest.mark.parametrize(("text", "batches", "when"), [
+    # a trend window [0, 6) of id 0 closes at the event of ts 10 (same key), in its micro-batch
+    (QUERIES[1], [[{"type": "A", "ts": 1, "id": 0, "x": 1}], [{"type": "B", "ts": 2, "id": 0, "x": 1}],
+                  [{"type": "C", "ts": 10, "id": 0, "x": 1}]], 2),
+    # a trailing negation is decided (no C before a.ts + 5) when the key's A at ts 7 arrives
+    (QUERIES[2], [[{"type": "A", "ts": 1, "id": 0, "x": 1}, {"type": "B", "ts": 2, "id": 0, "x": 1}],
+                  [{"type": "A", "ts": 7, "id": 0, "x": 1}]], 1),
+], ids=["trend-window", "trailing-negation"])
+def test_a_result_decided_by_its_keys_later_event_comes_out_with_it(text, batches, when):
+    early = [i for i, r in stream_rows(text, batches, 0) if r[late.KIND] == late.RESULT]
+    waiting = [i for i, r in stream_rows(text, batches, 0, early=False) if r[late.KIND] == late.RESULT]
+    assert early and set(early) == {when}
+    assert set(waiting) == {when + 1}  # Spark's watermark of the next micro-batch (here: the flush)

@@ -28,3 +28,25 @@ def test_totals_add_each_batch_once():
     assert line == "batch 1: read 16 events (+4), 8 results, 2 dead letters, 1 late, 3 ignored, 4 events/s"
     assert totals.add(progress(2, 0, 0, 0, 0, 0, 300)).endswith(", idle")
     assert totals.counts["read"] == 16
+
+
+def test_a_batch_reports_its_events_latency_from_arrival_and_the_backlog(tmp_path):
+    """The arrival metric (file modification times of the batch's events) and the batch's end give the
+    latency p50/p99; files modified after the newest arrival read are the backlog."""
+    import os
+
+    for k, mtime in enumerate([1000, 1001, 1002]):  # seconds
+        path = tmp_path / f"part-{k}.json"
+        path.write_text("{}\n")
+        os.utime(path, (mtime, mtime))
+    (tmp_path / "_hidden").write_text("")
+    p = progress(4, 10, 0, 10, 2, 0, 500)
+    p["timestamp"] = "1970-01-01T00:16:43.000Z"  # 1003 s; the batch ends 0.5 s later
+    p["observedMetrics"]["arrival"] = {"oldest": 999_000, "p01": 999_000, "median": 1_000_000,
+                                       "newest": 1_000_000, "arrived": 10}
+    totals = Totals(source=str(tmp_path))
+    line = totals.add(p)
+    assert line.endswith(", latency p50 3.5 s p99 4.5 s, backlog 2 files")
+    assert totals.latencies == [(4, 10, 3.5, 4.5, 2)]
+    # a batch without arrival metrics (no events, or not a file source) reports none
+    assert "latency" not in totals.add(progress(5, 0, 0, 0, 0, 0, 300))

@@ -132,6 +132,8 @@ def test_options_of_the_pattern_language_are_refused(capsys, vshape_file, tmp_pa
     assert status == 2 and "first ORDER BY column" in err
     status, _, err = run_cli(capsys, "run", str(vshape_file), "--input", str(tmp_path), "--table", "events")
     assert status == 2 and "FROM Ticker" in err
+    status, _, err = run_cli(capsys, "run", str(vshape_file), "--input", str(tmp_path), "--timeouts")
+    assert status == 2 and "--timeouts does not apply to a MATCH_RECOGNIZE statement" in err
 
 
 def test_notebook_of_a_statement(capsys, vshape_file, tmp_path):
@@ -193,7 +195,8 @@ def test_run_stream_writes_the_decided_matches_the_dead_letters_and_the_late_row
     for k, name in enumerate(["part-0.json", "part-1.json", "part-2.json"]):  # the file source's order: by time
         os.utime(rows / name, (1_700_000_000 + k, 1_700_000_000 + k))
     out = tmp_path / "stream_out"
-    status, _, err = run_cli(capsys, "run", str(vshape_file), "--input", str(rows), "--stream", "--output", str(out),
+    status, _, err = run_cli(capsys, "run", str(vshape_file), "--input", str(rows), "--stream", "--once",
+                             "--output", str(out),
                              "--checkpoint", str(tmp_path / "ck"), "--files-per-trigger", "1")
     assert status == 0, err
     assert _read_json_dir(out) == _expected()
@@ -262,6 +265,21 @@ def test_magic_runs_a_statement_on_its_from_dataframe(spark, shell):
         .selectExpr("symbol", "CAST(rowtime AS TIMESTAMP) AS rowtime", "price", "tax")
     value = shell.run_cell_magic("sparkcep", "--output v", VSHAPE)
     assert value is shell.user_ns["v"]
+    got = [{k: (v.strftime("%Y-%m-%dT%H:%M:%S.000Z") if hasattr(v, "strftime") else v) for k, v in r.asDict().items()}
+           for r in value.collect()]
+    assert got == PUBLISHED
+
+
+@pytest.mark.spark
+def test_magic_accepts_a_function_registered_in_the_session(spark, shell):
+    """``%%sparkcep`` checks a statement against the active session's functions: a registered UDF in a
+    per-row DEFINE runs (Spark computes it before the shuffle)."""
+    spark.udf.register("cents", lambda p: None if p is None else 100 * p, "bigint")
+    rows = [("ACME", f"2011-04-01 {t}", p, x) for t, p, x in TICKER]
+    shell.user_ns["Ticker"] = spark.createDataFrame(rows, "symbol STRING, rowtime STRING, price BIGINT, tax BIGINT") \
+        .selectExpr("symbol", "CAST(rowtime AS TIMESTAMP) AS rowtime", "price", "tax")
+    value = shell.run_cell_magic("sparkcep", "--output v", VSHAPE.replace(
+        "PRICE_UP.price > LAST(PRICE_DOWN.price, 1)", "cents(PRICE_UP.price) > 100 * LAST(PRICE_DOWN.price, 1)"))
     got = [{k: (v.strftime("%Y-%m-%dT%H:%M:%S.000Z") if hasattr(v, "strftime") else v) for k, v in r.asDict().items()}
            for r in value.collect()]
     assert got == PUBLISHED

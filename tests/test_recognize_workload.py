@@ -256,3 +256,38 @@ def test_row_expressions_are_renamed_once_per_sql_text_in_each_statement_order()
     # the same per-row SQL is one column, each reference keeps its own variable
     assert row_exprs_of(ra)[1].sql == row_exprs_of(rb)[0].sql
     assert (row_exprs_of(ra)[1].var, row_exprs_of(rb)[0].var) == ("B", "A")
+
+
+def test_shared_stream_function_has_the_late_rule_of_one_statement(monkeypatch):
+    """The workload's state function decides lateness per key as one statement's does (issue 15): a row at
+    the watermark's very time waits (an equal one may still come in the next micro-batch and is matched), a
+    row older than the watermark its key's rows were settled at is a ``late`` row on the side channel (NULL
+    ``query``: late for every statement of the group); the results are the statement's alone."""
+    from pyspark.sql.types import IntegerType
+
+    from sparkcep.spark import recognize as single
+    from sparkcep.spark import recognize_workload as spark_shared
+    from sparkcep.spark.late import KIND, RECORD
+    from tests.test_recognize_spark import _INPUT, _OUTPUT, SPEC, FakeGroup, _frame, _micros
+
+    monkeypatch.setattr(single, "output_struct", lambda spec: _OUTPUT)  # Spark's DDL parser needs a session
+    alone = single.stream_function(SPEC, _OUTPUT, _INPUT, numeric=False, late_rows=True)
+    full = spark_shared.tagged_struct([SPEC, SPEC], late_rows=True)
+    assert full[spark_shared.QUERY].dataType == IntegerType() and full[spark_shared.QUERY].nullable
+    both = spark_shared.stream_function([SPEC, SPEC], full, _INPUT, numeric=False, late_rows=True)
+    g1, g2 = FakeGroup(), FakeGroup()
+    batches = [([("a", 0, 1), ("b", 2, 2)], 0.5), ([("b", 4, 3), ("a", 0, 4)], 3.0),
+               ([("b", 5, 3), ("b", 3, 1.5)], 8.0)]  # b@3 again: at the watermark of the batch before, on time
+    got_alone, got_shared = [], []
+    for rows, watermark in batches:
+        g1.watermark = g2.watermark = _micros(watermark) // 1000
+        got_alone += [r for f in alone(("p",), iter([_frame(rows)]), g1) for r in f.to_dict("records")]
+        got_shared += [r for f in both(("p",), iter([_frame(rows)]), g2) for r in f.to_dict("records")]
+    results = [(r[KIND], r["n"]) for r in got_alone if r[KIND] == "result"]
+    assert results == [("result", 4)]  # a1 b2 b3 b3': the b@3 of the next micro-batch is not lost
+    for i in (0, 1):
+        assert [(r[KIND], r[f"_{i}_1"]) for r in got_shared if r[spark_shared.QUERY] == i] == results
+    late = [r for r in got_shared if r[KIND] == "late"]
+    assert [json.loads(r[RECORD])["v"] for r in late] == [3] == [
+        json.loads(r[RECORD])["v"] for r in got_alone if r[KIND] == "late"]
+    assert all(r[spark_shared.QUERY] is None or r[spark_shared.QUERY] != r[spark_shared.QUERY] for r in late)

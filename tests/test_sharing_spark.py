@@ -140,8 +140,9 @@ def test_streaming_workload_from_files(spark, tmp_path):
     events = route_events(200, seed=5)
     src = tmp_path / "in"
     src.mkdir()
-    for i in range(4):  # four files, read one per micro-batch
+    for i in range(4):  # four files, read one per micro-batch, in modification-time order (in ts order)
         (src / f"part{i}.json").write_text("".join(json.dumps(e) + "\n" for e in events[i * 50:(i + 1) * 50]))
+        os.utime(src / f"part{i}.json", (1_000_000 + i, 1_000_000 + i))
     w = sparkcep.compile_shared_workload(NUMERIC, budget=None)
     stream = spark.readStream.schema("type STRING, ts LONG, vehicle LONG").option("maxFilesPerTrigger", 1).json(
         str(src))
@@ -229,7 +230,7 @@ def test_cli_run_stream_on_a_workload(spark, tmp_path, capsys):
     workload = tmp_path / "w.cep"
     workload.write_text(NUMERIC)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    assert main(["run", str(workload), "--input", str(src), "--stream", "--schema",
+    assert main(["run", str(workload), "--input", str(src), "--stream", "--once", "--schema",
                  "type STRING, ts LONG, vehicle LONG", "--files-per-trigger", "1", "--output", str(out),
                  "--checkpoint", str(checkpoint)]) == 0
     got = per_query(_read_parts(out))
@@ -254,7 +255,7 @@ def test_cli_run_stream_with_aggregates_and_known_types(spark, tmp_path, capsys)
     workload = tmp_path / "w.cep"
     workload.write_text(AGGREGATES)
     out, dead, late = tmp_path / "out", tmp_path / "dead", tmp_path / "late"
-    assert main(["run", str(workload), "--input", str(src), "--stream", "--schema",
+    assert main(["run", str(workload), "--input", str(src), "--stream", "--once", "--schema",
                  "type STRING, ts BIGINT, id BIGINT, x BIGINT", "--files-per-trigger", "1", "--output", str(out),
                  "--checkpoint", str(tmp_path / "ck"), "--known-types", "A,B,C,D", "--dead-letters", str(dead),
                  "--late-events", str(late)]) == 0

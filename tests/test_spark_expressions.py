@@ -195,7 +195,7 @@ def test_batch_equals_oracle(spark, tmp_path, capsys):
 def test_streaming_equals_oracle(spark, tmp_path, capsys):
     from sparkcep.spark.results import canonical
 
-    got = _run(tmp_path, capsys, ["--stream", "--files-per-trigger", "1", "--lateness", "10",
+    got = _run(tmp_path, capsys, ["--stream", "--once", "--files-per-trigger", "1", "--lateness", "10",
                                   "--checkpoint", str(tmp_path / "ck")])
     assert canonical(got) == canonical(_expected())
 

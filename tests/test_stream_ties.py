@@ -42,7 +42,7 @@ def batch_and_stream(tmp_path, capsys, text: str, files: list[list[dict]]) -> tu
     """``(batch rows, stream rows)`` of ``text`` over ``files``; the stream reads one file per micro-batch and
     routes nothing to ``_late``."""
     write_files(tmp_path / "in", files)
-    streaming = ["--stream", "--files-per-trigger", "1", "--checkpoint", str(tmp_path / "ck")]
+    streaming = ["--stream", "--once", "--files-per-trigger", "1", "--checkpoint", str(tmp_path / "ck")]
     for out, extra in ((tmp_path / "b", []), (tmp_path / "s", streaming)):
         code = main(["run", "-e", text, "--input", str(tmp_path / "in"), "--output", str(out), *extra])
         err = capsys.readouterr().err

@@ -82,7 +82,8 @@ def test_stream_in_epoch_units_equals_batch_and_oracle(tmp_path, capsys, unit, t
     assert canonical(plain(read_dir(tmp_path / "b"))) == canonical(expected)
 
     inbox, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
-    argv = ["run", "-e", text, "--ts-unit", unit, "--input", str(inbox), "--stream", "--files-per-trigger", "1",
+    argv = ["run", "-e", text, "--ts-unit", unit, "--input", str(inbox), "--stream", "--once",
+            "--files-per-trigger", "1",
             "--output", str(out), "--checkpoint", str(ck)]
     write_files(inbox, chunks[:4])
     run(argv, capsys)
@@ -98,7 +99,8 @@ def test_undeclared_epoch_ns_is_a_dead_letter_naming_the_unit(tmp_path, capsys):
     files = events_in("ns", n=8)
     inbox, out = tmp_path / "in", tmp_path / "out"
     write_files(inbox, files)
-    run(["run", "-e", NEGATED.replace("2 seconds", "2"), "--input", str(inbox), "--stream", "--output", str(out),
+    run(["run", "-e", NEGATED.replace("2 seconds", "2"), "--input", str(inbox), "--stream", "--once",
+         "--output", str(out),
          "--checkpoint", str(tmp_path / "ck")], capsys)
     reasons = {d["reason"] for d in read_dir(out / "_dead_letters")}
     assert len(read_dir(out / "_dead_letters")) == 8

@@ -61,7 +61,7 @@ def run_stream(tmp_path: Path, text: str, files: list[list[dict]]) -> Path:
     (tmp_path / "q.cep").write_text(text)
     write_files(tmp_path / "in", files)
     out = tmp_path / "out"
-    assert main(["run", str(tmp_path / "q.cep"), "--input", str(tmp_path / "in"), "--stream",
+    assert main(["run", str(tmp_path / "q.cep"), "--input", str(tmp_path / "in"), "--stream", "--once",
                  "--files-per-trigger", "1", "--lateness", str(LATENESS), "--output", str(out),
                  "--checkpoint", str(tmp_path / "ck"), "--schema", "type STRING, ts BIGINT, id BIGINT"]) == 0
     return out

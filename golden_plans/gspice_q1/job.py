@@ -52,16 +52,16 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from sparkcep import CEPError
-from sparkcep.console import Clock, observed_count, progress, summary_line
+from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line
 from sparkcep.ir.spec import with_default_outputs
 from sparkcep.runtime_udfs.match.budget import raised_message
 from sparkcep.spark.adapters import batch_matches, watermarked, with_event_time
 from sparkcep.spark.io import check_attributes, check_ts_kind
 from sparkcep.spark.late import with_side_columns
 from sparkcep.spark.operator import grouped, stream_udf
-from sparkcep.spark.progress import follow
-from sparkcep.spark.schema import STATE_SCHEMA, load_spec, output_schema
-from sparkcep.spark.sinks import counted, routed, side_dirs, start
+from sparkcep.spark.progress import StopSignals, follow
+from sparkcep.spark.schema import STATE_SCHEMA, load_spec, output_schema, watermark_delay
+from sparkcep.spark.sinks import counted, discard_uncommitted, routed, side_dirs, start
 from sparkcep.spark.validate import read_validated
 
 #: The compiled engine spec (see sparkcep.ir.spec), baked in at compile time.
@@ -240,7 +240,7 @@ def main(argv=None) -> None:
     p.add_argument("--max-matches", type=int,
                    help="match queries: stop once one partition builds more matches than this (default: the conf "
                         "spark.sparkcep.maxMatches, else sized to the executors' memory; 0: no limit)")
-    p.add_argument("--quiet", action="store_true", help="batch: no progress lines and no summary on stderr")
+    p.add_argument("--quiet", action="store_true", help="no summary on stderr (batch: no progress lines either)")
     args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
@@ -283,7 +283,9 @@ def main(argv=None) -> None:
         relevant = counted(with_event_time(candidates, events, TS_COL, keep_late=True, ts_unit=TS_UNIT),
                            "events_relevant")
         result = grouped(relevant, GROUP).applyInPandasWithState(
-            stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True, ts_unit=TS_UNIT),
+            # a result comes out in the micro-batch that decides it (the watermark's delay: the next watermark)
+            stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True, ts_unit=TS_UNIT,
+                       watermark_delay_ms=watermark_delay(events.schema)),
             outputStructType=with_side_columns(out_schema),
             stateStructType=STATE_SCHEMA,
             outputMode="append",
@@ -301,10 +303,17 @@ def main(argv=None) -> None:
                                results=count_results(), dead_letters=dead, seconds=clock.seconds(),
                                output=args.output), file=sys.stderr)
         return
-    # results, late events and dead letters: one query, each micro-batch's files written exactly once
-    query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=columns,
-                  dead_letters=dead_letters, late=late_events, once=args.once)
-    follow(query)  # a progress line per micro-batch on stderr
+    # results, late events and dead letters: one query, each micro-batch's files written exactly once; it follows
+    # the input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once:
+    # until the files there now are processed)
+    with StopSignals() as signals:
+        query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=columns,
+                      dead_letters=dead_letters, late=late_events, once=args.once)
+        totals = follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr
+        if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
+            discard_uncommitted(spark, args.checkpoint, args.output, dead_letters, late_events)
+    if not args.quiet:
+        print(stream_summary(totals.counts, clock.seconds(), args.output), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ Plan:
             measure n_b := COUNT(B.*)
             engine: pattern program: 9 instructions; threads in preferment order, earlier start rows first
             engine: threads of one start row at the same instruction merged (every DEFINE reads only the row being labelled and PREV/NEXT of it)
+            engine: batch: columnar kernel: DEFINE as one mask per variable per chunk, the pattern program compiled (numba), measures gathered by row index
             engine: streaming state: the rows from the earliest undecided start row minus 1 row(s) for PREV; a start row is given up once the watermark is WITHIN (1e+07) past it
             program (prioritized NFA, threads in preferment order):
               0: CHAR A
@@ -81,7 +82,7 @@ from pyspark.sql import functions as F
 from sparkcep import CEPError
 from sparkcep.ir.serde import from_data
 from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
-from sparkcep.spark.progress import follow
+from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.sql_api import apply_recognize
 from sparkcep.spark.sinks import counted, routed, side_dirs, start
 from sparkcep.spark.validate import read_validated
@@ -307,10 +308,13 @@ def main(argv=None) -> None:
     tagged = result if KIND in result.columns else result.select(
         "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
         F.lit(None).cast("string").alias(RECORD))
-    # results, dead letters and late rows: one query, each micro-batch's files written exactly once
-    query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
-                  dead_letters=dead_letters, late=late_events, once=args.once)
-    follow(query)  # a progress line per micro-batch on stderr
+    # results, dead letters and late rows: one query, each micro-batch's files written exactly once; it follows the
+    # input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once: until
+    # the files there now are processed)
+    with StopSignals() as signals:
+        query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
+                      dead_letters=dead_letters, late=late_events, once=args.once)
+        follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr
 
 
 if __name__ == "__main__":

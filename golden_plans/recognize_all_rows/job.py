@@ -37,6 +37,7 @@ Plan:
             engine: pattern program: 9 instructions; threads in preferment order, earlier start rows first
             engine: threads of one start row at the same instruction merged (every DEFINE reads only the row being labelled and PREV/NEXT of it)
             engine: AFTER MATCH SKIP PAST LAST ROW: a later start row's thread at the same instruction as the earliest undecided start's is dropped
+            engine: batch: columnar kernel: DEFINE as one mask per variable per chunk, the pattern program compiled (numba), measures gathered by row index
             engine: streaming state: the rows from the earliest undecided start row minus 1 row(s) for PREV
             program (prioritized NFA, threads in preferment order):
               0: CHAR S
@@ -79,7 +80,7 @@ from pyspark.sql import functions as F
 from sparkcep import CEPError
 from sparkcep.ir.serde import from_data
 from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
-from sparkcep.spark.progress import follow
+from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.sql_api import apply_recognize
 from sparkcep.spark.sinks import counted, routed, side_dirs, start
 from sparkcep.spark.validate import read_validated
@@ -261,10 +262,13 @@ def main(argv=None) -> None:
     tagged = result if KIND in result.columns else result.select(
         "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
         F.lit(None).cast("string").alias(RECORD))
-    # results, dead letters and late rows: one query, each micro-batch's files written exactly once
-    query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
-                  dead_letters=dead_letters, late=late_events, once=args.once)
-    follow(query)  # a progress line per micro-batch on stderr
+    # results, dead letters and late rows: one query, each micro-batch's files written exactly once; it follows the
+    # input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once: until
+    # the files there now are processed)
+    with StopSignals() as signals:
+        query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
+                      dead_letters=dead_letters, late=late_events, once=args.once)
+        follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr
 
 
 if __name__ == "__main__":

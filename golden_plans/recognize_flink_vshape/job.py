@@ -38,6 +38,7 @@ Plan:
             measure end_tstamp := LAST(PRICE_UP.rowtime)
             engine: pattern program: 9 instructions; threads in preferment order, earlier start rows first
             engine: threads kept apart (a DEFINE reads other rows of the match): at most 200,000 partial matches per partition
+            engine: batch: columnar kernel: no (a DEFINE reads rows of the match other than the one labelled); the row engine runs it
             engine: streaming state: the rows from the earliest undecided start row
             program (prioritized NFA, threads in preferment order):
               0: CHAR START_ROW
@@ -80,7 +81,7 @@ from pyspark.sql import functions as F
 from sparkcep import CEPError
 from sparkcep.ir.serde import from_data
 from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
-from sparkcep.spark.progress import follow
+from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.sql_api import apply_recognize
 from sparkcep.spark.sinks import counted, routed, side_dirs, start
 from sparkcep.spark.validate import read_validated
@@ -326,10 +327,13 @@ def main(argv=None) -> None:
     tagged = result if KIND in result.columns else result.select(
         "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
         F.lit(None).cast("string").alias(RECORD))
-    # results, dead letters and late rows: one query, each micro-batch's files written exactly once
-    query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
-                  dead_letters=dead_letters, late=late_events, once=args.once)
-    follow(query)  # a progress line per micro-batch on stderr
+    # results, dead letters and late rows: one query, each micro-batch's files written exactly once; it follows the
+    # input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once: until
+    # the files there now are processed)
+    with StopSignals() as signals:
+        query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
+                      dead_letters=dead_letters, late=late_events, once=args.once)
+        follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr
 
 
 if __name__ == "__main__":

@@ -72,6 +72,14 @@ class EventTimeScale:
         """The first watermark (ms, offset included) at which the watermark in ts units has reached ``due``."""
         return math.ceil(Fraction(due) * self.ns / 10**6) + EVENT_TIME_OFFSET
 
+    def event_ms(self, ts: float) -> int:
+        """Spark's event time of numeric ts in whole ms (offset included), as its watermark reads it: the
+        microseconds ``sparkcep.spark.adapters.event_time_of`` computes (exactly for whole ts, in floating
+        point for fractional ones, as Spark does), divided by 1000 as Spark's watermark statistics do."""
+        num, den = self.micros
+        micros = ts * num // den if isinstance(ts, int) else math.floor(ts * num / den)
+        return (micros + EVENT_TIME_OFFSET * 1000) // 1000
+
     def delay_ms(self, lateness: float) -> int:
         """Spark's watermark delay (whole ms) for an allowed lateness in ts units, rounded up."""
         return math.ceil(Fraction(lateness) * self.ns / 10**6)

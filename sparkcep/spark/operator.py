@@ -25,14 +25,16 @@ from pyspark.sql.types import (
 
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.sharing import SharedSpec
-from sparkcep.ir.spec import MatchSpec, TrendSpec
+from sparkcep.ir.spec import MatchSpec, TimeoutSpec, TrendSpec, reads_every_event
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.runtime_udfs.match import budget as match_budget
 from sparkcep.runtime_udfs.match import columnar as match_columnar
 from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match import timeouts as timeout_engine
 from sparkcep.runtime_udfs.match.prefilter import prefilter
 from sparkcep.runtime_udfs.shared import engine as shared_engine
 from sparkcep.runtime_udfs.trend import engine as trend_engine
+from sparkcep.runtime_udfs.trend.aggregates import having_filter
 from sparkcep.spark import late
 from sparkcep.spark.arrow import (
     _arrow_array,
@@ -59,6 +61,7 @@ from sparkcep.spark.schema import (
     STATE_SCHEMA,
     load_spec,
     output_schema,
+    watermark_delay,
 )
 
 if TYPE_CHECKING:
@@ -89,10 +92,13 @@ def _conf_max_matches() -> int | None:
 
 def engine_of(spec: EngineSpec):
     """The engine module that runs ``spec``: the SASE match engine, the GRETA trend engine or the Sharon shared
-    engine.  Each has ``check(spec)``, ``init_state()`` (a :class:`~sparkcep.ir.spec.SlotState`),
+    engine, or the timed-out partial matches of a match query (:mod:`~sparkcep.runtime_udfs.match.timeouts`).
+    Each has ``check(spec)``, ``init_state()`` (a :class:`~sparkcep.ir.spec.SlotState`),
     ``step``, ``advance``, ``is_empty``, ``wakeup``; the two aggregating ones ``merge_rows`` too."""
     if isinstance(spec, SharedSpec):
         return shared_engine
+    if isinstance(spec, TimeoutSpec):
+        return timeout_engine
     return trend_engine if isinstance(spec, TrendSpec) else match_engine
 
 
@@ -119,7 +125,8 @@ class MatchOperator:
 
     def __init__(self, spec: SpecLike, input_schema: StructType, *, ts_col: str = "ts",
                  type_col: str = "type", timezone: str | None = None, buckets: int | None = None,
-                 late_rows: bool = False, max_matches: int | None = None, ts_unit: str | None = None):
+                 late_rows: bool = False, max_matches: int | None = None, ts_unit: str | None = None,
+                 watermark_delay_ms: int | None = None):
         self.spec = load_spec(spec)
         self.engine = engine_of(self.spec)
         self.engine.check(self.spec)
@@ -181,6 +188,12 @@ class MatchOperator:
             raise CEPError(f"max_matches must be 0 (no limit) or a positive number, got {max_matches}")
         #: the match budget as given (None: sized on the executor, :meth:`budget`)
         self.max_matches = max_matches
+        if watermark_delay_ms is None:
+            watermark_delay_ms = watermark_delay(input_schema)
+        #: the stream's watermark delay (ms), for :meth:`batch_watermark`; None: wait for Spark's watermark
+        self.watermark_delay_ms = None if watermark_delay_ms is None else int(watermark_delay_ms)
+        #: ``rows -> rows`` keeping the trend rows where HAVING holds (a sharing context: each query's own), or None
+        self._having = _having_of(self.spec)
 
     def budget(self) -> match_budget.Budget | None:
         """A fresh match budget for one partition (None for trend and shared specs, which never enumerate):
@@ -190,6 +203,20 @@ class MatchOperator:
         if not hasattr(self, "_limit"):
             self._limit = match_budget.resolve_max_matches(self.max_matches, len(self.output_schema.fields))
         return match_budget.Budget(self._limit)
+
+    def batch_watermark(self, raw: int, newest: float | None) -> int:
+        """The watermark (ms) a micro-batch's rows may be processed to: Spark's current one ``raw``, raised to
+        the one the next micro-batch will have as far as this group knows, ``event time of newest -
+        delay``, ``newest`` being the newest ts (engine units) of the rows the group got in this micro-batch
+        (DESIGN.md principle 11).  Spark's next watermark is the newest event time of *every* row of the batch
+        minus the delay, so it is at least this: every event still to come on time has a ts at or above it,
+        and advancing the engine to it now decides exactly what the next micro-batch would (the same results
+        as batch mode), one micro-batch earlier.  Without a delay (no watermark marker on the input) or rows,
+        ``raw``."""
+        if self.watermark_delay_ms is None or newest is None:
+            return raw
+        ms = self._scale.event_ms(newest) if self.numeric_ts else math.floor(newest)
+        return max(raw, ms - self.watermark_delay_ms)
 
     def _advance(self, state, watermark: float, budget: match_budget.Budget | None):
         """``engine.advance``, with the partition's match budget for the match engine."""
@@ -216,8 +243,11 @@ class MatchOperator:
                         events)
 
     def _finish(self, rows: list[dict]) -> list[dict]:
-        """Rows of the partitions of one Spark group: merged per window and group when groups are coarser."""
-        return self.engine.merge_rows(self.spec, rows) if self._merge and rows else rows
+        """Rows of the partitions of one Spark group: merged per window and group when groups are coarser,
+        then only those where the query's HAVING holds (:attr:`_having`)."""
+        if self._merge and rows:
+            rows = self.engine.merge_rows(self.spec, rows)
+        return self._having(rows) if self._having is not None and rows else rows
 
     def events(self, pdf: pd.DataFrame) -> list[dict]:
         """Engine events from a pandas batch: one dict per row, timestamps as epoch ms."""
@@ -351,7 +381,8 @@ class MatchOperator:
             table = table.filter(pa.array(keep, pa.bool_()))
             ids = ids[keep] if ids is not None else None
         if not hasattr(self, "_columnar"):  # looked up once per operator (on the executor), like the prefilter
-            self._columnar = match_columnar.columnar(spec) if isinstance(spec, MatchSpec) else None
+            self._columnar = (match_columnar.columnar(spec) if isinstance(spec, MatchSpec)
+                              and not isinstance(spec, TimeoutSpec) else None)
         if self._columnar is not None and table.num_rows:  # all keys at once in numpy (match_columnar)
             result = match_columnar.arrow_matches(
                 self._columnar, table, ids, ts_col=self.ts_col, type_col=self.type_col, time_cols=self._zones,
@@ -441,11 +472,16 @@ class MatchOperator:
         def match_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
             engine = self.engine
             state = self._state_class.from_bytes(group.get[0]) if group.exists else engine.init_state()
+            newest = None
             for pdf in pdfs:
-                engine.step(spec, state, self.events(pdf))
+                names, data = self._columns_of(pdf)
+                if data:
+                    engine.step(spec, state, _rows_of(tuple(names))(data))
+                    newest = _newest(newest, data[names.index("ts")])
             raw = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
-            watermark = to_ts(raw)  # in ts units (ms for timestamp ts)
+            watermark = to_ts(self.batch_watermark(raw, newest))  # in ts units (ms for timestamp ts)
             state, rows = self._advance(state, watermark, self.budget())
+            rows = self._finish(rows)
             if engine.is_empty(state):
                 group.remove()
             else:
@@ -459,19 +495,20 @@ class MatchOperator:
 
         # rows after the watermark wait in the group's state as columns (cheaper to store than engine events);
         # not for contiguity strategies, which number events in the order they are stepped
-        hold = getattr(spec, "strategy", None) not in ("strict_contiguity", "partition_contiguity")
+        hold = not reads_every_event(spec)
 
         def nested_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
             engine = self.engine
             frontier, stored, held = _load_nested(group.get[0]) if group.exists else (None, {}, None)
             raw = group.getCurrentWatermarkMs()
-            watermark = to_ts(raw)
             names, data = held if held is not None else (None, None)
             parts: dict[tuple, list[dict]] = {}
+            newest = None
             for pdf in pdfs:
                 new_names, new_data = self._columns_of(pdf)
                 if not new_data:
                     continue
+                newest = _newest(newest, new_data[new_names.index("ts")])
                 if data is None:
                     names, data = new_names, [list(c) for c in new_data]
                 elif new_names == names:
@@ -480,6 +517,7 @@ class MatchOperator:
                 else:  # another set of columns (not seen in practice): step it as it is
                     for k, events in self._split_columns(new_names, new_data).items():
                         parts.setdefault(k, []).extend(events)
+            watermark = to_ts(self.batch_watermark(raw, newest))
             held = None
             if data is not None:
                 ts = data[names.index("ts")]
@@ -574,8 +612,33 @@ class MatchOperator:
 
         return routed
 
+def _newest(newest: float | None, ts: list) -> float | None:
+    """The larger of ``newest`` and the newest valid value of ``ts`` (None and NaN skipped)."""
+    valid = [t for t in ts if t is not None and t == t]
+    if not valid:
+        return newest
+    top = max(valid)
+    return top if newest is None or top > newest else newest
+
+
 #: Version tag of a nested group state (:attr:`MatchOperator.nested`).
 NESTED_STATE_VERSION = 1
+
+
+def _having_of(spec: EngineSpec) -> Callable[[list[dict]], list[dict]] | None:
+    """The HAVING filter of a trend spec, or of each query of a sharing context (by its ``query`` column)."""
+    if isinstance(spec, TrendSpec):
+        return having_filter(spec.having) if spec.having is not None else None
+    if not isinstance(spec, SharedSpec):
+        return None
+    filters = {q.name: having_filter(q.having) for q in spec.queries if q.having is not None}
+    if not filters:
+        return None
+
+    def each_query(rows: list[dict]) -> list[dict]:
+        return [r for r in rows if r["query"] not in filters or filters[r["query"]]([r])]
+
+    return each_query
 
 
 def _dump_nested(frontier: float, stored: dict, held: tuple | None) -> bytes:
@@ -610,4 +673,5 @@ def prefilter_of(spec: EngineSpec) -> Callable[[np.ndarray, np.ndarray, np.ndarr
     """The spec's row prefilter (:func:`sparkcep.runtime_udfs.match.prefilter.prefilter`: ``keep = f(group_ids,
     ts, mask)`` drops rows that cannot be in any match, for skip_till_any_match specs), or None: not a match
     spec or not eligible."""
-    return prefilter(spec) if isinstance(spec, MatchSpec) else None
+    # a timed-out partial match is made of rows that are in no match: nothing may be dropped for it
+    return prefilter(spec) if isinstance(spec, MatchSpec) and not isinstance(spec, TimeoutSpec) else None

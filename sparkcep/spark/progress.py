@@ -12,11 +12,14 @@ component of the query can use; ``events/s`` is the batch's records over its tri
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sparkcep.spark.sinks import METRICS
+from sparkcep.spark.validate import ARRIVAL_METRIC
 
 
 def batch_counts(progress: dict) -> dict[str, int]:
@@ -36,17 +39,68 @@ def batch_counts(progress: dict) -> dict[str, int]:
             "late": get(METRICS[-1], "late")}
 
 
+def _idle(progress: dict) -> bool:
+    """A progress report of a query waiting for data (a continuous run reports one every few seconds): no batch
+    ran: offsets were looked at (``latestOffset``), no batch was added (``addBatch``), nothing was read."""
+    durations = progress.get("durationMs") or {}
+    return "latestOffset" in durations and "addBatch" not in durations and not progress.get("numInputRows")
+
+
+def batch_end_ms(progress: dict) -> float | None:
+    """When a micro-batch ended (epoch ms): its trigger's start (``timestamp``) plus its duration."""
+    stamp = progress.get("timestamp")
+    if not stamp:
+        return None
+    start = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000
+    return start + ((progress.get("durationMs") or {}).get("triggerExecution") or 0)
+
+
+def batch_latency(progress: dict) -> tuple[float, float] | None:
+    """``(p50, p99)`` in seconds of a micro-batch's valid events from their arrival (their file's modification
+    time, :func:`sparkcep.spark.validate.observed_arrival`) to the end of the micro-batch that read them (its
+    output committed: a result an event completes comes out there), or None (no arrival observed)."""
+    arrival = (progress.get("observedMetrics") or {}).get(ARRIVAL_METRIC) or {}
+    end = batch_end_ms(progress)
+    if end is None or not arrival.get("arrived") or arrival.get("median") is None:
+        return None
+    oldest = arrival.get("p01") if arrival.get("p01") is not None else arrival.get("oldest")
+    return max(end - arrival["median"], 0) / 1000, max(end - oldest, 0) / 1000
+
+
+def backlog_files(directory: str | None, newest_ms: float | None) -> int | None:
+    """The files of a local input ``directory`` not read yet, as far as one can tell from outside: those
+    modified after ``newest_ms`` (the newest arrival read so far; the file source reads files oldest first).
+    None when the directory is not local or nothing has been read."""
+    if directory is None or newest_ms is None or not os.path.isdir(directory):
+        return None
+    count = 0
+    with os.scandir(directory) as entries:
+        for e in entries:
+            if e.is_file() and not e.name.startswith(("_", ".")) and e.stat().st_mtime_ns // 10**6 > newest_ms:
+                count += 1
+    return count
+
+
 @dataclass
 class Totals:
-    """Counts summed over the micro-batches seen (each batch id once)."""
+    """Counts summed over the micro-batches seen (each batch id once); per micro-batch with events, its
+    latency (:func:`batch_latency`) and the backlog after it (:func:`backlog_files`, when ``source`` is a local
+    directory)."""
 
     counts: dict[str, int] = field(default_factory=dict)
     batches: set[int] = field(default_factory=set)
+    #: a continuous run was stopped (SIGINT/SIGTERM), :func:`follow`
+    stopped: bool = False
+    #: the input directory (for the backlog), or None
+    source: str | None = None
+    #: per micro-batch with events: ``(batch id, events, p50 s, p99 s, backlog files or None)``
+    latencies: list[tuple] = field(default_factory=list)
+    newest: float | None = None
 
     def add(self, progress: dict) -> str | None:
         """Add one progress dict; returns its progress line (None for a batch already counted)."""
         batch = progress.get("batchId")
-        if batch in self.batches:
+        if batch in self.batches or _idle(progress):
             return None
         self.batches.add(batch)
         now = batch_counts(progress)
@@ -55,14 +109,73 @@ class Totals:
         ms = (progress.get("durationMs") or {}).get("triggerExecution") or 0
         rate = f"{now['read'] / (ms / 1000):.0f} events/s" if ms and now["read"] else "idle"
         c = self.counts
-        return (f"batch {batch}: read {c['read']} events (+{now['read']}), {c['results']} results, "
+        line = (f"batch {batch}: read {c['read']} events (+{now['read']}), {c['results']} results, "
                 f"{c['dead_letters']} dead letters, {c['late']} late, {c['ignored']} ignored, {rate}")
+        latency = batch_latency(progress)
+        if latency is not None:
+            arrival = progress["observedMetrics"][ARRIVAL_METRIC]
+            if arrival.get("newest") is not None:
+                self.newest = max(self.newest or 0, arrival["newest"])
+            backlog = backlog_files(self.source, self.newest)
+            self.latencies.append((batch, int(arrival["arrived"]), *latency, backlog))
+            line += f", latency p50 {latency[0]:.1f} s p99 {latency[1]:.1f} s"
+            if backlog is not None:
+                line += f", backlog {backlog} files"
+        return line
 
 
-def follow(query, out=None, poll: float = 1.0) -> Totals:
+class StopSignals:
+    """While entered, SIGINT (Ctrl-C) and SIGTERM ask a continuous run to stop instead of killing it: the first
+    sets :attr:`asked` (the run stops between micro-batches, :func:`follow`), a second one makes the stop
+    immediate (:attr:`urgent`).  Outside the main thread (where Python cannot take signals) it does nothing."""
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self) -> None:
+        self.asked = self.urgent = False
+        self._previous: dict = {}
+
+    def _handle(self, signum, frame) -> None:  # noqa: ARG002 - signal's signature
+        self.urgent, self.asked = self.asked, True
+
+    def __enter__(self) -> StopSignals:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                number = getattr(signal, name)
+                self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous.clear()
+
+
+def stop_between_batches(query, signals: StopSignals | None = None, poll: float = 0.01) -> None:
+    """Stop ``query`` once no micro-batch is running (no trigger active: between two, or waiting for data),
+    so that the last one has committed (its output written, its offsets and state in the checkpoint).  A second
+    signal (``signals.urgent``) stops it at once; the checkpoint then re-runs the interrupted batch on a
+    restart (and :func:`sparkcep.spark.sinks.discard_uncommitted` removes what it wrote meanwhile)."""
+    while query.isActive and not (signals is not None and signals.urgent):
+        if not query.status.get("isTriggerActive"):
+            break
+        time.sleep(poll)
+    query.stop()
+
+
+def follow(query, out=None, poll: float = 1.0, signals: StopSignals | None = None,
+           source: str | None = None) -> Totals:
     """Wait for ``query`` to end, printing a line per micro-batch to ``out`` (default: the ``sys.stderr`` of the
-    moment, not of import time); the totals at the end.  Raises the query's exception if it failed."""
-    totals = Totals()
+    moment, not of import time); the totals at the end.  Raises the query's exception if it failed.
+    ``signals`` (a continuous run): once it is asked to stop, the query is stopped between micro-batches
+    (:func:`stop_between_batches`) and :attr:`Totals.stopped` is set.  ``source``: the input directory, for
+    the backlog."""
+    totals = Totals(source=source)
     out = sys.stderr if out is None else out
 
     def drain() -> None:
@@ -73,6 +186,9 @@ def follow(query, out=None, poll: float = 1.0) -> Totals:
 
     while not query.awaitTermination(poll):
         drain()
+        if signals is not None and signals.asked:
+            stop_between_batches(query, signals)
+            totals.stopped = True
         time.sleep(0)
     drain()
     return totals

@@ -11,11 +11,14 @@ layer may not import) chains:
 * :func:`input_schema`: the projected columns and their Spark types (what ``build_spec`` reads);
 * :func:`run_recognize`: the engine's result, typed by ``spec.output_types``:
 
-  - batch (:func:`batch_recognize`): the rows repartitioned by the PARTITION BY columns (one Spark partition
-    when there are none), sorted within the Spark partition by (partition columns, ORDER BY, the remaining
-    ``spec.columns`` ascending with NULLs first), then ONE ``mapInArrow`` pass that cuts the sorted rows into
-    row pattern partitions and runs the engine on each, its end known (``run_partition``; a partition larger
-    than :data:`CHUNK_ROWS` through ``step`` in chunks and ``advance(final=True)``);
+  - batch (:func:`batch_recognize`): the columns the engine reads (not ``__ts``: Python derives it from the
+    time column) repartitioned by the PARTITION BY columns (one Spark partition when there are none), sorted
+    within the Spark partition by (partition columns, ORDER BY, the remaining ``spec.columns`` ascending with
+    NULLs first), then ONE ``mapInArrow`` pass that cuts the sorted rows where the partition key changes and
+    gives runs of whole row pattern partitions to the columnar kernel (``kernel.run_chunk``: Arrow columns in,
+    an Arrow table out) when it takes the spec, else to the row engine, each partition's end known
+    (``run_partition``; a partition larger than :data:`CHUNK_ROWS` through ``step`` in chunks and
+    ``advance(final=True)``);
   - streaming (:func:`stream_recognize`): an event-time watermark on the time column, ``groupBy(PARTITION
     BY).applyInPandasWithState``: each key's rows wait in the group state until event time is settled (their
     event time is older than the watermark: a later row older than it is late, so no row ordered before them
@@ -80,6 +83,7 @@ from sparkcep.spark.arrow import _arrow_array, _rows_of, _session_timezone, by_i
 from sparkcep.spark.late import KIND, LATE, REASON, RECORD, RESULT, with_side_columns
 from sparkcep.spark.operator import grouped
 from sparkcep.spark.schema import EVENT_TIME
+from sparkcep.spark.schema import watermark_delay as delay_of
 from sparkcep.spark.validate import quoted
 
 __all__ = ["TS", "apply_outer", "batch_recognize", "input_schema", "project", "row_exprs", "run_recognize",
@@ -127,22 +131,49 @@ def time_column(spec_or_q: Any) -> str | None:
     return spec_or_q.order_by[0].column if spec_or_q.order_by else None
 
 
-def _ts_of(df: DataFrame, column: str | None) -> Any:
-    """The ``__ts`` value of ``column``: epoch microseconds for a time, the number itself, else NULL."""
-    if column is not None and column not in df.columns:  # Spark resolves names case-insensitively
+def _time_field(df: DataFrame, column: str | None) -> tuple[str | None, str | None]:
+    """``(name, kind)`` of the time ``column`` in ``df`` (Spark resolves names case-insensitively): kind
+    ``timestamp``, ``ntz``, ``date``, ``number``, or None (no such column, or a type without event time)."""
+    if column is not None and column not in df.columns:
         column = next((c for c in df.columns if c.lower() == column.lower()), None)
     if column is None:
+        return None, None
+    dtype = df.schema[column].dataType
+    for types, kind in ((TimestampType, "timestamp"), (TimestampNTZType, "ntz"), (DateType, "date"),
+                        (NumericType, "number")):
+        if isinstance(dtype, types):
+            return column, kind
+    return column, None
+
+
+def _ts_of(df: DataFrame, column: str | None) -> Any:
+    """The ``__ts`` value of ``column``: epoch microseconds for a time, the number itself, else NULL (the batch
+    path derives the same values in Python from the time column: :func:`_arrow_ts`)."""
+    column, kind = _time_field(df, column)
+    if kind is None:
         return F.lit(None).cast("double")
-    col, dtype = F.col(quoted(column)), df.schema[column].dataType
-    if isinstance(dtype, TimestampType):
+    col = F.col(quoted(column))
+    if kind == "timestamp":
         return F.unix_micros(col)
-    if isinstance(dtype, TimestampNTZType):  # wall-clock micros since 1970 (no session zone, no DST jump)
+    if kind == "ntz":  # wall-clock micros since 1970 (no session zone, no DST jump)
         return F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), col)
-    if isinstance(dtype, DateType):
+    if kind == "date":
         return F.unix_date(col).cast("bigint") * F.lit(86_400_000_000)
-    if isinstance(dtype, NumericType):
-        return col
-    return F.lit(None).cast("double")
+    return col
+
+
+def _arrow_ts(table: pa.Table, column: str | None, kind: str | None) -> pa.ChunkedArray:
+    """The ``__ts`` column of a batch partition computed from its time ``column`` of ``kind``
+    (:func:`_time_field`), equal to what :func:`_ts_of` makes in Spark: Arrow holds a TIMESTAMP as UTC
+    microseconds, a TIMESTAMP_NTZ as wall-clock microseconds, a DATE as days."""
+    if kind is None:
+        return pa.chunked_array([pa.nulls(table.num_rows, pa.float64())])
+    col = table.column(column)
+    if kind in ("timestamp", "ntz"):
+        return pc.cast(col.cast(pa.timestamp("us", tz=col.type.tz)), pa.int64())
+    if kind == "date":
+        return pc.multiply(pc.cast(pc.cast(col, pa.int32()), pa.int64()), 86_400_000_000)
+    return col
 
 
 #: PySpark's loggers that print an analysis error with its Java stack on stderr when it is raised.
@@ -333,77 +364,153 @@ def _partition_ids(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray | No
     return ids
 
 
+def _partitions(table: pa.Table, ids: np.ndarray | None) -> tuple[pa.Table, list[int]]:
+    """``(table, bounds)``: the rows of each partition key together (``bounds[k]:bounds[k + 1]``).  Spark's sort
+    puts the partition columns first, so each key is one run already and the table is kept as it is; a key in
+    several runs (a value Spark and Arrow group differently) is gathered by :func:`by_id`."""
+    n = table.num_rows
+    if ids is None or n < 2:
+        return table, [0, n]
+    cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    if len(cuts) + 1 == len(np.unique(ids)):
+        return table, [0, *cuts.tolist(), n]
+    return by_id(table, ids)
+
+
 #: Rows converted to Python dicts at a time in a batch partition (and results converted back to Arrow at once).
 CHUNK_ROWS = 1 << 16
 
+#: Rows of whole partitions given to the columnar kernel at a time (a larger partition goes alone).
+KERNEL_ROWS = 1 << 20
 
-def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True) -> Callable[
+
+def _kernel():
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    return kernel
+
+
+def kernel_runs(spec: RecognizeSpec) -> bool:
+    """Whether the batch path gives ``spec``'s partitions to the columnar kernel
+    (:mod:`sparkcep.runtime_udfs.recognize.kernel`; explain says why not)."""
+    return _kernel().eligibility(spec).ok
+
+
+def _runs(parts: list[tuple[int, int]], limit: int, j: int = 0) -> Iterator[tuple[int, int]]:
+    """``(j, k)``: consecutive ``parts[j:k]`` (from ``parts[j]`` on) of at most ``limit`` rows together (at
+    least one part each)."""
+    while j < len(parts):
+        k = j + 1
+        while k < len(parts) and parts[k][1] - parts[j][0] <= limit:
+            k += 1
+        yield j, k
+        j = k
+
+
+def _typed(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
+    """The kernel's result (``spec.output`` columns in order, natural Arrow types) cast to the output
+    ``schema``, or None when a value does not fit (the row engine then runs the chunk: a NULL per bad value)."""
+    try:
+        return pa.Table.from_arrays([table.column(i).cast(f.type) for i, f in enumerate(schema)], schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        return None
+
+
+def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True,
+                       time: tuple[str | None, str | None] | None = None) -> Callable[
         [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``fn(batches) -> batches`` for ``mapInArrow`` over rows repartitioned by the PARTITION BY columns and
-    sorted: every row pattern partition in it run by the engine.  Rows become Python dicts about
-    :data:`CHUNK_ROWS` at a time: runs of whole small partitions (``run_partition`` each), or a larger
+    sorted: every row pattern partition in it run by the engine.
+
+    When the columnar kernel takes the spec (:func:`kernel_runs`) and Spark's order is the engine's
+    (``resort`` false), runs of whole partitions of about :data:`KERNEL_ROWS` rows go to
+    ``kernel.run_chunk`` as Arrow columns, its result cast to the output schema; a chunk the kernel declines
+    (values it does not read, e.g. NaN) goes to the row engine.  The row engine: rows become Python dicts
+    about :data:`CHUNK_ROWS` at a time: runs of whole small partitions (``run_partition`` each), or a larger
     partition's rows in chunks (``step``, then ``advance(final=True)``: the engine keeps only what later rows
     can still need), so memory follows the chunk, not the Spark partition.  ``resort``: sort each partition
     again by the engine's ``sort_key`` (stable, so Spark's order stays among rows it calls equal; a partition
     is then converted whole); not needed when Spark orders every sort column as Python does
-    (:func:`spark_orders_like_python`)."""
+    (:func:`spark_orders_like_python`).  ``time``: ``(column, kind)`` of :func:`_time_field` when the batches
+    come without :data:`TS` (not shuffled: derived here by :func:`_arrow_ts`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = gathered(batches)
         if table is None:
             return
-        engine = _engine()
         schema = _arrow_schema(struct)
-        key = engine.sort_key(spec) if resort else None
-        names = list(table.column_names)
-        ids = _partition_ids(table, spec.partition_by)
-        table, bounds = by_id(table, ids) if ids is not None else (table, [0, table.num_rows])
+        if time is not None and TS not in table.column_names:
+            table = table.append_column(TS, _arrow_ts(table, *time))
+        table, bounds = _partitions(table, _partition_ids(table, spec.partition_by))
         parts = list(itertools.pairwise(bounds))
-        out: list[dict] = []
-        j = 0
-        while j < len(parts):
-            a, b = parts[j]
-            if b - a > CHUNK_ROWS and key is None:  # a large partition, in chunks
-                state = engine.init_state(spec)
-                for lo in range(a, b, CHUNK_ROWS):
-                    state, rows = engine.step(spec, state, _arrow_rows(table.slice(lo, min(CHUNK_ROWS, b - lo)),
-                                                                       names))
-                    out.extend(rows)
-                    if len(out) >= CHUNK_ROWS:
-                        yield from _to_table(out, schema).to_batches()
-                        out = []
-                state, rows = engine.advance(spec, state, None, final=True)
-                out.extend(rows)
-                j += 1
-            else:  # whole partitions, as many as fit in a chunk (at least one)
-                k = j
-                while k + 1 < len(parts) and parts[k + 1][1] - a <= CHUNK_ROWS:
-                    k += 1
-                rows = _arrow_rows(table.slice(a, parts[k][1] - a), names)
-                for x, y in parts[j:k + 1]:
-                    part = rows[x - a:y - a]
-                    out.extend(engine.run_partition(spec, part if key is None else sorted(part, key=key)))
-                j = k + 1
-            if len(out) >= CHUNK_ROWS:
-                yield from _to_table(out, schema).to_batches()
-                out = []
-        if out:
-            yield from _to_table(out, schema).to_batches()
+        if resort or not kernel_runs(spec):
+            yield from _engine_batches(spec, table, parts, schema, resort)
+            return
+        kernel = _kernel()
+        for j, k in _runs(parts, KERNEL_ROWS):
+            a, b = parts[j][0], parts[k - 1][1]
+            got = kernel.run_chunk(spec, table.slice(a, b - a), [x - a for x, _ in parts[j:k]] + [b - a])
+            got = None if got is None else _typed(got, schema)
+            if got is None:
+                yield from _engine_batches(spec, table, parts[j:k], schema, False)
+            else:
+                yield from got.to_batches()
 
     return run
 
 
+def _engine_batches(spec: RecognizeSpec, table: pa.Table, parts: list[tuple[int, int]], schema: pa.Schema,
+                    resort: bool) -> Iterator[pa.RecordBatch]:
+    """The row engine's results over the partitions ``parts`` (row ranges) of ``table`` (see
+    :func:`partition_function`)."""
+    engine = _engine()
+    key = engine.sort_key(spec) if resort else None
+    names = list(table.column_names)
+    out: list[dict] = []
+    j = 0
+    while j < len(parts):
+        a, b = parts[j]
+        if b - a > CHUNK_ROWS and key is None:  # a large partition, in chunks
+            state = engine.init_state(spec)
+            for lo in range(a, b, CHUNK_ROWS):
+                state, rows = engine.step(spec, state, _arrow_rows(table.slice(lo, min(CHUNK_ROWS, b - lo)), names))
+                out.extend(rows)
+                if len(out) >= CHUNK_ROWS:
+                    yield from _to_table(out, schema).to_batches()
+                    out = []
+            state, rows = engine.advance(spec, state, None, final=True)
+            out.extend(rows)
+            j += 1
+        else:  # whole partitions, as many as fit in a chunk (at least one)
+            k = next(_runs(parts, CHUNK_ROWS, j))[1]
+            rows = _arrow_rows(table.slice(a, parts[k - 1][1] - a), names)
+            for x, y in parts[j:k]:
+                part = rows[x - a:y - a]
+                out.extend(engine.run_partition(spec, part if key is None else sorted(part, key=key)))
+            j = k
+        if len(out) >= CHUNK_ROWS:
+            yield from _to_table(out, schema).to_batches()
+            out = []
+    if out:
+        yield from _to_table(out, schema).to_batches()
+
+
 def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: int | None = None) -> DataFrame:
-    """The engine's result over a batch ``projected`` (:func:`project`): repartitioned by PARTITION BY
-    (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``; one without PARTITION BY),
-    sorted within, one ``mapInArrow`` pass (:func:`partition_function`)."""
-    df = projected.select(*[F.col(quoted(c)) for c in _engine_columns(projected, spec)])
+    """The engine's result over a batch ``projected`` (:func:`project`): the engine's columns but :data:`TS`
+    repartitioned by PARTITION BY (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``;
+    one without PARTITION BY), sorted within, one ``mapInArrow`` pass (:func:`partition_function`)."""
+    time = _time_field(projected, time_column(spec))
+    # __ts is a function of the time column: derived in Python (_arrow_ts), not shuffled and sent as well
+    columns = [c for c in _engine_columns(projected, spec) if c != TS]
+    if time[0] is not None and time[0] not in columns:
+        columns.append(time[0])
+    df = projected.select(*[F.col(quoted(c)) for c in columns])
     keys = [F.col(quoted(c)) for c in spec.partition_by]
     spread = df.repartition(shuffle_partitions(df, partitions), *keys) if keys else df.repartition(1)
     spread = spread.sortWithinPartitions(*_sort_columns(df, spec))
     struct = output_struct(spec)
     resort = not spark_orders_like_python(df.schema, spec)
-    return spread.mapInArrow(partition_function(spec, struct, resort=resort), struct)
+    return spread.mapInArrow(partition_function(spec, struct, resort=resort, time=time), struct)
 
 
 #: Spark types whose order is Python's on the values Arrow gives (NULLs and NaN placed by the sort itself).
@@ -438,7 +545,8 @@ def _load_state(data: bytes) -> tuple[int | None, str, list, int]:
 
 
 def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructType, *, numeric: bool,
-                    ts_unit: str | None = None, timezone: str = "UTC", late_rows: bool = False) -> Callable[
+                    ts_unit: str | None = None, timezone: str = "UTC", late_rows: bool = False,
+                    watermark_delay_ms: int | None = None) -> Callable[
         [Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     """``fn(key, pdfs, state)`` for ``groupBy(PARTITION BY).applyInPandasWithState`` with event-time timeouts
     (see the module docstring).  ``projected``: the input's Spark schema; ``numeric``: the time column is a
@@ -446,7 +554,10 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
     ``late_rows``: the output has the side-channel columns of :mod:`sparkcep.spark.late` (``struct`` without
     them): results tagged ``result``, each late row (older than the watermark up to which its key's rows went
     to the engine) a ``late`` row with its record;
-    without it late rows are only counted in the group state."""
+    without it late rows are only counted in the group state.
+    ``watermark_delay_ms`` (the watermark's delay): rows are settled up to the watermark the group's own rows
+    of this micro-batch give the next one (:func:`batch_watermark`), so that a match comes out in the
+    micro-batch that reads its last row; None: up to Spark's watermark."""
     names = [c for c in dict.fromkeys([*spec.columns, TS]) if c in projected.names]
     types = {c: projected[c].dataType for c in names}
     scale = EventTimeScale.of(ts_unit)
@@ -460,11 +571,6 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
     record_columns = [c for c in names if not _RESERVED.fullmatch(c)]
     out_schema = _arrow_schema(with_side_columns(struct) if late_rows else struct)
 
-    def watermark_text(raw: int) -> str:
-        if numeric:
-            return f"{watermark_ts(raw):g}"
-        return pd.Timestamp(raw, unit="ms", tz="UTC").isoformat()
-
     def recognize_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
         engine = _engine()
         if group.exists:
@@ -473,39 +579,25 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
         else:
             frontier, state, held, late = None, engine.init_state(spec), [], 0
         raw = group.getCurrentWatermarkMs()
-        bound = raw * 1000
-        dropped: list[dict] = []
-        for pdf in pdfs:
-            if pdf.empty:
-                continue
-            columns = [_pandas_values(pdf[c], types[c], timezone) for c in names if c in pdf.columns]
-            present = [c for c in names if c in pdf.columns]
-            ets = pdf[_ET].tolist()
-            for et, row in zip(ets, _rows_of(tuple(present))(columns) if present else [], strict=True):
-                if et is None or et != et:
-                    continue  # no event time: cannot be placed (a NULL time column)
-                et = int(et)
-                if frontier is not None and et < frontier:
-                    late += 1  # older than the watermark its key's rows were settled at: its place has passed
-                    if late_rows:
-                        dropped.append(_late_row(row, record_columns, watermark_text(raw)))
-                    continue
-                held.append((et, row))
-        # a row at the watermark's very time is on time (it may still come): rows older than it are settled
-        settled = [row for et, row in held if et < bound]
-        held = [(et, row) for et, row in held if et >= bound]
+        behind, newest = take_rows(pdfs, names, types, timezone, frontier, held)
+        late += len(behind)
+        dropped = [late_row(row, record_columns, raw, numeric, scale) for row in behind] if late_rows else []
+        # settle to the watermark the next micro-batch will have at least (a row at it may still get an equal one)
+        now = batch_watermark(raw, newest, watermark_delay_ms)
+        bound = now * 1000
+        settled, held = settle(held, bound)
         settled.sort(key=engine.sort_key(spec))
         out: list[dict] = []
         if settled:
             state, rows = engine.step(spec, state, settled)
             out.extend(rows)
-        state, rows = engine.advance(spec, state, watermark_ts(raw))
+        state, rows = engine.advance(spec, state, watermark_ts(now))
         out.extend(rows)
         frontier = bound if frontier is None else max(frontier, bound)
         group.update((_dump_state(frontier, engine.state_to_json(state), held, late),))
         dues = []
         if held:
-            dues.append(min(et for et, _ in held) // 1000)  # fires once the watermark passes it
+            dues.append(held_due(held))
         wakeup = getattr(engine, "wakeup", None)
         if wakeup is None:
             dues.append(raw)  # the engine may hold a match: look again when the watermark moves
@@ -523,8 +615,63 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
     return recognize_stream
 
 
-def _late_row(row: dict, columns: list[str], watermark: str) -> dict:
-    """The side-channel row of a late input ``row``: its ``columns`` as a JSON object (times in ISO 8601)."""
+def batch_watermark(raw: int, newest: int | None, delay_ms: int | None) -> int:
+    """The watermark (ms) a group may settle its rows to in this micro-batch: Spark's ``raw``, raised to the one
+    the next micro-batch will have at least, ``newest // 1000 - delay_ms`` (``newest``: the newest event time,
+    µs, of the group's rows in this micro-batch; Spark's watermark statistics read event times in whole ms).
+    Every row still to come on time is at or after it, so settling to it now gives what the next micro-batch
+    would (``sparkcep.spark.operator.MatchOperator.batch_watermark`` for pattern queries)."""
+    if delay_ms is None or newest is None:
+        return raw
+    return max(raw, newest // 1000 - delay_ms)
+
+
+# the per-key late rule, shared by one statement's stream and a workload's (spark.recognize_workload)
+
+
+def take_rows(pdfs: Iterator[pd.DataFrame], names: list[str], types: dict[str, DataType], timezone: str,
+              frontier: int | None, held: list) -> tuple[list[dict], int | None]:
+    """Read a key's new rows (columns ``names`` of ``types``, event time ``_ET`` in µs): each on-time one is
+    appended to ``held`` as ``(event time, row)``; returns the late ones and the newest event time (µs) of the
+    on-time ones (None if there is none).  A row is late when it is older than
+    ``frontier``, the watermark (µs) up to which its key's rows went to the engine already: its place in the
+    order has passed.  A row at that very time is on time (equal timestamps straddling micro-batches are
+    matched as in a batch); a row without event time (a NULL time column) cannot be placed and is skipped."""
+    behind: list[dict] = []
+    newest = None
+    for pdf in pdfs:
+        if pdf.empty:
+            continue
+        present = [c for c in names if c in pdf.columns]
+        columns = [_pandas_values(pdf[c], types[c], timezone) for c in present]
+        for et, row in zip(pdf[_ET].tolist(), _rows_of(tuple(present))(columns) if present else [], strict=True):
+            if et is None or et != et:
+                continue
+            et = int(et)
+            if frontier is not None and et < frontier:
+                behind.append(row)
+            else:
+                held.append((et, row))
+                newest = et if newest is None or et > newest else newest
+    return behind, newest
+
+
+def settle(held: list, bound: int) -> tuple[list[dict], list]:
+    """``(settled rows, still held)``: rows older than the watermark ``bound`` (µs) are settled (no row ordered
+    before them can still come); a row at the watermark's very time may still get an equal one, it waits."""
+    return [row for et, row in held if et < bound], [(et, row) for et, row in held if et >= bound]
+
+
+def held_due(held: list) -> int:
+    """The event-time timeout (ms) that fires once the watermark passes the oldest held row."""
+    return min(et for et, _ in held) // 1000
+
+
+def late_row(row: dict, columns: list[str], raw: int, numeric: bool, scale: EventTimeScale) -> dict:
+    """The side-channel row of a late input ``row`` behind the watermark ``raw`` (ms): its ``columns`` as a
+    JSON object (times in ISO 8601)."""
+    watermark = (f"{scale.watermark_ts(raw):g}" if numeric
+                 else pd.Timestamp(raw, unit="ms", tz="UTC").isoformat())
     event = {c: v.isoformat() if hasattr(v, "isoformat") else v for c, v in ((c, row.get(c)) for c in columns)}
     return {KIND: LATE, REASON: f"late: ts before the watermark {watermark}",
             RECORD: json.dumps(event, default=str)}
@@ -535,7 +682,9 @@ def watermarked_time(projected: DataFrame, spec: RecognizeSpec, *, watermark_del
     """``projected`` with Spark's event-time column (``EVENT_TIME``, the watermark on it allowing
     ``watermark_delay``: ts units, milliseconds for a time column, or a Spark interval string) and its epoch
     microseconds (``_ET``); and whether the time column is numeric.  The time column must be the first,
-    ascending ORDER BY item, of a time or numeric type.  Shared by one statement's stream and a workload's."""
+    ascending ORDER BY item, of a time or numeric type.  ``EVENT_TIME`` comes back nulled (the watermark's
+    marker kept), so that Spark drops no row behind the watermark before the state function sees it: the
+    function decides lateness per key (:func:`late_rule`).  Shared by one statement's stream and a workload's."""
     column = time_column(spec)
     if column is None or not spec.order_by[0].ascending:
         raise CEPSemanticError("a streaming MATCH_RECOGNIZE needs ORDER BY an ascending time column first")
@@ -554,7 +703,11 @@ def watermarked_time(projected: DataFrame, spec: RecognizeSpec, *, watermark_del
     else:
         event_time = F.timestamp_micros(F.col(TS).cast("bigint"))
     df = projected.withColumn(EVENT_TIME, event_time).withWatermark(EVENT_TIME, delay_text)
-    return df.withColumn(_ET, F.unix_micros(F.col(EVENT_TIME))), numeric
+    df = df.withColumn(_ET, F.unix_micros(F.col(EVENT_TIME)))
+    # the watermark's column nulled (its marker kept: event-time timeouts need it), so that Spark drops no row
+    # at or behind the watermark itself: the state function decides which rows are late, per key
+    marker = df.schema[EVENT_TIME].metadata
+    return df.withColumn(EVENT_TIME, F.lit(None).cast("timestamp").alias(EVENT_TIME, metadata=marker)), numeric
 
 
 def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_delay: float | None = None,
@@ -563,16 +716,16 @@ def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_del
     ``watermark_delay`` (ts units; milliseconds for a time column), ``groupBy(PARTITION BY)
     .applyInPandasWithState`` in append mode with event-time timeouts (:func:`stream_function`).  The
     watermark's column reaches the state function nulled (as :func:`sparkcep.spark.adapters.with_event_time`
-    with ``keep_late``), so that Spark drops no row: the function decides which rows are late (older than
-    the watermark) and, with ``late_rows``, outputs them on the side channel of :mod:`sparkcep.spark.late`."""
+    with ``keep_late``; :func:`watermarked_time`), so that Spark drops no row: the function decides which
+    rows are late (:func:`late_rule`) and, with ``late_rows``, outputs them on the side channel of
+    :mod:`sparkcep.spark.late`."""
     df, numeric = watermarked_time(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit)
-    marker = df.schema[EVENT_TIME].metadata  # Spark's watermark marker: event-time timeouts require it
-    df = df.withColumn(EVENT_TIME, F.lit(None).cast("timestamp").alias(EVENT_TIME, metadata=marker))
     keep = [*_engine_columns(projected, spec), _ET, EVENT_TIME]
     df = df.select(*[F.col(quoted(c)) for c in keep])
     struct = output_struct(spec)
     fn = stream_function(spec, struct, projected.schema, numeric=numeric, ts_unit=ts_unit,
-                         timezone=_session_timezone(), late_rows=late_rows)
+                         timezone=_session_timezone(), late_rows=late_rows,
+                         watermark_delay_ms=delay_of(df.schema))
     return grouped(df, list(spec.partition_by)).applyInPandasWithState(
         fn, with_side_columns(struct) if late_rows else struct, STATE_SCHEMA, "append",
         GroupStateTimeout.EventTimeTimeout)

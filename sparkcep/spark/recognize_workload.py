@@ -47,7 +47,8 @@ from sparkcep.ir.recognize import Recognize, RecognizeSpec, RowExpr
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.spark import recognize as single
 from sparkcep.spark.adapters import shuffle_partitions
-from sparkcep.spark.arrow import _rows_of, _session_timezone, by_id, gathered
+from sparkcep.spark.arrow import _session_timezone, by_id, gathered
+from sparkcep.spark.late import KIND, RESULT, with_side_columns
 from sparkcep.spark.operator import grouped
 from sparkcep.spark.schema import EVENT_TIME
 from sparkcep.spark.validate import quoted
@@ -130,13 +131,14 @@ def _name(i: int, j: int) -> str:
     return f"_{i}_{j}"
 
 
-def tagged_struct(specs: Sequence[RecognizeSpec]) -> StructType:
-    """``query`` then ``_<i>_<j>`` for the j-th output column of statement i, typed as it is alone."""
-    out = [StructField(QUERY, IntegerType(), False)]
+def tagged_struct(specs: Sequence[RecognizeSpec], *, late_rows: bool = False) -> StructType:
+    """``query`` then ``_<i>_<j>`` for the j-th output column of statement i, typed as it is alone;
+    ``late_rows``: then the side columns of :mod:`sparkcep.spark.late` (``query`` NULL in a late row)."""
+    out = [StructField(QUERY, IntegerType(), late_rows)]
     for i, spec in enumerate(specs):
         for j, f in enumerate(single.output_struct(spec).fields):
             out.append(StructField(_name(i, j), f.dataType, True))
-    return StructType(out)
+    return with_side_columns(StructType(out)) if late_rows else StructType(out)
 
 
 def split(tagged: DataFrame, specs: Sequence[RecognizeSpec], i: int) -> DataFrame:
@@ -147,7 +149,8 @@ def split(tagged: DataFrame, specs: Sequence[RecognizeSpec], i: int) -> DataFram
 
 
 def _tables(outs: list[list[dict]], schemas: list[pa.Schema], full: pa.Schema) -> Iterator[pa.Table]:
-    """The statements' output rows as tables of the tagged schema ``full``."""
+    """The statements' output rows as tables of the tagged schema ``full`` (with side columns: tagged
+    ``result``)."""
     for i, rows in enumerate(outs):
         if not rows:
             continue
@@ -157,6 +160,8 @@ def _tables(outs: list[list[dict]], schemas: list[pa.Schema], full: pa.Schema) -
         for f in full:
             if f.name == QUERY:
                 arrays.append(pa.array([i] * n, type=f.type))
+            elif f.name == KIND:  # the late side channel's tag (stream_shared with late_rows)
+                arrays.append(pa.array([RESULT] * n, type=f.type))
             elif f.name.startswith(f"_{i}_"):
                 arrays.append(own.column(int(f.name.rsplit("_", 1)[1])))
             else:
@@ -276,14 +281,19 @@ def _load(data: bytes) -> tuple[int | None, str, list, int]:
 
 
 def stream_function(specs: Sequence[RecognizeSpec], full: StructType, projected: StructType, *, numeric: bool,
-                    ts_unit: str | None = None, timezone: str = "UTC") -> Callable[
+                    ts_unit: str | None = None, timezone: str = "UTC", late_rows: bool = False,
+                    watermark_delay_ms: int | None = None) -> Callable[
         [Any, Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     """``fn(key, pdfs, state)`` for ``applyInPandasWithState``: as the single statement's
-    (:func:`sparkcep.spark.recognize.stream_function`), the waiting rows held once and one engine state per
-    statement; settled rows go to every statement's ``step`` (each in its own order)."""
+    (:func:`sparkcep.spark.recognize.stream_function`, the same per-key late rule and the same settling bound,
+    :func:`sparkcep.spark.recognize.batch_watermark` of ``watermark_delay_ms``), the waiting rows held once
+    and one engine state per statement; settled rows go to every statement's ``step`` (each in its own
+    order).  ``late_rows``: ``full`` has the side columns of :mod:`sparkcep.spark.late` and each late row is
+    a ``late`` row (``query`` NULL: it is late for every statement of the group), else it is only counted."""
     wanted = dict.fromkeys(c for s in specs for c in (*s.columns, single.TS))
     names = [c for c in wanted if c in projected.names]
     types = {c: projected[c].dataType for c in names}
+    record_columns = [c for c in names if not single._RESERVED.fullmatch(c)]
     scale = EventTimeScale.of(ts_unit)
     structs = [single.output_struct(s) for s in specs]  # on the driver (DDL parsing needs the session)
 
@@ -300,42 +310,34 @@ def stream_function(specs: Sequence[RecognizeSpec], full: StructType, projected:
             states = wl.states_from_json(states_json)
         else:
             frontier, states, held, late = None, wl.init_states(specs), [], 0
-        for pdf in pdfs:
-            if pdf.empty:
-                continue
-            present = [c for c in names if c in pdf.columns]
-            columns = [single._pandas_values(pdf[c], types[c], timezone) for c in present]
-            for et, row in zip(pdf[single._ET].tolist(), _rows_of(tuple(present))(columns) if present else [],
-                               strict=True):
-                if et is None or et != et:
-                    continue
-                et = int(et)
-                if frontier is not None and et <= frontier:
-                    late += 1
-                    continue
-                held.append((et, row))
         raw = group.getCurrentWatermarkMs()
-        bound = raw * 1000
-        settled = [row for et, row in held if et <= bound]
-        held = [(et, row) for et, row in held if et > bound]
+        behind, newest = single.take_rows(pdfs, names, types, timezone, frontier, held)
+        now = single.batch_watermark(raw, newest, watermark_delay_ms)
+        bound = now * 1000
+        late += len(behind)
+        settled, held = single.settle(held, bound)
         outs: list[list[dict]] = [[] for _ in specs]
         if settled:
             states, got = wl.step_all(specs, states, settled)  # each statement sorts them its own way
             outs = [a + b for a, b in zip(outs, got, strict=True)]
-        states, got = wl.advance_all(specs, states, watermark_ts(raw))
+        states, got = wl.advance_all(specs, states, watermark_ts(now))
         outs = [a + b for a, b in zip(outs, got, strict=True)]
         frontier = bound if frontier is None else max(frontier, bound)
         group.update((_dump(frontier, wl.states_to_json(states), held, late),))
         dues = []
         if held:
-            dues.append(-(-min(et for et, _ in held) // 1000) - 1)
+            dues.append(single.held_due(held))
         due = wl.wakeup_all(specs, states)
         if due is not None and math.isfinite(due):
             dues.append(timeout_ms(due))
         if dues:
             group.setTimeoutTimestamp(max(min(dues), raw, 1))
         schemas = [single._arrow_schema(s) for s in structs]
-        tables = list(_tables(outs, schemas, single._arrow_schema(full)))
+        full_schema = single._arrow_schema(full)
+        tables = list(_tables(outs, schemas, full_schema))
+        if late_rows and behind:
+            rows = [single.late_row(row, record_columns, raw, numeric, scale) for row in behind]
+            tables.append(single._to_table(rows, full_schema))
         if tables:
             yield pa.concat_tables(tables).to_pandas()
 
@@ -343,23 +345,64 @@ def stream_function(specs: Sequence[RecognizeSpec], full: StructType, projected:
 
 
 def stream_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *, watermark_delay: float | str | None = None,
-                  ts_unit: str | None = None) -> DataFrame:
-    """The tagged result over a stream: one watermark, one ``applyInPandasWithState`` (:func:`stream_function`)."""
+                  ts_unit: str | None = None, late_rows: bool = False) -> DataFrame:
+    """The tagged result over a stream: one watermark, one ``applyInPandasWithState`` (:func:`stream_function`;
+    ``late_rows``: the late side channel).  As one statement's stream, Spark's event-time column reaches the
+    state function nulled (:func:`sparkcep.spark.recognize.watermarked_time`): Spark drops no row itself, the
+    function applies the per-key late rule."""
     _workload().check_shareable(specs)
     spec = specs[0]
     df, numeric = single.watermarked_time(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit)
     keep = [*_engine_columns(projected, specs), single._ET, EVENT_TIME]
     df = df.select(*[F.col(quoted(c)) for c in keep])
-    full = tagged_struct(specs)
+    full = tagged_struct(specs, late_rows=late_rows)
     fn = stream_function(specs, full, projected.schema, numeric=numeric, ts_unit=ts_unit,
-                         timezone=_session_timezone())
+                         timezone=_session_timezone(), late_rows=late_rows,
+                         watermark_delay_ms=single.delay_of(df.schema))
     return grouped(df, list(spec.partition_by)).applyInPandasWithState(
         fn, full, single.STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
 
 
 def run_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *, watermark_delay: float | str | None = None,
-               ts_unit: str | None = None, partitions: int | None = None) -> DataFrame:
-    """:func:`batch_shared` or :func:`stream_shared`, following ``projected.isStreaming``."""
+               ts_unit: str | None = None, partitions: int | None = None, late_rows: bool = False) -> DataFrame:
+    """:func:`batch_shared` or :func:`stream_shared` (``late_rows``: see there), following
+    ``projected.isStreaming``."""
     if projected.isStreaming:
-        return stream_shared(projected, specs, watermark_delay=watermark_delay, ts_unit=ts_unit)
+        return stream_shared(projected, specs, watermark_delay=watermark_delay, ts_unit=ts_unit,
+                             late_rows=late_rows)
     return batch_shared(projected, specs, partitions=partitions)
+
+
+# ----------------------------------------------------------------------------------------------- the sink
+
+
+def group_writer(results: Callable[[int, DataFrame], DataFrame], outputs: Sequence[str], late: Sequence[str],
+                 dead_letters: str | None) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function of a shared stream (:func:`stream_shared` with ``late_rows``, routed with
+    :func:`sparkcep.spark.sinks.routed`): member k's results (``results(k, rows)``: its rows of the
+    micro-batch, its outer query applied) into ``outputs[k]``, the late rows into every ``late[k]`` (a row late
+    for the group is late for each statement in it), the dead letters into ``dead_letters``; each micro-batch's
+    files written once (:func:`sparkcep.spark.sinks.write_batch`)."""
+    from sparkcep.spark.late import LATE, REASON, RECORD
+    from sparkcep.spark.sinks import DEAD, write_batch
+    from sparkcep.spark.validate import REASON as REJECT_REASON
+    from sparkcep.spark.validate import RECORD as REJECT_RECORD
+
+    side = [F.col(REASON).alias(REJECT_REASON), F.col(RECORD).alias(REJECT_RECORD)]
+
+    def write(df: DataFrame, batch_id: int) -> None:
+        df.persist()
+        try:
+            counts = {row[0]: row[1] for row in df.groupBy(KIND).count().collect()}
+            rows = df.where(F.col(KIND) == RESULT)
+            for k, path in enumerate(outputs):
+                write_batch(results(k, rows), path, batch_id, None if counts.get(RESULT) else 0)
+            for path in late:
+                write_batch(df.where(F.col(KIND) == LATE).select(*side), path, batch_id, counts.get(LATE, 0))
+            if dead_letters is not None:
+                write_batch(df.where(F.col(KIND) == DEAD).select(*side), dead_letters, batch_id,
+                            counts.get(DEAD, 0))
+        finally:
+            df.unpersist()
+
+    return write

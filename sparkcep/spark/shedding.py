@@ -16,6 +16,9 @@
 * The controller (:class:`~sparkcep.runtime_udfs.shedding.controller.BatchController`) runs on the driver in a
   ``StreamingQueryListener``: after each micro-batch it reads the batch's start, duration and counts (the
   ``observe()`` metrics) and sets ρ from the batch cost fitted as fixed + per kept event over recent batches.
+  A continuous run over a file directory switches to the backlog controller (:meth:`Shedding.follow_source`,
+  :class:`~sparkcep.runtime_udfs.shedding.controller.BacklogController`): ρ from the p99 arrival-to-result
+  latency and the files not read yet, so a backlog that grows while each batch looks fast is shed.
   The executors read ρ from a small control file (atomically replaced; on a cluster it must be on a file
   system every executor sees).  With ρ = 0 nothing is dropped, and with shedding off the stage is not added
   at all: results are those of the unshed engine.
@@ -49,8 +52,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.types import BooleanType, StructField, StructType
 
-from sparkcep.runtime_udfs.shedding.controller import BatchController
+from sparkcep.runtime_udfs.shedding.controller import BacklogController, BatchController
 from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
+from sparkcep.spark.progress import backlog_files, batch_latency
+from sparkcep.spark.validate import ARRIVAL_METRIC
 
 __all__ = ["SHED", "ControlFile", "Shedding", "current_model", "install", "shed_partition"]
 
@@ -142,7 +147,7 @@ class Shedding:
 
     name: str
     types: tuple[str, ...]
-    controller: BatchController
+    controller: BatchController | BacklogController
     control: ControlFile
     batches: list[dict] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)
@@ -157,6 +162,35 @@ class Shedding:
     model_path: str | None = None
     sampling: str | None = None
     columns: tuple[str, str] = ("type", "ts")
+    #: the input directory of a continuous file source (:meth:`follow_source`), or None
+    source: str | None = None
+    _newest: float | None = None
+    _per_file: float = 0.0
+    _prev_start: float | None = None
+
+    def follow_source(self, directory: str, overhead: float = 0.0) -> None:
+        """Drive ρ from what users feel (:class:`BacklogController`): each micro-batch's p99 arrival-to-result
+        latency (the ``arrival`` observed metric of a file source, :func:`sparkcep.spark.validate.observed_arrival`)
+        and the backlog, the files of ``directory`` not read yet times the events per file read so far;
+        ``overhead``: the stage's own cost per offered event (s)."""
+        self.source = directory
+        self.controller = BacklogController(self.controller.bound, overhead=overhead, safety=self.controller.safety)
+
+    def _backlog_rho(self, progress: dict, start: float, duration: float, offered: int, kept: int) -> float:
+        arrival = (progress.get("observedMetrics") or {}).get(ARRIVAL_METRIC) or {}
+        previous = self._newest
+        if arrival.get("newest") is not None:
+            self._newest = max(self._newest or 0, arrival["newest"])
+        waiting = backlog_files(self.source, self._newest) or 0
+        read = (backlog_files(self.source, previous or 0) or 0) - waiting
+        if read > 0 and offered:
+            self._per_file = offered / read
+        interval = start - self._prev_start if self._prev_start is not None else duration
+        self._prev_start = start
+        latency = batch_latency(progress)
+        return self.controller.on_batch(duration=duration, offered=offered, kept=kept,
+                                        latency=latency[1] if latency else None,
+                                        backlog=int(waiting * self._per_file), interval=max(interval, duration)).rho
 
     def _control(self) -> dict:
         extra = {}
@@ -205,14 +239,19 @@ class Shedding:
         duration = progress.durationMs.get("triggerExecution", 0) / 1000
         total = sum(dropped.values())
         rho_used = self.controller.rho
-        rho = self.controller.on_batch(start, duration, offered, offered - total)
+        if isinstance(self.controller, BacklogController):
+            rho = self._backlog_rho(json.loads(progress.json), start, duration, offered, offered - total)
+            latency = self.controller.history[-1][0] if offered and self.controller.history else None
+        else:
+            rho = self.controller.on_batch(start, duration, offered, offered - total)
+            latency = self.controller.latencies[-1] if offered else None
         self.control.write(rho, **self._control())
         self.offered += offered
         for t, n in dropped.items():
             self.dropped[t] = self.dropped.get(t, 0) + n
         self.batches.append({"batch": progress.batchId, "offered": offered, "dropped": total,
                              "dropped_per_type": dropped, "duration": duration, "rho_used": rho_used,
-                             "latency": self.controller.latencies[-1] if offered else None, "rho_next": rho,
+                             "latency": latency, "rho_next": rho,
                              "model": self.retrains})
 
     @property

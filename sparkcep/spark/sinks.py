@@ -20,6 +20,8 @@ object store.
 
 from __future__ import annotations
 
+import re
+
 from sparkcep.spark.late import KIND, LATE, REASON, RECORD, RESULT
 from sparkcep.spark.validate import REASON as REJECT_REASON
 from sparkcep.spark.validate import RECORD as REJECT_RECORD
@@ -39,17 +41,19 @@ def counted(df, name: str):
     return df.observe(name, F.count(F.lit(1)).alias(name))
 
 
-def routed(operated, rejected):
-    """One stream of the operator's output (with the late side channel) and the rejected records, tagged by
-    :data:`KIND`, with the ``sparkcep_output`` observer (results and late events per micro-batch)."""
+def routed(operated, rejected=None):
+    """One stream of the operator's output (with the late side channel) and the rejected records (None: none,
+    e.g. a second query over the same input), tagged by :data:`KIND`, with the ``sparkcep_output`` observer
+    (results and late events per micro-batch)."""
     from pyspark.sql import functions as F
 
-    columns = operated.columns
-    dead = rejected.select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in operated.schema.fields
-                             if f.name not in (KIND, REASON, RECORD)],
-                           F.lit(DEAD).alias(KIND), F.col(REJECT_REASON).alias(REASON),
-                           F.col(REJECT_RECORD).alias(RECORD)).select(*columns)
-    both = operated.unionByName(dead)
+    both = operated
+    if rejected is not None:
+        dead = rejected.select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in operated.schema.fields
+                                 if f.name not in (KIND, REASON, RECORD)],
+                               F.lit(DEAD).alias(KIND), F.col(REJECT_REASON).alias(REASON),
+                               F.col(REJECT_RECORD).alias(RECORD)).select(*operated.columns)
+        both = operated.unionByName(dead)
     return both.observe("sparkcep_output",
                         F.sum(F.when(F.col(KIND) == RESULT, 1).otherwise(0)).alias("results"),
                         F.sum(F.when(F.col(KIND) == LATE, 1).otherwise(0)).alias("late"))
@@ -82,8 +86,9 @@ def write_batch(df, path: str, batch_id: int, rows: int | None = None) -> int:
     if rows == 0 or (rows is None and df.isEmpty()):
         return 0
     df.write.mode("overwrite").json(staging.toString())
-    parts = sorted((s.getPath() for s in fs.listStatus(staging) if s.getPath().getName().startswith("part-")),
-                   key=lambda p: p.getName())
+    # an empty Spark partition may leave an empty part file: not moved (plain JSON readers fail on it)
+    parts = sorted((s.getPath() for s in fs.listStatus(staging)
+                    if s.getPath().getName().startswith("part-") and s.getLen() > 0), key=lambda p: p.getName())
     for k, part in enumerate(parts):
         name = part.getName()
         suffix = name[name.index("."):] if "." in name else ""
@@ -112,6 +117,42 @@ def batch_writer(output: str, result_columns: list[str], dead_letters: str, late
             df.unpersist()
 
     return write
+
+
+def last_committed(spark, checkpoint: str) -> int | None:
+    """The id of the last micro-batch the query of ``checkpoint`` committed (its ``commits/`` log), or None."""
+    jvm, root, fs = _jvm_fs(spark, checkpoint.rstrip("/") + "/commits")
+    if not fs.exists(root):
+        return None
+    ids = [int(s.getPath().getName()) for s in fs.listStatus(root) if s.getPath().getName().isdigit()]
+    return max(ids, default=None)
+
+
+def discard_uncommitted(spark, checkpoint: str, output: str, dead_letters: str | None = None,
+                        late: str | None = None) -> int:
+    """Remove the files of micro-batches after the last committed one from ``output`` and the side outputs:
+    a stopped query may have been stopped while such a batch wrote (a stop that could not wait, a second
+    Ctrl-C).  The checkpoint re-runs that batch on a restart and writes them again.  The number of files
+    removed."""
+    done = last_committed(spark, checkpoint)
+    jvm, _, fs = _jvm_fs(spark, output)
+    Path = jvm.org.apache.hadoop.fs.Path
+    removed = 0
+    for folder in (output, *side_dirs(output, dead_letters, late)):
+        root = Path(folder)
+        if not fs.exists(root):
+            continue
+        for status in fs.listStatus(root):
+            name = status.getPath().getName()
+            m = _BATCH_FILE.match(name)
+            if m and (done is None or int(m.group(1)) > done):
+                fs.delete(status.getPath(), True)
+                removed += 1
+    return removed
+
+
+#: A file (or staging directory) of one micro-batch in an output, :func:`write_batch`: its batch id.
+_BATCH_FILE = re.compile(r"^(?:part-|_staging-)b(\d{8})")
 
 
 def start(stream, output: str, checkpoint: str, *, result_columns: list[str], dead_letters: str | None = None,

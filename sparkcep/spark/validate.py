@@ -112,10 +112,12 @@ def read_validated(spark, path: str, fmt: str, type_col: str | None, ts_col: str
                                   StructField(CORRUPT, StringType())])
         raw = _load(spark, path, fmt, by_position, {"header": True, "mode": "PERMISSIVE",
                                                      "columnNameOfCorruptRecord": CORRUPT}, stream, files_per_trigger)
-        raw = raw.select(*[quoted(n) for n in all_columns if n in names], CORRUPT)
+        raw = raw.select(*[quoted(n) for n in all_columns if n in names], CORRUPT,
+                         *([_arrival_of(raw)] if stream else []))
     else:
         raw = _load(spark, path, fmt, None if schema is None else fields, {}, stream, files_per_trigger)
-        raw = raw.select(*[quoted(f.name) for f in fields.fields if f.name in raw.columns])
+        raw = raw.select(*[quoted(f.name) for f in fields.fields if f.name in raw.columns],
+                         *([_arrival_of(raw)] if stream else []))
     return split_valid(raw, fields, type_col, ts_col, fmt, known_types, stream=stream, declared=schema is not None,
                        ts_unit=ts_unit)
 
@@ -232,13 +234,41 @@ def _json_lines(spark, path: str, text_schema, stream: bool, files_per_trigger: 
 
     lines = _load(spark, path, "text", None, {}, stream, files_per_trigger)
     line = F.regexp_replace(F.col("value"), "^\ufeff", "")
-    parsed = lines.where(F.trim(line) != "").select(line.alias("_line"))
-    parsed = parsed.select("_line", F.from_json(F.col("_line"), text_schema, {
+    arrival = [_arrival_of(lines)] if stream else []
+    parsed = lines.where(F.trim(line) != "").select(line.alias("_line"), *arrival)
+    parsed = parsed.select("_line", *(ARRIVAL_COL for _ in arrival), F.from_json(F.col("_line"), text_schema, {
         "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}).alias("_parsed"))
     names = [f.name for f in text_schema.fields if f.name != CORRUPT]
     corrupt = F.when(F.col("_parsed").isNull() | F.col(f"_parsed.{CORRUPT}").isNotNull(), F.col("_line"))
     return parsed.select(*[F.col("_parsed").getField(n).alias(n) for n in names], F.col("_line").alias("_line"),
-                         corrupt.alias(CORRUPT))
+                         *(ARRIVAL_COL for _ in arrival), corrupt.alias(CORRUPT))
+
+
+#: The arrival time of a streamed record (epoch ms): its file's modification time (Spark's ``_metadata``).
+ARRIVAL_COL = "_sparkcep_arrival"
+
+#: The observed metric of the arrival times of a micro-batch's valid events (:func:`observed_arrival`).
+ARRIVAL_METRIC = "arrival"
+
+
+def _arrival_of(df):
+    """The column :data:`ARRIVAL_COL` of a file source's DataFrame: the modification time of each row's file."""
+    from pyspark.sql import functions as F
+
+    return F.unix_millis(F.col("_metadata.file_modification_time")).alias(ARRIVAL_COL)
+
+
+def observed_arrival(events):
+    """``events`` with the observed metric :data:`ARRIVAL_METRIC`: per micro-batch, the oldest, 1st percentile,
+    median and newest arrival time (epoch ms) of its valid events and their number
+    (:mod:`sparkcep.spark.progress` turns them into latencies and the backlog)."""
+    from pyspark.sql import functions as F
+
+    arrival = F.col(ARRIVAL_COL)
+    return events.observe(ARRIVAL_METRIC, F.min(arrival).alias("oldest"),
+                          F.percentile_approx(arrival, 0.01).alias("p01"),
+                          F.percentile_approx(arrival, 0.5).alias("median"), F.max(arrival).alias("newest"),
+                          F.count(arrival).alias("arrived"))
 
 
 def _load(spark, path: str, fmt: str, schema, options: dict, stream: bool, files_per_trigger: int | None):
@@ -337,9 +367,13 @@ def split_valid(raw, fields, type_col: str, ts_col: str, fmt: str = "json",
     else:
         as_json = F.to_json(F.struct(*[F.col(quoted(n)) for n in names if n in raw.columns]))
         record = F.coalesce(F.col(CORRUPT), as_json) if has_corrupt else as_json
+    arrival = [ARRIVAL_COL] if ARRIVAL_COL in raw.columns else []  # a stream's: observed, then dropped
     marked = raw.select(*[typed[n].alias(n) for n in names], record.alias("_sparkcep_record"),
-                        reason.alias("_sparkcep_reason"))
-    events = marked.where(F.col("_sparkcep_reason").isNull()).select(*[quoted(n) for n in names])
+                        reason.alias("_sparkcep_reason"), *arrival)
+    events = marked.where(F.col("_sparkcep_reason").isNull())
+    if arrival:
+        events = observed_arrival(events)
+    events = events.select(*[quoted(n) for n in names])
     record = F.col("_sparkcep_record")
     rejected = (marked.where(F.col("_sparkcep_reason").isNotNull())
                 .select(F.col("_sparkcep_reason").alias(REASON), record.alias(RECORD)))

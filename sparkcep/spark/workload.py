@@ -48,14 +48,14 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sparkcep.ir.errors import CEPError
-from sparkcep.ir.serde import to_data
+from sparkcep.ir.serde import from_data, to_data
 from sparkcep.ir.sharing import SharedAggregate, SharedQuery, SharedSpec
 from sparkcep.ir.spec import with_default_outputs
 from sparkcep.spark import late
 from sparkcep.spark.adapters import batch_input, shuffle_partitions, unread_columns, watermarked, with_event_time
 from sparkcep.spark.arrow import _session_timezone, by_id, gathered
 from sparkcep.spark.operator import MatchOperator
-from sparkcep.spark.schema import EVENT_TIME, STATE_SCHEMA, load_spec
+from sparkcep.spark.schema import EVENT_TIME, STATE_SCHEMA, load_spec, watermark_delay
 from sparkcep.spark.validate import quoted
 
 __all__ = ["QUERY", "apply_workload", "load_workload", "workload_data"]
@@ -77,7 +77,8 @@ def _shared_spec(d: dict) -> SharedSpec:
     return SharedSpec(tuple((sid, tuple(p)) for sid, p in d["segments"]),
                       tuple(SharedQuery(q["name"], q["output"], tuple(q["segments"]),
                                         tuple(SharedAggregate(a["name"], a["func"], tuple(a["positions"]), a["attr"])
-                                              for a in q.get("aggregates", ())))
+                                              for a in q.get("aggregates", ())),
+                                        from_data(q.get("having")))
                             for q in d["queries"]),
                       d["window"], d["slide"], tuple(d["key"]), tuple(d["group_by"]))
 
@@ -111,11 +112,14 @@ def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
     its late rows (``MatchOperator(late_rows=True)``)."""
     out = []
     streaming = events.isStreaming
+    # each operator emits what its micro-batch decides by the watermark's delay (MatchOperator.batch_watermark)
+    delay = watermark_delay(events.schema)
     for spec in shared:
         unread = set(unread_columns(spec, events.columns, ts_col, type_col))
         columns = [c for c in events.columns if c not in unread]
         read = StructType([events.schema[c] for c in columns])
-        op = MatchOperator(spec, read, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit)
+        op = MatchOperator(spec, read, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit,
+                           watermark_delay_ms=delay)
         types = sorted({t for _, pattern in spec.segments for t in pattern})
         out.append((_Branch(None, op, columns, streaming), events.where(F.col(type_col).isin(types)).select(*columns)))
     for entry in alone:
@@ -127,7 +131,8 @@ def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
         elif EVENT_TIME in schema.names:  # the source's (SELECT *): apply_workload makes it anew after the union
             candidates = candidates.drop(EVENT_TIME)
             schema = StructType([f for f in schema.fields if f.name != EVENT_TIME])
-        op = MatchOperator(spec, schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit)
+        op = MatchOperator(spec, schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit,
+                           watermark_delay_ms=delay)
         out.append((_Branch(entry["name"], op, schema.names, streaming), candidates))
     return out
 
@@ -178,19 +183,23 @@ def _widen(frame: pd.DataFrame, name: str | None, names: list[str]) -> pd.DataFr
 
 
 def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col: str = "type", lateness: float = 0,
-                   side_channel: bool = False, ts_unit: str | None = None) -> DataFrame:
+                   side_channel: bool = False, ts_unit: str | None = None, shed=None) -> DataFrame:
     """Every operator of ``workload`` (JSON text or data of :func:`workload_data`, or its
     :func:`load_workload` pair) on ``events`` (batch or streaming; registered here as the temporary view
     ``events`` the alone queries' filters read), as one operator whose output has a :data:`QUERY` column and
     the columns of every query (a column a query lacks is null in its rows).  ``side_channel`` (streaming):
     late events come out as rows of :data:`~sparkcep.spark.late.KIND` ``late``; the rows the operators
     are given are counted as ``events_relevant`` (an event two operators read counts twice).  ``ts_unit``: the
-    unit of numeric ts, which scales the stream's event time (:mod:`sparkcep.runtime_udfs.event_time`)."""
+    unit of numeric ts, which scales the stream's event time (:mod:`sparkcep.runtime_udfs.event_time`).
+    ``shed`` (streaming): ``DataFrame -> DataFrame``, the one load-shedding stage in front of every operator,
+    put on the events after the watermark (dropped events still move event time)."""
     shared, alone = workload if isinstance(workload, tuple) else load_workload(workload)
     streaming = events.isStreaming
     side_channel = side_channel and streaming
     if streaming:  # the watermark on every event, before the operators' filters: any event moves event time
         events = watermarked(events, ts_col, lateness, ts_unit=ts_unit)
+        if shed is not None:
+            events = shed(events)
     events.createOrReplaceTempView("events")
     pairs = _branches(events, shared, alone, ts_col, type_col, side_channel, ts_unit)
     if not pairs:

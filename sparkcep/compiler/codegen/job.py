@@ -109,7 +109,7 @@ def main(argv=None) -> None:
     p.add_argument("--max-matches", type=int,
                    help="match queries: stop once one partition builds more matches than this (default: the conf "
                         "spark.sparkcep.maxMatches, else sized to the executors' memory; 0: no limit)")
-    p.add_argument("--quiet", action="store_true", help="batch: no progress lines and no summary on stderr")
+    p.add_argument("--quiet", action="store_true", help="no summary on stderr (batch: no progress lines either)")
 {shedding_args}    args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
@@ -149,10 +149,17 @@ def main(argv=None) -> None:
                                results=count_results(), dead_letters=dead, seconds=clock.seconds(),
                                output=args.output), file=sys.stderr)
         return
-    # results, late events and dead letters: one query, each micro-batch's files written exactly once
-    query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=columns,
-                  dead_letters=dead_letters, late=late_events, once=args.once)
-    follow(query)  # a progress line per micro-batch on stderr
+    # results, late events and dead letters: one query, each micro-batch's files written exactly once; it follows
+    # the input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once:
+    # until the files there now are processed)
+    with StopSignals() as signals:
+        query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=columns,
+                      dead_letters=dead_letters, late=late_events, once=args.once)
+        totals = follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr
+        if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
+            discard_uncommitted(spark, args.checkpoint, args.output, dead_letters, late_events)
+    if not args.quiet:
+        print(stream_summary(totals.counts, clock.seconds(), args.output), file=sys.stderr)
 {shedding_report}
 
 if __name__ == "__main__":
@@ -184,7 +191,9 @@ _QUERY_OPERATOR = '''\
         relevant = counted(with_event_time(candidates, events, TS_COL, keep_late=True, ts_unit=TS_UNIT),
                            "events_relevant")
         result = grouped(relevant, GROUP).applyInPandasWithState(
-            stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True, ts_unit=TS_UNIT),
+            # a result comes out in the micro-batch that decides it (the watermark's delay: the next watermark)
+            stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True, ts_unit=TS_UNIT,
+                       watermark_delay_ms=watermark_delay(events.schema)),
             outputStructType=with_side_columns(out_schema),
             stateStructType=STATE_SCHEMA,
             outputMode="append",
@@ -208,7 +217,7 @@ GROUP = {group}'''
 _QUERY_IMPORTS = {
     'pyspark.sql.streaming.state': ['GroupStateTimeout'],
     'sparkcep.spark.late': ['with_side_columns'],
-    'sparkcep.spark.schema': ['STATE_SCHEMA', 'load_spec', 'output_schema'],
+    'sparkcep.spark.schema': ['STATE_SCHEMA', 'load_spec', 'output_schema', 'watermark_delay'],
     'sparkcep.spark.adapters': ['batch_matches', 'watermarked', 'with_event_time'],
     'sparkcep.spark.operator': ['grouped', 'stream_udf'],
     'sparkcep.ir.spec': ['with_default_outputs'],
@@ -236,11 +245,11 @@ _WORKLOAD_IMPORTS = {
 
 _COMMON_IMPORTS = {
     'sparkcep': ['CEPError'],
-    'sparkcep.console': ['Clock', 'observed_count', 'progress', 'summary_line'],
+    'sparkcep.console': ['Clock', 'observed_count', 'progress', 'stream_summary', 'summary_line'],
     'sparkcep.spark.io': ['check_attributes', 'check_ts_kind'],
-    'sparkcep.spark.progress': ['follow'],
+    'sparkcep.spark.progress': ['StopSignals', 'follow'],
     'sparkcep.runtime_udfs.match.budget': ['raised_message'],
-    'sparkcep.spark.sinks': ['counted', 'routed', 'side_dirs', 'start'],
+    'sparkcep.spark.sinks': ['counted', 'discard_uncommitted', 'routed', 'side_dirs', 'start'],
     'sparkcep.spark.validate': ['read_validated'],
 }
 

@@ -15,7 +15,9 @@ the columns and types the input has); every value placed in the file is a litera
 from __future__ import annotations
 
 import json
+import re
 import textwrap
+from dataclasses import replace
 
 from sparkcep.compiler.codegen.job import RUN_IT
 from sparkcep.compiler.codegen.quote import py_literal
@@ -229,6 +231,22 @@ or hold a value of the wrong type go to RESULTS_DIR/_dead_letters as JSON lines 
 a stream prints its counts per micro-batch on stderr (docs/operations.md).
 '''
 
+#: The options check, the session and the validated rows: the same in a statement's job and a workload's.
+_SESSION_AND_ROWS = '''\
+    args = p.parse_args(argv)
+    if args.stream and not args.checkpoint:
+        p.error("--stream needs --checkpoint")
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
+    spark = (SparkSession.builder.appName({app_name})
+             .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
+             .config("spark.ui.showConsoleProgress", "false")  # sparkcep prints its own progress
+             .getOrCreate())
+    # every column, parsed as text and cast to --schema's types, else to those of the files there now; ISO-string
+    # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
+    rows, rejected = read_validated(spark, args.input, args.format, None, TIME_COL, stream=args.stream,
+                                    files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT)'''
+
 _TEMPLATE = '''\
 {docstring}
 
@@ -245,7 +263,7 @@ from pyspark.sql import functions as F
 from sparkcep import CEPError
 from sparkcep.ir.serde import from_data
 from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
-from sparkcep.spark.progress import follow
+from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.sql_api import apply_recognize
 from sparkcep.spark.sinks import counted, routed, side_dirs, start
 from sparkcep.spark.validate import read_validated
@@ -274,19 +292,7 @@ def main(argv=None) -> None:
     p.add_argument("--shuffle-partitions", type=int, default=4)
     p.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
     p.add_argument("--dead-letters", help="bad records (default: OUTPUT/_dead_letters)")
-    args = p.parse_args(argv)
-    if args.stream and not args.checkpoint:
-        p.error("--stream needs --checkpoint")
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
-    spark = (SparkSession.builder.appName({app_name})
-             .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
-             .config("spark.ui.showConsoleProgress", "false")  # sparkcep prints its own progress
-             .getOrCreate())
-    # every column, parsed as text and cast to --schema's types, else to those of the files there now; ISO-string
-    # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
-    rows, rejected = read_validated(spark, args.input, args.format, None, TIME_COL, stream=args.stream,
-                                    files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT)
+{session_and_rows}
     if args.stream:  # per micro-batch counts in the query's progress (observedMetrics); every valid row is relevant
         rows = counted(counted(rows, "events_valid"), "events_relevant")
         rejected = counted(rejected, "dead_letters")
@@ -304,10 +310,13 @@ def main(argv=None) -> None:
     tagged = result if KIND in result.columns else result.select(
         "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
         F.lit(None).cast("string").alias(RECORD))
-    # results, dead letters and late rows: one query, each micro-batch's files written exactly once
-    query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
-                  dead_letters=dead_letters, late=late_events, once=args.once)
-    follow(query)  # a progress line per micro-batch on stderr
+    # results, dead letters and late rows: one query, each micro-batch's files written exactly once; it follows the
+    # input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once: until
+    # the files there now are processed)
+    with StopSignals() as signals:
+        query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
+                      dead_letters=dead_letters, late=late_events, once=args.once)
+        follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr
 
 
 if __name__ == "__main__":
@@ -333,5 +342,137 @@ def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None) -> 
         table=py_literal(q.source),
         time_col=py_literal(time_column(q)),
         ts_unit=py_literal(ts_unit),
-        app_name=py_literal(f"sparkcep: MATCH_RECOGNIZE over {q.source}"),
+        session_and_rows=_SESSION_AND_ROWS.format(app_name=py_literal(f"sparkcep: MATCH_RECOGNIZE over {q.source}")),
     )
+
+
+# ----------------------------------------------------------------------------------------------- a workload's job
+
+_WORKLOAD_DOCSTRING = '''\
+sparkcep job: {n} MATCH_RECOGNIZE statements over {source} ({names}).
+
+Generated by `sparkcep compile` from these statements:
+
+{query}
+
+Plan:
+
+{explain}
+
+{run_it}
+
+Input: the rows of the table {source!r} as JSON lines (or --format csv/parquet); {time_col!r}, the first
+ORDER BY column, must be a timestamp (or an ISO-8601 string) or a number.
+Output: per statement, JSON lines with the columns of its SELECT in RESULTS_DIR/<name>/ ({names}); records
+that are malformed, lack {time_col!r} or hold a value of the wrong type go to RESULTS_DIR/_dead_letters; a
+stream's rows older than the watermark go to RESULTS_DIR/<name>/_late (or --late-events DIR/<name>), and it
+prints its counts per micro-batch on stderr (docs/operations.md).  Statements with the same PARTITION BY and
+ORDER BY run in one pass: one shuffle, one sort, one engine pass (one streaming query per such group).
+'''
+
+_WORKLOAD_TEMPLATE = '''\
+{docstring}
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from sparkcep import CEPError
+from sparkcep.ir.serde import from_data
+from sparkcep.spark.progress import follow
+from sparkcep.spark.sinks import counted
+from sparkcep.spark.validate import read_validated
+from sparkcep.sql_api import apply_workload, stream_workload, workload_dirs
+
+#: The statements, parsed and checked at compile time: sparkcep.ir.recognize.Recognize as sparkcep.ir.serde JSON.
+STATEMENTS = {statements}
+
+#: Each statement's name: its output directory is RESULTS_DIR/<name>/.
+NAMES = {names}
+
+#: The table the statements read (FROM) and its time column (the first ORDER BY column).
+TABLE, TIME_COL = {table}, {time_col}
+#: The unit of a numeric time column (WITHIN and --lateness are in it; None: WITHIN has no unit or the column
+#: is a timestamp).
+TS_UNIT = {ts_unit}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--input", required=True, help="the rows of TABLE: a file or a directory")
+    p.add_argument("--output", required=True, help="RESULTS_DIR: one directory per statement in it")
+    p.add_argument("--format", default="json", choices=["json", "csv", "parquet"])
+    p.add_argument("--stream", action="store_true")
+    p.add_argument("--checkpoint", help="checkpoint directory (streaming; one per group of statements in it)")
+    p.add_argument("--lateness", type=float, default=0,
+                   help="streaming: the watermark delay, in time column units (milliseconds for a timestamp)")
+    p.add_argument("--once", action="store_true", help="streaming: process what is there, then stop")
+    p.add_argument("--schema", help="input schema as DDL (default: inferred from the files there now)")
+    p.add_argument("--shuffle-partitions", type=int, default=4)
+    p.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
+    p.add_argument("--dead-letters", help="bad records (default: RESULTS_DIR/_dead_letters)")
+    p.add_argument("--late-events", help="streaming: late rows, DIR/<name> (default: RESULTS_DIR/<name>/_late)")
+{session_and_rows}
+    statements = [from_data(json.loads(s)) for s in STATEMENTS]
+    if not args.stream:
+        # per group of statements sharing a pass: one shuffle, one sort, one mapInArrow pass, read once (cached)
+        frames = apply_workload({{TABLE.lower(): rows}}, statements, ts_unit=TS_UNIT)
+        results, _, dead_letters = workload_dirs(args.output, NAMES, dead_letters=args.dead_letters)
+        for path, i in zip(results, sorted(frames), strict=True):
+            frames[i].write.mode("overwrite").json(path)
+        rejected.write.mode("overwrite").json(dead_letters)
+        return
+    # per micro-batch counts in the queries' progress (observedMetrics); every valid row is relevant
+    rows = counted(counted(rows, "events_valid"), "events_relevant")
+    rejected = counted(rejected, "dead_letters")
+    # one streaming query per group sharing a pass (state per key: one engine state per statement); results,
+    # late rows and dead letters of each micro-batch written exactly once
+    queries, _ = stream_workload(rows, rejected, statements, NAMES, args.output, args.checkpoint, ts_unit=TS_UNIT,
+                                 watermark_delay=args.lateness, dead_letters=args.dead_letters,
+                                 late_events=args.late_events, once=args.once, wait=follow)
+    if not args.once and len(queries) == 1:
+        follow(queries[0])  # a progress line per micro-batch on stderr, until the query stops
+    elif not args.once:
+        spark.streams.awaitAnyTermination()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except CEPError as err:
+        sys.exit(f"sparkcep job: {{err.render()}}")
+'''
+
+
+def workload_job_source(qs: list[rc.Recognize], names: list[str], *, plan: list[str], explains: list[str],
+                        ts_unit: str | None = None) -> str:
+    """The standalone PySpark job of several statements over one table (``names``: their output directories;
+    ``plan``: the workload's explain lines, ``explains``: each statement's)."""
+    texts = "\n\n".join(textwrap.indent(f"-- {name}\n{q.text.strip()}", "    ") for name, q in zip(names, qs,
+                                                                                                strict=True))
+    plans = "\n\n".join(["\n".join(plan), *(f"-- statement {name}\n{e}" for name, e in zip(names, explains,
+                                                                                         strict=True))])
+    docstring = _WORKLOAD_DOCSTRING.format(
+        run_it=RUN_IT, n=len(qs), source=qs[0].source, names=", ".join(names), query=texts,
+        explain=textwrap.indent(plans, "    "), time_col=time_column(qs[0]))
+    return _WORKLOAD_TEMPLATE.format(
+        docstring=py_literal(docstring),
+        statements=py_literal(["\n" + json.dumps(to_data(_unpadded(q)), indent=1) + "\n" for q in qs]),
+        names=py_literal(list(names)),
+        table=py_literal(qs[0].source),
+        time_col=py_literal(time_column(qs[0])),
+        ts_unit=py_literal(ts_unit),
+        session_and_rows=_SESSION_AND_ROWS.format(
+            app_name=py_literal(f"sparkcep: {len(qs)} MATCH_RECOGNIZE statements over {qs[0].source}")),
+    )
+
+
+def _unpadded(q: rc.Recognize) -> rc.Recognize:
+    """``q`` with the blanks that stand for the statements before it in its file (``split_statements``) cut from
+    its text, its line breaks kept: an error's line and column (all a rendered error reads) stay right."""
+    return replace(q, text=re.sub(r"(?m)^ +$", "", q.text))

@@ -16,7 +16,8 @@ The pieces, pure Python unless said otherwise:
 * :mod:`.baselines` — random shedding and type-based shedding (the paper's BL);
 * :mod:`.base` — the event coder and the shedder base class every model shares;
 * :mod:`.shedder` — the per-event drop decision given a utility model and ρ, and drift detection;
-* :mod:`.controller` — ρ from measured latency with the paper's safety margin;
+* :mod:`.controller` — ρ from measured latency with the paper's safety margin; the backlog controller (ρ, the
+  admission bound and the expiry age from the arrival-to-result latency and the backlog);
 * :mod:`.spark` — the ``mapInPandas`` stage before the shuffle, per-type drop counts, the listener.
 """
 

@@ -272,3 +272,108 @@ class DampedController:
         self.rho = _clip(rho, self.max_rho)
         self.history.append((latency, self.rho))
         return self.rho
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What :class:`BacklogController` decides for the next micro-batch: the drop ratio ``rho`` for the events
+    it reads, ``admit``, the most events it may read (the source's admission bound, e.g. files per trigger
+    times events per file; None: no bound), and ``expire``, the age (s) past which an event read can no
+    longer make the bound and is dropped whatever its utility (None: none)."""
+
+    rho: float
+    admit: int | None
+    expire: float | None
+
+
+@dataclass
+class BacklogController:
+    """The drop ratio and the admission bound from what users feel: the arrival-to-result latency and the
+    backlog, not the micro-batch's own duration (issue 17: a controller that only sees batch durations lets a
+    backlog grow without limit while every batch looks fast).
+
+    After each micro-batch it is told the batch's duration, the events it read (``offered``) and kept, the
+    p99 arrival-to-result latency of what it read, and the backlog (events arrived and not read yet).  Over
+    the last ``memory`` batches it fits the batch cost ``F + o × offered + c × kept`` (``o``, the cost of
+    reading and deciding per offered event, is given: it is the part shedding does not save; ``F`` and ``c``
+    from :func:`fit_cost`) and the arrival rate ``λ`` (events read plus the backlog's growth, per second).
+
+    * The next batch gets the budget ``d = (target − gap) / 2`` (``target`` = ``safety × bound``; an event
+      waits at most one batch in the source and one in the operator, so back-to-back batches of ``d`` keep
+      the latency at ``2d + gap``), shrunk by ``target / p99`` while the measured p99 is above the target.
+    * ``admit``: the events the next batch may read, those whose reading and deciding fits in the budget,
+      ``(d − F) / o``, never below what arrives in a budget (``λ × d``, so the backlog cannot grow while the
+      shedder keeps up).
+    * ``rho``: of the events the next batch will read, ``n = min(backlog + λ × gap, admit)`` (the backlog is
+      counted at the batch's end),
+      it keeps what the operator does in the rest of the budget, ``(d − F − o × n) / c``; ρ rises at once
+      and falls by ``damping`` of the way per batch (0 below 0.01).
+    * ``expire``: an event older than ``bound − d`` when its batch starts misses the bound whatever is done:
+      it is dropped (counted per type like any drop) instead of delaying the rest.
+
+    When the load fits (``λ (o + c) d + F ≤ d`` with the latency below the target) ρ is 0 and nothing expires.
+
+        >>> b = BacklogController(bound=5.0, overhead=0.0)
+        >>> b.on_batch(duration=1.0, offered=1000, kept=1000, latency=1.5, backlog=0, interval=1.0)
+        Admission(rho=0.0, admit=None, expire=3.0)
+    """
+
+    bound: float
+    overhead: float = 0.0
+    safety: float = 0.8
+    max_rho: float = 0.99
+    memory: int = 8
+    damping: float = 0.5
+    rho: float = 0.0
+    #: per batch with events: (latency p99, backlog, rho for the next batch, admit)
+    history: list[tuple[float, int, float, int | None]] = field(default_factory=list)
+    #: the last ``memory`` batches with events: (interval, duration, offered, kept, arrived)
+    _window: list[tuple[float, float, int, int, int]] = field(default_factory=list)
+    _backlog: int = 0
+    _fixed: float | None = None
+
+    @property
+    def target(self) -> float:
+        return self.safety * self.bound
+
+    def on_batch(self, *, duration: float, offered: int, kept: int, latency: float | None, backlog: int,
+                 interval: float) -> Admission:
+        """The decision for the next batch after one that took ``duration`` s, ``interval`` s after the
+        previous batch started (its duration plus the gap before it), read ``offered`` events and kept
+        ``kept``, with p99 arrival-to-result ``latency`` (s; None if unknown) and ``backlog`` events left."""
+        arrived = max(offered + backlog - self._backlog, 0)
+        self._backlog = backlog
+        if offered == 0 and backlog == 0:
+            return self._decide(self.rho, None, duration, 0.0)
+        _push(self._window, (max(interval, duration, 1e-3), max(duration, 1e-3), offered, kept, arrived),
+              self.memory)
+        work = [d - self.overhead * n for _, d, n, _, _ in self._window]
+        fixed, per_kept = fit_cost([w[3] for w in self._window], work, self._fixed)
+        self._fixed = fixed
+        rate = sum(w[4] for w in self._window) / sum(w[0] for w in self._window)
+        gap = max(sum(w[0] - w[1] for w in self._window) / len(self._window), 0.0)
+        budget = max((self.target - gap) / 2, 1e-3)
+        if latency is not None and latency > self.target:
+            budget *= self.target / latency
+        if self.overhead > 0:
+            admit = int(max((budget - fixed) / self.overhead, rate * budget, 1))
+        else:
+            admit = None
+        coming = backlog + rate * gap  # the backlog is what arrived until this batch's end
+        n = min(coming, admit) if admit is not None else coming
+        if n <= 0:
+            wanted = 0.0
+        elif per_kept <= 0:
+            wanted = 0.0 if fixed + self.overhead * n <= budget else self.max_rho
+        else:
+            wanted = 1.0 - (budget - fixed - self.overhead * n) / (per_kept * n)
+        wanted = _clip(wanted, self.max_rho)
+        if wanted < self.rho:  # fall slowly, rise at once
+            wanted = self.rho - self.damping * (self.rho - wanted)
+            wanted = 0.0 if wanted < 0.01 else wanted
+        self.rho = wanted
+        self.history.append((latency if latency is not None else float("nan"), backlog, wanted, admit))
+        return self._decide(wanted, admit, duration, budget)
+
+    def _decide(self, rho: float, admit: int | None, duration: float, budget: float) -> Admission:
+        return Admission(rho, admit, max(self.bound - max(budget, duration, 0.0), 0.0) if budget else None)

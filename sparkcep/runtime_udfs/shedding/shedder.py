@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sparkcep.ir.errors import CEPError
 from sparkcep.ir.spec import MatchSpec
 from sparkcep.runtime_udfs.shedding.base import EventCoder, Shedder, Training, pattern_types
 from sparkcep.runtime_udfs.shedding.models import GSpiceM
@@ -97,6 +98,9 @@ def fit_gspice(queries: Sequence[tuple[MatchSpec, float]], events: list[dict], *
     arrival order) and ``queries`` (``(spec, weight)``).  ``kind``: ``"hash"`` (gSPICE-H), ``"tree"`` or
     ``"forest"`` (gSPICE-M)."""
     types = pattern_types([s for s, _ in queries])
+    if not any(e.get("type") in types for e in events):
+        raise CEPError("load shedding learns event utilities from a sample of the input, and the sample given has "
+                       f"no event of the queries' types ({', '.join(sorted(map(str, types)))})")
     binning = Binning.uniform(attributes, events, n_bins)
     binning = Binning(binning.attributes, freq_width)
     coder = EventCoder(types, binning)

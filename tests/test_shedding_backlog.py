@@ -1,0 +1,222 @@
+"""The backlog-aware shedding controller (issue 17), pure: a simulated file source with a backlog feeds
+micro-batches whose cost is fixed + per read event + per kept event; the controller sees the arrival-to-result
+latency and the backlog, bounds what a batch reads and sets the drop ratio."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from sparkcep.runtime_udfs.shedding.controller import Admission, BacklogController
+
+#: the simulated operator: a batch costs FIXED + READ per event read + KEEP per event kept (seconds)
+FIXED, READ, KEEP = 0.2, 0.00005, 0.001
+BOUND = 5.0
+TYPES = ("A", "B", "C")
+#: utility per type (gSPICE's utility stands for how much an event contributes to matches)
+UTILITY = {"A": 3.0, "B": 2.0, "C": 1.0}
+
+
+def capacity() -> float:
+    """Events/s the operator processes unshed when batches are large (the fixed cost shared by many)."""
+    return 1 / (READ + KEEP)
+
+
+def simulate(rate: float, seconds: float = 120.0, seed: int = 0):
+    """Run the controller on a source that gets ``rate`` events/s; returns per-batch records and, per kept
+    event, its arrival-to-result latency."""
+    rng = np.random.default_rng(seed)
+    n = int(rate * seconds)
+    arrivals = np.sort(rng.uniform(0, seconds, n))
+    types = rng.choice(len(TYPES), n, p=[0.2, 0.3, 0.5])
+    ctl = BacklogController(bound=BOUND, overhead=READ)
+    decision = Admission(0.0, None, None)
+    now, head, prev_start = 0.0, 0, None
+    batches, latencies = [], []
+    dropped = dict.fromkeys(TYPES, 0)
+    while now < seconds:
+        waiting = int(np.searchsorted(arrivals, now, side="right")) - head
+        if waiting == 0:
+            now += 0.1  # an idle trigger
+            continue
+        take = waiting if decision.admit is None else min(waiting, decision.admit)
+        read = slice(head, head + take)
+        head += take
+        age = now - arrivals[read]
+        t = types[read]
+        expired = age > decision.expire if decision.expire is not None else np.zeros(take, bool)
+        util = np.array([UTILITY[TYPES[i]] for i in t]) + rng.uniform(0, 0.5, take)
+        live = ~expired
+        keep = live.copy()
+        n_drop = int(round(decision.rho * live.sum()))
+        if n_drop:
+            order = np.argsort(np.where(live, util, np.inf))  # the least useful live events first
+            keep[order[:n_drop]] = False
+        for i in t[~keep]:
+            dropped[TYPES[i]] += 1
+        duration = FIXED + READ * take + KEEP * int(keep.sum())
+        end = now + duration
+        lat = end - arrivals[read][keep]
+        latencies.append(lat)
+        backlog = int(np.searchsorted(arrivals, end, side="right")) - head
+        interval = now - prev_start if prev_start is not None else duration
+        prev_start = now
+        decision = ctl.on_batch(duration=duration, offered=take, kept=int(keep.sum()),
+                                latency=float(np.percentile(end - arrivals[read], 99)), backlog=backlog,
+                                interval=max(interval, duration))
+        batches.append({"start": now, "end": end, "read": take, "kept": int(keep.sum()), "backlog": backlog,
+                        "expired": int(expired.sum()), "types": t, "keep": keep})
+        now = end
+    return batches, latencies, dropped
+
+
+def test_load_that_fits_sheds_nothing_and_keeps_the_bound():
+    batches, latencies, dropped = simulate(0.5 * capacity())
+    assert sum(dropped.values()) == 0
+    assert all(b["expired"] == 0 for b in batches)
+    assert np.percentile(np.concatenate(latencies), 99) <= BOUND
+    assert max(b["backlog"] for b in batches) < 0.5 * capacity() * BOUND
+
+
+@pytest.mark.parametrize("overload", [1.5, 2.0])
+def test_overload_keeps_the_bound_with_a_bounded_backlog(overload):
+    rate = overload * capacity()
+    batches, latencies, dropped = simulate(rate)
+    steady = [lat for b, lat in zip(batches, latencies, strict=True) if b["start"] > 20]
+    assert np.percentile(np.concatenate(steady), 99) <= BOUND
+    # the backlog stays within what arrives in one bound (it does not grow without limit)
+    assert max(b["backlog"] for b in batches if b["start"] > 20) < rate * BOUND
+    # results keep coming: every 10 s of the run keeps events
+    for lo in range(0, 120, 10):
+        assert sum(b["kept"] for b in batches if lo <= b["start"] < lo + 10) > 0
+    # every drop counted per type; the least useful type loses the most, the most useful the least
+    total_read = sum(b["read"] for b in batches)
+    assert sum(dropped.values()) == total_read - sum(b["kept"] for b in batches) > 0
+    read_per_type = {ty: sum(int((b["types"] == i).sum()) for b in batches) for i, ty in enumerate(TYPES)}
+    share = {ty: dropped[ty] / read_per_type[ty] for ty in TYPES}
+    assert share["C"] > share["B"] >= share["A"]
+    # it sheds about what the overload asks for, not everything
+    assert 1 - 1 / overload - 0.05 < sum(dropped.values()) / total_read < 1 - 1 / overload + 0.15
+
+
+def test_the_backlog_raises_the_drop_ratio_when_batches_look_fast():
+    """Batches that are quick (few events read) but leave a large backlog: a controller of the batch duration
+    sees nothing wrong; this one sheds and bounds what the next batch reads."""
+    ctl = BacklogController(bound=BOUND, overhead=READ)
+    quiet = ctl.on_batch(duration=0.3, offered=100, kept=100, latency=0.4, backlog=0, interval=0.3)
+    assert quiet.rho == 0.0
+    for _ in range(3):
+        busy = ctl.on_batch(duration=0.3, offered=100, kept=100, latency=30.0, backlog=50_000, interval=0.3)
+    assert busy.rho > 0.5
+    assert busy.admit is not None and busy.admit < 50_000
+    assert busy.expire is not None and busy.expire < BOUND
+
+
+class _Progress:
+    """A streaming query's progress as the listener gets it: attributes and ``json``."""
+
+    def __init__(self, batch, start, duration, name, offered, dropped, arrival):
+        from datetime import UTC, datetime
+
+        class _Row(dict):
+            def asDict(self):  # noqa: N802 - PySpark's name
+                return dict(self)
+
+        self.batchId, self.durationMs = batch, {"triggerExecution": int(duration * 1000)}
+        self.timestamp = datetime.fromtimestamp(start, UTC).isoformat().replace("+00:00", "Z")
+        self.observedMetrics = {name: _Row(offered=offered, dropped=dropped), "arrival": arrival}
+        self.json = json.dumps({"batchId": batch, "timestamp": self.timestamp, "durationMs": self.durationMs,
+                                "observedMetrics": self.observedMetrics})
+
+
+def test_a_followed_directory_sheds_on_its_backlog(tmp_path):
+    """The Spark stage's handle: batches that take 0.5 s each while the files waiting in the directory pile
+    up.  The batch-duration controller sees fast batches and never sheds; following the directory, the
+    backlog and the arrival-to-result latency raise ρ."""
+    from sparkcep.runtime_udfs.shedding.controller import BatchController
+    from sparkcep.spark.shedding import ControlFile, Shedding
+
+    source = tmp_path / "in"
+    source.mkdir()
+    t0 = 1_700_000_000.0
+    for i in range(200):  # 200 files of 1 000 events, one every 0.1 s
+        f = source / f"part-{i:04d}.json"
+        f.write_text("{}\n")
+        os.utime(f, (t0 + 0.1 * i, t0 + 0.1 * i))
+
+    def run(follow: bool) -> float:
+        handle = Shedding("s", ("A",), BatchController(BOUND), ControlFile(str(tmp_path / f"c{follow}.json")))
+        if follow:
+            handle.follow_source(str(source))
+        start = t0 + 0.5
+        for batch in range(10):  # each batch reads one file (1 000 events) in 0.5 s
+            mtime = (t0 + 0.1 * batch) * 1000
+            arrival = {"arrived": 1000, "median": mtime, "p01": mtime, "oldest": mtime, "newest": mtime}
+            handle.on_progress(_Progress(batch, start, 0.5, "s", 1000, 0, arrival))
+            start += 0.5
+        return handle.controller.rho
+
+    assert run(follow=False) == 0.0
+    assert run(follow=True) > 0.5
+
+
+WORKLOAD = ("ab: PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 RETURN a.ts AS a_ts, b.ts AS b_ts;\n"
+            "bc: PATTERN SEQ(B b, C c) WHERE [id] AND b.x < c.x WITHIN 10 RETURN b.ts AS b_ts, c.ts AS c_ts")
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("ABCD"), st.integers(1, 3), st.integers(0, 9)), min_size=1, max_size=60),
+       st.lists(st.integers(1, 20), min_size=1, max_size=8))
+def test_workload_shedding_under_a_loose_bound_equals_unshed(rows, sizes):
+    """One stage in front of a workload (utilities for both queries), driven by the backlog controller with a
+    bound the load never approaches: every micro-batch is kept whole, so each query's matches are the
+    unshed ones (the brute-force oracle on all events)."""
+    import pandas as pd
+
+    import sparkcep
+    from sparkcep.oracles.match import matches as oracle_matches
+    from sparkcep.runtime_udfs.shedding.observations import SID
+    from sparkcep.runtime_udfs.shedding.shedder import fit_gspice
+    from sparkcep.spark.shedding import SHED, shed_partition
+
+    events = [{"type": t, "ts": i, "id": k, "x": x} for i, (t, k, x) in enumerate(rows)]
+    assume(any(e["type"] != "D" for e in events))  # a sample without the queries' types is refused (below)
+    queries = sparkcep.compile_workload(WORKLOAD)
+    training = [{**e, SID: i} for i, e in enumerate(events)]
+    shedder = fit_gspice([(q.spec(), 1.0) for q in queries], training, attributes=["x"])
+    ctl = BacklogController(bound=1000.0, overhead=READ)
+    kept, head, rho = [], 0, 0.0
+    for size in sizes * (len(events) // sum(sizes) + 1):
+        batch = events[head:head + size]
+        head += size
+        if not batch:
+            break
+        frames = list(shed_partition(shedder, iter([pd.DataFrame(batch)]), rho))
+        marked = pd.concat(frames)
+        kept += marked[~marked[SHED]].drop(columns=[SHED]).to_dict("records")
+        n_kept = int((~marked[SHED]).sum())
+        duration = FIXED + READ * len(batch) + KEEP * n_kept
+        rho = ctl.on_batch(duration=duration, offered=len(batch), kept=n_kept, latency=2 * duration,
+                           backlog=0, interval=duration).rho
+    assert len(kept) == len(events)
+    for q in queries:
+        assert oracle_matches(q.query, kept) == oracle_matches(q.query, events), q.name
+
+
+def test_a_training_sample_without_the_queries_types_is_refused():
+    """gSPICE cannot learn utilities from a sample in which no event can be part of a match: a clear error,
+    not a crash of the model fitting (nor a model that never drops)."""
+    import sparkcep
+    from sparkcep.ir.errors import CEPError
+    from sparkcep.runtime_udfs.shedding.observations import SID
+    from sparkcep.runtime_udfs.shedding.shedder import fit_gspice
+
+    specs = [(q.spec(), 1.0) for q in sparkcep.compile_workload(WORKLOAD)]
+    for kind in ("hash", "tree"):
+        with pytest.raises(CEPError, match="no event of the queries' types"):
+            fit_gspice(specs, [{"type": "D", "ts": 0, "id": 1, "x": 0, SID: 0}], attributes=["x"], kind=kind)
