@@ -57,6 +57,8 @@ def test_time_ranges_equal_the_oracle(text, events, cuts):
     ("PATTERN SEQ(A+ a[], C c) WITHIN 5", "does not start with one positive event"),
     ("PATTERN SEQ(A a, C c) WHERE strict_contiguity(a, c) { a.x > 0 } WITHIN 5", "strict_contiguity needs"),
     ("PATTERN SEQ(A a, C c) WHERE partition_contiguity(a, c) { [x] } WITHIN 5", "partition_contiguity needs"),
+    ("PATTERN SEQ(A a, NEXT B b, C c) WITHIN 5", "a NEXT step needs"),
+    ("PATTERN SEQ(A a, NEXT !(C c), B b) WITHIN 5", "a NEXT step needs"),
 ])
 def test_specs_ranges_cannot_split_say_why(text, reason):
     spec = sparkcep.compile(text).spec()

@@ -12,8 +12,9 @@ That needs the engine's matches to depend only on their own span.  It holds when
 single positive event (its ts is the match's first) under ``skip_till_any_match`` or
 ``skip_till_next_match`` (runs start at their first event; negations inside or at the end look only inside
 ``(first.ts, first.ts + W)``), with a finite window.  Not for a negated start (it looks back up to ``W``
-before the first event), a Kleene or disjunctive start, contiguity (consecutive in the whole input), a trend
-query (its windows' aggregates would need combining) or no WITHIN: :func:`why_not` says which.
+before the first event), a Kleene or disjunctive start, contiguity or a ``NEXT`` step (consecutive in the
+whole input), a trend query (its windows' aggregates would need combining) or no WITHIN: :func:`why_not`
+says which.
 
 Pure (no pyspark): the Spark batch path routes rows with :func:`holders` and filters with :func:`owner`.
 """
@@ -25,8 +26,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sparkcep.ir.ast import Attr, EventPat, Seq
-from sparkcep.ir.spec import MatchSpec, OutputColumn
+from sparkcep.ir.ast import Attr, EventPat, Kleene, Not, Or, Seq
+from sparkcep.ir.spec import MatchSpec, OutputColumn, TrendSpec
 
 #: the output column a range's engine adds: the ts of the match's first event (dropped after the filter)
 FIRST_TS = "_first_ts"
@@ -55,12 +56,27 @@ def _first(spec: MatchSpec) -> str | None:
     return c.var
 
 
+def _next_step(pattern: object) -> bool:
+    """Whether ``pattern`` has a ``NEXT`` item (:attr:`Seq.strict`) anywhere."""
+    if isinstance(pattern, Seq):
+        return any(pattern.strict) or any(_next_step(p) for p in pattern.items)
+    if isinstance(pattern, (Kleene, Not)):
+        return _next_step(pattern.inner)
+    if isinstance(pattern, Or):
+        return any(_next_step(p) for p in pattern.alternatives)
+    return False
+
+
 def why_not(spec: object) -> str | None:
     """Why ``spec`` cannot run in time ranges (one sentence for explain), or None when it can."""
     if not isinstance(spec, MatchSpec):
-        return "a trend query's window aggregates are not split by time ranges"
+        if isinstance(spec, TrendSpec) or hasattr(spec, "queries"):
+            return "a trend query's window aggregates are not split by time ranges"
+        return "only match queries are split by time ranges"
     if spec.strategy not in SPLITTABLE:
         return f"{spec.strategy} needs every event of the input in order"
+    if _next_step(spec.pattern):
+        return "a NEXT step needs the event right after its previous one in the whole input"
     if not math.isfinite(spec.window):
         return "no WITHIN: a match may span the whole input"
     if _first(spec) is None:
