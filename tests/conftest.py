@@ -1,4 +1,4 @@
-"""Shared test set-up: one SparkSession per test run, markers, and ``--update-golden``."""
+"""Shared test set-up: one SparkSession per test run, markers, ``--update-golden`` and ``--update-docs``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite golden_plans/ from the current compiler instead of diffing against it")
+    parser.addoption("--update-docs", action="store_true", default=False,
+                     help="rewrite the outputs shown in README.md and docs/*.md from what their examples print now")
 
 
 def pytest_configure(config):
