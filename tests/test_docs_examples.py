@@ -241,6 +241,8 @@ def run_command(cmd: str, workdir: Path, variables: dict[str, str]) -> list[str]
         words, rest = words[:k], cmd.split("|", 1)[1] if cmd.count("|") else None
     env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
     if words and words[0] == "sparkcep" and not set(words) & {">", "&&", ";", "2>&1", "<", ">>"}:
+        if follows_forever(words[1:]):
+            return ["(not run: `run --stream` without --once follows its input until it is stopped: add --once)"]
         status, out, err = run_sparkcep(words[1:])
     elif len(words) == 3 and words[0] in ("python", "python3") and words[1] == "-c":
         status, out, err = run_python(words[2])
@@ -250,6 +252,20 @@ def run_command(cmd: str, workdir: Path, variables: dict[str, str]) -> list[str]
         piped_status, out, piped_err = _bash(rest, workdir, env, stdin=out)
         status, err = status or piped_status, err + piped_err
     return out.splitlines() + [ln for ln in err.splitlines() if not CHATTER.match(ln)]
+
+
+def follows_forever(argv: list[str]) -> bool:
+    """``sparkcep run --stream`` without ``--once``, where the CLI has ``--once``: it would never return."""
+    if argv[:1] != ["run"] or "--stream" not in argv or "--once" in argv:
+        return False
+    from sparkcep import cli
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            cli.build_parser().parse_args(["run", "-e", "x", "--input", ".", "--once"])
+        except SystemExit:
+            return False
+    return True
 
 
 def _bash(cmd: str, workdir: Path, env: dict, stdin: str | None = None) -> tuple[int, str, str]:
@@ -472,7 +488,10 @@ def test_docs_examples_on_spark(name, tmp_path, update_docs, request):
     if not any(b.needs_spark() for b in page.blocks):
         pytest.skip("no example of this page needs Spark")
     spark = request.getfixturevalue("spark")
+    before = set(os.listdir(ROOT))
     run = run_page(name, tmp_path, update_docs, spark=spark)
+    # a path Spark resolves against its JVM's own working directory (not the page's) would land in the checkout
+    assert set(os.listdir(ROOT)) <= before, f"examples wrote into the checkout: {set(os.listdir(ROOT)) - before}"
     assert_no_differences(run, update_docs)
 
 
