@@ -19,9 +19,9 @@ test: $(STAMP)
 	$(BIN)/ruff check sparkcep tests bench
 	$(BIN)/python -m pytest -q
 
-# the pure tests only (no JVM): engines, oracles, compiler, CLI check/explain/compile, the docs' pure examples
+# the pure tests only (no JVM) but the slowest modules (tests/conftest.py: SLOW_PURE_MODULES): a few minutes
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not spark"
+	$(BIN)/python -m pytest -q -m "not spark and not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check sparkcep tests bench

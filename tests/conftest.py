@@ -20,6 +20,19 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: end-to-end tests (run in CI)")
 
 
+#: Pure test modules that take the most time (hundreds of property-test examples each, or a subprocess per
+#: module): marked slow, so that `make test-fast` (`-m "not spark and not slow"`) stays a few minutes.  CI runs them.
+SLOW_PURE_MODULES = {"test_match_language.py", "test_import_layers.py", "test_expr_arrow.py", "test_match_groups.py",
+                     "test_match_columnar.py", "test_late_events.py", "test_check_contract.py",
+                     "test_match_collapsed.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SLOW_PURE_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def update_golden(request) -> bool:
     return request.config.getoption("--update-golden")
