@@ -24,7 +24,7 @@ def pytest_configure(config):
 #: module): marked slow, so that `make test-fast` (`-m "not spark and not slow"`) stays a few minutes.  CI runs them.
 SLOW_PURE_MODULES = {"test_match_language.py", "test_import_layers.py", "test_expr_arrow.py", "test_match_groups.py",
                      "test_match_columnar.py", "test_late_events.py", "test_check_contract.py",
-                     "test_match_collapsed.py"}
+                     "test_match_collapsed.py", "test_match_negation_general.py", "test_recognize_workload.py"}
 
 
 def pytest_collection_modifyitems(config, items):
