@@ -33,6 +33,7 @@ from sparkcep.ir.errors import CEPError
 from sparkcep.ir.limits import deeply
 from sparkcep.ir.needs import attribute_needs
 from sparkcep.ir.printer import format_query
+from sparkcep.ir.spec import reads_every_event
 from sparkcep.runtime_udfs.describe import describe
 from sparkcep.spark.io import ts_kind_of
 
@@ -132,9 +133,38 @@ class CompiledQuery:
         """The engine spec of the plan's sequence or trend operator (what the generated job bakes in)."""
         return operator_spec(self.plan(schema))
 
+    def recognize(self, schema=None):
+        """An ``AFTER MATCH SKIP`` query as the MATCH_RECOGNIZE statement it runs as
+        (:func:`~sparkcep.compiler.recognize.from_pattern.to_recognize`; the default output lists ``schema``'s
+        columns)."""
+        from sparkcep.compiler.recognize.from_pattern import to_recognize
+
+        columns = schema.fieldNames() if schema is not None else ()
+        return to_recognize(self.query, self.source, columns=columns, type_col=self.type_col, ts_col=self.ts_col)
+
     @deeply
     def explain(self, schema=None) -> str:
         r = self.resolved(schema)
+        if self.query.skip is not None:
+            from sparkcep.compiler.codegen.recognize import explain_text
+            from sparkcep.compiler.recognize import build_spec
+            from sparkcep.ir.ast import Attr, walk
+            from sparkcep.runtime_udfs.recognize import describe_engine, describe_program
+
+            rec = self.recognize(schema)
+            if schema is not None:
+                types = {f.name: f.dataType.simpleString() for f in schema.fields}
+            else:  # the columns the query names; ts as the query's durations say (bare: numeric)
+                timestamp = r.ts_kind == "timestamp" or (r.ts_kind is None and self.query.within.unit is not None)
+                named = [n.attr for n in walk((rec.defines, rec.measures)) if isinstance(n, Attr)]
+                types = dict.fromkeys([*rec.partition_by, *named], "double")
+                types.update({self.type_col: "string", self.ts_col: "timestamp" if timestamp else "bigint"})
+            spec = build_spec(rec, types, ts_unit=self.ts_unit)
+            skip = self.query.skip
+            head = (f"-- {self.name or 'query'}: {r.mode} query, strategy {r.strategy}, AFTER MATCH SKIP {skip.kind}"
+                    f"{'' if skip.var is None else ' ' + skip.var}: runs as MATCH_RECOGNIZE")
+            return head + "\n" + explain_text(rec, program=describe_program(spec), spec=spec,
+                                               engine=describe_engine(spec))
         if r.ts_kind == "timestamp" or (r.ts_kind is None and self.query.within.unit is not None):
             unit = "ms"
         else:
@@ -151,6 +181,13 @@ class CompiledQuery:
     def job_source(self, schema=None) -> str:
         """A standalone PySpark job running this query from files (see ``sparkcep compile``)."""
         r = self.resolved(schema)
+        if self.query.skip is not None:  # the MATCH_RECOGNIZE job of the statement it compiles to
+            from sparkcep.compiler.codegen.recognize import job_source as recognize_job
+
+            if self.query.returns is None and schema is None:
+                raise CEPError("the generated job of an AFTER MATCH SKIP query needs RETURN: without it the output "
+                               "lists every column of the input, which is not known when compiling")
+            return recognize_job(self.recognize(schema), explain=self.explain(schema), ts_unit=self.ts_unit)
         # without a schema: durations with units mean timestamp ts (ms), bare ones numeric ts
         ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")
         plan = self.plan(schema)
@@ -171,6 +208,11 @@ class CompiledQuery:
         of numeric ts is 1 ms; see :func:`~sparkcep.spark.adapters.watermarked`), and
         ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
         with a checkpoint.
+
+        The result of a match query carries ``result.timeouts``: the DataFrame of its timed-out partial matches
+        (the result's columns and ``timeout_step``; streaming: a second stateful query to start, with its own
+        checkpoint), or None where they are not defined (a trend query; Kleene, negation, ``OR``, a strategy
+        other than skip_till_any_match; docs/language.md, "Timed-out partial matches").
         """
         from sparkcep.spark.adapters import apply_match, watermarked, with_event_time
         from sparkcep.spark.operator import engine_of
@@ -178,14 +220,27 @@ class CompiledQuery:
         # every df.schema / df.isStreaming is a round trip to the JVM (and a schema a JSON parse): read once
         schema = df.schema
         streaming = df.isStreaming
+        if self.query.skip is not None:  # one preferred match per start event: MATCH_RECOGNIZE's engine
+            from sparkcep.compiler.recognize import check_recognize
+            from sparkcep.sql_api import apply_recognize
+
+            rec = self.recognize(schema)
+            check_recognize(rec, streaming=streaming)
+            if side_channel:  # every event goes to the engine: all are relevant (the progress line's count)
+                from sparkcep.spark.sinks import counted
+
+                df = counted(df, "events_relevant")
+            return apply_recognize(df, rec, ts_unit=self.ts_unit, watermark_delay=self.lateness,
+                                   late_rows=side_channel)
         plan = self.plan(schema)
         spec = operator_spec(plan)
         engine_of(spec).check(spec)
         preflight.check_columns([self], schema.fieldNames(), attributes=referenced_attributes(plan),
                                 hint=STREAM_SCHEMA_HINT if streaming else "")
+        timeout_spec = timeout_spec_of(spec)
         if not streaming:
-            return _batch_matches(df, _view_of(df), plan, spec, schema, ts_col=self.ts_col,
-                                  type_col=self.type_col, buckets=self.buckets, **self._budget_option(spec))
+            return _batch_matches(df, _view_of(df), plan, spec, schema, ts_col=self.ts_col, type_col=self.type_col,
+                                  buckets=self.buckets, timeout_spec=timeout_spec, **self._budget_option(spec))
         # the watermark on every event of the source, before the filter: any event moves event time
         events = watermarked(df, self.ts_col, self.lateness, ts_unit=self.ts_unit)
         candidates = df.sparkSession.sql(filter_sql(plan, _view_of(events), schema.fieldNames(), pretty=False,
@@ -194,12 +249,16 @@ class CompiledQuery:
         if self.shedding_latency:  # streaming only: a batch has no latency to keep, it is never shed
             candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
         candidates = with_event_time(candidates, events, self.ts_col, keep_late=side_channel, ts_unit=self.ts_unit)
+        uncounted = candidates
         if side_channel:
             from sparkcep.spark.sinks import counted
 
             candidates = counted(candidates, "events_relevant")
         result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
                              buckets=self.buckets, ts_unit=self.ts_unit, **self._budget_option(spec))
+        result.timeouts = None if timeout_spec is None else apply_match(
+            uncounted, timeout_spec, ts_col=self.ts_col, type_col=self.type_col, buckets=self.buckets,
+            ts_unit=self.ts_unit, **self._budget_option(spec))
         if shedding is not None:
             result.shedding = shedding  # the stage's handle: per-batch drops per type, latency, rho
         return result
@@ -221,23 +280,43 @@ class CompiledQuery:
                               dropped_output=self.dropped_output)
 
 
+def timeout_spec_of(spec):
+    """The timed-out partial matches of a match query (:class:`~sparkcep.ir.spec.TimeoutSpec`), or None: a
+    trend query, or a match query outside their definition (docs/language.md, "Timed-out partial matches")."""
+    from sparkcep.ir.spec import MatchSpec, TimeoutSpec
+    from sparkcep.runtime_udfs.match import timeouts
+
+    if not isinstance(spec, MatchSpec):
+        return None
+    timeout_spec = TimeoutSpec.of(spec)
+    try:
+        timeouts.check(timeout_spec)
+    except CEPError:
+        return None
+    return timeout_spec
+
+
 def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type_col: str,
-                   buckets: int | None, **options):
+                   buckets: int | None, timeout_spec=None, **options):
     """A batch run: :func:`~sparkcep.spark.adapters.batch_matches` (repartition by key,
     ``mapInArrow``) over the Spark SQL filter, with Spark's fixed cost per job cut: the filter and the column
     pruning are one SQL query, and the operator's input schema is derived here instead of asked from the JVM.
-    ``buckets``, if set, is the number of partitions; ``options`` (``max_matches``) go to the operator."""
-    from sparkcep.compiler.codegen.sql import CONTIGUITY
+    ``buckets``, if set, is the number of partitions; ``options`` (``max_matches``) go to the operator.
+    ``timeout_spec``: the result's ``timeouts`` is its rows over the same candidates (else None)."""
     from sparkcep.spark.adapters import batch_matches
 
-    arrival = getattr(spec, "strategy", None) in CONTIGUITY
+    arrival = reads_every_event(spec)
     drop, candidate_schema = _candidate_schema(plan, spec, schema, ts_col, type_col)
     candidates = df.sparkSession.sql(filter_sql(plan, view, schema.fieldNames(), pretty=False, arrival=arrival,
                                                 drop=drop, types=_column_types(schema)))
     if any(n.computed for n in chain(plan) if isinstance(n, Project)):  # hidden columns: Spark knows their types
         candidate_schema = candidates.schema
-    return batch_matches(candidates, spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col,
-                         **options)
+    result = batch_matches(candidates, spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col,
+                           **options)
+    # the timed-out partial matches over the same candidates (the same SQL filter: no second query to analyse)
+    result.timeouts = None if timeout_spec is None else batch_matches(
+        candidates, timeout_spec, candidate_schema, partitions=buckets, ts_col=ts_col, type_col=type_col, **options)
+    return result
 
 
 def _column_types(schema) -> dict[str, str]:
@@ -253,11 +332,11 @@ def _candidate_schema(plan: Node, spec, schema, ts_col: str, type_col: str):
     under a contiguity strategy, ``_arrival`` a BIGINT."""
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
-    from sparkcep.compiler.codegen.sql import ARRIVAL, CONTIGUITY, filter_columns
+    from sparkcep.compiler.codegen.sql import ARRIVAL, filter_columns
     from sparkcep.compiler.plan.builder import MASK
     from sparkcep.spark.adapters import unread_columns
 
-    arrival = getattr(spec, "strategy", None) in CONTIGUITY
+    arrival = reads_every_event(spec)
     columns = [*filter_columns(plan, schema.fieldNames()), MASK, *([ARRIVAL] if arrival else [])]
     drop = tuple(unread_columns(spec, columns, ts_col, type_col))
     fields = {f.name: f for f in schema.fields}
@@ -333,6 +412,7 @@ def check_runnable(q: CompiledQuery) -> ResolvedQuery:
     """What ``sparkcep check`` promises: the query is checked, planned, and the engine that will run it accepts
     its spec.  An engine's refusal (a feature it does not implement) becomes a positioned error here, at the
     conjunct or RETURN item it names (else the whole query), instead of at explain, compile or run time."""
+    from sparkcep.compiler.recognize.from_pattern import check_skip_query, has_reluctant
     from sparkcep.ir.errors import CEPSemanticError
     from sparkcep.ir.printer import format_expr
     from sparkcep.ir.spec import TrendSpec
@@ -341,6 +421,12 @@ def check_runnable(q: CompiledQuery) -> ResolvedQuery:
     from sparkcep.runtime_udfs.trend import engine as trend_engine
 
     r = q.resolved()
+    if q.query.skip is not None or has_reluctant(q.query):
+        from sparkcep.compiler.recognize import check_recognize
+
+        check_skip_query(q.query, q.source, r)
+        check_recognize(q.recognize(), streaming=False)
+        return r
     try:
         spec = q.spec()
         (trend_engine if isinstance(spec, TrendSpec) else match_engine).check(spec)
@@ -490,6 +576,8 @@ class CompiledWorkload:
                            "or the workload without WITH SHEDDING LATENCY")
         if any(q.collapsed for q in self.queries):
             raise CEPError("collapsed output is for one match query: run it with --query NAME --collapsed")
+        if any(q.query.skip is not None for q in self.queries):
+            raise CEPError("an AFTER MATCH SKIP query runs as MATCH_RECOGNIZE, alone: choose it with --query NAME")
         data, attributes = self.job_plan(share, df.schema)
         preflight.check_columns(self.queries, df.columns, attributes=attributes,
                                 hint=STREAM_SCHEMA_HINT if df.isStreaming else "")
@@ -526,6 +614,9 @@ def compile_shared_workload(text: str, *, stats=None, sample=None, budget: float
     queries = [q if q.name else replace(q, query=replace(q.query, name=n)) for q, n in zip(queries, names, strict=True)]
     sharing = []
     for n, q in zip(names, queries, strict=True):
+        if q.query.skip is not None:  # one preferred match per start event: MATCH_RECOGNIZE's engine, alone
+            sharing.append(SharingQuery(n, (), reason="AFTER MATCH SKIP: runs alone, as MATCH_RECOGNIZE"))
+            continue
         try:
             spec = q.spec()
         except CEPError as err:  # e.g. a plan that needs the input's schema: the query runs alone

@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the stream's event types: a record of another type is a dead letter ('unknown event "
                         "type'); default: types the query does not use are ignored and counted")
     r.add_argument("--late-events", help="streaming: where events behind the watermark go (default: OUTPUT/_late)")
+    r.add_argument("--timeouts", action="store_true",
+                   help="a match query: also write its timed-out partial matches (partial matches the window closed "
+                        "on) to OUTPUT/_timeouts")
     r.add_argument("--schema", help="input schema as DDL, e.g. 'type STRING, ts TIMESTAMP, id BIGINT, x DOUBLE' "
                                     "(default: the columns the query reads, typed as it needs them)")
     r.add_argument("--master", default="local[*]")
@@ -340,6 +343,8 @@ def cmd_run(args) -> int:
     if workload is not None and _shedding_options(args):
         raise CEPError("load shedding is not available for a workload yet: choose one query with --query NAME")
     q = _one(args, **options, **_shedding_options(args), collapsed=args.collapsed) if workload is None else None
+    if args.timeouts:
+        _check_timeouts(q, args.output)
     fmt = _input_format(args)
     clock = Clock()
     # only the columns the queries read, each with the type they need; malformed records, no type or ts,
@@ -383,6 +388,7 @@ def cmd_run(args) -> int:
         result = workload.apply(df, side_channel=args.stream)
     else:
         result = q.apply(df, shedding_training=training, side_channel=args.stream)
+    timeouts = getattr(result, "timeouts", None)  # before any wrapping of the result
     if not args.stream:
         with progress(spark, quiet=args.quiet):
             if args.output:
@@ -394,6 +400,8 @@ def cmd_run(args) -> int:
                 results = len(lines)
                 _print_lines(lines)
             dead = _report_rejected(rejected, args.output, args.dead_letters)
+            if args.timeouts:
+                _write_timeouts(timeouts, args.output, quiet=args.quiet)
         if not args.quiet:
             valid = count_events() if count_events is not None else None
             print(summary_line(read=None if valid is None else valid + dead, results=results, dead_letters=dead,
@@ -407,6 +415,8 @@ def cmd_run(args) -> int:
                       dead_letters=args.dead_letters, late=args.late_events, once=True)
         totals = follow(query, out=io.StringIO() if args.quiet else None)  # a line per micro-batch
         report_shedding(getattr(result, "shedding", None), query)
+        if args.timeouts:
+            _write_timeouts(timeouts, args.output, quiet=args.quiet, checkpoint=checkpoint)
         if not args.output and os.path.isdir(out):
             _print_lines(json_lines(spark.read.schema(StructType(columns)).json(out)))
     if not args.quiet:
@@ -414,6 +424,36 @@ def cmd_run(args) -> int:
         print(summary_line(read=c.get("read", 0), results=c.get("results", 0), dead_letters=c.get("dead_letters", 0),
                            late=c.get("late", 0), seconds=clock.seconds(), output=args.output), file=sys.stderr)
     return 0
+
+
+def _check_timeouts(q: CompiledQuery | None, output: str | None) -> None:
+    """``--timeouts`` needs one match query whose timed-out partial matches are defined, and ``--output``."""
+    from sparkcep.api import timeout_spec_of
+
+    if q is None:
+        raise CEPError("--timeouts is for one match query: choose it with --query NAME")
+    if timeout_spec_of(q.spec()) is None:
+        raise CEPError("--timeouts: timed-out partial matches are defined for a match query whose pattern is a SEQ "
+                       "of single events (T v, ANY(...) v) under skip_till_any_match")
+    if not output:
+        raise CEPError("--timeouts writes OUTPUT/_timeouts: give --output")
+
+
+def _write_timeouts(timeouts, output: str, *, quiet: bool, checkpoint: str | None = None) -> None:
+    """The timed-out partial matches into OUTPUT/_timeouts (a stream: its own query, checkpoint
+    CHECKPOINT/_timeouts, up to the end of the available input), counted on stderr."""
+    target = output.rstrip("/") + "/_timeouts"
+    if checkpoint is None:
+        timeouts, count = observed_count(timeouts, "sparkcep_timeouts")
+        timeouts.write.mode("overwrite").json(target)
+        n = count()
+    else:
+        (timeouts.writeStream.format("json").option("path", target)
+         .option("checkpointLocation", checkpoint.rstrip("/") + "/_timeouts")
+         .trigger(availableNow=True).start().awaitTermination())
+        n = timeouts.sparkSession.read.schema(timeouts.schema).json(target).count()
+    if not quiet:
+        print(f"sparkcep: {n} timed-out partial match{'es' if n != 1 else ''}; see {target}", file=sys.stderr)
 
 
 def _report_rejected(rejected, output: str | None, dead_letters: str | None = None) -> int:

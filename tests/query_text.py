@@ -1,11 +1,11 @@
 """Hypothesis strategies that write random query *texts* from the language's constructs (LANGUAGE.md §2).
 
 Unlike :mod:`tests.strategies` (event streams), these build the text a user types: patterns (SEQ, Kleene
-``+ * ?``, negation, ANY, OR, nesting), WHERE conditions (equivalence tests, comparisons, arithmetic, NOT,
-OR, indexed references, NEXT(), aggregates over attributes and over expressions), RETURN before or after,
-match and trend-aggregate RETURN forms, strategies, GROUP BY, WITHIN and SLIDE.  They mix valid and invalid
-combinations on purpose: the property tests only need "check accepts ⇒ everything after it works" and "check
-refuses ⇒ one positioned CEPError".
+``+ * ?`` and bounded ``{n,m}``, ``NEXT`` steps, negation, ANY, OR, nesting), WHERE conditions (equivalence
+tests, comparisons, arithmetic, NOT, OR, indexed references, NEXT(), aggregates over attributes and over
+expressions), RETURN before or after, match and trend-aggregate RETURN forms, strategies, GROUP BY, WITHIN and
+SLIDE.  They mix valid and invalid combinations on purpose: the property tests only need "check accepts ⇒
+everything after it works" and "check refuses ⇒ one positioned CEPError".
 
 Example::
 
@@ -26,6 +26,8 @@ TYPES = "ABC"
 ATTRS = ("x", "id")
 STRATEGIES = ("strict_contiguity", "partition_contiguity", "skip_till_next_match", "skip_till_any_match")
 AGGS = ("sum", "avg", "min", "max", "count")
+#: bounded quantifiers (``B{2,3} b[]``, ``(P){1,2}``)
+BOUNDS = ("{2}", "{1,2}", "{2,}", "{0,2}")
 
 
 @dataclass
@@ -45,9 +47,11 @@ def _event(draw, vars_: _Vars, negated: bool) -> str:
     types = draw(st.sampled_from(["single", "any"]))
     spec = draw(st.sampled_from(TYPES)) if types == "single" else \
         "ANY(" + ", ".join(draw(st.lists(st.sampled_from(TYPES), min_size=1, max_size=3, unique=True))) + ")"
-    form = draw(st.sampled_from(["plain", "plain", "plus", "star", "opt", "bare", "var_plus"]))
+    form = draw(st.sampled_from(["plain", "plain", "plus", "star", "opt", "bare", "var_plus", "bounded"]))
     if form == "bare":
         return spec
+    if form == "bounded":
+        return f"{spec}{draw(st.sampled_from(BOUNDS))} {vars_.fresh(True, negated)}[]"
     if form == "plain":
         return f"{spec} {vars_.fresh(False, negated)}"
     if form == "opt":
@@ -69,9 +73,9 @@ def _pattern(draw, vars_: _Vars, depth: int = 0, negated: bool = False) -> str:
         return spelling.format(inner)
     if kind == "group":
         inner = draw(_pattern(vars_, depth + 1, negated))
-        return f"({inner}){draw(st.sampled_from(['+', '*', '?']))}"
+        return f"({inner}){draw(st.sampled_from(['+', '*', '?', *BOUNDS]))}"
     items = [draw(_pattern(vars_, depth + 1, negated)) for _ in range(draw(st.integers(1, 4)))]
-    return "SEQ(" + ", ".join(items) + ")"
+    return "SEQ(" + ", ".join(draw(st.sampled_from(["", "", "", "NEXT "])) + i for i in items) + ")"
 
 
 @st.composite

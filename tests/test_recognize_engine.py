@@ -418,6 +418,9 @@ def test_describe_engine_says_how_threads_are_kept():
                                         within=5))
     assert any("kept apart" in line for line in apart)
     assert any("WITHIN (5)" in line for line in apart)
+    # which path a batch takes: the columnar kernel, or the row engine and why
+    assert any(line.startswith("batch: columnar kernel: DEFINE as one mask") for line in merged)
+    assert any(line.startswith("batch: columnar kernel: no (a DEFINE reads rows") for line in apart)
 
 
 def test_epsilon_closure_does_not_walk_every_path():

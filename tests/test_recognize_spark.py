@@ -17,7 +17,7 @@ import random
 import pandas as pd
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType, TimestampType
 
 import sparkcep
 from sparkcep.ir import recognize as R
@@ -469,3 +469,114 @@ def test_partition_function_in_chunks_equals_the_reference(monkeypatch):
     got = [r for b in fn(iter(table.to_batches(max_chunksize=5))) for r in pa.Table.from_batches([b]).to_pylist()]
     want = recognize_all(SPEC, rows)
     assert canon(got, SPEC.output) == canon(want, SPEC.output) and len(want) >= 4
+
+
+@pytest.mark.spark
+def test_batch_ts_derived_in_python_equals_sparks(spark):
+    """The batch path does not shuffle ``__ts``: Python derives it from the time column as Arrow gives it to
+    ``mapInArrow`` (``_arrow_ts``); it equals Spark's ``__ts`` (``project``) for TIMESTAMP (session zone not
+    UTC), TIMESTAMP_NTZ across a DST change, DATE before 1970, numbers, and NULL for a string."""
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Europe/Paris")
+    try:
+        df = spark.sql(
+            "SELECT * FROM VALUES "
+            "(TIMESTAMP'2024-03-31 01:30:00.123456', TIMESTAMP_NTZ'2024-03-31 01:30:00', DATE'1969-12-30', 7, "
+            "CAST(1.5 AS DECIMAL(10, 2)), 2.5D, 'x'), "
+            "(TIMESTAMP'2024-03-31 03:30:00', TIMESTAMP_NTZ'2024-03-31 03:30:00', DATE'2024-02-29', -3, "
+            "CAST(-2 AS DECIMAL(10, 2)), -0.5D, 'y'), "
+            "(NULL, NULL, NULL, NULL, NULL, NULL, NULL) AS t(tz, ntz, d, i, dec, dbl, s)")
+        for column in df.columns:
+            spec = R.RecognizeSpec(**{**SPEC.__dict__, "order_by": (R.OrderItem(column.upper()),)})
+            want = [r[SR.TS] for r in SR.project(df, spec).select(SR.TS).collect()]
+            time = SR._time_field(df, column.upper())
+
+            def derive(batches, time=time):
+                for b in batches:
+                    table = pa.Table.from_batches([b])
+                    yield pa.record_batch([SR._arrow_ts(table, *time).combine_chunks().cast(pa.string())],
+                                          names=["ts"])
+
+            got = [r["ts"] for r in df.coalesce(1).mapInArrow(derive, "ts string").collect()]
+            assert [None if v is None else float(v) for v in got] == [
+                None if v is None else float(v) for v in want], column
+            assert want[0] is not None or column == "s"
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+def test_partition_function_keys_out_of_runs_equal_the_reference():
+    """Spark's sort puts a key's rows in one run, and the batch path then cuts the table where the key changes
+    (no gathering); a key in several runs (as a Spark and Arrow grouping that differ could give) is still one
+    partition.  ``__ts`` derived from the time column (``time``) as in Spark; rows over Arrow batches of 3."""
+    pytest.importorskip("sparkcep.runtime_udfs.recognize")
+    recognize_all = _oracle()
+    rnd = random.Random(5)
+    rows = []
+    for k, n in [("p", 7), (None, 3), ("q", 6), ("p", 5), (None, 2)]:  # p and NULL in two runs each
+        for _ in range(n):
+            ts = BASE.replace(tzinfo=dt.UTC) + dt.timedelta(seconds=len(rows))
+            rows.append({"k": k, "t": rnd.choice("abb"), "v": rnd.randint(0, 5), "ts": ts})
+    schema = pa.schema([("k", pa.string()), ("t", pa.string()), ("v", pa.int64()),
+                        ("ts", pa.timestamp("us", tz="UTC"))])
+    table = pa.Table.from_pylist(rows, schema=schema)
+    fn = SR.partition_function(SPEC, _OUTPUT, resort=False, time=("ts", "timestamp"))
+    got = [r for b in fn(iter(table.to_batches(max_chunksize=3))) for r in pa.Table.from_batches([b]).to_pylist()]
+    want = recognize_all(SPEC, [{**r, "__ts": int(r["ts"].timestamp() * 1_000_000)} for r in rows])
+    assert canon(got, SPEC.output) == canon(want, SPEC.output) and len(want) >= 4
+    contiguous = table.sort_by([("k", "ascending")])
+    cut, bounds = SR._partitions(contiguous, SR._partition_ids(contiguous, ("k",)))
+    assert cut is contiguous and len(bounds) == 4
+
+
+def test_partition_function_kernel_and_row_engine_give_the_reference_rows(monkeypatch):
+    """The batch path gives runs of whole partitions (at most ``KERNEL_ROWS`` rows, a larger one alone) to the
+    columnar kernel and a chunk it declines (NaN in a DOUBLE it reads) to the row engine: the rows equal the
+    reference's and the row engine's alone, over NULL keys, ties in time and a partition larger than a run."""
+    pytest.importorskip("sparkcep.runtime_udfs.recognize.kernel")
+    recognize_all = _oracle()
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    spec = R.RecognizeSpec(**{**SPEC.__dict__, "measures": (
+        R.Measure(R.Agg("count", None), "n"), R.Measure(R.Nav("FIRST", Attr("A", "v"), 0), "first_v"),
+        R.Measure(R.Nav("LAST", Attr("B", "v"), 0), "last_v")), "output": ("k", "n", "first_v", "last_v"),
+        "output_types": ("string", "bigint", "double", "double")})
+    assert kernel.eligibility(spec).ok
+    output = StructType([StructField("k", StringType()), StructField("n", LongType()),
+                         StructField("first_v", DoubleType()), StructField("last_v", DoubleType())])
+    rnd = random.Random(3)
+    from sparkcep.runtime_udfs.recognize import sort_key
+
+    # "o" ends with an A and "o2" has rising B's: one partition taken for two would match across them
+    rows = [{"k": "o", "t": "a", "v": 0.0, "ts": 0, "__ts": 0},
+            *({"k": "o2", "t": "b", "v": float(i), "ts": i, "__ts": i} for i in (1, 2))]
+    for k, n in [("p", 3), ("q", 4), (None, 5), ("r", 19), ("s", 2), ("t", 6), ("u", 3)]:
+        block = [{"k": k, "t": rnd.choice("aabbb"), "v": float("nan") if k == "t" and i == 2 else
+                  float(rnd.randint(0, 4)), "ts": i // 2, "__ts": i // 2} for i in range(n)]
+        rows += sorted(block, key=sort_key(spec))  # as Spark sorts them (ties by the other columns)
+    table = pa.Table.from_pylist(rows, schema=pa.schema([("k", pa.string()), ("t", pa.string()),
+                                                         ("v", pa.float64()), ("ts", pa.int64()),
+                                                         ("__ts", pa.int64())]))
+    calls = []
+
+    def spy(spec, chunk, bounds):
+        calls.append(got := run_chunk(spec, chunk, bounds))
+        return got
+
+    run_chunk = kernel.run_chunk
+    monkeypatch.setattr(kernel, "run_chunk", spy)
+    monkeypatch.setattr(SR, "KERNEL_ROWS", 8)
+
+    def result(fn) -> list[tuple]:
+        return canon([r for b in fn(iter(table.to_batches(max_chunksize=4)))
+                      for r in pa.Table.from_batches([b]).to_pylist()], spec.output)
+
+    got = result(SR.partition_function(spec, output, resort=False))
+    assert len(calls) == 6 and sum(c is None for c in calls) == 1  # o+o2+p, q, NULL, r alone, s+t (NaN), u
+    monkeypatch.setattr(SR, "kernel_runs", lambda spec: False)
+    rows_engine = result(SR.partition_function(spec, output, resort=False))
+    assert len(calls) == 6
+    # a NaN result is NULL in the output (as PySpark converts NaN from Python)
+    want = canon([{c: None if v != v else v for c, v in r.items()} for r in recognize_all(spec, rows)],
+                 spec.output)
+    assert got == rows_engine == want and len(want) >= 6

@@ -39,6 +39,7 @@ Plan:
             measure n_b := COUNT(B.*)
             engine: pattern program: 9 instructions; threads in preferment order, earlier start rows first
             engine: threads of one start row at the same instruction merged (every DEFINE reads only the row being labelled and PREV/NEXT of it)
+            engine: batch: columnar kernel: DEFINE as one mask per variable per chunk, the pattern program compiled (numba), measures gathered by row index
             engine: streaming state: the rows from the earliest undecided start row minus 1 row(s) for PREV; a start row is given up once the watermark is WITHIN (1e+07) past it
             program (prioritized NFA, threads in preferment order):
               0: CHAR A

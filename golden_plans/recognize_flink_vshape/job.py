@@ -38,6 +38,7 @@ Plan:
             measure end_tstamp := LAST(PRICE_UP.rowtime)
             engine: pattern program: 9 instructions; threads in preferment order, earlier start rows first
             engine: threads kept apart (a DEFINE reads other rows of the match): at most 200,000 partial matches per partition
+            engine: batch: columnar kernel: no (a DEFINE reads rows of the match other than the one labelled); the row engine runs it
             engine: streaming state: the rows from the earliest undecided start row
             program (prioritized NFA, threads in preferment order):
               0: CHAR START_ROW

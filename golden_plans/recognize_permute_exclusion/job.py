@@ -39,6 +39,7 @@ Plan:
             engine: pattern program: 13 instructions; threads in preferment order, earlier start rows first
             engine: threads of one start row at the same instruction merged (every DEFINE reads only the row being labelled and PREV/NEXT of it)
             engine: AFTER MATCH SKIP PAST LAST ROW: a later start row's thread at the same instruction as the earliest undecided start's is dropped
+            engine: batch: columnar kernel: DEFINE as one mask per variable per chunk, the pattern program compiled (numba), measures gathered by row index
             engine: streaming state: the rows from the earliest undecided start row
             program (prioritized NFA, threads in preferment order):
               0: SPLIT 1, 4

@@ -95,6 +95,35 @@ def _parser() -> Lark:
 # ------------------------------------------------------------------------------------------------ transformer
 
 
+def _bounds(meta, lo: int, hi: int | None) -> tuple[int, int | None]:
+    """A bounded quantifier ``{n}``, ``{n,}``, ``{n,m}``: at least one iteration possible, ``n <= m``."""
+    if hi is not None and hi < lo:
+        raise CEPSyntaxError(f"{{{lo},{hi}}}: the upper bound is below the lower one", _span(meta))
+    if hi == 0:
+        raise CEPSyntaxError("a quantifier {0} or {0,0} matches nothing: leave the component out",
+                             _span(meta))
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class _Next:
+    """A ``NEXT P`` item of a SEQ, until :meth:`_ToAst.seq` records it in ``Seq.strict``."""
+
+    pattern: ast.Pattern
+
+
+def _kleene(inner, op: str | tuple, greedy: bool, meta) -> ast.Kleene:
+    """``P+``/``P*``/``P?``, or a bounded ``P{n,m}`` (``op`` a ``(n, m)`` pair; ``{1,}``/``{0,}`` are ``+``/``*``);
+    ``greedy`` False for the reluctant forms (``P+?``)."""
+    if isinstance(op, str):
+        return ast.Kleene(inner, op, span=_span(meta), greedy=greedy)
+    lo, hi = op
+    plain = "+" if lo else "*"
+    if hi is None and lo <= 1:
+        return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy)
+    return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy, bounds=(lo, hi))
+
+
 def _span(meta) -> Span:
     """A Lark ``meta`` or ``Token`` as a :class:`Span`."""
     return Span(meta.line, meta.column, meta.end_line, meta.end_column, meta.start_pos, meta.end_pos)
@@ -113,6 +142,14 @@ class _Returns:
     """A RETURN clause; its span locates the error when RETURN is written twice."""
 
     items: tuple[ast.ReturnItem, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class _Having:
+    """A HAVING clause; its span locates the error when HAVING is written twice."""
+
+    expr: ast.Expr
     span: Span
 
 
@@ -165,10 +202,13 @@ class _ToAst(Transformer_NonRecursive):
         return latency
 
     def query(self, meta, children):
-        name, ret_first, pattern, using, where, group_by, window, ret_last = children
+        name, ret_first, pattern, using, where, group_by, having_first, window, skip, ret_last, having_last = children
         if ret_first is not None and ret_last is not None:
             raise CEPSyntaxError("RETURN given twice: write it either before PATTERN or after WITHIN",
                                  ret_last.span)
+        if having_first is not None and having_last is not None:
+            raise CEPSyntaxError("HAVING given twice: write it either after GROUP BY or last", having_last.span)
+        having = having_first or having_last
         if using is not None and where is not None and where.strategy is not None:
             raise CEPSyntaxError("selection strategy given twice: in USING and in WHERE", where.span)
         returns = ret_first or ret_last
@@ -186,6 +226,8 @@ class _ToAst(Transformer_NonRecursive):
             slide=slide,
             return_first=ret_first is not None,
             span=_span(meta),
+            having=None if having is None else having.expr,
+            skip=skip,
         )
 
     def query_name(self, meta, children):
@@ -194,6 +236,10 @@ class _ToAst(Transformer_NonRecursive):
 
     def return_clause(self, meta, items):
         return _Returns(tuple(items), _span(meta))
+
+    def having_clause(self, meta, children):
+        (expr,) = children
+        return _Having(expr, _span(meta))
 
     def return_item(self, meta, children):
         expr, alias = children
@@ -226,6 +272,20 @@ class _ToAst(Transformer_NonRecursive):
         within, slide = children
         return within, slide
 
+    def skip_past_last(self, meta, children):
+        return ast.AfterMatchSkip(ast.SKIP_PAST_LAST_EVENT, span=_span(meta))
+
+    def skip_to_next(self, meta, children):
+        return ast.AfterMatchSkip(ast.SKIP_TO_NEXT_EVENT, span=_span(meta))
+
+    def skip_to_first(self, meta, children):
+        (name,) = children
+        return ast.AfterMatchSkip(ast.SKIP_TO_FIRST, str(name), span=_span(meta))
+
+    def skip_to_last(self, meta, children):
+        (name,) = children
+        return ast.AfterMatchSkip(ast.SKIP_TO_LAST, str(name), span=_span(meta))
+
     def duration(self, meta, children):
         number, unit = children
         return ast.Duration(_number(number), None if unit is None else _UNITS[unit.lower()], span=_span(meta))
@@ -240,23 +300,29 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Not(inner, span=_span(meta))
 
     def kleene(self, meta, children):
-        inner, op = children
-        return ast.Kleene(inner, op, span=_span(meta))
+        inner, (op, greedy) = children
+        return _kleene(inner, op, greedy, meta)
 
     def event_kleene(self, meta, children):
-        event, op, var = children
-        return ast.Kleene(_bind(event, var, meta), op, span=_span(meta))
+        event, (op, greedy), var = children
+        return _kleene(_bind(event, var, meta), op, greedy, meta)
 
     def var_kleene(self, meta, children):
-        event, var, op = children
-        return ast.Kleene(_bind(event, var, meta), op, span=_span(meta))
+        event, var, (op, greedy) = children
+        return _kleene(_bind(event, var, meta), op, greedy, meta)
 
     def event(self, meta, children):
         event, var = children
         return _bind(event, var, meta)
 
     def seq(self, meta, items):
-        return ast.Seq(tuple(items), span=_span(meta))
+        strict = tuple(isinstance(i, _Next) for i in items)
+        items = tuple(i.pattern if isinstance(i, _Next) else i for i in items)
+        return ast.Seq(items, span=_span(meta), strict=strict if any(strict) else ())
+
+    def next_item(self, meta, children):
+        (pattern,) = children
+        return _Next(pattern)
 
     def single_type(self, meta, children):
         (name,) = children
@@ -276,6 +342,26 @@ class _ToAst(Transformer_NonRecursive):
     def kleene_op(self, meta, children):
         (op,) = children
         return str(op)
+
+    def bound_exact(self, meta, children):
+        (n,) = children
+        return _bounds(meta, int(n), int(n))
+
+    def bound_at_least(self, meta, children):
+        (n,) = children
+        return _bounds(meta, int(n), None)
+
+    def bound_range(self, meta, children):
+        n, m = children
+        return _bounds(meta, int(n), int(m))
+
+    def greedy(self, meta, children):
+        (op,) = children
+        return op, True
+
+    def reluctant(self, meta, children):
+        op, _ = children
+        return op, False
 
     # --- expressions
 
@@ -474,7 +560,9 @@ _WORDS = {
     "_BETWEEN": "BETWEEN", "_LIKE": "LIKE", "_CASE": "CASE", "_WHEN": "WHEN", "_THEN": "THEN", "_ELSE": "ELSE",
     "_END": "END", "_CAST": "CAST",
     "_RETURN": "RETURN", "_PATTERN": "PATTERN", "_EVENT": "PATTERN", "_USING": "USING", "_WHERE": "WHERE",
-    "_GROUP_BY": "GROUP BY", "_WITHIN": "WITHIN", "_SLIDE": "SLIDE",
+    "_GROUP_BY": "GROUP BY", "_HAVING": "HAVING", "_WITHIN": "WITHIN", "_SLIDE": "SLIDE", "_AFTER": "AFTER MATCH SKIP",
+    "_MATCH": "MATCH", "_SKIP": "SKIP", "_PAST": "PAST", "_TO": "TO", "_FIRST": "FIRST", "_LAST": "LAST",
+    "_ROW": "EVENT",
     "_COMMA": "','", "_COLON": "':'", "_RPAR": "')'", "_RSQB": "']'", "_RBRACE": "'}'", "_SEMI": "';'",
     "_WITH": "WITH", "_SHEDDING": "SHEDDING", "_LATENCY": "LATENCY", "_RATES": "RATES",
     "WS": "white space", "LINE_COMMENT": "a comment", "BLOCK_COMMENT": "a comment",

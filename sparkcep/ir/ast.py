@@ -145,19 +145,43 @@ class EventPat:
 @dataclass(frozen=True)
 class Kleene:
     """``P+`` (``op="+"``), ``P*`` (``"*"``) or ``P?`` (``"?"``).  ``T+ v[]`` is ``Kleene(EventPat(("T",), "v",
-    array=True), "+")``."""
+    array=True), "+")``.
+
+    ``bounds`` ``(n, m)`` is a bounded quantifier: ``P{n}`` is ``(n, n)``, ``P{n,}`` ``(n, None)``, ``P{n,m}``
+    ``(n, m)`` (Flink CEP's ``times``/``timesOrMore``): ``n`` to ``m`` iterations.  ``op`` is then the plain
+    operator it narrows (``"+"``, or ``"*"`` when ``n`` is 0), so code that ignores ``bounds`` sees a superset;
+    ``{1,}`` and ``{0,}`` are normalized to plain ``+`` and ``*`` (``bounds`` None).
+
+    ``greedy`` is False for the reluctant forms ``P+?``, ``P*?``, ``P??`` (fewer iterations preferred); it only
+    matters under ``AFTER MATCH SKIP`` (:class:`AfterMatchSkip`), where one preferred match per start event is
+    reported."""
 
     inner: Pattern
     op: str = "+"
     span: Span | None = _span()
+    greedy: bool = field(default=True, metadata={"omit_default": True})
+    bounds: tuple[int, int | None] | None = field(default=None, metadata={"omit_default": True})
+
+    @property
+    def repeat(self) -> tuple[int, int | None]:
+        """``(min, max)`` iterations (``max`` None: unbounded)."""
+        if self.bounds is not None:
+            return self.bounds
+        return {"+": (1, None), "*": (0, None), "?": (0, 1)}[self.op]
 
 
 @dataclass(frozen=True)
 class Seq:
-    """``SEQ(P1, ..., Pn)``."""
+    """``SEQ(P1, ..., Pn)``.
+
+    ``strict[k]`` is True where item ``k`` was written ``NEXT Pk`` (per-step strict contiguity, Flink's ``next``):
+    its first event must be the event right after the match's previous event in the partition (``NEXT !(C c)``,
+    Flink's notNext: that event is not such a ``C``).  ``()`` when no item is (every step follows the query's
+    strategy)."""
 
     items: tuple[Pattern, ...]
     span: Span | None = _span()
+    strict: tuple[bool, ...] = field(default=(), metadata={"omit_default": True})
 
 
 @dataclass(frozen=True)
@@ -207,6 +231,24 @@ class ReturnItem:
     span: Span | None = _span()
 
 
+#: ``AFTER MATCH SKIP`` kinds (SQL:2016's, with EVENT for ROW; ``TO v`` is ``TO LAST v``).
+SKIP_PAST_LAST_EVENT = "PAST LAST EVENT"
+SKIP_TO_NEXT_EVENT = "TO NEXT EVENT"
+SKIP_TO_FIRST = "TO FIRST"
+SKIP_TO_LAST = "TO LAST"
+
+
+@dataclass(frozen=True)
+class AfterMatchSkip:
+    """``AFTER MATCH SKIP PAST LAST EVENT | TO NEXT EVENT | TO FIRST v | TO LAST v``: the match query reports,
+    per start event, the match preferred by SQL:2016's preferment order, and resumes where the rule says
+    (docs/language.md, "Preferred matches and AFTER MATCH SKIP"); ``var`` names ``v`` for ``TO FIRST/LAST``."""
+
+    kind: str = SKIP_PAST_LAST_EVENT
+    var: str | None = None
+    span: Span | None = _span()
+
+
 #: Selection strategies (LANGUAGE.md §5).
 STRATEGIES = ("strict_contiguity", "partition_contiguity", "skip_till_next_match", "skip_till_any_match")
 
@@ -231,6 +273,10 @@ class Query:
     slide: Duration | None = None
     return_first: bool = False
     span: Span | None = _span()
+    #: ``AFTER MATCH SKIP ...`` (None: every match under the strategy is reported)
+    skip: AfterMatchSkip | None = field(default=None, metadata={"omit_default": True})
+    #: ``HAVING cond`` of a trend-aggregate query: a condition over its GROUP BY attributes and aggregates
+    having: Expr | None = field(default=None, metadata={"omit_default": True})
 
 
 @dataclass(frozen=True)
@@ -308,6 +354,43 @@ def map_nodes(node, fn):
         if new is not value and new != value:
             changes[f.name] = new
     return fn(replace(node, **changes) if changes else node)
+
+
+def has_strict_steps(pattern) -> bool:
+    """Does the pattern link two steps with ``NEXT`` (:attr:`Seq.strict`)?  Then, as under a contiguity strategy,
+    every event of the partition must reach the engine (one between two steps breaks the link)."""
+    return pattern is not None and any(isinstance(n, Seq) and any(n.strict) for n in walk(pattern))
+
+
+def count_anchor(p: Kleene) -> str | None:
+    """The variable every iteration of ``p`` binds exactly one event to, whose count is then ``p``'s number of
+    iterations: the event of ``T{n,m} v``, else the first single event (``T v``, no quantifier) directly in
+    the repeated ``SEQ`` (``(SEQ(B b, C+ c[])){2,3}`` counts ``b``).  None if there is none (``(B b OR C c){2}``,
+    ``(B+ b[]){2}``: their iterations are not determined by a match's events)."""
+    inner = p.inner
+    while isinstance(inner, Seq) and len(inner.items) == 1:
+        inner = inner.items[0]
+    if isinstance(inner, EventPat):
+        return inner.var
+    if isinstance(inner, Seq):
+        for item in inner.items:
+            if isinstance(item, EventPat):
+                return item.var
+    return None
+
+
+def count_bounds(p: Kleene) -> list[Expr]:
+    """The conditions ``P{n,m}`` adds to ``P+``/``P*`` on a match's binding: ``n <= count(v[].ts) <= m`` for its
+    :func:`count_anchor` ``v`` (``ts`` is never NULL in an event); none for a plain quantifier."""
+    if p.bounds is None:
+        return []
+    var = count_anchor(p)
+    if var is None:
+        return []
+    lo, hi = p.bounds
+    n = Func("count", (Attr(var, "ts", "all"),))
+    out = [BinOp(">=", n, Literal(lo))] if lo > 1 else []
+    return out + ([BinOp("<=", n, Literal(hi))] if hi is not None else [])
 
 
 #: The aggregate functions of RETURN and WHERE (analysis checks names against it; the engines evaluate them).

@@ -63,10 +63,15 @@ def format_query(query: ast.Query) -> str:
         lines.append("WHERE " + format_expr(query.where))
     if query.group_by:
         lines.append("GROUP BY " + ", ".join(format_expr(a) for a in query.group_by))
+    if query.having is not None:
+        lines.append("HAVING " + format_expr(query.having))
     window = "WITHIN " + _duration(query.within)
     if query.slide is not None:
         window += " SLIDE " + _duration(query.slide)
     lines.append(window)
+    if query.skip is not None:
+        target = "" if query.skip.var is None else " " + query.skip.var
+        lines.append(f"AFTER MATCH SKIP {query.skip.kind}{target}")
     if returns and not query.return_first:
         lines.append(returns)
     return "\n".join(lines)
@@ -80,11 +85,19 @@ def format_pattern(pattern: ast.Pattern) -> str:
     if isinstance(pattern, ast.EventPat):
         return _event(pattern, "")
     if isinstance(pattern, ast.Seq):
-        return "SEQ(" + ", ".join(format_pattern(p) for p in pattern.items) + ")"
+        strict = pattern.strict or (False,) * len(pattern.items)
+        return "SEQ(" + ", ".join(("NEXT " if s else "") + format_pattern(p)
+                                  for p, s in zip(pattern.items, strict, strict=True)) + ")"
     if isinstance(pattern, ast.Kleene):
+        op = pattern.op
+        if pattern.bounds is not None:
+            lo, hi = pattern.bounds
+            op = f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}"
+        if not pattern.greedy:
+            op += "?"
         if isinstance(pattern.inner, ast.EventPat):
-            return _event(pattern.inner, pattern.op)
-        return f"({format_pattern(pattern.inner)}){pattern.op}"
+            return _event(pattern.inner, op)
+        return f"({format_pattern(pattern.inner)}){op}"
     if isinstance(pattern, ast.Not):
         inner = format_pattern(pattern.inner)
         return f"NOT ({inner})" if isinstance(pattern.inner, ast.Or) else f"NOT {inner}"

@@ -17,6 +17,9 @@ from typing import Any
 
 _MODULES = ("sparkcep.ir.ast", "sparkcep.ir.spec", "sparkcep.ir.recognize")
 
+#: Field metadata key: leave the field out of :func:`to_data` while it has its default value.
+OMIT_DEFAULT = "omit_default"
+
 
 def to_data(obj: Any) -> Any:
     """A JSON-able form of ``obj``: dataclasses become ``{"@": name, field: ...}``, tuples become lists."""
@@ -25,7 +28,10 @@ def to_data(obj: Any) -> Any:
         for f in dataclasses.fields(obj):
             if f.name == "span":
                 continue
-            out[f.name] = to_data(getattr(obj, f.name))
+            value = getattr(obj, f.name)
+            if f.metadata.get(OMIT_DEFAULT) and value == f.default:
+                continue  # a field added with a default: specs that do not use it read as before
+            out[f.name] = to_data(value)
         return out
     if isinstance(obj, (tuple, list)):
         return [to_data(x) for x in obj]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from sparkcep.ir.ast import Expr
 
 __all__ = ["SharedAggregate", "SharedQuery", "SharedSpec"]
 
@@ -22,12 +24,13 @@ class SharedAggregate:
 @dataclass(frozen=True)
 class SharedQuery:
     """One query of the shared operator: its name, the name of its COUNT(*) column (None: not returned), its
-    segments in order, and its other aggregates."""
+    segments in order, its other aggregates, and its HAVING over its row's columns."""
 
     name: str
     output: str | None
     segments: tuple[str, ...]
     aggregates: tuple[SharedAggregate, ...] = ()
+    having: Expr | None = field(default=None, metadata={"omit_default": True})
 
 
 @dataclass(frozen=True)

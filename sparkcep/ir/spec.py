@@ -9,10 +9,10 @@ in the Spark SQL filter; ``None`` means "not prefiltered, test it yourself").
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from sparkcep.ir.ast import Attr, Expr, Func, walk
+from sparkcep.ir.ast import Attr, Expr, Func, has_strict_steps, walk
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.naming import default_column
 
@@ -76,7 +76,8 @@ class Aggregate:
 @dataclass(frozen=True)
 class TrendSpec:
     """A trend-aggregate query: the (variable-named) pattern, its non-local predicates, sliding windows
-    ``[k·slide, k·slide + window)`` and the aggregates; one output row per window and group."""
+    ``[k·slide, k·slide + window)`` and the aggregates; one output row per window and group (where
+    ``having`` holds)."""
 
     pattern: object
     components: tuple[Component, ...]
@@ -86,6 +87,34 @@ class TrendSpec:
     aggregates: tuple[Aggregate, ...]
     group_by: tuple[str, ...] = ()
     key: tuple[str, ...] = ()
+    #: HAVING: a condition over the output row's columns (``Attr(None, column)``), applied to final rows (left
+    #: out of the JSON while None: jobs of queries without it stay as they were)
+    having: Expr | None = field(default=None, metadata={"omit_default": True})
+
+#: The column of a timed-out partial match naming the variable of the last step it bound.
+TIMEOUT_STEP = "timeout_step"
+
+
+@dataclass(frozen=True)
+class TimeoutSpec(MatchSpec):
+    """The timed-out partial matches of a match query (:mod:`sparkcep.runtime_udfs.match.timeouts`): the
+    query's :class:`MatchSpec` fields; each row is ``outputs`` over a partial binding plus :data:`TIMEOUT_STEP`."""
+
+    @classmethod
+    def of(cls, spec: MatchSpec) -> TimeoutSpec:
+        """The timed-out partial matches of ``spec``'s query."""
+        from dataclasses import fields
+
+        return cls(**{f.name: getattr(spec, f.name) for f in fields(MatchSpec)})
+
+
+def reads_every_event(spec) -> bool:
+    """Must every event of a partition reach the engine, in input order (``_mask`` 0 for those that fill no
+    component, numbered by ``_arrival``)?  Under a contiguity strategy, and with a ``NEXT`` step (an event
+    between the two steps breaks the link)."""
+    return (getattr(spec, "strategy", None) in ("strict_contiguity", "partition_contiguity")
+            or has_strict_steps(getattr(spec, "pattern", None)))
+
 
 #: The last column of trend-aggregate results: true where an exact aggregate did not fit DECIMAL(38, 0).
 OVERFLOW = "aggregate_overflow"

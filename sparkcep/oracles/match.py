@@ -10,7 +10,8 @@ Semantics implemented (LANGUAGE.md section numbers in brackets):
 * **Sequences and trends** [§1, §2]: a match is a sequence of events with strictly increasing ``ts`` (two
   events with equal ``ts`` never follow each other), assigned to the positive components of the pattern:
   ``SEQ``, Kleene plus (nested too: GRETA ``(SEQ(A+, B))+``), ``P*`` = ``P+`` or nothing and ``P?`` = ``P``
-  or nothing (GRETA §9), ``ANY(T1, ..., Tk)``, ``P1 OR P2``.  A match is reported as a *binding*
+  or nothing (GRETA §9), bounded ``P{n,m}`` = ``n`` to ``m`` iterations of ``P`` (Flink CEP's ``times``; its
+  variables are lists), ``ANY(T1, ..., Tk)``, ``P1 OR P2``.  A match is reported as a *binding*
   ``{var: event}``, where a variable under a ``+``/``*`` is bound to the list of its events in time order;
   unnamed components get the variable named after their type (``_2``, ``_3`` ... when a type repeats), the
   convention of :mod:`sparkcep.compiler.analysis.resolve`.  Components of an untaken ``OR`` branch or an
@@ -49,6 +50,11 @@ Semantics implemented (LANGUAGE.md section numbers in brackets):
   except conjuncts on a whole Kleene sequence (``v[v.len]``, ``agg(v[])``) which may still change); events
   before the first and after the last selected event are not constrained; ``skip_till_any_match`` — all
   matches.  The SASE+ form ``skip_till_next_match(a, b[], c)`` applies the strategy to the whole pattern.
+  A ``NEXT P`` item of a SEQ (per-step strict contiguity, Flink's ``next``) adds to any strategy: ``P``'s first
+  pick is the partition's event right after the pick before it (none before it: no constraint); under
+  skip_till_next_match an event that would break the link is not selectable there.  ``NEXT !(C c)`` (Flink's
+  notNext): the partition's event right after the previous pick is not a match of ``C c`` (with its
+  predicates).
 * **Trend aggregates** [§2 RETURN, §6, GRETA Def. 2 and Theorem 9.1]: over exactly the skip_till_any_match
   matches lying wholly in each window, per GROUP BY group: ``COUNT(*)`` counts matches, ``COUNT(X)`` the
   events of ``X`` in all of them (``X`` a variable, else an event type), ``SUM/MIN/MAX(X.attr)`` their
@@ -71,6 +77,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -88,6 +95,7 @@ from sparkcep.ir.ast import (
     Expr,
     Func,
     Kleene,
+    Literal,
     Not,
     Or,
     Pattern,
@@ -98,6 +106,7 @@ from sparkcep.ir.ast import (
     walk,
 )
 from sparkcep.ir.naming import attr_name, column_name, dedupe, default_column, implicit_namer
+from sparkcep.oracles import preferment
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr, holds
 
 __all__ = ["DEFAULT_STRATEGY", "OracleError", "is_trend_aggregate", "match_rows", "matches",
@@ -127,6 +136,23 @@ class _Ev:
 @dataclass(frozen=True, eq=False)
 class _Seq:
     items: tuple
+    strict: tuple = ()  # item k written NEXT Pk (Seq.strict)
+
+
+class _Link:
+    """In a derivation, marks that the next pick must be the partition's event right after the previous pick
+    (``NEXT P``, per-step strict contiguity)."""
+
+
+_LINK = _Link()
+
+
+@dataclass(frozen=True, eq=False)
+class _NotNext:
+    """In a derivation, ``NEXT !(C c)`` (Flink's notNext): the partition's event right after the previous pick
+    must not be a match of ``neg``."""
+
+    neg: _Neg
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,6 +168,7 @@ class _Rep:
     inner: object
     lo: int
     hi: int | None
+    greedy: bool = True  # only read by AFTER MATCH SKIP's preferment (oracles/preferment.py)
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,8 +178,6 @@ class _Neg:
     inner: object
     scope: tuple[int, ...]
 
-
-_REPEAT = {"+": (1, None), "*": (0, None), "?": (0, 1)}
 
 
 @dataclass(frozen=True)
@@ -212,10 +237,10 @@ def _prepare(query: Query, ts_unit_ms: float | None, extra_key: Sequence[str] = 
             variables[var] = _Var(p.types, p.any_ or len(p.types) > 1, in_list, scope)
             return _Ev(p.types, var)
         if isinstance(p, Kleene):
-            lo, hi = _REPEAT[p.op]
-            return _Rep(convert(p.inner, in_list or hi is None, scope), lo, hi)
+            lo, hi = p.repeat  # P{n,m}: n to m iterations (its variables are lists, as under + and *)
+            return _Rep(convert(p.inner, in_list or p.op in ("+", "*"), scope), lo, hi, p.greedy)
         if isinstance(p, Seq):
-            return _Seq(tuple(convert(i, in_list, scope) for i in p.items))
+            return _Seq(tuple(convert(i, in_list, scope) for i in p.items), p.strict)
         if isinstance(p, Or):
             return _Or(tuple(convert(a, in_list, scope) for a in p.alternatives))
         if isinstance(p, Not):
@@ -327,7 +352,7 @@ def _derive(node, evs: list[Event], state, w: float, partial: bool = False) -> I
     elif isinstance(node, _Neg):
         yield (node,), state, True
     elif isinstance(node, _Seq):
-        yield from _derive_seq(node.items, evs, state, w, partial)
+        yield from _derive_seq(node.items, evs, state, w, partial, node.strict)
     elif isinstance(node, _Or):
         for alternative in node.alternatives:
             yield from _derive(alternative, evs, state, w, partial)
@@ -335,15 +360,17 @@ def _derive(node, evs: list[Event], state, w: float, partial: bool = False) -> I
         yield from _derive_rep(node, 0, evs, state, w, partial)
 
 
-def _derive_seq(items: tuple, evs, state, w, partial) -> Iterator:
+def _derive_seq(items: tuple, evs, state, w, partial, strict: tuple = ()) -> Iterator:
     if not items:
         yield (), state, True
         return
     for head, st, done in _derive(items[0], evs, state, w, partial):
+        if strict and strict[0]:
+            head = (_NotNext(items[0]),) if isinstance(items[0], _Neg) else (_LINK, *head)
         if not done:
             yield head, st, False
             continue
-        for tail, st2, done2 in _derive_seq(items[1:], evs, st, w, partial):
+        for tail, st2, done2 in _derive_seq(items[1:], evs, st, w, partial, strict[1:]):
             yield head + tail, st2, done2
 
 
@@ -365,7 +392,22 @@ def _derive_rep(node: _Rep, count: int, evs, state, w, partial) -> Iterator:
 
 
 def _picks(items: tuple) -> tuple:
-    return tuple(i for i in items if not isinstance(i, _Neg))
+    return tuple(i for i in items if isinstance(i, tuple))
+
+
+def _links_hold(items: tuple) -> bool:
+    """Every ``NEXT`` step's first pick is the partition's event right after the pick before it (``j`` are
+    positions in the partition's ts order; a step with no pick before it is not linked)."""
+    before = None
+    linked = False
+    for i in items:
+        if i is _LINK:
+            linked = True
+        elif isinstance(i, tuple):
+            if linked and before is not None and i[0] != before + 1:
+                return False
+            before, linked = i[0], False
+    return True
 
 
 def _bind(prep: _Prepared, evs: list[Event], picks: tuple) -> tuple[Binding, dict[str, list[list[Event]]]]:
@@ -445,7 +487,8 @@ def _all_matches(prep: _Prepared, indexed: list[tuple[int, Event]], strategy: st
             if picks not in verdicts:
                 verdicts[picks] = (all(_conjunct_holds(c, binding, runs) for c in prep.in_scope(()))
                                    and _strategy_holds(prep, strategy, part, picks))
-            if verdicts[picks] and _negations_hold(prep, evs, items, binding, runs, None, None):
+            if (verdicts[picks] and _links_hold(items) and _not_next_holds(prep, evs, items, binding, runs)
+                    and _negations_hold(prep, evs, items, binding, runs, None, None)):
                 valid[picks] = binding
         for picks, binding in valid.items():
             order = (tuple(part[j][0] for j, _ in picks), tuple(v for _, v in picks))
@@ -470,6 +513,19 @@ def _strategy_holds(prep: _Prepared, strategy: str, part: list[tuple[int, Event]
     raise OracleError(f"unknown selection strategy {strategy}")
 
 
+def _not_next_holds(prep: _Prepared, evs: list[Event], items: tuple, binding: Binding, runs) -> bool:
+    """No ``NEXT !(C c)`` of the derivation has a ``C`` (satisfying its predicates) as the partition's event right
+    after the pick before it."""
+    before = None
+    for i in items:
+        if isinstance(i, tuple):
+            before = i[0]
+        elif isinstance(i, _NotNext) and before is not None and before + 1 < len(evs):
+            if _occurs(prep, i.neg, [evs[before + 1]], -math.inf, math.inf, binding, runs):
+                return False
+    return True
+
+
 def _selectable(prep: _Prepared, evs: list[Event], prefix: tuple, g: int) -> bool:
     """Could event ``g`` be selected right after the events ``prefix`` (skip_till_next_match)?"""
     chosen = [evs[j] for j, _ in prefix] + [evs[g]]
@@ -477,6 +533,9 @@ def _selectable(prep: _Prepared, evs: list[Event], prefix: tuple, g: int) -> boo
         picks = _picks(items)
         if len(picks) != len(chosen) or any(p[1] != q[1] for p, q in zip(picks, prefix, strict=False)):
             continue
+        last = max(k for k, i in enumerate(items) if isinstance(i, tuple))
+        if last and items[last - 1] is _LINK and g != prefix[-1][0] + 1:
+            continue  # a NEXT step: only the event right after the prefix's last one could be selected
         binding, runs = _bind(prep, chosen, picks)
         if all(_conjunct_holds(c, binding, runs) for c in prep.in_scope(())
                if c.vars <= binding.keys() and not c.grows):
@@ -489,6 +548,7 @@ def _negations_hold(prep: _Prepared, evs: list[Event], items: tuple, binding: Bi
     """No negated sub-pattern of the derivation ``items`` occurs where it is forbidden (see module doc).
 
     ``lo``/``hi`` bound the intervals at the edges; None: the window around the positive events."""
+    items = tuple(i for i in items if isinstance(i, (tuple, _Neg)))
     times = [None if isinstance(i, _Neg) else evs[i[0]]["ts"] for i in items]
     picked = [t for t in times if t is not None]
     for k, item in enumerate(items):
@@ -520,6 +580,35 @@ def _occurs(prep: _Prepared, neg: _Neg, evs: list[Event], lo: float, hi: float, 
     return False
 
 
+def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -> list[_Match]:
+    """The matches of the strategy; with AFTER MATCH SKIP only the preferred ones the skip rule reaches
+    (:mod:`sparkcep.oracles.preferment`)."""
+    found = _all_matches(prep, indexed, prep.strategy)
+    if query.skip is None:
+        return found
+    items = prep.root.items if isinstance(prep.root, _Seq) else (prep.root,)
+    comps = []
+    for item in items:
+        if isinstance(item, _Ev):
+            comps.append(preferment.Comp(item.var, 1, 1, True))
+        elif isinstance(item, _Rep) and isinstance(item.inner, _Ev):
+            comps.append(preferment.Comp(item.inner.var, item.lo, item.hi, item.greedy))
+        else:
+            raise OracleError("AFTER MATCH SKIP is defined for a SEQ of events and Kleene events")
+    if comps[0].lo == 0:
+        raise OracleError("with AFTER MATCH SKIP the first component must take an event")
+    by_key: dict[tuple, list[_Match]] = {}
+    for m in found:
+        by_key.setdefault(m.partition, []).append(m)
+    out = []
+    for key, part in _partitions(prep, indexed):
+        local = {g: i for i, (g, _) in enumerate(part)}
+        candidates = [([(local[g], v) for g, v in zip(*m.order, strict=True)], m) for m in by_key.get(key, ())]
+        out += preferment.select(comps, query.skip.kind, query.skip.var, len(part), candidates)
+    out.sort(key=lambda m: m.order)
+    return out
+
+
 # ----------------------------------------------------------------------------------------------- public API
 
 
@@ -541,7 +630,7 @@ def matches(query: Query, events: Sequence[Event], *, ts_unit_ms: float | None =
     components; matches are ordered by the input positions of their events.
     """
     prep = _prepare(query, ts_unit_ms)
-    return [m.binding for m in _all_matches(prep, _sorted(events), prep.strategy)]
+    return [m.binding for m in _reported(prep, query, _sorted(events))]
 
 
 def match_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | None = None, *,
@@ -557,7 +646,7 @@ def match_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | N
     if is_trend_aggregate(query):
         raise OracleError("a trend-aggregate query has no match rows: use trend_aggregates()")
     prep = _prepare(query, ts_unit_ms)
-    found = _all_matches(prep, _sorted(events), prep.strategy)
+    found = _reported(prep, query, _sorted(events))
     if query.returns is not None:
         any_vars = frozenset(v for v, info in prep.vars.items() if info.any_)
         only = next(iter(prep.vars)) if len(prep.vars) == 1 else None
@@ -630,8 +719,43 @@ def trend_aggregates(query: Query, events: Sequence[Event], *,
                     row[name] = _aggregate(item.expr, prep, groups[value])
                 else:
                     row[name] = row[attr_name(item.expr)]
-            rows.append(row)
+            if query.having is None or _having_holds(query.having, prep, groups[value], row):
+                rows.append(row)
     return rows
+
+
+def _having_holds(having: Expr, prep: _Prepared, found: list[_Match], row: dict[str, Any]) -> bool:
+    """HAVING of one window and group, from its definition: each trend aggregate in it computed over the
+    group's matches ``found`` (whether RETURN has it or not), each bare name the row's column of that name
+    (a group attribute, ``window_start``/``window_end``, a RETURN name or alias)."""
+    def value(n):
+        if isinstance(n, Func):
+            return Literal(_aggregate(n, prep, found))
+        if isinstance(n, Attr) and n.var is None:
+            if n.attr not in row:
+                raise OracleError(f"HAVING: {n.attr} is no column of the trend row")
+            return Literal(row[n.attr])
+        if isinstance(n, Attr):
+            raise OracleError(f"HAVING: {n.var}.{n.attr} is an attribute of one event")
+        return n
+
+    return holds(compile_expr(_map_top_down(having, value))({}))
+
+
+def _map_top_down(node, fn):
+    """``node`` with ``fn`` applied top-down: a node ``fn`` replaces is not entered (an aggregate's argument
+    is not an expression of its own)."""
+    new = fn(node)
+    if new is not node or not dataclasses.is_dataclass(node):
+        return new
+    changes = {}
+    for f in dataclasses.fields(node):
+        v = getattr(node, f.name)
+        if isinstance(v, tuple):
+            changes[f.name] = tuple(_map_top_down(x, fn) if dataclasses.is_dataclass(x) else x for x in v)
+        elif dataclasses.is_dataclass(v) and f.name != "span":
+            changes[f.name] = _map_top_down(v, fn)
+    return dataclasses.replace(node, **changes)
 
 
 def _group_value(group_by: list[Attr], prep: _Prepared, m: _Match) -> tuple:

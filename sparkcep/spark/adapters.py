@@ -65,10 +65,10 @@ from pyspark.sql.types import (
 
 from sparkcep.ir.ast import Attr, EquivItem, walk
 from sparkcep.ir.sharing import SharedSpec
-from sparkcep.ir.spec import MatchSpec
+from sparkcep.ir.spec import MatchSpec, reads_every_event
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.spark.operator import MatchOperator
-from sparkcep.spark.schema import ARRIVAL, CONTIGUITY, EVENT_TIME, EVENT_TIME_OFFSET, MASK, load_spec
+from sparkcep.spark.schema import ARRIVAL, EVENT_TIME, EVENT_TIME_OFFSET, MASK, load_spec
 from sparkcep.spark.validate import quoted
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def batch_input(candidates: DataFrame, spec: EngineSpec, input_schema: StructTyp
     converted).  :func:`batch_matches` and the workload operator
     (:func:`sparkcep.spark.workload.apply_workload`) prepare their input with it."""
     schema = input_schema if input_schema is not None else candidates.schema
-    if getattr(spec, "strategy", None) in CONTIGUITY and ARRIVAL not in schema.names:
+    if reads_every_event(spec) and ARRIVAL not in schema.names:
         # contiguity ranks ties in ts by input order: number the rows before the shuffle reorders them
         candidates = candidates.withColumn(ARRIVAL, F.monotonically_increasing_id())
         schema = StructType([*schema.fields, StructField(ARRIVAL, LongType(), False)])

@@ -25,14 +25,16 @@ from pyspark.sql.types import (
 
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.sharing import SharedSpec
-from sparkcep.ir.spec import MatchSpec, TrendSpec
+from sparkcep.ir.spec import MatchSpec, TimeoutSpec, TrendSpec, reads_every_event
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.runtime_udfs.match import budget as match_budget
 from sparkcep.runtime_udfs.match import columnar as match_columnar
 from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match import timeouts as timeout_engine
 from sparkcep.runtime_udfs.match.prefilter import prefilter
 from sparkcep.runtime_udfs.shared import engine as shared_engine
 from sparkcep.runtime_udfs.trend import engine as trend_engine
+from sparkcep.runtime_udfs.trend.aggregates import having_filter
 from sparkcep.spark import late
 from sparkcep.spark.arrow import (
     _arrow_array,
@@ -89,10 +91,13 @@ def _conf_max_matches() -> int | None:
 
 def engine_of(spec: EngineSpec):
     """The engine module that runs ``spec``: the SASE match engine, the GRETA trend engine or the Sharon shared
-    engine.  Each has ``check(spec)``, ``init_state()`` (a :class:`~sparkcep.ir.spec.SlotState`),
+    engine, or the timed-out partial matches of a match query (:mod:`~sparkcep.runtime_udfs.match.timeouts`).
+    Each has ``check(spec)``, ``init_state()`` (a :class:`~sparkcep.ir.spec.SlotState`),
     ``step``, ``advance``, ``is_empty``, ``wakeup``; the two aggregating ones ``merge_rows`` too."""
     if isinstance(spec, SharedSpec):
         return shared_engine
+    if isinstance(spec, TimeoutSpec):
+        return timeout_engine
     return trend_engine if isinstance(spec, TrendSpec) else match_engine
 
 
@@ -181,6 +186,8 @@ class MatchOperator:
             raise CEPError(f"max_matches must be 0 (no limit) or a positive number, got {max_matches}")
         #: the match budget as given (None: sized on the executor, :meth:`budget`)
         self.max_matches = max_matches
+        #: ``rows -> rows`` keeping the trend rows where HAVING holds (a sharing context: each query's own), or None
+        self._having = _having_of(self.spec)
 
     def budget(self) -> match_budget.Budget | None:
         """A fresh match budget for one partition (None for trend and shared specs, which never enumerate):
@@ -216,8 +223,11 @@ class MatchOperator:
                         events)
 
     def _finish(self, rows: list[dict]) -> list[dict]:
-        """Rows of the partitions of one Spark group: merged per window and group when groups are coarser."""
-        return self.engine.merge_rows(self.spec, rows) if self._merge and rows else rows
+        """Rows of the partitions of one Spark group: merged per window and group when groups are coarser,
+        then only those where the query's HAVING holds (:attr:`_having`)."""
+        if self._merge and rows:
+            rows = self.engine.merge_rows(self.spec, rows)
+        return self._having(rows) if self._having is not None and rows else rows
 
     def events(self, pdf: pd.DataFrame) -> list[dict]:
         """Engine events from a pandas batch: one dict per row, timestamps as epoch ms."""
@@ -351,7 +361,8 @@ class MatchOperator:
             table = table.filter(pa.array(keep, pa.bool_()))
             ids = ids[keep] if ids is not None else None
         if not hasattr(self, "_columnar"):  # looked up once per operator (on the executor), like the prefilter
-            self._columnar = match_columnar.columnar(spec) if isinstance(spec, MatchSpec) else None
+            self._columnar = (match_columnar.columnar(spec) if isinstance(spec, MatchSpec)
+                              and not isinstance(spec, TimeoutSpec) else None)
         if self._columnar is not None and table.num_rows:  # all keys at once in numpy (match_columnar)
             result = match_columnar.arrow_matches(
                 self._columnar, table, ids, ts_col=self.ts_col, type_col=self.type_col, time_cols=self._zones,
@@ -446,6 +457,7 @@ class MatchOperator:
             raw = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
             watermark = to_ts(raw)  # in ts units (ms for timestamp ts)
             state, rows = self._advance(state, watermark, self.budget())
+            rows = self._finish(rows)
             if engine.is_empty(state):
                 group.remove()
             else:
@@ -459,7 +471,7 @@ class MatchOperator:
 
         # rows after the watermark wait in the group's state as columns (cheaper to store than engine events);
         # not for contiguity strategies, which number events in the order they are stepped
-        hold = getattr(spec, "strategy", None) not in ("strict_contiguity", "partition_contiguity")
+        hold = not reads_every_event(spec)
 
         def nested_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
             engine = self.engine
@@ -578,6 +590,22 @@ class MatchOperator:
 NESTED_STATE_VERSION = 1
 
 
+def _having_of(spec: EngineSpec) -> Callable[[list[dict]], list[dict]] | None:
+    """The HAVING filter of a trend spec, or of each query of a sharing context (by its ``query`` column)."""
+    if isinstance(spec, TrendSpec):
+        return having_filter(spec.having) if spec.having is not None else None
+    if not isinstance(spec, SharedSpec):
+        return None
+    filters = {q.name: having_filter(q.having) for q in spec.queries if q.having is not None}
+    if not filters:
+        return None
+
+    def each_query(rows: list[dict]) -> list[dict]:
+        return [r for r in rows if r["query"] not in filters or filters[r["query"]]([r])]
+
+    return each_query
+
+
 def _dump_nested(frontier: float, stored: dict, held: tuple | None) -> bytes:
     """A Spark group's state: the watermark it has processed; per partition key, ``(wakeup, engine state)``;
     the rows after that watermark not given to an engine yet, as ``(column names, column lists)`` or None."""
@@ -610,4 +638,5 @@ def prefilter_of(spec: EngineSpec) -> Callable[[np.ndarray, np.ndarray, np.ndarr
     """The spec's row prefilter (:func:`sparkcep.runtime_udfs.match.prefilter.prefilter`: ``keep = f(group_ids,
     ts, mask)`` drops rows that cannot be in any match, for skip_till_any_match specs), or None: not a match
     spec or not eligible."""
-    return prefilter(spec) if isinstance(spec, MatchSpec) else None
+    # a timed-out partial match is made of rows that are in no match: nothing may be dropped for it
+    return prefilter(spec) if isinstance(spec, MatchSpec) and not isinstance(spec, TimeoutSpec) else None

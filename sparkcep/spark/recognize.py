@@ -11,11 +11,14 @@ layer may not import) chains:
 * :func:`input_schema`: the projected columns and their Spark types (what ``build_spec`` reads);
 * :func:`run_recognize`: the engine's result, typed by ``spec.output_types``:
 
-  - batch (:func:`batch_recognize`): the rows repartitioned by the PARTITION BY columns (one Spark partition
-    when there are none), sorted within the Spark partition by (partition columns, ORDER BY, the remaining
-    ``spec.columns`` ascending with NULLs first), then ONE ``mapInArrow`` pass that cuts the sorted rows into
-    row pattern partitions and runs the engine on each, its end known (``run_partition``; a partition larger
-    than :data:`CHUNK_ROWS` through ``step`` in chunks and ``advance(final=True)``);
+  - batch (:func:`batch_recognize`): the columns the engine reads (not ``__ts``: Python derives it from the
+    time column) repartitioned by the PARTITION BY columns (one Spark partition when there are none), sorted
+    within the Spark partition by (partition columns, ORDER BY, the remaining ``spec.columns`` ascending with
+    NULLs first), then ONE ``mapInArrow`` pass that cuts the sorted rows where the partition key changes and
+    gives runs of whole row pattern partitions to the columnar kernel (``kernel.run_chunk``: Arrow columns in,
+    an Arrow table out) when it takes the spec, else to the row engine, each partition's end known
+    (``run_partition``; a partition larger than :data:`CHUNK_ROWS` through ``step`` in chunks and
+    ``advance(final=True)``);
   - streaming (:func:`stream_recognize`): an event-time watermark on the time column, ``groupBy(PARTITION
     BY).applyInPandasWithState``: each key's rows wait in the group state until event time is settled (their
     event time is older than the watermark: a later row older than it is late, so no row ordered before them
@@ -127,22 +130,49 @@ def time_column(spec_or_q: Any) -> str | None:
     return spec_or_q.order_by[0].column if spec_or_q.order_by else None
 
 
-def _ts_of(df: DataFrame, column: str | None) -> Any:
-    """The ``__ts`` value of ``column``: epoch microseconds for a time, the number itself, else NULL."""
-    if column is not None and column not in df.columns:  # Spark resolves names case-insensitively
+def _time_field(df: DataFrame, column: str | None) -> tuple[str | None, str | None]:
+    """``(name, kind)`` of the time ``column`` in ``df`` (Spark resolves names case-insensitively): kind
+    ``timestamp``, ``ntz``, ``date``, ``number``, or None (no such column, or a type without event time)."""
+    if column is not None and column not in df.columns:
         column = next((c for c in df.columns if c.lower() == column.lower()), None)
     if column is None:
+        return None, None
+    dtype = df.schema[column].dataType
+    for types, kind in ((TimestampType, "timestamp"), (TimestampNTZType, "ntz"), (DateType, "date"),
+                        (NumericType, "number")):
+        if isinstance(dtype, types):
+            return column, kind
+    return column, None
+
+
+def _ts_of(df: DataFrame, column: str | None) -> Any:
+    """The ``__ts`` value of ``column``: epoch microseconds for a time, the number itself, else NULL (the batch
+    path derives the same values in Python from the time column: :func:`_arrow_ts`)."""
+    column, kind = _time_field(df, column)
+    if kind is None:
         return F.lit(None).cast("double")
-    col, dtype = F.col(quoted(column)), df.schema[column].dataType
-    if isinstance(dtype, TimestampType):
+    col = F.col(quoted(column))
+    if kind == "timestamp":
         return F.unix_micros(col)
-    if isinstance(dtype, TimestampNTZType):  # wall-clock micros since 1970 (no session zone, no DST jump)
+    if kind == "ntz":  # wall-clock micros since 1970 (no session zone, no DST jump)
         return F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), col)
-    if isinstance(dtype, DateType):
+    if kind == "date":
         return F.unix_date(col).cast("bigint") * F.lit(86_400_000_000)
-    if isinstance(dtype, NumericType):
-        return col
-    return F.lit(None).cast("double")
+    return col
+
+
+def _arrow_ts(table: pa.Table, column: str | None, kind: str | None) -> pa.ChunkedArray:
+    """The ``__ts`` column of a batch partition computed from its time ``column`` of ``kind``
+    (:func:`_time_field`), equal to what :func:`_ts_of` makes in Spark: Arrow holds a TIMESTAMP as UTC
+    microseconds, a TIMESTAMP_NTZ as wall-clock microseconds, a DATE as days."""
+    if kind is None:
+        return pa.chunked_array([pa.nulls(table.num_rows, pa.float64())])
+    col = table.column(column)
+    if kind in ("timestamp", "ntz"):
+        return pc.cast(col.cast(pa.timestamp("us", tz=col.type.tz)), pa.int64())
+    if kind == "date":
+        return pc.multiply(pc.cast(pc.cast(col, pa.int32()), pa.int64()), 86_400_000_000)
+    return col
 
 
 #: PySpark's loggers that print an analysis error with its Java stack on stderr when it is raised.
@@ -333,77 +363,153 @@ def _partition_ids(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray | No
     return ids
 
 
+def _partitions(table: pa.Table, ids: np.ndarray | None) -> tuple[pa.Table, list[int]]:
+    """``(table, bounds)``: the rows of each partition key together (``bounds[k]:bounds[k + 1]``).  Spark's sort
+    puts the partition columns first, so each key is one run already and the table is kept as it is; a key in
+    several runs (a value Spark and Arrow group differently) is gathered by :func:`by_id`."""
+    n = table.num_rows
+    if ids is None or n < 2:
+        return table, [0, n]
+    cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    if len(cuts) + 1 == len(np.unique(ids)):
+        return table, [0, *cuts.tolist(), n]
+    return by_id(table, ids)
+
+
 #: Rows converted to Python dicts at a time in a batch partition (and results converted back to Arrow at once).
 CHUNK_ROWS = 1 << 16
 
+#: Rows of whole partitions given to the columnar kernel at a time (a larger partition goes alone).
+KERNEL_ROWS = 1 << 20
 
-def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True) -> Callable[
+
+def _kernel():
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    return kernel
+
+
+def kernel_runs(spec: RecognizeSpec) -> bool:
+    """Whether the batch path gives ``spec``'s partitions to the columnar kernel
+    (:mod:`sparkcep.runtime_udfs.recognize.kernel`; explain says why not)."""
+    return _kernel().eligibility(spec).ok
+
+
+def _runs(parts: list[tuple[int, int]], limit: int, j: int = 0) -> Iterator[tuple[int, int]]:
+    """``(j, k)``: consecutive ``parts[j:k]`` (from ``parts[j]`` on) of at most ``limit`` rows together (at
+    least one part each)."""
+    while j < len(parts):
+        k = j + 1
+        while k < len(parts) and parts[k][1] - parts[j][0] <= limit:
+            k += 1
+        yield j, k
+        j = k
+
+
+def _typed(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
+    """The kernel's result (``spec.output`` columns in order, natural Arrow types) cast to the output
+    ``schema``, or None when a value does not fit (the row engine then runs the chunk: a NULL per bad value)."""
+    try:
+        return pa.Table.from_arrays([table.column(i).cast(f.type) for i, f in enumerate(schema)], schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        return None
+
+
+def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True,
+                       time: tuple[str | None, str | None] | None = None) -> Callable[
         [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``fn(batches) -> batches`` for ``mapInArrow`` over rows repartitioned by the PARTITION BY columns and
-    sorted: every row pattern partition in it run by the engine.  Rows become Python dicts about
-    :data:`CHUNK_ROWS` at a time: runs of whole small partitions (``run_partition`` each), or a larger
+    sorted: every row pattern partition in it run by the engine.
+
+    When the columnar kernel takes the spec (:func:`kernel_runs`) and Spark's order is the engine's
+    (``resort`` false), runs of whole partitions of about :data:`KERNEL_ROWS` rows go to
+    ``kernel.run_chunk`` as Arrow columns, its result cast to the output schema; a chunk the kernel declines
+    (values it does not read, e.g. NaN) goes to the row engine.  The row engine: rows become Python dicts
+    about :data:`CHUNK_ROWS` at a time: runs of whole small partitions (``run_partition`` each), or a larger
     partition's rows in chunks (``step``, then ``advance(final=True)``: the engine keeps only what later rows
     can still need), so memory follows the chunk, not the Spark partition.  ``resort``: sort each partition
     again by the engine's ``sort_key`` (stable, so Spark's order stays among rows it calls equal; a partition
     is then converted whole); not needed when Spark orders every sort column as Python does
-    (:func:`spark_orders_like_python`)."""
+    (:func:`spark_orders_like_python`).  ``time``: ``(column, kind)`` of :func:`_time_field` when the batches
+    come without :data:`TS` (not shuffled: derived here by :func:`_arrow_ts`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = gathered(batches)
         if table is None:
             return
-        engine = _engine()
         schema = _arrow_schema(struct)
-        key = engine.sort_key(spec) if resort else None
-        names = list(table.column_names)
-        ids = _partition_ids(table, spec.partition_by)
-        table, bounds = by_id(table, ids) if ids is not None else (table, [0, table.num_rows])
+        if time is not None and TS not in table.column_names:
+            table = table.append_column(TS, _arrow_ts(table, *time))
+        table, bounds = _partitions(table, _partition_ids(table, spec.partition_by))
         parts = list(itertools.pairwise(bounds))
-        out: list[dict] = []
-        j = 0
-        while j < len(parts):
-            a, b = parts[j]
-            if b - a > CHUNK_ROWS and key is None:  # a large partition, in chunks
-                state = engine.init_state(spec)
-                for lo in range(a, b, CHUNK_ROWS):
-                    state, rows = engine.step(spec, state, _arrow_rows(table.slice(lo, min(CHUNK_ROWS, b - lo)),
-                                                                       names))
-                    out.extend(rows)
-                    if len(out) >= CHUNK_ROWS:
-                        yield from _to_table(out, schema).to_batches()
-                        out = []
-                state, rows = engine.advance(spec, state, None, final=True)
-                out.extend(rows)
-                j += 1
-            else:  # whole partitions, as many as fit in a chunk (at least one)
-                k = j
-                while k + 1 < len(parts) and parts[k + 1][1] - a <= CHUNK_ROWS:
-                    k += 1
-                rows = _arrow_rows(table.slice(a, parts[k][1] - a), names)
-                for x, y in parts[j:k + 1]:
-                    part = rows[x - a:y - a]
-                    out.extend(engine.run_partition(spec, part if key is None else sorted(part, key=key)))
-                j = k + 1
-            if len(out) >= CHUNK_ROWS:
-                yield from _to_table(out, schema).to_batches()
-                out = []
-        if out:
-            yield from _to_table(out, schema).to_batches()
+        if resort or not kernel_runs(spec):
+            yield from _engine_batches(spec, table, parts, schema, resort)
+            return
+        kernel = _kernel()
+        for j, k in _runs(parts, KERNEL_ROWS):
+            a, b = parts[j][0], parts[k - 1][1]
+            got = kernel.run_chunk(spec, table.slice(a, b - a), [x - a for x, _ in parts[j:k]] + [b - a])
+            got = None if got is None else _typed(got, schema)
+            if got is None:
+                yield from _engine_batches(spec, table, parts[j:k], schema, False)
+            else:
+                yield from got.to_batches()
 
     return run
 
 
+def _engine_batches(spec: RecognizeSpec, table: pa.Table, parts: list[tuple[int, int]], schema: pa.Schema,
+                    resort: bool) -> Iterator[pa.RecordBatch]:
+    """The row engine's results over the partitions ``parts`` (row ranges) of ``table`` (see
+    :func:`partition_function`)."""
+    engine = _engine()
+    key = engine.sort_key(spec) if resort else None
+    names = list(table.column_names)
+    out: list[dict] = []
+    j = 0
+    while j < len(parts):
+        a, b = parts[j]
+        if b - a > CHUNK_ROWS and key is None:  # a large partition, in chunks
+            state = engine.init_state(spec)
+            for lo in range(a, b, CHUNK_ROWS):
+                state, rows = engine.step(spec, state, _arrow_rows(table.slice(lo, min(CHUNK_ROWS, b - lo)), names))
+                out.extend(rows)
+                if len(out) >= CHUNK_ROWS:
+                    yield from _to_table(out, schema).to_batches()
+                    out = []
+            state, rows = engine.advance(spec, state, None, final=True)
+            out.extend(rows)
+            j += 1
+        else:  # whole partitions, as many as fit in a chunk (at least one)
+            k = next(_runs(parts, CHUNK_ROWS, j))[1]
+            rows = _arrow_rows(table.slice(a, parts[k - 1][1] - a), names)
+            for x, y in parts[j:k]:
+                part = rows[x - a:y - a]
+                out.extend(engine.run_partition(spec, part if key is None else sorted(part, key=key)))
+            j = k
+        if len(out) >= CHUNK_ROWS:
+            yield from _to_table(out, schema).to_batches()
+            out = []
+    if out:
+        yield from _to_table(out, schema).to_batches()
+
+
 def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: int | None = None) -> DataFrame:
-    """The engine's result over a batch ``projected`` (:func:`project`): repartitioned by PARTITION BY
-    (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``; one without PARTITION BY),
-    sorted within, one ``mapInArrow`` pass (:func:`partition_function`)."""
-    df = projected.select(*[F.col(quoted(c)) for c in _engine_columns(projected, spec)])
+    """The engine's result over a batch ``projected`` (:func:`project`): the engine's columns but :data:`TS`
+    repartitioned by PARTITION BY (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``;
+    one without PARTITION BY), sorted within, one ``mapInArrow`` pass (:func:`partition_function`)."""
+    time = _time_field(projected, time_column(spec))
+    # __ts is a function of the time column: derived in Python (_arrow_ts), not shuffled and sent as well
+    columns = [c for c in _engine_columns(projected, spec) if c != TS]
+    if time[0] is not None and time[0] not in columns:
+        columns.append(time[0])
+    df = projected.select(*[F.col(quoted(c)) for c in columns])
     keys = [F.col(quoted(c)) for c in spec.partition_by]
     spread = df.repartition(shuffle_partitions(df, partitions), *keys) if keys else df.repartition(1)
     spread = spread.sortWithinPartitions(*_sort_columns(df, spec))
     struct = output_struct(spec)
     resort = not spark_orders_like_python(df.schema, spec)
-    return spread.mapInArrow(partition_function(spec, struct, resort=resort), struct)
+    return spread.mapInArrow(partition_function(spec, struct, resort=resort, time=time), struct)
 
 
 #: Spark types whose order is Python's on the values Arrow gives (NULLs and NaN placed by the sort itself).

@@ -26,7 +26,7 @@ from sparkcep.ir.ast import Attr, BinOp, Call, EquivTest, Func, Literal, Unary
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.serde import from_data
 from sparkcep.ir.sharing import SharedSpec
-from sparkcep.ir.spec import OVERFLOW, MatchSpec, TrendSpec
+from sparkcep.ir.spec import OVERFLOW, TIMEOUT_STEP, MatchSpec, TimeoutSpec, TrendSpec
 from sparkcep.runtime_udfs.event_time import EVENT_TIME_OFFSET
 
 __all__ = ["BUCKET", "EVENT_TIME", "EVENT_TIME_OFFSET", "SINGLE_GROUP", "STATE_SCHEMA", "load_spec", "output_schema"]
@@ -36,9 +36,6 @@ MASK = "_mask"
 
 #: The input-order column of a contiguity strategy's filter (``sparkcep.compiler.codegen.sql.ARRIVAL``).
 ARRIVAL = "_arrival"
-
-#: The strategies whose engine ranks ties in ts by input order (``sparkcep.compiler.codegen.sql.CONTIGUITY``).
-CONTIGUITY = ("strict_contiguity", "partition_contiguity")
 
 #: The per-key state of :func:`stream_udf`: one binary column holding :meth:`MatchState.to_bytes`.
 STATE_SCHEMA = StructType([StructField("engine_state", BinaryType(), False)])
@@ -86,7 +83,10 @@ def output_schema(spec: SpecLike, input_schema: StructType, *, ts_col: str = "ts
         return _trend_schema(spec, fields, ts_col)
     if isinstance(spec, SharedSpec):
         return _shared_schema(spec, fields, ts_col, type_col)
-    return StructType([StructField(o.name, _type_of(o.expr, fields), True) for o in spec.outputs])
+    out = [StructField(o.name, _type_of(o.expr, fields), True) for o in spec.outputs]
+    if isinstance(spec, TimeoutSpec):  # a timed-out partial match: which step it reached last
+        out.append(StructField(TIMEOUT_STEP, StringType(), True))
+    return StructType(out)
 
 #: Exact trend counts (and sums of integers) as DECIMAL(38, 0); larger values are null with this flag set.
 EXACT = DecimalType(38, 0)

@@ -48,7 +48,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sparkcep.ir.errors import CEPError
-from sparkcep.ir.serde import to_data
+from sparkcep.ir.serde import from_data, to_data
 from sparkcep.ir.sharing import SharedAggregate, SharedQuery, SharedSpec
 from sparkcep.ir.spec import with_default_outputs
 from sparkcep.spark import late
@@ -77,7 +77,8 @@ def _shared_spec(d: dict) -> SharedSpec:
     return SharedSpec(tuple((sid, tuple(p)) for sid, p in d["segments"]),
                       tuple(SharedQuery(q["name"], q["output"], tuple(q["segments"]),
                                         tuple(SharedAggregate(a["name"], a["func"], tuple(a["positions"]), a["attr"])
-                                              for a in q.get("aggregates", ())))
+                                              for a in q.get("aggregates", ())),
+                                        from_data(q.get("having")))
                             for q in d["queries"]),
                       d["window"], d["slide"], tuple(d["key"]), tuple(d["group_by"]))
 

@@ -13,8 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from sparkcep.compiler.analysis.predicates import Predicate, Resolver, classify
-from sparkcep.compiler.analysis.resolve import VarInfo, check_pattern_shape, name_variables
+from sparkcep.compiler.analysis.resolve import (
+    VarInfo,
+    check_bounds,
+    check_pattern_shape,
+    check_strict_steps,
+    name_variables,
+)
 from sparkcep.ir.ast import (
+    ENGINE_CASTS,
+    ENGINE_FUNCTIONS,
     STRATEGIES,
     TS_UNITS_NS,
     UNITS_MS,
@@ -24,6 +32,7 @@ from sparkcep.ir.ast import (
     Duration,
     EquivItem,
     EquivTest,
+    Expr,
     Func,
     Literal,
     Query,
@@ -36,6 +45,7 @@ from sparkcep.ir.ast import (
 )
 from sparkcep.ir.errors import CEPSemanticError
 from sparkcep.ir.naming import column_name, dedupe
+from sparkcep.ir.printer import format_expr
 
 __all__ = ["AggregateItem", "Predicate", "ResolvedQuery", "VarInfo", "analyze", "window_in_ts_units"]
 
@@ -73,6 +83,8 @@ class ResolvedQuery:
     return_names: tuple[str, ...] = ()
     ts_kind: str | None = None
     ts_unit: str | None = None
+    #: HAVING over the result columns: each aggregate and group attribute is ``Attr(None, <column>)``
+    having: Expr | None = None
 
     def var(self, name: str) -> VarInfo:
         return next(v for v in self.variables if v.name == name)
@@ -145,12 +157,21 @@ def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = No
             aggregates = _aggregate_items(returns, return_names, partition, tuple(group_by), resolver)
         else:
             _check_match_returns(returns, variables, resolver)
+    check_bounds(pattern, mode, source)
+    check_strict_steps(pattern, mode, source)
     if mode == "match" and query.group_by:
         raise CEPSemanticError("GROUP BY needs a trend aggregate (COUNT(*), SUM(T.attr), ...) in RETURN",
                                query.group_by[0].span, source)
     if mode == "match" and query.slide is not None:
         raise CEPSemanticError("SLIDE applies to trend-aggregate queries; a match query has only WITHIN",
                                query.slide.span, source)
+    having = None
+    if query.having is not None:
+        if mode != "aggregate":
+            raise CEPSemanticError("HAVING needs a trend-aggregate query (COUNT(*), SUM(T.attr), ... in RETURN); "
+                                   "a match query's conditions go in WHERE", query.having.span, source)
+        _check_conditions(query.having, (), {}, resolver)
+        having = _having(query.having, return_names, aggregates, resolver)
     _check_durations(query, ts_kind, ts_unit, source)
 
     resolved_query = replace(query, pattern=pattern, where=and_all(p.expr for p in predicates),
@@ -158,7 +179,8 @@ def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = No
     return ResolvedQuery(
         query=resolved_query, source=source, mode=mode, variables=tuple(variables.values()),
         predicates=predicates, partition=partition, group_by=tuple(group_by), returns=returns,
-        aggregates=aggregates, strategy=strategy, return_names=return_names, ts_kind=ts_kind, ts_unit=ts_unit)
+        aggregates=aggregates, strategy=strategy, return_names=return_names, ts_kind=ts_kind, ts_unit=ts_unit,
+        having=having)
 
 
 _ARITHMETIC = ("+", "-", "*", "/", "%")
@@ -238,23 +260,62 @@ def _aggregate_items(returns, names, partition, group_by, resolver: Resolver) ->
                 raise resolver.error(f"a group column keeps its name: write {e.attr}, not {e.attr} AS {name}",
                                      item)
             continue
-        if not isinstance(e, Func) or not (e.star or (isinstance(e.args[0], Attr) and e.args[0].index is None)):
-            raise resolver.error("a trend-aggregate RETURN holds COUNT(*), COUNT(T), SUM/MIN/MAX/AVG(T.attr) "
-                                 "and GROUP BY attributes", e)
-        if e.star:
-            out.append(AggregateItem(name, "count", None, None))
-            continue
-        arg = e.args[0]
-        if e.name == "count" and arg.attr == "*":
-            out.append(AggregateItem(name, "count", arg.var, None))
-        else:
-            if e.name == "count":
-                raise resolver.error("COUNT takes * or an event type/variable: COUNT(*), COUNT(A)", e)
-            if arg.var is None:
-                raise resolver.error(f"{e.name}() takes an attribute of an event type or variable, like "
-                                     f"{e.name.upper()}(T.{arg.attr}); '{arg.attr}' alone names no event", arg)
-            out.append(AggregateItem(name, e.name, arg.var, arg.attr))
+        out.append(_aggregate_item(name, e, resolver))
     return tuple(out)
+
+
+def _aggregate_item(name: str, e, resolver: Resolver) -> AggregateItem:
+    """The trend aggregate ``e`` (resolved) computes, or the error saying what a trend aggregate is."""
+    if not isinstance(e, Func) or not (e.star or (isinstance(e.args[0], Attr) and e.args[0].index is None)):
+        raise resolver.error("a trend-aggregate RETURN holds COUNT(*), COUNT(T), SUM/MIN/MAX/AVG(T.attr) "
+                             "and GROUP BY attributes", e)
+    if e.star:
+        return AggregateItem(name, "count", None, None)
+    arg = e.args[0]
+    if e.name == "count" and arg.attr == "*":
+        return AggregateItem(name, "count", arg.var, None)
+    if e.name == "count":
+        raise resolver.error("COUNT takes * or an event type/variable: COUNT(*), COUNT(A)", e)
+    if arg.var is None:
+        raise resolver.error(f"{e.name}() takes an attribute of an event type or variable, like "
+                             f"{e.name.upper()}(T.{arg.attr}); '{arg.attr}' alone names no event", arg)
+    return AggregateItem(name, e.name, arg.var, arg.attr)
+
+
+#: The columns of a trend-aggregate row besides its groups and aggregates.
+_WINDOW_COLUMNS = ("window_start", "window_end")
+
+
+def _having(having, names, aggregates: tuple[AggregateItem, ...], resolver: Resolver):
+    """HAVING as a condition over a trend row's columns: each trend aggregate becomes the RETURN column that
+    computes it (HAVING filters the rows RETURN produces, after aggregation and the merge of partitions), each
+    bare name a column (a group attribute, ``window_start``/``window_end``, or a RETURN name or alias)."""
+    computed = {(a.func, a.var, a.attr): a.name for a in aggregates}
+
+    def column(n):
+        if not isinstance(n, Func):
+            return n
+        a = _aggregate_item("", n, resolver)
+        name = computed.get((a.func, a.var, a.attr))
+        if name is None:
+            raise resolver.error(f"HAVING {format_expr(n)}: RETURN does not compute it; HAVING reads the RETURN "
+                                 "columns, so add it to RETURN", n)
+        return Attr(None, name, span=n.span)
+
+    out = map_nodes(resolver.expr(having, where="HAVING"), column)
+    columns = {*_WINDOW_COLUMNS, *names}
+    for n in walk(out):
+        if isinstance(n, Attr) and (n.var is not None or n.attr not in columns):
+            what = f"'{format_expr(n)}' is an attribute of one event" if n.var is not None \
+                else f"'{n.attr}' is no column of the result"
+            raise resolver.error(f"{what}: HAVING reads a trend row, its {', '.join([*_WINDOW_COLUMNS, *names])}",
+                                 n)
+        engine = n.name in ENGINE_FUNCTIONS and (n.name != "cast" or n.type in ENGINE_CASTS) \
+            if isinstance(n, Call) else True
+        if not engine:
+            raise resolver.error(f"{n.name}() in HAVING: HAVING is evaluated after aggregation, where "
+                                 f"the engines evaluate {', '.join(ENGINE_FUNCTIONS)} (and the operators)", n)
+    return out
 
 
 def _check_match_returns(returns, variables: dict[str, VarInfo], resolver: Resolver) -> None:

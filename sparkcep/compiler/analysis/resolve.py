@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Pattern, Seq
+from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Pattern, Seq, count_anchor
 from sparkcep.ir.errors import CEPSemanticError, Span
 from sparkcep.ir.naming import implicit_namer
 
@@ -96,6 +96,97 @@ def check_pattern_shape(p: Pattern, source: str | None) -> None:
     elif isinstance(p, Or):
         for a in p.alternatives:
             check_pattern_shape(a, source)
+
+
+def check_bounds(p: Pattern, mode: str, source: str | None) -> None:
+    """Where a bounded quantifier ``P{n,m}`` runs: in a match query, not inside a negation nor inside another
+    repetition, on a group only if one event of every iteration counts it (:func:`ir.ast.count_anchor`)."""
+
+    def visit(p: Pattern, repeated: bool, negated: bool) -> None:
+        if isinstance(p, Kleene):
+            if p.bounds is not None:
+                if mode == "aggregate":
+                    raise CEPSemanticError(
+                        "a bounded quantifier {n,m} in a trend-aggregate query: GRETA adds up counts per event, "
+                        "not per trend length, so it cannot keep to the bound exactly; return the matches (a "
+                        "match query) and aggregate those rows", p.span, source)
+                if negated:
+                    raise CEPSemanticError("a bounded quantifier {n,m} inside a negation is not supported: "
+                                           "negate the events written out, e.g. NOT SEQ(B x, B y)", p.span, source)
+                if repeated:
+                    raise CEPSemanticError("a bounded quantifier {n,m} inside a repetition (+, *, {n,m}) is not "
+                                           "supported: its count would be per iteration of the outer one",
+                                           p.span, source)
+                if count_anchor(p) is None:
+                    raise CEPSemanticError(
+                        "a bounded group (P){n,m} needs a single event that every iteration takes exactly once "
+                        "(SEQ(B b, C+ c[]) counts b), so that a match's events say how many iterations it has: "
+                        "(B+ b[]){2,} is B{2,} b[]", p.span, source)
+            visit(p.inner, repeated or p.op != "?", negated)
+        elif isinstance(p, Not):
+            visit(p.inner, repeated, True)
+        elif isinstance(p, Seq):
+            for i in p.items:
+                visit(i, repeated, negated)
+        elif isinstance(p, Or):
+            for a in p.alternatives:
+                visit(a, repeated, negated)
+
+    visit(p, False, False)
+
+
+def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
+    """Where ``NEXT P`` (a strict step inside a SEQ) runs: in a match query, on a positive item that selects at
+    least one event and has an item before it, not inside a repetition or a negation."""
+
+    def visit(p: Pattern, inside: str | None) -> None:
+        if isinstance(p, Seq):
+            for k, (item, strict) in enumerate(zip(p.items, p.strict or (False,) * len(p.items), strict=True)):
+                if strict:
+                    why = (f"inside {inside}" if inside else
+                           "in a trend-aggregate query (GRETA links every earlier event to a later one)"
+                           if mode == "aggregate" else
+                           "on the first item of a SEQ: it links a step to the one before it" if k == 0 else
+                           _not_next(p.items, k) if isinstance(item, Not) else
+                           "on an item that can match no event (?, *, {0,m})" if _nullable(item) else None)
+                    if why is not None:
+                        raise CEPSemanticError(f"NEXT {why} is not supported", item.span or p.span, source)
+                visit(item, inside)
+        elif isinstance(p, Kleene):
+            visit(p.inner, inside or ("a repetition" if p.op != "?" else None))
+        elif isinstance(p, Not):
+            visit(p.inner, "a negation")
+        elif isinstance(p, Or):
+            for a in p.alternatives:
+                visit(a, inside)
+
+    visit(p, None)
+
+
+def _not_next(items: tuple, k: int) -> str | None:
+    """Why ``NEXT !(...)`` at item ``k`` (Flink's notNext) does not run, or None: it negates one event, right
+    after a single event (``T v``, no quantifier), with an item after it (at the end it would wait for an event
+    that may never come)."""
+    if not isinstance(items[k].inner, EventPat):
+        return "before a negation of more than one event (NEXT !(C c) negates the next event)"
+    if not isinstance(items[k - 1], EventPat):
+        return "before a negation after anything but a single event T v (NEXT !(C c) follows one event)"
+    if k == len(items) - 1:
+        return "before a negation at the end of the pattern"
+    return None
+
+
+def _nullable(p: Pattern) -> bool:
+    """Can ``p`` match without selecting an event?"""
+    if isinstance(p, EventPat):
+        return False
+    if isinstance(p, Kleene):
+        return p.repeat[0] == 0 or _nullable(p.inner)
+    if isinstance(p, Seq):
+        return all(_nullable(i) for i in p.items)
+    if isinstance(p, Or):
+        return any(_nullable(a) for a in p.alternatives)
+    return True  # a negation selects nothing
 
 
 def is_flat_sequence(p: Pattern) -> bool:

@@ -97,6 +97,8 @@ class Explainer:
         lines += [f"where {format_expr(p)}" for p in s.predicates]
         lines += [f"{a.name} := {a.func.upper()}({a.var or '*'}{'.' + a.attr if a.attr else ''})"
                   for a in s.aggregates]
+        if s.having is not None:
+            lines.append(f"having {format_expr(s.having)} (on each final row: after the merge of partitions)")
         return head, lines + self.describe(s)[1]  # the GRETA template, as the engine compiled it
 
     def visit_Output(self, n, ref):

@@ -37,11 +37,11 @@ from sparkcep.compiler.plan.builder import MASK
 from sparkcep.compiler.plan.nodes import Filter, Node, Project, Source, chain, operator_spec
 from sparkcep.ir.ast import Attr, BinOp, Call, EquivTest, Expr, Func, Literal, Unary, and_all, walk
 from sparkcep.ir.errors import CEPError
-from sparkcep.ir.spec import Component
+from sparkcep.ir.spec import Component, reads_every_event
 
-#: The input-order column of a contiguity strategy's filter (see the module docstring).
+#: The input-order column of a filter that keeps every event (``ir.spec.reads_every_event``: a contiguity
+#: strategy, NEXT steps; see the module docstring).
 ARRIVAL = "_arrival"
-CONTIGUITY = ("strict_contiguity", "partition_contiguity")
 
 
 
@@ -328,7 +328,7 @@ def filter_select(plan: Node, table: str = "events", attributes=None, arrival: b
     for name, expr in proj.computed:  # one-event sub-expressions (project_event_expressions), as hidden columns
         select = select.select(exp.alias_(to_sql_expr(expr, types=types), name, quoted=False))
     residual = and_all(filt.residual)
-    if getattr(operator_spec(plan), "strategy", None) in CONTIGUITY:
+    if reads_every_event(operator_spec(plan)):
         also = to_sql_expr(residual, types=types) if residual is not None else None
         mask = mask_expr(filt.components, source.type_col, exp.paren(also) if also is not None else None, types)
         select = select.select(exp.alias_(mask, MASK, quoted=False))

@@ -24,6 +24,7 @@ import networkx as nx
 from sparkcep.compiler.optimizer._spec import operator_spec, with_spec
 from sparkcep.compiler.plan.nodes import Filter, Node, rebuild
 from sparkcep.ir.ast import Attr, BinOp, Call, EquivItem, EquivTest, Unary
+from sparkcep.ir.spec import reads_every_event
 
 
 def _same_attr_equality(p) -> tuple[str, str, str] | None:
@@ -40,7 +41,7 @@ def _same_attr_equality(p) -> tuple[str, str, str] | None:
 
 def equalities_to_equivalence(plan: Node) -> Node:
     spec = operator_spec(plan)
-    if getattr(spec, "strategy", None) in ("strict_contiguity", "partition_contiguity"):
+    if reads_every_event(spec):  # contiguity, NEXT steps: the partition decides which events are adjacent
         return plan
     variables = [c.var for c in spec.components]
     graphs: dict[str, nx.Graph] = {}

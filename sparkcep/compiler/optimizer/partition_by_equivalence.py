@@ -19,6 +19,7 @@ from dataclasses import replace
 from sparkcep.compiler.optimizer._spec import operator_spec, with_spec
 from sparkcep.compiler.plan.nodes import Filter, Node, Partition, rebuild
 from sparkcep.ir.ast import Attr, BinOp, EquivTest, Literal
+from sparkcep.ir.spec import reads_every_event
 
 
 def partition_by_equivalence(plan: Node) -> Node:
@@ -39,7 +40,8 @@ def partition_by_equivalence(plan: Node) -> Node:
                 continue
             if item.value is not None:
                 fixed.append((item.attr, item.value.value))
-            if (item.value is None or strategy == "partition_contiguity") and item.attr not in keys:
+            if (item.value is None or (reads_every_event(spec) and strategy != "strict_contiguity")) \
+                    and item.attr not in keys:
                 keys.append(item.attr)
         if scoped:
             keep.append(replace(p, items=scoped))

@@ -90,7 +90,7 @@ def build_plan(r: ResolvedQuery, *, type_col: str = "type", ts_col: str = "ts",
         # equivalence attributes named in RETURN are groups too (constant within a partition)
         returned = [i.expr.attr for i in r.returns if isinstance(i.expr, Attr) and i.expr.var is None]
         groups = tuple(dict.fromkeys([*r.group_by, *returned]))
-        spec = TrendSpec(r.query.pattern, comps, non_key, r.window, r.slide, aggs, groups)
+        spec = TrendSpec(r.query.pattern, comps, non_key, r.window, r.slide, aggs, groups, having=r.having)
         node = Trend(node, spec)
         names = ["window_start", "window_end", *groups, *(a.name for a in aggs), OVERFLOW]
         return Output(node, tuple(OutputColumn(n, Attr(None, n)) for n in names))

@@ -252,8 +252,9 @@ def _compile_func(e: Func, any_vars: frozenset[str]):
             return len(vals)
         if not vals:
             return None
-        if name == "sum":
-            return sum(vals)
+        if name == "sum":  # of BIGINTs: NULL beyond the 64-bit range (Spark's try_sum)
+            total = sum(vals)
+            return _int64(total) if type(total) is int else total
         if name == "avg":
             return sum(vals) / len(vals)
         return min(vals) if name == "min" else max(vals)

@@ -152,6 +152,9 @@ def _fragment(p, dnf, component) -> Fragment:
             return f
         return _fragment(inner, dnf, component).repeat(p.op)
     if isinstance(p, Seq):
+        if any(p.strict):
+            raise EngineUnsupportedError("NEXT in a pattern that runs as one automaton (a repeated group, or more "
+                                         "than 64 alternatives) is not supported")
         out = Fragment()
         for item in p.items:
             out = out.then(_fragment(item, dnf, component))

@@ -70,7 +70,7 @@ import pyarrow.compute as pc
 
 from sparkcep.ir.ast import Attr
 from sparkcep.ir.errors import CEPError
-from sparkcep.ir.spec import INTERNAL_COLUMNS, MatchSpec
+from sparkcep.ir.spec import INTERNAL_COLUMNS, MatchSpec, reads_every_event
 from sparkcep.runtime_udfs.expr.vector import vectorize
 from sparkcep.runtime_udfs.match.budget import Budget
 from sparkcep.runtime_udfs.match.compile import Plan
@@ -299,6 +299,8 @@ def _built(spec, max_chains: int) -> tuple[str | None, ColumnarConstruction | Co
         return "collapsed output", None
     if (spec.strategy or ANY_MATCH) != ANY_MATCH:
         return f"strategy {spec.strategy}", None
+    if reads_every_event(spec):
+        return "NEXT steps", None
     if any(c.negated for c in spec.components):
         return "negation", None
     if any(c.kleene not in (None, "?") for c in spec.components):

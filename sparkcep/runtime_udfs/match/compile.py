@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sparkcep.ir.ast import (
@@ -51,6 +52,8 @@ from sparkcep.ir.ast import (
     Or,
     Seq,
     conjuncts,
+    count_anchor,
+    count_bounds,
     walk,
 )
 from sparkcep.ir.errors import CEPError
@@ -89,7 +92,8 @@ class Alternative:
 
     __slots__ = ("index", "comps", "vars", "kleene", "m", "negs", "conjuncts", "all_vars", "_split",
                  "schedules", "trailing", "neg_vars", "first_var", "last_var", "any_vars", "outputs", "groups",
-                 "listed", "starts", "ends", "follow", "automaton", "conjuncts_without", "position")
+                 "listed", "starts", "ends", "follow", "automaton", "conjuncts_without", "position", "bounds",
+                 "group_bounds", "strict", "not_next")
 
     def __init__(self, index: int, comps: tuple[int, ...], kleene: tuple[bool, ...], vars_: tuple[str, ...],
                  negs: tuple[NegPlan, ...], conjs: tuple[Conjunct, ...], any_vars: frozenset[str],
@@ -119,6 +123,16 @@ class Alternative:
         self.follow = tuple(((p,) if kleene[p] else ()) + ((p + 1,) if p + 1 < self.m else ())
                             for p in range(self.m))
         self.automaton: Automaton | None = None
+        #: per position, the ``(n, m)`` count bound of a ``T{n,m} v[]`` Kleene position (None: unbounded); None
+        #: when the alternative has none (set by :class:`Plan`)
+        self.bounds: tuple | None = None
+        #: an automaton's bounded groups ``(P){n,m}``: ``(anchor position, n, m, first, last)`` (see
+        #: :func:`match_runs._beyond_bound`)
+        self.group_bounds: tuple = ()
+        #: positions entered only from the partition's event right before (``NEXT`` steps; set by :class:`Plan`)
+        self.strict: frozenset[int] = frozenset()
+        #: position → the negations ``NEXT !(C c)`` right after it: the partition's next event must not be one
+        self.not_next: dict[int, tuple] = {}
         self.conjuncts_without: Callable[[frozenset[str]], tuple[Conjunct, ...]] | None = None
         self._split: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.schedules: dict[str, Schedule] = {}
@@ -353,7 +367,7 @@ class Plan:
     for events that arrive without a ``_mask``."""
 
     __slots__ = ("spec", "strategy", "window", "alternatives", "full", "by_type", "contiguous", "any_vars",
-                 "kleene_vars", "known")
+                 "kleene_vars", "known", "strict_steps")
 
     def __init__(self, spec: MatchSpec):
         comps = spec.components
@@ -392,6 +406,9 @@ class Plan:
         collapsed = negated_kleene(pattern) - general_lists
         rewritten = [collapse_negated_kleene(p, collapsed, kleene_vars | collapsed) for e in spec.predicates
                      for p in conjuncts(e)]
+        # bounded quantifiers P{n,m}: P+ (P*) whose iterations, counted by one variable, lie in [n, m]
+        bounded = _bounded(pattern, spec.collapsed)
+        rewritten += [c for k in bounded for c in count_bounds(k)]
         # a negated variable is one event (a negation inside a repeated group applies per iteration)
         kleene_vars = (kleene_vars - negated) | general_lists
         self.kleene_vars, self.known = kleene_vars, frozenset(position)
@@ -422,10 +439,27 @@ class Plan:
         if any(not comps[position[v]].negated for v in groups if v in position):
             raise EngineUnsupportedError("negation of a sub-pattern needs its components marked negated")
         self.alternatives = tuple(alternatives)
+        # the count bound of each T{n,m} v[] position of a flat alternative, which the NFA^b runs enforce as they
+        # take events (skip_till_next_match must not see an event beyond m as selectable, nor leave before n)
+        single = {k.inner.var: k.bounds for k in bounded if isinstance(k.inner, EventPat)}
+        grouped = {count_anchor(k): k.bounds for k in bounded if not isinstance(k.inner, EventPat)}
+        for a in alternatives:
+            if a.automaton is None and any(v in single for v in a.vars):
+                a.bounds = tuple(single.get(v) if kl else None for v, kl in zip(a.vars, a.kleene, strict=True))
+            elif a.automaton is not None:
+                # (P){n,m} as an automaton: its anchor's position counts the iterations, its widest group range
+                # (P's positions) is what a run leaves once it has done them
+                a.group_bounds = tuple(
+                    (p, lo, hi, *max((r for r in a.groups if r[0] <= p <= r[1]), key=lambda r: r[1] - r[0],
+                                       default=(p, p)))
+                    for v, (lo, hi) in {**single, **grouped}.items() if (p := a.position.get(v)) is not None)
         for a in alternatives:
             # a repeated group runs on NFA^b runs (match_runs) under every strategy: construction over stacks
             # has no way back from a group's last position to its first
-            a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH or a.automaton else "ais")
+            a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH or a.automaton or a.strict or a.not_next
+                       else "ais")
+        #: NEXT steps: every event of the partition must reach the engine, as under a contiguity strategy
+        self.strict_steps = any(a.strict or a.not_next for a in alternatives)
         if spec.collapsed:
             self._check_collapsed()
 
@@ -471,9 +505,26 @@ class Plan:
 
     def _alternative(self, index: int, items: list, comps, parsed: list[Conjunct], negated: frozenset[str],
                      any_vars: frozenset[str]) -> Alternative:
+        # NEXT items: the positions a run may only enter from the event right before in the partition
+        # (NEXT !(C c), Flink's notNext: the negation of the partition's event right after the previous position)
+        strict, seen, not_next = set(), 0, set()
+        for k, (kind, *_) in enumerate(items):
+            seen += kind == "pos"
+            if kind == "next":
+                if k + 1 < len(items) and items[k + 1][0] == "neg":
+                    not_next.add(k + 1)
+                else:
+                    strict.add(seen)
+        not_next = {id(items[k]) for k in not_next}
+        marked = [id(i) in not_next for i in items if i[0] != "next"]
+        items = [i for i in items if i[0] != "next"]
+        if not_next and any(kind == "group" for kind, *_ in items):
+            raise EngineUnsupportedError("NEXT in a pattern with a repeated group is not supported")
         # a repeated group: the whole alternative becomes one automaton (its flat items: positions, group ranges,
         # negations whose gaps the automaton's edges give)
         automaton = Automaton(items) if any(kind == "group" for kind, _, _ in items) else None
+        if automaton is not None and strict:
+            raise EngineUnsupportedError("NEXT in a pattern with a repeated group is not supported")
         if automaton is not None:
             items = automaton.items
         pos_comps = tuple(k for kind, k, *_ in items if kind == "pos")
@@ -525,9 +576,10 @@ class Plan:
         seen = 0
         groups = []
         groups_of = _negation_groups(self.spec.pattern) if self.spec.pattern is not None else {}
-        todo = list(items)
+        todo = list(zip(items, marked if automaton is None else [False] * len(items), strict=True))
+        nexts: dict[int, list] = {}
         while todo:
-            kind, k, extra, *where = todo.pop(0)
+            (kind, k, extra, *where), is_not_next = todo.pop(0)
             guards: frozenset = frozenset()
             if kind == "pos":
                 seen += 1
@@ -580,7 +632,12 @@ class Plan:
             mine = [neg_here(c) for c in parsed if c.vars & own or _unscoped_equiv(c)]
             negs.append(NegPlan(len(negs), k, comps[k], before, after, mine, any_vars))
             negs[-1].guards = guards
+            if is_not_next:  # decided by the runs on the event right after ``before``, not over a gap
+                negs[-1].guards = frozenset({"not_next"})
+                nexts.setdefault(before, []).append(negs[-1])
         alt = Alternative(index, pos_comps, kleene, vars_, tuple(negs), plus, any_vars, tuple(groups))
+        alt.strict = frozenset(strict)
+        alt.not_next = {p: tuple(plans) for p, plans in nexts.items()}
         if automaton is not None:
             # a match of the automaton may leave out variables of the group (OR, ?, * inside): its conjuncts are
             # those of the variables it binds (``Alternative.conjuncts_without``)
@@ -613,6 +670,35 @@ class Plan:
     def mask_of(self, event: dict) -> int:
         """Type test and local predicates, for an event that arrived without a ``_mask``."""
         return component_mask(self.by_type, event)
+
+
+def _bounded(pattern, collapsed: bool) -> list[Kleene]:
+    """The bounded quantifiers ``P{n,m}`` of a pattern, each with a :func:`count_anchor` (what ``check`` admits:
+    not inside a negation nor inside another repetition, no collapsed output)."""
+    out = []
+
+    def visit(p, repeated: bool, negated: bool) -> None:
+        if isinstance(p, Kleene):
+            if p.bounds is not None:
+                where = ("inside a negation" if negated else "inside another repetition" if repeated else
+                         "with collapsed output" if collapsed else None)
+                if where is not None:
+                    raise EngineUnsupportedError(f"a bounded quantifier {{n,m}} {where} is not supported")
+                if count_anchor(p) is None:
+                    raise EngineUnsupportedError("a bounded group needs a single event every iteration takes once")
+                inner = p.inner
+                while isinstance(inner, Seq) and len(inner.items) == 1:
+                    inner = inner.items[0]
+                out.append(replace(p, inner=inner))
+            visit(p.inner, repeated or p.op != "?", negated)
+        elif isinstance(p, Not):
+            visit(p.inner, repeated, True)
+        elif isinstance(p, (Seq, Or)):
+            for i in (p.items if isinstance(p, Seq) else p.alternatives):
+                visit(i, repeated, negated)
+
+    visit(pattern, False, False)
+    return out
 
 
 def _flat_pattern(comps: tuple[Component, ...]):
@@ -670,8 +756,10 @@ def _alternatives(pattern, position: dict[str, int], general=frozenset(),
             return [out]
         if isinstance(p, Seq):
             out: list[list] = [[]]
-            for item in p.items:
+            for item, strict in zip(p.items, p.strict or (False,) * len(p.items), strict=True):
                 tails = dnf(item)  # once: a group's Fragment is one object in every alternative
+                if strict:  # NEXT item: its first position follows the one before it strictly
+                    tails = [[("next", None, False), *t] for t in tails]
                 out = [a + b for a in out for b in tails]
                 if len(out) > MAX_ALTERNATIVES:
                     raise _TooManyAlternatives(f"the pattern expands to more than {MAX_ALTERNATIVES} "

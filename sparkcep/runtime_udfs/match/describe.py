@@ -66,8 +66,11 @@ def explosion_warnings(spec) -> list[str]:
     visit(spec.pattern, False)
     singles = [k for k in found if isinstance(k.inner, EventPat) and k.op == "+"]  # T*: an alternative without it
     collapsible = len(found) == 1 and len(singles) == 1
-    way_out = ("use collapsed output (run --collapsed, collapsed=True) or a trend aggregate (RETURN COUNT(*) ...)"
-               if collapsible else "use a trend aggregate (RETURN COUNT(*) ...)")
+    if any(k.bounds is not None for k in found):  # neither collapsed output nor trend aggregates take {n,m}
+        way_out = "narrow the window or the bound"
+    else:
+        way_out = ("use collapsed output (run --collapsed, collapsed=True) or a trend aggregate (RETURN COUNT(*) ...)"
+                   if collapsible else "use a trend aggregate (RETURN COUNT(*) ...)")
     out = []
     for k in found:
         if isinstance(k.inner, EventPat):
@@ -75,7 +78,8 @@ def explosion_warnings(spec) -> list[str]:
         else:
             over = "iterations"
         text = format_pattern_as_written(k)
-        out += [f"warning: {text} under skip_till_any_match can produce 2^n matches over n {over} in a window;",
+        many = f"n^{k.bounds[1]}" if k.bounds is not None and k.bounds[1] is not None else "2^n"
+        out += [f"warning: {text} under skip_till_any_match can produce {many} matches over n {over} in a window;",
                 f"         {way_out}"]
     return out
 

@@ -138,8 +138,13 @@ def engines(spec: MatchSpec) -> tuple[tuple[tuple[str, ...], str], ...]:
     the name (a key of :data:`ENGINES`) of what runs it, by the rule :func:`advance` dispatches by. Raises like
     :func:`check`."""
     plan = _plan(spec)
-    return tuple((alt.vars, "nfa_b_runs" if alt.automaton or plan.strategy != ANY_MATCH else "sase_ssc")
-                 for alt in plan.alternatives)
+    return tuple((alt.vars, "nfa_b_runs" if _on_runs(plan, alt) else "sase_ssc") for alt in plan.alternatives)
+
+
+def _on_runs(plan: Plan, alt) -> bool:
+    """Does ``alt`` run on NFA^b runs (:mod:`match_runs`)?  Under every strategy but skip_till_any_match, and
+    under that one an automaton (a repeated group) and an alternative with a NEXT step."""
+    return plan.strategy != ANY_MATCH or alt.automaton is not None or bool(alt.strict or alt.not_next)
 
 
 def general_negations(spec: MatchSpec) -> tuple[Not, ...]:
@@ -196,7 +201,7 @@ def step(spec: MatchSpec, state: MatchState, events: Iterable[dict]) -> tuple[Ma
     plan = _plan(spec)
     frontier = state.frontier
     full = plan.full
-    keep_empty = plan.contiguous
+    keep_empty = plan.contiguous or plan.strict_steps
     pending = state.pending
     arrivals = state.arrivals
     for ev in events:
@@ -245,10 +250,9 @@ def advance(spec: MatchSpec, state: MatchState, watermark: float,
     state.frontier = watermark
     rows: list[dict] = []
     sink = Sink(plan, state, rows, budget)
-    engine = match_ais if plan.strategy == ANY_MATCH else match_runs
     if ready:
         for alt, st in zip(plan.alternatives, state.alts, strict=True):
-            (match_runs if alt.automaton else engine).scan(plan, alt, st, ready, sink)  # automata: runs only
+            (match_runs if _on_runs(plan, alt) else match_ais).scan(plan, alt, st, ready, sink)
     sink.settle()  # released postponed matches were counted when they were built
     _release(plan, state, watermark, rows)
     _prune(plan, state, watermark)

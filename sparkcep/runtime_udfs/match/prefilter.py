@@ -74,7 +74,7 @@ from collections.abc import Callable
 import numpy as np
 
 from sparkcep.ir.errors import CEPError
-from sparkcep.ir.spec import MatchSpec
+from sparkcep.ir.spec import MatchSpec, reads_every_event
 from sparkcep.runtime_udfs.match.compile import Plan
 from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH
 
@@ -281,8 +281,8 @@ def prefilter(spec) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray
     """The batch prefilter of ``spec`` (a :class:`SequenceScan`), or None when ``spec`` is not eligible: not a
     match spec, a strategy other than skip_till_any_match, or a spec the match engine refuses (see the module
     docstring for why only skip_till_any_match)."""
-    if not isinstance(spec, MatchSpec) or (spec.strategy or ANY_MATCH) != ANY_MATCH:
-        return None
+    if not isinstance(spec, MatchSpec) or (spec.strategy or ANY_MATCH) != ANY_MATCH or reads_every_event(spec):
+        return None  # (NEXT steps: an event in no match still breaks a link)
     try:
         plan = Plan(spec)
     except CEPError:

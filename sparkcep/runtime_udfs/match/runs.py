@@ -173,6 +173,51 @@ def _extended(alt: Alternative, run: Run | None, p: int, ev: dict) -> dict:
     return binding
 
 
+def _beyond_bound(alt: Alternative, binding: dict, here: int, p: int) -> bool:
+    """Does a count bound keep a run at position ``here`` from moving to ``p`` (-1: from completing)?  At a
+    ``T{n,m} v[]`` position: another event of ``v`` past ``m``, or leaving ``v`` before ``n``; in a bounded group
+    ``(P){n,m}`` of an automaton: entering its anchor (the event each iteration takes once) an ``m+1``-th time,
+    or leaving the group's positions after fewer than ``n`` iterations.  The oracle's bounded repetition, so such
+    an event is not selectable either (skip_till_next_match)."""
+    if alt.group_bounds:
+        for anchor, lo, hi, first, last in alt.group_bounds:
+            n = len(binding.get(alt.vars[anchor]) or ())
+            if p == anchor and hi is not None and n >= hi:
+                return True
+            if first <= here <= last and not first <= p <= last and n < lo:
+                return True
+        return False
+    bound = alt.bounds[here] if alt.bounds is not None and here >= 0 else None
+    if bound is None:
+        return False
+    n = len(binding[alt.vars[here]])
+    return (bound[1] is not None and n >= bound[1]) if p == here else n < bound[0]
+
+
+#: ``Run.last_seq`` of a run some event came after (NEXT steps, events without ``_seq``); ranks are >= 0
+_STALE = -2
+
+
+def _adjacent(run: Run, seq) -> bool:
+    """Is the event being read (``_seq`` ``seq``, None: not given) the partition's event right after ``run``'s
+    last one?  With ``_seq``: consecutive ranks; without: no event was read since (the run is not stale)."""
+    if seq is not None:
+        return run.last_seq is not None and run.last_seq != _STALE and seq == run.last_seq + 1
+    return run.last_seq is None
+
+
+def _blocks(plans: tuple, binding: dict, mask: int, ev: dict) -> bool:
+    """Is ``ev`` (component bitmask ``mask``) an event of a negation ``NEXT !(C c)`` of ``plans`` that satisfies
+    its predicates with ``binding``?"""
+    for plan in plans:
+        if mask & plan.comp_mask:
+            b = dict(binding)
+            b[plan.var] = ev
+            if all(check(b) is True for check in plan.checks):
+                return True
+    return False
+
+
 def _at(alt: Alternative, binding: dict) -> int | None:
     """The position of ``alt`` a run with ``binding`` would be at: the binding's events in ts order must be a
     path of ``alt`` (None: they are not, e.g. another alternative's variables)."""
@@ -205,6 +250,10 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     interval = alt.interval
     follow, starts, ends = alt.follow, alt.starts, alt.ends
     automaton = alt.automaton is not None
+    bounded = alt.bounds is not None or bool(alt.group_bounds)
+    strict = alt.strict if not contiguous else frozenset()  # a contiguity strategy already links every step
+    any_strict = bool(strict or alt.not_next) or any(a.strict for a in plan.alternatives if a is not alt)
+    not_next = alt.not_next
     # an automaton's match is postponed only if its path ends on an edge with a negated end (its last event's
     # position has an ``(p, END)`` edge): the others are decided, and emitted, as soon as they complete
     postponed_ends = frozenset(p for p, q in alt.automaton.edges if q == END) if automaton else frozenset()
@@ -215,6 +264,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     def complete(run: Run) -> None:
         binding = run.binding
         if automaton:
+            if bounded and _beyond_bound(alt, binding, run.pos, -1):
+                return  # a bounded group left after fewer than n iterations
             if not checks.completes(binding) or alt.blocked_on_edges(negs, binding, window, False):
                 return
             if run.pos not in postponed_ends:
@@ -223,6 +274,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                     over_budget()
                 return
         else:
+            if bounded and _beyond_bound(alt, binding, run.pos, -1):
+                return  # fewer than n events of a T{n,m} v[] at the end
             if alt.kleene[run.pos]:
                 for check, _ in checks.whole[run.pos]:
                     if check(binding) is not True:
@@ -241,7 +294,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 continue
             positions = other_split(mask)[0]
             for p in other.follow[here]:
-                if p in positions:
+                if p in positions and not _beyond_bound(other, run.binding, here, p) and not (
+                        p in other.strict and p != here and not _adjacent(run, seq)):
                     binding = _extended(other, run, p, ev)
                     if other_checks.evaluate(binding, p, here)[0] and other_checks.undecided_hold(binding, p):
                         return True
@@ -254,6 +308,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
         seq = ev.get("_seq")
         if seq is not None and seq != seq:
             seq = None
+        stale_on_skip = any_strict and seq is None
         survivors: list[Run] = []
         born: list[Run] = []
         for run in st.runs:
@@ -261,11 +316,15 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 continue  # can take nothing more
             if contiguous and seq is not None and run.last_seq is not None and seq != run.last_seq + 1:
                 continue  # the next event of its order is not this one
+            if run.pos in not_next and _adjacent(run, seq) and _blocks(not_next[run.pos], run.binding, mask, ev):
+                continue  # NEXT !(C c): the event right after its last one is such a C
             selected = False
             if ts > run.last_ts:
                 for p in follow[run.pos]:
-                    if p not in positions:
+                    if p not in positions or (bounded and _beyond_bound(alt, run.binding, run.pos, p)):
                         continue
+                    if p in strict and p != run.pos and not _adjacent(run, seq):
+                        continue  # a NEXT step: only from the event right before
                     binding = _extended(alt, run, p, ev)
                     decided, grows_ok = checks.evaluate(binding, p, run.pos)
                     if decided and next_match and checks.undecided_hold(binding, p):
@@ -275,6 +334,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 if not selected and siblings is not None and siblings[run.pos]:
                     selected = selectable_elsewhere(run, mask, ev)
             if not contiguous and not selected:
+                if stale_on_skip:
+                    run.last_seq = _STALE  # this event came after its last one
                 survivors.append(run)
         for p in positions:
             if p in starts:

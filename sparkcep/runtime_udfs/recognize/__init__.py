@@ -46,7 +46,7 @@ def describe_program(spec) -> list[str]:
 
 def describe_engine(spec) -> list[str]:
     """How the engine runs ``spec``, as readable lines for explain: thread merging, incremental aggregates,
-    the rows the streaming state keeps."""
+    whether a batch runs the columnar kernel, the rows the streaming state keeps."""
     c = compiled(spec)
     out = [f"pattern program: {len(c.program.code)} instructions; threads in preferment order, earlier start rows "
            "first"]
@@ -61,6 +61,10 @@ def describe_engine(spec) -> list[str]:
                    "matches per partition")
     if c.define_slots.items:
         out.append(f"{len(c.define_slots.items)} running aggregate(s) of DEFINE kept incrementally per thread")
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    # the batch path's choice (sparkcep.spark.recognize.partition_function): kernel per chunk, else the row engine
+    out += [f"batch: {line}" for line in kernel.describe(spec)]
     keep = "the earliest undecided start row" + (f" minus {c.reach} row(s) for PREV" if c.reach else "")
     out.append(f"streaming state: the rows from {keep}"
                + (f"; a start row is given up once the watermark is WITHIN ({c.within:g}) past it"

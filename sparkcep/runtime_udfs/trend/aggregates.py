@@ -4,6 +4,7 @@ MIN/MAX and the count and vector algebras the propagation runs in."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from operator import add
@@ -128,3 +129,24 @@ def _final_avg(v, n: int):
     if type(v) is float:  # inf or NaN
         return v
     return float(v / n) if isinstance(v, Fraction) else v / n
+
+
+# ----------------------------------------------------------------------------------------------- HAVING
+
+
+def having_filter(having) -> Callable[[list[dict]], list[dict]]:
+    """``rows -> the rows where HAVING holds``: ``having`` is a condition over a trend row's columns (each
+    ``Attr(None, column)``, see ``compiler.analysis``), evaluated with the language's expression semantics on
+    the exact values (a count beyond DECIMAL(38, 0) compares as the number it is).  Applied to final rows only:
+    after :func:`~sparkcep.runtime_udfs.trend.engine.merge_rows`, since a partition's partial count says
+    nothing about its group's.
+
+        >>> from sparkcep.ir.ast import Attr, BinOp, Literal
+        >>> keep = having_filter(BinOp(">", Attr(None, "n"), Literal(1)))
+        >>> keep([{"n": 1}, {"n": 2**70}, {"n": None}])
+        [{'n': 1180591620717411303424}]
+    """
+    from sparkcep.runtime_udfs.expr.scalar import compile_expr, holds
+
+    test = compile_expr(having)
+    return lambda rows: [r for r in rows if holds(test({"": r}))]

@@ -31,6 +31,8 @@ class SharingQuery:
     reason: str | None = None
     output: str | None = "count_all"
     aggregates: tuple[tuple[str, str, int, str | None], ...] = ()
+    #: HAVING over the query's row (see :class:`~sparkcep.ir.spec.TrendSpec`)
+    having: object = None
 
     @property
     def context(self) -> tuple:

@@ -83,7 +83,8 @@ def shared_specs(plan: WorkloadPlan, *, share: bool = True) -> list:
             for sid, pattern in segs[q.name]:
                 seen.setdefault(sid, pattern)
             queries.append(SharedQuery(q.name, q.output, tuple(sid for sid, _ in segs[q.name]),
-                                       tuple(SharedAggregate(n, f, (at,), attr) for n, f, at, attr in q.aggregates)))
+                                       tuple(SharedAggregate(n, f, (at,), attr) for n, f, at, attr in q.aggregates),
+                                       q.having))
         first = qs[0]
         out.append(SharedSpec(tuple(seen.items()), tuple(queries), first.window, first.slide, first.key,
                               first.group_by))

@@ -49,4 +49,4 @@ def sharing_query(name: str, spec, *, aggregates: bool = True) -> SharingQuery:
     others = tuple((a.name, a.func, position[a.var], a.attr) for a in spec.aggregates
                    if not (a.func == "count" and a.var is None))
     return SharingQuery(name, tuple(c.types[0] for c in spec.components), tuple(spec.key), tuple(spec.group_by),
-                        spec.window, spec.slide, output=count, aggregates=others)
+                        spec.window, spec.slide, output=count, aggregates=others, having=spec.having)

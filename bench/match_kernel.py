@@ -1,0 +1,98 @@
+"""The columnar MATCH_RECOGNIZE kernel against the row engine, in one process, on the rows of
+``bench/match_recognize.py`` (10^6 rows, 100 partitions, the same four statements).
+
+Both run the whole file, partition after partition, from what the Spark layer hands them: the kernel one Arrow
+table sorted by (p, ts, id) with the partition bounds (``kernel.run_chunk``), the engine Python dicts
+(``run_partition`` per partition; the Arrow-to-dict conversion the Spark layer does for it is timed apart).
+The answers (every output row) are checked equal.  Figures are CPU seconds (``time.process_time``, medians of
+``--repeat``), rows/s and the ratio engine / kernel.  The kernel's one-off cost is printed too: loading the
+compiled functions from numba's cache (first call in a process), and with ``--cold`` compiling them (an empty
+cache directory).  State the machine and its load next to the figures.
+
+    python bench/match_kernel.py [--rows 1000000] [--repeat 3] [--patterns abc,reluctant,alt,vshape] [--cold]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from match_recognize import PATTERNS, statement, write_events  # noqa: E402
+
+
+def cpu(fn, repeat: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.process_time()
+        out = fn()
+        times.append(time.process_time() - t0)
+    return statistics.median(times), out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--patterns", default=",".join(PATTERNS))
+    ap.add_argument("--cold", action="store_true", help="compile the kernel into an empty numba cache first")
+    args = ap.parse_args()
+    if args.cold:
+        os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="numba-cold-")
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    from sparkcep.compiler.recognize import build_spec
+    from sparkcep.grammar.recognize import parse_recognize
+    from sparkcep.runtime_udfs import recognize as engine
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    with tempfile.TemporaryDirectory() as tmp:
+        csv = Path(tmp) / "events.csv"
+        write_events(csv, args.rows)
+        table = pcsv.read_csv(csv, read_options=pcsv.ReadOptions(column_names=["p", "ts", "id", "typ", "price"]),
+                              convert_options=pcsv.ConvertOptions(column_types={
+                                  "p": pa.int32(), "ts": pa.int64(), "id": pa.int64(), "typ": pa.string(),
+                                  "price": pa.float64()}))
+    table = table.append_column("__ts", table.column("ts")).sort_by([("p", "ascending"), ("ts", "ascending"),
+                                                                     ("id", "ascending")])
+    p = table.column("p").to_numpy()
+    bounds = [0, *(np.flatnonzero(np.diff(p)) + 1).tolist(), table.num_rows]
+    t0 = time.process_time()
+    columns = [table.column(c).to_pylist() for c in table.column_names]
+    rows = [dict(zip(table.column_names, values, strict=True)) for values in zip(*columns, strict=True)]
+    convert = time.process_time() - t0
+    parts = [rows[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    types = {"p": "int", "ts": "bigint", "id": "bigint", "typ": "string", "price": "double"}
+    print(f"{args.rows:,} rows, {len(parts)} partitions; Arrow -> dicts for the engine {convert:.2f} s CPU "
+          f"({args.rows / convert:,.0f} rows/s)")
+    first = True
+    for name in args.patterns.split(","):
+        desc, rest, _ = PATTERNS[name]
+        spec = build_spec(parse_recognize(statement(rest, flink=False)), types)
+        assert kernel.eligibility(spec).ok, kernel.eligibility(spec).reason
+        if first:
+            t0 = time.perf_counter()
+            kernel.run_chunk(spec, table.slice(0, bounds[1]), [0, bounds[1]])
+            print(f"kernel first call in this process ({'compiling' if args.cold else 'from the cache'}): "
+                  f"{time.perf_counter() - t0:.2f} s wall")
+            first = False
+        t_engine, want = cpu(lambda spec=spec: [o for part in parts for o in engine.run_partition(spec, part)],
+                             args.repeat)
+        t_kernel, got = cpu(lambda spec=spec: kernel.run_chunk(spec, table, bounds), args.repeat)
+        assert got.to_pylist() == want, f"{name}: the kernel's rows differ from the engine's"
+        print(f"  {desc:24s} {len(want):7,} matches  engine {t_engine:6.2f} s ({args.rows / t_engine:11,.0f} rows/s)"
+              f"  kernel {t_kernel:6.3f} s ({args.rows / t_kernel:12,.0f} rows/s)  ratio {t_engine / t_kernel:5.1f}x",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,393 @@
+"""A match query of the pattern language with ``AFTER MATCH SKIP`` as a ``MATCH_RECOGNIZE`` (one algebra).
+
+``PATTERN SEQ(A a, B+ b[], C c) WHERE [id] AND b[i].x > a.x WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT``
+reports, per start event, the one match SQL:2016's preferment order prefers, then skips as the clause says
+(docs/language.md, "Preferred matches and AFTER MATCH SKIP").  That is what ``MATCH_RECOGNIZE`` does over the
+key's rows, so the query compiles to the statement IR (:class:`~sparkcep.ir.recognize.Recognize`) and runs on
+its engine:
+
+* the equivalence attributes are ``PARTITION BY``, the ts column is ``ORDER BY`` (ties: the other columns);
+* each component is a SUBSET ``v`` of row pattern variables with the quantifier it has (``+ * ?``, greedy or
+  reluctant); under ``partition_contiguity`` (and ``strict_contiguity`` without a key) the components follow
+  each other row by row (``v__step``: ``PREV(ts) < ts``, so that ``ts`` strictly increases, LANGUAGE.md §1);
+  under ``skip_till_any_match`` excluded fillers, reluctant (the earliest next event is preferred), stand before
+  every event after the first: ``SEQ(A a, B+ b[])`` is ``a__first ({- _skipped*? -} (b__step | {- _skipped_step
+  -} {- _skipped_later*? -} b__later))+``, where ``_skipped`` rows are at the previous event's time, ``b__step``
+  is later than the row before it and ``b__later`` follows a skipped later row, so every DEFINE reads only its
+  row and the one before it (the engine merges partial matches at the same position); under
+  ``skip_till_next_match`` a skipped row is only one that could not be taken next (its DEFINE: NOT any component
+  that may follow the match's last event so far, told by ``CLASSIFIER(_picked)``, would accept it);
+* ``DEFINE v`` is the component's type test and the WHERE conjuncts whose latest variable (in pattern order) is
+  ``v``, read with RUNNING semantics: ``v.x``
+  and ``v[i].x`` are the current row, ``v[i-1].x`` is ``LAST(v.x, 1)`` (the conjunct then holds on ``v``'s
+  first event), an earlier single variable is its row, an earlier Kleene variable's ``b[1]``, ``b[b.len]``,
+  ``b[k]``, ``avg(b[].x)`` are ``FIRST``, ``LAST`` and aggregates over its rows;
+* RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
+
+:func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
+language to (negation, ``OR``, repeated groups, ``skip_till_next_match``, conditions that need the whole
+match, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot.expressions as sx
+
+from sparkcep.compiler.analysis import ResolvedQuery, analyze
+from sparkcep.ir import recognize as rx
+from sparkcep.ir.ast import (
+    AGGREGATES,
+    SKIP_PAST_LAST_EVENT,
+    SKIP_TO_FIRST,
+    SKIP_TO_LAST,
+    SKIP_TO_NEXT_EVENT,
+    Attr,
+    BinOp,
+    EventPat,
+    Func,
+    Kleene,
+    Literal,
+    Query,
+    Seq,
+    Unary,
+    and_all,
+    map_nodes,
+    walk,
+)
+from sparkcep.ir.errors import CEPSemanticError
+from sparkcep.ir.naming import dedupe, default_column
+
+__all__ = ["FILLER", "Component", "check_skip_query", "components", "has_reluctant", "to_recognize"]
+
+#: the row pattern variables of the events a skip_till_any/next_match query skips between two of its events:
+#: first those at the previous event's time (``PREV(ts) = ts``), then the first later one, then any
+FILLER = "_skipped"
+FILLER_STEP = "_skipped_step"
+FILLER_LATER = "_skipped_later"
+#: the SUBSET of the three (the current row in skip_till_next_match's DEFINE of a skipped event)
+FILLERS = "_skipped_all"
+#: the SUBSET of every component's variables (``CLASSIFIER(_picked)``: the variable of the match's last event)
+PICKED = "_picked"
+#: a component ``b`` is a SUBSET of: ``b__first`` (the match's first event), ``b__step`` (an event after a time
+#: step: later than the row before it), ``b__later`` (an event after skipped events one of which was later
+#: than the match's previous event); ``ts`` strictly increasing (LANGUAGE.md §1) with DEFINEs that read no
+#: other event of the match, so the engine keeps one partial match per program position
+FIRST, STEP, LATER = "__first", "__step", "__later"
+
+_SKIP_KINDS = {SKIP_PAST_LAST_EVENT: rx.SKIP_PAST_LAST_ROW, SKIP_TO_NEXT_EVENT: rx.SKIP_TO_NEXT_ROW,
+               SKIP_TO_FIRST: rx.SKIP_TO_FIRST, SKIP_TO_LAST: rx.SKIP_TO_LAST}
+
+
+@dataclass(frozen=True)
+class Component:
+    """One component of the pattern: its variable, event types, iterations ``lo..hi`` (hi None: unbounded),
+    and whether more iterations are preferred (greedy) or fewer (reluctant)."""
+
+    var: str
+    types: tuple[str, ...]
+    lo: int = 1
+    hi: int | None = 1
+    greedy: bool = True
+
+    @property
+    def kleene(self) -> bool:
+        return self.hi != 1
+
+
+def has_reluctant(query: Query) -> bool:
+    return any(isinstance(n, Kleene) and not n.greedy for n in walk(query.pattern))
+
+
+def _refuse(message: str, node, source: str | None):
+    raise CEPSemanticError(message, getattr(node, "span", None), source)
+
+
+def components(pattern, source: str | None = None) -> list[Component]:
+    """The components of a (variable-named) pattern, or the refusal of a shape AFTER MATCH SKIP does not take."""
+    items = pattern.items if isinstance(pattern, Seq) else (pattern,)
+    if isinstance(pattern, Seq) and any(getattr(pattern, "strict", ())):
+        _refuse("AFTER MATCH SKIP with a per-step NEXT is not supported yet: use USING partition_contiguity for "
+                "the whole pattern", pattern, source)
+    out = []
+    for item in items:
+        if isinstance(item, EventPat):
+            out.append(Component(item.var, item.types))
+        elif isinstance(item, Kleene) and isinstance(item.inner, EventPat):
+            lo, hi = getattr(item, "repeat", None) or {"+": (1, None), "*": (0, None), "?": (0, 1)}[item.op]
+            out.append(Component(item.inner.var, item.inner.types, lo, hi, item.greedy))
+        else:
+            what = {"Not": "a negation", "Or": "OR", "Seq": "a nested SEQ", "Kleene": "a repeated group"}
+            _refuse(f"AFTER MATCH SKIP does not support {what.get(type(item).__name__, 'this component')} yet: "
+                    "the preferred match is defined for a SEQ of events and Kleene events (T, T+, T*, T?)",
+                    item, source)
+    if out[0].lo == 0:
+        _refuse("with AFTER MATCH SKIP the first component must take an event (a match starts at its first "
+                "event, the start event of the skip rule)", items[0], source)
+    return out
+
+
+def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery | None = None) -> ResolvedQuery:
+    """Refuse, with the reason, a reluctant quantifier without AFTER MATCH SKIP and an AFTER MATCH SKIP query
+    the translation to MATCH_RECOGNIZE does not give its meaning (see the module doc)."""
+    r = r or analyze(query, source)
+    if query.skip is None:
+        if has_reluctant(query):
+            node = next(n for n in walk(query.pattern) if isinstance(n, Kleene) and not n.greedy)
+            _refuse("a reluctant quantifier (+?, *?, ??) only changes which match is preferred: add AFTER MATCH "
+                    "SKIP ... (without it every match under the selection strategy is reported)", node, source)
+        return r
+    if r.mode != "match":
+        _refuse("AFTER MATCH SKIP applies to match queries: a trend aggregate counts every trend", query.skip,
+                source)
+    comps = components(r.query.pattern, source)
+    strategy = r.strategy
+    if query.strategy_vars is not None:
+        _refuse("AFTER MATCH SKIP takes the strategy of USING, not of WHERE strategy(...) {...}", query.skip,
+                source)
+    if strategy == "strict_contiguity" and r.partition:
+        _refuse("AFTER MATCH SKIP with strict_contiguity and an equivalence test is not supported: use "
+                "partition_contiguity (consecutive events of the key)", query.skip, source)
+    if any(item.var is not None for item in r.partition):
+        _refuse("AFTER MATCH SKIP needs plain equivalence attributes ([attr]); [v.attr] is not supported",
+                query.skip, source)
+    names = [c.var for c in comps]
+    if query.skip.var is not None and query.skip.var not in names:
+        _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var}: no such variable (the pattern has "
+                f"{', '.join(names)})", query.skip, source)
+    if query.skip.var == comps[0].var and (query.skip.kind == SKIP_TO_FIRST or not comps[0].kleene):
+        _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own start "
+                "event (an endless loop, an error in SQL:2016): skip to a variable that comes later in the "
+                "pattern", query.skip, source)
+    order = {c.var: k for k, c in enumerate(comps)}
+    by_var = {c.var: c for c in comps}
+    for p in r.predicates:
+        if p.kind != "equivalence":
+            _define(p.expr, order, by_var, source, strategy == "skip_till_next_match")
+    return r
+
+
+def _latest(e, order: dict[str, int]) -> str | None:
+    names = [n.var for n in walk(e) if isinstance(n, Attr) and n.var in order]
+    return max(names, key=order.__getitem__) if names else None
+
+
+def _define(e, order: dict[str, int], by_var: dict[str, Component], source: str | None, next_match: bool = False):
+    """A WHERE conjunct as a DEFINE condition of its latest variable (RUNNING semantics), or its refusal:
+    ``(variable, guard)``, ``guard`` True when the conjunct reads ``v[i-1]`` (it holds on ``v``'s first event)."""
+    latest = _latest(e, order)
+    if latest is None:
+        return next(iter(order)), False
+    comp = by_var[latest]
+    others = {n.var for n in walk(e) if isinstance(n, Attr) and n.var in order} - {latest}
+    if others and comp.lo == 0:
+        _refuse(f"with AFTER MATCH SKIP a condition relating the optional variable {latest} to another one is "
+                "not supported (when it is absent the condition is still evaluated, with NULL)", e, source)
+    if next_match and any(by_var[v].lo == 0 for v in others):
+        _refuse("with AFTER MATCH SKIP and skip_till_next_match a condition reading an optional variable and a "
+                "later one is not supported", e, source)
+    guard = False
+    for n in walk(e):
+        if isinstance(n, Func) and n.name in AGGREGATES:
+            for a in n.args:
+                if isinstance(a, Attr) and a.var == latest:
+                    _refuse(f"with AFTER MATCH SKIP a condition on {latest}[] as a whole needs the finished "
+                            f"sequence: it is not supported on the last variable it reads", e, source)
+        if not isinstance(n, Attr) or n.var not in order:
+            continue
+        if n.index == "next" or n.index == "prefix":
+            _refuse("with AFTER MATCH SKIP NEXT(v) and v[..i-1] are not supported", n, source)
+        if n.var == latest and comp.kleene:
+            if n.index == "last" or (isinstance(n.index, int) and n.index > 1):
+                _refuse(f"with AFTER MATCH SKIP a condition on {n.var}[{n.var}.len] or {n.var}[k] needs the "
+                        "finished sequence: it is not supported on the last variable it reads", n, source)
+            if next_match and n.index == 1:
+                _refuse(f"with AFTER MATCH SKIP and skip_till_next_match a condition on {n.var}[1] and "
+                        f"{n.var}[i] is not supported", n, source)
+            guard = guard or n.index == "prev"
+        elif n.var != latest and by_var[n.var].kleene and n.index in (None, "cur", "prev"):
+            _refuse(f"with AFTER MATCH SKIP a condition on every event of {n.var} and a later variable is not "
+                    "supported", n, source)
+    return latest, guard
+
+
+# ------------------------------------------------------------------------------------------------ translation
+
+
+def _expr(e, by_var: dict[str, Component], row: str | None = None):
+    """An expression of the pattern language (WHERE or RETURN) in MATCH_RECOGNIZE's terms.  ``row``: the
+    variable whose DEFINE this is, read by the filler's DEFINE instead (its current row is then the filler's,
+    and ``row``'s rows so far are all before it)."""
+    def fn(n):
+        if isinstance(n, Func) and n.name in AGGREGATES and len(n.args) == 1 and isinstance(n.args[0], rx.Agg):
+            return rx.Agg(n.name, n.args[0].arg, n.args[0].var, None, n.span)
+        if not isinstance(n, Attr) or n.var not in by_var:
+            return n
+        plain = Attr(n.var, n.attr, span=n.span)
+        if n.index == "all":
+            return rx.Agg("count", plain, n.var, None, n.span)  # the aggregate around it names the function
+        if n.index == "prev":
+            return plain if n.var == row else rx.Nav("LAST", plain, 1, None, n.span)
+        if n.index == 1 or (isinstance(n.index, int) and by_var[n.var].kleene):
+            return rx.Nav("FIRST", plain, n.index - 1, None, n.span)
+        return Attr(FILLERS, n.attr, span=n.span) if n.var == row else plain
+    return map_nodes(e, fn)
+
+
+def _types(var: str, types: tuple[str, ...], type_col: str):
+    tests = [BinOp("=", Attr(var, type_col), Literal(t)) for t in types]
+    out = tests[0]
+    for t in tests[1:]:
+        out = BinOp("OR", out, t)
+    return out
+
+
+def _conditions(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col: str, source: str | None,
+                as_filler: bool = False) -> dict[str, list]:
+    """Each variable's DEFINE conjuncts; ``as_filler``: the same conditions on the current row taken as the
+    variable's next event while it is mapped to the filler (skip_till_next_match's "could it be selected")."""
+    order = {c.var: k for k, c in enumerate(comps)}
+    by_var = {c.var: c for c in comps}
+    next_match = r.strategy == "skip_till_next_match"
+    out: dict[str, list] = {}
+    for c in comps:
+        row = FILLERS if as_filler else c.var
+        out[c.var] = [_types(row, c.types, type_col)]
+        if as_filler:  # strictly after the previous event of the match (LANGUAGE.md §1); for a pick: its variable
+            previous = rx.Nav("LAST", Attr(PICKED, ts_col), 0)
+            out[c.var].append(BinOp("OR", Unary("IS NULL", previous), BinOp(">", Attr(row, ts_col), previous)))
+    for p in r.predicates:
+        if p.kind == "equivalence":
+            for item in p.expr.items:
+                if item.value is not None:
+                    for c in comps:
+                        out[c.var].append(BinOp("=", Attr(FILLERS if as_filler else c.var, item.attr), item.value))
+            continue
+        var, guard = _define(p.expr, order, by_var, source, next_match)
+        e = _expr(p.expr, by_var, var if as_filler else None)
+        if guard:
+            count = rx.Agg("count", None, var)
+            e = BinOp("OR", BinOp("<=", BinOp("+", count, Literal(1)) if as_filler else count, Literal(1)), e)
+        out[var].append(e)
+    return out
+
+
+def _filler_define(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col: str, source: str | None):
+    """skip_till_next_match: a skipped event is one that could not be taken next (by any component that may
+    follow the match's last event so far, its conditions decided on what is bound)."""
+    can = {v: Func("coalesce", (and_all(conds), Literal(False)))
+           for v, conds in _conditions(r, comps, type_col, ts_col, source, as_filler=True).items()}
+    after = []
+    for k, c in enumerate(comps):
+        count = rx.Agg("count", None, c.var)
+        moves = []
+        if c.kleene:
+            moves.append(can[c.var] if c.hi is None else BinOp("AND", BinOp("<", count, Literal(c.hi)), can[c.var]))
+        leave = []
+        for j in range(k + 1, len(comps)):
+            leave.append(can[comps[j].var])
+            if comps[j].lo >= 1:
+                break
+        if leave:
+            either = leave[0]
+            for m in leave[1:]:
+                either = BinOp("OR", either, m)
+            moves.append(either if c.lo <= 1 else BinOp("AND", BinOp(">=", count, Literal(c.lo)), either))
+        if moves:
+            any_move = moves[0] if len(moves) == 1 else BinOp("OR", moves[0], moves[1])
+            last = rx.Classifier(PICKED)
+            was = BinOp("OR", BinOp("=", last, Literal(c.var + STEP)), BinOp("=", last, Literal(c.var + LATER)))
+            if k == 0:
+                was = BinOp("OR", BinOp("=", last, Literal(c.var + FIRST)), was)
+            after.append(BinOp("AND", was, any_move))
+    if not after:
+        return None
+    selectable = after[0]
+    for a in after[1:]:
+        selectable = BinOp("OR", selectable, a)
+    return Unary("NOT", Func("coalesce", (selectable, Literal(False))))
+
+
+def _pick(c: Component, filler: bool) -> rx.RowPattern:
+    """One event of ``c`` after the match's previous event: the next row if it is later (contiguity); else
+    (skip_till_*) after the skipped rows at the previous event's time, the first later row, or, once a later
+    row was skipped, any later row."""
+    step = rx.PVar(c.var + STEP)
+    if not filler:
+        return step
+    ties = rx.PExclude(rx.PQuant(rx.PVar(FILLER), 0, None, greedy=False))
+    later = rx.PConcat((rx.PExclude(rx.PVar(FILLER_STEP)),
+                        rx.PExclude(rx.PQuant(rx.PVar(FILLER_LATER), 0, None, greedy=False)), rx.PVar(c.var + LATER)))
+    return rx.PConcat((ties, rx.PAlt((step, later))))
+
+
+def _row_pattern(comps: list[Component], filler: bool) -> rx.RowPattern:
+    items: list[rx.RowPattern] = []
+    for k, c in enumerate(comps):
+        unit = _pick(c, filler)
+        if k == 0:
+            items.append(rx.PVar(c.var + FIRST))
+            if c.hi != 1:
+                hi = None if c.hi is None else c.hi - 1
+                items.append(rx.PQuant(unit, c.lo - 1, hi, greedy=c.greedy))
+        elif not c.kleene and c.lo == 1:
+            items.append(unit)
+        else:
+            items.append(rx.PQuant(unit, c.lo, c.hi, greedy=c.greedy))
+    return items[0] if len(items) == 1 else rx.PConcat(tuple(items))
+
+
+def _later(ts_col: str, op: str):
+    """``PREV(ts) <op> ts``: the current row is later than (``<``) or at the time of (``=``) the row before it."""
+    return BinOp(op, rx.Nav("PREV", Attr(None, ts_col), 1), Attr(None, ts_col))
+
+
+def to_recognize(query: Query, source: str | None = None, *, columns: list[str] | tuple[str, ...] = (),
+                 type_col: str = "type", ts_col: str = "ts") -> rx.Recognize:
+    """The MATCH_RECOGNIZE statement IR of an AFTER MATCH SKIP match query; ``columns`` are the input's columns
+    (the default output, without RETURN, is every one of them for every variable)."""
+    r = check_skip_query(query, source)
+    comps = components(r.query.pattern, source)
+    by_var = {c.var: c for c in comps}
+    filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
+    conditions = _conditions(r, comps, type_col, ts_col, source)
+    defines, subsets = [], []
+    for k, c in enumerate(comps):
+        cond = and_all(conditions[c.var])
+        names = ([c.var + FIRST] if k == 0 else []) + ([c.var + STEP] if k or c.kleene else [])
+        names += [c.var + LATER] if filler and (k or c.kleene) else []
+        for name in names:
+            defines.append((name, BinOp("AND", cond, _later(ts_col, "<")) if name.endswith(STEP) else cond))
+        subsets.append((c.var, tuple(names)))
+    picked = tuple(n for _, names in subsets for n in names)
+    if filler:
+        skipped = _filler_define(r, comps, type_col, ts_col, source) if r.strategy == "skip_till_next_match" else None
+        ties, step = _later(ts_col, "="), _later(ts_col, "<")
+        defines += [(FILLER, ties if skipped is None else BinOp("AND", ties, skipped)),
+                    (FILLER_STEP, step if skipped is None else BinOp("AND", step, skipped))]
+        if skipped is not None:
+            defines.append((FILLER_LATER, skipped))
+        subsets.append((FILLERS, (FILLER, FILLER_STEP, FILLER_LATER)))
+    if r.returns is not None:
+        measures = tuple(rx.Measure(_expr(i.expr, by_var), name)
+                         for i, name in zip(r.returns, r.return_names, strict=True))
+    else:
+        names = dedupe([default_column(c.var, a) for c in comps for a in columns])
+        values = [Attr(c.var, a) for c in comps for a in columns]
+        measures = tuple(rx.Measure(v, n) for v, n in zip(values, names, strict=True))
+    skip = query.skip
+    outer = sx.select(*[sx.column(m.name, quoted=True) for m in measures]).from_("__sparkcep_matches")
+    return rx.Recognize(
+        source="events",
+        pattern=_row_pattern(comps, filler),
+        partition_by=tuple(dict.fromkeys(item.attr for item in r.partition)),
+        order_by=(rx.OrderItem(ts_col),),
+        measures=measures,
+        skip=rx.Skip(_SKIP_KINDS[skip.kind], skip.var),
+        subsets=((PICKED, picked), *subsets),
+        defines=tuple(defines),
+        within=query.within,
+        outer_sql=outer.sql("spark"),
+        text=source or "",
+    )

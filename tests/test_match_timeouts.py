@@ -1,0 +1,208 @@
+"""Timed-out partial matches (Flink's TimedOutPartialMatchHandler): the engine against the oracle written from
+the definition, on random queries and streams cut into micro-batches, and on Spark (batch and streaming)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sparkcep
+from sparkcep.ir.serde import from_data, to_data
+from sparkcep.ir.spec import TimeoutSpec, with_default_outputs
+from sparkcep.oracles.timeouts import timed_out_rows
+from sparkcep.runtime_udfs.match import timeouts
+from sparkcep.runtime_udfs.match.conjuncts import EngineUnsupportedError
+from sparkcep.spark.results import canonical
+from tests.strategies import event_streams
+
+STEPS = ["A a", "B b", "C c", "ANY(B, C) d"]
+PREDICATES = {"a": ["a.x >= 1"], "b": ["a.x < b.x", "b.x != 2"], "c": ["c.x = a.x", "c.x > b.x"],
+              "d": ["d.x >= a.x"]}
+
+
+@st.composite
+def timeout_queries(draw) -> str:
+    n = draw(st.integers(2, 4))
+    steps = draw(st.permutations(STEPS))[:n]
+    names = [s.split()[-1] for s in steps]
+    conds = ["[id]"] if draw(st.booleans()) else []
+    for v in names:
+        usable = [p for p in PREDICATES[v] if all(f"{w}." not in p or w in names for w in "abcd")]
+        if usable and draw(st.integers(0, 2)) == 0:
+            conds.append(draw(st.sampled_from(usable)))
+    text = f"PATTERN SEQ({', '.join(steps)})"
+    if conds:
+        text += " WHERE " + " AND ".join(conds)
+    text += f" WITHIN {draw(st.integers(2, 8))}"
+    if draw(st.booleans()):
+        text += " RETURN " + ", ".join(f"{v}.ts" for v in names) + f", {names[0]}.x AS first_x"
+    return text
+
+
+def spec_of(text: str, attributes=("type", "ts", "id", "x")) -> TimeoutSpec:
+    return TimeoutSpec.of(with_default_outputs(sparkcep.compile(text).spec(), attributes))
+
+
+def run(spec, events, cuts=(), watermarks=(), roundtrip=False, seed=0) -> list[dict]:
+    """One engine per key, fed the micro-batches ``cuts`` delimit (each shuffled), the watermark advanced after
+    each (never past an event not yet delivered), the state optionally serialized between; then flushed."""
+    rnd = random.Random(seed)
+    parts: dict[tuple, list[dict]] = {}
+    for e in events:
+        parts.setdefault(tuple(e.get(k) for k in spec.key), []).append(e)
+    rows = []
+    for part in parts.values():
+        state = timeouts.init_state()
+        bounds = [0, *sorted(min(c, len(part)) for c in cuts), len(part)]
+        for k, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
+            batch = part[lo:hi]
+            rnd.shuffle(batch)
+            state, out = timeouts.step(spec, state, batch)
+            assert out == []
+            if roundtrip:
+                state = timeouts.TimeoutState.from_bytes(state.to_bytes())
+            if k < len(watermarks):
+                safe = min([e["ts"] for e in part[hi:]], default=math.inf)
+                state, out = timeouts.advance(spec, state, min(watermarks[k], safe))
+                rows += out
+        state, out = timeouts.advance(spec, state, math.inf)
+        rows += out
+        assert timeouts.is_empty(state)
+    return rows
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=timeout_queries(), events=event_streams(types="ABC", min_size=2, max_size=9, max_gap=2,
+                                                    attrs={"x": (0, 3), "id": (0, 1)}),
+       cuts=st.lists(st.integers(0, 9), max_size=3), watermarks=st.lists(st.integers(0, 30), max_size=4),
+       roundtrip=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed):
+    got = run(spec_of(text), events, cuts, sorted(watermarks), roundtrip, seed)
+    expected = timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "id", "x"])
+    assert canonical(got) == canonical(expected), text
+
+
+def test_a_partial_match_is_decided_when_event_time_reaches_its_window_end():
+    spec = spec_of("PATTERN SEQ(A a, B b, C c) WHERE a.x < b.x WITHIN 10 RETURN a.ts, b.ts")
+    state, _ = timeouts.step(spec, timeouts.init_state(), [
+        {"type": "A", "ts": 1, "x": 1}, {"type": "B", "ts": 2, "x": 0}, {"type": "B", "ts": 3, "x": 5},
+        {"type": "C", "ts": 12}])
+    assert timeouts.wakeup(spec, state) == 1
+    state, rows = timeouts.advance(spec, state, 10)
+    assert rows == [] and timeouts.wakeup(spec, state) == 11  # an event before ts 11 may still extend a@1
+    state, rows = timeouts.advance(spec, state, 11)
+    # b@2 fails a.x < b.x; (a@1, b@3) is maximal: c@12 is outside the window
+    assert rows == [{"a_ts": 1, "b_ts": 3, "timeout_step": "b"}]
+    state, rows = timeouts.step(spec, state, [{"type": "A", "ts": 9}])  # behind the watermark: late
+    assert state.late == 1
+
+
+def test_a_prefix_of_a_complete_match_never_times_out():
+    spec = spec_of("PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.ts")
+    state, _ = timeouts.step(spec, timeouts.init_state(), [{"type": "A", "ts": 1}, {"type": "B", "ts": 2},
+                                                          {"type": "A", "ts": 3}])
+    assert timeouts.advance(spec, state, math.inf)[1] == [{"a_ts": 3, "timeout_step": "a"}]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("PATTERN SEQ(A a, B+ b) WITHIN 5", "SEQ of single events"),
+    ("PATTERN SEQ(A a, !(C c), B b) WITHIN 5", "SEQ of single events"),
+    ("PATTERN SEQ(A a, B b) OR SEQ(C c, B d) WITHIN 5", "SEQ of single events"),
+    ("PATTERN SEQ(A a, B b) USING skip_till_next_match WITHIN 5", "not skip_till_next_match"),
+])
+def test_out_of_scope_is_refused(text, message):
+    with pytest.raises(EngineUnsupportedError, match=message):
+        timeouts.check(spec_of(text))
+
+
+def test_the_spec_round_trips_as_a_job_literal():
+    spec = spec_of("PATTERN SEQ(A a, B b) WHERE [id] AND a.x < b.x WITHIN 5")
+    assert from_data(to_data(spec)) == spec and isinstance(from_data(to_data(spec)), TimeoutSpec)
+
+
+# ----------------------------------------------------------------------------------------------- Spark
+
+QUERY = "PATTERN SEQ(A a, B b, C c) WHERE [id] AND a.x < b.x WITHIN 6"
+SCHEMA = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
+
+
+def abc_events(n: int, seed: int) -> list[dict]:
+    rnd = random.Random(seed)
+    return [{"type": rnd.choice("AABC"), "ts": i // 2, "id": rnd.randrange(2), "x": rnd.randrange(4)}
+            for i in range(n)]
+
+
+@pytest.mark.spark
+def test_batch_timeouts_dataframe_equals_the_oracle(spark):
+    from sparkcep.spark.results import epoch_ms_rows
+
+    events = abc_events(60, seed=1)
+    q = sparkcep.compile(QUERY)
+    result = q.apply(spark.createDataFrame(events, SCHEMA))
+    expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
+    assert len(expected) > 3
+    assert result.timeouts.columns == [*result.columns, "timeout_step"]
+    assert canonical(epoch_ms_rows(result.timeouts)) == canonical(expected)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
+    """Three files, one per micro-batch; a last event far ahead moves the watermark past every window."""
+    from sparkcep.spark.io import read_events
+    from sparkcep.spark.results import epoch_ms_rows
+
+    events = abc_events(45, seed=2)
+    q = sparkcep.compile(QUERY)
+    expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
+    source = tmp_path / "in"
+    source.mkdir()
+    chunks = [events[k:k + 15] for k in range(0, len(events), 15)]
+    chunks[-1] = [*chunks[-1], {"type": "B", "ts": 100_000, "id": 0, "x": 0}]
+    for k, chunk in enumerate(chunks):
+        path = source / f"e{k}.jsonl"
+        path.write_text("".join(json.dumps(e) + "\n" for e in chunk))
+        os.utime(path, (1_000_000 + k, 1_000_000 + k))  # the file source takes files in mtime order
+    result = q.apply(read_events(spark, str(source), "json", "ts", stream=True, files_per_trigger=1, schema=SCHEMA))
+    (result.timeouts.writeStream.format("json").option("path", str(tmp_path / "out"))
+     .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start().awaitTermination())
+    streamed = epoch_ms_rows(spark.read.schema(result.timeouts.schema).json(str(tmp_path / "out")))
+    assert canonical(streamed) == canonical(expected)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-e", "PATTERN SEQ(A a, B b) WITHIN 5", "--timeouts"], "give --output"),
+    (["-e", "PATTERN SEQ(A a, B+ b) WITHIN 5", "--timeouts", "--output", "o"], "SEQ of single events"),
+    (["-e", "RETURN COUNT(*) PATTERN SEQ(A a, B b) WITHIN 5", "--timeouts", "--output", "o"],
+     "SEQ of single events"),
+    (["-e", "q1: PATTERN SEQ(A a, B b) WITHIN 5; q2: PATTERN SEQ(A a, C c) WITHIN 5", "--timeouts", "--output", "o"],
+     "choose it with --query NAME"),
+])
+def test_cli_timeouts_refused_before_spark_starts(args, message, capsys, tmp_path):
+    from sparkcep.cli import main
+
+    events = tmp_path / "e.jsonl"
+    events.write_text('{"type": "A", "ts": 1}\n')
+    assert main(["run", *args, "--input", str(events)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "starting Spark" not in err and "Traceback" not in err
+
+
+@pytest.mark.spark
+def test_cli_run_writes_timeouts_beside_the_output(spark, tmp_path, capsys):
+    from sparkcep.cli import main
+
+    events = abc_events(40, seed=3)
+    (tmp_path / "e.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    out = tmp_path / "out"
+    assert main(["run", "-e", QUERY, "--input", str(tmp_path / "e.jsonl"), "--output", str(out), "--timeouts"]) == 0
+    expected = timed_out_rows(sparkcep.compile(QUERY).query, events, ["type", "ts", "id", "x"])
+    assert f"{len(expected)} timed-out partial matches; see {out}/_timeouts" in capsys.readouterr().err
+    got = [json.loads(line) for f in sorted((out / "_timeouts").glob("*.json")) for line in f.read_text().splitlines()]
+    assert canonical([{k: r.get(k) for k in expected[0]} for r in got]) == canonical(expected)

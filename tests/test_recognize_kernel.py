@@ -1,0 +1,294 @@
+"""The columnar MATCH_RECOGNIZE kernel (runtime_udfs/recognize/kernel.py) against the row engine and the
+brute-force reference, over random eligible specs (every pattern construct, skips, WITHIN, NULLs, ties,
+several partitions per chunk)."""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sparkcep.ir import recognize as R
+from sparkcep.ir.ast import Unary
+from sparkcep.oracles.recognize import recognize
+from sparkcep.runtime_udfs import recognize as engine
+from sparkcep.runtime_udfs.recognize import kernel
+from tests.recognize_strategies import (
+    V,
+    agg,
+    and_,
+    classifier,
+    col,
+    first,
+    func,
+    is_null,
+    last,
+    lit,
+    make_spec,
+    not_,
+    nxt,
+    op,
+    or_,
+    order_rows,
+    pattern_variables,
+    plus,
+    prev,
+    row_patterns,
+    seq,
+    strip_exclusion,
+)
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+COLUMNS = ("k", "t", "x", "y", "s", "f")
+TYPES = {"k": pa.int64(), "t": pa.int64(), "x": pa.int64(), "y": pa.int64(), "s": pa.string(),
+         "f": pa.float64(), "__ts": pa.int64()}
+
+
+def _table(rows) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=pa.schema([(c, TYPES[c]) for c in (*COLUMNS, "__ts")]))
+
+
+def _kernel_rows(spec, parts):
+    rows = [r for p in parts for r in p]
+    bounds = [0]
+    for p in parts:
+        bounds.append(bounds[-1] + len(p))
+    out = kernel.run_chunk(spec, _table(rows), bounds)
+    assert out is not None
+    assert out.column_names == list(spec.output)
+    return out.to_pylist()
+
+
+# ----------------------------------------------------------------------------------------------- strategies
+
+
+@st.composite
+def _operand(draw, shift_ok=True):
+    kind = draw(st.sampled_from(("col", "col", "prev", "next", "lit", "arith", "self") if shift_ok else
+                                ("col", "lit")))
+    c = draw(st.sampled_from(("x", "y")))
+    if kind == "col":
+        return col(c)
+    if kind == "self":  # the variable being defined, named: still the current row
+        return col(c, "$self")
+    if kind == "prev":
+        return prev(col(c), draw(st.integers(1, 2)))
+    if kind == "next":
+        return nxt(col(c), draw(st.integers(1, 2)))
+    if kind == "arith":
+        return op(draw(st.sampled_from("+-*/%")), col(c), lit(draw(st.integers(-1, 2))))
+    return lit(draw(st.integers(0, 3)))
+
+
+@st.composite
+def _condition(draw):
+    def atom():
+        kind = draw(st.sampled_from(("num", "num", "num", "str", "float", "null")))
+        if kind == "null":
+            return (is_null if draw(st.booleans()) else lambda e: Unary("IS NOT NULL", e))(draw(_operand()))
+        if kind == "str":
+            return op(draw(st.sampled_from(("=", "<", "!="))), col("s"), lit(draw(st.sampled_from("abc"))))
+        if kind == "float":
+            return op(draw(st.sampled_from(("<", ">="))), op("*", col("f"), lit(2)), prev(col("f")))
+        return op(draw(st.sampled_from(("<", "<=", ">", ">=", "=", "!="))), draw(_operand()), draw(_operand()))
+
+    cond = atom()
+    for _ in range(draw(st.integers(0, 1))):
+        cond = (and_ if draw(st.booleans()) else or_)(cond, atom())
+    return not_(cond) if draw(st.integers(0, 4)) == 0 else cond
+
+
+def _bind_self(e, var):
+    """``col(c, "$self")`` becomes ``var.c``."""
+    if isinstance(e, type(col("x"))):
+        return col(e.attr, var) if e.var == "$self" else e
+    if isinstance(e, R.Nav):
+        return R.Nav(e.kind, _bind_self(e.arg, var), e.offset, e.semantics)
+    if hasattr(e, "operand"):
+        return type(e)(e.op, _bind_self(e.operand, var))
+    if hasattr(e, "left"):
+        return type(e)(e.op, _bind_self(e.left, var), _bind_self(e.right, var))
+    return e
+
+
+@st.composite
+def _measures(draw, refs, one_row):
+    sems = (None, "FINAL") if one_row else (None, "FINAL", "RUNNING")
+    out = [("mn", R.MatchNumber())]
+    for i in range(draw(st.integers(1, 4))):
+        var = draw(st.sampled_from(refs))
+        sem = draw(st.sampled_from(sems))
+        c = draw(st.sampled_from(("x", "y", "t", "s", "f")))
+        num = draw(st.sampled_from(("x", "y", "f")))
+        kind = draw(st.sampled_from(("col", "first", "last", "agg", "count", "prev", "next", "cls", "pcls",
+                                     "expr")))
+        if kind == "col":
+            e = col(c, var)
+        elif kind == "first":
+            e = first(col(c, var), draw(st.integers(0, 1)), sem)
+        elif kind == "last":
+            e = last(col(c, var), draw(st.integers(0, 2)), sem)
+        elif kind == "agg":
+            e = agg(draw(st.sampled_from(("sum", "min", "max", "avg", "count"))), col(num, var), var, sem)
+        elif kind == "count":
+            e = agg("count", None, var, sem)
+        elif kind == "next":
+            e = nxt(first(col(c, var), 0, sem), draw(st.integers(1, 2)))
+        elif kind == "prev":
+            e = prev(last(col(c, var), 0, sem), draw(st.integers(1, 2)))
+        elif kind == "cls":
+            e = classifier(var, sem)
+        elif kind == "expr":  # an expression over gathered values
+            e = draw(st.sampled_from((
+                op("-", last(col(num, var), 0, sem), first(col(num), 0, sem)),
+                op("/", agg("sum", col(num, var), var, sem), op("+", agg("count", None, None, sem), lit(1))),
+                op("AND", op("=", classifier(var, sem), lit("A")), op(">", col(num), lit(0))),
+                not_(op("<", col(num, var), prev(col(num)))))))
+        else:
+            e = prev(classifier(None, sem))
+        out.append((f"m{i}", e))
+    return out
+
+
+@st.composite
+def eligible_specs(draw):
+    pattern = draw(row_patterns(("A", "B", "C"), 5))
+    variables = pattern_variables(pattern)
+    if not variables:
+        pattern = seq(pattern, V("A"))
+        variables = ("A",)
+    subsets = (("U", tuple(variables[:2])),) if len(variables) >= 2 and draw(st.booleans()) else ()
+    defines = tuple((v, _bind_self(draw(_condition()), v)) for v in variables if draw(st.booleans()))
+    kind = draw(st.sampled_from((R.SKIP_PAST_LAST_ROW, R.SKIP_TO_NEXT_ROW, R.SKIP_TO_FIRST, R.SKIP_TO_LAST)))
+    skip = R.Skip(kind)
+    if kind in (R.SKIP_TO_FIRST, R.SKIP_TO_LAST):
+        skip = R.Skip(kind, draw(st.sampled_from([*variables, *(n for n, _ in subsets)])))
+    refs = [None, *variables, *(n for n, _ in subsets)]
+    rows_per_match = draw(st.sampled_from(R.ROWS_PER_MATCH))
+    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED:
+        pattern = strip_exclusion(pattern)  # the standard refuses exclusion WITH UNMATCHED ROWS
+    return make_spec(pattern, columns=COLUMNS, defines=defines, measures=draw(_measures(refs, rows_per_match
+                                                                                          == R.ONE_ROW)),
+                     skip=skip, rows_per_match=rows_per_match, partition_by=("k",), subsets=subsets,
+                     order_by=(R.OrderItem("t", ascending=draw(st.integers(0, 3)) > 0),),
+                     within=draw(st.one_of(st.none(), st.none(), st.integers(1, 6))))
+
+
+@st.composite
+def _partition(draw, key):
+    n = draw(st.integers(0, 9))
+    ts = sorted(draw(st.lists(st.integers(0, 8), min_size=n, max_size=n)))
+    small = st.sampled_from((0, 1, 2, 3, None, 1, 2))
+    rows = []
+    for t in ts:
+        rows.append({"k": key, "t": t, "x": draw(small), "y": draw(small),
+                     "s": draw(st.sampled_from(("a", "b", "c", None))),
+                     "f": draw(st.sampled_from((0.5, 1.5, -2.0, None))), "__ts": t})
+    return order_rows(rows)
+
+
+@st.composite
+def chunks(draw):
+    k = draw(st.integers(1, 3))
+    return [draw(_partition(key)) for key in range(k)]
+
+
+# ----------------------------------------------------------------------------------------------- tests
+
+
+@SETTINGS
+@given(eligible_specs(), chunks())
+def test_kernel_equals_engine_and_reference(spec, parts):
+    assert kernel.eligibility(spec).ok, kernel.eligibility(spec).reason
+    parts = [sorted(p, key=engine.sort_key(spec)) for p in parts]  # DESC time: WITHIN ends no thread early
+    want = [o for p in parts for o in engine.run_partition(spec, p)]
+    assert want == [o for p in parts for o in recognize(spec, p)]
+    got = _kernel_rows(spec, parts)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g == w, (g, w)
+        for name in spec.output:  # the same Python types too (an AVG is a double, a COUNT an integer)
+            assert w[name] is None or type(g[name]) is type(w[name]), (name, g, w)
+
+
+ABC = make_spec(seq(V("A"), plus(V("B")), V("C")), columns=COLUMNS,
+                defines=(("A", op("=", col("s"), lit("a"))), ("B", op("=", col("s"), lit("b"))),
+                         ("C", op("=", col("s"), lit("c")))),
+                measures=(("a", first(col("t"))), ("c", last(col("t")))), partition_by=("k",))
+
+
+def _rows(text, key=0):
+    return [{"k": key, "t": i, "x": i, "y": None, "s": ch, "f": float(i), "__ts": i} for i, ch in enumerate(text)]
+
+
+def test_the_issue_example_and_a_long_run():
+    parts = [_rows("abbbcabc"), _rows("a" + "b" * 5000 + "c", 1)]
+    assert _kernel_rows(ABC, parts) == [o for p in parts for o in engine.run_partition(ABC, p)] == [
+        {"k": 0, "a": 0, "c": 4}, {"k": 0, "a": 5, "c": 7}, {"k": 1, "a": 0, "c": 5001}]
+
+
+@pytest.mark.parametrize(("spec", "reason"), [
+    (make_spec(seq(V("A"), V("B")), columns=COLUMNS, defines=(("B", op(">", col("x", "B"), col("x", "A"))),)),
+     "reads rows of the match"),
+    (make_spec(seq(V("A"), V("B")), columns=COLUMNS, defines=(("B", R.Nav("FIRST", col("x"), 0)),)),
+     "reads rows of the match"),
+    (make_spec(V("A"), columns=COLUMNS, defines=(("A", R.Nav("PREV", col("x"), 1)),),
+               measures=(("m", is_null(col("x"))),)), "measure m"),
+    (make_spec(V("A"), columns=COLUMNS, rows_per_match=R.ALL_ROWS,
+               measures=(("m", R.Nav("FIRST", classifier(), 0)),)), "measure m"),
+    (make_spec(V("A"), columns=COLUMNS, defines=(("A", op(">", func("abs", col("x")), lit(1))),)),
+     "DEFINE of A"),
+])
+def test_ineligible_specs_say_why(spec, reason):
+    e = kernel.eligibility(spec)
+    assert not e.ok and reason in e.reason
+    assert reason in kernel.describe(spec)[0]
+    with pytest.raises(ValueError, match="does not run this spec"):
+        kernel.run_chunk(spec, _table(_rows("ab")), [0, 2])
+
+
+def test_a_chunk_with_nan_in_a_column_the_define_reads_goes_to_the_engine():
+    spec = make_spec(plus(V("A")), columns=COLUMNS, defines=(("A", op(">", col("f"), lit(0))),),
+                     measures=(("n", agg("count")),))
+    rows = _rows("aaa")
+    assert kernel.run_chunk(spec, _table(rows), [0, 3]) is not None
+    rows[1]["f"] = math.nan  # the row engine orders NaN above every number, the columnar one reads NULL
+    assert kernel.run_chunk(spec, _table(rows), [0, 3]) is None
+
+
+def test_thread_budget(monkeypatch):
+    spec = make_spec(seq(plus(V("A")), V("B")), columns=COLUMNS, skip=R.Skip(R.SKIP_TO_NEXT_ROW),
+                     defines=(("B", op("=", col("s"), lit("z"))),))
+    monkeypatch.setattr(kernel, "MAX_THREADS", 10)
+    with pytest.raises(engine.RecognizeBudgetError, match="more than 10 partial matches"):
+        kernel.run_chunk(spec, _table(_rows("a" * 30)), [0, 30])
+
+
+def test_within_keeps_later_starts_at_the_same_instruction_apart():
+    # PAST LAST ROW merges a later start's thread into the earliest start's at the same instruction, but not
+    # under WITHIN: start 0 dies at row 4 (4 - 0 is not < 4), start 1 matches rows 1-4
+    spec = make_spec(seq(V("A"), R.PQuant(V("B"), 0, None), V("C")), columns=COLUMNS, within=4,
+                     defines=(("A", op("=", col("s"), lit("a"))), ("C", op("=", col("s"), lit("c")))),
+                     measures=(("a", first(col("t"))), ("c", last(col("t")))), partition_by=("k",))
+    parts = [_rows("aabbc")]
+    assert _kernel_rows(spec, parts) == recognize(spec, parts[0]) == [{"k": 0, "a": 1, "c": 4}]
+
+
+def test_all_rows_of_a_later_partition_read_their_own_rows():
+    spec = make_spec(seq(V("A"), V("A")), columns=COLUMNS, measures=(("mn", R.MatchNumber()), ("m0", col("x"))),
+                     rows_per_match=R.ALL_ROWS, partition_by=("k",))
+    parts = [_rows("aa"), _rows("aa", 1)]
+    got = _kernel_rows(spec, parts)
+    assert got == [o for p in parts for o in engine.run_partition(spec, p)]
+    assert [(o["k"], o["m0"]) for o in got] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_without_numba_the_kernel_is_off(monkeypatch):
+    monkeypatch.setattr(kernel, "numba", None)
+    monkeypatch.setattr(kernel, "_NUMBA_ERROR", "No module named 'numba'")
+    monkeypatch.setattr(kernel, "_PLANS", {})
+    e = kernel.eligibility(ABC)
+    assert not e.ok and "numba is not installed" in e.reason

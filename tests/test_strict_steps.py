@@ -1,0 +1,159 @@
+"""Per-step strict contiguity ``SEQ(A a, NEXT B b, C c)`` (Flink CEP's ``next`` mixed with ``followedBy``/
+``followedByAny`` in one pattern), issue 16.
+
+``NEXT P`` inside a SEQ: the first event of ``P`` is the partition's event right after the match's previous
+event (by ts, ties in input order, as under ``partition_contiguity``); the other steps follow the query's
+strategy.  Every event of the partition therefore reaches the engine (``ir.spec.reads_every_event``), whose NFA^b
+runs let a run enter a ``NEXT`` position only from the event right before (``match.runs._adjacent``).  Compared
+with the oracle (``oracles.match._links_hold``) on random streams under every strategy, in one step and in random
+micro-batches, and on Spark batch and streaming.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sparkcep
+from sparkcep.grammar.parser import parse_query
+from sparkcep.ir.errors import CEPError
+from sparkcep.ir.printer import format_query
+from sparkcep.oracles.match import match_rows
+from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.spark.results import canonical
+from tests.strategies import event_streams
+from tests.test_bounded_quantifiers import streamed
+from tests.test_match_groups import _events
+from tests.test_match_language import agrees, usable, with_strategy
+from tests.test_match_semantics import STRATEGIES
+
+
+def test_next_parses_prints_back_and_marks_the_step():
+    q = parse_query("PATTERN SEQ(A a, NEXT B+ b[], C c, NEXT (SEQ(D d, E e))) WITHIN 10")
+    assert q.pattern.strict == (False, True, False, True)
+    assert format_query(q).splitlines()[0] == "PATTERN SEQ(A a, NEXT B+ b[], C c, NEXT SEQ(D d, E e))"
+    assert parse_query(format_query(q)) == q
+    assert parse_query("PATTERN SEQ(A a, B b) WITHIN 10").pattern.strict == ()
+    # every event reaches the engine (the filter keeps every row), and NFA^b runs check the link
+    q = sparkcep.compile("PATTERN SEQ(A a, NEXT B b, C c) WITHIN 10")
+    assert [name for _, name in match_engine.engines(q.spec())] == ["nfa_b_runs"]
+    assert "WHERE" not in q.sql() and "engine=nfa_b_runs" in q.explain()
+
+
+@pytest.mark.parametrize(("text", "why", "column"), [
+    ("PATTERN SEQ(NEXT A a, B b) WITHIN 10", "on the first item of a SEQ", 18),
+    ("PATTERN SEQ(A a, NEXT B? b, C c) WITHIN 10", "can match no event", 23),
+    ("PATTERN SEQ(A a, NEXT !(C c)) WITHIN 10", "at the end of the pattern", 23),
+    ("PATTERN SEQ(A+ a[], NEXT !(C c), B b) WITHIN 10", "after anything but a single event", 26),
+    ("PATTERN SEQ(A a, NEXT !(SEQ(C c, D d)), B b) WITHIN 10", "more than one event", 23),
+    ("PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WITHIN 10", "inside a repetition", 33),
+    ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT C c), D d) WITHIN 10", "inside a negation", 36),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT B b) WITHIN 10", "trend-aggregate", 39),
+])
+def test_check_refuses_what_does_not_run_with_the_reason(text, why, column):
+    with pytest.raises(CEPError) as err:
+        sparkcep.compile(text).check()
+    assert why in str(err.value) and err.value.span.column == column
+
+
+def test_next_between_two_relaxed_steps():
+    """a1 b2 a3 d4 b5 c6 b7 c8: only b2 comes right after an a (a1); c6 and c8 both follow it (relaxed);
+    under skip_till_next_match the run takes the first C."""
+    events = _events("a1 b2 a3 d4 b5 c6 b7 c8")
+    text = "PATTERN SEQ(A a, NEXT B b, C c) WITHIN 10 RETURN a.ts AS a, b.ts AS b, c.ts AS c"
+    assert agrees(text, events) == [{"a": 1, "b": 2, "c": 6}, {"a": 1, "b": 2, "c": 8}]
+    assert agrees(with_strategy(text, "skip_till_next_match"), events) == [{"a": 1, "b": 2, "c": 6}]
+    # a noise event between a1 and b2 breaks the link; one of another partition does not
+    assert agrees(text, _events("a1 d2 b3 c4")) == []
+    keyed = [{**e, "id": 1} for e in _events("a1 b3 c4")] + [{"type": "D", "ts": 2, "x": 2, "id": 2}]
+    assert len(agrees(text.replace(" WITHIN", " WHERE [id] WITHIN"), keyed)) == 1
+
+
+def test_next_after_a_kleene_step():
+    """``SEQ(A a, B+ b[], NEXT C c)``: the last b is the event right before c (d4 is not a B)."""
+    rows = agrees("PATTERN SEQ(A a, B+ b[], NEXT C c) WITHIN 10 RETURN count(b[].x) AS n, b[b.len].ts AS last",
+                  _events("a0 b1 b2 d3 b4 c5"))
+    assert sorted((r["n"], r["last"]) for r in rows) == [(1, 4), (2, 4), (2, 4), (3, 4)]
+
+
+def test_not_next():
+    """``SEQ(A a, NEXT !(C c), B b)`` (Flink's notNext): a0 is followed by c1 (blocked), a3 by d4, a6 by b7, a8
+    by c9 (blocked); with ``c.x = a.x + 2`` neither c1 nor c9 blocks (the negation predicate)."""
+    events = _events("a0 c1 b2 a3 d4 b5 a6 b7 a8 c9 c10 b11")
+    text = "PATTERN SEQ(A a, NEXT !(C c), B b) WITHIN 20 RETURN a.ts AS a, b.ts AS b"
+    assert sorted((r["a"], r["b"]) for r in agrees(text, events)) == [(3, 5), (3, 7), (3, 11), (6, 7), (6, 11)]
+    keyed = agrees(text.replace(" WITHIN", " WHERE c.x = a.x + 2 WITHIN"), events)
+    assert sorted((r["a"], r["b"]) for r in keyed) == [(0, 2), (0, 5), (0, 7), (0, 11), (3, 5), (3, 7), (3, 11),
+                                                        (6, 7), (6, 11), (8, 11)]
+
+
+SHAPES = [
+    "SEQ(A a, NEXT B b, C c)",
+    "SEQ(A a, B b, NEXT C c)",
+    "SEQ(A a, NEXT B+ b[], C c)",
+    "SEQ(A a, B+ b[], NEXT C c)",
+    "SEQ(A? a, NEXT B b, C c)",
+    "SEQ(A a, !(D z), NEXT B b)",
+    "SEQ(A a, NEXT SEQ(B b, C c), D d)",
+    "SEQ(A a, NEXT B{1,2} b[], C c)",
+    "SEQ(A a, NEXT B b) OR SEQ(C c, NEXT A d)",
+    "SEQ(A a, NEXT ANY(B, C) b, NEXT C c)",
+    "SEQ(A a, NEXT !(C z), B b)",
+    "SEQ(A a, NEXT NOT ANY(C, D) z, B+ b[])",
+    "SEQ(E e, A a, NEXT !(D z), NEXT B b)",
+]
+CONDITIONS = ["[id]", "a.x < b.x", "b[i].x >= b[i-1].x", "z.x > a.x", "c.x != a.x", "z.x = b.x"]
+
+
+@functools.cache
+def _usable(pattern: str) -> list[str]:
+    return usable(pattern, tuple(CONDITIONS))
+
+
+@st.composite
+def queries(draw, strategy: str) -> str:
+    pattern = draw(st.sampled_from(SHAPES))
+    conds = draw(st.lists(st.sampled_from(_usable(pattern)), max_size=2, unique=True))
+    text = f"PATTERN {pattern}" + (" WHERE " + " AND ".join(conds) if conds else "")
+    return with_strategy(text + f" WITHIN {draw(st.integers(3, 9))}", strategy)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), events=event_streams("AABBCCDE", min_size=4, max_size=10, max_gap=2))
+def test_next_steps_agree_with_the_oracle(strategy, data, events):
+    agrees(data.draw(queries(strategy)), events, data)
+
+
+@pytest.mark.spark
+def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_path):
+    """The batch job under two strategies and a streaming run (one file per micro-batch, checkpointed): the
+    oracle's rows, with noise events (D) of the same key breaking links and those of the other key not; and
+    ``NEXT !(D d)`` in the batch job."""
+    import random
+
+    from tests.test_match_contiguity_spark import frame, spark_rows
+
+    rnd = random.Random(17)
+    events, ts = [], 0
+    for _ in range(24):
+        key = rnd.randint(0, 1)
+        for kind in rnd.choice(["D", "B", "ABC", "ABDC", "ADBC", "ABBC"]):
+            ts += rnd.choice([0, 1, 1])
+            events.append({"type": kind, "ts": ts, "x": rnd.randint(0, 3), "id": key})
+    text = "PATTERN SEQ(A a, NEXT B+ b[], C c) USING STRATEGY WHERE [id] WITHIN 6 RETURN a.ts, b[1].ts AS b1, c.ts"
+    for strategy in ("skip_till_next_match", "skip_till_any_match"):
+        q = sparkcep.compile(text.replace("STRATEGY", strategy))
+        expected = match_rows(q.query, events)
+        assert len(expected) >= 3, strategy  # the stream must exercise the query
+        assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected), strategy
+    assert canonical(streamed(spark, q, events, tmp_path)) == canonical(expected)
+    # notNext in the batch job: the event right after a is not a D
+    q = sparkcep.compile("PATTERN SEQ(A a, NEXT !(D d), B b, C c) WHERE [id] WITHIN 6 RETURN a.ts, b.ts, c.ts")
+    expected = match_rows(q.query, events)
+    assert len(expected) >= 3 and len(expected) < len(match_rows(sparkcep.compile(
+        "PATTERN SEQ(A a, B b, C c) WHERE [id] WITHIN 6").query, events))
+    assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected)
