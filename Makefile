@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint golden clean flink-diff
+.PHONY: demo test test-fast lint golden docs clean flink-diff
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check sparkcep tests bench
 	$(BIN)/python -m pytest -q
+
+# the pure tests only (no JVM) but the slowest modules (tests/conftest.py: SLOW_PURE_MODULES): a few minutes
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not spark and not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check sparkcep tests bench
@@ -34,6 +38,10 @@ $(FLINK_VENV)/.installed:
 
 flink-diff: $(STAMP) $(FLINK_VENV)/.installed
 	SPARKCEP_FLINK_PYTHON=$(abspath $(FLINK_VENV))/bin/python $(BIN)/python -m pytest -q -m flink tests/test_recognize_flink.py
+
+# rewrite the outputs shown in README.md and docs/*.md from what their examples print now; review the diff
+docs: $(STAMP)
+	$(BIN)/python -m pytest -q tests/test_docs_examples.py --update-docs
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis spark-warehouse

@@ -16,6 +16,7 @@ import itertools
 import weakref
 from dataclasses import dataclass, field, replace
 
+from sparkcep import preflight
 from sparkcep.compiler.analysis import ResolvedQuery, analyze
 from sparkcep.compiler.codegen.explain import explain_plan
 from sparkcep.compiler.codegen.job import job_source
@@ -34,11 +35,15 @@ from sparkcep.ir.needs import attribute_needs
 from sparkcep.ir.printer import format_query
 from sparkcep.ir.spec import reads_every_event
 from sparkcep.runtime_udfs.describe import describe
-from sparkcep.spark.io import check_attributes, ts_kind_of
+from sparkcep.spark.io import ts_kind_of
 
 _view_ids = itertools.count()
 #: the temp view of each input DataFrame, made once (DataFrames are immutable): a view is a round trip to the JVM
 _views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+#: the end of the message for an attribute a streaming DataFrame lacks
+STREAM_SCHEMA_HINT = ("; a stream whose first files lack an attribute needs an explicit schema "
+                      "(spark.readStream.schema(...))")
 
 
 def _view_of(df) -> str:
@@ -230,7 +235,8 @@ class CompiledQuery:
         plan = self.plan(schema)
         spec = operator_spec(plan)
         engine_of(spec).check(spec)
-        check_attributes(schema.fieldNames(), referenced_attributes(plan))
+        preflight.check_columns([self], schema.fieldNames(), attributes=referenced_attributes(plan),
+                                hint=STREAM_SCHEMA_HINT if streaming else "")
         timeout_spec = timeout_spec_of(spec)
         if not streaming:
             return _batch_matches(df, _view_of(df), plan, spec, schema, ts_col=self.ts_col, type_col=self.type_col,
@@ -577,7 +583,8 @@ class CompiledWorkload:
         if any(q.query.skip is not None for q in self.queries):
             raise CEPError("an AFTER MATCH SKIP query runs as MATCH_RECOGNIZE, alone: choose it with --query NAME")
         data, attributes = self.job_plan(share, df.schema)
-        check_attributes(df.columns, attributes)
+        preflight.check_columns(self.queries, df.columns, attributes=attributes,
+                                hint=STREAM_SCHEMA_HINT if df.isStreaming else "")
         first = self.queries[0]
         handle = []
 

@@ -185,6 +185,19 @@ def _span_of(queries, attribute: str):
     return None, None
 
 
+def check_columns(queries, columns, *, where: str = "the input", attributes=None, hint: str = "") -> None:
+    """Every attribute the compiled ``queries`` read (``attributes``, default :func:`read_attributes`) must be one
+    of ``columns``: else one :class:`CEPError` at the first place a query's text reads the missing one (line,
+    column, caret), with the input's columns and a near name.  ``run`` checks the files before Spark starts;
+    ``CompiledQuery.apply`` a DataFrame's schema."""
+    listed = ", ".join(sorted(columns))
+    for a in read_attributes(queries) if attributes is None else attributes:
+        if a not in columns:
+            span, source = _span_of(queries, a)
+            raise CEPError(f"the query reads {a!r}, which {where} does not have (columns: {listed})"
+                           + suggestion(a, columns) + hint, span, source)
+
+
 def read_attributes(queries) -> list[str]:
     """Every attribute the compiled queries' plans read, in order (a match query without RETURN too, whose
     results show every column: it reads these at least)."""
@@ -219,11 +232,7 @@ def check_run_input(queries, *, path: str, fmt: str, stream: bool, ts_col: str, 
     if ts_col not in columns:
         raise CEPError(f"the input has no ts column {ts_col!r} (columns: {listed}; --ts-col names it)"
                        + suggestion(ts_col, columns))
-    for a in read_attributes(queries):
-        if a not in columns:
-            span, source = _span_of(queries, a)
-            raise CEPError(f"the query reads {a!r}, which the input {path} does not have (columns: {listed})"
-                           + suggestion(a, columns), span, source)
+    check_columns(queries, columns, where=f"the input {path}")
     if kind is not None:  # the checks that need the ts kind (durations with or without units), as the run does
         from sparkcep.compiler.analysis import analyze
 

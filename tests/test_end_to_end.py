@@ -145,7 +145,9 @@ def test_streaming_resumes_from_its_checkpoint(spark, tmp_path):
 
 def test_missing_attribute_is_a_clear_error(spark):
     df = spark.createDataFrame([("SHELF-READING", 1, 1)], "type STRING, ts BIGINT, id BIGINT")
-    with pytest.raises(sparkcep.CEPError, match=r"reads 'gate', 'shelf_id', which the input does not have"):
+    # the first attribute missing, at its place in the query (line, column, caret), as `sparkcep run` says it
+    with pytest.raises(sparkcep.CEPError, match=r"line \d+, column \d+: the query reads '(gate|shelf_id)', which the "
+                                                r"input does not have \(columns: id, ts, type\)"):
         sparkcep.compile(QUERY.replace("1 hour", "10")).apply(df)
 
 

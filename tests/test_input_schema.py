@@ -33,3 +33,17 @@ def test_input_columns_are_the_attributes_read_or_all_without_return():
 
 def test_quoted_column_names():
     assert quoted("it's") == "`it's`" and quoted("b`q") == "`b``q`" and quoted("a.b") == "`a.b`"
+
+
+def test_a_column_spark_sql_would_not_read_back_bare_is_quoted():
+    """``if`` is not in the tokenizer's keyword list but starts a function: the filter SQL must quote it (a
+    bare ``if > 1`` does not parse); plain names stay bare."""
+    import sqlglot
+
+    from sparkcep.compiler.codegen.sql import DIALECT, column
+
+    for name in ("if", "x", "left", "interval"):
+        sql = f"SELECT * FROM t WHERE {column(name).sql(dialect=DIALECT)} > 1"
+        where = sqlglot.parse_one(sql, read=DIALECT).args["where"].this
+        assert where.this.name == name, sql
+    assert column("x").sql(dialect=DIALECT) == "x"

@@ -211,3 +211,42 @@ def test_ts_kind_of_parquet_and_the_fitting_query(tmp_path, capsys):
     assert spark_is_asked(capsys, [*argv, "--ts-unit", "s"]).startswith("starting Spark")
     path = write_json(tmp_path, [e | {"ts": "3"} for e in EVENTS])  # text that is a number: numeric
     assert spark_is_asked(capsys, ["run", "-e", "PATTERN SEQ(A a, B b) WITHIN 10", "--input", str(path)])
+
+
+class _Frame:
+    """What ``CompiledQuery.apply`` reads of a DataFrame before its attribute check: the schema, batch or stream
+    (a pyspark StructType needs no JVM)."""
+
+    def __init__(self, fields, streaming=False):
+        from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+        kinds = {"type": StringType(), "ts": LongType()}
+        self.schema = StructType([StructField(f, kinds.get(f, LongType())) for f in fields])
+        self.columns = list(fields)
+        self.isStreaming = streaming
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_apply_names_a_missing_attribute_with_line_column_and_caret(streaming):
+    """The Python API's check of a DataFrame's columns reads as the CLI's: where the query reads the attribute,
+    the columns, a near name; the streaming schema hint only for a stream."""
+    from sparkcep import CEPError, compile
+
+    with pytest.raises(CEPError) as caught:
+        compile(QUERY).apply(_Frame(["type", "ts", "id", "xs"], streaming=streaming))
+    text = caught.value.render()
+    assert text.startswith("line 2, column 16: the query reads 'x', which the input does not have "
+                           "(columns: id, ts, type, xs); did you mean 'xs'?"), text
+    assert text.splitlines()[1:] == ["  WHERE [id] AND a.x < b.x", "                 ^^^"]
+    assert ("readStream.schema" in text) == streaming
+
+
+def test_workload_apply_names_a_missing_attribute_with_its_query_position():
+    from sparkcep import CEPError, compile_shared_workload
+
+    w = compile_shared_workload("p: RETURN COUNT(*) PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10;\n"
+                                "q: RETURN COUNT(*) PATTERN SEQ(A a, C c) WHERE [id] AND c.v > 1 WITHIN 10")
+    with pytest.raises(CEPError) as caught:
+        w.apply(_Frame(["type", "ts", "id"]))
+    assert caught.value.render().startswith("line 2, column 57: the query reads 'v', which the input does not have "
+                                            "(columns: id, ts, type)\n"), caught.value.render()

@@ -325,3 +325,6 @@ if __name__ == "__main__":
         if raised_message(err) is None:
             raise
         sys.exit(f"sparkcep job: {raised_message(err)}")
+    finally:  # stopped before the JVM's shutdown hooks run: on a cluster the application ends cleanly, not FAILED
+        if SparkSession.getActiveSession() is not None:
+            SparkSession.getActiveSession().stop()

@@ -341,3 +341,6 @@ if __name__ == "__main__":
         main()
     except CEPError as err:
         sys.exit(f"sparkcep job: {err.render()}")
+    finally:  # stopped before the JVM's shutdown hooks run: on a cluster the application ends cleanly, not FAILED
+        if SparkSession.getActiveSession() is not None:
+            SparkSession.getActiveSession().stop()

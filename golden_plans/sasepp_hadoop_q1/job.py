@@ -16,7 +16,7 @@ Plan:
             c0 a: type = 'JobStart'
             c1 b+: type = 'Mapper'
             c2 c: type = 'JobEnd'
-            all: job_id = job_id
+            all: job_id IS NOT NULL
     r2 := Project[r1, columns=job_id, period]
     r3 := Partition[r2, keys=(job_id)]
     r4 := Sequence[r3, window=86400000 ms, strategy=skip_till_any_match, engine=sase_ssc]
@@ -198,7 +198,9 @@ FROM (
     CASE WHEN `type` = 'JobStart' THEN 1 ELSE 0 END + CASE WHEN `type` = 'Mapper' THEN 2 ELSE 0 END + CASE WHEN `type` = 'JobEnd' THEN 4 ELSE 0 END AS _mask
   FROM events
   WHERE
-    `type` IN ('JobEnd', 'JobStart', 'Mapper') AND job_id = job_id
+    `type` IN ('JobEnd', 'JobStart', 'Mapper') AND NOT (
+      job_id IS NULL
+    )
 ) AS candidates
 WHERE
   _mask <> 0
@@ -326,3 +328,6 @@ if __name__ == "__main__":
         if raised_message(err) is None:
             raise
         sys.exit(f"sparkcep job: {raised_message(err)}")
+    finally:  # stopped before the JVM's shutdown hooks run: on a cluster the application ends cleanly, not FAILED
+        if SparkSession.getActiveSession() is not None:
+            SparkSession.getActiveSession().stop()

@@ -140,6 +140,9 @@ def _expr(expr: ast.Expr) -> tuple[str, int]:
         return f"{left} {expr.op} {right}", level
     if isinstance(expr, ast.Unary):
         if expr.op == "NOT":
+            inner = expr.operand
+            if isinstance(inner, ast.Call) and inner.name == "isnull" and len(inner.args) == 1:  # as written
+                return f"{_operand(inner.args[0], _SUM)} IS NOT NULL", _COMPARE
             return "NOT " + _operand(expr.operand, _NOT), _NOT
         operand = _operand(expr.operand, _UNARY)
         # `--` would start a comment

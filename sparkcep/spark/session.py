@@ -8,41 +8,20 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 DEFAULT_SHUFFLE_PARTITIONS = 4
 
-#: log4j 2 for a quiet driver start: warnings and errors on stderr, one line each (a stack trace follows), without
-#: the start-up banner; :func:`local_session` lowers it to errors once the session is up.  At WARN, the level Spark
-#: gives an interactive (Python) driver, Spark prints no "Setting default log level" note.
-QUIET_LOG4J2 = """\
-# sparkcep: Spark's logging at WARN while it starts (sparkcep --verbose keeps Spark's default profile)
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-# "Unable to load native-hadoop library": Spark runs without it
-logger.native.name = org.apache.hadoop.util.NativeCodeLoader
-logger.native.level = error
-"""
+#: log4j 2 for a quiet driver start (a file of the package: spark-submit can be given it too, see README.md): warnings
+#: and errors on stderr, one line each (a stack trace follows), without the start-up banner; :func:`local_session`
+#: lowers it to errors once the session is up.  At WARN, the level Spark gives an interactive (Python) driver, Spark
+#: prints no "Setting default log level" note.
+QUIET_LOG4J2 = Path(__file__).with_name("log4j2-quiet.properties")
 
 
 def quiet_java_options() -> str:
-    """The driver JVM option that makes it read :data:`QUIET_LOG4J2` (written once to the temp directory)."""
-    path = Path(tempfile.gettempdir()) / "sparkcep-log4j2-quiet.properties"
-    try:
-        if not path.is_file() or path.read_text() != QUIET_LOG4J2:  # written whole: another run may read it
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sparkcep-log4j2-")
-            with os.fdopen(fd, "w") as f:
-                f.write(QUIET_LOG4J2)
-            os.replace(tmp, path)
-    except OSError:  # an unwritable temp directory: Spark's default logging, nothing worse
-        return ""
-    return f"-Dlog4j2.configurationFile=file:{path}"
+    """The driver JVM option that makes it read :data:`QUIET_LOG4J2`."""
+    return f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J2}" if QUIET_LOG4J2.is_file() else ""
 
 
 def local_session(master: str = "local[*]", shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,

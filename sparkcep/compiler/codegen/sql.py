@@ -27,9 +27,11 @@ function on a stream: there, equal ``ts`` within a micro-batch keep the order Sp
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
@@ -79,8 +81,21 @@ def column(name: str) -> exp.Column:
     identifiers too): a CEPError."""
     if "${" in name:
         raise CEPError(f"the column name {name!r} holds '${{', which Spark SQL reads as a variable: rename it")
-    plain = _PLAIN.fullmatch(name) is not None and name.upper() not in _KEYWORDS
+    plain = _PLAIN.fullmatch(name) is not None and name.upper() not in _KEYWORDS and _reads_back(name)
     return exp.column(name, quoted=not plain)
+
+
+@functools.lru_cache(maxsize=4096)
+def _reads_back(name: str) -> bool:
+    """Whether Spark SQL's parser reads the bare ``name`` back as that column (not, e.g., ``if`` as the start
+    of a function or another construct the tokenizer's keywords do not list)."""
+    try:
+        tree = sqlglot.parse_one(f"SELECT {name}, 1 FROM t WHERE {name} > 1", read=DIALECT)
+    except sqlglot.errors.ParseError:
+        return False
+    first, where = tree.expressions[0], tree.args["where"].this
+    return (isinstance(first, exp.Column) and first.name == name and isinstance(where, exp.GT)
+            and isinstance(where.this, exp.Column) and where.this.name == name)
 
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

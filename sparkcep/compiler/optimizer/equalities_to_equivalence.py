@@ -9,7 +9,7 @@ would hide events from it, so nothing changes; nor under a contiguity strategy (
 contiguity); nor with an ``ANY(...)`` component, which may lack the
 attribute (SASE §2.2: then the equality holds, so that event belongs to every partition).  An event whose
 ``attr`` is NULL satisfies none of the equalities; ``[attr]`` would group NULLs together, so the rule also
-filters ``attr = attr`` (NULL for NULL, so such events are dropped, as the equalities would drop them).
+filters ``attr IS NOT NULL`` (such events are dropped, as the equalities would drop them).
 
     before: where a.job_id = b[i].job_id, a.job_id = c.job_id       (SASE++ Hadoop Q1)
     after:  where [job_id]
@@ -23,7 +23,7 @@ import networkx as nx
 
 from sparkcep.compiler.optimizer._spec import operator_spec, with_spec
 from sparkcep.compiler.plan.nodes import Filter, Node, rebuild
-from sparkcep.ir.ast import Attr, BinOp, EquivItem, EquivTest
+from sparkcep.ir.ast import Attr, BinOp, Call, EquivItem, EquivTest, Unary
 from sparkcep.ir.spec import reads_every_event
 
 
@@ -56,6 +56,6 @@ def equalities_to_equivalence(plan: Node) -> Node:
         return plan
     keep = [p for p in spec.predicates if (_same_attr_equality(p) or (None,))[0] not in covered]
     keep.append(EquivTest(tuple(EquivItem(attr) for attr in covered)))
-    not_null = tuple(BinOp("=", Attr(None, attr), Attr(None, attr)) for attr in covered)
+    not_null = tuple(Unary("NOT", Call("isnull", (Attr(None, attr),))) for attr in covered)
     plan = with_spec(plan, replace(spec, predicates=tuple(keep)))
     return rebuild(plan, lambda n: replace(n, residual=n.residual + not_null) if isinstance(n, Filter) else n)
