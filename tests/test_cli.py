@@ -54,7 +54,7 @@ def test_explain_prints_plan_lines_for_every_query(capsys):
     out = capsys.readouterr().out
     assert out.count("r0 := Source[") == 14
     assert out.count("-- Spark SQL filter") == 14
-    assert "keys=() -- one partition: parallelism 1" in out
+    assert "keys=() -- no key: the operator says its parallelism" in out
 
 
 def test_explain_inline_text(capsys):

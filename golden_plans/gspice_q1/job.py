@@ -16,13 +16,14 @@ Plan:
             c1 b: type = 'B'
             c2 c: type = 'C'
     r2 := Project[r1, columns=*]
-    r3 := Partition[r2, keys=() -- one partition: parallelism 1]
+    r3 := Partition[r2, keys=() -- no key: the operator says its parallelism]
     r4 := Sequence[r3, window=250000 ms, strategy=skip_till_any_match, engine=sase_ssc]
             pattern SEQ(A a, B b, C c)
             where a.v1 < b.v1
             where a.v1 + b.v1 < c.v1
             batch prefilter: sequence scan over 1 chain(s), drops rows in no chain inside the window
             batch construction: columnar over 3 position(s), all keys at once in numpy, 2 predicate(s) vectorized
+            parallelism (no key): batch in time ranges overlapping by the window, one per shuffle partition, each match reported by the range holding its first event; streaming: 1 partition
     r5 := Output[r4, columns=<every attribute of every positive component>]
 
 Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]

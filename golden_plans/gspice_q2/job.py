@@ -19,12 +19,13 @@ Plan:
             c4 e: type = 'E'
             c5 f: type = 'F'
     r2 := Project[r1, columns=*]
-    r3 := Partition[r2, keys=() -- one partition: parallelism 1]
+    r3 := Partition[r2, keys=() -- no key: the operator says its parallelism]
     r4 := Sequence[r3, window=250000 ms, strategy=skip_till_any_match, engine=sase_ssc]
             pattern SEQ(A a, B b, C c) OR SEQ(D d, E e, F f)
             where a.v1 < b.v1 AND a.v1 + b.v1 < c.v1 OR d.v1 < e.v1 AND d.v1 + e.v1 < f.v1
             batch prefilter: sequence scan over 2 chain(s), drops rows in no chain inside the window
             batch construction: columnar over 2 sequences of 3/3 position(s), all keys at once in numpy, 2 predicate(s) vectorized
+            parallelism 1 (no key): the pattern does not start with one positive event
     r5 := Output[r4, columns=<every attribute of every positive component>]
 
 Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]

@@ -61,12 +61,14 @@ from pyspark.sql.types import (
     NumericType,
     StructField,
     StructType,
+    TimestampType,
 )
 
 from sparkcep.ir.ast import Attr, EquivItem, walk
 from sparkcep.ir.sharing import SharedSpec
 from sparkcep.ir.spec import MatchSpec, reads_every_event
 from sparkcep.runtime_udfs.event_time import EventTimeScale
+from sparkcep.runtime_udfs.match import ranges
 from sparkcep.spark.operator import MatchOperator
 from sparkcep.spark.schema import ARRIVAL, EVENT_TIME, EVENT_TIME_OFFSET, MASK, load_spec
 from sparkcep.spark.validate import quoted
@@ -199,8 +201,62 @@ def batch_matches(candidates: DataFrame, spec: SpecLike, input_schema: StructTyp
     if keys:
         spread = candidates.repartition(shuffle_partitions(candidates, partitions), *keys)
     else:
+        parts = shuffle_partitions(candidates, partitions)
+        ts_col = options.get("ts_col", "ts")
+        if parts > 1 and range_split(spec, schema, ts_col) is None:
+            return ranged_matches(candidates, spec, schema, parts, **options)
         spread = candidates.repartition(1)
     return spread.mapInArrow(op.partition_function(), op.output_schema)
+
+
+#: the column a keyless batch's rows carry: the time range (:mod:`~sparkcep.runtime_udfs.match.ranges`) holding them
+RANGE = "_range"
+
+
+def range_split(spec: EngineSpec, schema: StructType, ts_col: str = "ts") -> str | None:
+    """Why a keyless batch of ``spec`` runs on one partition, or None when it runs in time ranges (one sentence:
+    :func:`sparkcep.runtime_udfs.match.ranges.why_not`, or the ts column's type)."""
+    why = ranges.why_not(spec)
+    if why is None and ts_col in schema.names:
+        ts_type = schema[ts_col].dataType
+        if not isinstance(ts_type, (NumericType, TimestampType)):
+            why = f"a {ts_type.simpleString()} ts column is not split by time ranges"
+    return why
+
+
+def _engine_ts(col: Column, ts_type: object) -> Column:
+    """The ts as the engine compares it: the number itself, a timestamp as epoch ms."""
+    return F.unix_micros(col) / 1000.0 if isinstance(ts_type, TimestampType) else col.cast("double")
+
+
+def _count_le(cuts: list[float], value: Column) -> Column:
+    """How many of ``cuts`` are <= ``value`` (bisect_right, as :func:`ranges.owner`), 0 for null."""
+    total = F.lit(0)
+    for c in cuts:
+        total = total + F.when(value >= F.lit(c), 1).otherwise(0)
+    return F.coalesce(total, F.lit(0))
+
+
+def ranged_matches(candidates: DataFrame, spec: MatchSpec, schema: StructType, parts: int,
+                   **options: Any) -> DataFrame:
+    """The matches of a keyless batch in ``parts`` time ranges of equal length (one pass for min and max of
+    the ts), overlapping by the window: every row goes to the ranges that hold it
+    (:func:`ranges.holders`, as Spark expressions), the ranges are spread over ``parts`` partitions and run as
+    the keys of one operator, and each match is kept by the range that owns its first event."""
+    ts_col = options.get("ts_col", "ts")
+    ts_type = schema[ts_col].dataType
+    ts = _engine_ts(F.col(quoted(ts_col)), ts_type)
+    lo, hi = candidates.agg(F.min(ts), F.max(ts)).first()
+    cuts = ranges.cuts_of(lo, hi, parts) if lo is not None else []
+    first = _count_le(cuts, ts - F.lit(spec.window))
+    own = _count_le(cuts, ts)
+    held = candidates.withColumn(RANGE, F.explode(F.sequence(F.least(first, own).cast("long"), own.cast("long"))))
+    rspec = ranges.ranged_spec(spec, RANGE)
+    op = MatchOperator(rspec, StructType([*schema.fields, StructField(RANGE, LongType(), False)]), **options)
+    rows = held.repartitionByRange(parts, F.col(RANGE)).mapInArrow(op.partition_function(), op.output_schema)
+    first_ts = _engine_ts(F.col(ranges.FIRST_TS), ts_type)
+    mine = rows.where(_count_le(cuts, first_ts) == F.col(RANGE))
+    return mine.drop(ranges.FIRST_TS, RANGE)
 
 
 def shuffle_partitions(df: DataFrame, partitions: int | None = None) -> int:

@@ -75,7 +75,7 @@ class Explainer:
 
     def visit_Partition(self, n, ref):
         if not n.keys:
-            return f"Partition[{ref}, keys=() -- one partition: parallelism 1]", []
+            return f"Partition[{ref}, keys=() -- no key: the operator says its parallelism]", []
         return f"Partition[{ref}, keys=({', '.join(n.keys)})]", []
 
     def visit_Window(self, n, ref):
