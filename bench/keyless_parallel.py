@@ -11,6 +11,10 @@ matches (checked), and prints both times and the ratio (the issue's goal: >= 1.7
 
     python bench/keyless_parallel.py [--rows 1000000] [--window 100] [--types 20] [--repeat 3]
 
+``--breakdown`` adds where the two-range time goes (medians of ``--repeat`` after a warm-up): ``q.apply(df)``
+alone (the ranged path reads the ts range of the input there, one Spark job), the count of the DataFrames
+already built for 1 and 2 partitions, and a plain min/max pass over the file.
+
 State the machine and its load next to the figures (the project's reference is a 2-core VM).
 """
 
@@ -43,12 +47,29 @@ def write_events(path: Path, rows: int, kinds: int, seed: int = 18) -> None:
                              "x": rng.integers(0, 10, rows, dtype=np.int64)}), path)
 
 
+def breakdown(spark, q, df, repeat: int) -> None:
+    from pyspark.sql import functions as F
+
+    def applied(partitions: int):
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+        return q.apply(df)
+
+    built = {p: applied(p) for p in (1, 2)}
+    parts = [("apply() alone, 2 partitions", lambda: applied(2) is not None and 0),
+             ("count of the built DataFrame, 1 partition", built[1].count),
+             ("count of the built DataFrame, 2 time ranges", built[2].count),
+             ("min/max of ts over the file", lambda: df.agg(F.min("ts"), F.max("ts")).first()[0])]
+    for (name, _), (median, _, _) in zip(parts, walls([fn for _, fn in parts], repeat), strict=True):
+        print(f"  {name}: {median:.2f} s")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000, help="events in the generated file")
     ap.add_argument("--window", type=int, default=100, help="the query's WITHIN (in ts units)")
     ap.add_argument("--types", type=int, default=20,
                     help="event types (3..26; more types: fewer A, B, C per window, fewer matches)")
+    ap.add_argument("--breakdown", action="store_true", help="also time apply() and the built jobs apart")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each side (median)")
     args = ap.parse_args(argv)
 
@@ -69,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
         print(next((line.strip() for line in q.explain(df.schema).splitlines() if "parallelism (" in line),
                    "(explain names no parallelism)"))
         (one, n_one, runs_one), (two, n_two, runs_two) = walls([on(1), on(2)], args.repeat)
+        if args.breakdown:
+            breakdown(spark, q, df, args.repeat)
     assert n_one == n_two, (n_one, n_two)
     print(f"{query(args.window)}: {args.rows:,} events, {n_one:,} matches, local[2], medians of {args.repeat}")
     print(f"  1 shuffle partition (one task): {one:.2f} s  (runs {', '.join(f'{t:.2f}' for t in runs_one)})")
