@@ -52,6 +52,7 @@ def breakdown(spark, q, df, repeat: int) -> None:
 
     def applied(partitions: int):
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
+        spark.conf.set("spark.sparkcep.keylessRanges", "true")  # the time ranges are opt-in
         return q.apply(df)
 
     built = {p: applied(p) for p in (1, 2)}
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         def on(partitions: int):
             def run() -> int:
                 spark.conf.set("spark.sql.shuffle.partitions", partitions)
+                spark.conf.set("spark.sparkcep.keylessRanges", "true")  # the time ranges are opt-in
                 return q.apply(df).count()
             return run
 

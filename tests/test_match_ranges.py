@@ -84,13 +84,19 @@ def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark):
     produce matches."""
     from pyspark.sql import functions as F
 
+    from sparkcep.spark.adapters import RANGES_CONF
     from sparkcep.spark.results import canonical as rows_canonical
 
     events = [{"type": "ABC"[k % 3], "ts": 2 * k, "x": k % 7} for k in range(60)]
     df = spark.createDataFrame(events, "type string, ts long, x long")
     q = sparkcep.compile("PATTERN SEQ(A a, B b, C c) WHERE a.x != c.x WITHIN 13 RETURN a.ts, b.ts, c.ts")
-    result = q.apply(df).withColumn("pid", F.spark_partition_id())
-    got = [r.asDict() for r in result.collect()]
+    assert {r.pid for r in q.apply(df).select(F.spark_partition_id().alias("pid")).collect()} == {0}  # default: off
+    spark.conf.set(RANGES_CONF, "true")
+    try:
+        result = q.apply(df).withColumn("pid", F.spark_partition_id())
+        got = [r.asDict() for r in result.collect()]
+    finally:
+        spark.conf.unset(RANGES_CONF)
     assert {r.pop("pid") for r in got} == {0, 1}
     want = match_rows(q.query, events)
     assert any(r["a_ts"] < 59 <= r["c_ts"] for r in want)  # a match crosses the border (ts 0..118: cut at 59)
@@ -99,7 +105,7 @@ def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark):
 
 def test_explain_says_the_parallelism_of_a_query_without_key():
     ranged = sparkcep.compile(SPLITTABLE[0]).explain()
-    assert "parallelism (no key): batch in time ranges overlapping by the window" in ranged
+    assert "with spark.sparkcep.keylessRanges=true, batch in time ranges overlapping by the window" in ranged
     one = sparkcep.compile("PATTERN SEQ(!(B b), A a, C c) WITHIN 5").explain()
     assert "parallelism 1 (no key): the pattern does not start with one positive event" in one
     keyed = sparkcep.compile("PATTERN SEQ(A a, C c) WHERE [id] WITHIN 5").explain()

@@ -203,10 +203,20 @@ def batch_matches(candidates: DataFrame, spec: SpecLike, input_schema: StructTyp
     else:
         parts = shuffle_partitions(candidates, partitions)
         ts_col = options.get("ts_col", "ts")
-        if parts > 1 and range_split(spec, schema, ts_col) is None:
+        if parts > 1 and ranges_enabled(candidates) and range_split(spec, schema, ts_col) is None:
             return ranged_matches(candidates, spec, schema, parts, **options)
         spread = candidates.repartition(1)
     return spread.mapInArrow(op.partition_function(), op.output_schema)
+
+
+#: the Spark conf that turns on time ranges for keyless batch queries (off by default: on 2 cores the ranged
+#: path measured 0.34-0.51x the one-partition time, bench/keyless_parallel.py)
+RANGES_CONF = "spark.sparkcep.keylessRanges"
+
+
+def ranges_enabled(df: DataFrame) -> bool:
+    """Whether the session asks for time ranges for keyless batch queries (:data:`RANGES_CONF`, default false)."""
+    return str(df.sparkSession.conf.get(RANGES_CONF, "false")).strip().lower() == "true"
 
 
 #: the column a keyless batch's rows carry: the time range (:mod:`~sparkcep.runtime_udfs.match.ranges`) holding them

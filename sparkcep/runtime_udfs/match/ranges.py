@@ -88,8 +88,9 @@ def parallelism(spec: object) -> str:
     """What explain says about the parallelism of a query without a key."""
     why = why_not(spec)
     if why is None:
-        return ("parallelism (no key): batch in time ranges overlapping by the window, one per shuffle "
-                "partition, each match reported by the range holding its first event; streaming: 1 partition")
+        return ("parallelism (no key): 1 partition; with spark.sparkcep.keylessRanges=true, batch in time ranges "
+                "overlapping by the window, one per shuffle partition, each match reported by the range holding "
+                "its first event (measured slower on 2 cores: bench/keyless_parallel.py); streaming: 1 partition")
     return f"parallelism 1 (no key): {why}"
 
 
