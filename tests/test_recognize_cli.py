@@ -244,6 +244,11 @@ def test_magic_statement_errors_are_one_message(shell):
         shell.run_cell_magic("sparkcep", "", "SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  PATTERN (A B+)\n"
                                              "  DEFINE B AS B.x > Q.x)")
     assert str(err.value).startswith("line 4, column ") and "^" in str(err.value)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()  # another test's session may hold a view of that name
+    if active is not None:
+        active.catalog.dropTempView("Ticker")
     with pytest.raises(UsageError, match="no DataFrame named 'Ticker' in the notebook"):
         shell.run_cell_magic("sparkcep", "", VSHAPE)
 

@@ -170,9 +170,9 @@ TIE_FILES = [[("p", 1, 0), ("q", 1, 0), ("p", 2, 1), ("q", 2, 4)],
 @pytest.mark.spark
 @pytest.mark.slow
 def test_workload_stream_with_ties_across_files_equals_batch_and_each_statement_alone(spark, capsys, tmp_path):
-    """One file per micro-batch, lateness 0: rows at the newest time seen so far (ts 2 in files 1 and 2, ts 3 in
-    files 2 and 3) are on time and matched as in a batch, by the shared stream as by each statement alone; the row
-    behind the watermark goes to each statement's ``_late``, the bad line once to ``_dead_letters``."""
+    """One file per micro-batch, lateness 0: rows at the newest time seen so far (ts 2 in files 1 and 2, ts 3
+    in files 2 and 3) are on time and matched as in a batch, by the shared stream as by each statement alone;
+    the row behind the watermark goes to each statement's ``_late``, the bad line once to ``_dead_letters``."""
     on_time, late = tmp_path / "on_time", tmp_path / "all"
     for d in (on_time, late):
         d.mkdir()

@@ -1,0 +1,103 @@
+"""A keyless match query on Spark: one shuffle partition (the former path) against time ranges on two.
+
+A query without an equivalence key has nothing to partition by; the batch path splits its input into time ranges
+that overlap by the window, one per shuffle partition (``runtime_udfs/match/ranges.py``).  This script times the
+gSPICE-like keyless query ``SEQ(A a, B b, C c) WHERE a.x < c.x WITHIN --window`` over a generated Parquet file of
+``--rows`` events (ts 0, 1, 2, ..., ``--types`` types uniform, of which A, B and C are in the query, x uniform
+in 0..9) on Spark ``local[2]`` in one session,
+with ``spark.sql.shuffle.partitions`` = 1 (the whole input in one task: one core) and = 2 (two time ranges, one
+per core): wall-clock medians of ``--repeat`` alternating runs after a warm-up of each, both counting the same
+matches (checked), and prints both times and the ratio (the issue's goal: >= 1.7x on 2 cores, quiet).
+
+    python bench/keyless_parallel.py [--rows 1000000] [--window 100] [--types 20] [--repeat 3]
+
+``--breakdown`` adds where the two-range time goes (medians of ``--repeat`` after a warm-up): ``q.apply(df)``
+alone (the ranged path reads the ts range of the input there, one Spark job), the count of the DataFrames
+already built for 1 and 2 partitions, and a plain min/max pass over the file.
+
+State the machine and its load next to the figures (the project's reference is a 2-core VM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pattern_matching import _spark_session, walls  # noqa: E402
+
+import sparkcep  # noqa: E402
+from sparkcep.spark.io import read_events  # noqa: E402
+
+
+def query(window: int) -> str:
+    return f"PATTERN SEQ(A a, B b, C c) WHERE a.x < c.x WITHIN {window} RETURN a.ts AS a_ts, c.ts AS c_ts"
+
+
+def write_events(path: Path, rows: int, kinds: int, seed: int = 18) -> None:
+    rng = np.random.default_rng(seed)
+    types = np.array([chr(ord("A") + k) for k in range(kinds)])[rng.integers(0, kinds, rows)]
+    pq.write_table(pa.table({"type": types, "ts": np.arange(rows, dtype=np.int64),
+                             "x": rng.integers(0, 10, rows, dtype=np.int64)}), path)
+
+
+def breakdown(spark, q, df, repeat: int) -> None:
+    from pyspark.sql import functions as F
+
+    def applied(partitions: int):
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+        return q.apply(df)
+
+    built = {p: applied(p) for p in (1, 2)}
+    parts = [("apply() alone, 2 partitions", lambda: applied(2) is not None and 0),
+             ("count of the built DataFrame, 1 partition", built[1].count),
+             ("count of the built DataFrame, 2 time ranges", built[2].count),
+             ("min/max of ts over the file", lambda: df.agg(F.min("ts"), F.max("ts")).first()[0])]
+    for (name, _), (median, _, _) in zip(parts, walls([fn for _, fn in parts], repeat), strict=True):
+        print(f"  {name}: {median:.2f} s")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000, help="events in the generated file")
+    ap.add_argument("--window", type=int, default=100, help="the query's WITHIN (in ts units)")
+    ap.add_argument("--types", type=int, default=20,
+                    help="event types (3..26; more types: fewer A, B, C per window, fewer matches)")
+    ap.add_argument("--breakdown", action="store_true", help="also time apply() and the built jobs apart")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs of each side (median)")
+    args = ap.parse_args(argv)
+
+    spark = _spark_session()
+    q = sparkcep.compile(query(args.window))
+    with tempfile.TemporaryDirectory(prefix="sparkcep-bench-") as tmp:
+        path = Path(tmp) / "events.parquet"
+        write_events(path, args.rows, args.types)
+        df = read_events(spark, str(path), "parquet", "ts")
+
+        def on(partitions: int):
+            def run() -> int:
+                spark.conf.set("spark.sql.shuffle.partitions", partitions)
+                return q.apply(df).count()
+            return run
+
+        spark.conf.set("spark.sql.shuffle.partitions", 2)
+        print(next((line.strip() for line in q.explain(df.schema).splitlines() if "parallelism (" in line),
+                   "(explain names no parallelism)"))
+        (one, n_one, runs_one), (two, n_two, runs_two) = walls([on(1), on(2)], args.repeat)
+        if args.breakdown:
+            breakdown(spark, q, df, args.repeat)
+    assert n_one == n_two, (n_one, n_two)
+    print(f"{query(args.window)}: {args.rows:,} events, {n_one:,} matches, local[2], medians of {args.repeat}")
+    print(f"  1 shuffle partition (one task): {one:.2f} s  (runs {', '.join(f'{t:.2f}' for t in runs_one)})")
+    print(f"  2 shuffle partitions (2 time ranges): {two:.2f} s  (runs {', '.join(f'{t:.2f}' for t in runs_two)})")
+    print(f"  speed-up 1 -> 2 partitions: {one / two:.2f}x  ({args.rows / one:,.0f} -> {args.rows / two:,.0f} ev/s)")
+
+
+if __name__ == "__main__":
+    main()
