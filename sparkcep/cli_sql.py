@@ -345,6 +345,7 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
     """``run`` of several statements over one input: the groups sharing a pass (``sparkcep.sql_api``), each
     statement's result in ``OUTPUT/<name>/`` (stdout without --output: its rows with a ``statement`` key
     first), dead letters once, a stream's late rows per statement (``sql_api.workload_dirs``)."""
+    import io
     import json
     import os
     import tempfile
@@ -352,12 +353,12 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
     from pyspark.sql.types import StructType
 
     from sparkcep.compiler.codegen.recognize import time_column
-    from sparkcep.spark.progress import follow
+    from sparkcep.spark.progress import StopSignals, follow
     from sparkcep.spark.results import json_lines
     from sparkcep.spark.session import local_session
     from sparkcep.spark.sinks import counted
     from sparkcep.spark.validate import read_validated
-    from sparkcep.sql_api import apply_workload, statement_names, stream_workload, workload_dirs
+    from sparkcep.sql_api import apply_workload, follow_workload, statement_names, stream_workload, workload_dirs
 
     names = statement_names(qs)
     _one_source(qs)
@@ -387,9 +388,18 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
     with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
         out = args.output or os.path.join(tmp, "out")
         checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
-        _, schemas = stream_workload(rows, rejected, qs, names, out, checkpoint, ts_unit=args.ts_unit,
-                                     watermark_delay=args.lateness, dead_letters=args.dead_letters,
-                                     late_events=args.late_events, once=True, wait=follow)
+        progress = io.StringIO() if args.quiet else None
+        with StopSignals() as signals:  # --once: each group drains what is there, else all follow until stopped
+            queries, schemas = stream_workload(
+                rows, rejected, qs, names, out, checkpoint, ts_unit=args.ts_unit, watermark_delay=args.lateness,
+                dead_letters=args.dead_letters, late_events=args.late_events, once=args.once,
+                wait=lambda query: follow(query, out=progress, signals=signals, source=args.input))
+            if not args.once:
+                totals = follow_workload(spark, queries, qs, names, out, checkpoint, dead_letters=args.dead_letters,
+                                         late_events=args.late_events, signals=signals, out=progress,
+                                         source=args.input)
+                if any(t.stopped for t in totals) and not args.quiet:
+                    print("sparkcep: stopped between micro-batches, each committed", file=sys.stderr)
         if not args.output:
             for i, (name, path) in enumerate(zip(names, workload_dirs(out, names)[0], strict=True)):
                 if os.path.isdir(path):

@@ -350,3 +350,25 @@ def stream_workload(rows: DataFrame, rejected: DataFrame, qs: list[Recognize], n
         if once and wait is not None:
             wait(query)
     return queries, schemas
+
+
+def follow_workload(spark, queries: list, qs: list[Recognize], names: list[str], output: str, checkpoint: str, *,
+                    dead_letters: str | None = None, late_events: str | None = None, signals=None, out=None,
+                    source: str | None = None) -> list:
+    """Follow the continuous queries of :func:`stream_workload` (``once=False``) until they end or ``signals``
+    (:class:`sparkcep.spark.progress.StopSignals`) asks them to stop: each then stops between micro-batches,
+    and nothing of a micro-batch a stop interrupted stays in the statements' outputs (it re-runs on a
+    restart).  Each group's :class:`sparkcep.spark.progress.Totals`."""
+    from sparkcep.spark.progress import follow_all
+    from sparkcep.spark.sinks import discard_uncommitted
+
+    totals = follow_all(queries, out=out, signals=signals, source=source)
+    if any(t.stopped for t in totals):
+        results, late, dead = workload_dirs(output, names, dead_letters=dead_letters, late_events=late_events)
+        for g, members in enumerate(plan_workload(qs)[0]):
+            group_checkpoint = f"{checkpoint.rstrip('/')}/g{g}"
+            for i in members:
+                discard_uncommitted(spark, group_checkpoint, results[i], late=late[i])
+            if g == 0:
+                discard_uncommitted(spark, group_checkpoint, dead)
+    return totals

@@ -192,11 +192,68 @@ def test_workload_stream_with_ties_across_files_equals_batch_and_each_statement_
     alone = _alone(spark, on_time, "k string, ts bigint, v bigint", "ev", split_statements(TIES))
     assert batch == alone
     assert [r["n"] for r in batch[0] if r["k"] == "p"] == [5]  # A@1 and every B of p, the ties at 2 and 3 too
-    status, _, err = run_cli(capsys, "run", str(sql), "--input", str(late), "--stream", "--files-per-trigger", "1",
-                             "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), "-q")
+    status, _, err = run_cli(capsys, "run", str(sql), "--input", str(late), "--stream", "--once",
+                             "--files-per-trigger", "1", "--output", str(tmp_path / "out"), "--checkpoint",
+                             str(tmp_path / "ck"), "-q")
     assert status == 0, err
     assert [sorted(_lines(tmp_path / "out" / n), key=json.dumps) for n in names] == batch
     for n in names:
         assert [json.loads(d["record"]) for d in _lines(tmp_path / "out" / n / "_late")] == [
             {"k": "p", "ts": 5, "v": 9}]
     assert [d["reason"] for d in _lines(tmp_path / "out" / "_dead_letters")] == ["malformed record"]
+
+
+LIVE = """
+SELECT * FROM ev MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+    MEASURES FIRST(A.ts) AS a_ts, LAST(B.ts) AS b_ts PATTERN (A B) DEFINE A AS v = 0, B AS v > 0) AS pairs;
+SELECT * FROM ev MATCH_RECOGNIZE (ORDER BY ts MEASURES B.ts AS b_ts PATTERN (B) DEFINE B AS v > 5) AS big
+"""
+LIVE_FILES = [[{"k": "p", "ts": 1, "v": 0}, {"k": "q", "ts": 1, "v": 0}],
+              [{"k": "p", "ts": 2, "v": 3}, {"k": "q", "ts": 2, "v": 7}],
+              [{"k": "p", "ts": 20, "v": 0}, {"k": "q", "ts": 20, "v": 0}]]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_workload_stream_follows_its_input_until_sigterm(spark, capsys, tmp_path):
+    """``run WORKLOAD.sql --stream`` without ``--once``: its two groups (two streaming queries) read files
+    written after it started, SIGTERM stops both between micro-batches (exit 0, no traceback), and each
+    statement's committed output equals the batch run's."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.test_live_stream import Lines, write_file
+
+    inbox, out, sql = tmp_path / "in", tmp_path / "out", tmp_path / "live.sql"
+    sql.write_text(LIVE)
+    write_file(inbox, 0, LIVE_FILES[0])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "sparkcep.cli", "run", str(sql), "--input", str(inbox),
+                             "--stream", "--files-per-trigger", "1", "--output", str(out), "--checkpoint",
+                             str(tmp_path / "ck"), "--master", "local[2]"],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    err = Lines(proc.stderr)
+
+    def read_by_both(n: int):
+        return lambda line: line.startswith("g1 batch ") and f"read {n} events" in line
+
+    try:
+        err.wait_for(read_by_both(2), 600, proc)
+        for k in (1, 2):  # written after the run started: both groups must pick them up
+            write_file(inbox, k, LIVE_FILES[k])
+            err.wait_for(read_by_both(2 * (k + 1)), 300, proc)
+        err.wait_for(lambda line: line.startswith("g0 batch ") and "read 6 events" in line, 300, proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=300) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = err.join()
+    assert "Traceback" not in text and "sparkcep: stopped between micro-batches" in text, text
+    assert not list(out.glob("*/_staging*"))
+    status, batch, errors = run_cli(capsys, "run", str(sql), "--input", str(inbox), "-q")
+    assert status == 0, errors
+    expected = _by_statement(batch, ["pairs", "big"])
+    assert [sorted(_lines(out / n), key=json.dumps) for n in ("pairs", "big")] == expected
+    assert [len(rows) for rows in expected] == [2, 1]

@@ -168,10 +168,10 @@ from pyspark.sql import SparkSession
 
 from sparkcep import CEPError
 from sparkcep.ir.serde import from_data
-from sparkcep.spark.progress import follow
+from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.spark.sinks import counted
 from sparkcep.spark.validate import read_validated
-from sparkcep.sql_api import apply_workload, stream_workload, workload_dirs
+from sparkcep.sql_api import apply_workload, follow_workload, stream_workload, workload_dirs
 
 #: The statements, parsed and checked at compile time: sparkcep.ir.recognize.Recognize as sparkcep.ir.serde JSON.
 STATEMENTS = ["""
@@ -627,14 +627,18 @@ def main(argv=None) -> None:
     rows = counted(counted(rows, "events_valid"), "events_relevant")
     rejected = counted(rejected, "dead_letters")
     # one streaming query per group sharing a pass (state per key: one engine state per statement); results,
-    # late rows and dead letters of each micro-batch written exactly once
-    queries, _ = stream_workload(rows, rejected, statements, NAMES, args.output, args.checkpoint, ts_unit=TS_UNIT,
-                                 watermark_delay=args.lateness, dead_letters=args.dead_letters,
-                                 late_events=args.late_events, once=args.once, wait=follow)
-    if not args.once and len(queries) == 1:
-        follow(queries[0])  # a progress line per micro-batch on stderr, until the query stops
-    elif not args.once:
-        spark.streams.awaitAnyTermination()
+    # late rows and dead letters of each micro-batch written exactly once; they follow the input until Ctrl-C or
+    # SIGTERM, which stop each after the micro-batch under way has committed (--once: until the files there now
+    # are processed, one group after the other); a progress line per micro-batch on stderr
+    with StopSignals() as signals:
+        queries, _ = stream_workload(rows, rejected, statements, NAMES, args.output, args.checkpoint,
+                                     ts_unit=TS_UNIT, watermark_delay=args.lateness, dead_letters=args.dead_letters,
+                                     late_events=args.late_events, once=args.once,
+                                     wait=lambda query: follow(query, signals=signals, source=args.input))
+        if not args.once:
+            follow_workload(spark, queries, statements, NAMES, args.output, args.checkpoint,
+                            dead_letters=args.dead_letters, late_events=args.late_events, signals=signals,
+                            source=args.input)
 
 
 if __name__ == "__main__":

@@ -175,20 +175,30 @@ def follow(query, out=None, poll: float = 1.0, signals: StopSignals | None = Non
     ``signals`` (a continuous run): once it is asked to stop, the query is stopped between micro-batches
     (:func:`stop_between_batches`) and :attr:`Totals.stopped` is set.  ``source``: the input directory, for
     the backlog."""
-    totals = Totals(source=source)
+    return follow_all([query], out, poll, signals, source)[0]
+
+
+def follow_all(queries: list, out=None, poll: float = 1.0, signals: StopSignals | None = None,
+               source: str | None = None) -> list[Totals]:
+    """:func:`follow` for queries that run together (a workload's groups, each its own query): until all end,
+    a line per micro-batch (prefixed ``g<k>`` with several), the totals of each; a stop signal stops each
+    between its micro-batches."""
+    totals = [Totals(source=source) for _ in queries]
     out = sys.stderr if out is None else out
 
     def drain() -> None:
-        for p in query.recentProgress:
-            line = totals.add(json.loads(p.json) if hasattr(p, "json") else p)
-            if line is not None:
-                print(line, file=out, flush=True)
+        for k, (query, total) in enumerate(zip(queries, totals, strict=True)):
+            for p in query.recentProgress:
+                line = total.add(json.loads(p.json) if hasattr(p, "json") else p)
+                if line is not None:
+                    print(f"g{k} {line}" if len(queries) > 1 else line, file=out, flush=True)
 
-    while not query.awaitTermination(poll):
+    while not all([q.awaitTermination(poll / len(queries)) for q in queries]):  # each: a failure raises
         drain()
         if signals is not None and signals.asked:
-            stop_between_batches(query, signals)
-            totals.stopped = True
+            for query, total in zip(queries, totals, strict=True):
+                stop_between_batches(query, signals)
+                total.stopped = True
         time.sleep(0)
     drain()
     return totals
