@@ -9,7 +9,7 @@ Example::
 
     >>> q = parse_query("PATTERN SEQ(A a, B+ b[]) WHERE [id] WITHIN 10 seconds")
     >>> q.pattern.items[1]
-    Kleene(inner=EventPat(types=('B',), var='b', any_=False, array=True), op='+')
+    Kleene(inner=EventPat(types=('B',), var='b', any_=False, array=True), op='+', greedy=True, bounds=None)
     >>> q.within
     Duration(value=10, unit='s')
 """
