@@ -10,8 +10,6 @@ under every strategy, in one step and in random micro-batches.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,7 +23,7 @@ from sparkcep.oracles.match import match_rows
 from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 from tests.test_match_groups import _events
-from tests.test_match_language import agrees, usable, with_strategy
+from tests.test_match_language import agrees, shape_queries, with_strategy
 from tests.test_match_semantics import STRATEGIES
 
 # ----------------------------------------------------------------------------------------------- syntax
@@ -134,17 +132,8 @@ SHAPES = [
 CONDITIONS = ["[id]", "b[i].x >= b[i-1].x", "sum(b[].x) < 8", "a.x < b[1].x", "z.x > a.x", "b[b.len].x > c[1].x"]
 
 
-@functools.cache
-def _usable(pattern: str) -> list[str]:
-    return usable(pattern, tuple(CONDITIONS))
-
-
-@st.composite
-def queries(draw, strategy: str) -> str:
-    pattern = draw(st.sampled_from(SHAPES))
-    conds = draw(st.lists(st.sampled_from(_usable(pattern)), max_size=2, unique=True))
-    text = f"PATTERN {pattern}" + (" WHERE " + " AND ".join(conds) if conds else "")
-    return with_strategy(text + f" WITHIN {draw(st.integers(4, 10))}", strategy)
+def queries(strategy: str):
+    return shape_queries(SHAPES, CONDITIONS, strategy, max_conditions=2, windows=(4, 10))
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -14,7 +14,6 @@ strategy, in one step and through random micro-batches with watermarks and state
 
 from __future__ import annotations
 
-import functools
 import math
 
 import pytest
@@ -27,7 +26,7 @@ from sparkcep.runtime_udfs.match import engine as match_engine
 from sparkcep.runtime_udfs.match.engine import EngineUnsupportedError
 from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
-from tests.test_match_language import agrees, usable, with_strategy
+from tests.test_match_language import agrees, shape_queries, with_strategy
 from tests.test_match_semantics import STRATEGIES, compiled, oracle_rows, run, with_seq
 
 #: group shapes the engine refused before the automaton (OR, ?, * inside a group; a group inside a group)
@@ -78,19 +77,8 @@ CONDITIONS = [
 ]
 
 
-@functools.cache
-def _usable(pattern: str) -> list[str]:
-    return usable(pattern, tuple(CONDITIONS))
-
-
-@st.composite
-def queries(draw, strategy: str) -> str:
-    pattern = draw(st.sampled_from(SHAPES))
-    conds = draw(st.lists(st.sampled_from(_usable(pattern)), max_size=3, unique=True))
-    text = f"PATTERN {pattern}"
-    if conds:
-        text += " WHERE " + " AND ".join(conds)
-    return with_strategy(text + f" WITHIN {draw(st.integers(3, 10))}", strategy)
+def queries(strategy: str):
+    return shape_queries(SHAPES, CONDITIONS, strategy, max_conditions=3, windows=(3, 10))
 
 
 @pytest.mark.parametrize("pattern", SHAPES)
@@ -241,12 +229,8 @@ MIXED_CONDITIONS = ["[id]", "b[i].x > a.x", "z.x > a.x", "c[i].x >= b[1].x", "y.
                     "count(c[].x) >= 2"]
 
 
-@st.composite
-def mixed_end_queries(draw, strategy: str) -> str:
-    pattern = draw(st.sampled_from(MIXED_ENDS))
-    conds = draw(st.lists(st.sampled_from(usable(pattern, tuple(MIXED_CONDITIONS))), max_size=2, unique=True))
-    text = f"PATTERN {pattern}" + (" WHERE " + " AND ".join(conds) if conds else "")
-    return with_strategy(text + f" WITHIN {draw(st.integers(3, 10))}", strategy)
+def mixed_end_queries(strategy: str):
+    return shape_queries(MIXED_ENDS, MIXED_CONDITIONS, strategy, max_conditions=2, windows=(3, 10))
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

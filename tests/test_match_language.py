@@ -120,6 +120,23 @@ def usable(pattern: str, conditions: tuple[str, ...]) -> list[str]:
 
 
 @functools.cache
+def _usable_for(pattern: str, conditions: tuple[str, ...]) -> list[str]:
+    return usable(pattern, conditions)
+
+
+@st.composite
+def shape_queries(draw, shapes: list[str], conditions: list[str], strategy: str, *, max_conditions: int,
+                  windows: tuple[int, int]) -> str:
+    """A random query: one of ``shapes``, up to ``max_conditions`` of the ``conditions`` usable for it, a window
+    drawn from ``windows``, under ``strategy``."""
+    pattern = draw(st.sampled_from(shapes))
+    conds = draw(st.lists(st.sampled_from(_usable_for(pattern, tuple(conditions))), max_size=max_conditions,
+                          unique=True))
+    text = f"PATTERN {pattern}" + (" WHERE " + " AND ".join(conds) if conds else "")
+    return with_strategy(text + f" WITHIN {draw(st.integers(*windows))}", strategy)
+
+
+@functools.cache
 def _usable(pattern: str) -> list[str]:
     # (P)? binds single events: v[k] of them is an error in the oracle too (not an array)
     return usable(pattern, tuple(c for c in GROUP_CONDITIONS

@@ -11,8 +11,6 @@ micro-batches, and on Spark batch and streaming.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,7 +25,7 @@ from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 from tests.test_bounded_quantifiers import streamed
 from tests.test_match_groups import _events
-from tests.test_match_language import agrees, usable, with_strategy
+from tests.test_match_language import agrees, shape_queries, with_strategy
 from tests.test_match_semantics import STRATEGIES
 
 
@@ -108,17 +106,8 @@ SHAPES = [
 CONDITIONS = ["[id]", "a.x < b.x", "b[i].x >= b[i-1].x", "z.x > a.x", "c.x != a.x", "z.x = b.x"]
 
 
-@functools.cache
-def _usable(pattern: str) -> list[str]:
-    return usable(pattern, tuple(CONDITIONS))
-
-
-@st.composite
-def queries(draw, strategy: str) -> str:
-    pattern = draw(st.sampled_from(SHAPES))
-    conds = draw(st.lists(st.sampled_from(_usable(pattern)), max_size=2, unique=True))
-    text = f"PATTERN {pattern}" + (" WHERE " + " AND ".join(conds) if conds else "")
-    return with_strategy(text + f" WITHIN {draw(st.integers(3, 9))}", strategy)
+def queries(strategy: str):
+    return shape_queries(SHAPES, CONDITIONS, strategy, max_conditions=2, windows=(3, 9))
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
