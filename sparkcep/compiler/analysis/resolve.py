@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Pattern, Seq, count_anchor
+from sparkcep.ir.ast import Attr, EquivTest, EventPat, Func, Kleene, Not, Or, Pattern, Seq, count_anchor, walk
 from sparkcep.ir.errors import CEPSemanticError, Span
 from sparkcep.ir.naming import implicit_namer
 
@@ -161,6 +161,51 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                 visit(a, inside)
 
     visit(p, None)
+
+
+def check_until(p: Pattern, mode: str, source: str | None, skip: bool = False) -> None:
+    """Where a stop condition ``T+ v[] UNTIL (cond)`` runs: in a match query, on a loop (``+``, ``*``, ``{n,}``,
+    ``{n,m}`` with ``m > 1``) of one named event, not inside a repetition or a negation, without AFTER MATCH SKIP
+    (``skip``); ``cond`` reads the candidate stop event only, as ``v.attr``."""
+
+    def visit(p: Pattern, inside: str | None) -> None:
+        if isinstance(p, Kleene):
+            if p.until is not None:
+                if skip:
+                    raise CEPSemanticError(
+                        "UNTIL with AFTER MATCH SKIP is not supported: the preferred match is computed by "
+                        "MATCH_RECOGNIZE, whose row pattern has no stop condition", p.until.span or p.span, source)
+                _check_until(p, mode, inside, source)
+            visit(p.inner, inside or ("a repetition" if p.op != "?" else None))
+        elif isinstance(p, Not):
+            visit(p.inner, "a negation")
+        elif isinstance(p, (Seq, Or)):
+            for i in p.items if isinstance(p, Seq) else p.alternatives:
+                visit(i, inside)
+
+    visit(p, None)
+
+
+def _check_until(p: Kleene, mode: str, inside: str | None, source: str | None) -> None:
+    where = p.until.span or p.span
+    why = ("in a trend-aggregate query (GRETA's counts have no per-trend loop to close)" if mode == "aggregate"
+           else f"inside {inside}" if inside else
+           "on a group: it stops a loop of one event (T+ v[] UNTIL (v.x > 10))" if not isinstance(p.inner, EventPat)
+           else "on a quantifier that takes at most one event (?, {1}, {0,1})" if p.repeat[1] == 1 else None)
+    if why is not None:
+        raise CEPSemanticError(f"UNTIL {why} is not supported" + (": there is no loop to stop"
+                                                                   if p.repeat[1] == 1 else ""), where, source)
+    var = p.inner.var
+    for n in walk(p.until):
+        if isinstance(n, Attr):
+            if n.var != var or n.index is not None:
+                raise CEPSemanticError(
+                    f"UNTIL reads only the event that may stop the loop, as {var}.attr"
+                    + (f" (the loop's variable is {var})" if n.var != var else
+                       f" (not {var}[...]: the stop event is not one of the loop's)"), n.span or where, source)
+        elif isinstance(n, (Func, EquivTest)):
+            raise CEPSemanticError("UNTIL is a condition on one event: no aggregate nor equivalence test",
+                                   n.span or where, source)
 
 
 def _not_next(items: tuple, k: int) -> str | None:
