@@ -137,9 +137,11 @@ def check_bounds(p: Pattern, mode: str, source: str | None) -> None:
 
 def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
     """Where ``NEXT P`` (a strict step inside a SEQ) runs: in a match query, on a positive item that selects at
-    least one event and has an item before it, not inside a repetition or a negation."""
+    least one event and has an item before it, not inside a negation; inside a repetition (each iteration's step
+    linked to the event before it in that iteration) where an item before it in its SEQ selects an event, and
+    not ``NEXT !(...)``."""
 
-    def visit(p: Pattern, inside: str | None) -> None:
+    def visit(p: Pattern, inside: str | None, repeated: bool) -> None:
         if isinstance(p, Seq):
             for k, (item, strict) in enumerate(zip(p.items, p.strict or (False,) * len(p.items), strict=True)):
                 if strict:
@@ -147,20 +149,25 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                            "in a trend-aggregate query (GRETA links every earlier event to a later one)"
                            if mode == "aggregate" else
                            "on the first item of a SEQ: it links a step to the one before it" if k == 0 else
+                           "before a negation inside a repetition (NEXT !(C c) is decided once, after a single "
+                           "event)" if repeated and isinstance(item, Not) else
                            _not_next(p.items, k) if isinstance(item, Not) else
-                           "on an item that can match no event (?, *, {0,m})" if _nullable(item) else None)
+                           "on an item that can match no event (?, *, {0,m})" if _nullable(item) else
+                           "inside a repetition after items that may all match no event (the step before it "
+                           "would lie outside the iteration)" if repeated and all(_nullable(i) for i in p.items[:k])
+                           else None)
                     if why is not None:
                         raise CEPSemanticError(f"NEXT {why} is not supported", item.span or p.span, source)
-                visit(item, inside)
+                visit(item, inside, repeated)
         elif isinstance(p, Kleene):
-            visit(p.inner, inside or ("a repetition" if p.op != "?" else None))
+            visit(p.inner, inside, repeated or p.op != "?")
         elif isinstance(p, Not):
-            visit(p.inner, "a negation")
+            visit(p.inner, "a negation", repeated)
         elif isinstance(p, Or):
             for a in p.alternatives:
-                visit(a, inside)
+                visit(a, inside, repeated)
 
-    visit(p, None)
+    visit(p, None, False)
 
 
 def check_until(p: Pattern, mode: str, source: str | None, skip: bool = False) -> None:

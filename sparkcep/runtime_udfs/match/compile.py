@@ -94,7 +94,7 @@ class Alternative:
     __slots__ = ("index", "comps", "vars", "kleene", "m", "negs", "conjuncts", "all_vars", "_split",
                  "schedules", "trailing", "neg_vars", "first_var", "last_var", "any_vars", "outputs", "groups",
                  "listed", "starts", "ends", "follow", "automaton", "conjuncts_without", "position", "bounds",
-                 "group_bounds", "strict", "not_next", "until")
+                 "group_bounds", "strict", "not_next", "until", "strict_edges")
 
     def __init__(self, index: int, comps: tuple[int, ...], kleene: tuple[bool, ...], vars_: tuple[str, ...],
                  negs: tuple[NegPlan, ...], conjs: tuple[Conjunct, ...], any_vars: frozenset[str],
@@ -132,6 +132,8 @@ class Alternative:
         self.group_bounds: tuple = ()
         #: positions entered only from the partition's event right before (``NEXT`` steps; set by :class:`Plan`)
         self.strict: frozenset[int] = frozenset()
+        #: an automaton's edges ``(p, q)`` of NEXT steps inside a repeated group (``Automaton.strict``)
+        self.strict_edges: frozenset[tuple[int, int]] = frozenset()
         #: position → the negations ``NEXT !(C c)`` right after it: the partition's next event must not be one
         self.not_next: dict[int, tuple] = {}
         #: the positions of loops with a stop condition ``UNTIL`` → ``(types, condition)`` (set by :class:`Plan`;
@@ -479,7 +481,7 @@ class Plan:
             a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH or a.automaton or a.strict or a.not_next
                        or a.until else "ais")
         #: NEXT steps: every event of the partition must reach the engine, as under a contiguity strategy
-        self.strict_steps = any(a.strict or a.not_next for a in alternatives)
+        self.strict_steps = any(a.strict or a.not_next or a.strict_edges for a in alternatives)
         if spec.collapsed:
             self._check_collapsed()
 
@@ -657,6 +659,8 @@ class Plan:
                 nexts.setdefault(before, []).append(negs[-1])
         alt = Alternative(index, pos_comps, kleene, vars_, tuple(negs), plus, any_vars, tuple(groups))
         alt.strict = frozenset(strict)
+        if automaton is not None:
+            alt.strict_edges = frozenset(automaton.strict)
         alt.not_next = {p: tuple(plans) for p, plans in nexts.items()}
         if automaton is not None:
             # a match of the automaton may leave out variables of the group (OR, ?, * inside): its conjuncts are

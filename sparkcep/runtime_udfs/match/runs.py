@@ -252,7 +252,9 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     automaton = alt.automaton is not None
     bounded = alt.bounds is not None or bool(alt.group_bounds)
     strict = alt.strict if not contiguous else frozenset()  # a contiguity strategy already links every step
-    any_strict = bool(strict or alt.not_next) or any(a.strict for a in plan.alternatives if a is not alt)
+    strict_edges = alt.strict_edges if not contiguous else frozenset()
+    any_strict = bool(strict or strict_edges or alt.not_next) or any(
+        a.strict or a.strict_edges for a in plan.alternatives if a is not alt)
     not_next = alt.not_next
     until = bool(alt.until)
     # an automaton's match is postponed only if its path ends on an edge with a negated end (its last event's
@@ -299,7 +301,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 if p in stopped or (p == here and run.closed):
                     continue  # a loop with UNTIL takes no stop event, and none after one
                 if p in positions and not _beyond_bound(other, run.binding, here, p) and not (
-                        p in other.strict and p != here and not _adjacent(run, seq)):
+                        (p in other.strict and p != here or (here, p) in other.strict_edges)
+                        and not _adjacent(run, seq)):
                     binding = _extended(other, run, p, ev)
                     if other_checks.evaluate(binding, p, here)[0] and other_checks.undecided_hold(binding, p):
                         return True
@@ -330,7 +333,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                         continue
                     if stopped and p in stopped or (p == run.pos and run.closed):
                         continue  # a loop with UNTIL takes no stop event, and none after one
-                    if p in strict and p != run.pos and not _adjacent(run, seq):
+                    if (p in strict and p != run.pos or (run.pos, p) in strict_edges) and not _adjacent(run, seq):
                         continue  # a NEXT step: only from the event right before
                     binding = _extended(alt, run, p, ev)
                     decided, grows_ok = checks.evaluate(binding, p, run.pos)
