@@ -361,6 +361,19 @@ def map_nodes(node, fn):
     return fn(replace(node, **changes) if changes else node)
 
 
+def can_be_empty(p) -> bool:
+    """Can the pattern ``p`` match without selecting an event (``?``, ``*``, ``{0,m}``, a negation)?"""
+    if isinstance(p, EventPat):
+        return False
+    if isinstance(p, Kleene):
+        return p.repeat[0] == 0 or can_be_empty(p.inner)
+    if isinstance(p, Seq):
+        return all(can_be_empty(i) for i in p.items)
+    if isinstance(p, Or):
+        return any(can_be_empty(a) for a in p.alternatives)
+    return True  # a negation selects nothing
+
+
 def has_until(pattern) -> bool:
     """Does a loop of the pattern have a stop condition (:attr:`Kleene.until`)?  Then every event of the partition
     must reach the engine: a stop event need not pass the loop's own predicates."""

@@ -9,7 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sparkcep.ir.ast import Attr, EquivTest, EventPat, Func, Kleene, Not, Or, Pattern, Seq, count_anchor, walk
+from sparkcep.ir.ast import (
+    Attr,
+    EquivTest,
+    EventPat,
+    Func,
+    Kleene,
+    Not,
+    Or,
+    Pattern,
+    Seq,
+    can_be_empty,
+    count_anchor,
+    walk,
+)
 from sparkcep.ir.errors import CEPSemanticError, Span
 from sparkcep.ir.naming import implicit_namer
 
@@ -152,9 +165,9 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                            "before a negation inside a repetition (NEXT !(C c) is decided once, after a single "
                            "event)" if repeated and isinstance(item, Not) else
                            _not_next(p.items, k) if isinstance(item, Not) else
-                           "on an item that can match no event (?, *, {0,m})" if _nullable(item) else
+                           "on an item that can match no event (?, *, {0,m})" if can_be_empty(item) else
                            "inside a repetition after items that may all match no event (the step before it "
-                           "would lie outside the iteration)" if repeated and all(_nullable(i) for i in p.items[:k])
+                           "would lie outside the iteration)" if repeated and all(can_be_empty(i) for i in p.items[:k])
                            else None)
                     if why is not None:
                         raise CEPSemanticError(f"NEXT {why} is not supported", item.span or p.span, source)
@@ -226,19 +239,6 @@ def _not_next(items: tuple, k: int) -> str | None:
     if k == len(items) - 1:
         return "before a negation at the end of the pattern"
     return None
-
-
-def _nullable(p: Pattern) -> bool:
-    """Can ``p`` match without selecting an event?"""
-    if isinstance(p, EventPat):
-        return False
-    if isinstance(p, Kleene):
-        return p.repeat[0] == 0 or _nullable(p.inner)
-    if isinstance(p, Seq):
-        return all(_nullable(i) for i in p.items)
-    if isinstance(p, Or):
-        return any(_nullable(a) for a in p.alternatives)
-    return True  # a negation selects nothing
 
 
 def is_flat_sequence(p: Pattern) -> bool:

@@ -8,6 +8,7 @@ from sparkcep.ir.ast import (
     Not,
     Or,
     Seq,
+    can_be_empty,
 )
 from sparkcep.runtime_udfs.match.conjuncts import EngineUnsupportedError
 
@@ -162,7 +163,7 @@ def _fragment(p, dnf, component) -> Fragment:
         out = Fragment()
         for k, item in enumerate(p.items):
             linked = bool(p.strict) and p.strict[k]
-            if linked and (isinstance(item, Not) or all(_empty(i) for i in p.items[:k])):
+            if linked and (isinstance(item, Not) or all(can_be_empty(i) for i in p.items[:k])):
                 raise EngineUnsupportedError("NEXT in a repeated group needs a positive item and an item before it "
                                              "that selects an event")
             out = out.then(_fragment(item, dnf, component), linked)
@@ -176,19 +177,6 @@ def _fragment(p, dnf, component) -> Fragment:
         (items,) = dnf(p)
         return Fragment.negation(items)
     raise EngineUnsupportedError(f"unknown pattern node {type(p).__name__}")
-
-def _empty(p) -> bool:
-    """Can ``p`` match without selecting an event?"""
-    if isinstance(p, EventPat):
-        return False
-    if isinstance(p, Kleene):
-        return p.op != "+" or _empty(p.inner)
-    if isinstance(p, Seq):
-        return all(_empty(i) for i in p.items)
-    if isinstance(p, Or):
-        return any(_empty(a) for a in p.alternatives)
-    return True
-
 
 #: the pseudo positions of an automaton's edges from its start and to its end (see :class:`Automaton`)
 START, END = -1, -2
