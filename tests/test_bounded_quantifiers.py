@@ -61,7 +61,6 @@ def test_bad_bounds_are_positioned_syntax_errors(text, message, column):
 
 
 @pytest.mark.parametrize(("text", "why", "column"), [
-    ("RETURN COUNT(*) PATTERN SEQ(A a, B{2,3} b, C c) WITHIN 10", "GRETA adds up counts per event", 34),
     ("PATTERN SEQ(A a, NOT B{2} b[], C c) WITHIN 10", "inside a negation", 22),
     ("PATTERN SEQ(A a, (SEQ(B{2} b[], C c))+) WITHIN 10", "inside a repetition", 23),
     ("PATTERN SEQ(A a, (B+ b[]){2,}) WITHIN 10", "(B+ b[]){2,} is B{2,} b[]", 18),

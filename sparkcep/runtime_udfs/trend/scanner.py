@@ -168,10 +168,13 @@ def _count_scanner(cs: _Compiled) -> Callable:
         *(f"                    X{t.id} = win.index[{t.id}]" for t in trees),
         "            nxt = min(close_at, lo_end, hi_next)",
     ]
-    # dispatch on the component bitmask: without negation every component is one state of the positive graph,
-    # so a one-bit mask names the state; an event entering several states goes through _count_group
-    for s in cs.positive.states:
-        lines.append(f"        {'if' if s.j == 0 else 'elif'} mask == {1 << s.comp}:  # state {s.var}")
+    # dispatch on the component bitmask: without negation a component is one state of the positive graph (but
+    # for a bounded quantifier's iterations), so a one-bit mask names the state; an event entering several
+    # states goes through _count_group
+    shared = {s.comp for s in cs.positive.states if sum(x.comp == s.comp for x in cs.positive.states) > 1}
+    dispatched = [s for s in cs.positive.states if s.comp not in shared]
+    for s in dispatched:
+        lines.append(f"        {'if' if s is dispatched[0] else 'elif'} mask == {1 << s.comp}:  # state {s.label}")
         single = _window_body(s, m, env, lines, True)
         lines.append("            if one:")
         lines.extend(f"                {b}" for b in single)
@@ -179,7 +182,7 @@ def _count_scanner(cs: _Compiled) -> Callable:
         lines.append("                for k, win, R in cur:")
         lines.extend(f"                    {b}" for b in _window_body(s, m, env, [], False))
     lines += [
-        "        else:",
+        "        else:" if dispatched else "        if True:",
         "            _count_group(cs, st, [(t, mask, ev)], rows, batch)",
         "            lo_end = nxt = NEG_INF",
     ]
