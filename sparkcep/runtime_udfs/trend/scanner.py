@@ -124,6 +124,24 @@ def _window_body(s: _State, m: int, env: dict, lines: list, single: bool) -> lis
     return [*out, "if c:", *(f"    {u}" for u in updates or ["pass"])]
 
 
+def _copies_body(states: list[_State], m: int) -> list[str] | None:
+    """The generated code for an event entering the several states of one component (a bounded quantifier's
+    count-indexed copies) in one window, when their transitions are all plain: every state's count is
+    computed from the running counts before any is updated, so the event never follows itself.  None
+    otherwise (the event then goes through :func:`_count_group`)."""
+    if any(t.kind != PLAIN for s in states for t in s.ins) or any(s.ordered_out for s in states):
+        return None
+    out = []
+    for s in states:
+        terms = ([str(int(s.first))] if s.first else []) + [f"R[{t.src}]" for t in s.ins]
+        out.append(f"c{s.j} = {' + '.join(terms) or '0'}")
+    for s in states:
+        updates = ([f"R[{s.j}] += c{s.j}"] if s.plain_out else []) + ([f"R[{m}] += c{s.j}"] if s.last else [])
+        if updates:
+            out += [f"if c{s.j}:", *(f"    {u}" for u in updates)]
+    return out or ["pass"]
+
+
 def _count_scanner(cs: _Compiled) -> Callable:
     """Generate the hot loop of Algorithm 2 for a COUNT(*) spec: one branch per template state with its
     predecessor states, START term, ORDERED/EQUAL transitions and END update written out, over the list of
@@ -168,21 +186,33 @@ def _count_scanner(cs: _Compiled) -> Callable:
         *(f"                    X{t.id} = win.index[{t.id}]" for t in trees),
         "            nxt = min(close_at, lo_end, hi_next)",
     ]
-    # dispatch on the component bitmask: without negation a component is one state of the positive graph (but
-    # for a bounded quantifier's iterations), so a one-bit mask names the state; an event entering several
-    # states goes through _count_group
-    shared = {s.comp for s in cs.positive.states if sum(x.comp == s.comp for x in cs.positive.states) > 1}
-    dispatched = [s for s in cs.positive.states if s.comp not in shared]
-    for s in dispatched:
-        lines.append(f"        {'if' if s is dispatched[0] else 'elif'} mask == {1 << s.comp}:  # state {s.label}")
-        single = _window_body(s, m, env, lines, True)
+    # dispatch on the component bitmask: without negation a component is one state of the positive graph (or
+    # a bounded quantifier's count-indexed copies), so a one-bit mask names its states; an event entering
+    # states of several components goes through _count_group
+    by_comp: dict[int, list[_State]] = {}
+    for s in cs.positive.states:
+        by_comp.setdefault(s.comp, []).append(s)
+    branches = 0
+    for comp, states in by_comp.items():
+        if len(states) == 1:
+            [s] = states
+            lines.append(f"        {'elif' if branches else 'if'} mask == {1 << comp}:  # state {s.label}")
+            single = _window_body(s, m, env, lines, True)  # (assigns the event values it reads in the branch)
+            several = _window_body(s, m, env, [], False)
+        else:
+            single = several = _copies_body(states, m)
+            if single is None:
+                continue
+            lines.append(f"        {'elif' if branches else 'if'} mask == {1 << comp}:  # states "
+                         f"{', '.join(s.label for s in states)}")
+        branches += 1
         lines.append("            if one:")
         lines.extend(f"                {b}" for b in single)
         lines.append("            else:")
         lines.append("                for k, win, R in cur:")
-        lines.extend(f"                    {b}" for b in _window_body(s, m, env, [], False))
+        lines.extend(f"                    {b}" for b in several)
     lines += [
-        "        else:" if dispatched else "        if True:",
+        "        else:" if branches else "        if True:",
         "            _count_group(cs, st, [(t, mask, ev)], rows, batch)",
         "            lo_end = nxt = NEG_INF",
     ]
