@@ -15,6 +15,13 @@ Transitions are computed as Glushkov's follow relation, which for ``SEQ`` and ``
 ``?`` and ``OR``.  Since every state is a distinct variable, paths of the graph and trends (sets of
 ``(event, variable)`` pairs) are in bijection (Theorem 4.2).
 
+**Bounded quantifiers and NEXT.**  ``P{n,m}`` is unrolled into count-indexed copies of ``P``'s states
+(``b#1`` ... ``b#m``; for ``P{n,}`` the last, ``b#n+``, loops), nested so that a trend has one path: a vertex
+of ``b#i`` aggregates the trends with ``i`` iterations so far, and the bound costs O(m) states, not trend
+enumeration.  An edge into a ``NEXT`` step (LINK) comes only from the vertex of the partition's previous event
+(every event reaches the engine, ``_mask`` 0 for those of no component; of a group of equal timestamps only
+the first follows the previous ts), kept across calls in ``_Run.link``.
+
 **Negation (§5).**  Each ``NOT N`` is split off (Algorithm 3) into its own graph.  Where ``NOT N`` sits between
 two positive sub-patterns, the template transitions from ``end(Pi)`` to ``start(Pj)`` carry a *marker* ``N``;
 markers before the first or after the last positive event are start and end negations (§5.1 cases 1–3).

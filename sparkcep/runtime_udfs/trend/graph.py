@@ -190,7 +190,7 @@ class _Compiled:
         self.n_states = len(self.positive.states)
         #: COUNT(*) over one positive graph whose edges need no stored vertices: the specialized scan
         self.counts_only = (not self.alg.vector and not self.negs and self.class_var is None
-                            and all(t.kind in (PLAIN, ORDERED, EQUAL) for t in self.positive.trans)
+                            and all(t.kind in (PLAIN, ORDERED, EQUAL, LINK) for t in self.positive.trans)
                             and not any(s.filters for s in self.positive.states))
         self._plans: dict[int, tuple] = {}
         self._scanner: Callable | None = None
@@ -423,16 +423,16 @@ class _Compiled:
 
     def plans(self, mask: int) -> tuple:
         """For :func:`_scan_counts`: per state an event with ``mask`` enters, ``(j, start, plain predecessor
-        states, probes, plain_out, keys, last)``; probes and keys are the ORDERED/EQUAL transitions into and
-        out of the state."""
+        states, probes, plain_out, keys, last, links, link_out)``; probes and keys are the ORDERED/EQUAL
+        transitions into and out of the state, links its LINK transitions (a NEXT step)."""
         out = self._plans.get(mask)
         if out is None:
             plans = []
             for _, s in self.roles(mask):
-                probes = tuple(t for t in s.ins if t.kind != PLAIN)
+                probes = tuple(t for t in s.ins if t.kind in (ORDERED, EQUAL))
                 keys = tuple(s.ordered_out)
                 plans.append((s.j, int(s.first), tuple(t.src for t in s.ins if t.kind == PLAIN), probes,
-                              s.plain_out, keys, s.last))
+                              s.plain_out, keys, s.last, tuple(t for t in s.ins if t.kind == LINK), s.link_out))
             out = self._plans[mask] = tuple(plans)
         return out
 
