@@ -39,6 +39,7 @@ def test_until_parses_prints_back_and_round_trips():
     q = sparkcep.compile("PATTERN SEQ(A a, B+ b[] UNTIL (b.x > 2), C c) WHERE b.x > 0 WITHIN 10")
     assert [name for _, name in match_engine.engines(q.spec())] == ["nfa_b_runs"]
     assert "engine=nfa_b_runs" in q.explain()
+    assert "narrow the window or the stop condition" in q.explain()  # collapsed output does not take UNTIL
     # the Spark projection keeps what only the stop condition reads
     assert "  y," in sparkcep.compile("PATTERN SEQ(A a, B+ b[] UNTIL (b.y > 2), C c) WITHIN 10 RETURN a.ts").sql()
 
