@@ -18,6 +18,7 @@ from sparkcep.ir.printer import format_query
 from sparkcep.oracles.match import match_rows
 from sparkcep.oracles.recognize import sort_rows
 from sparkcep.runtime_udfs.recognize import engine
+from tests.test_match_language import shape_queries
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -174,7 +175,14 @@ def test_without_the_clause_nothing_changes():
 
 @pytest.mark.parametrize(("text", "message"), [
     ("PATTERN SEQ(A a, B+? b[]) WITHIN 5", "reluctant quantifier"),
-    ("PATTERN SEQ(A a, !(C c), B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation"),
+    ("PATTERN SEQ(!(C c), A a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation before the first"),
+    ("PATTERN SEQ(A a, B b, !(C c)) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation after the last"),
+    ("PATTERN SEQ(A a, B+ b[], !(C c), D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "follow a single event"),
+    ("PATTERN SEQ(A a, !(C c), B? b, D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "optional b"),
+    ("PATTERN SEQ(A a, !(SEQ(C c, D d)), B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation must be of one"),
+    ("PATTERN SEQ(A a, !(C c), B b) WHERE c.x = b.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "not b"),
+    ("PATTERN SEQ(A a, !(C c), !(D d), B b) WHERE c.x = d.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
+     "relating the negated"),
     ("PATTERN SEQ(A a, B b) OR SEQ(C c, D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "OR"),
     ("PATTERN SEQ(A a, (SEQ(B b, C c))+) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "repeated group"),
     ("PATTERN SEQ(A? a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "first component"),
@@ -281,6 +289,52 @@ def test_a_loop_before_a_component_engine_equals_oracle(x, q, y, strategy, skip,
     assert _sorted(got) == _sorted(match_rows(parse_query(text), evs)), text
     columnar = kernel_rows(text, evs)  # the MATCH_RECOGNIZE engine's numba fast path, where it takes the spec
     assert columnar is None or columnar == got, text
+
+
+#: negated events between components (Flink CEP's notFollowedBy between two steps); RETURN of each shape
+NEGATION_SHAPES = {
+    "SEQ(A a, !(C c), B b)": "a.ts AS at, b.ts AS bt",
+    "SEQ(C a, !(A c), B b)": "a.ts AS at, b.ts AS bt",
+    "SEQ(A a, !(B c), B+ b[])": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn",
+    "SEQ(A a, !(C c), !(B e), ANY(B, C)+ b[])": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn",
+    "SEQ(A{1,2} p[], B a, !(C c), A b)": "p[1].ts AS p1, count(p[].ts) AS pn, a.ts AS at, b.ts AS bt",
+    "SEQ(A a, B* q[], C e, !(A c), B{1,2} b[])":
+        "a.ts AS at, count(q[].ts) AS qn, e.ts AS et, b[1].ts AS b1, count(b[].ts) AS bn",
+}
+NEGATION_CONDITIONS = ["[id]", "[id]", "c.x = a.x", "c.x > 0", "e.x > a.x", "c.x != p[1].x", "b[i].x >= b[i-1].x",
+                       "c.x > e.x", "b.x != a.x"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.data(), streams())
+def test_negation_engine_equals_oracle(data, evs):
+    """A negated event between two components: the MATCH_RECOGNIZE statement's skipped rows it forbids must lie at
+    the time of the next event taken (§4: strictly between), equal to the oracle's strategy matches + preferment."""
+    strategy = data.draw(st.sampled_from(["skip_till_any_match", "skip_till_next_match", "partition_contiguity"]))
+    text = data.draw(shape_queries(list(NEGATION_SHAPES), NEGATION_CONDITIONS, strategy, max_conditions=3,
+                                   windows=(2, 10)))
+    skip = data.draw(st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT", "TO LAST b", "TO FIRST b"]))
+    text += f" AFTER MATCH SKIP {skip} RETURN {NEGATION_SHAPES[text.split(' USING ')[0][len('PATTERN '):]]}"
+    if data.draw(st.booleans()):  # reluctant loops
+        text = text.replace("+ b[]", "+? b[]").replace("} b[]", "}? b[]").replace("* q[]", "*? q[]")
+    evs = in_engine_order(text, evs)
+    got = engine_rows(text, evs)
+    assert _sorted(got) == _sorted(match_rows(parse_query(text), evs)), text
+
+
+def test_a_negation_forbids_events_strictly_between():
+    """A1 B2 C3: B2 lies between, no match at A1; A4 B5 C5: B5 is at C5's time (§4: strictly between; ordered
+    before C5 among ties), a match.  Under partition_contiguity no event lies between two of a match (B2 breaks
+    A1 C3 anyway, B5 breaks A4 C5): the negation changes nothing."""
+    text = "PATTERN SEQ(A a, !(B n), C c) {using} WHERE [id] WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT " \
+           "RETURN a.ts AS a, c.ts AS c"
+    evs = in_engine_order(text.format(using=""), events("A1 B2 C3 A4 B5 C5 A6 C7"))
+    assert [e["type"] for e in evs[3:6]] == ["A", "B", "C"]
+    for using, want in (("", [(4, 5), (6, 7)]), ("USING skip_till_next_match", [(4, 5), (6, 7)]),
+                        ("USING partition_contiguity", [(6, 7)])):
+        rows = [{"a": a, "c": c} for a, c in want]
+        assert match_rows(parse_query(text.format(using=using)), evs) == rows
+        assert engine_rows(text.format(using=using), evs) == rows
 
 
 def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():

@@ -589,12 +589,14 @@ def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -
     items = prep.root.items if isinstance(prep.root, _Seq) else (prep.root,)
     comps = []
     for item in items:
+        if isinstance(item, _Neg):
+            continue  # takes no event: it only removes candidates (the strategy's matches respect it)
         if isinstance(item, _Ev):
             comps.append(preferment.Comp(item.var, 1, 1, True))
         elif isinstance(item, _Rep) and isinstance(item.inner, _Ev):
             comps.append(preferment.Comp(item.inner.var, item.lo, item.hi, item.greedy))
         else:
-            raise OracleError("AFTER MATCH SKIP is defined for a SEQ of events and Kleene events")
+            raise OracleError("AFTER MATCH SKIP is defined for a SEQ of events, Kleene events and negations")
     if comps[0].lo == 0:
         raise OracleError("with AFTER MATCH SKIP the first component must take an event")
     by_key: dict[tuple, list[_Match]] = {}

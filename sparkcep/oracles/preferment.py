@@ -17,7 +17,10 @@ this module keeps those SQL:2016 would report (docs/language.md, "Preferred matc
    EVENT``: the row after its last event; ``TO NEXT EVENT``: ``s + 1``; ``TO FIRST v`` / ``TO LAST v``: the
    first / last row of ``v`` in the match, or ``s + 1`` if ``v`` has none or it is ``s`` itself.
 
-The patterns are a ``SEQ`` (or one component) of events and Kleene events whose first component takes an event.
+The patterns are a ``SEQ`` (or one component) of events, Kleene events and negations whose first component takes
+an event.  A negation takes no event and adds no move: it only removes candidates (a match of the strategy
+already has no negated event where the negation forbids one), so the components ranked here are the positive
+ones.
 """
 
 from __future__ import annotations
