@@ -454,7 +454,7 @@ def _check_timeouts(q: CompiledQuery | None, output: str | None) -> None:
         raise CEPError("--timeouts is for one match query: choose it with --query NAME")
     if timeout_spec_of(q.spec()) is None:
         raise CEPError("--timeouts: timed-out partial matches are defined for a match query whose pattern is a SEQ "
-                       "of single events (T v, ANY(...) v) under skip_till_any_match")
+                       "of single events (T v, ANY(...) v) under skip_till_any_match or skip_till_next_match")
     if not output:
         raise CEPError("--timeouts writes OUTPUT/_timeouts: give --output")
 
