@@ -137,8 +137,9 @@ def step(spec: TimeoutSpec, state: TimeoutState, events: Iterable[dict]) -> tupl
             continue
         mask = ev.get("_mask")
         mask = component_mask(cs.table, ev) if mask is None or mask != mask else int(mask) & cs.full
-        if mask:
-            state.pending.append((ts, state.arrivals, mask, ev))
+        if mask:  # events of equal ts in the order of _seq, if they carry it (as the match engine), else arrival
+            tie = ev.get("_seq")
+            state.pending.append((ts, state.arrivals if tie is None or tie != tie else tie, mask, ev))
             state.arrivals += 1
     return state, []
 
