@@ -49,7 +49,7 @@ def test_next_parses_prints_back_and_marks_the_step():
     ("PATTERN SEQ(A a, NEXT !(SEQ(C c, D d)), B b) WITHIN 10", "more than one event", 23),
     ("PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WITHIN 10", "inside a repetition", 33),
     ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT C c), D d) WITHIN 10", "inside a negation", 36),
-    ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT B b) WITHIN 10", "trend-aggregate", 39),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT !(C c), B b) WITHIN 10", "before a negation in a trend-aggregate", 39),
 ])
 def test_check_refuses_what_does_not_run_with_the_reason(text, why, column):
     with pytest.raises(CEPError) as err:

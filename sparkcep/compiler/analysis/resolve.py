@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Pattern, Seq, count_anchor
+from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Pattern, Seq, count_anchor, walk
 from sparkcep.ir.errors import CEPSemanticError, Span
 from sparkcep.ir.naming import implicit_namer
 
@@ -98,18 +98,26 @@ def check_pattern_shape(p: Pattern, source: str | None) -> None:
             check_pattern_shape(a, source)
 
 
+#: A bounded quantifier in a trend-aggregate query becomes one GRETA template state per iteration (up to
+#: ``max(n, m)``) and event of its group (count-indexed states): an event costs O(states) per window.
+MAX_BOUNDED_STATES = 256
+
+
 def check_bounds(p: Pattern, mode: str, source: str | None) -> None:
-    """Where a bounded quantifier ``P{n,m}`` runs: in a match query, not inside a negation nor inside another
-    repetition, on a group only if one event of every iteration counts it (:func:`ir.ast.count_anchor`)."""
+    """Where a bounded quantifier ``P{n,m}`` runs: not inside a negation nor inside another repetition, on a
+    group only if one event of every iteration counts it (:func:`ir.ast.count_anchor`); in a trend-aggregate
+    query unrolled into at most :data:`MAX_BOUNDED_STATES` template states."""
 
     def visit(p: Pattern, repeated: bool, negated: bool) -> None:
         if isinstance(p, Kleene):
             if p.bounds is not None:
-                if mode == "aggregate":
+                states = max(b for b in p.bounds if b is not None) * sum(
+                    isinstance(n, EventPat) for n in walk(p.inner))
+                if mode == "aggregate" and states > MAX_BOUNDED_STATES:
                     raise CEPSemanticError(
-                        "a bounded quantifier {n,m} in a trend-aggregate query: GRETA adds up counts per event, "
-                        "not per trend length, so it cannot keep to the bound exactly; return the matches (a "
-                        "match query) and aggregate those rows", p.span, source)
+                        f"a bounded quantifier in a trend-aggregate query unrolls into one template state per "
+                        f"iteration and event of the group ({states} here): at most {MAX_BOUNDED_STATES}; "
+                        "write + with a predicate, or return the matches", p.span, source)
                 if negated:
                     raise CEPSemanticError("a bounded quantifier {n,m} inside a negation is not supported: "
                                            "negate the events written out, e.g. NOT SEQ(B x, B y)", p.span, source)
@@ -136,17 +144,19 @@ def check_bounds(p: Pattern, mode: str, source: str | None) -> None:
 
 
 def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
-    """Where ``NEXT P`` (a strict step inside a SEQ) runs: in a match query, on a positive item that selects at
-    least one event and has an item before it, not inside a repetition or a negation."""
+    """Where ``NEXT P`` (a strict step inside a SEQ) runs: on a positive item that selects at least one event
+    and has an item before it, not inside a repetition or a negation; ``NEXT !(C c)`` (notNext) in a match
+    query only."""
 
     def visit(p: Pattern, inside: str | None) -> None:
         if isinstance(p, Seq):
             for k, (item, strict) in enumerate(zip(p.items, p.strict or (False,) * len(p.items), strict=True)):
                 if strict:
                     why = (f"inside {inside}" if inside else
-                           "in a trend-aggregate query (GRETA links every earlier event to a later one)"
-                           if mode == "aggregate" else
                            "on the first item of a SEQ: it links a step to the one before it" if k == 0 else
+                           "before a negation in a trend-aggregate query (NEXT !(C c) negates one event, GRETA "
+                           "negation a trend between two events)" if mode == "aggregate" and isinstance(item, Not)
+                           else
                            _not_next(p.items, k) if isinstance(item, Not) else
                            "on an item that can match no event (?, *, {0,m})" if _nullable(item) else None)
                     if why is not None:
