@@ -241,7 +241,7 @@ def test_spark_sql_scalar_and_vector_agree(spark, exprs, rows, ansi):
     assert not bad, f"{len(bad)} disagreements, e.g. {bad[:3]}"
 
 
-@settings(max_examples=15, deadline=None, database=None,
+@settings(max_examples=10, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])
 @given(EXPRS, ROWS)
 def test_scalar_and_vector_agree(exprs, rows):
