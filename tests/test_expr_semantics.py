@@ -250,6 +250,16 @@ def test_scalar_and_vector_agree(exprs, rows):
         assert list(map(canon, scalar_values(expr, rows))) == list(map(canon, vector_values(expr, rows))), expr
 
 
+def test_a_double_column_as_text():
+    """Several rows of one column through a string rule (evaluated once per distinct value): -0.0 and 0.0 are
+    distinct texts, as Java prints them."""
+    expr = Call("concat", (Call("cast", (attr("d"),), type="STRING"), attr("s")))
+    rows = [{**dict.fromkeys(TYPES), "d": d, "s": "|"} for d in (0.0, -0.0, 1e7, 1.5, 0.0, None, 1e-4)]
+    want = ["0.0|", "-0.0|", "1.0E7|", "1.5|", "0.0|", None, "1.0E-4|"]
+    assert scalar_values(expr, rows) == want
+    assert vector_values(expr, rows) == want
+
+
 CORNERS = [  # (expression, row, Spark's value): each a rule of docs/language.md, "Expression semantics"
     (BinOp("%", BinOp("-", attr("x"), attr("y")), Literal(3)), {"x": 1, "y": 3}, -2),  # truncates, not floors
     (BinOp("/", attr("x"), attr("y")), {"x": 7, "y": 0}, None),  # x / 0: NULL, never DIVIDE_BY_ZERO

@@ -368,7 +368,7 @@ def _rowwise(fn, kind: str, *args: _Val) -> _Val:
     cache: dict = {}
     out = []
     for row in zip(*map(_pylist, args), strict=True):
-        key = tuple((type(x), x) for x in row)
+        key = tuple((type(x), repr(x) if type(x) is float else x) for x in row)  # -0.0 is not 0.0 here
         if key not in cache:
             cache[key] = fn(*row)
         out.append(cache[key])
