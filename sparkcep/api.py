@@ -296,6 +296,20 @@ def timeout_spec_of(spec):
     return timeout_spec
 
 
+def no_timeouts_reason(spec) -> str | None:
+    """Why the query of ``spec`` has no timed-out partial matches (:func:`timeout_spec_of` gives None), or None."""
+    from sparkcep.ir.spec import MatchSpec, TimeoutSpec
+    from sparkcep.runtime_udfs.match import timeouts
+
+    if not isinstance(spec, MatchSpec):
+        return "a trend-aggregate query has no partial matches"
+    try:
+        timeouts.check(TimeoutSpec.of(spec))
+    except CEPError as e:
+        return e.message
+    return None
+
+
 def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type_col: str,
                    buckets: int | None, timeout_spec=None, **options):
     """A batch run: :func:`~sparkcep.spark.adapters.batch_matches` (repartition by key,

@@ -465,13 +465,12 @@ def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[
 
 def _check_timeouts(q: CompiledQuery | None, output: str | None) -> None:
     """``--timeouts`` needs one match query whose timed-out partial matches are defined, and ``--output``."""
-    from sparkcep.api import timeout_spec_of
+    from sparkcep.api import no_timeouts_reason
 
     if q is None:
         raise CEPError("--timeouts is for one match query: choose it with --query NAME")
-    if timeout_spec_of(q.spec()) is None:
-        raise CEPError("--timeouts: timed-out partial matches are defined for a match query whose pattern is a SEQ "
-                       "of single events (T v, ANY(...) v) under skip_till_any_match or skip_till_next_match")
+    if (why := no_timeouts_reason(q.spec())) is not None:
+        raise CEPError(f"--timeouts: {why}")
     if not output:
         raise CEPError("--timeouts writes OUTPUT/_timeouts: give --output")
 
