@@ -104,6 +104,8 @@ class Component:
     lo: int = 1
     hi: int | None = 1
     greedy: bool = True
+    #: written ``NEXT T v``: its first event is the partition's row right after the match's previous event
+    linked: bool = False
 
     @property
     def kleene(self) -> bool:
@@ -149,13 +151,16 @@ def branches(pattern, source: str | None = None) -> list[tuple[list[Component], 
 
 def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]]:
     items = pattern.items if isinstance(pattern, Seq) else (pattern,)
-    if isinstance(pattern, Seq) and any(getattr(pattern, "strict", ())):
-        _refuse("AFTER MATCH SKIP with a per-step NEXT is not supported yet: use USING partition_contiguity for "
-                "the whole pattern", pattern, source)
+    strict = tuple(getattr(pattern, "strict", ())) or (False,) * len(items)
     out: list[Component] = []
     negs: list[Negation] = []
     pending: list = []
-    for item in items:
+    for item, linked in zip(items, strict, strict=True):
+        if isinstance(item, Not) and linked:
+            _refuse("with AFTER MATCH SKIP a NEXT !(...) (notNext) is not supported yet: it constrains the row after "
+                    "the previous event, which the translation to MATCH_RECOGNIZE could only read with NEXT() (not "
+                    "in streaming); write !(...) (no such event before the next component) or drop the clause",
+                    item, source)
         if isinstance(item, Not):
             if not isinstance(item.inner, EventPat):
                 _refuse("with AFTER MATCH SKIP a negation must be of one event (!(T v)): a negated sequence, group "
@@ -167,10 +172,10 @@ def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]
             pending.append(item)
             continue
         if isinstance(item, EventPat):
-            out.append(Component(item.var, item.types))
+            out.append(Component(item.var, item.types, linked=linked))
         elif isinstance(item, Kleene) and isinstance(item.inner, EventPat):
             lo, hi = item.repeat
-            out.append(Component(item.inner.var, item.inner.types, lo, hi, item.greedy))
+            out.append(Component(item.inner.var, item.inner.types, lo, hi, item.greedy, linked))
         else:
             what = {"Or": "an OR inside a SEQ", "Seq": "a nested SEQ", "Kleene": "a repeated group"}
             _refuse(f"AFTER MATCH SKIP does not support {what.get(type(item).__name__, 'this component')} yet: "
@@ -410,8 +415,11 @@ def _selectable(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
     """skip_till_next_match: could the current (skipped) row be taken next, by a component of ``comps`` that may
     follow the match's last event so far (its conditions decided on what is bound)?  None: never.  A skipped
     event is one that could not (NOT coalesce(..., FALSE) of every OR alternative's)."""
-    can = {v: Func("coalesce", (and_all(conds), Literal(False)))
-           for v, conds in _conditions(r, comps, type_col, ts_col, source, as_filler=True).items()}
+    conditions = _conditions(r, comps, type_col, ts_col, source, as_filler=True)
+    can = {v: Func("coalesce", (and_all(conds), Literal(False))) for v, conds in conditions.items()}
+    # a NEXT component takes only the row right after the match's last event: the one whose previous row it is
+    enter = {c.var: Func("coalesce", (and_all([*conditions[c.var], _right_after()]), Literal(False)))
+             if c.linked else can[c.var] for c in comps}
     after = []
     for k, c in enumerate(comps):
         count = rx.Agg("count", None, c.var)
@@ -420,7 +428,7 @@ def _selectable(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
             moves.append(can[c.var] if c.hi is None else BinOp("AND", BinOp("<", count, Literal(c.hi)), can[c.var]))
         leave = []
         for j in range(k + 1, len(comps)):
-            leave.append(can[comps[j].var])
+            leave.append(enter[comps[j].var])
             if comps[j].lo >= 1:
                 break
         if leave:
@@ -436,6 +444,12 @@ def _selectable(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
                 was = BinOp("OR", BinOp("=", last, Literal(c.var + FIRST)), was)
             after.append(BinOp("AND", was, any_move))
     return _any(after) if after else None
+
+
+def _right_after():
+    """``PREV(CLASSIFIER()) = CLASSIFIER(_picked)``: the current row is the one right after the match's last event
+    (the row before it is that event, not a skipped one)."""
+    return BinOp("=", rx.Nav("PREV", rx.Classifier(), 1), rx.Classifier(PICKED))
 
 
 def _pick(c: Component, filler: bool, blocked: str | None = None) -> rx.RowPattern:
@@ -460,8 +474,8 @@ def _row_pattern(comps: list[Component], filler: bool, gaps: frozenset[int] = fr
     items: list[rx.RowPattern] = []
     for k, c in enumerate(comps):
         unit = _pick(c, filler, f"{BLOCKED}_{c.var}" if k in gaps else None)
-        if k == 0:
-            items.append(rx.PVar(c.var + FIRST))
+        if k == 0 or c.linked:  # the first event; NEXT: the row right after the previous one (no skipped row)
+            items.append(rx.PVar(c.var + (FIRST if k == 0 else STEP)))
             if c.hi != 1:
                 hi = None if c.hi is None else c.hi - 1
                 items.append(rx.PQuant(unit, c.lo - 1, hi, greedy=c.greedy))
@@ -488,12 +502,14 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     defines, subsets, patterns, selectable, forbidden = [], [], [], [], {}
     for alt, negs in branches(r.query.pattern, source):  # an OR of patterns: their alternation, left first
         # under the contiguity strategies no event lies between two of a match: a negation there always holds
-        gaps = sorted({n.gap for n in negs}) if filler else []
+        # nor before a NEXT component (its event is the row right after the previous one)
+        gaps = sorted({n.gap for n in negs if not alt[n.gap].linked}) if filler else []
         conditions = _conditions(r, alt, type_col, ts_col, source)
         names_of = {}
         for k, c in enumerate(alt):
             names = ([c.var + FIRST] if k == 0 else []) + ([c.var + STEP] if k or c.kleene else [])
-            names_of[c.var] = names + ([c.var + LATER] if filler and (k or c.kleene) else [])
+            later = filler and (c.kleene or (k and not c.linked))  # an event after skipped rows
+            names_of[c.var] = names + ([c.var + LATER] if later else [])
         for k in gaps:  # a negation before component k: the skipped rows after k - 1's event that it forbids
             after = _any([BinOp("=", rx.Classifier(PICKED), Literal(n)) for n in names_of[alt[k - 1].var]])
             forbidden[alt[k].var] = BinOp("AND", after, _blocking(r, alt, negs, k, type_col))
