@@ -27,12 +27,15 @@ its engine:
   conditions) are ``_blocked_b_step``/``_blocked_b_later`` instead of ``_skipped_step``/``_skipped_later``
   (told by ``CLASSIFIER(_picked)``), and ``b``'s first event requires ``FIRST(_blocked_b.ts) >= ts`` (every
   one at its time: strictly between is forbidden); under contiguity nothing lies between, it always holds;
+* a component written ``NEXT B b`` (per-step contiguity) has no filler before its first event (``b__step``: the
+  row right after the match's previous one); under ``skip_till_next_match`` it could take a skipped row only if
+  that row is right after the match's last event (``PREV(CLASSIFIER()) = CLASSIFIER(_picked)``);
 * an OR of such patterns is the alternation of their row patterns (the left one preferred at a start, as
   SQL:2016's ``|``); the skipped rows are shared, their DEFINEs tell the alternative by ``CLASSIFIER(_picked)``;
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
-language to (``OR`` inside a ``SEQ``, repeated groups, negation at the start or end or next to a loop,
+language to (``OR`` inside a ``SEQ``, repeated groups, negation at the start or end or next to a loop, ``NEXT !(...)``,
 conditions that need the whole match, ...).
 """
 
