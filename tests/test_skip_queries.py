@@ -179,7 +179,6 @@ def test_without_the_clause_nothing_changes():
     ("PATTERN SEQ(A a, B+? b[]) WITHIN 5", "reluctant quantifier"),
     ("PATTERN SEQ(!(C c), A a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation before the first"),
     ("PATTERN SEQ(A a, B b, !(C c)) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation after the last"),
-    ("PATTERN SEQ(A a, NEXT !(C c), B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "notNext"),
     ("PATTERN SEQ(A a, B+ b[], !(C c), D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "follow a single event"),
     ("PATTERN SEQ(A a, !(C c), B? b, D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "optional b"),
     ("PATTERN SEQ(A a, !(SEQ(C c, D d)), B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation must be of one"),
@@ -314,7 +313,8 @@ OR_SHAPES = {
     "SEQ(A a, C* e[], B b) OR SEQ(A c, B d)": "a.ts AS at, count(e[].ts) AS en, b.ts AS bt, c.ts AS ct, d.ts AS dt",
     "A{1,3} a[] OR SEQ(A c, B+ d[])": "a[1].ts AS a1, count(a[].ts) AS an, c.ts AS ct, d[1].ts AS d1",
 }
-#: per-step contiguity (Flink CEP's next between two steps): no skipped row before the NEXT component's first event
+#: per-step contiguity (Flink CEP's next between two steps): no skipped row before the NEXT component's first event;
+#: NEXT !(...) (notNext): the row right after the previous event is no such event
 NEXT_SHAPES = {
     "SEQ(A a, NEXT B b, C c)": "a.ts AS at, b.ts AS bt, c.ts AS ct",
     "SEQ(A a, NEXT ANY(B, C){1,2} b[], A e)": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn, e.ts AS et",
@@ -322,9 +322,12 @@ NEXT_SHAPES = {
     "SEQ(A a, C* q[], NEXT B b)": "a.ts AS at, count(q[].ts) AS qn, b.ts AS bt",
     "SEQ(A a, !(C c), NEXT B+ b[])": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn",
     "SEQ(A a, NEXT B b) OR SEQ(A f, C+ d[], NEXT B g)": "a.ts AS at, b.ts AS bt, f.ts AS ft, count(d[].ts) AS dn",
+    "SEQ(A a, NEXT !(C n), B+ b[])": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn",
+    "SEQ(A a, NEXT !(B n), !(C m), B b)": "a.ts AS at, b.ts AS bt",
 }
 NEXT_CONDITIONS = ["[id]", "[id]", "b.x != a.x", "b[i].x >= b[i-1].x", "c.x > a.x", "e.x >= a.x", "c.x = 0",
-                   "d[i].x >= f.x", "g.x != f.x"]
+                   "d[i].x >= f.x", "g.x != f.x", "n.x = a.x",
+                   "n.x > 0", "m.x != a.x"]
 NEGATION_CONDITIONS = ["[id]", "[id]", "c.x = a.x", "c.x > 0", "e.x > a.x", "c.x != p[1].x", "b[i].x >= b[i-1].x",
                        "c.x > e.x", "b.x != a.x"]
 OR_CONDITIONS = ["[id]", "[id]", "d.x > c.x", "d[i].x >= c.x", "a[i].x >= a[i-1].x", "b.x != a.x",
@@ -384,6 +387,19 @@ def test_a_next_component_takes_the_row_right_after_the_previous_event():
             assert match_rows(parse_query(q), evs) == engine_rows(q, evs) == [want], q
     linked = "PATTERN SEQ(A a, NEXT C b, C c) WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts AS a"
     assert match_rows(parse_query(linked), evs) == engine_rows(linked, evs) == []
+
+
+def test_not_next_forbids_only_the_row_right_after():
+    """SEQ(A a, NEXT !(C c), B b) over A1 D2 C3 B4 A5 C6 B7: D2 right after A1 is no C (A1 B4 is reported), C6 right
+    after A5 is; !(C c) (no C anywhere between) forbids both, no negation forbids neither."""
+    text = "PATTERN SEQ(A a, {neg}B b) {using} WHERE [id] WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT " \
+           "RETURN a.ts AS a, b.ts AS b"
+    evs = events("A1 D2 C3 B4 A5 C6 B7")
+    for using in ("", "USING skip_till_next_match"):
+        for neg, want in (("NEXT !(C c), ", [(1, 4)]), ("!(C c), ", []), ("", [(1, 4), (5, 7)])):
+            q = text.format(neg=neg, using=using)
+            rows = [{"a": a, "b": b} for a, b in want]
+            assert match_rows(parse_query(q), evs) == engine_rows(q, evs) == rows, q
 
 
 def test_an_or_prefers_its_left_alternative():

@@ -131,6 +131,8 @@ class Negation:
     var: str
     types: tuple[str, ...]
     gap: int
+    #: ``NEXT !(T v)`` (notNext): the partition's row right after component ``gap - 1``'s event is no such event
+    next: bool = False
 
 
 def components(pattern, source: str | None = None) -> list[Component]:
@@ -159,11 +161,6 @@ def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]
     negs: list[Negation] = []
     pending: list = []
     for item, linked in zip(items, strict, strict=True):
-        if isinstance(item, Not) and linked:
-            _refuse("with AFTER MATCH SKIP a NEXT !(...) (notNext) is not supported yet: it constrains the row after "
-                    "the previous event, which the translation to MATCH_RECOGNIZE could only read with NEXT() (not "
-                    "in streaming); write !(...) (no such event before the next component) or drop the clause",
-                    item, source)
         if isinstance(item, Not):
             if not isinstance(item.inner, EventPat):
                 _refuse("with AFTER MATCH SKIP a negation must be of one event (!(T v)): a negated sequence, group "
@@ -172,7 +169,7 @@ def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]
                 _refuse("with AFTER MATCH SKIP a negation before the first component is not supported: it reads "
                         "the events before the match's start event, where the attempt of the skip rule starts",
                         item, source)
-            pending.append(item)
+            pending.append((item, linked))
             continue
         if isinstance(item, EventPat):
             out.append(Component(item.var, item.types, linked=linked))
@@ -184,7 +181,7 @@ def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]
             _refuse(f"AFTER MATCH SKIP does not support {what.get(type(item).__name__, 'this component')} yet: "
                     "the preferred match is defined for a SEQ of events, Kleene events (T, T+, T*, T?) and "
                     "negated events, and an OR of such patterns", item, source)
-        for n in pending:
+        for n, linked_neg in pending:
             before, after = out[-2], out[-1]
             if before.kleene or before.lo != 1:
                 _refuse(f"with AFTER MATCH SKIP a negation must follow a single event (T v), not {before.var}: "
@@ -194,12 +191,12 @@ def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]
                 _refuse(f"with AFTER MATCH SKIP a negation must be followed by a component that takes an event, "
                         f"not the optional {after.var}: the interval would end at whichever event comes next", n,
                         source)
-            negs.append(Negation(n.inner.var, n.inner.types, len(out) - 1))
+            negs.append(Negation(n.inner.var, n.inner.types, len(out) - 1, linked_neg))
         pending = []
     if pending:
         _refuse("with AFTER MATCH SKIP a negation after the last component is not supported: it needs the events "
                 "after the match up to the end of the window (postponed evaluation), past the end of the match "
-                "the skip rule resumes after", pending[0], source)
+                "the skip rule resumes after", pending[0][0], source)
     if out[0].lo == 0:
         _refuse("with AFTER MATCH SKIP the first component must take an event (a match starts at its first "
                 "event, the start event of the skip rule)", items[0], source)
@@ -389,22 +386,23 @@ def _conditions(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
 def _blocking(r: ResolvedQuery, comps: list[Component], negs: list[Negation], gap: int, type_col: str):
     """Is the current row (a skipped one: ``_skipped_all``) an event a negation before component ``gap`` forbids:
     its type, the constant equivalence tests and its conditions (on it and earlier variables)."""
+    return _any([_negated(r, comps, n, FILLERS, type_col) for n in negs if n.gap == gap and not n.next])
+
+
+def _negated(r: ResolvedQuery, comps: list[Component], n: Negation, row: str | None, type_col: str):
+    """Is the current row (read as ``row``: ``_skipped_all`` or, None, whatever it is mapped to) an event the
+    negation ``n`` forbids: its type, the constant equivalence tests and its conditions (on it and earlier
+    variables)?  Never NULL."""
     by_var = {c.var: c for c in comps}
-    row = FILLERS
-    forbidden = []
-    for n in negs:
-        if n.gap != gap:
-            continue
-        conds = [_types(row, n.types, type_col)]
-        for p in r.predicates:
-            if p.kind == "equivalence":
-                conds += [BinOp("=", Attr(row, i.attr), i.value) for i in p.expr.items if i.value is not None]
-            elif n.var in p.vars:
-                e = map_nodes(p.expr, lambda x, v=n.var: Attr(row, x.attr, span=x.span)
-                              if isinstance(x, Attr) and x.var == v else x)
-                conds.append(_expr(e, by_var))
-        forbidden.append(Func("coalesce", (and_all(conds), Literal(False))))
-    return _any(forbidden)
+    conds = [_types(row, n.types, type_col)]
+    for p in r.predicates:
+        if p.kind == "equivalence":
+            conds += [BinOp("=", Attr(row, i.attr), i.value) for i in p.expr.items if i.value is not None]
+        elif n.var in p.vars:
+            e = map_nodes(p.expr, lambda x, v=n.var: Attr(row, x.attr, span=x.span)
+                          if isinstance(x, Attr) and x.var == v else x)
+            conds.append(_expr(e, by_var))
+    return Func("coalesce", (and_all(conds), Literal(False)))
 
 
 def _any(exprs: list):
@@ -502,17 +500,23 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     comps = components(r.query.pattern, source)
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
-    defines, subsets, patterns, selectable, forbidden = [], [], [], [], {}
+    defines, subsets, patterns, selectable, forbidden, not_next = [], [], [], [], {}, []
     for alt, negs in branches(r.query.pattern, source):  # an OR of patterns: their alternation, left first
         # under the contiguity strategies no event lies between two of a match: a negation there always holds
         # nor before a NEXT component (its event is the row right after the previous one)
-        gaps = sorted({n.gap for n in negs if not alt[n.gap].linked}) if filler else []
+        gaps = sorted({n.gap for n in negs if not n.next and not alt[n.gap].linked}) if filler else []
         conditions = _conditions(r, alt, type_col, ts_col, source)
         names_of = {}
         for k, c in enumerate(alt):
             names = ([c.var + FIRST] if k == 0 else []) + ([c.var + STEP] if k or c.kleene else [])
             later = filler and (c.kleene or (k and not c.linked))  # an event after skipped rows
             names_of[c.var] = names + ([c.var + LATER] if later else [])
+        for n in negs:  # NEXT !(C c): the row right after the previous event (whatever it is mapped to) is no c
+            if n.next:
+                previous = rx.Nav("PREV", rx.Classifier(), 1)
+                right_after = _any([BinOp("=", previous, Literal(name)) for name in names_of[alt[n.gap - 1].var]])
+                not_next.append(Func("coalesce", (BinOp("AND", right_after, _negated(r, alt, n, None, type_col)),
+                                                  Literal(False))))
         for k in gaps:  # a negation before component k: the skipped rows after k - 1's event that it forbids
             after = _any([BinOp("=", rx.Classifier(PICKED), Literal(n)) for n in names_of[alt[k - 1].var]])
             forbidden[alt[k].var] = BinOp("AND", after, _blocking(r, alt, negs, k, type_col))
@@ -551,6 +555,9 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
             subsets.append((name, (name + "_step", name + "_later")))
             blocked_names += [name + "_step", name + "_later"]
         subsets.append((FILLERS, (FILLER, FILLER_STEP, FILLER_LATER, *blocked_names)))
+    if not_next:  # every row of the match, whichever variable it is mapped to
+        nowhere = Unary("NOT", _any(not_next))
+        defines = [(name, BinOp("AND", cond, nowhere)) for name, cond in defines]
     if r.returns is not None:
         measures = tuple(rx.Measure(_expr(i.expr, by_var), name)
                          for i, name in zip(r.returns, r.return_names, strict=True))
