@@ -30,12 +30,14 @@ its engine:
 * a component written ``NEXT B b`` (per-step contiguity) has no filler before its first event (``b__step``: the
   row right after the match's previous one); under ``skip_till_next_match`` it could take a skipped row only if
   that row is right after the match's last event (``PREV(CLASSIFIER()) = CLASSIFIER(_picked)``);
+* ``SEQ(A a, NEXT !(C c), B b)`` (notNext): every DEFINE requires that its row, if right after ``a``'s event
+  (``PREV(CLASSIFIER())`` one of ``a``'s names), is not a ``c`` (its type, constant equivalence tests, conditions);
 * an OR of such patterns is the alternation of their row patterns (the left one preferred at a start, as
   SQL:2016's ``|``); the skipped rows are shared, their DEFINEs tell the alternative by ``CLASSIFIER(_picked)``;
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
-language to (``OR`` inside a ``SEQ``, repeated groups, negation at the start or end or next to a loop, ``NEXT !(...)``,
+language to (``OR`` inside a ``SEQ``, repeated groups, negation at the start or end or next to a loop,
 conditions that need the whole match, ...).
 """
 
