@@ -428,6 +428,10 @@ def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():
     job = q.job_source()  # the MATCH_RECOGNIZE job of the statement it compiles to
     assert "apply_recognize(rows, from_data(json.loads(RECOGNIZE))" in job and '"b__later"' in job
     compile(job, "job.py", "exec")
+    # without a schema: the columns the statement reads (x of a condition too)
+    reads_x = sparkcep.compile("PATTERN SEQ(A a, NEXT !(C c), B+ b[]) WHERE [id] AND b[i].x > a.x AND c.x = a.x "
+                               "WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts")
+    assert "runs as MATCH_RECOGNIZE" in reads_x.explain()
     without_return = sparkcep.compile("PATTERN SEQ(A a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT")
     with pytest.raises(CEPError, match="needs RETURN"):
         without_return.job_source()
