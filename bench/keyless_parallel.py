@@ -11,7 +11,8 @@ with ``spark.sparkcep.keylessRanges=true`` (the time ranges are opt-in) and ``sp
 medians of ``--repeat`` alternating runs after a warm-up of each, both counting the same matches (checked), and
 prints both times and the ratio (the issue's goal: >= 1.7x on 2 cores, quiet).
 
-    python bench/keyless_parallel.py [--rows 1000000] [--window 100] [--types 20] [--repeat 3] [--range-windows 16] [--cpu]
+    python bench/keyless_parallel.py [--rows 1000000] [--window 100] [--types 20] [--repeat 3] [--cpu]
+                                      [--range-windows 16]
 
 ``--cpu`` adds the CPU time (user + system) of the whole Spark process tree (driver, JVM, Python workers; from
 ``/proc``, Linux) per run of each side, medians of ``--repeat``: unlike wall-clock time on a machine shared with
