@@ -218,11 +218,12 @@ def _not_next_plans(alt: Alternative) -> dict[int, tuple]:
     return out
 
 
-def _not_next(plans: tuple, binding: dict, mask: int, ev: dict, pending: dict | None):
+def _not_next(plans: tuple, binding: dict, mask: int, ev: dict, suspects: dict | None):
     """``ev`` (component bitmask ``mask``) is the partition's event right after a run's last one, at a position
     with negations ``NEXT !(C c)`` (``plans``, see :func:`_not_next_plans`): True if it is such a ``C`` satisfying
-    the predicates (the run is blocked); else the run's ``pending`` events, with ``ev`` added for each negation
-    it fills and satisfies the decidable predicates of while others wait for a later variable."""
+    the predicates (the run is blocked); else the run's ``suspects`` (negated variable → event), with ``ev``
+    added for each negation it fills and satisfies the decidable predicates of while others wait for a later
+    variable."""
     for plan, now, late in plans:
         if mask & plan.comp_mask:
             b = dict(binding)
@@ -230,14 +231,14 @@ def _not_next(plans: tuple, binding: dict, mask: int, ev: dict, pending: dict | 
             if all(check(b) is True for check in now):
                 if not late:
                     return True
-                pending = {**(pending or {}), plan.var: ev}
-    return pending
+                suspects = {**(suspects or {}), plan.var: ev}
+    return suspects
 
 
-def _pending_blocks(late: dict[str, tuple], binding: dict, pending: dict) -> bool:
-    """Does one of a complete run's ``pending`` events (negated variable → event) satisfy the predicates of its
+def _suspect_blocks(late: dict[str, tuple], binding: dict, suspects: dict) -> bool:
+    """Does one of a complete run's ``suspects`` (negated variable → event) satisfy the predicates of its
     ``NEXT !(C c)`` that waited for a later variable (``late``: negated variable → those checks)?"""
-    for var, ev in pending.items():
+    for var, ev in suspects.items():
         b = dict(binding)
         b[var] = ev
         if all(check(b) is True for check in late[var]):
@@ -315,7 +316,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 lo, hi = interval(np, binding, window)
                 if negs[np.slot].blocked(np, binding, lo, hi):
                     return
-            if run.pending and _pending_blocks(late_checks, binding, run.pending):
+            if run.suspects and _suspect_blocks(late_checks, binding, run.suspects):
                 return  # NEXT !(C c): the event right after the position before it is such a C after all
         sink.finish(alt, binding)
 
@@ -355,10 +356,10 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
             if contiguous and seq is not None and run.last_seq is not None and seq != run.last_seq + 1:
                 continue  # the next event of its order is not this one
             if run.pos in not_next and _adjacent(run, seq):
-                pending = _not_next(not_next[run.pos], run.binding, mask, ev, run.pending)
-                if pending is True:
+                suspects = _not_next(not_next[run.pos], run.binding, mask, ev, run.suspects)
+                if suspects is True:
                     continue  # NEXT !(C c): the event right after its last one is such a C
-                run.pending = pending
+                run.suspects = suspects
             selected = False
             if ts > run.last_ts:
                 for p in follow[run.pos]:
@@ -373,7 +374,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                     if decided and next_match and checks.undecided_hold(binding, p):
                         selected = True
                     if decided and grows_ok:
-                        born.append(Run(p, binding, run.first, ts, seq, pending=run.pending))
+                        born.append(Run(p, binding, run.first, ts, seq, suspects=run.suspects))
                 if not selected and siblings is not None and siblings[run.pos]:
                     selected = selectable_elsewhere(run, mask, ev)
             if not contiguous and not selected:
