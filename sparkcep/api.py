@@ -156,7 +156,8 @@ class CompiledQuery:
                 types = {f.name: f.dataType.simpleString() for f in schema.fields}
             else:  # the columns the query names; ts as the query's durations say (bare: numeric)
                 timestamp = r.ts_kind == "timestamp" or (r.ts_kind is None and self.query.within.unit is not None)
-                named = [n.attr for n in walk((rec.defines, rec.measures)) if isinstance(n, Attr)]
+                exprs = [*(c for _, c in rec.defines), *(m.expr for m in rec.measures)]
+                named = [n.attr for e in exprs for n in walk(e) if isinstance(n, Attr)]
                 types = dict.fromkeys([*rec.partition_by, *named], "double")
                 types.update({self.type_col: "string", self.ts_col: "timestamp" if timestamp else "bigint"})
             spec = build_spec(rec, types, ts_unit=self.ts_unit)
