@@ -195,7 +195,8 @@ class CompiledQuery:
         shedding = (self.shedding_latency, self.shedding_model) if self.shedding_latency else None
         read_columns, needs = input_columns([self])
         return job_source(plan, query_text=format_query(self.query), explain=self.explain(schema),
-                          ts_kind=ts_kind, name=self.name, shedding=shedding, read_columns=read_columns, needs=needs)
+                          ts_kind=ts_kind, name=self.name, shedding=shedding, read_columns=read_columns, needs=needs,
+                          timeouts=timeout_spec_of(operator_spec(plan)) is not None)
 
     def apply(self, df, shedding_training=None, side_channel: bool = False):
         """Run on a batch or streaming DataFrame with the type and ts columns and the attributes.
@@ -294,6 +295,20 @@ def timeout_spec_of(spec):
         timeouts.check(timeout_spec)
     except CEPError:
         return None
+    return timeout_spec
+
+
+#: ``--timeouts`` of a workload: the refusal of ``sparkcep run`` and of a generated workload job.
+TIMEOUTS_ONE_QUERY = "--timeouts is for one match query: choose it with --query NAME"
+
+
+def checked_timeout_spec(spec):
+    """:func:`timeout_spec_of` ``spec``, refused with one message where they are not defined (``sparkcep run
+    --timeouts`` and a generated job's ``--timeouts``)."""
+    timeout_spec = timeout_spec_of(spec)
+    if timeout_spec is None:
+        raise CEPError("--timeouts: timed-out partial matches are defined for a match query whose pattern is a SEQ "
+                       "of single events (T v, ANY(...) v) under skip_till_any_match or skip_till_next_match")
     return timeout_spec
 
 

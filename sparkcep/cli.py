@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sparkcep import cli_sql, preflight
 from sparkcep.api import CompiledQuery, compile_workload, input_columns, report_shedding
-from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line
+from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line, timeouts_line
 from sparkcep.ir.ast import TS_UNITS_NS, UNITS_MS
 from sparkcep.ir.errors import CEPError
 from sparkcep.spark.io import FORMATS, read_events
@@ -363,7 +363,7 @@ def cmd_run(args) -> int:
 
     from sparkcep.spark.late import KIND, REASON, RECORD
     from sparkcep.spark.session import local_session
-    from sparkcep.spark.sinks import counted, routed
+    from sparkcep.spark.sinks import counted, routed, start_timeouts, timeouts_written, write_timeouts
     from sparkcep.spark.validate import read_validated
 
     spark = local_session(args.master, verbose=args.verbose)
@@ -406,7 +406,9 @@ def cmd_run(args) -> int:
                 _print_lines(lines)
             dead = _report_rejected(rejected, args.output, args.dead_letters)
             if args.timeouts:
-                _write_timeouts(timeouts, args.output, quiet=args.quiet)
+                n = write_timeouts(timeouts, args.output)
+                if not args.quiet:
+                    _said_timeouts(n, args.output)
         if not args.quiet:
             valid = count_events() if count_events is not None else None
             print(summary_line(read=None if valid is None else valid + dead, results=results, dead_letters=dead,
@@ -418,12 +420,12 @@ def cmd_run(args) -> int:
         columns = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD)]
         # the timed-out partial matches: a second query beside the results', each micro-batch written as the
         # watermark closes windows (a continuous run: while it runs, not after the stop)
-        beside = [lambda: _start_timeouts(timeouts, args.output, checkpoint, once=args.once)] if args.timeouts else []
+        beside = [lambda: start_timeouts(timeouts, args.output, checkpoint, once=args.once)] if args.timeouts else []
         query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
                                       beside=beside)
         report_shedding(getattr(result, "shedding", None), query)
-        if args.timeouts:
-            _report_timeouts(timeouts, args.output, quiet=args.quiet)
+        if args.timeouts and not args.quiet:
+            _said_timeouts(timeouts_written(timeouts, args.output), args.output)
         if not args.output and os.path.isdir(out):
             _print_lines(json_lines(spark.read.schema(StructType(columns)).json(out)))
     if not args.quiet:
@@ -438,24 +440,14 @@ def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[
     stops at once).  ``beside``: functions starting queries that run beside it (``--timeouts``), each ended with
     it (``--once``: when it has drained too; a stop: between its micro-batches).  ``(query, totals)``
     (:class:`sparkcep.spark.progress.Totals`)."""
-    from sparkcep.spark.progress import StopSignals, follow, stop_between_batches
+    from sparkcep.spark.progress import StopSignals, follow_with
     from sparkcep.spark.sinks import discard_uncommitted, start
 
     with StopSignals() as signals:
         query = start(stream, out, checkpoint, result_columns=result_columns, dead_letters=args.dead_letters,
                       late=args.late_events, once=args.once)
-        others = [begin() for begin in beside]
-        try:
-            totals = follow(query, out=io.StringIO() if args.quiet else None, signals=signals, source=args.input)
-            for other in others:
-                if totals.stopped:
-                    stop_between_batches(other, signals)
-                else:
-                    other.awaitTermination()
-        finally:
-            for other in others:
-                if other.isActive:
-                    other.stop()
+        totals = follow_with(query, [begin() for begin in beside], out=io.StringIO() if args.quiet else None,
+                             signals=signals, source=args.input)
         if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
             discard_uncommitted(stream.sparkSession, checkpoint, out, args.dead_letters, args.late_events)
     if totals.stopped and not args.quiet:
@@ -465,44 +457,19 @@ def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[
 
 def _check_timeouts(q: CompiledQuery | None, output: str | None) -> None:
     """``--timeouts`` needs one match query whose timed-out partial matches are defined, and ``--output``."""
-    from sparkcep.api import timeout_spec_of
+    from sparkcep.api import TIMEOUTS_ONE_QUERY, checked_timeout_spec
 
     if q is None:
-        raise CEPError("--timeouts is for one match query: choose it with --query NAME")
-    if timeout_spec_of(q.spec()) is None:
-        raise CEPError("--timeouts: timed-out partial matches are defined for a match query whose pattern is a SEQ "
-                       "of single events (T v, ANY(...) v) under skip_till_any_match or skip_till_next_match")
+        raise CEPError(TIMEOUTS_ONE_QUERY)
+    checked_timeout_spec(q.spec())
     if not output:
         raise CEPError("--timeouts writes OUTPUT/_timeouts: give --output")
 
 
-def _write_timeouts(timeouts, output: str, *, quiet: bool) -> None:
-    """Batch: the timed-out partial matches into OUTPUT/_timeouts, counted on stderr."""
-    target = output.rstrip("/") + "/_timeouts"
-    timeouts, count = observed_count(timeouts, "sparkcep_timeouts")
-    timeouts.write.mode("overwrite").json(target)
-    _said_timeouts(count(), target, quiet)
+def _said_timeouts(n: int, output: str) -> None:
+    from sparkcep.spark.sinks import timeouts_dir
 
-
-def _start_timeouts(timeouts, output: str, checkpoint: str, *, once: bool):
-    """A stream: the query writing the timed-out partial matches into OUTPUT/_timeouts (checkpoint
-    CHECKPOINT/_timeouts), each micro-batch's as its watermark closes windows; ``once``: up to the end of the
-    available input."""
-    writer = (timeouts.writeStream.format("json").option("path", output.rstrip("/") + "/_timeouts")
-              .option("checkpointLocation", checkpoint.rstrip("/") + "/_timeouts"))
-    return (writer.trigger(availableNow=True) if once else writer).start()
-
-
-def _report_timeouts(timeouts, output: str, *, quiet: bool) -> None:
-    """A stream: the timed-out partial matches written into OUTPUT/_timeouts, counted on stderr."""
-    target = output.rstrip("/") + "/_timeouts"
-    if not quiet:
-        _said_timeouts(timeouts.sparkSession.read.schema(timeouts.schema).json(target).count(), target, quiet)
-
-
-def _said_timeouts(n: int, target: str, quiet: bool) -> None:
-    if not quiet:
-        print(f"sparkcep: {n} timed-out partial match{'es' if n != 1 else ''}; see {target}", file=sys.stderr)
+    print(timeouts_line(n, timeouts_dir(output)), file=sys.stderr)
 
 
 def _report_rejected(rejected, output: str | None, dead_letters: str | None = None) -> int:
