@@ -65,7 +65,8 @@ class CompiledQuery:
     compile); ``lateness`` is the allowed lateness of streaming input, in ts units (milliseconds for
     timestamps).  ``shedding_latency`` (seconds; also ``WITH SHEDDING LATENCY 1 s`` before the query) turns on
     gSPICE load shedding in :meth:`apply` (off by default, see docs/shedding.md); ``dropped_output`` is a
-    directory for the dropped events; ``shedding_model`` is ``hash`` (gSPICE-H), ``tree`` or ``forest``.
+    directory for the dropped events; ``shedding_model`` is ``hash`` (gSPICE-H), ``tree`` or ``forest``
+    (gSPICE-M), or a baseline of the paper, ``random`` or ``type`` (type-based), for comparisons.
     """
 
     query: Query
@@ -350,12 +351,13 @@ def shedding_stage(candidates, spec, attributes, training, *, bound: float, mode
     """``(kept candidates, Shedding handle)``: the gSPICE stage (:func:`sparkcep.spark.shedding.install`) on
     the filtered events before the shuffle, its utility model (``hash``, ``tree`` or ``forest``) learnt from
     ``training`` (a batch DataFrame, pandas DataFrame or event dicts) over the numeric ``attributes`` the query
-    reads.  Used by :meth:`CompiledQuery.apply` and by generated jobs with shedding.  ``weighted``: the
+    reads (``random`` and ``type``: the paper's baselines, for comparisons).  Used by :meth:`CompiledQuery.apply`
+    and by generated jobs with shedding.  ``weighted``: the
     ``(spec, weight)`` of every query a workload's one stage serves (an event's utility sums its contributions
     to each query's matches, weighted), instead of ``spec`` alone."""
     from pyspark.sql.types import NumericType
 
-    from sparkcep.runtime_udfs.shedding.shedder import fit_gspice
+    from sparkcep.runtime_udfs.shedding.shedder import fit_shedder
     from sparkcep.spark.shedding import install, training_events
 
     if training is None:
@@ -364,7 +366,7 @@ def shedding_stage(candidates, spec, attributes, training, *, bound: float, mode
     numeric = [f.name for f in candidates.schema.fields if isinstance(f.dataType, NumericType)]
     attributes = [a for a in attributes if a in numeric and a != ts_col]
     events = training_events(training, spec, ts_col=ts_col, type_col=type_col)
-    shedder = fit_gspice(list(weighted) if weighted else [(spec, 1.0)], events, attributes=attributes, kind=model)
+    shedder = fit_shedder(list(weighted) if weighted else [(spec, 1.0)], events, attributes=attributes, kind=model)
     return install(candidates, shedder, bound=bound, type_col=type_col, ts_col=ts_col, dropped_output=dropped_output)
 
 

@@ -20,8 +20,12 @@ from sparkcep.api import CompiledQuery, compile_workload, input_columns, report_
 from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line
 from sparkcep.ir.ast import TS_UNITS_NS, UNITS_MS
 from sparkcep.ir.errors import CEPError
+from sparkcep.runtime_udfs.shedding import MODELS
 from sparkcep.spark.io import FORMATS, read_events
 from sparkcep.spark.results import json_lines
+
+SHEDDING_MODEL_HELP = ("shedding: the utility model, gSPICE-H hash tables (default), gSPICE-M's decision tree or "
+                       "random forest, or a baseline for comparisons: random or type (type-based)")
 
 
 def _add_query_args(p: argparse.ArgumentParser) -> None:
@@ -78,8 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--shedding-latency", type=_seconds, metavar="DURATION",
                    help="give the job a gSPICE load-shedding stage with this latency bound, e.g. 1s (default: "
                         "only if the file says WITH SHEDDING LATENCY ...; the job's --shedding-latency overrides it)")
-    j.add_argument("--shedding-model", choices=["hash", "tree", "forest"], default="hash",
-                   help="shedding: the utility model (gSPICE-H hash tables, a decision tree or a random forest)")
+    j.add_argument("--shedding-model", choices=MODELS, default="hash", help=SHEDDING_MODEL_HELP)
     j.add_argument("-o", "--output", required=True, help="the job file to write")
 
     r = sub.add_parser("run", help="run a query on a file or directory of events with local Spark")
@@ -117,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--shedding-latency", type=_seconds, metavar="DURATION",
                    help="gSPICE load shedding under this latency bound, e.g. 1s or 500ms (default: off, unless the "
                         "file says WITH SHEDDING LATENCY ...)")
+    r.add_argument("--shedding-model", choices=MODELS, help=SHEDDING_MODEL_HELP)
     r.add_argument("--dropped-output", help="shedding: write the dropped events here (JSON lines)")
     r.add_argument("--shedding-training", help="shedding: events to learn utilities from (default: the input files "
                                                "there at start)")
@@ -275,7 +279,7 @@ def cmd_explain(args) -> int:
 def cmd_compile(args) -> int:
     """One query (or ``--query NAME`` of a file): its job.  A workload file: one job running its sharing plan."""
     options = {"ts_kind": args.ts, "ts_unit": args.ts_unit, "ts_col": args.ts_col, "type_col": args.type_col,
-               "shedding_model": args.shedding_model, **_shedding_options(args)}
+               **_shedding_options(args)}
     workload = _workload(args, **options)
     if workload is not None:
         if args.collapsed:
@@ -501,6 +505,8 @@ def _shedding_options(args) -> dict:
         out["shedding_latency"] = args.shedding_latency
     if getattr(args, "dropped_output", None):
         out["dropped_output"] = args.dropped_output
+    if getattr(args, "shedding_model", None):
+        out["shedding_model"] = args.shedding_model
     return out
 
 
