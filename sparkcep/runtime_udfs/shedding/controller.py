@@ -70,6 +70,16 @@ def _clip(rho: float, max_rho: float) -> float:
     return min(max(rho, 0.0), max_rho)
 
 
+def _settle(rho: float, wanted: float, max_rho: float, damping: float) -> float:
+    """The next ρ of a batch controller: ``wanted`` clipped to [0, ``max_rho``]; it rises at once but falls by
+    ``damping`` of the way from ``rho`` (0 below 0.01), so that one cheap batch does not switch shedding off."""
+    wanted = _clip(wanted, max_rho)
+    if wanted < rho:
+        wanted = rho - damping * (rho - wanted)
+        wanted = 0.0 if wanted < 0.01 else wanted
+    return wanted
+
+
 def _push(window: list, item, memory: int) -> None:
     """Append ``item`` and keep the last ``memory`` items."""
     window.append(item)
@@ -182,10 +192,7 @@ class BatchController:
             wanted = 0.0 if goal >= fixed else self.max_rho
         else:
             wanted = 1.0 - (goal - fixed) / incoming
-        wanted = _clip(wanted, self.max_rho)
-        if wanted < self.rho:  # fall slowly, rise at once
-            wanted = self.rho - self.damping * (self.rho - wanted)
-            wanted = 0.0 if wanted < 0.01 else wanted
+        wanted = _settle(self.rho, wanted, self.max_rho, self.damping)
         self.rho = wanted
         return self.rho
 
@@ -367,10 +374,7 @@ class BacklogController:
             wanted = 0.0 if fixed + self.overhead * n <= budget else self.max_rho
         else:
             wanted = 1.0 - (budget - fixed - self.overhead * n) / (per_kept * n)
-        wanted = _clip(wanted, self.max_rho)
-        if wanted < self.rho:  # fall slowly, rise at once
-            wanted = self.rho - self.damping * (self.rho - wanted)
-            wanted = 0.0 if wanted < 0.01 else wanted
+        wanted = _settle(self.rho, wanted, self.max_rho, self.damping)
         self.rho = wanted
         self.history.append((latency if latency is not None else float("nan"), backlog, wanted, admit))
         return self._decide(wanted, admit, duration, budget)
