@@ -29,7 +29,8 @@ the recall of load shedding at overload: gSPICE-H/M against random and type-base
    the list runs ``--main-duration`` seconds, the others ``--duration``.  The ground truth is one batch
    ``run`` over the files a run was fed (batch results equal streaming results); recall = matches of the run
    also in the truth / matches of the truth, per query (each match identified by the sequence numbers of its
-   events).  One table at the end.
+   events).  One table at the end (``whole``: events in files the admission control shed whole, unread,
+   having waited past the expiry age; they are in ``shed%`` too).
 
     python bench/live_latency.py [--events-per-file 2000] [--interval 1] [--duration 60] [--rates 0.5]
                                  [--capacity EV_PER_S] [--shedding "--shedding-latency 5s"]
@@ -75,7 +76,8 @@ DATASET = "DS5"
 
 LINE = re.compile(r"^batch (\d+): read (\d+) events \(\+(\d+)\), (\d+) results.*?, (\d+) events/s"
                   r"(?:, latency p50 ([\d.]+) s p99 ([\d.]+) s)?(?:, backlog (\d+) files)?")
-SHED = re.compile(r"load shedding dropped (\d+) of (\d+) events \(([\d.]+)%; per type: (.*?)\); latency bound")
+SHED = re.compile(r"load shedding dropped (\d+) of (\d+) events \(([\d.]+)%; per type: (.*?)"
+                  r"(?:, (\d+) of them in files shed whole.*?)?\); latency bound")
 
 
 class Workload:
@@ -182,7 +184,7 @@ class Run:
             if m:
                 per_type = dict(x.split("=") for x in m.group(4).split(", ") if "=" in x)
                 return {"dropped": int(m.group(1)), "offered": int(m.group(2)), "percent": float(m.group(3)),
-                        "per_type": {t: int(n) for t, n in per_type.items()}}
+                        "per_type": {t: int(n) for t, n in per_type.items()}, "expired": int(m.group(5) or 0)}
         return None
 
 
@@ -243,8 +245,11 @@ def at_rate(w: Workload, work: Path, args, rate: float, files: list[str], extra:
     if code != 0:
         raise SystemExit(f"the run ended with {code}:\n" + "\n".join(run.lines[-20:]))
     measured = [b for b in run.batches[warm:] if b["p50"] is not None]
-    if not measured:
-        raise SystemExit("no batch measured:\n" + "\n".join(run.lines[-20:]))
+    if not measured:  # e.g. every file fed waited past the expiry age while the first batch ran: a row of nan
+        print("no batch after the first one read events; the run's last lines:\n" + "\n".join(run.lines[-8:]),
+              file=sys.stderr)
+        nan = float("nan")
+        measured = [{"events": 0, "p50": nan, "p99": nan, "backlog": 0, "end": nan}]
     ends = [b["end"] for b in measured]
     events = sum(b["events"] for b in measured)
     span = ends[-1] - ends[0] if len(ends) > 1 else float("nan")
@@ -265,7 +270,7 @@ def at_rate(w: Workload, work: Path, args, rate: float, files: list[str], extra:
             "events_per_s": (events - measured[0]["events"]) / span if span == span and span > 0 else float("nan"),
             "backlog": max((b["backlog"] or 0) for b in measured), "thirds": thirds, "shed": shed,
             "shed_per_type": {t: (shed["per_type"].get(t, 0) / n if shed else 0.0) for t, n in sorted(fed.items())},
-            "unread": sum(fed.values()) - sum(b["events"] for b in run.batches)}
+            "unread": sum(fed.values()) - sum(b["events"] for b in run.batches) - (shed["expired"] if shed else 0)}
 
 
 def describe(mult: float, args, r: dict) -> str:
@@ -277,7 +282,7 @@ def describe(mult: float, args, r: dict) -> str:
             "at the stop")
     if shed:
         per_type = " ".join(f"{t} {p:.0%}" for t, p in r["shed_per_type"].items())
-        text += f"; shed {shed['percent']:.1f}% ({per_type})"
+        text += f"; shed {shed['percent']:.1f}% ({per_type}; {shed['expired']} events in files shed whole)"
     return text
 
 
@@ -357,13 +362,14 @@ def quality(w: Workload, work: Path, args, cap: float) -> None:
           f"matches of a batch run over the first {compared_s:g} s of files, those the run produced")
     queries = sorted(QUALITY_RETURN)
     print(f"{'rate':>4} {'shedder':<15} {'run s':>5} {'ev/s fed':>8} {'ev/s read':>9} {'p50 s':>6} {'p99 s':>6} "
-          f"{'backlog':>7} {'shed%':>6} {'shed per type':<34} " + " ".join(f"{q:>6}" for q in queries)
+          f"{'backlog':>7} {'shed%':>6} {'whole':>6} {'shed per type':<34} " + " ".join(f"{q:>6}" for q in queries)
           + f" {'recall':>6} {'results/third':>15}")
     for mult, name, duration, r in table:
         shed = r["shed"]["percent"] if r["shed"] else 0.0
+        whole = r["shed"]["expired"] if r["shed"] else 0
         per_type = " ".join(f"{t}{p:.0%}" for t, p in r["shed_per_type"].items())
         print(f"{mult:>3g}x {name:<15} {duration:>5g} {r['rate']:>8.0f} {r['events_per_s']:>9.0f} "
-              f"{r['p50']:>6.2f} {r['p99']:>6.2f} {r['backlog']:>7} {shed:>6.1f} {per_type:<34} "
+              f"{r['p50']:>6.2f} {r['p99']:>6.2f} {r['backlog']:>7} {shed:>6.1f} {whole:>6} {per_type:<34} "
               + " ".join(f"{r['recall'].get(q, float('nan')):>6.1%}" for q in queries)
               + f" {r['recall']['all']:>6.1%} {'/'.join(map(str, r['thirds'])):>15}")
 

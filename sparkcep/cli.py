@@ -11,6 +11,7 @@ import contextlib
 import functools
 import io
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -376,7 +377,18 @@ def cmd_run(args) -> int:
         from sparkcep.spark.operator import MAX_MATCHES_CONF
 
         spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
-    df, rejected = read_validated(spark, args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
+    # a continuous run with shedding over a directory of JSON lines reads what the admission control hands over
+    # (sparkcep.spark.shedding.FileAdmission): a staging directory next to the checkpoint
+    staging = None
+    if (args.stream and not args.once and fmt == "json" and os.path.isdir(args.input)
+            and any(x.shedding_latency for x in queries)):
+        from sparkcep.spark.shedding import hand_over
+
+        staging = (os.path.join(args.checkpoint, "_admitted") if args.checkpoint
+                   else tempfile.mkdtemp(prefix="sparkcep-admitted-"))
+        os.makedirs(staging, exist_ok=True)
+        hand_over(args.input, staging)  # the files there at the start: the first micro-batch's
+    df, rejected = read_validated(spark, staging or args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
                                   known_types=args.known_types, attributes=attributes, needs=needs,
                                   ts_unit=args.ts_unit)
@@ -395,8 +407,13 @@ def cmd_run(args) -> int:
     else:
         result = q.apply(df, shedding_training=training, side_channel=args.stream)
     shedding = getattr(result, "shedding", None)
+    admission = None
     if shedding is not None and os.path.isdir(args.input):  # a followed directory: shed on latency and backlog
         shedding.follow_source(args.input)
+        if staging is not None:
+            from sparkcep.spark.shedding import FileAdmission
+
+            admission = FileAdmission(args.input, staging, shedding, args.type_col, args.dropped_output).start()
     timeouts = getattr(result, "timeouts", None)  # before any wrapping of the result
     if not args.stream:
         with progress(spark, quiet=args.quiet):
@@ -420,7 +437,13 @@ def cmd_run(args) -> int:
         out = args.output or os.path.join(tmp, "out")
         checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
         columns = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD)]
-        query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns])
+        try:
+            query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns])
+        finally:
+            if admission is not None:
+                admission.stop()
+            if staging is not None and not args.checkpoint:
+                shutil.rmtree(staging, ignore_errors=True)
         report_shedding(getattr(result, "shedding", None), query)
         if args.timeouts:
             _write_timeouts(timeouts, args.output, quiet=args.quiet, checkpoint=checkpoint)

@@ -381,3 +381,26 @@ class BacklogController:
 
     def _decide(self, rho: float, admit: int | None, duration: float, budget: float) -> Admission:
         return Admission(rho, admit, max(self.bound - max(budget, duration, 0.0), 0.0) if budget else None)
+
+
+def admit_files(pending: list[tuple[str, float]], now: float, admission: Admission | None,
+                per_file: float) -> tuple[list[str], list[str]]:
+    """What the source of a followed directory does with its waiting files when the next micro-batch may get
+    some, from the controller's last :class:`Admission`: ``(admit, expire)``, the files to hand to the stream
+    (oldest first: as many as ``admission.admit`` events allow at ``per_file`` events per file, at least one)
+    and the files older than ``admission.expire`` at ``now``, which can no longer make the bound and are shed
+    whole.  ``pending``: ``(name, arrival)`` (seconds), oldest first; no decision yet (None): every file is
+    admitted.
+
+        >>> waiting = [("f1", 0.0), ("f2", 8.0), ("f3", 9.0), ("f4", 9.5)]
+        >>> admit_files(waiting, 10.0, Admission(rho=0.5, admit=2500, expire=4.0), per_file=1000)
+        (['f2', 'f3'], ['f1'])
+    """
+    if admission is None:
+        return [name for name, _ in pending], []
+    expire = [name for name, arrived in pending if admission.expire is not None and now - arrived > admission.expire]
+    gone = set(expire)
+    waiting = [name for name, _ in pending if name not in gone]
+    if admission.admit is None or per_file <= 0:
+        return waiting, expire
+    return waiting[:max(int(admission.admit // per_file), 1)], expire
