@@ -214,6 +214,15 @@ def test_admission_on_real_files_bounds_the_backlog_and_counts_every_drop(tmp_pa
     assert counted == handle.dropped
     assert handle.expired == handle.offered  # here every drop is a file shed whole
     assert all(handle.dropped[t] < fed[t] for t in TYPES)
+    # after one long micro-batch the expiry age can be 0: the newest file still goes through, so that a batch
+    # runs and the controller sees the load again (shedding everything would stop the run for good)
+    handle.admission = Admission(rho=0.9, admit=None, expire=0.0)
+    for j in range(3):
+        (source / f"late-{j}.json").write_text(json.dumps({"type": "A", "ts": j}) + "\n")
+        os.utime(source / f"late-{j}.json", (t0 + 40 + j, t0 + 40 + j))
+    before = set(os.listdir(staging))
+    admission.step(t0 + 45)
+    assert set(os.listdir(staging)) - before == {"late-2.json"} and admission.pending() == []
 
 WORKLOAD = ("ab: PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 RETURN a.ts AS a_ts, b.ts AS b_ts;\n"
             "bc: PATTERN SEQ(B b, C c) WHERE [id] AND b.x < c.x WITHIN 10 RETURN b.ts AS b_ts, c.ts AS c_ts")

@@ -390,15 +390,19 @@ def admit_files(pending: list[tuple[str, float]], now: float, admission: Admissi
     (oldest first: as many as ``admission.admit`` events allow at ``per_file`` events per file, at least one)
     and the files older than ``admission.expire`` at ``now``, which can no longer make the bound and are shed
     whole.  ``pending``: ``(name, arrival)`` (seconds), oldest first; no decision yet (None): every file is
-    admitted.
+    admitted.  The newest file is never shed this way: a micro-batch must run for the controller to see the
+    load again (after one long batch its expiry age can be 0, and shedding everything would stop the run).
 
         >>> waiting = [("f1", 0.0), ("f2", 8.0), ("f3", 9.0), ("f4", 9.5)]
         >>> admit_files(waiting, 10.0, Admission(rho=0.5, admit=2500, expire=4.0), per_file=1000)
         (['f2', 'f3'], ['f1'])
+        >>> admit_files(waiting, 10.0, Admission(rho=0.9, admit=None, expire=0.0), per_file=1000)
+        (['f4'], ['f1', 'f2', 'f3'])
     """
     if admission is None:
         return [name for name, _ in pending], []
-    expire = [name for name, arrived in pending if admission.expire is not None and now - arrived > admission.expire]
+    expire = [name for name, arrived in pending[:-1]
+              if admission.expire is not None and now - arrived > admission.expire]
     gone = set(expire)
     waiting = [name for name, _ in pending if name not in gone]
     if admission.admit is None or per_file <= 0:
