@@ -378,9 +378,9 @@ def report_shedding(shedding, query) -> None:
 
     if shedding is None:
         return
-    batches = sum(1 for p in query.recentProgress if p.get("numInputRows"))
-    deadline = time.time() + 30  # the listener runs asynchronously: let it see the last batch
-    while len(shedding.batches) < batches and time.time() < deadline:
+    last = max((p.get("batchId", -1) for p in query.recentProgress if p.get("numInputRows")), default=-1)
+    deadline = time.time() + 30  # the listener runs asynchronously: let it see the last batch that read events
+    while not any(b["batch"] >= last for b in shedding.batches) and last >= 0 and time.time() < deadline:
         time.sleep(0.1)
     if shedding.listener is not None:  # a StreamingQuery has no session attribute: the driver's active one
         from pyspark.sql import SparkSession

@@ -5,7 +5,8 @@
 * ``sparkcep run --stream`` (no ``--once``) follows its input directory: files written after it started are
   read, and SIGTERM stops it after the micro-batch under way has committed (exit 0, a summary line, no
   traceback), leaving no partial output; its results equal the batch run's; its progress lines give the
-  latency from arrival and the backlog.
+  latency from arrival and the backlog.  It runs with shedding under a loose bound, so its files reach the
+  stream through the admission control (``FileAdmission``), which must neither drop nor stall them.
 """
 
 from __future__ import annotations
@@ -112,7 +113,10 @@ def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, 
                                                         os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, "-m", "sparkcep.cli", "run", "-e", QUERY, "--input", str(inbox),
                              "--stream", "--files-per-trigger", "1", "--output", str(out), "--checkpoint",
-                             str(tmp_path / "ck"), "--master", "local[2]"],
+                             str(tmp_path / "ck"), "--master", "local[2]",
+                             # shedding with a loose bound: nothing is dropped, the files reach the stream
+                             # through the admission control (one slice per micro-batch, staged in the checkpoint)
+                             "--shedding-latency", "1h", "--dropped-output", str(tmp_path / "dropped")],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
     err = Lines(proc.stderr)
     try:
@@ -129,6 +133,10 @@ def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, 
     text = err.join()
     assert "Traceback" not in text
     assert "sparkcep: stopped after" in text and "sparkcep: read 6 events, 2 results" in text
+    # the stage sees the query's candidates (A and B events): 4 of the 6
+    assert "load shedding dropped 0 of 4 events" in text and not (tmp_path / "dropped").exists()
+    staged = sorted(f.name for f in (tmp_path / "ck" / "_admitted").iterdir())
+    assert staged == [f"part-{k:02d}.jsonl" for k in range(3)]
     # each batch with events reports their arrival-to-commit latency and the files not read yet
     assert any(" latency p50 " in line and " backlog " in line for line in text.splitlines())
     # nothing partial: no staging directory, no empty file, every batch's rows once
