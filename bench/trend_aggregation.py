@@ -4,7 +4,9 @@ The stream has 10 companies in 3 sectors; each event is a trade of one company (
 random-walk price (Gaussian steps of 0.5, rounded to cents), one event per ts unit.  Two queries:
 
 * ``SEQ(A+, B)`` without an edge predicate (trades typed ``A`` buy / ``B`` sell, 50/50), per company;
-* GRETA Q1, ``Stock S+`` with ``S.price > NEXT(S).price``, per company and sector, grouped by sector.
+* GRETA Q1, ``Stock S+`` with ``S.price > NEXT(S).price``, per company and sector, grouped by sector;
+* optionally (``--queries seq,bounded,next``) ``SEQ(A{2,4}, B)`` and ``SEQ(A+, NEXT B)``, the ``seq`` query with a
+  bounded quantifier and with a ``NEXT`` step, to compare with ``seq`` in the same process.
 
 For each window size (events per window, all companies together) the engine is fed micro-batches of
 ``--batch`` events per partition (the caller's ``groupBy(key)``), the watermark following the batch's last
@@ -46,6 +48,12 @@ QUERIES = {
            "WITHIN {window} SLIDE {slide}",
     "edge": "RETURN sector, COUNT(*) PATTERN Stock S+ WHERE [company, sector] AND S.price > NEXT(S).price "
             "GROUP-BY sector WITHIN {window} SLIDE {slide}",
+    # SEQ(A+, B) with a bounded quantifier (4 count-indexed states for A) and with a NEXT step (every event of
+    # the partition is read; the interpreter, not the generated COUNT(*) scan)
+    "bounded": "RETURN company, COUNT(*) PATTERN SEQ(A{{2,4}}, B) WHERE [company] GROUP BY company "
+               "WITHIN {window} SLIDE {slide}",
+    "next": "RETURN company, COUNT(*) PATTERN SEQ(A+, NEXT B) WHERE [company] GROUP BY company "
+            "WITHIN {window} SLIDE {slide}",
 }
 
 
@@ -57,7 +65,7 @@ def stock_stream(n: int, query: str, seed: int = 7) -> Iterator[dict]:
     for ts in range(n):
         company = rnd.choice(COMPANIES)
         prices[company] = max(1.0, prices[company] + rnd.gauss(0, 0.5))
-        kind = ("A" if rnd.random() < 0.5 else "B") if query == "seq" else "Stock"
+        kind = ("A" if rnd.random() < 0.5 else "B") if query != "edge" else "Stock"
         yield {"type": kind, "ts": ts, "company": company, "sector": SECTORS[company],
                "price": round(prices[company], 2), "volume": rnd.randint(1, 1000)}
 

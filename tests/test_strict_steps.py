@@ -47,9 +47,10 @@ def test_next_parses_prints_back_and_marks_the_step():
     ("PATTERN SEQ(A a, NEXT !(C c)) WITHIN 10", "at the end of the pattern", 23),
     ("PATTERN SEQ(A+ a[], NEXT !(C c), B b) WITHIN 10", "after anything but a single event", 26),
     ("PATTERN SEQ(A a, NEXT !(SEQ(C c, D d)), B b) WITHIN 10", "more than one event", 23),
-    ("PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WITHIN 10", "inside a repetition", 33),
+    ("PATTERN SEQ(A a, (SEQ(B b, NEXT !(C c), D d))+) WITHIN 10", "before a negation inside a repetition", 33),
+    ("PATTERN SEQ(A a, (SEQ(B? b, NEXT C c))+) WITHIN 10", "after items that may all match no event", 34),
     ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT C c), D d) WITHIN 10", "inside a negation", 36),
-    ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT B b) WITHIN 10", "trend-aggregate", 39),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT !(C c), B b) WITHIN 10", "before a negation in a trend-aggregate", 39),
 ])
 def test_check_refuses_what_does_not_run_with_the_reason(text, why, column):
     with pytest.raises(CEPError) as err:
@@ -88,6 +89,15 @@ def test_not_next():
                                                         (6, 7), (6, 11), (8, 11)]
 
 
+def test_next_inside_a_repeated_group():
+    """``(SEQ(B b, NEXT C c))+``: in every iteration c is the event right after its b (b3 d4 c5 is no iteration);
+    Flink's ``next`` inside a looping group pattern."""
+    events = _events("a0 b1 c2 b3 d4 c5 b6 c7 e8")
+    text = "PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WITHIN 20 RETURN count(b[].x) AS n, c[c.len].ts AS last"
+    assert sorted((r["n"], r["last"]) for r in agrees(text, events)) == [(1, 2), (1, 7), (2, 7)]
+    assert len(agrees(text.replace("NEXT ", ""), events)) > 3
+
+
 SHAPES = [
     "SEQ(A a, NEXT B b, C c)",
     "SEQ(A a, B b, NEXT C c)",
@@ -102,6 +112,10 @@ SHAPES = [
     "SEQ(A a, NEXT !(C z), B b)",
     "SEQ(A a, NEXT NOT ANY(C, D) z, B+ b[])",
     "SEQ(E e, A a, NEXT !(D z), NEXT B b)",
+    "SEQ(A a, (SEQ(B b, NEXT C c))+)",
+    "SEQ(A a, (SEQ(B b, NEXT C+ c[]))+, D d)",
+    "(SEQ(A a, B? b, NEXT C c)){1,2}",
+    "SEQ(A a, (SEQ(B b, NEXT (C c OR D d)))*, E e)",
 ]
 CONDITIONS = ["[id]", "a.x < b.x", "b[i].x >= b[i-1].x", "z.x > a.x", "c.x != a.x", "z.x = b.x"]
 
@@ -145,4 +159,9 @@ def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_pat
     expected = match_rows(q.query, events)
     assert len(expected) >= 3 and len(expected) < len(match_rows(sparkcep.compile(
         "PATTERN SEQ(A a, B b, C c) WHERE [id] WITHIN 6").query, events))
+    assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected)
+    # NEXT inside a repeated group in the batch job: each iteration's c right after its b
+    q = sparkcep.compile("PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WHERE [id] WITHIN 6 RETURN a.ts, count(b[].x) AS n")
+    expected = match_rows(q.query, events)
+    assert len(expected) >= 3
     assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected)

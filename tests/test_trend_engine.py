@@ -33,7 +33,7 @@ def fig6_events() -> list[dict]:
     return [{"type": t.upper(), "ts": ts} for t, ts in FIG6]
 
 
-def run(spec, events, cuts=(), watermarks=(), roundtrip=False, seed=0) -> list[dict]:
+def run(spec, events, cuts=(), watermarks=(), roundtrip=False, seed=0, shuffle=True) -> list[dict]:
     """What ``groupBy(spec.key)`` and a streaming job do: one engine per key, fed the micro-batches that
     ``cuts`` delimit (each shuffled), the watermark advanced after each (never past an event not yet
     delivered, but up to its ts: an event at the watermark is not late, LANGUAGE.md §1), the state optionally
@@ -48,7 +48,8 @@ def run(spec, events, cuts=(), watermarks=(), roundtrip=False, seed=0) -> list[d
         bounds = [0, *sorted(min(c, len(part)) for c in cuts), len(part)]
         for k, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
             batch = part[lo:hi]
-            rnd.shuffle(batch)
+            if shuffle:  # a NEXT step reads the order of equal timestamps: input order, as in Spark (_arrival)
+                rnd.shuffle(batch)
             state, out = trend_engine.step(spec, state, batch)
             assert out == []
             if roundtrip:

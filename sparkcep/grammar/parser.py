@@ -9,7 +9,7 @@ Example::
 
     >>> q = parse_query("PATTERN SEQ(A a, B+ b[]) WHERE [id] WITHIN 10 seconds")
     >>> q.pattern.items[1]
-    Kleene(inner=EventPat(types=('B',), var='b', any_=False, array=True), op='+', greedy=True, bounds=None)
+    Kleene(inner=EventPat(types=('B',), var='b', any_=False, array=True), op='+', greedy=True, bounds=None, until=None)
     >>> q.within
     Duration(value=10, unit='s')
 """
@@ -112,16 +112,16 @@ class _Next:
     pattern: ast.Pattern
 
 
-def _kleene(inner, op: str | tuple, greedy: bool, meta) -> ast.Kleene:
+def _kleene(inner, op: str | tuple, greedy: bool, meta, until=None) -> ast.Kleene:
     """``P+``/``P*``/``P?``, or a bounded ``P{n,m}`` (``op`` a ``(n, m)`` pair; ``{1,}``/``{0,}`` are ``+``/``*``);
-    ``greedy`` False for the reluctant forms (``P+?``)."""
+    ``greedy`` False for the reluctant forms (``P+?``); ``until`` the stop condition of ``UNTIL (...)``."""
     if isinstance(op, str):
-        return ast.Kleene(inner, op, span=_span(meta), greedy=greedy)
+        return ast.Kleene(inner, op, span=_span(meta), greedy=greedy, until=until)
     lo, hi = op
     plain = "+" if lo else "*"
     if hi is None and lo <= 1:
-        return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy)
-    return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy, bounds=(lo, hi))
+        return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy, until=until)
+    return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy, bounds=(lo, hi), until=until)
 
 
 def _span(meta) -> Span:
@@ -304,12 +304,16 @@ class _ToAst(Transformer_NonRecursive):
         return _kleene(inner, op, greedy, meta)
 
     def event_kleene(self, meta, children):
-        event, (op, greedy), var = children
-        return _kleene(_bind(event, var, meta), op, greedy, meta)
+        event, (op, greedy), var, until = children
+        return _kleene(_bind(event, var, meta), op, greedy, meta, until)
 
     def var_kleene(self, meta, children):
-        event, var, (op, greedy) = children
-        return _kleene(_bind(event, var, meta), op, greedy, meta)
+        event, var, (op, greedy), until = children
+        return _kleene(_bind(event, var, meta), op, greedy, meta, until)
+
+    def until(self, meta, children):
+        (cond,) = children
+        return cond
 
     def event(self, meta, children):
         event, var = children
@@ -553,8 +557,8 @@ _WORDS = {
     "STRICT_CONTIGUITY": "a selection strategy", "PARTITION_CONTIGUITY": "a selection strategy",
     "SKIP_TILL_NEXT_MATCH": "a selection strategy", "SKIP_TILL_ANY_MATCH": "a selection strategy",
     "INDEX_I": "'i'", "INDEX_ONE": "'1'", "LEN": "'len'", "_SEQ": "SEQ", "_ANY": "ANY", "_NEXT": "NEXT",
-    "COMP_OP": "a comparison", "_EQ": "'='", "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'", "SLASH": "'/'",
-    "PERCENT": "'%'", "QMARK": "'?'", "DOTDOT": "'..'", "_DOT": "'.'", "_LPAR": "'('", "_LSQB": "'['",
+    "_UNTIL": "UNTIL", "COMP_OP": "a comparison", "_EQ": "'='", "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'",
+    "SLASH": "'/'", "PERCENT": "'%'", "QMARK": "'?'", "DOTDOT": "'..'", "_DOT": "'.'", "_LPAR": "'('", "_LSQB": "'['",
     "_LBRACE": "'{'", "_AND": "AND", "_AND_SIGN": "AND", "_OR": "OR", "_OR_SIGN": "OR", "_BANG": "NOT",
     "_TILDE": "NOT", "_NOT": "NOT", "_NOT_SIGN": "NOT", "_AS": "AS", "_IS": "IS", "_IN": "IN",
     "_BETWEEN": "BETWEEN", "_LIKE": "LIKE", "_CASE": "CASE", "_WHEN": "WHEN", "_THEN": "THEN", "_ELSE": "ELSE",

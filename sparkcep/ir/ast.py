@@ -154,13 +154,18 @@ class Kleene:
 
     ``greedy`` is False for the reluctant forms ``P+?``, ``P*?``, ``P??`` (fewer iterations preferred); it only
     matters under ``AFTER MATCH SKIP`` (:class:`AfterMatchSkip`), where one preferred match per start event is
-    reported."""
+    reported.
+
+    ``until`` is a stop condition (``B+ b[] UNTIL (b.x > 10)``, Flink CEP's ``until``) on the loop of a single event
+    ``T v``: an event of the loop's types satisfying it (read on that event as ``v``) is never taken by the loop and
+    ends it: no loop event comes after it (docs/language.md, "Stop conditions")."""
 
     inner: Pattern
     op: str = "+"
     span: Span | None = _span()
     greedy: bool = field(default=True, metadata={"omit_default": True})
     bounds: tuple[int, int | None] | None = field(default=None, metadata={"omit_default": True})
+    until: Expr | None = field(default=None, metadata={"omit_default": True})
 
     @property
     def repeat(self) -> tuple[int, int | None]:
@@ -354,6 +359,25 @@ def map_nodes(node, fn):
         if new is not value and new != value:
             changes[f.name] = new
     return fn(replace(node, **changes) if changes else node)
+
+
+def can_be_empty(p) -> bool:
+    """Can the pattern ``p`` match without selecting an event (``?``, ``*``, ``{0,m}``, a negation)?"""
+    if isinstance(p, EventPat):
+        return False
+    if isinstance(p, Kleene):
+        return p.repeat[0] == 0 or can_be_empty(p.inner)
+    if isinstance(p, Seq):
+        return all(can_be_empty(i) for i in p.items)
+    if isinstance(p, Or):
+        return any(can_be_empty(a) for a in p.alternatives)
+    return True  # a negation selects nothing
+
+
+def has_until(pattern) -> bool:
+    """Does a loop of the pattern have a stop condition (:attr:`Kleene.until`)?  Then every event of the partition
+    must reach the engine: a stop event need not pass the loop's own predicates."""
+    return pattern is not None and any(isinstance(n, Kleene) and n.until is not None for n in walk(pattern))
 
 
 def has_strict_steps(pattern) -> bool:

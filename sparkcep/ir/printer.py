@@ -95,9 +95,10 @@ def format_pattern(pattern: ast.Pattern) -> str:
             op = f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}"
         if not pattern.greedy:
             op += "?"
+        until = "" if pattern.until is None else f" UNTIL ({format_expr(pattern.until)})"
         if isinstance(pattern.inner, ast.EventPat):
-            return _event(pattern.inner, op)
-        return f"({format_pattern(pattern.inner)}){op}"
+            return _event(pattern.inner, op) + until
+        return f"({format_pattern(pattern.inner)}){op}{until}"
     if isinstance(pattern, ast.Not):
         inner = format_pattern(pattern.inner)
         return f"NOT ({inner})" if isinstance(pattern.inner, ast.Or) else f"NOT {inner}"

@@ -12,7 +12,7 @@ import pickle
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from sparkcep.ir.ast import Attr, Expr, Func, has_strict_steps, walk
+from sparkcep.ir.ast import Attr, Expr, Func, has_strict_steps, has_until, walk
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.naming import default_column
 
@@ -110,10 +110,12 @@ class TimeoutSpec(MatchSpec):
 
 def reads_every_event(spec) -> bool:
     """Must every event of a partition reach the engine, in input order (``_mask`` 0 for those that fill no
-    component, numbered by ``_arrival``)?  Under a contiguity strategy, and with a ``NEXT`` step (an event
-    between the two steps breaks the link)."""
+    component, numbered by ``_arrival``)?  Under a contiguity strategy, with a ``NEXT`` step (an event
+    between the two steps breaks the link) and with a stop condition ``UNTIL`` (a stop event need not pass the
+    loop's own predicates)."""
+    pattern = getattr(spec, "pattern", None)
     return (getattr(spec, "strategy", None) in ("strict_contiguity", "partition_contiguity")
-            or has_strict_steps(getattr(spec, "pattern", None)))
+            or has_strict_steps(pattern) or has_until(pattern))
 
 
 #: The last column of trend-aggregate results: true where an exact aggregate did not fit DECIMAL(38, 0).

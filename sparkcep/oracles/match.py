@@ -54,7 +54,10 @@ Semantics implemented (LANGUAGE.md section numbers in brackets):
   pick is the partition's event right after the pick before it (none before it: no constraint); under
   skip_till_next_match an event that would break the link is not selectable there.  ``NEXT !(C c)`` (Flink's
   notNext): the partition's event right after the previous pick is not a match of ``C c`` (with its
-  predicates).
+  predicates).  A stop condition ``T+ v[] UNTIL (cond)`` (Flink's ``until``) adds to any strategy too: no *stop
+  event* (an event of the partition of one of the loop's types for which ``cond``, read on it alone, is TRUE)
+  lies between the loop's first and last events, ends included; under skip_till_next_match a stop event, and
+  an event after one since the loop's first, is not selectable for the loop.
 * **Trend aggregates** [§2 RETURN, §6, GRETA Def. 2 and Theorem 9.1]: over exactly the skip_till_any_match
   matches lying wholly in each window, per GROUP BY group: ``COUNT(*)`` counts matches, ``COUNT(X)`` the
   events of ``X`` in all of them (``X`` a variable, else an event type), ``SUM/MIN/MAX(X.attr)`` their
@@ -209,6 +212,8 @@ class _Prepared:
     key_values: dict[int, Any]  # position in key → required constant ([attr = 'c'])
     window: float
     strategy: str
+    #: loop variable → (its types, its stop condition ``UNTIL``, compiled)
+    stops: dict[str, tuple[tuple[str, ...], Any]] = field(default_factory=dict)
 
     def in_scope(self, scope: tuple[int, ...]) -> list[_Conjunct]:
         return [c for c in self.conjuncts if c.scope == scope]
@@ -230,6 +235,7 @@ def _prepare(query: Query, ts_unit_ms: float | None, extra_key: Sequence[str] = 
     scopes = itertools.count()
 
     fresh = implicit_namer(taken)
+    stops: dict[str, tuple[tuple[str, ...], Any]] = {}
 
     def convert(p: Pattern, in_list: bool, scope: tuple[int, ...]):
         if isinstance(p, EventPat):
@@ -238,7 +244,12 @@ def _prepare(query: Query, ts_unit_ms: float | None, extra_key: Sequence[str] = 
             return _Ev(p.types, var)
         if isinstance(p, Kleene):
             lo, hi = p.repeat  # P{n,m}: n to m iterations (its variables are lists, as under + and *)
-            return _Rep(convert(p.inner, in_list or p.op in ("+", "*"), scope), lo, hi, p.greedy)
+            inner = convert(p.inner, in_list or p.op in ("+", "*"), scope)
+            if p.until is not None:
+                if not isinstance(inner, _Ev) or scope or in_list:
+                    raise OracleError("UNTIL stops a positive loop of one event, not inside a repetition")
+                stops[inner.var] = (inner.types, compile_expr(p.until))  # a lacking attribute is NULL: no stop
+            return _Rep(inner, lo, hi, p.greedy)
         if isinstance(p, Seq):
             return _Seq(tuple(convert(i, in_list, scope) for i in p.items), p.strict)
         if isinstance(p, Or):
@@ -276,7 +287,7 @@ def _prepare(query: Query, ts_unit_ms: float | None, extra_key: Sequence[str] = 
         if attr not in key:
             key.append(attr)
     return _Prepared(root, variables, prepared, tuple(key), key_values,
-                     _in_ts_units(query.within, ts_unit_ms), query.strategy or DEFAULT_STRATEGY)
+                     _in_ts_units(query.within, ts_unit_ms), query.strategy or DEFAULT_STRATEGY, stops)
 
 
 def _var_name(name: str, variables: dict[str, _Var]) -> str:
@@ -487,7 +498,8 @@ def _all_matches(prep: _Prepared, indexed: list[tuple[int, Event]], strategy: st
             if picks not in verdicts:
                 verdicts[picks] = (all(_conjunct_holds(c, binding, runs) for c in prep.in_scope(()))
                                    and _strategy_holds(prep, strategy, part, picks))
-            if (verdicts[picks] and _links_hold(items) and _not_next_holds(prep, evs, items, binding, runs)
+            if (verdicts[picks] and _links_hold(items) and _until_holds(prep, evs, picks)
+                    and _not_next_holds(prep, evs, items, binding, runs)
                     and _negations_hold(prep, evs, items, binding, runs, None, None)):
                 valid[picks] = binding
         for picks, binding in valid.items():
@@ -495,6 +507,22 @@ def _all_matches(prep: _Prepared, indexed: list[tuple[int, Event]], strategy: st
             out.append(_Match(binding, order, key))
     out.sort(key=lambda m: m.order)
     return out
+
+
+def _stops(prep: _Prepared, var: str, ev: Event) -> bool:
+    """Is ``ev`` a stop event of the loop of ``var`` (of its types, satisfying its ``UNTIL``)?"""
+    types, fn = prep.stops[var]
+    return ev["type"] in types and holds(fn({var: [ev]}, {var: 0}))
+
+
+def _until_holds(prep: _Prepared, evs: list[Event], picks: tuple) -> bool:
+    """No stop event of a loop with ``UNTIL`` lies between its first and last events, ends included: the loop
+    takes no stop event and none after one."""
+    for var in prep.stops:
+        taken = [j for j, v in picks if v == var]
+        if taken and any(_stops(prep, var, evs[g]) for g in range(taken[0], taken[-1] + 1)):
+            return False
+    return True
 
 
 def _strategy_holds(prep: _Prepared, strategy: str, part: list[tuple[int, Event]], picks: tuple) -> bool:
@@ -536,6 +564,12 @@ def _selectable(prep: _Prepared, evs: list[Event], prefix: tuple, g: int) -> boo
         last = max(k for k, i in enumerate(items) if isinstance(i, tuple))
         if last and items[last - 1] is _LINK and g != prefix[-1][0] + 1:
             continue  # a NEXT step: only the event right after the prefix's last one could be selected
+        var = picks[-1][1]
+        if var in prep.stops:  # a loop with UNTIL takes no stop event, and none after one
+            start = next(prefix[k][0] for k, (_, v) in enumerate(picks[:-1]) if v == var) \
+                if any(v == var for _, v in picks[:-1]) else g
+            if any(_stops(prep, var, evs[h]) for h in range(start, g + 1)):
+                continue
         binding, runs = _bind(prep, chosen, picks)
         if all(_conjunct_holds(c, binding, runs) for c in prep.in_scope(())
                if c.vars <= binding.keys() and not c.grows):

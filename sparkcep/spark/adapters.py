@@ -64,7 +64,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sparkcep.ir.ast import Attr, EquivItem, walk
+from sparkcep.ir.ast import Attr, EquivItem, Kleene, walk
 from sparkcep.ir.sharing import SharedSpec
 from sparkcep.ir.spec import MatchSpec, reads_every_event
 from sparkcep.runtime_udfs.event_time import EventTimeScale
@@ -153,9 +153,13 @@ def unread_columns(spec: EngineSpec, columns: list[str], ts_col: str = "ts",
     if not isinstance(spec, MatchSpec):
         return []
     read = {ts_col, MASK, ARRIVAL, *spec.key}
-    exprs = [*spec.predicates, *(o.expr for o in spec.outputs), *(c.local for c in spec.components if c.local)]
+    # a loop's stop condition (UNTIL) is read by the engine on events that may fill no component: their type too
+    untils = [n.until for n in walk(spec.pattern) if isinstance(n, Kleene) and n.until is not None] \
+        if spec.pattern is not None else []
+    exprs = [*spec.predicates, *(o.expr for o in spec.outputs), *(c.local for c in spec.components if c.local),
+             *untils]
     read.update(n.attr for e in exprs for n in walk(e) if isinstance(n, (Attr, EquivItem)))
-    if MASK not in columns or any(c.negated for c in spec.components):
+    if MASK not in columns or any(c.negated for c in spec.components) or untils:
         read.add(type_col)
     return [c for c in columns if c not in read]
 

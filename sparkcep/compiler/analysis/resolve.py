@@ -9,7 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Pattern, Seq, count_anchor
+from sparkcep.ir.ast import (
+    Attr,
+    EquivTest,
+    EventPat,
+    Func,
+    Kleene,
+    Not,
+    Or,
+    Pattern,
+    Seq,
+    can_be_empty,
+    count_anchor,
+    walk,
+)
 from sparkcep.ir.errors import CEPSemanticError, Span
 from sparkcep.ir.naming import implicit_namer
 
@@ -98,18 +111,26 @@ def check_pattern_shape(p: Pattern, source: str | None) -> None:
             check_pattern_shape(a, source)
 
 
+#: A bounded quantifier in a trend-aggregate query becomes one GRETA template state per iteration (up to
+#: ``max(n, m)``) and event of its group (count-indexed states): an event costs O(states) per window.
+MAX_BOUNDED_STATES = 256
+
+
 def check_bounds(p: Pattern, mode: str, source: str | None) -> None:
-    """Where a bounded quantifier ``P{n,m}`` runs: in a match query, not inside a negation nor inside another
-    repetition, on a group only if one event of every iteration counts it (:func:`ir.ast.count_anchor`)."""
+    """Where a bounded quantifier ``P{n,m}`` runs: not inside a negation nor inside another repetition, on a
+    group only if one event of every iteration counts it (:func:`ir.ast.count_anchor`); in a trend-aggregate
+    query unrolled into at most :data:`MAX_BOUNDED_STATES` template states."""
 
     def visit(p: Pattern, repeated: bool, negated: bool) -> None:
         if isinstance(p, Kleene):
             if p.bounds is not None:
-                if mode == "aggregate":
+                states = max(b for b in p.bounds if b is not None) * sum(
+                    isinstance(n, EventPat) for n in walk(p.inner))
+                if mode == "aggregate" and states > MAX_BOUNDED_STATES:
                     raise CEPSemanticError(
-                        "a bounded quantifier {n,m} in a trend-aggregate query: GRETA adds up counts per event, "
-                        "not per trend length, so it cannot keep to the bound exactly; return the matches (a "
-                        "match query) and aggregate those rows", p.span, source)
+                        f"a bounded quantifier in a trend-aggregate query unrolls into one template state per "
+                        f"iteration and event of the group ({states} here): at most {MAX_BOUNDED_STATES}; "
+                        "write + with a predicate, or return the matches", p.span, source)
                 if negated:
                     raise CEPSemanticError("a bounded quantifier {n,m} inside a negation is not supported: "
                                            "negate the events written out, e.g. NOT SEQ(B x, B y)", p.span, source)
@@ -136,31 +157,85 @@ def check_bounds(p: Pattern, mode: str, source: str | None) -> None:
 
 
 def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
-    """Where ``NEXT P`` (a strict step inside a SEQ) runs: in a match query, on a positive item that selects at
-    least one event and has an item before it, not inside a repetition or a negation."""
+    """Where ``NEXT P`` (a strict step inside a SEQ) runs: on a positive item that selects at least one event
+    and has an item before it, not inside a negation; inside a repetition (each iteration's step linked to the
+    event before it in that iteration) in a match query, where an item before it in its SEQ selects an event;
+    ``NEXT !(C c)`` (notNext) in a match query only, not inside a repetition."""
 
-    def visit(p: Pattern, inside: str | None) -> None:
+    def visit(p: Pattern, inside: str | None, repeated: bool) -> None:
         if isinstance(p, Seq):
             for k, (item, strict) in enumerate(zip(p.items, p.strict or (False,) * len(p.items), strict=True)):
                 if strict:
                     why = (f"inside {inside}" if inside else
-                           "in a trend-aggregate query (GRETA links every earlier event to a later one)"
-                           if mode == "aggregate" else
                            "on the first item of a SEQ: it links a step to the one before it" if k == 0 else
+                           "before a negation in a trend-aggregate query (NEXT !(C c) negates one event, GRETA "
+                           "negation a trend between two events)" if mode == "aggregate" and isinstance(item, Not)
+                           else
+                           "inside a repetition in a trend-aggregate query" if repeated and mode == "aggregate" else
+                           "before a negation inside a repetition (NEXT !(C c) is decided once, after a single "
+                           "event)" if repeated and isinstance(item, Not) else
                            _not_next(p.items, k) if isinstance(item, Not) else
-                           "on an item that can match no event (?, *, {0,m})" if _nullable(item) else None)
+                           "on an item that can match no event (?, *, {0,m})" if can_be_empty(item) else
+                           "inside a repetition after items that may all match no event (the step before it "
+                           "would lie outside the iteration)" if repeated and all(can_be_empty(i) for i in p.items[:k])
+                           else None)
                     if why is not None:
                         raise CEPSemanticError(f"NEXT {why} is not supported", item.span or p.span, source)
-                visit(item, inside)
+                visit(item, inside, repeated)
         elif isinstance(p, Kleene):
+            visit(p.inner, inside, repeated or p.op != "?")
+        elif isinstance(p, Not):
+            visit(p.inner, "a negation", repeated)
+        elif isinstance(p, Or):
+            for a in p.alternatives:
+                visit(a, inside, repeated)
+
+    visit(p, None, False)
+
+
+def check_until(p: Pattern, mode: str, source: str | None, skip: bool = False) -> None:
+    """Where a stop condition ``T+ v[] UNTIL (cond)`` runs: in a match query, on a loop (``+``, ``*``, ``{n,}``,
+    ``{n,m}`` with ``m > 1``) of one named event, not inside a repetition or a negation, without AFTER MATCH SKIP
+    (``skip``); ``cond`` reads the candidate stop event only, as ``v.attr``."""
+
+    def visit(p: Pattern, inside: str | None) -> None:
+        if isinstance(p, Kleene):
+            if p.until is not None:
+                if skip:
+                    raise CEPSemanticError(
+                        "UNTIL with AFTER MATCH SKIP is not supported: the preferred match is computed by "
+                        "MATCH_RECOGNIZE, whose row pattern has no stop condition", p.until.span or p.span, source)
+                _check_until(p, mode, inside, source)
             visit(p.inner, inside or ("a repetition" if p.op != "?" else None))
         elif isinstance(p, Not):
             visit(p.inner, "a negation")
-        elif isinstance(p, Or):
-            for a in p.alternatives:
-                visit(a, inside)
+        elif isinstance(p, (Seq, Or)):
+            for i in p.items if isinstance(p, Seq) else p.alternatives:
+                visit(i, inside)
 
     visit(p, None)
+
+
+def _check_until(p: Kleene, mode: str, inside: str | None, source: str | None) -> None:
+    where = p.until.span or p.span
+    why = ("in a trend-aggregate query (GRETA's counts have no per-trend loop to close)" if mode == "aggregate"
+           else f"inside {inside}" if inside else
+           "on a group: it stops a loop of one event (T+ v[] UNTIL (v.x > 10))" if not isinstance(p.inner, EventPat)
+           else "on a quantifier that takes at most one event (?, {1}, {0,1})" if p.repeat[1] == 1 else None)
+    if why is not None:
+        raise CEPSemanticError(f"UNTIL {why} is not supported" + (": there is no loop to stop"
+                                                                   if p.repeat[1] == 1 else ""), where, source)
+    var = p.inner.var
+    for n in walk(p.until):
+        if isinstance(n, Attr):
+            if n.var != var or n.index is not None:
+                raise CEPSemanticError(
+                    f"UNTIL reads only the event that may stop the loop, as {var}.attr"
+                    + (f" (the loop's variable is {var})" if n.var != var else
+                       f" (not {var}[...]: the stop event is not one of the loop's)"), n.span or where, source)
+        elif isinstance(n, (Func, EquivTest)):
+            raise CEPSemanticError("UNTIL is a condition on one event: no aggregate nor equivalence test",
+                                   n.span or where, source)
 
 
 def _not_next(items: tuple, k: int) -> str | None:
@@ -174,19 +249,6 @@ def _not_next(items: tuple, k: int) -> str | None:
     if k == len(items) - 1:
         return "before a negation at the end of the pattern"
     return None
-
-
-def _nullable(p: Pattern) -> bool:
-    """Can ``p`` match without selecting an event?"""
-    if isinstance(p, EventPat):
-        return False
-    if isinstance(p, Kleene):
-        return p.repeat[0] == 0 or _nullable(p.inner)
-    if isinstance(p, Seq):
-        return all(_nullable(i) for i in p.items)
-    if isinstance(p, Or):
-        return any(_nullable(a) for a in p.alternatives)
-    return True  # a negation selects nothing
 
 
 def is_flat_sequence(p: Pattern) -> bool:

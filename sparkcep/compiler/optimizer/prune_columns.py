@@ -1,7 +1,7 @@
 """Read only the attributes the query uses (projection pushdown before the shuffle).
 
-Keeps the attributes referenced by local tests, operator predicates, keys, GROUP BY and outputs.  A match
-query without RETURN returns every attribute, so nothing is pruned.
+Keeps the attributes referenced by local tests, operator predicates, a loop's stop condition (``UNTIL``), keys,
+GROUP BY and outputs.  A match query without RETURN returns every attribute, so nothing is pruned.
 
     before: Project[columns: *]      after: Project[columns: (id, price)]
 """
@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from sparkcep.compiler.optimizer._spec import operator_spec
 from sparkcep.compiler.plan.nodes import Filter, Node, Output, Partition, Project, Trend, chain, rebuild
-from sparkcep.ir.ast import Attr, EquivItem, walk
+from sparkcep.ir.ast import Attr, EquivItem, Kleene, walk
 
 
 def referenced_attributes(plan: Node) -> tuple[str, ...]:
@@ -35,6 +35,8 @@ def referenced_attributes(plan: Node) -> tuple[str, ...]:
             hidden.update(n.computed)
     roots = [c.local for c in spec.components if c.local is not None] + list(spec.predicates) + \
         list(hidden.values())
+    roots += [n.until for n in walk(getattr(spec, "pattern", None) or ())
+              if isinstance(n, Kleene) and n.until is not None]  # read by the engine on every event
     if not is_trend:
         roots += [c.expr for c in out.columns]
     for n in nodes:

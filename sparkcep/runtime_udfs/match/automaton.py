@@ -8,6 +8,7 @@ from sparkcep.ir.ast import (
     Not,
     Or,
     Seq,
+    can_be_empty,
 )
 from sparkcep.runtime_udfs.match.conjuncts import EngineUnsupportedError
 
@@ -57,7 +58,9 @@ class Fragment:
     ``first``      position → variants of the negative items before it, when it is the first event;
     ``last``       position → variants of those after it, when it is the last;
     ``follow``     ``(p, q)`` → variants of those between ``p`` and ``q`` when ``q`` directly follows ``p``
-                   (a Kleene position follows itself, with no negation: the same run).
+                   (a Kleene position follows itself, with no negation: the same run);
+    ``strict``     the edges ``(p, q)`` of a ``NEXT`` step inside it: ``q``'s event must be the partition's event
+                   right after ``p``'s.
 
     A match of the pattern is a path of positions, and its binding determines the path (the positions of its
     events in ts order), so paths are never duplicated even when derivations are (``((P)+)+``); a gap between
@@ -69,9 +72,11 @@ class Fragment:
         ([(0, 1), (1, 0)], [0], [1])
     """
 
-    __slots__ = ("positions", "negs", "null", "first", "last", "follow", "ranges")
+    __slots__ = ("positions", "negs", "null", "first", "last", "follow", "ranges", "strict")
 
-    def __init__(self, positions=(), negs=(), null=(frozenset(),), first=None, last=None, follow=None, ranges=()):
+    def __init__(self, positions=(), negs=(), null=(frozenset(),), first=None, last=None, follow=None, ranges=(),
+                 strict=frozenset()):
+        self.strict = frozenset(strict)
         #: ``(first, last)`` positions of each repeated group inside (their variables are arrays)
         self.ranges = list(ranges)
         self.positions = list(positions)
@@ -97,10 +102,10 @@ class Fragment:
         return Fragment(self.positions, self.negs, sh(self.null), {p + dp: sh(v) for p, v in self.first.items()},
                         {p + dp: sh(v) for p, v in self.last.items()},
                         {(p + dp, q + dp): sh(v) for (p, q), v in self.follow.items()},
-                        [(i + dp, j + dp) for i, j in self.ranges])
+                        [(i + dp, j + dp) for i, j in self.ranges], {(p + dp, q + dp) for p, q in self.strict})
 
-    def then(self, other: Fragment) -> Fragment:
-        """``SEQ(self, other)``."""
+    def then(self, other: Fragment, linked: bool = False) -> Fragment:
+        """``SEQ(self, other)``; ``linked``: ``NEXT other`` (its edges from ``self`` are strict)."""
         b = other._shifted(len(self.positions), len(self.negs))
         first = dict(self.first)
         for q, fv in b.first.items():
@@ -114,27 +119,30 @@ class Fragment:
         for p, lv in self.last.items():
             for q, fv in b.first.items():
                 follow[(p, q)] = _cross(lv, fv)
+        strict = self.strict | b.strict | ({(p, q) for p in self.last for q in b.first} if linked else set())
         return Fragment(self.positions + b.positions, self.negs + b.negs, _cross(self.null, b.null), first, last,
-                        follow, self.ranges + b.ranges)
+                        follow, self.ranges + b.ranges, strict)
 
     def union(self, other: Fragment) -> Fragment:
         """``self OR other``."""
         b = other._shifted(len(self.positions), len(self.negs))
         return Fragment(self.positions + b.positions, self.negs + b.negs, _minimal(self.null + b.null),
                         {**self.first, **b.first}, {**self.last, **b.last}, {**self.follow, **b.follow},
-                        self.ranges + b.ranges)
+                        self.ranges + b.ranges, self.strict | b.strict)
 
     def repeat(self, op: str) -> Fragment:
         """``(self)+``, ``(self)*`` or ``(self)?``.  As in the oracle, an iteration that selects no event can
         only be the whole repetition."""
         null = _minimal(self.null + ((frozenset(),) if op in ("*", "?") else ()))
         follow = dict(self.follow)
+        strict = set(self.strict)
         if op != "?":
             for p, lv in self.last.items():
                 for q, fv in self.first.items():
                     follow[(p, q)] = _minimal(follow.get((p, q), ()) + _cross(lv, fv))
+                    strict.discard((p, q))  # also the edge to the next iteration, which is not linked
         ranges = self.ranges + ([(0, len(self.positions) - 1)] if op != "?" and self.positions else [])
-        return Fragment(self.positions, self.negs, null, dict(self.first), dict(self.last), follow, ranges)
+        return Fragment(self.positions, self.negs, null, dict(self.first), dict(self.last), follow, ranges, strict)
 
 
 def _fragment(p, dnf, component) -> Fragment:
@@ -152,12 +160,13 @@ def _fragment(p, dnf, component) -> Fragment:
             return f
         return _fragment(inner, dnf, component).repeat(p.op)
     if isinstance(p, Seq):
-        if any(p.strict):
-            raise EngineUnsupportedError("NEXT in a pattern that runs as one automaton (a repeated group, or more "
-                                         "than 64 alternatives) is not supported")
         out = Fragment()
-        for item in p.items:
-            out = out.then(_fragment(item, dnf, component))
+        for k, item in enumerate(p.items):
+            linked = bool(p.strict) and p.strict[k]
+            if linked and (isinstance(item, Not) or all(can_be_empty(i) for i in p.items[:k])):
+                raise EngineUnsupportedError("NEXT in a repeated group needs a positive item and an item before it "
+                                             "that selects an event")
+            out = out.then(_fragment(item, dnf, component), linked)
         return out
     if isinstance(p, Or):
         out = _fragment(p.alternatives[0], dnf, component)
@@ -188,7 +197,7 @@ class Automaton:
                          to its first event + W: a negated end, postponed).
     """
 
-    __slots__ = ("items", "starts", "ends", "follow", "edges", "trailing_slots")
+    __slots__ = ("items", "starts", "ends", "follow", "edges", "trailing_slots", "strict")
 
     def __init__(self, items: list):
         whole = Fragment()
@@ -219,6 +228,8 @@ class Automaton:
                 edges[key] = tuple(tuple(sorted(v)) for v in vs)
         self.edges = edges
         self.trailing_slots = tuple(sorted({s for (_, q), vs in edges.items() if q == END for v in vs for s in v}))
+        #: the edges ``(p, q)`` of NEXT steps inside a group (:attr:`Fragment.strict`)
+        self.strict = whole.strict
 
 
 def _loops(items: list) -> list[tuple[int, int]]:

@@ -50,7 +50,7 @@ about 20 kept rows on it is ahead.
 Example::
 
     >>> import numpy as np
-    >>> from sparkcep.ir.ast import Attr
+    >>> from sparkcep.ir.ast import Attr, has_until
     >>> from sparkcep.ir.spec import Component, MatchSpec, OutputColumn
     >>> spec = MatchSpec((Component("a", ("A",)), Component("b", ("B",))), (), 10,
     ...                  (OutputColumn("a_ts", Attr("a", "ts")),))
@@ -68,7 +68,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkcep.ir.ast import Attr
+from sparkcep.ir.ast import Attr, has_until
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.spec import INTERNAL_COLUMNS, MatchSpec, reads_every_event
 from sparkcep.runtime_udfs.expr.vector import vectorize
@@ -299,6 +299,8 @@ def _built(spec, max_chains: int) -> tuple[str | None, ColumnarConstruction | Co
         return "collapsed output", None
     if (spec.strategy or ANY_MATCH) != ANY_MATCH:
         return f"strategy {spec.strategy}", None
+    if has_until(spec.pattern):
+        return "a stop condition (UNTIL)", None
     if reads_every_event(spec):
         return "NEXT steps", None
     if any(c.negated for c in spec.components):

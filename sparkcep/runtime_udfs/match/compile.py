@@ -59,6 +59,7 @@ from sparkcep.ir.ast import (
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.spec import Component, MatchSpec
 from sparkcep.runtime_udfs.expr.components import component_mask, component_table
+from sparkcep.runtime_udfs.expr.scalar import compile_expr
 from sparkcep.runtime_udfs.match.automaton import END, START, Automaton, _fragment, _group, _loops
 from sparkcep.runtime_udfs.match.collapsed import _negation_groups, _nullify, _output_fn, _unscoped_equiv
 from sparkcep.runtime_udfs.match.conjuncts import (
@@ -93,7 +94,7 @@ class Alternative:
     __slots__ = ("index", "comps", "vars", "kleene", "m", "negs", "conjuncts", "all_vars", "_split",
                  "schedules", "trailing", "neg_vars", "first_var", "last_var", "any_vars", "outputs", "groups",
                  "listed", "starts", "ends", "follow", "automaton", "conjuncts_without", "position", "bounds",
-                 "group_bounds", "strict", "not_next")
+                 "group_bounds", "strict", "not_next", "until", "strict_edges")
 
     def __init__(self, index: int, comps: tuple[int, ...], kleene: tuple[bool, ...], vars_: tuple[str, ...],
                  negs: tuple[NegPlan, ...], conjs: tuple[Conjunct, ...], any_vars: frozenset[str],
@@ -131,8 +132,13 @@ class Alternative:
         self.group_bounds: tuple = ()
         #: positions entered only from the partition's event right before (``NEXT`` steps; set by :class:`Plan`)
         self.strict: frozenset[int] = frozenset()
+        #: an automaton's edges ``(p, q)`` of NEXT steps inside a repeated group (``Automaton.strict``)
+        self.strict_edges: frozenset[tuple[int, int]] = frozenset()
         #: position → the negations ``NEXT !(C c)`` right after it: the partition's next event must not be one
         self.not_next: dict[int, tuple] = {}
+        #: the positions of loops with a stop condition ``UNTIL`` → ``(types, condition)`` (set by :class:`Plan`;
+        #: see :meth:`stops_at`)
+        self.until: dict[int, tuple] = {}
         self.conjuncts_without: Callable[[frozenset[str]], tuple[Conjunct, ...]] | None = None
         self._split: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.schedules: dict[str, Schedule] = {}
@@ -197,6 +203,12 @@ class Alternative:
             slots = tuple(n.slot for n in self.negs if mask & n.comp_mask)
             out = self._split[mask] = (positions, slots)
         return out
+
+    def stops_at(self, ev: dict) -> frozenset[int]:
+        """The loop positions ``ev`` is a stop event of: of the loop's types, satisfying its ``UNTIL`` (read on
+        ``ev`` alone; an attribute it lacks is NULL, so no stop)."""
+        return frozenset(p for p, (types, cond) in self.until.items()
+                         if ev.get("type") in types and cond({self.vars[p]: [ev]}, {self.vars[p]: 0}) is True)
 
     def schedule(self, order: str) -> Schedule:
         """The check schedule for binding order ``"ais"`` (construction, :mod:`match_ais`) or ``"forward"``
@@ -367,7 +379,7 @@ class Plan:
     for events that arrive without a ``_mask``."""
 
     __slots__ = ("spec", "strategy", "window", "alternatives", "full", "by_type", "contiguous", "any_vars",
-                 "kleene_vars", "known", "strict_steps")
+                 "kleene_vars", "known", "strict_steps", "stops")
 
     def __init__(self, spec: MatchSpec):
         comps = spec.components
@@ -453,13 +465,23 @@ class Plan:
                     (p, lo, hi, *max((r for r in a.groups if r[0] <= p <= r[1]), key=lambda r: r[1] - r[0],
                                        default=(p, p)))
                     for v, (lo, hi) in {**single, **grouped}.items() if (p := a.position.get(v)) is not None)
+        # UNTIL: a loop of one event closes on a stop event (match_runs); positions by variable
+        stops = {k.inner.var: compile_expr(k.until) for k in walk(spec.pattern or ())
+                 if isinstance(k, Kleene) and k.until is not None and isinstance(k.inner, EventPat)}
+        types = {c.var: c.types for c in comps}
+        for a in alternatives:
+            a.until = {p: (types[v], stops[v]) for p, v in enumerate(a.vars) if v in stops}
+        #: the alternatives with a stop condition: an event that fills no component reaches them if it is a stop
+        self.stops = tuple(a for a in alternatives if a.until)
+        if self.stops and spec.collapsed:
+            raise EngineUnsupportedError("collapsed output with UNTIL is not supported")
         for a in alternatives:
             # a repeated group runs on NFA^b runs (match_runs) under every strategy: construction over stacks
             # has no way back from a group's last position to its first
             a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH or a.automaton or a.strict or a.not_next
-                       else "ais")
+                       or a.until else "ais")
         #: NEXT steps: every event of the partition must reach the engine, as under a contiguity strategy
-        self.strict_steps = any(a.strict or a.not_next for a in alternatives)
+        self.strict_steps = any(a.strict or a.not_next or a.strict_edges for a in alternatives)
         if spec.collapsed:
             self._check_collapsed()
 
@@ -637,6 +659,8 @@ class Plan:
                 nexts.setdefault(before, []).append(negs[-1])
         alt = Alternative(index, pos_comps, kleene, vars_, tuple(negs), plus, any_vars, tuple(groups))
         alt.strict = frozenset(strict)
+        if automaton is not None:
+            alt.strict_edges = frozenset(automaton.strict)
         alt.not_next = {p: tuple(plans) for p, plans in nexts.items()}
         if automaton is not None:
             # a match of the automaton may leave out variables of the group (OR, ?, * inside): its conjuncts are
@@ -670,6 +694,11 @@ class Plan:
     def mask_of(self, event: dict) -> int:
         """Type test and local predicates, for an event that arrived without a ``_mask``."""
         return component_mask(self.by_type, event)
+
+    def stops_any(self, event: dict) -> bool:
+        """Is ``event`` a stop event of some loop with ``UNTIL`` (so that it reaches the runs though it fills no
+        component)?"""
+        return any(a.stops_at(event) for a in self.stops)
 
 
 def _bounded(pattern, collapsed: bool) -> list[Kleene]:

@@ -68,6 +68,8 @@ def explosion_warnings(spec) -> list[str]:
     collapsible = len(found) == 1 and len(singles) == 1
     if any(k.bounds is not None for k in found):  # neither collapsed output nor trend aggregates take {n,m}
         way_out = "narrow the window or the bound"
+    elif any(k.until is not None for k in found):  # nor UNTIL
+        way_out = "narrow the window or the stop condition (UNTIL)"
     else:
         way_out = ("use collapsed output (run --collapsed, collapsed=True) or a trend aggregate (RETURN COUNT(*) ...)"
                    if collapsible else "use a trend aggregate (RETURN COUNT(*) ...)")

@@ -144,7 +144,7 @@ def engines(spec: MatchSpec) -> tuple[tuple[tuple[str, ...], str], ...]:
 def _on_runs(plan: Plan, alt) -> bool:
     """Does ``alt`` run on NFA^b runs (:mod:`match_runs`)?  Under every strategy but skip_till_any_match, and
     under that one an automaton (a repeated group) and an alternative with a NEXT step."""
-    return plan.strategy != ANY_MATCH or alt.automaton is not None or bool(alt.strict or alt.not_next)
+    return plan.strategy != ANY_MATCH or alt.automaton is not None or bool(alt.strict or alt.not_next or alt.until)
 
 
 def general_negations(spec: MatchSpec) -> tuple[Not, ...]:
@@ -202,6 +202,7 @@ def step(spec: MatchSpec, state: MatchState, events: Iterable[dict]) -> tuple[Ma
     frontier = state.frontier
     full = plan.full
     keep_empty = plan.contiguous or plan.strict_steps
+    stops = bool(plan.stops)
     pending = state.pending
     arrivals = state.arrivals
     for ev in events:
@@ -216,11 +217,11 @@ def step(spec: MatchSpec, state: MatchState, events: Iterable[dict]) -> tuple[Ma
         mask = plan.mask_of(ev) if mask is None or mask != mask else int(mask) & full
         tie = ev.get("_seq")
         if tie is None or tie != tie:
-            if not (mask or keep_empty):
+            if not (mask or keep_empty or (stops and plan.stops_any(ev))):
                 continue
             tie = arrivals
-        elif not mask:
-            continue
+        elif not (mask or (stops and plan.stops_any(ev))):
+            continue  # (a stop event of a loop with UNTIL fills no component, yet closes the loop)
         arrivals += 1
         pending.append((ts, tie, mask, ev))
     state.arrivals = arrivals

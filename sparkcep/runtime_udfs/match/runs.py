@@ -252,8 +252,11 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     automaton = alt.automaton is not None
     bounded = alt.bounds is not None or bool(alt.group_bounds)
     strict = alt.strict if not contiguous else frozenset()  # a contiguity strategy already links every step
-    any_strict = bool(strict or alt.not_next) or any(a.strict for a in plan.alternatives if a is not alt)
+    strict_edges = alt.strict_edges if not contiguous else frozenset()
+    any_strict = bool(strict or strict_edges or alt.not_next) or any(
+        a.strict or a.strict_edges for a in plan.alternatives if a is not alt)
     not_next = alt.not_next
+    until = bool(alt.until)
     # an automaton's match is postponed only if its path ends on an edge with a negated end (its last event's
     # position has an ``(p, END)`` edge): the others are decided, and emitted, as soon as they complete
     postponed_ends = frozenset(p for p, q in alt.automaton.edges if q == END) if automaton else frozenset()
@@ -293,9 +296,13 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
             if here is None:
                 continue
             positions = other_split(mask)[0]
+            stopped = other.stops_at(ev) if other.until else ()
             for p in other.follow[here]:
+                if p in stopped or (p == here and run.closed):
+                    continue  # a loop with UNTIL takes no stop event, and none after one
                 if p in positions and not _beyond_bound(other, run.binding, here, p) and not (
-                        p in other.strict and p != here and not _adjacent(run, seq)):
+                        (p in other.strict and p != here or (here, p) in other.strict_edges)
+                        and not _adjacent(run, seq)):
                     binding = _extended(other, run, p, ev)
                     if other_checks.evaluate(binding, p, here)[0] and other_checks.undecided_hold(binding, p):
                         return True
@@ -309,6 +316,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
         if seq is not None and seq != seq:
             seq = None
         stale_on_skip = any_strict and seq is None
+        stopped = alt.stops_at(ev) if until else ()  # UNTIL: the loops this event closes (and cannot enter)
         survivors: list[Run] = []
         born: list[Run] = []
         for run in st.runs:
@@ -323,7 +331,9 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 for p in follow[run.pos]:
                     if p not in positions or (bounded and _beyond_bound(alt, run.binding, run.pos, p)):
                         continue
-                    if p in strict and p != run.pos and not _adjacent(run, seq):
+                    if stopped and p in stopped or (p == run.pos and run.closed):
+                        continue  # a loop with UNTIL takes no stop event, and none after one
+                    if (p in strict and p != run.pos or (run.pos, p) in strict_edges) and not _adjacent(run, seq):
                         continue  # a NEXT step: only from the event right before
                     binding = _extended(alt, run, p, ev)
                     decided, grows_ok = checks.evaluate(binding, p, run.pos)
@@ -336,9 +346,11 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
             if not contiguous and not selected:
                 if stale_on_skip:
                     run.last_seq = _STALE  # this event came after its last one
+                if stopped and run.pos in stopped:
+                    run.closed = True  # its loop may still be left, by a later event
                 survivors.append(run)
         for p in positions:
-            if p in starts:
+            if p in starts and not (stopped and p in stopped):
                 binding = _extended(alt, None, p, ev)
                 decided, grows_ok = checks.evaluate(binding, p, -1)
                 if decided and grows_ok:

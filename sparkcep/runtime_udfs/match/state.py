@@ -30,12 +30,14 @@ STATE_VERSION = 2
 class Run:
     """A partial match of the run-based engine (:mod:`match_runs`): the position of its last selected event,
     its binding (variable → event, or list of events for a Kleene variable), the ts of its first and last
-    events and the ``_seq`` of its last event (None: none given)."""
+    events and the ``_seq`` of its last event (None: none given); ``closed`` once a stop event (``UNTIL``) came while
+    it is at its loop's position: it takes no more events there."""
 
-    __slots__ = ("pos", "binding", "first", "last_ts", "last_seq")
+    __slots__ = ("pos", "binding", "first", "last_ts", "last_seq", "closed")
 
-    def __init__(self, pos: int, binding: dict, first, last_ts, last_seq):
+    def __init__(self, pos: int, binding: dict, first, last_ts, last_seq, closed: bool = False):
         self.pos, self.binding, self.first, self.last_ts, self.last_seq = pos, binding, first, last_ts, last_seq
+        self.closed = closed
 
 
 class AltState:

@@ -15,6 +15,13 @@ Transitions are computed as Glushkov's follow relation, which for ``SEQ`` and ``
 ``?`` and ``OR``.  Since every state is a distinct variable, paths of the graph and trends (sets of
 ``(event, variable)`` pairs) are in bijection (Theorem 4.2).
 
+**Bounded quantifiers and NEXT.**  ``P{n,m}`` is unrolled into count-indexed copies of ``P``'s states
+(``b#1`` ... ``b#m``; for ``P{n,}`` the last, ``b#n+``, loops), nested so that a trend has one path: a vertex
+of ``b#i`` aggregates the trends with ``i`` iterations so far, and the bound costs O(m) states, not trend
+enumeration.  An edge into a ``NEXT`` step (LINK) comes only from the vertex of the partition's previous event
+(every event reaches the engine, ``_mask`` 0 for those of no component; of a group of equal timestamps only
+the first follows the previous ts), kept across calls in ``_Run.link``.
+
 **Negation (§5).**  Each ``NOT N`` is split off (Algorithm 3) into its own graph.  Where ``NOT N`` sits between
 two positive sub-patterns, the template transitions from ``end(Pi)`` to ``start(Pj)`` carry a *marker* ``N``;
 markers before the first or after the last positive event are start and end negations (§5.1 cases 1–3).
@@ -110,7 +117,7 @@ from sparkcep.runtime_udfs.trend.aggregates import (
 from sparkcep.runtime_udfs.trend.graph import _compiled
 from sparkcep.runtime_udfs.trend.index import _Batch, _key_class, _NegRun, _Queue, _Run, _Win
 from sparkcep.runtime_udfs.trend.scanner import _count_group, _emit, _index_insert
-from sparkcep.runtime_udfs.trend.template import GUARDED, ORDERED, PLAIN, SCAN, _threshold, _ts_of
+from sparkcep.runtime_udfs.trend.template import EQUAL, GUARDED, LINK, ORDERED, PLAIN, SCAN, _threshold, _ts_of
 
 if TYPE_CHECKING:
     from sparkcep.runtime_udfs.trend.graph import _Compiled
@@ -252,6 +259,7 @@ def step(spec: TrendSpec, state: TrendState, events: Iterable[dict]) -> tuple[Tr
     frontier = state.frontier
     full = cs.full
     type_masks = cs.type_masks
+    keep_empty = bool(cs.links)  # a NEXT step: every event of the partition breaks adjacency
     append = state.pending.append
     late = invalid = 0
     for ev in events:
@@ -269,7 +277,7 @@ def step(spec: TrendSpec, state: TrendState, events: Iterable[dict]) -> tuple[Tr
             mask = type_masks.get(ev.get("type"), 0) if type_masks is not None else cs.mask_of(ev)
         else:
             mask = cs.mask_of(ev) if mask != mask else int(mask) & full
-        if mask:
+        if mask or keep_empty:
             append((ts, mask, ev))
     state.late += late
     state.invalid += invalid
@@ -382,8 +390,10 @@ def _promote(st: TrendState) -> None:
 def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, batch: _Batch | None) -> None:
     """Insert the events of one ``ts`` group into the graphs (Algorithm 2 with §5's valid predecessors and
     §6's per-window aggregates): compute every vertex first, then insert them all."""
-    if not ks:
-        return  # t lies between windows (slide > window): no trend can use these events
+    if not ks:  # t lies between windows (slide > window): no trend can use these events
+        for run in st.runs.values():
+            run.link = {}
+        return
     latest = st.latest
     if cs.class_var is not None:
         attrs = cs.class_attrs
@@ -394,20 +404,28 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
                     st.runs[value] = st.runs[None].clone()
     positive: list = []
     negative: list = []
-    for _, mask, ev in group:
+    for i, (_, mask, ev) in enumerate(group):
         for gid, s in cs.roles(mask):
             if s.filters and not all(f(ev) for f in s.filters):
                 continue
             if gid == -1:
                 runs = (st.runs[tuple(ev.get(a) for a in cs.class_attrs)],) if s.classed else st.runs.values()
                 for run in runs:
-                    aggs = _vertex(cs, run, s, ev, t, ks, latest)
+                    # only the group's first event follows the previous ts: a NEXT step's edge comes from there
+                    aggs = _vertex(cs, run, s, ev, t, ks, latest, run.link if i == 0 else None)
                     if aggs:
                         positive.append((run, s, ev, aggs))
             else:
                 start = _neg_vertex(st.negs[gid], s, ev, t, latest)
                 if start is not None:
                     negative.append((gid, s, ev, start))
+    if cs.links:  # the group's last event is the partition's previous event for the next group
+        last = group[-1][2]
+        for run in st.runs.values():
+            run.link = {}
+        for run, s, ev, aggs in positive:
+            if s.link_out and ev is last:
+                run.link[s.j] = (ev, aggs)
     for run, s, ev, aggs in positive:
         _insert(cs, run, s, ev, t, aggs, batch)
     for gid, s, ev, start in negative:
@@ -427,15 +445,25 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
             latest[gid] = start
 
 
-def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest: list) -> dict:
+def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest: list,
+            link: dict | None = None) -> dict:
     """The aggregates of a new vertex of state ``s`` per window ``k`` (Theorem 4.3 / 9.1): the START term plus
-    the sum over its valid predecessors, for every window of ``ks`` where it has a trend."""
+    the sum over its valid predecessors, for every window of ``ks`` where it has a trend.  ``link``: the
+    vertices of the partition's previous event (None if it has this event's ts), a ``NEXT`` step's only
+    predecessors."""
     alg = cs.alg
     zero, plus = alg.zero, alg.add
     scanned: dict | None = None
     probes = []
     for tr in s.ins:
-        if tr.kind == SCAN:
+        if tr.kind == LINK:
+            prev = link.get(tr.src) if link else None
+            if prev is not None and (tr.pred is None or tr.pred(prev[0], ev)):
+                if scanned is None:
+                    scanned = {}
+                for k, a in prev[1].items():
+                    scanned[k] = plus(scanned.get(k, zero), a)
+        elif tr.kind == SCAN:
             store = run.stores.get(tr.src)
             if not store:
                 continue
@@ -449,7 +477,7 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
                         scanned[k] = plus(scanned.get(k, zero), a)
         elif tr.kind == GUARDED:
             probes.append((tr, _threshold(tr.guard, latest)))
-        elif tr.kind != PLAIN:
+        elif tr.kind in (ORDERED, EQUAL):
             probes.append((tr, tr.probe(ev)))
     start_floor = None
     if s.first:

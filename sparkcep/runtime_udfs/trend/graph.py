@@ -31,6 +31,7 @@ from sparkcep.runtime_udfs.trend.template import (
     _FLIP,
     EQUAL,
     GUARDED,
+    LINK,
     ORDERED,
     PLAIN,
     SCAN,
@@ -107,8 +108,15 @@ class _Compiled:
         edges: list[_Edge] = []
         class_items: list = []
         self.never = False
-        follow_sets = {-1: pos.follow, **{nid: neg.positions.follow for nid, neg in enumerate(negs)}}
-        first_sets = {-1: pos.first, **{nid: neg.positions.first for nid, neg in enumerate(negs)}}
+        #: position → component: a bounded quantifier's iterations are copies of its components' positions
+        self.comp_of = comp_of = builder.comp_of
+        self.iteration_of = builder.iteration_of
+        self.links = builder.links
+        # predicates are classified on components: an edge predicate of v restricts every copy of v's edges
+        follow_sets = {-1: {(comp_of[x], comp_of[y]) for x, y in pos.follow},
+                       **{nid: set(neg.positions.follow) for nid, neg in enumerate(negs)}}
+        first_sets = {-1: {comp_of[x] for x in pos.first},
+                      **{nid: set(neg.positions.first) for nid, neg in enumerate(negs)}}
         #: per WHERE conjunct, how it is evaluated: a description, or the _Edge it became (for describe())
         self.classified: list[tuple[Any, Any]] = []
         for conj in spec.predicates:
@@ -156,8 +164,8 @@ class _Compiled:
         self.alg = _VectorAlgebra(tuple(m[0] for m in measures)) if measures else _CountAlgebra()
 
         # graphs: the positive one and one per negation
-        self.positive = self._graph(pos, [k for k in range(self.n) if owner[k] == -1], comps, edges, vertex_filters,
-                                    any_vars, positive=True)
+        self.positive = self._graph(pos, [x for x, k in enumerate(comp_of) if owner[k] == -1], comps, edges,
+                                    vertex_filters, any_vars, positive=True)
         self.negs = []
         for nid, neg in enumerate(negs):
             np_ = neg.positions
@@ -182,7 +190,7 @@ class _Compiled:
         self.n_states = len(self.positive.states)
         #: COUNT(*) over one positive graph whose edges need no stored vertices: the specialized scan
         self.counts_only = (not self.alg.vector and not self.negs and self.class_var is None
-                            and all(t.kind in (PLAIN, ORDERED, EQUAL) for t in self.positive.trans)
+                            and all(t.kind in (PLAIN, ORDERED, EQUAL, LINK) for t in self.positive.trans)
                             and not any(s.filters for s in self.positive.states))
         self._plans: dict[int, tuple] = {}
         self._scanner: Callable | None = None
@@ -291,34 +299,38 @@ class _Compiled:
 
     def _graph(self, p: _Positions, members: list[int], comps, edges: list[_Edge], vertex_filters,
                any_vars, positive: bool) -> _Graph:
-        state_of = {k: j for j, k in enumerate(members)}
-        states = [_State(j, k, comps[k].var) for j, k in enumerate(members)]
+        comp_of = self.comp_of
+        state_of = {x: j for j, x in enumerate(members)}
+        states = [_State(j, comp_of[x], comps[comp_of[x]].var, self._label(x), self.iteration_of.get(x))
+                  for j, x in enumerate(members)]
         for k, alts in p.first.items():
             s = states[state_of[k]]
             s.first, s.start_guard = True, _guard(alts)
         for k, alts in p.last.items():
             s = states[state_of[k]]
             s.last, s.end_guard = True, _guard(alts)
-        for k, fs in vertex_filters.items():
-            if k in state_of:
-                states[state_of[k]].filters = tuple(fs)
+        for s in states:
+            if s.comp in vertex_filters:
+                s.filters = tuple(vertex_filters[s.comp])
         trans: list[_Trans] = []
         for (x, y), alts in sorted(p.follow.items()):
             guard = _guard(alts)
-            mine = [e for e in edges if (e.src, e.dst) == (x, y)]
-            t = _Trans(len(trans), state_of[x], state_of[y], PLAIN, guard)
-            src_any, dst_any = comps[x].var in any_vars, comps[y].var in any_vars
-            if mine and positive and guard is None and len(mine) == 1 and not (src_any or dst_any):
+            mine = [e for e in edges if (e.src, e.dst) == (comp_of[x], comp_of[y])]
+            link = (x, y) in self.links
+            # a NEXT step's edge joins events adjacent in the partition: no negation can lie between them
+            t = _Trans(len(trans), state_of[x], state_of[y], LINK if link else PLAIN, None if link else guard)
+            src_any, dst_any = comps[comp_of[x]].var in any_vars, comps[comp_of[y]].var in any_vars
+            if mine and positive and guard is None and len(mine) == 1 and not (src_any or dst_any or link):
                 self._index(t, mine[0].expr)
-            if mine and t.kind == PLAIN:
-                t.kind = SCAN
+            if mine and t.kind in (PLAIN, LINK):
+                t.kind = t.kind if link else SCAN
                 fns = [_pair_fn(e.expr, frozenset(n for n, a in (("_p", src_any), ("_e", dst_any)) if a))
                        for e in mine]
                 t.pred = fns[0] if len(fns) == 1 else (lambda p_, e_, fs=tuple(fns): all(f(p_, e_) for f in fs))
-            elif t.kind == PLAIN and guard is not None:
+            elif t.kind == PLAIN and t.guard is not None:
                 t.kind = GUARDED
             for e in mine:
-                e.trans = t
+                e.trans = e.trans or t  # the first of its transitions (a bounded quantifier's copies: several)
             trans.append(t)
             states[t.dst].ins.append(t)
             src = states[t.src]
@@ -328,6 +340,8 @@ class _Compiled:
                 src.ordered_out.append(t)
             elif t.kind == GUARDED:
                 src.guarded_out.append(t)
+            elif t.kind == LINK:
+                src.link_out = True
             else:
                 src.stored = True
         if positive:
@@ -336,6 +350,15 @@ class _Compiled:
                 if self.alg.vector:
                     s.contrib = self._contrib(s)
         return _Graph(states, trans)
+
+    def _label(self, x: int) -> str:
+        """Position ``x``'s state name: its variable, with ``#i`` for iteration ``i`` of a bounded quantifier
+        (``#n+`` for the looping last state of ``P{n,}``)."""
+        var = self.components[self.comp_of[x]].var
+        if x not in self.iteration_of:
+            return var
+        i, loops = self.iteration_of[x]
+        return f"{var}#{i}{'+' if loops else ''}"
 
     @staticmethod
     def _index(t: _Trans, expr) -> None:
@@ -400,16 +423,16 @@ class _Compiled:
 
     def plans(self, mask: int) -> tuple:
         """For :func:`_scan_counts`: per state an event with ``mask`` enters, ``(j, start, plain predecessor
-        states, probes, plain_out, keys, last)``; probes and keys are the ORDERED/EQUAL transitions into and
-        out of the state."""
+        states, probes, plain_out, keys, last, links, link_out)``; probes and keys are the ORDERED/EQUAL
+        transitions into and out of the state, links its LINK transitions (a NEXT step)."""
         out = self._plans.get(mask)
         if out is None:
             plans = []
             for _, s in self.roles(mask):
-                probes = tuple(t for t in s.ins if t.kind != PLAIN)
+                probes = tuple(t for t in s.ins if t.kind in (ORDERED, EQUAL))
                 keys = tuple(s.ordered_out)
                 plans.append((s.j, int(s.first), tuple(t.src for t in s.ins if t.kind == PLAIN), probes,
-                              s.plain_out, keys, s.last))
+                              s.plain_out, keys, s.last, tuple(t for t in s.ins if t.kind == LINK), s.link_out))
             out = self._plans[mask] = tuple(plans)
         return out
 
@@ -460,6 +483,7 @@ _INDEX_NAMES = {
     EQUAL: "hash map",
     GUARDED: "invalidation queue",
     SCAN: "scan of the stored vertices",
+    LINK: "the vertex of the partition's previous event (NEXT)",
 }
 
 
@@ -505,6 +529,9 @@ def describe(spec: TrendSpec) -> list[str]:
     comps = cs.components
 
     def name(g: _Graph, j: int) -> str:
+        return g.states[j].label
+
+    def var(g: _Graph, j: int) -> str:
         return comps[g.states[j].comp].var
 
     def graph_lines(g: _Graph, indent: str) -> list[str]:
@@ -517,10 +544,15 @@ def describe(spec: TrendSpec) -> list[str]:
                              "and it")
             if st_.end_guard:
                 roles.append(f"END only if no {_markers(st_.end_guard)} trend follows it in the window")
-            lines.append(f"{indent}state {c.var}: {' | '.join(c.types)}, {', '.join(roles)}")
+            it = st_.iteration
+            if it is not None:
+                roles.append(f"trends with {'at least ' if it[1] else ''}{it[0]} iteration{'s' * (it[0] != 1)} "
+                             "of its bounded quantifier")
+            lines.append(f"{indent}state {st_.label}: {' | '.join(c.types)}, {', '.join(roles)}")
         for t in g.trans:
             src, dst = g.states[t.src], g.states[t.dst]
-            label = "Kleene +" if dst.comp <= src.comp else "SEQ"
+            i, j = (src.iteration or (0,))[0], (dst.iteration or (0,))[0]
+            label = ("next iteration" if i and j > i else "Kleene +" if dst.comp <= src.comp and i >= j else "SEQ")
             guard = f", invalid if an {_markers(t.guard)} trend lies between the two events" if t.guard else ""
             lines.append(f"{indent}{name(g, t.src)} -> {name(g, t.dst)} ({label}): {_INDEX_NAMES[t.kind]}{guard}")
         return lines
@@ -553,7 +585,7 @@ def describe(spec: TrendSpec) -> list[str]:
             continue
         t = how.trans
         g = graphs[how.graph + 1]
-        src, dst = name(g, t.src), name(g, t.dst)
+        src, dst = var(g, t.src), var(g, t.dst)
         out.append(f"  {_show(conj)}: edge predicate on {src} -> {dst}, index: {_INDEX_NAMES[t.kind]}")
         if t.kind in (ORDERED, EQUAL):
             ex = how.expr

@@ -275,13 +275,16 @@ class _Win:
 
 class _Run:
     """The runtime of the positive graph (one per value of a scoped equivalence test): windows, and the
-    vertices of states whose outgoing edges are checked one by one (``ts, event, {window: aggregate}``)."""
+    vertices of states whose outgoing edges are checked one by one (``ts, event, {window: aggregate}``), and
+    the vertices of the partition's last event in states a ``NEXT`` step leaves (``{state: (event, {window:
+    aggregate})}``)."""
 
-    __slots__ = ("wins", "stores")
+    __slots__ = ("wins", "stores", "link")
 
     def __init__(self) -> None:
         self.wins: dict[int, _Win] = {}
         self.stores: dict[int, list] = {}
+        self.link: dict[int, tuple] = {}
 
     def clone(self) -> _Run:
         out = _Run()
@@ -293,6 +296,7 @@ class _Run:
             copy.ends = {t: _copy_queue(q) for t, q in win.ends.items()}
             out.wins[k] = copy
         out.stores = {j: list(store) for j, store in self.stores.items()}
+        out.link = dict(self.link)
         return out
 
 

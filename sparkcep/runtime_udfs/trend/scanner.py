@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcep.runtime_udfs.trend.aggregates import _INF, PARTIAL, _final_avg, _final_sum
 from sparkcep.runtime_udfs.trend.index import _key_class, _VertexTree, _Win
-from sparkcep.runtime_udfs.trend.template import ORDERED, PLAIN, _threshold, _ts_of
+from sparkcep.runtime_udfs.trend.template import EQUAL, LINK, ORDERED, PLAIN, _threshold, _ts_of
 
 if TYPE_CHECKING:
     from sparkcep.runtime_udfs.trend.engine import TrendState
@@ -25,20 +25,34 @@ def _count_group(cs: _Compiled, st: TrendState, group: list, rows: list[dict], b
     if t >= st.close_at:
         _emit(cs, st, t, rows)
     ks = cs.windows_of(t)
-    wins = st.runs[None].wins
-    updates = [(plan, ev, _count_vertex(plan, ev, wins, ks)) for _, mask, ev in group for plan in cs.plans(mask)]
+    run = st.runs[None]
+    wins = run.wins
+    first = group[0][2]
+    updates = [(plan, ev, _count_vertex(plan, ev, wins, ks, run.link if ev is first else None))
+               for _, mask, ev in group for plan in cs.plans(mask)]
     for plan, ev, counts in updates:
         _count_insert(plan, ev, counts, wins, cs.n_states, batch)
+    if cs.links:  # the group's last event is the partition's previous event for the next one
+        last = group[-1][2]
+        run.link = {plan[0]: (ev, dict(counts)) for plan, ev, counts in updates if plan[8] and ev is last}
 
 
-def _count_vertex(plan: tuple, ev: dict, wins: dict, ks: range) -> list:
-    """Per window ``k`` of ``ks``, the number of trends that end at the new vertex (Theorem 4.3)."""
-    _, start, srcs, probes, _, _, _ = plan
+def _count_vertex(plan: tuple, ev: dict, wins: dict, ks: range, link: dict | None) -> list:
+    """Per window ``k`` of ``ks``, the number of trends that end at the new vertex (Theorem 4.3); ``link``: the
+    counts of the partition's previous event (None if it has this event's ts), for a NEXT step."""
+    _, start, srcs, probes, _, _, _, links, _ = plan
     probes = [(tr, tr.probe(ev)) for tr in probes]
+    linked = []
+    for tr in links:
+        prev = link.get(tr.src) if link else None
+        if prev is not None and (tr.pred is None or tr.pred(prev[0], ev)):
+            linked.append(prev[1])
     out = []
     for k in ks:
         win = wins.get(k)
         c = start
+        for counts in linked:
+            c += counts.get(k, 0)
         if win is not None:
             R = win.R
             for src in srcs:
@@ -53,7 +67,7 @@ def _count_vertex(plan: tuple, ev: dict, wins: dict, ks: range) -> list:
 def _count_insert(plan: tuple, ev: dict, counts: list, wins: dict, m: int, batch: _Batch | None) -> None:
     """Add a vertex's per-window counts to its state's running counts, trees and maps, and to the final
     counts if it is an END event."""
-    state, _, _, _, plain_out, keys, last = plan
+    state, _, _, _, plain_out, keys, last, _, _ = plan
     keys = [(tr, tr.key(ev)) for tr in keys]
     for k, c in counts:
         win = wins.get(k)
@@ -101,7 +115,14 @@ def _window_body(s: _State, m: int, env: dict, lines: list, single: bool) -> lis
     vertex trees and final count.  Event values it needs are assigned to locals in ``lines`` first.  With
     ``single`` (the only window), its vertex trees are the locals ``X<transition>``."""
     values: dict[str, str] = {}  # source of an event value → local name
-    probes = [(t, _value_source(t, "P", t.probe, env, values, lines)) for t in s.ins if t.kind != PLAIN]
+    probes = [(t, _value_source(t, "P", t.probe, env, values, lines)) for t in s.ins if t.kind in (ORDERED, EQUAL)]
+    links = [t for t in s.ins if t.kind == LINK]
+    for t in links:  # a NEXT step: the counts of the partition's previous event, if its edge holds
+        pred = f" and T{t.id}.pred(p[0], ev)" if t.pred is not None else ""
+        lines += [f"            p = link.get({t.src})",
+                  f"            L{t.id} = p[1] if p is not None{pred} else EMPTY"]
+    if s.link_out:
+        lines.append("            N = {}")
     keys = [(t, _value_source(t, "K", t.key, env, values, lines)) for t in s.ordered_out]
     loop = None  # a self-loop probing and keying its tree with the same value: one call does both
     if (len(probes) == 1 and len(keys) == 1 and probes[0][0] is keys[0][0] and probes[0][1] == keys[0][1]
@@ -110,6 +131,7 @@ def _window_body(s: _State, m: int, env: dict, lines: list, single: bool) -> lis
         probes = keys = []
     terms = [str(int(s.first))] if s.first else []
     terms += [f"R[{t.src}]" for t in s.ins if t.kind == PLAIN]
+    terms += [f"L{t.id}.get(k, 0)" for t in links]
     out = [f"c = {' + '.join(terms) or '0'}"]
     out += [f"c = _index_query(win, T{t.id}, {v}, c)" for t, v in probes]
     if loop is not None:
@@ -119,9 +141,29 @@ def _window_body(s: _State, m: int, env: dict, lines: list, single: bool) -> lis
     updates += [f"_index_insert(win, T{t.id}, {v}, c, add, 0, batch, k)" for t, v in keys]
     if s.last:
         updates.append(f"R[{m}] += c")
-    if s.first and not probes and loop is None:  # c >= 1
+    if s.link_out:
+        updates.append("N[k] = c")
+    if s.first and not probes and not links and loop is None:  # c >= 1
         return out + (updates or ["pass"])
     return [*out, "if c:", *(f"    {u}" for u in updates or ["pass"])]
+
+
+def _copies_body(states: list[_State], m: int) -> list[str] | None:
+    """The generated code for an event entering the several states of one component (a bounded quantifier's
+    count-indexed copies) in one window, when their transitions are all plain: every state's count is
+    computed from the running counts before any is updated, so the event never follows itself.  None
+    otherwise (the event then goes through :func:`_count_group`)."""
+    if any(t.kind != PLAIN for s in states for t in s.ins) or any(s.ordered_out or s.link_out for s in states):
+        return None
+    out = []
+    for s in states:
+        terms = ([str(int(s.first))] if s.first else []) + [f"R[{t.src}]" for t in s.ins]
+        out.append(f"c{s.j} = {' + '.join(terms) or '0'}")
+    for s in states:
+        updates = ([f"R[{s.j}] += c{s.j}"] if s.plain_out else []) + ([f"R[{m}] += c{s.j}"] if s.last else [])
+        if updates:
+            out += [f"if c{s.j}:", *(f"    {u}" for u in updates)]
+    return out or ["pass"]
 
 
 def _count_scanner(cs: _Compiled) -> Callable:
@@ -135,13 +177,16 @@ def _count_scanner(cs: _Compiled) -> Callable:
     few additions: a generic loop spends ~10x that on dispatch."""
     m = cs.n_states
     trees = [t for t in cs.positive.trans if t.kind == ORDERED]
-    env: dict[str, Any] = {"_emit": _emit, "_count_group": _count_group, "_Win": _Win, "_index_query": _index_query,
+    env: dict[str, Any] = {"EMPTY": {}, "_emit": _emit, "_count_group": _count_group, "_Win": _Win,
+                           "_index_query": _index_query,
                            "_index_insert": _index_insert, "_VertexTree": _VertexTree, "add": add, "NEG_INF": -_INF,
                            "cs": cs, "S": cs.slide, "W": cs.window, "M": m}
     env.update((f"T{t.id}", t) for t in cs.positive.trans)
     lines = [
         "def scan(ready, st, rows, batch):",
-        "    wins = st.runs[None].wins",
+        "    run = st.runs[None]",
+        "    link = run.link",
+        "    wins = run.wins",
         "    close_at = st.close_at",
         "    lo_end = hi_next = nxt = NEG_INF  # nxt: the smallest ts at which close_at, lo_end or hi_next is due",
         "    cur = ()",
@@ -168,21 +213,43 @@ def _count_scanner(cs: _Compiled) -> Callable:
         *(f"                    X{t.id} = win.index[{t.id}]" for t in trees),
         "            nxt = min(close_at, lo_end, hi_next)",
     ]
-    # dispatch on the component bitmask: without negation every component is one state of the positive graph,
-    # so a one-bit mask names the state; an event entering several states goes through _count_group
+    # dispatch on the component bitmask: without negation a component is one state of the positive graph (or
+    # a bounded quantifier's count-indexed copies), so a one-bit mask names its states; an event entering
+    # states of several components goes through _count_group
+    by_comp: dict[int, list[_State]] = {}
     for s in cs.positive.states:
-        lines.append(f"        {'if' if s.j == 0 else 'elif'} mask == {1 << s.comp}:  # state {s.var}")
-        single = _window_body(s, m, env, lines, True)
+        by_comp.setdefault(s.comp, []).append(s)
+    branches = 0
+    for comp, states in by_comp.items():
+        if len(states) == 1:
+            [s] = states
+            lines.append(f"        {'elif' if branches else 'if'} mask == {1 << comp}:  # state {s.label}")
+            single = _window_body(s, m, env, lines, True)  # (assigns the event values it reads in the branch)
+            several = _window_body(s, m, env, [], False)
+        else:
+            single = several = _copies_body(states, m)
+            if single is None:
+                continue
+            lines.append(f"        {'elif' if branches else 'if'} mask == {1 << comp}:  # states "
+                         f"{', '.join(s.label for s in states)}")
+        branches += 1
         lines.append("            if one:")
         lines.extend(f"                {b}" for b in single)
         lines.append("            else:")
         lines.append("                for k, win, R in cur:")
-        lines.extend(f"                    {b}" for b in _window_body(s, m, env, [], False))
+        lines.extend(f"                    {b}" for b in several)
+        if cs.links:  # this event is the partition's previous one for the next event
+            lines.append(f"            link = {{{states[0].j}: (ev, N)}}" if states[0].link_out else
+                         "            link = EMPTY")
     lines += [
-        "        else:",
+        "        else:" if branches else "        if True:",
+        *(["            run.link = link"] if cs.links else []),
         "            _count_group(cs, st, [(t, mask, ev)], rows, batch)",
+        *(["            link = run.link"] if cs.links else []),
         "            lo_end = nxt = NEG_INF",
     ]
+    if cs.links:
+        lines.append("    run.link = link")
     source = "\n".join(lines)
     exec(compile(source, "<sparkcep trend scan>", "exec"), env)
     scan = env["scan"]

@@ -27,8 +27,9 @@ _ts_of = _first = itemgetter(0)
 
 _second = itemgetter(1)
 
-#: Transition kinds: running aggregate, vertex tree, hash map, invalidation queue, scan of stored vertices.
-PLAIN, ORDERED, EQUAL, GUARDED, SCAN = "plain", "ordered", "equal", "guarded", "scan"
+#: Transition kinds: running aggregate, vertex tree, hash map, invalidation queue, scan of stored vertices, the
+#: previous event of the partition (a ``NEXT`` step).
+PLAIN, ORDERED, EQUAL, GUARDED, SCAN, LINK = "plain", "ordered", "equal", "guarded", "scan", "link"
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
 
@@ -80,34 +81,54 @@ class _NegTemplate:
 
 
 class _TemplateBuilder:
-    """Algorithm 1 (generalized to Glushkov) and Algorithm 3 in one traversal of the pattern."""
+    """Algorithm 1 (generalized to Glushkov) and Algorithm 3 in one traversal of the pattern.
+
+    A position is a component index, except inside a bounded quantifier ``P{n,m}``, which is unrolled into
+    count-indexed copies of ``P``'s positions (see :meth:`_bounded`): iteration 1 keeps the component's own
+    position, iteration ``i > 1`` gets a fresh one.  ``comp_of[x]`` is the component of position ``x`` and
+    ``iteration_of[x]`` its iteration (``(i, loops)``, ``loops`` True for the ``n+`` state of ``P{n,}``)."""
 
     def __init__(self, position_of: dict[str, int]):
         self.position_of = position_of
         self.negs: list[_NegTemplate] = []
+        self.comp_of: list[int] = sorted(position_of.values())
+        self.iteration_of: dict[int, tuple[int, bool]] = {}
+        self._copies: dict[tuple[int, int], int] = {}
+        self._iteration: tuple[int, bool] | None = None  # the iteration being unrolled (None: not in one)
+        self._neg_ids: dict[int, int] = {}  # id(Not node) → negation id: one graph for all its iterations
+        #: follow pairs ``(x, y)`` into a ``NEXT`` step: valid only between events adjacent in the partition
+        self.links: set[tuple[int, int]] = set()
+
+    def _position(self, k: int) -> int:
+        if self._iteration is None:
+            return k
+        i, loops = self._iteration
+        x = k if i == 1 else self._copies.setdefault((k, i), len(self.comp_of))
+        if x == len(self.comp_of):
+            self.comp_of.append(k)
+        self.iteration_of[x] = (i, loops)
+        return x
 
     def build(self, node) -> _Positions:
         if isinstance(node, EventPat):
-            k = self.position_of[node.var]
+            k = self._position(self.position_of[node.var])
             return _Positions(frozenset(), {k: _UNMARKED}, {k: _UNMARKED}, {})
         if isinstance(node, Not):
-            nid = len(self.negs)
-            neg = _NegTemplate(node.inner)
-            self.negs.append(neg)
-            neg.positions = self.build(node.inner)
-            neg.components = tuple(sorted({*neg.positions.first, *neg.positions.last,
-                                           *(x for pair in neg.positions.follow for x in pair)}))
+            nid = self._neg_ids.get(id(node))
+            if nid is None:  # a negation inside a bounded group is one graph: it blocks every iteration alike
+                nid = self._neg_ids[id(node)] = len(self.negs)
+                neg = _NegTemplate(node.inner)
+                self.negs.append(neg)
+                outer, self._iteration = self._iteration, None
+                neg.positions = self.build(node.inner)
+                self._iteration = outer
+                neg.components = tuple(sorted({*neg.positions.first, *neg.positions.last,
+                                               *(x for pair in neg.positions.follow for x in pair)}))
             return _Positions(frozenset({frozenset({nid})}))
         if isinstance(node, Kleene):
-            inner = self.build(node.inner)
-            out = _Positions(inner.empties, dict(inner.first), dict(inner.last), dict(inner.follow))
-            if node.op in ("*", "?"):
-                out.empties = _UNMARKED
-            if node.op in ("+", "*"):
-                for x, mx in inner.last.items():
-                    for y, my in inner.first.items():
-                        _merge_into(out.follow, (x, y), _join(mx, my))
-            return out
+            if node.bounds is not None:
+                return self._bounded(node)
+            return self._loop(self.build(node.inner), node.op)
         if isinstance(node, Or):
             out = _Positions()
             for alt in node.alternatives:
@@ -118,20 +139,60 @@ class _TemplateBuilder:
                         _merge_into(dst, key, alts)
             return out
         if isinstance(node, Seq):
-            return self._seq([self.build(item) for item in node.items])
+            return self._seq([self.build(item) for item in node.items], node.strict, self.links)
         raise EngineUnsupportedError(f"pattern node {type(node).__name__} is not supported by the trend engine")
 
     @staticmethod
-    def _seq(parts: list[_Positions]) -> _Positions:
+    def _loop(inner: _Positions, op: str) -> _Positions:
+        """``inner`` under ``+``, ``*`` or ``?``."""
+        out = _Positions(inner.empties, dict(inner.first), dict(inner.last), dict(inner.follow))
+        if op in ("*", "?"):
+            out.empties = _UNMARKED
+        if op in ("+", "*"):
+            for x, mx in inner.last.items():
+                for y, my in inner.first.items():
+                    _merge_into(out.follow, (x, y), _join(mx, my))
+        return out
+
+    def _bounded(self, node: Kleene) -> _Positions:
+        """``P{n,m}`` unrolled without ambiguity: ``SEQ(P#1, ..., P#n, (SEQ(P#n+1, (... P#m?)))?)``, and
+        ``P{n,}`` as ``SEQ(P#1, ..., P#n-1, P#n+)``.  A trend then runs through the copy of its iteration count
+        (count-indexed states), so each event keeps one aggregate per count class and no trend is
+        enumerated: iteration ``i``'s vertices are exactly the trends with ``i`` iterations so far."""
+        if self._iteration is not None:
+            raise EngineUnsupportedError("a bounded quantifier inside a bounded quantifier is not supported")
+        lo, hi = node.bounds
+        parts = []
+        last = hi if hi is not None else lo
+        for i in range(1, last + 1):
+            loops = hi is None and i == lo
+            self._iteration = (i, loops)
+            try:
+                part = self.build(node.inner)
+            finally:
+                self._iteration = None
+            parts.append(self._loop(part, "+") if loops else part)
+        required, optional = parts[:lo], parts[lo:]
+        tail: _Positions | None = None
+        for part in reversed(optional):
+            tail = self._loop(part if tail is None else self._seq([part, tail]), "?")
+        return self._seq(required + ([tail] if tail is not None else []))
+
+    @staticmethod
+    def _seq(parts: list[_Positions], strict: tuple = (), links: set | None = None) -> _Positions:
+        """``SEQ`` of ``parts``; the follow pairs into item ``k`` written ``NEXT`` (``strict[k]``) from the picks
+        before it go to ``links`` (GRETA edges between events adjacent in the partition only)."""
         out = _Positions()
         prefix = _UNMARKED  # markers of empty derivations of the items so far
         tails: dict[int, Markers] = {}  # positions that may be the last pick so far → markers after them
-        for part in parts:
+        for k, part in enumerate(parts):
             for y, my in part.first.items():
                 if prefix:
                     _merge_into(out.first, y, _join(prefix, my))
                 for x, mx in tails.items():
                     _merge_into(out.follow, (x, y), _join(mx, my))
+                    if strict and strict[k]:
+                        links.add((x, y))
             for key, alts in part.follow.items():
                 _merge_into(out.follow, key, alts)
             tails = {x: _join(m, part.empties) for x, m in tails.items() if part.empties}
@@ -267,6 +328,8 @@ class _State:
     j: int
     comp: int
     var: str
+    label: str = ""  # the state's name in explain: var, or var#i for iteration i of a bounded quantifier
+    iteration: tuple[int, bool] | None = None  # (i, loops) in a bounded quantifier (loops: the n+ state of {n,})
     first: bool = False
     start_guard: tuple | None = None  # start negation (§5 case 3)
     last: bool = False
@@ -277,6 +340,7 @@ class _State:
     ordered_out: list[_Trans] = field(default_factory=list)
     guarded_out: list[_Trans] = field(default_factory=list)
     stored: bool = False
+    link_out: bool = False  # the source of a LINK transition: its vertex of the partition's last event is kept
     classed: bool = False
     contrib: Callable | None = None  # event → per-measure values (vector algebra)
 

@@ -3,15 +3,15 @@
 In scope: a trend-aggregate query returning ``COUNT(*)``, ``COUNT(v)``, ``SUM``/``AVG``/``MIN``/``MAX(v.attr)``
 (the shared engine computes them all: :class:`~sparkcep.ir.sharing.SharedAggregate`, and the
 Spark operator writes one column per aggregate), whose pattern is a ``SEQ`` (or a single event) of plain event
-types (no Kleene, negation, ``ANY``), with no predicates but equivalence tests (the partition key), GROUP BY
-attributes within the key.  Everything else keeps its own operator.  ``aggregates=False`` admits ``COUNT(*)``
-alone (Sharon's query model as the paper states it).
+types (no Kleene or bounded quantifier, negation, ``ANY``, ``NEXT`` step), with no predicates but equivalence
+tests (the partition key), GROUP BY attributes within the key.  Everything else keeps its own operator.
+``aggregates=False`` admits ``COUNT(*)`` alone (Sharon's query model as the paper states it).
 """
 
 from __future__ import annotations
 
 from sparkcep.compiler.optimizer.sharing.ir import SharingQuery
-from sparkcep.ir.ast import EventPat, Seq
+from sparkcep.ir.ast import EventPat, Seq, has_strict_steps
 from sparkcep.ir.spec import TrendSpec
 
 
@@ -21,6 +21,8 @@ def _reason(spec, aggregates: bool = True) -> str | None:
     items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
     if not all(isinstance(p, EventPat) for p in items):
         return "pattern is not a SEQ of event types"
+    if has_strict_steps(spec.pattern):  # Sharon's shared counts sum over every earlier event of a segment
+        return "a NEXT step (its edge joins events adjacent in the partition)"
     for c in spec.components:
         if c.negated or c.kleene or c.any_ or len(c.types) != 1:
             return f"component {c.var} is not a single positive event type"

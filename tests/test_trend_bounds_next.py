@@ -1,0 +1,150 @@
+"""Bounded quantifiers (``B{2,4}``, ``B{2,}``, ``(SEQ(B, C)){2,3}``) and ``NEXT`` steps in trend-aggregate
+queries: the GRETA engine (count-indexed template states, edges from the partition's previous event) against
+the oracle, which enumerates the trends and counts them; explain; what still refuses; the shared (Sharon)
+workload, which runs such a query alone."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sparkcep
+from sparkcep.ir.errors import CEPError
+from sparkcep.oracles.match import trend_aggregates
+from sparkcep.runtime_udfs.trend import engine as trend_engine
+from sparkcep.runtime_udfs.trend.graph import describe
+from sparkcep.spark.results import canonical
+from tests.strategies import event_streams
+from tests.test_shared_engine import _plan_with_rates, alone, by_window, per_query, run_shared
+from tests.test_trend_engine import engine_rows, oracle_rows
+
+#: Shapes (a, b, c, d positive; e negated) with the edge predicates that fit them.
+SHAPES = [
+    ("SEQ(A a, B{2,4} b[], C c)", ["b.x <= NEXT(b).x", "b.x > 1"]),
+    ("SEQ(A a, B{2,} b[], C c)", ["b.x < NEXT(b).x"]),
+    ("SEQ(A a, B{0,2} b[], C c)", []),
+    ("SEQ(B{3} b[], C c)", ["b[i].x >= b[i-1].x"]),
+    ("SEQ(A a, (SEQ(B b, C c)){2,3})", ["b.x > 0"]),
+    ("SEQ(A a, (SEQ(B b, C+ c[])){2,}, D d)", ["c.x < NEXT(c).x"]),
+    ("SEQ(A a, (SEQ(B b, NOT E e, C c)){1,2}, D d)", []),
+    ("SEQ(A a, NEXT B+ b[], C c)", ["b.x < NEXT(b).x", "a.x < 3"]),
+    ("SEQ(A a, NEXT B b, C c)", ["a.x < b.x", "a.x = b.x"]),
+    ("SEQ(A+ a[], NEXT B b, NEXT C c)", []),
+    ("SEQ(A a, C? c, NEXT B b)", []),
+    ("SEQ(A a, NOT E e, NEXT B{2,3} b[], C c)", []),
+    ("SEQ(A a, NEXT B{2} b[]) OR SEQ(C c, NEXT D d)", []),
+]
+AGGREGATES = ["COUNT(*)", "COUNT(b)", "SUM(b.x)", "MIN(b.x)", "MAX(b.x)", "AVG(b.x)"]
+
+
+@st.composite
+def queries(draw) -> str:
+    pattern, predicates = draw(st.sampled_from(SHAPES))
+    conds = ["[id]"] if draw(st.booleans()) else []
+    if predicates and draw(st.booleans()):
+        conds.append(draw(st.sampled_from(predicates)))
+    aggs = draw(st.lists(st.sampled_from(AGGREGATES), min_size=1, max_size=2, unique=True))
+    text = f"RETURN {', '.join(aggs)} PATTERN {pattern}"
+    if conds:
+        text += " WHERE " + " AND ".join(conds)
+    if "[id]" in conds and draw(st.booleans()):
+        text = text.replace("RETURN ", "RETURN id, ", 1) + " GROUP BY id"
+    text += f" WITHIN {draw(st.integers(3, 9))}"
+    if draw(st.booleans()):
+        text += f" SLIDE {draw(st.integers(1, 5))}"
+    return text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=queries(), events=event_streams(types="AABBBCCDE", max_size=9, attrs={"x": (0, 3), "id": (0, 1)},
+                                            max_gap=2),
+       cuts=st.lists(st.integers(0, 9), max_size=2), watermarks=st.lists(st.integers(0, 25), max_size=3),
+       roundtrip=st.booleans())
+def test_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip):
+    """Micro-batches, watermarks and state round trips; events of a batch in input order (a NEXT step reads
+    the order of equal timestamps, as Spark's ``_arrival`` gives it)."""
+    got = engine_rows(text, events, cuts=cuts, watermarks=sorted(watermarks), roundtrip=roundtrip, shuffle=False)
+    assert canonical(got) == canonical(oracle_rows(text, events)), text
+
+
+def test_bounds_cut_what_plus_counts():
+    """a0 b1 b2 b3 b4 b5 c6: SEQ(A, B+, C) has 31 trends; B{2,4} those with 2, 3 or 4 B's (10 + 10 + 5 = 25),
+    B{2,} 26, B{3} 10; a B event enters one state per iteration count it can be."""
+    events = [{"type": t, "ts": ts, "x": ts} for ts, t in enumerate("ABBBBBC")]
+    counts = {q: engine_rows(f"RETURN COUNT(*), SUM(b.x) PATTERN SEQ(A a, {q} b[], C c) WITHIN 10", events)[0]
+              for q in ("B+", "B{2,4}", "B{2,}", "B{3}")}
+    assert {q: r["count_all"] for q, r in counts.items()} == {"B+": 31, "B{2,4}": 25, "B{2,}": 26, "B{3}": 10}
+    assert counts["B{3}"]["sum_b_x"] == 10 * 3 * 3  # each B (x = 1..5, mean 3) in 6 of the 10 trends: 6 * 15
+
+
+def test_next_links_only_the_partition_s_previous_event():
+    """a1 b2 x3 b4 c5 (x of no component): NEXT B+ starts at b2 only (b4 follows x3, not a pick), and the
+    trends are a1 b2 c5, a1 b2 b4 c5; without NEXT also a1 b4 c5."""
+    events = [{"type": t, "ts": ts, "x": 0} for ts, t in enumerate("_ABXBC") if t != "_"]
+    rows = engine_rows("RETURN COUNT(*) PATTERN SEQ(A a, NEXT B+ b[], C c) WITHIN 10", events, shuffle=False)
+    assert rows[0]["count_all"] == 2
+    assert engine_rows("RETURN COUNT(*) PATTERN SEQ(A a, B+ b[], C c) WITHIN 10", events)[0]["count_all"] == 3
+
+
+def test_next_across_micro_batches_and_equal_timestamps():
+    """The previous event is kept across advance calls; after a tie (a2, b2) the B at 3 follows b2, not a2."""
+    spec = sparkcep.compile("RETURN COUNT(*) PATTERN SEQ(A a, NEXT B b) WITHIN 10").spec()
+    state, _ = trend_engine.step(spec, trend_engine.init_state(), [{"type": "A", "ts": 1}])
+    state, _ = trend_engine.advance(spec, state, 2)
+    state, _ = trend_engine.step(spec, state, [{"type": "B", "ts": 2}, {"type": "A", "ts": 2}, {"type": "B", "ts": 3}])
+    state = trend_engine.TrendState.from_bytes(state.to_bytes())
+    state, rows = trend_engine.advance(spec, state, math.inf)
+    assert rows[0]["count_all"] == 2  # a1 b2, a2 b3
+
+
+def test_explain_states_the_count_indexed_states_and_the_next_edge():
+    lines = describe(sparkcep.compile(
+        "RETURN COUNT(*) PATTERN SEQ(A a, NEXT B{2,} b[], C c) WHERE b.x < NEXT(b).x WITHIN 10").spec())
+    assert lines[:8] == [
+        "template (GRETA §4.1): 4 states, 4 transitions",
+        "  state a: A, START",
+        "  state b#1: B, MID, trends with 1 iteration of its bounded quantifier",
+        "  state c: C, END",
+        "  state b#2+: B, MID, trends with at least 2 iterations of its bounded quantifier",
+        "  a -> b#1 (SEQ): the vertex of the partition's previous event (NEXT)",
+        "  b#1 -> b#2+ (next iteration): vertex tree (Fenwick tree + sorted levels)",
+        "  b#2+ -> c (SEQ): running aggregate per state and window",
+    ]
+    assert lines[8] == "  b#2+ -> b#2+ (Kleene +): vertex tree (Fenwick tree + sorted levels)"
+    assert "  b.x < NEXT(b).x: edge predicate on b -> b, index: vertex tree (Fenwick tree + sorted levels)" in lines
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT !(C c), B b) WITHIN 10", "before a negation in a trend-aggregate query"),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, (SEQ(B b, C c)){200}) WITHIN 10", "400 here): at most 256"),
+])
+def test_what_still_refuses_says_why(text, why):
+    with pytest.raises(CEPError) as err:
+        sparkcep.compile(text).check()
+    assert why in str(err.value)
+
+
+def test_a_shared_workload_runs_next_and_bounded_queries_alone():
+    """Sharon's shared counts sum over every earlier event of a segment: a NEXT step or a bounded quantifier
+    keeps its query out of the shared plan, and each query still equals the oracle."""
+    text = ("q0: RETURN COUNT(*) PATTERN SEQ(A, B, C) WHERE [id] WITHIN 8;"
+            "q1: RETURN COUNT(*) PATTERN SEQ(A, B, C, D) WHERE [id] WITHIN 8;"
+            "q2: RETURN COUNT(*) PATTERN SEQ(A, NEXT B, C) WHERE [id] WITHIN 8;"
+            "q3: RETURN COUNT(*) PATTERN SEQ(A, B{2}, C) WHERE [id] WITHIN 8")
+    rates = dict.fromkeys("ABCD", 5)
+    w = sparkcep.api.CompiledWorkload(tuple(sparkcep.compile_workload(text)), _plan_with_rates(text, rates))
+    reasons = {q.name: q.reason for q in w.plan.queries}
+    assert reasons == {"q0": None, "q1": None, "q2": "a NEXT step (its edge joins events adjacent in the partition)",
+                       "q3": "pattern is not a SEQ of event types"}
+    events = [{"type": t, "ts": ts, "id": 0} for ts, t in enumerate("ABXBCDAB")]
+    [spec] = w.specs()
+    shared = per_query(run_shared(spec, events, cuts=(3,), roundtrip=True))
+    assert set(shared) == {"q0", "q1"}
+    for q in w.queries:
+        expected = by_window(trend_aggregates(q.query, events))
+        assert (shared[q.name] if q.name in shared else alone(q, events)) == expected, q.name
+    assert [r["count_all"] for r in shared["q0"]] == [2]  # a0 b1 c4, a0 b3 c4
+    assert [r["count_all"] for r in alone(w.queries[2], events)] == [1]  # a0 b1 c4: x2 stands before b3
