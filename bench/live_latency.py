@@ -252,7 +252,8 @@ def at_rate(w: Workload, work: Path, args, rate: float, files: list[str], extra:
         measured = [{"events": 0, "p50": nan, "p99": nan, "backlog": 0, "end": nan}]
     ends = [b["end"] for b in measured]
     events = sum(b["events"] for b in measured)
-    span = ends[-1] - ends[0] if len(ends) > 1 else float("nan")
+    # the lines' arrival times: lines that came in one burst (a slow poll) measure no interval
+    span = ends[-1] - ends[0] if len(ends) > 1 and ends[-1] - ends[0] >= 1.0 else float("nan")
     thirds = [0, 0, 0]  # results per third of the feeding time, by when their batch's line came
     before = run.batches[warm - 1]["results"] if warm else 0
     for b in run.batches[warm:]:
