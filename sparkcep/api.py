@@ -212,8 +212,8 @@ class CompiledQuery:
 
         The result of a match query carries ``result.timeouts``: the DataFrame of its timed-out partial matches
         (the result's columns and ``timeout_step``; streaming: a second stateful query to start, with its own
-        checkpoint), or None where they are not defined (a trend query; Kleene, negation, ``OR``, a strategy
-        other than skip_till_any_match; docs/language.md, "Timed-out partial matches").
+        checkpoint), or None where they are not defined (a trend query; Kleene, negation, ``OR``, the contiguity
+        strategies; docs/language.md, "Timed-out partial matches").
         """
         from sparkcep.spark.adapters import apply_match, watermarked, with_event_time
         from sparkcep.spark.operator import engine_of

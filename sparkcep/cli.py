@@ -437,8 +437,12 @@ def cmd_run(args) -> int:
         out = args.output or os.path.join(tmp, "out")
         checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
         columns = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD)]
+        # the timed-out partial matches: a second query beside the results', each micro-batch written as the
+        # watermark closes windows (a continuous run: while it runs, not after the stop)
+        beside = [lambda: _start_timeouts(timeouts, args.output, checkpoint, once=args.once)] if args.timeouts else []
         try:
-            query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns])
+            query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
+                                          beside=beside)
         finally:
             if admission is not None:
                 admission.stop()
@@ -446,7 +450,7 @@ def cmd_run(args) -> int:
                 shutil.rmtree(staging, ignore_errors=True)
         report_shedding(getattr(result, "shedding", None), query)
         if args.timeouts:
-            _write_timeouts(timeouts, args.output, quiet=args.quiet, checkpoint=checkpoint)
+            _report_timeouts(timeouts, args.output, quiet=args.quiet)
         if not args.output and os.path.isdir(out):
             _print_lines(json_lines(spark.read.schema(StructType(columns)).json(out)))
     if not args.quiet:
@@ -454,18 +458,31 @@ def cmd_run(args) -> int:
     return 0
 
 
-def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[str]):
+def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[str], beside=()):
     """Start ``stream`` (:func:`sparkcep.spark.sinks.routed`) into ``out`` and follow it, a line per micro-batch
     (not with ``--quiet``): with ``--once`` until the files there at the start are processed, else until
     SIGINT or SIGTERM, which stop it between micro-batches (the one under way commits first; a second signal
-    stops at once).  ``(query, totals)`` (:class:`sparkcep.spark.progress.Totals`)."""
-    from sparkcep.spark.progress import StopSignals, follow
+    stops at once).  ``beside``: functions starting queries that run beside it (``--timeouts``), each ended with
+    it (``--once``: when it has drained too; a stop: between its micro-batches).  ``(query, totals)``
+    (:class:`sparkcep.spark.progress.Totals`)."""
+    from sparkcep.spark.progress import StopSignals, follow, stop_between_batches
     from sparkcep.spark.sinks import discard_uncommitted, start
 
     with StopSignals() as signals:
         query = start(stream, out, checkpoint, result_columns=result_columns, dead_letters=args.dead_letters,
                       late=args.late_events, once=args.once)
-        totals = follow(query, out=io.StringIO() if args.quiet else None, signals=signals, source=args.input)
+        others = [begin() for begin in beside]
+        try:
+            totals = follow(query, out=io.StringIO() if args.quiet else None, signals=signals, source=args.input)
+            for other in others:
+                if totals.stopped:
+                    stop_between_batches(other, signals)
+                else:
+                    other.awaitTermination()
+        finally:
+            for other in others:
+                if other.isActive:
+                    other.stop()
         if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
             discard_uncommitted(stream.sparkSession, checkpoint, out, args.dead_letters, args.late_events)
     if totals.stopped and not args.quiet:
@@ -481,24 +498,36 @@ def _check_timeouts(q: CompiledQuery | None, output: str | None) -> None:
         raise CEPError("--timeouts is for one match query: choose it with --query NAME")
     if timeout_spec_of(q.spec()) is None:
         raise CEPError("--timeouts: timed-out partial matches are defined for a match query whose pattern is a SEQ "
-                       "of single events (T v, ANY(...) v) under skip_till_any_match")
+                       "of single events (T v, ANY(...) v) under skip_till_any_match or skip_till_next_match")
     if not output:
         raise CEPError("--timeouts writes OUTPUT/_timeouts: give --output")
 
 
-def _write_timeouts(timeouts, output: str, *, quiet: bool, checkpoint: str | None = None) -> None:
-    """The timed-out partial matches into OUTPUT/_timeouts (a stream: its own query, checkpoint
-    CHECKPOINT/_timeouts, up to the end of the available input), counted on stderr."""
+def _write_timeouts(timeouts, output: str, *, quiet: bool) -> None:
+    """Batch: the timed-out partial matches into OUTPUT/_timeouts, counted on stderr."""
     target = output.rstrip("/") + "/_timeouts"
-    if checkpoint is None:
-        timeouts, count = observed_count(timeouts, "sparkcep_timeouts")
-        timeouts.write.mode("overwrite").json(target)
-        n = count()
-    else:
-        (timeouts.writeStream.format("json").option("path", target)
-         .option("checkpointLocation", checkpoint.rstrip("/") + "/_timeouts")
-         .trigger(availableNow=True).start().awaitTermination())
-        n = timeouts.sparkSession.read.schema(timeouts.schema).json(target).count()
+    timeouts, count = observed_count(timeouts, "sparkcep_timeouts")
+    timeouts.write.mode("overwrite").json(target)
+    _said_timeouts(count(), target, quiet)
+
+
+def _start_timeouts(timeouts, output: str, checkpoint: str, *, once: bool):
+    """A stream: the query writing the timed-out partial matches into OUTPUT/_timeouts (checkpoint
+    CHECKPOINT/_timeouts), each micro-batch's as its watermark closes windows; ``once``: up to the end of the
+    available input."""
+    writer = (timeouts.writeStream.format("json").option("path", output.rstrip("/") + "/_timeouts")
+              .option("checkpointLocation", checkpoint.rstrip("/") + "/_timeouts"))
+    return (writer.trigger(availableNow=True) if once else writer).start()
+
+
+def _report_timeouts(timeouts, output: str, *, quiet: bool) -> None:
+    """A stream: the timed-out partial matches written into OUTPUT/_timeouts, counted on stderr."""
+    target = output.rstrip("/") + "/_timeouts"
+    if not quiet:
+        _said_timeouts(timeouts.sparkSession.read.schema(timeouts.schema).json(target).count(), target, quiet)
+
+
+def _said_timeouts(n: int, target: str, quiet: bool) -> None:
     if not quiet:
         print(f"sparkcep: {n} timed-out partial match{'es' if n != 1 else ''}; see {target}", file=sys.stderr)
 

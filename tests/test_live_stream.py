@@ -5,8 +5,8 @@
 * ``sparkcep run --stream`` (no ``--once``) follows its input directory: files written after it started are
   read, and SIGTERM stops it after the micro-batch under way has committed (exit 0, a summary line, no
   traceback), leaving no partial output; its results equal the batch run's; its progress lines give the
-  latency from arrival and the backlog.  It runs with shedding under a loose bound, so its files reach the
-  stream through the admission control (``FileAdmission``), which must neither drop nor stall them.
+  latency from arrival and the backlog; with ``--timeouts`` a partial match is written to ``OUTPUT/_timeouts``
+  while the run goes on, once the watermark closes its window.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ def oracle(events: list[dict]) -> list[dict]:
     return match_rows(sparkcep.compile(QUERY).query, events, COLUMNS)
 
 
+#: an A no B follows (x = 9: a.x < b.x fails) and a far later C of another key, which moves the watermark
+#: past A@10's window end (110): its partial match times out
+TIMES_OUT = [{"type": "A", "ts": 10, "id": 1, "x": 9}, {"type": "C", "ts": 300, "id": 2, "x": 0}]
 FILES = [
     [{"type": "A", "ts": 1, "id": 1, "x": 1}, {"type": "C", "ts": 2, "id": 2, "x": 0}],
     [{"type": "A", "ts": 3, "id": 2, "x": 5}, {"type": "B", "ts": 5, "id": 1, "x": 2}],  # completes (1, 5)
@@ -113,18 +116,20 @@ def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, 
                                                         os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, "-m", "sparkcep.cli", "run", "-e", QUERY, "--input", str(inbox),
                              "--stream", "--files-per-trigger", "1", "--output", str(out), "--checkpoint",
-                             str(tmp_path / "ck"), "--master", "local[2]",
-                             # shedding with a loose bound: nothing is dropped, the files reach the stream
-                             # through the admission control (one slice per micro-batch, staged in the checkpoint)
-                             "--shedding-latency", "1h", "--dropped-output", str(tmp_path / "dropped")],
+                             str(tmp_path / "ck"), "--master", "local[2]", "--timeouts"],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
     err = Lines(proc.stderr)
     try:
         err.wait_for(lambda line: line.startswith("batch ") and "read 2 events" in line, 600, proc)
-        for k in (1, 2):  # written after the run started: it must pick them up
-            write_file(inbox, k, FILES[k])
+        for k in (1, 2, 3):  # written after the run started: it must pick them up
+            write_file(inbox, k, (FILES + [TIMES_OUT])[k])
             err.wait_for(lambda line, n=2 * (k + 1): line.startswith("batch ") and f"read {n} events" in line,
                          300, proc)
+        # the timed-out A@10 is written while the run goes on (before, only after the stop)
+        deadline = time.monotonic() + 300
+        while not any(f.stat().st_size for f in (out / "_timeouts").glob("*.json")):
+            assert proc.poll() is None and time.monotonic() < deadline, "\n".join(err.lines)
+            time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=300) == 0
     finally:
@@ -132,11 +137,10 @@ def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, 
             proc.kill()
     text = err.join()
     assert "Traceback" not in text
-    assert "sparkcep: stopped after" in text and "sparkcep: read 6 events, 2 results" in text
-    # the stage sees the query's candidates (A and B events): 4 of the 6
-    assert "load shedding dropped 0 of 4 events" in text and not (tmp_path / "dropped").exists()
-    staged = sorted(f.name for f in (tmp_path / "ck" / "_admitted").iterdir())
-    assert staged == [f"part-{k:02d}.jsonl" for k in range(3)]
+    assert "sparkcep: stopped after" in text and "sparkcep: read 8 events, 2 results" in text
+    assert "sparkcep: 1 timed-out partial match; see" in text
+    timed_out = [json.loads(line) for f in (out / "_timeouts").glob("*.json") for line in f.read_text().splitlines()]
+    assert [(r["at"], r["timeout_step"]) for r in timed_out] == [(10, "a")]
     # each batch with events reports their arrival-to-commit latency and the files not read yet
     assert any(" latency p50 " in line and " backlog " in line for line in text.splitlines())
     # nothing partial: no staging directory, no empty file, every batch's rows once
@@ -147,4 +151,41 @@ def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, 
     assert main(["run", "-e", QUERY, "--input", str(inbox), "--quiet"]) == 0
     batch = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     streamed = [r for rows in rows_by_batch(out).values() for r in rows]
-    assert canonical(streamed) == canonical(batch) == canonical(oracle([e for f in FILES for e in f]))
+    assert canonical(streamed) == canonical(batch) == canonical(oracle([e for f in [*FILES, TIMES_OUT] for e in f]))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_shedding_run_reads_its_files_through_the_admission_control(tmp_path):
+    """``run --stream`` with shedding over a JSON directory reads what the admission control hands over
+    (``FileAdmission``, staged in the checkpoint): under a loose bound nothing is dropped and no file stalls;
+    files written after the start are picked up one slice per micro-batch."""
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    write_file(inbox, 0, FILES[0])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "sparkcep.cli", "run", "-e", QUERY, "--input", str(inbox),
+                             "--stream", "--files-per-trigger", "1", "--output", str(out), "--checkpoint",
+                             str(tmp_path / "ck"), "--master", "local[2]", "--shedding-latency", "1h",
+                             "--dropped-output", str(tmp_path / "dropped")],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    err = Lines(proc.stderr)
+    try:
+        err.wait_for(lambda line: line.startswith("batch ") and "read 2 events" in line, 600, proc)
+        for k in (1, 2):
+            write_file(inbox, k, FILES[k])
+            err.wait_for(lambda line, n=2 * (k + 1): line.startswith("batch ") and f"read {n} events" in line,
+                         300, proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=300) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = err.join()
+    assert "Traceback" not in text and "sparkcep: read 6 events, 2 results" in text
+    # the stage sees the query's candidates (A and B events): 4 of the 6
+    assert "load shedding dropped 0 of 4 events" in text and not (tmp_path / "dropped").exists()
+    staged = sorted(f.name for f in (tmp_path / "ck" / "_admitted").iterdir())
+    assert staged == [f"part-{k:02d}.jsonl" for k in range(3)]
+    streamed = [r for rows in rows_by_batch(out).values() for r in rows]
+    assert canonical(streamed) == canonical(oracle([e for f in FILES for e in f]))

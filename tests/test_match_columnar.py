@@ -85,7 +85,12 @@ def eligible_queries(draw, predicates: bool = True) -> str:
         for _ in range(draw(st.integers(0, 2))):
             u, v = draw(st.lists(st.sampled_from(plain), min_size=2, max_size=2, unique=True))
             conds.append(draw(st.sampled_from([f"{u}.x < {v}.x", f"{u}.x + 1 >= {v}.x", f"{u}.x != {v}.x",
-                                               f"({u}.x = {v}.x OR {v}.x > 2)", f"{u}.x * 2 <= {v}.x + 3"])))
+                                               f"({u}.x = {v}.x OR {v}.x > 2)", f"{u}.x * 2 <= {v}.x + 3",
+                                               # Spark SQL calls, vectorized (expr/vector.py)
+                                               f"abs({u}.x - {v}.x) <= 1", f"{u}.x IN ({v}.x, 3)",
+                                               f"coalesce({u}.x, {v}.x, 9) BETWEEN 1 AND 3",
+                                               f"CASE WHEN {u}.x > {v}.x THEN 1 END IS NOT NULL",
+                                               f"concat({u}.x, {v}.x) LIKE '1_'"])))
     where = f" WHERE {' AND '.join(conds)}" if conds else ""
     window = draw(st.sampled_from([40, 1, 2, 3, 4, 6, 10, 16, 40, 100]))
     return f"PATTERN SEQ({', '.join(comps)}){where} WITHIN {window}"

@@ -41,6 +41,9 @@ def timeout_queries(draw) -> str:
         text += " WHERE " + " AND ".join(conds)
     text += f" WITHIN {draw(st.integers(2, 8))}"
     if draw(st.booleans()):
+        text = text.replace(" WHERE ", " USING skip_till_next_match WHERE ").replace(
+            ") WITHIN ", ") USING skip_till_next_match WITHIN ")
+    if draw(st.booleans()):
         text += " RETURN " + ", ".join(f"{v}.ts" for v in names) + f", {names[0]}.x AS first_x"
     return text
 
@@ -83,7 +86,9 @@ def run(spec, events, cuts=(), watermarks=(), roundtrip=False, seed=0) -> list[d
        cuts=st.lists(st.integers(0, 9), max_size=3), watermarks=st.lists(st.integers(0, 30), max_size=4),
        roundtrip=st.booleans(), seed=st.integers(0, 2 ** 16))
 def test_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed):
-    got = run(spec_of(text), events, cuts, sorted(watermarks), roundtrip, seed)
+    # _seq: the input order of equal timestamps (which one skip_till_next_match takes), whatever the delivery's
+    feed = [{**e, "_seq": rank} for rank, e in enumerate(sorted(events, key=lambda e: e["ts"]))]
+    got = run(spec_of(text), feed, cuts, sorted(watermarks), roundtrip, seed)
     expected = timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "id", "x"])
     assert canonical(got) == canonical(expected), text
 
@@ -103,6 +108,17 @@ def test_a_partial_match_is_decided_when_event_time_reaches_its_window_end():
     assert state.late == 1
 
 
+def test_skip_till_next_match_times_out_one_chain_per_first_event():
+    """A1 B2 B3 (no C): skip_till_any_match has two maximal partial matches (A1 B2) and (A1 B3); under
+    skip_till_next_match B2 must be taken, so only (A1 B2) times out."""
+    events = [{"type": "A", "ts": 1}, {"type": "B", "ts": 2}, {"type": "B", "ts": 3}]
+    for using, want in (("", [2, 3]), ("USING skip_till_next_match", [2])):
+        text = f"PATTERN SEQ(A a, B b, C c) {using} WITHIN 10 RETURN a.ts, b.ts"
+        rows = [{"a_ts": 1, "b_ts": b, "timeout_step": "b"} for b in want]
+        assert canonical(run(spec_of(text), events)) == canonical(rows)
+        assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts"])) == canonical(rows)
+
+
 def test_a_prefix_of_a_complete_match_never_times_out():
     spec = spec_of("PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.ts")
     state, _ = timeouts.step(spec, timeouts.init_state(), [{"type": "A", "ts": 1}, {"type": "B", "ts": 2},
@@ -114,7 +130,7 @@ def test_a_prefix_of_a_complete_match_never_times_out():
     ("PATTERN SEQ(A a, B+ b) WITHIN 5", "SEQ of single events"),
     ("PATTERN SEQ(A a, !(C c), B b) WITHIN 5", "SEQ of single events"),
     ("PATTERN SEQ(A a, B b) OR SEQ(C c, B d) WITHIN 5", "SEQ of single events"),
-    ("PATTERN SEQ(A a, B b) USING skip_till_next_match WITHIN 5", "not skip_till_next_match"),
+    ("PATTERN SEQ(A a, B b) USING partition_contiguity WHERE [id] WITHIN 5", "not partition_contiguity"),
 ])
 def test_out_of_scope_is_refused(text, message):
     with pytest.raises(EngineUnsupportedError, match=message):
@@ -142,13 +158,17 @@ def abc_events(n: int, seed: int) -> list[dict]:
 def test_batch_timeouts_dataframe_equals_the_oracle(spark):
     from sparkcep.spark.results import epoch_ms_rows
 
-    events = abc_events(60, seed=1)
-    q = sparkcep.compile(QUERY)
-    result = q.apply(spark.createDataFrame(events, SCHEMA))
-    expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
-    assert len(expected) > 3
-    assert result.timeouts.columns == [*result.columns, "timeout_step"]
-    assert canonical(epoch_ms_rows(result.timeouts)) == canonical(expected)
+    ties = abc_events(60, seed=1)
+    # skip_till_next_match takes the first of equal-ts events: distinct ts there (Spark's order of ties in a
+    # group is not the input's)
+    distinct = [{**e, "ts": k} for k, e in enumerate(ties)]
+    for text, events in ((QUERY, ties), (QUERY.replace(" WHERE ", " USING skip_till_next_match WHERE "), distinct)):
+        q = sparkcep.compile(text)
+        result = q.apply(spark.createDataFrame(events, SCHEMA))
+        expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
+        assert len(expected) > 3
+        assert result.timeouts.columns == [*result.columns, "timeout_step"]
+        assert canonical(epoch_ms_rows(result.timeouts)) == canonical(expected), text
 
 
 @pytest.mark.spark

@@ -6,6 +6,8 @@ reference is the pattern language's oracle (the strategy's matches) with preferm
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -18,6 +20,7 @@ from sparkcep.ir.printer import format_query
 from sparkcep.oracles.match import match_rows
 from sparkcep.oracles.recognize import sort_rows
 from sparkcep.runtime_udfs.recognize import engine
+from tests.test_match_language import shape_queries
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -174,8 +177,18 @@ def test_without_the_clause_nothing_changes():
 
 @pytest.mark.parametrize(("text", "message"), [
     ("PATTERN SEQ(A a, B+? b[]) WITHIN 5", "reluctant quantifier"),
-    ("PATTERN SEQ(A a, !(C c), B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation"),
-    ("PATTERN SEQ(A a, B b) OR SEQ(C c, D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "OR"),
+    ("PATTERN SEQ(!(C c), A a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation before the first"),
+    ("PATTERN SEQ(A a, B b, !(C c)) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation after the last"),
+    ("PATTERN SEQ(A a, B+ b[], !(C c), D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "follow a single event"),
+    ("PATTERN SEQ(A a, !(C c), B? b, D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "optional b"),
+    ("PATTERN SEQ(A a, !(SEQ(C c, D d)), B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation must be of one"),
+    ("PATTERN SEQ(A a, !(C c), B b) WHERE c.x = b.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "not b"),
+    ("PATTERN SEQ(A a, !(C c), !(D d), B b) WHERE c.x = d.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
+     "relating the negated"),
+    ("PATTERN SEQ(A a, B b OR C c, D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "OR inside a SEQ"),
+    ("PATTERN SEQ(A a, B b) OR SEQ(A c, C d) WHERE d.x > a.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
+     "two OR alternatives"),
+    ("PATTERN SEQ(A a, B b) OR SEQ(C c, D d) WITHIN 5 AFTER MATCH SKIP TO FIRST c", "endless loop"),
     ("PATTERN SEQ(A a, (SEQ(B b, C c))+) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "repeated group"),
     ("PATTERN SEQ(A? a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "first component"),
     ("PATTERN SEQ(A a, B b) USING strict_contiguity WHERE [id] WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
@@ -281,6 +294,80 @@ def test_a_loop_before_a_component_engine_equals_oracle(x, q, y, strategy, skip,
     assert _sorted(got) == _sorted(match_rows(parse_query(text), evs)), text
     columnar = kernel_rows(text, evs)  # the MATCH_RECOGNIZE engine's numba fast path, where it takes the spec
     assert columnar is None or columnar == got, text
+
+
+#: negated events between components (Flink CEP's notFollowedBy between two steps); RETURN of each shape
+NEGATION_SHAPES = {
+    "SEQ(A a, !(C c), B b)": "a.ts AS at, b.ts AS bt",
+    "SEQ(C a, !(A c), B b)": "a.ts AS at, b.ts AS bt",
+    "SEQ(A a, !(B c), B+ b[])": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn",
+    "SEQ(A a, !(C c), !(B e), ANY(B, C)+ b[])": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn",
+    "SEQ(A{1,2} p[], B a, !(C c), A b)": "p[1].ts AS p1, count(p[].ts) AS pn, a.ts AS at, b.ts AS bt",
+    "SEQ(A a, B* q[], C e, !(A c), B{1,2} b[])":
+        "a.ts AS at, count(q[].ts) AS qn, e.ts AS et, b[1].ts AS b1, count(b[].ts) AS bn",
+}
+#: an OR of whole patterns (SQL:2016's alternation, the left one preferred at a start), with negation and loops
+OR_SHAPES = {
+    "SEQ(A a, B+ b[]) OR SEQ(A c, C d)": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn, c.ts AS ct, d.ts AS dt",
+    "SEQ(A a, !(C n), B b) OR SEQ(B c, C+ d[])": "a.ts AS at, b.ts AS bt, c.ts AS ct, count(d[].ts) AS dn",
+    "SEQ(A a, C* e[], B b) OR SEQ(A c, B d)": "a.ts AS at, count(e[].ts) AS en, b.ts AS bt, c.ts AS ct, d.ts AS dt",
+    "A{1,3} a[] OR SEQ(A c, B+ d[])": "a[1].ts AS a1, count(a[].ts) AS an, c.ts AS ct, d[1].ts AS d1",
+}
+NEGATION_CONDITIONS = ["[id]", "[id]", "c.x = a.x", "c.x > 0", "e.x > a.x", "c.x != p[1].x", "b[i].x >= b[i-1].x",
+                       "c.x > e.x", "b.x != a.x"]
+OR_CONDITIONS = ["[id]", "[id]", "d.x > c.x", "d[i].x >= c.x", "a[i].x >= a[i-1].x", "b.x != a.x",
+                 "b[i].x >= b[i-1].x", "n.x = a.x", "c.x > 0"]
+
+
+@pytest.mark.parametrize(("shapes", "conditions"), [(NEGATION_SHAPES, NEGATION_CONDITIONS),
+                                                     (OR_SHAPES, OR_CONDITIONS)], ids=["negation", "or"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data(), evs=streams())
+def test_negation_and_or_engine_equals_oracle(shapes, conditions, data, evs):
+    """A negated event between two components: the MATCH_RECOGNIZE statement's skipped rows it forbids must lie at
+    the time of the next event taken (§4: strictly between); an OR of patterns: the alternation of theirs; equal
+    to the oracle's strategy matches + preferment + skip."""
+    strategy = data.draw(st.sampled_from(["skip_till_any_match", "skip_till_next_match", "partition_contiguity"]))
+    text = data.draw(shape_queries(list(shapes), conditions, strategy, max_conditions=3, windows=(2, 10)))
+    pattern = text.split(" USING ")[0][len("PATTERN "):]
+    present = [v for v in "bd" if re.search(rf" {v}(\[\])?[,)]", pattern)]
+    skip = data.draw(st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT", *(f"TO {k} {v}" for v in present
+                                                                           for k in ("FIRST", "LAST"))]))
+    text += f" AFTER MATCH SKIP {skip} RETURN {shapes[pattern]}"
+    if data.draw(st.booleans()):  # reluctant loops
+        for loop in ("+ b[]", "} b[]", "* q[]", "} a[]", "+ d[]", "* e[]"):
+            text = text.replace(loop, loop[0] + "?" + loop[1:])
+    evs = in_engine_order(text, evs)
+    got = engine_rows(text, evs)
+    assert _sorted(got) == _sorted(match_rows(parse_query(text), evs)), text
+
+
+def test_a_negation_forbids_events_strictly_between():
+    """A1 B2 C3: B2 lies between, no match at A1; A4 B5 C5: B5 is at C5's time (§4: strictly between; ordered
+    before C5 among ties), a match.  Under partition_contiguity no event lies between two of a match (B2 breaks
+    A1 C3 anyway, B5 breaks A4 C5): the negation changes nothing."""
+    text = "PATTERN SEQ(A a, !(B n), C c) {using} WHERE [id] WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT " \
+           "RETURN a.ts AS a, c.ts AS c"
+    evs = in_engine_order(text.format(using=""), events("A1 B2 C3 A4 B5 C5 A6 C7"))
+    assert [e["type"] for e in evs[3:6]] == ["A", "B", "C"]
+    for using, want in (("", [(4, 5), (6, 7)]), ("USING skip_till_next_match", [(4, 5), (6, 7)]),
+                        ("USING partition_contiguity", [(6, 7)])):
+        rows = [{"a": a, "c": c} for a, c in want]
+        assert match_rows(parse_query(text.format(using=using)), evs) == rows
+        assert engine_rows(text.format(using=using), evs) == rows
+
+
+def test_an_or_prefers_its_left_alternative():
+    """SEQ(A a, B b) OR SEQ(A c, C+ d[]) over A1 C2 B3 C4: both start at A1, the left one is reported (as
+    SQL:2016's PATTERN ((A B) | (A C+)) does) whichever ends first; after it, PAST LAST EVENT resumes at C4."""
+    text = ("PATTERN SEQ(A a, B b) OR SEQ(A c, C+ d[]) WHERE [id] WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT "
+            "RETURN a.ts AS a, b.ts AS b, c.ts AS c, count(d[].ts) AS n")
+    evs = events("A1 C2 B3 C4")
+    want = [{"a": 1, "b": 3, "c": None, "n": 0}]
+    assert match_rows(parse_query(text), evs) == want
+    assert engine_rows(text, evs) == want
+    right = text.replace("SEQ(A a, B b) OR SEQ(A c, C+ d[])", "SEQ(A c, C+ d[]) OR SEQ(A a, B b)")
+    assert engine_rows(right, evs) == match_rows(parse_query(right), evs) == [{"a": None, "b": None, "c": 1, "n": 2}]
 
 
 def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 
+import pyarrow as pa
 import pytest
 
 import sparkcep
@@ -18,6 +19,7 @@ from sparkcep.ir.errors import CEPError
 from sparkcep.ir.printer import format_query
 from sparkcep.oracles.match import match_rows
 from sparkcep.runtime_udfs.expr.scalar import compile_expr
+from sparkcep.runtime_udfs.expr.vector import vectorize
 
 WHERE = [
     "abs(a.x - b.x) < 5",
@@ -59,6 +61,19 @@ def test_cross_event_spark_only_function_is_refused_with_its_position():
     assert info.value.column == text.index("greatest") + 1
 
 
+@pytest.mark.parametrize("cond, message", [
+    ("CAST(a.x + b.x AS DATE) IS NULL", "CAST(... AS DATE) is computed by Spark for one event at a time"),
+    ("abs(a.x, b.x) > 1", "abs() takes 1 argument, found 2"),  # the engines would fail on every event
+    ("substring(a.s) = b.s", "substring() takes 2 to 3 arguments, found 1"),
+])
+def test_calls_the_engines_cannot_evaluate_are_refused_with_their_position(cond, message):
+    text = f"PATTERN SEQ(A a, B b) WHERE {cond} WITHIN 10"
+    with pytest.raises(CEPError) as info:
+        sparkcep.compile(text)
+    assert message in info.value.message
+    assert info.value.column == text.index(cond.split("(")[0]) + 1
+
+
 def test_one_event_calls_become_hidden_columns():
     """``greatest`` is no engine function: over one event, Spark computes it in the filter's SELECT."""
     c = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE greatest(a.x, a.y) < b.x AND lower(a.n) = lower(b.n) "
@@ -79,6 +94,7 @@ ROWS = [
     {"x": MAX, "y": 5, "d": -2.75, "s": "-3", "t": ""},
 ]
 TYPES = {"x": "bigint", "y": "bigint", "d": "double", "s": "string", "t": "string"}
+ARROW = {"bigint": pa.int64(), "double": pa.float64(), "string": pa.large_string()}
 CALLS = [
     "abs(a.x)", "abs(a.y - a.x)", "abs(a.d)", "abs(a.s)",
     "coalesce(a.y, a.x)", "coalesce(a.t, a.s, 'z')",
@@ -107,7 +123,8 @@ def _norm(v):
 
 @pytest.mark.spark
 def test_engine_functions_equal_spark_sql(spark):
-    """Each call evaluated by Spark SQL (the SQL sparkcep writes, ANSI on) and by expr.scalar on the same rows."""
+    """Each call evaluated by Spark SQL (the SQL sparkcep writes, ANSI on), by expr.scalar and by expr.vector on
+    the same rows."""
     from pyspark.sql import types as T
 
     fields = {"bigint": T.LongType(), "double": T.DoubleType(), "string": T.StringType()}
@@ -124,11 +141,13 @@ def test_engine_functions_equal_spark_sql(spark):
         spark.conf.set("spark.sql.ansi.enabled", before)
     bad = []
     for k, (text, e) in enumerate(zip(CALLS, exprs, strict=True)):
-        f = compile_expr(e)
-        for row, out in zip(ROWS, got, strict=True):
+        f, v = compile_expr(e), vectorize(e)
+        columns = {("a", c): pa.array([r[c] for r in ROWS], ARROW[t]) for c, t in TYPES.items()}
+        vector = v.values(columns).to_pylist()
+        for row, out, vec in zip(ROWS, got, vector, strict=True):
             want, mine = _norm(out[f"c{k}"]), _norm(f({"a": dict(row)}))
-            if want != mine or type(want) is not type(mine):
-                bad.append((text, row, want, mine))
+            if want != mine or type(want) is not type(mine) or _norm(vec) != want or type(_norm(vec)) is not type(want):
+                bad.append((text, row, want, mine, vec))
     assert not bad, bad
 
 

@@ -620,17 +620,22 @@ def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -
     found = _all_matches(prep, indexed, prep.strategy)
     if query.skip is None:
         return found
-    items = prep.root.items if isinstance(prep.root, _Seq) else (prep.root,)
-    comps = []
-    for item in items:
-        if isinstance(item, _Ev):
-            comps.append(preferment.Comp(item.var, 1, 1, True))
-        elif isinstance(item, _Rep) and isinstance(item.inner, _Ev):
-            comps.append(preferment.Comp(item.inner.var, item.lo, item.hi, item.greedy))
-        else:
-            raise OracleError("AFTER MATCH SKIP is defined for a SEQ of events and Kleene events")
-    if comps[0].lo == 0:
-        raise OracleError("with AFTER MATCH SKIP the first component must take an event")
+    alternatives = []
+    for alt in prep.root.alternatives if isinstance(prep.root, _Or) else (prep.root,):
+        comps = []
+        for item in alt.items if isinstance(alt, _Seq) else (alt,):
+            if isinstance(item, _Neg):
+                continue  # takes no event: it only removes candidates (the strategy's matches respect it)
+            if isinstance(item, _Ev):
+                comps.append(preferment.Comp(item.var, 1, 1, True))
+            elif isinstance(item, _Rep) and isinstance(item.inner, _Ev):
+                comps.append(preferment.Comp(item.inner.var, item.lo, item.hi, item.greedy))
+            else:
+                raise OracleError("AFTER MATCH SKIP is defined for a SEQ of events, Kleene events and negations, "
+                                  "and an OR of such patterns")
+        if not comps or comps[0].lo == 0:
+            raise OracleError("with AFTER MATCH SKIP the first component must take an event")
+        alternatives.append(comps)
     by_key: dict[tuple, list[_Match]] = {}
     for m in found:
         by_key.setdefault(m.partition, []).append(m)
@@ -638,7 +643,7 @@ def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -
     for key, part in _partitions(prep, indexed):
         local = {g: i for i, (g, _) in enumerate(part)}
         candidates = [([(local[g], v) for g, v in zip(*m.order, strict=True)], m) for m in by_key.get(key, ())]
-        out += preferment.select(comps, query.skip.kind, query.skip.var, len(part), candidates)
+        out += preferment.select(alternatives, query.skip.kind, query.skip.var, len(part), candidates)
     out.sort(key=lambda m: m.order)
     return out
 

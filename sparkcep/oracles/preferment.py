@@ -17,7 +17,12 @@ this module keeps those SQL:2016 would report (docs/language.md, "Preferred matc
    EVENT``: the row after its last event; ``TO NEXT EVENT``: ``s + 1``; ``TO FIRST v`` / ``TO LAST v``: the
    first / last row of ``v`` in the match, or ``s + 1`` if ``v`` has none or it is ``s`` itself.
 
-The patterns are a ``SEQ`` (or one component) of events and Kleene events whose first component takes an event.
+The patterns are a ``SEQ`` (or one component) of events, Kleene events and negations whose first component takes
+an event, or an OR of such patterns: a match binds one alternative, and the alternatives rank left to right
+before any other move (SQL:2016's alternation ``P1 | P2``: a candidate of ``P1`` is preferred to every one of
+``P2`` at the same start).  A negation takes no event and adds no move: it only removes candidates (a match of
+the strategy already has no negated event where the negation forbids one), so the components ranked here are
+the positive ones.
 """
 
 from __future__ import annotations
@@ -90,13 +95,17 @@ def _next_start(kind: str, var: str | None, s: int, picks: Sequence[tuple[int, s
     return s + 1 if target == s else target
 
 
-def select(comps: Sequence[Comp], kind: str, var: str | None, n_rows: int,
+def select(alternatives: Sequence[Sequence[Comp]], kind: str, var: str | None, n_rows: int,
            candidates: Sequence[tuple[Sequence[tuple[int, str]], Any]]) -> list[Any]:
     """The payloads of the reported matches of one partition of ``n_rows`` rows, in order; ``candidates`` are
-    ``(picks, payload)`` for every match of the strategy."""
+    ``(picks, payload)`` for every match of the strategy; ``alternatives``: the components of each alternative
+    of an OR of patterns (one for a pattern without OR), the first move of a match (before its first event)
+    ranking them left to right."""
+    branch = {c.var: (k, comps) for k, comps in enumerate(alternatives) for c in comps}
     by_start: dict[int, list] = {}
     for picks, payload in candidates:
-        by_start.setdefault(picks[0][0], []).append((_key(comps, picks), picks, payload))
+        k, comps = branch[picks[0][1]]
+        by_start.setdefault(picks[0][0], []).append(((k, _key(comps, picks)), picks, payload))
     out = []
     s = 0
     while s < n_rows:

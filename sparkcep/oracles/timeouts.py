@@ -1,5 +1,6 @@
 """The reference for timed-out partial matches (docs/language.md, "Timed-out partial matches"), from the
-definition, by brute force: every choice of events for the first ``k`` steps, then those no event extends.
+definition, by brute force: every choice of events for the first ``k`` steps (skip_till_next_match: each the
+first event that could take its step), then those no event extends.
 
     >>> from sparkcep.grammar import parse_query
     >>> q = parse_query("PATTERN SEQ(A a, B b, C c) WITHIN 10 RETURN a.ts, b.ts")
@@ -33,6 +34,8 @@ from sparkcep.runtime_udfs.expr.scalar import compile_expr, holds
 
 __all__ = ["timed_out_rows"]
 
+NEXT_MATCH = "skip_till_next_match"
+
 Event = dict[str, Any]
 
 
@@ -45,9 +48,9 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
         raise OracleError("a trend-aggregate query has no partial matches")
     prep = _prepare(query, ts_unit_ms)
     steps = prep.root.items if isinstance(prep.root, _Seq) else (prep.root,)
-    if not all(isinstance(s, _Ev) for s in steps) or prep.strategy != DEFAULT_STRATEGY:
+    if not all(isinstance(s, _Ev) for s in steps) or prep.strategy not in (DEFAULT_STRATEGY, NEXT_MATCH):
         raise OracleError("timed-out partial matches are defined for a SEQ of single events under "
-                          "skip_till_any_match")
+                          "skip_till_any_match and skip_till_next_match")
     names = [s.var for s in steps]
     if columns is None:
         columns = list(dict.fromkeys(k for e in events for k in e))
@@ -60,7 +63,8 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
     for _, part in _partitions(prep, _sorted(events)):
         evs = [e for _, e in part]
 
-        valid = {k: [p for p in itertools.combinations(range(len(evs)), k) if _partial(prep, steps, evs, p)]
+        valid = {k: [p for p in itertools.combinations(range(len(evs)), k) if _partial(prep, steps, evs, p)
+                     and (prep.strategy != NEXT_MATCH or _takes_the_first(prep, steps, evs, p))]
                  for k in range(1, len(steps) + 1)}
         for k in range(1, len(steps)):
             extended = {p[:k] for p in valid[k + 1]}
@@ -78,6 +82,13 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
         row[TIMEOUT_STEP] = names[len(binding) - 1]
         rows.append(row)
     return rows
+
+
+def _takes_the_first(prep, steps, evs: list[Event], picks: tuple[int, ...]) -> bool:
+    """skip_till_next_match (LANGUAGE.md §5: an event that can be taken must be): each pick after the first is the
+    first event after the previous pick that could take its step."""
+    return not any(_partial(prep, steps, evs, (*picks[:i], j))
+                   for i in range(1, len(picks)) for j in range(picks[i - 1] + 1, picks[i]))
 
 
 def _partial(prep, steps, evs: list[Event], picks: tuple[int, ...]) -> bool:

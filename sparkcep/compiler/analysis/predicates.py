@@ -148,6 +148,11 @@ class Resolver:
                 raise self.error(f"unknown function {f.name}() over a sequence of events; the aggregates are "
                                  f"{', '.join(AGGREGATES)}", f)
         f = replace(f, args=tuple(self.expr(a, where=where) for a in f.args))
+        low, high = _ARITY.get(f.name, (0, None))
+        if len(f.args) < low or (high is not None and len(f.args) > high):
+            count = str(low) if low == high else f"{low} to {high}" if high else f"at least {low}"
+            raise self.error(f"{_call_name(f)} takes {count} argument{'' if count == '1' else 's'}, "
+                             f"found {len(f.args)}", f)
         if f.name not in ENGINE_FUNCTIONS or (f.name == "cast" and f.type not in ENGINE_CASTS):
             events = {(a.var, "cur" if a.index is None else a.index) for a in walk(f) if isinstance(a, Attr)}
             anys = sorted({v for v, _ in events if v in self.variables and self.variables[v].any_})
@@ -185,6 +190,13 @@ class Resolver:
             # COUNT(A): a type or variable, not an attribute
             return replace(f, args=(replace(arg, var=self.var_name(arg.attr, arg), attr="*"),))
         return replace(f, args=(self.expr(arg, where=where, in_aggregate=True),))
+
+
+#: The engines' functions' argument counts (Spark refuses others: WRONG_NUM_ARGS), (least, most or None).
+_ARITY = {"abs": (1, 1), "isnull": (1, 1), "isnotnull": (1, 1), "in": (2, None), "between": (3, 3),
+          "like": (2, 2), "lower": (1, 1), "upper": (1, 1), "length": (1, 1), "concat": (1, None),
+          "substring": (2, 3), "substr": (2, 3), "coalesce": (1, None), "case": (2, None), "cast": (1, 1)}
+assert set(_ARITY) == set(ENGINE_FUNCTIONS)
 
 
 def _call_name(f: Call) -> str:

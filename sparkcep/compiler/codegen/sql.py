@@ -39,6 +39,8 @@ from sparkcep.compiler.plan.builder import MASK
 from sparkcep.compiler.plan.nodes import Filter, Node, Project, Source, chain, operator_spec
 from sparkcep.ir.ast import Attr, BinOp, Call, EquivTest, Expr, Func, Literal, Unary, and_all, walk
 from sparkcep.ir.errors import CEPError
+from sparkcep.ir.kinds import LIKE_PATTERN_VALID, like_pattern_valid, values_of
+from sparkcep.ir.kinds import kind_of as _kind
 from sparkcep.ir.spec import Component, reads_every_event
 
 #: The input-order column of a filter that keeps every event (``ir.spec.reads_every_event``: a contiguity
@@ -69,9 +71,6 @@ _CMP = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=
 _TRY = {"+": "TRY_ADD", "-": "TRY_SUBTRACT", "*": "TRY_MULTIPLY", "/": "TRY_DIVIDE", "%": "TRY_MOD"}
 _INT32_MAX = 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-#: Spark type names (``DataType.simpleString()``) by the kind of value the engines see.
-_KINDS = {"bigint": "int", "int": "int", "smallint": "int", "tinyint": "int", "double": "float",
-          "float": "float", "string": "str", "boolean": "bool"}
 
 
 def column(name: str) -> exp.Column:
@@ -195,6 +194,16 @@ def _call_sql(e: Call, any_vars, types) -> exp.Expression:
             return exp.paren(_to_sql(or_all([BinOp("=", x, v) for v in rest]), any_vars, types))
         return _to_sql(BinOp("AND", BinOp(">=", x, rest[0]), BinOp("<=", x, rest[1])), any_vars, types)
     args = [_to_sql(a, any_vars, types) for a in e.args]
+    if name in ("coalesce", "case"):  # a string among numbers is cast to their type, as ANSI's coercion does
+        kind = _kind(e, types)
+        values = {id(v) for v in values_of(e)}
+        if kind in ("int", "float"):
+            args = [_try_cast(sql, kind) if id(a) in values and _kind(a, types) == "str" else sql
+                    for a, sql in zip(e.args, args, strict=True)]
+    if name in ("substring", "substr") and len(args) in (2, 3):  # INT positions: NULL beyond 32 bits
+        args = [args[0], *(sql if isinstance(a, Literal) and type(a.value) is int and abs(a.value) <= _INT32_MAX
+                           else exp.TryCast(this=sql, to=exp.DataType.build("INT"), safe=True)
+                           for a, sql in zip(e.args[1:], args[1:], strict=True))]
     if name == "isnull" and len(args) == 1:
         return exp.Is(this=_wrap(args[0]), expression=exp.Null())
     if name == "in" and len(args) >= 2:
@@ -202,9 +211,17 @@ def _call_sql(e: Call, any_vars, types) -> exp.Expression:
     if name == "between" and len(args) == 3:
         return exp.Between(this=_wrap(args[0]), low=_wrap(args[1]), high=_wrap(args[2]))
     if name == "like" and len(args) == 2:
-        return exp.Like(this=_wrap(args[0]), expression=_wrap(args[1]))
+        like = exp.Like(this=_wrap(args[0]), expression=_wrap(args[1]))
+        pattern = e.args[1]
+        if isinstance(pattern, Literal):
+            return like if not isinstance(pattern.value, str) or like_pattern_valid(pattern.value) else exp.Null()
+        # Spark raises on a pattern with a stray escape: NULL instead, as the engines give it
+        valid = exp.RegexpLike(this=args[1], expression=exp.Literal.string(LIKE_PATTERN_VALID))
+        return exp.Case(ifs=[exp.If(this=valid, true=like)])
     if name == "case" and len(args) >= 2:
-        ifs = [exp.If(this=args[k], true=args[k + 1]) for k in range(0, len(args) - 1, 2)]
+        # Spark refuses an untyped NULL as a condition (DATATYPE_MISMATCH): a BOOLEAN NULL
+        ifs = [exp.If(this=exp.cast(args[k], "BOOLEAN") if isinstance(args[k], exp.Null) else args[k],
+                      true=args[k + 1]) for k in range(0, len(args) - 1, 2)]
         return exp.Case(ifs=ifs, default=args[-1] if len(args) % 2 else None)
     if name == "cast" and len(args) == 1 and e.type:
         try:
@@ -233,43 +250,8 @@ def or_all(exprs) -> Expr:
     return out
 
 
-_CALL_KINDS = {"isnull": "bool", "in": "bool", "between": "bool", "like": "bool", "length": "int",
-               "lower": "str", "upper": "str", "concat": "str", "substring": "str", "substr": "str"}
-_CAST_KINDS = {"BIGINT": "int", "LONG": "int", "INT": "int", "INTEGER": "int", "DOUBLE": "float",
-               "STRING": "str", "BOOLEAN": "bool"}
-
-
 def _reads(e: Expr) -> bool:
     return any(isinstance(n, Attr) for n in walk(e))
-
-
-def _kind(e: Expr, types) -> str | None:
-    """The kind of value (``int``, ``float``, ``str``, ``bool``) an expression has, or None if unknown."""
-    if isinstance(e, Literal):
-        v = e.value
-        if isinstance(v, bool):
-            return "bool"
-        if isinstance(v, int):
-            return "int" if _INT64_MIN <= v <= _INT64_MAX else "float"
-        return "float" if isinstance(v, float) else ("str" if isinstance(v, str) else None)
-    if isinstance(e, Attr):
-        return _KINDS.get(str(types.get(e.attr, "")).lower())
-    if isinstance(e, Unary):
-        return "bool" if e.op == "NOT" else ("float" if _kind(e.operand, types) == "str" else _kind(e.operand, types))
-    if isinstance(e, BinOp):
-        if e.op in _CMP or e.op in ("AND", "OR"):
-            return "bool"
-        kinds = {_kind(e.left, types), _kind(e.right, types)} - {"str"}
-        if e.op == "/" or "float" in kinds:
-            return "float"
-        return "int" if kinds == {"int"} else None
-    if isinstance(e, Call):
-        if e.name == "cast":
-            return _CAST_KINDS.get((e.type or "").upper())
-        if e.name == "abs" and e.args:
-            return "float" if _kind(e.args[0], types) == "str" else _kind(e.args[0], types)
-        return _CALL_KINDS.get(e.name)
-    return None
 
 
 def _try_cast(x: exp.Expression, kind: str) -> exp.Expression:

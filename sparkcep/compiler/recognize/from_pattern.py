@@ -22,11 +22,18 @@ its engine:
   and ``v[i].x`` are the current row, ``v[i-1].x`` is ``LAST(v.x, 1)`` (the conjunct then holds on ``v``'s
   first event), an earlier single variable is its row, an earlier Kleene variable's ``b[1]``, ``b[b.len]``,
   ``b[k]``, ``avg(b[].x)`` are ``FIRST``, ``LAST`` and aggregates over its rows;
+* a negated event between two components, ``SEQ(A a, !(C n), B b)``, takes no event: under the skip_till_*
+  strategies the later skipped rows after ``a`` that it forbids (its type, constant equivalence tests and
+  conditions) are ``_blocked_b_step``/``_blocked_b_later`` instead of ``_skipped_step``/``_skipped_later``
+  (told by ``CLASSIFIER(_picked)``), and ``b``'s first event requires ``FIRST(_blocked_b.ts) >= ts`` (every
+  one at its time: strictly between is forbidden); under contiguity nothing lies between, it always holds;
+* an OR of such patterns is the alternation of their row patterns (the left one preferred at a start, as
+  SQL:2016's ``|``); the skipped rows are shared, their DEFINEs tell the alternative by ``CLASSIFIER(_picked)``;
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
-language to (negation, ``OR``, repeated groups, ``skip_till_next_match``, conditions that need the whole
-match, ...).
+language to (``OR`` inside a ``SEQ``, repeated groups, negation at the start or end or next to a loop,
+conditions that need the whole match, ...).
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ from sparkcep.ir.ast import (
     Func,
     Kleene,
     Literal,
+    Not,
+    Or,
     Query,
     Seq,
     Unary,
@@ -59,7 +68,8 @@ from sparkcep.ir.ast import (
 from sparkcep.ir.errors import CEPSemanticError
 from sparkcep.ir.naming import dedupe, default_column
 
-__all__ = ["FILLER", "Component", "check_skip_query", "components", "has_reluctant", "to_recognize"]
+__all__ = ["FILLER", "Component", "Negation", "branches", "check_skip_query", "components", "has_reluctant",
+           "negations", "to_recognize"]
 
 #: the row pattern variables of the events a skip_till_any/next_match query skips between two of its events:
 #: first those at the previous event's time (``PREV(ts) = ts``), then the first later one, then any
@@ -68,6 +78,10 @@ FILLER_STEP = "_skipped_step"
 FILLER_LATER = "_skipped_later"
 #: the SUBSET of the three (the current row in skip_till_next_match's DEFINE of a skipped event)
 FILLERS = "_skipped_all"
+#: ``_blocked_<v>``: the SUBSET of ``_blocked_<v>_step`` and ``_blocked_<v>_later``, the skipped events before
+#: component ``v`` (after the one before it) that a negation there forbids (allowed only at the time of ``v``'s
+#: event, §4)
+BLOCKED = "_blocked"
 #: the SUBSET of every component's variables (``CLASSIFIER(_picked)``: the variable of the match's last event)
 PICKED = "_picked"
 #: a component ``b`` is a SUBSET of: ``b__first`` (the match's first event), ``b__step`` (an event after a time
@@ -104,28 +118,84 @@ def _refuse(message: str, node, source: str | None):
     raise CEPSemanticError(message, getattr(node, "span", None), source)
 
 
+@dataclass(frozen=True)
+class Negation:
+    """A negated event ``!(T v)`` of the pattern, right before component ``gap`` (after component ``gap - 1``):
+    no such event strictly between the two events (docs/language.md §4)."""
+
+    var: str
+    types: tuple[str, ...]
+    gap: int
+
+
 def components(pattern, source: str | None = None) -> list[Component]:
-    """The components of a (variable-named) pattern, or the refusal of a shape AFTER MATCH SKIP does not take."""
+    """The components of a (variable-named) pattern (of every OR alternative, in order), or the refusal of a
+    shape AFTER MATCH SKIP does not take."""
+    return [c for comps, _ in branches(pattern, source) for c in comps]
+
+
+def negations(pattern, source: str | None = None) -> list[Negation]:
+    """The negated events of a (variable-named) pattern AFTER MATCH SKIP takes (see :func:`components`)."""
+    return [n for _, negs in branches(pattern, source) for n in negs]
+
+
+def branches(pattern, source: str | None = None) -> list[tuple[list[Component], list[Negation]]]:
+    """Per alternative of an OR of whole patterns (one for a pattern without OR): its components and negated
+    events (``Negation.gap`` indexes the alternative's components)."""
+    if isinstance(pattern, Or):
+        return [_shape(alt, source) for alt in pattern.alternatives]
+    return [_shape(pattern, source)]
+
+
+def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]]:
     items = pattern.items if isinstance(pattern, Seq) else (pattern,)
     if isinstance(pattern, Seq) and any(getattr(pattern, "strict", ())):
         _refuse("AFTER MATCH SKIP with a per-step NEXT is not supported yet: use USING partition_contiguity for "
                 "the whole pattern", pattern, source)
-    out = []
+    out: list[Component] = []
+    negs: list[Negation] = []
+    pending: list = []
     for item in items:
+        if isinstance(item, Not):
+            if not isinstance(item.inner, EventPat):
+                _refuse("with AFTER MATCH SKIP a negation must be of one event (!(T v)): a negated sequence, group "
+                        "or OR is not supported yet", item, source)
+            if not out:
+                _refuse("with AFTER MATCH SKIP a negation before the first component is not supported: it reads "
+                        "the events before the match's start event, where the attempt of the skip rule starts",
+                        item, source)
+            pending.append(item)
+            continue
         if isinstance(item, EventPat):
             out.append(Component(item.var, item.types))
         elif isinstance(item, Kleene) and isinstance(item.inner, EventPat):
-            lo, hi = getattr(item, "repeat", None) or {"+": (1, None), "*": (0, None), "?": (0, 1)}[item.op]
+            lo, hi = item.repeat
             out.append(Component(item.inner.var, item.inner.types, lo, hi, item.greedy))
         else:
-            what = {"Not": "a negation", "Or": "OR", "Seq": "a nested SEQ", "Kleene": "a repeated group"}
+            what = {"Or": "an OR inside a SEQ", "Seq": "a nested SEQ", "Kleene": "a repeated group"}
             _refuse(f"AFTER MATCH SKIP does not support {what.get(type(item).__name__, 'this component')} yet: "
-                    "the preferred match is defined for a SEQ of events and Kleene events (T, T+, T*, T?)",
-                    item, source)
+                    "the preferred match is defined for a SEQ of events, Kleene events (T, T+, T*, T?) and "
+                    "negated events, and an OR of such patterns", item, source)
+        for n in pending:
+            before, after = out[-2], out[-1]
+            if before.kleene or before.lo != 1:
+                _refuse(f"with AFTER MATCH SKIP a negation must follow a single event (T v), not {before.var}: "
+                        "after an event of a loop or of an optional component the skipped events cannot tell "
+                        "whether the next event taken ends the negation's interval", n, source)
+            if after.lo == 0:
+                _refuse(f"with AFTER MATCH SKIP a negation must be followed by a component that takes an event, "
+                        f"not the optional {after.var}: the interval would end at whichever event comes next", n,
+                        source)
+            negs.append(Negation(n.inner.var, n.inner.types, len(out) - 1))
+        pending = []
+    if pending:
+        _refuse("with AFTER MATCH SKIP a negation after the last component is not supported: it needs the events "
+                "after the match up to the end of the window (postponed evaluation), past the end of the match "
+                "the skip rule resumes after", pending[0], source)
     if out[0].lo == 0:
         _refuse("with AFTER MATCH SKIP the first component must take an event (a match starts at its first "
                 "event, the start event of the skip rule)", items[0], source)
-    return out
+    return out, negs
 
 
 def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery | None = None) -> ResolvedQuery:
@@ -141,7 +211,8 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
     if r.mode != "match":
         _refuse("AFTER MATCH SKIP applies to match queries: a trend aggregate counts every trend", query.skip,
                 source)
-    comps = components(r.query.pattern, source)
+    alternatives = branches(r.query.pattern, source)
+    comps = [c for b, _ in alternatives for c in b]
     strategy = r.strategy
     if query.strategy_vars is not None:
         _refuse("AFTER MATCH SKIP takes the strategy of USING, not of WHERE strategy(...) {...}", query.skip,
@@ -156,16 +227,46 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
     if query.skip.var is not None and query.skip.var not in names:
         _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var}: no such variable (the pattern has "
                 f"{', '.join(names)})", query.skip, source)
-    if query.skip.var == comps[0].var and (query.skip.kind == SKIP_TO_FIRST or not comps[0].kleene):
-        _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own start "
-                "event (an endless loop, an error in SQL:2016): skip to a variable that comes later in the "
-                "pattern", query.skip, source)
-    order = {c.var: k for k, c in enumerate(comps)}
-    by_var = {c.var: c for c in comps}
+    for first in (b[0] for b, _ in alternatives):
+        if query.skip.var == first.var and (query.skip.kind == SKIP_TO_FIRST or not first.kleene):
+            _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own "
+                    "start event (an endless loop, an error in SQL:2016): skip to a variable that comes later in "
+                    "the pattern", query.skip, source)
     for p in r.predicates:
-        if p.kind != "equivalence":
+        if p.kind == "equivalence":
+            continue
+        own = [(b, negs) for b, negs in alternatives if set(p.vars) <= {v.var for v in (*b, *negs)}]
+        if not own:
+            _refuse("with AFTER MATCH SKIP a condition relating variables of two OR alternatives is not supported "
+                    "(a match binds one alternative)", p.expr, source)
+        b, negs = own[0]
+        order = {c.var: k for k, c in enumerate(b)}
+        by_var = {c.var: c for c in b}
+        if set(p.vars) & {n.var for n in negs}:
+            _negation_define(p.expr, order, by_var, negs, source, strategy == "skip_till_next_match")
+        else:
             _define(p.expr, order, by_var, source, strategy == "skip_till_next_match")
     return r
+
+
+def _negation_define(e, order: dict[str, int], by_var: dict[str, Component], negs: list[Negation],
+                     source: str | None, next_match: bool) -> Negation:
+    """A WHERE conjunct reading a negated variable as a condition of the skipped event it forbids, or its
+    refusal: it may read that event and earlier variables, as a running DEFINE of one event after them."""
+    neg_of = {n.var: n for n in negs}
+    read = [n.var for n in walk(e) if isinstance(n, Attr) and n.var is not None]
+    negated = list(dict.fromkeys(v for v in read if v in neg_of))
+    if len(negated) > 1:
+        _refuse(f"with AFTER MATCH SKIP a condition relating the negated {negated[0]} and {negated[1]} is not "
+                "supported (each negated event is looked for alone)", e, source)
+    n = neg_of[negated[0]]
+    later = [v for v in read if v in order and order[v] >= n.gap]
+    if later:
+        _refuse(f"with AFTER MATCH SKIP a condition of the negated {n.var} may read only the variables before it, "
+                f"not {later[0]}: a skipped event is decided before the event after the negation is taken", e,
+                source)
+    _define(e, {**order, n.var: n.gap - 0.5}, {**by_var, n.var: Component(n.var, n.types)}, source, next_match)
+    return n
 
 
 def _latest(e, order: dict[str, int]) -> str | None:
@@ -250,6 +351,8 @@ def _conditions(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
     order = {c.var: k for k, c in enumerate(comps)}
     by_var = {c.var: c for c in comps}
     next_match = r.strategy == "skip_till_next_match"
+    negated = {v.name for v in r.variables if v.negated}
+    own = set(order) | negated  # an OR alternative's: the conditions of its variables
     out: dict[str, list] = {}
     for c in comps:
         row = FILLERS if as_filler else c.var
@@ -264,6 +367,8 @@ def _conditions(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
                     for c in comps:
                         out[c.var].append(BinOp("=", Attr(FILLERS if as_filler else c.var, item.attr), item.value))
             continue
+        if set(p.vars) & negated or not set(p.vars) <= own:
+            continue  # a condition of a negated event (_blocking), or of another OR alternative
         var, guard = _define(p.expr, order, by_var, source, next_match)
         e = _expr(p.expr, by_var, var if as_filler else None)
         if guard:
@@ -273,9 +378,38 @@ def _conditions(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
     return out
 
 
-def _filler_define(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col: str, source: str | None):
-    """skip_till_next_match: a skipped event is one that could not be taken next (by any component that may
-    follow the match's last event so far, its conditions decided on what is bound)."""
+def _blocking(r: ResolvedQuery, comps: list[Component], negs: list[Negation], gap: int, type_col: str):
+    """Is the current row (a skipped one: ``_skipped_all``) an event a negation before component ``gap`` forbids:
+    its type, the constant equivalence tests and its conditions (on it and earlier variables)."""
+    by_var = {c.var: c for c in comps}
+    row = FILLERS
+    forbidden = []
+    for n in negs:
+        if n.gap != gap:
+            continue
+        conds = [_types(row, n.types, type_col)]
+        for p in r.predicates:
+            if p.kind == "equivalence":
+                conds += [BinOp("=", Attr(row, i.attr), i.value) for i in p.expr.items if i.value is not None]
+            elif n.var in p.vars:
+                e = map_nodes(p.expr, lambda x, v=n.var: Attr(row, x.attr, span=x.span)
+                              if isinstance(x, Attr) and x.var == v else x)
+                conds.append(_expr(e, by_var))
+        forbidden.append(Func("coalesce", (and_all(conds), Literal(False))))
+    return _any(forbidden)
+
+
+def _any(exprs: list):
+    out = exprs[0]
+    for e in exprs[1:]:
+        out = BinOp("OR", out, e)
+    return out
+
+
+def _selectable(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col: str, source: str | None):
+    """skip_till_next_match: could the current (skipped) row be taken next, by a component of ``comps`` that may
+    follow the match's last event so far (its conditions decided on what is bound)?  None: never.  A skipped
+    event is one that could not (NOT coalesce(..., FALSE) of every OR alternative's)."""
     can = {v: Func("coalesce", (and_all(conds), Literal(False)))
            for v, conds in _conditions(r, comps, type_col, ts_col, source, as_filler=True).items()}
     after = []
@@ -301,31 +435,31 @@ def _filler_define(r: ResolvedQuery, comps: list[Component], type_col: str, ts_c
             if k == 0:
                 was = BinOp("OR", BinOp("=", last, Literal(c.var + FIRST)), was)
             after.append(BinOp("AND", was, any_move))
-    if not after:
-        return None
-    selectable = after[0]
-    for a in after[1:]:
-        selectable = BinOp("OR", selectable, a)
-    return Unary("NOT", Func("coalesce", (selectable, Literal(False))))
+    return _any(after) if after else None
 
 
-def _pick(c: Component, filler: bool) -> rx.RowPattern:
+def _pick(c: Component, filler: bool, blocked: str | None = None) -> rx.RowPattern:
     """One event of ``c`` after the match's previous event: the next row if it is later (contiguity); else
     (skip_till_*) after the skipped rows at the previous event's time, the first later row, or, once a later
-    row was skipped, any later row."""
+    row was skipped, any later row.  ``blocked``: a negation lies before ``c``, the later skipped rows it
+    forbids are ``blocked``'s (``c``'s DEFINE requires them at its own time)."""
     step = rx.PVar(c.var + STEP)
     if not filler:
         return step
     ties = rx.PExclude(rx.PQuant(rx.PVar(FILLER), 0, None, greedy=False))
-    later = rx.PConcat((rx.PExclude(rx.PVar(FILLER_STEP)),
-                        rx.PExclude(rx.PQuant(rx.PVar(FILLER_LATER), 0, None, greedy=False)), rx.PVar(c.var + LATER)))
+    first, more = rx.PVar(FILLER_STEP), rx.PVar(FILLER_LATER)
+    if blocked is not None:
+        first = rx.PAlt((first, rx.PVar(blocked + "_step")))
+        more = rx.PAlt((more, rx.PVar(blocked + "_later")))
+    later = rx.PConcat((rx.PExclude(first), rx.PExclude(rx.PQuant(more, 0, None, greedy=False)),
+                        rx.PVar(c.var + LATER)))
     return rx.PConcat((ties, rx.PAlt((step, later))))
 
 
-def _row_pattern(comps: list[Component], filler: bool) -> rx.RowPattern:
+def _row_pattern(comps: list[Component], filler: bool, gaps: frozenset[int] = frozenset()) -> rx.RowPattern:
     items: list[rx.RowPattern] = []
     for k, c in enumerate(comps):
-        unit = _pick(c, filler)
+        unit = _pick(c, filler, f"{BLOCKED}_{c.var}" if k in gaps else None)
         if k == 0:
             items.append(rx.PVar(c.var + FIRST))
             if c.hi != 1:
@@ -351,24 +485,53 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     comps = components(r.query.pattern, source)
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
-    conditions = _conditions(r, comps, type_col, ts_col, source)
-    defines, subsets = [], []
-    for k, c in enumerate(comps):
-        cond = and_all(conditions[c.var])
-        names = ([c.var + FIRST] if k == 0 else []) + ([c.var + STEP] if k or c.kleene else [])
-        names += [c.var + LATER] if filler and (k or c.kleene) else []
-        for name in names:
-            defines.append((name, BinOp("AND", cond, _later(ts_col, "<")) if name.endswith(STEP) else cond))
-        subsets.append((c.var, tuple(names)))
+    defines, subsets, patterns, selectable, forbidden = [], [], [], [], {}
+    for alt, negs in branches(r.query.pattern, source):  # an OR of patterns: their alternation, left first
+        # under the contiguity strategies no event lies between two of a match: a negation there always holds
+        gaps = sorted({n.gap for n in negs}) if filler else []
+        conditions = _conditions(r, alt, type_col, ts_col, source)
+        names_of = {}
+        for k, c in enumerate(alt):
+            names = ([c.var + FIRST] if k == 0 else []) + ([c.var + STEP] if k or c.kleene else [])
+            names_of[c.var] = names + ([c.var + LATER] if filler and (k or c.kleene) else [])
+        for k in gaps:  # a negation before component k: the skipped rows after k - 1's event that it forbids
+            after = _any([BinOp("=", rx.Classifier(PICKED), Literal(n)) for n in names_of[alt[k - 1].var]])
+            forbidden[alt[k].var] = BinOp("AND", after, _blocking(r, alt, negs, k, type_col))
+        for c in alt:
+            cond = and_all(conditions[c.var])
+            if c.var in forbidden:  # every forbidden row skipped since the event before is at the time of c's first
+                first = rx.Nav("FIRST", Attr(f"{BLOCKED}_{c.var}", ts_col), 0)
+                at_time = Func("coalesce", (BinOp(">=", first, Attr(None, ts_col)), Literal(True)))
+                if c.kleene:
+                    at_time = BinOp("OR", BinOp(">", rx.Agg("count", None, c.var), Literal(1)), at_time)
+                cond = BinOp("AND", cond, at_time)
+            for name in names_of[c.var]:
+                defines.append((name, BinOp("AND", cond, _later(ts_col, "<")) if name.endswith(STEP) else cond))
+            subsets.append((c.var, tuple(names_of[c.var])))
+        patterns.append(_row_pattern(alt, filler, frozenset(gaps)))
+        if r.strategy == "skip_till_next_match":
+            selectable.append(_selectable(r, alt, type_col, ts_col, source))
     picked = tuple(n for _, names in subsets for n in names)
     if filler:
-        skipped = _filler_define(r, comps, type_col, ts_col, source) if r.strategy == "skip_till_next_match" else None
+        selectable = [e for e in selectable if e is not None]
+        skipped = Unary("NOT", Func("coalesce", (_any(selectable), Literal(False)))) if selectable else None
         ties, step = _later(ts_col, "="), _later(ts_col, "<")
+        plain = skipped
+        if forbidden:
+            allowed = Unary("NOT", _any(list(forbidden.values())))
+            plain = allowed if skipped is None else BinOp("AND", skipped, allowed)
         defines += [(FILLER, ties if skipped is None else BinOp("AND", ties, skipped)),
-                    (FILLER_STEP, step if skipped is None else BinOp("AND", step, skipped))]
-        if skipped is not None:
-            defines.append((FILLER_LATER, skipped))
-        subsets.append((FILLERS, (FILLER, FILLER_STEP, FILLER_LATER)))
+                    (FILLER_STEP, step if plain is None else BinOp("AND", step, plain))]
+        if plain is not None:
+            defines.append((FILLER_LATER, plain))
+        blocked_names = []
+        for v, cond in forbidden.items():
+            cond = cond if skipped is None else BinOp("AND", cond, skipped)
+            name = f"{BLOCKED}_{v}"
+            defines += [(name + "_step", BinOp("AND", step, cond)), (name + "_later", cond)]
+            subsets.append((name, (name + "_step", name + "_later")))
+            blocked_names += [name + "_step", name + "_later"]
+        subsets.append((FILLERS, (FILLER, FILLER_STEP, FILLER_LATER, *blocked_names)))
     if r.returns is not None:
         measures = tuple(rx.Measure(_expr(i.expr, by_var), name)
                          for i, name in zip(r.returns, r.return_names, strict=True))
@@ -380,7 +543,7 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     outer = sx.select(*[sx.column(m.name, quoted=True) for m in measures]).from_("__sparkcep_matches")
     return rx.Recognize(
         source="events",
-        pattern=_row_pattern(comps, filler),
+        pattern=patterns[0] if len(patterns) == 1 else rx.PAlt(tuple(patterns)),
         partition_by=tuple(dict.fromkeys(item.attr for item in r.partition)),
         order_by=(rx.OrderItem(ts_col),),
         measures=measures,

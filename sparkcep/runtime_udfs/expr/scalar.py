@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 import operator
@@ -45,6 +46,7 @@ from sparkcep.ir.ast import (
     Literal,
     Unary,
 )
+from sparkcep.ir.kinds import kind_of, like_pattern_valid
 from sparkcep.ir.limits import raise_recursion_limit
 
 # expressions nest up to the language's depth limit (docs/language.md, Limits); compiling and evaluating them
@@ -530,18 +532,18 @@ def _as_string(v):
             return "NaN"
         if math.isinf(v):
             return "Infinity" if v > 0 else "-Infinity"
-        text = repr(v)
-        if "e" in text:
-            mantissa, exponent = text.split("e")
-            text = f"{mantissa if '.' in mantissa else mantissa + '.0'}E{int(exponent)}"
-        return text
+        if v == 0 or 1e-3 <= abs(v) < 1e7:  # Java's Double.toString: plain notation in this range
+            return repr(v)
+        sign, digits, exponent = decimal.Decimal(repr(v)).as_tuple()
+        text = "".join(map(str, digits)).rstrip("0") or "0"
+        return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{len(digits) - 1 + exponent}"
     return None
 
 
 def _like(x, pattern):
     x, pattern = _as_string(x), _as_string(pattern)
-    if x is None or pattern is None:
-        return None
+    if x is None or pattern is None or not like_pattern_valid(pattern):
+        return None  # Spark raises on an escape before another character than _ % \ : NULL
     out, k = [], 0
     while k < len(pattern):
         ch = pattern[k]
@@ -580,12 +582,14 @@ def _cast(x, type_name: str):
         if kind is str:
             return {"t": True, "true": True, "y": True, "yes": True, "1": True, "f": False, "false": False,
                     "n": False, "no": False, "0": False}.get(v.strip(_TRIM).lower())
-        return bool(v) if kind in (int, float, bool) and v == v else None
+        return bool(v) if kind in (int, float, bool) else None  # NaN is TRUE, as in Java
     raise EvalError(f"CAST to {type_name} is computed by Spark only (in a one-event expression)")
 
 
-def _substring(s, pos, length=INT64_MAX):
-    s = _as_string(s)
+def _substring(s, pos, length=2**31 - 1):
+    """Spark's substring: 1-based, a negative ``pos`` counts from the end, 0 is 1; positions are INTs (NULL
+    beyond 32 bits, as TRY_CAST gives them)."""
+    s, pos, length = _as_string(s), _cast(pos, "INT"), _cast(length, "INT")
     if s is None or pos is None or length is None:
         return None
     start = pos - 1 if pos > 0 else (len(s) + pos if pos < 0 else 0)
@@ -620,12 +624,13 @@ assert set(_FUNCTIONS) | {"coalesce", "case", "cast"} == set(ENGINE_FUNCTIONS)
 def _compile_call(e: Call, any_vars: frozenset[str]):
     args = [_compile(a, any_vars) for a in e.args]
     name = e.name
+    widen = _widening(kind_of(e))
     if name == "coalesce":
         def coalesce(b, c):
             for a in args:
                 v = _value(a(b, c))
                 if v is not None:
-                    return v
+                    return widen(v)
             return None
         return coalesce
     if name == "case":
@@ -635,8 +640,8 @@ def _compile_call(e: Call, any_vars: frozenset[str]):
         def case(b, c):
             for cond, value in pairs:
                 if holds(cond(b, c)):
-                    return value(b, c)
-            return default(b, c)
+                    return widen(_value(value(b, c)))
+            return widen(_value(default(b, c)))
         return case
     if name == "cast":
         (arg,) = args
@@ -650,3 +655,13 @@ def _compile_call(e: Call, any_vars: frozenset[str]):
 
 
 _CASTS = frozenset(ENGINE_CASTS)
+
+
+def _widening(kind: str | None) -> Callable:
+    """A value of ``coalesce`` or ``CASE`` as the type Spark gives the whole (:func:`sparkcep.ir.kinds.kind_of`):
+    a BIGINT among DOUBLEs is a DOUBLE, a string among numbers is try_cast to their type."""
+    if kind == "float":
+        return lambda v: _cast(v, "DOUBLE") if v is not None and type(v) is not float else v
+    if kind == "int":
+        return lambda v: _str_to_bigint(v) if type(v) is str else v
+    return lambda v: v

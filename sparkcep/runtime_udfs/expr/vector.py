@@ -19,8 +19,11 @@ no number; one Python call per distinct string); two strings never add.
 
 Supported: ``Literal``; ``Attr`` of a plain variable (no index, not a bare attribute, not a variable of an
 ``ANY`` component: pass those in ``any_vars``); ``Unary`` ``-``/``NOT``; ``BinOp`` ``+ - * / %``, comparisons,
-``AND``/``OR``.  Anything else (aggregates, ``v[i]``, equivalence tests, ANY variables) gives None: the
-caller keeps the per-binding evaluator for it.
+``AND``/``OR``; ``Call`` of the engines' functions and forms (``ENGINE_FUNCTIONS``: abs, coalesce, IS NULL,
+IN, BETWEEN, LIKE, CASE, CAST, lower, upper, length, concat, substring), with scalar.py's meaning: numbers,
+NULLs and selections column-wise, a string rule (LIKE, substring, a string cast) through scalar.py's helper once
+per distinct argument tuple.  Anything else (aggregates, ``v[i]``, equivalence tests, ANY variables) gives
+None: the caller keeps the per-binding evaluator for it.
 
 Example::
 
@@ -38,6 +41,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -46,7 +50,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkcep.ir.ast import Attr, BinOp, Literal, Unary
+from sparkcep.ir.ast import ENGINE_CASTS, ENGINE_FUNCTIONS, Attr, BinOp, Call, Literal, Unary
+from sparkcep.ir.kinds import CAST_KINDS, kind_of
+from sparkcep.runtime_udfs.expr import scalar
 from sparkcep.runtime_udfs.expr.scalar import _str_to_bigint, _str_to_double
 
 Columns = Mapping[tuple[str, str], object]
@@ -310,11 +316,220 @@ def _compile(e, any_vars: frozenset[str], reads: set) -> _Node | None:
         if left is None or right is None:
             return None
         return lambda cols, n: fn(left(cols, n), right(cols, n))
+    if isinstance(e, Call):
+        return _compile_call(e, any_vars, reads)
     return None  # Func (aggregates), EquivTest, anything new
 
 
 def _bind(fn, op: str):
     return lambda x, y: fn(op, x, y)
+
+
+# ----------------------------------------------------------------------------------------------- calls
+# Spark SQL's functions and forms, as scalar.py evaluates them (its helpers are the rule; where a rule is about
+# strings, it runs once per distinct argument tuple, not per row).
+
+
+class _Mixed(Exception):
+    """A coalesce/CASE whose values have kinds Spark would unify but the columns do not say how (their types
+    are not known statically): the expression is evaluated per binding instead."""
+
+
+def _ones(n: int) -> np.ndarray:
+    return np.ones(n, dtype=bool)
+
+
+def _bool(data: np.ndarray, valid: np.ndarray) -> _Val:
+    return _Val("bool", np.asarray(data, dtype=bool), valid)
+
+
+def _pylist(v: _Val) -> list:
+    """The column's values as the per-binding evaluator sees them (None where NULL)."""
+    if v.kind == "null":
+        return [None] * len(v.valid)
+    if v.kind == "str":
+        return v.data.to_pylist()
+    return [x if ok else None for x, ok in zip(v.data.tolist(), v.valid.tolist(), strict=True)]
+
+
+def _from_values(kind: str, values: list) -> _Val:
+    n = len(values)
+    if kind == "str":
+        a = pa.array(values, pa.large_string())
+        return _Val("str", a, pc.is_valid(a).to_numpy(zero_copy_only=False) if a.null_count else _ones(n))
+    valid = np.array([x is not None for x in values], dtype=bool)
+    fill = {"int": 0, "float": 0.0, "bool": False}[kind]
+    dtype = {"int": np.int64, "float": np.float64, "bool": bool}[kind]
+    return _val(kind, np.array([fill if x is None else x for x in values], dtype=dtype), valid)
+
+
+def _rowwise(fn, kind: str, *args: _Val) -> _Val:
+    """``fn`` (one of scalar.py's) over the rows' values, called once per distinct tuple of them."""
+    cache: dict = {}
+    out = []
+    for row in zip(*map(_pylist, args), strict=True):
+        key = tuple((type(x), repr(x) if type(x) is float else x) for x in row)  # -0.0 is not 0.0 here
+        if key not in cache:
+            cache[key] = fn(*row)
+        out.append(cache[key])
+    return _from_values(kind, out)
+
+
+def _as_str(v: _Val) -> _Val:
+    """CAST(v AS STRING)."""
+    n = len(v.valid)
+    if v.kind == "str":
+        return v
+    if v.kind == "null":
+        return _Val("str", pa.nulls(n, pa.large_string()), np.zeros(n, dtype=bool))
+    if v.kind == "int":
+        return _Val("str", pa.array(v.data, mask=~v.valid).cast(pa.large_string()), v.valid)
+    if v.kind == "bool":
+        return _Val("str", pa.array(np.where(v.data, "true", "false"), pa.large_string(), mask=~v.valid), v.valid)
+    return _rowwise(scalar._as_string, "str", v)  # Java's Double.toString
+
+
+def _abs(x: _Val) -> _Val:
+    if x.kind == "str":  # Spark's abs of a string: as a DOUBLE
+        x = _cast_str(x, "float")
+    if x.kind == "float":
+        return _val("float", np.abs(x.data), x.valid)
+    if x.kind == "int":
+        ok = x.valid & (x.data != _INT64_MIN)
+        return _val("int", np.abs(np.where(ok, x.data, 0)), ok)
+    return _null(len(x.valid))
+
+
+def _case_text(fn, x: _Val) -> _Val:
+    """lower/upper: Arrow's ASCII kernels where every string is ASCII; Java's (and Python's) full case mapping
+    (``'ß'`` upper is ``'SS'``) otherwise."""
+    s = _as_str(x)
+    if pc.all(pc.string_is_ascii(s.data)).as_py() is not False:
+        return _Val("str", (pc.ascii_lower if fn is str.lower else pc.ascii_upper)(s.data), s.valid)
+    return _rowwise(lambda t: None if t is None else fn(t), "str", s)
+
+
+def _cast(type_name: str, x: _Val) -> _Val:
+    """TRY_CAST(x AS type_name), as scalar._cast."""
+    kind, n = CAST_KINDS[type_name.upper()], len(x.valid)
+    if x.kind == "null":
+        return _null(n)
+    if x.kind == "str" and kind != "str":
+        return _rowwise(lambda v: scalar._cast(v, type_name), kind, x)
+    if kind == "str":
+        return _as_str(x)
+    if kind == "bool":
+        return _bool(x.data != 0, x.valid) if x.kind != "bool" else x  # NaN is TRUE, as in Java
+    if kind == "float":
+        return _val("float", x.data.astype(np.float64), x.valid)
+    bits = {"INT": 32, "INTEGER": 32, "SMALLINT": 16, "SHORT": 16, "TINYINT": 8, "BYTE": 8}.get(type_name.upper(), 64)
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1)
+    if x.kind == "float":  # truncated; NULL outside the range (and for NaN, the infinities)
+        with np.errstate(invalid="ignore"):
+            t = np.trunc(x.data)
+            ok = x.valid & (t >= float(lo)) & (t < float(hi))  # powers of two: exact as DOUBLEs
+            return _val("int", np.where(ok, t, 0.0).astype(np.int64), ok)
+    data = x.data.astype(np.int64)
+    return _val("int", data, x.valid & (data >= lo) & (data <= hi - 1))
+
+
+def _unify(kind: str | None, vals: list[_Val]) -> list[_Val]:
+    """coalesce/CASE values as the type Spark gives the whole (``kind``, from :func:`kind_of`); _Mixed where the
+    columns' kinds still differ."""
+    if kind in ("int", "float"):
+        vals = [_cast_str(v, kind) if v.kind == "str" else v for v in vals]
+    if kind == "float":
+        vals = [_Val("float", _to_float(v), v.valid) if v.kind == "int" else v for v in vals]
+    kinds = {v.kind for v in vals} - {"null"}
+    if len(kinds) > 1:
+        raise _Mixed
+    return vals
+
+
+def _select(masks: list[np.ndarray], vals: list[_Val], n: int) -> _Val:
+    """Row by row, the value of the first mask that holds (NULL where none does)."""
+    kind = next((v.kind for v in vals if v.kind != "null"), "null")
+    if kind == "null":
+        return _null(n)
+    taken = np.zeros(n, dtype=bool)
+    valid = np.zeros(n, dtype=bool)
+    if kind == "str":
+        data = pa.nulls(n, pa.large_string())
+    else:
+        data = np.zeros(n, dtype={"int": np.int64, "float": np.float64, "bool": bool}[kind])
+    for m, v in zip(masks, vals, strict=True):
+        m = m & ~taken
+        taken |= m
+        if v.kind == "null":
+            continue
+        valid = np.where(m, v.valid, valid)
+        data = pc.if_else(pa.array(m), v.data, data) if kind == "str" else np.where(m, v.data, data)
+    return _Val(kind, data, valid)
+
+
+def _coalesce(kind, *vals: _Val) -> _Val:
+    vals = _unify(kind, list(vals))
+    return _select([v.valid for v in vals], vals, len(vals[0].valid))
+
+
+def _case(kind, *args: _Val) -> _Val:
+    n = len(args[0].valid)
+    conds = [_is(args[k], True) for k in range(0, len(args) - 1, 2)]
+    vals = [args[k + 1] for k in range(0, len(args) - 1, 2)] + ([args[-1]] if len(args) % 2 else [])
+    if len(args) % 2:
+        conds.append(_ones(n))
+    return _select(conds, _unify(kind, vals), n)
+
+
+def _in(x: _Val, *items: _Val) -> _Val:
+    out = _compare("=", x, items[0])
+    for v in items[1:]:
+        out = _or(out, _compare("=", x, v))
+    return out
+
+
+def _concat(*xs: _Val) -> _Val:
+    strs = [_as_str(x) for x in xs]
+    valid = np.logical_and.reduce([s.valid for s in strs])
+    return _Val("str", pc.binary_join_element_wise(*[s.data for s in strs], pa.scalar("", pa.large_string())), valid)
+
+
+def _length(x: _Val) -> _Val:
+    s = _as_str(x)
+    return _val("int", pc.fill_null(pc.utf8_length(s.data), 0).to_numpy(zero_copy_only=False).astype(np.int64),
+                s.valid)
+
+
+_CALLS = {
+    "abs": _abs,
+    "isnull": lambda x: _bool(~x.valid, _ones(len(x.valid))),
+    "isnotnull": lambda x: _bool(x.valid, _ones(len(x.valid))),
+    "in": _in,
+    "between": lambda x, lo, hi: _and(_compare(">=", x, lo), _compare("<=", x, hi)),
+    "like": lambda x, p: _rowwise(scalar._like, "bool", x, p),
+    "lower": lambda x: _case_text(str.lower, x),
+    "upper": lambda x: _case_text(str.upper, x),
+    "length": _length,
+    "concat": _concat,
+    "substring": lambda *xs: _rowwise(scalar._substring, "str", *xs),
+    "substr": lambda *xs: _rowwise(scalar._substring, "str", *xs),
+}
+assert set(_CALLS) | {"coalesce", "case", "cast"} == set(ENGINE_FUNCTIONS)
+
+
+def _compile_call(e: Call, any_vars: frozenset[str], reads: set) -> _Node | None:
+    if e.name not in ENGINE_FUNCTIONS or (e.name == "cast" and (e.type or "").upper() not in ENGINE_CASTS):
+        return None
+    args = [_compile(a, any_vars, reads) for a in e.args]
+    if any(a is None for a in args) or not args:
+        return None
+    if e.name in ("coalesce", "case"):
+        fn = functools.partial(_coalesce if e.name == "coalesce" else _case, kind_of(e))
+    elif e.name == "cast":
+        fn = functools.partial(_cast, e.type)
+    else:
+        fn = _CALLS[e.name]
+    return lambda cols, n: fn(*[a(cols, n) for a in args])
 
 
 @dataclass(frozen=True)
@@ -332,17 +547,34 @@ class VectorExpr:
             return len(x)
         raise ValueError("no columns: pass n, the number of bindings")
 
+    def _run(self, columns: Columns, n: int) -> _Val | list:
+        try:
+            return self._fn(columns, n)
+        except _Mixed:  # per binding, as scalar.py (a coalesce/CASE of columns of different kinds)
+            f = scalar.compile_expr(self.expr)
+            cols = {key: _pylist(_column(columns[key], n)) for key in self.reads if key in columns}
+            rows = [{} for _ in range(n)]
+            for (var, attr), values in cols.items():
+                for row, value in zip(rows, values, strict=True):
+                    row.setdefault(var, {})[attr] = value
+            return [f(row) for row in rows]
+
     def __call__(self, columns: Columns, n: int | None = None) -> np.ndarray:
         """Where the condition holds (``expr.holds``): a numpy bool array of the columns' length."""
-        v = self._fn(columns, self._length(columns, n))
+        v = self._run(columns, self._length(columns, n))
+        if isinstance(v, list):
+            return np.array([x is True for x in v], dtype=bool)
         if v.kind != "bool":
             return np.zeros(len(v.valid), dtype=bool)  # only True holds, and True is a bool
         return v.valid & v.data
 
     def values(self, columns: Columns, n: int | None = None) -> pa.Array:
         """The expression's values as a pyarrow array (null where NULL): int64, double, large_string, bool, or
-        null.  Integers beyond int64 (Python ints after an overflow) raise ``OverflowError``."""
-        v = self._fn(columns, self._length(columns, n))
+        null.  Integers beyond int64 (Python ints after an overflow) raise ``OverflowError``; values of
+        several kinds (a coalesce of a number and a string column) raise ``pyarrow.ArrowInvalid``."""
+        v = self._run(columns, self._length(columns, n))
+        if isinstance(v, list):
+            return pa.array(v)
         if v.kind == "null":
             return pa.nulls(len(v.valid))
         if v.kind == "str":

@@ -10,8 +10,10 @@ emitted, once event time reaches ``c1.ts + W`` (the watermark; batch: at the end
 row: the query's result columns over the partial binding (an unbound variable's values NULL) and
 ``timeout_step``, the variable of the last bound step ``ck``.
 
-Scope (:func:`check`): a ``SEQ`` of single events (``T v``, ``ANY(...) v``) under ``skip_till_any_match``,
-with any predicates; not Kleene, negation, ``OR`` or collapsed output.
+Scope (:func:`check`): a ``SEQ`` of single events (``T v``, ``ANY(...) v``) under ``skip_till_any_match`` or
+``skip_till_next_match``, with any predicates; not Kleene, negation, ``OR``, the contiguity strategies or
+collapsed output.  Under ``skip_till_next_match`` an event that can take the next step must be taken (§5), so
+the partial match from a first event is one chain: step ``k + 1`` takes only the first event that extends it.
 
 The engine has the interface of :mod:`sparkcep.runtime_udfs.match.engine` (``step`` buffers, ``advance``
 decides at a watermark), so :class:`~sparkcep.spark.operator.MatchOperator` runs it on Spark unchanged.  Per
@@ -41,7 +43,7 @@ from sparkcep.ir.ast import Attr, EquivItem, EventPat, Seq, walk
 from sparkcep.ir.spec import TIMEOUT_STEP, SlotState, TimeoutSpec
 from sparkcep.runtime_udfs.expr.components import component_mask, component_table
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr, holds
-from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH, EngineUnsupportedError
+from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH, NEXT_MATCH, EngineUnsupportedError
 
 __all__ = ["TimeoutState", "advance", "check", "init_state", "is_empty", "step", "wakeup"]
 
@@ -80,6 +82,7 @@ class _Compiled:
             self.checks[at].append(compile_expr(p, any_vars))
         self.outputs = tuple((o.name, compile_expr(o.expr, any_vars)) for o in spec.outputs)
         self.window = spec.window
+        self.first_only = spec.strategy == NEXT_MATCH  # a relevant event is taken: one chain per first event
 
 
 def check(spec: TimeoutSpec) -> None:
@@ -88,9 +91,9 @@ def check(spec: TimeoutSpec) -> None:
     if not all(isinstance(p, EventPat) for p in items) or any(c.kleene or c.negated for c in spec.components):
         raise EngineUnsupportedError("timed-out partial matches are defined for a SEQ of single events "
                                      "(T v, ANY(...) v): not for Kleene, negation or OR")
-    if spec.strategy != ANY_MATCH:
-        raise EngineUnsupportedError(f"timed-out partial matches are defined under skip_till_any_match, "
-                                     f"not {spec.strategy}")
+    if spec.strategy not in (ANY_MATCH, NEXT_MATCH):
+        raise EngineUnsupportedError(f"timed-out partial matches are defined under skip_till_any_match and "
+                                     f"skip_till_next_match, not {spec.strategy}")
     if spec.collapsed:
         raise EngineUnsupportedError("timed-out partial matches have no collapsed output")
 
@@ -134,8 +137,9 @@ def step(spec: TimeoutSpec, state: TimeoutState, events: Iterable[dict]) -> tupl
             continue
         mask = ev.get("_mask")
         mask = component_mask(cs.table, ev) if mask is None or mask != mask else int(mask) & cs.full
-        if mask:
-            state.pending.append((ts, state.arrivals, mask, ev))
+        if mask:  # events of equal ts in the order of _seq, if they carry it (as the match engine), else arrival
+            tie = ev.get("_seq")
+            state.pending.append((ts, state.arrivals if tie is None or tie != tie else tie, mask, ev))
             state.arrivals += 1
     return state, []
 
@@ -173,7 +177,8 @@ def advance(spec: TimeoutSpec, state: TimeoutState, watermark: float,
 
 def _search(cs: _Compiled, events: list, last: int, binding: dict, k: int, end: float, rows: list) -> None:
     """Extend ``binding`` of ``c1..ck`` (``events[last]`` the event of ``ck``) by every event that can take
-    step ``k + 1``; a binding no event extends is emitted (if it is partial)."""
+    step ``k + 1`` (skip_till_next_match: by the first such event only); a binding no event extends is emitted
+    (if it is partial)."""
     if k == len(cs.vars):
         return  # a complete match: not a timed-out one
     var, bit, checks = cs.vars[k], 1 << k, cs.checks[k]
@@ -190,6 +195,8 @@ def _search(cs: _Compiled, events: list, last: int, binding: dict, k: int, end: 
             extended = True
             _search(cs, events, j, binding, k + 1, end, rows)
         del binding[var]
+        if extended and cs.first_only:
+            break
     if not extended:
         row = {name: fn(binding) for name, fn in cs.outputs}
         row[TIMEOUT_STEP] = cs.vars[k - 1]
