@@ -65,7 +65,8 @@ class CompiledQuery:
     compile); ``lateness`` is the allowed lateness of streaming input, in ts units (milliseconds for
     timestamps).  ``shedding_latency`` (seconds; also ``WITH SHEDDING LATENCY 1 s`` before the query) turns on
     gSPICE load shedding in :meth:`apply` (off by default, see docs/shedding.md); ``dropped_output`` is a
-    directory for the dropped events; ``shedding_model`` is ``hash`` (gSPICE-H), ``tree`` or ``forest``.
+    directory for the dropped events; ``shedding_model`` is ``hash`` (gSPICE-H), ``tree`` or ``forest``
+    (gSPICE-M), or a baseline of the paper, ``random`` or ``type`` (type-based), for comparisons.
     """
 
     query: Query
@@ -366,12 +367,13 @@ def shedding_stage(candidates, spec, attributes, training, *, bound: float, mode
     """``(kept candidates, Shedding handle)``: the gSPICE stage (:func:`sparkcep.spark.shedding.install`) on
     the filtered events before the shuffle, its utility model (``hash``, ``tree`` or ``forest``) learnt from
     ``training`` (a batch DataFrame, pandas DataFrame or event dicts) over the numeric ``attributes`` the query
-    reads.  Used by :meth:`CompiledQuery.apply` and by generated jobs with shedding.  ``weighted``: the
+    reads (``random`` and ``type``: the paper's baselines, for comparisons).  Used by :meth:`CompiledQuery.apply`
+    and by generated jobs with shedding.  ``weighted``: the
     ``(spec, weight)`` of every query a workload's one stage serves (an event's utility sums its contributions
     to each query's matches, weighted), instead of ``spec`` alone."""
     from pyspark.sql.types import NumericType
 
-    from sparkcep.runtime_udfs.shedding.shedder import fit_gspice
+    from sparkcep.runtime_udfs.shedding.shedder import fit_shedder
     from sparkcep.spark.shedding import install, training_events
 
     if training is None:
@@ -380,7 +382,7 @@ def shedding_stage(candidates, spec, attributes, training, *, bound: float, mode
     numeric = [f.name for f in candidates.schema.fields if isinstance(f.dataType, NumericType)]
     attributes = [a for a in attributes if a in numeric and a != ts_col]
     events = training_events(training, spec, ts_col=ts_col, type_col=type_col)
-    shedder = fit_gspice(list(weighted) if weighted else [(spec, 1.0)], events, attributes=attributes, kind=model)
+    shedder = fit_shedder(list(weighted) if weighted else [(spec, 1.0)], events, attributes=attributes, kind=model)
     return install(candidates, shedder, bound=bound, type_col=type_col, ts_col=ts_col, dropped_output=dropped_output)
 
 
@@ -392,9 +394,9 @@ def report_shedding(shedding, query) -> None:
 
     if shedding is None:
         return
-    batches = sum(1 for p in query.recentProgress if p.get("numInputRows"))
-    deadline = time.time() + 30  # the listener runs asynchronously: let it see the last batch
-    while len(shedding.batches) < batches and time.time() < deadline:
+    last = max((p.get("batchId", -1) for p in query.recentProgress if p.get("numInputRows")), default=-1)
+    deadline = time.time() + 30  # the listener runs asynchronously: let it see the last batch that read events
+    while not any(b["batch"] >= last for b in shedding.batches) and last >= 0 and time.time() < deadline:
         time.sleep(0.1)
     if shedding.listener is not None:  # a StreamingQuery has no session attribute: the driver's active one
         from pyspark.sql import SparkSession
@@ -402,8 +404,10 @@ def report_shedding(shedding, query) -> None:
         SparkSession.getActiveSession().streams.removeListener(shedding.listener)
     per_type = ", ".join(f"{t}={n}" for t, n in sorted(shedding.dropped.items())) or "none"
     worst = max((b["latency"] for b in shedding.batches if b["latency"] is not None), default=0.0)
+    expired = getattr(shedding, "expired", 0)
+    whole = f", {expired} of them in files shed whole (waited past the expiry age)" if expired else ""
     print(f"sparkcep: load shedding dropped {sum(shedding.dropped.values())} of {shedding.offered} events "
-          f"({shedding.drop_ratio:.1%}; per type: {per_type}); latency bound {shedding.controller.bound:g} s, "
+          f"({shedding.drop_ratio:.1%}; per type: {per_type}{whole}); latency bound {shedding.controller.bound:g} s, "
           f"worst batch latency {worst:.2f} s", file=sys.stderr)
 
 

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import io
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -20,8 +21,12 @@ from sparkcep.api import CompiledQuery, compile_workload, input_columns, report_
 from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line, timeouts_line
 from sparkcep.ir.ast import TS_UNITS_NS, UNITS_MS
 from sparkcep.ir.errors import CEPError
+from sparkcep.runtime_udfs.shedding import MODELS
 from sparkcep.spark.io import FORMATS, read_events
 from sparkcep.spark.results import json_lines
+
+SHEDDING_MODEL_HELP = ("shedding: the utility model, gSPICE-H hash tables (default), gSPICE-M's decision tree or "
+                       "random forest, or a baseline for comparisons: random or type (type-based)")
 
 
 def _add_query_args(p: argparse.ArgumentParser) -> None:
@@ -78,8 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--shedding-latency", type=_seconds, metavar="DURATION",
                    help="give the job a gSPICE load-shedding stage with this latency bound, e.g. 1s (default: "
                         "only if the file says WITH SHEDDING LATENCY ...; the job's --shedding-latency overrides it)")
-    j.add_argument("--shedding-model", choices=["hash", "tree", "forest"], default="hash",
-                   help="shedding: the utility model (gSPICE-H hash tables, a decision tree or a random forest)")
+    j.add_argument("--shedding-model", choices=MODELS, default="hash", help=SHEDDING_MODEL_HELP)
     j.add_argument("-o", "--output", required=True, help="the job file to write")
 
     r = sub.add_parser("run", help="run a query on a file or directory of events with local Spark")
@@ -117,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--shedding-latency", type=_seconds, metavar="DURATION",
                    help="gSPICE load shedding under this latency bound, e.g. 1s or 500ms (default: off, unless the "
                         "file says WITH SHEDDING LATENCY ...)")
+    r.add_argument("--shedding-model", choices=MODELS, help=SHEDDING_MODEL_HELP)
     r.add_argument("--dropped-output", help="shedding: write the dropped events here (JSON lines)")
     r.add_argument("--shedding-training", help="shedding: events to learn utilities from (default: the input files "
                                                "there at start)")
@@ -275,7 +280,7 @@ def cmd_explain(args) -> int:
 def cmd_compile(args) -> int:
     """One query (or ``--query NAME`` of a file): its job.  A workload file: one job running its sharing plan."""
     options = {"ts_kind": args.ts, "ts_unit": args.ts_unit, "ts_col": args.ts_col, "type_col": args.type_col,
-               "shedding_model": args.shedding_model, **_shedding_options(args)}
+               **_shedding_options(args)}
     workload = _workload(args, **options)
     if workload is not None:
         if args.collapsed:
@@ -372,7 +377,18 @@ def cmd_run(args) -> int:
         from sparkcep.spark.operator import MAX_MATCHES_CONF
 
         spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
-    df, rejected = read_validated(spark, args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
+    # a continuous run with shedding over a directory of JSON lines reads what the admission control hands over
+    # (sparkcep.spark.shedding.FileAdmission): a staging directory next to the checkpoint
+    staging = None
+    if (args.stream and not args.once and fmt == "json" and os.path.isdir(args.input)
+            and any(x.shedding_latency for x in queries)):
+        from sparkcep.spark.shedding import hand_over
+
+        staging = (os.path.join(args.checkpoint, "_admitted") if args.checkpoint
+                   else tempfile.mkdtemp(prefix="sparkcep-admitted-"))
+        os.makedirs(staging, exist_ok=True)
+        hand_over(args.input, staging)  # the files there at the start: the first micro-batch's
+    df, rejected = read_validated(spark, staging or args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
                                   known_types=args.known_types, attributes=attributes, needs=needs,
                                   ts_unit=args.ts_unit)
@@ -391,8 +407,13 @@ def cmd_run(args) -> int:
     else:
         result = q.apply(df, shedding_training=training, side_channel=args.stream)
     shedding = getattr(result, "shedding", None)
+    admission = None
     if shedding is not None and os.path.isdir(args.input):  # a followed directory: shed on latency and backlog
         shedding.follow_source(args.input)
+        if staging is not None:
+            from sparkcep.spark.shedding import FileAdmission
+
+            admission = FileAdmission(args.input, staging, shedding, args.type_col, args.dropped_output).start()
     timeouts = getattr(result, "timeouts", None)  # before any wrapping of the result
     if not args.stream:
         with progress(spark, quiet=args.quiet):
@@ -421,8 +442,14 @@ def cmd_run(args) -> int:
         # the timed-out partial matches: a second query beside the results', each micro-batch written as the
         # watermark closes windows (a continuous run: while it runs, not after the stop)
         beside = [lambda: start_timeouts(timeouts, args.output, checkpoint, once=args.once)] if args.timeouts else []
-        query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
-                                      beside=beside)
+        try:
+            query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
+                                          beside=beside)
+        finally:
+            if admission is not None:
+                admission.stop()
+            if staging is not None and not args.checkpoint:
+                shutil.rmtree(staging, ignore_errors=True)
         report_shedding(getattr(result, "shedding", None), query)
         if args.timeouts and not args.quiet:
             _said_timeouts(timeouts_written(timeouts, args.output), args.output)
@@ -497,6 +524,8 @@ def _shedding_options(args) -> dict:
         out["shedding_latency"] = args.shedding_latency
     if getattr(args, "dropped_output", None):
         out["dropped_output"] = args.dropped_output
+    if getattr(args, "shedding_model", None):
+        out["shedding_model"] = args.shedding_model
     return out
 
 

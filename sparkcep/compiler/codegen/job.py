@@ -331,7 +331,7 @@ _SHEDDING_USAGE = '''\
 
 _SHEDDING_CONSTANTS = '''\
 #: gSPICE load shedding of the stream (docs/shedding.md): the latency bound in seconds (--shedding-latency
-#: overrides it) and the utility model ("hash": gSPICE-H, "tree", "forest").
+#: overrides it) and the utility model ("hash": gSPICE-H, "tree", "forest"; "random", "type": the baselines).
 SHEDDING_LATENCY = {latency}
 SHEDDING_MODEL = {model}
 '''
