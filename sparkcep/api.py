@@ -65,7 +65,8 @@ class CompiledQuery:
     compile); ``lateness`` is the allowed lateness of streaming input, in ts units (milliseconds for
     timestamps).  ``shedding_latency`` (seconds; also ``WITH SHEDDING LATENCY 1 s`` before the query) turns on
     gSPICE load shedding in :meth:`apply` (off by default, see docs/shedding.md); ``dropped_output`` is a
-    directory for the dropped events; ``shedding_model`` is ``hash`` (gSPICE-H), ``tree`` or ``forest``.
+    directory for the dropped events; ``shedding_model`` is ``hash`` (gSPICE-H), ``tree`` or ``forest``
+    (gSPICE-M), or a baseline of the paper, ``random`` or ``type`` (type-based), for comparisons.
     """
 
     query: Query
@@ -156,7 +157,8 @@ class CompiledQuery:
                 types = {f.name: f.dataType.simpleString() for f in schema.fields}
             else:  # the columns the query names; ts as the query's durations say (bare: numeric)
                 timestamp = r.ts_kind == "timestamp" or (r.ts_kind is None and self.query.within.unit is not None)
-                named = [n.attr for n in walk((rec.defines, rec.measures)) if isinstance(n, Attr)]
+                exprs = [*(c for _, c in rec.defines), *(m.expr for m in rec.measures)]
+                named = [n.attr for e in exprs for n in walk(e) if isinstance(n, Attr)]
                 types = dict.fromkeys([*rec.partition_by, *named], "double")
                 types.update({self.type_col: "string", self.ts_col: "timestamp" if timestamp else "bigint"})
             spec = build_spec(rec, types, ts_unit=self.ts_unit)
@@ -194,7 +196,8 @@ class CompiledQuery:
         shedding = (self.shedding_latency, self.shedding_model) if self.shedding_latency else None
         read_columns, needs = input_columns([self])
         return job_source(plan, query_text=format_query(self.query), explain=self.explain(schema),
-                          ts_kind=ts_kind, name=self.name, shedding=shedding, read_columns=read_columns, needs=needs)
+                          ts_kind=ts_kind, name=self.name, shedding=shedding, read_columns=read_columns, needs=needs,
+                          timeouts=timeout_spec_of(operator_spec(plan)) is not None)
 
     def apply(self, df, shedding_training=None, side_channel: bool = False):
         """Run on a batch or streaming DataFrame with the type and ts columns and the attributes.
@@ -310,6 +313,19 @@ def no_timeouts_reason(spec) -> str | None:
     return None
 
 
+#: ``--timeouts`` of a workload: the refusal of ``sparkcep run`` and of a generated workload job.
+TIMEOUTS_ONE_QUERY = "--timeouts is for one match query: choose it with --query NAME"
+
+
+def checked_timeout_spec(spec):
+    """:func:`timeout_spec_of` ``spec``, refused with one message where they are not defined (``sparkcep run
+    --timeouts`` and a generated job's ``--timeouts``)."""
+    timeout_spec = timeout_spec_of(spec)
+    if timeout_spec is None:
+        raise CEPError(f"--timeouts: {no_timeouts_reason(spec)}")
+    return timeout_spec
+
+
 def _batch_matches(df, view: str, plan: Node, spec, schema, *, ts_col: str, type_col: str,
                    buckets: int | None, timeout_spec=None, **options):
     """A batch run: :func:`~sparkcep.spark.adapters.batch_matches` (repartition by key,
@@ -364,12 +380,13 @@ def shedding_stage(candidates, spec, attributes, training, *, bound: float, mode
     """``(kept candidates, Shedding handle)``: the gSPICE stage (:func:`sparkcep.spark.shedding.install`) on
     the filtered events before the shuffle, its utility model (``hash``, ``tree`` or ``forest``) learnt from
     ``training`` (a batch DataFrame, pandas DataFrame or event dicts) over the numeric ``attributes`` the query
-    reads.  Used by :meth:`CompiledQuery.apply` and by generated jobs with shedding.  ``weighted``: the
+    reads (``random`` and ``type``: the paper's baselines, for comparisons).  Used by :meth:`CompiledQuery.apply`
+    and by generated jobs with shedding.  ``weighted``: the
     ``(spec, weight)`` of every query a workload's one stage serves (an event's utility sums its contributions
     to each query's matches, weighted), instead of ``spec`` alone."""
     from pyspark.sql.types import NumericType
 
-    from sparkcep.runtime_udfs.shedding.shedder import fit_gspice
+    from sparkcep.runtime_udfs.shedding.shedder import fit_shedder
     from sparkcep.spark.shedding import install, training_events
 
     if training is None:
@@ -378,7 +395,7 @@ def shedding_stage(candidates, spec, attributes, training, *, bound: float, mode
     numeric = [f.name for f in candidates.schema.fields if isinstance(f.dataType, NumericType)]
     attributes = [a for a in attributes if a in numeric and a != ts_col]
     events = training_events(training, spec, ts_col=ts_col, type_col=type_col)
-    shedder = fit_gspice(list(weighted) if weighted else [(spec, 1.0)], events, attributes=attributes, kind=model)
+    shedder = fit_shedder(list(weighted) if weighted else [(spec, 1.0)], events, attributes=attributes, kind=model)
     return install(candidates, shedder, bound=bound, type_col=type_col, ts_col=ts_col, dropped_output=dropped_output)
 
 
@@ -390,9 +407,9 @@ def report_shedding(shedding, query) -> None:
 
     if shedding is None:
         return
-    batches = sum(1 for p in query.recentProgress if p.get("numInputRows"))
-    deadline = time.time() + 30  # the listener runs asynchronously: let it see the last batch
-    while len(shedding.batches) < batches and time.time() < deadline:
+    last = max((p.get("batchId", -1) for p in query.recentProgress if p.get("numInputRows")), default=-1)
+    deadline = time.time() + 30  # the listener runs asynchronously: let it see the last batch that read events
+    while not any(b["batch"] >= last for b in shedding.batches) and last >= 0 and time.time() < deadline:
         time.sleep(0.1)
     if shedding.listener is not None:  # a StreamingQuery has no session attribute: the driver's active one
         from pyspark.sql import SparkSession
@@ -400,8 +417,10 @@ def report_shedding(shedding, query) -> None:
         SparkSession.getActiveSession().streams.removeListener(shedding.listener)
     per_type = ", ".join(f"{t}={n}" for t, n in sorted(shedding.dropped.items())) or "none"
     worst = max((b["latency"] for b in shedding.batches if b["latency"] is not None), default=0.0)
+    expired = getattr(shedding, "expired", 0)
+    whole = f", {expired} of them in files shed whole (waited past the expiry age)" if expired else ""
     print(f"sparkcep: load shedding dropped {sum(shedding.dropped.values())} of {shedding.offered} events "
-          f"({shedding.drop_ratio:.1%}; per type: {per_type}); latency bound {shedding.controller.bound:g} s, "
+          f"({shedding.drop_ratio:.1%}; per type: {per_type}{whole}); latency bound {shedding.controller.bound:g} s, "
           f"worst batch latency {worst:.2f} s", file=sys.stderr)
 
 

@@ -11,17 +11,22 @@ import contextlib
 import functools
 import io
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from sparkcep import cli_sql, preflight
 from sparkcep.api import CompiledQuery, compile_workload, input_columns, report_shedding
-from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line
+from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line, timeouts_line
 from sparkcep.ir.ast import TS_UNITS_NS, UNITS_MS
 from sparkcep.ir.errors import CEPError
+from sparkcep.runtime_udfs.shedding import MODELS
 from sparkcep.spark.io import FORMATS, read_events
 from sparkcep.spark.results import json_lines
+
+SHEDDING_MODEL_HELP = ("shedding: the utility model, gSPICE-H hash tables (default), gSPICE-M's decision tree or "
+                       "random forest, or a baseline for comparisons: random or type (type-based)")
 
 
 def _add_query_args(p: argparse.ArgumentParser) -> None:
@@ -78,8 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--shedding-latency", type=_seconds, metavar="DURATION",
                    help="give the job a gSPICE load-shedding stage with this latency bound, e.g. 1s (default: "
                         "only if the file says WITH SHEDDING LATENCY ...; the job's --shedding-latency overrides it)")
-    j.add_argument("--shedding-model", choices=["hash", "tree", "forest"], default="hash",
-                   help="shedding: the utility model (gSPICE-H hash tables, a decision tree or a random forest)")
+    j.add_argument("--shedding-model", choices=MODELS, default="hash", help=SHEDDING_MODEL_HELP)
     j.add_argument("-o", "--output", required=True, help="the job file to write")
 
     r = sub.add_parser("run", help="run a query on a file or directory of events with local Spark")
@@ -117,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--shedding-latency", type=_seconds, metavar="DURATION",
                    help="gSPICE load shedding under this latency bound, e.g. 1s or 500ms (default: off, unless the "
                         "file says WITH SHEDDING LATENCY ...)")
+    r.add_argument("--shedding-model", choices=MODELS, help=SHEDDING_MODEL_HELP)
     r.add_argument("--dropped-output", help="shedding: write the dropped events here (JSON lines)")
     r.add_argument("--shedding-training", help="shedding: events to learn utilities from (default: the input files "
                                                "there at start)")
@@ -275,7 +280,7 @@ def cmd_explain(args) -> int:
 def cmd_compile(args) -> int:
     """One query (or ``--query NAME`` of a file): its job.  A workload file: one job running its sharing plan."""
     options = {"ts_kind": args.ts, "ts_unit": args.ts_unit, "ts_col": args.ts_col, "type_col": args.type_col,
-               "shedding_model": args.shedding_model, **_shedding_options(args)}
+               **_shedding_options(args)}
     workload = _workload(args, **options)
     if workload is not None:
         if args.collapsed:
@@ -363,7 +368,7 @@ def cmd_run(args) -> int:
 
     from sparkcep.spark.late import KIND, REASON, RECORD
     from sparkcep.spark.session import local_session
-    from sparkcep.spark.sinks import counted, routed
+    from sparkcep.spark.sinks import counted, routed, start_timeouts, timeouts_written, write_timeouts
     from sparkcep.spark.validate import read_validated
 
     spark = local_session(args.master, verbose=args.verbose)
@@ -372,7 +377,18 @@ def cmd_run(args) -> int:
         from sparkcep.spark.operator import MAX_MATCHES_CONF
 
         spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
-    df, rejected = read_validated(spark, args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
+    # a continuous run with shedding over a directory of JSON lines reads what the admission control hands over
+    # (sparkcep.spark.shedding.FileAdmission): a staging directory next to the checkpoint
+    staging = None
+    if (args.stream and not args.once and fmt == "json" and os.path.isdir(args.input)
+            and any(x.shedding_latency for x in queries)):
+        from sparkcep.spark.shedding import hand_over
+
+        staging = (os.path.join(args.checkpoint, "_admitted") if args.checkpoint
+                   else tempfile.mkdtemp(prefix="sparkcep-admitted-"))
+        os.makedirs(staging, exist_ok=True)
+        hand_over(args.input, staging)  # the files there at the start: the first micro-batch's
+    df, rejected = read_validated(spark, staging or args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
                                   known_types=args.known_types, attributes=attributes, needs=needs,
                                   ts_unit=args.ts_unit)
@@ -391,8 +407,13 @@ def cmd_run(args) -> int:
     else:
         result = q.apply(df, shedding_training=training, side_channel=args.stream)
     shedding = getattr(result, "shedding", None)
+    admission = None
     if shedding is not None and os.path.isdir(args.input):  # a followed directory: shed on latency and backlog
         shedding.follow_source(args.input)
+        if staging is not None:
+            from sparkcep.spark.shedding import FileAdmission
+
+            admission = FileAdmission(args.input, staging, shedding, args.type_col, args.dropped_output).start()
     timeouts = getattr(result, "timeouts", None)  # before any wrapping of the result
     if not args.stream:
         with progress(spark, quiet=args.quiet):
@@ -406,7 +427,9 @@ def cmd_run(args) -> int:
                 _print_lines(lines)
             dead = _report_rejected(rejected, args.output, args.dead_letters)
             if args.timeouts:
-                _write_timeouts(timeouts, args.output, quiet=args.quiet)
+                n = write_timeouts(timeouts, args.output)
+                if not args.quiet:
+                    _said_timeouts(n, args.output)
         if not args.quiet:
             valid = count_events() if count_events is not None else None
             print(summary_line(read=None if valid is None else valid + dead, results=results, dead_letters=dead,
@@ -418,12 +441,18 @@ def cmd_run(args) -> int:
         columns = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD)]
         # the timed-out partial matches: a second query beside the results', each micro-batch written as the
         # watermark closes windows (a continuous run: while it runs, not after the stop)
-        beside = [lambda: _start_timeouts(timeouts, args.output, checkpoint, once=args.once)] if args.timeouts else []
-        query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
-                                      beside=beside)
+        beside = [lambda: start_timeouts(timeouts, args.output, checkpoint, once=args.once)] if args.timeouts else []
+        try:
+            query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
+                                          beside=beside)
+        finally:
+            if admission is not None:
+                admission.stop()
+            if staging is not None and not args.checkpoint:
+                shutil.rmtree(staging, ignore_errors=True)
         report_shedding(getattr(result, "shedding", None), query)
-        if args.timeouts:
-            _report_timeouts(timeouts, args.output, quiet=args.quiet)
+        if args.timeouts and not args.quiet:
+            _said_timeouts(timeouts_written(timeouts, args.output), args.output)
         if not args.output and os.path.isdir(out):
             _print_lines(json_lines(spark.read.schema(StructType(columns)).json(out)))
     if not args.quiet:
@@ -438,24 +467,14 @@ def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[
     stops at once).  ``beside``: functions starting queries that run beside it (``--timeouts``), each ended with
     it (``--once``: when it has drained too; a stop: between its micro-batches).  ``(query, totals)``
     (:class:`sparkcep.spark.progress.Totals`)."""
-    from sparkcep.spark.progress import StopSignals, follow, stop_between_batches
+    from sparkcep.spark.progress import StopSignals, follow_with
     from sparkcep.spark.sinks import discard_uncommitted, start
 
     with StopSignals() as signals:
         query = start(stream, out, checkpoint, result_columns=result_columns, dead_letters=args.dead_letters,
                       late=args.late_events, once=args.once)
-        others = [begin() for begin in beside]
-        try:
-            totals = follow(query, out=io.StringIO() if args.quiet else None, signals=signals, source=args.input)
-            for other in others:
-                if totals.stopped:
-                    stop_between_batches(other, signals)
-                else:
-                    other.awaitTermination()
-        finally:
-            for other in others:
-                if other.isActive:
-                    other.stop()
+        totals = follow_with(query, [begin() for begin in beside], out=io.StringIO() if args.quiet else None,
+                             signals=signals, source=args.input)
         if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
             discard_uncommitted(stream.sparkSession, checkpoint, out, args.dead_letters, args.late_events)
     if totals.stopped and not args.quiet:
@@ -465,43 +484,19 @@ def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[
 
 def _check_timeouts(q: CompiledQuery | None, output: str | None) -> None:
     """``--timeouts`` needs one match query whose timed-out partial matches are defined, and ``--output``."""
-    from sparkcep.api import no_timeouts_reason
+    from sparkcep.api import TIMEOUTS_ONE_QUERY, checked_timeout_spec
 
     if q is None:
-        raise CEPError("--timeouts is for one match query: choose it with --query NAME")
-    if (why := no_timeouts_reason(q.spec())) is not None:
-        raise CEPError(f"--timeouts: {why}")
+        raise CEPError(TIMEOUTS_ONE_QUERY)
+    checked_timeout_spec(q.spec())
     if not output:
         raise CEPError("--timeouts writes OUTPUT/_timeouts: give --output")
 
 
-def _write_timeouts(timeouts, output: str, *, quiet: bool) -> None:
-    """Batch: the timed-out partial matches into OUTPUT/_timeouts, counted on stderr."""
-    target = output.rstrip("/") + "/_timeouts"
-    timeouts, count = observed_count(timeouts, "sparkcep_timeouts")
-    timeouts.write.mode("overwrite").json(target)
-    _said_timeouts(count(), target, quiet)
+def _said_timeouts(n: int, output: str) -> None:
+    from sparkcep.spark.sinks import timeouts_dir
 
-
-def _start_timeouts(timeouts, output: str, checkpoint: str, *, once: bool):
-    """A stream: the query writing the timed-out partial matches into OUTPUT/_timeouts (checkpoint
-    CHECKPOINT/_timeouts), each micro-batch's as its watermark closes windows; ``once``: up to the end of the
-    available input."""
-    writer = (timeouts.writeStream.format("json").option("path", output.rstrip("/") + "/_timeouts")
-              .option("checkpointLocation", checkpoint.rstrip("/") + "/_timeouts"))
-    return (writer.trigger(availableNow=True) if once else writer).start()
-
-
-def _report_timeouts(timeouts, output: str, *, quiet: bool) -> None:
-    """A stream: the timed-out partial matches written into OUTPUT/_timeouts, counted on stderr."""
-    target = output.rstrip("/") + "/_timeouts"
-    if not quiet:
-        _said_timeouts(timeouts.sparkSession.read.schema(timeouts.schema).json(target).count(), target, quiet)
-
-
-def _said_timeouts(n: int, target: str, quiet: bool) -> None:
-    if not quiet:
-        print(f"sparkcep: {n} timed-out partial match{'es' if n != 1 else ''}; see {target}", file=sys.stderr)
+    print(timeouts_line(n, timeouts_dir(output)), file=sys.stderr)
 
 
 def _report_rejected(rejected, output: str | None, dead_letters: str | None = None) -> int:
@@ -529,6 +524,8 @@ def _shedding_options(args) -> dict:
         out["shedding_latency"] = args.shedding_latency
     if getattr(args, "dropped_output", None):
         out["dropped_output"] = args.dropped_output
+    if getattr(args, "shedding_model", None):
+        out["shedding_model"] = args.shedding_model
     return out
 
 

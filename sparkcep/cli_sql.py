@@ -89,6 +89,10 @@ def explain(q: rc.Recognize, schema: dict[str, str] | None = None, *, ts_unit: s
         program, engine = describe_program(spec), describe_engine(spec)
     except ValueError as err:  # a program the engine cannot run (check refuses those first): one message
         raise CEPError(f"the engine cannot run this pattern: {err}") from None
+    if schema is not None:
+        from sparkcep.compiler.recognize import describe_worker
+
+        engine += describe_worker(spec, schema)
     return explain_text(q, program=program, spec=spec if schema is not None else None, engine=engine)
 
 

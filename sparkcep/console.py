@@ -39,6 +39,11 @@ def summary_line(*, read: int | None, results: int | None, dead_letters: int | N
     return text + (f", wrote {output}" if output else "")
 
 
+def timeouts_line(n: int, target: str) -> str:
+    """The line on stderr of a run with ``--timeouts``: how many timed-out partial matches, and where."""
+    return f"sparkcep: {_plural(n, 'timed-out partial match', 'timed-out partial matches')}; see {target}"
+
+
 def stream_summary(counts: dict[str, int], seconds: float, output: str | None = None) -> str:
     """:func:`summary_line` of a stream from its totals' ``counts`` (``sparkcep.spark.progress.Totals``)."""
     return summary_line(read=counts.get("read", 0), results=counts.get("results", 0),

@@ -43,13 +43,16 @@ def apply_recognize(df: DataFrame, q: Recognize, *, ts_unit: str | None = None,
     ``spark.sql.shuffle.partitions``); ``late_rows``: a stream's result has the late side channel of
     ``sparkcep.spark.late`` (columns ``_kind``, ``_reason``, ``_record``; the rows older than the watermark as
     ``late`` rows) when the outer query is a plain SELECT/WHERE (``spark.recognize.apply_outer``)."""
-    from sparkcep.compiler.recognize import build_spec
+    from sparkcep.compiler.recognize import build_spec, worker_spec
     from sparkcep.spark import recognize as spark_recognize
 
     projected = spark_recognize.project(df, q, ts_unit)
-    spec = build_spec(q, spark_recognize.input_schema(projected), ts_unit=ts_unit)
+    schema = spark_recognize.input_schema(projected)
+    spec = build_spec(q, schema, ts_unit=ts_unit)
+    worker = None if df.isStreaming else worker_spec(spec, schema)
     result = spark_recognize.run_recognize(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit,
-                                           partitions=partitions, late_rows=late_rows and df.isStreaming)
+                                           partitions=partitions, late_rows=late_rows and df.isStreaming,
+                                           worker=worker)
     return spark_recognize.apply_outer(result, q.outer_sql, q.result_view, q.text or None)
 
 

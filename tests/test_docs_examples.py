@@ -4,10 +4,14 @@ What a fenced block is, from its first line and the HTML comment on the line jus
 
 - ``$ command`` lines (a *session*): each command is run and the lines after it, up to the next ``$`` line, are
   its output.  ``sparkcep ...`` runs in this process through :func:`sparkcep.cli.main` (no extra JVM: a ``run``
-  uses the test run's SparkSession), ``python -c '...'`` runs in this process too, any other command (``cat``,
-  ``head``, ``find | sort``) in ``bash``.  A command shows its stdout then its stderr, without the lines that vary
-  from run to run (:data:`CHATTER`: the "starting Spark" note, progress lines, the closing summary).  A command
-  ending in ``\\`` continues on the next line; ``NAME='...'`` sets a variable for the page's later commands.
+  uses the test run's SparkSession), ``python -c '...'`` runs in this process too, and so does a generated job,
+  ``python job.py ARGS`` (or ``.venv/bin/python job.py ARGS``): :func:`run_job` runs the file as ``__main__`` with
+  ``sys.argv`` set, on the test run's SparkSession (its ``stop()`` is a no-op meanwhile, the SQL conf it sets is
+  put back), and shows its stdout, its stderr and its exit status as the shell would (``echo $?`` after it
+  prints that status).  Any other command (``cat``, ``head``, ``find | sort``) runs in ``bash``.  A command shows
+  its stdout then its stderr, without the lines that vary from run to run (:data:`CHATTER`: the "starting Spark"
+  note, progress lines, the closing summary).  A command ending in ``\\`` continues on the next line;
+  ``NAME='...'`` sets a variable for the page's later commands.
 - a ``python`` block with ``>>>`` prompts: run example by example as a doctest, each output compared.
 - any other ``python`` block is run (in a fresh namespace: a snippet imports what it uses; ``spark`` is the test
   run's SparkSession, as in the ``pyspark`` shell) and its stdout compared with the untagged block right after it
@@ -17,20 +21,24 @@ What a fenced block is, from its first line and the HTML comment on the line jus
 - ``<!-- excerpt of: NAME -->`` before a block: the block is lines of the file NAME (written by an earlier example
   of the page, or of the checkout), in order, each run of lines between ``...`` lines contiguous there; not
   rewritten by ``--update-docs`` (a difference names the first run of lines not found).
-- ``<!-- not run: reason -->`` before a block: deliberately not run (a cluster, a JVM of its own, an excerpt).
+- ``<!-- not run: reason -->`` before a block: deliberately not run (a cluster, ``spark-submit``: a JVM of its own).
   These are counted and listed (``-rP`` shows the list); a block that looks like a command line (``sparkcep``,
   ``make``, ``python``, ``spark-submit`` ...) without ``$`` and without this comment fails the test.
 - any other block is text (query text, grammar, a plan quoted in prose, a directory layout).
 
 Each page runs in a fresh temporary directory holding links to the checkout's top-level entries (so that
 ``golden_plans/queries.cep`` and ``examples/...`` resolve), its ``file:`` blocks written in page order.  Blocks that
-need Spark (``sparkcep run``/``demo``, Python that names ``spark`` or calls ``apply``) run in the ``spark``-marked
-test of the page, the others in the pure one.
+need Spark (``sparkcep run``/``demo``, a generated job, a session naming a directory such a run wrote, Python that
+names ``spark`` or calls ``apply``) run in the ``spark``-marked test of the page, the others in the pure one; the
+Spark test runs the page's other sessions again, in order, for the files they write (``sparkcep compile -o
+job.py``).
 
 Normalised before comparing, and only this: trailing blanks of lines and blocks; the page's temporary
 directory and the checkout's path (printed as ``.``/relative paths); a closing summary's seconds (``in 3.2 s``,
-pytest's ``in 1.78s``: ``in N s``).
-A line ``...`` in a shown output stands for any number of lines (the doctest ellipsis).
+pytest's ``in 1.78s``: ``in N s``); the UUID in the name of a Spark part file; a checkpoint's
+``"batchTimestampMs"`` (the wall-clock time a micro-batch started).
+A line ``...`` in a shown output stands for any number of lines, and ``...`` inside a line for any text (the
+doctest ellipsis).
 
 ``pytest tests/test_docs_examples.py --update-docs`` (``make docs``) rewrites the shown outputs in place from
 what the examples print now; review the diff.
@@ -63,12 +71,20 @@ COMMAND_LIKE = re.compile(r"^\s*(sparkcep (check|explain|compile|run|notebook|de
 #: commands that would start a JVM or a second Python of their own: a session holding one needs "not run"
 OWN_PROCESS = re.compile(r"(^|[\s/;|&])(python3?|spark-submit|pyspark|java)(\s|$)")
 SPARK_COMMAND = re.compile(r"^sparkcep\s+(run|demo)\b")
+#: a generated job started with the environment's python (``python job.py ARGS``, ``.venv/bin/python job.py ARGS``)
+JOB_COMMAND = re.compile(r"^(\.venv/bin/)?python3?\s+[\w./-]+\.py(\s|$)")
 SPARK_PYTHON = re.compile(r"\bspark\b|\.apply\(|sparkcep\.sql\(")
 #: stderr lines that vary from run to run and that pages do not show: the "starting Spark" note, the progress lines
 #: of a batch's stages and of a stream's micro-batches, the closing summary (docs/operations.md shows them)
 CHATTER = re.compile(r"^(starting Spark \(|sparkcep: job \d+, stage \d+/\d+: |batch \d+: read |"
                      r"sparkcep: (read|done) .*\bin \d+(\.\d+)? s\b)")
+#: a result listing in prose: ``PATTERN ... over A1 B2(5) C3`` (the events: type, ts and x in parentheses)
+EVENT_TOKEN = re.compile(r"([A-Z][A-Za-z_-]*?)(\d+)(?:\(([^)]*)\))?")
+LISTING = re.compile(r"^(.*\S)\s+over((?:\s+[A-Z][A-Za-z_-]*?\d+(?:\([^)]*\))?)+)\s*$")
 SUMMARY_SECONDS = re.compile(r"\bin \d+(\.\d+)? ?s\b")
+#: what differs from run to run in Spark's files: the UUID of a part file's name, a batch's wall-clock start
+PART_FILE_UUID = re.compile(r"\b(part-\d+-)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+BATCH_TIMESTAMP = re.compile(r'("batchTimestampMs":)\d+')
 
 
 # -- the pages, as blocks ------------------------------------------------------------------------------------------
@@ -84,6 +100,7 @@ class Block:
     mark: tuple[str, str] | None = None
     kind: str = "text"    # session | doctest | python | output | file | excerpt of | not run | text
     output: Block | None = None  # a python block's shown output
+    reads_spark_output: bool = False  # a session naming what an earlier Spark run wrote (``find shop_ck``)
 
     @property
     def where(self) -> str:
@@ -91,7 +108,8 @@ class Block:
 
     def needs_spark(self) -> bool:
         if self.kind == "session":
-            return any(SPARK_COMMAND.match(c) for c, _, _ in commands(self.lines))
+            return self.reads_spark_output or any(SPARK_COMMAND.match(c) or JOB_COMMAND.match(c)
+                                                  for c, _, _ in commands(self.lines))
         if self.kind in ("python", "doctest"):
             return bool(SPARK_PYTHON.search("\n".join(self.lines)))
         return False
@@ -115,7 +133,9 @@ def parse_page(name: str, text: str) -> Page:
             j = i + 1
             while j < len(lines) and lines[j].strip() != "-->":
                 j += 1
-            page.hidden_files.append((i, hidden.group(1), lines[i + 1:j]))
+            pad = lines[i][:len(lines[i]) - len(lines[i].lstrip())]  # the comment's indent (in a list item)
+            page.hidden_files.append((i, hidden.group(1), [ln[len(pad):] if ln.startswith(pad) else ln.lstrip()
+                                                          for ln in lines[i + 1:j]]))
             i = j + 1
             continue
         m = FENCE.match(lines[i])
@@ -152,6 +172,17 @@ def parse_page(name: str, text: str) -> Page:
         elif b.lang == "python":
             b.kind = "python"
         previous = b
+    written: set[str] = set()  # the directories the page's Spark runs write (--output, --checkpoint, ...)
+    for b in page.blocks:
+        if b.kind != "session":
+            continue
+        if written and any(re.search(rf"(^|[\s/'\"]){re.escape(w)}(/|\s|$)", c) for c, _, _ in commands(b.lines)
+                           for w in written):
+            b.reads_spark_output = True
+        for c, _, _ in commands(b.lines):
+            if SPARK_COMMAND.match(c) or JOB_COMMAND.match(c):
+                words = shlex.split(c, comments=True)
+                written |= {w for k, w in enumerate(words) if k and words[k - 1] in PATH_OPTIONS}
     return page
 
 
@@ -219,6 +250,66 @@ def run_python(code: str, spark=None) -> tuple[int, str, str]:
     return status, out.getvalue(), err.getvalue()
 
 
+@contextlib.contextmanager
+def kept_session():
+    """While a generated job runs in this process: its ``SparkSession.stop()`` on the way out does nothing, and the
+    SQL conf it sets (``spark.sql.shuffle.partitions``, ``spark.sparkcep.maxMatches``) is put back afterwards."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    before = dict(active.conf.getAll) if active is not None else None
+    stop = SparkSession.stop
+    SparkSession.stop = lambda self: None
+    try:
+        yield
+    finally:
+        SparkSession.stop = stop
+        if before is not None:
+            now = dict(active.conf.getAll)
+            for key in now.keys() - before.keys():
+                active.conf.unset(key)
+            for key, value in before.items():
+                if now.get(key) != value:
+                    active.conf.set(key, value)
+
+
+#: the options (of a generated job, ``sparkcep run`` and ``demo``) that name a directory Spark writes: a checkpoint
+#: (Spark's ``FileContext`` resolves it against the JVM's own working directory, which
+#: :func:`spark_working_directory` cannot move) and the outputs
+PATH_OPTIONS = {"--output", "--checkpoint", "--dead-letters", "--late-events", "--dropped-output", "--dir"}
+
+
+def absolute_paths(argv: list[str]) -> list[str]:
+    """``argv`` with the directories of :data:`PATH_OPTIONS` made absolute (in the page's directory, the working
+    directory, where the JVM of a command run there would write them)."""
+    return [os.path.abspath(a) if k and argv[k - 1] in PATH_OPTIONS else a for k, a in enumerate(argv)]
+
+
+def run_job(path: str, argv: list[str]) -> tuple[int, str, str]:
+    """``python job.py ARGS`` in this process: the file run as ``__main__`` with ``sys.argv`` set, on the test run's
+    SparkSession (the job's ``getOrCreate`` returns it); what it prints and its exit status as a shell shows them.
+    The directories it writes are given as absolute paths (in the page's directory, where a job run there writes)."""
+    import runpy
+
+    argv = absolute_paths(argv)
+    out, err = io.StringIO(), io.StringIO()
+    status, argv_before = 0, sys.argv
+    sys.argv = [path, *argv]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), kept_session():
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as exit_:  # the job's sys.exit("sparkcep job: ...") and argparse's errors
+            if isinstance(exit_.code, str):
+                print(exit_.code, file=sys.stderr)
+            status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        except Exception:  # noqa: BLE001 - a traceback, as Python prints it, and status 1
+            status = 1
+            print(traceback.format_exc(), file=sys.stderr, end="")
+        finally:
+            sys.argv = argv_before
+    return status, out.getvalue(), err.getvalue()
+
+
 ASSIGNMENT = re.compile(r"^([A-Za-z_]\w*)=(\S.*)$")
 VARIABLE = re.compile(r"\"\$(\w+)\"|\$(\w+)\b")
 
@@ -230,6 +321,7 @@ def run_command(cmd: str, workdir: Path, variables: dict[str, str]) -> list[str]
     if assignment and len(shlex.split(cmd)) == 1:
         variables[assignment.group(1)] = shlex.split(assignment.group(2))[0]
         return []
+    cmd = cmd.replace("$?", variables.get("?", "0"))  # the exit status of the page's previous command
     cmd = VARIABLE.sub(lambda m: shlex.quote(variables[m.group(1) or m.group(2)])
                        if (m.group(1) or m.group(2)) in variables else m.group(0), cmd)
     lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
@@ -243,14 +335,17 @@ def run_command(cmd: str, workdir: Path, variables: dict[str, str]) -> list[str]
     if words and words[0] == "sparkcep" and not set(words) & {">", "&&", ";", "2>&1", "<", ">>"}:
         if follows_forever(words[1:]):
             return ["(not run: `run --stream` without --once follows its input until it is stopped: add --once)"]
-        status, out, err = run_sparkcep(words[1:])
+        status, out, err = run_sparkcep(absolute_paths(words[1:]))
     elif len(words) == 3 and words[0] in ("python", "python3") and words[1] == "-c":
         status, out, err = run_python(words[2])
+    elif JOB_COMMAND.match(cmd) and not set(words) & {"|", ">", "&&", ";", "2>&1", "<", ">>"}:
+        status, out, err = run_job(words[1], words[2:])
     else:
         rest, status, out, err = None, *_bash(cmd, workdir, env)
     if rest is not None:
         piped_status, out, piped_err = _bash(rest, workdir, env, stdin=out)
         status, err = status or piped_status, err + piped_err
+    variables["?"] = str(status)
     return out.splitlines() + [ln for ln in err.splitlines() if not CHATTER.match(ln)]
 
 
@@ -292,24 +387,38 @@ def run_doctest(block: Block, spark=None) -> list[tuple[doctest.Example, list[st
 
 # -- comparing -----------------------------------------------------------------------------------------------------
 
+def relative(line: str, workdir: Path) -> str:
+    """The page's temporary directory and the checkout's path, as the page shows them (relative paths, ``.``)."""
+    for path in (str(workdir.resolve()), str(workdir), str(ROOT)):
+        line = line.replace(path + "/", "").replace(path, ".")
+    return line
+
+
 def normalise(lines: list[str], workdir: Path) -> list[str]:
     out = []
     for ln in lines:
-        for path in (str(workdir.resolve()), str(workdir), str(ROOT)):
-            ln = ln.replace(path + "/", "").replace(path, ".")
+        ln = relative(ln, workdir)
+        ln = PART_FILE_UUID.sub(r"\1UUID", BATCH_TIMESTAMP.sub(r"\1N", ln))
         out.append(SUMMARY_SECONDS.sub("in N s", ln).rstrip())
     while out and not out[-1]:
         out.pop()
     return out
 
 
+def same_line(shown: str, actual: str) -> bool:
+    """A ``...`` inside a shown line stands for any text (``{..."spark.sql.shuffle.partitions":"4",...}``)."""
+    if "..." not in shown:
+        return shown == actual
+    return re.fullmatch(".*".join(map(re.escape, shown.split("..."))), actual) is not None
+
+
 def same(shown: list[str], actual: list[str]) -> bool:
     """``shown`` (a ``...`` line matching any lines) against ``actual``."""
     if "..." not in shown:
-        return shown == actual
+        return len(shown) == len(actual) and all(map(same_line, shown, actual))
     k = shown.index("...")
     head, tail = shown[:k], shown[k + 1:]
-    if actual[:k] != head:
+    if len(actual) < k or not all(map(same_line, head, actual[:k])):
         return False
     rest = actual[k:]
     return any(same(tail, rest[s:]) for s in range(len(rest) + 1))
@@ -341,7 +450,8 @@ class PageRun:
         if not same(shown_n, actual_n):
             a = block.start + 1 + first
             self.differences.append(Difference(f"{block.page}:{a + 1}", shown_n, actual_n,
-                                               (a, a + len(shown_n), [block.indent + ln for ln in actual])))
+                                               (a, a + len(shown_n),
+                                                [block.indent + relative(ln, self.workdir) for ln in actual])))
 
     def excerpt(self, block: Block) -> None:
         """A run of lines not found in the file is a difference; the update takes the file's lines from the run's
@@ -375,6 +485,40 @@ class PageRun:
             self.differences.append(Difference(block.where, block.lines, now,
                                                (a, a + len(block.lines), [block.indent + ln for ln in now])))
 
+    def listings(self, block: Block) -> None:
+        """A text block of results in prose, ``QUERY over A1 B2(5) ...`` then the rows (``{'a': 1, 'b': 2}``),
+        paragraphs apart: each query is run by the reference (:mod:`sparkcep.oracles.match`, the semantics every
+        engine is tested against) over those events (type, ``ts``, ``x`` in parentheses), and its rows, in any
+        order, must be the ones shown (a difference the update cannot rewrite: edit the page)."""
+        import ast
+
+        import sparkcep
+        from sparkcep.oracles.match import is_trend_aggregate, match_rows, trend_aggregates
+
+        paragraphs, current = [], []
+        for ln in block.lines + [""]:
+            if ln.strip():
+                current.append(ln.strip())
+            elif current:
+                paragraphs, current = paragraphs + [current], []
+        for para in paragraphs:
+            k = next((i for i, ln in enumerate(para) if ln.startswith("{")), len(para))
+            head = " ".join(para[:k])
+            found = LISTING.match(head)
+            if not found or not all(ln.startswith("{") for ln in para[k:]):
+                continue
+            self.ran.append(block.where)
+            events = []
+            for token in found.group(2).split():
+                t, ts, x = EVENT_TOKEN.fullmatch(token).groups()
+                events.append({"type": t, "ts": int(ts)} | ({} if x is None else {"x": ast.literal_eval(x)}))
+            query = sparkcep.compile(found.group(1)).query
+            rows = (trend_aggregates if is_trend_aggregate(query) else match_rows)(query, events)
+            shown = [ast.literal_eval(ln) for ln in para[k:]]
+            if sorted(map(repr, rows)) != sorted(map(repr, shown)):
+                self.differences.append(Difference(f"{block.where} ({head[:60]}...)", para[k:],
+                                                   [repr(r) for r in rows], (0, 0, [])))
+
     def files_before(self, line: int, done: set) -> None:
         for at, name, content in self.page.hidden_files:
             if at < line and (at, name) not in done:
@@ -390,8 +534,12 @@ class PageRun:
                 write_file(self.workdir, block.mark[1], block.lines)
             if block.kind == "excerpt of" and not with_spark:
                 self.excerpt(block)
-            if block.kind not in ("session", "doctest", "python") or block.needs_spark() != with_spark:
+            if block.kind == "text" and not with_spark:
+                self.listings(block)
+            if block.kind not in ("session", "doctest", "python"):
                 continue
+            if block.needs_spark() != with_spark and not (with_spark and block.kind == "session"):
+                continue  # the Spark pass runs every session again: they write what later commands read
             self.ran.append(block.where)
             if block.kind == "session":
                 for cmd, a, b in commands(block.lines):
@@ -447,7 +595,8 @@ def run_page(name: str, tmp: Path, update: bool, spark=None) -> PageRun:
     assert not unmarked, (f"blocks that read like commands but are neither run ($ prompts) nor marked "
                           f"'<!-- not run: reason -->': {unmarked}")
     own = [b.where for b in page.blocks if b.kind == "session" and any(
-        OWN_PROCESS.search(c) and not re.match(r"python3? (-c |-m pytest )", c) for c, _, _ in commands(b.lines))]
+        OWN_PROCESS.search(c) and not re.match(r"python3? (-c |-m pytest )", c) and not JOB_COMMAND.match(c)
+        for c, _, _ in commands(b.lines))]
     assert not own, f"sessions that start a JVM or Python of their own: mark them '<!-- not run: reason -->': {own}"
     cwd = os.getcwd()
     os.chdir(workdir_for(tmp))
@@ -528,6 +677,49 @@ def test_an_edited_output_fails_and_update_restores_it(tmp_path, monkeypatch):
     found = run_page("docs/p.md", work2, update=True).differences
     assert [d.where for d in found] == ["docs/p.md:5", "docs/p.md:14", "docs/p.md:19"]
     assert (page_dir / "docs" / "p.md").read_text() == text  # the update restored every output
+
+
+def test_an_edited_generated_job_output_fails_and_update_restores_it(tmp_path, monkeypatch):
+    """A generated job's block (``python job.py ...`` in this process, its stderr and exit status, ``echo $?``):
+    an edited output is a difference, --update-docs rewrites it back.  The job stops on its options, before any
+    Spark, so that this runs without a JVM."""
+    page_dir = tmp_path / "root"
+    (page_dir / "docs").mkdir(parents=True)
+    text = "\n".join([
+        "# a page", "", "```", "$ sparkcep compile -e 'PATTERN SEQ(A a, B b) WITHIN 10' -o job.py", "wrote job.py",
+        "$ python job.py --input ev --output out --stream", "...", "job.py: error: --stream needs --checkpoint",
+        "$ echo $?", "2", "```", ""])
+    (page_dir / "docs" / "p.md").write_text(text)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", page_dir)
+    monkeypatch.setattr(Block, "needs_spark", lambda self: False)  # no Spark needed: run it in the pure pass
+    work = tmp_path / "w"
+    work.mkdir()
+    run = run_page("docs/p.md", work, update=False)
+    assert run.ran == ["docs/p.md:3"] and not run.differences  # the page as it is: no difference
+    edited = text.replace("needs --checkpoint", "needs --lateness").replace("\n2\n", "\n0\n")
+    (page_dir / "docs" / "p.md").write_text(edited)
+    work2 = tmp_path / "w2"
+    work2.mkdir()
+    found = run_page("docs/p.md", work2, update=True).differences
+    assert [d.where for d in found] == ["docs/p.md:7", "docs/p.md:10"]
+    assert (page_dir / "docs" / "p.md").read_text() == text.replace("...\n", "\n".join(found[0].actual[:-1]) + "\n")
+
+
+def test_a_result_listing_in_prose_is_checked(tmp_path, monkeypatch):
+    """``QUERY over A1 B2(5) ...`` then rows: the reference's rows, in any order; a wrong or missing row fails."""
+    (tmp_path / "docs").mkdir()
+    listing = ["```", "PATTERN SEQ(A a, B b) WHERE a.x < b.x WITHIN 5 RETURN a.ts AS a, b.ts AS b",
+               "    over A1(1) B2(0) B3(2) A4(3) B9(4)", "{'a': 1, 'b': 3}", "", "RETURN COUNT(*) PATTERN SEQ(A, B+) "
+               "WITHIN 10 SLIDE 10     over A1 B2 B3", "{'window_start': 0, 'window_end': 10, 'count_all': 3}", "```"]
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "docs" / "p.md").write_text("\n".join(listing))
+    run = run_page("docs/p.md", tmp_path / "docs", update=False)
+    assert run.ran == ["docs/p.md:1", "docs/p.md:1"] and not run.differences
+    for wrong in ("{'a': 4, 'b': 9}", "'count_all': 2}"):
+        edited = listing[:3] + [listing[3] + "\n" + wrong] + listing[4:] if wrong.startswith("{") else \
+            [ln.replace("'count_all': 3}", wrong) for ln in listing]
+        (tmp_path / "docs" / "p.md").write_text("\n".join(edited))
+        assert len(run_page("docs/p.md", tmp_path / "docs", update=False).differences) == 1
 
 
 def test_unmarked_command_block_fails(tmp_path, monkeypatch):

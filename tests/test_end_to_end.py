@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -151,23 +152,53 @@ def test_missing_attribute_is_a_clear_error(spark):
         sparkcep.compile(QUERY.replace("1 hour", "10")).apply(df)
 
 
+def json_rows(folder: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted(folder.glob("part-*.json")) for line in f.read_text().splitlines()]
+
+
+def to_second(rows: list[dict], *columns: str) -> list[dict]:
+    """``columns`` (timestamps as ISO-8601 text, or None: absent from a JSON line) cut to the second."""
+    return [{**r, **{c: r.get(c) and r[c][:19] for c in columns}} for r in rows]
+
+
 @pytest.mark.slow
-def test_generated_job_runs_standalone(store, tmp_path):
-    """``sparkcep compile`` output run by a fresh Python process (its own JVM), batch then streaming."""
+def test_generated_job_runs_standalone(spark, store, tmp_path, capsys):
+    """``sparkcep compile`` output run by a fresh Python process (its own JVM), batch then streaming, with
+    ``--timeouts``: its OUTPUT/_timeouts rows are the oracle's and those of ``sparkcep run --timeouts``."""
+    from sparkcep.oracles.timeouts import timed_out_rows
+
     root, expected = store
     job = tmp_path / "job.py"
     assert main(["compile", str(root / "query.cep"), "-o", str(job)]) == 0
+    # the store's events and, last, one the query ignores a day later: the stream's watermark closes every window
+    events = tmp_path / "events"
+    shutil.copytree(root / "events", events)
+    closer = events / "part-99.jsonl"
+    closer.write_text(json.dumps({"type": "COUNTER-READING", "ts": (T0 + timedelta(days=1)).isoformat(), "id": 0,
+                                  "shelf_id": 0}) + "\n")
+    os.utime(closer, (1_000_100, 1_000_100))
+    as_ms = [{**e, "ts": int(e["ts"].timestamp() * 1000)} for e in rfid_events()]
+    timed_out = timed_out_rows(sparkcep.compile(QUERY).query, as_ms)
+    assert len(timed_out) > 5  # the data must exercise them
+    assert main(["run", str(root / "query.cep"), "--input", str(events), "--output", str(tmp_path / "run"),
+                 "--timeouts", "--quiet"]) == 0
+    by_run = [{c: r.get(c) for c in timed_out[0]} for r in json_rows(tmp_path / "run" / "_timeouts")]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONWARNINGS": "ignore::FutureWarning"}
     for mode, extra in (("batch", []), ("stream", ["--stream", "--once", "--checkpoint", str(tmp_path / "ck")])):
-        done = subprocess.run([sys.executable, str(job), "--input", str(root / "events"),
-                               "--output", str(tmp_path / mode), *extra],
-                              capture_output=True, text=True, timeout=300, env=env)
+        done = subprocess.run([sys.executable, str(job), "--input", str(events), "--output", str(tmp_path / mode),
+                               "--timeouts", *extra], capture_output=True, text=True, timeout=300, env=env)
         assert done.returncode == 0, done.stderr[-3000:]
-        rows = [json.loads(line) for f in sorted((tmp_path / mode).glob("part-*.json"))
-                for line in f.read_text().splitlines()]
-        assert canonical([{**r, "moved_at": r["moved_at"][:19], "left_at": r["left_at"][:19]} for r in rows]) \
+        rows = json_rows(tmp_path / mode)
+        assert canonical(to_second(rows, "moved_at", "left_at")) \
             == canonical([{**r, "moved_at": iso(r["moved_at"])[:19], "left_at": iso(r["left_at"])[:19]}
                           for r in expected]), mode
+        got = json_rows(tmp_path / mode / "_timeouts")
+        assert f"{len(timed_out)} timed-out partial matches; see {tmp_path / mode}/_timeouts" in done.stderr, mode
+        got = [{c: r.get(c) for c in timed_out[0]} for r in got]  # JSON lines leave out a None
+        assert canonical(to_second(got, "moved_at", "left_at")) == canonical(
+            [{**r, "moved_at": r["moved_at"] and iso(r["moved_at"])[:19],
+              "left_at": r["left_at"] and iso(r["left_at"])[:19]} for r in timed_out]), mode
+        assert canonical(got) == canonical(by_run), mode
 
 
 @pytest.mark.slow

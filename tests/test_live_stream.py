@@ -152,3 +152,40 @@ def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, 
     batch = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     streamed = [r for rows in rows_by_batch(out).values() for r in rows]
     assert canonical(streamed) == canonical(batch) == canonical(oracle([e for f in [*FILES, TIMES_OUT] for e in f]))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_shedding_run_reads_its_files_through_the_admission_control(tmp_path):
+    """``run --stream`` with shedding over a JSON directory reads what the admission control hands over
+    (``FileAdmission``, staged in the checkpoint): under a loose bound nothing is dropped and no file stalls;
+    files written after the start are picked up one slice per micro-batch."""
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    write_file(inbox, 0, FILES[0])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "sparkcep.cli", "run", "-e", QUERY, "--input", str(inbox),
+                             "--stream", "--files-per-trigger", "1", "--output", str(out), "--checkpoint",
+                             str(tmp_path / "ck"), "--master", "local[2]", "--shedding-latency", "1h",
+                             "--dropped-output", str(tmp_path / "dropped")],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    err = Lines(proc.stderr)
+    try:
+        err.wait_for(lambda line: line.startswith("batch ") and "read 2 events" in line, 600, proc)
+        for k in (1, 2):
+            write_file(inbox, k, FILES[k])
+            err.wait_for(lambda line, n=2 * (k + 1): line.startswith("batch ") and f"read {n} events" in line,
+                         300, proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=300) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = err.join()
+    assert "Traceback" not in text and "sparkcep: read 6 events, 2 results" in text
+    # the stage sees the query's candidates (A and B events): 4 of the 6
+    assert "load shedding dropped 0 of 4 events" in text and not (tmp_path / "dropped").exists()
+    staged = sorted(f.name for f in (tmp_path / "ck" / "_admitted").iterdir())
+    assert staged == [f"part-{k:02d}.jsonl" for k in range(3)]
+    streamed = [r for rows in rows_by_batch(out).values() for r in rows]
+    assert canonical(streamed) == canonical(oracle([e for f in FILES for e in f]))

@@ -1,7 +1,7 @@
 """Keyless match queries split into time ranges that overlap by the window
 (:mod:`sparkcep.runtime_udfs.match.ranges`): each range runs the engine over what it holds and keeps the matches
 whose first event it owns; together they are the oracle's matches, each exactly once, with ranges so tiny
-that matches cross their borders."""
+that matches cross their borders (narrower than the window too, so that an event is held by several)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,13 @@ from hypothesis import strategies as st
 
 import sparkcep
 from sparkcep.oracles.match import match_rows
-from sparkcep.runtime_udfs.match import ranges
+from sparkcep.oracles.timeouts import timed_out_rows
+from sparkcep.runtime_udfs.match import ranges, timeouts
+from sparkcep.runtime_udfs.match.compile import Plan
 from sparkcep.runtime_udfs.match.engine import advance, init_state, step
 from tests.strategies import event_streams
 from tests.test_match_engine import canonical
+from tests.test_match_timeouts import spec_of as timeout_spec_of
 
 SPLITTABLE = [
     "PATTERN SEQ(A a, B b, C c) WHERE a.x < c.x WITHIN 6 RETURN a.ts, b.ts, c.ts",
@@ -27,38 +30,63 @@ SPLITTABLE = [
     "PATTERN SEQ(A a, B b, C c) WHERE skip_till_next_match(a, b, c) { a.x <= c.x } WITHIN 6 "
     "RETURN a.ts, b.ts, c.ts",
     "PATTERN SEQ(A a, B+ b[], C c) WHERE skip_till_next_match(a, b[], c) { b[i].x > 0 } WITHIN 5 RETURN a.ts, c.ts",
+    "PATTERN SEQ(A a, B+ b[] UNTIL (b.x > 2), C c) WITHIN 6 RETURN a.ts, b[1].ts, c.ts",
 ]
 
+#: contiguity: adjacent in the whole input (every event counts, D too), which a range holding a stretch of it sees
+CONTIGUOUS = [
+    "PATTERN SEQ(A a, B b) WHERE strict_contiguity(a, b) { a.x <= b.x } WITHIN 4 RETURN a.ts, b.ts",
+    "PATTERN SEQ(A a, B+ b[], C c) WHERE strict_contiguity(a, b[], c) { b[i].x > 0 } WITHIN 6 "
+    "RETURN a.ts, count(b[].x) AS n, c.ts",
+    "PATTERN SEQ(A a, B b, C c) WHERE partition_contiguity(a, b, c) { a.x != c.x } WITHIN 5 RETURN a.ts, c.ts",
+    "PATTERN SEQ(A a, NEXT B b, C c) WITHIN 5 RETURN a.ts, b.ts, c.ts",
+    "PATTERN SEQ(A a, NEXT !(C c), B b) WITHIN 5 RETURN a.ts, b.ts",
+    "PATTERN SEQ(A a, B b, NEXT C c) WHERE a.x < c.x WITHIN 6 RETURN a.ts, b.ts, c.ts",
+]
 
-def ranged(spec, events, cuts) -> list[dict]:
-    """Every range's engine run over the events it holds, its owned matches kept."""
+#: range widths (ts units): narrower than a window, as wide, wider, and fractions
+WIDTHS = st.sampled_from([0.5, 1, 1.5, 2, 3, 4, 5, 7, 12, 40])
+
+
+def ranged(spec, events, width, engine=None) -> list[dict]:
+    """Every range's engine run over the events it holds (those it does not own barred from the first component)."""
     rspec = ranges.ranged_spec(spec)
+    run_step, run_advance, init = (step, advance, init_state) if engine is None else (
+        engine.step, engine.advance, engine.init_state)
     out = []
-    for part, held in enumerate(ranges.split(events, cuts, spec.window)):
-        state, _ = step(rspec, init_state(), held)
-        _, rows = advance(rspec, state, math.inf)
-        out += ranges.owned(rows, part, cuts)
+    for held in ranges.split(events, width, spec.window, Plan(spec).mask_of).values():
+        state, _ = run_step(rspec, init(), held)
+        out += run_advance(rspec, state, math.inf)[1]
     return out
 
 
-@pytest.mark.parametrize("text", SPLITTABLE)
-@settings(max_examples=60, deadline=None)
-@given(events=event_streams("ABCD", max_size=12, shuffled=True),
-       cuts=st.lists(st.integers(-1, 30), max_size=6).map(lambda c: sorted(set(c))))
-def test_time_ranges_equal_the_oracle(text, events, cuts):
+@pytest.mark.parametrize("text", SPLITTABLE + CONTIGUOUS)
+@settings(max_examples=50, deadline=None)
+@given(events=event_streams("ABCD", max_size=12, shuffled=True), width=WIDTHS)
+def test_time_ranges_equal_the_oracle(text, events, width):
     compiled = sparkcep.compile(text)
     spec = compiled.spec()
     assert ranges.why_not(spec) is None
-    assert canonical(ranged(spec, events, cuts)) == canonical(match_rows(compiled.query, events))
+    assert canonical(ranged(spec, events, width)) == canonical(match_rows(compiled.query, events))
+
+
+@pytest.mark.parametrize("text", [
+    "PATTERN SEQ(A a, B b, C c) WHERE a.x < b.x WITHIN 5 RETURN a.ts, b.ts",
+    "PATTERN SEQ(A a, B b, C c) WHERE skip_till_next_match(a, b, c) { a.x <= c.x } WITHIN 5 RETURN a.ts, b.ts",
+])
+@settings(max_examples=40, deadline=None)
+@given(events=event_streams("ABC", max_size=10, shuffled=True), width=WIDTHS)
+def test_timed_out_partial_matches_in_time_ranges_equal_the_oracle(text, events, width):
+    """The timed-out partial matches (a batch query's ``timeouts``) split the same way."""
+    spec = timeout_spec_of(text)
+    expected = timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "id", "x"])
+    assert canonical(ranged(spec, events, width, timeouts)) == canonical(expected)
 
 
 @pytest.mark.parametrize(("text", "reason"), [
     ("PATTERN SEQ(!(B b), A a, C c) WITHIN 5", "does not start with one positive event"),
     ("PATTERN SEQ(A+ a[], C c) WITHIN 5", "does not start with one positive event"),
-    ("PATTERN SEQ(A a, C c) WHERE strict_contiguity(a, c) { a.x > 0 } WITHIN 5", "strict_contiguity needs"),
-    ("PATTERN SEQ(A a, C c) WHERE partition_contiguity(a, c) { [x] } WITHIN 5", "partition_contiguity needs"),
-    ("PATTERN SEQ(A a, NEXT B b, C c) WITHIN 5", "a NEXT step needs"),
-    ("PATTERN SEQ(A a, NEXT !(C c), B b) WITHIN 5", "a NEXT step needs"),
+    ("PATTERN SEQ(A a, C c) OR SEQ(B b, C d) WITHIN 5", "does not start with one positive event"),
 ])
 def test_specs_ranges_cannot_split_say_why(text, reason):
     spec = sparkcep.compile(text).spec()
@@ -68,44 +96,58 @@ def test_specs_ranges_cannot_split_say_why(text, reason):
 
 
 def test_an_event_is_held_by_its_owner_and_the_ranges_ending_less_than_a_window_before_it():
-    cuts = [10, 20, 30]
-    assert list(ranges.holders(26, cuts, 6)) == [2]
-    assert list(ranges.holders(25, cuts, 6)) == [1, 2]  # 25 < 20 + 6
-    assert list(ranges.holders(20, cuts, 25)) == [0, 1, 2]
-    assert list(ranges.holders(None, cuts, 6)) == [0]
-    assert ranges.cuts_of(0, 100, 4) == [25, 50, 75]
-    assert ranges.cuts_of(5, 5, 4) == []
+    assert list(ranges.holders(26, 10, 6)) == [2]
+    assert list(ranges.holders(25, 10, 6)) == [1, 2]  # 25 < 20 + 6
+    assert list(ranges.holders(20, 10, 25)) == [-1, 0, 1, 2]  # range -1 = [-10, 0) holds up to 25
+    assert list(ranges.holders(-3, 10, 2)) == [-1]
+    assert list(ranges.holders(None, 10, 6)) == [0]
+    assert ranges.range_of(19.99, 10) == 1 and ranges.range_of(-0.5, 10) == -1
 
 
 @pytest.mark.spark
 def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark):
-    """The batch path splits a keyless query's input into time ranges (one per shuffle partition, 2 in the test
-    session): the oracle's matches, those crossing the range border included, each once; both partitions
-    produce matches."""
+    """With ``keylessRanges=true`` the batch path splits a keyless query's input into time ranges (of one window
+    here, dealt round robin over the 2 shuffle partitions of the test session): the oracle's matches, those crossing
+    range borders included, each once, equal to the default one-partition run; both partitions produce matches;
+    strict contiguity too (every event in its ranges, ties in input order)."""
     from pyspark.sql import functions as F
 
-    from sparkcep.spark.adapters import RANGES_CONF
+    from sparkcep.spark.adapters import RANGE_WINDOWS_CONF, RANGES_CONF, partition_salts, spark_hash_long
     from sparkcep.spark.results import canonical as rows_canonical
 
-    events = [{"type": "ABC"[k % 3], "ts": 2 * k, "x": k % 7} for k in range(60)]
+    salts = partition_salts(5)
+    hashed = spark.range(1).select(*(F.hash(F.lit(v).cast("bigint")) for v in [*salts, -7, 2**40 + 3])).first()
+    assert list(hashed) == [spark_hash_long(v) for v in [*salts, -7, 2**40 + 3]]
+    assert [spark_hash_long(v) % 5 for v in salts] == [0, 1, 2, 3, 4]
+
+    events = [{"type": "ABCD"[(5 * k + k // 4) % 4], "ts": 2 * k - k % 3, "x": k % 7} for k in range(60)]
     df = spark.createDataFrame(events, "type string, ts long, x long")
-    q = sparkcep.compile("PATTERN SEQ(A a, B b, C c) WHERE a.x != c.x WITHIN 13 RETURN a.ts, b.ts, c.ts")
-    assert {r.pid for r in q.apply(df).select(F.spark_partition_id().alias("pid")).collect()} == {0}  # default: off
+    queries = [sparkcep.compile("PATTERN SEQ(A a, B b, C c) WHERE a.x != c.x WITHIN 13 RETURN a.ts, b.ts, c.ts"),
+               sparkcep.compile("PATTERN SEQ(B b, C c) WHERE strict_contiguity(b, c) { b.x != c.x } WITHIN 5 "
+                                "RETURN b.ts, c.ts")]
+    one = [[r.asDict() for r in q.apply(df).withColumn("pid", F.spark_partition_id()).collect()] for q in queries]
+    spark.conf.set(RANGE_WINDOWS_CONF, "1")
     spark.conf.set(RANGES_CONF, "true")
     try:
-        result = q.apply(df).withColumn("pid", F.spark_partition_id())
-        got = [r.asDict() for r in result.collect()]
+        ranged = [[r.asDict() for r in q.apply(df).withColumn("pid", F.spark_partition_id()).collect()]
+                  for q in queries]
     finally:
         spark.conf.unset(RANGES_CONF)
-    assert {r.pop("pid") for r in got} == {0, 1}
-    want = match_rows(q.query, events)
-    assert any(r["a_ts"] < 59 <= r["c_ts"] for r in want)  # a match crosses the border (ts 0..118: cut at 59)
-    assert rows_canonical(got) == rows_canonical(want)
+        spark.conf.unset(RANGE_WINDOWS_CONF)
+    for q, got, single in zip(queries, ranged, one, strict=True):
+        assert {r.pop("pid") for r in got} == {0, 1}
+        assert {r.pop("pid") for r in single} == {0}
+        want = match_rows(q.query, events)
+        assert rows_canonical(got) == rows_canonical(want) == rows_canonical(single)
+    assert any(r["b_ts"] // 5 != r["c_ts"] // 5 for r in match_rows(queries[1].query, events))  # crosses a border
 
 
 def test_explain_says_the_parallelism_of_a_query_without_key():
     ranged = sparkcep.compile(SPLITTABLE[0]).explain()
-    assert "with spark.sparkcep.keylessRanges=true, batch in time ranges overlapping by the window" in ranged
+    assert "with spark.sparkcep.keylessRanges=true, batch in time ranges of" in ranged
+    assert "streaming: 1 partition (time ranges are batch only)" in ranged
+    contiguous = sparkcep.compile(CONTIGUOUS[0]).explain()
+    assert "parallelism (no key): 1 partition; with spark.sparkcep.keylessRanges=true" in contiguous
     one = sparkcep.compile("PATTERN SEQ(!(B b), A a, C c) WITHIN 5").explain()
     assert "parallelism 1 (no key): the pattern does not start with one positive event" in one
     keyed = sparkcep.compile("PATTERN SEQ(A a, C c) WHERE [id] WITHIN 5").explain()

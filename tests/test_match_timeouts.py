@@ -267,6 +267,22 @@ def test_cli_timeouts_refused_before_spark_starts(args, message, capsys, tmp_pat
     assert message in err and "starting Spark" not in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(("text", "message"), [
+    ("PATTERN SEQ(A a, B* b[]) WITHIN 5", r"a Kleene step is T\+ v\[\]"),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, B b) WITHIN 5", "a trend-aggregate query has no partial matches"),
+    ("q1: PATTERN SEQ(A a, B b) WITHIN 5; q2: PATTERN SEQ(A a, C c) WITHIN 5", "choose it with --query NAME"),
+])
+def test_generated_job_refuses_timeouts_as_run_does(text, message):
+    """A generated job's ``--timeouts``, where they are not defined: ``run --timeouts``' refusal, before Spark."""
+    from sparkcep.api import compile_shared_workload
+
+    source = sparkcep.compile(text).job_source() if ";" not in text else compile_shared_workload(text).job_source()
+    job: dict = {"__name__": "job"}
+    exec(compile(source, "job.py", "exec"), job)  # noqa: S102 - the generated job, run as a module would be
+    with pytest.raises(sparkcep.CEPError, match=message):
+        job["main"](["--input", "in", "--output", "out", "--timeouts"])
+
+
 @pytest.mark.spark
 def test_cli_run_writes_timeouts_beside_the_output(spark, tmp_path, capsys):
     from sparkcep.cli import main

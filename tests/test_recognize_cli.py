@@ -109,6 +109,16 @@ def test_explain_with_a_schema_gives_the_result_types(capsys, vshape_file):
     assert status == 2 and "not a schema" in err
 
 
+def test_explain_with_a_schema_says_what_the_batch_worker_reads(capsys, tmp_path):
+    query = tmp_path / "abc.sql"
+    query.write_text("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES LAST(C.id) AS c "
+                     "PATTERN (A B+ C) DEFINE A AS typ = 'A', B AS id > PREV(id), C AS typ = 'C')")
+    status, out, err = run_cli(capsys, "explain", str(query), "--schema", "p INT, ts BIGINT, id BIGINT, typ STRING")
+    assert status == 0, err
+    assert "batch: the worker reads p, id, __def0, __def1 after Spark's sort" in out
+    assert "batch: Spark computes DEFINE A as __def0, C as __def1 after the sort, one BOOLEAN column each" in out
+
+
 def test_compile_writes_a_job_holding_the_statement(capsys, vshape_file, tmp_path):
     from sparkcep.ir.serde import from_data
 

@@ -292,3 +292,77 @@ def test_without_numba_the_kernel_is_off(monkeypatch):
     monkeypatch.setattr(kernel, "_PLANS", {})
     e = kernel.eligibility(ABC)
     assert not e.ok and "numba is not installed" in e.reason
+
+
+# ----------------------------------------------------------------------------------------------- the worker's spec
+
+SCHEMA = {"k": "bigint", "t": "bigint", "x": "bigint", "y": "bigint", "s": "string", "f": "double"}
+
+
+def _truth(e, row):
+    """Spark SQL's three-valued value of a condition :func:`worker_spec` computes (None: NULL), written here
+    from SQL's rules, apart from the engines."""
+    if isinstance(e, type(lit(0))):
+        return e.value
+    if isinstance(e, type(col("x"))):
+        return row[e.attr]
+    if isinstance(e, Unary):
+        v = _truth(e.operand, row)
+        if e.op == "NOT":
+            return None if v is None else not v
+        return (v is None) == (e.op == "IS NULL")
+    a, b = _truth(e.left, row), _truth(e.right, row)
+    if e.op == "AND":
+        return False if False in (a, b) else (None if None in (a, b) else True)
+    if e.op == "OR":
+        return True if True in (a, b) else (None if None in (a, b) else False)
+    if a is None or b is None:
+        return None
+    return {"=": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(eligible_specs(), chunks())
+def test_the_worker_spec_gives_the_rows_of_the_spec(spec, parts):
+    """Over the columns ``worker_spec`` keeps and the BOOLEAN columns of the DEFINEs it has Spark compute
+    (``COALESCE(condition, FALSE)``), the engine and the kernel give the spec's rows."""
+    from sparkcep.compiler.recognize import worker_spec
+
+    w = worker_spec(spec, SCHEMA)
+    if w is None:  # every column is read
+        return
+    defines = dict(spec.defines)
+    assert set(w.spec.columns) <= set(spec.columns) | {name for _, name, _ in w.computed}
+    parts = [sorted(p, key=engine.sort_key(spec)) for p in parts]
+    keep = [*w.spec.columns, "__ts"]  # the Spark layer adds __ts (make_spec leaves it out of the columns)
+    slim = [[{**{c: r[c] for c in keep if c in r},
+              **{name: _truth(defines[v], r) is True for v, name, _ in w.computed}} for r in p] for p in parts]
+    want = [o for p in parts for o in engine.run_partition(spec, p)]
+    assert [o for p in slim for o in engine.run_partition(w.spec, p)] == want
+    rows = [r for p in slim for r in p]
+    bounds = [0]
+    for p in slim:
+        bounds.append(bounds[-1] + len(p))
+    names = list(dict.fromkeys(c for c in keep if c in TYPES or c.startswith("__def")))
+    table = pa.Table.from_pylist(rows, schema=pa.schema([(c, TYPES.get(c, pa.bool_())) for c in names]))
+    out = kernel.run_chunk(w.spec, table, bounds)
+    assert out is None or out.to_pylist() == want
+
+
+def test_the_worker_spec_computes_simple_one_row_defines_in_spark():
+    from sparkcep.compiler.recognize import worker_spec
+
+    spec = make_spec(seq(V("A"), V("B"), V("C"), V("D"), V("E")), columns=COLUMNS, partition_by=("k",), defines=(
+        ("A", or_(not_(op("=", col("s"), lit("a"))), is_null(col("x", "A")))),  # Spark computes it
+        ("B", op(">", col("y"), prev(col("y")))),  # PREV: the worker reads y
+        ("C", op(">", col("f"), lit(1))),  # DOUBLE: NaN is the engine's
+        ("D", op(">", op("+", col("x"), lit(1)), lit(2))),  # arithmetic: overflow is the engine's
+        ("E", op("<", col("x"), col("x", "A")))),  # another variable's row
+        measures=(("m", last(col("t"))),))
+    w = worker_spec(spec, SCHEMA)
+    assert [(v, sql) for v, _, sql in w.computed] == [("A", "COALESCE((NOT (s = 'a')) OR (x IS NULL), FALSE)")]
+    assert w.spec.columns == ("k", "t", "x", "y", "f", "__def0")  # not s: only A's DEFINE read it
+    assert dict(w.spec.defines)["A"] == col("__def0") and dict(w.spec.defines)["B"] == dict(spec.defines)["B"]
+    # nothing to spare: every column is read by the engine
+    assert worker_spec(make_spec(V("A"), columns=("k", "t"), partition_by=("k",),
+                                 measures=(("m", last(col("t"))),)), SCHEMA) is None

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import pickle
 import random
+import re
 
 import pandas as pd
 import pyarrow as pa
@@ -90,6 +91,12 @@ STATEMENTS = [
 ]
 
 
+WORKER = """SELECT * FROM rec_events MATCH_RECOGNIZE (
+     PARTITION BY k1 ORDER BY ts MEASURES FIRST(A.v) AS a_v, LAST(C.v) AS c_v, COUNT(*) AS n
+     PATTERN (A B* C)
+     DEFINE A AS NOT (t = 'c') AND v IS NOT NULL, B AS t < 'c' OR v IS NULL, C AS v >= k2 OR t = 'c')"""
+
+
 @pytest.mark.spark
 def test_batch_statements_equal_the_reference(spark):
     """Every statement's rows from Spark equal the reference's over the same rows (which it sorts itself), the
@@ -103,6 +110,14 @@ def test_batch_statements_equal_the_reference(spark):
         assert got.columns == list(spec.output)
         assert canon([r.asDict() for r in got.collect()], spec.output) == canon(expected, spec.output)
         assert expected, "the data gives no match: the comparison proves nothing"
+
+    # one-row DEFINEs Spark computes after the sort (NOT, IS NULL, OR, strings ordered, a column against a
+    # column, over NULLs and ties): the worker gets a BOOLEAN column each, not t nor k2 nor the time column
+    spec, expected = reference(spark, WORKER)
+    got = sparkcep.sql(WORKER, spark)
+    assert canon([r.asDict() for r in got.collect()], spec.output) == canon(expected, spec.output) and expected
+    shipped = re.search(r"MapInArrow run\(([^)]*)\)", got._jdf.queryExecution().optimizedPlan().toString())
+    assert [c.split("#")[0] for c in shipped.group(1).split(", ")] == ["k1", "v", "__def0", "__def1", "__def2"]
 
     outer = """SELECT k1, COUNT(*) AS matches, MAX(nb) AS longest FROM rec_events MATCH_RECOGNIZE (
                  PARTITION BY k1 ORDER BY ts MEASURES COUNT(B.*) AS nb

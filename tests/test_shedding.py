@@ -515,6 +515,35 @@ def test_cli_shedding_latency_option():
             _seconds(bad)
 
 
+def test_shedding_model_option_reaches_the_stage(monkeypatch):
+    """``run --shedding-model random|type`` (the paper's baselines, for comparisons) gets the stage that
+    shedder; an unknown kind is a CEPError."""
+    import pandas as pd
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    import sparkcep.spark.shedding as stage
+    from sparkcep.api import shedding_stage
+    from sparkcep.cli import _shedding_options, build_parser
+    from sparkcep.ir.errors import CEPError
+    from sparkcep.runtime_udfs.shedding.shedder import fit_shedder
+
+    args = build_parser().parse_args(["run", "-e", "PATTERN SEQ(A a, B b) WITHIN 10", "--input", "x", "--stream",
+                                      "--shedding-latency", "5s", "--shedding-model", "type"])
+    assert _shedding_options(args) == {"shedding_latency": 5.0, "shedding_model": "type"}
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE a.v < b.v WITHIN 10", **_shedding_options(args))
+    monkeypatch.setattr(stage, "install", lambda df, shedder, **kw: (df, shedder))
+
+    class Candidates:  # what the stage reads of a DataFrame: its schema
+        schema = StructType([StructField("type", StringType()), StructField("ts", LongType()),
+                             StructField("v", LongType())])
+
+    train = pd.DataFrame({"type": ["A", "A", "B"] * 20, "ts": range(60), "v": [i % 7 for i in range(60)]})
+    for kind, cls in (("type", TypeShedder), ("random", RandomShedder), ("hash", GSpiceH)):
+        _, shedder = shedding_stage(Candidates(), q.spec(), ["v"], train, bound=5.0, model=kind)
+        assert type(shedder) is cls
+    with pytest.raises(CEPError, match="unknown shedding model 'coin'"):
+        fit_shedder([(q.spec(), 1.0)], [], kind="coin")
+
 def test_retraining_on_drift():
     """Trained where A floods; the stream turns to B-heavy: drift is detected and the model refit on the
     recent processed events, after which the utility distribution reflects the new stream."""

@@ -165,6 +165,65 @@ def test_a_followed_directory_sheds_on_its_backlog(tmp_path):
     assert run(follow=True) > 0.5
 
 
+
+def test_admission_on_real_files_bounds_the_backlog_and_counts_every_drop(tmp_path):
+    """The admission control applied to a followed directory (``FileAdmission``, what ``run --stream`` with
+    shedding reads through): files arrive at twice what the controller admits per micro-batch; the stream
+    gets one slice per completed micro-batch, at most ``admit`` events, and files waiting longer than
+    ``expire`` are shed whole: the waiting files stay bounded, and every event is either handed over or
+    counted as dropped per type (and written to the dropped output)."""
+    from sparkcep.runtime_udfs.shedding.controller import BatchController
+    from sparkcep.spark.shedding import ControlFile, FileAdmission, Shedding
+
+    source, staging, dropped = tmp_path / "in", tmp_path / "admitted", tmp_path / "dropped"
+    source.mkdir()
+    handle = Shedding("s", TYPES, BatchController(BOUND), ControlFile(str(tmp_path / "c.json")))
+    handle.follow_source(str(source))
+    handle.admission, handle._per_file = Admission(rho=0.5, admit=250, expire=3.0), 100
+    admission = FileAdmission(str(source), str(staging), handle, dropped_output=str(dropped))
+    rng = np.random.default_rng(1)
+    fed: dict[str, int] = {}
+    t0, k, waiting = 1_700_000_000.0, 0, []
+    for step in range(40):  # one micro-batch a second; 4 files (400 events) arrive per second, 2 are admitted
+        now = t0 + step
+        for _ in range(4):
+            types = rng.choice(TYPES, 100)
+            f = source / f"part-{k:04d}.json"
+            f.write_text("".join(json.dumps({"type": str(t), "ts": k}) + "\n" for t in types))
+            os.utime(f, (now - 0.1, now - 0.1))
+            for t in types:
+                fed[str(t)] = fed.get(str(t), 0) + 1
+            k += 1
+        before = set(os.listdir(staging))
+        admission.step(now)
+        handed = set(os.listdir(staging)) - before
+        assert len(handed) <= 2  # admit 250 events: two files of 100 per slice
+        admission.step(now + 0.1)  # the slice is not read yet: nothing more is handed over
+        assert set(os.listdir(staging)) - before == handed
+        handle._prev_start = admission.handed_at + 0.01  # a micro-batch started after the hand-over, completed
+        waiting.append(len(admission.pending()))
+    assert max(waiting) <= 4 * 4  # at most expire + 1 seconds of arrivals wait
+    staged = sum(len((staging / name).read_text().splitlines()) for name in os.listdir(staging))
+    assert staged == 2 * 40 * 100
+    assert handle.offered == sum(handle.dropped.values()) == 400 * 40 - staged - 100 * len(admission.pending())
+    counted = {}
+    for name in os.listdir(dropped):
+        for line in (dropped / name).read_text().splitlines():
+            t = json.loads(line)["type"]
+            counted[t] = counted.get(t, 0) + 1
+    assert counted == handle.dropped
+    assert handle.expired == handle.offered  # here every drop is a file shed whole
+    assert all(handle.dropped[t] < fed[t] for t in TYPES)
+    # after one long micro-batch the expiry age can be 0: the newest file still goes through, so that a batch
+    # runs and the controller sees the load again (shedding everything would stop the run for good)
+    handle.admission = Admission(rho=0.9, admit=None, expire=0.0)
+    for j in range(3):
+        (source / f"late-{j}.json").write_text(json.dumps({"type": "A", "ts": j}) + "\n")
+        os.utime(source / f"late-{j}.json", (t0 + 40 + j, t0 + 40 + j))
+    before = set(os.listdir(staging))
+    admission.step(t0 + 45)
+    assert set(os.listdir(staging)) - before == {"late-2.json"} and admission.pending() == []
+
 WORKLOAD = ("ab: PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 RETURN a.ts AS a_ts, b.ts AS b_ts;\n"
             "bc: PATTERN SEQ(B b, C c) WHERE [id] AND b.x < c.x WITHIN 10 RETURN b.ts AS b_ts, c.ts AS c_ts")
 

@@ -313,6 +313,21 @@ OR_SHAPES = {
     "SEQ(A a, C* e[], B b) OR SEQ(A c, B d)": "a.ts AS at, count(e[].ts) AS en, b.ts AS bt, c.ts AS ct, d.ts AS dt",
     "A{1,3} a[] OR SEQ(A c, B+ d[])": "a[1].ts AS a1, count(a[].ts) AS an, c.ts AS ct, d[1].ts AS d1",
 }
+#: per-step contiguity (Flink CEP's next between two steps): no skipped row before the NEXT component's first event;
+#: NEXT !(...) (notNext): the row right after the previous event is no such event
+NEXT_SHAPES = {
+    "SEQ(A a, NEXT B b, C c)": "a.ts AS at, b.ts AS bt, c.ts AS ct",
+    "SEQ(A a, NEXT ANY(B, C){1,2} b[], A e)": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn, e.ts AS et",
+    "SEQ(A a, B+ b[], NEXT C c)": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn, c.ts AS ct",
+    "SEQ(A a, C* q[], NEXT B b)": "a.ts AS at, count(q[].ts) AS qn, b.ts AS bt",
+    "SEQ(A a, !(C c), NEXT B+ b[])": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn",
+    "SEQ(A a, NEXT B b) OR SEQ(A f, C+ d[], NEXT B g)": "a.ts AS at, b.ts AS bt, f.ts AS ft, count(d[].ts) AS dn",
+    "SEQ(A a, NEXT !(C n), B+ b[])": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn",
+    "SEQ(A a, NEXT !(B n), !(C m), B b)": "a.ts AS at, b.ts AS bt",
+}
+NEXT_CONDITIONS = ["[id]", "[id]", "b.x != a.x", "b[i].x >= b[i-1].x", "c.x > a.x", "e.x >= a.x", "c.x = 0",
+                   "d[i].x >= f.x", "g.x != f.x", "n.x = a.x",
+                   "n.x > 0", "m.x != a.x"]
 NEGATION_CONDITIONS = ["[id]", "[id]", "c.x = a.x", "c.x > 0", "e.x > a.x", "c.x != p[1].x", "b[i].x >= b[i-1].x",
                        "c.x > e.x", "b.x != a.x"]
 OR_CONDITIONS = ["[id]", "[id]", "d.x > c.x", "d[i].x >= c.x", "a[i].x >= a[i-1].x", "b.x != a.x",
@@ -320,13 +335,14 @@ OR_CONDITIONS = ["[id]", "[id]", "d.x > c.x", "d[i].x >= c.x", "a[i].x >= a[i-1]
 
 
 @pytest.mark.parametrize(("shapes", "conditions"), [(NEGATION_SHAPES, NEGATION_CONDITIONS),
-                                                     (OR_SHAPES, OR_CONDITIONS)], ids=["negation", "or"])
+                                                     (OR_SHAPES, OR_CONDITIONS), (NEXT_SHAPES, NEXT_CONDITIONS)],
+                         ids=["negation", "or", "next"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data(), evs=streams())
 def test_negation_and_or_engine_equals_oracle(shapes, conditions, data, evs):
     """A negated event between two components: the MATCH_RECOGNIZE statement's skipped rows it forbids must lie at
-    the time of the next event taken (§4: strictly between); an OR of patterns: the alternation of theirs; equal
-    to the oracle's strategy matches + preferment + skip."""
+    the time of the next event taken (§4: strictly between); an OR of patterns: the alternation of theirs; a NEXT
+    component: no skipped row before its first event; equal to the oracle's strategy matches + preferment + skip."""
     strategy = data.draw(st.sampled_from(["skip_till_any_match", "skip_till_next_match", "partition_contiguity"]))
     text = data.draw(shape_queries(list(shapes), conditions, strategy, max_conditions=3, windows=(2, 10)))
     pattern = text.split(" USING ")[0][len("PATTERN "):]
@@ -357,6 +373,35 @@ def test_a_negation_forbids_events_strictly_between():
         assert engine_rows(text.format(using=using), evs) == rows
 
 
+def test_a_next_component_takes_the_row_right_after_the_previous_event():
+    """SEQ(A a, B+ b[], NEXT C c) over A1 B2 C3 B4 D5 C6: the greedy B+ would take B4, but D5 stands between B4 and
+    C6, so the preferred match leaves the loop after B2 for C3 (the row right after it); without NEXT it takes B4
+    and C6.  NEXT C b: the row right after A1 is B2, not a C: no match (without NEXT, A1 C3 C6)."""
+    text = ("PATTERN SEQ(A a, B+ b[], {next}C c) {using} WHERE [id] WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT "
+            "RETURN a.ts AS a, count(b[].ts) AS n, c.ts AS c")
+    evs = events("A1 B2 C3 B4 D5 C6")
+    for using in ("", "USING skip_till_next_match"):
+        for next_, want in (("NEXT ", {"a": 1, "n": 1, "c": 3}), ("", {"a": 1, "n": 2 if not using else 1,
+                                                                        "c": 6 if not using else 3})):
+            q = text.format(next=next_, using=using)
+            assert match_rows(parse_query(q), evs) == engine_rows(q, evs) == [want], q
+    linked = "PATTERN SEQ(A a, NEXT C b, C c) WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts AS a"
+    assert match_rows(parse_query(linked), evs) == engine_rows(linked, evs) == []
+
+
+def test_not_next_forbids_only_the_row_right_after():
+    """SEQ(A a, NEXT !(C c), B b) over A1 D2 C3 B4 A5 C6 B7: D2 right after A1 is no C (A1 B4 is reported), C6 right
+    after A5 is; !(C c) (no C anywhere between) forbids both, no negation forbids neither."""
+    text = "PATTERN SEQ(A a, {neg}B b) {using} WHERE [id] WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT " \
+           "RETURN a.ts AS a, b.ts AS b"
+    evs = events("A1 D2 C3 B4 A5 C6 B7")
+    for using in ("", "USING skip_till_next_match"):
+        for neg, want in (("NEXT !(C c), ", [(1, 4)]), ("!(C c), ", []), ("", [(1, 4), (5, 7)])):
+            q = text.format(neg=neg, using=using)
+            rows = [{"a": a, "b": b} for a, b in want]
+            assert match_rows(parse_query(q), evs) == engine_rows(q, evs) == rows, q
+
+
 def test_an_or_prefers_its_left_alternative():
     """SEQ(A a, B b) OR SEQ(A c, C+ d[]) over A1 C2 B3 C4: both start at A1, the left one is reported (as
     SQL:2016's PATTERN ((A B) | (A C+)) does) whichever ends first; after it, PAST LAST EVENT resumes at C4."""
@@ -383,6 +428,10 @@ def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():
     job = q.job_source()  # the MATCH_RECOGNIZE job of the statement it compiles to
     assert "apply_recognize(rows, from_data(json.loads(RECOGNIZE))" in job and '"b__later"' in job
     compile(job, "job.py", "exec")
+    # without a schema: the columns the statement reads (x of a condition too)
+    reads_x = sparkcep.compile("PATTERN SEQ(A a, NEXT !(C c), B+ b[]) WHERE [id] AND b[i].x > a.x AND c.x = a.x "
+                               "WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts")
+    assert "runs as MATCH_RECOGNIZE" in reads_x.explain()
     without_return = sparkcep.compile("PATTERN SEQ(A a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT")
     with pytest.raises(CEPError, match="needs RETURN"):
         without_return.job_source()

@@ -23,6 +23,9 @@ QUERIES = [
     "RETURN a.ts AS a_ts, b[1].ts AS b1, b[b.len].ts AS bn, count(b[].x) AS n, c.ts AS c_ts",
     "PATTERN SEQ(A a, B*? b[], C c) USING partition_contiguity WHERE [id] WITHIN 8 AFTER MATCH SKIP TO NEXT EVENT "
     "RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts",
+    # NEXT: the first b is the row of the key right after a (its rows differ from the query without NEXT)
+    "PATTERN SEQ(A a, NEXT B+ b[], C c) USING skip_till_next_match WHERE [id] WITHIN 8 AFTER MATCH SKIP PAST LAST "
+    "EVENT RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts",
 ]
 
 

@@ -24,9 +24,10 @@ from sparkcep.runtime_udfs.match import engine as match_engine
 from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 from tests.test_bounded_quantifiers import streamed
+from tests.test_match_engine import stream_through_engine
 from tests.test_match_groups import _events
 from tests.test_match_language import agrees, shape_queries, with_strategy
-from tests.test_match_semantics import STRATEGIES
+from tests.test_match_semantics import STRATEGIES, compiled, with_seq
 
 
 def test_next_parses_prints_back_and_marks_the_step():
@@ -87,6 +88,34 @@ def test_not_next():
     keyed = agrees(text.replace(" WITHIN", " WHERE c.x = a.x + 2 WITHIN"), events)
     assert sorted((r["a"], r["b"]) for r in keyed) == [(0, 2), (0, 5), (0, 7), (0, 11), (3, 5), (3, 7), (3, 11),
                                                         (6, 7), (6, 11), (8, 11)]
+
+
+def test_not_next_with_a_predicate_on_a_later_variable():
+    """A negation predicate of ``NEXT !(C z)`` that reads a variable bound after it (``z.x = b.x``) is decided once
+    that variable is bound, on the event that came right after the step before: here c0 (x 0) comes right after a0
+    but no ``b`` has ``x`` 0, so it does not block (found by the property test under skip_till_next_match; the
+    engine blocked the run at c0, ``b.x`` of a Kleene ``b`` holding vacuously before any ``b``). With a single
+    ``B b`` it missed the other way: c1 must block the match with b2 when their ``x`` agree."""
+    found = [{"type": "A", "ts": 0, "x": 0}, {"type": "C", "ts": 0, "x": 0}, {"type": "B", "ts": 1, "x": 1},
+             {"type": "A", "ts": 1, "x": 0}]
+    found = [{**e, "id": 0} for e in found]
+    text = ("PATTERN SEQ(A a, NEXT NOT ANY(C, D) z, B+ b[]) WHERE [id] AND z.x = b.x WITHIN 3 "
+            "RETURN a.ts AS a, b[1].ts AS b")
+    for strategy in STRATEGIES:
+        rows = agrees(with_strategy(text, strategy), found)
+        assert rows == ([] if "contiguity" in strategy else [{"a": 0, "b": 1}]), strategy
+    # every b must agree with c1 for it to block (b.x is each b's, the oracle's reading of a Kleene variable)
+    events = [{**e, "x": x} for e, x in zip(_events("a0 c1 b2 b3"), (0, 0, 0, 1), strict=True)]
+    rows = agrees("PATTERN SEQ(A a, NEXT !(C z), B+ b[]) WHERE z.x = b.x WITHIN 5 RETURN count(b[].x) AS n, "
+                  "b[1].ts AS b", events)
+    assert sorted((r["n"], r["b"]) for r in rows) == [(1, 3), (2, 2)]
+    text = "PATTERN SEQ(A a, NEXT !(C z), B b, D d) WHERE z.x = d.x WITHIN 5 RETURN d.ts AS d"
+    events = [{**e, "x": x} for e, x in zip(_events("a0 c1 b2 d3 d4"), (0, 7, 0, 7, 8), strict=True)]
+    assert agrees(text, events) == [{"d": 4}]
+    # the pending c1 survives a state round trip between two micro-batches
+    _, spec = compiled(text)
+    feed = with_seq(spec, events)
+    assert stream_through_engine(spec, 0, [(feed[:3], True, True), (feed[3:], True, True)]) == [{"d": 4}]
 
 
 def test_next_inside_a_repeated_group():

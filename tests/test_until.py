@@ -22,9 +22,10 @@ from sparkcep.ir.serde import from_data, to_data
 from sparkcep.oracles.match import match_rows
 from sparkcep.runtime_udfs.match import engine as match_engine
 from tests.strategies import event_streams
+from tests.test_match_engine import stream_through_engine
 from tests.test_match_groups import _events
 from tests.test_match_language import agrees, shape_queries, with_strategy
-from tests.test_match_semantics import STRATEGIES
+from tests.test_match_semantics import STRATEGIES, compiled, with_seq
 
 
 def test_until_parses_prints_back_and_round_trips():
@@ -85,6 +86,19 @@ def test_the_stop_event_may_be_the_next_step():
     text = "PATTERN SEQ(A a, B+ b[] UNTIL (b.x > 10), B c) USING skip_till_next_match WITHIN 10 " \
            "RETURN count(b[].x) AS n, c.ts AS c"
     assert sorted((r["n"], r["c"]) for r in agrees(text, events)) == [(1, 2), (2, 3)]
+
+
+def test_a_closed_loop_stays_closed_across_micro_batches():
+    """a0 b1 b2(stop) d3 | b4 c5, the engine's state written and read back after d3 (b2 read by then): the run
+    of a0 stays closed and does not take b4 (it did when the state lost ``Run.closed``, as if b2 never came)."""
+    events = [{**e, "x": 20 if e["ts"] == 2 else e["ts"]} for e in _events("a0 b1 b2 d3 b4 c5")]
+    text = "PATTERN SEQ(A a, B+ b[] UNTIL (b.x > 10), C c) WITHIN 10 RETURN count(b[].x) AS n, b[1].ts AS first"
+    for strategy, expected in (("skip_till_any_match", [(1, 1), (1, 4)]), ("skip_till_next_match", [(1, 1)])):
+        _, spec = compiled(with_strategy(text, strategy))
+        feed = with_seq(spec, events)
+        assert sorted((r["n"], r["first"]) for r in agrees(with_strategy(text, strategy), events)) == expected
+        rows = stream_through_engine(spec, 0, [(feed[:4], True, True), (feed[4:], True, True)])
+        assert sorted((r["n"], r["first"]) for r in rows) == expected, strategy
 
 
 SHAPES = [

@@ -58,6 +58,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from sparkcep import CEPError
+from sparkcep.api import checked_timeout_spec
 from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line
 from sparkcep.ir.spec import with_default_outputs
 from sparkcep.runtime_udfs.match.budget import raised_message
@@ -216,9 +217,13 @@ def main(argv=None) -> None:
                    help="match queries: stop once one partition builds more matches than this (default: the conf "
                         "spark.sparkcep.maxMatches, else sized to the executors' memory; 0: no limit)")
     p.add_argument("--quiet", action="store_true", help="no summary on stderr (batch: no progress lines either)")
+    p.add_argument("--timeouts", action="store_true",
+                   help="also write the timed-out partial matches (docs/language.md) to OUTPUT/_timeouts")
     args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
+    if args.timeouts:  # refused: timed-out partial matches are not defined for this query (docs/language.md)
+        checked_timeout_spec(load_spec(SPEC))
 
     clock = Clock()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
@@ -255,8 +260,8 @@ def main(argv=None) -> None:
         result = batch_matches(candidates, spec, ts_col=TS_COL, type_col=TYPE_COL)
     else:
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
-        relevant = counted(with_event_time(candidates, events, TS_COL, keep_late=True, ts_unit=TS_UNIT),
-                           "events_relevant")
+        timed = with_event_time(candidates, events, TS_COL, keep_late=True, ts_unit=TS_UNIT)
+        relevant = counted(timed, "events_relevant")
         result = grouped(relevant, GROUP).applyInPandasWithState(
             # a result comes out in the micro-batch that decides it (the watermark's delay: the next watermark)
             stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True, ts_unit=TS_UNIT,

@@ -127,6 +127,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from sparkcep import CEPError
+from sparkcep.api import TIMEOUTS_ONE_QUERY
 from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line
 from sparkcep.runtime_udfs.match.budget import raised_message
 from sparkcep.spark.io import check_attributes, check_ts_kind
@@ -299,9 +300,13 @@ def main(argv=None) -> None:
                    help="match queries: stop once one partition builds more matches than this (default: the conf "
                         "spark.sparkcep.maxMatches, else sized to the executors' memory; 0: no limit)")
     p.add_argument("--quiet", action="store_true", help="no summary on stderr (batch: no progress lines either)")
+    p.add_argument("--timeouts", action="store_true",
+                   help="also write the timed-out partial matches (docs/language.md) to OUTPUT/_timeouts")
     args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
+    if args.timeouts:  # refused: one match query at a time
+        raise CEPError(TIMEOUTS_ONE_QUERY)
 
     clock = Clock()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins

@@ -50,6 +50,8 @@ Spark still delivers behind the watermark the engine has already processed are c
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame
@@ -65,6 +67,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcep.ir.ast import Attr, EquivItem, Kleene, walk
+from sparkcep.ir.errors import CEPError
 from sparkcep.ir.sharing import SharedSpec
 from sparkcep.ir.spec import MatchSpec, reads_every_event
 from sparkcep.runtime_udfs.event_time import EventTimeScale
@@ -208,19 +211,39 @@ def batch_matches(candidates: DataFrame, spec: SpecLike, input_schema: StructTyp
         parts = shuffle_partitions(candidates, partitions)
         ts_col = options.get("ts_col", "ts")
         if parts > 1 and ranges_enabled(candidates) and range_split(spec, schema, ts_col) is None:
-            return ranged_matches(candidates, spec, schema, parts, **options)
+            return ranged_matches(candidates, spec, schema, parts, range_windows=range_windows(candidates),
+                                  **options)
         spread = candidates.repartition(1)
     return spread.mapInArrow(op.partition_function(), op.output_schema)
 
 
-#: the Spark conf that turns on time ranges for keyless batch queries (off by default: on 2 cores the ranged
-#: path measured 0.34-0.51x the one-partition time, bench/keyless_parallel.py)
+#: the Spark conf that turns on time ranges for keyless batch queries (off by default: on 2 cores, under load,
+#: the ranged path measured slower than one partition at 10^6 events, bench/keyless_parallel.py)
 RANGES_CONF = "spark.sparkcep.keylessRanges"
+
+#: the Spark conf giving the length of a time range in windows (default
+#: :data:`~sparkcep.runtime_udfs.match.ranges.RANGE_WINDOWS`): shorter ranges spread a short input over more
+#: partitions, and hold more of it twice
+RANGE_WINDOWS_CONF = "spark.sparkcep.keylessRangeWindows"
 
 
 def ranges_enabled(df: DataFrame) -> bool:
-    """Whether the session asks for time ranges for keyless batch queries (:data:`RANGES_CONF`, default false)."""
+    """Whether keyless batch queries run in time ranges (:data:`RANGES_CONF`, default false)."""
     return str(df.sparkSession.conf.get(RANGES_CONF, "false")).strip().lower() == "true"
+
+
+def range_windows(df: DataFrame) -> float:
+    """The length of a time range in windows (:data:`RANGE_WINDOWS_CONF`), at least 1."""
+    text = df.sparkSession.conf.get(RANGE_WINDOWS_CONF, None)
+    if text is None or not str(text).strip():
+        return ranges.RANGE_WINDOWS
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1):
+        raise CEPError(f"{RANGE_WINDOWS_CONF} must be a number of windows >= 1, got {text!r}")
+    return value
 
 
 #: the column a keyless batch's rows carry: the time range (:mod:`~sparkcep.runtime_udfs.match.ranges`) holding them
@@ -231,6 +254,8 @@ def range_split(spec: EngineSpec, schema: StructType, ts_col: str = "ts") -> str
     """Why a keyless batch of ``spec`` runs on one partition, or None when it runs in time ranges (one sentence:
     :func:`sparkcep.runtime_udfs.match.ranges.why_not`, or the ts column's type)."""
     why = ranges.why_not(spec)
+    if why is None and MASK not in schema.names:
+        why = "the input has no _mask column to tell a range's own events by"
     if why is None and ts_col in schema.names:
         ts_type = schema[ts_col].dataType
         if not isinstance(ts_type, (NumericType, TimestampType)):
@@ -243,34 +268,68 @@ def _engine_ts(col: Column, ts_type: object) -> Column:
     return F.unix_micros(col) / 1000.0 if isinstance(ts_type, TimestampType) else col.cast("double")
 
 
-def _count_le(cuts: list[float], value: Column) -> Column:
-    """How many of ``cuts`` are <= ``value`` (bisect_right, as :func:`ranges.owner`), 0 for null."""
-    total = F.lit(0)
-    for c in cuts:
-        total = total + F.when(value >= F.lit(c), 1).otherwise(0)
-    return F.coalesce(total, F.lit(0))
+def _range_of(ts: Column, width: float) -> Column:
+    """:func:`ranges.range_of` as a Spark expression (a BIGINT; 0 for a null ts)."""
+    return F.coalesce(F.floor(ts / F.lit(width)), F.lit(0).cast("bigint"))
+
+
+def spark_hash_long(value: int, seed: int = 42) -> int:
+    """Spark's ``hash()`` of a BIGINT (Murmur3 x86 32-bit, ``Murmur3_x86_32.hashLong``, seed 42): the hash by
+    which ``repartition(n, col)`` sends a row to partition ``pmod(hash, n)``."""
+    mask = 0xFFFFFFFF
+
+    def mix(h: int, k: int) -> int:
+        k = (k * 0xCC9E2D51) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        h ^= (k * 0x1B873593) & mask
+        h = ((h << 13) | (h >> 19)) & mask
+        return (h * 5 + 0xE6546B64) & mask
+
+    h = mix(mix(seed, value & mask), (value >> 32) & mask) ^ 8
+    h = ((h ^ (h >> 16)) * 0x85EBCA6B) & mask
+    h = ((h ^ (h >> 13)) * 0xC2B2AE35) & mask
+    h ^= h >> 16
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+@functools.lru_cache(maxsize=16)
+def partition_salts(parts: int) -> tuple[int, ...]:
+    """For each partition ``p`` of ``parts``, a BIGINT that ``repartition(parts, col)`` sends to ``p`` (the
+    smallest one): hashing these instead of the range numbers deals the ranges out round robin, range ``j`` to
+    partition ``j mod parts``, so that every partition gets its share however few ranges there are."""
+    salts: dict[int, int] = {}
+    value = 0
+    while len(salts) < parts:
+        salts.setdefault(spark_hash_long(value) % parts, value)
+        value += 1
+    return tuple(salts[p] for p in range(parts))
 
 
 def ranged_matches(candidates: DataFrame, spec: MatchSpec, schema: StructType, parts: int,
                    **options: Any) -> DataFrame:
-    """The matches of a keyless batch in ``parts`` time ranges of equal length (one pass for min and max of
-    the ts), overlapping by the window: every row goes to the ranges that hold it
-    (:func:`ranges.holders`, as Spark expressions), the ranges are spread over ``parts`` partitions and run as
-    the keys of one operator, and each match is kept by the range that owns its first event."""
+    """The matches of a keyless batch in time ranges of :func:`range_windows` windows each
+    (:mod:`~sparkcep.runtime_udfs.match.ranges`; the range of a row is computed from its ts alone: no pass over
+    the input), overlapping by the window: every row goes to the ranges that hold it (:func:`ranges.holders`, as
+    Spark expressions) with the first component's bit of its ``_mask`` cleared where the range does not own it
+    (:func:`ranges.held_mask`), the ranges are dealt round robin over ``parts`` hash partitions
+    (:func:`partition_salts`: no sampling job) and run as the keys of one operator: each match comes from the
+    range that owns its first event, and from no other.  Under contiguity every event reaches its ranges (the
+    filter keeps them) and ``_arrival`` numbers them in input order before the split: a range holds a contiguous
+    stretch of the input and sees adjacency as the whole input has it."""
     ts_col = options.get("ts_col", "ts")
-    ts_type = schema[ts_col].dataType
-    ts = _engine_ts(F.col(quoted(ts_col)), ts_type)
-    lo, hi = candidates.agg(F.min(ts), F.max(ts)).first()
-    cuts = ranges.cuts_of(lo, hi, parts) if lo is not None else []
-    first = _count_le(cuts, ts - F.lit(spec.window))
-    own = _count_le(cuts, ts)
-    held = candidates.withColumn(RANGE, F.explode(F.sequence(F.least(first, own).cast("long"), own.cast("long"))))
-    rspec = ranges.ranged_spec(spec, RANGE)
-    op = MatchOperator(rspec, StructType([*schema.fields, StructField(RANGE, LongType(), False)]), **options)
-    rows = held.repartitionByRange(parts, F.col(RANGE)).mapInArrow(op.partition_function(), op.output_schema)
-    first_ts = _engine_ts(F.col(ranges.FIRST_TS), ts_type)
-    mine = rows.where(_count_le(cuts, first_ts) == F.col(RANGE))
-    return mine.drop(ranges.FIRST_TS, RANGE)
+    ts = _engine_ts(F.col(quoted(ts_col)), schema[ts_col].dataType)
+    width = spec.window * options.pop("range_windows", ranges.RANGE_WINDOWS)
+    own = _range_of(ts, width)
+    first = F.least(_range_of(ts - F.lit(spec.window), width), own)
+    held = candidates.withColumn(RANGE, F.explode(F.sequence(first, own)))
+    mask = F.col(MASK)
+    held = held.withColumn(MASK, F.when(F.col(RANGE) == own, mask).otherwise(
+        mask.bitwiseAND(F.lit(~ranges.FIRST_BIT))))
+    op = MatchOperator(ranges.ranged_spec(spec, RANGE), StructType([*schema.fields, StructField(RANGE, LongType(),
+                                                                                                  False)]), **options)
+    salts = F.array(*(F.lit(v).cast("bigint") for v in partition_salts(parts)))
+    dealt = F.element_at(salts, (F.pmod(F.col(RANGE), F.lit(parts).cast("bigint")) + 1).cast("int"))
+    return held.repartition(parts, dealt).mapInArrow(op.partition_function(), op.output_schema)
 
 
 def shuffle_partitions(df: DataFrame, partitions: int | None = None) -> int:

@@ -178,6 +178,25 @@ def follow(query, out=None, poll: float = 1.0, signals: StopSignals | None = Non
     return follow_all([query], out, poll, signals, source)[0]
 
 
+def follow_with(query, beside: list, out=None, signals: StopSignals | None = None,
+                source: str | None = None) -> Totals:
+    """:func:`follow` ``query`` with the started queries ``beside`` it (the timed-out partial matches'), each
+    ended with it: after it has drained if it ends by itself (``--once``), between their micro-batches if a
+    signal stopped it; any still active (``query`` failed) is stopped."""
+    try:
+        totals = follow(query, out=out, signals=signals, source=source)
+        for other in beside:
+            if totals.stopped:
+                stop_between_batches(other, signals)
+            else:
+                other.awaitTermination()
+    finally:
+        for other in beside:
+            if other.isActive:
+                other.stop()
+    return totals
+
+
 def follow_all(queries: list, out=None, poll: float = 1.0, signals: StopSignals | None = None,
                source: str | None = None) -> list[Totals]:
     """:func:`follow` for queries that run together (a workload's groups, each its own query): until all end,

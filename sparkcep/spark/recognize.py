@@ -495,10 +495,16 @@ def _engine_batches(spec: RecognizeSpec, table: pa.Table, parts: list[tuple[int,
         yield from _to_table(out, schema).to_batches()
 
 
-def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: int | None = None) -> DataFrame:
+def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: int | None = None,
+                    worker: Any = None) -> DataFrame:
     """The engine's result over a batch ``projected`` (:func:`project`): the engine's columns but :data:`TS`
     repartitioned by PARTITION BY (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``;
-    one without PARTITION BY), sorted within, one ``mapInArrow`` pass (:func:`partition_function`)."""
+    one without PARTITION BY), sorted within, one ``mapInArrow`` pass (:func:`partition_function`).
+
+    ``worker`` (``sparkcep.compiler.recognize.worker_spec``: ``.spec``, ``.computed``): when Spark's order is
+    the engine's, the sorted rows reach the worker as ``worker.spec`` reads them: its columns only (not the
+    tiebreak columns the sort needed, nor the time column without WITHIN) and the DEFINE conditions of
+    ``worker.computed`` computed by Spark after the sort, one BOOLEAN column each (less to convert to Arrow)."""
     time = _time_field(projected, time_column(spec))
     # __ts is a function of the time column: derived in Python (_arrow_ts), not shuffled and sent as well
     columns = [c for c in _engine_columns(projected, spec) if c != TS]
@@ -510,6 +516,13 @@ def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: in
     spread = spread.sortWithinPartitions(*_sort_columns(df, spec))
     struct = output_struct(spec)
     resort = not spark_orders_like_python(df.schema, spec)
+    if worker is not None and not resort:
+        spec = worker.spec
+        kept = [F.col(quoted(c)) for c in spec.columns if c in df.columns]
+        with quiet_analysis():
+            spread = spread.select(*kept, *(F.expr(sql).alias(name) for _, name, sql in worker.computed))
+        if time[0] not in spec.columns:
+            time = (None, None)  # not read (no WITHIN): __ts comes as NULLs
     return spread.mapInArrow(partition_function(spec, struct, resort=resort, time=time), struct)
 
 
@@ -735,13 +748,14 @@ def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_del
 
 
 def run_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_delay: float | None = None,
-                  ts_unit: str | None = None, partitions: int | None = None, late_rows: bool = False) -> DataFrame:
-    """:func:`batch_recognize` or :func:`stream_recognize` (``late_rows``: see there), following
-    ``projected.isStreaming``."""
+                  ts_unit: str | None = None, partitions: int | None = None, late_rows: bool = False,
+                  worker: Any = None) -> DataFrame:
+    """:func:`batch_recognize` (``worker``: see there) or :func:`stream_recognize` (``late_rows``: see there),
+    following ``projected.isStreaming``."""
     if projected.isStreaming:
         return stream_recognize(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit,
                                 late_rows=late_rows)
-    return batch_recognize(projected, spec, partitions=partitions)
+    return batch_recognize(projected, spec, partitions=partitions, worker=worker)
 
 
 def apply_outer(result: DataFrame, outer_sql: str, result_view: str, text: str | None = None) -> DataFrame:

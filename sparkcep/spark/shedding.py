@@ -38,7 +38,9 @@ import itertools
 import json
 import os
 import pickle
+import shutil
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -52,12 +54,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.types import BooleanType, StructField, StructType
 
-from sparkcep.runtime_udfs.shedding.controller import BacklogController, BatchController
+from sparkcep.runtime_udfs.shedding.controller import Admission, BacklogController, BatchController, admit_files
 from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
 from sparkcep.spark.progress import backlog_files, batch_latency
 from sparkcep.spark.validate import ARRIVAL_METRIC
 
-__all__ = ["SHED", "ControlFile", "Shedding", "current_model", "install", "shed_partition"]
+__all__ = ["SHED", "ControlFile", "FileAdmission", "Shedding", "current_model", "hand_over", "install",
+           "shed_partition"]
 
 #: The column the stage marks dropped rows with (removed before the stateful operator).
 SHED = "_shed"
@@ -164,9 +167,21 @@ class Shedding:
     columns: tuple[str, str] = ("type", "ts")
     #: the input directory of a continuous file source (:meth:`follow_source`), or None
     source: str | None = None
+    #: the backlog controller's last decision (:class:`FileAdmission` applies it), or None
+    admission: Admission | None = None
+    #: events shed whole with their file by :class:`FileAdmission` (waited past the expiry age; in ``dropped`` too)
+    expired: int = 0
     _newest: float | None = None
     _per_file: float = 0.0
     _prev_start: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count_dropped(self, dropped: dict[str, int], offered: int) -> None:
+        """Add drops (per type) and offered events to the totals (the listener and the admission thread)."""
+        with self._lock:
+            self.offered += offered
+            for t, n in dropped.items():
+                self.dropped[t] = self.dropped.get(t, 0) + n
 
     def follow_source(self, directory: str, overhead: float = 0.0) -> None:
         """Drive ρ from what users feel (:class:`BacklogController`): each micro-batch's p99 arrival-to-result
@@ -188,9 +203,11 @@ class Shedding:
         interval = start - self._prev_start if self._prev_start is not None else duration
         self._prev_start = start
         latency = batch_latency(progress)
-        return self.controller.on_batch(duration=duration, offered=offered, kept=kept,
-                                        latency=latency[1] if latency else None,
-                                        backlog=int(waiting * self._per_file), interval=max(interval, duration)).rho
+        self.admission = self.controller.on_batch(duration=duration, offered=offered, kept=kept,
+                                                  latency=latency[1] if latency else None,
+                                                  backlog=int(waiting * self._per_file),
+                                                  interval=max(interval, duration))
+        return self.admission.rho
 
     def _control(self) -> dict:
         extra = {}
@@ -246,9 +263,7 @@ class Shedding:
             rho = self.controller.on_batch(start, duration, offered, offered - total)
             latency = self.controller.latencies[-1] if offered else None
         self.control.write(rho, **self._control())
-        self.offered += offered
-        for t, n in dropped.items():
-            self.dropped[t] = self.dropped.get(t, 0) + n
+        self.count_dropped(dropped, offered)
         self.batches.append({"batch": progress.batchId, "offered": offered, "dropped": total,
                              "dropped_per_type": dropped, "duration": duration, "rho_used": rho_used,
                              "latency": latency, "rho_next": rho,
@@ -257,6 +272,113 @@ class Shedding:
     @property
     def drop_ratio(self) -> float:
         return sum(self.dropped.values()) / self.offered if self.offered else 0.0
+
+
+def hand_over(source: str, staging: str, name: str | None = None) -> None:
+    """Put the file ``name`` of ``source`` (None: every data file there now) in ``staging`` for the stream
+    (:class:`FileAdmission`): a hard link, else a copy with the same modification time (its arrival)."""
+    if name is None:
+        for entry in sorted(os.listdir(source)):
+            if not entry.startswith(("_", ".")) and os.path.isfile(os.path.join(source, entry)):
+                hand_over(source, staging, entry)
+        return
+    src, dst = os.path.join(source, name), os.path.join(staging, name)
+    if os.path.exists(dst):
+        return
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system
+        tmp = os.path.join(staging, f".{name}.{uuid.uuid4().hex}.tmp")
+        shutil.copy2(src, tmp)
+        os.replace(tmp, dst)
+
+
+class FileAdmission:
+    """Admission control of a followed directory (issue 17), applied: the stream reads ``staging``, not
+    ``source``; :meth:`step` (every ``poll`` seconds in a thread, :meth:`start`/:meth:`stop`) hands the files
+    that arrived in ``source`` over to it (a hard link, else a copy, keeping the modification time, which is
+    the events' arrival), oldest first, one slice per micro-batch: once a micro-batch that started after the
+    last hand-over has completed (it read that slice), the files waiting are handed over as the backlog
+    controller's last :class:`Admission` allows (:func:`~sparkcep.runtime_udfs.shedding.controller.admit_files`:
+    at most ``admit`` events), and any file waiting longer than ``expire`` is shed whole instead, its events
+    counted per type in the stage's totals (``shedding.dropped``) and, with ``dropped_output``, written there
+    as they were (JSON lines).  Spark's own limits (``maxFilesPerTrigger``, ``maxBytesPerTrigger``) are fixed
+    when a query starts; this one follows the controller from batch to batch.  JSON lines input."""
+
+    def __init__(self, source: str, staging: str, shedding: Shedding, type_col: str = "type",
+                 dropped_output: str | None = None, poll: float = 0.1):
+        self.source, self.staging, self.shedding = source, staging, shedding
+        self.type_col, self.dropped_output, self.poll = type_col, dropped_output, poll
+        os.makedirs(staging, exist_ok=True)
+        self.done = set(os.listdir(staging))  # a restart from the checkpoint: what was handed over already
+        self.expired: list[str] = []
+        self.handed_at = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def pending(self) -> list[tuple[str, float]]:
+        """The files of ``source`` neither handed over nor shed: ``(name, arrival s)``, oldest first."""
+        out = []
+        with os.scandir(self.source) as entries:
+            for e in entries:
+                if e.name not in self.done and not e.name.startswith(("_", ".")) and e.is_file():
+                    out.append((e.name, e.stat().st_mtime))
+        return sorted(out, key=lambda x: (x[1], x[0]))
+
+    def step(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        admit, expire = admit_files(self.pending(), now, self.shedding.admission, self.shedding._per_file)
+        for name in expire:
+            self._shed(name)
+        read = (self.shedding._prev_start or 0.0) >= self.handed_at
+        if not read and now - self.handed_at < self.shedding.controller.bound:  # the last slice is not read yet
+            return
+        for name in admit:
+            hand_over(self.source, self.staging, name)
+            self.done.add(name)
+        if admit:
+            self.handed_at = now
+
+    def _shed(self, name: str) -> None:
+        path = os.path.join(self.source, name)
+        counts: dict[str, int] = {}
+        records = []
+        with open(path) as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    t = json.loads(line).get(self.type_col)
+                except (ValueError, AttributeError):
+                    t = None  # a malformed record: shed with its file, counted as <other>
+                t = "<other>" if t is None or t not in self.shedding.types else t
+                counts[t] = counts.get(t, 0) + 1
+                records.append(line if line.endswith("\n") else line + "\n")
+        if self.dropped_output and records:
+            os.makedirs(self.dropped_output, exist_ok=True)
+            tmp = os.path.join(self.dropped_output, f".expired-{uuid.uuid4().hex}.tmp")
+            with open(tmp, "w") as f:
+                f.writelines(records)
+            os.replace(tmp, os.path.join(self.dropped_output, f"expired-{uuid.uuid4().hex}.json"))
+        self.shedding.count_dropped(counts, sum(counts.values()))
+        self.shedding.expired += sum(counts.values())
+        self.done.add(name)
+        self.expired.append(name)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll):
+            self.step()
+
+    def start(self) -> FileAdmission:
+        self.step()
+        self._thread = threading.Thread(target=self._run, name="sparkcep-admission", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
 
 
 def _read_sample(directory: str, type_col: str = "type", ts_col: str = "ts") -> list[dict]:

@@ -163,3 +163,32 @@ def start(stream, output: str, checkpoint: str, *, result_columns: list[str], de
     writer = (stream.writeStream.foreachBatch(batch_writer(output, result_columns, dead_dir, late_dir))
               .option("checkpointLocation", checkpoint).outputMode("append"))
     return (writer.trigger(availableNow=True) if once else writer).start()
+
+
+def timeouts_dir(output: str) -> str:
+    """Where ``--timeouts`` writes the timed-out partial matches (``result.timeouts``): ``output/_timeouts``."""
+    return output.rstrip("/") + "/_timeouts"
+
+
+def write_timeouts(timeouts, output: str) -> int:
+    """Batch: the timed-out partial matches into :func:`timeouts_dir`, JSON lines; their number (counted as the
+    write computes them)."""
+    from sparkcep.console import observed_count
+
+    timeouts, count = observed_count(timeouts, "sparkcep_timeouts")
+    timeouts.write.mode("overwrite").json(timeouts_dir(output))
+    return count()
+
+
+def start_timeouts(timeouts, output: str, checkpoint: str, *, once: bool = False):
+    """A stream: the query writing the timed-out partial matches into :func:`timeouts_dir` (checkpoint
+    ``checkpoint/_timeouts``), each micro-batch's as its watermark closes windows; ``once``: up to the end of the
+    available input.  It runs beside :func:`start`'s query (:func:`sparkcep.spark.progress.follow_with`)."""
+    writer = (timeouts.writeStream.format("json").option("path", timeouts_dir(output))
+              .option("checkpointLocation", checkpoint.rstrip("/") + "/_timeouts"))
+    return (writer.trigger(availableNow=True) if once else writer).start()
+
+
+def timeouts_written(timeouts, output: str) -> int:
+    """A stream: the number of timed-out partial matches :func:`start_timeouts` has written."""
+    return timeouts.sparkSession.read.schema(timeouts.schema).json(timeouts_dir(output)).count()

@@ -53,7 +53,7 @@ Plan:
 {explain}
 
 {run_it}
-{usage}
+{usage}{timeouts_usage}
 Input: JSON lines (or --format csv/parquet) with columns {type_col!r}, {ts_col!r} and attributes; {ts_col!r}
 must be {ts_kind_text}.
 {output_text}Bad records (malformed, no type or ts, values of the wrong type) go to RESULTS_DIR/_dead_letters and,
@@ -110,10 +110,12 @@ def main(argv=None) -> None:
                    help="match queries: stop once one partition builds more matches than this (default: the conf "
                         "spark.sparkcep.maxMatches, else sized to the executors' memory; 0: no limit)")
     p.add_argument("--quiet", action="store_true", help="no summary on stderr (batch: no progress lines either)")
+    p.add_argument("--timeouts", action="store_true",
+                   help="also write the timed-out partial matches (docs/language.md) to OUTPUT/_timeouts")
 {shedding_args}    args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
-
+{timeouts_check}
     clock = Clock()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
     spark = (SparkSession.builder.appName({app_name})
@@ -143,7 +145,7 @@ def main(argv=None) -> None:
             result, count_results = observed_count(result, "sparkcep_results")
             result.write.mode("overwrite").json(args.output)
             rejected.write.mode("overwrite").json(dead_letters)
-        if not args.quiet:
+{timeouts_batch}        if not args.quiet:
             valid, dead = count_events(), count_dead()
             print(summary_line(read=None if valid is None or dead is None else valid + dead,
                                results=count_results(), dead_letters=dead, seconds=clock.seconds(),
@@ -155,11 +157,11 @@ def main(argv=None) -> None:
     with StopSignals() as signals:
         query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=columns,
                       dead_letters=dead_letters, late=late_events, once=args.once)
-        totals = follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr
+{timeouts_follow}
         if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
             discard_uncommitted(spark, args.checkpoint, args.output, dead_letters, late_events)
     if not args.quiet:
-        print(stream_summary(totals.counts, clock.seconds(), args.output), file=sys.stderr)
+{timeouts_report}        print(stream_summary(totals.counts, clock.seconds(), args.output), file=sys.stderr)
 {shedding_report}
 
 if __name__ == "__main__":
@@ -185,14 +187,14 @@ _QUERY_OPERATOR = '''\
     spec = with_default_outputs(load_spec(SPEC), events.columns)  # without RETURN: every attribute
     out_schema = output_schema(spec, candidates.schema)
     columns = out_schema.names
-    if not args.stream:
+{timeouts_spec}    if not args.stream:
         # partitioned by the hash of GROUP, one Python call per partition (mapInArrow); the keys are split there
         result = batch_matches(candidates, spec, ts_col=TS_COL, type_col=TYPE_COL)
-    else:
+{timeouts_batch_op}    else:
 {shedding}\
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
-        relevant = counted(with_event_time(candidates, events, TS_COL, keep_late=True, ts_unit=TS_UNIT),
-                           "events_relevant")
+        timed = with_event_time(candidates, events, TS_COL, keep_late=True, ts_unit=TS_UNIT)
+        relevant = counted(timed, "events_relevant")
         result = grouped(relevant, GROUP).applyInPandasWithState(
             # a result comes out in the micro-batch that decides it (the watermark's delay: the next watermark)
             stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True, ts_unit=TS_UNIT,
@@ -202,7 +204,68 @@ _QUERY_OPERATOR = '''\
             outputMode="append",
             timeoutConf=GroupStateTimeout.EventTimeTimeout,
         )
+{timeouts_stream_op}'''
+
+_TIMEOUTS_USAGE = '''\
+    spark-submit job.py ... --timeouts                                                # timed-out partial matches too
 '''
+
+#: ``--timeouts`` where the query's timed-out partial matches are not defined (a trend query; Kleene, negation...)
+#: or a workload: refused before Spark starts, as by ``sparkcep run --timeouts``.
+_NO_TIMEOUTS_CHECK = {
+    "query": '''\
+    if args.timeouts:  # refused: timed-out partial matches are not defined for this query (docs/language.md)
+        checked_timeout_spec(load_spec(SPEC))
+''',
+    "workload": '''\
+    if args.timeouts:  # refused: one match query at a time
+        raise CEPError(TIMEOUTS_ONE_QUERY)
+''',
+}
+_NO_TIMEOUTS_IMPORTS = {"query": {'sparkcep.api': ['checked_timeout_spec'], 'sparkcep.spark.progress': ['follow']},
+                        "workload": {'sparkcep.api': ['TIMEOUTS_ONE_QUERY'], 'sparkcep.spark.progress': ['follow']}}
+
+#: The sections of a job with ``--timeouts`` (a match query whose timed-out partial matches are defined;
+#: docs/language.md, "Timed-out partial matches"): their own operator over the same candidates, written to
+#: OUTPUT/_timeouts; a stream: a second query beside the results', stopped with it.
+_TIMEOUTS = {
+    "timeouts_spec": '''\
+    # --timeouts: the partial matches whose window closed first (their own operator over the same candidates)
+    timeout_spec = TimeoutSpec.of(spec) if args.timeouts else None
+''',
+    "timeouts_batch_op": '''\
+        timeouts = batch_matches(candidates, timeout_spec, ts_col=TS_COL, type_col=TYPE_COL) if timeout_spec else None
+''',
+    "timeouts_stream_op": '''\
+        timeouts = None if timeout_spec is None else apply_match(  # a second stateful query (checkpoint/_timeouts)
+            timed, timeout_spec, ts_col=TS_COL, type_col=TYPE_COL, ts_unit=TS_UNIT)
+''',
+    "timeouts_batch": '''\
+            if timeouts is not None:  # into OUTPUT/_timeouts, counted on stderr
+                n_timeouts = write_timeouts(timeouts, args.output)
+                if not args.quiet:
+                    print(timeouts_line(n_timeouts, timeouts_dir(args.output)), file=sys.stderr)
+''',
+    "timeouts_follow": '''\
+        # --timeouts: a second query beside it, writing each micro-batch's timed-out partial matches into
+        # OUTPUT/_timeouts as the watermark closes windows; ended with it
+        beside = [] if timeouts is None else [start_timeouts(timeouts, args.output, args.checkpoint, once=args.once)]
+        totals = follow_with(query, beside, signals=signals, source=args.input)  # a line per micro-batch on stderr''',
+    "timeouts_report": '''\
+        if timeouts is not None:
+            print(timeouts_line(timeouts_written(timeouts, args.output), timeouts_dir(args.output)), file=sys.stderr)
+''',
+}
+#: The same sections without ``--timeouts``.
+_NO_TIMEOUTS = {**dict.fromkeys(_TIMEOUTS, ""), "timeouts_follow": '''\
+        totals = follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr'''}
+_TIMEOUTS_IMPORTS = {
+    'sparkcep.console': ['timeouts_line'],
+    'sparkcep.ir.spec': ['TimeoutSpec'],
+    'sparkcep.spark.adapters': ['apply_match'],
+    'sparkcep.spark.progress': ['follow_with'],
+    'sparkcep.spark.sinks': ['start_timeouts', 'timeouts_dir', 'timeouts_written', 'write_timeouts'],
+}
 
 _QUERY_CONSTANTS = '''\
 #: The compiled engine spec (see sparkcep.ir.spec), baked in at compile time.
@@ -250,7 +313,7 @@ _COMMON_IMPORTS = {
     'sparkcep': ['CEPError'],
     'sparkcep.console': ['Clock', 'observed_count', 'progress', 'stream_summary', 'summary_line'],
     'sparkcep.spark.io': ['check_attributes', 'check_ts_kind'],
-    'sparkcep.spark.progress': ['StopSignals', 'follow'],
+    'sparkcep.spark.progress': ['StopSignals'],
     'sparkcep.runtime_udfs.match.budget': ['raised_message'],
     'sparkcep.spark.sinks': ['counted', 'discard_uncommitted', 'routed', 'side_dirs', 'start'],
     'sparkcep.spark.validate': ['read_validated'],
@@ -268,7 +331,7 @@ _SHEDDING_USAGE = '''\
 
 _SHEDDING_CONSTANTS = '''\
 #: gSPICE load shedding of the stream (docs/shedding.md): the latency bound in seconds (--shedding-latency
-#: overrides it) and the utility model ("hash": gSPICE-H, "tree", "forest").
+#: overrides it) and the utility model ("hash": gSPICE-H, "tree", "forest"; "random", "type": the baselines).
 SHEDDING_LATENCY = {latency}
 SHEDDING_MODEL = {model}
 '''
@@ -340,13 +403,16 @@ def operator_parts(plan: Node) -> dict:
 
 
 def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_kind: str, type_col: str, ts_col: str,
-            attributes: list[str], constants: str, imports: dict, operator: str,
+            attributes: list[str], constants: str, imports: dict, operator: str, timeouts: bool,
             shedding: tuple[float, str] | None, output_text: str = "", read_columns: list[str] | None = None,
             needs: dict[str, str] | None = None, ts_unit: str | None = None) -> str:
     if shedding is not None:
         operator = operator.replace("{shedding}", _SHEDDING_STAGE)
     else:
         operator = operator.replace("{shedding}", "")
+    sections = _TIMEOUTS if timeouts else _NO_TIMEOUTS
+    for slot in ("timeouts_spec", "timeouts_batch_op", "timeouts_stream_op"):
+        operator = operator.replace("{" + slot + "}", sections[slot])
     docstring = _DOCSTRING.format(
         run_it=RUN_IT,
         title=f": {name}" if name else "",
@@ -354,6 +420,7 @@ def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_ki
         query=textwrap.indent(query_text.strip(), "    "),
         explain=textwrap.indent(explain, "    "),
         usage=_SHEDDING_USAGE if shedding else "",
+        timeouts_usage=_TIMEOUTS_USAGE if timeouts else "",
         output_text=output_text,
         type_col=type_col,
         ts_col=ts_col,
@@ -362,7 +429,8 @@ def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_ki
     return _TEMPLATE.format(
         docstring=py_literal(docstring),
         what=what,
-        imports=_imports(_COMMON_IMPORTS, imports, _SHEDDING_IMPORTS if shedding else {}),
+        imports=_imports(_COMMON_IMPORTS, imports, _SHEDDING_IMPORTS if shedding else {},
+                         _TIMEOUTS_IMPORTS if timeouts else _NO_TIMEOUTS_IMPORTS[what]),
         constants=constants,
         type_col=py_literal(type_col),
         ts_col=py_literal(ts_col),
@@ -376,6 +444,10 @@ def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_ki
                             if shedding else ""),
         shedding_args=_SHEDDING_ARGS if shedding else "",
         operator=operator,
+        timeouts_check="" if timeouts else _NO_TIMEOUTS_CHECK[what],
+        timeouts_batch=sections["timeouts_batch"],
+        timeouts_follow=sections["timeouts_follow"],
+        timeouts_report=sections["timeouts_report"],
         shedding_report=_SHEDDING_REPORT if shedding else "",
         app_name=py_literal(f"sparkcep: {name or what}"),
     )
@@ -383,18 +455,21 @@ def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_ki
 
 def job_source(plan: Node, *, query_text: str, explain: str, ts_kind: str, name: str | None = None,
                shedding: tuple[float, str] | None = None, read_columns: list[str] | None = None,
-               needs: dict[str, str] | None = None) -> str:
+               needs: dict[str, str] | None = None, timeouts: bool = False) -> str:
     """The job file for ``plan`` (see the module docstring); ``ts_kind`` is the ts kind its windows are
     computed for ("timestamp" or "numeric"), which the job checks against its input at start; ``shedding`` is
     ``(latency bound in seconds, model)`` for a job with the load-shedding stage; ``read_columns`` and
-    ``needs``: what the job reads of its input (:func:`sparkcep.api.input_columns`)."""
+    ``needs``: what the job reads of its input (:func:`sparkcep.api.input_columns`); ``timeouts``: the query's
+    timed-out partial matches are defined (:func:`sparkcep.api.timeout_spec_of`), the job writes them with
+    ``--timeouts`` (else it refuses the flag)."""
     parts = operator_parts(plan)
     constants = _QUERY_CONSTANTS.format(spec=_json_literal(to_data(parts["spec"])),
                                         filter_sql=py_literal(f"\n{parts['filter_sql']}\n"),
                                         key=py_literal(parts["key"]), group=py_literal(parts["group"]))
     return _render(what="query", name=name, query_text=query_text, explain=explain, ts_kind=ts_kind,
                    type_col=parts["type_col"], ts_col=parts["ts_col"], attributes=list(referenced_attributes(plan)),
-                   constants=constants, imports=_QUERY_IMPORTS, operator=_QUERY_OPERATOR, shedding=shedding,
+                   constants=constants, imports=_QUERY_IMPORTS, operator=_QUERY_OPERATOR,
+                   timeouts=timeouts, shedding=shedding,
                    read_columns=read_columns, needs=needs, ts_unit=parts["ts_unit"])
 
 
@@ -408,5 +483,6 @@ def workload_job_source(workload: dict, *, query_text: str, explain: str, ts_kin
               "and the columns of that query's RETURN (a column another query has is absent from its rows).\n")
     return _render(what="workload", name=name, query_text=query_text, explain=explain, ts_kind=ts_kind,
                    type_col=type_col, ts_col=ts_col, attributes=attributes, constants=constants,
-                   imports=_WORKLOAD_IMPORTS, operator=_WORKLOAD_OPERATOR, shedding=None, output_text=output,
+                   imports=_WORKLOAD_IMPORTS, operator=_WORKLOAD_OPERATOR, timeouts=False,
+                   shedding=None, output_text=output,
                    read_columns=read_columns, needs=needs, ts_unit=ts_unit)

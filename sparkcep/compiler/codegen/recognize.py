@@ -247,6 +247,21 @@ _SESSION_AND_ROWS = '''\
     rows, rejected = read_validated(spark, args.input, args.format, None, TIME_COL, stream=args.stream,
                                     files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT)'''
 
+#: The command-line options: the same in a statement's job and a workload's, but for what RESULTS_DIR holds.
+_OPTIONS = '''\
+    p.add_argument("--input", required=True, help="the rows of TABLE: a file or a directory")
+    p.add_argument("--output", required=True{output_help})
+    p.add_argument("--format", default="json", choices=["json", "csv", "parquet"])
+    p.add_argument("--stream", action="store_true")
+    p.add_argument("--checkpoint", help="checkpoint directory (streaming{checkpoint_help})")
+    p.add_argument("--lateness", type=float, default=0,
+                   help="streaming: the watermark delay, in time column units (milliseconds for a timestamp)")
+    p.add_argument("--once", action="store_true", help="streaming: process what is there, then stop")
+    p.add_argument("--schema", help="input schema as DDL (default: inferred from the files there now)")
+    p.add_argument("--shuffle-partitions", type=int, default=4)
+    p.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
+    p.add_argument("--dead-letters", help="bad records (default: {results}/_dead_letters)")'''
+
 _TEMPLATE = '''\
 {docstring}
 
@@ -280,18 +295,7 @@ TS_UNIT = {ts_unit}
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--input", required=True, help="the rows of TABLE: a file or a directory")
-    p.add_argument("--output", required=True)
-    p.add_argument("--format", default="json", choices=["json", "csv", "parquet"])
-    p.add_argument("--stream", action="store_true")
-    p.add_argument("--checkpoint", help="checkpoint directory (streaming)")
-    p.add_argument("--lateness", type=float, default=0,
-                   help="streaming: the watermark delay, in time column units (milliseconds for a timestamp)")
-    p.add_argument("--once", action="store_true", help="streaming: process what is there, then stop")
-    p.add_argument("--schema", help="input schema as DDL (default: inferred from the files there now)")
-    p.add_argument("--shuffle-partitions", type=int, default=4)
-    p.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
-    p.add_argument("--dead-letters", help="bad records (default: OUTPUT/_dead_letters)")
+{options}
 {session_and_rows}
     if args.stream:  # per micro-batch counts in the query's progress (observedMetrics); every valid row is relevant
         rows = counted(counted(rows, "events_valid"), "events_relevant")
@@ -345,6 +349,7 @@ def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None) -> 
         table=py_literal(q.source),
         time_col=py_literal(time_column(q)),
         ts_unit=py_literal(ts_unit),
+        options=_OPTIONS.format(output_help="", checkpoint_help="", results="OUTPUT"),
         session_and_rows=_SESSION_AND_ROWS.format(app_name=py_literal(f"sparkcep: MATCH_RECOGNIZE over {q.source}")),
     )
 
@@ -407,18 +412,7 @@ TS_UNIT = {ts_unit}
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--input", required=True, help="the rows of TABLE: a file or a directory")
-    p.add_argument("--output", required=True, help="RESULTS_DIR: one directory per statement in it")
-    p.add_argument("--format", default="json", choices=["json", "csv", "parquet"])
-    p.add_argument("--stream", action="store_true")
-    p.add_argument("--checkpoint", help="checkpoint directory (streaming; one per group of statements in it)")
-    p.add_argument("--lateness", type=float, default=0,
-                   help="streaming: the watermark delay, in time column units (milliseconds for a timestamp)")
-    p.add_argument("--once", action="store_true", help="streaming: process what is there, then stop")
-    p.add_argument("--schema", help="input schema as DDL (default: inferred from the files there now)")
-    p.add_argument("--shuffle-partitions", type=int, default=4)
-    p.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
-    p.add_argument("--dead-letters", help="bad records (default: RESULTS_DIR/_dead_letters)")
+{options}
     p.add_argument("--late-events", help="streaming: late rows, DIR/<name> (default: RESULTS_DIR/<name>/_late)")
 {session_and_rows}
     statements = [from_data(json.loads(s)) for s in STATEMENTS]
@@ -474,6 +468,8 @@ def workload_job_source(qs: list[rc.Recognize], names: list[str], *, plan: list[
         table=py_literal(qs[0].source),
         time_col=py_literal(time_column(qs[0])),
         ts_unit=py_literal(ts_unit),
+        options=_OPTIONS.format(output_help=', help="RESULTS_DIR: one directory per statement in it"',
+                                checkpoint_help="; one per group of statements in it", results="RESULTS_DIR"),
         session_and_rows=_SESSION_AND_ROWS.format(
             app_name=py_literal(f"sparkcep: {len(qs)} MATCH_RECOGNIZE statements over {qs[0].source}")),
     )

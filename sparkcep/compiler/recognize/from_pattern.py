@@ -27,6 +27,11 @@ its engine:
   conditions) are ``_blocked_b_step``/``_blocked_b_later`` instead of ``_skipped_step``/``_skipped_later``
   (told by ``CLASSIFIER(_picked)``), and ``b``'s first event requires ``FIRST(_blocked_b.ts) >= ts`` (every
   one at its time: strictly between is forbidden); under contiguity nothing lies between, it always holds;
+* a component written ``NEXT B b`` (per-step contiguity) has no filler before its first event (``b__step``: the
+  row right after the match's previous one); under ``skip_till_next_match`` it could take a skipped row only if
+  that row is right after the match's last event (``PREV(CLASSIFIER()) = CLASSIFIER(_picked)``);
+* ``SEQ(A a, NEXT !(C c), B b)`` (notNext): every DEFINE requires that its row, if right after ``a``'s event
+  (``PREV(CLASSIFIER())`` one of ``a``'s names), is not a ``c`` (its type, constant equivalence tests, conditions);
 * an OR of such patterns is the alternation of their row patterns (the left one preferred at a start, as
   SQL:2016's ``|``); the skipped rows are shared, their DEFINEs tell the alternative by ``CLASSIFIER(_picked)``;
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
@@ -104,6 +109,8 @@ class Component:
     lo: int = 1
     hi: int | None = 1
     greedy: bool = True
+    #: written ``NEXT T v``: its first event is the partition's row right after the match's previous event
+    linked: bool = False
 
     @property
     def kleene(self) -> bool:
@@ -126,6 +133,8 @@ class Negation:
     var: str
     types: tuple[str, ...]
     gap: int
+    #: ``NEXT !(T v)`` (notNext): the partition's row right after component ``gap - 1``'s event is no such event
+    next: bool = False
 
 
 def components(pattern, source: str | None = None) -> list[Component]:
@@ -149,13 +158,11 @@ def branches(pattern, source: str | None = None) -> list[tuple[list[Component], 
 
 def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]]:
     items = pattern.items if isinstance(pattern, Seq) else (pattern,)
-    if isinstance(pattern, Seq) and any(getattr(pattern, "strict", ())):
-        _refuse("AFTER MATCH SKIP with a per-step NEXT is not supported yet: use USING partition_contiguity for "
-                "the whole pattern", pattern, source)
+    strict = tuple(getattr(pattern, "strict", ())) or (False,) * len(items)
     out: list[Component] = []
     negs: list[Negation] = []
     pending: list = []
-    for item in items:
+    for item, linked in zip(items, strict, strict=True):
         if isinstance(item, Not):
             if not isinstance(item.inner, EventPat):
                 _refuse("with AFTER MATCH SKIP a negation must be of one event (!(T v)): a negated sequence, group "
@@ -164,19 +171,19 @@ def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]
                 _refuse("with AFTER MATCH SKIP a negation before the first component is not supported: it reads "
                         "the events before the match's start event, where the attempt of the skip rule starts",
                         item, source)
-            pending.append(item)
+            pending.append((item, linked))
             continue
         if isinstance(item, EventPat):
-            out.append(Component(item.var, item.types))
+            out.append(Component(item.var, item.types, linked=linked))
         elif isinstance(item, Kleene) and isinstance(item.inner, EventPat):
             lo, hi = item.repeat
-            out.append(Component(item.inner.var, item.inner.types, lo, hi, item.greedy))
+            out.append(Component(item.inner.var, item.inner.types, lo, hi, item.greedy, linked))
         else:
             what = {"Or": "an OR inside a SEQ", "Seq": "a nested SEQ", "Kleene": "a repeated group"}
             _refuse(f"AFTER MATCH SKIP does not support {what.get(type(item).__name__, 'this component')} yet: "
                     "the preferred match is defined for a SEQ of events, Kleene events (T, T+, T*, T?) and "
                     "negated events, and an OR of such patterns", item, source)
-        for n in pending:
+        for n, linked_neg in pending:
             before, after = out[-2], out[-1]
             if before.kleene or before.lo != 1:
                 _refuse(f"with AFTER MATCH SKIP a negation must follow a single event (T v), not {before.var}: "
@@ -186,12 +193,12 @@ def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]
                 _refuse(f"with AFTER MATCH SKIP a negation must be followed by a component that takes an event, "
                         f"not the optional {after.var}: the interval would end at whichever event comes next", n,
                         source)
-            negs.append(Negation(n.inner.var, n.inner.types, len(out) - 1))
+            negs.append(Negation(n.inner.var, n.inner.types, len(out) - 1, linked_neg))
         pending = []
     if pending:
         _refuse("with AFTER MATCH SKIP a negation after the last component is not supported: it needs the events "
                 "after the match up to the end of the window (postponed evaluation), past the end of the match "
-                "the skip rule resumes after", pending[0], source)
+                "the skip rule resumes after", pending[0][0], source)
     if out[0].lo == 0:
         _refuse("with AFTER MATCH SKIP the first component must take an event (a match starts at its first "
                 "event, the start event of the skip rule)", items[0], source)
@@ -381,22 +388,23 @@ def _conditions(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
 def _blocking(r: ResolvedQuery, comps: list[Component], negs: list[Negation], gap: int, type_col: str):
     """Is the current row (a skipped one: ``_skipped_all``) an event a negation before component ``gap`` forbids:
     its type, the constant equivalence tests and its conditions (on it and earlier variables)."""
+    return _any([_negated(r, comps, n, FILLERS, type_col) for n in negs if n.gap == gap and not n.next])
+
+
+def _negated(r: ResolvedQuery, comps: list[Component], n: Negation, row: str | None, type_col: str):
+    """Is the current row (read as ``row``: ``_skipped_all`` or, None, whatever it is mapped to) an event the
+    negation ``n`` forbids: its type, the constant equivalence tests and its conditions (on it and earlier
+    variables)?  Never NULL."""
     by_var = {c.var: c for c in comps}
-    row = FILLERS
-    forbidden = []
-    for n in negs:
-        if n.gap != gap:
-            continue
-        conds = [_types(row, n.types, type_col)]
-        for p in r.predicates:
-            if p.kind == "equivalence":
-                conds += [BinOp("=", Attr(row, i.attr), i.value) for i in p.expr.items if i.value is not None]
-            elif n.var in p.vars:
-                e = map_nodes(p.expr, lambda x, v=n.var: Attr(row, x.attr, span=x.span)
-                              if isinstance(x, Attr) and x.var == v else x)
-                conds.append(_expr(e, by_var))
-        forbidden.append(Func("coalesce", (and_all(conds), Literal(False))))
-    return _any(forbidden)
+    conds = [_types(row, n.types, type_col)]
+    for p in r.predicates:
+        if p.kind == "equivalence":
+            conds += [BinOp("=", Attr(row, i.attr), i.value) for i in p.expr.items if i.value is not None]
+        elif n.var in p.vars:
+            e = map_nodes(p.expr, lambda x, v=n.var: Attr(row, x.attr, span=x.span)
+                          if isinstance(x, Attr) and x.var == v else x)
+            conds.append(_expr(e, by_var))
+    return Func("coalesce", (and_all(conds), Literal(False)))
 
 
 def _any(exprs: list):
@@ -410,8 +418,11 @@ def _selectable(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
     """skip_till_next_match: could the current (skipped) row be taken next, by a component of ``comps`` that may
     follow the match's last event so far (its conditions decided on what is bound)?  None: never.  A skipped
     event is one that could not (NOT coalesce(..., FALSE) of every OR alternative's)."""
-    can = {v: Func("coalesce", (and_all(conds), Literal(False)))
-           for v, conds in _conditions(r, comps, type_col, ts_col, source, as_filler=True).items()}
+    conditions = _conditions(r, comps, type_col, ts_col, source, as_filler=True)
+    can = {v: Func("coalesce", (and_all(conds), Literal(False))) for v, conds in conditions.items()}
+    # a NEXT component takes only the row right after the match's last event: the one whose previous row it is
+    enter = {c.var: Func("coalesce", (and_all([*conditions[c.var], _right_after()]), Literal(False)))
+             if c.linked else can[c.var] for c in comps}
     after = []
     for k, c in enumerate(comps):
         count = rx.Agg("count", None, c.var)
@@ -420,7 +431,7 @@ def _selectable(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
             moves.append(can[c.var] if c.hi is None else BinOp("AND", BinOp("<", count, Literal(c.hi)), can[c.var]))
         leave = []
         for j in range(k + 1, len(comps)):
-            leave.append(can[comps[j].var])
+            leave.append(enter[comps[j].var])
             if comps[j].lo >= 1:
                 break
         if leave:
@@ -436,6 +447,12 @@ def _selectable(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
                 was = BinOp("OR", BinOp("=", last, Literal(c.var + FIRST)), was)
             after.append(BinOp("AND", was, any_move))
     return _any(after) if after else None
+
+
+def _right_after():
+    """``PREV(CLASSIFIER()) = CLASSIFIER(_picked)``: the current row is the one right after the match's last event
+    (the row before it is that event, not a skipped one)."""
+    return BinOp("=", rx.Nav("PREV", rx.Classifier(), 1), rx.Classifier(PICKED))
 
 
 def _pick(c: Component, filler: bool, blocked: str | None = None) -> rx.RowPattern:
@@ -460,8 +477,8 @@ def _row_pattern(comps: list[Component], filler: bool, gaps: frozenset[int] = fr
     items: list[rx.RowPattern] = []
     for k, c in enumerate(comps):
         unit = _pick(c, filler, f"{BLOCKED}_{c.var}" if k in gaps else None)
-        if k == 0:
-            items.append(rx.PVar(c.var + FIRST))
+        if k == 0 or c.linked:  # the first event; NEXT: the row right after the previous one (no skipped row)
+            items.append(rx.PVar(c.var + (FIRST if k == 0 else STEP)))
             if c.hi != 1:
                 hi = None if c.hi is None else c.hi - 1
                 items.append(rx.PQuant(unit, c.lo - 1, hi, greedy=c.greedy))
@@ -485,15 +502,23 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     comps = components(r.query.pattern, source)
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
-    defines, subsets, patterns, selectable, forbidden = [], [], [], [], {}
+    defines, subsets, patterns, selectable, forbidden, not_next = [], [], [], [], {}, []
     for alt, negs in branches(r.query.pattern, source):  # an OR of patterns: their alternation, left first
         # under the contiguity strategies no event lies between two of a match: a negation there always holds
-        gaps = sorted({n.gap for n in negs}) if filler else []
+        # nor before a NEXT component (its event is the row right after the previous one)
+        gaps = sorted({n.gap for n in negs if not n.next and not alt[n.gap].linked}) if filler else []
         conditions = _conditions(r, alt, type_col, ts_col, source)
         names_of = {}
         for k, c in enumerate(alt):
             names = ([c.var + FIRST] if k == 0 else []) + ([c.var + STEP] if k or c.kleene else [])
-            names_of[c.var] = names + ([c.var + LATER] if filler and (k or c.kleene) else [])
+            later = filler and (c.kleene or (k and not c.linked))  # an event after skipped rows
+            names_of[c.var] = names + ([c.var + LATER] if later else [])
+        for n in negs:  # NEXT !(C c): the row right after the previous event (whatever it is mapped to) is no c
+            if n.next:
+                previous = rx.Nav("PREV", rx.Classifier(), 1)
+                right_after = _any([BinOp("=", previous, Literal(name)) for name in names_of[alt[n.gap - 1].var]])
+                not_next.append(Func("coalesce", (BinOp("AND", right_after, _negated(r, alt, n, None, type_col)),
+                                                  Literal(False))))
         for k in gaps:  # a negation before component k: the skipped rows after k - 1's event that it forbids
             after = _any([BinOp("=", rx.Classifier(PICKED), Literal(n)) for n in names_of[alt[k - 1].var]])
             forbidden[alt[k].var] = BinOp("AND", after, _blocking(r, alt, negs, k, type_col))
@@ -532,6 +557,9 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
             subsets.append((name, (name + "_step", name + "_later")))
             blocked_names += [name + "_step", name + "_later"]
         subsets.append((FILLERS, (FILLER, FILLER_STEP, FILLER_LATER, *blocked_names)))
+    if not_next:  # every row of the match, whichever variable it is mapped to
+        nowhere = Unary("NOT", _any(not_next))
+        defines = [(name, BinOp("AND", cond, nowhere)) for name, cond in defines]
     if r.returns is not None:
         measures = tuple(rx.Measure(_expr(i.expr, by_var), name)
                          for i, name in zip(r.returns, r.return_names, strict=True))

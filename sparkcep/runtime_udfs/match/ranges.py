@@ -2,37 +2,44 @@
 
 A query with no equivalence key is one partition of the input (SASE's PAIS has nothing to split by).  Its
 matches are still local in time: every event of a match lies in ``[first.ts, first.ts + W)`` (the window,
-``last.ts - first.ts < W``).  So range ``j`` = ``[cuts[j-1], cuts[j])`` (``cuts`` ascending, the first range
-open below, the last open above) *owns* the events whose ts falls in it and also *holds* those of
-``[cuts[j], cuts[j] + W)``; each range runs the engine over what it holds, and keeps only the matches whose
-first event it owns.  Every match is then reported exactly once, by the range that holds its first event, and
-whole: a match that crosses a cut is found by the range before it.
+``last.ts - first.ts < W``).  So the ts axis is cut into ranges of a fixed ``width``: range ``j`` *owns* the
+events of ``[j * width, (j + 1) * width)`` (``j = floor(ts / width)``, computable per event: no pass over the
+input for its bounds) and also *holds* those of ``[(j + 1) * width, (j + 1) * width + W)``; each range runs the
+engine over what it holds, with the events it holds but does not own barred from the first component (bit 0 of
+their ``_mask`` cleared), so that it builds only the matches whose first event it owns.  Every match is then
+reported exactly once, by the range that owns its first event, and whole: a match that crosses a border is found
+by the range before it.  With ``width >= W`` an event is held by two ranges at most (its owner, and the one before
+when it lies less than ``W`` after a border): about ``W / width`` of the input twice.
 
 That needs the engine's matches to depend only on their own span.  It holds when the pattern starts with a
-single positive event (its ts is the match's first) under ``skip_till_any_match`` or
-``skip_till_next_match`` (runs start at their first event; negations inside or at the end look only inside
-``(first.ts, first.ts + W)``), with a finite window.  Not for a negated start (it looks back up to ``W``
-before the first event), a Kleene or disjunctive start, contiguity or a ``NEXT`` step (consecutive in the
-whole input), a trend query (its windows' aggregates would need combining) or no WITHIN: :func:`why_not`
-says which.
+single positive event (its ts is the match's first) under any selection strategy (runs start at their first
+event; negations inside or at the end look only inside ``(first.ts, first.ts + W)``), with a finite window.
+Contiguity (``strict_contiguity``, ``partition_contiguity`` of a query without key, a ``NEXT`` step) asks
+whether two events are adjacent in the whole input: a range holds *every* event of a ts interval (the batch
+filter keeps every event under contiguity), i.e. a contiguous stretch of the whole input in its order (ts, ties
+in input order), so two events a range holds are adjacent in it exactly when they are adjacent in the whole
+input, and the range's own numbering of its events is as good as a global one.  Not for a negated start (it
+looks back up to ``W`` before the first event), a Kleene or disjunctive start, a trend query (its windows'
+aggregates would need combining) or no WITHIN: :func:`why_not` says which.
 
-Pure (no pyspark): the Spark batch path routes rows with :func:`holders` and filters with :func:`owner`.
+Pure (no pyspark): the Spark batch path routes rows with :func:`holders` and :func:`held_mask`, as Spark
+expressions.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from sparkcep.ir.ast import Attr, EventPat, Kleene, Not, Or, Seq
-from sparkcep.ir.spec import MatchSpec, OutputColumn, TrendSpec
+from sparkcep.ir.ast import EventPat, Seq
+from sparkcep.ir.spec import MatchSpec, TrendSpec
 
-#: the output column a range's engine adds: the ts of the match's first event (dropped after the filter)
-FIRST_TS = "_first_ts"
+#: the ``_mask`` bit of the first component (component 0), which only a range's own events keep
+FIRST_BIT = 1
 
-SPLITTABLE = ("skip_till_any_match", "skip_till_next_match")
+#: the default ``width`` of a range, in windows: events held twice are about 1/16 of the input
+RANGE_WINDOWS = 16
 
 
 def first_var(spec: object) -> str | None:
@@ -56,27 +63,12 @@ def _first(spec: MatchSpec) -> str | None:
     return c.var
 
 
-def _next_step(pattern: object) -> bool:
-    """Whether ``pattern`` has a ``NEXT`` item (:attr:`Seq.strict`) anywhere."""
-    if isinstance(pattern, Seq):
-        return any(pattern.strict) or any(_next_step(p) for p in pattern.items)
-    if isinstance(pattern, (Kleene, Not)):
-        return _next_step(pattern.inner)
-    if isinstance(pattern, Or):
-        return any(_next_step(p) for p in pattern.alternatives)
-    return False
-
-
 def why_not(spec: object) -> str | None:
     """Why ``spec`` cannot run in time ranges (one sentence for explain), or None when it can."""
     if not isinstance(spec, MatchSpec):
         if isinstance(spec, TrendSpec) or hasattr(spec, "queries"):
             return "a trend query's window aggregates are not split by time ranges"
         return "only match queries are split by time ranges"
-    if spec.strategy not in SPLITTABLE:
-        return f"{spec.strategy} needs every event of the input in order"
-    if _next_step(spec.pattern):
-        return "a NEXT step needs the event right after its previous one in the whole input"
     if not math.isfinite(spec.window):
         return "no WITHIN: a match may span the whole input"
     if _first(spec) is None:
@@ -88,60 +80,53 @@ def parallelism(spec: object) -> str:
     """What explain says about the parallelism of a query without a key."""
     why = why_not(spec)
     if why is None:
-        return ("parallelism (no key): 1 partition; with spark.sparkcep.keylessRanges=true, batch in time ranges "
-                "overlapping by the window, one per shuffle partition, each match reported by the range holding "
-                "its first event (measured slower on 2 cores: bench/keyless_parallel.py); streaming: 1 partition")
+        return ("parallelism (no key): 1 partition; with spark.sparkcep.keylessRanges=true, batch in time ranges of "
+                "spark.sparkcep.keylessRangeWindows windows (16) overlapping by the window, dealt over the shuffle "
+                "partitions, each match reported by the range owning its first event (not faster on 2 cores at "
+                "10^6 events: bench/keyless_parallel.py); streaming: 1 partition (time ranges are batch only)")
     return f"parallelism 1 (no key): {why}"
 
 
 def ranged_spec(spec: MatchSpec, range_col: str | None = None) -> MatchSpec:
-    """``spec`` with one more output, :data:`FIRST_TS`: the ts of the match's first event; with ``range_col``
-    (the column naming the range that holds an event) also that column of the first event, and keyed by it
-    (one engine run per range)."""
-    var = first_var(spec)
-    if var is None:
+    """``spec`` as a range runs it: keyed by ``range_col`` (the column naming the range that holds an event: one
+    engine run per range) if given; ValueError if ranges cannot split it (:func:`why_not`)."""
+    if first_var(spec) is None:
         raise ValueError(f"not splittable by time ranges: {why_not(spec)}")
-    outputs = (*spec.outputs, OutputColumn(FIRST_TS, Attr(var, "ts")))
-    if range_col is None:
-        return replace(spec, outputs=outputs)
-    return replace(spec, outputs=(*outputs, OutputColumn(range_col, Attr(var, range_col))), key=(range_col,))
+    return spec if range_col is None else replace(spec, key=(range_col,))
 
 
-def owner(ts: float | None, cuts: Sequence[float]) -> int:
-    """The range that owns an event at ``ts`` (None: the first range, whose engine counts it invalid)."""
+def range_of(ts: float | None, width: float) -> int:
+    """The range that owns an event at ``ts``: ``floor(ts / width)`` (None and NaN: range 0, whose engine
+    counts the event invalid)."""
     if ts is None or ts != ts:
         return 0
-    return bisect.bisect_right(cuts, ts)
+    return math.floor(ts / width)
 
 
-def holders(ts: float | None, cuts: Sequence[float], window: float) -> range:
+def holders(ts: float | None, width: float, window: float) -> range:
     """The ranges that hold an event at ``ts``: its owner and every range whose end is less than ``window``
-    before it (ranges ``j`` with ``ts < cuts[j] + window``)."""
-    own = owner(ts, cuts)
+    before it (ranges ``j`` with ``ts < (j + 1) * width + window``, i.e. from ``floor((ts - window) / width)``
+    on)."""
+    own = range_of(ts, width)
     if ts is None or ts != ts:
         return range(own, own + 1)
-    return range(bisect.bisect_right(cuts, ts - window), own + 1)
+    return range(min(math.floor((ts - window) / width), own), own + 1)
 
 
-def cuts_of(lo: float, hi: float, parts: int) -> list[float]:
-    """``parts - 1`` cuts splitting ``[lo, hi]`` into ``parts`` ranges of equal length (none for one part or
-    an empty span)."""
-    if parts <= 1 or not hi > lo:
-        return []
-    step = (hi - lo) / parts
-    return [lo + step * k for k in range(1, parts)]
+def held_mask(mask: int, owns: bool) -> int:
+    """The ``_mask`` of an event in a range: as it is where the range owns the event, without the first
+    component's bit where it only holds it (no match the range reports starts there)."""
+    return mask if owns else mask & ~FIRST_BIT
 
 
-def split(events: Sequence[dict], cuts: Sequence[float], window: float, ts_col: str = "ts") -> list[list[dict]]:
-    """The events each range holds, in input order (one list per range: ``len(cuts) + 1``)."""
-    out: list[list[dict]] = [[] for _ in range(len(cuts) + 1)]
+def split(events: Sequence[dict], width: float, window: float, mask_of: Callable[[dict], int],
+          ts_col: str = "ts") -> dict[int, list[dict]]:
+    """The events each range holds, in input order (range number → events; ranges holding none are left out), each
+    a copy with its ``_mask`` (``mask_of(event)``, then :func:`held_mask`)."""
+    out: dict[int, list[dict]] = {}
     for e in events:
-        for j in holders(e.get(ts_col), cuts, window):
-            out[j].append(e)
+        ts, mask = e.get(ts_col), mask_of(e)
+        own = range_of(ts, width)
+        for j in holders(ts, width, window):
+            out.setdefault(j, []).append({**e, "_mask": held_mask(mask, j == own)})
     return out
-
-
-def owned(rows: Sequence[dict], part: int, cuts: Sequence[float]) -> list[dict]:
-    """The rows of range ``part``'s engine (of :func:`ranged_spec`) whose first event it owns, without
-    :data:`FIRST_TS`."""
-    return [{k: v for k, v in r.items() if k != FIRST_TS} for r in rows if owner(r[FIRST_TS], cuts) == part]

@@ -206,15 +206,43 @@ def _adjacent(run: Run, seq) -> bool:
     return run.last_seq is None
 
 
-def _blocks(plans: tuple, binding: dict, mask: int, ev: dict) -> bool:
-    """Is ``ev`` (component bitmask ``mask``) an event of a negation ``NEXT !(C c)`` of ``plans`` that satisfies
-    its predicates with ``binding``?"""
-    for plan in plans:
+def _not_next_plans(alt: Alternative) -> dict[int, tuple]:
+    """Per position, its negations ``NEXT !(C c)`` as ``(plan, checks, late checks)``: the checks of the
+    predicates decidable on the event right after the position, and those that read a variable bound after it
+    (``z.x = b.x`` in ``SEQ(A a, NEXT !(C z), B+ b[])``), decided once the run completes."""
+    out = {}
+    for p, plans in alt.not_next.items():
+        later = frozenset(alt.vars[p + 1:])
+        out[p] = tuple((plan, tuple(c.check for c in plan.conjuncts if not c.vars & later),
+                        tuple(c.check for c in plan.conjuncts if c.vars & later)) for plan in plans)
+    return out
+
+
+def _not_next(plans: tuple, binding: dict, mask: int, ev: dict, suspects: dict | None):
+    """``ev`` (component bitmask ``mask``) is the partition's event right after a run's last one, at a position
+    with negations ``NEXT !(C c)`` (``plans``, see :func:`_not_next_plans`): True if it is such a ``C`` satisfying
+    the predicates (the run is blocked); else the run's ``suspects`` (negated variable → event), with ``ev``
+    added for each negation it fills and satisfies the decidable predicates of while others wait for a later
+    variable."""
+    for plan, now, late in plans:
         if mask & plan.comp_mask:
             b = dict(binding)
             b[plan.var] = ev
-            if all(check(b) is True for check in plan.checks):
-                return True
+            if all(check(b) is True for check in now):
+                if not late:
+                    return True
+                suspects = {**(suspects or {}), plan.var: ev}
+    return suspects
+
+
+def _suspect_blocks(late: dict[str, tuple], binding: dict, suspects: dict) -> bool:
+    """Does one of a complete run's ``suspects`` (negated variable → event) satisfy the predicates of its
+    ``NEXT !(C c)`` that waited for a later variable (``late``: negated variable → those checks)?"""
+    for var, ev in suspects.items():
+        b = dict(binding)
+        b[var] = ev
+        if all(check(b) is True for check in late[var]):
+            return True
     return False
 
 
@@ -255,7 +283,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
     strict_edges = alt.strict_edges if not contiguous else frozenset()
     any_strict = bool(strict or strict_edges or alt.not_next) or any(
         a.strict or a.strict_edges for a in plan.alternatives if a is not alt)
-    not_next = alt.not_next
+    not_next = _not_next_plans(alt)
+    late_checks = {plan.var: late for plans in not_next.values() for plan, _, late in plans}
     until = bool(alt.until)
     # an automaton's match is postponed only if its path ends on an edge with a negated end (its last event's
     # position has an ``(p, END)`` edge): the others are decided, and emitted, as soon as they complete
@@ -287,6 +316,8 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 lo, hi = interval(np, binding, window)
                 if negs[np.slot].blocked(np, binding, lo, hi):
                     return
+            if run.suspects and _suspect_blocks(late_checks, binding, run.suspects):
+                return  # NEXT !(C c): the event right after the position before it is such a C after all
         sink.finish(alt, binding)
 
     def selectable_elsewhere(run: Run, mask: int, ev: dict) -> bool:
@@ -324,8 +355,11 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 continue  # can take nothing more
             if contiguous and seq is not None and run.last_seq is not None and seq != run.last_seq + 1:
                 continue  # the next event of its order is not this one
-            if run.pos in not_next and _adjacent(run, seq) and _blocks(not_next[run.pos], run.binding, mask, ev):
-                continue  # NEXT !(C c): the event right after its last one is such a C
+            if run.pos in not_next and _adjacent(run, seq):
+                suspects = _not_next(not_next[run.pos], run.binding, mask, ev, run.suspects)
+                if suspects is True:
+                    continue  # NEXT !(C c): the event right after its last one is such a C
+                run.suspects = suspects
             selected = False
             if ts > run.last_ts:
                 for p in follow[run.pos]:
@@ -340,7 +374,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                     if decided and next_match and checks.undecided_hold(binding, p):
                         selected = True
                     if decided and grows_ok:
-                        born.append(Run(p, binding, run.first, ts, seq))
+                        born.append(Run(p, binding, run.first, ts, seq, suspects=run.suspects))
                 if not selected and siblings is not None and siblings[run.pos]:
                     selected = selectable_elsewhere(run, mask, ev)
             if not contiguous and not selected:

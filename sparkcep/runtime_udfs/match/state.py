@@ -31,13 +31,17 @@ class Run:
     """A partial match of the run-based engine (:mod:`match_runs`): the position of its last selected event,
     its binding (variable → event, or list of events for a Kleene variable), the ts of its first and last
     events and the ``_seq`` of its last event (None: none given); ``closed`` once a stop event (``UNTIL``) came while
-    it is at its loop's position: it takes no more events there."""
+    it is at its loop's position: it takes no more events there; ``suspects`` (None: none) the events that came
+    right after a position with a ``NEXT !(C c)`` and fill it, by negated variable, whose predicates read a
+    variable bound after that position: they are decided when the run completes."""
 
-    __slots__ = ("pos", "binding", "first", "last_ts", "last_seq", "closed")
+    __slots__ = ("pos", "binding", "first", "last_ts", "last_seq", "closed", "suspects")
 
-    def __init__(self, pos: int, binding: dict, first, last_ts, last_seq, closed: bool = False):
+    def __init__(self, pos: int, binding: dict, first, last_ts, last_seq, closed: bool = False,
+                 suspects: dict | None = None):
         self.pos, self.binding, self.first, self.last_ts, self.last_seq = pos, binding, first, last_ts, last_seq
         self.closed = closed
+        self.suspects = suspects
 
 
 class AltState:
@@ -155,7 +159,8 @@ class MatchState:
                     flat.append(ref(ev))
                     flat.append(rip - base if k else 0)
                 stacks.append(flat)
-            runs = [(r.pos, r.first, r.last_ts, r.last_seq, encode(r.binding)) for r in a.runs]
+            runs = [(r.pos, r.first, r.last_ts, r.last_seq, encode(r.binding), r.closed,
+                     encode(r.suspects) if r.suspects else None) for r in a.runs]
             negs = [[ref(ev) for _, ev in n.events] for n in a.negs]
             alts.append((stacks, runs, negs))
         postponed = [(deadline, alt, encode(binding)) for deadline, _, alt, binding in self.postponed]
@@ -185,7 +190,10 @@ class MatchState:
             for k, flat in enumerate(stacks):
                 a.stacks[k] = [(events[flat[j]]["ts"], events[flat[j]], flat[j + 1])
                                for j in range(0, len(flat), 2)]
-            a.runs = [Run(pos, decode(b), first, last_ts, last_seq) for pos, first, last_ts, last_seq, b in runs]
+            # (a state written before runs carried ``closed`` and ``suspects`` has five items per run)
+            a.runs = [Run(pos, decode(b), first, last_ts, last_seq, *rest[:1],
+                          suspects=decode(rest[1]) if rest[1:] and rest[1] else None)
+                      for pos, first, last_ts, last_seq, b, *rest in runs]
             for index, refs in zip(a.negs, negs, strict=True):
                 index.events = [(events[i]["ts"], events[i]) for i in refs]
             a.stale = any(negs)

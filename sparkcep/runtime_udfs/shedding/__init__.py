@@ -22,3 +22,7 @@ The pieces, pure Python unless said otherwise:
 """
 
 from __future__ import annotations
+
+#: The utility models a shedding stage can use: gSPICE-H (``hash``), gSPICE-M (``tree``, ``forest``) and the
+#: paper's baselines (``random``, ``type``: type-based), for comparisons (light: the CLI's choices).
+MODELS = ("hash", "tree", "forest", "random", "type")

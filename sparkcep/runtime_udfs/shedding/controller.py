@@ -70,6 +70,16 @@ def _clip(rho: float, max_rho: float) -> float:
     return min(max(rho, 0.0), max_rho)
 
 
+def _settle(rho: float, wanted: float, max_rho: float, damping: float) -> float:
+    """The next ρ of a batch controller: ``wanted`` clipped to [0, ``max_rho``]; it rises at once but falls by
+    ``damping`` of the way from ``rho`` (0 below 0.01), so that one cheap batch does not switch shedding off."""
+    wanted = _clip(wanted, max_rho)
+    if wanted < rho:
+        wanted = rho - damping * (rho - wanted)
+        wanted = 0.0 if wanted < 0.01 else wanted
+    return wanted
+
+
 def _push(window: list, item, memory: int) -> None:
     """Append ``item`` and keep the last ``memory`` items."""
     window.append(item)
@@ -182,10 +192,7 @@ class BatchController:
             wanted = 0.0 if goal >= fixed else self.max_rho
         else:
             wanted = 1.0 - (goal - fixed) / incoming
-        wanted = _clip(wanted, self.max_rho)
-        if wanted < self.rho:  # fall slowly, rise at once
-            wanted = self.rho - self.damping * (self.rho - wanted)
-            wanted = 0.0 if wanted < 0.01 else wanted
+        wanted = _settle(self.rho, wanted, self.max_rho, self.damping)
         self.rho = wanted
         return self.rho
 
@@ -367,13 +374,37 @@ class BacklogController:
             wanted = 0.0 if fixed + self.overhead * n <= budget else self.max_rho
         else:
             wanted = 1.0 - (budget - fixed - self.overhead * n) / (per_kept * n)
-        wanted = _clip(wanted, self.max_rho)
-        if wanted < self.rho:  # fall slowly, rise at once
-            wanted = self.rho - self.damping * (self.rho - wanted)
-            wanted = 0.0 if wanted < 0.01 else wanted
+        wanted = _settle(self.rho, wanted, self.max_rho, self.damping)
         self.rho = wanted
         self.history.append((latency if latency is not None else float("nan"), backlog, wanted, admit))
         return self._decide(wanted, admit, duration, budget)
 
     def _decide(self, rho: float, admit: int | None, duration: float, budget: float) -> Admission:
         return Admission(rho, admit, max(self.bound - max(budget, duration, 0.0), 0.0) if budget else None)
+
+
+def admit_files(pending: list[tuple[str, float]], now: float, admission: Admission | None,
+                per_file: float) -> tuple[list[str], list[str]]:
+    """What the source of a followed directory does with its waiting files when the next micro-batch may get
+    some, from the controller's last :class:`Admission`: ``(admit, expire)``, the files to hand to the stream
+    (oldest first: as many as ``admission.admit`` events allow at ``per_file`` events per file, at least one)
+    and the files older than ``admission.expire`` at ``now``, which can no longer make the bound and are shed
+    whole.  ``pending``: ``(name, arrival)`` (seconds), oldest first; no decision yet (None): every file is
+    admitted.  The newest file is never shed this way: a micro-batch must run for the controller to see the
+    load again (after one long batch its expiry age can be 0, and shedding everything would stop the run).
+
+        >>> waiting = [("f1", 0.0), ("f2", 8.0), ("f3", 9.0), ("f4", 9.5)]
+        >>> admit_files(waiting, 10.0, Admission(rho=0.5, admit=2500, expire=4.0), per_file=1000)
+        (['f2', 'f3'], ['f1'])
+        >>> admit_files(waiting, 10.0, Admission(rho=0.9, admit=None, expire=0.0), per_file=1000)
+        (['f4'], ['f1', 'f2', 'f3'])
+    """
+    if admission is None:
+        return [name for name, _ in pending], []
+    expire = [name for name, arrived in pending[:-1]
+              if admission.expire is not None and now - arrived > admission.expire]
+    gone = set(expire)
+    waiting = [name for name, _ in pending if name not in gone]
+    if admission.admit is None or per_file <= 0:
+        return waiting, expire
+    return waiting[:max(int(admission.admit // per_file), 1)], expire

@@ -28,6 +28,7 @@ import numpy as np
 
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.spec import MatchSpec
+from sparkcep.runtime_udfs.shedding import MODELS
 from sparkcep.runtime_udfs.shedding.base import EventCoder, Shedder, Training, pattern_types
 from sparkcep.runtime_udfs.shedding.models import GSpiceM
 from sparkcep.runtime_udfs.shedding.observations import (
@@ -39,7 +40,8 @@ from sparkcep.runtime_udfs.shedding.observations import (
 )
 from sparkcep.runtime_udfs.shedding.zobrist import Pane, UtilityTable, Zobrist
 
-__all__ = ["SID", "EventCoder", "GSpiceH", "Refit", "Shedder", "TypeDrift", "fit_gspice", "pattern_types"]
+__all__ = ["MODELS", "SID", "EventCoder", "GSpiceH", "Refit", "Shedder", "TypeDrift", "fit_gspice", "fit_shedder",
+           "pattern_types"]
 
 
 class GSpiceH(Shedder):
@@ -120,6 +122,29 @@ def fit_gspice(queries: Sequence[tuple[MatchSpec, float]], events: list[dict], *
                           tuple(float(x) for x in counts / max(counts.sum(), 1.0)))
     return shedder
 
+
+
+def fit_shedder(queries: Sequence[tuple[MatchSpec, float]], events: list[dict], *, kind: str = "hash",
+                **options) -> Shedder:
+    """A shedder of any of :data:`MODELS` for ``queries`` (``(spec, weight)``) trained on ``events`` (as for
+    :func:`fit_gspice`, which the gSPICE kinds go to with ``options``): ``type`` learns one utility per type
+    from the patterns and the types' shares in ``events``, ``random`` learns nothing.
+
+    >>> import sparkcep
+    >>> spec = sparkcep.compile("PATTERN SEQ(A a, B b) WITHIN 10").spec()
+    >>> [fit_shedder([(spec, 1.0)], [{"type": "AB"[i % 3 == 0], "ts": i, SID: i} for i in range(30)],
+    ...              kind=k).name for k in ("random", "type")]
+    ['random', 'type-based']
+    """
+    from sparkcep.runtime_udfs.shedding.baselines import RandomShedder, TypeShedder
+
+    if kind not in MODELS:
+        raise CEPError(f"unknown shedding model {kind!r}: choose one of {', '.join(MODELS)}")
+    if kind == "type":
+        return TypeShedder.fit(queries, [e.get("type") for e in events])
+    if kind == "random":
+        return RandomShedder(EventCoder(pattern_types([s for s, _ in queries])))
+    return fit_gspice(queries, events, kind=kind, **options)
 
 @dataclass(frozen=True)
 class Refit:
