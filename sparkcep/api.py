@@ -299,6 +299,20 @@ def timeout_spec_of(spec):
     return timeout_spec
 
 
+def no_timeouts_reason(spec) -> str | None:
+    """Why the query of ``spec`` has no timed-out partial matches (:func:`timeout_spec_of` gives None), or None."""
+    from sparkcep.ir.spec import MatchSpec, TimeoutSpec
+    from sparkcep.runtime_udfs.match import timeouts
+
+    if not isinstance(spec, MatchSpec):
+        return "a trend-aggregate query has no partial matches"
+    try:
+        timeouts.check(TimeoutSpec.of(spec))
+    except CEPError as e:
+        return e.message
+    return None
+
+
 #: ``--timeouts`` of a workload: the refusal of ``sparkcep run`` and of a generated workload job.
 TIMEOUTS_ONE_QUERY = "--timeouts is for one match query: choose it with --query NAME"
 
@@ -308,8 +322,7 @@ def checked_timeout_spec(spec):
     --timeouts`` and a generated job's ``--timeouts``)."""
     timeout_spec = timeout_spec_of(spec)
     if timeout_spec is None:
-        raise CEPError("--timeouts: timed-out partial matches are defined for a match query whose pattern is a SEQ "
-                       "of single events (T v, ANY(...) v) under skip_till_any_match or skip_till_next_match")
+        raise CEPError(f"--timeouts: {no_timeouts_reason(spec)}")
     return timeout_spec
 
 

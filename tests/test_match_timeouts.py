@@ -22,29 +22,40 @@ from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 
 STEPS = ["A a", "B b", "C c", "ANY(B, C) d"]
+KLEENE = {"a": "A+ a[]", "b": "B+ b[]", "c": "C+ c[]", "d": "ANY(B, C)+ d[]"}
 PREDICATES = {"a": ["a.x >= 1"], "b": ["a.x < b.x", "b.x != 2"], "c": ["c.x = a.x", "c.x > b.x"],
               "d": ["d.x >= a.x"]}
+# over a Kleene step: positional (decided event by event) and over its whole sequence (decided when it closes)
+SEQUENCE_PREDICATES = {v: [f"{v}[i].x >= {v}[i-1].x"] for v in "abcd"}
+WHOLE_PREDICATES = {v: [f"sum({v}[].x) <= 3", f"count({v}[].ts) >= 2", f"{v}[{v}.len].x != 1"] for v in "abcd"}
 
 
 @st.composite
-def timeout_queries(draw) -> str:
+def timeout_queries(draw, kleene: bool = False) -> str:
     n = draw(st.integers(2, 4))
     steps = draw(st.permutations(STEPS))[:n]
     names = [s.split()[-1] for s in steps]
+    repeated = {v for v in names if kleene and draw(st.integers(0, 2)) == 0}
     conds = ["[id]"] if draw(st.booleans()) else []
+    whole = False
     for v in names:
         usable = [p for p in PREDICATES[v] if all(f"{w}." not in p or w in names for w in "abcd")]
+        if v in repeated:
+            usable += SEQUENCE_PREDICATES[v] + WHOLE_PREDICATES[v]
         if usable and draw(st.integers(0, 2)) == 0:
             conds.append(draw(st.sampled_from(usable)))
-    text = f"PATTERN SEQ({', '.join(steps)})"
+            whole = whole or conds[-1] in WHOLE_PREDICATES[v]
+    text = f"PATTERN SEQ({', '.join(KLEENE[v] if v in repeated else s for v, s in zip(names, steps, strict=True))})"
     if conds:
         text += " WHERE " + " AND ".join(conds)
     text += f" WITHIN {draw(st.integers(2, 8))}"
-    if draw(st.booleans()):
+    if not whole and draw(st.booleans()):  # skip_till_next_match refuses a predicate over a whole sequence
         text = text.replace(" WHERE ", " USING skip_till_next_match WHERE ").replace(
             ") WITHIN ", ") USING skip_till_next_match WITHIN ")
     if draw(st.booleans()):
-        text += " RETURN " + ", ".join(f"{v}.ts" for v in names) + f", {names[0]}.x AS first_x"
+        text += " RETURN " + ", ".join(f"{v}[{v}.len].ts, count({v}[].ts) AS {v}_n, {v}[1].x AS {v}_x"
+                                       if v in repeated else f"{v}.ts" for v in names)
+        text += f", {names[0]}.x AS first_x" if names[0] not in repeated else ""
     return text
 
 
@@ -86,6 +97,19 @@ def run(spec, events, cuts=(), watermarks=(), roundtrip=False, seed=0) -> list[d
        cuts=st.lists(st.integers(0, 9), max_size=3), watermarks=st.lists(st.integers(0, 30), max_size=4),
        roundtrip=st.booleans(), seed=st.integers(0, 2 ** 16))
 def test_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed):
+    assert_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=timeout_queries(kleene=True), events=event_streams(types="ABC", min_size=2, max_size=8, max_gap=2,
+                                                               attrs={"x": (0, 3), "id": (0, 1)}),
+       cuts=st.lists(st.integers(0, 8), max_size=3), watermarks=st.lists(st.integers(0, 30), max_size=4),
+       roundtrip=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_engine_equals_the_oracle_with_kleene_steps(text, events, cuts, watermarks, roundtrip, seed):
+    assert_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed)
+
+
+def assert_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed):
     # _seq: the input order of equal timestamps (which one skip_till_next_match takes), whatever the delivery's
     feed = [{**e, "_seq": rank} for rank, e in enumerate(sorted(events, key=lambda e: e["ts"]))]
     got = run(spec_of(text), feed, cuts, sorted(watermarks), roundtrip, seed)
@@ -119,6 +143,30 @@ def test_skip_till_next_match_times_out_one_chain_per_first_event():
         assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts"])) == canonical(rows)
 
 
+def test_a_kleene_step_times_out_once_per_run_with_the_events_it_took():
+    """A1 B2(x=1) B3(x=0) B4(x=3), no C, b nondecreasing in x: every run that reached b and that no later event
+    extends; skip_till_next_match has one run (B3 cannot extend [B2], B4 must be taken)."""
+    events = [{"type": "A", "ts": 1}, {"type": "B", "ts": 2, "x": 1}, {"type": "B", "ts": 3, "x": 0},
+              {"type": "B", "ts": 4, "x": 3}]
+    for using, want in (("", [(2, 4, 2), (3, 4, 2), (4, 4, 1)]), ("USING skip_till_next_match", [(2, 4, 2)])):
+        text = (f"PATTERN SEQ(A a, B+ b[], C c) {using} WHERE b[i].x >= b[i-1].x WITHIN 10 "
+                "RETURN a.ts, b[1].ts AS first, b[b.len].ts AS last, count(b[].ts) AS n")
+        rows = [{"a_ts": 1, "first": f, "last": la, "n": n, "timeout_step": "b"} for f, la, n in want]
+        assert canonical(run(spec_of(text), events)) == canonical(rows), using
+        assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "x"])) == canonical(rows)
+
+
+def test_a_final_kleene_step_short_of_its_condition_times_out():
+    """``count(b[].ts) >= 2`` is decided when b closes: (A1, [B2]) reached b but is no match; over A1 B2 B3 the
+    match (A1, [B2, B3]) extends it, and the run that skipped B2, (A1, [B3]), times out."""
+    text = "PATTERN SEQ(A a, B+ b[]) WHERE count(b[].ts) >= 2 WITHIN 10 RETURN a.ts, b[1].ts AS first"
+    a, b2, b3 = {"type": "A", "ts": 1}, {"type": "B", "ts": 2}, {"type": "B", "ts": 3}
+    for events, first in (([a, b2], 2), ([a, b2, b3], 3)):
+        rows = [{"a_ts": 1, "first": first, "timeout_step": "b"}]
+        assert run(spec_of(text), events) == rows
+        assert timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts"]) == rows
+
+
 def test_a_prefix_of_a_complete_match_never_times_out():
     spec = spec_of("PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.ts")
     state, _ = timeouts.step(spec, timeouts.init_state(), [{"type": "A", "ts": 1}, {"type": "B", "ts": 2},
@@ -127,10 +175,15 @@ def test_a_prefix_of_a_complete_match_never_times_out():
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("PATTERN SEQ(A a, B+ b) WITHIN 5", "SEQ of single events"),
-    ("PATTERN SEQ(A a, !(C c), B b) WITHIN 5", "SEQ of single events"),
-    ("PATTERN SEQ(A a, B b) OR SEQ(C c, B d) WITHIN 5", "SEQ of single events"),
+    ("PATTERN SEQ(A a, B* b[], C c) WITHIN 5", "a Kleene step is T\\+ v"),
+    ("PATTERN SEQ(A a, B{2,3} b[], C c) WITHIN 5", "a bounded quantifier"),
+    ("PATTERN SEQ(A a, B+ b[] UNTIL (b.x > 1), C c) WITHIN 5", "no UNTIL"),
+    ("PATTERN SEQ(A a, (SEQ(B b, C c))+) WITHIN 5", "repeated group"),
+    ("PATTERN SEQ(A a, !(C c), B b) WITHIN 5", "not negation"),
+    ("PATTERN SEQ(A a, B b) OR SEQ(C c, B d) WITHIN 5", "not negation, OR"),
+    ("PATTERN SEQ(A a, NEXT B b) WITHIN 5", "NEXT step"),
     ("PATTERN SEQ(A a, B b) USING partition_contiguity WHERE [id] WITHIN 5", "not partition_contiguity"),
+    ("PATTERN SEQ(A a, B+ b[], C c) USING skip_till_next_match WHERE sum(b[].x) < 3 WITHIN 5", "whole Kleene"),
 ])
 def test_out_of_scope_is_refused(text, message):
     with pytest.raises(EngineUnsupportedError, match=message):
@@ -198,9 +251,9 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["-e", "PATTERN SEQ(A a, B b) WITHIN 5", "--timeouts"], "give --output"),
-    (["-e", "PATTERN SEQ(A a, B+ b) WITHIN 5", "--timeouts", "--output", "o"], "SEQ of single events"),
+    (["-e", "PATTERN SEQ(A a, B* b[]) WITHIN 5", "--timeouts", "--output", "o"], "a Kleene step is T+ v[]"),
     (["-e", "RETURN COUNT(*) PATTERN SEQ(A a, B b) WITHIN 5", "--timeouts", "--output", "o"],
-     "SEQ of single events"),
+     "a trend-aggregate query has no partial matches"),
     (["-e", "q1: PATTERN SEQ(A a, B b) WITHIN 5; q2: PATTERN SEQ(A a, C c) WITHIN 5", "--timeouts", "--output", "o"],
      "choose it with --query NAME"),
 ])
@@ -215,8 +268,8 @@ def test_cli_timeouts_refused_before_spark_starts(args, message, capsys, tmp_pat
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("PATTERN SEQ(A a, B+ b) WITHIN 5", "SEQ of single events"),
-    ("RETURN COUNT(*) PATTERN SEQ(A a, B b) WITHIN 5", "SEQ of single events"),
+    ("PATTERN SEQ(A a, B* b[]) WITHIN 5", r"a Kleene step is T\+ v\[\]"),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, B b) WITHIN 5", "a trend-aggregate query has no partial matches"),
     ("q1: PATTERN SEQ(A a, B b) WITHIN 5; q2: PATTERN SEQ(A a, C c) WITHIN 5", "choose it with --query NAME"),
 ])
 def test_generated_job_refuses_timeouts_as_run_does(text, message):
