@@ -403,18 +403,11 @@ def report_shedding(shedding, query) -> None:
     """Never a silent drop: the per-type counts of a finished streaming ``query``'s shedding stage, on stderr
     (nothing if ``shedding`` is None)."""
     import sys
-    import time
 
     if shedding is None:
         return
-    last = max((p.get("batchId", -1) for p in query.recentProgress if p.get("numInputRows")), default=-1)
-    deadline = time.time() + 30  # the listener runs asynchronously: let it see the last batch that read events
-    while not any(b["batch"] >= last for b in shedding.batches) and last >= 0 and time.time() < deadline:
-        time.sleep(0.1)
-    if shedding.listener is not None:  # a StreamingQuery has no session attribute: the driver's active one
-        from pyspark.sql import SparkSession
-
-        SparkSession.getActiveSession().streams.removeListener(shedding.listener)
+    # the listener runs asynchronously: it sees the last batches (a stopped query's), then it is removed
+    shedding.detach(timeout=0 if query.isActive else 30)
     per_type = ", ".join(f"{t}={n}" for t, n in sorted(shedding.dropped.items())) or "none"
     worst = max((b["latency"] for b in shedding.batches if b["latency"] is not None), default=0.0)
     expired = getattr(shedding, "expired", 0)

@@ -182,7 +182,10 @@ def test_a_shedding_run_reads_its_files_through_the_admission_control(tmp_path):
         if proc.poll() is None:
             proc.kill()
     text = err.join()
-    assert "Traceback" not in text and "sparkcep: read 6 events, 2 results" in text
+    # no trace at all once stopped: neither Python's nor the JVM's (the shedding listener was removed while a
+    # call to it was on its way, and the JVM logged a py4j error after the summary)
+    assert not [line for line in text.splitlines() if any(w in line for w in ("Traceback", "Exception", "ERROR"))], text
+    assert "sparkcep: read 6 events, 2 results" in text
     # the stage sees the query's candidates (A and B events): 4 of the 6
     assert "load shedding dropped 0 of 4 events" in text and not (tmp_path / "dropped").exists()
     staged = sorted(f.name for f in (tmp_path / "ck" / "_admitted").iterdir())

@@ -7,6 +7,7 @@
     ...
     shedding.batches       # per micro-batch: offered, dropped (per type), latency, rho
     shedding.dropped       # total dropped per type
+    shedding.detach()      # once the query has stopped: the listener removed after its last call
 
 * The stage marks each row ``_shed`` (the decision of :meth:`Shedder.decide` with the current ρ), counts
   offered and dropped rows per event type with ``DataFrame.observe`` (the counts land in the query's
@@ -269,6 +270,17 @@ class Shedding:
                              "latency": latency, "rho_next": rho,
                              "model": self.retrains})
 
+    def detach(self, timeout: float = 30.0) -> None:
+        """Remove the stage's listener once its queries have stopped, after the last event Spark sends it:
+        removed earlier, a call already on its way (Spark's listener bus runs apart from the driver's thread)
+        reaches a Python process that is exiting, and the JVM prints a py4j error trace after the run's
+        summary.  ``timeout``: how long to wait for the queries' terminations (a query still running)."""
+        if self.listener is None:
+            return
+        self.listener.drained(timeout)
+        self.listener.session.streams.removeListener(self.listener)
+        self.listener = None
+
     @property
     def drop_ratio(self) -> float:
         return sum(self.dropped.values()) / self.offered if self.offered else 0.0
@@ -395,11 +407,20 @@ def _read_sample(directory: str, type_col: str = "type", ts_col: str = "ts") -> 
 
 
 class _Listener(StreamingQueryListener):
-    def __init__(self, handle: Shedding):
+    """Feeds each micro-batch's progress to the stage's controller, and knows which of the session's queries
+    are still sending it events (started, their termination not delivered yet): Spark delivers a query's
+    events one after the other, the termination last, so once every query it saw start has had its
+    termination delivered no call to this listener is under way or queued (:meth:`Shedding.detach`)."""
+
+    def __init__(self, handle: Shedding, session):
         self.handle = handle
+        self.session = session
+        self._running: set[str] = set()
+        self._changed = threading.Condition()
 
     def onQueryStarted(self, event):  # noqa: N802 - PySpark's names
-        pass
+        with self._changed:
+            self._running.add(str(event.runId))
 
     def onQueryProgress(self, event):  # noqa: N802
         self.handle.on_progress(event.progress)
@@ -408,7 +429,14 @@ class _Listener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event):  # noqa: N802
-        pass
+        with self._changed:
+            self._running.discard(str(event.runId))
+            self._changed.notify_all()
+
+    def drained(self, timeout: float) -> bool:
+        """Wait (up to ``timeout`` s) until the termination of every query seen to start has been delivered."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._running, timeout)
 
 
 def install(df: DataFrame, shedder: Shedder, *, bound: float, safety: float = 0.8, type_col: str = "type",
@@ -455,7 +483,7 @@ def install(df: DataFrame, shedder: Shedder, *, bound: float, safety: float = 0.
     observed = marked.observe(name, *counts)
     kept = observed.filter(~shed).drop(SHED)
     if listen:
-        handle.listener = _Listener(handle)
+        handle.listener = _Listener(handle, spark)
         spark.streams.addListener(handle.listener)
     return kept, handle
 
