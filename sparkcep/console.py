@@ -22,6 +22,14 @@ def _plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
+def observed_count(df, name: str):
+    """:func:`sparkcep.spark.sinks.observed_count` (the face's name for it; imported when called, so that
+    importing the console does not import pyspark)."""
+    from sparkcep.spark.sinks import observed_count as observed
+
+    return observed(df, name)
+
+
 def summary_line(*, read: int | None, results: int | None, dead_letters: int | None, seconds: float,
                  output: str | None = None, late: int | None = None) -> str:
     """``sparkcep: read N events, M results, D dead letters[, L late] in X s[, wrote DIR]`` (a count that is
@@ -126,32 +134,6 @@ def progress(spark, quiet: bool = False, interval: float = 3.0):
     if quiet:
         return _Silent()
     return StageProgress(spark.sparkContext.statusTracker(), interval=interval)
-
-
-def observed_count(df, name: str):
-    """``df`` with a row count observed as it is computed, and a function giving that count after an action
-    (None if it is not there within ``timeout`` seconds: a plan that did not compute ``df``)."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
-    observation = Observation(name)
-    observed = df.observe(observation, F.count(F.lit(1)).alias("n"))
-
-    def count(timeout: float = 5.0) -> int | None:
-        box: list[int] = []
-
-        def get() -> None:
-            try:
-                box.append(int(observation.get["n"]))
-            except Exception:  # noqa: BLE001 - a count is a courtesy
-                pass
-
-        t = threading.Thread(target=get, daemon=True)
-        t.start()
-        t.join(timeout)
-        return box[0] if box else None
-
-    return observed, count
 
 
 class Clock:

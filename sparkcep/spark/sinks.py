@@ -21,6 +21,7 @@ object store.
 from __future__ import annotations
 
 import re
+import threading
 
 from sparkcep.spark.late import KIND, LATE, REASON, RECORD, RESULT
 from sparkcep.spark.validate import REASON as REJECT_REASON
@@ -170,11 +171,35 @@ def timeouts_dir(output: str) -> str:
     return output.rstrip("/") + "/_timeouts"
 
 
+def observed_count(df, name: str):
+    """``df`` with a row count observed as it is computed, and a function giving that count after an action
+    (None if it is not there within ``timeout`` seconds: a plan that did not compute ``df``)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observation = Observation(name)
+    observed = df.observe(observation, F.count(F.lit(1)).alias("n"))
+
+    def count(timeout: float = 5.0) -> int | None:
+        box: list[int] = []
+
+        def get() -> None:
+            try:
+                box.append(int(observation.get["n"]))
+            except Exception:  # noqa: BLE001 - a count is a courtesy
+                pass
+
+        t = threading.Thread(target=get, daemon=True)
+        t.start()
+        t.join(timeout)
+        return box[0] if box else None
+
+    return observed, count
+
+
 def write_timeouts(timeouts, output: str) -> int:
     """Batch: the timed-out partial matches into :func:`timeouts_dir`, JSON lines; their number (counted as the
     write computes them)."""
-    from sparkcep.console import observed_count
-
     timeouts, count = observed_count(timeouts, "sparkcep_timeouts")
     timeouts.write.mode("overwrite").json(timeouts_dir(output))
     return count()
