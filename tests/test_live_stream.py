@@ -107,18 +107,24 @@ class Lines:
         return "\n".join(self.lines)
 
 
+def continuous_run(inbox: Path, out: Path, checkpoint: Path, *extra: str) -> tuple[subprocess.Popen, Lines]:
+    """A continuous ``sparkcep run --stream`` of QUERY over ``inbox`` (one file per micro-batch) in a process of its
+    own with this checkout on its path, and its stderr lines as they come."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "sparkcep.cli", "run", "-e", QUERY, "--input", str(inbox),
+                             "--stream", "--files-per-trigger", "1", "--output", str(out), "--checkpoint",
+                             str(checkpoint), "--master", "local[2]", *extra],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    return proc, Lines(proc.stderr)
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, tmp_path, capsys):
     inbox, out = tmp_path / "in", tmp_path / "out"
     write_file(inbox, 0, FILES[0])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "sparkcep.cli", "run", "-e", QUERY, "--input", str(inbox),
-                             "--stream", "--files-per-trigger", "1", "--output", str(out), "--checkpoint",
-                             str(tmp_path / "ck"), "--master", "local[2]", "--timeouts"],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
-    err = Lines(proc.stderr)
+    proc, err = continuous_run(inbox, out, tmp_path / "ck", "--timeouts")
     try:
         err.wait_for(lambda line: line.startswith("batch ") and "read 2 events" in line, 600, proc)
         for k in (1, 2, 3):  # written after the run started: it must pick them up
@@ -162,14 +168,8 @@ def test_a_shedding_run_reads_its_files_through_the_admission_control(tmp_path):
     files written after the start are picked up one slice per micro-batch."""
     inbox, out = tmp_path / "in", tmp_path / "out"
     write_file(inbox, 0, FILES[0])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "sparkcep.cli", "run", "-e", QUERY, "--input", str(inbox),
-                             "--stream", "--files-per-trigger", "1", "--output", str(out), "--checkpoint",
-                             str(tmp_path / "ck"), "--master", "local[2]", "--shedding-latency", "1h",
-                             "--dropped-output", str(tmp_path / "dropped")],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
-    err = Lines(proc.stderr)
+    proc, err = continuous_run(inbox, out, tmp_path / "ck", "--shedding-latency", "1h", "--dropped-output",
+                               str(tmp_path / "dropped"))
     try:
         err.wait_for(lambda line: line.startswith("batch ") and "read 2 events" in line, 600, proc)
         for k in (1, 2):
