@@ -19,7 +19,7 @@ from sparkcep.runtime_udfs.trend.graph import describe
 from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 from tests.test_shared_engine import _plan_with_rates, alone, by_window, per_query, run_shared
-from tests.test_trend_engine import engine_rows, oracle_rows
+from tests.test_trend_engine import engine_rows, oracle_rows, trend_queries
 
 #: Shapes (a, b, c, d positive; e negated) with the edge predicates that fit them.
 SHAPES = [
@@ -40,27 +40,9 @@ SHAPES = [
 AGGREGATES = ["COUNT(*)", "COUNT(b)", "SUM(b.x)", "MIN(b.x)", "MAX(b.x)", "AVG(b.x)"]
 
 
-@st.composite
-def queries(draw) -> str:
-    pattern, predicates = draw(st.sampled_from(SHAPES))
-    conds = ["[id]"] if draw(st.booleans()) else []
-    if predicates and draw(st.booleans()):
-        conds.append(draw(st.sampled_from(predicates)))
-    aggs = draw(st.lists(st.sampled_from(AGGREGATES), min_size=1, max_size=2, unique=True))
-    text = f"RETURN {', '.join(aggs)} PATTERN {pattern}"
-    if conds:
-        text += " WHERE " + " AND ".join(conds)
-    if "[id]" in conds and draw(st.booleans()):
-        text = text.replace("RETURN ", "RETURN id, ", 1) + " GROUP BY id"
-    text += f" WITHIN {draw(st.integers(3, 9))}"
-    if draw(st.booleans()):
-        text += f" SLIDE {draw(st.integers(1, 5))}"
-    return text
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=queries(), events=event_streams(types="AABBBCCDE", max_size=9, attrs={"x": (0, 3), "id": (0, 1)},
-                                            max_gap=2),
+@given(text=trend_queries(SHAPES, AGGREGATES, max_aggregates=2, windows=(3, 9), slides=(1, 5)),
+       events=event_streams(types="AABBBCCDE", max_size=9, attrs={"x": (0, 3), "id": (0, 1)}, max_gap=2),
        cuts=st.lists(st.integers(0, 9), max_size=2), watermarks=st.lists(st.integers(0, 25), max_size=3),
        roundtrip=st.booleans())
 def test_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip):

@@ -209,23 +209,26 @@ AGGREGATES = ["COUNT(*)", "COUNT(a)", "SUM(a.x)", "MIN(a.x)", "MAX(a.x)", "AVG(a
 
 
 @st.composite
-def trend_queries(draw) -> str:
-    pattern, predicates = draw(st.sampled_from(SHAPES))
+def trend_queries(draw, shapes=SHAPES, aggregates=AGGREGATES, max_aggregates: int = 3,
+                  windows: tuple[int, int] = (1, 8), slides: tuple[int, int] = (1, 9)) -> str:
+    """A random trend-aggregate query: one of ``shapes`` (pattern, its usable predicates), maybe ``[id]`` (and
+    GROUP BY id), maybe a predicate, 1..``max_aggregates`` of ``aggregates``, a window, maybe a SLIDE."""
+    pattern, predicates = draw(st.sampled_from(shapes))
     conds = []
     if draw(st.booleans()):
         conds.append("[id]")
     if predicates and draw(st.integers(0, 2)):
         conds.append(draw(st.sampled_from(predicates)))
-    aggs = draw(st.lists(st.sampled_from(AGGREGATES), min_size=1, max_size=3, unique=True))
+    aggs = draw(st.lists(st.sampled_from(aggregates), min_size=1, max_size=max_aggregates, unique=True))
     text = f"RETURN {', '.join(aggs)} PATTERN {pattern}"
     if conds:
         text += " WHERE " + " AND ".join(conds)
     if "[id]" in conds and draw(st.booleans()):
         text = text.replace("RETURN ", "RETURN id, ", 1) + " GROUP BY id"
-    window = draw(st.integers(1, 8))
+    window = draw(st.integers(*windows))
     text += f" WITHIN {window}"
     if draw(st.booleans()):
-        text += f" SLIDE {draw(st.integers(1, 9))}"
+        text += f" SLIDE {draw(st.integers(*slides))}"
     return text
 
 
