@@ -409,3 +409,10 @@ def test_string_column_against_a_number_in_apply(spark):
     want = match_rows(q.query, rows, ["type", "ts", "x", "s"])
     assert {(r["at"], r["bt"]) for r in want} == {(1, 4), (1, 6)}  # 'abc', '1.5': NULL; ' 1 ': equal to 1
     assert canonical(got) == canonical(want)
+
+
+def test_the_match_recognize_is_null_form_is_written_as_is_null():
+    """MATCH_RECOGNIZE's front end parses ``x IS [NOT] NULL`` as ``Unary("IS NULL", x)``; the one SQL writer must
+    not read that unary as a negation (it wrote ``TRY_SUBTRACT(0, x)``)."""
+    assert to_sql_expr(Unary("IS NULL", attr("x"))).sql(dialect=DIALECT) == "(x) IS NULL"
+    assert to_sql_expr(Unary("IS NOT NULL", attr("x"))).sql(dialect=DIALECT) == "NOT (x) IS NULL"

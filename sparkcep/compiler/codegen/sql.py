@@ -147,6 +147,9 @@ def _to_sql(e: Expr, any_vars: frozenset[str], types, bigint: bool = False) -> e
     if isinstance(e, Unary):
         if e.op == "NOT":
             return exp.Not(this=exp.paren(_to_sql(e.operand, any_vars, types)))
+        if e.op in ("IS NULL", "IS NOT NULL"):  # MATCH_RECOGNIZE's form (the pattern language's is Call("isnull"))
+            is_null = exp.Is(this=exp.paren(_to_sql(e.operand, any_vars, types)), expression=exp.Null())
+            return is_null if e.op == "IS NULL" else exp.Not(this=is_null)
         v = e.operand.value if isinstance(e.operand, Literal) else None
         if type(v) is float or (type(v) is int and _INT64_MIN < v <= _INT64_MAX):
             return literal(0.0 - v if type(v) is float else -v)  # -5, not TRY_SUBTRACT(0, 5)
