@@ -29,6 +29,7 @@ STEPS = ["A a", "B b", "C c", "ANY(B, C) d"]
 KLEENE = {"a": "A+ a[]", "b": "B+ b[]", "c": "C+ c[]", "d": "ANY(B, C)+ d[]"}
 #: the quantifiers of a Kleene step (``?`` binds one event or none: its variable is no list)
 QUANTIFIERS = ["+", "*", "{2}", "{1,2}", "{0,2}", "{2,}"]
+STRATEGIES = ["skip_till_any_match", "skip_till_next_match", "partition_contiguity", "strict_contiguity"]
 PREDICATES = {"a": ["a.x >= 1"], "b": ["a.x < b.x", "b.x != 2"], "c": ["c.x = a.x", "c.x > b.x"],
               "d": ["d.x >= a.x"]}
 # over a Kleene step: positional (decided event by event) and over its whole sequence (decided when it closes)
@@ -37,7 +38,9 @@ WHOLE_PREDICATES = {v: [f"sum({v}[].x) <= 3", f"count({v}[].ts) >= 2", f"{v}[{v}
 
 
 @st.composite
-def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False) -> str:
+def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False, links: bool = False) -> str:
+    """A SEQ query of 2-4 steps; ``kleene``: some steps T+; ``quantifiers``: T*, T?, T{n,m} too; ``links``: a
+    NEXT step, a loop with UNTIL, the contiguity strategies."""
     n = draw(st.integers(2, 4))
     steps = draw(st.permutations(STEPS))[:n]
     names = [s.split()[-1] for s in steps]
@@ -59,13 +62,19 @@ def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False) -> st
             conds.append(draw(st.sampled_from(usable)))
             whole = whole or conds[-1] in WHOLE_PREDICATES[v]
     items = (kleene_steps[v] if v in repeated else s for v, s in zip(names, steps, strict=True))
+    if links:
+        items = [f"{i} UNTIL ({v}.x > 2)" if v in repeated and draw(st.integers(0, 2)) == 0 else i
+                 for i, v in zip(items, names, strict=True)]
+        items = [f"NEXT {i}" if k and not any(q in i for q in ("?", "*", "{0")) and draw(st.integers(0, 2)) == 0
+                 else i for k, i in enumerate(items)]  # (NEXT on a step that may take no event: refused)
     text = f"PATTERN SEQ({', '.join(items)})"
     if conds:
         text += " WHERE " + " AND ".join(conds)
     text += f" WITHIN {draw(st.integers(2, 8))}"
-    if not whole and draw(st.booleans()):  # skip_till_next_match refuses a predicate over a whole sequence
-        text = text.replace(" WHERE ", " USING skip_till_next_match WHERE ").replace(
-            ") WITHIN ", ") USING skip_till_next_match WITHIN ")
+    strategy = draw(st.sampled_from(STRATEGIES[:4 if links else 2]))
+    if strategy != "skip_till_any_match" and not (whole and strategy == "skip_till_next_match"):
+        # skip_till_next_match refuses a predicate over a whole sequence
+        text = text.replace(" WHERE ", f" USING {strategy} WHERE ").replace(") WITHIN ", f") USING {strategy} WITHIN ")
     if draw(st.booleans()):
         text += " RETURN " + ", ".join(f"{v}[{v}.len].ts, count({v}[].ts) AS {v}_n, {v}[1].x AS {v}_x"
                                        if v in repeated else f"{v}.ts" for v in names)
@@ -132,6 +141,16 @@ def test_engine_equals_the_oracle_with_optional_and_bounded_steps(text, events, 
     assert_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=timeout_queries(kleene=True, quantifiers=True, links=True),
+       events=event_streams(types="ABCD", min_size=2, max_size=9, max_gap=2, attrs={"x": (0, 3), "id": (0, 1)}),
+       cuts=st.lists(st.integers(0, 9), max_size=3), watermarks=st.lists(st.integers(0, 30), max_size=4),
+       roundtrip=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_engine_equals_the_oracle_with_links_and_stop_conditions(text, events, cuts, watermarks, roundtrip, seed):
+    """NEXT steps, the contiguity strategies and UNTIL: an event no step takes (type D) breaks a link."""
+    assert_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed)
+
+
 def assert_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed):
     # _seq: the input order of equal timestamps (which one skip_till_next_match takes), whatever the delivery's
     feed = [{**e, "_seq": rank} for rank, e in enumerate(sorted(events, key=lambda e: e["ts"]))]
@@ -146,8 +165,8 @@ def brute_force_picks(text: str, events: list[dict]) -> set:
     of the pattern (a regular expression over step letters: the steps before the last at their counts, the last
     one 1 to its maximum), kept if a partial match (types, strictly increasing ts, window, the decided
     predicates; skip_till_next_match: no skipped event between two picks could have extended the picks before
-    it); reported if no other partial match extends it by one event and it is no match (the word is the
-    pattern's and every predicate holds)."""
+    it); reported if no other partial match extends it by one event, a step may follow (its word plus a letter is
+    a prefix too) and it is no match (the word is the pattern's and every predicate holds)."""
     q = sparkcep.compile(text).query
     prep = match_oracle._prepare(q, None)
     steps = timeouts_oracle._steps(prep)
@@ -160,9 +179,7 @@ def brute_force_picks(text: str, events: list[dict]) -> set:
     whole = "".join(quantified(k, s.lo) for k, s in enumerate(steps))
     prefix = "|".join("".join(quantified(i, steps[i].lo) for i in range(k)) + quantified(k, 1)
                       for k in range(len(steps)))
-    shared = timeouts_oracle._shared_attributes(prep, [s.var for s in steps])
-    prep = match_oracle.replace(prep, key=(*prep.key, *shared))
-    kept = [e for e in events if all(e.get(a) is not None for a in shared)]
+    prep, kept = timeouts_oracle.as_equivalence(prep, steps, events)
     out = set()
     for _, part in match_oracle._partitions(prep, match_oracle._sorted(kept)):
         evs = [e for _, e in part]
@@ -190,8 +207,10 @@ def brute_force_picks(text: str, events: list[dict]) -> set:
         extended = {p[:-1] for p in valid}
         for p in valid - extended:
             binding, runs = match_oracle._bind(prep, evs, tuple((j, steps[s].var) for j, s in p))
-            if not (re.fullmatch(whole, "".join(chr(97 + s) for _, s in p))
-                    and all(match_oracle._conjunct_holds(c, binding, runs) for c in prep.conjuncts)):
+            word = "".join(chr(97 + s) for _, s in p)
+            alive = any(re.fullmatch(prefix, word + chr(97 + t)) for t in range(len(steps)))  # a step may follow
+            if alive and not (re.fullmatch(whole, word)
+                              and all(match_oracle._conjunct_holds(c, binding, runs) for c in prep.conjuncts)):
                 out.add((tuple(part[j][0] for j, _ in p), tuple(s for _, s in p)))
     return out
 
@@ -282,6 +301,30 @@ def test_optional_and_bounded_steps_time_out_as_worked_by_hand(pattern, events, 
     assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts"])) == canonical(rows)
 
 
+X2, X3 = {"type": "D", "ts": 2}, {"type": "D", "ts": 3}  # of no step
+
+
+@pytest.mark.parametrize(("pattern", "events", "want"), [
+    # NEXT B b: a run whose next event is no B is broken before the window closes, and is no timeout
+    ("SEQ(A a, NEXT B b, C c)", [A1], [(1, None, "a")]),
+    ("SEQ(A a, NEXT B b, C c)", [A1, X2, B3], []),
+    ("SEQ(A a, NEXT B b, C c)", [A1, B2, X3], [(1, 2, "b")]),  # c is not linked
+    ("SEQ(A a, NEXT B b, C c)", [A1, {"type": "D", "ts": 11}], [(1, None, "a")]),  # D@11: after the window
+    ("SEQ(A a, B b, C c) USING partition_contiguity", [A1, B2, X3], []),
+    ("SEQ(A a, B b, C c) USING strict_contiguity", [A1, B2], [(1, 2, "b")]),
+    # a loop with UNTIL takes no stop event (x > 2) and none after one; stopped, it can still go on to c
+    ("SEQ(A a, B+ b[] UNTIL (b.x > 2), C c)", [A1, {**B2, "x": 0}, {**B3, "x": 5}], [(1, 2, "b")]),
+    # ... but a last step stopped short of its condition is dead before the window closes
+    ("SEQ(A a, B+ b[] UNTIL (b.x > 2)) WHERE count(b[].ts) >= 2", [A1, {**B2, "x": 0}, {**B3, "x": 5}], []),
+    ("SEQ(A a, B+ b[] UNTIL (b.x > 2)) WHERE count(b[].ts) >= 2", [A1, {**B2, "x": 0}], [(1, 2, "b")]),
+])
+def test_links_and_stop_conditions_time_out_as_worked_by_hand(pattern, events, want):
+    text = f"PATTERN {pattern} WITHIN 10 RETURN a.ts, " + ("b[1].ts AS b" if "[]" in pattern else "b.ts AS b")
+    rows = [{"a_ts": a, "b": b, "timeout_step": step} for a, b, step in want]
+    assert canonical(run(spec_of(text), events)) == canonical(rows), pattern
+    assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "x"])) == canonical(rows)
+
+
 def test_a_prefix_of_a_complete_match_never_times_out():
     spec = spec_of("PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.ts")
     state, _ = timeouts.step(spec, timeouts.init_state(), [{"type": "A", "ts": 1}, {"type": "B", "ts": 2},
@@ -290,12 +333,10 @@ def test_a_prefix_of_a_complete_match_never_times_out():
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("PATTERN SEQ(A a, B+ b[] UNTIL (b.x > 1), C c) WITHIN 5", "no UNTIL"),
     ("PATTERN SEQ(A a, (SEQ(B b, C c))+) WITHIN 5", "repeated group"),
     ("PATTERN SEQ(A a, !(C c), B b) WITHIN 5", "not negation"),
-    ("PATTERN SEQ(A a, B b) OR SEQ(C c, B d) WITHIN 5", "not negation, OR"),
-    ("PATTERN SEQ(A a, NEXT B b) WITHIN 5", "NEXT step"),
-    ("PATTERN SEQ(A a, B b) USING partition_contiguity WHERE [id] WITHIN 5", "not partition_contiguity"),
+    ("PATTERN SEQ(A a, NEXT !(C c), B b) WITHIN 5", "not negation"),
+    ("PATTERN SEQ(A a, B b) OR SEQ(C c, B d) WITHIN 5", "not OR"),
     ("PATTERN SEQ(A a, B+ b[], C c) USING skip_till_next_match WHERE sum(b[].x) < 3 WITHIN 5", "whole Kleene"),
 ])
 def test_out_of_scope_is_refused(text, message):
@@ -311,6 +352,8 @@ def test_the_spec_round_trips_as_a_job_literal():
 # ----------------------------------------------------------------------------------------------- Spark
 
 QUERY = "PATTERN SEQ(A a, B b, C c) WHERE [id] AND a.x < b.x WITHIN 6"
+KLEENE_QUERY = ("PATTERN SEQ(A a, B+ b[], C c) WHERE [id] AND b[i].x >= b[i-1].x WITHIN 6 "
+                "RETURN a.ts, a.id, b[1].ts AS b_first, b[b.len].ts AS b_last, count(b[].ts) AS n, c.ts")
 SCHEMA = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
 
 
@@ -324,16 +367,17 @@ def abc_events(n: int, seed: int) -> list[dict]:
 def test_batch_timeouts_dataframe_equals_the_oracle(spark):
     from sparkcep.spark.results import epoch_ms_rows
 
-    # small streams: the oracle enumerates the subsets of each window's events (exponential in their number)
     ties = abc_events(30, seed=1)
     # skip_till_next_match takes the first of equal-ts events: distinct ts there (Spark's order of ties in a
     # group is not the input's)
     distinct = [{**e, "ts": k} for k, e in enumerate(ties)]
-    for text, events in ((QUERY, ties), (QUERY.replace(" WHERE ", " USING skip_till_next_match WHERE "), distinct)):
+    kleene = abc_events(40, seed=3)  # ~20 events a key
+    for text, events in ((QUERY, ties), (QUERY.replace(" WHERE ", " USING skip_till_next_match WHERE "), distinct),
+                         (KLEENE_QUERY, kleene)):
         q = sparkcep.compile(text)
         result = q.apply(spark.createDataFrame(events, SCHEMA))
         expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
-        assert len(expected) > 3
+        assert len(expected) > 3 and (text != KLEENE_QUERY or any(r["n"] > 1 for r in expected))
         assert result.timeouts.columns == [*result.columns, "timeout_step"]
         assert canonical(epoch_ms_rows(result.timeouts)) == canonical(expected), text
 
@@ -341,13 +385,15 @@ def test_batch_timeouts_dataframe_equals_the_oracle(spark):
 @pytest.mark.spark
 @pytest.mark.slow
 def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
-    """Three files, one per micro-batch; a last event far ahead moves the watermark past every window."""
+    """A Kleene step, three files, one per micro-batch; a last event far ahead moves the watermark past every
+    window."""
     from sparkcep.spark.io import read_events
     from sparkcep.spark.results import epoch_ms_rows
 
-    events = abc_events(30, seed=2)  # the oracle is exponential in the events of a window: keep it small
-    q = sparkcep.compile(QUERY)
+    events = abc_events(45, seed=2)  # a Kleene step: ~22 events a key
+    q = sparkcep.compile(KLEENE_QUERY)
     expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
+    assert len(expected) > 10 and any(r["n"] > 1 for r in expected)
     source = tmp_path / "in"
     source.mkdir()
     chunks = [events[k:k + 15] for k in range(0, len(events), 15)]
@@ -366,6 +412,8 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["-e", "PATTERN SEQ(A a, B b) WITHIN 5", "--timeouts"], "give --output"),
     (["-e", "PATTERN SEQ(A a, !(C c), B b) WITHIN 5", "--timeouts", "--output", "o"], "not negation"),
+    (["-e", "PATTERN SEQ(A a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST ROW", "--timeouts", "--output", "o"],
+     "runs as MATCH_RECOGNIZE: SQL:2016 defines no partial-match output"),
     (["-e", "RETURN COUNT(*) PATTERN SEQ(A a, B b) WITHIN 5", "--timeouts", "--output", "o"],
      "a trend-aggregate query has no partial matches"),
     (["-e", "q1: PATTERN SEQ(A a, B b) WITHIN 5; q2: PATTERN SEQ(A a, C c) WITHIN 5", "--timeouts", "--output", "o"],
@@ -401,7 +449,7 @@ def test_generated_job_refuses_timeouts_as_run_does(text, message):
 def test_cli_run_writes_timeouts_beside_the_output(spark, tmp_path, capsys):
     from sparkcep.cli import main
 
-    events = abc_events(30, seed=3)  # the oracle is exponential in the events of a window: keep it small
+    events = abc_events(30, seed=3)
     (tmp_path / "e.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     out = tmp_path / "out"
     assert main(["run", "-e", QUERY, "--input", str(tmp_path / "e.jsonl"), "--output", str(out), "--timeouts"]) == 0

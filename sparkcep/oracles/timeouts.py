@@ -38,6 +38,7 @@ from sparkcep.oracles.match import (
     _resolve,
     _Seq,
     _sorted,
+    _stops,
     _value,
     is_trend_aggregate,
 )
@@ -46,6 +47,7 @@ from sparkcep.runtime_udfs.expr.scalar import compile_expr
 __all__ = ["timed_out_picks", "timed_out_rows"]
 
 NEXT_MATCH = "skip_till_next_match"
+CONTIGUITY = ("strict_contiguity", "partition_contiguity")
 
 Event = dict[str, Any]
 
@@ -60,6 +62,8 @@ class _Step:
     lo: int
     hi: int | None
     is_list: bool
+    linked: bool = False  # written NEXT: its first event is the partition's event right after the one before
+    until: bool = False  # a loop with a stop condition UNTIL
 
 
 def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | None = None, *,
@@ -81,10 +85,6 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
         only = next(iter(prep.vars)) if len(prep.vars) == 1 else None
         titles = dedupe([column_name(item, k) for k, item in enumerate(query.returns)])
         fns = [compile_expr(_resolve(item.expr, prep.vars, only), any_vars) for item in query.returns]
-    shared = _shared_attributes(prep, names)
-    if shared:  # as [attr]: the events of a partial match share it too, and one without it is in no match
-        prep = replace(prep, key=(*prep.key, *(a for a in shared if a not in prep.key)))
-        events = [e for e in events if all(e.get(a) is not None for a in shared)]
     found = [(order, binding, names[picks[-1][1]]) for order, picks, binding in timed_out_picks(prep, steps, events)]
     found.sort(key=lambda f: f[0])
     rows = []
@@ -102,46 +102,52 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
 def timed_out_picks(prep, steps: list[_Step], events: Sequence[Event]) -> list[tuple[tuple, tuple, dict]]:
     """The timed-out partial matches of the prepared query ``prep`` (:func:`_steps` its steps) over ``events``:
     ``(input positions, picks ((partition position, step), ...), binding)``, unordered."""
+    prep, events = as_equivalence(prep, steps, events)
     found = []
-    for _, part in _partitions(prep, _sorted(events)):
-        walk_ = _Partials(prep, steps, [e for _, e in part])
+    indexed = _sorted(events)
+    for _, part in _partitions(prep, indexed):
+        walk_ = _Partials(prep, steps, part, [e["ts"] for _, e in indexed])
         todo = [((j, s),) for j in range(len(part)) for s in range(len(steps)) if walk_.partial(((j, s),))]
         while todo:
             picks = todo.pop()
             children = walk_.extensions(picks)
             todo += children
-            if not children and not walk_.complete(picks):
+            if not children and not walk_.complete(picks) and walk_.alive(picks):
                 found.append((tuple(part[j][0] for j, _ in picks), picks, walk_.binding(picks)[0]))
     return found
 
 
 def _steps(prep) -> list[_Step]:
-    """The steps of a ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``), or the
-    :class:`OracleError` saying the query is outside the definition."""
+    """The steps of a ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``, a loop with
+    ``UNTIL``; any of them written ``NEXT``), or the :class:`OracleError` saying the query is outside the
+    definition."""
     items = prep.root.items if isinstance(prep.root, _Seq) else (prep.root,)
+    strict = (prep.root.strict if isinstance(prep.root, _Seq) else ()) or (False,) * len(items)
     steps = []
-    for item in items:
+    for item, linked in zip(items, strict, strict=True):
         if isinstance(item, _Rep) and isinstance(item.inner, _Ev):
             ev, lo, hi = item.inner, item.lo, item.hi
         elif isinstance(item, _Ev):
             ev, lo, hi = item, 1, 1
         else:
             raise OracleError("timed-out partial matches are defined for a SEQ of single and Kleene events")
-        steps.append(_Step(ev.var, ev.types, lo, hi, prep.vars[ev.var].is_list))
-    if (prep.stops or (isinstance(prep.root, _Seq) and any(prep.root.strict))
-            or prep.strategy not in (DEFAULT_STRATEGY, NEXT_MATCH)):
-        raise OracleError("timed-out partial matches are defined under skip_till_any_match and "
-                          "skip_till_next_match, without UNTIL and NEXT steps")
+        steps.append(_Step(ev.var, ev.types, lo, hi, prep.vars[ev.var].is_list, linked, ev.var in prep.stops))
+    if prep.strategy not in (DEFAULT_STRATEGY, NEXT_MATCH, *CONTIGUITY):
+        raise OracleError(f"unknown selection strategy {prep.strategy}")
     return steps
 
 
 class _Partials:
     """The definition's tests on the picks ``((position, step), ...)`` of one partition's events ``evs``."""
 
-    def __init__(self, prep, steps: list[_Step], evs: list[Event]):
-        self.prep, self.steps, self.evs = prep, steps, evs
+    def __init__(self, prep, steps: list[_Step], part: list[tuple[int, Event]], stamps: list):
+        self.prep, self.steps, self.evs = prep, steps, [e for _, e in part]
         self.index = {s.var: k for k, s in enumerate(steps)}
         self.first_only = prep.strategy == NEXT_MATCH
+        #: the position of each event in the order contiguity is judged in (the whole input for strict_contiguity,
+        #: else the partition), and the ts of the event at each position of that order
+        self.order = [g for g, _ in part] if prep.strategy == "strict_contiguity" else list(range(len(part)))
+        self.stamps = stamps if prep.strategy == "strict_contiguity" else [e["ts"] for e in self.evs]
 
     def binding(self, picks) -> dict:
         return _bind(self.prep, self.evs, tuple((j, self.steps[s].var) for j, s in picks))
@@ -166,13 +172,46 @@ class _Partials:
         j, s = picks[-1]
         ev = self.evs[j]
         if (ev["type"] not in self.steps[s].types or ev["ts"] - self.evs[picks[0][0]]["ts"] >= self.prep.window
-                or (len(picks) == 1 and any(self.steps[t].lo for t in range(s)))):
+                or (len(picks) == 1 and (any(self.steps[t].lo for t in range(s))
+                                         or (self.steps[s].until and _stops(self.prep, self.steps[s].var, ev))))):
             return False
         binding, runs = self.binding(picks)
         open_ = self.steps[s].var if self.steps[s].is_list else None
         return all(_conjunct_holds(c, binding, runs) for c in self.prep.conjuncts
                    if max((self.index[v] for v in c.vars), default=0) <= s
                    and not (open_ in c.vars and _reads_whole(c.expr, open_)))
+
+    def _linked(self, k: int, t: int) -> bool:
+        """Must an event taking step ``t`` after one of step ``k`` be right after it (a contiguity strategy, or a
+        ``NEXT`` step ``t`` or one between, passed over)?"""
+        return self.prep.strategy in CONTIGUITY or any(s.linked for s in self.steps[k + 1:t + 1])
+
+    def _may_take(self, picks, j: int, t: int) -> bool:
+        """May event ``j`` take step ``t`` after ``picks``, as far as links and stop conditions go?"""
+        last, k = picks[-1]
+        if self._linked(k, t) and self.order[j] != self.order[last] + 1:  # right after it (strict: in the input)
+            return False
+        if self.steps[t].until:  # a loop takes no stop event and none after one (since its first event)
+            first = j if t != k else next(i for i, s in picks if s == t)
+            return not any(_stops(self.prep, self.steps[t].var, self.evs[h]) for h in range(first, j + 1))
+        return True
+
+    def alive(self, picks) -> bool:
+        """Could an event still have extended ``picks`` when the window closed?  A way (a step an event could
+        take next) is closed by a link once the event right after its last one came within the window, and a
+        loop with ``UNTIL`` once a stop event came within the window."""
+        last, k = picks[-1]
+        end = self.evs[picks[0][0]]["ts"] + self.prep.window
+        after = self.order[last] + 1
+        broken = after < len(self.stamps) and self.stamps[after] < end
+        for t in self._next_steps(picks):
+            if self._linked(k, t) and broken:
+                continue
+            if t == k and self.steps[k].until and any(
+                    _stops(self.prep, self.steps[k].var, e) for e in self.evs[last + 1:] if e["ts"] < end):
+                continue
+            return True
+        return False
 
     def extensions(self, picks) -> list[tuple]:
         """The partial matches ``picks`` plus one later event (skip_till_next_match: the first that gives one)."""
@@ -184,7 +223,8 @@ class _Partials:
             if ts >= end:
                 break
             if ts > self.evs[last]["ts"]:
-                out += [p for p in ((*picks, (j, t)) for t in self._next_steps(picks)) if self.partial(p)]
+                out += [p for p in ((*picks, (j, t)) for t in self._next_steps(picks) if self._may_take(picks, j, t))
+                        if self.partial(p)]
                 if out and self.first_only:
                     break
         return out
@@ -199,19 +239,20 @@ class _Partials:
         return all(_conjunct_holds(c, binding, runs) for c in self.prep.conjuncts)
 
 
-def _shared_attributes(prep, names: list[str]) -> list[str]:
-    """The attributes ``attr`` whose equalities ``u.attr = v.attr`` (``v[i].attr`` for a Kleene step: each of its
-    events) connect every step, none an ``ANY(...)`` step: they say what the equivalence test ``[attr]`` says."""
-    if any(prep.vars[v].any_ for v in names):
-        return []
+def as_equivalence(prep, steps: list[_Step], events: Sequence[Event]):
+    """``(prep, events)`` with the equalities ``u.attr = v.attr`` (``v[i].attr`` for a Kleene step: each of its
+    events) that connect every step, none an ``ANY(...)`` step, read as what they say, the equivalence test
+    ``[attr]``: a partition key, the events without ``attr`` in no partial match (not where every event counts:
+    a contiguity strategy, a NEXT step, a loop with UNTIL)."""
+    if (any(prep.vars[s.var].any_ or s.linked or s.until for s in steps)
+            or prep.strategy in CONTIGUITY):
+        return prep, events
     edges: dict[str, list[tuple[str, str]]] = {}
     for c in prep.conjuncts:
-        e = c.expr
-        if (isinstance(e, BinOp) and e.op == "=" and isinstance(e.left, Attr) and isinstance(e.right, Attr)
-                and e.left.attr == e.right.attr and e.left.var != e.right.var
-                and e.left.index in (None, "cur") and e.right.index in (None, "cur")):
-            edges.setdefault(e.left.attr, []).append((e.left.var, e.right.var))
-    out = []
+        if _equality(c.expr):
+            edges.setdefault(c.expr.left.attr, []).append((c.expr.left.var, c.expr.right.var))
+    names = [s.var for s in steps]
+    shared = []
     for attr, pairs in edges.items():
         reached, grew = {names[0]}, True
         while grew:
@@ -221,8 +262,19 @@ def _shared_attributes(prep, names: list[str]) -> list[str]:
                     reached |= {u, v}
                     grew = True
         if reached == set(names):
-            out.append(attr)
-    return out
+            shared.append(attr)
+    if not shared:
+        return prep, events
+    prep = replace(prep, key=(*prep.key, *(a for a in shared if a not in prep.key)),
+                   conjuncts=[c for c in prep.conjuncts if not (_equality(c.expr) and c.expr.left.attr in shared)])
+    return prep, [e for e in events if all(e.get(a) is not None for a in shared)]
+
+
+def _equality(e) -> bool:
+    """Is ``e`` ``u.attr = v.attr`` between two variables (``v[i].attr``: each event of a Kleene variable)?"""
+    return (isinstance(e, BinOp) and e.op == "=" and isinstance(e.left, Attr) and isinstance(e.right, Attr)
+            and e.left.attr == e.right.attr and e.left.var != e.right.var
+            and e.left.index in (None, "cur") and e.right.index in (None, "cur"))
 
 
 def _reads_whole(e, var: str) -> bool:

@@ -49,11 +49,15 @@ import math
 from collections.abc import Iterable
 from functools import lru_cache
 
-from sparkcep.ir.ast import EventPat, Kleene, Seq
-from sparkcep.ir.spec import TIMEOUT_STEP, SlotState, TimeoutSpec
+from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Seq
+from sparkcep.ir.spec import TIMEOUT_STEP, SlotState, TimeoutSpec, reads_every_event
 from sparkcep.runtime_udfs.expr.components import component_mask, component_table
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr
 from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH, NEXT_MATCH, Conjunct, EngineUnsupportedError
+
+CONTIGUITY = ("strict_contiguity", "partition_contiguity")
+NEGATION = ("not negation (whether a negation blocks a partial match depends on the step after it, which a "
+            "partial match lacks)")
 
 __all__ = ["TimeoutState", "advance", "check", "init_state", "is_empty", "step", "wakeup"]
 
@@ -92,6 +96,9 @@ class _Compiled:
         list_vars = frozenset(v for v, k in zip(self.vars, self.lists, strict=True) if k)
         position = {v: k for k, v in enumerate(self.vars)}
         self.predicates = [Conjunct(p, list_vars, any_vars, frozenset(self.vars)) for p in spec.predicates]
+        #: read every bound event (an equivalence test the operator checks itself: strict_contiguity runs
+        #: unpartitioned): re-checked whenever an event is bound
+        every = [c for c in self.predicates if c.global_]
 
         def decided(c: Conjunct, k: int) -> bool:
             """Is ``c`` decided on a partial match whose last step is ``k``: over steps up to ``k``, and not
@@ -100,12 +107,12 @@ class _Compiled:
             return at <= k and not (at == k and self.vars[k] in c.waits)
 
         #: step k → predicates to re-check when an event joins step k's open sequence
-        self.grow = [[c for c in self.predicates if decided(c, k) and self.vars[k] in c.vars] if self.lists[k] else []
-                     for k in range(n)]
+        self.grow = [[c for c in self.predicates if decided(c, k) and (self.vars[k] in c.vars or c.global_)]
+                     if self.lists[k] else [] for k in range(n)]
         #: (k, t) → predicates decided when a partial match's last step goes from k to t > k (those over the steps
         #: skipped in between included: their variables are absent); (-1, t): when its first event takes step t
-        self.enter = {(k, t): [c for c in self.predicates if decided(c, t) and not (k >= 0 and decided(c, k))]
-                      for k in range(-1, n) for t in range(k + 1, n)}
+        self.enter = {(k, t): [c for c in self.predicates if decided(c, t) and not (k >= 0 and decided(c, k))
+                               and not c.global_] + every for k in range(-1, n) for t in range(k + 1, n)}
         #: the first step a partial match may start at: the steps before it may take no event
         self.starts = [t for t in range(n) if not any(self.lo[:t])]
         #: step k → a partial match ending there is a match if it has its minimum and every predicate holds
@@ -113,6 +120,21 @@ class _Compiled:
         self.outputs = tuple((o.name, compile_expr(o.expr, any_vars)) for o in spec.outputs)
         self.window = spec.window
         self.first_only = spec.strategy == NEXT_MATCH  # a relevant event is taken: one chain per first event
+        #: every event of the partition is kept (those that fill no step break links: _mask 0)
+        self.every = reads_every_event(spec)
+        strict = (spec.pattern.strict if isinstance(spec.pattern, Seq) else ()) or (False,) * n
+        #: (k, t) → must an event taking step t after one of step k be the event right after it (a contiguity
+        #: strategy; a NEXT step t, or one between passed over)?
+        self.linked = {(k, t): spec.strategy in CONTIGUITY or any(strict[k + 1:t + 1])
+                       for k in range(n) for t in range(k, n)}
+        #: step → (its types, its stop condition UNTIL compiled), for a loop with one
+        self.stops = [(i.inner.types, compile_expr(i.until)) if isinstance(i, Kleene) and i.until is not None
+                      else None for i in items]
+
+    def stops_at(self, k: int, ev: dict) -> bool:
+        """Is ``ev`` a stop event of the loop of step ``k`` (of its types, its ``UNTIL`` holding on it alone)?"""
+        types, cond = self.stops[k]
+        return ev.get("type") in types and cond({self.vars[k]: [ev]}, {self.vars[k]: 0}) is True
 
     def ways(self, k: int, count: int) -> list[tuple[int, list[Conjunct]]]:
         """The steps an event after a partial match whose last step ``k`` took ``count`` events may take, with
@@ -137,26 +159,25 @@ def _unsupported_step(p) -> str | None:
     if isinstance(p, EventPat):
         return None
     if isinstance(p, Kleene) and isinstance(p.inner, EventPat):
-        if p.until is not None:
-            return f"a Kleene step has no UNTIL ({p.inner.var})"
         return None
-    return "not negation, OR or a repeated group"
+    if isinstance(p, Not):
+        return NEGATION
+    if isinstance(p, Or):
+        return "not OR (a partial match of one branch can be the events of another's match)"
+    return "not a repeated group (a partial match would end inside an iteration)"
 
 
 def check(spec: TimeoutSpec) -> None:
     """Raise :class:`EngineUnsupportedError` if ``spec`` is outside this engine's scope (module doc)."""
     items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
     why = next((w for w in map(_unsupported_step, items) if w is not None), None)
-    if why is None and (not isinstance(spec.pattern, (Seq, EventPat, Kleene)) or any(c.negated for c in spec.components)
-                        or (isinstance(spec.pattern, Seq) and any(spec.pattern.strict))):
-        why = "not negation, OR or a NEXT step"
+    if why is None and any(c.negated for c in spec.components):
+        why = NEGATION
     if why is not None:
         raise EngineUnsupportedError(f"timed-out partial matches are defined for a SEQ of single events and "
-                                     f"Kleene steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}): {why}")
-    if spec.strategy not in (ANY_MATCH, NEXT_MATCH):
-        raise EngineUnsupportedError(f"timed-out partial matches are defined under skip_till_any_match and "
-                                     f"skip_till_next_match, not {spec.strategy} (where a run is also broken by "
-                                     f"the irrelevant events between its steps)")
+                                     f"Kleene steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT): {why}")
+    if spec.strategy not in (ANY_MATCH, NEXT_MATCH, *CONTIGUITY):
+        raise EngineUnsupportedError(f"unknown selection strategy {spec.strategy}")
     if spec.collapsed:
         raise EngineUnsupportedError("timed-out partial matches have no collapsed output")
     if spec.strategy == NEXT_MATCH:
@@ -209,7 +230,9 @@ def step(spec: TimeoutSpec, state: TimeoutState, events: Iterable[dict]) -> tupl
             continue
         mask = ev.get("_mask")
         mask = component_mask(cs.table, ev) if mask is None or mask != mask else int(mask) & cs.full
-        if mask:  # events of equal ts in the order of _seq, if they carry it (as the match engine), else arrival
+        # an event that fills no step is kept where links and stop conditions need every event; events of equal
+        # ts in the order of _seq, if they carry it (as the match engine), else arrival
+        if mask or cs.every:
             tie = ev.get("_seq")
             state.pending.append((ts, state.arrivals if tie is None or tie != tie else tie, mask, ev))
             state.arrivals += 1
@@ -238,8 +261,9 @@ def advance(spec: TimeoutSpec, state: TimeoutState, watermark: float,
             break
         for t in cs.starts:
             binding = {cs.vars[t]: [ev] if cs.lists[t] else ev}
-            if mask & (1 << t) and all(_holds(c, binding) for c in cs.enter[-1, t]):
-                _search(cs, events, i, binding, t, 1, ts + cs.window, rows)
+            if (mask & (1 << t) and not (cs.stops[t] and cs.stops_at(t, ev))
+                    and all(_holds(c, binding) for c in cs.enter[-1, t])):
+                _search(cs, events, i, binding, t, 1, i, ts + cs.window, rows)
     if budget is not None and rows:
         budget.charge(len(rows))
     keep = 0
@@ -249,37 +273,50 @@ def advance(spec: TimeoutSpec, state: TimeoutState, watermark: float,
     return state, rows
 
 
-def _search(cs: _Compiled, events: list, last: int, binding: dict, k: int, count: int, end: float,
+def _search(cs: _Compiled, events: list, last: int, binding: dict, k: int, count: int, first: int, end: float,
             rows: list) -> None:
-    """Extend ``binding`` (its last step ``k``, which took ``count`` events, ``events[last]`` its last event) by
-    every event that joins step ``k``'s open Kleene sequence or takes a later step (:meth:`_Compiled.ways`;
-    skip_till_next_match: by the first event that can, in each way it can); a binding no event extends is
-    emitted unless it is a match."""
+    """Extend ``binding`` (its last step ``k``, which took ``count`` events from ``events[first]`` on,
+    ``events[last]`` its last event) by every event that joins step ``k``'s open Kleene sequence or takes a later
+    step (:meth:`_Compiled.ways`; a linked way only the event right after, a loop with ``UNTIL`` no stop event and
+    none after one; skip_till_next_match: by the first event that can, in each way it can); a binding no event
+    extends is emitted unless it is a match or no event could have extended it any more when the window closed
+    (a link broken by the event right after, a loop stopped, a step at its maximum)."""
     ways = cs.ways(k, count)
     after = events[last][0]
     extended = False
+    stopped = False  # a stop event of step k's loop came after its first event
     for j in range(last + 1, len(events)):
         ts, _, mask, ev = events[j]
         if ts >= end:
             break
+        if cs.stops[k] and not stopped:
+            stopped = cs.stops_at(k, ev)
         if ts <= after:
             continue
         for step, checks in ways:
-            if not mask & (1 << step):
+            if (not mask & (1 << step) or (j != last + 1 and cs.linked[k, step])
+                    or (cs.stops[step] and (stopped if step == k else cs.stops_at(step, ev)))):
                 continue
             var = cs.vars[step]
             before = binding.get(var)
             binding[var] = [*before, ev] if step == k else [ev] if cs.lists[step] else ev
             if all(_holds(c, binding) for c in checks):
                 extended = True
-                _search(cs, events, j, binding, step, count + 1 if step == k else 1, end, rows)
+                _search(cs, events, j, binding, step, count + 1 if step == k else 1, first if step == k else j,
+                        end, rows)
             if before is None:
                 del binding[var]
             else:
                 binding[var] = before
         if extended and cs.first_only:
             break
-    if not extended and not (cs.may_end[k] and count >= cs.lo[k] and all(_holds(c, binding) for c in cs.predicates)):
-        row = {name: fn(binding) for name, fn in cs.outputs}
-        row[TIMEOUT_STEP] = cs.vars[k]
-        rows.append({name: None if v is LACKING else v for name, v in row.items()})
+    if extended or (cs.may_end[k] and count >= cs.lo[k] and all(_holds(c, binding) for c in cs.predicates)):
+        return
+    broken = last + 1 < len(events) and events[last + 1][0] < end  # the event right after came in the window
+    if cs.stops[k] and not stopped:
+        stopped = any(cs.stops_at(k, e) for _, _, _, e in events[last + 1:] if e["ts"] < end)
+    if all((broken and cs.linked[k, step]) or (step == k and stopped) for step, _ in ways):
+        return  # dead before the window closed
+    row = {name: fn(binding) for name, fn in cs.outputs}
+    row[TIMEOUT_STEP] = cs.vars[k]
+    rows.append({name: None if v is LACKING else v for name, v in row.items()})
