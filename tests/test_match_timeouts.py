@@ -354,6 +354,9 @@ def test_the_spec_round_trips_as_a_job_literal():
 QUERY = "PATTERN SEQ(A a, B b, C c) WHERE [id] AND a.x < b.x WITHIN 6"
 KLEENE_QUERY = ("PATTERN SEQ(A a, B+ b[], C c) WHERE [id] AND b[i].x >= b[i-1].x WITHIN 6 "
                 "RETURN a.ts, a.id, b[1].ts AS b_first, b[b.len].ts AS b_last, count(b[].ts) AS n, c.ts")
+# every event of a key reaches the engine (an event between a and b breaks the link)
+LINKS_QUERY = ("PATTERN SEQ(A a, NEXT B{1,3} b[] UNTIL (b.x > 2), C c) WHERE [id] WITHIN 6 "
+               "RETURN a.ts, a.id, b[1].ts AS b_first, count(b[].ts) AS n, c.ts")
 SCHEMA = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
 
 
@@ -372,8 +375,9 @@ def test_batch_timeouts_dataframe_equals_the_oracle(spark):
     # group is not the input's)
     distinct = [{**e, "ts": k} for k, e in enumerate(ties)]
     kleene = abc_events(40, seed=3)  # ~20 events a key
+    links = [{**e, "ts": k} for k, e in enumerate(abc_events(40, seed=4))]  # which event is right after: no ties
     for text, events in ((QUERY, ties), (QUERY.replace(" WHERE ", " USING skip_till_next_match WHERE "), distinct),
-                         (KLEENE_QUERY, kleene)):
+                         (KLEENE_QUERY, kleene), (LINKS_QUERY, links)):
         q = sparkcep.compile(text)
         result = q.apply(spark.createDataFrame(events, SCHEMA))
         expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
