@@ -9,20 +9,24 @@ least its minimum; all of strictly increasing ``ts``, each accepted by its step 
 last one before ``first.ts + W``; every predicate over ``c1..ck`` holds (a positional one, ``v[i]``, ``v[i-1]``,
 at every position; one over a step that took no event as in a match), except one reading the whole sequence of
 ``ck`` while it is a Kleene step (``v[v.len]``, ``v[]``, ``v[k]`` with ``k >= 2``): that one is decided when a
-later step is bound.  It *times out* when it is no match (every step after ``ck`` may take no event, ``ck`` has
-its minimum, and every predicate holds) and no event extends it (joins ``ck``'s sequence, short of its maximum,
-or binds a later step, and gives a partial match): one row per run of the automaton that stopped, the binding
-being what that run took.  It is decided, and emitted, once event time reaches ``first.ts + W`` (the watermark;
-batch: at the end of the input).  Each is one row: the query's result columns over the partial binding (an
-unbound variable's values NULL) and ``timeout_step``, the variable of the last bound step ``ck``.
+later step is bound.  It *times out* when it is no match (every step after ``ck`` may take no event, ``ck``
+has its minimum, and every predicate holds), no event extends it (joins ``ck``'s sequence, short of its
+maximum, or binds a later step, and gives a partial match), and some event could still have extended it when
+the window closed: a run ended before (a link, ``NEXT`` or a contiguity strategy, broken by the event right
+after its last one; a loop with ``UNTIL`` closed by a stop event; a step at its maximum with no step after it)
+is discarded, as Flink discards a run its contiguity breaks.  One row per run of the automaton that the window
+closed on, the binding being what that run took.  It is decided, and emitted, once event time reaches
+``first.ts + W`` (the watermark; batch: at the end of the input).  Each is one row: the query's result columns
+over the partial binding (an unbound variable's values NULL) and ``timeout_step``, the variable of the last
+bound step ``ck``.
 
 Scope (:func:`check`): a ``SEQ`` of single events (``T v``, ``ANY(...) v``) and Kleene steps (``T+ v[]``,
-``T* v[]``, ``T? v``, ``T{n,m} v[]``) under ``skip_till_any_match`` or ``skip_till_next_match``, with any
-predicates (under skip_till_next_match none over a whole Kleene sequence); not ``UNTIL``, repeated groups,
-negation, ``OR``, ``NEXT`` steps, the contiguity strategies or collapsed output.  Under
-``skip_till_next_match`` an event that can extend a partial match must be taken (§5): from each partial match
-only the first later event that extends it does, in each way it can (join the open sequence, or take a later
-step).
+``T* v[]``, ``T? v``, ``T{n,m} v[]``, a loop with ``UNTIL``), any of them written ``NEXT``, under every
+selection strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); not
+repeated groups, negation, ``OR`` or collapsed output.  Under ``skip_till_next_match`` an event that can extend
+a partial match must be taken (§5): from each partial match only the first later event that extends it does, in
+each way it can (join the open sequence, or take a later step).  Where links or stop conditions need them, the
+events no step takes are kept too (``_mask`` 0): they break links.
 
 The engine has the interface of :mod:`sparkcep.runtime_udfs.match.engine` (``step`` buffers, ``advance``
 decides at a watermark), so :class:`~sparkcep.spark.operator.MatchOperator` runs it on Spark unchanged.  Per
