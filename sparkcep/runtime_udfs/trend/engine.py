@@ -22,6 +22,14 @@ enumeration.  An edge into a ``NEXT`` step (LINK) comes only from the vertex of 
 (every event reaches the engine, ``_mask`` 0 for those of no component; of a group of equal timestamps only
 the first follows the previous ts), kept across calls in ``_Run.link``.
 
+**Stop conditions (UNTIL).**  A trend takes no stop event of a loop with ``UNTIL`` (Flink's ``until``) between
+the loop's first and last events, ends included (docs/language.md).  A stop event is no vertex of the loop's
+states and *resets the loop's self-edge sums*: every edge inside the loop (``b -> b``, ``b#i -> b#i+1``, a group's
+edges) has its own running aggregate, vertex tree, hash map or store per window (``_Trans.cut``), which each stop
+empties (:func:`_cut`); edges into and out of the loop read the state's own ones, which keep every vertex.  In a
+group of equal timestamps the input order decides: a vertex after a stop has no predecessor inside the loop, one
+before it does not enter the emptied structures.
+
 **Negation (§5).**  Each ``NOT N`` is split off (Algorithm 3) into its own graph.  Where ``NOT N`` sits between
 two positive sub-patterns, the template transitions from ``end(Pi)`` to ``start(Pj)`` carry a *marker* ``N``;
 markers before the first or after the last positive event are start and end negations (§5.1 cases 1–3).
