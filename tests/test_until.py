@@ -139,6 +139,7 @@ SHAPES = [
     "SEQ(A a, (SEQ(B b, C? c))* UNTIL (b.x = 0), D d)",
     "SEQ(A a, B+ b[] UNTIL ANY (b.x > 2), C c)",
     "SEQ(A a, (SEQ(B b, C c))+ UNTIL ANY (b.x = 3))",
+    "SEQ(A a, (SEQ(B b, C c)){1,2} UNTIL (c.x > 2), D d)",
     "SEQ(A a, B* b[] UNTIL (b.x = 1), C c)",
     "SEQ(A a, B{2,} b[] UNTIL (b.x < 1))",
     "SEQ(A a, B{1,2} b[] UNTIL (b.x > 2), B c)",
@@ -233,7 +234,8 @@ TREND_SHAPES = [
     ("SEQ(A a, ANY(B, C)+ b[] UNTIL (b.x = 3), D d)", []),
     ("SEQ(A a, B+ b[] UNTIL (b.x > 2)) OR SEQ(C c, D+ d[] UNTIL (d.x < 1))", []),
     ("SEQ(A a, (SEQ(B b, C c))+ UNTIL (c.x > 2), D d)", ["b.x > 0"]),
-    ("SEQ(A a, (SEQ(B b, C? c))* UNTIL (b.x = 0), D d)", []),
+    ("SEQ(A a, (SEQ(B b, C? c))* UNTIL ANY (b.x = 0), D d)", []),
+    ("SEQ(A a, (SEQ(B b, C c)){2,} UNTIL (b.x > 2), D d)", []),
     ("SEQ(A a, B+ b[] UNTIL ANY (b.x > 2), C c)", ["b.x < NEXT(b).x"]),
 ]
 TREND_AGGREGATES = ["COUNT(*)", "COUNT(b)", "SUM(b.x)", "MIN(b.x)", "MAX(b.x)", "AVG(b.x)"]
