@@ -102,7 +102,7 @@ Example::
 from __future__ import annotations
 
 import gc
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable
 from functools import wraps
@@ -341,7 +341,10 @@ def _scan(cs: _Compiled, st: TrendState, ready: list, rows: list[dict], times: l
         st.epoch += 1
         batch = _Batch(cs, ready, st.epoch, times)
     if cs.counts_only:
-        _scan_counts(cs, st, ready, rows, batch, times, strict)
+        if cs.until:
+            _scan_counts_until(cs, st, ready, rows, batch, times, strict)
+        else:
+            _scan_counts(cs, st, ready, rows, batch, times, strict)
         return
     i, total = 0, len(ready)
     while i < total:
@@ -376,6 +379,27 @@ def _scan_counts(cs: _Compiled, st: TrendState, ready: list, rows: list[dict], b
         pos = end
     if pos < len(ready):
         _chunked(cs, scan, ready[pos:] if pos else ready, st, rows, batch)
+
+
+def _scan_counts_until(cs: _Compiled, st: TrendState, ready: list, rows: list[dict], batch: _Batch | None,
+                       times: list, strict: bool) -> None:
+    """:func:`_scan_counts` with stop events (UNTIL): the events between them through the generated scan, each
+    group of events sharing the ts of a stop event through :func:`_process_group`, which empties the edges inside
+    the stopped loops (:func:`_cut`; the scan reads and fills the same windows and indexes)."""
+    stops = cs.stops_at
+    pos = 0
+    for i, (t, _, ev) in enumerate(ready):
+        if i < pos or not stops(ev):
+            continue
+        lo, hi = bisect_left(times, t), bisect_right(times, t)
+        if lo > pos:
+            _scan_counts(cs, st, ready[pos:lo], rows, batch, times[pos:lo], strict)
+        if t >= st.close_at:
+            _emit(cs, st, t, rows)
+        _process_group(cs, st, t, cs.windows_of(t), ready[lo:hi], batch)
+        pos = hi
+    if pos < len(ready):
+        _scan_counts(cs, st, ready[pos:] if pos else ready, rows, batch, times[pos:] if pos else times, strict)
 
 
 def _chunked(cs: _Compiled, scan: Callable, part: list, st: TrendState, rows: list[dict], batch) -> None:

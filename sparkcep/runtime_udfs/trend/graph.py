@@ -193,7 +193,7 @@ class _Compiled:
             t: sum(1 << k for k, _, _ in entries) for t, entries in self.by_type.items()}
         self.n_states = len(self.positive.states)
         #: COUNT(*) over one positive graph whose edges need no stored vertices: the specialized scan
-        self.counts_only = (not self.alg.vector and not self.negs and self.class_var is None and not self.until
+        self.counts_only = (not self.alg.vector and not self.negs and self.class_var is None
                             and all(t.kind in (PLAIN, ORDERED, EQUAL, LINK) for t in self.positive.trans)
                             and not any(s.filters for s in self.positive.states))
         self._plans: dict[int, tuple] = {}
@@ -629,11 +629,12 @@ def describe(spec: TrendSpec) -> list[str]:
                        f"{_show(_rename(late, {'_e': dst}))} of the later one")
     if cs.counts_only:
         ints = f"exact integers, GMP above {BIG_BITS} bits" if cs.promote else "exact Python ints"
-        out.append(f"executor: generated COUNT(*) scan (Algorithm 2, Theorem 4.3), {ints}")
+        out.append(f"executor: generated COUNT(*) scan (Algorithm 2, Theorem 4.3), {ints}"
+                   + ("; the events at a stop event's ts (UNTIL) through the template interpreter" if cs.until
+                      else ""))
     else:
         names = {"n": "COUNT", "s": "SUM", "min": "MIN", "max": "MAX"}
         measures = "".join(f", {names[k]}({t}{'.' + a if a else ''})" for k, t, a in cs.measures)
         out.append(f"executor: template interpreter (Algorithm 2 with §5 invalidation), per vertex and window "
-                   f"[count{measures}] (Theorem 9.1)"
-                   + ("; not the generated COUNT(*) scan, which has no stop events (UNTIL)" if cs.until else ""))
+                   f"[count{measures}] (Theorem 9.1)")
     return out
