@@ -294,7 +294,8 @@ def test_until_on_spark_batch_and_streaming_equals_the_oracle(spark, tmp_path):
         assert len(expected) >= 3 and canonical(expected) != canonical(plain), strategy  # the stops matter
         assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected), strategy
     assert canonical(streamed(spark, q, events, tmp_path / "match")) == canonical(expected)
-    # on a group and with Flink's any-event reading (the batch job), and in a trend aggregate (batch and streaming)
+    # on a group and with Flink's any-event reading (the batch job), in a trend aggregate (the batch job), and both
+    # in a trend aggregate (streaming)
     q = sparkcep.compile("PATTERN SEQ(A a, (SEQ(B b, C c))+ UNTIL ANY (b.x > 2)) WHERE [id] WITHIN 8 "
                          "RETURN a.ts, b[1].ts AS b1, count(b[].x) AS n")
     expected = match_rows(q.query, events)
@@ -306,4 +307,10 @@ def test_until_on_spark_batch_and_streaming_equals_the_oracle(spark, tmp_path):
     assert len(expected) >= 3 and canonical(expected) != canonical(trend_aggregates(sparkcep.compile(
         q.source.replace(" UNTIL (b.x > 2)", "")).query, events))
     assert canonical(numbers(spark_rows(q.apply(frame(spark, events))))) == canonical(expected)
+    text = ("RETURN id, COUNT(*), SUM(c.x) PATTERN SEQ(A a, (SEQ(B b, C c))+ UNTIL ANY (b.x > 2)) WHERE [id] "
+            "GROUP BY id WITHIN 8 SLIDE 4")
+    q = sparkcep.compile(text)
+    expected = trend_aggregates(q.query, events)
+    assert len(expected) >= 3 and all(canonical(expected) != canonical(trend_aggregates(sparkcep.compile(
+        text.replace(" UNTIL ANY (b.x > 2)", other)).query, events)) for other in ("", " UNTIL (b.x > 2)"))
     assert canonical(numbers(streamed(spark, q, events, tmp_path / "trend"))) == canonical(expected)
