@@ -63,8 +63,8 @@ def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False, links
             whole = whole or conds[-1] in WHOLE_PREDICATES[v]
     items = (kleene_steps[v] if v in repeated else s for v, s in zip(names, steps, strict=True))
     if links:
-        items = [f"{i} UNTIL ({v}.x > 2)" if v in repeated and draw(st.integers(0, 2)) == 0 else i
-                 for i, v in zip(items, names, strict=True)]
+        items = [f"{i} UNTIL {draw(st.sampled_from(['', 'ANY ']))}({v}.x > 2)"
+                 if v in repeated and draw(st.integers(0, 2)) == 0 else i for i, v in zip(items, names, strict=True)]
         items = [f"NEXT {i}" if k and not any(q in i for q in ("?", "*", "{0")) and draw(st.integers(0, 2)) == 0
                  else i for k, i in enumerate(items)]  # (NEXT on a step that may take no event: refused)
     text = f"PATTERN SEQ({', '.join(items)})"
@@ -317,6 +317,10 @@ X2, X3 = {"type": "D", "ts": 2}, {"type": "D", "ts": 3}  # of no step
     # ... but a last step stopped short of its condition is dead before the window closes
     ("SEQ(A a, B+ b[] UNTIL (b.x > 2)) WHERE count(b[].ts) >= 2", [A1, {**B2, "x": 0}, {**B3, "x": 5}], []),
     ("SEQ(A a, B+ b[] UNTIL (b.x > 2)) WHERE count(b[].ts) >= 2", [A1, {**B2, "x": 0}], [(1, 2, "b")]),
+    # UNTIL ANY: an event of any type stops the loop (D@3 here; not a stop of UNTIL, which reads B events only)
+    ("SEQ(A a, B+ b[] UNTIL ANY (b.x > 2)) WHERE count(b[].ts) >= 2", [A1, {**B2, "x": 0}, {**X3, "x": 5}], []),
+    ("SEQ(A a, B+ b[] UNTIL (b.x > 2)) WHERE count(b[].ts) >= 2", [A1, {**B2, "x": 0}, {**X3, "x": 5}],
+     [(1, 2, "b")]),
 ])
 def test_links_and_stop_conditions_time_out_as_worked_by_hand(pattern, events, want):
     text = f"PATTERN {pattern} WITHIN 10 RETURN a.ts, " + ("b[1].ts AS b" if "[]" in pattern else "b.ts AS b")

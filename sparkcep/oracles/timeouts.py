@@ -63,7 +63,7 @@ class _Step:
     hi: int | None
     is_list: bool
     linked: bool = False  # written NEXT: its first event is the partition's event right after the one before
-    until: bool = False  # a loop with a stop condition UNTIL
+    until: Any = None  # a loop with a stop condition UNTIL: its match oracle's _Stop
 
 
 def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | None = None, *,
@@ -131,7 +131,8 @@ def _steps(prep) -> list[_Step]:
             ev, lo, hi = item, 1, 1
         else:
             raise OracleError("timed-out partial matches are defined for a SEQ of single and Kleene events")
-        steps.append(_Step(ev.var, ev.types, lo, hi, prep.vars[ev.var].is_list, linked, ev.var in prep.stops))
+        until = next((stop for stop in prep.stops if ev.var in stop.loop), None)
+        steps.append(_Step(ev.var, ev.types, lo, hi, prep.vars[ev.var].is_list, linked, until))
     if prep.strategy not in (DEFAULT_STRATEGY, NEXT_MATCH, *CONTIGUITY):
         raise OracleError(f"unknown selection strategy {prep.strategy}")
     return steps
@@ -173,7 +174,7 @@ class _Partials:
         ev = self.evs[j]
         if (ev["type"] not in self.steps[s].types or ev["ts"] - self.evs[picks[0][0]]["ts"] >= self.prep.window
                 or (len(picks) == 1 and (any(self.steps[t].lo for t in range(s))
-                                         or (self.steps[s].until and _stops(self.prep, self.steps[s].var, ev))))):
+                                         or (self.steps[s].until and _stops(self.steps[s].until, ev))))):
             return False
         binding, runs = self.binding(picks)
         open_ = self.steps[s].var if self.steps[s].is_list else None
@@ -193,7 +194,7 @@ class _Partials:
             return False
         if self.steps[t].until:  # a loop takes no stop event and none after one (since its first event)
             first = j if t != k else next(i for i, s in picks if s == t)
-            return not any(_stops(self.prep, self.steps[t].var, self.evs[h]) for h in range(first, j + 1))
+            return not any(_stops(self.steps[t].until, self.evs[h]) for h in range(first, j + 1))
         return True
 
     def alive(self, picks) -> bool:
@@ -208,7 +209,7 @@ class _Partials:
             if self._linked(k, t) and broken:
                 continue
             if t == k and self.steps[k].until and any(
-                    _stops(self.prep, self.steps[k].var, e) for e in self.evs[last + 1:] if e["ts"] < end):
+                    _stops(self.steps[k].until, e) for e in self.evs[last + 1:] if e["ts"] < end):
                 continue
             return True
         return False

@@ -131,14 +131,15 @@ class _Compiled:
         #: strategy; a NEXT step t, or one between passed over)?
         self.linked = {(k, t): spec.strategy in CONTIGUITY or any(strict[k + 1:t + 1])
                        for k in range(n) for t in range(k, n)}
-        #: step → (its types, its stop condition UNTIL compiled), for a loop with one
-        self.stops = [(i.inner.types, compile_expr(i.until)) if isinstance(i, Kleene) and i.until is not None
-                      else None for i in items]
+        #: step → (its types, None with UNTIL ANY: any event; its stop condition UNTIL compiled), for a loop with one
+        self.stops = [(None if i.until_any else i.inner.types, compile_expr(i.until))
+                      if isinstance(i, Kleene) and i.until is not None else None for i in items]
 
     def stops_at(self, k: int, ev: dict) -> bool:
-        """Is ``ev`` a stop event of the loop of step ``k`` (of its types, its ``UNTIL`` holding on it alone)?"""
+        """Is ``ev`` a stop event of the loop of step ``k`` (of its types, any with ``UNTIL ANY``; its ``UNTIL``
+        holding on it alone)?"""
         types, cond = self.stops[k]
-        return ev.get("type") in types and cond({self.vars[k]: [ev]}, {self.vars[k]: 0}) is True
+        return (types is None or ev.get("type") in types) and cond({self.vars[k]: [ev]}, {self.vars[k]: 0}) is True
 
     def ways(self, k: int, count: int) -> list[tuple[int, list[Conjunct]]]:
         """The steps an event after a partial match whose last step ``k`` took ``count`` events may take, with
