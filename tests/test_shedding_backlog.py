@@ -159,6 +159,23 @@ def test_the_start_up_batch_sets_nothing():
     assert shed < 1 - 1 / 1.5 + 0.2
 
 
+
+def test_a_fixed_cost_above_the_budget_is_reported_not_hidden():
+    """Micro-batches whose fixed cost alone (3 s) exceeds the budget of a 5 s bound (2 s): no drop ratio can
+    keep the bound; the controller drops what it can and says so (``over_budget``, the floor ``F + o × n``),
+    which the end-of-run report prints; a fixed cost that fits sets nothing."""
+    slow = BacklogController(bound=BOUND)
+    for i in range(8):
+        n = 2000 + 500 * (i % 3)
+        kept = int(n * (1 - slow.rho))
+        slow.on_batch(duration=3.0 + 0.0001 * n + 0.0005 * kept, offered=n, kept=kept, latency=7.0,
+                      backlog=1000, interval=3.5)
+    assert slow.over_budget >= 6 and slow.floor > 3.0
+    fast = BacklogController(bound=BOUND)
+    for _ in range(8):
+        fast.on_batch(duration=0.5, offered=100, kept=100, latency=1.0, backlog=0, interval=1.0)
+    assert fast.over_budget == 0 and fast.rho == 0.0
+
 def test_the_backlog_raises_the_drop_ratio_when_batches_look_fast():
     """Batches that are quick (few events read) but leave a large backlog: a controller of the batch duration
     sees nothing wrong; this one sheds and bounds what the next batch reads."""

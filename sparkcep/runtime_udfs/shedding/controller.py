@@ -379,6 +379,11 @@ class BacklogController:
     #: the last ``memory`` batches with events: (interval, duration, offered, kept, arrived)
     _window: list[tuple[float, float, int, int, int]] = field(default_factory=list)
     _backlog: int = 0
+    #: batches after which even dropping everything read could not fit the next batch in its budget (the
+    #: fixed cost and reading alone exceed it: the bound cannot be kept by shedding), and the largest such
+    #: floor ``F + o × n`` (s)
+    over_budget: int = 0
+    floor: float = 0.0
     _warm: bool = False
     _fit: tuple[float, float, float] | None = None
 
@@ -419,6 +424,9 @@ class BacklogController:
         admit = int(max((budget - fixed) / (2 * read), 1)) if read > 0 else None
         coming = backlog + rate * self._gap()  # the backlog is what arrived until this batch's end
         n = min(coming, admit) if admit is not None else coming
+        if n > 0 and fixed + read * n > budget:
+            self.over_budget += 1
+            self.floor = max(self.floor, fixed + read * n)
         if n <= 0:
             wanted = 0.0
         elif per_kept <= 0:
