@@ -79,6 +79,7 @@ LINE = re.compile(r"^batch (\d+): read (\d+) events \(\+(\d+)\), (\d+) results.*
 SHED = re.compile(r"load shedding dropped (\d+) of (\d+) events \(([\d.]+)%; per type: (.*?)\)"
                   r"(?:; (\d+) more in files shed whole, unread, past the expiry age \(per type: (.*?)\))?"
                   r"; latency bound")
+FLOOR = re.compile(r"in (\d+) micro-batches the fixed cost and reading alone \(up to ([\d.]+) s\)")
 
 
 class Workload:
@@ -189,8 +190,10 @@ class Run:
                     per_type.update({t: int(n) for t, n in (x.split("=") for x in group.split(", ") if "=" in x)})
                 expired = int(m.group(5) or 0)
                 dropped, offered = int(m.group(1)) + expired, int(m.group(2)) + expired
+                floor = FLOOR.search(line)
                 return {"dropped": dropped, "offered": offered, "percent": 100 * dropped / max(offered, 1),
-                        "per_type": dict(per_type), "expired": expired}
+                        "per_type": dict(per_type), "expired": expired,
+                        "over_budget": (int(floor.group(1)), float(floor.group(2))) if floor else None}
         return None
 
 
@@ -290,6 +293,9 @@ def describe(mult: float, args, r: dict) -> str:
     if shed:
         per_type = " ".join(f"{t} {p:.0%}" for t, p in r["shed_per_type"].items())
         text += f"; shed {shed['percent']:.1f}% ({per_type}; {shed['expired']} events in files shed whole)"
+        if shed.get("over_budget"):  # the run's report: no drop ratio could keep the bound in these batches
+            text += (f"; in {shed['over_budget'][0]} micro-batches the fixed cost and reading alone (up to "
+                     f"{shed['over_budget'][1]:.1f} s) exceeded the budget")
     return text
 
 
