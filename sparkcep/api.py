@@ -570,9 +570,10 @@ class CompiledWorkload:
         from sparkcep.compiler.codegen.job import workload_job_source
 
         first = self.queries[0]
-        if any(q.shedding_latency for q in self.queries):
-            raise CEPError("load shedding is not available in a workload job yet: compile one query with "
-                           "--query NAME, or run the workload without WITH SHEDDING LATENCY")
+        shedding = shedding_specs = None
+        if any(q.shedding_latency for q in self.queries):  # one stage in front of every operator
+            shedding_specs, _, bound = self._shedding_parts()
+            shedding = (bound, first.shedding_model)
         if any(q.collapsed for q in self.queries):
             raise CEPError("collapsed output is for one match query: compile it with --query NAME --collapsed")
         kinds = {q.resolved().ts_kind or ("timestamp" if q.query.within.unit is not None else "numeric")
@@ -587,7 +588,8 @@ class CompiledWorkload:
         read_columns, needs = input_columns(self.queries)
         return workload_job_source(data, query_text=text, explain=explain, ts_kind=kinds.pop(),
                                    type_col=first.type_col, ts_col=first.ts_col, attributes=attributes, name=name,
-                                   read_columns=read_columns, needs=needs, ts_unit=first.ts_unit)
+                                   read_columns=read_columns, needs=needs, ts_unit=first.ts_unit,
+                                   shedding=shedding, shedding_specs=shedding_specs)
 
     @deeply
     def job_plan(self, share: bool = True, schema=None) -> tuple[dict, list[str]]:
@@ -647,20 +649,25 @@ class CompiledWorkload:
             result.shedding = handle[0]
         return result
 
-    def _shed(self, events, training):
-        """The one gSPICE stage of the workload (:func:`shedding_stage`) on its watermarked ``events``."""
+    def _shedding_parts(self, schema=None) -> tuple[list, list[str], float]:
+        """``(weighted, attributes, bound)`` of the workload's one shedding stage: ``(spec, 1.0)`` per query (each
+        a match query: utilities are learnt from matches), the attributes they read, the tightest bound."""
         from sparkcep.ir.spec import MatchSpec
 
         weighted, attributes = [], []
         for q in self.queries:
-            spec = q.spec(events.schema)
+            spec = q.spec(schema)
             if not isinstance(spec, MatchSpec):
                 raise CEPError(f"load shedding learns from matches: query {q.name or q.query.name!r} is not a "
                                "match query; run the workload without WITH SHEDDING LATENCY")
             weighted.append((spec, 1.0))
-            attributes += [a for a in referenced_attributes(q.plan(events.schema)) if a not in attributes]
+            attributes += [a for a in referenced_attributes(q.plan(schema)) if a not in attributes]
+        return weighted, attributes, min(q.shedding_latency for q in self.queries if q.shedding_latency)
+
+    def _shed(self, events, training):
+        """The one gSPICE stage of the workload (:func:`shedding_stage`) on its watermarked ``events``."""
+        weighted, attributes, bound = self._shedding_parts(events.schema)
         first = self.queries[0]
-        bound = min(q.shedding_latency for q in self.queries if q.shedding_latency)
         return shedding_stage(events, weighted[0][0], attributes, training, bound=bound,
                               model=first.shedding_model, type_col=first.type_col, ts_col=first.ts_col,
                               dropped_output=first.dropped_output, weighted=weighted)
