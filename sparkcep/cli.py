@@ -488,8 +488,10 @@ def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[
     with StopSignals() as signals:
         query = start(stream, out, checkpoint, result_columns=result_columns, dead_letters=args.dead_letters,
                       late=args.late_events, once=args.once, latency=getattr(args, "latency_column", False))
+        # the backlog: files modified after the newest arrival read (not with an arrival column: other clocks)
+        source = None if getattr(args, "arrival_col", None) else args.input
         totals = follow_with(query, [begin() for begin in beside], out=io.StringIO() if args.quiet else None,
-                             signals=signals, source=args.input)
+                             signals=signals, source=source)
         if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
             discard_uncommitted(stream.sparkSession, checkpoint, out, args.dead_letters, args.late_events)
     if totals.stopped and not args.quiet:
