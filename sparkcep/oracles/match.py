@@ -108,6 +108,7 @@ from sparkcep.ir.ast import (
     conjuncts,
     walk,
 )
+from sparkcep.ir.kinds import typed
 from sparkcep.ir.naming import attr_name, column_name, dedupe, default_column, implicit_namer
 from sparkcep.oracles import preferment
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr, holds
@@ -673,15 +674,18 @@ def matches(query: Query, events: Sequence[Event], *, ts_unit_ms: float | None =
 
 
 def match_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | None = None, *,
-               ts_unit_ms: float | None = None) -> list[dict[str, Any]]:
+               ts_unit_ms: float | None = None, types: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One row per match (LANGUAGE.md §2 RETURN).
 
     With RETURN: its items, named by :func:`naming.column_name` (duplicates suffixed by
     :func:`naming.dedupe`).  Without: ``default_column(var, attr)`` for every positive component in pattern
     order and every attribute in ``columns`` (default: the union of the events' keys, first seen first); a
     Kleene variable contributes its last event's attributes (``v[v.len].attr``), an absent component and a
-    lacking attribute None.
+    lacking attribute None.  ``types``: the attributes' Spark column types, where known (a ``coalesce`` or
+    ``CASE`` over columns of different types then has the type Spark gives it, :func:`sparkcep.ir.kinds.typed`).
     """
+    if types:
+        query = typed(query, types)
     if is_trend_aggregate(query):
         raise OracleError("a trend-aggregate query has no match rows: use trend_aggregates()")
     prep = _prepare(query, ts_unit_ms)
