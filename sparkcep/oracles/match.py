@@ -615,6 +615,11 @@ def _occurs(prep: _Prepared, neg: _Neg, evs: list[Event], lo: float, hi: float, 
     return False
 
 
+def _flat_seq(p) -> list:
+    """The items of a SEQ with a nested SEQ's items in its place (concatenation is associative)."""
+    return [i for item in p.items for i in _flat_seq(item)] if isinstance(p, _Seq) else [p]
+
+
 def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -> list[_Match]:
     """The matches of the strategy; with AFTER MATCH SKIP only the preferred ones the skip rule reaches
     (:mod:`sparkcep.oracles.preferment`)."""
@@ -624,7 +629,7 @@ def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -
     alternatives = []
     for alt in prep.root.alternatives if isinstance(prep.root, _Or) else (prep.root,):
         comps = []
-        for item in alt.items if isinstance(alt, _Seq) else (alt,):
+        for item in _flat_seq(alt):
             if isinstance(item, _Neg):
                 continue  # takes no event: it only removes candidates (the strategy's matches respect it)
             if isinstance(item, _Ev):
