@@ -214,8 +214,8 @@ class CompiledQuery:
 
         The result of a match query carries ``result.timeouts``: the DataFrame of its timed-out partial matches
         (the result's columns and ``timeout_step``; streaming: a second stateful query to start, with its own
-        checkpoint), or None where they are not defined (a trend query; Kleene, negation, ``OR``, the contiguity
-        strategies; docs/language.md, "Timed-out partial matches").
+        checkpoint), or None where they are not defined (a trend query; negation, ``OR``, repeated groups, an
+        ``AFTER MATCH SKIP`` query; docs/language.md, "Timed-out partial matches").
         """
         from sparkcep.spark.adapters import apply_match, watermarked, with_event_time
         from sparkcep.spark.operator import engine_of
@@ -233,8 +233,10 @@ class CompiledQuery:
                 from sparkcep.spark.sinks import counted
 
                 df = counted(df, "events_relevant")
-            return apply_recognize(df, rec, ts_unit=self.ts_unit, watermark_delay=self.lateness,
-                                   late_rows=side_channel)
+            result = apply_recognize(df, rec, ts_unit=self.ts_unit, watermark_delay=self.lateness,
+                                     late_rows=side_channel)
+            result.timeouts = None  # MATCH_RECOGNIZE has none (TIMEOUTS_RECOGNIZE)
+            return result
         plan = self.plan(schema)
         spec = operator_spec(plan)
         engine_of(spec).check(spec)
@@ -315,6 +317,10 @@ def no_timeouts_reason(spec) -> str | None:
 
 #: ``--timeouts`` of a workload: the refusal of ``sparkcep run`` and of a generated workload job.
 TIMEOUTS_ONE_QUERY = "--timeouts is for one match query: choose it with --query NAME"
+#: Why a MATCH_RECOGNIZE statement (and an AFTER MATCH SKIP query, which runs as one) has no timed-out partial
+#: matches (docs/language.md, "Timed-out partial matches").
+TIMEOUTS_RECOGNIZE = ("SQL:2016 defines no partial-match output for MATCH_RECOGNIZE, and Flink's and Trino's "
+                      "MATCH_RECOGNIZE report none")
 
 
 def checked_timeout_spec(spec):

@@ -484,10 +484,12 @@ def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[
 
 def _check_timeouts(q: CompiledQuery | None, output: str | None) -> None:
     """``--timeouts`` needs one match query whose timed-out partial matches are defined, and ``--output``."""
-    from sparkcep.api import TIMEOUTS_ONE_QUERY, checked_timeout_spec
+    from sparkcep.api import TIMEOUTS_ONE_QUERY, TIMEOUTS_RECOGNIZE, checked_timeout_spec
 
     if q is None:
         raise CEPError(TIMEOUTS_ONE_QUERY)
+    if q.query.skip is not None:
+        raise CEPError(f"--timeouts: an AFTER MATCH SKIP query runs as MATCH_RECOGNIZE: {TIMEOUTS_RECOGNIZE}")
     checked_timeout_spec(q.spec())
     if not output:
         raise CEPError("--timeouts writes OUTPUT/_timeouts: give --output")

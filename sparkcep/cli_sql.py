@@ -158,12 +158,15 @@ def _sql_type(sql: str, schema: dict[str, str]) -> str:
 
 def _refuse(args, options: dict[str, object]) -> None:
     """Options of the pattern language that mean nothing for a statement: refused, never ignored."""
+    from sparkcep.api import TIMEOUTS_RECOGNIZE
+
     for name, default in options.items():
         value = getattr(args, name.lstrip("-").replace("-", "_"), default)
         if value != default:
             raise CEPError(f"{name} does not apply to a MATCH_RECOGNIZE statement"
                            + (" (its time column is the first ORDER BY column)" if name in ("--ts-col", "--ts")
-                              else " (it has no event type column)" if name == "--type-col" else ""))
+                              else " (it has no event type column)" if name == "--type-col"
+                              else f" ({TIMEOUTS_RECOGNIZE})" if name == "--timeouts" else ""))
 
 
 def _input_format(args) -> str:
