@@ -26,6 +26,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcep.ir.errors import CEPError
+from sparkcep.ir.kinds import typed
 from sparkcep.ir.sharing import SharedSpec
 from sparkcep.ir.spec import MatchSpec, TimeoutSpec, TrendSpec, reads_every_event
 from sparkcep.runtime_udfs.event_time import EventTimeScale
@@ -130,7 +131,8 @@ class MatchOperator:
                  type_col: str = "type", timezone: str | None = None, buckets: int | None = None,
                  late_rows: bool = False, max_matches: int | None = None, ts_unit: str | None = None,
                  watermark_delay_ms: int | None = None):
-        self.spec = load_spec(spec)
+        # a coalesce/CASE over columns of different types has the type Spark gives it (ir.kinds.typed)
+        self.spec = typed(load_spec(spec), {f.name: f.dataType.simpleString() for f in input_schema.fields})
         self.engine = engine_of(self.spec)
         self.engine.check(self.spec)
         key = tuple(self.spec.key)

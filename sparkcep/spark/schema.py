@@ -237,7 +237,7 @@ def _call_type(e: Call, fields: dict[str, DataType]) -> DataType:
         return StringType()
     if e.name == "length":
         return LongType()
-    if e.name == "cast" and (e.type or "").upper() in _CAST_TYPES:
+    if e.name in ("cast", "coalesce", "case") and (e.type or "").upper() in _CAST_TYPES:  # coalesce: ir.kinds.typed
         return _CAST_TYPES[e.type.upper()]()
     values = list(e.args)
     if e.name == "case":
