@@ -611,7 +611,7 @@ def main(argv=None) -> None:
     p.add_argument("--spark-grid", type=_grid, default=_grid("10:400,100:400,100:4000,1000:4000"),
                    help="V1:W settings of the spark section, each run for every L")
     p.add_argument("--sizes", type=_ints, default=[100_000, 1_000_000],
-                   help="events of the baselines section (e.g. 100000,1000000,10000000; 10^7: ~15 min quiet)")
+                   help="events of the baselines section (e.g. 100000,1000000,10000000; 10^7 adds ~10 min quiet)")
     p.add_argument("--baseline-window", type=int, default=100, help="W of the baselines section")
     p.add_argument("--baseline-ids", type=int, default=100, help="id values of the baselines section")
     p.add_argument("--baseline-types", type=int, default=4, help="event types of the baselines section (A, B, C, ...)")

@@ -10,15 +10,18 @@ prints the time per event and the growth factor per 10x (time per event at 10n /
 not 10x apart, the ratio scaled to 10x geometrically: the goal is <= 1.3 from 10^6 to 10^7) and the peak memory of
 the run's Spark stages from Spark's executor metrics (:func:`peak_memory`: the status store's per-stage
 ``peakExecutorMetrics``, as the REST API's ``stages`` endpoint reports them: JVM heap, and the resident memory of
-the JVM's and of the Python workers' process trees, ``spark.executor.processTreeMetrics.enabled``, polled every
-``spark.executor.metrics.pollingInterval`` = 100 ms).
+the JVM and of the Python processes under it, the daemon and its workers, ``spark.executor.processTreeMetrics
+.enabled``, polled every ``spark.executor.metrics.pollingInterval`` = 100 ms).  A partition is gathered into one
+Arrow table in its Python worker, so the workers' memory grows with the input per partition; 5*10^7 events
+(~19M candidates per partition on 2 partitions) has not been tried.
 
     python bench/scale.py [--sizes 100000,1000000] [--repeat 3] [--queries match,kleene,trend]
     python bench/scale.py --sizes 100000,1000000,10000000 --repeat 5                       # the issue's sizes
     python bench/scale.py --sizes 100000,1000000,10000000,50000000 --repeat 3              # where disk allows
 
-It prints its expected run time first (default sizes: ~1 min quiet on 2 cores; with 10^7: ~10 min; with
-5*10^7: ~45 min and ~1.2 GB of Parquet files).  State the machine and its load next to the figures.
+It prints its expected run time first (default sizes: ~1 min quiet on 2 cores; with 10^7 and ``--repeat 5``:
+~10 min; with 5*10^7: ~45 min and ~0.3 GB of Parquet files (10^7: 61 MB); a guess from runs under load).  State
+the machine and its load next to the figures.
 """
 
 from __future__ import annotations
@@ -50,8 +53,9 @@ MEMORY_METRICS = {"JVMHeapMemory": "JVM heap MB", "ProcessTreeJVMRSSMemory": "JV
 METRICS_CONF = {"spark.executor.processTreeMetrics.enabled": "true",
                 "spark.executor.metrics.pollingInterval": "100ms"}
 
-#: seconds per event and query, quiet on 2 cores (for the expected run time the script prints)
-COST_PER_EVENT = 2e-6
+#: seconds per event of each query, a guess for 2 quiet cores (for the expected run time the script prints; under
+#: load 30 the CPU per event at 10^6 was 2.2, 2.4 and 8.1 µs)
+COST_PER_EVENT = {"match": 2e-6, "kleene": 2e-6, "trend": 6e-6}
 
 
 def session():
@@ -105,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     names = [name for name in args.queries.split(",") if name]
     sizes = sorted(args.sizes)
-    expected = sum(sizes) * len(names) * args.repeat * COST_PER_EVENT + sizes[0] * len(names) * COST_PER_EVENT
+    per_event = sum(COST_PER_EVENT[name] for name in names)
+    expected = (sum(sizes) * args.repeat + sizes[0]) * per_event
     print(f"scale: sizes {', '.join(f'{n:,}' for n in sizes)}, queries {', '.join(names)}, {args.repeat} runs "
           f"each: expected ~{expected / 60 + 0.5:.0f} min on 2 quiet cores (plus ~{sum(sizes) * 1e-7:.0f} s to write "
           f"files not yet in {args.data_dir})", flush=True)
