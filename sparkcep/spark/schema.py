@@ -64,6 +64,13 @@ def load_spec(spec: SpecLike) -> EngineSpec:
     return spec
 
 
+def load_weighted(text: str | list) -> list[tuple[EngineSpec, float]]:
+    """``[(spec, weight), ...]`` from their JSON text (a generated workload job's ``SHEDDING_SPECS``: a list of
+    ``[spec data, weight]`` pairs) or that list."""
+    data = json.loads(text) if isinstance(text, str) else text
+    return [(load_spec(spec), float(weight)) for spec, weight in data]
+
+
 # ----------------------------------------------------------------------------------------------- schema
 
 
