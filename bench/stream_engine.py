@@ -17,6 +17,8 @@ computes it, through the query ``SEQ(A a, B b, C c) WHERE [id] WITHIN W`` (``--w
 
 Groups: ``key`` (Spark groups by ``id``: one call per id with rows) and, with ``--buckets N``, ``N buckets``
 (``MatchOperator(buckets=N)``: Spark groups by ``pmod(hash(id), N)``, one state per group holding its keys).
+A path marked ``*`` is not the one ``MatchOperator.stream_path`` picks for that grouping (forced here: the
+columnar step with one group per key, the engine with buckets).
 Every path's match count is checked equal.  ``ratio`` columns: the path's µs per event over the batch path's.
 
     python bench/stream_engine.py [--events 100000] [--ids 100] [--windows 100,1000] [--batches 1000,10000,100000]
@@ -136,16 +138,17 @@ def measure(events: pd.DataFrame, window: int, where: str | None, batches: list[
         for label, b in groupings:
             for path in ("engine", "columnar"):
                 op = MatchOperator(spec, SCHEMA, watermark_delay_ms=0, buckets=b)
-                if path == "engine":
-                    op.stream_path = "per-event engine (forced)"
-                elif op.stream_path != COLUMNAR_STREAM:
+                chosen = op.stream_path == COLUMNAR_STREAM
+                if path == "columnar" and not chosen and b is not None:
                     raise SystemExit(f"not eligible: {op.stream_path}")
+                op.stream_path = COLUMNAR_STREAM if path == "columnar" else "per-event engine (forced)"
                 group_of = (lambda c: c["id"]) if b is None else (lambda c, b=b: c["id"] % b)
                 calls = plan_calls(events, size, group_of)
                 t, got = timed(lambda op=op, calls=calls: run_stream(op.stream_function(), calls), repeat)
                 if got != want:
                     raise SystemExit(f"W={window} batch {size} {label} {path}: {got} matches, batch path {want}")
-                rows.append([window, f"{size:,}", label, path, got, 1e6 * t / n, t / t_batch])
+                rows.append([window, f"{size:,}", label, path + ("" if chosen == (path == "columnar") else " *"),
+                             got, 1e6 * t / n, t / t_batch])
     return rows
 
 

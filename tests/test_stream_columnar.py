@@ -201,9 +201,9 @@ def stream_frames(text: str, batches: list[list[dict]], lateness: int, *, column
     spec = q.spec(schema)
     op = MatchOperator(spec, schema, late_rows=True, watermark_delay_ms=lateness, buckets=buckets,
                        timezone="Europe/Paris")
-    assert op.stream_path == COLUMNAR_STREAM
-    if not columnar:
-        op.stream_path = "per-event engine (forced)"
+    # the operator's choice: the columnar step where a Spark group holds several keys (buckets) or there is no key
+    assert (op.stream_path == COLUMNAR_STREAM) == (op.buckets is not None or not op.spec.key)
+    op.stream_path = COLUMNAR_STREAM if columnar else "per-event engine (forced)"
     fn = op.stream_function()
     plan = Plan(op.spec)
     offset = 0 if timestamps else EVENT_TIME_OFFSET

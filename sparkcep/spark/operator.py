@@ -204,7 +204,7 @@ class MatchOperator:
         self._having = _having_of(self.spec)
         #: what streams, in words: ``columnar micro-batches`` (the streaming columnar step,
         #: :mod:`~sparkcep.runtime_udfs.match.stream_columnar`) or ``per-event engine`` (and why)
-        self.stream_path = _stream_path(self.spec, input_schema, ts_type)
+        self.stream_path = _stream_path(self.spec, input_schema, ts_type, self.nested or not self.spec.key)
 
     def budget(self) -> match_budget.Budget | None:
         """A fresh match budget for one partition (None for trend and shared specs, which never enumerate):
@@ -602,9 +602,9 @@ class MatchOperator:
 
     def _stream_step(self) -> match_stream.StreamColumnar:
         """The streaming columnar step, built once per operator where it runs (on the executor), like the batch
-        path's construction; every key of a Spark group at once when groups hold several keys."""
+        path's construction: every key of a Spark group at once."""
         if not hasattr(self, "_stream"):
-            self._stream = match_stream.stream_columnar(self.spec, key=self.spec.key if self.nested else ())
+            self._stream = match_stream.stream_columnar(self.spec)
         return self._stream
 
     def _stream_columns(self, pdf: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -666,12 +666,17 @@ class MatchOperator:
 
         return routed
 
-def _stream_path(spec: EngineSpec, schema: StructType, ts_type) -> str:
+def _stream_path(spec: EngineSpec, schema: StructType, ts_type, shared_groups: bool) -> str:
     """What streams ``spec`` over ``schema``, in words (:attr:`MatchOperator.stream_path`):
-    :data:`COLUMNAR_STREAM`, or the per-event engine and why."""
+    :data:`COLUMNAR_STREAM`, or the per-event engine and why.  ``shared_groups``: a Spark group holds several
+    keys (buckets) or the query has no key.  With one group per key a call holds a key's rows of one
+    micro-batch, often a handful, and the columnar step's fixed cost per call (a few hundred µs of numpy calls)
+    outweighs what it saves: the per-event engine streams there (``bench/stream_engine.py``)."""
     if not isinstance(spec, MatchSpec):
         return "per-event engine"
     why = match_stream.ineligible(spec)
+    if why is None and not shared_groups:
+        why = "one Spark group per key: set buckets to run a group's keys at once"
     if why is None and MASK not in schema.names:
         why = "no _mask column"
     if why is None and not isinstance(ts_type, _COLUMNAR_TS):

@@ -121,7 +121,11 @@ def _columnar(spec) -> list[str]:
 
 def _streaming(spec) -> list[str]:
     """The streaming columnar step's line (:mod:`sparkcep.runtime_udfs.match.stream_columnar`), if the spec has
-    one; without it the per-event engine streams (a Structured Streaming job)."""
+    one: it runs when a Spark group holds several keys (``buckets``) or the query has no key; otherwise the
+    per-event engine streams (``MatchOperator.stream_path``)."""
     if match_stream.ineligible(spec) is not None:
         return []
-    return ["streaming: columnar micro-batches, all keys of a group at once, rows of the last window carried"]
+    if not spec.key:
+        return ["streaming: columnar micro-batches, rows of the last window carried"]
+    return ["streaming: columnar micro-batches with buckets (all keys of a bucket at once, rows of the last window "
+            "carried); one group per key: per-event engine"]

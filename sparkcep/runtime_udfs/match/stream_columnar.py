@@ -336,7 +336,7 @@ def _merged(state: StreamState) -> tuple[dict[str, np.ndarray] | None, int]:
 
 def _concatenate(arrays: list[np.ndarray]) -> np.ndarray:
     kinds = {a.dtype.kind for a in arrays}
-    if len(kinds) > 1 and not kinds <= set("iuf") and not kinds <= set("iub"):
+    if len(kinds) > 1 and not kinds <= set("iuf"):
         arrays = [a.astype(object) for a in arrays]  # e.g. strings and an all-null batch
     return np.concatenate(arrays)
 
