@@ -109,6 +109,7 @@ from sparkcep.ir.ast import (
     conjuncts,
     walk,
 )
+from sparkcep.ir.kinds import typed
 from sparkcep.ir.naming import attr_name, column_name, dedupe, default_column, implicit_namer
 from sparkcep.oracles import preferment
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr, holds
@@ -645,6 +646,11 @@ def _occurs(prep: _Prepared, neg: _Neg, evs: list[Event], lo: float, hi: float, 
     return False
 
 
+def _flat_seq(p) -> list:
+    """The items of a SEQ with a nested SEQ's items in its place (concatenation is associative)."""
+    return [i for item in p.items for i in _flat_seq(item)] if isinstance(p, _Seq) else [p]
+
+
 def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -> list[_Match]:
     """The matches of the strategy; with AFTER MATCH SKIP only the preferred ones the skip rule reaches
     (:mod:`sparkcep.oracles.preferment`)."""
@@ -654,7 +660,7 @@ def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -
     alternatives = []
     for alt in prep.root.alternatives if isinstance(prep.root, _Or) else (prep.root,):
         comps = []
-        for item in alt.items if isinstance(alt, _Seq) else (alt,):
+        for item in _flat_seq(alt):
             if isinstance(item, _Neg):
                 continue  # takes no event: it only removes candidates (the strategy's matches respect it)
             if isinstance(item, _Ev):
@@ -704,15 +710,18 @@ def matches(query: Query, events: Sequence[Event], *, ts_unit_ms: float | None =
 
 
 def match_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | None = None, *,
-               ts_unit_ms: float | None = None) -> list[dict[str, Any]]:
+               ts_unit_ms: float | None = None, types: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One row per match (LANGUAGE.md §2 RETURN).
 
     With RETURN: its items, named by :func:`naming.column_name` (duplicates suffixed by
     :func:`naming.dedupe`).  Without: ``default_column(var, attr)`` for every positive component in pattern
     order and every attribute in ``columns`` (default: the union of the events' keys, first seen first); a
     Kleene variable contributes its last event's attributes (``v[v.len].attr``), an absent component and a
-    lacking attribute None.
+    lacking attribute None.  ``types``: the attributes' Spark column types, where known (a ``coalesce`` or
+    ``CASE`` over columns of different types then has the type Spark gives it, :func:`sparkcep.ir.kinds.typed`).
     """
+    if types:
+        query = typed(query, types)
     if is_trend_aggregate(query):
         raise OracleError("a trend-aggregate query has no match rows: use trend_aggregates()")
     prep = _prepare(query, ts_unit_ms)

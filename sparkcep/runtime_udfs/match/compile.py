@@ -546,17 +546,18 @@ class Plan:
                 else:
                     strict.add(seen)
         not_next = {id(items[k]) for k in not_next}
+        # the items written NEXT (a position or a repeated group): in an automaton, their edges from the items
+        # before are strict (``Fragment.then(linked=True)``)
+        linked = [k > 0 and items[k - 1][0] == "next" and i[0] != "neg" for k, i in enumerate(items) if i[0] != "next"]
         marked = [id(i) in not_next for i in items if i[0] != "next"]
         items = [i for i in items if i[0] != "next"]
         if not_next and any(kind == "group" for kind, *_ in items):
-            raise EngineUnsupportedError("NEXT in a pattern with a repeated group is not supported")
+            raise EngineUnsupportedError("NEXT !(...) in a pattern with a repeated group is not supported")
         # a repeated group: the whole alternative becomes one automaton (its flat items: positions, group ranges,
-        # negations whose gaps the automaton's edges give)
-        automaton = Automaton(items) if any(kind == "group" for kind, _, _ in items) else None
-        if automaton is not None and strict:
-            raise EngineUnsupportedError("NEXT in a pattern with a repeated group is not supported")
+        # negations whose gaps the automaton's edges give); a top-level NEXT step is a strict edge of it
+        automaton = Automaton(items, linked) if any(kind == "group" for kind, _, _ in items) else None
         if automaton is not None:
-            items = automaton.items
+            items, strict = automaton.items, set()
         pos_comps = tuple(k for kind, k, *_ in items if kind == "pos")
         kleene = tuple(kl for kind, _, kl, *_ in items if kind == "pos")
         vars_ = tuple(comps[k].var for k in pos_comps)
