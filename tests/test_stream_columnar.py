@@ -265,3 +265,19 @@ def test_stream_function_equals_the_engine_batch_by_batch(text, events, data):
     on_time = [e for e in events if not any(e is x for x in late_events)]
     query = sparkcep.compile(text.format(unit="")).query
     assert canonical(results) == canonical(match_rows(query, on_time, COLUMNS))
+
+
+def test_a_group_holding_an_engine_state_goes_on_with_the_engine():
+    """A checkpoint written before the columnar step (the group's state is the engine's) resumes on the engine."""
+    schema = StructType([StructField("type", StringType()), StructField("ts", LongType()),
+                         StructField("id", LongType()), StructField("x", LongType()), StructField(MASK, LongType())])
+    spec = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 5 RETURN a.ts AS at, b.ts AS bt").spec(schema)
+    before, after = (MatchOperator(spec, schema, buckets=2, watermark_delay_ms=0) for _ in range(2))
+    assert after.stream_path == COLUMNAR_STREAM
+    before.stream_path = "per-event engine (forced)"
+    frame = lambda t, ts: pd.DataFrame([{"type": t, "ts": ts, "id": 0, "x": 0, MASK: 1 if t == "A" else 2}])  # noqa: E731
+    group = Group(None, 0)
+    assert list(before.stream_function()((0,), iter([frame("A", 1)]), group)) == []
+    assert not sc_mod.is_state(group.stored[0])
+    out = list(after.stream_function()((0,), iter([frame("B", 3)]), Group(group.stored, 1 + EVENT_TIME_OFFSET)))
+    assert [r for f in out for r in f.to_dict("records")] == [{"at": 1, "bt": 3}]
