@@ -378,8 +378,9 @@ UNTIL_SHAPES = {
 
 
 def test_until_takes_no_stop_event_and_skips_none_inside_the_loop():
-    """The docs' example: over A0 B1(x=1) B2(x=20) B3(x=3) C4 the greedy loop would take B1 B3 (skipping B2); B2
-    is a stop, so the preferred match ends the loop at B1.  UNTIL ANY: a D between the loop's events stops it."""
+    """The docs' example: over A0 B1(x=1) B2(x=20) B3(x=3) C4 the greedy loop takes B1 B2 B3; with B2 a stop it
+    may neither take B2 nor skip it to take B3, the preferred match ends the loop at B1.  UNTIL ANY: a D there
+    stops it too, UNTIL (typed) does not."""
     text = ("PATTERN SEQ(A a, B+ b[]{until}, C c) WHERE [id] WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT "
             "RETURN a.ts AS a, b[1].ts AS b1, b[b.len].ts AS bn, c.ts AS c")
     evs = [{"type": t, "ts": k, "id": 1, "x": x}

@@ -32,6 +32,11 @@ its engine:
 * a component written ``NEXT B b`` (per-step contiguity) has no filler before its first event (``b__step``: the
   row right after the match's previous one); under ``skip_till_next_match`` it could take a skipped row only if
   that row is right after the match's last event (``PREV(CLASSIFIER()) = CLASSIFIER(_picked)``);
+* a loop with a stop condition, ``B+ b[] UNTIL (b.x > 10)``: ``b``'s DEFINE takes no stop event, and the rows
+  skipped between two of its events have variables of their own, ``_until_b``/``_until_b_step``/
+  ``_until_b_later`` (as ``_skipped``/...), none of them a stop event (of ``b``'s types, any with ``UNTIL ANY``);
+  the rows skipped before its first event are the shared ones (a stop there is allowed); refused under
+  ``skip_till_next_match``;
 * ``SEQ(A a, NEXT !(C c), B b)`` (notNext): every DEFINE requires that its row, if right after ``a``'s event
   (``PREV(CLASSIFIER())`` one of ``a``'s names), is not a ``c`` (its type, constant equivalence tests, conditions);
 * an OR of such patterns is the alternation of their row patterns (the left one preferred at a start, as
