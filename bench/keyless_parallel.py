@@ -15,7 +15,7 @@ prints both times and the ratio (the issue's goal: >= 1.7x on 2 cores, quiet).
                                       [--range-windows 16]
 
 ``--cpu`` adds the CPU time (user + system) of the whole Spark process tree (driver, JVM, Python workers; from
-``/proc``, Linux) per run of each side, medians of ``--repeat``: unlike wall-clock time on a machine shared with
+``/proc``, Linux) of the same timed runs, medians of ``--repeat``: unlike wall-clock time on a machine shared with
 other jobs, it does not depend on the load (two partitions can only be faster if they do not cost much more CPU).
 
 ``--breakdown`` adds where the two-partition time goes (medians of ``--repeat`` after a warm-up): ``q.apply(df)``
@@ -28,8 +28,6 @@ State the machine and its load next to the figures (the project's reference is a
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -39,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pattern_matching import _spark_session, walls  # noqa: E402
+from pattern_matching import _spark_session, measured, walls  # noqa: E402
 
 import sparkcep  # noqa: E402
 from sparkcep.spark.io import read_events  # noqa: E402
@@ -70,39 +68,6 @@ def breakdown(spark, q, df, repeat: int) -> None:
              ("plain count of the file", lambda: df.where(F.col("type").isin("A", "B", "C")).count())]
     for (name, _), (median, _, _) in zip(parts, walls([fn for _, fn in parts], repeat), strict=True):
         print(f"  {name}: {median:.2f} s")
-
-
-def tree_cpu(root: int) -> float:
-    """CPU seconds (user + system, with reaped children) of ``root`` and every live descendant (``/proc``)."""
-    parents: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    parents.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(name))
-            except OSError:
-                pass
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                total += sum(int(v) for v in f.read().rsplit(")", 1)[1].split()[11:15]) / os.sysconf("SC_CLK_TCK")
-        except OSError:
-            pass
-        todo += parents.get(pid, [])
-    return total
-
-
-def cpu_times(fns, repeat: int) -> list[float]:
-    """Per function, the median CPU seconds of the process tree per run (:func:`tree_cpu`), runs alternating."""
-    runs: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeat):
-        for k, fn in enumerate(fns):
-            before = tree_cpu(os.getpid())
-            fn()
-            runs[k].append(tree_cpu(os.getpid()) - before)
-    return [statistics.median(r) for r in runs]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -137,8 +102,9 @@ def main(argv: list[str] | None = None) -> None:
         spark.conf.set("spark.sql.shuffle.partitions", 2)
         print(next((line.strip() for line in q.explain(df.schema).splitlines() if "parallelism (" in line),
                    "(explain names no parallelism)"))
-        (one, n_one, runs_one), (two, n_two, runs_two) = walls([on(1), on(2)], args.repeat)
-        cpu = cpu_times([on(1), on(2)], args.repeat) if args.cpu else None
+        sides = measured([on(1), on(2)], args.repeat)
+        (one, n_one, runs_one), (two, n_two, runs_two) = [(r.median, r.result, r.wall) for r in sides]
+        cpu = [r.median_cpu for r in sides] if args.cpu else None
         if args.breakdown:
             breakdown(spark, q, df, args.repeat)
     assert n_one == n_two, (n_one, n_two)

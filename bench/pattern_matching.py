@@ -18,18 +18,28 @@ Sections (``--sections``, comma-separated; each prints one table):
             of (V1, W) settings (``--spark-grid``: V1 varies at fixed W as in Exp. 1/6, W at fixed V1 as in Exp. 2),
             both match counts checked equal. Wall-clock time (Spark runs in other processes), median of ``--repeat``
             alternating runs after one warm-up run of each.
+``baselines`` the issue's end-to-end query ``SEQ(A a, B b, C c) WHERE [id] AND a.x < c.x WITHIN 100`` on Spark over
+            a Parquet folder of ``--sizes`` events (100 ids, types A-D; each size written once under ``--data-dir``
+            and reused), in one session: ``sparkcep.compile(q).apply(df).count()`` next to the best plain Spark
+            formulation, a self-join bucketed by ``(id, ts div W)`` (B and C rows exploded into their own and the
+            previous bucket: :func:`bucketed_join_sql`; matches checked equal), and the floor of any Spark job over
+            that file, ``df.groupBy("id").count()``; wall-clock and process-tree CPU medians of ``--repeat``
+            alternating runs after a warm-up of each, ratios printed (the goals: ahead of the join, <= 2x the
+            groupBy).  It prints its expected run time first (~1 min quiet for 10^5 and 10^6; 10^7 adds ~10 min).
 ``state``   streaming state over a long stream: the serialized engine state of every key after each
             micro-batch of ``SEQ(E1, E2, E3) WHERE [attr1] WITHIN W``, printed over time next to the bound
             (events per window), to show it stays bounded by the window.
 
-Every figure is events per second of CPU time of one Python process (median of ``--repeat`` runs; the engine
-is single-threaded), on the machine the script runs on; say which next to the figures.  Events are fed in
-micro-batches of ``--batch`` events: per batch and per key, ``step`` then ``advance`` to the batch's last ts, as
-the streaming adapter does.  To add a section (e.g. the Spark SQL self-join comparison), write
+Every figure of the engine sections (sase, kleene, state) is events per second of CPU time of one Python process
+(median of ``--repeat`` runs; the engine is single-threaded), on the machine the script runs on; say which next
+to the figures.  Events are fed in micro-batches of ``--batch`` events: per batch and per key, ``step`` then
+``advance`` to the batch's last ts, as the streaming adapter does.  To add a section, write
 ``def section_x(args) -> Table`` and register it in :data:`SECTIONS`; :func:`sase_stream` and
 :func:`sase_query` give its input and query text.
 
-    python bench/pattern_matching.py [--sections sase,kleene,spark,state] [--events 60000] [--repeat 3] [--quick]
+    python bench/pattern_matching.py [--sections sase,kleene,spark,state,baselines] [--events 60000] [--repeat 3] \
+        [--quick]
+    python bench/pattern_matching.py --sections baselines [--sizes 100000,1000000,10000000] [--repeat 5]
     python bench/pattern_matching.py --sections spark [--spark-grid 10:400,100:400,100:4000,1000:4000] \
         [--spark-lengths 2,3,4,5,6] [--spark-events 100000]
 """
@@ -39,8 +49,10 @@ from __future__ import annotations
 import argparse
 import heapq
 import math
+import os
 import random
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -303,19 +315,71 @@ def _spark_session():
     return local_session("local[2]", shuffle_partitions=2, app_name="sparkcep-bench-pattern-matching")
 
 
-def walls(fns: list[Callable[[], int]], repeat: int) -> list[tuple[float, int, list[float]]]:
-    """Per function, (median wall-clock seconds, result, every run's seconds) after one warm-up run of each; the
-    runs alternate between the functions, so that a change of load on a shared machine hits every side alike.
-    Wall-clock time: Spark jobs run in the JVM and Python workers, so CPU time of this process would not count them."""
-    results = [fn() for fn in fns]
-    times: list[list[float]] = [[] for _ in fns]
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user + system, with reaped children) of ``root`` and every live descendant (``/proc``, Linux):
+    for a Spark driver, its JVM and the Python workers the JVM forks."""
+    parents: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    parents.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(name))
+            except OSError:
+                pass
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                total += sum(int(v) for v in f.read().rsplit(")", 1)[1].split()[11:15]) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            pass
+        todo += parents.get(pid, [])
+    return total
+
+
+@dataclass
+class Runs:
+    """The timed runs of one side: its result, and per run the wall-clock seconds and the CPU seconds of the whole
+    process tree (:func:`tree_cpu`: driver, JVM, Python workers; unlike wall-clock time on a machine shared with
+    other jobs, it does not depend much on the load)."""
+
+    result: object
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.wall)
+
+    @property
+    def median_cpu(self) -> float:
+        return statistics.median(self.cpu)
+
+
+def measured(fns: list[Callable[[], object]], repeat: int, warm: bool = True) -> list[Runs]:
+    """Per function, its :class:`Runs` after one warm-up run of each (unless not ``warm``: then the first run's
+    result is checked against later ones only); the runs alternate between the functions, so that a change of
+    load on a shared machine hits every side alike, and each run must give the warm-up's result."""
+    runs = [Runs(fn()) for fn in fns] if warm else [Runs(None) for _ in fns]
+    me = os.getpid()
     for _ in range(repeat):
-        for fn, spent, result in zip(fns, times, results, strict=True):
-            t0 = time.perf_counter()
+        for fn, side in zip(fns, runs, strict=True):
+            c0, t0 = tree_cpu(me), time.perf_counter()
             again = fn()
-            spent.append(time.perf_counter() - t0)
-            assert again == result, (again, result)
-    return [(statistics.median(spent), result, spent) for spent, result in zip(times, results, strict=True)]
+            side.wall.append(time.perf_counter() - t0)
+            side.cpu.append(tree_cpu(me) - c0)
+            if side.result is None:
+                side.result = again
+            assert again == side.result, (again, side.result)
+    return runs
+
+
+def walls(fns: list[Callable[[], int]], repeat: int) -> list[tuple[float, int, list[float]]]:
+    """Per function, (median wall-clock seconds, result, every run's seconds) of :func:`measured`: after one
+    warm-up run of each, the runs alternating.  Wall-clock time: Spark jobs run in the JVM and Python workers, so
+    CPU time of this process would not count them."""
+    return [(r.median, r.result, r.wall) for r in measured(fns, repeat)]
 
 
 def _grid(text: str) -> list[tuple[int, int]]:
@@ -325,8 +389,6 @@ def _grid(text: str) -> list[tuple[int, int]]:
 
 def section_spark(args) -> Table:
     import json
-    import os
-    import tempfile
     from pathlib import Path
 
     from sparkcep.spark.io import read_events
@@ -370,6 +432,113 @@ def section_spark(args) -> Table:
                        f"(sparkcep.compile(q).apply(df).count() vs spark.sql(join).collect()) and count the same "
                        f"matches (checked).  The self-join (L = 3):")
     table.notes.append("  " + self_join_sql(3, "W", "events").replace("\n", "\n  "))
+    return table
+
+
+# ----------------------------------------------------------------------------------------------- baselines
+
+#: the issue's end-to-end query: an equivalence key, a predicate across events, a short window
+BASELINE_QUERY = "PATTERN SEQ(A a, B b, C c) WHERE [id] AND a.x < c.x WITHIN {window} RETURN a.ts, c.ts"
+
+#: rows per Parquet file of :func:`keyed_events` (a bigger input is more files: Spark reads them in parallel)
+ROWS_PER_FILE = 1_000_000
+
+
+def keyed_events(folder, n: int, ids: int = 100, types: int = 4, seed: int = 18):
+    """The folder of Parquet files holding ``n`` events (``ts`` 0, 1, 2, ...: a window of W ts units holds W
+    events; ``type`` uniform over the first ``types`` letters; ``id`` uniform over 0..ids-1; ``x`` uniform over
+    0..99), written under ``folder`` once and reused by later runs (its name says n, ids, types and seed; a
+    ``_SUCCESS`` file marks it complete).  Written in files of :data:`ROWS_PER_FILE` rows, so memory stays
+    small however big ``n`` is."""
+    import shutil
+    from pathlib import Path
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(folder) / f"keyed_n{n}_ids{ids}_types{types}_seed{seed}"
+    if (path / "_SUCCESS").exists():
+        return path
+    partial = path.with_name(path.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    letters = pa.array([chr(ord("A") + k) for k in range(types)])
+    for part, lo in enumerate(range(0, n, ROWS_PER_FILE)):
+        rows = min(ROWS_PER_FILE, n - lo)
+        pq.write_table(pa.table({
+            "type": letters.take(pa.array(rng.integers(0, types, rows))),
+            "ts": np.arange(lo, lo + rows, dtype=np.int64),
+            "id": rng.integers(0, ids, rows, dtype=np.int64),
+            "x": rng.integers(0, 100, rows, dtype=np.int64),
+        }), partial / f"part-{part:05d}.parquet")
+    (partial / "_SUCCESS").touch()
+    shutil.rmtree(path, ignore_errors=True)
+    partial.rename(path)
+    return path
+
+
+def bucketed_join_sql(window: int, table: str) -> str:
+    """:data:`BASELINE_QUERY` as the best plain Spark SQL formulation: an equi-join on ``(id, bucket)`` with
+    ``bucket = floor(ts / W)``.  A match's b and c lie in a's bucket or the next one (``c.ts - a.ts < W``), so the B
+    and C rows are exploded into their own bucket and the previous one: each (a, b, c) meets exactly once, and the
+    range conditions keep the matches."""
+    own = f"FLOOR(ts / {window})"
+    return (f"SELECT COUNT(*) AS n\n"
+            f"FROM (SELECT id, ts, x, {own} AS bucket FROM {table} WHERE type = 'A') a\n"
+            f"JOIN (SELECT id, ts, EXPLODE(ARRAY({own}, {own} - 1)) AS bucket FROM {table} WHERE type = 'B') b\n"
+            f"  ON b.id = a.id AND b.bucket = a.bucket AND b.ts > a.ts AND b.ts - a.ts < {window}\n"
+            f"JOIN (SELECT id, ts, x, EXPLODE(ARRAY({own}, {own} - 1)) AS bucket FROM {table} WHERE type = 'C') c\n"
+            f"  ON c.id = a.id AND c.bucket = a.bucket AND c.ts > b.ts AND c.ts - a.ts < {window} AND a.x < c.x")
+
+
+#: seconds per event of each side of the baselines section, quiet on 2 cores (for the expected run time it prints)
+BASELINE_COST = 4e-6
+
+
+def section_baselines(args) -> Table:
+    from pyspark.sql import functions as F
+
+    window = args.baseline_window
+    query = BASELINE_QUERY.format(window=window)
+    table = Table(f"{query} on Spark, {args.baseline_ids} ids, {args.baseline_types} types: sparkcep vs the "
+                  f"bucketed self-join and a plain groupBy(id).count()",
+                  ["events", "matches", "sparkcep s", "bucketed join s", "groupBy s", "join / sparkcep",
+                   "sparkcep / groupBy", "run by run", "CPU sparkcep s", "CPU join s", "CPU groupBy s", "load"])
+    runs = sum(args.sizes) * 3 * (args.repeat + 1)
+    print(f"baselines: {len(args.sizes)} sizes, {args.repeat} timed runs + a warm-up of each of 3 sides: expected "
+          f"~{runs * BASELINE_COST / 60:.0f} min on 2 quiet cores (plus ~{sum(args.sizes) * 1e-7:.0f} s to write "
+          f"files not yet in {args.data_dir})", flush=True)
+    spark = _spark_session()
+    q = sparkcep.compile(query)
+    for n in args.sizes:
+        path = keyed_events(args.data_dir, n, args.baseline_ids, args.baseline_types)
+        df = spark.read.parquet(str(path))
+        view = f"keyed_events_{n}"
+        df.createOrReplaceTempView(view)
+        sql = bucketed_join_sql(window, view)
+        sides = [lambda df=df: q.apply(df).count(),
+                 lambda sql=sql: spark.sql(sql).collect()[0][0],
+                 lambda df=df: df.groupBy("id").agg(F.count(F.lit(1)).alias("n")).agg(F.sum("n")).collect()[0][0]]
+        ours, joined, grouped = measured(sides, args.repeat)
+        assert joined.result == ours.result, (n, joined.result, ours.result)
+        assert grouped.result == n, (n, grouped.result)
+        paired = sorted(t / o for o, t in zip(ours.wall, joined.wall, strict=True))
+        table.rows.append([n, ours.result, ours.median, joined.median, grouped.median,
+                           f"{joined.median / ours.median:.2f}x", f"{ours.median / grouped.median:.2f}x",
+                           f"{paired[0]:.2f}-{paired[-1]:.2f}x", ours.median_cpu, joined.median_cpu,
+                           grouped.median_cpu, f"{os.getloadavg()[0]:.1f}"])
+    table.notes.append(
+        f"Each size is a folder of Parquet files (ts a counter, so W = {window} ts units hold {window} events; type "
+        f"uniform over {args.baseline_types} letters, id over {args.baseline_ids} values, x over 0..99), written once "
+        f"under {args.data_dir} and reused, read by all three sides (not cached).  local[2], 2 shuffle partitions, "
+        f"{os.cpu_count()} CPUs; 'load': 1-minute load average after the row.  Wall-clock medians of {args.repeat} "
+        f"alternating runs after a warm-up run of each ('run by run': the lowest and highest ratio of a join run to "
+        f"the sparkcep run right before it; 'CPU': median CPU seconds of the whole Spark process tree per run).  "
+        f"sparkcep.compile(q).apply(df).count() and the join count the same matches (checked); groupBy: "
+        f"df.groupBy('id').count() summed on the driver (= the events, checked).  The bucketed self-join:")
+    table.notes.append("  " + bucketed_join_sql(window, "events").replace("\n", "\n  "))
     return table
 
 
@@ -417,6 +586,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace], Table]] = {
     "kleene": section_kleene,
     "spark": section_spark,
     "state": section_state,
+    "baselines": section_baselines,
 }
 
 
@@ -440,6 +610,13 @@ def main(argv=None) -> None:
     p.add_argument("--spark-lengths", type=_ints, default=[2, 3, 4, 5, 6], help="L values of the spark section")
     p.add_argument("--spark-grid", type=_grid, default=_grid("10:400,100:400,100:4000,1000:4000"),
                    help="V1:W settings of the spark section, each run for every L")
+    p.add_argument("--sizes", type=_ints, default=[100_000, 1_000_000],
+                   help="events of the baselines section (e.g. 100000,1000000,10000000; 10^7 adds ~10 min quiet)")
+    p.add_argument("--baseline-window", type=int, default=100, help="W of the baselines section")
+    p.add_argument("--baseline-ids", type=int, default=100, help="id values of the baselines section")
+    p.add_argument("--baseline-types", type=int, default=4, help="event types of the baselines section (A, B, C, ...)")
+    p.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "sparkcep-bench"),
+                   help="where the baselines' Parquet files are written once and reused")
     p.add_argument("--state-events", type=int, default=200_000, help="events of the state section")
     p.add_argument("--state-window", type=int, default=1000, help="W of the state section")
     p.add_argument("--state-domain", type=int, default=50, help="V1 of the state section")
@@ -453,6 +630,7 @@ def main(argv=None) -> None:
         args.kleene_windows = [8, 16]
         args.spark_events, args.state_events = 20_000, 20_000
         args.spark_grid, args.spark_lengths = [(10, 400)], [2, 4]
+        args.sizes = [20_000]
     for name in args.sections.split(","):
         SECTIONS[name](args).print()
 

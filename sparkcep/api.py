@@ -436,11 +436,16 @@ def report_shedding(shedding, query) -> None:
     shedding.detach(timeout=0 if query.isActive else 30)
     per_type = ", ".join(f"{t}={n}" for t, n in sorted(shedding.dropped.items())) or "none"
     worst = max((b["latency"] for b in shedding.batches if b["latency"] is not None), default=0.0)
-    expired = getattr(shedding, "expired", 0)
-    whole = f", {expired} of them in files shed whole (waited past the expiry age)" if expired else ""
+    expired = getattr(shedding, "expired_per_type", None) or {}
+    whole = (f"; {sum(expired.values())} more in files shed whole, unread, past the expiry age (per type: "
+             + ", ".join(f"{t}={n}" for t, n in sorted(expired.items())) + ")") if expired else ""
+    ctl = shedding.controller
+    over = getattr(ctl, "over_budget", 0)
+    floor = (f"; in {over} micro-batches the fixed cost and reading alone (up to {ctl.floor:.1f} s) left no room "
+             f"within the bound: it cannot be kept by shedding there") if over else ""
     print(f"sparkcep: load shedding dropped {sum(shedding.dropped.values())} of {shedding.offered} events "
-          f"({shedding.drop_ratio:.1%}; per type: {per_type}{whole}); latency bound {shedding.controller.bound:g} s, "
-          f"worst batch latency {worst:.2f} s", file=sys.stderr)
+          f"({shedding.drop_ratio:.1%}; per type: {per_type}){whole}; latency bound {ctl.bound:g} s, "
+          f"worst batch latency {worst:.2f} s{floor}", file=sys.stderr)
 
 
 def _collapsed(plan: Node) -> Node:

@@ -455,9 +455,9 @@ def cmd_run(args) -> int:
         # the timed-out partial matches: a second query beside the results', each micro-batch written as the
         # watermark closes windows (a continuous run: while it runs, not after the stop)
         beside = [lambda: start_timeouts(timeouts, args.output, checkpoint, once=args.once)] if args.timeouts else []
-        try:
+        try:  # the shedding controller follows the results' query only (not the --timeouts query beside it)
             query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
-                                          beside=beside)
+                                          beside=beside, started=shedding.bind if shedding is not None else None)
         finally:
             if admission is not None:
                 admission.stop()
@@ -475,19 +475,21 @@ def cmd_run(args) -> int:
     return 0
 
 
-def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[str], beside=()):
+def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[str], beside=(), started=None):
     """Start ``stream`` (:func:`sparkcep.spark.sinks.routed`) into ``out`` and follow it, a line per micro-batch
     (not with ``--quiet``): with ``--once`` until the files there at the start are processed, else until
     SIGINT or SIGTERM, which stop it between micro-batches (the one under way commits first; a second signal
     stops at once).  ``beside``: functions starting queries that run beside it (``--timeouts``), each ended with
-    it (``--once``: when it has drained too; a stop: between its micro-batches).  ``(query, totals)``
-    (:class:`sparkcep.spark.progress.Totals`)."""
+    it (``--once``: when it has drained too; a stop: between its micro-batches); ``started``: called with the
+    query once it has started, before those.  ``(query, totals)`` (:class:`sparkcep.spark.progress.Totals`)."""
     from sparkcep.spark.progress import StopSignals, follow_with
     from sparkcep.spark.sinks import discard_uncommitted, start
 
     with StopSignals() as signals:
         query = start(stream, out, checkpoint, result_columns=result_columns, dead_letters=args.dead_letters,
                       late=args.late_events, once=args.once, latency=getattr(args, "latency_column", False))
+        if started is not None:
+            started(query)
         # the backlog: files modified after the newest arrival read (not with an arrival column: other clocks)
         source = None if getattr(args, "arrival_col", None) else args.input
         totals = follow_with(query, [begin() for begin in beside], out=io.StringIO() if args.quiet else None,

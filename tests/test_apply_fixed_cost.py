@@ -1,8 +1,15 @@
 """The batch path of ``CompiledQuery.apply`` with its fixed cost per Spark job cut (one SQL query for the filter
 and the column pruning; the operator's input schema derived in Python; one temp view per input
-DataFrame): the same rows as the oracle, and a derived schema equal to the one Spark analyses."""
+DataFrame; no Spark job before the action, which reads the input once; a Python worker that unpickles the
+operator imports the engines, not the compiler): the same rows as the oracle, and a derived schema equal to the
+one Spark analyses."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import sqlglot
@@ -14,6 +21,7 @@ import sparkcep
 from sparkcep import api
 from sparkcep.compiler.codegen.sql import filter_sql
 from sparkcep.oracles.match import match_rows, trend_aggregates
+from sparkcep.spark.operator import MatchOperator
 from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
 
@@ -79,3 +87,62 @@ def test_one_view_per_input_dataframe(spark):
     assert api._views[df] == view
     other = spark.createDataFrame([("A", 1, 1, 1, "n")], SCHEMA)
     assert q.apply(other).count() == 0 and api._views[other] != view
+
+
+@pytest.mark.spark
+def test_apply_runs_no_spark_job_and_its_count_reads_the_input_once(spark, tmp_path):
+    """apply() only builds the plan (no schema inference, sampling or view job); the action then reads the input
+    once, in one stage, however many stages the shuffle and the count add."""
+    rows = [("A", 1, 1, 1, "n"), ("B", 2, 2, 1, "n"), ("C", 3, 0, 1, "n"), ("D", 4, 0, 2, "n")]
+    spark.createDataFrame(rows, SCHEMA).write.parquet(str(tmp_path / "events"))
+    df = spark.read.parquet(str(tmp_path / "events"))
+    q = sparkcep.compile(QUERIES[0])
+    sc, tracker = spark.sparkContext, spark.sparkContext.statusTracker()
+
+    def jobs(group, action):
+        sc.setJobGroup(group, group)
+        try:
+            return action(), tracker.getJobIdsForGroup(group)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+
+    result, built = jobs("sparkcep-apply", lambda: q.apply(df))
+    assert built == []
+    found, counted = jobs("sparkcep-count", result.count)
+    assert found == 1
+    store = sc._jsc.sc().statusStore()
+    reads = [store.lastStageAttempt(s).inputRecords() for j in counted for s in tracker.getJobInfo(j).stageIds]
+    assert [r for r in reads if r] == [4], reads
+
+
+def test_a_worker_unpickling_the_operator_imports_no_compiler(tmp_path):
+    """What mapInArrow sends a Python worker (the batch path's partition function, pickled as Spark pickles it)
+    runs there with the engines imported and the compiler not: the package imports its public names on first use,
+    so a worker's start skips sqlglot, Lark, networkx and the compiler (most of its import time)."""
+    from pyspark.serializers import CloudPickleSerializer
+
+    q = sparkcep.compile(QUERIES[0])
+    plan = q.plan(SCHEMA)
+    spec = api.operator_spec(plan)
+    _, candidates = api._candidate_schema(plan, spec, SCHEMA, "ts", "type")
+    assert candidates.fieldNames() == ["ts", "id", "_mask"]
+    path = tmp_path / "partition_function.pickle"
+    operator = MatchOperator(spec, candidates, timezone="UTC")
+    path.write_bytes(CloudPickleSerializer().dumps(operator.partition_function()))
+    worker = f"""
+import pickle, sys
+import pyarrow as pa
+fn = pickle.loads(open({str(path)!r}, "rb").read())
+batch = pa.RecordBatch.from_pydict({{"ts": [1, 2, 3], "id": [7, 7, 7], "_mask": pa.array([1, 2, 4], pa.int32())}})
+out = pa.Table.from_batches(list(fn(iter([batch]))))
+print(out.to_pylist())
+print(sorted({{m.split(".")[0] for m in sys.modules}} & {{"sqlglot", "lark", "networkx"}}),
+      sorted(m for m in sys.modules if m.startswith(("sparkcep.compiler", "sparkcep.grammar", "sparkcep.api"))))
+"""
+    root = str(Path(__file__).resolve().parent.parent)
+    run = subprocess.run([sys.executable, "-c", worker], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": root}, check=False)
+    assert run.returncode == 0, run.stderr
+    rows, imported = run.stdout.strip().splitlines()
+    assert rows == "[{'a_ts': 1, 'c_ts': 3}]"
+    assert imported == "[] []"
