@@ -56,12 +56,13 @@ def strictly_increasing(events: Sequence[dict]) -> bool:
 
 
 @st.composite
-def deliveries(draw, events: list[dict]):
+def deliveries(draw, events: list[dict], late: int = 0):
     """A delivery plan for ``events``: ``(lateness, batches)`` with the arrival order (ts plus a jitter up to
-    the lateness), micro-batch sizes, and per batch whether to advance the watermark (trailing the newest ts
-    by the lateness) and whether to round-trip the state."""
+    the lateness, or up to ``late`` more: such an event may come behind the watermark), micro-batch sizes, and
+    per batch whether to advance the watermark (trailing the newest ts by the lateness) and whether to
+    round-trip the state."""
     lateness = draw(st.integers(0, 3))
-    jitter = [draw(st.integers(0, lateness)) for _ in events]
+    jitter = [draw(st.integers(0, lateness + late)) for _ in events]
     order = sorted(range(len(events)), key=lambda i: events[i]["ts"] + jitter[i])
     batches = []
     while order:

@@ -20,6 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
+from sparkcep.compiler.plan.nodes import Filter, find
+from sparkcep.ir.ast import Call, Unary
 from sparkcep.ir.spec import MatchSpec, with_default_outputs
 from sparkcep.oracles.match import match_rows
 from sparkcep.runtime_udfs.match import ais as match_ais
@@ -302,6 +304,40 @@ def test_negation_with_an_indexed_equality_and_lacking_attributes():
     assert not any(r["c_ts"] > 8 and r["a_ts"] < 8 for r in got)  # d8 lacks x: blocks every a before it
 
 
+# ----------------------------------------------------------------------------------------------- equalities
+
+
+@pytest.mark.parametrize("text, labels, attrs, n", [
+    # c absent: ``c.x = a.x`` is NULL, so A@0 alone is no match; with C@1 (same x) one match
+    ("PATTERN SEQ(A+ a[], C? c) WHERE c.x = a.x WITHIN 10", "a0", {"a0": {"x": 1}}, 0),
+    ("PATTERN SEQ(A+ a[], C? c) WHERE c.x = a.x WITHIN 10", "a0 c1", {"a0": {"x": 1}, "c1": {"x": 1}}, 1),
+    # b and c never both present: ``a.x = c.x`` (or ``a.x = b.x``) is NULL in every match
+    ("PATTERN SEQ(A a, (B b OR C c), D d) WHERE a.x = b.x AND a.x = c.x AND a.x = d.x WITHIN 10", "a0 b1 d2",
+     {"a0": {"x": 1}, "b1": {"x": 1}, "d2": {"x": 1}}, 0),
+    # no B: ``b[i].x = ...`` holds at no position, so a and c need not share x
+    ("PATTERN SEQ(A a, B* b[], C c) WHERE a.x = b[i].x AND b[i].x = c.x WITHIN 10", "a0 c1",
+     {"a0": {"x": 1}, "c1": {"x": 2}}, 1),
+    ("PATTERN SEQ(A a, B{0,2} b[], C c) WHERE a.x = b[i].x AND b[i].x = c.x WITHIN 10", "a0 c1",
+     {"a0": {"x": 1}, "c1": {"x": 2}}, 1),
+    # b is tied to a only through the negated n (negation predicates): b may have another x
+    ("PATTERN SEQ(A a, B b, !(C n), D d) WHERE a.x = d.x AND b.x = n.x AND n.x = a.x WITHIN 10", "a0 b1 d2",
+     {"a0": {"x": 1}, "b1": {"x": 2}, "d2": {"x": 1}}, 1),
+    # c is tied to a only through the inner e (which decides when an E excuses C..D): a C of another x counts
+    ("PATTERN SEQ(A a, NOT SEQ(C c, NOT E e, D d), B b) WHERE a.x = b.x AND c.x = e.x AND e.x = a.x "
+     "AND d.x = a.x WITHIN 10", "a0 c1 d2 b3", {"a0": {"x": 1}, "c1": {"x": 2}, "d2": {"x": 1}, "b3": {"x": 1}}, 0),
+    # the only positive component: an ``a`` with NULL x matches (``z.x = a.x`` is NULL, no C invalidates)
+    ("PATTERN SEQ(A a, !(C z)) WHERE z.x = a.x WITHIN 10", "a0 c1 a2 c3", {"a2": {"x": 1}, "c3": {"x": 1}}, 1),
+])
+def test_equalities_over_maybe_absent_components_are_not_an_equivalence(text, labels, attrs, n):
+    """``u.attr = v.attr`` is the partition key ``[attr]`` only where both variables are bound in every match
+    (and every positive component is tied to the others by positive equalities); otherwise the equality stays
+    a predicate, NULL over an absent component (LANGUAGE.md §2, the oracle).  ``kept``: the plan's filter."""
+    q, spec = compiled(text + " RETURN a[1].ts AS t" if "a[]" in text else text + " RETURN a.ts AS t")
+    events = stream(labels, **attrs)
+    assert len(oracle_rows(q, events)) == n
+    assert canonical(run(spec, kept(q, events))) == canonical(oracle_rows(q, events)), text
+
+
 # ----------------------------------------------------------------------------------------------- contiguity
 
 
@@ -368,10 +404,20 @@ def test_state_stays_bounded_by_the_window_with_kleene_and_negation():
 
 # ----------------------------------------------------------------------------------------------- property
 
-# No "=" between two variables' x: the optimizer rewrites ``u.x = v.x`` (connecting every component) into the
-# partition key ``[x]`` (equalities_to_equivalence), which differs from the conjunct on NULL and on attributes
-# an ANY component lacks.  That is the compiler's concern; the engine is tested here.
-OPS = ["<", "<=", ">", ">=", "!="]
+# "=" between two variables' x: where such equalities tie every component (each bound in every match), the
+# optimizer makes them the partition key ``[x]`` (equalities_to_equivalence) and the Spark filter drops the
+# events whose x is NULL (:func:`kept`); elsewhere they stay predicates.  Either way the oracle's answer.
+OPS = ["<", "<=", ">", ">=", "!=", "="]
+
+
+def kept(q, events: Sequence[dict]) -> list[dict]:
+    """The events the plan's filter keeps for every component: its residual conjuncts here are the ``attr IS NOT
+    NULL`` of a partition key made of equalities (an explicit ``[id]`` keeps NULL as a partition)."""
+    residual = find(q.plan(), Filter).residual
+    attrs = [r.operand.args[0].attr for r in residual
+             if isinstance(r, Unary) and isinstance(r.operand, Call) and r.operand.name == "isnull"]
+    assert len(attrs) == len(residual), residual
+    return [e for e in events if all(e.get(a) is not None for a in attrs)]
 
 
 @st.composite
@@ -409,7 +455,8 @@ def queries(draw, strategy: str) -> str:
         comps.insert(draw(st.integers(0, len(comps))), neg)
         u = draw(st.sampled_from(names))
         uref = f"{u}[1].x" if u in kleene else f"{u}.x"
-        conds.append(draw(st.sampled_from([f"z.x = {uref} + 0", f"z.x < {uref}", "z.x != 2", "z.id = 1"])))
+        conds.append(draw(st.sampled_from([f"z.x = {uref}", f"z.x = {uref} + 0", f"z.x < {uref}", "z.x != 2",
+                                           "z.id = 1"])))
     key = draw(st.sampled_from(["", "[id]", "[id]", "scoped"]))
     if key == "[id]":
         conds.append("[id]")
@@ -438,6 +485,9 @@ def queries(draw, strategy: str) -> str:
                 f"{v}[i].x <= sum({v}[..i-1].x)", f"{v}[i].x > avg({v}[..i-1].x)",
                 f"sum({v}[].x) > {draw(st.integers(0, 6))}", f"max({v}[].x) < {draw(st.integers(1, 4))}",
                 f"count({v}[].x) <= 2", f"{v}[{v}.len].x >= avg({v}[].x)"])))
+    if n > 1 and draw(st.integers(0, 3)) == 0:  # equalities tying every component: maybe the key [x]
+        tie = [f"{v}[i].x" if v in kleene else f"{v}.x" for v in names]
+        conds += [f"{u} = {v}" for u, v in zip(tie, tie[1:], strict=False)]
     pattern = f"SEQ({', '.join(comps)})" if len(comps) > 1 else comps[0]
     if not negated and draw(st.integers(0, 6)) == 0:
         pattern = f"{pattern} OR SEQ(D p, A q)"
@@ -462,7 +512,7 @@ def test_engine_agrees_with_oracle(strategy, data, events):
     text = data.draw(queries(strategy))
     q, spec = compiled(text)
     match_engine.check(spec)
-    feed = events if strategy == "skip_till_any_match" else with_seq(spec, events)
+    feed = kept(q, events) if strategy == "skip_till_any_match" else with_seq(spec, kept(q, events))
     got = []
     for part in partitions(spec, feed).values():
         lateness, batches = data.draw(deliveries(part))
@@ -479,7 +529,7 @@ def test_contiguity_and_next_match_without_seq_in_input_order(strategy, data, ev
     text = data.draw(queries(strategy))
     q, spec = compiled(text)
     got = []
-    for part in partitions(spec, events).values():
+    for part in partitions(spec, kept(q, events)).values():
         state, k = init_state(), 0
         while k < len(part):
             size = data.draw(st.integers(1, 4))

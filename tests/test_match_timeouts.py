@@ -329,6 +329,16 @@ def test_links_and_stop_conditions_time_out_as_worked_by_hand(pattern, events, w
     assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "x"])) == canonical(rows)
 
 
+def test_an_equality_over_an_optional_step_is_no_equivalence():
+    """``c.x = a.x`` with ``C? c`` is NULL when ``c`` takes no event, so (A1) alone is no match: it times out,
+    and C2 (another x) cannot complete it.  Read as the key ``[x]`` it would be a match that never times out."""
+    text = "PATTERN SEQ(A a, C? c) WHERE c.x = a.x WITHIN 10 RETURN a.ts, c.ts"
+    for events in ([{**A1, "x": 1}], [{**A1, "x": 1}, {**C2, "x": 2}]):
+        rows = [{"a_ts": 1, "c_ts": None, "timeout_step": "a"}]
+        assert run(spec_of(text), events) == rows
+        assert timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "x"]) == rows
+
+
 def test_a_prefix_of_a_complete_match_never_times_out():
     spec = spec_of("PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.ts")
     state, _ = timeouts.step(spec, timeouts.init_state(), [{"type": "A", "ts": 1}, {"type": "B", "ts": 2},

@@ -31,6 +31,8 @@ CASES = {
         "WITHIN 1 day RETURN avg(b[].period)",
         "PATTERN SEQ(A a, !(C z), B b) WHERE a.id = b.id WITHIN 10",
         "PATTERN SEQ(A a, B b) WHERE a.x = b.y WITHIN 10",
+        "PATTERN SEQ(A a, C? c, B b) WHERE a.id = b.id AND c.id = a.id WITHIN 10",
+        "PATTERN SEQ(A a, !(C z)) WHERE z.id = a.id WITHIN 10",
     ],
     "partition_by_equivalence": [
         "PATTERN SEQ(A a, B b) WHERE [id] AND [zone = 'north'] AND a.x < b.x WITHIN 10",

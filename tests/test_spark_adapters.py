@@ -37,7 +37,7 @@ from sparkcep.ir.spec import Component, MatchSpec, OutputColumn
 from sparkcep.oracles.match import match_rows, trend_aggregates
 from sparkcep.runtime_udfs.match.engine import EngineUnsupportedError
 from sparkcep.spark.adapters import apply_match, batch_matches
-from sparkcep.spark.operator import MatchOperator, stream_udf
+from sparkcep.spark.operator import COLUMNAR_STREAM, MatchOperator, stream_udf
 from sparkcep.spark.results import canonical as canonical_rows
 from sparkcep.spark.schema import EVENT_TIME_OFFSET, STATE_SCHEMA, output_schema
 from tests.test_match_engine import canonical, seq_query, spec_for
@@ -295,8 +295,12 @@ def write_lines(path: Path, events: list[dict], mtime: float) -> None:
 def test_streaming_with_state_equals_oracle(spark, tmp_path, wiring):
     """JSON-lines files arrive in two runs of ``availableNow`` (restarting from the checkpoint), one file
     per micro-batch, out of order within the allowed lateness; a last event far ahead moves the watermark
-    past everything, so every buffered event is flushed by an event-time timeout."""
-    query = seq_query(A, ANY_BC, C, where=WHERE, within=4000, returns=RETURNS)
+    past everything, so every buffered event is flushed by an event-time timeout.  With buckets the query
+    streams through the columnar step, its state round-tripping through Spark's state store."""
+    # stream_udf: a result column over two events (a.x + c.x), the per-event engine; apply_match: plain var.attr
+    # results, the per-event engine with one group per key, the columnar step with buckets
+    query = seq_query(A, ANY_BC, C, where=WHERE, within=4000,
+                      returns=RETURNS if wiring == "stream_udf" else RETURNS[:4])
     spec = spec_for(query)
     events = random_events(300, seed=2, spread_ms=40_000)
     rnd = random.Random(5)
@@ -311,12 +315,15 @@ def test_streaming_with_state_equals_oracle(spark, tmp_path, wiring):
     stream = (spark.readStream.schema(schema_of()).option("maxFilesPerTrigger", 1).json(str(source))
               .withWatermark("ts", "2 seconds")
               .withColumn("_mask", F.expr(MASK_SQL)))
+    buckets = 3 if "buckets" in wiring else None
+    # the micro-batches run through the columnar construction (runtime_udfs.match.stream_columnar), or not
+    assert (MatchOperator(spec, stream.schema, buckets=buckets).stream_path == COLUMNAR_STREAM) == bool(buckets)
     if wiring == "stream_udf":
         result = stream.groupBy(*spec.key).applyInPandasWithState(
             stream_udf(to_data(spec), stream.schema), output_schema(spec, stream.schema), STATE_SCHEMA,
             "append", GroupStateTimeout.EventTimeTimeout)
     else:  # with buckets: 3 Spark groups by pmod(hash(id), 3), one engine state per id inside each
-        result = apply_match(stream, spec, buckets=3 if "buckets" in wiring else None)
+        result = apply_match(stream, spec, buckets=buckets)
     for run, group in enumerate([files[:3], files[3:]]):
         for k, batch in enumerate(group):
             write_lines(source / f"events-{run}-{k}.json", batch, mtime=time.time() - 100 + 10 * run + k)

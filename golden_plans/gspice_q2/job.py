@@ -25,6 +25,7 @@ Plan:
             where a.v1 < b.v1 AND a.v1 + b.v1 < c.v1 OR d.v1 < e.v1 AND d.v1 + e.v1 < f.v1
             batch prefilter: sequence scan over 2 chain(s), drops rows in no chain inside the window
             batch construction: columnar over 2 sequences of 3/3 position(s), all keys at once in numpy, 2 predicate(s) vectorized
+            streaming: columnar micro-batches, rows of the last window carried
             parallelism 1 (no key): the pattern does not start with one positive event
     r5 := Output[r4, columns=<every attribute of every positive component>]
 

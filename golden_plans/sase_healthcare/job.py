@@ -23,6 +23,7 @@ Plan:
             where x.amount + y.amount > 1000
             batch prefilter: sequence scan over 1 chain(s), drops rows in no chain inside the window
             batch construction: columnar over 2 position(s), all keys at once in numpy, 1 predicate(s) vectorized
+            streaming: columnar micro-batches, rows of the last window carried
             parallelism (no key): 1 partition; with spark.sparkcep.keylessRanges=true, batch in time ranges of spark.sparkcep.keylessRangeWindows windows (16) overlapping by the window, dealt over the shuffle partitions, each match reported by the range owning its first event (not faster on 2 cores at 10^6 events: bench/keyless_parallel.py); streaming: 1 partition (time ranges are batch only)
     r5 := Output[r4, columns=<every attribute of every positive component>]
 

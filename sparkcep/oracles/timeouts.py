@@ -244,8 +244,9 @@ def as_equivalence(prep, steps: list[_Step], events: Sequence[Event]):
     """``(prep, events)`` with the equalities ``u.attr = v.attr`` (``v[i].attr`` for a Kleene step: each of its
     events) that connect every step, none an ``ANY(...)`` step, read as what they say, the equivalence test
     ``[attr]``: a partition key, the events without ``attr`` in no partial match (not where every event counts:
-    a contiguity strategy, a NEXT step, a loop with UNTIL)."""
-    if (any(prep.vars[s.var].any_ or s.linked or s.until for s in steps)
+    a contiguity strategy, a NEXT step, a loop with UNTIL; nor with a step that may take no event, ``T?``,
+    ``T*``, ``T{0,m}``, over which an equality is NULL or holds at no position: the compiler's rule)."""
+    if (any(prep.vars[s.var].any_ or s.linked or s.until or s.lo == 0 for s in steps)
             or prep.strategy in CONTIGUITY):
         return prep, events
     edges: dict[str, list[tuple[str, str]]] = {}

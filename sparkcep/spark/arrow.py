@@ -31,16 +31,31 @@ def _epoch_ms(s: pd.Series, timezone: str | None) -> list:
 
     ``timezone`` is the zone naive values are in (None: they are UTC, as TIMESTAMP_NTZ values are read).
     """
-    if s.dt.tz is None and timezone is not None:
-        s = s.dt.tz_localize(timezone, ambiguous=False, nonexistent="shift_forward")
-    if s.dt.tz is not None:
-        s = s.dt.tz_convert("UTC").dt.tz_localize(None)
-    missing = s.isna().to_numpy()
-    us = s.to_numpy(dtype="datetime64[us]").view("int64")
+    us, missing = _epoch_us(s, timezone)
     values = (us // 1000).tolist() if (us % 1000 == 0).all() else (us / 1000).tolist()
     if missing.any():
         values = [None if m else v for v, m in zip(values, missing, strict=True)]
     return values
+
+
+def _epoch_ms_array(s: pd.Series, timezone: str | None) -> np.ndarray:
+    """:func:`_epoch_ms` as a numpy array: int64 when every value is a whole ms and none is NaT, else float64
+    (NaN for NaT)."""
+    us, missing = _epoch_us(s, timezone)
+    if not missing.any() and (us % 1000 == 0).all():
+        return us // 1000
+    ms = us / 1000
+    ms[missing] = np.nan
+    return ms
+
+
+def _epoch_us(s: pd.Series, timezone: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(epoch µs as int64, NaT)`` of a datetime series whose naive values are in ``timezone``."""
+    if s.dt.tz is None and timezone is not None:
+        s = s.dt.tz_localize(timezone, ambiguous=False, nonexistent="shift_forward")
+    if s.dt.tz is not None:
+        s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+    return s.to_numpy(dtype="datetime64[us]").view("int64"), s.isna().to_numpy()
 
 
 def _arrow_epoch_ms(col: pa.ChunkedArray | pa.Array) -> list:

@@ -17,8 +17,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState
 from pyspark.sql.types import (
+    ByteType,
+    DoubleType,
+    FloatType,
+    IntegerType,
     LongType,
     NumericType,
+    ShortType,
     StructField,
     StructType,
     TimestampNTZType,
@@ -33,6 +38,7 @@ from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.runtime_udfs.match import budget as match_budget
 from sparkcep.runtime_udfs.match import columnar as match_columnar
 from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match import stream_columnar as match_stream
 from sparkcep.runtime_udfs.match import timeouts as timeout_engine
 from sparkcep.runtime_udfs.match.prefilter import prefilter
 from sparkcep.runtime_udfs.shared import engine as shared_engine
@@ -44,6 +50,7 @@ from sparkcep.spark.arrow import (
     _arrow_epoch_ms,
     _arrow_times,
     _epoch_ms,
+    _epoch_ms_array,
     _exact_row,
     _from_ms,
     _rows_of,
@@ -71,7 +78,7 @@ from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL
 if TYPE_CHECKING:
     from sparkcep.spark.schema import EngineSpec, SpecLike
 
-__all__ = ["MAX_MATCHES_CONF", "MatchOperator", "grouped", "stream_udf"]
+__all__ = ["COLUMNAR_STREAM", "MAX_MATCHES_CONF", "MatchOperator", "grouped", "stream_udf"]
 
 # ----------------------------------------------------------------------------------------------- conversions
 
@@ -207,6 +214,9 @@ class MatchOperator:
         self.watermark_delay_ms = None if watermark_delay_ms is None else int(watermark_delay_ms)
         #: ``rows -> rows`` keeping the trend rows where HAVING holds (a sharing context: each query's own), or None
         self._having = _having_of(self.spec)
+        #: what streams, in words: ``columnar micro-batches`` (the streaming columnar step,
+        #: :mod:`~sparkcep.runtime_udfs.match.stream_columnar`) or ``per-event engine`` (and why)
+        self.stream_path = _stream_path(self.spec, input_schema, ts_type, self.nested or not self.spec.key)
 
     def budget(self) -> match_budget.Budget | None:
         """A fresh match budget for one partition (None for trend and shared specs, which never enumerate):
@@ -318,7 +328,7 @@ class MatchOperator:
             data = {name: [r[name] for r in rows] for name in names}
         for name, aware in self._time_outputs.items():
             data[name] = _from_ms(data[name], aware)
-        return pd.DataFrame(data, columns=names)
+        return pd.DataFrame(data)  # in ``names`` order already (columns= as well costs a reindex)
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -426,23 +436,11 @@ class MatchOperator:
     def key_ids(self, table: pa.Table) -> np.ndarray | None:
         """Dense int64 ids of the rows' ``spec.key`` values (rows of one key share an id), computed with Arrow
         (no Python per row), or None without a key.  Null and NaN are one key (as :meth:`_split_columns`
-        sees them); a key column the table lacks is null for every row."""
-        ids: np.ndarray | None = None
-        for c in self.spec.key:
-            if c not in table.column_names:
-                continue
-            col = match_columnar.nan_as_null(table.column(c))
-            encoded = pc.dictionary_encode(col, null_encoding="encode")
-            if isinstance(encoded, pa.ChunkedArray):
-                encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
-            codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            if ids is None:
-                ids = codes
-            else:  # combine and make dense again (no overflow however many key columns)
-                ids = np.unique(ids * len(encoded.dictionary) + codes, return_inverse=True)[1].astype(np.int64)
-        if ids is None and self.spec.key:
-            ids = np.zeros(table.num_rows, dtype=np.int64)
-        return ids
+        sees them); a key column the table lacks is null for every row (:func:`match_columnar.key_ids`)."""
+        if not self.spec.key:
+            return None
+        present = [table.column(c) for c in self.spec.key if c in table.column_names]
+        return match_columnar.key_ids(present, table.num_rows)
 
     def _prefiltered(self, table: pa.Table, ids: np.ndarray | None) -> np.ndarray | None:
         """The rows to keep (bool array) by the spec's prefilter, or None (no prefilter, nothing to drop)."""
@@ -499,10 +497,7 @@ class MatchOperator:
                 group.remove()
             else:
                 group.update((state.to_bytes(),))
-                due = engine.wakeup(spec, state)
-                if due is not None and math.isfinite(due):
-                    # a timeout fires once the watermark is past it: this one fires when it reaches `due`
-                    group.setTimeoutTimestamp(max(to_ms(due) - 1, raw, 1))
+                _set_timeout(group, engine.wakeup(spec, state), raw, to_ms)
             if rows:
                 yield self.frame(rows)
 
@@ -574,14 +569,14 @@ class MatchOperator:
                 dues = [d for d, _ in stored.values() if d is not None]
                 if held is not None:  # held rows become processable when the watermark reaches them
                     dues.append(min(held[1][held[0].index("ts")]))
-                due = min(dues, default=None)
-                if due is not None and math.isfinite(due):
-                    group.setTimeoutTimestamp(max(to_ms(due) - 1, raw, 1))
+                _set_timeout(group, min(dues, default=None), raw, to_ms)
             rows = self._finish(rows)
             if rows:
                 yield self.frame(rows)
 
         stream = nested_stream if self.nested else match_stream
+        if self.stream_path == COLUMNAR_STREAM:
+            stream = self._columnar_stream(stream, to_ts, to_ms)
         stream = self._routing_late(stream, to_ts) if self.late_rows else stream
         return self._stamping_arrival(stream) if self.arrival else stream
 
@@ -611,6 +606,64 @@ class MatchOperator:
                                                               index=out.index)})[names]
 
         return stamped
+
+    def _columnar_stream(self, engine_stream: Callable, to_ts: Callable[[int], float],
+                         to_ms: Callable[[float], int]) -> Callable:
+        """The stream function of a spec with a streaming columnar step (:mod:`match_stream`): per call, the
+        group's new rows as numpy columns, stepped and advanced to the same watermark as the engine would be;
+        the matches as one frame.  A group whose stored state is the per-event engine's (a checkpoint written
+        before) goes on with ``engine_stream`` until that state is dropped."""
+
+        def columnar_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+            sc = self._stream_step()
+            if group.exists and not match_stream.is_state(group.get[0]):
+                yield from engine_stream(key, pdfs, group)
+                return
+            state = match_stream.StreamState.from_bytes(group.get[0]) if group.exists else match_stream.init_state()
+            newest = None
+            for pdf in pdfs:
+                if pdf.empty:
+                    continue
+                columns = self._stream_columns(pdf)
+                match_stream.step(sc, state, columns)
+                newest = _newest_of(newest, columns["ts"])
+            raw = group.getCurrentWatermarkMs()
+            watermark = to_ts(self.batch_watermark(raw, newest))
+            state, (carried, chains) = match_stream.advance(sc, state, watermark, self.budget())
+            if match_stream.is_empty(state):
+                group.remove()
+            else:
+                group.update((state.to_bytes(),))
+                _set_timeout(group, match_stream.wakeup(sc, state), raw, to_ms)
+            if len(chains):
+                yield self._columns_frame(match_stream.outputs(sc, carried, chains))
+
+        return columnar_stream
+
+    def _stream_step(self) -> match_stream.StreamColumnar:
+        """The streaming columnar step, built once per operator where it runs (on the executor), like the batch
+        path's construction: every key of a Spark group at once."""
+        if not hasattr(self, "_stream"):
+            self._stream = match_stream.stream_columnar(self.spec)
+        return self._stream
+
+    def _stream_columns(self, pdf: pd.DataFrame) -> dict[str, np.ndarray]:
+        """The engine attributes the streaming columnar step reads, from a pandas batch, as numpy arrays (the
+        values :meth:`_columns_of` gives the engine: timestamps as epoch ms)."""
+        source = match_columnar.engine_names(pdf.columns, self._columns, self.ts_col, self.type_col)
+        columns = {}
+        for name in self._stream_step().reads:
+            c = source.get(name)
+            if c is not None:
+                columns[name] = (_epoch_ms_array(pdf[c], self._zones[c]) if c in self._zones
+                                 else pdf[c].to_numpy())
+        return columns
+
+    def _columns_frame(self, columns: dict[str, np.ndarray]) -> pd.DataFrame:
+        """Result columns (numpy, epoch ms for timestamps) as a pandas batch in ``output_schema`` order."""
+        data = {name: (_from_ms(columns[name], self._time_outputs[name]) if name in self._time_outputs
+                       else columns[name]) for name in self.output_schema.names}
+        return pd.DataFrame(data)  # (columns= given as well costs a reindex: several times slower)
 
     def _watermark_units(self, offset: int) -> tuple[Callable[[int], float], Callable[[float], int]]:
         """``(to_ts, to_ms)``: Spark's watermark (ms) in ts units rounded down, and the watermark (ms) at which
@@ -652,6 +705,50 @@ class MatchOperator:
                 yield frame
 
         return routed
+
+def _stream_path(spec: EngineSpec, schema: StructType, ts_type, shared_groups: bool) -> str:
+    """What streams ``spec`` over ``schema``, in words (:attr:`MatchOperator.stream_path`):
+    :data:`COLUMNAR_STREAM`, or the per-event engine and why.  ``shared_groups``: a Spark group holds several
+    keys (buckets) or the query has no key.  With one group per key a call holds a key's rows of one
+    micro-batch, often a handful, and the columnar step's fixed cost per call (a few hundred µs of numpy calls)
+    outweighs what it saves: the per-event engine streams there (``bench/stream_engine.py``)."""
+    if not isinstance(spec, MatchSpec):
+        return "per-event engine"
+    why = match_stream.ineligible(spec)
+    if why is None and not shared_groups:
+        why = "one Spark group per key: set buckets to run a group's keys at once"
+    if why is None and MASK not in schema.names:
+        why = "no _mask column"
+    if why is None and not isinstance(ts_type, _COLUMNAR_TS):
+        why = f"ts of type {ts_type.simpleString()}"
+    return COLUMNAR_STREAM if why is None else f"per-event engine ({why})"
+
+
+#: :attr:`MatchOperator.stream_path` of a spec streamed through the columnar step
+COLUMNAR_STREAM = "columnar micro-batches"
+
+#: ts types the streaming columnar step reads (others, e.g. DECIMAL, stream through the per-event engine)
+_COLUMNAR_TS = (ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, TimestampType, TimestampNTZType)
+
+
+def _set_timeout(group: GroupState, due: float | None, raw: int, to_ms: Callable[[float], int]) -> None:
+    """The group's event-time timeout for work due at watermark ``due`` (ts units; None or infinite: none): a
+    timeout fires once the watermark is past it, so this one fires when it reaches ``due``."""
+    if due is not None and math.isfinite(due):
+        group.setTimeoutTimestamp(max(to_ms(due) - 1, raw, 1))
+
+
+def _newest_of(newest: float | None, ts: np.ndarray) -> float | None:
+    """:func:`_newest` of a numpy ts column."""
+    if ts.dtype.kind == "f":
+        ts = ts[~np.isnan(ts)]
+    elif ts.dtype.kind == "O":
+        return _newest(newest, ts.tolist())
+    if not len(ts):
+        return newest
+    top = ts.max().item()
+    return top if newest is None or top > newest else newest
+
 
 def _newest(newest: float | None, ts: list) -> float | None:
     """The larger of ``newest`` and the newest valid value of ``ts`` (None and NaN skipped)."""

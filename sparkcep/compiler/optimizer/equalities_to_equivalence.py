@@ -3,13 +3,22 @@
 When conjuncts ``u.attr = v.attr`` (same attribute, ``v[i].attr`` for Kleene variables: every event) connect
 *every* component of the pattern, positive and negative, all events of a match share ``attr``: the
 conjuncts become the equivalence test ``[attr]``, which ``partition_by_equivalence`` turns into the shuffle
-key.  If one component stays unconnected (say a negated ``!(C z)`` that any C invalidates), partitioning
+key.  That holds only for equalities between variables bound wherever the equality is read: a positive
+component present in every match (not ``T?``, ``T*``, ``{0,m}``, nor inside an ``OR`` alternative or such a
+group), a negated one bound in every occurrence of its negation (read with the match's or an enclosing
+negation's variables).  Over an absent component an equality is NULL, so no match (``SEQ(A+ a[], C? c) WHERE
+c.x = a.x`` needs a ``C``), or it holds at no position (``b[i].x = c.x`` of an empty ``B* b[]``): as a key it
+would say otherwise, so then nothing changes.  Nor does it where the positive components are tied together
+only through a negated one (``b.x = n.x AND n.x = a.x`` is a negation predicate: ``b`` may have another
+``x``).  If one component stays unconnected (say a negated ``!(C z)`` that any C invalidates), partitioning
 would hide events from it, so nothing changes; nor under a contiguity strategy (the partition of
 ``partition_contiguity`` is the query's own equivalence test, and events it would hide still break
 contiguity); nor with an ``ANY(...)`` component, which may lack the
 attribute (SASE §2.2: then the equality holds, so that event belongs to every partition).  An event whose
 ``attr`` is NULL satisfies none of the equalities; ``[attr]`` would group NULLs together, so the rule also
-filters ``attr IS NOT NULL`` (such events are dropped, as the equalities would drop them).
+filters ``attr IS NOT NULL`` (such events are dropped, as the equalities would drop them).  Not with a single
+positive component (``SEQ(A a, !(C z)) WHERE z.x = a.x``): an ``a`` with a NULL ``x`` matches (no ``C``
+equals it), so the key keeps NULLs as a partition and the equalities stay (NULL there: no ``C`` invalidates).
 
     before: where a.job_id = b[i].job_id, a.job_id = c.job_id       (SASE++ Hadoop Q1)
     after:  where [job_id]
@@ -23,7 +32,7 @@ import networkx as nx
 
 from sparkcep.compiler.optimizer._spec import operator_spec, with_spec
 from sparkcep.compiler.plan.nodes import Filter, Node, rebuild
-from sparkcep.ir.ast import Attr, BinOp, Call, EquivItem, EquivTest, Unary
+from sparkcep.ir.ast import Attr, BinOp, Call, EquivItem, EquivTest, EventPat, Kleene, Not, Or, Seq, Unary
 from sparkcep.ir.spec import reads_every_event
 
 
@@ -39,23 +48,87 @@ def _same_attr_equality(p) -> tuple[str, str, str] | None:
     return p.left.attr, p.left.var, p.right.var
 
 
+def _always_bound(p) -> set[str]:
+    """The variables of ``p`` outside negations that every match of ``p`` binds to at least one event."""
+    if isinstance(p, EventPat):
+        return {p.var}
+    if isinstance(p, Kleene):
+        return _always_bound(p.inner) if p.repeat[0] >= 1 else set()
+    if isinstance(p, Seq):
+        return set().union(*(_always_bound(i) for i in p.items))
+    if isinstance(p, Or):
+        return set.intersection(*(_always_bound(a) for a in p.alternatives))
+    return set()  # a negation binds nothing
+
+
+def _scopes(p, scope: tuple = (), out: dict | None = None) -> dict[str, tuple] | None:
+    """``{var: negations enclosing it}`` (outermost first, each a position path), or None if some variable
+    is not bound in every match (positive) or in every occurrence of its negation (negated)."""
+    out = {} if out is None else out
+    bound = _always_bound(p)
+    stack = [(p, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, EventPat):
+            if node.var not in bound:
+                return None
+            out[node.var] = scope
+        elif isinstance(node, Not):
+            if _scopes(node.inner, (*scope, path), out) is None:
+                return None
+        else:
+            children = (node.inner,) if isinstance(node, Kleene) else (
+                node.items if isinstance(node, Seq) else node.alternatives)
+            stack += [(c, (*path, k)) for k, c in enumerate(children)]
+    return out
+
+
 def equalities_to_equivalence(plan: Node) -> Node:
     spec = operator_spec(plan)
     if reads_every_event(spec):  # contiguity, NEXT steps: the partition decides which events are adjacent
         return plan
     variables = [c.var for c in spec.components]
+    scopes = _scopes(spec.pattern) if spec.pattern is not None else None
+    if scopes is None or set(scopes) != set(variables) or any(c.any_ for c in spec.components):
+        return plan
     graphs: dict[str, nx.Graph] = {}
     for p in spec.predicates:
         found = _same_attr_equality(p)
-        if found:
+        if found and _read_together(scopes, found[1], found[2]):
             attr, u, v = found
             graphs.setdefault(attr, nx.Graph()).add_edge(u, v)
-    covered = [attr for attr, g in graphs.items()
-               if set(g.nodes) == set(variables) and nx.is_connected(g)]
-    if not covered or any(c.any_ for c in spec.components):
+    # one positive component, tied to the negated ones only: its event matches with a NULL attr (no negative
+    # event equals it), so NULLs stay (one partition) and so do the equalities (NULL there: none invalidates)
+    several = sum(1 for s in scopes.values() if not s) > 1
+    keyed = {i.attr for p in spec.predicates if isinstance(p, EquivTest) for i in p.items
+             if i.var is None and i.value is None}
+    covered = [attr for attr, g in graphs.items() if set(g.nodes) == set(variables) and _ties(g, scopes)
+               and (several or attr not in keyed)]
+    if not covered:
         return plan
-    keep = [p for p in spec.predicates if (_same_attr_equality(p) or (None,))[0] not in covered]
+    implied = covered if several else []
+    keep = [p for p in spec.predicates
+            if not ((f := _same_attr_equality(p)) and f[0] in implied and _read_together(scopes, f[1], f[2]))]
     keep.append(EquivTest(tuple(EquivItem(attr) for attr in covered)))
-    not_null = tuple(Unary("NOT", Call("isnull", (Attr(None, attr),))) for attr in covered)
+    not_null = tuple(Unary("NOT", Call("isnull", (Attr(None, attr),))) for attr in implied)
     plan = with_spec(plan, replace(spec, predicates=tuple(keep)))
     return rebuild(plan, lambda n: replace(n, residual=n.residual + not_null) if isinstance(n, Filter) else n)
+
+
+def _ties(g: nx.Graph, scopes: dict[str, tuple]) -> bool:
+    """Does every variable reach all positive ones through equalities read where it is bound: a positive
+    variable through positive ones, a negated one through its own negation's or enclosing ones (an equality
+    with a deeper negation's variable only says when that negation excuses, not what the outer one needs)?"""
+    positive = {v for v, s in scopes.items() if not s}
+    for v, scope in scopes.items():
+        outer = [w for w, s in scopes.items() if s == scope[:len(s)]]
+        if not positive <= nx.node_connected_component(g.subgraph(outer), v):
+            return False
+    return True
+
+
+def _read_together(scopes: dict[str, tuple], u: str, v: str) -> bool:
+    """Are ``u`` and ``v`` both bound where ``u.attr = v.attr`` is read: in the match, or in one occurrence of
+    a negation (one variable's negations enclose the other's)?  Not two sibling negations."""
+    a, b = sorted((scopes.get(u), scopes.get(v)), key=lambda s: len(s or ()))
+    return a is not None and b is not None and b[:len(a)] == a

@@ -78,7 +78,7 @@ from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH
 from sparkcep.runtime_udfs.match.prefilter import _bounds, _key_ts_order, key_ts_composite, scan_ts
 
 __all__ = ["MAX_CHAINS", "ColumnarAlternatives", "ColumnarConstruction", "arrow_matches", "columnar", "engine_ts",
-           "epoch_ms", "ineligible", "nan_as_null", "output_table"]
+           "engine_names", "epoch_ms", "ineligible", "key_ids", "nan_as_null", "output_table"]
 
 #: Chains one extension step may create before the chains are processed in slices.
 MAX_CHAINS = 5_000_000
@@ -109,13 +109,15 @@ class ColumnarConstruction:
                 f"predicates={sum(map(len, self.checks))})")
 
     def __call__(self, group_ids, ts, mask, values: Values | None = None,
-                 budget: Budget | None = None) -> np.ndarray | None:
+                 budget: Budget | None = None, last: np.ndarray | None = None) -> np.ndarray | None:
         """The matches as an int64 array ``(matches, width)`` of input row indices (column ``columns[p]`` the
         row at position ``p``, -1 in the columns of no position), or None when the batch is declined (an
         infinite ts: the engine decides).  ``ts`` as the engine sees it (:func:`engine_ts`): int64 for integer
         and whole-ms timestamp input, float64 otherwise (NaN: no usable ts); ``values`` gives the columns the
         predicates read.  ``budget``: the finished chains of each slice are counted against it as they are
-        built (:class:`~sparkcep.runtime_udfs.match.budget.MatchBudgetError` once it is exceeded)."""
+        built (:class:`~sparkcep.runtime_udfs.match.budget.MatchBudgetError` once it is exceeded).  ``last``
+        (bool per input row, optional): only these rows may be a match's last event (the streaming step,
+        :mod:`match_stream_columnar`, asks for the matches its new rows complete)."""
         group_ids = np.asarray(group_ids, dtype=np.int64)
         ts = scan_ts(ts)  # as the prefilter compares it: int64 (uint64) or float64
         mask = np.asarray(mask, dtype=np.int64)
@@ -137,6 +139,8 @@ class ColumnarConstruction:
         if end is None:
             return None
         cand = [np.flatnonzero((mk & b) != 0) for b in self.bits]
+        if last is not None:
+            cand[-1] = cand[-1][np.asarray(last, dtype=bool)[rows[cand[-1]]]]
         ctx = (rows, end, run_last, cand, values, {}, budget if budget is not None and budget.limit is not None
                else None)
         parts = self._extend([cand[0]], 0, ctx)
@@ -247,11 +251,11 @@ class ColumnarAlternatives:
         return f"ColumnarAlternatives({', '.join(map(repr, self.parts))})"
 
     def __call__(self, group_ids, ts, mask, values: Values | None = None,
-                 budget: Budget | None = None) -> np.ndarray | None:
+                 budget: Budget | None = None, last: np.ndarray | None = None) -> np.ndarray | None:
         """:meth:`ColumnarConstruction.__call__` of each alternative, concatenated (None if any declines)."""
         found = []
         for part in self.parts:
-            chains = part(group_ids, ts, mask, values, budget)
+            chains = part(group_ids, ts, mask, values, budget, last)
             if chains is None:
                 return None
             found.append(chains)
@@ -268,6 +272,25 @@ def _engine_values(col, n: int) -> pa.Array:
     if not isinstance(col, pa.Array):
         col = pa.array(col, from_pandas=True)
     return col
+
+
+def key_ids(columns, n: int) -> np.ndarray:
+    """Dense int64 ids of ``n`` rows' key values, one column per key attribute (Arrow, or numpy as pandas gives
+    them): rows of one key share an id, computed with Arrow (no Python per row); null and NaN are one key (as
+    the engine's partitions see them); no columns: one key."""
+    ids: np.ndarray | None = None
+    for col in columns:
+        if not isinstance(col, (pa.Array, pa.ChunkedArray)):
+            col = pa.array(col, from_pandas=True)  # NaN and None: null
+        encoded = pc.dictionary_encode(nan_as_null(col), null_encoding="encode")
+        if isinstance(encoded, pa.ChunkedArray):
+            encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        if ids is None:
+            ids = codes
+        else:  # combine and make dense again (no overflow however many key columns)
+            ids = np.unique(ids * len(encoded.dictionary) + codes, return_inverse=True)[1].astype(np.int64)
+    return np.zeros(n, dtype=np.int64) if ids is None else ids
 
 
 def nan_as_null(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
@@ -401,6 +424,22 @@ def output_table(construction: ColumnarConstruction | ColumnarAlternatives, chai
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def engine_names(names, columns, ts_col: str, type_col: str) -> dict[str, str]:
+    """Engine attribute → input column, over the input's column ``names`` the engine reads (in ``columns``): each
+    under its own name, the ts and type columns also as ``ts`` and ``type`` (as ``MatchOperator`` names an
+    event's values: a later column wins a name)."""
+    source: dict[str, str] = {}
+    for c in names:
+        if c not in columns:
+            continue
+        source[c] = c
+        if c == ts_col and c != "ts":
+            source["ts"] = c
+        elif c == type_col and c != "type":
+            source["type"] = c
+    return source
+
+
 def arrow_matches(construction: ColumnarConstruction | ColumnarAlternatives, table: pa.Table, ids: np.ndarray | None,
                   *, ts_col: str, type_col: str, time_cols, columns, schema: pa.Schema,
                   budget: Budget | None = None) -> pa.Table | None:
@@ -415,15 +454,7 @@ def arrow_matches(construction: ColumnarConstruction | ColumnarAlternatives, tab
     mask_col = INTERNAL_COLUMNS[0]
     if mask_col not in table.column_names or ts_col not in table.column_names:
         return None
-    source: dict[str, str] = {}
-    for c in table.column_names:
-        if c not in columns:
-            continue
-        source[c] = c
-        if c == ts_col and c != "ts":
-            source["ts"] = c
-        elif c == type_col and c != "type":
-            source["type"] = c
+    source = engine_names(table.column_names, columns, ts_col, type_col)
     n = table.num_rows
     read = engine_ts(table.column(ts_col), ts_col in time_cols)
     if read is None:

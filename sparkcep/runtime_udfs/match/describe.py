@@ -1,7 +1,7 @@
 """What explain says about the match engine's physical choices for a spec, as the engine makes them: the
-engine per alternative, negations searched generally over their gap, the batch prefilter and the columnar
-construction.  The face passes :func:`sparkcep.runtime_udfs.describe.describe` into the compiler's explain, so
-that the compiler never imports an engine."""
+engine per alternative, negations searched generally over their gap, the batch prefilter, the columnar
+construction and its streaming step.  The face passes :func:`sparkcep.runtime_udfs.describe.describe` into the
+compiler's explain, so that the compiler never imports an engine."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from sparkcep.ir.printer import format_pattern_as_written
 from sparkcep.runtime_udfs.match import columnar as match_columnar
 from sparkcep.runtime_udfs.match import engine as match_engine
 from sparkcep.runtime_udfs.match import prefilter as match_prefilter
+from sparkcep.runtime_udfs.match import stream_columnar as match_stream
 
 
 def describe(spec) -> tuple[str, list[str]]:
     """``(engine, lines)``: the ``engine=`` of the Sequence line and the lines under it."""
     engine, per_alternative = _match_engines(spec)
     return engine, (per_alternative + _general_searches(spec) + explosion_warnings(spec) + _prefiltered(spec)
-                   + _columnar(spec))
+                   + _columnar(spec) + _streaming(spec))
 
 
 def _match_engines(spec) -> tuple[str, list[str]]:
@@ -116,3 +117,15 @@ def _columnar(spec) -> list[str]:
             f"{len(parts)} sequences of {'/'.join(str(len(p.bits)) for p in parts)} position(s)")
     return [f"batch construction: columnar over {over}, all keys at once in numpy"
             + (f", {predicates} predicate(s) vectorized" if predicates else "")]
+
+
+def _streaming(spec) -> list[str]:
+    """The streaming columnar step's line (:mod:`sparkcep.runtime_udfs.match.stream_columnar`), if the spec has
+    one: it runs when a Spark group holds several keys (``buckets``) or the query has no key; otherwise the
+    per-event engine streams (``MatchOperator.stream_path``)."""
+    if match_stream.ineligible(spec) is not None:
+        return []
+    if not spec.key:
+        return ["streaming: columnar micro-batches, rows of the last window carried"]
+    return ["streaming: columnar micro-batches with buckets (all keys of a bucket at once, rows of the last window "
+            "carried); one group per key: per-event engine"]
