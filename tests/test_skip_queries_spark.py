@@ -27,8 +27,9 @@ QUERIES = [
     "PATTERN SEQ(A a, NEXT B+ b[], C c) USING skip_till_next_match WHERE [id] WITHIN 8 AFTER MATCH SKIP PAST LAST "
     "EVENT RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts",
     # a negation after a reluctant loop, before a nested SEQ: no B between the loop's last b and c (its rows differ
-    # from the query without the negation)
-    "PATTERN SEQ(A a, B+? b[], !(B n), SEQ(C c, ANY(B, C) d)) WHERE [id] WITHIN 8 AFTER MATCH SKIP TO NEXT EVENT "
+    # from the query without the negation); the loop stops at any event with x > 2 (rows differ without UNTIL)
+    "PATTERN SEQ(A a, B+? b[] UNTIL ANY (b.x > 2), !(B n), SEQ(C c, ANY(B, C) d)) WHERE [id] WITHIN 8 "
+    "AFTER MATCH SKIP TO NEXT EVENT "
     "RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts, d.ts AS d_ts",
 ]
 

@@ -160,7 +160,7 @@ def analyze(query: Query, source: str | None = None, *, ts_kind: str | None = No
             _check_match_returns(returns, variables, resolver)
     check_bounds(pattern, mode, source)
     check_strict_steps(pattern, mode, source)
-    check_until(pattern, mode, source, skip=query.skip is not None)
+    check_until(pattern, mode, source)
     if mode == "match" and query.group_by:
         raise CEPSemanticError("GROUP BY needs a trend aggregate (COUNT(*), SUM(T.attr), ...) in RETURN",
                                query.group_by[0].span, source)

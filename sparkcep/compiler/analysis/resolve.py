@@ -193,19 +193,16 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
     visit(p, None, False)
 
 
-def check_until(p: Pattern, mode: str, source: str | None, skip: bool = False) -> None:
+def check_until(p: Pattern, mode: str, source: str | None) -> None:
     """Where a stop condition ``UNTIL [ANY] (cond)`` runs: in a match or trend-aggregate query (``mode``), on a loop
     (``+``, ``*``, ``{n,}``, ``{n,m}`` with ``m > 1``) of one named event ``T+ v[]`` or of a group ``(P)+``, not
-    inside a repetition or a negation, without AFTER MATCH SKIP (``skip``); ``cond`` reads the candidate stop event
-    only, as ``v.attr`` (``v`` the loop's variable, or one of the group's)."""
+    inside a repetition or a negation; ``cond`` reads the candidate stop event only, as ``v.attr`` (``v`` the
+    loop's variable, or one of the group's).  With AFTER MATCH SKIP, what the translation to MATCH_RECOGNIZE
+    takes is decided by ``compiler.recognize.from_pattern.check_skip_query``."""
 
     def visit(p: Pattern, inside: str | None) -> None:
         if isinstance(p, Kleene):
             if p.until is not None:
-                if skip:
-                    raise CEPSemanticError(
-                        "UNTIL with AFTER MATCH SKIP is not supported: the preferred match is computed by "
-                        "MATCH_RECOGNIZE, whose row pattern has no stop condition", p.until.span or p.span, source)
                 _check_until(p, inside, source)
             visit(p.inner, inside or ("a repetition" if p.op != "?" else None))
         elif isinstance(p, Not):

@@ -32,6 +32,11 @@ its engine:
 * a component written ``NEXT B b`` (per-step contiguity) has no filler before its first event (``b__step``: the
   row right after the match's previous one); under ``skip_till_next_match`` it could take a skipped row only if
   that row is right after the match's last event (``PREV(CLASSIFIER()) = CLASSIFIER(_picked)``);
+* a loop with a stop condition, ``B+ b[] UNTIL (b.x > 10)``: ``b``'s DEFINE takes no stop event, and the rows
+  skipped between two of its events have variables of their own, ``_until_b``/``_until_b_step``/
+  ``_until_b_later`` (as ``_skipped``/...), none of them a stop event (of ``b``'s types, any with ``UNTIL ANY``);
+  the rows skipped before its first event are the shared ones (a stop there is allowed); refused under
+  ``skip_till_next_match``;
 * ``SEQ(A a, NEXT !(C c), B b)`` (notNext): every DEFINE requires that its row, if right after ``a``'s event
   (``PREV(CLASSIFIER())`` one of ``a``'s names), is not a ``c`` (its type, constant equivalence tests, conditions);
 * an OR of such patterns is the alternation of their row patterns (the left one preferred at a start, as
@@ -93,6 +98,9 @@ BLOCKED = "_blocked"
 #: ``_allowed_<v>_step``/``_allowed_<v>_later``: the other later rows skipped before component ``v`` there (the
 #: gap has its own skipped-row variables, so a loop or an optional component before it keeps the shared ones)
 ALLOWED = "_allowed"
+#: ``_until_<v>``, ``_until_<v>_step``, ``_until_<v>_later``: the rows skipped between two events of a loop ``v``
+#: with ``UNTIL`` (as ``_skipped``, ``_skipped_step``, ``_skipped_later``), none of them a stop event
+UNTIL = "_until"
 #: the SUBSET of every component's variables (``CLASSIFIER(_picked)``: the variable of the match's last event)
 PICKED = "_picked"
 #: a component ``b`` is a SUBSET of: ``b__first`` (the match's first event), ``b__step`` (an event after a time
@@ -117,6 +125,10 @@ class Component:
     greedy: bool = True
     #: written ``NEXT T v``: its first event is the partition's row right after the match's previous event
     linked: bool = False
+    #: ``T+ v[] UNTIL [ANY] (cond)``: the stop condition (read as ``v.attr`` on the candidate stop event) and
+    #: whether any event of the partition (not only one of ``types``) may be a stop
+    until: object = None
+    until_any: bool = False
 
     @property
     def kleene(self) -> bool:
@@ -196,7 +208,8 @@ def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]
             out.append(Component(item.var, item.types, linked=linked))
         elif isinstance(item, Kleene) and isinstance(item.inner, EventPat):
             lo, hi = item.repeat
-            out.append(Component(item.inner.var, item.inner.types, lo, hi, item.greedy, linked))
+            out.append(Component(item.inner.var, item.inner.types, lo, hi, item.greedy, linked, item.until,
+                                 item.until_any))
         else:
             what = {"Or": "an OR inside a SEQ", "Kleene": "a repeated group"}
             _refuse(f"AFTER MATCH SKIP does not support {what.get(type(item).__name__, 'this component')} yet: "
@@ -249,6 +262,12 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
     if query.skip.var is not None and query.skip.var not in names:
         _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var}: no such variable (the pattern has "
                 f"{', '.join(names)})", query.skip, source)
+    if strategy == "skip_till_next_match":
+        for n in walk(r.query.pattern):
+            if isinstance(n, Kleene) and n.until is not None:
+                _refuse("with AFTER MATCH SKIP and skip_till_next_match UNTIL is not supported yet: an event after "
+                        "a stop event could still be taken by the closed loop in the translation's test of which "
+                        "events are skipped", n.until, source)
     for first in (b[0] for b, _ in alternatives):
         if query.skip.var == first.var and (query.skip.kind == SKIP_TO_FIRST or not first.kleene):
             _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own "
@@ -379,6 +398,8 @@ def _conditions(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
     for c in comps:
         row = FILLERS if as_filler else c.var
         out[c.var] = [_types(row, c.types, type_col)]
+        if c.until is not None:  # the loop takes no stop event
+            out[c.var].append(Unary("NOT", _stop(c, row, type_col)))
         if as_filler:  # strictly after the previous event of the match (LANGUAGE.md §1); for a pick: its variable
             previous = rx.Nav("LAST", Attr(PICKED, ts_col), 0)
             out[c.var].append(BinOp("OR", Unary("IS NULL", previous), BinOp(">", Attr(row, ts_col), previous)))
@@ -420,6 +441,14 @@ def _negated(r: ResolvedQuery, comps: list[Component], n: Negation, row: str | N
                           if isinstance(x, Attr) and x.var == v else x)
             conds.append(_expr(e, by_var))
     return Func("coalesce", (and_all(conds), Literal(False)))
+
+
+def _stop(c: Component, row: str | None, type_col: str):
+    """Is the current row (read as ``row``; None: whatever it is mapped to) a stop event of the loop ``c``: of its
+    types (any event with ``UNTIL ANY``) and its ``UNTIL`` condition TRUE (NULL is no stop)?  Never NULL."""
+    cond = map_nodes(c.until, lambda x: Attr(row, x.attr, span=x.span) if isinstance(x, Attr) else x)
+    return Func("coalesce", (cond if c.until_any else BinOp("AND", _types(row, c.types, type_col), cond),
+                             Literal(False)))
 
 
 def _any(exprs: list):
@@ -470,16 +499,19 @@ def _right_after():
     return BinOp("=", rx.Nav("PREV", rx.Classifier(), 1), rx.Classifier(PICKED))
 
 
-def _pick(c: Component, filler: bool, blocked: str | None = None) -> rx.RowPattern:
+def _pick(c: Component, filler: bool, blocked: str | None = None, until: bool = False) -> rx.RowPattern:
     """One event of ``c`` after the match's previous event: the next row if it is later (contiguity); else
     (skip_till_*) after the skipped rows at the previous event's time, the first later row, or, once a later
     row was skipped, any later row.  ``blocked``: a negation lies before ``c``, the later skipped rows it
-    forbids are ``blocked``'s (``c``'s DEFINE requires them at its own time)."""
+    forbids are ``blocked``'s (``c``'s DEFINE requires them at its own time).  ``until``: an event of a loop
+    with ``UNTIL`` after its first one, the skipped rows are ``_until_<v>``'s (no stop event among them)."""
     step = rx.PVar(c.var + STEP)
     if not filler:
         return step
-    ties = rx.PExclude(rx.PQuant(rx.PVar(FILLER), 0, None, greedy=False))
-    first, more = rx.PVar(FILLER_STEP), rx.PVar(FILLER_LATER)
+    names = (f"{UNTIL}_{c.var}", f"{UNTIL}_{c.var}_step", f"{UNTIL}_{c.var}_later") if until else (
+        FILLER, FILLER_STEP, FILLER_LATER)
+    ties = rx.PExclude(rx.PQuant(rx.PVar(names[0]), 0, None, greedy=False))
+    first, more = rx.PVar(names[1]), rx.PVar(names[2])
     if blocked is not None:  # the rows skipped in this gap: allowed, or forbidden by the negation
         allowed = ALLOWED + blocked[len(BLOCKED):]
         first = rx.PAlt((rx.PVar(allowed + "_step"), rx.PVar(blocked + "_step")))
@@ -493,13 +525,18 @@ def _row_pattern(comps: list[Component], filler: bool, gaps: frozenset[int] = fr
     items: list[rx.RowPattern] = []
     for k, c in enumerate(comps):
         unit = _pick(c, filler, f"{BLOCKED}_{c.var}" if k in gaps else None)
+        # the events of a loop with UNTIL after its first one: no stop event skipped before them
+        again = _pick(c, filler, until=True) if c.until is not None else unit
+        hi = None if c.hi is None else c.hi - 1
         if k == 0 or c.linked:  # the first event; NEXT: the row right after the previous one (no skipped row)
             items.append(rx.PVar(c.var + (FIRST if k == 0 else STEP)))
             if c.hi != 1:
-                hi = None if c.hi is None else c.hi - 1
-                items.append(rx.PQuant(unit, c.lo - 1, hi, greedy=c.greedy))
+                items.append(rx.PQuant(again, c.lo - 1, hi, greedy=c.greedy))
         elif not c.kleene and c.lo == 1:
             items.append(unit)
+        elif c.until is not None:  # (first, again{lo-1,hi-1}), optional when lo = 0: the same preferment order
+            loop = rx.PConcat((unit, rx.PQuant(again, max(c.lo - 1, 0), hi, greedy=c.greedy)))
+            items.append(loop if c.lo >= 1 else rx.PQuant(loop, 0, 1, greedy=c.greedy))
         else:
             items.append(rx.PQuant(unit, c.lo, c.hi, greedy=c.greedy))
     return items[0] if len(items) == 1 else rx.PConcat(tuple(items))
@@ -570,6 +607,15 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
                         (allowed + "_step", BinOp("AND", step, ok)), (allowed + "_later", ok)]
             subsets.append((name, (name + "_step", name + "_later")))
             blocked_names += [name + "_step", name + "_later", allowed + "_step", allowed + "_later"]
+        for c in comps:  # a loop with UNTIL: the rows skipped between its events are no stop events
+            if c.until is not None:
+                ok = Unary("NOT", _stop(c, None, type_col))
+                if skipped is not None:
+                    ok = BinOp("AND", ok, skipped)
+                name = f"{UNTIL}_{c.var}"
+                defines += [(name, BinOp("AND", ties, ok)), (name + "_step", BinOp("AND", step, ok)),
+                            (name + "_later", ok)]
+                blocked_names += [name, name + "_step", name + "_later"]
         subsets.append((FILLERS, (FILLER, FILLER_STEP, FILLER_LATER, *blocked_names)))
     if not_next:  # every row of the match, whichever variable it is mapped to
         nowhere = Unary("NOT", _any(not_next))
