@@ -441,7 +441,8 @@ def _partitions(table: pa.Table, ids: np.ndarray | None) -> tuple[pa.Table, list
     if ids is None or n < 2:
         return table, [0, n]
     cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-    if len(cuts) + 1 == len(np.unique(ids)):
+    heads = ids[np.concatenate(([0], cuts))]  # the key of each run: distinct when each key is one run
+    if len(np.unique(heads)) == len(heads):
         return table, [0, *cuts.tolist(), n]
     return by_id(table, ids)
 
