@@ -571,10 +571,12 @@ def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: in
     repartitioned by PARTITION BY (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``;
     one without PARTITION BY), sorted within, one ``mapInArrow`` pass (:func:`partition_function`).
 
-    ``worker`` (``sparkcep.compiler.recognize.worker_spec``: ``.spec``, ``.computed``): when Spark's order is
-    the engine's, the sorted rows reach the worker as ``worker.spec`` reads them: its columns only (not the
-    tiebreak columns the sort needed, nor the time column without WITHIN) and the DEFINE conditions of
-    ``worker.computed`` computed by Spark after the sort, one BOOLEAN column each (less to convert to Arrow)."""
+    ``worker`` (``sparkcep.compiler.recognize.worker_spec``: ``.spec``, ``.computed``, ``.shifted``): when
+    Spark's order is the engine's, the sorted rows reach the worker as ``worker.spec`` reads them: its columns
+    only (not the tiebreak columns the sort needed, nor the time column without WITHIN) and the DEFINE
+    conditions of ``worker.computed`` computed by Spark after the sort, one BOOLEAN column each (less to convert
+    to Arrow), over the ``worker.shifted`` columns as ``lag``/``lead`` over the sort's order (:func:`_shifted`).
+    The sort, the windows and the conditions are one Spark SQL query (:func:`_sorted`)."""
     time = _time_field(projected, time_column(spec))
     # __ts is a function of the time column: derived in Python (_arrow_ts), not shuffled and sent as well
     columns = [c for c in _engine_columns(projected, spec) if c != TS]
