@@ -199,8 +199,15 @@ class CompiledQuery:
                           ts_kind=ts_kind, name=self.name, shedding=shedding, read_columns=read_columns, needs=needs,
                           timeouts=timeout_spec_of(operator_spec(plan)) is not None)
 
-    def apply(self, df, shedding_training=None, side_channel: bool = False):
+    def apply(self, df, shedding_training=None, side_channel: bool = False, arrival_col: str | None = None):
         """Run on a batch or streaming DataFrame with the type and ts columns and the attributes.
+
+        ``arrival_col`` (streaming, any source): the column holding each event's arrival (Spark's rate source:
+        ``timestamp``; an ingestion-time column: a timestamp or epoch ms).  The arrival of each micro-batch's
+        events is then observed (the ``arrival`` metric of the query's progress), and each result row carries
+        ``_arrival_ms``, the arrival of its events (:data:`~sparkcep.spark.validate.RESULT_ARRIVAL`, see
+        docs/operations.md); a stream read by :func:`~sparkcep.spark.validate.read_validated` with
+        ``keep_arrival=True`` carries its files' modification times the same way.
 
         ``side_channel`` (streaming): late events come out as rows of ``_kind`` "late" instead of being
         dropped, and the relevant events are counted (for :mod:`sparkcep.spark.sinks`, see docs/operations.md).
@@ -214,15 +221,27 @@ class CompiledQuery:
 
         The result of a match query carries ``result.timeouts``: the DataFrame of its timed-out partial matches
         (the result's columns and ``timeout_step``; streaming: a second stateful query to start, with its own
-        checkpoint), or None where they are not defined (a trend query; Kleene, negation, ``OR``, the contiguity
-        strategies; docs/language.md, "Timed-out partial matches").
+        checkpoint), or None where they are not defined (a trend query; negation, ``OR``, repeated groups, an
+        ``AFTER MATCH SKIP`` query; docs/language.md, "Timed-out partial matches").
         """
         from sparkcep.spark.adapters import apply_match, watermarked, with_event_time
         from sparkcep.spark.operator import engine_of
+        from sparkcep.spark.validate import ARRIVAL_COL, with_arrival
 
         # every df.schema / df.isStreaming is a round trip to the JVM (and a schema a JSON parse): read once
-        schema = df.schema
         streaming = df.isStreaming
+        if arrival_col is not None and streaming:
+            df = with_arrival(df, arrival_col)
+        schema = df.schema
+        # the arrival rides along to the operator (which stamps each result with it), unseen by the query
+        carried = ARRIVAL_COL in schema.names
+        if carried and (not streaming or self.query.skip is not None):
+            df, carried = df.drop(ARRIVAL_COL), False
+            schema = df.schema
+        if carried:
+            from pyspark.sql.types import StructType
+
+            schema = StructType([f for f in schema.fields if f.name != ARRIVAL_COL])
         if self.query.skip is not None:  # one preferred match per start event: MATCH_RECOGNIZE's engine
             from sparkcep.compiler.recognize import check_recognize
             from sparkcep.sql_api import apply_recognize
@@ -233,8 +252,10 @@ class CompiledQuery:
                 from sparkcep.spark.sinks import counted
 
                 df = counted(df, "events_relevant")
-            return apply_recognize(df, rec, ts_unit=self.ts_unit, watermark_delay=self.lateness,
-                                   late_rows=side_channel)
+            result = apply_recognize(df, rec, ts_unit=self.ts_unit, watermark_delay=self.lateness,
+                                     late_rows=side_channel)
+            result.timeouts = None  # MATCH_RECOGNIZE has none (TIMEOUTS_RECOGNIZE)
+            return result
         plan = self.plan(schema)
         spec = operator_spec(plan)
         engine_of(spec).check(spec)
@@ -247,7 +268,8 @@ class CompiledQuery:
         # the watermark on every event of the source, before the filter: any event moves event time
         events = watermarked(df, self.ts_col, self.lateness, ts_unit=self.ts_unit)
         candidates = df.sparkSession.sql(filter_sql(plan, _view_of(events), schema.fieldNames(), pretty=False,
-                                                    types=_column_types(schema)))
+                                                    types=_column_types(schema),
+                                                    carry=(ARRIVAL_COL,) if carried else ()))
         shedding = None
         if self.shedding_latency:  # streaming only: a batch has no latency to keep, it is never shed
             candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
@@ -260,7 +282,7 @@ class CompiledQuery:
         result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
                              buckets=self.buckets, ts_unit=self.ts_unit, **self._budget_option(spec))
         result.timeouts = None if timeout_spec is None else apply_match(
-            uncounted, timeout_spec, ts_col=self.ts_col, type_col=self.type_col, buckets=self.buckets,
+            uncounted.drop(ARRIVAL_COL), timeout_spec, ts_col=self.ts_col, type_col=self.type_col, buckets=self.buckets,
             ts_unit=self.ts_unit, **self._budget_option(spec))
         if shedding is not None:
             result.shedding = shedding  # the stage's handle: per-batch drops per type, latency, rho
@@ -315,6 +337,10 @@ def no_timeouts_reason(spec) -> str | None:
 
 #: ``--timeouts`` of a workload: the refusal of ``sparkcep run`` and of a generated workload job.
 TIMEOUTS_ONE_QUERY = "--timeouts is for one match query: choose it with --query NAME"
+#: Why a MATCH_RECOGNIZE statement (and an AFTER MATCH SKIP query, which runs as one) has no timed-out partial
+#: matches (docs/language.md, "Timed-out partial matches").
+TIMEOUTS_RECOGNIZE = ("SQL:2016 defines no partial-match output for MATCH_RECOGNIZE, and Flink's and Trino's "
+                      "MATCH_RECOGNIZE report none")
 
 
 def checked_timeout_spec(spec):
@@ -410,11 +436,16 @@ def report_shedding(shedding, query) -> None:
     shedding.detach(timeout=0 if query.isActive else 30)
     per_type = ", ".join(f"{t}={n}" for t, n in sorted(shedding.dropped.items())) or "none"
     worst = max((b["latency"] for b in shedding.batches if b["latency"] is not None), default=0.0)
-    expired = getattr(shedding, "expired", 0)
-    whole = f", {expired} of them in files shed whole (waited past the expiry age)" if expired else ""
+    expired = getattr(shedding, "expired_per_type", None) or {}
+    whole = (f"; {sum(expired.values())} more in files shed whole, unread, past the expiry age (per type: "
+             + ", ".join(f"{t}={n}" for t, n in sorted(expired.items())) + ")") if expired else ""
+    ctl = shedding.controller
+    over = getattr(ctl, "over_budget", 0)
+    floor = (f"; in {over} micro-batches the fixed cost and reading alone (up to {ctl.floor:.1f} s) left no room "
+             f"within the bound: it cannot be kept by shedding there") if over else ""
     print(f"sparkcep: load shedding dropped {sum(shedding.dropped.values())} of {shedding.offered} events "
-          f"({shedding.drop_ratio:.1%}; per type: {per_type}{whole}); latency bound {shedding.controller.bound:g} s, "
-          f"worst batch latency {worst:.2f} s", file=sys.stderr)
+          f"({shedding.drop_ratio:.1%}; per type: {per_type}){whole}; latency bound {ctl.bound:g} s, "
+          f"worst batch latency {worst:.2f} s{floor}", file=sys.stderr)
 
 
 def _collapsed(plan: Node) -> Node:
@@ -550,9 +581,10 @@ class CompiledWorkload:
         from sparkcep.compiler.codegen.job import workload_job_source
 
         first = self.queries[0]
-        if any(q.shedding_latency for q in self.queries):
-            raise CEPError("load shedding is not available in a workload job yet: compile one query with "
-                           "--query NAME, or run the workload without WITH SHEDDING LATENCY")
+        shedding = shedding_specs = None
+        if any(q.shedding_latency for q in self.queries):  # one stage in front of every operator
+            shedding_specs, _, bound = self._shedding_parts()
+            shedding = (bound, first.shedding_model)
         if any(q.collapsed for q in self.queries):
             raise CEPError("collapsed output is for one match query: compile it with --query NAME --collapsed")
         kinds = {q.resolved().ts_kind or ("timestamp" if q.query.within.unit is not None else "numeric")
@@ -567,7 +599,8 @@ class CompiledWorkload:
         read_columns, needs = input_columns(self.queries)
         return workload_job_source(data, query_text=text, explain=explain, ts_kind=kinds.pop(),
                                    type_col=first.type_col, ts_col=first.ts_col, attributes=attributes, name=name,
-                                   read_columns=read_columns, needs=needs, ts_unit=first.ts_unit)
+                                   read_columns=read_columns, needs=needs, ts_unit=first.ts_unit,
+                                   shedding=shedding, shedding_specs=shedding_specs)
 
     @deeply
     def job_plan(self, share: bool = True, schema=None) -> tuple[dict, list[str]]:
@@ -627,20 +660,25 @@ class CompiledWorkload:
             result.shedding = handle[0]
         return result
 
-    def _shed(self, events, training):
-        """The one gSPICE stage of the workload (:func:`shedding_stage`) on its watermarked ``events``."""
+    def _shedding_parts(self, schema=None) -> tuple[list, list[str], float]:
+        """``(weighted, attributes, bound)`` of the workload's one shedding stage: ``(spec, 1.0)`` per query (each
+        a match query: utilities are learnt from matches), the attributes they read, the tightest bound."""
         from sparkcep.ir.spec import MatchSpec
 
         weighted, attributes = [], []
         for q in self.queries:
-            spec = q.spec(events.schema)
+            spec = q.spec(schema)
             if not isinstance(spec, MatchSpec):
                 raise CEPError(f"load shedding learns from matches: query {q.name or q.query.name!r} is not a "
                                "match query; run the workload without WITH SHEDDING LATENCY")
             weighted.append((spec, 1.0))
-            attributes += [a for a in referenced_attributes(q.plan(events.schema)) if a not in attributes]
+            attributes += [a for a in referenced_attributes(q.plan(schema)) if a not in attributes]
+        return weighted, attributes, min(q.shedding_latency for q in self.queries if q.shedding_latency)
+
+    def _shed(self, events, training):
+        """The one gSPICE stage of the workload (:func:`shedding_stage`) on its watermarked ``events``."""
+        weighted, attributes, bound = self._shedding_parts(events.schema)
         first = self.queries[0]
-        bound = min(q.shedding_latency for q in self.queries if q.shedding_latency)
         return shedding_stage(events, weighted[0][0], attributes, training, bound=bound,
                               model=first.shedding_model, type_col=first.type_col, ts_col=first.ts_col,
                               dropped_output=first.dropped_output, weighted=weighted)

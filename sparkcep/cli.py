@@ -105,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "than N matches (default: sized to the available memory; 0: no limit)")
     r.add_argument("--checkpoint", help="streaming checkpoint directory (default: a temporary one)")
     r.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
+    r.add_argument("--arrival-col", metavar="COL",
+                   help="streaming: the input column holding each event's arrival (an ingestion time: a timestamp "
+                        "or epoch ms), for the latency figures (default: the modification time of its file)")
+    r.add_argument("--latency-column", action="store_true",
+                   help="streaming: write each result with _latency_ms, the milliseconds from the arrival of its "
+                        "events to its micro-batch's results being computed (one query)")
     r.add_argument("--dead-letters", help="where bad records go (default: OUTPUT/_dead_letters)")
     r.add_argument("--known-types", type=_type_list, metavar="T1,T2,...",
                    help="the stream's event types: a record of another type is a dead letter ('unknown event "
@@ -353,6 +359,11 @@ def cmd_run(args) -> int:
     q = _one(args, **options, **_shedding_options(args), collapsed=args.collapsed) if workload is None else None
     if args.timeouts:
         _check_timeouts(q, args.output)
+    if (args.arrival_col or args.latency_column) and not args.stream:
+        raise CEPError(f"{'--arrival-col' if args.arrival_col else '--latency-column'} is for a stream (--stream): "
+                       "a batch run has no arrival")
+    if args.latency_column and q is None:
+        raise CEPError("--latency-column is for one query: choose it with --query NAME")
     fmt = _input_format(args)
     clock = Clock()
     # only the columns the queries read, each with the type they need; malformed records, no type or ts,
@@ -364,12 +375,13 @@ def cmd_run(args) -> int:
                               ts_col=args.ts_col, schema=args.schema)
     if not args.quiet:
         print(f"starting Spark ({args.master})...", file=sys.stderr, flush=True)
-    from pyspark.sql.types import StructType  # after the checks: pyspark and pandas take seconds to import
+    # after the checks: pyspark and pandas take seconds to import
+    from pyspark.sql.types import LongType, StructField, StructType
 
     from sparkcep.spark.late import KIND, REASON, RECORD
     from sparkcep.spark.session import local_session
     from sparkcep.spark.sinks import counted, routed, start_timeouts, timeouts_written, write_timeouts
-    from sparkcep.spark.validate import read_validated
+    from sparkcep.spark.validate import LATENCY_COL, RESULT_ARRIVAL, read_validated
 
     spark = local_session(args.master, verbose=args.verbose)
     _quiet_task_failures(spark)
@@ -391,7 +403,8 @@ def cmd_run(args) -> int:
     df, rejected = read_validated(spark, staging or args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
                                   known_types=args.known_types, attributes=attributes, needs=needs,
-                                  ts_unit=args.ts_unit)
+                                  ts_unit=args.ts_unit, arrival_col=args.arrival_col,
+                                  keep_arrival=args.stream and q is not None)
     if args.stream:  # counts per micro-batch, in the query's progress and on stderr
         df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
     count_events = None
@@ -438,13 +451,13 @@ def cmd_run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
         out = args.output or os.path.join(tmp, "out")
         checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
-        columns = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD)]
+        columns = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
         # the timed-out partial matches: a second query beside the results', each micro-batch written as the
         # watermark closes windows (a continuous run: while it runs, not after the stop)
         beside = [lambda: start_timeouts(timeouts, args.output, checkpoint, once=args.once)] if args.timeouts else []
-        try:
+        try:  # the shedding controller follows the results' query only (not the --timeouts query beside it)
             query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
-                                          beside=beside)
+                                          beside=beside, started=shedding.bind if shedding is not None else None)
         finally:
             if admission is not None:
                 admission.stop()
@@ -454,27 +467,33 @@ def cmd_run(args) -> int:
         if args.timeouts and not args.quiet:
             _said_timeouts(timeouts_written(timeouts, args.output), args.output)
         if not args.output and os.path.isdir(out):
+            if args.latency_column:
+                columns.append(StructField(LATENCY_COL, LongType()))
             _print_lines(json_lines(spark.read.schema(StructType(columns)).json(out)))
     if not args.quiet:
         print(stream_summary(totals.counts, clock.seconds(), args.output), file=sys.stderr)
     return 0
 
 
-def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[str], beside=()):
+def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[str], beside=(), started=None):
     """Start ``stream`` (:func:`sparkcep.spark.sinks.routed`) into ``out`` and follow it, a line per micro-batch
     (not with ``--quiet``): with ``--once`` until the files there at the start are processed, else until
     SIGINT or SIGTERM, which stop it between micro-batches (the one under way commits first; a second signal
     stops at once).  ``beside``: functions starting queries that run beside it (``--timeouts``), each ended with
-    it (``--once``: when it has drained too; a stop: between its micro-batches).  ``(query, totals)``
-    (:class:`sparkcep.spark.progress.Totals`)."""
+    it (``--once``: when it has drained too; a stop: between its micro-batches); ``started``: called with the
+    query once it has started, before those.  ``(query, totals)`` (:class:`sparkcep.spark.progress.Totals`)."""
     from sparkcep.spark.progress import StopSignals, follow_with
     from sparkcep.spark.sinks import discard_uncommitted, start
 
     with StopSignals() as signals:
         query = start(stream, out, checkpoint, result_columns=result_columns, dead_letters=args.dead_letters,
-                      late=args.late_events, once=args.once)
+                      late=args.late_events, once=args.once, latency=getattr(args, "latency_column", False))
+        if started is not None:
+            started(query)
+        # the backlog: files modified after the newest arrival read (not with an arrival column: other clocks)
+        source = None if getattr(args, "arrival_col", None) else args.input
         totals = follow_with(query, [begin() for begin in beside], out=io.StringIO() if args.quiet else None,
-                             signals=signals, source=args.input)
+                             signals=signals, source=source)
         if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
             discard_uncommitted(stream.sparkSession, checkpoint, out, args.dead_letters, args.late_events)
     if totals.stopped and not args.quiet:
@@ -484,10 +503,12 @@ def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[
 
 def _check_timeouts(q: CompiledQuery | None, output: str | None) -> None:
     """``--timeouts`` needs one match query whose timed-out partial matches are defined, and ``--output``."""
-    from sparkcep.api import TIMEOUTS_ONE_QUERY, checked_timeout_spec
+    from sparkcep.api import TIMEOUTS_ONE_QUERY, TIMEOUTS_RECOGNIZE, checked_timeout_spec
 
     if q is None:
         raise CEPError(TIMEOUTS_ONE_QUERY)
+    if q.query.skip is not None:
+        raise CEPError(f"--timeouts: an AFTER MATCH SKIP query runs as MATCH_RECOGNIZE: {TIMEOUTS_RECOGNIZE}")
     checked_timeout_spec(q.spec())
     if not output:
         raise CEPError("--timeouts writes OUTPUT/_timeouts: give --output")

@@ -158,12 +158,15 @@ def _sql_type(sql: str, schema: dict[str, str]) -> str:
 
 def _refuse(args, options: dict[str, object]) -> None:
     """Options of the pattern language that mean nothing for a statement: refused, never ignored."""
+    from sparkcep.api import TIMEOUTS_RECOGNIZE
+
     for name, default in options.items():
         value = getattr(args, name.lstrip("-").replace("-", "_"), default)
         if value != default:
             raise CEPError(f"{name} does not apply to a MATCH_RECOGNIZE statement"
                            + (" (its time column is the first ORDER BY column)" if name in ("--ts-col", "--ts")
-                              else " (it has no event type column)" if name == "--type-col" else ""))
+                              else " (it has no event type column)" if name == "--type-col"
+                              else f" ({TIMEOUTS_RECOGNIZE})" if name == "--timeouts" else ""))
 
 
 def _input_format(args) -> str:
@@ -306,7 +309,8 @@ def cmd_run(args, text: str, cli) -> int:
 
     _refuse(args, {"--query": None, "--ts-col": "ts", "--type-col": "type", "--collapsed": False,
                    "--max-matches": None, "--known-types": None, "--shedding-latency": None,
-                   "--dropped-output": None, "--shedding-training": None, "--timeouts": False})
+                   "--dropped-output": None, "--shedding-training": None, "--timeouts": False,
+                   "--latency-column": False})
     qs = statements(text, streaming=args.stream)
     if len(qs) > 1:
         return _run_workload(args, qs, cli)
@@ -320,7 +324,7 @@ def cmd_run(args, text: str, cli) -> int:
     cli._quiet_task_failures(spark)
     rows, rejected = read_validated(spark, args.input, _input_format(args), None, time_column(q), stream=args.stream,
                                     files_per_trigger=args.files_per_trigger, schema=args.schema,
-                                    ts_unit=args.ts_unit)
+                                    ts_unit=args.ts_unit, arrival_col=args.arrival_col)
     if args.stream:  # every valid row goes to the engine: valid = relevant (nothing "ignored" in the progress)
         rows, rejected = counted(counted(rows, "events_valid"), "events_relevant"), counted(rejected, "dead_letters")
     result = apply_recognize(rows, q, ts_unit=args.ts_unit, watermark_delay=args.lateness if args.stream else None,
@@ -377,7 +381,7 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
     cli._quiet_task_failures(spark)
     rows, rejected = read_validated(spark, args.input, _input_format(args), None, time_column(qs[0]),
                                     stream=args.stream, files_per_trigger=args.files_per_trigger, schema=args.schema,
-                                    ts_unit=args.ts_unit)
+                                    ts_unit=args.ts_unit, arrival_col=args.arrival_col)
     if not args.stream:
         frames = apply_workload({qs[0].source.lower(): rows}, qs, ts_unit=args.ts_unit)
         if args.output:

@@ -24,8 +24,9 @@ table or view of that name in the Spark session; ``--ts-unit`` is the unit of a 
 time column is its first ORDER BY column).
 
 ``--explain`` prints the plan first; ``--type-col``, ``--ts-col``, ``--ts-unit`` and ``--lateness`` are the
-options of :func:`sparkcep.compile`.  A bad query shows one message with the line and column in the cell and a
-caret, not a traceback.
+options of :func:`sparkcep.compile`; ``--arrival-col COL`` (a stream) is ``apply``'s ``arrival_col``: each
+result carries ``_arrival_ms``, the arrival of its events (docs/operations.md).  A bad query shows one message
+with the line and column in the cell and a caret, not a traceback.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ts-col", default="ts")
     p.add_argument("--ts-unit", choices=sorted(TS_UNITS_NS))
     p.add_argument("--lateness", type=float, default=0)
+    p.add_argument("--arrival-col", help="a stream: the column holding each event's arrival (the rate source's "
+                                         "timestamp, an ingestion time); each result then carries _arrival_ms")
     return p
 
 
@@ -81,7 +84,7 @@ def run_cell(line: str, cell: str, namespace: dict):
                              lateness=args.lateness)
         if args.explain:
             print(q.explain(df.schema))
-        result = q.apply(df)
+        result = q.apply(df, arrival_col=args.arrival_col)
     except sparkcep.CEPError as err:
         raise UsageError(err.render()) from None
     namespace[args.output] = result
@@ -98,7 +101,8 @@ def _run_statement(args, cell: str, namespace: dict):
     from sparkcep.sql_api import apply_recognize, session_functions
 
     try:
-        _refuse(args, {"--ts-col": "ts", "--type-col": "type"})  # options of the pattern language: never ignored
+        # options of the pattern language: never ignored
+        _refuse(args, {"--ts-col": "ts", "--type-col": "type", "--arrival-col": None})
         spark = SparkSession.getActiveSession()
         functions = session_functions(spark) if spark is not None else None  # its registered UDFs pass
         q = statement(cell, functions=functions)

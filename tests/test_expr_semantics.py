@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from sparkcep.compiler.codegen.sql import DIALECT, to_sql_expr
 from sparkcep.ir.ast import Attr, BinOp, Call, Literal, Unary
+from sparkcep.ir.kinds import typed
 from sparkcep.runtime_udfs.expr.scalar import compile_expr
 from sparkcep.runtime_udfs.expr.vector import vectorize
 
@@ -90,6 +91,18 @@ def ints(depth: int):
         case(depth, sub))
 
 
+#: attributes of every column type: a coalesce/CASE over several has the type Spark widens them to
+MIXED_LEAF = st.sampled_from(["x", "y", "d", "e", "s", "t"]).map(attr)
+
+
+def mixed(depth: int):
+    """A coalesce or CASE whose values are attributes (and expressions) of different column types, with no
+    constant to tell their common type: Spark gives DOUBLE over BIGINT, a string among numbers their type; the
+    engines learn it from the columns' types (``ir.kinds.typed``)."""
+    sub = st.one_of(MIXED_LEAF, ints(depth - 1), nums(depth - 1)) if depth > 1 else MIXED_LEAF
+    return st.one_of(st.integers(2, 3).flatmap(lambda k: call("coalesce", [sub] * k)), case(depth, sub))
+
+
 def case(depth: int, values):
     """``CASE WHEN c THEN v ... [ELSE d] END`` over conditions of ``depth - 1``."""
     c = conds(depth - 1)
@@ -103,7 +116,7 @@ def strs(depth: int):
     if depth == 0:
         return STR_LEAF
     sub = strs(depth - 1)
-    text = st.one_of(sub, ints(depth - 1), st.sampled_from(TEXT_FLOATS).map(Literal))
+    text = st.one_of(sub, ints(depth - 1), st.sampled_from(TEXT_FLOATS).map(Literal), mixed(depth))
     pos = st.one_of(st.sampled_from(POSITIONS).map(Literal), INT_LEAF)
     return st.one_of(
         STR_LEAF,
@@ -132,6 +145,7 @@ def nums(depth: int):
         st.builds(BinOp, st.sampled_from(ARITH), ints(depth - 1), sub),
         call("abs", st.one_of(sub, STR_LEAF)),
         call("cast", st.one_of(sub, STR_LEAF, conds(depth - 1)), type="DOUBLE"),
+        st.builds(BinOp, st.sampled_from(ARITH), mixed(depth), sub),
         st.integers(1, 2).flatmap(lambda k: call("coalesce", [sub] * k, floats)),
         case(depth, st.one_of(floats, sub)).filter(lambda c: any(
             isinstance(v, Literal) and isinstance(v.value, float) for v in c.args[1::2])))
@@ -175,7 +189,7 @@ def values(kind: str):
 
 
 ROWS = st.lists(st.fixed_dictionaries({k: values(v) for k, v in TYPES.items()}), min_size=4, max_size=8)
-EXPRS = st.lists(st.one_of(nums(2), conds(2), strs(2), ints(2)), min_size=40, max_size=60)
+EXPRS = st.lists(st.one_of(nums(2), conds(2), strs(2), ints(2), mixed(2)), min_size=40, max_size=60)
 
 
 def canon(v):
@@ -210,12 +224,12 @@ def spark_values(spark, exprs, rows, ansi: str) -> list[list]:
 
 
 def scalar_values(expr, rows) -> list:
-    f = compile_expr(expr)
+    f = compile_expr(typed(expr, TYPES))
     return [f({"a": dict(r)}) for r in rows]
 
 
 def vector_values(expr, rows) -> list:
-    fn = vectorize(expr)
+    fn = vectorize(typed(expr, TYPES))
     assert fn is not None, expr
     columns = {("a", k): pa.array([r[k] for r in rows], ARROW[v]) for k, v in TYPES.items()}
     return fn.values(columns, n=len(rows)).to_pylist()
@@ -288,6 +302,11 @@ CORNERS = [  # (expression, row, Spark's value): each a rule of docs/language.md
     (BinOp("+", Call("coalesce", (attr("x"), Literal(1.5))), Literal(1)), {"x": MAX}, 9.223372036854776e18),
     (Call("case", (BinOp(">", attr("x"), Literal(0)), attr("x"), Literal(2.5))), {"x": 4}, 4.0),
     (Call("case", (Literal(None), Literal(1), Literal(2))), {}, 2),  # an untyped NULL condition
+    # values of columns of different types: the type Spark widens them to, told by the columns (kinds.typed)
+    (Call("coalesce", (attr("x"), attr("d"))), {"x": 3, "d": 1.5}, 3.0),
+    (BinOp("+", Call("coalesce", (attr("x"), attr("d"))), attr("y")), {"x": MAX, "y": 1}, 9.223372036854776e18),
+    (Call("concat", (Call("case", (BinOp(">", attr("x"), Literal(0)), attr("x"), attr("e"))), attr("s"))),
+     {"x": 7, "e": 0.5, "s": "|"}, "7.0|"),
     (Call("cast", (attr("e"),), type="BIGINT"), {"e": -(2.0**63)}, MIN),
     (Call("abs", (attr("x"),)), {"x": MIN}, None),  # ANSI's abs overflows: NULL
     (Call("in", (attr("x"), Literal(1), Literal(None))), {"x": 2}, None),  # no item equal, one NULL
@@ -389,7 +408,8 @@ def test_division_by_zero_runs_to_the_end_in_a_stream(spark, tmp_path, capsys):
     assert canonical(got) == canonical(_zero_expected())
 
 
-STRING_QUERY = "PATTERN SEQ(A a, B b) WHERE b.s != 1 AND a.x < b.x WITHIN 10 RETURN a.ts AS at, b.ts AS bt"
+STRING_QUERY = ("PATTERN SEQ(A a, B b) WHERE b.s != 1 AND a.x < b.x WITHIN 10 "
+                "RETURN a.ts AS at, b.ts AS bt, coalesce(b.s, a.x) AS cs")
 STRING_EVENTS = [("A", 1, 1, "0"), ("B", 2, 2, "abc"), ("B", 3, 3, " 1 "), ("B", 4, 4, "2"), ("B", 5, 5, "1.5"),
                  ("B", 6, 6, "-7")]
 
@@ -397,7 +417,8 @@ STRING_EVENTS = [("A", 1, 1, "0"), ("B", 2, 2, "abc"), ("B", 3, 3, " 1 "), ("B",
 @pytest.mark.spark
 def test_string_column_against_a_number_in_apply(spark):
     """``b.s != 1`` on a STRING column of a DataFrame (typed by the user, not by the reader): Spark's ANSI
-    comparison raised CAST_INVALID_INPUT on ``'abc'``; the filter now casts with TRY_CAST as the engines do."""
+    comparison raised CAST_INVALID_INPUT on ``'abc'``; the filter now casts with TRY_CAST as the engines do.
+    ``coalesce(b.s, a.x)`` of a STRING and a BIGINT column is a BIGINT, as Spark (ANSI) types it."""
     import sparkcep
     from sparkcep.oracles.match import match_rows
     from sparkcep.spark.results import canonical
@@ -406,8 +427,8 @@ def test_string_column_against_a_number_in_apply(spark):
     q = sparkcep.compile(STRING_QUERY)
     got = [r.asDict() for r in q.apply(df).collect()]
     rows = [dict(zip(["type", "ts", "x", "s"], e, strict=True)) for e in STRING_EVENTS]
-    want = match_rows(q.query, rows, ["type", "ts", "x", "s"])
-    assert {(r["at"], r["bt"]) for r in want} == {(1, 4), (1, 6)}  # 'abc', '1.5': NULL; ' 1 ': equal to 1
+    want = match_rows(q.query, rows, ["type", "ts", "x", "s"], types={"x": "bigint", "s": "string"})
+    assert {(r["at"], r["bt"], r["cs"]) for r in want} == {(1, 4, 2), (1, 6, -7)}  # 'abc', '1.5': NULL; ' 1 ' = 1
     assert canonical(got) == canonical(want)
 
 

@@ -64,16 +64,32 @@ FILES = [
 ]
 
 
+def arrived(k: int, e: dict) -> int:
+    """An ingestion time (epoch ms) of event ``e`` of file ``k``: files a day apart, each event its own."""
+    return 1_700_000_000_000 + 86_400_000 * k + e["ts"]
+
+
 @pytest.mark.spark
 def test_a_match_is_written_by_the_micro_batch_that_reads_its_last_event(spark, tmp_path, capsys):
     """One file per micro-batch, lateness 0: the match completed by file k's B is in batch k's output
-    (before, it waited for the next batch's watermark), and stream = batch = oracle."""
+    (before, it waited for the next batch's watermark), and stream = batch = oracle.  Each result carries its
+    latency from the arrival of its last event (``--arrival-col``: an ingestion-time column) and each
+    micro-batch's progress line the results' p50/p99, from the observed metrics."""
     for k, events in enumerate(FILES):
-        write_file(tmp_path / "in", k, events, mtime=1_000_000 + k)
+        write_file(tmp_path / "in", k, [{**e, "arr": arrived(k, e)} for e in events], mtime=1_000_000 + k)
     out = tmp_path / "out"
+    before = time.time() * 1000
     assert main(["run", "-e", QUERY, "--input", str(tmp_path / "in"), "--stream", "--once", "--files-per-trigger",
-                 "1", "--output", str(out), "--checkpoint", str(tmp_path / "ck"), "--quiet"]) == 0
+                 "1", "--output", str(out), "--checkpoint", str(tmp_path / "ck"), "--arrival-col", "arr",
+                 "--latency-column"]) == 0
+    after = time.time() * 1000
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("batch ")]
+    assert len([line for line in lines if " result latency p50 " in line]) == 2
+    assert not [line for line in lines if " backlog " in line]  # files by modification time: another clock
     by_batch = rows_by_batch(out)
+    for b, rows in by_batch.items():  # the B of file b completes its match
+        last = arrived(b, next(e for e in FILES[b] if e["type"] == "B"))
+        assert all(before - last <= r.pop("_latency_ms") <= after - last for r in rows), rows
     assert {b: [(r["at"], r["bt"]) for r in rows] for b, rows in by_batch.items()} == {1: [(1, 5)], 2: [(3, 8)]}
     assert main(["run", "-e", QUERY, "--input", str(tmp_path / "in"), "--quiet"]) == 0
     batch = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -124,7 +140,7 @@ def continuous_run(inbox: Path, out: Path, checkpoint: Path, *extra: str) -> tup
 def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, tmp_path, capsys):
     inbox, out = tmp_path / "in", tmp_path / "out"
     write_file(inbox, 0, FILES[0])
-    proc, err = continuous_run(inbox, out, tmp_path / "ck", "--timeouts")
+    proc, err = continuous_run(inbox, out, tmp_path / "ck", "--timeouts", "--latency-column")
     try:
         err.wait_for(lambda line: line.startswith("batch ") and "read 2 events" in line, 600, proc)
         for k in (1, 2, 3):  # written after the run started: it must pick them up
@@ -149,6 +165,10 @@ def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, 
     assert [(r["at"], r["timeout_step"]) for r in timed_out] == [(10, "a")]
     # each batch with events reports their arrival-to-commit latency and the files not read yet
     assert any(" latency p50 " in line and " backlog " in line for line in text.splitlines())
+    # each result's latency from its file's arrival (modification time) to its micro-batch, in the row and the line
+    assert any(" result latency p50 " in line for line in text.splitlines())
+    latencies = [r.pop("_latency_ms") for rows in rows_by_batch(out).values() for r in rows]
+    assert len(latencies) == 2 and all(0 <= ms < 900_000 for ms in latencies), latencies
     # nothing partial: no staging directory, no empty file, every batch's rows once
     files = {f.name: f.stat().st_size for f in out.glob("part-*")}
     assert not list(out.glob("_staging*")) and all(size > 0 for size in files.values()), files
@@ -157,6 +177,7 @@ def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, 
     assert main(["run", "-e", QUERY, "--input", str(inbox), "--quiet"]) == 0
     batch = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     streamed = [r for rows in rows_by_batch(out).values() for r in rows]
+    streamed = [{k: v for k, v in r.items() if k != "_latency_ms"} for r in streamed]
     assert canonical(streamed) == canonical(batch) == canonical(oracle([e for f in [*FILES, TIMES_OUT] for e in f]))
 
 
@@ -192,3 +213,35 @@ def test_a_shedding_run_reads_its_files_through_the_admission_control(tmp_path):
     assert staged == [f"part-{k:02d}.jsonl" for k in range(3)]
     streamed = [r for rows in rows_by_batch(out).values() for r in rows]
     assert canonical(streamed) == canonical(oracle([e for f in FILES for e in f]))
+
+
+
+@pytest.mark.spark
+def test_a_rate_source_stream_stamps_each_result_with_its_rows_arrival(spark, tmp_path):
+    """Spark's rate source, arrival = each row's ``timestamp`` (``apply(df, arrival_col=...)``): the arrival of
+    each micro-batch's events is observed, and each match (A@2k, B@2k+1 of key k) carries the arrival of the
+    rows of its key in the micro-batch that emitted it: B's (the later), whose time it also returns."""
+    from pyspark.sql import functions as F
+
+    rate = spark.readStream.format("rate").option("rowsPerSecond", 20).load()
+    events = rate.select(F.when(F.col("value") % 2 == 0, "A").otherwise("B").alias("type"), F.col("value").alias("ts"),
+                         (F.col("value") / 2).cast("bigint").alias("id"), F.col("timestamp").alias("t"))
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 RETURN a.ts AS at, b.ts AS bt, b.t AS b_time")
+    result = q.apply(events, arrival_col="t")
+    assert result.columns == ["at", "bt", "b_time", "_arrival_ms"]
+    query = (result.writeStream.format("memory").queryName("rate_arrival").outputMode("append")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="1 second").start())
+    try:
+        deadline = time.monotonic() + 300
+        while spark.table("rate_arrival").count() < 10:
+            assert query.isActive and time.monotonic() < deadline, query.exception()
+            time.sleep(0.5)
+        progress = [json.loads(p.json) for p in query.recentProgress]
+    finally:
+        query.stop()
+    table = spark.table("rate_arrival")
+    rows = table.select("at", "bt", F.unix_millis("b_time").alias("b_ms"), "_arrival_ms").collect()
+    assert rows and all(r.bt == r.at + 1 and r.at % 2 == 0 for r in rows)
+    assert all(r["_arrival_ms"] == r.b_ms for r in rows), rows
+    arrivals = [p["observedMetrics"]["arrival"] for p in progress if p.get("numInputRows")]
+    assert arrivals and all(a["arrived"] > 0 and a["oldest"] <= a["newest"] for a in arrivals)

@@ -118,6 +118,21 @@ def test_magic_applies_the_cell_to_a_dataframe(spark, shell):
     assert canonical(epoch_ms_rows(shell.user_ns["found"])) == canonical(expected)
 
 
+@pytest.mark.spark
+def test_magic_on_a_rate_stream_stamps_results_with_their_arrival(spark, shell):
+    """``--arrival-col``: a stream's results carry ``_arrival_ms`` (the arrival of their events); the hidden
+    arrival column the operator gets is no attribute of the match (``t`` is: the input's own column)."""
+    from pyspark.sql import functions as F
+
+    rate = spark.readStream.format("rate").load()
+    shell.user_ns["ticks"] = rate.select(F.lit("A").alias("type"), F.col("value").alias("ts"),
+                                         (F.col("value") % 3).alias("id"), F.col("timestamp").alias("t"))
+    value = shell.run_cell_magic("sparkcep", "ticks --output live --arrival-col t",
+                                 "PATTERN SEQ(A a, A b) WHERE [id] WITHIN 5")
+    assert value.isStreaming and value.columns[-1] == "_arrival_ms" and "a_t" in value.columns
+    assert not [c for c in value.columns if "sparkcep" in c], value.columns
+
+
 def test_magic_errors_are_one_message(shell):
     from IPython.core.error import UsageError
 

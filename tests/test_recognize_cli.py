@@ -146,6 +146,7 @@ def test_options_of_the_pattern_language_are_refused(capsys, vshape_file, tmp_pa
     assert status == 2 and "FROM Ticker" in err
     status, _, err = run_cli(capsys, "run", str(vshape_file), "--input", str(tmp_path), "--timeouts")
     assert status == 2 and "--timeouts does not apply to a MATCH_RECOGNIZE statement" in err
+    assert "SQL:2016 defines no partial-match output" in err  # the reason
 
 
 def test_notebook_of_a_statement(capsys, vshape_file, tmp_path):

@@ -4,9 +4,11 @@ the unshed workload."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
+import time
 
 import pytest
 
@@ -32,15 +34,24 @@ def _rows(df) -> dict[str, list]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def test_workload_shedding_with_a_loose_bound_keeps_every_result(spark, tmp_path):
-    stream_events = events(240, seed=7)
-    tail = {"type": "D", "ts": 10_000, "id": 1, "x": 0}  # moves the watermark past every window
-    src = tmp_path / "in"
+#: moves the watermark past every window
+TAIL = {"type": "D", "ts": 10_000, "id": 1, "x": 0}
+
+
+def write_parts(src, stream_events: list[dict], first: float = 1_000_000) -> None:
+    """Three files of ``stream_events`` and one of :data:`TAIL`, in modification-time order from ``first``
+    (epoch s: their arrival)."""
     src.mkdir()
-    parts = [stream_events[:80], stream_events[80:160], stream_events[160:], [tail]]
+    parts = [stream_events[:80], stream_events[80:160], stream_events[160:], [TAIL]]
     for i, part in enumerate(parts):
         (src / f"part{i}.json").write_text("".join(json.dumps(e) + "\n" for e in part))
-        os.utime(src / f"part{i}.json", (1_000_000 + i, 1_000_000 + i))
+        os.utime(src / f"part{i}.json", (first + i, first + i))
+
+
+def test_workload_shedding_with_a_loose_bound_keeps_every_result(spark, tmp_path):
+    stream_events = events(240, seed=7)
+    src = tmp_path / "in"
+    write_parts(src, stream_events)
     shed = sparkcep.compile_shared_workload(WORKLOAD, budget=None, shedding_latency=1000.0)
     stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(src))
     result = shed.apply(stream, shedding_training=stream_events)
@@ -52,9 +63,34 @@ def test_workload_shedding_with_a_loose_bound_keeps_every_result(spark, tmp_path
     handle = result.shedding
     spark.streams.removeListener(handle.listener)
     unshed = sparkcep.compile_shared_workload(WORKLOAD, budget=None)
-    expected = _rows(unshed.apply(spark.createDataFrame(stream_events + [tail], SCHEMA)))
+    expected = _rows(unshed.apply(spark.createDataFrame(stream_events + [TAIL], SCHEMA)))
     assert got == expected and set(got) == {"ab", "bc"}
     # the one stage saw every event of both queries' types (D too: it sits in front of every operator)
     assert handle.offered == len(stream_events) + 1 and sum(handle.dropped.values()) == 0
     assert set(handle.types) >= {"A", "B", "C"}
 
+
+
+def test_the_generated_workload_job_sheds_with_one_stage_and_keeps_every_result_under_a_loose_bound(
+        spark, tmp_path, capsys):
+    """``sparkcep compile WORKLOAD`` with shedding: the job (run in this process, on the shared session) puts one
+    stage in front of the workload's operators; under a loose bound it drops nothing, reports it, and its rows
+    are the unshed workload's."""
+    stream_events = events(240, seed=11)
+    src, out = tmp_path / "in", tmp_path / "out"
+    write_parts(src, stream_events, first=time.time() - 10)  # arrived just now: within the bound
+    source = sparkcep.compile_shared_workload(WORKLOAD, budget=None, shedding_latency=1000.0).job_source()
+    assert "SHEDDING_SPECS = " in source and "shed=shed" in source
+    job = tmp_path / "job.py"
+    job.write_text(source)
+    spec = importlib.util.spec_from_file_location("shedding_workload_job", job)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--input", str(src), "--output", str(out), "--schema", SCHEMA, "--stream", "--once",
+                 "--checkpoint", str(tmp_path / "ck"), "--shuffle-partitions", "2"])
+    err = capsys.readouterr().err
+    assert f"load shedding dropped 0 of {len(stream_events) + 1} events" in err, err[-2000:]
+    got = _rows(spark.read.schema("query STRING, a_ts LONG, b_ts LONG, c_ts LONG").json(str(out)))
+    unshed = sparkcep.compile_shared_workload(WORKLOAD, budget=None)
+    expected = _rows(unshed.apply(spark.createDataFrame(stream_events + [TAIL], SCHEMA)))
+    assert got == expected and set(got) == {"ab", "bc"}

@@ -179,7 +179,6 @@ def test_without_the_clause_nothing_changes():
     ("PATTERN SEQ(A a, B+? b[]) WITHIN 5", "reluctant quantifier"),
     ("PATTERN SEQ(!(C c), A a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation before the first"),
     ("PATTERN SEQ(A a, B b, !(C c)) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation after the last"),
-    ("PATTERN SEQ(A a, B+ b[], !(C c), D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "follow a single event"),
     ("PATTERN SEQ(A a, !(C c), B? b, D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "optional b"),
     ("PATTERN SEQ(A a, !(SEQ(C c, D d)), B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation must be of one"),
     ("PATTERN SEQ(A a, !(C c), B b) WHERE c.x = b.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "not b"),
@@ -305,6 +304,12 @@ NEGATION_SHAPES = {
     "SEQ(A{1,2} p[], B a, !(C c), A b)": "p[1].ts AS p1, count(p[].ts) AS pn, a.ts AS at, b.ts AS bt",
     "SEQ(A a, B* q[], C e, !(A c), B{1,2} b[])":
         "a.ts AS at, count(q[].ts) AS qn, e.ts AS et, b[1].ts AS b1, count(b[].ts) AS bn",
+    # after a loop or an optional component: the gap starts at the match's previous event, whichever it is
+    "SEQ(A a, B+ b[], !(C c), A d)": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn, d.ts AS dt",
+    "SEQ(A a, B? q, !(C c), B b)": "a.ts AS at, q.ts AS qt, b.ts AS bt",
+    "SEQ(A a, C{1,2} p[], !(B c), C b)": "a.ts AS at, count(p[].ts) AS pn, b.ts AS bt",
+    # a nested SEQ is its items in its place
+    "SEQ(A a, SEQ(B b, !(C c), A d))": "a.ts AS at, b.ts AS bt, d.ts AS dt",
 }
 #: an OR of whole patterns (SQL:2016's alternation, the left one preferred at a start), with negation and loops
 OR_SHAPES = {
@@ -324,6 +329,7 @@ NEXT_SHAPES = {
     "SEQ(A a, NEXT B b) OR SEQ(A f, C+ d[], NEXT B g)": "a.ts AS at, b.ts AS bt, f.ts AS ft, count(d[].ts) AS dn",
     "SEQ(A a, NEXT !(C n), B+ b[])": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn",
     "SEQ(A a, NEXT !(B n), !(C m), B b)": "a.ts AS at, b.ts AS bt",
+    "SEQ(A a, NEXT SEQ(B b, C c), A e)": "a.ts AS at, b.ts AS bt, c.ts AS ct, e.ts AS et",
 }
 NEXT_CONDITIONS = ["[id]", "[id]", "b.x != a.x", "b[i].x >= b[i-1].x", "c.x > a.x", "e.x >= a.x", "c.x = 0",
                    "d[i].x >= f.x", "g.x != f.x", "n.x = a.x",

@@ -1,6 +1,6 @@
 """AFTER MATCH SKIP queries of the pattern language on Spark (``CompiledQuery.apply``, which runs them as
 MATCH_RECOGNIZE): batch and a file stream read one file per trigger equal the oracle (the strategy's matches,
-preferment, the skip rule), the first query with a negation between two components."""
+preferment, the skip rule), with a negation between two components, after a loop, and a nested SEQ."""
 
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ QUERIES = [
     # NEXT: the first b is the row of the key right after a (its rows differ from the query without NEXT)
     "PATTERN SEQ(A a, NEXT B+ b[], C c) USING skip_till_next_match WHERE [id] WITHIN 8 AFTER MATCH SKIP PAST LAST "
     "EVENT RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts",
+    # a negation after a reluctant loop, before a nested SEQ: no B between the loop's last b and c (its rows differ
+    # from the query without the negation)
+    "PATTERN SEQ(A a, B+? b[], !(B n), SEQ(C c, ANY(B, C) d)) WHERE [id] WITHIN 8 AFTER MATCH SKIP TO NEXT EVENT "
+    "RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts, d.ts AS d_ts",
 ]
 
 
@@ -60,7 +64,7 @@ def test_stream_one_file_per_trigger_equals_the_oracle(spark, tmp_path):
         path = src / f"part-{k}.json"
         path.write_text("".join(json.dumps(e) + "\n" for e in chunk))
         os.utime(path, (1_700_000_000 + 10 * k, 1_700_000_000 + 10 * k))  # the file source reads by mtime
-    text = QUERIES[0]
+    text = QUERIES[-1]
     stream = spark.readStream.schema("type string, ts bigint, id bigint, x bigint") \
         .option("maxFilesPerTrigger", 1).json(str(src))
     result = sparkcep.compile(text).apply(stream)

@@ -127,6 +127,18 @@ def test_next_inside_a_repeated_group():
     assert len(agrees(text.replace("NEXT ", ""), events)) > 3
 
 
+def test_a_top_level_next_in_a_pattern_with_a_repeated_group():
+    """A NEXT step next to a repeated group is a strict edge of the pattern's automaton: ``d`` right after the
+    group's last ``c`` (c5 is followed by e6, not d7), or the group's first ``b`` right after ``a``."""
+    events = _events("a0 b1 c2 d3 b4 c5 e6 d7")
+    text = "PATTERN SEQ(A a, (SEQ(B b, C c))+, NEXT D d) WITHIN 20 RETURN count(b[].x) AS n, d.ts AS d"
+    assert sorted((r["n"], r["d"]) for r in agrees(text, events)) == [(1, 3)]
+    text = "PATTERN SEQ(A a, NEXT (SEQ(B b, C c))+, D d) WITHIN 20 RETURN count(b[].x) AS n, d.ts AS d"
+    assert sorted((r["n"], r["d"]) for r in agrees(text, events)) == [(1, 3), (1, 7), (1, 7), (2, 7)]
+    events = _events("a0 d1 b2 c3 d4")
+    assert agrees(text, events) == []
+
+
 SHAPES = [
     "SEQ(A a, NEXT B b, C c)",
     "SEQ(A a, B b, NEXT C c)",
@@ -145,6 +157,10 @@ SHAPES = [
     "SEQ(A a, (SEQ(B b, NEXT C+ c[]))+, D d)",
     "(SEQ(A a, B? b, NEXT C c)){1,2}",
     "SEQ(A a, (SEQ(B b, NEXT (C c OR D d)))*, E e)",
+    # a top-level NEXT in a pattern with a repeated group: a strict edge into (or out of) the group's automaton
+    "SEQ(A a, (SEQ(B b, C c))+, NEXT D d)",
+    "SEQ(A a, NEXT (SEQ(B b, C? c))+, D d)",
+    "SEQ(A a, NEXT B b, (SEQ(C c, D d))*, E e)",
 ]
 CONDITIONS = ["[id]", "a.x < b.x", "b[i].x >= b[i-1].x", "z.x > a.x", "c.x != a.x", "z.x = b.x"]
 
@@ -164,7 +180,7 @@ def test_next_steps_agree_with_the_oracle(strategy, data, events):
 def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_path):
     """The batch job under two strategies and a streaming run (one file per micro-batch, checkpointed): the
     oracle's rows, with noise events (D) of the same key breaking links and those of the other key not; and
-    ``NEXT !(D d)`` in the batch job."""
+    ``NEXT !(D d)``, NEXT inside a repeated group and next to one in the batch job."""
     import random
 
     from tests.test_match_contiguity_spark import frame, spark_rows
@@ -189,8 +205,12 @@ def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_pat
     assert len(expected) >= 3 and len(expected) < len(match_rows(sparkcep.compile(
         "PATTERN SEQ(A a, B b, C c) WHERE [id] WITHIN 6").query, events))
     assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected)
-    # NEXT inside a repeated group in the batch job: each iteration's c right after its b
-    q = sparkcep.compile("PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WHERE [id] WITHIN 6 RETURN a.ts, count(b[].x) AS n")
-    expected = match_rows(q.query, events)
-    assert len(expected) >= 3
-    assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected)
+    # NEXT inside a repeated group in the batch job: each iteration's c right after its b; and NEXT into and out of
+    # a group at the top level (strict edges of the pattern's automaton)
+    for text in ("PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WHERE [id] WITHIN 6 RETURN a.ts, count(b[].x) AS n",
+                 "PATTERN SEQ(A a, NEXT (SEQ(B b, C c))+, NEXT A e) WHERE [id] WITHIN 6 "
+                 "RETURN a.ts, count(b[].x) AS n, e.ts"):
+        q = sparkcep.compile(text)
+        expected = match_rows(q.query, events)
+        assert len(expected) >= 3, text
+        assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected), text

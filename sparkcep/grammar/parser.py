@@ -8,8 +8,8 @@ and the source text, so that the message shows a caret.
 Example::
 
     >>> q = parse_query("PATTERN SEQ(A a, B+ b[]) WHERE [id] WITHIN 10 seconds")
-    >>> q.pattern.items[1]
-    Kleene(inner=EventPat(types=('B',), var='b', any_=False, array=True), op='+', greedy=True, bounds=None, until=None)
+    >>> q.pattern.items[1]  # doctest: +ELLIPSIS
+    Kleene(inner=EventPat(types=('B',), var='b', any_=False, array=True), op='+', greedy=True, bounds=None, ...)
     >>> q.within
     Duration(value=10, unit='s')
 """
@@ -114,14 +114,17 @@ class _Next:
 
 def _kleene(inner, op: str | tuple, greedy: bool, meta, until=None) -> ast.Kleene:
     """``P+``/``P*``/``P?``, or a bounded ``P{n,m}`` (``op`` a ``(n, m)`` pair; ``{1,}``/``{0,}`` are ``+``/``*``);
-    ``greedy`` False for the reluctant forms (``P+?``); ``until`` the stop condition of ``UNTIL (...)``."""
+    ``greedy`` False for the reluctant forms (``P+?``); ``until`` the ``(condition, any)`` of ``UNTIL [ANY]
+    (...)``."""
+    cond, any_ = until if until is not None else (None, False)
+    stop = {"until": cond, "until_any": any_}
     if isinstance(op, str):
-        return ast.Kleene(inner, op, span=_span(meta), greedy=greedy, until=until)
+        return ast.Kleene(inner, op, span=_span(meta), greedy=greedy, **stop)
     lo, hi = op
     plain = "+" if lo else "*"
     if hi is None and lo <= 1:
-        return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy, until=until)
-    return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy, bounds=(lo, hi), until=until)
+        return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy, **stop)
+    return ast.Kleene(inner, plain, span=_span(meta), greedy=greedy, bounds=(lo, hi), **stop)
 
 
 def _span(meta) -> Span:
@@ -300,8 +303,8 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Not(inner, span=_span(meta))
 
     def kleene(self, meta, children):
-        inner, (op, greedy) = children
-        return _kleene(inner, op, greedy, meta)
+        inner, (op, greedy), until = children
+        return _kleene(inner, op, greedy, meta, until)
 
     def event_kleene(self, meta, children):
         event, (op, greedy), var, until = children
@@ -313,7 +316,11 @@ class _ToAst(Transformer_NonRecursive):
 
     def until(self, meta, children):
         (cond,) = children
-        return cond
+        return cond, False
+
+    def until_any(self, meta, children):
+        (cond,) = children
+        return cond, True
 
     def event(self, meta, children):
         event, var = children

@@ -156,9 +156,11 @@ class Kleene:
     matters under ``AFTER MATCH SKIP`` (:class:`AfterMatchSkip`), where one preferred match per start event is
     reported.
 
-    ``until`` is a stop condition (``B+ b[] UNTIL (b.x > 10)``, Flink CEP's ``until``) on the loop of a single event
-    ``T v``: an event of the loop's types satisfying it (read on that event as ``v``) is never taken by the loop and
-    ends it: no loop event comes after it (docs/language.md, "Stop conditions")."""
+    ``until`` is a stop condition (``B+ b[] UNTIL (b.x > 10)``, Flink CEP's ``until``) on a loop: of one event
+    ``T v``, or a group ``(SEQ(B b, C c))+ UNTIL (c.x > 10)`` whose condition names one of its variables ``v``.  An
+    event of ``v``'s types (any event of the partition with ``until_any``, ``UNTIL ANY (...)``, Flink's reading)
+    satisfying it, read on that event as ``v``, is never taken by the loop and ends it: no loop event comes after
+    it (docs/language.md, "Stop conditions")."""
 
     inner: Pattern
     op: str = "+"
@@ -166,6 +168,7 @@ class Kleene:
     greedy: bool = field(default=True, metadata={"omit_default": True})
     bounds: tuple[int, int | None] | None = field(default=None, metadata={"omit_default": True})
     until: Expr | None = field(default=None, metadata={"omit_default": True})
+    until_any: bool = field(default=False, metadata={"omit_default": True})
 
     @property
     def repeat(self) -> tuple[int, int | None]:

@@ -10,13 +10,21 @@ number); the engines use it without (to give ``coalesce`` and ``CASE`` the type 
     True
     >>> kind_of(Call("coalesce", (Attr("a", "x"), Literal(1))), {"x": "bigint"})
     'int'
+
+Where the type of a ``coalesce`` or ``CASE`` depends on the columns' types, :func:`typed` writes it into the
+call (its ``type``), so that the engines, which see values and not columns, give Spark's:
+
+    >>> e = typed(Call("coalesce", (Attr("a", "x"), Attr("b", "d"))), {"x": "bigint", "d": "double"})
+    >>> e.type, kind_of(e)
+    ('DOUBLE', 'float')
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
-from sparkcep.ir.ast import Attr, BinOp, Call, Literal, Unary
+from sparkcep.ir.ast import Attr, BinOp, Call, Literal, Unary, map_nodes
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: Spark type names (``DataType.simpleString()``) by the kind of value the engines see.
@@ -61,9 +69,29 @@ def kind_of(e, types=None) -> str | None:
             inner = kind_of(e.args[0], types)
             return "float" if inner == "str" else inner
         if e.name in ("coalesce", "case"):
+            if e.type is not None:  # the type the columns give it (:func:`typed`)
+                return CAST_KINDS.get(e.type.upper())
             return common_kind([kind_of(v, types) for v in values_of(e)])
         return _CALL_KINDS.get(e.name)
     return None
+
+
+#: the Spark type name of each kind (the ``type`` :func:`typed` gives a call)
+KIND_TYPES = {"int": "BIGINT", "float": "DOUBLE", "str": "STRING", "bool": "BOOLEAN"}
+
+
+def typed(node, types: dict[str, str]):
+    """``node`` (an expression, or a query or engine spec holding expressions) with each ``coalesce`` and
+    ``CASE`` whose Spark type depends on the types of the attributes it reads marked with that type (its
+    ``type``: ``coalesce(a.x, b.d)`` over a BIGINT ``x`` and a DOUBLE ``d`` is DOUBLE); ``types`` maps a column
+    name to its Spark type name (``DataType.simpleString()``).  The engines then widen the value as Spark does
+    (``3`` is ``3.0``, a string among numbers is try_cast to their type)."""
+    def mark(n):
+        if isinstance(n, Call) and n.name in ("coalesce", "case") and n.type is None and kind_of(n) is None:
+            kind = KIND_TYPES.get(kind_of(n, types))
+            return n if kind is None else replace(n, type=kind)
+        return n
+    return map_nodes(node, mark)
 
 
 def values_of(call: Call) -> tuple:

@@ -95,7 +95,8 @@ def format_pattern(pattern: ast.Pattern) -> str:
             op = f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}"
         if not pattern.greedy:
             op += "?"
-        until = "" if pattern.until is None else f" UNTIL ({format_expr(pattern.until)})"
+        until = "" if pattern.until is None else \
+            f" UNTIL {'ANY ' if pattern.until_any else ''}({format_expr(pattern.until)})"
         if isinstance(pattern.inner, ast.EventPat):
             return _event(pattern.inner, op) + until
         return f"({format_pattern(pattern.inner)}){op}{until}"

@@ -54,10 +54,11 @@ Semantics implemented (LANGUAGE.md section numbers in brackets):
   pick is the partition's event right after the pick before it (none before it: no constraint); under
   skip_till_next_match an event that would break the link is not selectable there.  ``NEXT !(C c)`` (Flink's
   notNext): the partition's event right after the previous pick is not a match of ``C c`` (with its
-  predicates).  A stop condition ``T+ v[] UNTIL (cond)`` (Flink's ``until``) adds to any strategy too: no *stop
-  event* (an event of the partition of one of the loop's types for which ``cond``, read on it alone, is TRUE)
-  lies between the loop's first and last events, ends included; under skip_till_next_match a stop event, and
-  an event after one since the loop's first, is not selectable for the loop.
+  predicates).  A stop condition ``T+ v[] UNTIL (cond)`` or ``(P)+ UNTIL (cond)`` (Flink's ``until``) adds to any
+  strategy too: no *stop event* (an event of the partition of one of the types of the variable ``cond`` names,
+  any event with ``UNTIL ANY``, for which ``cond``, read on it alone, is TRUE) lies between the loop's first and
+  last events (of any of its variables), ends included; under skip_till_next_match a stop event, and an event
+  after one since the loop's first, is not selectable for the loop.
 * **Trend aggregates** [§2 RETURN, §6, GRETA Def. 2 and Theorem 9.1]: over exactly the skip_till_any_match
   matches lying wholly in each window, per GROUP BY group: ``COUNT(*)`` counts matches, ``COUNT(X)`` the
   events of ``X`` in all of them (``X`` a variable, else an event type), ``SUM/MIN/MAX(X.attr)`` their
@@ -108,6 +109,7 @@ from sparkcep.ir.ast import (
     conjuncts,
     walk,
 )
+from sparkcep.ir.kinds import typed
 from sparkcep.ir.naming import attr_name, column_name, dedupe, default_column, implicit_namer
 from sparkcep.oracles import preferment
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr, holds
@@ -203,6 +205,31 @@ class _Conjunct:
     fn: Any = field(repr=False)  # the compiled expression
 
 
+@dataclass(frozen=True)
+class _Stop:
+    """A loop with a stop condition: the variables of its events (``loop``), and what a stop event is: an event
+    of ``types`` (None: ``UNTIL ANY``, any event of the partition) for which ``fn``, read on it as ``var``, is
+    TRUE."""
+
+    loop: frozenset[str]
+    var: str
+    types: tuple[str, ...] | None
+    fn: Any = field(repr=False)
+
+
+def _loop_vars(node) -> frozenset[str]:
+    """The variables of the positive events of a translated pattern node."""
+    if isinstance(node, _Ev):
+        return frozenset({node.var})
+    if isinstance(node, _Seq):
+        return frozenset().union(*map(_loop_vars, node.items))
+    if isinstance(node, _Or):
+        return frozenset().union(*map(_loop_vars, node.alternatives))
+    if isinstance(node, _Rep):
+        return _loop_vars(node.inner)
+    return frozenset()
+
+
 @dataclass
 class _Prepared:
     root: object
@@ -212,8 +239,8 @@ class _Prepared:
     key_values: dict[int, Any]  # position in key → required constant ([attr = 'c'])
     window: float
     strategy: str
-    #: loop variable → (its types, its stop condition ``UNTIL``, compiled)
-    stops: dict[str, tuple[tuple[str, ...], Any]] = field(default_factory=dict)
+    #: the loops with a stop condition ``UNTIL``
+    stops: list[_Stop] = field(default_factory=list)
 
     def in_scope(self, scope: tuple[int, ...]) -> list[_Conjunct]:
         return [c for c in self.conjuncts if c.scope == scope]
@@ -235,7 +262,7 @@ def _prepare(query: Query, ts_unit_ms: float | None, extra_key: Sequence[str] = 
     scopes = itertools.count()
 
     fresh = implicit_namer(taken)
-    stops: dict[str, tuple[tuple[str, ...], Any]] = {}
+    stops: list[_Stop] = []
 
     def convert(p: Pattern, in_list: bool, scope: tuple[int, ...]):
         if isinstance(p, EventPat):
@@ -246,9 +273,15 @@ def _prepare(query: Query, ts_unit_ms: float | None, extra_key: Sequence[str] = 
             lo, hi = p.repeat  # P{n,m}: n to m iterations (its variables are lists, as under + and *)
             inner = convert(p.inner, in_list or p.op in ("+", "*"), scope)
             if p.until is not None:
-                if not isinstance(inner, _Ev) or scope or in_list:
-                    raise OracleError("UNTIL stops a positive loop of one event, not inside a repetition")
-                stops[inner.var] = (inner.types, compile_expr(p.until))  # a lacking attribute is NULL: no stop
+                if scope or in_list or hi == 1:
+                    raise OracleError("UNTIL stops a positive loop, not one inside a repetition or negation")
+                loop = _loop_vars(inner)
+                read = {n.var for n in walk(p.until) if isinstance(n, Attr)}
+                var = inner.var if isinstance(inner, _Ev) else next(iter(read), None)
+                if var not in loop or not read <= {var}:
+                    raise OracleError("UNTIL reads one variable of its loop, as the candidate stop event")
+                stops.append(_Stop(loop, var, None if p.until_any else variables[var].types,
+                                   compile_expr(p.until)))  # a lacking attribute is NULL: no stop
             return _Rep(inner, lo, hi, p.greedy)
         if isinstance(p, Seq):
             return _Seq(tuple(convert(i, in_list, scope) for i in p.items), p.strict)
@@ -509,18 +542,18 @@ def _all_matches(prep: _Prepared, indexed: list[tuple[int, Event]], strategy: st
     return out
 
 
-def _stops(prep: _Prepared, var: str, ev: Event) -> bool:
-    """Is ``ev`` a stop event of the loop of ``var`` (of its types, satisfying its ``UNTIL``)?"""
-    types, fn = prep.stops[var]
-    return ev["type"] in types and holds(fn({var: [ev]}, {var: 0}))
+def _stops(stop: _Stop, ev: Event) -> bool:
+    """Is ``ev`` a stop event of the loop ``stop`` (of its types, or any with ``UNTIL ANY``, satisfying its
+    condition)?"""
+    return (stop.types is None or ev["type"] in stop.types) and holds(stop.fn({stop.var: [ev]}, {stop.var: 0}))
 
 
 def _until_holds(prep: _Prepared, evs: list[Event], picks: tuple) -> bool:
-    """No stop event of a loop with ``UNTIL`` lies between its first and last events, ends included: the loop
-    takes no stop event and none after one."""
-    for var in prep.stops:
-        taken = [j for j, v in picks if v == var]
-        if taken and any(_stops(prep, var, evs[g]) for g in range(taken[0], taken[-1] + 1)):
+    """No stop event of a loop with ``UNTIL`` lies between its first and last events (of any of its variables),
+    ends included: the loop takes no stop event and none after one."""
+    for stop in prep.stops:
+        taken = [j for j, v in picks if v in stop.loop]
+        if taken and any(_stops(stop, evs[g]) for g in range(taken[0], taken[-1] + 1)):
             return False
     return True
 
@@ -565,11 +598,10 @@ def _selectable(prep: _Prepared, evs: list[Event], prefix: tuple, g: int) -> boo
         if last and items[last - 1] is _LINK and g != prefix[-1][0] + 1:
             continue  # a NEXT step: only the event right after the prefix's last one could be selected
         var = picks[-1][1]
-        if var in prep.stops:  # a loop with UNTIL takes no stop event, and none after one
-            start = next(prefix[k][0] for k, (_, v) in enumerate(picks[:-1]) if v == var) \
-                if any(v == var for _, v in picks[:-1]) else g
-            if any(_stops(prep, var, evs[h]) for h in range(start, g + 1)):
-                continue
+        if any(var in stop.loop and any(_stops(stop, evs[h]) for h in range(
+                next((prefix[k][0] for k, (_, v) in enumerate(picks[:-1]) if v in stop.loop), g), g + 1))
+               for stop in prep.stops):
+            continue  # a loop with UNTIL takes no stop event, and none after one
         binding, runs = _bind(prep, chosen, picks)
         if all(_conjunct_holds(c, binding, runs) for c in prep.in_scope(())
                if c.vars <= binding.keys() and not c.grows):
@@ -614,6 +646,11 @@ def _occurs(prep: _Prepared, neg: _Neg, evs: list[Event], lo: float, hi: float, 
     return False
 
 
+def _flat_seq(p) -> list:
+    """The items of a SEQ with a nested SEQ's items in its place (concatenation is associative)."""
+    return [i for item in p.items for i in _flat_seq(item)] if isinstance(p, _Seq) else [p]
+
+
 def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -> list[_Match]:
     """The matches of the strategy; with AFTER MATCH SKIP only the preferred ones the skip rule reaches
     (:mod:`sparkcep.oracles.preferment`)."""
@@ -623,7 +660,7 @@ def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -
     alternatives = []
     for alt in prep.root.alternatives if isinstance(prep.root, _Or) else (prep.root,):
         comps = []
-        for item in alt.items if isinstance(alt, _Seq) else (alt,):
+        for item in _flat_seq(alt):
             if isinstance(item, _Neg):
                 continue  # takes no event: it only removes candidates (the strategy's matches respect it)
             if isinstance(item, _Ev):
@@ -673,15 +710,18 @@ def matches(query: Query, events: Sequence[Event], *, ts_unit_ms: float | None =
 
 
 def match_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | None = None, *,
-               ts_unit_ms: float | None = None) -> list[dict[str, Any]]:
+               ts_unit_ms: float | None = None, types: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One row per match (LANGUAGE.md §2 RETURN).
 
     With RETURN: its items, named by :func:`naming.column_name` (duplicates suffixed by
     :func:`naming.dedupe`).  Without: ``default_column(var, attr)`` for every positive component in pattern
     order and every attribute in ``columns`` (default: the union of the events' keys, first seen first); a
     Kleene variable contributes its last event's attributes (``v[v.len].attr``), an absent component and a
-    lacking attribute None.
+    lacking attribute None.  ``types``: the attributes' Spark column types, where known (a ``coalesce`` or
+    ``CASE`` over columns of different types then has the type Spark gives it, :func:`sparkcep.ir.kinds.typed`).
     """
+    if types:
+        query = typed(query, types)
     if is_trend_aggregate(query):
         raise OracleError("a trend-aggregate query has no match rows: use trend_aggregates()")
     prep = _prepare(query, ts_unit_ms)

@@ -1,7 +1,14 @@
 """The reference for timed-out partial matches (docs/language.md, "Timed-out partial matches"), from the
-definition, by brute force: every set of events, labelled with steps in every way the definition allows
-(a Kleene step ``T+ v[]`` takes one event or more), kept when it is a partial match (skip_till_next_match: each
-event the first that could extend the events before it), then those no event extends and that are no match.
+definition, by enumerating the partial matches prefix by prefix.
+
+A partial match is a tuple of picks ``((position, step), ...)``; the partial matches of one partition are the
+nodes of a tree: the root's children are the single picks that are partial matches, and the children of a node
+are the one-pick extensions (a later event joining the open Kleene step, or taking a later step) that are
+partial matches again (under skip_till_next_match only those of the first later event that gives one).  Every
+tuple has one parent, its prefix, so the walk meets each partial match once; the timed-out ones are the leaves
+that are no match.  The cost is the number of partial matches times the events of a window: polynomial in the
+stream, except where the output itself is not (a Kleene step under skip_till_any_match has a partial match per
+admissible subset of its events).
 
     >>> from sparkcep.grammar import parse_query
     >>> q = parse_query("PATTERN SEQ(A a, B b, C c) WITHIN 10 RETURN a.ts, b.ts")
@@ -12,9 +19,8 @@ event the first that could extend the events before it), then those no event ext
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sparkcep.ir.ast import Attr, BinOp, Query, walk
@@ -23,6 +29,7 @@ from sparkcep.ir.spec import TIMEOUT_STEP
 from sparkcep.oracles.match import (
     DEFAULT_STRATEGY,
     OracleError,
+    _bind,
     _conjunct_holds,
     _Ev,
     _partitions,
@@ -31,16 +38,32 @@ from sparkcep.oracles.match import (
     _resolve,
     _Seq,
     _sorted,
+    _stops,
     _value,
     is_trend_aggregate,
 )
 from sparkcep.runtime_udfs.expr.scalar import compile_expr
 
-__all__ = ["timed_out_rows"]
+__all__ = ["timed_out_picks", "timed_out_rows"]
 
 NEXT_MATCH = "skip_till_next_match"
+CONTIGUITY = ("strict_contiguity", "partition_contiguity")
 
 Event = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One step of the ``SEQ``: its variable, types, and how many events it takes (``hi`` None: unbounded);
+    ``is_list``: its variable is the list of its events (a Kleene step)."""
+
+    var: str
+    types: tuple[str, ...]
+    lo: int
+    hi: int | None
+    is_list: bool
+    linked: bool = False  # written NEXT: its first event is the partition's event right after the one before
+    until: Any = None  # a loop with a stop condition UNTIL: its match oracle's _Stop
 
 
 def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | None = None, *,
@@ -50,15 +73,10 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
     ``timeout_step``, the variable of its last bound step; ordered by the input positions of its events."""
     if is_trend_aggregate(query):
         raise OracleError("a trend-aggregate query has no partial matches")
+    if query.skip is not None:
+        raise OracleError("an AFTER MATCH SKIP query has no timed-out partial matches")
     prep = _prepare(query, ts_unit_ms)
-    steps = prep.root.items if isinstance(prep.root, _Seq) else (prep.root,)
-    kleene = [isinstance(s, _Rep) and s.lo == 1 and s.hi is None and isinstance(s.inner, _Ev) for s in steps]
-    steps = [s.inner if k else s for s, k in zip(steps, kleene, strict=True)]
-    if (not all(isinstance(s, _Ev) for s in steps) or prep.stops or any(prep.root.strict if isinstance(prep.root, _Seq)
-                                                                          else ())
-            or prep.strategy not in (DEFAULT_STRATEGY, NEXT_MATCH)):
-        raise OracleError("timed-out partial matches are defined for a SEQ of single events and T+ v[] steps "
-                          "under skip_till_any_match and skip_till_next_match")
+    steps = _steps(prep)
     names = [s.var for s in steps]
     if columns is None:
         columns = list(dict.fromkeys(k for e in events for k in e))
@@ -67,48 +85,175 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
         only = next(iter(prep.vars)) if len(prep.vars) == 1 else None
         titles = dedupe([column_name(item, k) for k, item in enumerate(query.returns)])
         fns = [compile_expr(_resolve(item.expr, prep.vars, only), any_vars) for item in query.returns]
-    shared = _shared_attributes(prep, names)
-    if shared:  # as [attr]: the events of a partial match share it too, and one without it is in no match
-        prep = replace(prep, key=(*prep.key, *(a for a in shared if a not in prep.key)))
-        events = [e for e in events if all(e.get(a) is not None for a in shared)]
-    sd = _Steps(prep, steps, kleene)
-    found = []
-    for _, part in _partitions(prep, _sorted(events)):
-        evs = [e for _, e in part]
-        valid = {p for size in range(1, len(evs) + 1) for chosen in itertools.combinations(range(len(evs)), size)
-                 for p in sd.labellings(chosen) if sd.partial(evs, p)}
-        if prep.strategy == NEXT_MATCH:
-            valid = {p for p in valid if sd.takes_the_first(evs, p)}
-        extended = {p[:-1] for p in valid}
-        for p in valid:
-            if p not in extended and not sd.complete(evs, p):
-                found.append((tuple(part[j][0] for j, _ in p), sd.binding(evs, p)))
+    found = [(order, binding, names[picks[-1][1]]) for order, picks, binding in timed_out_picks(prep, steps, events)]
     found.sort(key=lambda f: f[0])
     rows = []
-    for _, binding in found:
+    for _, binding, last in found:
         if query.returns is not None:
             row = {n: _value(fn(binding)) for n, fn in zip(titles, fns, strict=True)}
         else:
-            last = {v: b[-1] if isinstance(b, list) else b for v, b in binding.items()}  # a sequence: its last
-            row = {default_column(v, a): None if v not in last else last[v].get(a) for v in names for a in columns}
-        row[TIMEOUT_STEP] = names[max(names.index(v) for v in binding)]
+            tail = {v: b[-1] if isinstance(b, list) else b for v, b in binding.items()}  # a sequence: its last
+            row = {default_column(v, a): None if v not in tail else tail[v].get(a) for v in names for a in columns}
+        row[TIMEOUT_STEP] = last
         rows.append(row)
     return rows
 
 
-def _shared_attributes(prep, names: list[str]) -> list[str]:
-    """The attributes ``attr`` whose equalities ``u.attr = v.attr`` (``v[i].attr`` for a Kleene step: each of its
-    events) connect every step, none an ``ANY(...)`` step: they say what the equivalence test ``[attr]`` says."""
-    if any(prep.vars[v].any_ for v in names):
-        return []
+def timed_out_picks(prep, steps: list[_Step], events: Sequence[Event]) -> list[tuple[tuple, tuple, dict]]:
+    """The timed-out partial matches of the prepared query ``prep`` (:func:`_steps` its steps) over ``events``:
+    ``(input positions, picks ((partition position, step), ...), binding)``, unordered."""
+    prep, events = as_equivalence(prep, steps, events)
+    found = []
+    indexed = _sorted(events)
+    for _, part in _partitions(prep, indexed):
+        walk_ = _Partials(prep, steps, part, [e["ts"] for _, e in indexed])
+        todo = [((j, s),) for j in range(len(part)) for s in range(len(steps)) if walk_.partial(((j, s),))]
+        while todo:
+            picks = todo.pop()
+            children = walk_.extensions(picks)
+            todo += children
+            if not children and not walk_.complete(picks) and walk_.alive(picks):
+                found.append((tuple(part[j][0] for j, _ in picks), picks, walk_.binding(picks)[0]))
+    return found
+
+
+def _steps(prep) -> list[_Step]:
+    """The steps of a ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``, a loop with
+    ``UNTIL``; any of them written ``NEXT``), or the :class:`OracleError` saying the query is outside the
+    definition."""
+    items = prep.root.items if isinstance(prep.root, _Seq) else (prep.root,)
+    strict = (prep.root.strict if isinstance(prep.root, _Seq) else ()) or (False,) * len(items)
+    steps = []
+    for item, linked in zip(items, strict, strict=True):
+        if isinstance(item, _Rep) and isinstance(item.inner, _Ev):
+            ev, lo, hi = item.inner, item.lo, item.hi
+        elif isinstance(item, _Ev):
+            ev, lo, hi = item, 1, 1
+        else:
+            raise OracleError("timed-out partial matches are defined for a SEQ of single and Kleene events")
+        until = next((stop for stop in prep.stops if ev.var in stop.loop), None)
+        steps.append(_Step(ev.var, ev.types, lo, hi, prep.vars[ev.var].is_list, linked, until))
+    if prep.strategy not in (DEFAULT_STRATEGY, NEXT_MATCH, *CONTIGUITY):
+        raise OracleError(f"unknown selection strategy {prep.strategy}")
+    return steps
+
+
+class _Partials:
+    """The definition's tests on the picks ``((position, step), ...)`` of one partition's events ``evs``."""
+
+    def __init__(self, prep, steps: list[_Step], part: list[tuple[int, Event]], stamps: list):
+        self.prep, self.steps, self.evs = prep, steps, [e for _, e in part]
+        self.index = {s.var: k for k, s in enumerate(steps)}
+        self.first_only = prep.strategy == NEXT_MATCH
+        #: the position of each event in the order contiguity is judged in (the whole input for strict_contiguity,
+        #: else the partition), and the ts of the event at each position of that order
+        self.order = [g for g, _ in part] if prep.strategy == "strict_contiguity" else list(range(len(part)))
+        self.stamps = stamps if prep.strategy == "strict_contiguity" else [e["ts"] for e in self.evs]
+
+    def binding(self, picks) -> dict:
+        return _bind(self.prep, self.evs, tuple((j, self.steps[s].var) for j, s in picks))
+
+    def _next_steps(self, picks) -> list[int]:
+        """The steps the event after ``picks`` may take: the last one's again (a Kleene step short of its
+        maximum), or a later one, past steps that may take no event, once the last one has its minimum."""
+        k = picks[-1][1]
+        taken = sum(1 for _, s in picks if s == k)
+        out = [k] if self.steps[k].is_list and (self.steps[k].hi is None or taken < self.steps[k].hi) else []
+        if taken >= self.steps[k].lo:
+            for t in range(k + 1, len(self.steps)):
+                out.append(t)
+                if self.steps[t].lo:
+                    break
+        return out
+
+    def partial(self, picks) -> bool:
+        """Is ``picks`` (a valid sequence of steps, strictly increasing ts) a partial match: each event of its
+        step's type, the last before the first's ts plus the window, every predicate over the steps up to the
+        last one holding, but those reading the whole sequence of the last step while it is a Kleene step."""
+        j, s = picks[-1]
+        ev = self.evs[j]
+        if (ev["type"] not in self.steps[s].types or ev["ts"] - self.evs[picks[0][0]]["ts"] >= self.prep.window
+                or (len(picks) == 1 and (any(self.steps[t].lo for t in range(s))
+                                         or (self.steps[s].until and _stops(self.steps[s].until, ev))))):
+            return False
+        binding, runs = self.binding(picks)
+        open_ = self.steps[s].var if self.steps[s].is_list else None
+        return all(_conjunct_holds(c, binding, runs) for c in self.prep.conjuncts
+                   if max((self.index[v] for v in c.vars), default=0) <= s
+                   and not (open_ in c.vars and _reads_whole(c.expr, open_)))
+
+    def _linked(self, k: int, t: int) -> bool:
+        """Must an event taking step ``t`` after one of step ``k`` be right after it (a contiguity strategy, or a
+        ``NEXT`` step ``t`` or one between, passed over)?"""
+        return self.prep.strategy in CONTIGUITY or any(s.linked for s in self.steps[k + 1:t + 1])
+
+    def _may_take(self, picks, j: int, t: int) -> bool:
+        """May event ``j`` take step ``t`` after ``picks``, as far as links and stop conditions go?"""
+        last, k = picks[-1]
+        if self._linked(k, t) and self.order[j] != self.order[last] + 1:  # right after it (strict: in the input)
+            return False
+        if self.steps[t].until:  # a loop takes no stop event and none after one (since its first event)
+            first = j if t != k else next(i for i, s in picks if s == t)
+            return not any(_stops(self.steps[t].until, self.evs[h]) for h in range(first, j + 1))
+        return True
+
+    def alive(self, picks) -> bool:
+        """Could an event still have extended ``picks`` when the window closed?  A way (a step an event could
+        take next) is closed by a link once the event right after its last one came within the window, and a
+        loop with ``UNTIL`` once a stop event came within the window."""
+        last, k = picks[-1]
+        end = self.evs[picks[0][0]]["ts"] + self.prep.window
+        after = self.order[last] + 1
+        broken = after < len(self.stamps) and self.stamps[after] < end
+        for t in self._next_steps(picks):
+            if self._linked(k, t) and broken:
+                continue
+            if t == k and self.steps[k].until and any(
+                    _stops(self.steps[k].until, e) for e in self.evs[last + 1:] if e["ts"] < end):
+                continue
+            return True
+        return False
+
+    def extensions(self, picks) -> list[tuple]:
+        """The partial matches ``picks`` plus one later event (skip_till_next_match: the first that gives one)."""
+        last = picks[-1][0]
+        end = self.evs[picks[0][0]]["ts"] + self.prep.window
+        out = []
+        for j in range(last + 1, len(self.evs)):
+            ts = self.evs[j]["ts"]
+            if ts >= end:
+                break
+            if ts > self.evs[last]["ts"]:
+                out += [p for p in ((*picks, (j, t)) for t in self._next_steps(picks) if self._may_take(picks, j, t))
+                        if self.partial(p)]
+                if out and self.first_only:
+                    break
+        return out
+
+    def complete(self, picks) -> bool:
+        """A match: every step after the last one may take no event, the last one has its minimum, and every
+        predicate holds."""
+        k = picks[-1][1]
+        if any(s.lo for s in self.steps[k + 1:]) or sum(1 for _, s in picks if s == k) < self.steps[k].lo:
+            return False
+        binding, runs = self.binding(picks)
+        return all(_conjunct_holds(c, binding, runs) for c in self.prep.conjuncts)
+
+
+def as_equivalence(prep, steps: list[_Step], events: Sequence[Event]):
+    """``(prep, events)`` with the equalities ``u.attr = v.attr`` (``v[i].attr`` for a Kleene step: each of its
+    events) that connect every step, none an ``ANY(...)`` step, read as what they say, the equivalence test
+    ``[attr]``: a partition key, the events without ``attr`` in no partial match (not where every event counts:
+    a contiguity strategy, a NEXT step, a loop with UNTIL)."""
+    if (any(prep.vars[s.var].any_ or s.linked or s.until for s in steps)
+            or prep.strategy in CONTIGUITY):
+        return prep, events
     edges: dict[str, list[tuple[str, str]]] = {}
     for c in prep.conjuncts:
-        e = c.expr
-        if (isinstance(e, BinOp) and e.op == "=" and isinstance(e.left, Attr) and isinstance(e.right, Attr)
-                and e.left.attr == e.right.attr and e.left.var != e.right.var
-                and e.left.index in (None, "cur") and e.right.index in (None, "cur")):
-            edges.setdefault(e.left.attr, []).append((e.left.var, e.right.var))
-    out = []
+        if _equality(c.expr):
+            edges.setdefault(c.expr.left.attr, []).append((c.expr.left.var, c.expr.right.var))
+    names = [s.var for s in steps]
+    shared = []
     for attr, pairs in edges.items():
         reached, grew = {names[0]}, True
         while grew:
@@ -118,69 +263,19 @@ def _shared_attributes(prep, names: list[str]) -> list[str]:
                     reached |= {u, v}
                     grew = True
         if reached == set(names):
-            out.append(attr)
-    return out
+            shared.append(attr)
+    if not shared:
+        return prep, events
+    prep = replace(prep, key=(*prep.key, *(a for a in shared if a not in prep.key)),
+                   conjuncts=[c for c in prep.conjuncts if not (_equality(c.expr) and c.expr.left.attr in shared)])
+    return prep, [e for e in events if all(e.get(a) is not None for a in shared)]
 
 
-class _Steps:
-    """The steps of the pattern and the definition's tests on labelled picks ``((position, step), ...)``."""
-
-    def __init__(self, prep, steps, kleene):
-        self.prep, self.steps, self.kleene = prep, steps, kleene
-        self.names = [s.var for s in steps]
-
-    def labellings(self, chosen: tuple[int, ...]):
-        """Every labelling of ``chosen`` (positions, in order) with steps: the first event takes the first step,
-        each next one the same step (a Kleene step) or the step after it."""
-        def label(i: int, step: int):
-            if i == len(chosen):
-                yield ()
-                return
-            for nxt in ((step,) if self.kleene[step] else ()) + ((step + 1,) if step + 1 < len(self.steps) else ()):
-                for rest in label(i + 1, nxt):
-                    yield ((chosen[i], nxt), *rest)
-        for rest in label(1, 0):
-            yield ((chosen[0], 0), *rest)
-
-    def binding(self, evs, picks) -> dict:
-        out: dict = {}
-        for j, step in picks:
-            if self.kleene[step]:
-                out.setdefault(self.names[step], []).append(evs[j])
-            else:
-                out[self.names[step]] = evs[j]
-        return out
-
-    def _holds(self, c, binding) -> bool:
-        runs = {v: [b] for v, b in binding.items() if isinstance(b, list)}
-        return _conjunct_holds(c, binding, runs)
-
-    def partial(self, evs, picks) -> bool:
-        """A partial match: each event of its step's type, strictly increasing ts, within the window, every
-        predicate over the bound steps holding but those reading the open last step's whole sequence."""
-        chosen = [evs[j] for j, _ in picks]
-        if not (all(evs[j]["type"] in self.steps[s].types for j, s in picks)
-                and all(a["ts"] < b["ts"] for a, b in itertools.pairwise(chosen))
-                and chosen[-1]["ts"] - chosen[0]["ts"] < self.prep.window):
-            return False
-        binding = self.binding(evs, picks)
-        last = picks[-1][1]
-        open_ = self.names[last] if self.kleene[last] else None
-        return all(self._holds(c, binding) for c in self.prep.conjuncts
-                   if c.vars <= binding.keys() and not (open_ in c.vars and _reads_whole(c.expr, open_)))
-
-    def complete(self, evs, picks) -> bool:
-        """A match: every step bound, every predicate holding."""
-        binding = self.binding(evs, picks)
-        return picks[-1][1] == len(self.steps) - 1 and all(self._holds(c, binding) for c in self.prep.conjuncts)
-
-    def takes_the_first(self, evs, picks) -> bool:
-        """skip_till_next_match (LANGUAGE.md §5: an event that can be taken must be): no event between two picks
-        could have extended the picks before it."""
-        return not any(self.partial(evs, (*picks[:i], (j, s)))
-                       for i in range(1, len(picks)) for j in range(picks[i - 1][0] + 1, picks[i][0])
-                       for s in {picks[i - 1][1], picks[i - 1][1] + 1}
-                       if s < len(self.steps) and (s > picks[i - 1][1] or self.kleene[s]))
+def _equality(e) -> bool:
+    """Is ``e`` ``u.attr = v.attr`` between two variables (``v[i].attr``: each event of a Kleene variable)?"""
+    return (isinstance(e, BinOp) and e.op == "=" and isinstance(e.left, Attr) and isinstance(e.right, Attr)
+            and e.left.attr == e.right.attr and e.left.var != e.right.var
+            and e.left.index in (None, "cur") and e.right.index in (None, "cur"))
 
 
 def _reads_whole(e, var: str) -> bool:

@@ -17,13 +17,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState
 from pyspark.sql.types import (
+    LongType,
     NumericType,
+    StructField,
     StructType,
     TimestampNTZType,
     TimestampType,
 )
 
 from sparkcep.ir.errors import CEPError
+from sparkcep.ir.kinds import typed
 from sparkcep.ir.sharing import SharedSpec
 from sparkcep.ir.spec import MatchSpec, TimeoutSpec, TrendSpec, reads_every_event
 from sparkcep.runtime_udfs.event_time import EventTimeScale
@@ -63,6 +66,7 @@ from sparkcep.spark.schema import (
     output_schema,
     watermark_delay,
 )
+from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL
 
 if TYPE_CHECKING:
     from sparkcep.spark.schema import EngineSpec, SpecLike
@@ -127,7 +131,8 @@ class MatchOperator:
                  type_col: str = "type", timezone: str | None = None, buckets: int | None = None,
                  late_rows: bool = False, max_matches: int | None = None, ts_unit: str | None = None,
                  watermark_delay_ms: int | None = None):
-        self.spec = load_spec(spec)
+        # a coalesce/CASE over columns of different types has the type Spark gives it (ir.kinds.typed)
+        self.spec = typed(load_spec(spec), {f.name: f.dataType.simpleString() for f in input_schema.fields})
         self.engine = engine_of(self.spec)
         self.engine.check(self.spec)
         key = tuple(self.spec.key)
@@ -152,7 +157,11 @@ class MatchOperator:
         #: numeric ts: how its event-time column is scaled (ts_unit); timestamps are ms in the engine already
         self._scale = EventTimeScale.of(ts_unit if self.numeric_ts else "ms")
         self.ts_col, self.type_col = ts_col, type_col
-        self._columns = frozenset(input_schema.names) | {MASK}
+        #: a stream whose rows carry their arrival (:data:`~sparkcep.spark.validate.ARRIVAL_COL`): each result
+        #: row gets :data:`~sparkcep.spark.validate.RESULT_ARRIVAL` (:meth:`stream_function`); the engine never
+        #: sees the column
+        self.arrival = ARRIVAL_COL in input_schema.names
+        self._columns = (frozenset(input_schema.names) - {ARRIVAL_COL}) | {MASK}
         # timestamp columns are epoch ms inside the engine; the zone their naive pandas values are in
         self._zones: dict[str, str | None] = {}
         for f in input_schema.fields:
@@ -180,8 +189,12 @@ class MatchOperator:
         self._none_cols = frozenset(key) | measured
         #: route late events to the output (see :mod:`sparkcep.spark.late`) instead of only counting them
         self.late_rows = late_rows
-        #: what :meth:`stream_function` returns: ``output_schema``, plus the late side channel with ``late_rows``
-        self.stream_schema = late.with_side_columns(self.output_schema) if late_rows else self.output_schema
+        #: what :meth:`stream_function` returns: ``output_schema``, plus :data:`RESULT_ARRIVAL` when the rows carry
+        #: their arrival, plus the late side channel with ``late_rows``
+        streamed = self.output_schema
+        if self.arrival:
+            streamed = StructType([*streamed.fields, StructField(RESULT_ARRIVAL, LongType(), True)])
+        self.stream_schema = late.with_side_columns(streamed) if late_rows else streamed
         if max_matches is None and isinstance(self.spec, MatchSpec):
             max_matches = _conf_max_matches()
         if max_matches is not None and max_matches < 0:
@@ -569,7 +582,35 @@ class MatchOperator:
                 yield self.frame(rows)
 
         stream = nested_stream if self.nested else match_stream
-        return self._routing_late(stream, to_ts) if self.late_rows else stream
+        stream = self._routing_late(stream, to_ts) if self.late_rows else stream
+        return self._stamping_arrival(stream) if self.arrival else stream
+
+    def _stamping_arrival(self, stream: Callable) -> Callable:
+        """``stream`` with each output row stamped :data:`RESULT_ARRIVAL`: the newest arrival
+        (:data:`ARRIVAL_COL`) among the rows the Spark group got in this call, i.e. in the micro-batch that emits
+        the row.  A result comes out in the micro-batch that reads the event completing it (DESIGN.md principle
+        11), so this is the arrival of its last event when the group's rows of a micro-batch arrived together
+        (one file per micro-batch), and at most a later arrival of the same micro-batch otherwise.  A call with
+        no rows (a timeout: a result decided by event time moving on elsewhere) stamps null."""
+        names = self.stream_schema.names
+
+        def stamped(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+            newest: list[float] = []
+
+            def seen() -> Iterator[pd.DataFrame]:
+                for pdf in pdfs:
+                    if not pdf.empty and ARRIVAL_COL in pdf.columns:
+                        top = pd.to_numeric(pdf[ARRIVAL_COL], errors="coerce").max()
+                        if top == top:  # not NaN: some row has an arrival
+                            newest.append(float(top))
+                    yield pdf
+
+            for out in stream(key, seen(), group):
+                arrival = int(max(newest)) if newest else None
+                yield out.assign(**{RESULT_ARRIVAL: pd.Series([arrival] * len(out), dtype="Int64",
+                                                              index=out.index)})[names]
+
+        return stamped
 
     def _watermark_units(self, offset: int) -> tuple[Callable[[int], float], Callable[[float], int]]:
         """``(to_ts, to_ms)``: Spark's watermark (ms) in ts units rounded down, and the watermark (ms) at which

@@ -6,7 +6,10 @@ waits for a query and prints one line per micro-batch, e.g.::
     batch 3: read 25000 events (+6250), 412 results, 3 dead letters, 1 late, 11 ignored, 5830 events/s
 
 ``read`` counts every record of the input (valid events plus dead letters); ``ignored`` are valid events no
-component of the query can use; ``events/s`` is the batch's records over its trigger duration.
+component of the query can use; ``events/s`` is the batch's records over its trigger duration.  A stream that
+observes its events' arrival adds their latency (:func:`batch_latency`) and the backlog; one whose results
+carry their arrival adds the results' latency (:func:`result_latency`).  Both functions take a progress dict
+(``json.loads(progress.json)``), so a user's ``StreamingQueryListener`` can compute the same figures.
 """
 
 from __future__ import annotations
@@ -67,6 +70,20 @@ def batch_latency(progress: dict) -> tuple[float, float] | None:
     return max(end - arrival["median"], 0) / 1000, max(end - oldest, 0) / 1000
 
 
+def result_latency(progress: dict) -> tuple[float, float] | None:
+    """``(p50, p99)`` in seconds of a micro-batch's results from their arrival (each result's
+    :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`, the arrival of its events, observed by
+    :func:`sparkcep.spark.sinks.routed` as ``result_arrival_median`` and ``result_arrival_p01`` of the
+    ``sparkcep_output`` metric) to the end of the micro-batch that wrote them, or None (no result with an
+    arrival)."""
+    output = (progress.get("observedMetrics") or {}).get(METRICS[-1]) or {}
+    end = batch_end_ms(progress)
+    if end is None or not output.get("results_arrived") or output.get("result_arrival_median") is None:
+        return None
+    oldest = output.get("result_arrival_p01", output["result_arrival_median"])
+    return max(end - output["result_arrival_median"], 0) / 1000, max(end - oldest, 0) / 1000
+
+
 def backlog_files(directory: str | None, newest_ms: float | None) -> int | None:
     """The files of a local input ``directory`` not read yet, as far as one can tell from outside: those
     modified after ``newest_ms`` (the newest arrival read so far; the file source reads files oldest first).
@@ -95,6 +112,8 @@ class Totals:
     source: str | None = None
     #: per micro-batch with events: ``(batch id, events, p50 s, p99 s, backlog files or None)``
     latencies: list[tuple] = field(default_factory=list)
+    #: per micro-batch with results that carry their arrival: ``(batch id, results, p50 s, p99 s)``
+    result_latencies: list[tuple] = field(default_factory=list)
     newest: float | None = None
 
     def add(self, progress: dict) -> str | None:
@@ -121,6 +140,11 @@ class Totals:
             line += f", latency p50 {latency[0]:.1f} s p99 {latency[1]:.1f} s"
             if backlog is not None:
                 line += f", backlog {backlog} files"
+        results = result_latency(progress)
+        if results is not None:
+            arrived = int(progress["observedMetrics"][METRICS[-1]]["results_arrived"])
+            self.result_latencies.append((batch, arrived, *results))
+            line += f", result latency p50 {results[0]:.1f} s p99 {results[1]:.1f} s"
         return line
 
 

@@ -64,6 +64,13 @@ def load_spec(spec: SpecLike) -> EngineSpec:
     return spec
 
 
+def load_weighted(text: str | list) -> list[tuple[EngineSpec, float]]:
+    """``[(spec, weight), ...]`` from their JSON text (a generated workload job's ``SHEDDING_SPECS``: a list of
+    ``[spec data, weight]`` pairs) or that list."""
+    data = json.loads(text) if isinstance(text, str) else text
+    return [(load_spec(spec), float(weight)) for spec, weight in data]
+
+
 # ----------------------------------------------------------------------------------------------- schema
 
 
@@ -230,7 +237,7 @@ def _call_type(e: Call, fields: dict[str, DataType]) -> DataType:
         return StringType()
     if e.name == "length":
         return LongType()
-    if e.name == "cast" and (e.type or "").upper() in _CAST_TYPES:
+    if e.name in ("cast", "coalesce", "case") and (e.type or "").upper() in _CAST_TYPES:  # coalesce: ir.kinds.typed
         return _CAST_TYPES[e.type.upper()]()
     values = list(e.args)
     if e.name == "case":

@@ -115,11 +115,13 @@ def current_model(initial: Shedder, state: dict) -> Shedder:
 def shed_partition(shedder: Shedder, pdfs: Iterator[pd.DataFrame], rho: float, type_col: str = "type",
                    ts_col: str = "ts", dropped_output: str | None = None,
                    seed: int | None = None, sample_output: str | None = None,
-                   sample_limit: int = 5000) -> Iterator[pd.DataFrame]:
+                   sample_limit: int = 5000, within: bool = True) -> Iterator[pd.DataFrame]:
     """The body of the ``mapInPandas`` stage (pure pandas, testable without a JVM): each frame with a boolean
-    :data:`SHED` column, events in ``ts`` order within a frame.  With ``sample_output`` (the driver asked for a
-    retraining sample), the first ``sample_limit`` offered events of the partition, a contiguous stretch in
-    ``ts`` order, are also written there as JSON lines (timestamps as epoch ms)."""
+    :data:`SHED` column, events in ``ts`` order within a frame; ``within``: the least useful ``rho`` of each
+    frame are dropped (:meth:`Shedder.decide`), not those below the training stream's threshold.  With
+    ``sample_output`` (the driver asked for a retraining sample), the first ``sample_limit`` offered events of
+    the partition, a contiguous stretch in ``ts`` order, are also written there as JSON lines (timestamps as
+    epoch ms)."""
     shedder.reset()
     rng = np.random.default_rng(seed)
     sampled = 0
@@ -136,7 +138,7 @@ def shed_partition(shedder: Shedder, pdfs: Iterator[pd.DataFrame], rho: float, t
             os.replace(tmp, os.path.join(sample_output, f"part-{uuid.uuid4().hex}.json"))
             sampled += len(part)
         codes, values = shedder.coder.encode_frame(pdf, type_col)
-        drop = shedder.decide(codes, values, rho, rng=rng)
+        drop = shedder.decide(codes, values, rho, rng=rng, within=within)
         out = pdf.assign(**{SHED: drop})
         if dropped_output and drop.any():
             os.makedirs(dropped_output, exist_ok=True)
@@ -170,12 +172,36 @@ class Shedding:
     source: str | None = None
     #: the backlog controller's last decision (:class:`FileAdmission` applies it), or None
     admission: Admission | None = None
-    #: events shed whole with their file by :class:`FileAdmission` (waited past the expiry age; in ``dropped`` too)
-    expired: int = 0
+    #: events shed whole, unread, with their file by :class:`FileAdmission` (they waited past the expiry age:
+    #: the last resort), per type; not in ``dropped`` nor ``offered``, which are the stage's
+    expired_per_type: dict[str, int] = field(default_factory=dict)
+    #: the query whose progress drives the controller (:meth:`bind`; None: every query's that carries the
+    #: stage's metrics)
+    query_id: str | None = None
     _newest: float | None = None
     _per_file: float = 0.0
     _prev_start: float | None = None
+    _expired_files: int = 0
+    _expired_seen: tuple[int, int] = (0, 0)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def expired(self) -> int:
+        """Events shed whole with their file, unread (:attr:`expired_per_type`)."""
+        return sum(self.expired_per_type.values())
+
+    def bind(self, query) -> None:
+        """Drive the controller from ``query``'s progress only: another query over the same stage (the
+        ``--timeouts`` query beside a run's) reports the same metrics, and counting them too counted every
+        drop twice and mixed two queries' batches in the controller."""
+        self.query_id = str(query.id)
+
+    def count_expired(self, expired: dict[str, int]) -> None:
+        """Add the events of one file shed whole, per type (the admission thread)."""
+        with self._lock:
+            self._expired_files += 1
+            for t, n in expired.items():
+                self.expired_per_type[t] = self.expired_per_type.get(t, 0) + n
 
     def count_dropped(self, dropped: dict[str, int], offered: int) -> None:
         """Add drops (per type) and offered events to the totals (the listener and the admission thread)."""
@@ -197,8 +223,12 @@ class Shedding:
         previous = self._newest
         if arrival.get("newest") is not None:
             self._newest = max(self._newest or 0, arrival["newest"])
+        with self._lock:  # the files and events shed whole since the previous batch
+            files, events = self._expired_files, self.expired
+        gone_files, gone = files - self._expired_seen[0], events - self._expired_seen[1]
+        self._expired_seen = (files, events)
         waiting = backlog_files(self.source, self._newest) or 0
-        read = (backlog_files(self.source, previous or 0) or 0) - waiting
+        read = (backlog_files(self.source, previous or 0) or 0) - waiting - gone_files
         if read > 0 and offered:
             self._per_file = offered / read
         interval = start - self._prev_start if self._prev_start is not None else duration
@@ -207,7 +237,7 @@ class Shedding:
         self.admission = self.controller.on_batch(duration=duration, offered=offered, kept=kept,
                                                   latency=latency[1] if latency else None,
                                                   backlog=int(waiting * self._per_file),
-                                                  interval=max(interval, duration))
+                                                  interval=max(interval, duration), expired=gone)
         return self.admission.rho
 
     def _control(self) -> dict:
@@ -243,6 +273,8 @@ class Shedding:
         self.drift = TypeDrift.from_share(self.refit.reference, self.drift.threshold, self.drift.min_events)
 
     def on_progress(self, progress) -> None:
+        if self.query_id is not None and str(getattr(progress, "id", None)) != self.query_id:
+            return  # another query over the same stage (bind)
         metrics = progress.observedMetrics.get(self.name) if progress.observedMetrics else None
         if metrics is None:
             return
@@ -372,8 +404,7 @@ class FileAdmission:
             with open(tmp, "w") as f:
                 f.writelines(records)
             os.replace(tmp, os.path.join(self.dropped_output, f"expired-{uuid.uuid4().hex}.json"))
-        self.shedding.count_dropped(counts, sum(counts.values()))
-        self.shedding.expired += sum(counts.values())
+        self.shedding.count_expired(counts)
         self.done.add(name)
         self.expired.append(name)
 

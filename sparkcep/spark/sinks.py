@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 from sparkcep.spark.late import KIND, LATE, REASON, RECORD, RESULT
+from sparkcep.spark.validate import LATENCY_COL, RESULT_ARRIVAL, quoted
 from sparkcep.spark.validate import REASON as REJECT_REASON
 from sparkcep.spark.validate import RECORD as REJECT_RECORD
-from sparkcep.spark.validate import quoted
 
 DEAD = "dead_letter"
 #: The counts a job observes per micro-batch (``StreamingQueryProgress.observedMetrics``, one set each):
@@ -55,9 +56,14 @@ def routed(operated, rejected=None):
                                F.lit(DEAD).alias(KIND), F.col(REJECT_REASON).alias(REASON),
                                F.col(REJECT_RECORD).alias(RECORD)).select(*operated.columns)
         both = operated.unionByName(dead)
-    return both.observe("sparkcep_output",
-                        F.sum(F.when(F.col(KIND) == RESULT, 1).otherwise(0)).alias("results"),
-                        F.sum(F.when(F.col(KIND) == LATE, 1).otherwise(0)).alias("late"))
+    counts = [F.sum(F.when(F.col(KIND) == RESULT, 1).otherwise(0)).alias("results"),
+              F.sum(F.when(F.col(KIND) == LATE, 1).otherwise(0)).alias("late")]
+    if RESULT_ARRIVAL in operated.columns:  # the results' arrival: their latency per micro-batch (progress)
+        arrival = F.when(F.col(KIND) == RESULT, F.col(RESULT_ARRIVAL))
+        counts += [F.percentile_approx(arrival, 0.01).alias("result_arrival_p01"),
+                   F.percentile_approx(arrival, 0.5).alias("result_arrival_median"),
+                   F.count(arrival).alias("results_arrived")]
+    return both.observe("sparkcep_output", *counts)
 
 
 def side_dirs(output: str, dead_letters: str | None = None, late: str | None = None) -> tuple[str, str]:
@@ -99,19 +105,25 @@ def write_batch(df, path: str, batch_id: int, rows: int | None = None) -> int:
     return len(parts)
 
 
-def batch_writer(output: str, result_columns: list[str], dead_letters: str, late: str):
+def batch_writer(output: str, result_columns: list[str], dead_letters: str, late: str, latency: bool = False):
     """The ``foreachBatch`` function: splits a micro-batch of :func:`routed` by :data:`KIND` and writes each
-    part with :func:`write_batch`."""
+    part with :func:`write_batch`.  ``latency``: each result gets :data:`LATENCY_COL`, the milliseconds from its
+    arrival (:data:`RESULT_ARRIVAL`) to the moment the micro-batch's rows have been computed, before they are
+    written (null for a result without an arrival)."""
     from pyspark.sql import functions as F
 
-    parts = ((RESULT, output, [F.col(quoted(c)) for c in result_columns]),
-             (DEAD, dead_letters, [F.col(REASON).alias(REJECT_REASON), F.col(RECORD).alias(REJECT_RECORD)]),
-             (LATE, late, [F.col(REASON).alias(REJECT_REASON), F.col(RECORD).alias(REJECT_RECORD)]))
+    results = [F.col(quoted(c)) for c in result_columns]
+    side = [F.col(REASON).alias(REJECT_REASON), F.col(RECORD).alias(REJECT_RECORD)]
 
     def write(df, batch_id: int) -> None:
         df.persist()
         try:
             counts = {row[0]: row[1] for row in df.groupBy(KIND).count().collect()}
+            extra = []
+            if latency:  # the rows are computed (cached) now: the results' latency up to this moment
+                arrival = F.col(RESULT_ARRIVAL) if RESULT_ARRIVAL in df.columns else F.lit(None)
+                extra = [(F.lit(int(time.time() * 1000)) - arrival).cast("bigint").alias(LATENCY_COL)]
+            parts = ((RESULT, output, results + extra), (DEAD, dead_letters, side), (LATE, late, side))
             for kind, path, columns in parts:
                 write_batch(df.where(F.col(KIND) == kind).select(*columns), path, batch_id, counts.get(kind, 0))
         finally:
@@ -157,11 +169,12 @@ _BATCH_FILE = re.compile(r"^(?:part-|_staging-)b(\d{8})")
 
 
 def start(stream, output: str, checkpoint: str, *, result_columns: list[str], dead_letters: str | None = None,
-          late: str | None = None, once: bool = False):
+          late: str | None = None, once: bool = False, latency: bool = False):
     """Start the query writing :func:`routed` ``stream``: results to ``output``, side outputs to
-    :func:`side_dirs`; ``once`` processes what is there and stops (``availableNow``)."""
+    :func:`side_dirs`; ``once`` processes what is there and stops (``availableNow``); ``latency``: each result
+    with its :data:`LATENCY_COL` (:func:`batch_writer`)."""
     dead_dir, late_dir = side_dirs(output, dead_letters, late)
-    writer = (stream.writeStream.foreachBatch(batch_writer(output, result_columns, dead_dir, late_dir))
+    writer = (stream.writeStream.foreachBatch(batch_writer(output, result_columns, dead_dir, late_dir, latency))
               .option("checkpointLocation", checkpoint).outputMode("append"))
     return (writer.trigger(availableNow=True) if once else writer).start()
 

@@ -78,15 +78,23 @@ def quoted(name: str) -> str:
 def read_validated(spark, path: str, fmt: str, type_col: str | None, ts_col: str, *, stream: bool = False,
                    files_per_trigger: int | None = None, schema: str | None = None,
                    known_types: Collection[str] | None = None, attributes: Collection[str] | None = None,
-                   needs: Mapping[str, str] | None = None, ts_unit: str | None = None):
+                   needs: Mapping[str, str] | None = None, ts_unit: str | None = None,
+                   arrival_col: str | None = None, keep_arrival: bool = False):
     """``(events, rejected)`` from ``path`` (see the module docstring).  ``schema`` is a DDL string;
     ``files_per_trigger`` makes a stream take that many files per micro-batch; ``known_types`` declares the
     stream's event types (others become dead letters); ``attributes``: the columns the query reads besides
     type and ts (None: every column there is); ``needs``: :func:`sparkcep.ir.needs.attribute_needs`; ``ts_unit``:
-    the declared unit of numeric ts, which sets the range a stream takes (:mod:`sparkcep.runtime_udfs.event_time`)."""
+    the declared unit of numeric ts, which sets the range a stream takes (:mod:`sparkcep.runtime_udfs.event_time`).
+
+    A stream observes the arrival of its valid events (:func:`observed_arrival`): the modification time of
+    each record's file, or, with ``arrival_col``, that column of the record (an ingestion time: a timestamp,
+    or epoch milliseconds).  ``keep_arrival``: the events keep it as the column :data:`ARRIVAL_COL`, for the
+    operator to stamp each result with the arrival of its events (:data:`RESULT_ARRIVAL`)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     check_input(path, stream)
+    if arrival_col is not None and attributes is not None and arrival_col not in attributes:
+        attributes = [*attributes, arrival_col]
     if schema is not None:
         fields = input_schema(spark, path, fmt, {}, schema)
         all_columns = [f.name for f in fields.fields if f.name != CORRUPT]
@@ -118,8 +126,10 @@ def read_validated(spark, path: str, fmt: str, type_col: str | None, ts_col: str
         raw = _load(spark, path, fmt, None if schema is None else fields, {}, stream, files_per_trigger)
         raw = raw.select(*[quoted(f.name) for f in fields.fields if f.name in raw.columns],
                          *([_arrival_of(raw)] if stream else []))
+    if arrival_col is not None and stream and arrival_col not in fields.fieldNames():
+        raise CEPError(f"the input has no arrival column {arrival_col!r} (columns: {', '.join(all_columns)})")
     return split_valid(raw, fields, type_col, ts_col, fmt, known_types, stream=stream, declared=schema is not None,
-                       ts_unit=ts_unit)
+                       ts_unit=ts_unit, arrival_col=arrival_col if stream else None, keep_arrival=keep_arrival)
 
 
 def check_input(path: str, stream: bool) -> None:
@@ -251,11 +261,48 @@ ARRIVAL_COL = "_sparkcep_arrival"
 ARRIVAL_METRIC = "arrival"
 
 
+#: The arrival of a result row (epoch ms; streaming, when the operator's input has :data:`ARRIVAL_COL`): the
+#: newest arrival among the rows its Spark group got in the micro-batch that emitted it (docs/operations.md).
+RESULT_ARRIVAL = "_arrival_ms"
+
+#: The optional per-row latency column of a stream's written results: milliseconds from :data:`RESULT_ARRIVAL`
+#: to the moment the micro-batch's results were computed, before they are written.
+LATENCY_COL = "_latency_ms"
+
+
 def _arrival_of(df):
     """The column :data:`ARRIVAL_COL` of a file source's DataFrame: the modification time of each row's file."""
     from pyspark.sql import functions as F
 
     return F.unix_millis(F.col("_metadata.file_modification_time")).alias(ARRIVAL_COL)
+
+
+def arrival_millis(column, dtype):
+    """An arrival (ingestion-time) column of Spark type ``dtype`` as epoch milliseconds (BIGINT): a timestamp
+    (the ``timestamp`` of Spark's rate source), a number (epoch ms), or text holding either; null where it is
+    none of these."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import NumericType, StringType, TimestampNTZType, TimestampType
+
+    if isinstance(dtype, TimestampType | TimestampNTZType):
+        return F.unix_millis(column.cast("timestamp"))
+    if isinstance(dtype, NumericType):
+        return column.try_cast("bigint")
+    if isinstance(dtype, StringType):
+        return F.coalesce(column.try_cast("bigint"), F.unix_millis(F.try_to_timestamp(column)))
+    raise CEPError(f"an arrival column must be a timestamp or epoch milliseconds, not {dtype.simpleString()}")
+
+
+def with_arrival(df, column: str):
+    """A stream ``df`` (any source) with its arrival taken from ``column`` (:func:`arrival_millis`: Spark's rate
+    source's ``timestamp``, or an ingestion-time column) as :data:`ARRIVAL_COL`, observed per micro-batch as
+    :data:`ARRIVAL_METRIC` (:func:`observed_arrival`)."""
+    if column not in df.columns:
+        raise CEPError(f"the input has no arrival column {column!r} (columns: {', '.join(df.columns)})")
+    from pyspark.sql import functions as F
+
+    value = arrival_millis(F.col(quoted(column)), df.schema[column].dataType)
+    return observed_arrival(df.withColumn(ARRIVAL_COL, value))
 
 
 def observed_arrival(events):
@@ -287,11 +334,13 @@ def _load(spark, path: str, fmt: str, schema, options: dict, stream: bool, files
 
 def split_valid(raw, fields, type_col: str, ts_col: str, fmt: str = "json",
                 known_types: Collection[str] | None = None, *, stream: bool = False, declared: bool = True,
-                ts_unit: str | None = None):
+                ts_unit: str | None = None, arrival_col: str | None = None, keep_arrival: bool = False):
     """``(events, rejected)`` of a DataFrame read with the columns of ``fields`` (a StructType) as text (JSON,
     CSV: cast here) or typed (Parquet), :data:`CORRUPT` for JSON and CSV, and a ``_line`` column for JSON
     (the raw record); with ``known_types``, a type outside it is a dead letter.  ``declared``: ``fields`` is
-    the user's schema (a ts of the wrong type is then a wrong attribute type, not an unparseable ts)."""
+    the user's schema (a ts of the wrong type is then a wrong attribute type, not an unparseable ts).
+    ``arrival_col``: the events' arrival is this column (:func:`arrival_millis`) instead of their file's
+    modification time; ``keep_arrival``: the events keep :data:`ARRIVAL_COL`."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, FloatType, NumericType, StringType, TimestampNTZType, TimestampType
 
@@ -367,13 +416,17 @@ def split_valid(raw, fields, type_col: str, ts_col: str, fmt: str = "json",
     else:
         as_json = F.to_json(F.struct(*[F.col(quoted(n)) for n in names if n in raw.columns]))
         record = F.coalesce(F.col(CORRUPT), as_json) if has_corrupt else as_json
-    arrival = [ARRIVAL_COL] if ARRIVAL_COL in raw.columns else []  # a stream's: observed, then dropped
+    # a stream's arrival: observed, then dropped (kept with keep_arrival)
+    if arrival_col is not None:
+        arrival = [arrival_millis(typed[arrival_col], fields[arrival_col].dataType).alias(ARRIVAL_COL)]
+    else:
+        arrival = [ARRIVAL_COL] if ARRIVAL_COL in raw.columns else []
     marked = raw.select(*[typed[n].alias(n) for n in names], record.alias("_sparkcep_record"),
                         reason.alias("_sparkcep_reason"), *arrival)
     events = marked.where(F.col("_sparkcep_reason").isNull())
     if arrival:
         events = observed_arrival(events)
-    events = events.select(*[quoted(n) for n in names])
+    events = events.select(*[quoted(n) for n in names], *([ARRIVAL_COL] if arrival and keep_arrival else []))
     record = F.col("_sparkcep_record")
     rejected = (marked.where(F.col("_sparkcep_reason").isNotNull())
                 .select(F.col("_sparkcep_reason").alias(REASON), record.alias(RECORD)))

@@ -194,9 +194,10 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
 
 
 def check_until(p: Pattern, mode: str, source: str | None, skip: bool = False) -> None:
-    """Where a stop condition ``T+ v[] UNTIL (cond)`` runs: in a match query, on a loop (``+``, ``*``, ``{n,}``,
-    ``{n,m}`` with ``m > 1``) of one named event, not inside a repetition or a negation, without AFTER MATCH SKIP
-    (``skip``); ``cond`` reads the candidate stop event only, as ``v.attr``."""
+    """Where a stop condition ``UNTIL [ANY] (cond)`` runs: in a match or trend-aggregate query (``mode``), on a loop
+    (``+``, ``*``, ``{n,}``, ``{n,m}`` with ``m > 1``) of one named event ``T+ v[]`` or of a group ``(P)+``, not
+    inside a repetition or a negation, without AFTER MATCH SKIP (``skip``); ``cond`` reads the candidate stop event
+    only, as ``v.attr`` (``v`` the loop's variable, or one of the group's)."""
 
     def visit(p: Pattern, inside: str | None) -> None:
         if isinstance(p, Kleene):
@@ -205,7 +206,7 @@ def check_until(p: Pattern, mode: str, source: str | None, skip: bool = False) -
                     raise CEPSemanticError(
                         "UNTIL with AFTER MATCH SKIP is not supported: the preferred match is computed by "
                         "MATCH_RECOGNIZE, whose row pattern has no stop condition", p.until.span or p.span, source)
-                _check_until(p, mode, inside, source)
+                _check_until(p, inside, source)
             visit(p.inner, inside or ("a repetition" if p.op != "?" else None))
         elif isinstance(p, Not):
             visit(p.inner, "a negation")
@@ -216,22 +217,32 @@ def check_until(p: Pattern, mode: str, source: str | None, skip: bool = False) -
     visit(p, None)
 
 
-def _check_until(p: Kleene, mode: str, inside: str | None, source: str | None) -> None:
+def _check_until(p: Kleene, inside: str | None, source: str | None) -> None:
     where = p.until.span or p.span
-    why = ("in a trend-aggregate query (GRETA's counts have no per-trend loop to close)" if mode == "aggregate"
-           else f"inside {inside}" if inside else
-           "on a group: it stops a loop of one event (T+ v[] UNTIL (v.x > 10))" if not isinstance(p.inner, EventPat)
-           else "on a quantifier that takes at most one event (?, {1}, {0,1})" if p.repeat[1] == 1 else None)
+    why = (f"inside {inside}" if inside else
+           "on a quantifier that takes at most one event (?, {1}, {0,1})" if p.repeat[1] == 1 else None)
     if why is not None:
-        raise CEPSemanticError(f"UNTIL {why} is not supported" + (": there is no loop to stop"
+        raise CEPSemanticError(f"UNTIL {why} is not supported" + (": there is no loop to stop (Flink's until "
+                                                                   "applies to looping patterns)"
                                                                    if p.repeat[1] == 1 else ""), where, source)
-    var = p.inner.var
+    if isinstance(p.inner, EventPat):
+        var, whose = p.inner.var, f"the loop's variable is {p.inner.var}"
+    else:
+        group = sorted({n.var for n in walk(p.inner) if isinstance(n, EventPat)} - {
+            n.var for neg in walk(p.inner) if isinstance(neg, Not) for n in walk(neg.inner)
+            if isinstance(n, EventPat)})
+        read = [n for n in walk(p.until) if isinstance(n, Attr)]
+        var = read[0].var if read else None
+        whose = f"one of the group's variables {', '.join(group)}"
+        if var not in group:
+            raise CEPSemanticError(f"UNTIL on a group reads the event that may stop the loop as v.attr, v {whose}",
+                                   (read[0].span if read else None) or where, source)
     for n in walk(p.until):
         if isinstance(n, Attr):
             if n.var != var or n.index is not None:
                 raise CEPSemanticError(
                     f"UNTIL reads only the event that may stop the loop, as {var}.attr"
-                    + (f" (the loop's variable is {var})" if n.var != var else
+                    + (f" ({whose})" if n.var != var else
                        f" (not {var}[...]: the stop event is not one of the loop's)"), n.span or where, source)
         elif isinstance(n, (Func, EquivTest)):
             raise CEPSemanticError("UNTIL is a condition on one event: no aggregate nor equivalence test",

@@ -291,10 +291,12 @@ _QUERY_IMPORTS = {
 
 #: The operator section of a workload job.
 _WORKLOAD_OPERATOR = '''\
+{workload_shedding}\
     # every operator of the sharing plan, united into one result with a "query" column; streaming, late events
     # come out of the operators as rows of kind "late", not dropped
     result = apply_workload(events, WORKLOAD, ts_col=TS_COL, type_col=TYPE_COL, lateness=args.lateness,
-                            side_channel=args.stream, ts_unit=TS_UNIT)
+                            side_channel=args.stream, ts_unit=TS_UNIT{shed_arg})
+{workload_shedding_follow}\
     columns = [c for c in result.columns if c not in (KIND, REASON, RECORD)]
 '''
 
@@ -352,7 +354,39 @@ _SHEDDING_STAGE = '''\
         candidates, shedding = shedding_stage(candidates, spec, ATTRIBUTES, training, bound=args.shedding_latency,
                                               model=SHEDDING_MODEL, type_col=TYPE_COL, ts_col=TS_COL,
                                               dropped_output=args.dropped_output)
+        if os.path.isdir(args.input):  # a followed directory: rho from the arrival-to-result latency and the backlog
+            shedding.follow_source(args.input)
 '''
+
+#: The shedding section of a workload job: one stage in front of every operator, on the events after the
+#: watermark (a dropped event still moves event time), its utilities learnt for every match query at once.
+_WORKLOAD_SHEDDING = '''\
+    shedding, shed = None, None
+    if args.stream:
+        # gSPICE load shedding: when the latency nears the bound, drop the events least likely to contribute to a
+        # match of any query (utilities learnt from --shedding-training, summed over the queries); counted per type
+        training = read_events(spark, args.shedding_training or args.input, args.format, TS_COL, schema=args.schema,
+                               type_col=TYPE_COL, attributes=READ_COLUMNS, needs=NEEDS)
+        weighted = [(with_default_outputs(spec, events.columns), w) for spec, w in load_weighted(SHEDDING_SPECS)]
+
+        def shed(watermarked):
+            nonlocal shedding
+            kept, shedding = shedding_stage(watermarked, weighted[0][0], ATTRIBUTES, training,
+                                            bound=args.shedding_latency, model=SHEDDING_MODEL, type_col=TYPE_COL,
+                                            ts_col=TS_COL, dropped_output=args.dropped_output, weighted=weighted)
+            return kept
+'''
+
+_WORKLOAD_SHEDDING_FOLLOW = '''\
+    if shedding is not None and os.path.isdir(args.input):  # a followed directory: rho from latency and backlog
+        shedding.follow_source(args.input)
+'''
+
+_WORKLOAD_SHEDDING_CONSTANTS = '''\
+
+#: The match queries the shedding stage serves, each (engine spec as JSON, weight): an event's utility is the
+#: weighted sum of its contributions to each query's matches.
+SHEDDING_SPECS = {specs}'''
 
 _SHEDDING_REPORT = '''\
     report_shedding(shedding, query)  # dropped events per type, on stderr
@@ -475,14 +509,25 @@ def job_source(plan: Node, *, query_text: str, explain: str, ts_kind: str, name:
 
 def workload_job_source(workload: dict, *, query_text: str, explain: str, ts_kind: str, type_col: str, ts_col: str,
                         attributes: list[str], name: str | None = None, read_columns: list[str] | None = None,
-                        needs: dict[str, str] | None = None, ts_unit: str | None = None) -> str:
+                        needs: dict[str, str] | None = None, ts_unit: str | None = None,
+                        shedding: tuple[float, str] | None = None, shedding_specs: list | None = None) -> str:
     """The job file for a workload's sharing plan: ``workload`` is the data of
-    :func:`sparkcep.spark.workload.workload_data`; ``read_columns``, ``needs`` as for :func:`job_source`."""
+    :func:`sparkcep.spark.workload.workload_data`; ``read_columns``, ``needs`` as for :func:`job_source`;
+    ``shedding``: ``(latency bound in seconds, model)`` for a job with one load-shedding stage in front of every
+    operator, serving ``shedding_specs``, the ``(spec, weight)`` of each of its match queries."""
     constants = _WORKLOAD_CONSTANTS.format(workload=_json_literal(workload))
+    imports = _WORKLOAD_IMPORTS
+    operator = _WORKLOAD_OPERATOR.replace("{workload_shedding}", _WORKLOAD_SHEDDING if shedding else "")
+    operator = operator.replace("{shed_arg}", ",\n                            shed=shed" if shedding else "")
+    operator = operator.replace("{workload_shedding_follow}", _WORKLOAD_SHEDDING_FOLLOW if shedding else "")
+    if shedding:
+        specs = [[to_data(spec), float(weight)] for spec, weight in shedding_specs]
+        constants += _WORKLOAD_SHEDDING_CONSTANTS.format(specs=_json_literal(specs))
+        imports = {**imports, 'sparkcep.ir.spec': ['with_default_outputs'], 'sparkcep.spark.schema': ['load_weighted']}
     output = ("Output: one result for the whole workload, JSON lines with a 'query' column (the query of each row)\n"
               "and the columns of that query's RETURN (a column another query has is absent from its rows).\n")
     return _render(what="workload", name=name, query_text=query_text, explain=explain, ts_kind=ts_kind,
                    type_col=type_col, ts_col=ts_col, attributes=attributes, constants=constants,
-                   imports=_WORKLOAD_IMPORTS, operator=_WORKLOAD_OPERATOR, timeouts=False,
-                   shedding=None, output_text=output,
+                   imports=imports, operator=operator, timeouts=False,
+                   shedding=shedding, output_text=output,
                    read_columns=read_columns, needs=needs, ts_unit=ts_unit)

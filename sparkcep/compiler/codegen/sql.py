@@ -309,20 +309,21 @@ def filter_columns(plan: Node, attributes=None) -> list[str] | None:
 
 
 def filter_select(plan: Node, table: str = "events", attributes=None, arrival: bool = False,
-                  drop: tuple[str, ...] = (), types=None) -> exp.Select:
+                  drop: tuple[str, ...] = (), types=None, carry: tuple[str, ...] = ()) -> exp.Select:
     """The SELECT of the plan's Source → Filter → Project: events that may fill a component, with
     ``_mask``; ``attributes`` are the input's columns when Project keeps them all.  Under a contiguity
     strategy: every event, and with ``arrival`` (batch input only) the ``_arrival`` column.
 
     For a batch run (:meth:`sparkcep.api.CompiledQuery.apply`), in the same SELECT, so that Spark analyses
     one query instead of two: ``drop`` leaves out input columns the engine never reads.  ``types``: the input's
-    column types where known (:func:`to_sql_expr`)."""
+    column types where known (:func:`to_sql_expr`).  ``carry``: input columns passed on as they are whatever
+    the query reads (a stream's arrival column, which the operator stamps its results with)."""
     nodes = chain(plan)
     source = next(n for n in nodes if isinstance(n, Source))
     filt = next(n for n in nodes if isinstance(n, Filter))
     cols = filter_columns(plan, attributes)
     if cols is not None:
-        cols = [c for c in cols if c not in drop]
+        cols = [c for c in cols if c not in drop] + [c for c in carry if c not in cols]
     select = exp.select(*[column(c) for c in cols]) if cols is not None else exp.select(exp.Star())
     proj = next(n for n in nodes if isinstance(n, Project))
     for name, expr in proj.computed:  # one-event sub-expressions (project_event_expressions), as hidden columns
@@ -347,6 +348,6 @@ def filter_select(plan: Node, table: str = "events", attributes=None, arrival: b
 
 
 def filter_sql(plan: Node, table: str = "events", attributes=None, pretty: bool = True,
-               arrival: bool = False, drop: tuple[str, ...] = (), types=None) -> str:
-    return filter_select(plan, table, attributes, arrival, drop, types).sql(dialect=DIALECT, pretty=pretty)
+               arrival: bool = False, drop: tuple[str, ...] = (), types=None, carry: tuple[str, ...] = ()) -> str:
+    return filter_select(plan, table, attributes, arrival, drop, types, carry).sql(dialect=DIALECT, pretty=pretty)
 

@@ -23,10 +23,12 @@ its engine:
   first event), an earlier single variable is its row, an earlier Kleene variable's ``b[1]``, ``b[b.len]``,
   ``b[k]``, ``avg(b[].x)`` are ``FIRST``, ``LAST`` and aggregates over its rows;
 * a negated event between two components, ``SEQ(A a, !(C n), B b)``, takes no event: under the skip_till_*
-  strategies the later skipped rows after ``a`` that it forbids (its type, constant equivalence tests and
-  conditions) are ``_blocked_b_step``/``_blocked_b_later`` instead of ``_skipped_step``/``_skipped_later``
-  (told by ``CLASSIFIER(_picked)``), and ``b``'s first event requires ``FIRST(_blocked_b.ts) >= ts`` (every
-  one at its time: strictly between is forbidden); under contiguity nothing lies between, it always holds;
+  strategies the later rows skipped before ``b``'s first event have variables of their own, ``_blocked_b_step``/
+  ``_blocked_b_later`` for those it forbids (its type, constant equivalence tests and conditions) and
+  ``_allowed_b_step``/``_allowed_b_later`` for the others, and ``b``'s first event requires
+  ``FIRST(_blocked_b.ts) >= ts`` (every one at its time: strictly between is forbidden); those rows are the ones
+  after the match's previous event, whatever it is (a loop's last, an optional one's or the one before it); under
+  contiguity nothing lies between, it always holds;
 * a component written ``NEXT B b`` (per-step contiguity) has no filler before its first event (``b__step``: the
   row right after the match's previous one); under ``skip_till_next_match`` it could take a skipped row only if
   that row is right after the match's last event (``PREV(CLASSIFIER()) = CLASSIFIER(_picked)``);
@@ -37,7 +39,7 @@ its engine:
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
-language to (``OR`` inside a ``SEQ``, repeated groups, negation at the start or end or next to a loop,
+language to (``OR`` inside a ``SEQ``, repeated groups, negation at the start or end or before an optional component,
 conditions that need the whole match, ...).
 """
 
@@ -48,6 +50,7 @@ from dataclasses import dataclass
 import sqlglot.expressions as sx
 
 from sparkcep.compiler.analysis import ResolvedQuery, analyze
+from sparkcep.compiler.recognize.analysis import pattern_variables
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import (
     AGGREGATES,
@@ -87,6 +90,9 @@ FILLERS = "_skipped_all"
 #: component ``v`` (after the one before it) that a negation there forbids (allowed only at the time of ``v``'s
 #: event, §4)
 BLOCKED = "_blocked"
+#: ``_allowed_<v>_step``/``_allowed_<v>_later``: the other later rows skipped before component ``v`` there (the
+#: gap has its own skipped-row variables, so a loop or an optional component before it keeps the shared ones)
+ALLOWED = "_allowed"
 #: the SUBSET of every component's variables (``CLASSIFIER(_picked)``: the variable of the match's last event)
 PICKED = "_picked"
 #: a component ``b`` is a SUBSET of: ``b__first`` (the match's first event), ``b__step`` (an event after a time
@@ -156,13 +162,26 @@ def branches(pattern, source: str | None = None) -> list[tuple[list[Component], 
     return [_shape(pattern, source)]
 
 
+def _flat(pattern, linked: bool = False) -> list[tuple]:
+    """The items of a ``SEQ`` with those of a nested ``SEQ`` in its place (``SEQ(A a, SEQ(B b, C c))`` is
+    ``SEQ(A a, B b, C c)``: concatenation is associative, in the preferment order too), each with whether it is
+    written ``NEXT`` (a nested SEQ written ``NEXT``: its first item)."""
+    if not isinstance(pattern, Seq):
+        return [(pattern, linked)]
+    strict = tuple(pattern.strict) or (False,) * len(pattern.items)
+    out: list[tuple] = []
+    for k, (item, step) in enumerate(zip(pattern.items, strict, strict=True)):
+        out += _flat(item, step or (linked and k == 0))
+    return out
+
+
 def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]]:
-    items = pattern.items if isinstance(pattern, Seq) else (pattern,)
-    strict = tuple(getattr(pattern, "strict", ())) or (False,) * len(items)
+    flat = _flat(pattern)
+    items = [item for item, _ in flat]
     out: list[Component] = []
     negs: list[Negation] = []
     pending: list = []
-    for item, linked in zip(items, strict, strict=True):
+    for item, linked in flat:
         if isinstance(item, Not):
             if not isinstance(item.inner, EventPat):
                 _refuse("with AFTER MATCH SKIP a negation must be of one event (!(T v)): a negated sequence, group "
@@ -179,16 +198,12 @@ def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]
             lo, hi = item.repeat
             out.append(Component(item.inner.var, item.inner.types, lo, hi, item.greedy, linked))
         else:
-            what = {"Or": "an OR inside a SEQ", "Seq": "a nested SEQ", "Kleene": "a repeated group"}
+            what = {"Or": "an OR inside a SEQ", "Kleene": "a repeated group"}
             _refuse(f"AFTER MATCH SKIP does not support {what.get(type(item).__name__, 'this component')} yet: "
                     "the preferred match is defined for a SEQ of events, Kleene events (T, T+, T*, T?) and "
                     "negated events, and an OR of such patterns", item, source)
         for n, linked_neg in pending:
-            before, after = out[-2], out[-1]
-            if before.kleene or before.lo != 1:
-                _refuse(f"with AFTER MATCH SKIP a negation must follow a single event (T v), not {before.var}: "
-                        "after an event of a loop or of an optional component the skipped events cannot tell "
-                        "whether the next event taken ends the negation's interval", n, source)
+            after = out[-1]
             if after.lo == 0:
                 _refuse(f"with AFTER MATCH SKIP a negation must be followed by a component that takes an event, "
                         f"not the optional {after.var}: the interval would end at whichever event comes next", n,
@@ -465,9 +480,10 @@ def _pick(c: Component, filler: bool, blocked: str | None = None) -> rx.RowPatte
         return step
     ties = rx.PExclude(rx.PQuant(rx.PVar(FILLER), 0, None, greedy=False))
     first, more = rx.PVar(FILLER_STEP), rx.PVar(FILLER_LATER)
-    if blocked is not None:
-        first = rx.PAlt((first, rx.PVar(blocked + "_step")))
-        more = rx.PAlt((more, rx.PVar(blocked + "_later")))
+    if blocked is not None:  # the rows skipped in this gap: allowed, or forbidden by the negation
+        allowed = ALLOWED + blocked[len(BLOCKED):]
+        first = rx.PAlt((rx.PVar(allowed + "_step"), rx.PVar(blocked + "_step")))
+        more = rx.PAlt((rx.PVar(allowed + "_later"), rx.PVar(blocked + "_later")))
     later = rx.PConcat((rx.PExclude(first), rx.PExclude(rx.PQuant(more, 0, None, greedy=False)),
                         rx.PVar(c.var + LATER)))
     return rx.PConcat((ties, rx.PAlt((step, later))))
@@ -519,9 +535,8 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
                 right_after = _any([BinOp("=", previous, Literal(name)) for name in names_of[alt[n.gap - 1].var]])
                 not_next.append(Func("coalesce", (BinOp("AND", right_after, _negated(r, alt, n, None, type_col)),
                                                   Literal(False))))
-        for k in gaps:  # a negation before component k: the skipped rows after k - 1's event that it forbids
-            after = _any([BinOp("=", rx.Classifier(PICKED), Literal(n)) for n in names_of[alt[k - 1].var]])
-            forbidden[alt[k].var] = BinOp("AND", after, _blocking(r, alt, negs, k, type_col))
+        for k in gaps:  # a negation before component k: the rows skipped before k's first event that it forbids
+            forbidden[alt[k].var] = _blocking(r, alt, negs, k, type_col)
         for c in alt:
             cond = and_all(conditions[c.var])
             if c.var in forbidden:  # every forbidden row skipped since the event before is at the time of c's first
@@ -542,24 +557,27 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
         skipped = Unary("NOT", Func("coalesce", (_any(selectable), Literal(False)))) if selectable else None
         ties, step = _later(ts_col, "="), _later(ts_col, "<")
         plain = skipped
-        if forbidden:
-            allowed = Unary("NOT", _any(list(forbidden.values())))
-            plain = allowed if skipped is None else BinOp("AND", skipped, allowed)
         defines += [(FILLER, ties if skipped is None else BinOp("AND", ties, skipped)),
                     (FILLER_STEP, step if plain is None else BinOp("AND", step, plain))]
         if plain is not None:
             defines.append((FILLER_LATER, plain))
         blocked_names = []
         for v, cond in forbidden.items():
-            cond = cond if skipped is None else BinOp("AND", cond, skipped)
-            name = f"{BLOCKED}_{v}"
-            defines += [(name + "_step", BinOp("AND", step, cond)), (name + "_later", cond)]
+            ok = Unary("NOT", cond)  # never NULL (_negated)
+            cond, ok = (cond, ok) if skipped is None else (BinOp("AND", cond, skipped), BinOp("AND", ok, skipped))
+            name, allowed = f"{BLOCKED}_{v}", f"{ALLOWED}_{v}"
+            defines += [(name + "_step", BinOp("AND", step, cond)), (name + "_later", cond),
+                        (allowed + "_step", BinOp("AND", step, ok)), (allowed + "_later", ok)]
             subsets.append((name, (name + "_step", name + "_later")))
-            blocked_names += [name + "_step", name + "_later"]
+            blocked_names += [name + "_step", name + "_later", allowed + "_step", allowed + "_later"]
         subsets.append((FILLERS, (FILLER, FILLER_STEP, FILLER_LATER, *blocked_names)))
     if not_next:  # every row of the match, whichever variable it is mapped to
         nowhere = Unary("NOT", _any(not_next))
         defines = [(name, BinOp("AND", cond, nowhere)) for name, cond in defines]
+    # the shared skipped-row variables only where a gap without negation uses them
+    used = {name for p in patterns for name in pattern_variables(p)}
+    defines = [(name, cond) for name, cond in defines if name in used]
+    subsets = [(name, tuple(m for m in members if m in used)) for name, members in subsets]
     if r.returns is not None:
         measures = tuple(rx.Measure(_expr(i.expr, by_var), name)
                          for i, name in zip(r.returns, r.return_names, strict=True))

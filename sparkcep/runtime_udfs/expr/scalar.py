@@ -628,9 +628,9 @@ def _compile_call(e: Call, any_vars: frozenset[str]):
     if name == "coalesce":
         def coalesce(b, c):
             for a in args:
-                v = _value(a(b, c))
+                v = widen(_value(a(b, c)))  # as Spark casts each value first: a string that is no number is NULL
                 if v is not None:
-                    return widen(v)
+                    return v
             return None
         return coalesce
     if name == "case":

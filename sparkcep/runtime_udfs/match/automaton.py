@@ -199,9 +199,9 @@ class Automaton:
 
     __slots__ = ("items", "starts", "ends", "follow", "edges", "trailing_slots", "strict")
 
-    def __init__(self, items: list):
+    def __init__(self, items: list, linked: list[bool] | None = None):
         whole = Fragment()
-        for item in items:
+        for item, strict in zip(items, linked or [False] * len(items), strict=True):
             kind, k, extra = item
             if kind == "pos":
                 f = Fragment.leaf(k, extra)
@@ -209,7 +209,7 @@ class Automaton:
                 f = k
             else:
                 f = Fragment.negation([item])
-            whole = whole.then(f)
+            whole = whole.then(f, strict)
         flat: list[tuple] = []
         for p, (comp, kl) in enumerate(whole.positions):
             flat.append(("pos", comp, kl))
@@ -228,7 +228,8 @@ class Automaton:
                 edges[key] = tuple(tuple(sorted(v)) for v in vs)
         self.edges = edges
         self.trailing_slots = tuple(sorted({s for (_, q), vs in edges.items() if q == END for v in vs for s in v}))
-        #: the edges ``(p, q)`` of NEXT steps inside a group (:attr:`Fragment.strict`)
+        #: the edges ``(p, q)`` of NEXT steps (:attr:`Fragment.strict`), inside a group or into an item written
+        #: ``NEXT`` (``linked``: per item, its edges from the items before are strict)
         self.strict = whole.strict
 
 

@@ -58,8 +58,7 @@ from sparkcep.ir.ast import (
 )
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.spec import Component, MatchSpec
-from sparkcep.runtime_udfs.expr.components import component_mask, component_table
-from sparkcep.runtime_udfs.expr.scalar import compile_expr
+from sparkcep.runtime_udfs.expr.components import Stop, component_mask, component_table, is_stop, stop_table
 from sparkcep.runtime_udfs.match.automaton import END, START, Automaton, _fragment, _group, _loops
 from sparkcep.runtime_udfs.match.collapsed import _negation_groups, _nullify, _output_fn, _unscoped_equiv
 from sparkcep.runtime_udfs.match.conjuncts import (
@@ -94,7 +93,7 @@ class Alternative:
     __slots__ = ("index", "comps", "vars", "kleene", "m", "negs", "conjuncts", "all_vars", "_split",
                  "schedules", "trailing", "neg_vars", "first_var", "last_var", "any_vars", "outputs", "groups",
                  "listed", "starts", "ends", "follow", "automaton", "conjuncts_without", "position", "bounds",
-                 "group_bounds", "strict", "not_next", "until", "strict_edges")
+                 "group_bounds", "strict", "not_next", "until", "loops", "strict_edges")
 
     def __init__(self, index: int, comps: tuple[int, ...], kleene: tuple[bool, ...], vars_: tuple[str, ...],
                  negs: tuple[NegPlan, ...], conjs: tuple[Conjunct, ...], any_vars: frozenset[str],
@@ -136,9 +135,10 @@ class Alternative:
         self.strict_edges: frozenset[tuple[int, int]] = frozenset()
         #: position → the negations ``NEXT !(C c)`` right after it: the partition's next event must not be one
         self.not_next: dict[int, tuple] = {}
-        #: the positions of loops with a stop condition ``UNTIL`` → ``(types, condition)`` (set by :class:`Plan`;
-        #: see :meth:`stops_at`)
-        self.until: dict[int, tuple] = {}
+        #: the positions of loops with a stop condition ``UNTIL`` → its :class:`Stop` (set by :class:`Plan`; see
+        #: :meth:`stops_at`), and → the positions of that loop (one event's, or a repeated group's)
+        self.until: dict[int, Stop] = {}
+        self.loops: dict[int, frozenset[int]] = {}
         self.conjuncts_without: Callable[[frozenset[str]], tuple[Conjunct, ...]] | None = None
         self._split: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.schedules: dict[str, Schedule] = {}
@@ -205,10 +205,17 @@ class Alternative:
         return out
 
     def stops_at(self, ev: dict) -> frozenset[int]:
-        """The loop positions ``ev`` is a stop event of: of the loop's types, satisfying its ``UNTIL`` (read on
-        ``ev`` alone; an attribute it lacks is NULL, so no stop)."""
-        return frozenset(p for p, (types, cond) in self.until.items()
-                         if ev.get("type") in types and cond({self.vars[p]: [ev]}, {self.vars[p]: 0}) is True)
+        """The loop positions ``ev`` is a stop event of (:func:`is_stop`: of the loop's types, or any with ``UNTIL
+        ANY``, satisfying its condition read on ``ev`` alone; an attribute it lacks is NULL, so no stop)."""
+        verdicts: dict[int, bool] = {}
+        out = []
+        for p, stop in self.until.items():
+            verdict = verdicts.get(id(stop))
+            if verdict is None:
+                verdict = verdicts[id(stop)] = is_stop(stop, ev)
+            if verdict:
+                out.append(p)
+        return frozenset(out)
 
     def schedule(self, order: str) -> Schedule:
         """The check schedule for binding order ``"ais"`` (construction, :mod:`match_ais`) or ``"forward"``
@@ -466,11 +473,12 @@ class Plan:
                                        default=(p, p)))
                     for v, (lo, hi) in {**single, **grouped}.items() if (p := a.position.get(v)) is not None)
         # UNTIL: a loop of one event closes on a stop event (match_runs); positions by variable
-        stops = {k.inner.var: compile_expr(k.until) for k in walk(spec.pattern or ())
-                 if isinstance(k, Kleene) and k.until is not None and isinstance(k.inner, EventPat)}
-        types = {c.var: c.types for c in comps}
+        stops = stop_table(spec.pattern, comps)
         for a in alternatives:
-            a.until = {p: (types[v], stops[v]) for p, v in enumerate(a.vars) if v in stops}
+            for stop in stops:
+                loop = frozenset(p for p, v in enumerate(a.vars) if v in stop.loop)
+                a.until.update(dict.fromkeys(loop, stop))
+                a.loops.update(dict.fromkeys(loop, loop))
         #: the alternatives with a stop condition: an event that fills no component reaches them if it is a stop
         self.stops = tuple(a for a in alternatives if a.until)
         if self.stops and spec.collapsed:
@@ -538,17 +546,18 @@ class Plan:
                 else:
                     strict.add(seen)
         not_next = {id(items[k]) for k in not_next}
+        # the items written NEXT (a position or a repeated group): in an automaton, their edges from the items
+        # before are strict (``Fragment.then(linked=True)``)
+        linked = [k > 0 and items[k - 1][0] == "next" and i[0] != "neg" for k, i in enumerate(items) if i[0] != "next"]
         marked = [id(i) in not_next for i in items if i[0] != "next"]
         items = [i for i in items if i[0] != "next"]
         if not_next and any(kind == "group" for kind, *_ in items):
-            raise EngineUnsupportedError("NEXT in a pattern with a repeated group is not supported")
+            raise EngineUnsupportedError("NEXT !(...) in a pattern with a repeated group is not supported")
         # a repeated group: the whole alternative becomes one automaton (its flat items: positions, group ranges,
-        # negations whose gaps the automaton's edges give)
-        automaton = Automaton(items) if any(kind == "group" for kind, _, _ in items) else None
-        if automaton is not None and strict:
-            raise EngineUnsupportedError("NEXT in a pattern with a repeated group is not supported")
+        # negations whose gaps the automaton's edges give); a top-level NEXT step is a strict edge of it
+        automaton = Automaton(items, linked) if any(kind == "group" for kind, _, _ in items) else None
         if automaton is not None:
-            items = automaton.items
+            items, strict = automaton.items, set()
         pos_comps = tuple(k for kind, k, *_ in items if kind == "pos")
         kleene = tuple(kl for kind, _, kl, *_ in items if kind == "pos")
         vars_ = tuple(comps[k].var for k in pos_comps)

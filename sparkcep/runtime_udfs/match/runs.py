@@ -329,7 +329,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
             positions = other_split(mask)[0]
             stopped = other.stops_at(ev) if other.until else ()
             for p in other.follow[here]:
-                if p in stopped or (p == here and run.closed):
+                if p in stopped or (run.closed and p in other.loops.get(here, ())):
                     continue  # a loop with UNTIL takes no stop event, and none after one
                 if p in positions and not _beyond_bound(other, run.binding, here, p) and not (
                         (p in other.strict and p != here or (here, p) in other.strict_edges)
@@ -365,7 +365,7 @@ def scan(plan: Plan, alt: Alternative, st: AltState, ready: list, sink: Sink) ->
                 for p in follow[run.pos]:
                     if p not in positions or (bounded and _beyond_bound(alt, run.binding, run.pos, p)):
                         continue
-                    if stopped and p in stopped or (p == run.pos and run.closed):
+                    if stopped and p in stopped or (run.closed and p in alt.loops[run.pos]):
                         continue  # a loop with UNTIL takes no stop event, and none after one
                     if (p in strict and p != run.pos or (run.pos, p) in strict_edges) and not _adjacent(run, seq):
                         continue  # a NEXT step: only from the event right before

@@ -31,7 +31,8 @@ class Run:
     """A partial match of the run-based engine (:mod:`match_runs`): the position of its last selected event,
     its binding (variable → event, or list of events for a Kleene variable), the ts of its first and last
     events and the ``_seq`` of its last event (None: none given); ``closed`` once a stop event (``UNTIL``) came while
-    it is at its loop's position: it takes no more events there; ``suspects`` (None: none) the events that came
+    it is at a position of its loop (one event's, or a repeated group's): it takes no more events there, it may
+    only leave the loop; ``suspects`` (None: none) the events that came
     right after a position with a ``NEXT !(C c)`` and fill it, by negated variable, whose predicates read a
     variable bound after that position: they are decided when the run completes."""
 

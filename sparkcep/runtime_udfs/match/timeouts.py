@@ -2,23 +2,31 @@
 of the bindings that began a match and could not complete it within the window.
 
 Definition (docs/language.md, "Timed-out partial matches"): for ``SEQ(c1, ..., cn) WITHIN W``, a *partial
-match* binds ``c1..ck`` (``1 <= k <= n``): a single step ``T v`` to one event, a Kleene step ``T+ v[]`` to one
-event or more, all of strictly increasing ``ts``, each accepted by its step (type and local predicates), the
-last one before ``c1.ts + W``; every predicate over ``c1..ck`` holds (a positional one, ``v[i]``, ``v[i-1]``,
-at every position), except one reading the whole sequence of the last step ``ck`` while it is open
-(``v[v.len]``, ``v[]``, ``v[k]`` with ``k >= 2``): that one is decided when the step closes.  It *times out*
-when it is no match (``k = n`` and every predicate holding) and no event extends it (joins ``ck``'s open
-sequence, or binds ``c(k+1)``, and gives a partial match): one row per run of the automaton that stopped, the
-binding being what that run took.  It is decided, and emitted, once event time reaches ``c1.ts + W`` (the
-watermark; batch: at the end of the input).  Each is one row: the query's result columns over the partial
-binding (an unbound variable's values NULL) and ``timeout_step``, the variable of the last bound step ``ck``.
+match* binds a prefix of the steps up to ``ck``: a single step ``T v`` to one event, a Kleene step to as many
+events as its quantifier allows so far (``T+``, ``T*``, ``T{n,m}``: one to ``m``; ``T?``: one), a step before
+``ck`` that may take no event (``*``, ``?``, ``{0,m}``) possibly to none, every other step before ``ck`` to at
+least its minimum; all of strictly increasing ``ts``, each accepted by its step (type and local predicates), the
+last one before ``first.ts + W``; every predicate over ``c1..ck`` holds (a positional one, ``v[i]``, ``v[i-1]``,
+at every position; one over a step that took no event as in a match), except one reading the whole sequence of
+``ck`` while it is a Kleene step (``v[v.len]``, ``v[]``, ``v[k]`` with ``k >= 2``): that one is decided when a
+later step is bound.  It *times out* when it is no match (every step after ``ck`` may take no event, ``ck``
+has its minimum, and every predicate holds), no event extends it (joins ``ck``'s sequence, short of its
+maximum, or binds a later step, and gives a partial match), and some event could still have extended it when
+the window closed: a run ended before (a link, ``NEXT`` or a contiguity strategy, broken by the event right
+after its last one; a loop with ``UNTIL`` closed by a stop event; a step at its maximum with no step after it)
+is discarded, as Flink discards a run its contiguity breaks.  One row per run of the automaton that the window
+closed on, the binding being what that run took.  It is decided, and emitted, once event time reaches
+``first.ts + W`` (the watermark; batch: at the end of the input).  Each is one row: the query's result columns
+over the partial binding (an unbound variable's values NULL) and ``timeout_step``, the variable of the last
+bound step ``ck``.
 
-Scope (:func:`check`): a ``SEQ`` of single events (``T v``, ``ANY(...) v``) and Kleene steps ``T+ v[]`` under
-``skip_till_any_match`` or ``skip_till_next_match``, with any predicates (under skip_till_next_match none over
-a whole Kleene sequence); not ``*``, ``?``, bounded quantifiers, ``UNTIL``, repeated groups, negation, ``OR``,
-``NEXT`` steps, the contiguity strategies or collapsed output.  Under ``skip_till_next_match`` an event that can
-extend a partial match must be taken (§5): from each partial match only the first later event that extends it
-does, in each way it can (join the open sequence, or take the next step).
+Scope (:func:`check`): a ``SEQ`` of single events (``T v``, ``ANY(...) v``) and Kleene steps (``T+ v[]``,
+``T* v[]``, ``T? v``, ``T{n,m} v[]``, a loop with ``UNTIL``), any of them written ``NEXT``, under every
+selection strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); not
+repeated groups, negation, ``OR`` or collapsed output.  Under ``skip_till_next_match`` an event that can extend
+a partial match must be taken (§5): from each partial match only the first later event that extends it does, in
+each way it can (join the open sequence, or take a later step).  Where links or stop conditions need them, the
+events no step takes are kept too (``_mask`` 0): they break links.
 
 The engine has the interface of :mod:`sparkcep.runtime_udfs.match.engine` (``step`` buffers, ``advance``
 decides at a watermark), so :class:`~sparkcep.spark.operator.MatchOperator` runs it on Spark unchanged.  Per
@@ -45,11 +53,15 @@ import math
 from collections.abc import Iterable
 from functools import lru_cache
 
-from sparkcep.ir.ast import EventPat, Kleene, Seq
-from sparkcep.ir.spec import TIMEOUT_STEP, SlotState, TimeoutSpec
+from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Seq
+from sparkcep.ir.spec import TIMEOUT_STEP, SlotState, TimeoutSpec, reads_every_event
 from sparkcep.runtime_udfs.expr.components import component_mask, component_table
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr
 from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH, NEXT_MATCH, Conjunct, EngineUnsupportedError
+
+CONTIGUITY = ("strict_contiguity", "partition_contiguity")
+NEGATION = ("not negation (whether a negation blocks a partial match depends on the step after it, which a "
+            "partial match lacks)")
 
 __all__ = ["TimeoutState", "advance", "check", "init_state", "is_empty", "step", "wakeup"]
 
@@ -76,35 +88,75 @@ class _Compiled:
     def __init__(self, spec: TimeoutSpec):
         comps = spec.components
         self.vars = tuple(c.var for c in comps)
-        self.kleene = tuple(c.kleene is not None for c in comps)
+        #: the variable of a step is the list of its events (T+, T*, T{n,m}; not T v, T? v)
+        self.lists = tuple(c.kleene in ("+", "*") for c in comps)
+        items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
+        #: step → the fewest and most events it takes (most None: unbounded)
+        self.lo, self.hi = zip(*(i.repeat if isinstance(i, Kleene) else (1, 1) for i in items), strict=True)
         any_vars = frozenset(c.var for c in comps if c.any_)
         self.table = component_table(comps, any_vars)
         self.full = (1 << len(comps)) - 1
-        kleene_vars = frozenset(v for v, k in zip(self.vars, self.kleene, strict=True) if k)
+        n = len(comps)
+        list_vars = frozenset(v for v, k in zip(self.vars, self.lists, strict=True) if k)
         position = {v: k for k, v in enumerate(self.vars)}
-        # each predicate is decided at the step that binds the last of its variables, unless it reads that
-        # step's whole Kleene sequence (v[v.len], v[], v[k] for k >= 2): then when the step closes
-        #: step k → predicates to re-check when an event joins step k's open sequence
-        self.grow: list[list[Conjunct]] = [[] for _ in comps]
-        #: step k → predicates decided when step k is bound (those waiting on step k - 1's sequence too)
-        self.enter: list[list[Conjunct]] = [[] for _ in comps]
-        #: predicates waiting on the last step's sequence: a partial match binding it is a match iff they hold
-        self.final: list[Conjunct] = []
-        for p in spec.predicates:
-            c = Conjunct(p, kleene_vars, any_vars, frozenset(self.vars))
+        self.predicates = [Conjunct(p, list_vars, any_vars, frozenset(self.vars)) for p in spec.predicates]
+        #: read every bound event (an equivalence test the operator checks itself: strict_contiguity runs
+        #: unpartitioned): re-checked whenever an event is bound
+        every = [c for c in self.predicates if c.global_]
+
+        def decided(c: Conjunct, k: int) -> bool:
+            """Is ``c`` decided on a partial match whose last step is ``k``: over steps up to ``k``, and not
+            reading the whole sequence of ``k`` while that is a Kleene step (then it waits for the next step)?"""
             at = max((position[v] for v in c.vars), default=0)
-            var = self.vars[at]
-            if var not in c.waits:
-                self.enter[at].append(c)
-                if self.kleene[at] and var in c.vars:
-                    self.grow[at].append(c)
-            elif at + 1 < len(comps):
-                self.enter[at + 1].append(c)
-            else:
-                self.final.append(c)
+            return at <= k and not (at == k and self.vars[k] in c.waits)
+
+        #: step k → predicates to re-check when an event joins step k's open sequence
+        self.grow = [[c for c in self.predicates if decided(c, k) and (self.vars[k] in c.vars or c.global_)]
+                     if self.lists[k] else [] for k in range(n)]
+        #: (k, t) → predicates decided when a partial match's last step goes from k to t > k (those over the steps
+        #: skipped in between included: their variables are absent); (-1, t): when its first event takes step t
+        self.enter = {(k, t): [c for c in self.predicates if decided(c, t) and not (k >= 0 and decided(c, k))
+                               and not c.global_] + every for k in range(-1, n) for t in range(k + 1, n)}
+        #: the first step a partial match may start at: the steps before it may take no event
+        self.starts = [t for t in range(n) if not any(self.lo[:t])]
+        #: step k → a partial match ending there is a match if it has its minimum and every predicate holds
+        self.may_end = [not any(self.lo[k + 1:]) for k in range(n)]
         self.outputs = tuple((o.name, compile_expr(o.expr, any_vars)) for o in spec.outputs)
         self.window = spec.window
         self.first_only = spec.strategy == NEXT_MATCH  # a relevant event is taken: one chain per first event
+        #: every event of the partition is kept (those that fill no step break links: _mask 0)
+        self.every = reads_every_event(spec)
+        strict = (spec.pattern.strict if isinstance(spec.pattern, Seq) else ()) or (False,) * n
+        #: (k, t) → must an event taking step t after one of step k be the event right after it (a contiguity
+        #: strategy; a NEXT step t, or one between passed over)?
+        self.linked = {(k, t): spec.strategy in CONTIGUITY or any(strict[k + 1:t + 1])
+                       for k in range(n) for t in range(k, n)}
+        #: step → (its types, None with UNTIL ANY: any event; its stop condition UNTIL compiled), for a loop with one
+        self.stops = [(None if i.until_any else i.inner.types, compile_expr(i.until))
+                      if isinstance(i, Kleene) and i.until is not None else None for i in items]
+
+    def stops_at(self, k: int, ev: dict) -> bool:
+        """Is ``ev`` a stop event of the loop of step ``k`` (of its types, any with ``UNTIL ANY``; its ``UNTIL``
+        holding on it alone)?"""
+        types, cond = self.stops[k]
+        return (types is None or ev.get("type") in types) and cond({self.vars[k]: [ev]}, {self.vars[k]: 0}) is True
+
+    def ways(self, k: int, count: int) -> list[tuple[int, list[Conjunct]]]:
+        """The steps an event after a partial match whose last step ``k`` took ``count`` events may take, with
+        the predicates to check then: ``k`` again (a Kleene step short of its maximum), or a later step, past
+        steps that may take no event, once ``k`` has its minimum."""
+        out = [(k, self.grow[k])] if self.lists[k] and (self.hi[k] is None or count < self.hi[k]) else []
+        if count >= self.lo[k]:
+            for t in range(k + 1, len(self.vars)):
+                out.append((t, self.enter[k, t]))
+                if self.lo[t]:
+                    break
+        return out
+
+
+def _holds(c: Conjunct, binding: dict) -> bool:
+    """The oracle's rule: a predicate none of whose variables is bound holds (a step that took no event)."""
+    return (bool(c.vars) and not any(v in binding for v in c.vars)) or c.check(binding) is True
 
 
 def _unsupported_step(p) -> str | None:
@@ -112,32 +164,29 @@ def _unsupported_step(p) -> str | None:
     if isinstance(p, EventPat):
         return None
     if isinstance(p, Kleene) and isinstance(p.inner, EventPat):
-        if p.op != "+" or p.bounds is not None:
-            return f"a Kleene step is T+ v[] ({p.inner.var}: {p.op if p.bounds is None else 'a bounded quantifier'})"
-        if p.until is not None:
-            return f"a Kleene step has no UNTIL ({p.inner.var})"
         return None
-    return "not negation, OR or a repeated group"
+    if isinstance(p, Not):
+        return NEGATION
+    if isinstance(p, Or):
+        return "not OR (a partial match of one branch can be the events of another's match)"
+    return "not a repeated group (a partial match would end inside an iteration)"
 
 
 def check(spec: TimeoutSpec) -> None:
     """Raise :class:`EngineUnsupportedError` if ``spec`` is outside this engine's scope (module doc)."""
     items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
     why = next((w for w in map(_unsupported_step, items) if w is not None), None)
-    if why is None and (not isinstance(spec.pattern, (Seq, EventPat, Kleene)) or any(c.negated for c in spec.components)
-                        or (isinstance(spec.pattern, Seq) and any(spec.pattern.strict))):
-        why = "not negation, OR or a NEXT step"
+    if why is None and any(c.negated for c in spec.components):
+        why = NEGATION
     if why is not None:
         raise EngineUnsupportedError(f"timed-out partial matches are defined for a SEQ of single events and "
-                                     f"Kleene steps (T v, ANY(...) v, T+ v[]): {why}")
-    if spec.strategy not in (ANY_MATCH, NEXT_MATCH):
-        raise EngineUnsupportedError(f"timed-out partial matches are defined under skip_till_any_match and "
-                                     f"skip_till_next_match, not {spec.strategy} (where a run is also broken by "
-                                     f"the irrelevant events between its steps)")
+                                     f"Kleene steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT): {why}")
+    if spec.strategy not in (ANY_MATCH, NEXT_MATCH, *CONTIGUITY):
+        raise EngineUnsupportedError(f"unknown selection strategy {spec.strategy}")
     if spec.collapsed:
         raise EngineUnsupportedError("timed-out partial matches have no collapsed output")
     if spec.strategy == NEXT_MATCH:
-        kleene_vars = frozenset(c.var for c in spec.components if c.kleene)
+        kleene_vars = frozenset(c.var for c in spec.components if c.kleene in ("+", "*"))
         known = frozenset(c.var for c in spec.components)
         for p in spec.predicates:
             if Conjunct(p, kleene_vars, frozenset(), known).waits:
@@ -186,7 +235,9 @@ def step(spec: TimeoutSpec, state: TimeoutState, events: Iterable[dict]) -> tupl
             continue
         mask = ev.get("_mask")
         mask = component_mask(cs.table, ev) if mask is None or mask != mask else int(mask) & cs.full
-        if mask:  # events of equal ts in the order of _seq, if they carry it (as the match engine), else arrival
+        # an event that fills no step is kept where links and stop conditions need every event; events of equal
+        # ts in the order of _seq, if they carry it (as the match engine), else arrival
+        if mask or cs.every:
             tie = ev.get("_seq")
             state.pending.append((ts, state.arrivals if tie is None or tie != tie else tie, mask, ev))
             state.arrivals += 1
@@ -213,9 +264,11 @@ def advance(spec: TimeoutSpec, state: TimeoutState, watermark: float,
     for i, (ts, _, mask, ev) in enumerate(events):
         if ts > horizon:
             break
-        binding = {cs.vars[0]: [ev] if cs.kleene[0] else ev}
-        if mask & 1 and all(c.check(binding) is True for c in cs.enter[0]):
-            _search(cs, events, i, binding, 0, ts + cs.window, rows)
+        for t in cs.starts:
+            binding = {cs.vars[t]: [ev] if cs.lists[t] else ev}
+            if (mask & (1 << t) and not (cs.stops[t] and cs.stops_at(t, ev))
+                    and all(_holds(c, binding) for c in cs.enter[-1, t])):
+                _search(cs, events, i, binding, t, 1, i, ts + cs.window, rows)
     if budget is not None and rows:
         budget.charge(len(rows))
     keep = 0
@@ -225,36 +278,50 @@ def advance(spec: TimeoutSpec, state: TimeoutState, watermark: float,
     return state, rows
 
 
-def _search(cs: _Compiled, events: list, last: int, binding: dict, k: int, end: float, rows: list) -> None:
-    """Extend ``binding`` of steps ``0..k`` (``events[last]`` its last event) by every event that joins step
-    ``k``'s open Kleene sequence or takes step ``k + 1`` (skip_till_next_match: by the first event that can,
-    in each way it can); a binding no event extends is emitted unless it is a match."""
-    n = len(cs.vars)
-    ways = ([(k, cs.grow[k])] if cs.kleene[k] else []) + ([(k + 1, cs.enter[k + 1])] if k + 1 < n else [])
+def _search(cs: _Compiled, events: list, last: int, binding: dict, k: int, count: int, first: int, end: float,
+            rows: list) -> None:
+    """Extend ``binding`` (its last step ``k``, which took ``count`` events from ``events[first]`` on,
+    ``events[last]`` its last event) by every event that joins step ``k``'s open Kleene sequence or takes a later
+    step (:meth:`_Compiled.ways`; a linked way only the event right after, a loop with ``UNTIL`` no stop event and
+    none after one; skip_till_next_match: by the first event that can, in each way it can); a binding no event
+    extends is emitted unless it is a match or no event could have extended it any more when the window closed
+    (a link broken by the event right after, a loop stopped, a step at its maximum)."""
+    ways = cs.ways(k, count)
     after = events[last][0]
     extended = False
+    stopped = False  # a stop event of step k's loop came after its first event
     for j in range(last + 1, len(events)):
         ts, _, mask, ev = events[j]
         if ts >= end:
             break
+        if cs.stops[k] and not stopped:
+            stopped = cs.stops_at(k, ev)
         if ts <= after:
             continue
         for step, checks in ways:
-            if not mask & (1 << step):
+            if (not mask & (1 << step) or (j != last + 1 and cs.linked[k, step])
+                    or (cs.stops[step] and (stopped if step == k else cs.stops_at(step, ev)))):
                 continue
             var = cs.vars[step]
             before = binding.get(var)
-            binding[var] = [*before, ev] if step == k else [ev] if cs.kleene[step] else ev
-            if all(c.check(binding) is True for c in checks):
+            binding[var] = [*before, ev] if step == k else [ev] if cs.lists[step] else ev
+            if all(_holds(c, binding) for c in checks):
                 extended = True
-                _search(cs, events, j, binding, step, end, rows)
+                _search(cs, events, j, binding, step, count + 1 if step == k else 1, first if step == k else j,
+                        end, rows)
             if before is None:
                 del binding[var]
             else:
                 binding[var] = before
         if extended and cs.first_only:
             break
-    if not extended and not (k == n - 1 and all(c.check(binding) is True for c in cs.final)):
-        row = {name: fn(binding) for name, fn in cs.outputs}
-        row[TIMEOUT_STEP] = cs.vars[k]
-        rows.append({name: None if v is LACKING else v for name, v in row.items()})
+    if extended or (cs.may_end[k] and count >= cs.lo[k] and all(_holds(c, binding) for c in cs.predicates)):
+        return
+    broken = last + 1 < len(events) and events[last + 1][0] < end  # the event right after came in the window
+    if cs.stops[k] and not stopped:
+        stopped = any(cs.stops_at(k, e) for _, _, _, e in events[last + 1:] if e["ts"] < end)
+    if all((broken and cs.linked[k, step]) or (step == k and stopped) for step, _ in ways):
+        return  # dead before the window closed
+    row = {name: fn(binding) for name, fn in cs.outputs}
+    row[TIMEOUT_STEP] = cs.vars[k]
+    rows.append({name: None if v is LACKING else v for name, v in row.items()})

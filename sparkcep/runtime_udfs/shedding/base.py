@@ -86,14 +86,25 @@ class Shedder:
         return th
 
     def decide(self, codes: np.ndarray, values: np.ndarray, rho: float, seed: int | None = None,
-               rng: np.random.Generator | None = None) -> np.ndarray:
+               rng: np.random.Generator | None = None, within: bool = False) -> np.ndarray:
         """Algorithm 1: the boolean drop mask of a batch for drop ratio ``rho`` (no drop when ``rho <= 0``; the
-        pane still advances so that later batches see the right predecessors)."""
+        pane still advances so that later batches see the right predecessors).  The threshold is the one for
+        ``rho`` over the training stream's utilities (§III-C), or, ``within``, over this batch's own: a
+        micro-batch is seen whole before anything is decided, so the least useful ``rho`` of *it* go (in
+        expectation exactly, ties drawn), whatever the live utilities' distribution (a model's utilities of
+        live data need not be distributed as its training stream's; the controller's ρ is then what is shed).
+
+            >>> sh = Shedder(EventCoder(("A",)))
+            >>> sh.utilities = lambda codes, values: np.array([0.9, 0.1, 0.5, 0.7])
+            >>> sh.decide(np.zeros(4, dtype=np.int64), np.zeros((4, 0)), 0.5, seed=0, within=True).tolist()
+            [False, True, True, False]
+        """
         u = self.utilities(codes, values)
         if rho <= 0:
             return np.zeros(len(codes), dtype=bool)
         rng = rng if rng is not None else np.random.default_rng(seed)
-        return self.threshold(rho).drops(u, rng.random(len(codes)))
+        threshold = utility_threshold(u, np.ones(len(u)), rho) if within else self.threshold(rho)
+        return threshold.drops(u, rng.random(len(codes)))
 
 
 @dataclass

@@ -114,6 +114,40 @@ def fit_cost(kept, work, fixed: float | None = None) -> tuple[float, float]:
     return fixed, float(max(w.sum() - k.size * fixed, 0.0) / k.sum())
 
 
+def fit_batch_cost(offered, kept, work, read: float | None = None,
+                   fixed: float | None = None) -> tuple[float, float, float]:
+    """The cost of a batch as ``fixed + read × offered + kept_cost × kept`` (seconds), fitted to measured
+    batches: ``(fixed, read, kept_cost)``, all non-negative (least squares over every subset of the three
+    terms, the best feasible one).  ``read`` is what shedding does not save (reading, validating and deciding
+    each offered event), ``kept_cost`` what it does.  The two can be told apart only when the kept shares of
+    the batches spread (by ≥ 0.1: ρ changed); otherwise ``read`` is held at the given estimate (None: 0) and
+    ``fixed``, ``kept_cost`` come from :func:`fit_cost` on the rest (``fixed``: the previous estimate).
+
+        >>> n, k = [1000, 1000, 2000, 2000], [1000, 200, 2000, 600]
+        >>> [round(x, 6) for x in fit_batch_cost(n, k, [1 + 0.0002 * a + 0.001 * b for a, b in zip(n, k)])]
+        [1.0, 0.0002, 0.001]
+        >>> [round(x, 6) for x in fit_batch_cost([1000, 2000], [1000, 2000], [2.0, 3.0], read=0.0002)]
+        [1.0, 0.0002, 0.0008]
+    """
+    n, k, w = (np.asarray(x, dtype=float) for x in (offered, kept, work))
+    read = max(read or 0.0, 0.0)
+    share = k / np.maximum(n, 1.0)
+    if n.size >= 3 and share.max() - share.min() >= 0.1:
+        x = np.column_stack([np.ones_like(n), n, k])
+        best, best_err = None, np.inf
+        for cols in ([0, 1, 2], [0, 1], [0, 2], [1, 2], [0], [1], [2]):
+            coef = np.linalg.lstsq(x[:, cols], w, rcond=None)[0]
+            if (coef < 0).any():
+                continue
+            err = float(((x[:, cols] @ coef - w) ** 2).sum())
+            if err < best_err - 1e-12:
+                best, best_err = dict(zip(cols, coef.tolist(), strict=True)), err
+        if best is not None:
+            return best.get(0, 0.0), best.get(1, 0.0), best.get(2, 0.0)
+    fixed, per_kept = fit_cost(k, np.maximum(w - read * n, 0.0), fixed)
+    return fixed, read, per_kept
+
+
 @dataclass
 class BatchController:
     """The same goal for Spark micro-batches, from a query's progress (``StreamingQueryListener``).
@@ -300,27 +334,35 @@ class BacklogController:
     backlog grow without limit while every batch looks fast).
 
     After each micro-batch it is told the batch's duration, the events it read (``offered``) and kept, the
-    p99 arrival-to-result latency of what it read, and the backlog (events arrived and not read yet).  Over
-    the last ``memory`` batches it fits the batch cost ``F + o × offered + c × kept`` (``o``, the cost of
-    reading and deciding per offered event, is given: it is the part shedding does not save; ``F`` and ``c``
-    from :func:`fit_cost`) and the arrival rate ``λ`` (events read plus the backlog's growth, per second).
+    p99 arrival-to-result latency of what it read, the backlog (events arrived and not read yet) and the
+    events shed whole, unread, since the previous batch (``expired``).  Over the last ``memory`` batches it
+    fits the batch cost ``F + o × offered + c × kept`` (:func:`fit_batch_cost`: ``o``, reading and deciding
+    per offered event, is the part shedding does not save; it is told apart from ``c`` once ρ has moved,
+    before that it is held at ``overhead``) and the arrival rate ``λ`` (events read, expired and the
+    backlog's growth, per second).
 
+    * The first micro-batch with events is Spark's start-up (Python workers, planning, the first state
+      store): it measures neither the cost nor the latency and sets nothing (ρ stays 0, no admission bound,
+      and what arrived meanwhile is read, not expired: the start-up is not the load).
     * The next batch gets the budget ``d = (target − gap) / 2`` (``target`` = ``safety × bound``; an event
       waits at most one batch in the source and one in the operator, so back-to-back batches of ``d`` keep
       the latency at ``2d + gap``), shrunk by ``target / p99`` while the measured p99 is above the target.
-    * ``admit``: the events the next batch may read, those whose reading and deciding fits in the budget,
-      ``(d − F) / o``, never below what arrives in a budget (``λ × d``, so the backlog cannot grow while the
-      shedder keeps up).
-    * ``rho``: of the events the next batch will read, ``n = min(backlog + λ × gap, admit)`` (the backlog is
-      counted at the batch's end),
-      it keeps what the operator does in the rest of the budget, ``(d − F − o × n) / c``; ρ rises at once
-      and falls by ``damping`` of the way per batch (0 below 0.01).
-    * ``expire``: an event older than ``bound − d`` when its batch starts misses the bound whatever is done:
-      it is dropped (counted per type like any drop) instead of delaying the rest.
+    * ``admit``, the admission bound: the most events the next batch may read, those whose reading and
+      deciding take at most half of what the budget leaves after ``F``, ``(d − F) / (2o)`` (the other half is
+      for the events kept; None while ``o`` is 0).  What waits beyond it is read by a later batch or, last
+      resort, expires.
+    * ``rho``: of the events the next batch will read, ``n = min(backlog + λ × gap, admit)``, it keeps what
+      the operator does in the rest of the budget, ``(d − F − o × n) / c``, the rest dropped by utility; ρ
+      rises at once and falls by ``damping`` of the way per batch (0 below 0.01).
+    * ``expire``: an event older than ``bound − d'`` when its batch starts (``d'``: the larger of the budget
+      and the predicted duration of that batch) misses the bound whatever is done: the source may shed it
+      whole, unread (:func:`admit_files`).
 
     When the load fits (``λ (o + c) d + F ≤ d`` with the latency below the target) ρ is 0 and nothing expires.
 
-        >>> b = BacklogController(bound=5.0, overhead=0.0)
+        >>> b = BacklogController(bound=5.0)
+        >>> b.on_batch(duration=12.0, offered=1000, kept=1000, latency=13.0, backlog=0, interval=12.0)  # start-up
+        Admission(rho=0.0, admit=None, expire=None)
         >>> b.on_batch(duration=1.0, offered=1000, kept=1000, latency=1.5, backlog=0, interval=1.0)
         Admission(rho=0.0, admit=None, expire=3.0)
     """
@@ -337,50 +379,79 @@ class BacklogController:
     #: the last ``memory`` batches with events: (interval, duration, offered, kept, arrived)
     _window: list[tuple[float, float, int, int, int]] = field(default_factory=list)
     _backlog: int = 0
-    _fixed: float | None = None
+    #: batches after which even dropping everything read could not fit the next batch in its budget (the
+    #: fixed cost and reading alone exceed it: the bound cannot be kept by shedding), and the largest such
+    #: floor ``F + o × n`` (s)
+    over_budget: int = 0
+    floor: float = 0.0
+    _warm: bool = False
+    _fit: tuple[float, float, float] | None = None
 
     @property
     def target(self) -> float:
         return self.safety * self.bound
 
+    @property
+    def cost(self) -> tuple[float, float, float]:
+        """The last fitted ``(F, o, c)`` (seconds; before any batch: ``(0, overhead, 0)``)."""
+        return self._fit or (0.0, self.overhead, 0.0)
+
     def on_batch(self, *, duration: float, offered: int, kept: int, latency: float | None, backlog: int,
-                 interval: float) -> Admission:
+                 interval: float, expired: int = 0) -> Admission:
         """The decision for the next batch after one that took ``duration`` s, ``interval`` s after the
         previous batch started (its duration plus the gap before it), read ``offered`` events and kept
-        ``kept``, with p99 arrival-to-result ``latency`` (s; None if unknown) and ``backlog`` events left."""
-        arrived = max(offered + backlog - self._backlog, 0)
+        ``kept``, with p99 arrival-to-result ``latency`` (s; None if unknown) and ``backlog`` events left;
+        ``expired``: events shed whole, unread, since the previous batch."""
+        arrived = max(offered + backlog + expired - self._backlog, 0)
         self._backlog = backlog
         if offered == 0 and backlog == 0:
-            return self._decide(self.rho, None, duration, 0.0)
+            return self._decide(self.rho, None, self._budget(None), 0.0)
+        if not self._warm:  # Spark's start-up: not a measure of the cost or of the latency
+            self._warm = True
+            self.history.append((latency if latency is not None else float("nan"), backlog, self.rho, None))
+            return Admission(self.rho, None, None)
+        if self._fit is None:  # the first batch measured: its interval began with the start-up batch
+            interval = duration
         _push(self._window, (max(interval, duration, 1e-3), max(duration, 1e-3), offered, kept, arrived),
               self.memory)
-        work = [d - self.overhead * n for _, d, n, _, _ in self._window]
-        fixed, per_kept = fit_cost([w[3] for w in self._window], work, self._fixed)
-        self._fixed = fixed
+        fixed, read, _ = self.cost
+        w = self._window
+        self._fit = fit_batch_cost([x[2] for x in w], [x[3] for x in w], [x[1] for x in w], read,
+                                   fixed if self._fit else None)
+        fixed, read, per_kept = self._fit
         rate = sum(w[4] for w in self._window) / sum(w[0] for w in self._window)
-        gap = max(sum(w[0] - w[1] for w in self._window) / len(self._window), 0.0)
-        budget = max((self.target - gap) / 2, 1e-3)
-        if latency is not None and latency > self.target:
-            budget *= self.target / latency
-        if self.overhead > 0:
-            admit = int(max((budget - fixed) / self.overhead, rate * budget, 1))
-        else:
-            admit = None
-        coming = backlog + rate * gap  # the backlog is what arrived until this batch's end
+        budget = self._budget(latency)
+        admit = int(max((budget - fixed) / (2 * read), 1)) if read > 0 else None
+        coming = backlog + rate * self._gap()  # the backlog is what arrived until this batch's end
         n = min(coming, admit) if admit is not None else coming
+        if n > 0 and fixed + read * n > budget:
+            self.over_budget += 1
+            self.floor = max(self.floor, fixed + read * n)
         if n <= 0:
             wanted = 0.0
         elif per_kept <= 0:
-            wanted = 0.0 if fixed + self.overhead * n <= budget else self.max_rho
+            wanted = 0.0 if fixed + read * n <= budget else self.max_rho
         else:
-            wanted = 1.0 - (budget - fixed - self.overhead * n) / (per_kept * n)
+            wanted = 1.0 - (budget - fixed - read * n) / (per_kept * n)
         wanted = _settle(self.rho, wanted, self.max_rho, self.damping)
         self.rho = wanted
         self.history.append((latency if latency is not None else float("nan"), backlog, wanted, admit))
-        return self._decide(wanted, admit, duration, budget)
+        return self._decide(wanted, admit, budget, fixed + read * n + per_kept * n * (1 - wanted))
 
-    def _decide(self, rho: float, admit: int | None, duration: float, budget: float) -> Admission:
-        return Admission(rho, admit, max(self.bound - max(budget, duration, 0.0), 0.0) if budget else None)
+    def _gap(self) -> float:
+        """The mean time between a batch's end and the next one's start (s)."""
+        if not self._window:
+            return 0.0
+        return max(sum(w[0] - w[1] for w in self._window) / len(self._window), 0.0)
+
+    def _budget(self, latency: float | None) -> float:
+        budget = max((self.target - self._gap()) / 2, 1e-3)
+        if latency is not None and latency > self.target:
+            budget *= self.target / latency
+        return budget
+
+    def _decide(self, rho: float, admit: int | None, budget: float, predicted: float) -> Admission:
+        return Admission(rho, admit, max(self.bound - max(budget, predicted, 0.0), 0.0))
 
 
 def admit_files(pending: list[tuple[str, float]], now: float, admission: Admission | None,

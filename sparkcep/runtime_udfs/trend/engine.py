@@ -22,6 +22,14 @@ enumeration.  An edge into a ``NEXT`` step (LINK) comes only from the vertex of 
 (every event reaches the engine, ``_mask`` 0 for those of no component; of a group of equal timestamps only
 the first follows the previous ts), kept across calls in ``_Run.link``.
 
+**Stop conditions (UNTIL).**  A trend takes no stop event of a loop with ``UNTIL`` (Flink's ``until``) between
+the loop's first and last events, ends included (docs/language.md).  A stop event is no vertex of the loop's
+states and *resets the loop's self-edge sums*: every edge inside the loop (``b -> b``, ``b#i -> b#i+1``, a group's
+edges) has its own running aggregate, vertex tree, hash map or store per window (``_Trans.cut``), which each stop
+empties (:func:`_cut`); edges into and out of the loop read the state's own ones, which keep every vertex.  In a
+group of equal timestamps the input order decides: a vertex after a stop has no predecessor inside the loop, one
+before it does not enter the emptied structures.
+
 **Negation (§5).**  Each ``NOT N`` is split off (Algorithm 3) into its own graph.  Where ``NOT N`` sits between
 two positive sub-patterns, the template transitions from ``end(Pi)`` to ``start(Pj)`` carry a *marker* ``N``;
 markers before the first or after the last positive event are start and end negations (§5.1 cases 1–3).
@@ -94,7 +102,7 @@ Example::
 from __future__ import annotations
 
 import gc
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable
 from functools import wraps
@@ -128,6 +136,10 @@ __all__ = ["EngineUnsupportedError", "TrendState", "advance", "check", "init_sta
 
 #: Version tag of the serialized state (:meth:`TrendState.to_bytes`).
 STATE_VERSION = 1
+
+#: The key of a state's stored vertices behind SCAN edges inside a loop with UNTIL, ``(CUT, state)`` in
+#: ``_Run.stores`` (those of its other SCAN edges are under ``state``)
+CUT = "cut"
 
 
 def check(spec: TrendSpec) -> None:
@@ -260,6 +272,7 @@ def step(spec: TrendSpec, state: TrendState, events: Iterable[dict]) -> tuple[Tr
     full = cs.full
     type_masks = cs.type_masks
     keep_empty = bool(cs.links)  # a NEXT step: every event of the partition breaks adjacency
+    stops = cs.stops_at if cs.until else None  # UNTIL: a stop event may fill no component, yet cuts its loop
     append = state.pending.append
     late = invalid = 0
     for ev in events:
@@ -277,7 +290,7 @@ def step(spec: TrendSpec, state: TrendState, events: Iterable[dict]) -> tuple[Tr
             mask = type_masks.get(ev.get("type"), 0) if type_masks is not None else cs.mask_of(ev)
         else:
             mask = cs.mask_of(ev) if mask != mask else int(mask) & full
-        if mask or keep_empty:
+        if mask or keep_empty or (stops is not None and stops(ev)):
             append((ts, mask, ev))
     state.late += late
     state.invalid += invalid
@@ -328,7 +341,10 @@ def _scan(cs: _Compiled, st: TrendState, ready: list, rows: list[dict], times: l
         st.epoch += 1
         batch = _Batch(cs, ready, st.epoch, times)
     if cs.counts_only:
-        _scan_counts(cs, st, ready, rows, batch, times, strict)
+        if cs.until:
+            _scan_counts_until(cs, st, ready, rows, batch, times, strict)
+        else:
+            _scan_counts(cs, st, ready, rows, batch, times, strict)
         return
     i, total = 0, len(ready)
     while i < total:
@@ -363,6 +379,27 @@ def _scan_counts(cs: _Compiled, st: TrendState, ready: list, rows: list[dict], b
         pos = end
     if pos < len(ready):
         _chunked(cs, scan, ready[pos:] if pos else ready, st, rows, batch)
+
+
+def _scan_counts_until(cs: _Compiled, st: TrendState, ready: list, rows: list[dict], batch: _Batch | None,
+                       times: list, strict: bool) -> None:
+    """:func:`_scan_counts` with stop events (UNTIL): the events between them through the generated scan, each
+    group of events sharing the ts of a stop event through :func:`_process_group`, which empties the edges inside
+    the stopped loops (:func:`_cut`; the scan reads and fills the same windows and indexes)."""
+    stops = cs.stops_at
+    pos = 0
+    for i, (t, _, ev) in enumerate(ready):
+        if i < pos or not stops(ev):
+            continue
+        lo, hi = bisect_left(times, t), bisect_right(times, t)
+        if lo > pos:
+            _scan_counts(cs, st, ready[pos:lo], rows, batch, times[pos:lo], strict)
+        if t >= st.close_at:
+            _emit(cs, st, t, rows)
+        _process_group(cs, st, t, cs.windows_of(t), ready[lo:hi], batch)
+        pos = hi
+    if pos < len(ready):
+        _scan_counts(cs, st, ready[pos:] if pos else ready, rows, batch, times[pos:] if pos else times, strict)
 
 
 def _chunked(cs: _Compiled, scan: Callable, part: list, st: TrendState, rows: list[dict], batch) -> None:
@@ -404,17 +441,27 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
                     st.runs[value] = st.runs[None].clone()
     positive: list = []
     negative: list = []
+    # UNTIL: loop → the group position of its last stop event; a stop is no vertex of its loop, and a vertex
+    # after it (in the group's order) has no predecessor inside the loop: those all came before the stop
+    cut_at: dict[int, int] = {}
+    loop_of = cs.loop_of
     for i, (_, mask, ev) in enumerate(group):
+        stopped = cs.stops_at(ev) if cs.until else ()
+        for loop in stopped:
+            cut_at[loop] = i
         for gid, s in cs.roles(mask):
             if s.filters and not all(f(ev) for f in s.filters):
                 continue
             if gid == -1:
+                loop = loop_of.get(s.comp)
+                if stopped and loop in stopped:
+                    continue
                 runs = (st.runs[tuple(ev.get(a) for a in cs.class_attrs)],) if s.classed else st.runs.values()
                 for run in runs:
                     # only the group's first event follows the previous ts: a NEXT step's edge comes from there
-                    aggs = _vertex(cs, run, s, ev, t, ks, latest, run.link if i == 0 else None)
+                    aggs = _vertex(cs, run, s, ev, t, ks, latest, run.link if i == 0 else None, loop in cut_at)
                     if aggs:
-                        positive.append((run, s, ev, aggs))
+                        positive.append((run, s, ev, aggs, i))
             else:
                 start = _neg_vertex(st.negs[gid], s, ev, t, latest)
                 if start is not None:
@@ -423,11 +470,14 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
         last = group[-1][2]
         for run in st.runs.values():
             run.link = {}
-        for run, s, ev, aggs in positive:
+        for run, s, ev, aggs, _ in positive:
             if s.link_out and ev is last:
                 run.link[s.j] = (ev, aggs)
-    for run, s, ev, aggs in positive:
-        _insert(cs, run, s, ev, t, aggs, batch)
+    if cut_at:
+        for run in st.runs.values():
+            _cut(cs, run, cut_at)
+    for run, s, ev, aggs, i in positive:
+        _insert(cs, run, s, ev, t, aggs, batch, i > cut_at.get(loop_of.get(s.comp), -1))
     for gid, s, ev, start in negative:
         nr = st.negs[gid]
         if start > nr.best[s.j]:
@@ -446,16 +496,19 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
 
 
 def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest: list,
-            link: dict | None = None) -> dict:
+            link: dict | None = None, cut: bool = False) -> dict:
     """The aggregates of a new vertex of state ``s`` per window ``k`` (Theorem 4.3 / 9.1): the START term plus
     the sum over its valid predecessors, for every window of ``ks`` where it has a trend.  ``link``: the
     vertices of the partition's previous event (None if it has this event's ts), a ``NEXT`` step's only
-    predecessors."""
+    predecessors; ``cut``: a stop event of its loop (UNTIL) came before it at its ts, so no edge inside the
+    loop leads to it."""
     alg = cs.alg
     zero, plus = alg.zero, alg.add
     scanned: dict | None = None
     probes = []
     for tr in s.ins:
+        if cut and tr.cut is not None:
+            continue
         if tr.kind == LINK:
             prev = link.get(tr.src) if link else None
             if prev is not None and (tr.pred is None or tr.pred(prev[0], ev)):
@@ -464,7 +517,7 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
                 for k, a in prev[1].items():
                     scanned[k] = plus(scanned.get(k, zero), a)
         elif tr.kind == SCAN:
-            store = run.stores.get(tr.src)
+            store = run.stores.get((CUT, tr.src) if tr.cut is not None else tr.src)
             if not store:
                 continue
             floor = _threshold(tr.guard, latest) if tr.guard else -_INF
@@ -492,7 +545,7 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
         if win is not None:
             R = win.R
             for tr in s.ins:
-                if tr.kind == PLAIN:
+                if tr.kind == PLAIN:  # (never cut: a plain edge inside a loop with UNTIL is EQUAL)
                     acc = plus(acc, R[tr.src])
             for tr, probe in probes:
                 if tr.kind == GUARDED:
@@ -520,12 +573,14 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
     return out
 
 
-def _insert(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, batch: _Batch | None) -> None:
+def _insert(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, batch: _Batch | None,
+            loop: bool = True) -> None:
     """Add a vertex to the window aggregates, vertex trees and queues of its state, and to the final
-    aggregate if it is an END event (Algorithm 2 lines 8–10)."""
+    aggregate if it is an END event (Algorithm 2 lines 8–10).  ``loop`` False: a stop event of its loop (UNTIL)
+    came after it at its ts, so it enters no index of an edge inside the loop."""
     alg = cs.alg
     plus, zero = alg.add, alg.zero
-    keys = [(tr, tr.key(ev)) for tr in s.ordered_out]
+    keys = [(tr, tr.key(ev)) for tr in s.ordered_out if loop or tr.cut is None]
     j = s.j
     wins = run.wins
     n_states = len(cs.positive.states)
@@ -552,6 +607,19 @@ def _insert(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, batch:
                 q.push(t, a, alg)
     if s.stored:
         run.stores.setdefault(j, []).append((t, ev, aggs))
+    if s.cut_stored and loop:
+        run.stores.setdefault((CUT, j), []).append((t, ev, aggs))
+
+
+def _cut(cs: _Compiled, run: _Run, cut_at: dict[int, int]) -> None:
+    """Stop events (UNTIL) of the loops of ``cut_at`` came: drop every vertex behind an edge inside those loops,
+    in every window (GRETA: a stop resets the loop's self-edge sums; edges out of the loop keep every vertex, in
+    the state's own running aggregate and indexes)."""
+    for tr in cs.positive.trans:
+        if tr.cut in cut_at:
+            for win in run.wins.values():
+                win.index.pop(tr.id, None)
+            run.stores.pop((CUT, tr.src), None)
 
 
 def _neg_vertex(nr: _NegRun, s: _State, ev: dict, t, latest: list) -> float | None:

@@ -14,6 +14,7 @@ from sparkcep.ir.ast import (
     EquivTest,
     EventPat,
     Func,
+    Kleene,
     Not,
     map_nodes,
     walk,
@@ -22,7 +23,7 @@ from sparkcep.ir.errors import CEPError
 from sparkcep.ir.naming import safe_identifier
 from sparkcep.ir.printer import format_expr, format_pattern
 from sparkcep.ir.spec import TrendSpec
-from sparkcep.runtime_udfs.expr.components import component_mask, component_table
+from sparkcep.runtime_udfs.expr.components import component_mask, component_table, is_stop, stop_table
 from sparkcep.runtime_udfs.expr.scalar import compile_expr
 from sparkcep.runtime_udfs.match.engine import EngineUnsupportedError
 from sparkcep.runtime_udfs.trend.aggregates import BIG_BITS, _CountAlgebra, _exact, _mpz, _VectorAlgebra
@@ -82,6 +83,9 @@ class _Compiled:
         for node in walk(spec.pattern):
             if isinstance(node, EventPat) and node.var not in position_of:
                 raise EngineUnsupportedError(f"pattern variable {node.var!r} has no component")
+        #: the loops with a stop condition (UNTIL), whose inner edges stop events cut, and component → its loop
+        self.until = stop_table(spec.pattern, comps)
+        self.loop_of = {position_of[v]: i for i, stop in enumerate(self.until) for v in stop.loop}
         builder = _TemplateBuilder(position_of)
         pos = builder.build(spec.pattern)
         negs = builder.negs
@@ -329,6 +333,9 @@ class _Compiled:
                 t.pred = fns[0] if len(fns) == 1 else (lambda p_, e_, fs=tuple(fns): all(f(p_, e_) for f in fs))
             elif t.kind == PLAIN and t.guard is not None:
                 t.kind = GUARDED
+            loop = self.loop_of.get(comp_of[x])
+            if positive and loop is not None and self.loop_of.get(comp_of[y]) == loop:
+                _cut(t, loop)
             for e in mine:
                 e.trans = e.trans or t  # the first of its transitions (a bounded quantifier's copies: several)
             trans.append(t)
@@ -342,6 +349,8 @@ class _Compiled:
                 src.guarded_out.append(t)
             elif t.kind == LINK:
                 src.link_out = True
+            elif t.cut is not None:
+                src.cut_stored = True
             else:
                 src.stored = True
         if positive:
@@ -443,6 +452,10 @@ class _Compiled:
             self._scanner = _count_scanner(self)
         return self._scanner
 
+    def stops_at(self, event: dict) -> tuple[int, ...]:
+        """The loops (indexes into :attr:`until`) ``event`` is a stop event of (:func:`is_stop`)."""
+        return tuple(i for i, stop in enumerate(self.until) if is_stop(stop, event))
+
     def mask_of(self, event: dict) -> int:
         """Type test and local predicates, for an event that arrived without a ``_mask``."""
         return component_mask(self.by_type, event)
@@ -470,6 +483,21 @@ class _Compiled:
 
 def _show(e) -> str:
     return format_expr(e)
+
+
+def _constant(ev: dict) -> int:
+    return 0
+
+
+def _cut(t: _Trans, loop: int) -> None:
+    """Make ``t``, an edge inside ``loop`` (with UNTIL), one whose predecessors a stop event can drop all at once:
+    its own index (a plain edge becomes an EQUAL one on a constant key: its own running aggregate) or its own
+    store of vertices, emptied by each stop event (GRETA: a stop resets the loop's self-edge sums)."""
+    if t.kind == PLAIN:
+        t.kind, t.key, t.probe = EQUAL, _constant, _constant
+    elif t.kind not in (ORDERED, EQUAL, SCAN):
+        raise EngineUnsupportedError(f"a {t.kind} edge inside a loop with UNTIL is not supported")
+    t.cut = loop
 
 
 @lru_cache(maxsize=64)
@@ -527,6 +555,8 @@ def describe(spec: TrendSpec) -> list[str]:
     except CEPError as e:
         return [f"template: not supported by the trend engine: {e}"]
     comps = cs.components
+    untils = [f"{'ANY ' if n.until_any else ''}({_show(n.until)})" for n in walk(spec.pattern)
+              if isinstance(n, Kleene) and n.until is not None]  # in stop_table's order
 
     def name(g: _Graph, j: int) -> str:
         return g.states[j].label
@@ -544,6 +574,8 @@ def describe(spec: TrendSpec) -> list[str]:
                              "and it")
             if st_.end_guard:
                 roles.append(f"END only if no {_markers(st_.end_guard)} trend follows it in the window")
+            if st_.comp in cs.loop_of and g is cs.positive:
+                roles.append(f"UNTIL {untils[cs.loop_of[st_.comp]]}: a stop event is none of its vertices")
             it = st_.iteration
             if it is not None:
                 roles.append(f"trends with {'at least ' if it[1] else ''}{it[0]} iteration{'s' * (it[0] != 1)} "
@@ -554,7 +586,10 @@ def describe(spec: TrendSpec) -> list[str]:
             i, j = (src.iteration or (0,))[0], (dst.iteration or (0,))[0]
             label = ("next iteration" if i and j > i else "Kleene +" if dst.comp <= src.comp and i >= j else "SEQ")
             guard = f", invalid if an {_markers(t.guard)} trend lies between the two events" if t.guard else ""
-            lines.append(f"{indent}{name(g, t.src)} -> {name(g, t.dst)} ({label}): {_INDEX_NAMES[t.kind]}{guard}")
+            index = "running aggregate per window" if t.cut is not None and t.op is None else _INDEX_NAMES[t.kind]
+            if t.cut is not None:
+                guard += ", emptied by each stop event (UNTIL)"
+            lines.append(f"{indent}{name(g, t.src)} -> {name(g, t.dst)} ({label}): {index}{guard}")
         return lines
 
     n_states, n_trans = len(cs.positive.states), len(cs.positive.trans)
@@ -594,7 +629,9 @@ def describe(spec: TrendSpec) -> list[str]:
                        f"{_show(_rename(late, {'_e': dst}))} of the later one")
     if cs.counts_only:
         ints = f"exact integers, GMP above {BIG_BITS} bits" if cs.promote else "exact Python ints"
-        out.append(f"executor: generated COUNT(*) scan (Algorithm 2, Theorem 4.3), {ints}")
+        out.append(f"executor: generated COUNT(*) scan (Algorithm 2, Theorem 4.3), {ints}"
+                   + ("; the events at a stop event's ts (UNTIL) through the template interpreter" if cs.until
+                      else ""))
     else:
         names = {"n": "COUNT", "s": "SUM", "min": "MIN", "max": "MAX"}
         measures = "".join(f", {names[k]}({t}{'.' + a if a else ''})" for k, t, a in cs.measures)

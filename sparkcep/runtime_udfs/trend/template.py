@@ -319,6 +319,10 @@ class _Trans:
     op: str | None = None  # ORDERED/EQUAL: earlier_key op later_key
     key: Callable | None = None  # ORDERED/EQUAL: earlier event → key
     probe: Callable | None = None  # ORDERED/EQUAL: later event → key
+    #: an edge inside a loop with a stop condition (UNTIL), the loop's index in ``_Compiled.until``: each stop
+    #: event empties its index (its own running aggregate, an EQUAL transition on a constant key, when it has
+    #: no edge predicate) or stored vertices
+    cut: int | None = None
 
 
 @dataclass
@@ -340,6 +344,7 @@ class _State:
     ordered_out: list[_Trans] = field(default_factory=list)
     guarded_out: list[_Trans] = field(default_factory=list)
     stored: bool = False
+    cut_stored: bool = False  # the source of a SCAN transition inside a loop with UNTIL (:attr:`_Trans.cut`)
     link_out: bool = False  # the source of a LINK transition: its vertex of the partition's last event is kept
     classed: bool = False
     contrib: Callable | None = None  # event → per-measure values (vector algebra)

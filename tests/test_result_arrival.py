@@ -1,0 +1,72 @@
+"""Arrival-to-result latency per result row, without a JVM (docs/operations.md, "Latency as users feel it"):
+the streaming operator stamps each result with the arrival of the rows that produced it, the engine never
+sees the arrival column, the SQL filter carries it through, and a micro-batch's progress turns the results'
+observed arrival into its latency line."""
+
+from __future__ import annotations
+
+import pandas as pd
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+import sparkcep
+from sparkcep.compiler.codegen.sql import filter_sql
+from sparkcep.spark.operator import MatchOperator
+from sparkcep.spark.progress import Totals, result_latency
+from sparkcep.spark.schema import EVENT_TIME_OFFSET
+from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL
+from tests.test_spark_adapters import FakeGroup
+
+PLAIN = StructType([StructField("type", StringType()), StructField("ts", LongType()), StructField("id", LongType())])
+CARRIED = StructType([*PLAIN.fields, StructField(ARRIVAL_COL, LongType())])
+
+
+def call(fn, key, rows: list[dict] | None, group: FakeGroup) -> list[dict]:
+    pdfs = [pd.DataFrame(rows)] if rows else []
+    return [r for frame in fn(key, iter(pdfs), group) for r in frame.to_dict("records")]
+
+
+def test_each_result_carries_the_newest_arrival_of_the_rows_of_its_micro_batch():
+    """A match without RETURN (every input column shown) over rows with their arrival: the arrival is no
+    attribute of the match (the plan is bound without it), and the row emitted in the call that reads B
+    carries the newest arrival among that call's rows; a call without rows (a timeout) stamps null."""
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 100")
+    op = MatchOperator(q.spec(PLAIN), CARRIED, watermark_delay_ms=0)
+    assert op.arrival and ARRIVAL_COL not in op.output_schema.names
+    fn, group = op.stream_function(), FakeGroup(None, 0)
+    assert call(fn, (1,), [{"type": "A", "ts": 1, "id": 1, ARRIVAL_COL: 1_000}], group) == []
+    rows = call(fn, (1,), [{"type": "B", "ts": 5, "id": 1, ARRIVAL_COL: 2_000},
+                           {"type": "C", "ts": 6, "id": 1, ARRIVAL_COL: 2_500}], group)
+    assert rows == [{"a_type": "A", "a_ts": 1, "a_id": 1, "b_type": "B", "b_ts": 5, "b_id": 1,
+                     RESULT_ARRIVAL: 2_500}]
+    assert list(op.stream_schema.names) == [*op.output_schema.names, RESULT_ARRIVAL]
+
+
+def test_a_trend_window_closed_by_a_timeout_has_no_arrival():
+    q = sparkcep.compile("RETURN COUNT(*) AS n PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10")
+    op = MatchOperator(q.spec(PLAIN), CARRIED, watermark_delay_ms=0)
+    fn, group = op.stream_function(), FakeGroup(None, 0)
+    assert call(fn, (1,), [{"type": "A", "ts": 1, "id": 1, ARRIVAL_COL: 1_000},
+                           {"type": "B", "ts": 2, "id": 1, ARRIVAL_COL: 1_500}], group) == []
+    group.watermark_ms = EVENT_TIME_OFFSET + 1000  # event time moved on elsewhere: the window closes, no rows
+    rows = call(fn, (1,), None, group)
+    assert [(int(r["n"]), r[RESULT_ARRIVAL]) for r in rows] == [(1, None)]
+
+
+def test_the_filter_carries_the_arrival_whatever_the_query_reads():
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] AND a.x < b.x WITHIN 10 RETURN a.x AS x")
+    names = [*PLAIN.names, "x", "y"]
+    sql = filter_sql(q.plan(), "events", names, pretty=False, carry=(ARRIVAL_COL,))
+    assert ARRIVAL_COL in sql and "y" not in sql.split()
+
+
+def test_a_batch_reports_its_results_latency_from_their_observed_arrival():
+    progress = {"batchId": 4, "timestamp": "2026-01-01T00:00:10.000Z", "durationMs": {"triggerExecution": 2000},
+                "observedMetrics": {"sparkcep_output": {"results": 3, "late": 0, "result_arrival_p01": 1767225600000,
+                                                        "result_arrival_median": 1767225608000,
+                                                        "results_arrived": 3}}}
+    assert result_latency(progress) == (4.0, 12.0)  # the batch ended at 00:00:12
+    totals = Totals()
+    line = totals.add(progress)
+    assert line.endswith("result latency p50 4.0 s p99 12.0 s") and totals.result_latencies == [(4, 3, 4.0, 12.0)]
+    del progress["observedMetrics"]["sparkcep_output"]["result_arrival_median"]
+    assert result_latency(progress) is None and "result latency" not in Totals().add(progress)
