@@ -17,7 +17,8 @@ Three ways, the answers checked equal:
     a ``groupBy``), each proved equal to the statement for this pattern only (see the functions);
 (b) **sparkcep**: ``sparkcep.sql(statement)`` over a temporary view of the same CSV file (batch: one shuffle by
     ``p``, a sort, one ``mapInArrow`` pass of the engine per partition; after the sort the worker gets only the
-    columns the engine reads, the ``typ = 'A'`` DEFINEs as BOOLEAN columns Spark computes);
+    columns the engine reads, the ``typ = 'A'`` and ``price < PREV(price)`` DEFINEs as BOOLEAN columns Spark
+    computes, PREV as ``lag`` over the sort's order);
 (c) **Flink**: the same statement (``ORDER BY rt, id``, ``rt`` the event time of ``ts``) in PyFlink's batch mode,
     in its own Python (``--flink-python``, default ``.venv-flink/bin/python`` or ``SPARKCEP_FLINK_PYTHON``),
     parallelism 2: *in-process* (execute + collect in a warm JVM) and *whole-process* (a fresh Python + JVM

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sparkcep.compiler.recognize.analysis import walk
 from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Unary
 from sparkcep.oracles.recognize import recognize
@@ -299,54 +300,150 @@ def test_without_numba_the_kernel_is_off(monkeypatch):
 SCHEMA = {"k": "bigint", "t": "bigint", "x": "bigint", "y": "bigint", "s": "string", "f": "double"}
 
 
-def _truth(e, row):
-    """Spark SQL's three-valued value of a condition :func:`worker_spec` computes (None: NULL), written here
-    from SQL's rules, apart from the engines."""
+def _spark_cmp(o, a, b):
+    """Spark SQL's comparison of two non-NULL values (written from its rules, apart from the engines): numbers
+    as DOUBLE when one is a DOUBLE, NaN equal to NaN and above every other DOUBLE, -0.0 equal to 0.0; strings by
+    code point; FALSE < TRUE."""
+    if isinstance(a, float) or isinstance(b, float):
+        a, b = float(a), float(b)
+        a, b = (a != a, 0.0 if a != a else a), (b != b, 0.0 if b != b else b)
+    return {"=": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[o]
+
+
+def _truth(e, rows, i):
+    """Spark SQL's three-valued value (None: NULL) of a condition :func:`worker_spec` computes, at row ``i`` of
+    a partition's ``rows`` in order: ``PREV(c, k)``/``NEXT(c, k)`` as ``lag``/``lead`` (NULL beyond the
+    partition)."""
     if isinstance(e, type(lit(0))):
         return e.value
     if isinstance(e, type(col("x"))):
-        return row[e.attr]
+        return rows[i][e.attr]
+    if isinstance(e, R.Nav):
+        j = i - e.offset if e.kind == "PREV" else i + e.offset
+        return rows[j][e.arg.attr] if 0 <= j < len(rows) else None
     if isinstance(e, Unary):
-        v = _truth(e.operand, row)
+        v = _truth(e.operand, rows, i)
         if e.op == "NOT":
             return None if v is None else not v
         return (v is None) == (e.op == "IS NULL")
-    a, b = _truth(e.left, row), _truth(e.right, row)
+    a, b = _truth(e.left, rows, i), _truth(e.right, rows, i)
     if e.op == "AND":
         return False if False in (a, b) else (None if None in (a, b) else True)
     if e.op == "OR":
         return True if True in (a, b) else (None if None in (a, b) else False)
-    if a is None or b is None:
-        return None
-    return {"=": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
+    return None if a is None or b is None else _spark_cmp(e.op, a, b)
+
+
+def _worker_rows(spec, w, parts):
+    """The rows the worker gets: ``w.spec``'s columns, each computed DEFINE as its BOOLEAN column."""
+    defines = dict(spec.defines)
+    keep = [*w.spec.columns, "__ts"]  # the Spark layer adds __ts (make_spec leaves it out of the columns)
+    return [[{**{c: r[c] for c in keep if c in r},
+              **{name: _truth(defines[v], p, i) is True for v, name, _ in w.computed}} for i, r in enumerate(p)]
+            for p in parts]
+
+
+def _same_rows_from_the_worker(spec, w, parts):
+    """The engine over the worker's rows gives the spec's rows, and so does the kernel (where it runs them)."""
+    want = [o for p in parts for o in engine.run_partition(spec, p)]
+    slim = _worker_rows(spec, w, parts)
+    assert [o for p in slim for o in engine.run_partition(w.spec, p)] == want
+    rows = [r for p in slim for r in p]
+    bounds = [0]
+    for p in slim:
+        bounds.append(bounds[-1] + len(p))
+    names = list(dict.fromkeys(c for c in [*w.spec.columns, "__ts"] if c in TYPES or c.startswith("__def")))
+    table = pa.Table.from_pylist(rows, schema=pa.schema([(c, TYPES.get(c, pa.bool_())) for c in names]))
+    if kernel.eligibility(w.spec).ok:
+        out = kernel.run_chunk(w.spec, table, bounds)
+        assert out is None or out.to_pylist() == want
+    return want
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(eligible_specs(), chunks())
 def test_the_worker_spec_gives_the_rows_of_the_spec(spec, parts):
     """Over the columns ``worker_spec`` keeps and the BOOLEAN columns of the DEFINEs it has Spark compute
-    (``COALESCE(condition, FALSE)``), the engine and the kernel give the spec's rows."""
+    (``COALESCE(condition, FALSE)``, PREV/NEXT as ``lag``/``lead``), the engine and the kernel give the spec's
+    rows."""
     from sparkcep.compiler.recognize import worker_spec
 
     w = worker_spec(spec, SCHEMA)
     if w is None:  # every column is read
         return
-    defines = dict(spec.defines)
     assert set(w.spec.columns) <= set(spec.columns) | {name for _, name, _ in w.computed}
-    parts = [sorted(p, key=engine.sort_key(spec)) for p in parts]
-    keep = [*w.spec.columns, "__ts"]  # the Spark layer adds __ts (make_spec leaves it out of the columns)
-    slim = [[{**{c: r[c] for c in keep if c in r},
-              **{name: _truth(defines[v], r) is True for v, name, _ in w.computed}} for r in p] for p in parts]
-    want = [o for p in parts for o in engine.run_partition(spec, p)]
-    assert [o for p in slim for o in engine.run_partition(w.spec, p)] == want
-    rows = [r for p in slim for r in p]
-    bounds = [0]
-    for p in slim:
-        bounds.append(bounds[-1] + len(p))
-    names = list(dict.fromkeys(c for c in keep if c in TYPES or c.startswith("__def")))
-    table = pa.Table.from_pylist(rows, schema=pa.schema([(c, TYPES.get(c, pa.bool_())) for c in names]))
-    out = kernel.run_chunk(w.spec, table, bounds)
-    assert out is None or out.to_pylist() == want
+    _same_rows_from_the_worker(spec, w, [sorted(p, key=engine.sort_key(spec)) for p in parts])
+
+
+_DOUBLES = (0.5, 1.5, -0.0, 0.0, math.nan, math.inf, None)
+
+
+@st.composite
+def _one_row_condition(draw, var):
+    """A DEFINE ``worker_spec`` has Spark compute: comparisons of the row's columns and of PREV/NEXT of them
+    (DOUBLE with DOUBLE or an integer, BIGINT, STRING), with literals, IS [NOT] NULL, AND/OR/NOT."""
+    def ref(c):
+        kind = draw(st.sampled_from(("col", "self", "prev", "next")))
+        if kind == "col":
+            return col(c)
+        if kind == "self":
+            return col(c, var)
+        return (prev if kind == "prev" else nxt)(col(c), draw(st.integers(1, 2)))
+
+    def atom():
+        kind = draw(st.sampled_from(("double", "double", "mixed", "int", "str", "null")))
+        o = draw(st.sampled_from(("=", "!=", "<", "<=", ">", ">=")))
+        if kind == "double":
+            right = ref("f") if draw(st.booleans()) else lit(draw(st.sampled_from((0.5, 0.0, -0.0, math.nan))))
+            return op(o, ref("f"), right)
+        if kind == "mixed":  # an integer meets a DOUBLE: compared as DOUBLE
+            return op(o, ref("x"), ref("f") if draw(st.booleans()) else lit(0.5))
+        if kind == "int":
+            return op(o, ref("x"), ref("y") if draw(st.booleans()) else lit(draw(st.integers(0, 3))))
+        if kind == "str":
+            return op(o, ref("s"), lit(draw(st.sampled_from("abc"))))
+        return (is_null if draw(st.booleans()) else lambda e: Unary("IS NOT NULL", e))(ref(draw(
+            st.sampled_from(("f", "x", "s")))))
+
+    cond = atom()
+    for _ in range(draw(st.integers(0, 2))):
+        cond = (and_ if draw(st.booleans()) else or_)(cond, atom())
+    return not_(cond) if draw(st.integers(0, 3)) == 0 else cond
+
+
+@st.composite
+def _nan_partition(draw, key):
+    n = draw(st.integers(0, 8))
+    small = st.sampled_from((0, 1, 2, None))
+    rows = [{"k": key, "t": t, "x": draw(small), "y": draw(small), "s": draw(st.sampled_from(("a", "b", None))),
+             "f": draw(st.sampled_from(_DOUBLES)), "__ts": t} for t in range(n)]
+    return rows
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_one_row_defines_with_prev_next_and_doubles_are_computed_by_spark(data):
+    """Every DEFINE over the labelled row and PREV/NEXT of it, DOUBLE comparisons included (NaN, -0.0,
+    infinity, NULL), becomes a BOOLEAN column Spark computes; the worker then needs none of the columns these
+    read, and the engine over its rows gives the spec's rows, the brute-force reference's."""
+    from sparkcep.compiler.recognize import worker_spec
+
+    pattern = data.draw(row_patterns(("A", "B", "C"), 4))
+    variables = pattern_variables(pattern) or ("A",)
+    if not pattern_variables(pattern):
+        pattern = seq(pattern, V("A"))
+    defines = tuple((v, data.draw(_one_row_condition(v))) for v in variables)
+    spec = make_spec(pattern, columns=COLUMNS, defines=defines, partition_by=("k",),
+                     measures=(("mn", R.MatchNumber()), ("a", first(col("t"))), ("c", last(col("t")))),
+                     skip=R.Skip(data.draw(st.sampled_from((R.SKIP_PAST_LAST_ROW, R.SKIP_TO_NEXT_ROW)))))
+    parts = [data.draw(_nan_partition(key)) for key in range(data.draw(st.integers(1, 2)))]
+    w = worker_spec(spec, SCHEMA)
+    assert [v for v, _, _ in w.computed] == list(variables)
+    assert w.spec.columns == ("k", "t", *(name for _, name, _ in w.computed))
+    assert {(c, o) for _, c, o in w.shifted} == {
+        (n.arg.attr, -n.offset if n.kind == "PREV" else n.offset)
+        for _, e in defines for n in walk(e) if isinstance(n, R.Nav)}
+    assert _same_rows_from_the_worker(spec, w, parts) == [o for p in parts for o in recognize(spec, p)]
 
 
 def test_the_worker_spec_computes_simple_one_row_defines_in_spark():
@@ -354,15 +451,21 @@ def test_the_worker_spec_computes_simple_one_row_defines_in_spark():
 
     spec = make_spec(seq(V("A"), V("B"), V("C"), V("D"), V("E")), columns=COLUMNS, partition_by=("k",), defines=(
         ("A", or_(not_(op("=", col("s"), lit("a"))), is_null(col("x", "A")))),  # Spark computes it
-        ("B", op(">", col("y"), prev(col("y")))),  # PREV: the worker reads y
-        ("C", op(">", col("f"), lit(1))),  # DOUBLE: NaN is the engine's
+        ("B", op(">", col("y"), prev(col("y")))),  # PREV: lag over the sort's order
+        ("C", op(">", col("f"), lit(1))),  # DOUBLE with an integer: as DOUBLE, NaN as Spark orders it
         ("D", op(">", op("+", col("x"), lit(1)), lit(2))),  # arithmetic: overflow is the engine's
         ("E", op("<", col("x"), col("x", "A")))),  # another variable's row
         measures=(("m", last(col("t"))),))
     w = worker_spec(spec, SCHEMA)
-    assert [(v, sql) for v, _, sql in w.computed] == [("A", "COALESCE((NOT (s = 'a')) OR (x IS NULL), FALSE)")]
-    assert w.spec.columns == ("k", "t", "x", "y", "f", "__def0")  # not s: only A's DEFINE read it
-    assert dict(w.spec.defines)["A"] == col("__def0") and dict(w.spec.defines)["B"] == dict(spec.defines)["B"]
+    assert [(v, sql) for v, _, sql in w.computed] == [("A", "COALESCE((NOT (s = 'a') OR (x) IS NULL), FALSE)"),
+                                                      ("B", "COALESCE(y > __nav0, FALSE)"),
+                                                      ("C", "COALESCE(f > 1, FALSE)")]
+    assert w.shifted == (("__nav0", "y", -1),)
+    assert w.spec.columns == ("k", "t", "x", "__def0", "__def1", "__def2")  # not s, y, f: only DEFINEs read them
+    assert dict(w.spec.defines)["A"] == col("__def0") and dict(w.spec.defines)["D"] == dict(spec.defines)["D"]
+    # a DOUBLE partition key (Spark's window and the worker may group its values differently): no lag/lead
+    w = worker_spec(spec, {**SCHEMA, "k": "double"})
+    assert [v for v, _, _ in w.computed] == ["A", "C"] and not w.shifted and "y" in w.spec.columns
     # nothing to spare: every column is read by the engine
     assert worker_spec(make_spec(V("A"), columns=("k", "t"), partition_by=("k",),
                                  measures=(("m", last(col("t"))),)), SCHEMA) is None

@@ -160,6 +160,20 @@ def test_engine_sort_key_orders_like_the_reference():
     assert sorted(rows, key=engine.sort_key(spec)) == sort_rows(spec, rows)
 
 
+def test_the_reference_orders_nan_as_spark_sorts_it():
+    """NaN equals NaN and is above every other DOUBLE (Spark's sort, the engine's sort_key), ascending and
+    descending; the order does not depend on the input's."""
+    nan = float("nan")
+    spec = R.RecognizeSpec(V("A"), ("A",), (), (), (), R.ONE_ROW, R.Skip(), (),
+                           (R.OrderItem("t", ascending=False), R.OrderItem("d")), ("t", "d", "x"), ())
+    rows = [{"t": t, "d": d, "x": x} for t, d, x in [(1, nan, 0), (1, 2.0, 1), (1, None, 2), (1, nan, 3),
+                                                   (1, -1.0, 4), (nan, 0.0, 5), (2.0, 0.0, 6)]]
+    want = [5, 6, 2, 4, 1, 0, 3]
+    for order in (rows, rows[::-1]):
+        assert [r["x"] for r in sort_rows(spec, order)] == want
+        assert [r["x"] for r in sorted(order, key=engine.sort_key(spec))] == want
+
+
 # ----------------------------------------------------------------------------------------------- the reference
 
 

@@ -97,6 +97,29 @@ WORKER = """SELECT * FROM rec_events MATCH_RECOGNIZE (
      DEFINE A AS NOT (t = 'c') AND v IS NOT NULL, B AS t < 'c' OR v IS NULL, C AS v >= k2 OR t = 'c')"""
 
 
+PRICES_SCHEMA = "k1 string, ts timestamp, d double, v bigint"
+
+PRICES = """SELECT * FROM rec_events MATCH_RECOGNIZE (
+     PARTITION BY k1 ORDER BY ts MEASURES FIRST(A.v) AS a_v, LAST(v) AS last_v, COUNT(*) AS n
+     PATTERN (A B+ C?)
+     DEFINE A AS d >= PREV(d, 2) OR d = NEXT(d) OR d IS NULL, B AS B.d < PREV(B.d) OR NOT (B.d != 0.0),
+            C AS d > NEXT(d) AND v >= 1)"""
+
+
+def prices(seed: int = 11, n: int = 80) -> list[tuple]:
+    """Random rows of ``PRICES_SCHEMA``: keys x/y/NULL, times with ties, doubles with NaN, -0.0, infinity, NULL."""
+    rnd = random.Random(seed)
+    doubles = [1.0, 2.0, 2.0, 3.5, float("nan"), -0.0, 0.0, float("inf"), None]
+    return [(rnd.choice(["x", "y", None]), BASE + dt.timedelta(seconds=rnd.randint(0, 30)), rnd.choice(doubles),
+             rnd.choice([0, 1, 2])) for _ in range(n)]
+
+
+def _shipped(df) -> list[str]:
+    """The columns the mapInArrow worker of ``df``'s plan reads."""
+    shipped = re.search(r"MapInArrow run\(([^)]*)\)", df._jdf.queryExecution().optimizedPlan().toString())
+    return [c.split("#")[0] for c in shipped.group(1).split(", ")]
+
+
 @pytest.mark.spark
 def test_batch_statements_equal_the_reference(spark):
     """Every statement's rows from Spark equal the reference's over the same rows (which it sorts itself), the
@@ -116,8 +139,17 @@ def test_batch_statements_equal_the_reference(spark):
     spec, expected = reference(spark, WORKER)
     got = sparkcep.sql(WORKER, spark)
     assert canon([r.asDict() for r in got.collect()], spec.output) == canon(expected, spec.output) and expected
-    shipped = re.search(r"MapInArrow run\(([^)]*)\)", got._jdf.queryExecution().optimizedPlan().toString())
-    assert [c.split("#")[0] for c in shipped.group(1).split(", ")] == ["k1", "v", "__def0", "__def1", "__def2"]
+    assert _shipped(got) == ["k1", "v", "__def0", "__def1", "__def2"]
+
+    # PREV/NEXT and DOUBLE comparisons (NaN, -0.0, infinity, NULL; ties in the time column) as lag/lead over the
+    # sort's order: the worker gets neither d nor the time column
+    spark.createDataFrame(prices(), PRICES_SCHEMA).createOrReplaceTempView("rec_events")
+    spec, expected = reference(spark, PRICES)
+    got = sparkcep.sql(PRICES, spark)
+    assert canon([r.asDict() for r in got.collect()], spec.output) == canon(expected, spec.output)
+    assert len(expected) >= 3, "too few matches: the comparison proves little"
+    assert _shipped(got) == ["k1", "v", "__def0", "__def1", "__def2"]
+    spark.createDataFrame(rows, EVENTS_SCHEMA).createOrReplaceTempView("rec_events")
 
     outer = """SELECT k1, COUNT(*) AS matches, MAX(nb) AS longest FROM rec_events MATCH_RECOGNIZE (
                  PARTITION BY k1 ORDER BY ts MEASURES COUNT(B.*) AS nb

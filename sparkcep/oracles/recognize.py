@@ -81,6 +81,10 @@ def _cmp_values(a, b, ascending: bool, nulls_first: bool) -> int:
         return (-1 if a is None else 1) * (1 if nulls_first else -1)
     if a == b:
         return 0
+    if a != a or b != b:  # NaN (not equal to itself): equal to NaN, above every other value, as Spark sorts it
+        if a != a and b != b:
+            return 0
+        return (1 if a != a else -1) * (1 if ascending else -1)
     less = a < b
     return (-1 if less else 1) * (1 if ascending else -1)
 

@@ -43,6 +43,7 @@ reach the engine as Arrow gives them to Python (TIMESTAMP as time-zone aware dat
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import math
@@ -56,6 +57,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import sqlglot
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
@@ -73,6 +75,7 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
 )
+from sqlglot import exp
 
 from sparkcep.ir.ast import walk
 from sparkcep.ir.errors import CEPError, CEPSemanticError
@@ -146,19 +149,21 @@ def _time_field(df: DataFrame, column: str | None) -> tuple[str | None, str | No
     return column, None
 
 
-def _ts_of(df: DataFrame, column: str | None) -> Any:
-    """The ``__ts`` value of ``column``: epoch microseconds for a time, the number itself, else NULL (the batch
-    path derives the same values in Python from the time column: :func:`_arrow_ts`)."""
+def _ts_of(df: DataFrame, column: str | None) -> exp.Expression:
+    """The ``__ts`` value of ``column`` (a sqlglot tree): epoch microseconds for a time, the number itself, else
+    NULL (the batch path derives the same values in Python from the time column: :func:`_arrow_ts`)."""
     column, kind = _time_field(df, column)
     if kind is None:
-        return F.lit(None).cast("double")
-    col = F.col(quoted(column))
+        return exp.cast(exp.null(), "DOUBLE")
+    col = exp.column(column, quoted=True)
     if kind == "timestamp":
-        return F.unix_micros(col)
+        return exp.Anonymous(this="unix_micros", expressions=[col])
     if kind == "ntz":  # wall-clock micros since 1970 (no session zone, no DST jump)
-        return F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), col)
+        epoch = exp.cast(exp.Literal.string("1970-01-01 00:00:00"), "TIMESTAMP_NTZ")
+        return exp.Anonymous(this="timestampdiff", expressions=[exp.var("MICROSECOND"), epoch, col])
     if kind == "date":
-        return F.unix_date(col).cast("bigint") * F.lit(86_400_000_000)
+        days = exp.cast(exp.Anonymous(this="unix_date", expressions=[col]), "BIGINT")
+        return exp.Mul(this=days, expression=exp.Literal.number(86_400_000_000))
     return col
 
 
@@ -209,14 +214,17 @@ def project(df: DataFrame, spec_or_q: Any, ts_unit: str | None = None) -> DataFr
             raise CEPSemanticError(f"the input has a column named {c}: names __ts and __rx<n> are reserved for "
                                    "the columns MATCH_RECOGNIZE adds (rename it)")
     exprs = row_exprs(spec_or_q)
-    cols = [F.col(quoted(c)) for c in df.columns]
+    # df[name] and F.expr, not F.col: PySpark sends each Column function's call site to the JVM (a few round
+    # trips each), and planning a statement is part of its time
+    cols = [df[quoted(c)] for c in df.columns]
+    ts = exp.alias_(_ts_of(df, time_column(spec_or_q)), TS, quoted=True).sql(dialect="spark")
     with quiet_analysis():
         for r in exprs:
             try:
                 cols.append(F.expr(r.sql).alias(r.column))
             except ParseException as err:
                 raise _expr_error(r, err, spec_or_q) from None
-        cols.append(_ts_of(df, time_column(spec_or_q)).alias(TS))
+        cols.append(F.expr(ts))
         try:
             return df.select(*cols)
         except AnalysisException as err:
@@ -248,11 +256,14 @@ def output_struct(spec: RecognizeSpec) -> StructType:
     types = list(spec.output_types) or ["string"] * len(spec.output)
     if len(types) != len(spec.output):
         raise CEPError(f"the spec has {len(spec.output)} output columns but {len(types)} output types")
-    fields = []
-    for name, text in zip(spec.output, types, strict=True):
-        dtype = DataType.fromDDL(text)
-        fields.append(StructField(name, dtype, True))
-    return StructType(fields)
+    return StructType([StructField(name, _data_type(text), True) for name, text in zip(spec.output, types,
+                                                                                        strict=True)])
+
+
+@functools.lru_cache(maxsize=256)
+def _data_type(text: str) -> DataType:
+    """The Spark type of a type name (``DataType.fromDDL``: a JVM round trip, once per name and process)."""
+    return DataType.fromDDL(text)
 
 
 # ----------------------------------------------------------------------------------------------- Python values
@@ -318,28 +329,86 @@ def _pandas_values(s: pd.Series, dtype: DataType, timezone: str) -> list:
 # ----------------------------------------------------------------------------------------------- batch
 
 
-def _sort_columns(df: DataFrame, spec: RecognizeSpec) -> list:
-    """Spark's sort within a partition: partition columns, ORDER BY, then the tiebreak (the remaining
-    ``spec.columns``, ascending, NULLs first); columns Spark cannot order (maps) are left out."""
-    orderable = {f.name for f in df.schema.fields if not isinstance(f.dataType, MapType)
+def sort_order(schema: StructType, spec: RecognizeSpec) -> list[tuple[str, bool, bool]]:
+    """Spark's sort within a partition, ``(column, ascending, nulls first)``: partition columns, ORDER BY, then
+    the tiebreak (the remaining ``spec.columns``, ascending, NULLs first); columns Spark cannot order (maps)
+    are left out.  The one order of the batch path: its sort and the window of PREV/NEXT columns."""
+    orderable = {f.name for f in schema.fields if not isinstance(f.dataType, MapType)
                  and "map<" not in f.dataType.simpleString()}
-    out, seen = [], set()
-    for c in spec.partition_by:
-        out.append(F.col(quoted(c)).asc_nulls_first())
-        seen.add(c)
+    out: list[tuple[str, bool, bool]] = [(c, True, True) for c in spec.partition_by]
+    seen = set(spec.partition_by)
     for item in spec.order_by:
-        col = F.col(quoted(item.column))
-        nulls_first = item.ascending if item.nulls_first is None else item.nulls_first
-        if item.ascending:
-            out.append(col.asc_nulls_first() if nulls_first else col.asc_nulls_last())
-        else:
-            out.append(col.desc_nulls_first() if nulls_first else col.desc_nulls_last())
+        out.append((item.column, item.ascending, item.ascending if item.nulls_first is None else item.nulls_first))
         seen.add(item.column)
     for c in spec.columns:
         if c not in seen and c in orderable:
-            out.append(F.col(quoted(c)).asc_nulls_first())
+            out.append((c, True, True))
             seen.add(c)
     return out
+
+
+def _sort_columns(df: DataFrame, spec: RecognizeSpec) -> list:
+    """:func:`sort_order` as Spark columns."""
+    out = []
+    for c, ascending, nulls_first in sort_order(df.schema, spec):
+        col = F.col(quoted(c))
+        if ascending:
+            out.append(col.asc_nulls_first() if nulls_first else col.asc_nulls_last())
+        else:
+            out.append(col.desc_nulls_first() if nulls_first else col.desc_nulls_last())
+    return out
+
+
+def _ordered(order: list[tuple[str, bool, bool]]) -> list[exp.Ordered]:
+    return [exp.Ordered(this=exp.column(c, quoted=True), desc=not ascending, nulls_first=nulls_first)
+            for c, ascending, nulls_first in order]
+
+
+def _sorted(df: DataFrame, columns: list[str], order: list[tuple[str, bool, bool]],
+            select: list[exp.Expression] | None = None, windows: list[exp.Expression] = ()) -> DataFrame:
+    """``df``'s ``columns`` sorted within each Spark partition by ``order`` (``SORT BY``), with the ``windows``
+    columns if any, then ``select`` over them if given: one Spark SQL query over a temporary view of ``df`` (a
+    name of its own per call, dropped once analysed).  A few JVM round trips, where ``select`` and
+    ``sortWithinPartitions`` through PySpark's Column functions cost a few per column (each sends its call
+    site to the JVM), and planning is part of a statement's time."""
+    if select is not None and not select:  # no column at all (only the rows count): SQL has no empty SELECT
+        return _sorted(df, columns, order, None, windows).select()
+    view = f"__sparkcep_recognize_{uuid.uuid4().hex}"
+    names = [exp.column(c, quoted=True) for c in columns]
+    query = exp.select(*names).from_(exp.to_identifier(view)).sort_by(*_ordered(order))
+    if windows:
+        query = exp.select(*names, *windows).from_(query.subquery("sorted"))
+    if select is not None:
+        query = exp.select(*select).from_(query.subquery("rows"))
+    df.createOrReplaceTempView(view)
+    try:
+        with quiet_analysis():
+            return df.sparkSession.sql(query.sql(dialect="spark"))
+    finally:
+        df.sparkSession.catalog.dropTempView(view)
+
+
+def _shifted(column: str, offset: int, partition_by: tuple[str, ...],
+             order: list[tuple[str, bool, bool]]) -> exp.Expression:
+    """``column`` ``offset`` rows away in the partition: ``lag``/``lead`` over :func:`sort_order` (the order of
+    the sort, so the rows come to the window in its order; NULL beyond the partition)."""
+    fn = exp.Anonymous(this="lag" if offset < 0 else "lead",
+                       expressions=[exp.column(column, quoted=True), exp.Literal.number(abs(offset))])
+    return exp.Window(this=fn, partition_by=[exp.column(c, quoted=True) for c in partition_by],
+                      order=exp.Order(expressions=_ordered(order[len(partition_by):])))
+
+
+def _worker_select(worker: Any, columns: list[str], order: list[tuple[str, bool, bool]]) -> tuple[
+        list[exp.Expression], list[exp.Expression]]:
+    """``(select, windows)``: what the worker reads (``worker.spec.columns``: the columns it keeps, each DEFINE of
+    ``worker.computed`` as its BOOLEAN column) and the ``worker.shifted`` columns these read (``lag``/``lead``
+    windows)."""
+    spec = worker.spec
+    windows = [exp.alias_(_shifted(column, offset, spec.partition_by, order), name, quoted=True)
+               for name, column, offset in worker.shifted]
+    select: list[exp.Expression] = [exp.column(c, quoted=True) for c in spec.columns if c in columns]
+    select += [exp.alias_(sqlglot.parse_one(sql, read="spark"), name, quoted=True) for _, name, sql in worker.computed]
+    return select, windows
 
 
 def _engine_columns(df: DataFrame, spec: RecognizeSpec) -> list[str]:
@@ -372,7 +441,8 @@ def _partitions(table: pa.Table, ids: np.ndarray | None) -> tuple[pa.Table, list
     if ids is None or n < 2:
         return table, [0, n]
     cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-    if len(cuts) + 1 == len(np.unique(ids)):
+    heads = ids[np.concatenate(([0], cuts))]  # the key of each run: distinct when each key is one run
+    if len(np.unique(heads)) == len(heads):
         return table, [0, *cuts.tolist(), n]
     return by_id(table, ids)
 
@@ -501,28 +571,34 @@ def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: in
     repartitioned by PARTITION BY (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``;
     one without PARTITION BY), sorted within, one ``mapInArrow`` pass (:func:`partition_function`).
 
-    ``worker`` (``sparkcep.compiler.recognize.worker_spec``: ``.spec``, ``.computed``): when Spark's order is
-    the engine's, the sorted rows reach the worker as ``worker.spec`` reads them: its columns only (not the
-    tiebreak columns the sort needed, nor the time column without WITHIN) and the DEFINE conditions of
-    ``worker.computed`` computed by Spark after the sort, one BOOLEAN column each (less to convert to Arrow)."""
+    ``worker`` (``sparkcep.compiler.recognize.worker_spec``: ``.spec``, ``.computed``, ``.shifted``): when
+    Spark's order is the engine's, the sorted rows reach the worker as ``worker.spec`` reads them: its columns
+    only (not the tiebreak columns the sort needed, nor the time column without WITHIN) and the DEFINE
+    conditions of ``worker.computed`` computed by Spark after the sort, one BOOLEAN column each (less to convert
+    to Arrow), over the ``worker.shifted`` columns as ``lag``/``lead`` over the sort's order (:func:`_shifted`).
+    The sort, the windows and the conditions are one Spark SQL query (:func:`_sorted`)."""
     time = _time_field(projected, time_column(spec))
     # __ts is a function of the time column: derived in Python (_arrow_ts), not shuffled and sent as well
     columns = [c for c in _engine_columns(projected, spec) if c != TS]
     if time[0] is not None and time[0] not in columns:
         columns.append(time[0])
-    df = projected.select(*[F.col(quoted(c)) for c in columns])
-    keys = [F.col(quoted(c)) for c in spec.partition_by]
-    spread = df.repartition(shuffle_partitions(df, partitions), *keys) if keys else df.repartition(1)
-    spread = spread.sortWithinPartitions(*_sort_columns(df, spec))
+    schema = StructType([projected.schema[c] for c in columns])
+    order = sort_order(schema, spec)
+    resort = not spark_orders_like_python(schema, spec)
+    # df[name], SQL text and SORT BY, not PySpark's Column functions (each sends its call site to the JVM: a few
+    # round trips per column, and planning is part of a statement's time); Spark prunes the shuffled columns
+    # to those the SELECT reads
+    keys = [projected[quoted(c)] for c in spec.partition_by]
+    spread = (projected.repartition(shuffle_partitions(projected, partitions), *keys) if keys
+              else projected.repartition(1))
     struct = output_struct(spec)
-    resort = not spark_orders_like_python(df.schema, spec)
+    select, windows = None, []
     if worker is not None and not resort:
+        select, windows = _worker_select(worker, columns, order)
         spec = worker.spec
-        kept = [F.col(quoted(c)) for c in spec.columns if c in df.columns]
-        with quiet_analysis():
-            spread = spread.select(*kept, *(F.expr(sql).alias(name) for _, name, sql in worker.computed))
         if time[0] not in spec.columns:
             time = (None, None)  # not read (no WITHIN): __ts comes as NULLs
+    spread = _sorted(spread, columns, order, select, windows)
     return spread.mapInArrow(partition_function(spec, struct, resort=resort, time=time), struct)
 
 

@@ -3,103 +3,128 @@
 After Spark's sort, the worker needs only the columns the engine reads for matching and output: the sort's
 tiebreak columns and the time column (without WITHIN) are not shipped.
 
-A DEFINE that reads only the row being labelled, made of comparisons between columns and literals of one kind
-(STRING, an integer type, BOOLEAN), ``AND``/``OR``/``NOT`` and ``IS [NOT] NULL``, is the same condition in
-Spark SQL (three-valued logic, NULL = false; strings compared by code point as Python does).  The batch path
-then ships one BOOLEAN column per such variable to the Python worker instead of the columns only these
-conditions read (a STRING column becomes a bit per row: less to convert to Arrow), and the engine reads the
-variable's truth from it.  DOUBLE columns are left to the engine (NaN is ordered as a value by the row
-evaluator and declined by the columnar kernel), and so is arithmetic (overflow rules).
+A DEFINE that reads only the row being labelled and rows ``PREV``/``NEXT`` of it by a constant offset, made of
+comparisons between columns and literals (STRING with STRING, BOOLEAN with BOOLEAN, numbers with numbers:
+integer types and DOUBLE), ``AND``/``OR``/``NOT`` and ``IS [NOT] NULL``, is the same condition in Spark SQL
+(three-valued logic, NULL = false; strings compared by code point as Python does; an integer meeting a DOUBLE
+compared as DOUBLE; NaN equal to NaN and above every other DOUBLE, -0.0 equal to 0.0, as the engine compares).
+The batch path then ships one BOOLEAN column per such variable to the Python worker instead of the columns
+only these conditions read, and the engine reads the variable's truth from it.  ``PREV(x, k)`` / ``NEXT(x,
+k)`` become ``lag(x, k)`` / ``lead(x, k)`` over the PARTITION BY columns in the order of Spark's sort (the
+engine's row order, ties included; NULL beyond the partition, as in the engine): :attr:`WorkerSpec.shifted`,
+computed by the Spark layer after the sort, only where Spark's window and the worker group the partition key
+alike (integer, string, boolean, date and time keys; floating-point ones are left out).
+FLOAT (single precision) columns are left to the engine (Spark compares an integer with a FLOAT in single
+precision), and so is arithmetic (overflow rules).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
-from sparkcep.compiler.codegen.sql import column, literal
+from sparkcep.compiler.codegen.sql import to_sql_expr
 from sparkcep.compiler.recognize.analysis import walk
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Literal, Unary
 
 __all__ = ["WorkerSpec", "describe_worker", "worker_spec"]
 
+#: The kind of value of a column by its Spark type (``simpleString``), for the types lowered here.
 _KINDS = {"string": "str", "bigint": "int", "int": "int", "smallint": "int", "tinyint": "int",
-          "boolean": "bool"}
-_CMP = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
+          "boolean": "bool", "double": "float"}
+_CMP = frozenset({"=", "!=", "<", "<=", ">", ">="})
+#: Partition key types that Spark's window and the worker's partition cut group alike (PREV/NEXT as lag/lead).
+_GROUPED_ALIKE = frozenset({"string", "bigint", "int", "smallint", "tinyint", "boolean", "date", "timestamp",
+                            "timestamp_ntz"})
 
 
 @dataclass(frozen=True)
 class WorkerSpec:
     """The spec the batch worker runs after Spark's sort: ``spec.columns`` only what it reads, each DEFINE of
     ``computed`` reading its BOOLEAN column; ``computed``: ``(variable, column, Spark SQL)`` of the conditions
-    Spark evaluates after the sort (never NULL: ``COALESCE(condition, FALSE)``)."""
+    Spark evaluates after the sort (never NULL: ``COALESCE(condition, FALSE)``), over the input columns and the
+    columns of ``shifted``: ``(column, input column, offset)``, the input column ``offset`` rows away from the
+    row in the partition (negative: before, ``lag``; positive: after, ``lead``), NULL beyond the partition."""
 
     spec: rx.RecognizeSpec
     computed: tuple[tuple[str, str, str], ...]
+    shifted: tuple[tuple[str, str, int], ...] = ()
 
 
-def _kind(e, types: dict[str, str]) -> str | None:
+def _reference(e, var: str) -> tuple[str, int] | None:
+    """``(column, offset)`` of a column of the row being labelled (as ``var``), or of ``PREV``/``NEXT`` of it
+    by a constant offset; None for anything else."""
+    offset = 0
+    if isinstance(e, rx.Nav) and e.kind in ("PREV", "NEXT"):
+        offset = -e.offset if e.kind == "PREV" else e.offset
+        e = e.arg
+    if isinstance(e, Attr) and e.index is None and e.var in (None, var):
+        return e.attr, offset
+    if isinstance(e, rx.RowExpr) and e.var in (None, var):
+        return e.column, offset
+    return None
+
+
+def _kind(e, var: str, types: dict[str, str]) -> str | None:
     if isinstance(e, Literal):
         v = e.value
         if isinstance(v, bool):
             return "bool"
         if isinstance(v, int):
             return "int" if -(2 ** 63) <= v < 2 ** 63 else None
-        return "str" if isinstance(v, str) else None
-    if isinstance(e, Attr):
-        return _KINDS.get(types.get(e.attr, ""))
-    return None
+        return "float" if isinstance(v, float) else ("str" if isinstance(v, str) else None)
+    ref = _reference(e, var)
+    return None if ref is None else _KINDS.get(types.get(ref[0], ""))
+
+
+def _comparable(kinds: set) -> bool:
+    return None not in kinds and (len(kinds) == 1 or kinds == {"int", "float"})
 
 
 def _condition(e, var: str, types: dict[str, str]) -> bool:
     """Whether ``e`` (a DEFINE of ``var``) is a condition Spark computes as the engine does."""
-    if isinstance(e, Attr):
-        return e.index is None and e.var in (None, var) and _kind(e, types) == "bool"
+    if _reference(e, var) is not None:
+        return _kind(e, var, types) == "bool"
     if isinstance(e, Unary):
         if e.op == "NOT":
             return _condition(e.operand, var, types)
         if e.op in ("IS NULL", "IS NOT NULL"):
-            a = e.operand
-            return isinstance(a, Attr) and a.index is None and a.var in (None, var) and a.attr in types
+            ref = _reference(e.operand, var)
+            return ref is not None and ref[0] in types
         return False
     if isinstance(e, BinOp):
         if e.op in ("AND", "OR"):
             return _condition(e.left, var, types) and _condition(e.right, var, types)
         if e.op in _CMP:
             sides = (e.left, e.right)
-            if not any(isinstance(s, Attr) for s in sides):
+            if not any(_reference(s, var) is not None for s in sides):
                 return False
-            if any(isinstance(s, Attr) and (s.index is not None or s.var not in (None, var)) for s in sides):
-                return False
-            kinds = {_kind(s, types) for s in sides}
-            return len(kinds) == 1 and None not in kinds
+            return _comparable({_kind(s, var, types) for s in sides})
     return False
 
 
-def _sql(e) -> exp.Expression:
-    """A condition :func:`_condition` accepts as a sqlglot tree (Spark SQL)."""
-    if isinstance(e, Literal):
-        return literal(e.value)
-    if isinstance(e, Attr):
-        return column(e.attr)
+def _lowered(e, var: str, shifted: Callable[[tuple[str, int]], str]):
+    """A condition :func:`_condition` accepts with every reference a plain column: the input column, or
+    ``shifted((column, offset))``, the column that holds it ``offset`` rows away."""
+    ref = _reference(e, var)
+    if ref is not None:
+        return Attr(None, ref[0] if ref[1] == 0 else shifted(ref))
     if isinstance(e, Unary):
-        inner = _wrap(_sql(e.operand))
-        if e.op == "NOT":
-            return exp.Not(this=inner)
-        is_null = exp.Is(this=inner, expression=exp.Null())
-        return is_null if e.op == "IS NULL" else exp.Not(this=is_null)
-    left, right = _wrap(_sql(e.left)), _wrap(_sql(e.right))
-    if e.op == "AND":
-        return exp.And(this=left, expression=right)
-    if e.op == "OR":
-        return exp.Or(this=left, expression=right)
-    return _CMP[e.op](this=left, expression=right)
+        return Unary(e.op, _lowered(e.operand, var, shifted))
+    if isinstance(e, BinOp):
+        return BinOp(e.op, _lowered(e.left, var, shifted), _lowered(e.right, var, shifted))
+    return e
 
 
-def _wrap(x: exp.Expression) -> exp.Expression:
-    return x if isinstance(x, (exp.Column, exp.Literal, exp.Boolean, exp.Null, exp.Neg, exp.Cast)) else exp.paren(x)
+def _fresh(base: str, taken: set[str]) -> str:
+    name = base
+    while name.lower() in taken:
+        name = "_" + name
+    taken.add(name.lower())
+    return name
 
 
 def worker_spec(spec: rx.RecognizeSpec, schema: dict[str, str]) -> WorkerSpec | None:
@@ -107,15 +132,22 @@ def worker_spec(spec: rx.RecognizeSpec, schema: dict[str, str]) -> WorkerSpec | 
     ``spec.columns``, else None.  ``schema``: the input columns' Spark types (``simpleString``)."""
     types = {c: t.lower() for c, t in schema.items()}
     taken = {c.lower() for c in schema}
+    navigable = all(types.get(c) in _GROUPED_ALIKE for c in spec.partition_by)
     computed: list[tuple[str, str, str]] = []
+    shifted: dict[tuple[str, int], str] = {}
+
+    def shifted_column(ref: tuple[str, int]) -> str:
+        if ref not in shifted:
+            shifted[ref] = _fresh(f"__nav{len(shifted)}", taken)
+        return shifted[ref]
+
     defines = []
     for v, e in spec.defines:
-        if _condition(e, v, types):
-            name = f"__def{len(computed)}"
-            while name.lower() in taken:
-                name = "_" + name
-            taken.add(name.lower())
-            sql = exp.func("COALESCE", _sql(e), exp.false()).sql(dialect="spark")
+        refs = [_reference(n, v) for n in walk(e)]
+        if _condition(e, v, types) and (navigable or all(r is None or r[1] == 0 for r in refs)):
+            lowered = _lowered(e, v, shifted_column)
+            name = _fresh(f"__def{len(computed)}", taken)
+            sql = exp.func("COALESCE", to_sql_expr(lowered, types=types), exp.false()).sql(dialect="spark")
             computed.append((v, name, sql))
             defines.append((v, Attr(None, name)))
         else:
@@ -129,7 +161,8 @@ def worker_spec(spec: rx.RecognizeSpec, schema: dict[str, str]) -> WorkerSpec | 
         return None  # every column is still read: nothing spared
     ts = (spec.time_column,) if spec.time_column in spec.columns else ()
     columns = (*kept, *(name for _, name, _ in computed), *ts)
-    return WorkerSpec(replace(rewritten, columns=columns), tuple(computed))
+    return WorkerSpec(replace(rewritten, columns=columns), tuple(computed),
+                      tuple((name, column, offset) for (column, offset), name in shifted.items()))
 
 
 def _read(spec: rx.RecognizeSpec) -> set[str]:
@@ -154,4 +187,8 @@ def describe_worker(spec: rx.RecognizeSpec, schema: dict[str, str]) -> list[str]
     if w.computed:
         out.append(f"batch: Spark computes DEFINE {', '.join(f'{v} as {c}' for v, c, _ in w.computed)} after "
                    "the sort, one BOOLEAN column each")
+    if w.shifted:
+        navs = ", ".join(f"{'PREV' if k < 0 else 'NEXT'}({c}{'' if abs(k) == 1 else f', {abs(k)}'}) as "
+                         f"{'lag' if k < 0 else 'lead'}({c}, {abs(k)})" for _, c, k in w.shifted)
+        out.append(f"batch: {navs} over PARTITION BY and the sort's order (the rows' order in the engine)")
     return out
