@@ -73,6 +73,20 @@ class Group:
         return self.watermark_ms
 
 
+def call_groups(fn, groups: dict, pdfs: dict, watermark_ms: int):
+    """The output frames of one micro-batch as Spark calls a stream function: each group with rows (``pdfs``:
+    group → its frames) or a passed timeout, with ``groups`` (group → (stored state, timeout)) kept across calls."""
+    due = [g for g, (_, t) in groups.items() if g not in pdfs and t is not None and watermark_ms > t]
+    for g in [*pdfs, *due]:
+        stored, _ = groups.get(g, (None, None))
+        group = Group(stored, watermark_ms)
+        yield from fn(g, iter(pdfs.get(g, [])), group)
+        if group.stored is None:
+            groups.pop(g, None)
+        else:
+            groups[g] = (group.stored, group.timeout)
+
+
 def stream_rows(text: str, batches: list[list[dict]], lateness: int, early: bool = True) -> list[tuple[int, dict]]:
     """``(micro-batch index, row)`` of every output row of ``text`` over ``batches`` the way a streaming job
     runs it: per micro-batch, the watermark is the newest ts of the earlier batches minus ``lateness`` (Spark's,
@@ -94,17 +108,9 @@ def stream_rows(text: str, batches: list[list[dict]], lateness: int, early: bool
         rows: dict[tuple, list[dict]] = {}
         for e in batch or []:
             rows.setdefault(tuple(e.get(k) for k in key), []).append(e)
-        due = [k for k, (_, t) in groups.items() if k not in rows and t is not None and raw > t]
-        for k in [*rows, *due]:
-            stored, _ = groups.get(k, (None, None))
-            group = Group(stored, raw)
-            pdfs = [pd.DataFrame(rows[k], columns=COLUMNS)] if k in rows else []
-            for frame in fn(k, iter(pdfs), group):
-                out += [(index, r) for r in frame.to_dict("records")]
-            if group.stored is None:
-                groups.pop(k, None)
-            else:
-                groups[k] = (group.stored, group.timeout)
+        pdfs = {k: [pd.DataFrame(r, columns=COLUMNS)] for k, r in rows.items()}
+        for frame in call_groups(fn, groups, pdfs, raw):
+            out += [(index, r) for r in frame.to_dict("records")]
         if batch:
             newest = max([*(() if newest is None else (newest,)), *(e["ts"] for e in batch)])
     return out

@@ -26,7 +26,7 @@ from sparkcep.spark import late
 from sparkcep.spark.operator import COLUMNAR_STREAM, MatchOperator
 from sparkcep.spark.schema import EVENT_TIME_OFFSET, MASK
 from tests.strategies import deliveries, event_streams
-from tests.test_late_events import Group
+from tests.test_late_events import Group, call_groups
 from tests.test_match_engine import canonical
 
 # ----------------------------------------------------------------------------------------------- pure
@@ -215,23 +215,15 @@ def stream_frames(text: str, batches: list[list[dict]], lateness: int, *, column
         for e in batch or []:
             g = tuple(e[c] for c in op.group_cols) if op.buckets is None else (e["id"] % op.buckets,)
             rows.setdefault(g, []).append({**e, MASK: plan.mask_of(e)})
-        due = [g for g, (_, t) in groups.items() if g not in rows and t is not None and raw > t]
-        for g in [*rows, *due]:
-            stored, _ = groups.get(g, (None, None))
-            group = Group(stored, raw)
-            pdfs = []
-            if g in rows:
-                pdf = pd.DataFrame(rows[g], columns=[*COLUMNS, MASK])
-                if timestamps:  # naive wall-clock times in the session zone, as PySpark hands them over
-                    pdf["ts"] = pd.to_datetime(pdf["ts"], unit="ms", utc=True).dt.tz_convert("Europe/Paris")
-                    pdf["ts"] = pdf["ts"].dt.tz_localize(None)
-                pdfs.append(pdf)
-            for frame in fn(g, iter(pdfs), group):
-                out += [(index, {k: plain(v) for k, v in r.items()}) for r in frame.to_dict("records")]
-            if group.stored is None:
-                groups.pop(g, None)
-            else:
-                groups[g] = (group.stored, group.timeout)
+        pdfs = {}
+        for g, group_rows in rows.items():
+            pdf = pd.DataFrame(group_rows, columns=[*COLUMNS, MASK])
+            if timestamps:  # naive wall-clock times in the session zone, as PySpark hands them over
+                pdf["ts"] = pd.to_datetime(pdf["ts"], unit="ms", utc=True).dt.tz_convert("Europe/Paris")
+                pdf["ts"] = pdf["ts"].dt.tz_localize(None)
+            pdfs[g] = [pdf]
+        for frame in call_groups(fn, groups, pdfs, raw):
+            out += [(index, {k: plain(v) for k, v in r.items()}) for r in frame.to_dict("records")]
         if batch:
             newest = max([*(() if newest is None else (newest,)), *(e["ts"] for e in batch)])
     assert not groups
