@@ -174,10 +174,12 @@ def _selection(sql: str) -> tuple[str | None, list[tuple[str, str]]] | None:
         return None
     items = {e.alias_or_name: e.unalias() for e in tree.expressions}
     inner = tree.args.get("where")
-    conditions = ([inner.this] if inner is not None else []) + [
-        c.transform(lambda n: items[n.name].copy() if isinstance(n, exp.Column) and not n.table
-                    and isinstance(items.get(n.name), exp.Expression) and not isinstance(items[n.name], exp.Column)
-                    else n) for c in conditions]
+
+    def inlined(n):  # an outer reference to an inner item: the item's expression
+        item = items.get(n.name) if isinstance(n, exp.Column) and not n.table else None
+        return n if item is None or (isinstance(item, exp.Column) and item.name == n.name) else item.copy()
+
+    conditions = ([inner.this] if inner is not None else []) + [c.transform(inlined) for c in conditions]
     condition = exp.and_(*[exp.paren(c) for c in conditions]) if conditions else None
     return (condition.sql(dialect="spark") if condition is not None else None,
             [(name, e.sql(dialect="spark")) for name, e in items.items()])
