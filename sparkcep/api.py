@@ -425,6 +425,22 @@ def shedding_stage(candidates, spec, attributes, training, *, bound: float, mode
     return install(candidates, shedder, bound=bound, type_col=type_col, ts_col=ts_col, dropped_output=dropped_output)
 
 
+def shedding_spec(q: CompiledQuery, spec):
+    """The :class:`~sparkcep.ir.spec.MatchSpec` whose matches a shedding stage learns ``q``'s utilities from:
+    a match query's own; a trend-aggregate query's trends are the matches of its pattern under
+    skip_till_any_match (LANGUAGE.md §6), enumerated only on the training sample, so a Kleene trend query
+    (2^n trends) is refused."""
+    from sparkcep.ir.spec import MatchSpec, TrendSpec
+
+    if isinstance(spec, MatchSpec):
+        return spec
+    if not isinstance(spec, TrendSpec) or any(c.kleene for c in spec.components):
+        raise CEPError(f"load shedding learns event utilities from matches: query {q.name or q.query.name!r} "
+                       "aggregates Kleene trends, which are not enumerated to learn them; run the workload "
+                       "without WITH SHEDDING LATENCY")
+    return MatchSpec(spec.components, spec.predicates, spec.window, (), key=spec.key, pattern=spec.pattern)
+
+
 def report_shedding(shedding, query) -> None:
     """Never a silent drop: the per-type counts of a finished streaming ``query``'s shedding stage, on stderr
     (nothing if ``shedding`` is None)."""
@@ -633,8 +649,8 @@ class CompiledWorkload:
         relevant events are counted, as :meth:`CompiledQuery.apply` does (for :mod:`sparkcep.spark.sinks`).
         With shedding (``WITH SHEDDING LATENCY`` or ``shedding_latency=``; streaming only) one gSPICE stage sits
         in front of every operator, after the watermark, its utilities learnt from ``shedding_training`` for
-        every query at once (weight 1 each; the tightest bound of the queries); its handle is the result's
-        ``shedding``."""
+        every query at once (weighted by the sharing plan; the tightest bound of the queries); its handle is the
+        result's ``shedding``."""
         from sparkcep.spark.workload import apply_workload
 
         if any(q.collapsed for q in self.queries):
@@ -661,17 +677,16 @@ class CompiledWorkload:
         return result
 
     def _shedding_parts(self, schema=None) -> tuple[list, list[str], float]:
-        """``(weighted, attributes, bound)`` of the workload's one shedding stage: ``(spec, 1.0)`` per query (each
-        a match query: utilities are learnt from matches), the attributes they read, the tightest bound."""
-        from sparkcep.ir.spec import MatchSpec
+        """``(weighted, attributes, bound)`` of the workload's one shedding stage: ``(spec, weight)`` per query
+        (its matches: a trend query's are the trends it aggregates, :func:`shedding_spec`), weighted by the
+        sharing plan (:func:`~sparkcep.compiler.optimizer.sharing.weights.shedding_weights`), the attributes
+        they read, the tightest bound."""
+        from sparkcep.compiler.optimizer.sharing.weights import shedding_weights
 
+        weights = shedding_weights(self.plan)
         weighted, attributes = [], []
         for q in self.queries:
-            spec = q.spec(schema)
-            if not isinstance(spec, MatchSpec):
-                raise CEPError(f"load shedding learns from matches: query {q.name or q.query.name!r} is not a "
-                               "match query; run the workload without WITH SHEDDING LATENCY")
-            weighted.append((spec, 1.0))
+            weighted.append((shedding_spec(q, q.spec(schema)), weights.get(q.name, 1.0)))
             attributes += [a for a in referenced_attributes(q.plan(schema)) if a not in attributes]
         return weighted, attributes, min(q.shedding_latency for q in self.queries if q.shedding_latency)
 
