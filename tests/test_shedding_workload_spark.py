@@ -48,11 +48,15 @@ def write_parts(src, stream_events: list[dict], first: float = 1_000_000) -> Non
         os.utime(src / f"part{i}.json", (first + i, first + i))
 
 
+#: with a trend query the shared executor runs (its utilities learnt from its trends)
+TREND = ";\nn: RETURN COUNT(*) PATTERN SEQ(A, B) WHERE [id] WITHIN 10"
+
+
 def test_workload_shedding_with_a_loose_bound_keeps_every_result(spark, tmp_path):
     stream_events = events(240, seed=7)
     src = tmp_path / "in"
     write_parts(src, stream_events)
-    shed = sparkcep.compile_shared_workload(WORKLOAD, budget=None, shedding_latency=1000.0)
+    shed = sparkcep.compile_shared_workload(WORKLOAD + TREND, budget=None, shedding_latency=1000.0)
     stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(src))
     result = shed.apply(stream, shedding_training=stream_events)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
@@ -62,9 +66,9 @@ def test_workload_shedding_with_a_loose_bound_keeps_every_result(spark, tmp_path
     got = _rows(spark.read.schema(result.schema).json(str(out)))
     handle = result.shedding
     spark.streams.removeListener(handle.listener)
-    unshed = sparkcep.compile_shared_workload(WORKLOAD, budget=None)
+    unshed = sparkcep.compile_shared_workload(WORKLOAD + TREND, budget=None)
     expected = _rows(unshed.apply(spark.createDataFrame(stream_events + [TAIL], SCHEMA)))
-    assert got == expected and set(got) == {"ab", "bc"}
+    assert got == expected and set(got) == {"ab", "bc", "n"}
     # the one stage saw every event of both queries' types (D too: it sits in front of every operator)
     assert handle.offered == len(stream_events) + 1 and sum(handle.dropped.values()) == 0
     assert set(handle.types) >= {"A", "B", "C"}
