@@ -232,6 +232,7 @@ class CompiledQuery:
         streaming = df.isStreaming
         if arrival_col is not None and streaming:
             df = with_arrival(df, arrival_col)
+        df, source = _followed(df, streaming and bool(self.shedding_latency) and self.query.skip is None)
         schema = df.schema
         # the arrival rides along to the operator (which stamps each result with it), unseen by the query
         carried = ARRIVAL_COL in schema.names
@@ -273,6 +274,8 @@ class CompiledQuery:
         shedding = None
         if self.shedding_latency:  # streaming only: a batch has no latency to keep, it is never shed
             candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
+            if source is not None:  # a followed directory: shed on the latency and the backlog
+                shedding.follow_source(source)
         candidates = with_event_time(candidates, events, self.ts_col, keep_late=side_channel, ts_unit=self.ts_unit)
         uncounted = candidates
         if side_channel:
@@ -303,6 +306,20 @@ class CompiledQuery:
         return shedding_stage(candidates, spec, referenced_attributes(plan), training, bound=self.shedding_latency,
                               model=self.shedding_model, type_col=self.type_col, ts_col=self.ts_col,
                               dropped_output=self.dropped_output)
+
+
+def _followed(df, shedding: bool):
+    """``(df, directory)``: a shed stream whose only source is a local directory of files
+    (:func:`~sparkcep.spark.io.followed_directory`) with its events' arrival observed, for the backlog
+    controller (:meth:`~sparkcep.spark.shedding.Shedding.follow_source`); else ``(df, None)``: the stage keeps
+    the batch-duration controller (another source, or no shedding)."""
+    if not shedding:
+        return df, None
+    from sparkcep.spark.io import followed_directory, with_file_arrival
+
+    source = followed_directory(df)
+    observed = with_file_arrival(df) if source is not None else None
+    return (df, None) if observed is None else (observed, source)
 
 
 def timeout_spec_of(spec):
@@ -662,13 +679,16 @@ class CompiledWorkload:
                                 hint=STREAM_SCHEMA_HINT if df.isStreaming else "")
         first = self.queries[0]
         handle = []
+        bounds = [q.shedding_latency for q in self.queries if q.shedding_latency]
+        df, source = _followed(df, bool(bounds) and df.isStreaming)
 
         def shed(events):
             kept, shedding = self._shed(events, shedding_training)
+            if source is not None:  # a followed directory: shed on the latency and the backlog
+                shedding.follow_source(source)
             handle.append(shedding)
             return kept
 
-        bounds = [q.shedding_latency for q in self.queries if q.shedding_latency]
         result = apply_workload(df, data, ts_col=first.ts_col, type_col=first.type_col, lateness=first.lateness,
                                 side_channel=side_channel, ts_unit=first.ts_unit,
                                 shed=shed if bounds and df.isStreaming else None)
