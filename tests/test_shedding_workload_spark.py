@@ -66,6 +66,8 @@ def test_workload_shedding_with_a_loose_bound_keeps_every_result(spark, tmp_path
     query = (result.writeStream.format("json").option("path", str(out)).option("checkpointLocation", str(checkpoint))
              .outputMode("append").trigger(availableNow=True).start())
     query.awaitTermination()
+    # one pass over the input for both operators (a union of the two filters read, validated and shed it twice)
+    assert sum(p["numInputRows"] for p in query.recentProgress) == len(stream_events) + 1
     got = _rows(spark.read.schema(result.schema).json(str(out)))
     handle = result.shedding
     spark.streams.removeListener(handle.listener)
