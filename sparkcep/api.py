@@ -657,7 +657,8 @@ class CompiledWorkload:
             attributes.update(dict.fromkeys(a.attr for q in spec.queries for a in q.aggregates if a.attr))
         return workload_data(shared, alone), list(attributes)
 
-    def apply(self, df, share: bool = True, side_channel: bool = False, shedding_training=None):
+    def apply(self, df, share: bool = True, side_channel: bool = False, shedding_training=None,
+              arrival_col: str | None = None):
         """Run the workload on a batch or streaming DataFrame, as its generated job does
         (:func:`~sparkcep.spark.workload.apply_workload`): one DataFrame with a ``query`` column
         and the columns of every query's RETURN (null where a query lacks one), from one stateful operator.
@@ -667,15 +668,24 @@ class CompiledWorkload:
         With shedding (``WITH SHEDDING LATENCY`` or ``shedding_latency=``; streaming only) one gSPICE stage sits
         in front of every operator, after the watermark, its utilities learnt from ``shedding_training`` for
         every query at once (weighted by the sharing plan; the tightest bound of the queries); its handle is the
-        result's ``shedding``."""
+        result's ``shedding``.  ``arrival_col`` (streaming), or a stream read with ``keep_arrival=True``: each
+        result row carries ``_arrival_ms``, the arrival of its events, as :meth:`CompiledQuery.apply`'s do."""
+        from pyspark.sql.types import StructType
+
+        from sparkcep.spark.validate import ARRIVAL_COL, with_arrival
         from sparkcep.spark.workload import apply_workload
 
         if any(q.collapsed for q in self.queries):
             raise CEPError("collapsed output is for one match query: run it with --query NAME --collapsed")
         if any(q.query.skip is not None for q in self.queries):
             raise CEPError("an AFTER MATCH SKIP query runs as MATCH_RECOGNIZE, alone: choose it with --query NAME")
-        data, attributes = self.job_plan(share, df.schema)
-        preflight.check_columns(self.queries, df.columns, attributes=attributes,
+        if arrival_col is not None and df.isStreaming:
+            df = with_arrival(df, arrival_col)
+        elif ARRIVAL_COL in df.columns and not df.isStreaming:
+            df = df.drop(ARRIVAL_COL)
+        schema = StructType([f for f in df.schema.fields if f.name != ARRIVAL_COL])  # the query never sees it
+        data, attributes = self.job_plan(share, schema)
+        preflight.check_columns(self.queries, schema.fieldNames(), attributes=attributes,
                                 hint=STREAM_SCHEMA_HINT if df.isStreaming else "")
         first = self.queries[0]
         handle = []

@@ -399,7 +399,7 @@ def cmd_run(args) -> int:
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
                                   known_types=args.known_types, attributes=attributes, needs=needs,
                                   ts_unit=args.ts_unit, arrival_col=args.arrival_col,
-                                  keep_arrival=args.stream and q is not None)
+                                  keep_arrival=args.stream)
     if args.stream:  # counts per micro-batch, in the query's progress and on stderr
         df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
     count_events = None

@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+from pyspark.sql import functions as F
 
 import sparkcep
 from sparkcep.runtime_udfs.shedding.controller import BacklogController
@@ -33,6 +34,7 @@ def _rows(df) -> dict[str, list]:
     out: dict[str, list] = {}
     for r in df.collect():
         d = r.asDict()
+        d.pop("_arrival_ms", None)
         out.setdefault(d.pop("query"), []).append(tuple(sorted((k, v) for k, v in d.items() if v is not None)))
     return {k: sorted(v) for k, v in out.items()}
 
@@ -60,15 +62,22 @@ def test_workload_shedding_with_a_loose_bound_keeps_every_result(spark, tmp_path
     src = tmp_path / "in"
     write_parts(src, stream_events, first=time.time() - 10)  # arrived just now: the backlog controller follows them
     shed = sparkcep.compile_shared_workload(WORKLOAD + TREND, budget=None, shedding_latency=1000.0)
-    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(src))
-    result = shed.apply(stream, shedding_training=stream_events)
+    stream = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(src))
+              .withColumn("arrived", F.col("_metadata.file_modification_time")))
+    result = shed.apply(stream, shedding_training=stream_events, arrival_col="arrived")
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     query = (result.writeStream.format("json").option("path", str(out)).option("checkpointLocation", str(checkpoint))
              .outputMode("append").trigger(availableNow=True).start())
     query.awaitTermination()
     # one pass over the input for both operators (a union of the two filters read, validated and shed it twice)
     assert sum(p["numInputRows"] for p in query.recentProgress) == len(stream_events) + 1
-    got = _rows(spark.read.schema(result.schema).json(str(out)))
+    written = spark.read.schema(result.schema).json(str(out))
+    got = _rows(written)
+    # each match row with the arrival of its last event: its file's, one file per micro-batch
+    arrival = {i: os.stat(src / f"part{i}.json").st_mtime_ns // 10**6 for i in range(3)}
+    stamps = [(r["_arrival_ms"], arrival[min((r["b_ts"] if r["query"] == "ab" else r["c_ts"]) // 80, 2)])
+              for r in written.collect() if r["query"] != "n"]
+    assert stamps and all(got_ms == want for got_ms, want in stamps), stamps
     handle = result.shedding
     spark.streams.removeListener(handle.listener)
     unshed = sparkcep.compile_shared_workload(WORKLOAD + TREND, budget=None)
