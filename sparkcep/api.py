@@ -221,10 +221,11 @@ class CompiledQuery:
         Streaming: an event-time watermark on every event of ``df``, before the query's filter, so that any
         event moves event time (allowed lateness ``self.lateness``; on a timestamp copy of ``ts``, where 1 unit
         of numeric ts is 1 ms; see :func:`~sparkcep.spark.adapters.watermarked`), and
-        ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
-        with a checkpoint.  ``checkpoint`` (streaming): the checkpoint the result will be written with; if it
-        holds state, the query resumes with the grouping it was made with (:attr:`buckets`), else a grouping
-        other than it is refused with a message.
+        ``applyInPandasWithState`` with event-time timeouts, grouped by key or by the key hashed into
+        :attr:`buckets` (by default where the columnar step streams the query); write the result in append
+        mode with a checkpoint.  ``checkpoint`` (streaming): the checkpoint the result will be written with; if
+        it holds state, the query resumes with the grouping it was made with, and :attr:`buckets` asking for
+        another one is refused with a message.
 
         The result of a match query carries ``result.timeouts``: the DataFrame of its timed-out partial matches
         (the result's columns and ``timeout_step``; streaming: a second stateful query to start, with its own

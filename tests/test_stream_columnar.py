@@ -273,3 +273,19 @@ def test_a_group_holding_an_engine_state_goes_on_with_the_engine():
     out = list(after.stream_function()((0,), iter([frame("B", 3)]),
                                        SimulatedGroup(group.stored, 1 + EVENT_TIME_OFFSET)))
     assert [r for f in out for r in f.to_dict("records")] == [{"at": 1, "bt": 3}]
+
+
+def test_a_key_state_found_under_a_bucket_is_refused_with_the_grouping():
+    """An old checkpoint of one Spark group per key resumed in buckets without telling apply() (an integer key
+    whose value is also a bucket number): one key's engine state reaches the bucketed function; it is refused
+    with one message naming the grouping, not misread."""
+    schema = StructType([StructField("type", StringType()), StructField("ts", LongType()),
+                         StructField("id", LongType()), StructField("x", LongType()), StructField(MASK, LongType())])
+    spec = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 5 RETURN a.ts AS at, b.ts AS bt").spec(schema)
+    per_key = MatchOperator(spec, schema, watermark_delay_ms=0)
+    frame = lambda t, ts: pd.DataFrame([{"type": t, "ts": ts, "id": 0, "x": 0, MASK: 1 if t == "A" else 2}])  # noqa: E731
+    group = SimulatedGroup(None, 0)
+    assert list(per_key.stream_function()((0,), iter([frame("A", 1)]), group)) == [] and group.exists
+    bucketed = per_key.with_buckets(2)
+    with pytest.raises(sparkcep.CEPError, match="the checkpoint was made with one Spark group per key"):
+        list(bucketed.stream_function()((0,), iter([frame("B", 3)]), SimulatedGroup(group.stored, 1)))

@@ -808,7 +808,14 @@ def _dump_nested(frontier: float, stored: dict, held: tuple | None) -> bytes:
 
 
 def _load_nested(data: bytes) -> tuple[float, dict, tuple | None]:
-    version, *rest = pickle.loads(data)
+    loaded = pickle.loads(data)
+    if not (isinstance(loaded, tuple) and len(loaded) == 4 and isinstance(loaded[0], int)):
+        # one key's engine state where a group of several keys was expected: Spark found the state of a key
+        # under a bucket number (an integer key, from a checkpoint made with one Spark group per key)
+        raise CEPError("a Spark group's state is one key's, not a bucket's: the checkpoint was made with one Spark "
+                       "group per key; resume it with that grouping (buckets=0, or give apply() the checkpoint: "
+                       "apply(df, checkpoint=DIR)) or start a new checkpoint")
+    version, *rest = loaded
     if version != NESTED_STATE_VERSION:
         raise CEPError(f"group state version {version} is not supported (expected {NESTED_STATE_VERSION})")
     frontier, stored, held = rest
