@@ -19,7 +19,7 @@ import sparkcep
 from sparkcep.grammar.parser import parse_query
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.printer import format_query
-from sparkcep.oracles.match import match_rows
+from sparkcep.oracles.match import match_rows, trend_aggregates
 from sparkcep.runtime_udfs.match import engine as match_engine
 from sparkcep.spark.results import canonical
 from tests.strategies import event_streams
@@ -225,6 +225,20 @@ def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_pat
         expected = match_rows(q.query, events)
         assert len(expected) >= 3, text
         assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected), text
+    # NEXT inside a repeated group of a trend aggregate, batch and streaming (a last event far ahead closes the
+    # windows)
+    from tests.test_trend_end_to_end import plain
+
+    trend = sparkcep.compile("RETURN id, COUNT(*), COUNT(c) PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WHERE [id] "
+                             "GROUP BY id WITHIN 6 SLIDE 3")
+    expected = trend_aggregates(trend.query, events)
+    assert len(expected) >= 3 and expected != trend_aggregates(sparkcep.compile(
+        "RETURN id, COUNT(*), COUNT(c) PATTERN SEQ(A a, (SEQ(B b, C c))+) WHERE [id] GROUP BY id WITHIN 6 SLIDE 3"
+    ).query, events)
+    assert canonical(plain(spark_rows(trend.apply(frame(spark, events))))) == canonical(expected)
+    tail = {"type": "A", "ts": 10_000, "x": 0, "id": 9}
+    got = plain(streamed(spark, trend, [*events, tail], tmp_path / "trend"))
+    assert canonical([r for r in got if r["id"] != 9]) == canonical(expected)
 
 
 # ------------------------------------------------------------------------------------------ NEXT inside a negation

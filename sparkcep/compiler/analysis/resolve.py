@@ -181,7 +181,6 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                            "before a negation in a trend-aggregate query (NEXT !(C c) negates one event, GRETA "
                            "negation a trend between two events)" if mode == "aggregate" and isinstance(item, Not)
                            else
-                           "inside a repetition in a trend-aggregate query" if repeated and mode == "aggregate" else
                            "before a negation inside a repetition (NEXT !(C c) is decided once, after a single "
                            "event)" if repeated and isinstance(item, Not) else
                            _not_next(p.items, k) if isinstance(item, Not) else
