@@ -274,7 +274,11 @@ def _ranked(plan: Plan, ready: list, state: MatchState) -> list:
     out = []
     for ts, tie, mask, ev in ready:
         part = tuple(ev.get(a) for a in key)
-        n = numbers.get(part, 0)
+        try:
+            n = numbers.get(part, 0)
+        except TypeError:  # an unhashable key value (an array column): by its text
+            part = repr(part)
+            n = numbers.get(part, 0)
         numbers[part] = n + 1
         out.append((ts, tie, mask, {**ev, RANK: n}))
     return out
