@@ -506,6 +506,10 @@ class Plan:
         """What collapsed output supports: skip_till_any_match, one Kleene position per alternative (at any
         position; enumerated after every single one, ``match_ais._collapsed_steps``) and at least one single
         position, a negated end only where its interval and predicates are the same for every subset."""
+        if self.ranked:
+            raise EngineUnsupportedError("collapsed output does not support NEXT inside a negation nor NEXT !(...) "
+                                         "next to a repeated group: the event right after a gap's start depends "
+                                         "on which candidates a row stands for")
         if self.strategy != ANY_MATCH:
             raise EngineUnsupportedError(f"collapsed output is for skip_till_any_match (the strategy that "
                                          f"enumerates every subset), not {self.strategy}")
