@@ -19,6 +19,7 @@ admissible subset of its events).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,6 +33,8 @@ from sparkcep.oracles.match import (
     _bind,
     _conjunct_holds,
     _Ev,
+    _Neg,
+    _occurs,
     _partitions,
     _prepare,
     _Rep,
@@ -64,6 +67,9 @@ class _Step:
     is_list: bool
     linked: bool = False  # written NEXT: its first event is the partition's event right after the one before
     until: Any = None  # a loop with a stop condition UNTIL: its match oracle's _Stop
+    #: the negations between this step and the next: (the match oracle's _Neg of one event, written NEXT:
+    #: Flink's notNext, else notFollowedBy)
+    negs: tuple = ()
 
 
 def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | None = None, *,
@@ -119,20 +125,36 @@ def timed_out_picks(prep, steps: list[_Step], events: Sequence[Event]) -> list[t
 
 def _steps(prep) -> list[_Step]:
     """The steps of a ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``, a loop with
-    ``UNTIL``; any of them written ``NEXT``), or the :class:`OracleError` saying the query is outside the
-    definition."""
+    ``UNTIL``; any of them written ``NEXT``), each with the negated events after it (``!(T n)``, ``NEXT !(T n)``),
+    or the :class:`OracleError` saying the query is outside the definition (a negation that can be at the
+    start, ``NEXT !(...)`` with no step after it that must take an event, a negation predicate over a later
+    step)."""
     items = prep.root.items if isinstance(prep.root, _Seq) else (prep.root,)
     strict = (prep.root.strict if isinstance(prep.root, _Seq) else ()) or (False,) * len(items)
-    steps = []
+    steps: list[_Step] = []
     for item, linked in zip(items, strict, strict=True):
+        if isinstance(item, _Neg) and isinstance(item.inner, _Ev):
+            if not any(s.lo for s in steps):
+                raise OracleError("a negation at the start of a match has no timed-out partial matches")
+            steps[-1] = replace(steps[-1], negs=(*steps[-1].negs, (item, linked)))
+            continue
         if isinstance(item, _Rep) and isinstance(item.inner, _Ev):
             ev, lo, hi = item.inner, item.lo, item.hi
         elif isinstance(item, _Ev):
             ev, lo, hi = item, 1, 1
         else:
-            raise OracleError("timed-out partial matches are defined for a SEQ of single and Kleene events")
+            raise OracleError("timed-out partial matches are defined for a SEQ of single and Kleene events and "
+                              "negated events")
         until = next((stop for stop in prep.stops if ev.var in stop.loop), None)
         steps.append(_Step(ev.var, ev.types, lo, hi, prep.vars[ev.var].is_list, linked, until))
+    index = {s.var: k for k, s in enumerate(steps)}
+    for k, s in enumerate(steps):
+        for neg, next_ in s.negs:
+            if next_ and not any(t.lo for t in steps[k + 1:]):
+                raise OracleError("NEXT !(...) with no step after it that must take an event has no timed-out "
+                                  "partial matches")
+            if any(index.get(v, -1) > k for c in prep.in_scope(neg.scope) for v in c.vars):
+                raise OracleError("a negation's predicate over a later step has no timed-out partial matches")
     if prep.strategy not in (DEFAULT_STRATEGY, NEXT_MATCH, *CONTIGUITY):
         raise OracleError(f"unknown selection strategy {prep.strategy}")
     return steps
@@ -178,9 +200,27 @@ class _Partials:
             return False
         binding, runs = self.binding(picks)
         open_ = self.steps[s].var if self.steps[s].is_list else None
-        return all(_conjunct_holds(c, binding, runs) for c in self.prep.conjuncts
+        if len(picks) > 1 and self._blocked(picks[:-1], s, ev["ts"], math.inf, binding, runs):
+            return False
+        return all(_conjunct_holds(c, binding, runs) for c in self.prep.in_scope(())
                    if max((self.index[v] for v in c.vars), default=0) <= s
                    and not (open_ in c.vars and _reads_whole(c.expr, open_)))
+
+    def _blocked(self, picks, t: int, until: float, next_until: float, binding: dict, runs) -> bool:
+        """Does a negation between the last step of ``picks`` and step ``t`` (``len(steps)``: the end) hold
+        an event of it after the last pick and before ``until``, or, written ``NEXT``, is the event right after
+        the last pick (before ``next_until``) one of it (with its predicates, over ``binding``)?"""
+        last, k = picks[-1]
+        after = self.evs[last]["ts"]
+        for step in self.steps[k:t]:
+            for neg, next_ in step.negs:
+                if next_:
+                    if (last + 1 < len(self.evs) and self.evs[last + 1]["ts"] < next_until
+                            and _occurs(self.prep, neg, [self.evs[last + 1]], -math.inf, math.inf, binding, runs)):
+                        return True
+                elif _occurs(self.prep, neg, self.evs, after, until, binding, runs):
+                    return True
+        return False
 
     def _linked(self, k: int, t: int) -> bool:
         """Must an event taking step ``t`` after one of step ``k`` be right after it (a contiguity strategy, or a
@@ -199,14 +239,18 @@ class _Partials:
 
     def alive(self, picks) -> bool:
         """Could an event still have extended ``picks`` when the window closed?  A way (a step an event could
-        take next) is closed by a link once the event right after its last one came within the window, and a
-        loop with ``UNTIL`` once a stop event came within the window."""
+        take next) is closed by a link once the event right after its last one came within the window, a
+        loop with ``UNTIL`` once a stop event came within the window, and a way past a negation once an event of
+        it came (``NEXT !(...)``: as the event right after the last pick) within the window."""
         last, k = picks[-1]
         end = self.evs[picks[0][0]]["ts"] + self.prep.window
         after = self.order[last] + 1
         broken = after < len(self.stamps) and self.stamps[after] < end
+        binding, runs = self.binding(picks)
         for t in self._next_steps(picks):
             if self._linked(k, t) and broken:
+                continue
+            if t != k and self._blocked(picks, t, end, end, binding, runs):
                 continue
             if t == k and self.steps[k].until and any(
                     _stops(self.steps[k].until, e) for e in self.evs[last + 1:] if e["ts"] < end):
@@ -231,13 +275,15 @@ class _Partials:
         return out
 
     def complete(self, picks) -> bool:
-        """A match: every step after the last one may take no event, the last one has its minimum, and every
-        predicate holds."""
+        """A match: every step after the last one may take no event, the last one has its minimum, every
+        predicate holds, and no event of a negation at the end came before the window closed."""
         k = picks[-1][1]
         if any(s.lo for s in self.steps[k + 1:]) or sum(1 for _, s in picks if s == k) < self.steps[k].lo:
             return False
         binding, runs = self.binding(picks)
-        return all(_conjunct_holds(c, binding, runs) for c in self.prep.conjuncts)
+        end = self.evs[picks[0][0]]["ts"] + self.prep.window
+        return (all(_conjunct_holds(c, binding, runs) for c in self.prep.in_scope(()))
+                and not self._blocked(picks, len(self.steps), end, end, binding, runs))
 
 
 def as_equivalence(prep, steps: list[_Step], events: Sequence[Event]):
@@ -246,24 +292,27 @@ def as_equivalence(prep, steps: list[_Step], events: Sequence[Event]):
     ``[attr]``: a partition key, the events without ``attr`` in no partial match (not where every event counts:
     a contiguity strategy, a NEXT step, a loop with UNTIL; nor with a step that may take no event, ``T?``,
     ``T*``, ``T{0,m}``, over which an equality is NULL or holds at no position: the compiler's rule)."""
+    negated = [neg.inner.var for s in steps for neg, _ in s.negs]
     if (any(prep.vars[s.var].any_ or s.linked or s.until or s.lo == 0 for s in steps)
-            or prep.strategy in CONTIGUITY):
+            or any(prep.vars[v].any_ for v in negated) or any(nx for s in steps for _, nx in s.negs)
+            or prep.strategy in CONTIGUITY or len(steps) < 2):
         return prep, events
     edges: dict[str, list[tuple[str, str]]] = {}
     for c in prep.conjuncts:
         if _equality(c.expr):
             edges.setdefault(c.expr.left.attr, []).append((c.expr.left.var, c.expr.right.var))
-    names = [s.var for s in steps]
+    names = {s.var for s in steps}
     shared = []
     for attr, pairs in edges.items():
-        reached, grew = {names[0]}, True
-        while grew:
+        reached, grew = {steps[0].var}, True
+        while grew:  # the positive steps, connected through equalities between them
             grew = False
             for u, v in pairs:
-                if (u in reached) != (v in reached):
+                if {u, v} <= names and (u in reached) != (v in reached):
                     reached |= {u, v}
                     grew = True
-        if reached == set(names):
+        # a negated event, tied to a positive step (an equality read in its negation)
+        if reached == names and all(any(v in (u, w) and {u, w} - {v} <= names for u, w in pairs) for v in negated):
             shared.append(attr)
     if not shared:
         return prep, events

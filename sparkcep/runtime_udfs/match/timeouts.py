@@ -6,24 +6,30 @@ match* binds a prefix of the steps up to ``ck``: a single step ``T v`` to one ev
 events as its quantifier allows so far (``T+``, ``T*``, ``T{n,m}``: one to ``m``; ``T?``: one), a step before
 ``ck`` that may take no event (``*``, ``?``, ``{0,m}``) possibly to none, every other step before ``ck`` to at
 least its minimum; all of strictly increasing ``ts``, each accepted by its step (type and local predicates), the
-last one before ``first.ts + W``; every predicate over ``c1..ck`` holds (a positional one, ``v[i]``, ``v[i-1]``,
-at every position; one over a step that took no event as in a match), except one reading the whole sequence of
-``ck`` while it is a Kleene step (``v[v.len]``, ``v[]``, ``v[k]`` with ``k >= 2``): that one is decided when a
-later step is bound.  It *times out* when it is no match (every step after ``ck`` may take no event, ``ck``
+last one before ``first.ts + W``; no event of a negation ``!(T n)`` between two of its steps lies between their
+events (``NEXT !(T n)``: is the event right after the first's last one); every predicate over ``c1..ck`` holds
+(a positional one, ``v[i]``, ``v[i-1]``, at every position; one over a step that took no event as in a match),
+except one reading the whole sequence of ``ck`` while it is a Kleene step (``v[v.len]``, ``v[]``, ``v[k]``
+with ``k >= 2``): that one is decided when a later step is bound.
+It *times out* when it is no match (every step after ``ck`` may take no event, ``ck``
 has its minimum, and every predicate holds), no event extends it (joins ``ck``'s sequence, short of its
 maximum, or binds a later step, and gives a partial match), and some event could still have extended it when
 the window closed: a run ended before (a link, ``NEXT`` or a contiguity strategy, broken by the event right
-after its last one; a loop with ``UNTIL`` closed by a stop event; a step at its maximum with no step after it)
-is discarded, as Flink discards a run its contiguity breaks.  One row per run of the automaton that the window
+after its last one; a loop with ``UNTIL`` closed by a stop event; a step at its maximum with no step after it;
+every way on blocked by the event of a negation after its last one, or right after it for ``NEXT !(T n)``)
+is discarded, as Flink discards a run its contiguity or a negated event kills; a negation at the end decides
+whether a binding of every step is a match.  One row per run of the automaton that the window
 closed on, the binding being what that run took.  It is decided, and emitted, once event time reaches
 ``first.ts + W`` (the watermark; batch: at the end of the input).  Each is one row: the query's result columns
 over the partial binding (an unbound variable's values NULL) and ``timeout_step``, the variable of the last
 bound step ``ck``.
 
 Scope (:func:`check`): a ``SEQ`` of single events (``T v``, ``ANY(...) v``) and Kleene steps (``T+ v[]``,
-``T* v[]``, ``T? v``, ``T{n,m} v[]``, a loop with ``UNTIL``), any of them written ``NEXT``, under every
-selection strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); not
-repeated groups, negation, ``OR`` or collapsed output.  Under ``skip_till_next_match`` an event that can extend
+``T* v[]``, ``T? v``, ``T{n,m} v[]``, a loop with ``UNTIL``), any of them written ``NEXT``, and negated
+events between them or at the end (``!(T n)``, ``NEXT !(T n)``: Flink's notFollowedBy and notNext; not one
+that can be at the start of a match, nor one whose predicates read a later step), under every selection
+strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); not repeated
+groups, ``OR`` or collapsed output.  Under ``skip_till_next_match`` an event that can extend
 a partial match must be taken (§5): from each partial match only the first later event that extends it does, in
 each way it can (join the open sequence, or take a later step).  Where links or stop conditions need them, the
 events no step takes are kept too (``_mask`` 0): they break links.
@@ -53,15 +59,14 @@ import math
 from collections.abc import Iterable
 from functools import lru_cache
 
-from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Seq
+from sparkcep.ir.ast import Attr, EventPat, Kleene, Not, Or, Seq, walk
 from sparkcep.ir.spec import TIMEOUT_STEP, SlotState, TimeoutSpec, reads_every_event
 from sparkcep.runtime_udfs.expr.components import component_mask, component_table
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr
 from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH, NEXT_MATCH, Conjunct, EngineUnsupportedError
 
 CONTIGUITY = ("strict_contiguity", "partition_contiguity")
-NEGATION = ("not negation (whether a negation blocks a partial match depends on the step after it, which a "
-            "partial match lacks)")
+NEGATION = "not a negation of more than one event (Flink's notFollowedBy and notNext negate one event)"
 
 __all__ = ["TimeoutState", "advance", "check", "init_state", "is_empty", "step", "wakeup"]
 
@@ -88,18 +93,25 @@ class _Compiled:
     def __init__(self, spec: TimeoutSpec):
         comps = spec.components
         self.vars = tuple(c.var for c in comps)
+        #: item k is a negation ``!(T v)`` (it takes no event: an event of it between two steps blocks them)
+        self.neg = tuple(c.negated for c in comps)
         #: the variable of a step is the list of its events (T+, T*, T{n,m}; not T v, T? v)
         self.lists = tuple(c.kleene in ("+", "*") for c in comps)
         items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
-        #: step → the fewest and most events it takes (most None: unbounded)
-        self.lo, self.hi = zip(*(i.repeat if isinstance(i, Kleene) else (1, 1) for i in items), strict=True)
+        #: step → the fewest and most events it takes (most None: unbounded); a negation none
+        self.lo, self.hi = zip(*(i.repeat if isinstance(i, Kleene) else (0, 0) if isinstance(i, Not) else (1, 1)
+                                 for i in items), strict=True)
         any_vars = frozenset(c.var for c in comps if c.any_)
         self.table = component_table(comps, any_vars)
         self.full = (1 << len(comps)) - 1
         n = len(comps)
         list_vars = frozenset(v for v, k in zip(self.vars, self.lists, strict=True) if k)
         position = {v: k for k, v in enumerate(self.vars)}
-        self.predicates = [Conjunct(p, list_vars, any_vars, frozenset(self.vars)) for p in spec.predicates]
+        negated = {v: k for k, v in enumerate(self.vars) if self.neg[k]}
+        conjuncts = [Conjunct(p, list_vars, any_vars, frozenset(self.vars)) for p in spec.predicates]
+        #: the predicates of the match, and those of each negation (item → over its event and earlier steps)
+        self.predicates = [c for c in conjuncts if not c.vars & negated.keys()]
+        self.blocking = {m: [c for c in conjuncts if v in c.vars] for v, m in negated.items()}
         #: read every bound event (an equivalence test the operator checks itself: strict_contiguity runs
         #: unpartitioned): re-checked whenever an event is bound
         every = [c for c in self.predicates if c.global_]
@@ -118,7 +130,7 @@ class _Compiled:
         self.enter = {(k, t): [c for c in self.predicates if decided(c, t) and not (k >= 0 and decided(c, k))
                                and not c.global_] + every for k in range(-1, n) for t in range(k + 1, n)}
         #: the first step a partial match may start at: the steps before it may take no event
-        self.starts = [t for t in range(n) if not any(self.lo[:t])]
+        self.starts = [t for t in range(n) if not self.neg[t] and not any(self.lo[:t])]
         #: step k → a partial match ending there is a match if it has its minimum and every predicate holds
         self.may_end = [not any(self.lo[k + 1:]) for k in range(n)]
         self.outputs = tuple((o.name, compile_expr(o.expr, any_vars)) for o in spec.outputs)
@@ -129,11 +141,47 @@ class _Compiled:
         strict = (spec.pattern.strict if isinstance(spec.pattern, Seq) else ()) or (False,) * n
         #: (k, t) → must an event taking step t after one of step k be the event right after it (a contiguity
         #: strategy; a NEXT step t, or one between passed over)?
-        self.linked = {(k, t): spec.strategy in CONTIGUITY or any(strict[k + 1:t + 1])
+        self.linked = {(k, t): spec.strategy in CONTIGUITY or any(strict[s] and not self.neg[s]
+                                                                  for s in range(k + 1, t + 1))
                        for k in range(n) for t in range(k, n)}
+        #: (k, t) → the negations between step k and a later step t: ``!(T v)`` (no such event between their
+        #: events), and ``NEXT !(T v)`` (Flink's notNext: the event right after k's last one is no such event)
+        self.between = {(k, t): [m for m in range(k + 1, t) if self.neg[m] and not strict[m]]
+                        for k in range(n) for t in range(k, n + 1)}
+        self.not_next = {(k, t): [m for m in range(k + 1, t) if self.neg[m] and strict[m]]
+                         for k in range(n) for t in range(k, n + 1)}
         #: step → (its types, None with UNTIL ANY: any event; its stop condition UNTIL compiled), for a loop with one
         self.stops = [(None if i.until_any else i.inner.types, compile_expr(i.until))
                       if isinstance(i, Kleene) and i.until is not None else None for i in items]
+
+    def blocks(self, m: int, mask: int, ev: dict, binding: dict) -> bool:
+        """Is ``ev`` an event of the negation ``m`` (its type and local predicates) whose predicates hold with
+        ``binding`` (the steps before it)?"""
+        if not mask & (1 << m):
+            return False
+        binding[self.vars[m]] = ev
+        try:
+            return all(_holds(c, binding) for c in self.blocking[m])
+        finally:
+            del binding[self.vars[m]]
+
+    def blocked(self, k: int, t: int, events: list, last: int, until: float, binding: dict,
+                next_until: float) -> bool:
+        """Is the way from step ``k`` (its last event ``events[last]``) to a later step ``t`` blocked: by an event
+        of a negation between them after ``events[last]`` and before ``until``, or, for ``NEXT !(...)``, by the
+        event right after ``events[last]`` (if before ``next_until``)?"""
+        after = events[last][0]
+        for m in self.not_next[k, t]:
+            if last + 1 < len(events) and events[last + 1][0] < next_until and self.blocks(
+                    m, events[last + 1][2], events[last + 1][3], binding):
+                return True
+        for m in self.between[k, t]:
+            for ts, _, mask, ev in events[last + 1:]:
+                if ts >= until:
+                    break
+                if ts > after and self.blocks(m, mask, ev, binding):
+                    return True
+        return False
 
     def stops_at(self, k: int, ev: dict) -> bool:
         """Is ``ev`` a stop event of the loop of step ``k`` (of its types, any with ``UNTIL ANY``; its ``UNTIL``
@@ -148,7 +196,8 @@ class _Compiled:
         out = [(k, self.grow[k])] if self.lists[k] and (self.hi[k] is None or count < self.hi[k]) else []
         if count >= self.lo[k]:
             for t in range(k + 1, len(self.vars)):
-                out.append((t, self.enter[k, t]))
+                if not self.neg[t]:
+                    out.append((t, self.enter[k, t]))
                 if self.lo[t]:
                     break
         return out
@@ -160,27 +209,54 @@ def _holds(c: Conjunct, binding: dict) -> bool:
 
 
 def _unsupported_step(p) -> str | None:
-    """Why ``p`` cannot be a step of a pattern with timed-out partial matches, or None."""
+    """Why ``p`` cannot be an item of a pattern with timed-out partial matches, or None."""
     if isinstance(p, EventPat):
         return None
     if isinstance(p, Kleene) and isinstance(p.inner, EventPat):
         return None
     if isinstance(p, Not):
-        return NEGATION
+        return None if isinstance(p.inner, EventPat) else NEGATION
     if isinstance(p, Or):
         return "not OR (a partial match of one branch can be the events of another's match)"
     return "not a repeated group (a partial match would end inside an iteration)"
+
+
+def _unsupported_negation(spec: TimeoutSpec, items: tuple) -> str | None:
+    """Why a negation of ``spec`` has no timed-out partial matches, or None: one that can be at the start of a
+    match, ``NEXT !(...)`` with no step after it that must take an event, or one whose predicates read a step
+    after it (Flink's conditions read the steps before)."""
+    strict = (spec.pattern.strict if isinstance(spec.pattern, Seq) else ()) or (False,) * len(items)
+    bounds = [i.repeat[0] if isinstance(i, Kleene) else 0 if isinstance(i, Not) else 1 for i in items]
+    later: set[str] = set()
+    for m in reversed(range(len(items))):
+        item = items[m]
+        if not isinstance(item, Not):
+            later |= {n.var for n in walk(item) if isinstance(n, EventPat)}
+            continue
+        if not any(bounds[:m]):
+            return ("not a negation at the start of a match (its interval ends at the match's last event, which "
+                    "a partial match lacks)")
+        if strict[m] and not any(bounds[m + 1:]):
+            return ("not NEXT !(...) with no step after it that must take an event (whether the run is a match "
+                    "would depend on an event after the window)")
+        var = item.inner.var
+        for p in spec.predicates:
+            read = {n.var for n in walk(p) if isinstance(n, Attr)}
+            if var in read and read & later:
+                return f"not a negation predicate over a later step ({var} with {', '.join(sorted(read & later))})"
+    return None
 
 
 def check(spec: TimeoutSpec) -> None:
     """Raise :class:`EngineUnsupportedError` if ``spec`` is outside this engine's scope (module doc)."""
     items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
     why = next((w for w in map(_unsupported_step, items) if w is not None), None)
-    if why is None and any(c.negated for c in spec.components):
-        why = NEGATION
+    if why is None:
+        why = _unsupported_negation(spec, items)
     if why is not None:
-        raise EngineUnsupportedError(f"timed-out partial matches are defined for a SEQ of single events and "
-                                     f"Kleene steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT): {why}")
+        raise EngineUnsupportedError(f"timed-out partial matches are defined for a SEQ of single events, Kleene "
+                                     f"steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT) and negated "
+                                     f"events: {why}")
     if spec.strategy not in (ANY_MATCH, NEXT_MATCH, *CONTIGUITY):
         raise EngineUnsupportedError(f"unknown selection strategy {spec.strategy}")
     if spec.collapsed:
@@ -283,9 +359,10 @@ def _search(cs: _Compiled, events: list, last: int, binding: dict, k: int, count
     """Extend ``binding`` (its last step ``k``, which took ``count`` events from ``events[first]`` on,
     ``events[last]`` its last event) by every event that joins step ``k``'s open Kleene sequence or takes a later
     step (:meth:`_Compiled.ways`; a linked way only the event right after, a loop with ``UNTIL`` no stop event and
-    none after one; skip_till_next_match: by the first event that can, in each way it can); a binding no event
-    extends is emitted unless it is a match or no event could have extended it any more when the window closed
-    (a link broken by the event right after, a loop stopped, a step at its maximum)."""
+    none after one, a way past a negation no event of it in between; skip_till_next_match: by the first event
+    that can, in each way it can); a binding no event extends is emitted unless it is a match or no event could
+    have extended it any more when the window closed (a link broken by the event right after, a loop stopped, a
+    way blocked by a negation's event, a step at its maximum)."""
     ways = cs.ways(k, count)
     after = events[last][0]
     extended = False
@@ -300,7 +377,8 @@ def _search(cs: _Compiled, events: list, last: int, binding: dict, k: int, count
             continue
         for step, checks in ways:
             if (not mask & (1 << step) or (j != last + 1 and cs.linked[k, step])
-                    or (cs.stops[step] and (stopped if step == k else cs.stops_at(step, ev)))):
+                    or (cs.stops[step] and (stopped if step == k else cs.stops_at(step, ev)))
+                    or (step != k and cs.blocked(k, step, events, last, ts, binding, math.inf))):
                 continue
             var = cs.vars[step]
             before = binding.get(var)
@@ -315,12 +393,17 @@ def _search(cs: _Compiled, events: list, last: int, binding: dict, k: int, count
                 binding[var] = before
         if extended and cs.first_only:
             break
-    if extended or (cs.may_end[k] and count >= cs.lo[k] and all(_holds(c, binding) for c in cs.predicates)):
+    if extended:
         return
+    n = len(cs.vars)
+    if (cs.may_end[k] and count >= cs.lo[k] and all(_holds(c, binding) for c in cs.predicates)
+            and not cs.blocked(k, n, events, last, end, binding, end)):
+        return  # a match (no event of a negation at the end came before the window closed)
     broken = last + 1 < len(events) and events[last + 1][0] < end  # the event right after came in the window
     if cs.stops[k] and not stopped:
         stopped = any(cs.stops_at(k, e) for _, _, _, e in events[last + 1:] if e["ts"] < end)
-    if all((broken and cs.linked[k, step]) or (step == k and stopped) for step, _ in ways):
+    if all((broken and cs.linked[k, step]) or (step == k and stopped)
+           or (step != k and cs.blocked(k, step, events, last, end, binding, end)) for step, _ in ways):
         return  # dead before the window closed
     row = {name: fn(binding) for name, fn in cs.outputs}
     row[TIMEOUT_STEP] = cs.vars[k]
