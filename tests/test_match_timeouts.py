@@ -451,11 +451,16 @@ def test_the_spec_round_trips_as_a_job_literal():
 QUERY = "PATTERN SEQ(A a, B b, C c) WHERE [id] AND a.x < b.x WITHIN 6"
 KLEENE_QUERY = ("PATTERN SEQ(A a, B+ b[], C c) WHERE [id] AND b[i].x >= b[i-1].x WITHIN 6 "
                 "RETURN a.ts, a.id, b[1].ts AS b_first, b[b.len].ts AS b_last, count(b[].ts) AS n, c.ts")
-# every event of a key reaches the engine (an event between a and b breaks the link)
-STREAM_QUERY = ("PATTERN SEQ(A a, NEXT B+ b[] UNTIL (b.x > 2), C c) WHERE [id] AND b[i].x >= b[i-1].x WITHIN 8 "
-                "RETURN a.ts, a.id, b[1].ts AS b_first, b[b.len].ts AS b_last, count(b[].ts) AS n, c.ts")
+# every event of a key reaches the engine (under partition_contiguity any event breaks a run); T*, T?, UNTIL
+STREAM_QUERY = ("PATTERN SEQ(A a, B* b[] UNTIL (b.x > 2), C? c, B d) USING partition_contiguity "
+                "WHERE [id] AND b[i].x >= b[i-1].x WITHIN 8 "
+                "RETURN a.ts, a.id, b[1].ts AS b_first, b[b.len].ts AS b_last, count(b[].ts) AS n, c.ts, d.ts")
 LINKS_QUERY = ("PATTERN SEQ(A a, NEXT B{1,3} b[] UNTIL (b.x > 2), C c) WHERE [id] WITHIN 6 "
                "RETURN a.ts, a.id, b[1].ts AS b_first, count(b[].ts) AS n, c.ts")
+# T*, T? and a contiguity strategy (a run ends when the next event comes and does not extend it: sparse events)
+OPTIONAL_QUERY = ("PATTERN SEQ(A a, B* b[], C? c, B d) USING {} WITHIN 6 "
+                  "RETURN a.ts, a.id, count(b[].ts) AS n, c.ts, d.ts")
+NEGATION_QUERY = "PATTERN SEQ(A a, !(C n), B b, C c) WHERE [id] AND n.x = a.x WITHIN 6 RETURN a.ts, a.id, b.ts, c.ts"
 SCHEMA = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
 
 
@@ -463,6 +468,14 @@ def abc_events(n: int, seed: int) -> list[dict]:
     rnd = random.Random(seed)
     return [{"type": rnd.choice("AABC"), "ts": i // 2, "id": rnd.randrange(2), "x": rnd.randrange(4)}
             for i in range(n)]
+
+
+def sparse_events(n: int, seed: int) -> list[dict]:
+    """``abc_events`` with distinct ts 1, 2 or 7 apart: under a contiguity strategy a run then often outlives
+    its window."""
+    gaps = random.Random(seed)
+    return [{**e, "ts": ts} for e, ts in zip(abc_events(n, seed), itertools.accumulate(
+        gaps.choice([1, 1, 2, 7]) for _ in range(n)), strict=True)]
 
 
 @pytest.mark.spark
@@ -476,11 +489,14 @@ def test_batch_timeouts_dataframe_equals_the_oracle(spark):
     kleene = abc_events(40, seed=3)  # ~20 events a key
     links = [{**e, "ts": k} for k, e in enumerate(abc_events(40, seed=4))]  # which event is right after: no ties
     for text, events in ((QUERY, ties), (QUERY.replace(" WHERE ", " USING skip_till_next_match WHERE "), distinct),
-                         (KLEENE_QUERY, kleene), (LINKS_QUERY, links)):
+                         (KLEENE_QUERY, kleene), (LINKS_QUERY, links),
+                         (OPTIONAL_QUERY.format("strict_contiguity"), sparse_events(45, seed=5)),
+                         (NEGATION_QUERY, links)):
         q = sparkcep.compile(text)
         result = q.apply(spark.createDataFrame(events, SCHEMA))
         expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
         assert len(expected) > 3 and (text != KLEENE_QUERY or any(r["n"] > 1 for r in expected))
+        assert len({r["timeout_step"] for r in expected}) > 1 or text == QUERY, text
         assert result.timeouts.columns == [*result.columns, "timeout_step"]
         assert canonical(epoch_ms_rows(result.timeouts)) == canonical(expected), text
 
@@ -488,16 +504,16 @@ def test_batch_timeouts_dataframe_equals_the_oracle(spark):
 @pytest.mark.spark
 @pytest.mark.slow
 def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
-    """A Kleene step (after a NEXT link, with UNTIL), three files, one per micro-batch; a last event far ahead
-    moves the watermark past every window."""
+    """T* (with UNTIL) and T? under partition_contiguity, three files, one per micro-batch; a last event far
+    ahead moves the watermark past every window."""
     from sparkcep.spark.io import read_events
     from sparkcep.spark.results import epoch_ms_rows
 
     # ~22 events a key; distinct ts: which event is right after another must not hang on Spark's order of ties
-    events = [{**e, "ts": k} for k, e in enumerate(abc_events(45, seed=5))]
+    events = sparse_events(45, seed=11)
     q = sparkcep.compile(STREAM_QUERY)
     expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
-    assert len(expected) > 5 and any(r["n"] > 2 for r in expected)
+    assert len(expected) > 5 and any(r["n"] > 1 for r in expected) and len({r["timeout_step"] for r in expected}) == 3
     source = tmp_path / "in"
     source.mkdir()
     chunks = [events[k:k + 15] for k in range(0, len(events), 15)]
