@@ -39,10 +39,11 @@ WHOLE_PREDICATES = {v: [f"sum({v}[].x) <= 3", f"count({v}[].ts) >= 2", f"{v}[{v}
 
 @st.composite
 def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False, links: bool = False,
-                    negation: bool = False) -> str:
+                    negation: bool = False, alternatives: bool = False) -> str:
     """A SEQ query of 2-4 steps; ``kleene``: some steps T+; ``quantifiers``: T*, T?, T{n,m} too; ``links``: a
     NEXT step, a loop with UNTIL, the contiguity strategies; ``negation``: a negated event ``!(T n)`` or
-    ``NEXT !(T n)`` between two steps or at the end, with or without a predicate over a step before it."""
+    ``NEXT !(T n)`` between two steps or at the end, with or without a predicate over a step before it;
+    ``alternatives``: an OR step (``B b OR D e``) or an OR of two SEQs."""
     n = draw(st.integers(2, 4))
     steps = draw(st.permutations(STEPS))[:n]
     names = [s.split()[-1] for s in steps]
@@ -69,6 +70,17 @@ def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False, links
                  if v in repeated and draw(st.integers(0, 2)) == 0 else i for i, v in zip(items, names, strict=True)]
         items = [f"NEXT {i}" if k and not any(q in i for q in ("?", "*", "{0")) and draw(st.integers(0, 2)) == 0
                  else i for k, i in enumerate(items)]  # (NEXT on a step that may take no event: refused)
+    other = ""
+    if alternatives:
+        items = list(items)
+        k = draw(st.integers(0, len(items) - 1))
+        if draw(st.booleans()) and items[k] == steps[k] and "?" not in items[k]:  # a plain step: T v OR ...
+            items[k] = f"{items[k]} OR {draw(st.sampled_from(['D e', 'D+ e[]', 'C e']))}"
+            if draw(st.booleans()):
+                conds.append(f"e.x {draw(st.sampled_from(['>', '=']))} {names[0]}.x" if k else "e.x != 1")
+        else:
+            other = (f" OR SEQ({draw(st.sampled_from(['D f', 'B f', 'A+ f[]']))}, "
+                     f"{draw(st.sampled_from(['A g', 'D+ g[]', 'C? g', 'B g']))})")
     if negation:
         items = list(items)
         at = draw(st.integers(1, len(items)))
@@ -76,10 +88,11 @@ def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False, links
         if before and draw(st.booleans()):
             conds.append(f"n.x {draw(st.sampled_from(['=', '>', '!=']))} {draw(st.sampled_from(before))}.x")
         # NEXT !(...) follows one event, and not at the end
-        single = names[at - 1] not in repeated and "?" not in items[at - 1] and at < len(items)
+        single = (names[at - 1] not in repeated and "?" not in items[at - 1] and " OR " not in items[at - 1]
+                  and at < len(items))
         link = "NEXT " if single and draw(st.booleans()) else ""
         items.insert(at, f"{link}!({draw(st.sampled_from('BCD'))} n)")
-    text = f"PATTERN SEQ({', '.join(items)})"
+    text = f"PATTERN SEQ({', '.join(items)}){other}"
     if conds:
         text += " WHERE " + " AND ".join(conds)
     text += f" WITHIN {draw(st.integers(2, 8))}"
@@ -180,6 +193,17 @@ def test_engine_equals_the_oracle_with_negation(text, events, cuts, watermarks, 
     assert_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=timeout_queries(kleene=True, quantifiers=True, links=True, alternatives=True),
+       events=event_streams(types="ABCD", min_size=2, max_size=9, max_gap=2, attrs={"x": (0, 3), "id": (0, 1)}),
+       cuts=st.lists(st.integers(0, 9), max_size=3), watermarks=st.lists(st.integers(0, 30), max_size=4),
+       roundtrip=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_engine_equals_the_oracle_with_alternatives(text, events, cuts, watermarks, roundtrip, seed):
+    """An OR step or an OR of two SEQs: a partial match is one of some path; one that paths share (a prefix
+    before an OR step) is one row, extended if an event extends it in one of them."""
+    assert_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed)
+
+
 def assert_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed):
     # _seq: the input order of equal timestamps (which one skip_till_next_match takes), whatever the delivery's
     feed = [{**e, "_seq": rank} for rank, e in enumerate(sorted(events, key=lambda e: e["ts"]))]
@@ -277,8 +301,10 @@ def test_the_oracle_equals_the_brute_force_definition(text, events):
         steps = timeouts_oracle._steps(prep)
     except match_oracle.OracleError:
         return  # outside the definition (a negation at the start, ...): the engine refuses it too
-    got = timeouts_oracle.timed_out_picks(prep, steps, events)
-    assert {(order, tuple(s for _, s in picks)) for order, picks, _ in got} == brute_force_picks(text, events), text
+    got = timeouts_oracle.timed_out_picks(prep, [steps], events)
+    index = {s.var: k for k, s in enumerate(steps)}
+    got_picks = {(order, tuple(index[v] for _, v in picks)) for order, picks, _ in got}
+    assert got_picks == brute_force_picks(text, events), text
     assert len(got) == len({(order, picks) for order, picks, _ in got})  # each partial match met once
 
 
@@ -409,6 +435,27 @@ def test_negations_time_out_as_worked_by_hand(pattern, events, want):
     assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "x"])) == canonical(rows)
 
 
+D4 = {"type": "D", "ts": 4}
+
+
+@pytest.mark.parametrize(("pattern", "events", "want"), [
+    # an OR step: (A@1) is a partial match of both paths, one row; extended by B@2 (or C@2) in one of them
+    ("SEQ(A a, B b OR C c, D d)", [A1], [(1, None, None, "a")]),
+    ("SEQ(A a, B b OR C c, D d)", [A1, B2], [(1, 2, None, "b")]),
+    ("SEQ(A a, B b OR C c, D d)", [A1, C2, B3], [(1, None, 2, "c"), (1, 3, None, "b")]),
+    ("SEQ(A a, B b OR C c, D d) USING skip_till_next_match", [A1, C2, B3], [(1, None, 2, "c")]),  # C@2 first
+    ("SEQ(A a, B b OR C c, D d)", [A1, C2, D4], []),
+    # an OR of SEQs: each alternative is a run of its own (A@1 as c is a match; as a, a run of the first)
+    ("SEQ(A a, B b) OR SEQ(A c)", [A1], [(1, None, None, "a")]),
+    ("SEQ(A a, B b) OR SEQ(C c, D d)", [A1, C2], [(1, None, None, "a"), (None, None, 2, "c")]),
+])
+def test_alternatives_time_out_as_worked_by_hand(pattern, events, want):
+    text = f"PATTERN {pattern} WITHIN 10 RETURN a.ts, b.ts, c.ts"
+    rows = [{"a_ts": a, "b_ts": b, "c_ts": c, "timeout_step": step} for a, b, c, step in want]
+    assert canonical(run(spec_of(text), events)) == canonical(rows), pattern
+    assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts"])) == canonical(rows)
+
+
 def test_an_equality_over_an_optional_step_is_no_equivalence():
     """``c.x = a.x`` with ``C? c`` is NULL when ``c`` takes no event, so (A1) alone is no match: it times out,
     and C2 (another x) cannot complete it.  Read as the key ``[x]`` it would be a match that never times out."""
@@ -433,7 +480,7 @@ def test_a_prefix_of_a_complete_match_never_times_out():
     ("PATTERN SEQ(A a, !(SEQ(C c, D d)), B b) WITHIN 5", "not a negation of more than one event"),
     ("PATTERN SEQ(A a, NEXT !(C c), B? b) WITHIN 5", r"not NEXT !\(\.\.\.\) with no step after it"),
     ("PATTERN SEQ(A a, !(C c), B b) WHERE c.x = b.x WITHIN 5", "not a negation predicate over a later step"),
-    ("PATTERN SEQ(A a, B b) OR SEQ(C c, B d) WITHIN 5", "not OR"),
+    ("PATTERN SEQ(A a, SEQ(B b, C c) OR D d) WITHIN 5", "not an OR step with an alternative of more than one"),
     ("PATTERN SEQ(A a, B+ b[], C c) USING skip_till_next_match WHERE sum(b[].x) < 3 WITHIN 5", "whole Kleene"),
 ])
 def test_out_of_scope_is_refused(text, message):

@@ -19,6 +19,7 @@ admissible subset of its events).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +36,7 @@ from sparkcep.oracles.match import (
     _Ev,
     _Neg,
     _occurs,
+    _Or,
     _partitions,
     _prepare,
     _Rep,
@@ -82,8 +84,8 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
     if query.skip is not None:
         raise OracleError("an AFTER MATCH SKIP query has no timed-out partial matches")
     prep = _prepare(query, ts_unit_ms)
-    steps = _steps(prep)
-    names = [s.var for s in steps]
+    paths = _paths(prep)
+    names = [v for v, info in prep.vars.items() if not info.scope]  # the positive variables, in pattern order
     if columns is None:
         columns = list(dict.fromkeys(k for e in events for k in e))
     if query.returns is not None:
@@ -91,7 +93,7 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
         only = next(iter(prep.vars)) if len(prep.vars) == 1 else None
         titles = dedupe([column_name(item, k) for k, item in enumerate(query.returns)])
         fns = [compile_expr(_resolve(item.expr, prep.vars, only), any_vars) for item in query.returns]
-    found = [(order, binding, names[picks[-1][1]]) for order, picks, binding in timed_out_picks(prep, steps, events)]
+    found = [(order, binding, picks[-1][1]) for order, picks, binding in timed_out_picks(prep, paths, events)]
     found.sort(key=lambda f: f[0])
     rows = []
     for _, binding, last in found:
@@ -105,34 +107,71 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
     return rows
 
 
-def timed_out_picks(prep, steps: list[_Step], events: Sequence[Event]) -> list[tuple[tuple, tuple, dict]]:
-    """The timed-out partial matches of the prepared query ``prep`` (:func:`_steps` its steps) over ``events``:
-    ``(input positions, picks ((partition position, step), ...), binding)``, unordered."""
-    prep, events = as_equivalence(prep, steps, events)
+def timed_out_picks(prep, paths: list[list[_Step]], events: Sequence[Event]) -> list[tuple[tuple, tuple, dict]]:
+    """The timed-out partial matches of the prepared query ``prep`` (:func:`_paths` its paths) over ``events``:
+    ``(input positions, picks ((partition position, variable), ...), binding)``, unordered.  With an ``OR``, a
+    partial match of several paths (a prefix they share) is one node: extended if one path extends it (under
+    skip_till_next_match only by the first event that extends it in any path), a match if it is one of a
+    path, timed out if it is no match and could still have been extended in a path when the window closed."""
+    if len(paths) == 1:
+        prep, events = as_equivalence(prep, paths[0], events)
     found = []
     indexed = _sorted(events)
+    first_only = prep.strategy == NEXT_MATCH
     for _, part in _partitions(prep, indexed):
-        walk_ = _Partials(prep, steps, part, [e["ts"] for _, e in indexed])
-        todo = [((j, s),) for j in range(len(part)) for s in range(len(steps)) if walk_.partial(((j, s),))]
+        walks = [_Partials(prep, steps, part, [e["ts"] for _, e in indexed]) for steps in paths]
+        roots: dict[tuple, list[int]] = {}
+        for p, w in enumerate(walks):
+            for j in range(len(part)):
+                for s in range(len(w.steps)):
+                    if w.partial(((j, s),)):
+                        roots.setdefault(((j, w.steps[s].var),), []).append(p)
+        todo = list(roots.items())
         while todo:
-            picks = todo.pop()
-            children = walk_.extensions(picks)
-            todo += children
-            if not children and not walk_.complete(picks) and walk_.alive(picks):
-                found.append((tuple(part[j][0] for j, _ in picks), picks, walk_.binding(picks)[0]))
+            picks, ps = todo.pop()
+            children: dict[tuple, list[int]] = {}
+            for p in ps:
+                for child in walks[p].extensions(walks[p].steps_of(picks)):
+                    children.setdefault(walks[p].labelled(child), []).append(p)
+            if first_only and children:  # the first event that extends it in any path
+                first = min(c[-1][0] for c in children)
+                children = {c: q for c, q in children.items() if c[-1][0] == first}
+            todo += children.items()
+            if (not children and not any(walks[p].complete(walks[p].steps_of(picks)) for p in ps)
+                    and any(walks[p].alive(walks[p].steps_of(picks)) for p in ps)):
+                found.append((tuple(part[j][0] for j, _ in picks), picks,
+                              walks[ps[0]].binding(walks[ps[0]].steps_of(picks))[0]))
     return found
 
 
-def _steps(prep) -> list[_Step]:
-    """The steps of a ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``, a loop with
+def _paths(prep) -> list[list[_Step]]:
+    """The steps of each path of the pattern (:func:`_steps`): an ``OR`` of such SEQs has a path per
+    alternative, and an ``OR`` step of single or Kleene events (``B b OR C c``) a path per alternative too."""
+    alternatives = prep.root.alternatives if isinstance(prep.root, _Or) else (prep.root,)
+    paths = []
+    for alt in alternatives:
+        items = alt.items if isinstance(alt, _Seq) else (alt,)
+        strict = (alt.strict if isinstance(alt, _Seq) else ()) or (False,) * len(items)
+        choices = [[(a, linked) for a in item.alternatives] if isinstance(item, _Or) else [(item, linked)]
+                   for item, linked in zip(items, strict, strict=True)]
+        paths += [_steps(prep, list(path)) for path in itertools.product(*choices)]
+    return paths
+
+
+def _steps(prep, items: list | None = None) -> list[_Step]:
+    """The steps of ``items`` (``(item, written NEXT)``; None: the pattern's, which must have one path), a
+    ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``, a loop with
     ``UNTIL``; any of them written ``NEXT``), each with the negated events after it (``!(T n)``, ``NEXT !(T n)``),
     or the :class:`OracleError` saying the query is outside the definition (a negation that can be at the
     start, ``NEXT !(...)`` with no step after it that must take an event, a negation predicate over a later
     step)."""
-    items = prep.root.items if isinstance(prep.root, _Seq) else (prep.root,)
-    strict = (prep.root.strict if isinstance(prep.root, _Seq) else ()) or (False,) * len(items)
+    if items is None:
+        paths = _paths(prep)
+        if len(paths) > 1:
+            raise OracleError("the pattern has several paths (an OR): see _paths")
+        return paths[0]
     steps: list[_Step] = []
-    for item, linked in zip(items, strict, strict=True):
+    for item, linked in items:
         if isinstance(item, _Neg) and isinstance(item.inner, _Ev):
             if not any(s.lo for s in steps):
                 raise OracleError("a negation at the start of a match has no timed-out partial matches")
@@ -144,7 +183,7 @@ def _steps(prep) -> list[_Step]:
             ev, lo, hi = item, 1, 1
         else:
             raise OracleError("timed-out partial matches are defined for a SEQ of single and Kleene events and "
-                              "negated events")
+                              "negated events, and an OR of such SEQs or of single and Kleene events")
         until = next((stop for stop in prep.stops if ev.var in stop.loop), None)
         steps.append(_Step(ev.var, ev.types, lo, hi, prep.vars[ev.var].is_list, linked, until))
     index = {s.var: k for k, s in enumerate(steps)}
@@ -171,6 +210,14 @@ class _Partials:
         #: else the partition), and the ts of the event at each position of that order
         self.order = [g for g, _ in part] if prep.strategy == "strict_contiguity" else list(range(len(part)))
         self.stamps = stamps if prep.strategy == "strict_contiguity" else [e["ts"] for e in self.evs]
+
+    def steps_of(self, picks) -> tuple:
+        """``picks`` labelled by variable as labelled by this path's steps."""
+        return tuple((j, self.index[v]) for j, v in picks)
+
+    def labelled(self, picks) -> tuple:
+        """``picks`` labelled by this path's steps as labelled by variable."""
+        return tuple((j, self.steps[s].var) for j, s in picks)
 
     def binding(self, picks) -> dict:
         return _bind(self.prep, self.evs, tuple((j, self.steps[s].var) for j, s in picks))
@@ -203,7 +250,7 @@ class _Partials:
         if len(picks) > 1 and self._blocked(picks[:-1], s, ev["ts"], math.inf, binding, runs):
             return False
         return all(_conjunct_holds(c, binding, runs) for c in self.prep.in_scope(())
-                   if max((self.index[v] for v in c.vars), default=0) <= s
+                   if max((self.index.get(v, -1) for v in c.vars), default=0) <= s  # (another path's: absent)
                    and not (open_ in c.vars and _reads_whole(c.expr, open_)))
 
     def _blocked(self, picks, t: int, until: float, next_until: float, binding: dict, runs) -> bool:

@@ -28,8 +28,10 @@ Scope (:func:`check`): a ``SEQ`` of single events (``T v``, ``ANY(...) v``) and 
 ``T* v[]``, ``T? v``, ``T{n,m} v[]``, a loop with ``UNTIL``), any of them written ``NEXT``, and negated
 events between them or at the end (``!(T n)``, ``NEXT !(T n)``: Flink's notFollowedBy and notNext; not one
 that can be at the start of a match, nor one whose predicates read a later step), under every selection
-strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); not repeated
-groups, ``OR`` or collapsed output.  Under ``skip_till_next_match`` an event that can extend
+strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); ``OR`` steps of
+single or Kleene events and an ``OR`` of such SEQs: a partial match is one of some path (:func:`_paths`), one
+binding however many paths share it (extended, a match, alive if so in one of them); not repeated groups or
+collapsed output.  Under ``skip_till_next_match`` an event that can extend
 a partial match must be taken (§5): from each partial match only the first later event that extends it does, in
 each way it can (join the open sequence, or take a later step).  Where links or stop conditions need them, the
 events no step takes are kept too (``_mask`` 0): they break links.
@@ -55,6 +57,7 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 from functools import lru_cache
@@ -90,25 +93,30 @@ class TimeoutState(SlotState):
 
 
 class _Compiled:
-    def __init__(self, spec: TimeoutSpec):
-        comps = spec.components
+    """One path of the pattern (an ``OR`` has one per alternative): its items, each written ``NEXT`` or not
+    (``strict``), and ``index``, the position of each item's component in ``spec.components`` (its bit in
+    ``_mask``)."""
+
+    def __init__(self, spec: TimeoutSpec, items: tuple, strict: tuple, index: tuple[int, ...]):
+        comps = tuple(spec.components[i] for i in index)
+        self.bit = tuple(1 << i for i in index)
         self.vars = tuple(c.var for c in comps)
         #: item k is a negation ``!(T v)`` (it takes no event: an event of it between two steps blocks them)
         self.neg = tuple(c.negated for c in comps)
         #: the variable of a step is the list of its events (T+, T*, T{n,m}; not T v, T? v)
         self.lists = tuple(c.kleene in ("+", "*") for c in comps)
-        items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
         #: step → the fewest and most events it takes (most None: unbounded); a negation none
         self.lo, self.hi = zip(*(i.repeat if isinstance(i, Kleene) else (0, 0) if isinstance(i, Not) else (1, 1)
                                  for i in items), strict=True)
-        any_vars = frozenset(c.var for c in comps if c.any_)
-        self.table = component_table(comps, any_vars)
-        self.full = (1 << len(comps)) - 1
+        any_vars = frozenset(c.var for c in spec.components if c.any_)
         n = len(comps)
-        list_vars = frozenset(v for v, k in zip(self.vars, self.lists, strict=True) if k)
+        list_vars = frozenset(c.var for c in spec.components if c.kleene in ("+", "*"))  # (every path's)
         position = {v: k for k, v in enumerate(self.vars)}
         negated = {v: k for k, v in enumerate(self.vars) if self.neg[k]}
-        conjuncts = [Conjunct(p, list_vars, any_vars, frozenset(self.vars)) for p in spec.predicates]
+        known = frozenset(c.var for c in spec.components)
+        # a predicate over another path's variables only: they are absent here, so it holds (the oracle's rule)
+        conjuncts = [c for c in (Conjunct(p, list_vars, any_vars, known) for p in spec.predicates)
+                     if c.global_ or not c.vars or c.vars & position.keys()]
         #: the predicates of the match, and those of each negation (item → over its event and earlier steps)
         self.predicates = [c for c in conjuncts if not c.vars & negated.keys()]
         self.blocking = {m: [c for c in conjuncts if v in c.vars] for v, m in negated.items()}
@@ -119,7 +127,7 @@ class _Compiled:
         def decided(c: Conjunct, k: int) -> bool:
             """Is ``c`` decided on a partial match whose last step is ``k``: over steps up to ``k``, and not
             reading the whole sequence of ``k`` while that is a Kleene step (then it waits for the next step)?"""
-            at = max((position[v] for v in c.vars), default=0)
+            at = max((position.get(v, -1) for v in c.vars), default=0)  # (another path's variable: absent)
             return at <= k and not (at == k and self.vars[k] in c.waits)
 
         #: step k → predicates to re-check when an event joins step k's open sequence
@@ -133,12 +141,6 @@ class _Compiled:
         self.starts = [t for t in range(n) if not self.neg[t] and not any(self.lo[:t])]
         #: step k → a partial match ending there is a match if it has its minimum and every predicate holds
         self.may_end = [not any(self.lo[k + 1:]) for k in range(n)]
-        self.outputs = tuple((o.name, compile_expr(o.expr, any_vars)) for o in spec.outputs)
-        self.window = spec.window
-        self.first_only = spec.strategy == NEXT_MATCH  # a relevant event is taken: one chain per first event
-        #: every event of the partition is kept (those that fill no step break links: _mask 0)
-        self.every = reads_every_event(spec)
-        strict = (spec.pattern.strict if isinstance(spec.pattern, Seq) else ()) or (False,) * n
         #: (k, t) → must an event taking step t after one of step k be the event right after it (a contiguity
         #: strategy; a NEXT step t, or one between passed over)?
         self.linked = {(k, t): spec.strategy in CONTIGUITY or any(strict[s] and not self.neg[s]
@@ -157,7 +159,7 @@ class _Compiled:
     def blocks(self, m: int, mask: int, ev: dict, binding: dict) -> bool:
         """Is ``ev`` an event of the negation ``m`` (its type and local predicates) whose predicates hold with
         ``binding`` (the steps before it)?"""
-        if not mask & (1 << m):
+        if not mask & self.bit[m]:
             return False
         binding[self.vars[m]] = ev
         try:
@@ -183,6 +185,22 @@ class _Compiled:
                     return True
         return False
 
+    def is_match(self, events: list, last: int, binding: dict, k: int, count: int, end: float) -> bool:
+        """Is ``binding`` (its last step ``k`` with ``count`` events, the last ``events[last]``) a match: every
+        step after ``k`` may take no event, ``k`` has its minimum, every predicate holds, and no event of a
+        negation at the end came before the window closed?"""
+        return (self.may_end[k] and count >= self.lo[k] and all(_holds(c, binding) for c in self.predicates)
+                and not self.blocked(k, len(self.vars), events, last, end, binding, end))
+
+    def alive(self, events: list, last: int, binding: dict, k: int, count: int, end: float, stopped: bool) -> bool:
+        """Could an event still have extended ``binding`` when the window closed: is one of its ways not closed
+        by a broken link, a stopped loop (``stopped``: a stop event of ``k``'s loop came after its first event,
+        in the window) or a negation's event?"""
+        broken = last + 1 < len(events) and events[last + 1][0] < end  # the event right after came in the window
+        return not all((broken and self.linked[k, step]) or (step == k and stopped)
+                       or (step != k and self.blocked(k, step, events, last, end, binding, end))
+                       for step, _ in self.ways(k, count))
+
     def stops_at(self, k: int, ev: dict) -> bool:
         """Is ``ev`` a stop event of the loop of step ``k`` (of its types, any with ``UNTIL ANY``; its ``UNTIL``
         holding on it alone)?"""
@@ -203,6 +221,41 @@ class _Compiled:
         return out
 
 
+class _Paths:
+    """The compiled paths of a pattern (one, or one per alternative of an ``OR``) and what they share."""
+
+    def __init__(self, spec: TimeoutSpec):
+        any_vars = frozenset(c.var for c in spec.components if c.any_)
+        self.table = component_table(spec.components, any_vars)
+        self.full = (1 << len(spec.components)) - 1
+        self.outputs = tuple((o.name, compile_expr(o.expr, any_vars)) for o in spec.outputs)
+        self.window = spec.window
+        self.first_only = spec.strategy == NEXT_MATCH  # a relevant event is taken: one chain per first event
+        #: every event of the partition is kept (those that fill no step break links: _mask 0)
+        self.every = reads_every_event(spec)
+        self.paths = [_Compiled(spec, *path) for path in _paths(spec)]
+
+
+def _paths(spec: TimeoutSpec) -> list[tuple[tuple, tuple, tuple[int, ...]]]:
+    """``(items, NEXT flags, component indexes)`` of each path: an ``OR`` of SEQs has one per alternative, an
+    ``OR`` step (``B b OR C c``) one per alternative too; the components are numbered in pattern order."""
+    position = {c.var: k for k, c in enumerate(spec.components)}
+
+    def var(item) -> str:
+        return (item.inner if isinstance(item, (Kleene, Not)) else item).var
+
+    alternatives = spec.pattern.alternatives if isinstance(spec.pattern, Or) else (spec.pattern,)
+    out = []
+    for alt in alternatives:
+        items = alt.items if isinstance(alt, Seq) else (alt,)
+        strict = alt.strict if isinstance(alt, Seq) and alt.strict else (False,) * len(items)
+        choices = [[(a, linked) for a in item.alternatives] if isinstance(item, Or) else [(item, linked)]
+                   for item, linked in zip(items, strict, strict=True)]
+        for path in itertools.product(*choices):
+            out.append((tuple(i for i, _ in path), tuple(f for _, f in path), tuple(position[var(i)] for i, _ in path)))
+    return out
+
+
 def _holds(c: Conjunct, binding: dict) -> bool:
     """The oracle's rule: a predicate none of whose variables is bound holds (a step that took no event)."""
     return (bool(c.vars) and not any(v in binding for v in c.vars)) or c.check(binding) is True
@@ -217,15 +270,14 @@ def _unsupported_step(p) -> str | None:
     if isinstance(p, Not):
         return None if isinstance(p.inner, EventPat) else NEGATION
     if isinstance(p, Or):
-        return "not OR (a partial match of one branch can be the events of another's match)"
+        return "not an OR inside an OR alternative"
     return "not a repeated group (a partial match would end inside an iteration)"
 
 
-def _unsupported_negation(spec: TimeoutSpec, items: tuple) -> str | None:
+def _unsupported_negation(spec: TimeoutSpec, items: tuple, strict: tuple) -> str | None:
     """Why a negation of ``spec`` has no timed-out partial matches, or None: one that can be at the start of a
     match, ``NEXT !(...)`` with no step after it that must take an event, or one whose predicates read a step
     after it (Flink's conditions read the steps before)."""
-    strict = (spec.pattern.strict if isinstance(spec.pattern, Seq) else ()) or (False,) * len(items)
     bounds = [i.repeat[0] if isinstance(i, Kleene) else 0 if isinstance(i, Not) else 1 for i in items]
     later: set[str] = set()
     for m in reversed(range(len(items))):
@@ -249,14 +301,22 @@ def _unsupported_negation(spec: TimeoutSpec, items: tuple) -> str | None:
 
 def check(spec: TimeoutSpec) -> None:
     """Raise :class:`EngineUnsupportedError` if ``spec`` is outside this engine's scope (module doc)."""
-    items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
-    why = next((w for w in map(_unsupported_step, items) if w is not None), None)
+    why = None
+    for alt in spec.pattern.alternatives if isinstance(spec.pattern, Or) else (spec.pattern,):
+        for item in alt.items if isinstance(alt, Seq) else (alt,):
+            if isinstance(item, Or):
+                if not all(isinstance(a, EventPat) or (isinstance(a, Kleene) and isinstance(a.inner, EventPat))
+                           for a in item.alternatives):
+                    why = why or "not an OR step with an alternative of more than one event"
+            else:
+                why = why or _unsupported_step(item)
     if why is None:
-        why = _unsupported_negation(spec, items)
+        why = next((w for items, strict, _ in _paths(spec) if (w := _unsupported_negation(spec, items, strict))),
+                   None)
     if why is not None:
         raise EngineUnsupportedError(f"timed-out partial matches are defined for a SEQ of single events, Kleene "
-                                     f"steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT) and negated "
-                                     f"events: {why}")
+                                     f"steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT), negated events "
+                                     f"and OR steps, and an OR of such SEQs: {why}")
     if spec.strategy not in (ANY_MATCH, NEXT_MATCH, *CONTIGUITY):
         raise EngineUnsupportedError(f"unknown selection strategy {spec.strategy}")
     if spec.collapsed:
@@ -273,9 +333,9 @@ def check(spec: TimeoutSpec) -> None:
 
 
 @lru_cache(maxsize=16)
-def _compiled(spec: TimeoutSpec) -> _Compiled:
+def _compiled(spec: TimeoutSpec) -> _Paths:
     check(spec)
-    return _Compiled(spec)
+    return _Paths(spec)
 
 
 def init_state() -> TimeoutState:
@@ -340,11 +400,17 @@ def advance(spec: TimeoutSpec, state: TimeoutState, watermark: float,
     for i, (ts, _, mask, ev) in enumerate(events):
         if ts > horizon:
             break
-        for t in cs.starts:
-            binding = {cs.vars[t]: [ev] if cs.lists[t] else ev}
-            if (mask & (1 << t) and not (cs.stops[t] and cs.stops_at(t, ev))
-                    and all(_holds(c, binding) for c in cs.enter[-1, t])):
-                _search(cs, events, i, binding, t, 1, i, ts + cs.window, rows)
+        starts: dict[str, list] = {}  # variable → the paths' states that start with ev bound to it
+        for p, path in enumerate(cs.paths):
+            for t in path.starts:
+                binding = {path.vars[t]: [ev] if path.lists[t] else ev}
+                if (mask & path.bit[t] and not (path.stops[t] and path.stops_at(t, ev))
+                        and all(_holds(c, binding) for c in path.enter[-1, t])):
+                    starts.setdefault(path.vars[t], []).append((p, t, 1, i))
+        for var, states in starts.items():
+            first = cs.paths[states[0][0]]
+            _search(cs, events, i, {var: [ev] if first.lists[first.vars.index(var)] else ev}, states,
+                    ts + cs.window, rows)
     if budget is not None and rows:
         budget.charge(len(rows))
     keep = 0
@@ -354,57 +420,69 @@ def advance(spec: TimeoutSpec, state: TimeoutState, watermark: float,
     return state, rows
 
 
-def _search(cs: _Compiled, events: list, last: int, binding: dict, k: int, count: int, first: int, end: float,
-            rows: list) -> None:
-    """Extend ``binding`` (its last step ``k``, which took ``count`` events from ``events[first]`` on,
-    ``events[last]`` its last event) by every event that joins step ``k``'s open Kleene sequence or takes a later
-    step (:meth:`_Compiled.ways`; a linked way only the event right after, a loop with ``UNTIL`` no stop event and
-    none after one, a way past a negation no event of it in between; skip_till_next_match: by the first event
-    that can, in each way it can); a binding no event extends is emitted unless it is a match or no event could
-    have extended it any more when the window closed (a link broken by the event right after, a loop stopped, a
-    way blocked by a negation's event, a step at its maximum)."""
-    ways = cs.ways(k, count)
+def _search(cs: _Paths, events: list, last: int, binding: dict, states: list, end: float, rows: list) -> None:
+    """Extend ``binding`` (``events[last]`` its last event) in each path where it is a partial match: its
+    ``states`` ``(path, last step k, count of k's events, index of k's first event)``; by every event that joins
+    step ``k``'s open Kleene sequence or takes a later step (:meth:`_Compiled.ways`; a linked way only the event
+    right after, a loop with ``UNTIL`` no stop event and none after one, a way past a negation no event of it in
+    between; skip_till_next_match: by the first event that can in some path, in each way it can); a binding no
+    event extends is emitted unless it is a match in one of its paths or no event could have extended it any
+    more in any of them when the window closed (a link broken by the event right after, a loop stopped, a way
+    blocked by a negation's event, a step at its maximum)."""
     after = events[last][0]
     extended = False
-    stopped = False  # a stop event of step k's loop came after its first event
+    #: per state: a stop event of step k's loop came after its first event
+    stopped = [False] * len(states)
+    ways = [cs.paths[p].ways(k, count) for p, k, count, _ in states]
     for j in range(last + 1, len(events)):
         ts, _, mask, ev = events[j]
         if ts >= end:
             break
-        if cs.stops[k] and not stopped:
-            stopped = cs.stops_at(k, ev)
+        for n, (p, k, _, _) in enumerate(states):
+            path = cs.paths[p]
+            if path.stops[k] and not stopped[n]:
+                stopped[n] = path.stops_at(k, ev)
         if ts <= after:
             continue
-        for step, checks in ways:
-            if (not mask & (1 << step) or (j != last + 1 and cs.linked[k, step])
-                    or (cs.stops[step] and (stopped if step == k else cs.stops_at(step, ev)))
-                    or (step != k and cs.blocked(k, step, events, last, ts, binding, math.inf))):
-                continue
-            var = cs.vars[step]
+        found: dict[str, list] = {}  # variable → the states ev gives, binding it
+        for n, (p, k, count, first) in enumerate(states):
+            path = cs.paths[p]
+            for step, checks in ways[n]:
+                if (not mask & path.bit[step] or (j != last + 1 and path.linked[k, step])
+                        or (path.stops[step] and (stopped[n] if step == k else path.stops_at(step, ev)))
+                        or (step != k and path.blocked(k, step, events, last, ts, binding, math.inf))):
+                    continue
+                var = path.vars[step]
+                before = binding.get(var)
+                binding[var] = [*before, ev] if step == k else [ev] if path.lists[step] else ev
+                if all(_holds(c, binding) for c in checks):
+                    found.setdefault(var, []).append((p, step, count + 1 if step == k else 1,
+                                                      first if step == k else j))
+                if before is None:
+                    del binding[var]
+                else:
+                    binding[var] = before
+        for var, next_states in found.items():
+            extended = True
             before = binding.get(var)
-            binding[var] = [*before, ev] if step == k else [ev] if cs.lists[step] else ev
-            if all(_holds(c, binding) for c in checks):
-                extended = True
-                _search(cs, events, j, binding, step, count + 1 if step == k else 1, first if step == k else j,
-                        end, rows)
+            path, step = cs.paths[next_states[0][0]], next_states[0][1]
+            binding[var] = [*before, ev] if before is not None else [ev] if path.lists[step] else ev
+            _search(cs, events, j, binding, next_states, end, rows)
             if before is None:
                 del binding[var]
             else:
                 binding[var] = before
         if extended and cs.first_only:
             break
-    if extended:
+    if extended or any(cs.paths[p].is_match(events, last, binding, k, count, end) for p, k, count, _ in states):
         return
-    n = len(cs.vars)
-    if (cs.may_end[k] and count >= cs.lo[k] and all(_holds(c, binding) for c in cs.predicates)
-            and not cs.blocked(k, n, events, last, end, binding, end)):
-        return  # a match (no event of a negation at the end came before the window closed)
-    broken = last + 1 < len(events) and events[last + 1][0] < end  # the event right after came in the window
-    if cs.stops[k] and not stopped:
-        stopped = any(cs.stops_at(k, e) for _, _, _, e in events[last + 1:] if e["ts"] < end)
-    if all((broken and cs.linked[k, step]) or (step == k and stopped)
-           or (step != k and cs.blocked(k, step, events, last, end, binding, end)) for step, _ in ways):
+    for n, (p, k, _, _) in enumerate(states):
+        path = cs.paths[p]
+        if path.stops[k] and not stopped[n]:
+            stopped[n] = any(path.stops_at(k, e) for _, _, _, e in events[last + 1:] if e["ts"] < end)
+    if not any(cs.paths[p].alive(events, last, binding, k, count, end, stopped[n])
+               for n, (p, k, count, _) in enumerate(states)):
         return  # dead before the window closed
     row = {name: fn(binding) for name, fn in cs.outputs}
-    row[TIMEOUT_STEP] = cs.vars[k]
+    row[TIMEOUT_STEP] = cs.paths[states[0][0]].vars[states[0][1]]  # the last bound step's (one in every path)
     rows.append({name: None if v is LACKING else v for name, v in row.items()})
