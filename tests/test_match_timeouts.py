@@ -508,6 +508,8 @@ LINKS_QUERY = ("PATTERN SEQ(A a, NEXT B{1,3} b[] UNTIL (b.x > 2), C c) WHERE [id
 OPTIONAL_QUERY = ("PATTERN SEQ(A a, B* b[], C? c, B d) USING {} WITHIN 6 "
                   "RETURN a.ts, a.id, count(b[].ts) AS n, c.ts, d.ts")
 NEGATION_QUERY = "PATTERN SEQ(A a, !(C n), B b, C c) WHERE [id] AND n.x = a.x WITHIN 6 RETURN a.ts, a.id, b.ts, c.ts"
+OR_QUERY = ("PATTERN SEQ(A a, B b OR C c, B d) OR SEQ(C e, A f) WHERE [id] WITHIN 6 "
+            "RETURN a.ts, a.id, b.ts, c.ts, d.ts, e.ts")
 SCHEMA = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
 
 
@@ -538,7 +540,7 @@ def test_batch_timeouts_dataframe_equals_the_oracle(spark):
     for text, events in ((QUERY, ties), (QUERY.replace(" WHERE ", " USING skip_till_next_match WHERE "), distinct),
                          (KLEENE_QUERY, kleene), (LINKS_QUERY, links),
                          (OPTIONAL_QUERY.format("strict_contiguity"), sparse_events(45, seed=5)),
-                         (NEGATION_QUERY, links)):
+                         (NEGATION_QUERY, links), (OR_QUERY, links)):
         q = sparkcep.compile(text)
         result = q.apply(spark.createDataFrame(events, SCHEMA))
         expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
