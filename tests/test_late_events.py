@@ -89,15 +89,21 @@ def call_groups(fn, groups: dict, pdfs: dict, watermark_ms: int):
 
 def stream_rows(text: str, batches: list[list[dict]], lateness: int, early: bool = True) -> list[tuple[int, dict]]:
     """``(micro-batch index, row)`` of every output row of ``text`` over ``batches`` the way a streaming job
-    runs it: per micro-batch, the watermark is the newest ts of the earlier batches minus ``lateness`` (Spark's,
-    in ms of the derived event time), each key with rows or a passed timeout is called; at the end a batch far
-    ahead flushes (index ``len(batches)``).  ``early``: the operator knows the watermark's delay, as on Spark
+    runs it (:func:`operator_rows`).  ``early``: the operator knows the watermark's delay, as on Spark
     (the marker of the event-time column), and so emits what its own rows decide
     (``MatchOperator.batch_watermark``); else it waits for Spark's watermark."""
     q = sparkcep.compile(text)
     op = MatchOperator(q.spec(SCHEMA), SCHEMA, late_rows=True, watermark_delay_ms=lateness if early else None)
+    return operator_rows(op, batches, lateness)
+
+
+def operator_rows(op: MatchOperator, batches: list[list[dict]], lateness: int) -> list[tuple[int, dict]]:
+    """``(micro-batch index, row)`` of every output row of the operator ``op`` (over :data:`SCHEMA`) over
+    ``batches`` the way a streaming job runs it: per micro-batch, the watermark is the newest ts of the earlier
+    batches minus ``lateness`` (Spark's, in ms of the derived event time), each key with rows or a passed timeout
+    is called; at the end a batch far ahead flushes (index ``len(batches)``)."""
     fn = op.stream_function()
-    key = list(op.spec.key)
+    key = list(op.group_cols)
     groups: dict[tuple, tuple] = {}  # key → (stored state, timeout)
     newest, out = None, []
     for index, batch in enumerate([*batches, None]):
