@@ -82,9 +82,13 @@ class CompiledQuery:
     #: SASE++ collapsed output (match queries with one Kleene variable): one row per binding of the other
     #: variables with the Kleene candidates as an array column, instead of one row per subset
     collapsed: bool = False
-    #: hash the partition keys into this many Spark groups, each holding one engine state per key (fewer
-    #: groups, less per-key cost per micro-batch; see docs/architecture.md); None: one Spark group per key.  A
-    #: batch has no groups: there it is the number of partitions (None: spark.sql.shuffle.partitions)
+    #: streaming: hash the partition keys into this many Spark groups, each holding one engine state per key
+    #: (fewer groups, less per-key cost per micro-batch; a query whose explain says ``streaming: columnar
+    #: micro-batches`` runs a bucket's keys at once; see docs/architecture.md); 0: one Spark group per key; None:
+    #: the grouping of the checkpoint given to :meth:`apply` if it holds state, else spark.sql.shuffle.partitions
+    #: buckets where the columnar step streams the query, else one group per key (docs/operations.md,
+    #: "Grouping of a streaming checkpoint").  A batch has no groups: there it is the number of partitions
+    #: (None or 0: spark.sql.shuffle.partitions)
     buckets: int | None = None
     #: the match budget (docs/operations.md): the matches, and partial matches, one partition of a match query
     #: may produce before the run stops with a message naming collapsed output and trend aggregates; None: sized
@@ -199,7 +203,8 @@ class CompiledQuery:
                           ts_kind=ts_kind, name=self.name, shedding=shedding, read_columns=read_columns, needs=needs,
                           timeouts=timeout_spec_of(operator_spec(plan)) is not None)
 
-    def apply(self, df, shedding_training=None, side_channel: bool = False, arrival_col: str | None = None):
+    def apply(self, df, shedding_training=None, side_channel: bool = False, arrival_col: str | None = None,
+              checkpoint: str | None = None):
         """Run on a batch or streaming DataFrame with the type and ts columns and the attributes.
 
         ``arrival_col`` (streaming, any source): the column holding each event's arrival (Spark's rate source:
@@ -216,8 +221,11 @@ class CompiledQuery:
         Streaming: an event-time watermark on every event of ``df``, before the query's filter, so that any
         event moves event time (allowed lateness ``self.lateness``; on a timestamp copy of ``ts``, where 1 unit
         of numeric ts is 1 ms; see :func:`~sparkcep.spark.adapters.watermarked`), and
-        ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
-        with a checkpoint.
+        ``applyInPandasWithState`` with event-time timeouts, grouped by key or by the key hashed into
+        :attr:`buckets` (by default where the columnar step streams the query); write the result in append
+        mode with a checkpoint.  ``checkpoint`` (streaming): the checkpoint the result will be written with; if
+        it holds state, the query resumes with the grouping it was made with, and :attr:`buckets` asking for
+        another one is refused with a message.
 
         The result of a match query carries ``result.timeouts``: the DataFrame of its timed-out partial matches
         (the result's columns and ``timeout_step``; streaming: a second stateful query to start, with its own
@@ -265,7 +273,8 @@ class CompiledQuery:
         timeout_spec = timeout_spec_of(spec)
         if not streaming:
             return _batch_matches(df, _view_of(df), plan, spec, schema, ts_col=self.ts_col, type_col=self.type_col,
-                                  buckets=self.buckets, timeout_spec=timeout_spec, **self._budget_option(spec))
+                                  buckets=self.buckets or None, timeout_spec=timeout_spec,
+                                  **self._budget_option(spec))
         # the watermark on every event of the source, before the filter: any event moves event time
         events = watermarked(df, self.ts_col, self.lateness, ts_unit=self.ts_unit)
         candidates = df.sparkSession.sql(filter_sql(plan, _view_of(events), schema.fieldNames(), pretty=False,
@@ -283,7 +292,8 @@ class CompiledQuery:
 
             candidates = counted(candidates, "events_relevant")
         result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
-                             buckets=self.buckets, ts_unit=self.ts_unit, **self._budget_option(spec))
+                             buckets=self.buckets, ts_unit=self.ts_unit, checkpoint=checkpoint,
+                             **self._budget_option(spec))
         result.timeouts = None if timeout_spec is None else apply_match(
             uncounted.drop(ARRIVAL_COL), timeout_spec, ts_col=self.ts_col, type_col=self.type_col, buckets=self.buckets,
             ts_unit=self.ts_unit, **self._budget_option(spec))

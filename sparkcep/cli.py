@@ -413,7 +413,9 @@ def cmd_run(args) -> int:
     if q is None:  # every operator of the sharing plan, one result with a "query" column
         result = workload.apply(df, side_channel=args.stream, shedding_training=training)
     else:
-        result = q.apply(df, shedding_training=training, side_channel=args.stream)
+        # a checkpoint holding state resumes with the grouping it was made with (docs/operations.md)
+        result = q.apply(df, shedding_training=training, side_channel=args.stream,
+                         checkpoint=args.checkpoint if args.stream else None)
     shedding = getattr(result, "shedding", None)
     admission = None
     if shedding is not None and os.path.isdir(args.input):  # a followed directory: shed on latency and backlog

@@ -196,10 +196,16 @@ _QUERY_OPERATOR = '''\
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
         timed = with_event_time(candidates, events, TS_COL, keep_late=True, ts_unit=TS_UNIT)
         relevant = counted(timed, "events_relevant")
-        result = grouped(relevant, GROUP).applyInPandasWithState(
-            # a result comes out in the micro-batch that decides it (the watermark's delay: the next watermark)
-            stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True, ts_unit=TS_UNIT,
-                       watermark_delay_ms=watermark_delay(events.schema)),
+        # a result comes out in the micro-batch that decides it (the watermark's delay: the next watermark)
+        operator = MatchOperator(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True,
+                                 ts_unit=TS_UNIT, watermark_delay_ms=watermark_delay(events.schema))
+        # Spark groups by GROUP hashed into buckets (spark.sql.shuffle.partitions of them where the plan's
+        # "streaming:" line says columnar micro-batches: a bucket's keys at once), else by GROUP; a checkpoint
+        # holding state keeps the grouping it was made with
+        buckets = stream_buckets(operator, spark, checkpoint=args.checkpoint)
+        operator = operator if buckets is None else operator.with_buckets(buckets)
+        result = operator.grouped(relevant).applyInPandasWithState(
+            operator.stream_function(),
             outputStructType=with_side_columns(out_schema),
             stateStructType=STATE_SCHEMA,
             outputMode="append",
@@ -286,7 +292,7 @@ _QUERY_IMPORTS = {
     'sparkcep.spark.late': ['with_side_columns'],
     'sparkcep.spark.schema': ['STATE_SCHEMA', 'load_spec', 'output_schema', 'watermark_delay'],
     'sparkcep.spark.adapters': ['batch_matches', 'watermarked', 'with_event_time'],
-    'sparkcep.spark.operator': ['grouped', 'stream_udf'],
+    'sparkcep.spark.operator': ['MatchOperator', 'stream_buckets'],
     'sparkcep.ir.spec': ['with_default_outputs'],
 }
 
