@@ -167,7 +167,8 @@ def test_explain_says_the_parallelism_of_a_query_without_key():
     ranged = sparkcep.compile(SPLITTABLE[0]).explain()
     assert "parallelism (no key): batch in time ranges of" in ranged
     assert "when Spark estimates the input at spark.sparkcep.keylessRangeMinBytes (16 MiB) or more" in ranged
-    assert "streaming: 1 partition (time ranges are batch only)" in ranged
+    assert ("streaming: 1 partition (time ranges are batch only: not built for streams, whose stateful grouping is "
+            "part of the checkpoint;") in ranged
     contiguous = sparkcep.compile(CONTIGUOUS[0]).explain()
     assert "parallelism (no key): batch in time ranges of" in contiguous
     one = sparkcep.compile("PATTERN SEQ(!(B b), A a, C c) WITHIN 5").explain()

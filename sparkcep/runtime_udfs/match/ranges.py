@@ -84,7 +84,9 @@ def parallelism(spec: object) -> str:
                 "overlapping by the window, dealt over the shuffle partitions, each match reported by the range "
                 "owning its first event, when Spark estimates the input at spark.sparkcep.keylessRangeMinBytes (16 "
                 "MiB) or more, else 1 partition (spark.sparkcep.keylessRanges=true or false: always or never); "
-                "streaming: 1 partition (time ranges are batch only)")
+                "streaming: 1 partition (time ranges are batch only: not built for streams, whose stateful grouping "
+                "is part of the checkpoint; a micro-batch spanning less than a range, 16 windows, would fill one or "
+                "two ranges anyway)")
     return f"parallelism 1 (no key): {why}"
 
 
