@@ -46,7 +46,7 @@ import sqlglot
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.serde import from_data, to_data
@@ -57,7 +57,7 @@ from sparkcep.spark.adapters import batch_input, shuffle_partitions, unread_colu
 from sparkcep.spark.arrow import _session_timezone, by_id, gathered
 from sparkcep.spark.operator import MatchOperator
 from sparkcep.spark.schema import EVENT_TIME, STATE_SCHEMA, load_spec, watermark_delay
-from sparkcep.spark.validate import quoted
+from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL, quoted
 
 __all__ = ["QUERY", "apply_workload", "load_workload", "workload_data"]
 
@@ -101,6 +101,8 @@ class _Branch:
         self.name, self.columns = name, list(columns)
         self.group_cols = list(op.group_cols)
         self.fields = list(op.output_schema.fields)
+        #: the rows carry their arrival: the results come out stamped with it (RESULT_ARRIVAL)
+        self.arrival = op.arrival
         #: batch: the operator, whose ``run_table`` runs this branch's part of a partition
         self.op = None if streaming else op
         self.stream = op.stream_function() if streaming else None
@@ -116,8 +118,11 @@ def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
     streaming = events.isStreaming
     # each operator emits what its micro-batch decides by the watermark's delay (MatchOperator.batch_watermark)
     delay = watermark_delay(events.schema)
+    # a stream's arrival rides along to every operator, which stamps its results with it (RESULT_ARRIVAL)
+    carried = streaming and ARRIVAL_COL in events.columns
+    attributes = [c for c in events.columns if c != ARRIVAL_COL]
     for spec in shared:
-        unread = set(unread_columns(spec, events.columns, ts_col, type_col))
+        unread = set(unread_columns(spec, events.columns, ts_col, type_col)) - ({ARRIVAL_COL} if carried else set())
         columns = [c for c in events.columns if c not in unread]
         read = StructType([events.schema[c] for c in columns])
         op = MatchOperator(spec, read, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit,
@@ -130,8 +135,9 @@ def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
         out.append((_Branch(None, op, columns, streaming), events.where(F.col(type_col).isin(types)).select(*columns),
                     selection))
     for entry in alone:
-        candidates = events.sparkSession.sql(entry["filter_sql"])
-        spec = with_default_outputs(entry["spec"], events.columns)  # without RETURN: every attribute
+        sql = _carrying(entry["filter_sql"], ARRIVAL_COL) if carried else entry["filter_sql"]
+        candidates = events.sparkSession.sql(sql)
+        spec = with_default_outputs(entry["spec"], attributes)  # without RETURN: every attribute
         schema = candidates.schema
         if not streaming:
             candidates, schema = batch_input(candidates, spec, schema, ts_col, type_col)
@@ -140,9 +146,23 @@ def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
             schema = StructType([f for f in schema.fields if f.name != EVENT_TIME])
         op = MatchOperator(spec, schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit,
                            watermark_delay_ms=delay)
-        selection = _selection(entry["filter_sql"]) if streaming else None
+        selection = _selection(sql) if streaming else None
         out.append((_Branch(entry["name"], op, schema.names, streaming), candidates, selection))
     return out
+
+
+def _carrying(sql: str, column: str) -> str:
+    """A query's Spark SQL filter over ``events`` with ``column`` of ``events`` passed through (added to the
+    items of its innermost ``SELECT ... FROM events``, unless that selects ``*``): the sqlglot tree, rewritten."""
+    exp = sqlglot.exp
+    tree = sqlglot.parse_one(sql, read="spark")
+    for select in tree.find_all(exp.Select):
+        source = select.args.get("from_")
+        if (source is not None and isinstance(source.this, exp.Table) and source.this.name == "events"
+                and not any(isinstance(e, exp.Star) for e in select.expressions)
+                and column not in {e.alias_or_name for e in select.expressions}):
+            select.append("expressions", exp.column(column, quoted=True))
+    return tree.sql(dialect="spark")
 
 
 def _selection(sql: str) -> tuple[str | None, list[tuple[str, str]]] | None:
@@ -288,6 +308,8 @@ def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col:
                                f"{f.dataType.simpleString()} in {b.name or 'a shared operator'}: give one of them "
                                "another name (AS ...)")
     schema = StructType([f if f is not None else StructField(QUERY, StringType()) for f in fields.values()])
+    if any(b.arrival for b in branches):  # each result with the arrival of its events, as a single query's
+        schema = StructType([*schema.fields, StructField(RESULT_ARRIVAL, LongType(), True)])
     tagged = _one_pass(events, pairs) if streaming else None
     if tagged is not None:  # each operator's grouping values, by its branch
         group = F.lit("")
