@@ -179,16 +179,23 @@ def test_without_the_clause_nothing_changes():
     ("PATTERN SEQ(A a, B+? b[]) WITHIN 5", "reluctant quantifier"),
     ("PATTERN SEQ(!(C c), A a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation before the first"),
     ("PATTERN SEQ(A a, B b, !(C c)) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation after the last"),
-    ("PATTERN SEQ(A a, !(C c), B? b, D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "optional b"),
+    ("PATTERN SEQ(A a, !(C c), B? b, !(E e), D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "two negations"),
     ("PATTERN SEQ(A a, !(SEQ(C c, D d)), B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation must be of one"),
     ("PATTERN SEQ(A a, !(C c), B b) WHERE c.x = b.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "not b"),
     ("PATTERN SEQ(A a, !(C c), !(D d), B b) WHERE c.x = d.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
      "relating the negated"),
-    ("PATTERN SEQ(A a, B b OR C c, D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "OR inside a SEQ"),
+    ("PATTERN SEQ(A a, B b OR (SEQ(C c, D d))+, E e) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
+     "alternative of an OR inside a SEQ"),
+    ("PATTERN SEQ(A a, B? b OR C c, D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "not the optional b"),
+    ("PATTERN SEQ(A a, B b OR C c, D d) WHERE c.x > a.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
+     "one of an OR alternative"),
     ("PATTERN SEQ(A a, B b) OR SEQ(A c, C d) WHERE d.x > a.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
      "two OR alternatives"),
     ("PATTERN SEQ(A a, B b) OR SEQ(C c, D d) WITHIN 5 AFTER MATCH SKIP TO FIRST c", "endless loop"),
-    ("PATTERN SEQ(A a, (SEQ(B b, C c))+) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "repeated group"),
+    ("PATTERN SEQ(A a, (SEQ(B b, C+ c[]))+) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "a SEQ of events"),
+    ("PATTERN SEQ(A a, (SEQ(B b, C c))+) WHERE b[i].x > b[i-1].x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
+     "not adjacent"),
+    ("PATTERN SEQ((SEQ(A a, B b))*, C c) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "first component"),
     ("PATTERN SEQ(A? a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "first component"),
     ("PATTERN SEQ(A a, B b) USING strict_contiguity WHERE [id] WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
      "strict_contiguity"),
@@ -308,6 +315,9 @@ NEGATION_SHAPES = {
     "SEQ(A a, B+ b[], !(C c), A d)": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn, d.ts AS dt",
     "SEQ(A a, B? q, !(C c), B b)": "a.ts AS at, q.ts AS qt, b.ts AS bt",
     "SEQ(A a, C{1,2} p[], !(B c), C b)": "a.ts AS at, count(p[].ts) AS pn, b.ts AS bt",
+    # before an optional component: the interval ends at the match's next event, whichever it is
+    "SEQ(A a, !(C c), B? b, A d)": "a.ts AS at, b.ts AS bt, d.ts AS dt",
+    "SEQ(A a, !(B c), C* q[], A b)": "a.ts AS at, count(q[].ts) AS qn, b.ts AS bt",
     # a nested SEQ is its items in its place
     "SEQ(A a, SEQ(B b, !(C c), A d))": "a.ts AS at, b.ts AS bt, d.ts AS dt",
 }
@@ -331,6 +341,30 @@ NEXT_SHAPES = {
     "SEQ(A a, NEXT !(B n), !(C m), B b)": "a.ts AS at, b.ts AS bt",
     "SEQ(A a, NEXT SEQ(B b, C c), A e)": "a.ts AS at, b.ts AS bt, c.ts AS ct, e.ts AS et",
 }
+#: repeated groups of events (greedy, reluctant, bounded; first, last, after a negation, written NEXT): a group's
+#: variables are lists, the preferment ranks another iteration before leaving the group when greedy
+GROUP_SHAPES = {
+    "SEQ(A a, (SEQ(B b, C c))+, A d)": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn, c[c.len].ts AS cn, d.ts AS dt",
+    "SEQ(A a, (SEQ(B b, C c))*, B d)": "a.ts AS at, count(b[].ts) AS bn, c[c.len].ts AS cn, d.ts AS dt",
+    "SEQ(A a, (SEQ(C b, B c)){1,2}, A d)": "a.ts AS at, b[1].ts AS b1, count(c[].ts) AS cn, d.ts AS dt",
+    "SEQ((SEQ(A b, B c)){2,}, C d)": "b[1].ts AS b1, count(b[].ts) AS bn, d.ts AS dt",
+    "SEQ(A a, (SEQ(B b, NEXT C c))+)": "a.ts AS at, b[1].ts AS b1, count(c[].ts) AS cn, c[c.len].ts AS cl",
+    "SEQ(A a, !(C n), (SEQ(B b, A c))+, B d)": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn, d.ts AS dt",
+    "SEQ(A a, NEXT (SEQ(B b, C c)){1,3}, A d)": "a.ts AS at, count(b[].ts) AS bn, d.ts AS dt",
+}
+GROUP_CONDITIONS = ["[id]", "[id]", "b.x >= a.x", "c.x != a.x", "d.x != a.x", "d.x > b[1].x", "n.x = a.x",
+                    "c[i].x > 0"]
+#: an OR inside a SEQ (its alternatives sequences of events and Kleene events, the left one preferred)
+CHOICE_SHAPES = {
+    "SEQ(A a, B b OR C c, A d)": "a.ts AS at, b.ts AS bt, c.ts AS ct, d.ts AS dt",
+    "SEQ(A a, B+ b[] OR SEQ(C c, B e), C d)": "a.ts AS at, count(b[].ts) AS bn, c.ts AS ct, e.ts AS et, d.ts AS dt",
+    "SEQ(A a, SEQ(C c, B? e) OR B{1,2} b[])": "a.ts AS at, c.ts AS ct, e.ts AS et, b[1].ts AS b1, count(b[].ts) AS bn",
+    "SEQ(B b OR SEQ(C c, A e), A d)": "b.ts AS bt, c.ts AS ct, e.ts AS et, d.ts AS dt",
+    "SEQ(A a, !(B n), C* e[], C c OR A b)": "a.ts AS at, count(e[].ts) AS en, c.ts AS ct, b.ts AS bt",
+    "SEQ(A a, NEXT (B b OR C c), A d)": "a.ts AS at, b.ts AS bt, c.ts AS ct, d.ts AS dt",
+}
+CHOICE_CONDITIONS = ["[id]", "[id]", "d.x != a.x", "b[i].x >= b[i-1].x", "e.x > c.x", "d.x > c.x", "n.x = a.x",
+                     "b.x = 1"]
 NEXT_CONDITIONS = ["[id]", "[id]", "b.x != a.x", "b[i].x >= b[i-1].x", "c.x > a.x", "e.x >= a.x", "c.x = 0",
                    "d[i].x >= f.x", "g.x != f.x", "n.x = a.x",
                    "n.x > 0", "m.x != a.x"]
@@ -341,8 +375,10 @@ OR_CONDITIONS = ["[id]", "[id]", "d.x > c.x", "d[i].x >= c.x", "a[i].x >= a[i-1]
 
 
 @pytest.mark.parametrize(("shapes", "conditions"), [(NEGATION_SHAPES, NEGATION_CONDITIONS),
-                                                     (OR_SHAPES, OR_CONDITIONS), (NEXT_SHAPES, NEXT_CONDITIONS)],
-                         ids=["negation", "or", "next"])
+                                                     (OR_SHAPES, OR_CONDITIONS), (NEXT_SHAPES, NEXT_CONDITIONS),
+                                                     (GROUP_SHAPES, GROUP_CONDITIONS),
+                                                     (CHOICE_SHAPES, CHOICE_CONDITIONS)],
+                         ids=["negation", "or", "next", "group", "choice"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data(), evs=streams())
 def test_negation_and_or_engine_equals_oracle(shapes, conditions, data, evs):
@@ -359,8 +395,14 @@ def test_negation_and_or_engine_equals_oracle(shapes, conditions, data, evs):
     if data.draw(st.booleans()):  # reluctant loops
         for loop in ("+ b[]", "} b[]", "* q[]", "} a[]", "+ d[]", "* e[]"):
             text = text.replace(loop, loop[0] + "?" + loop[1:])
-    evs = in_engine_order(text, evs)
-    got = engine_rows(text, evs)
+        text = re.sub(r"(\)\)(?:[+*]|\{[\d,]+\}))", r"\1?", text)  # and groups
+    try:
+        evs = in_engine_order(text, evs)
+        got = engine_rows(text, evs)
+    except CEPSemanticError as e:  # refused for this shape and strategy (checked in test_refused_with_the_reason)
+        if "condition" not in str(e) and "endless loop" not in str(e):
+            raise
+        assume(False)
     assert _sorted(got) == _sorted(match_rows(parse_query(text), evs)), text
 
 
@@ -374,6 +416,10 @@ UNTIL_SHAPES = {
                                                           "c.ts AS ct",
     "SEQ(A a, C+ e[], B{q} b[] UNTIL{any} (b.x > {k}))": "a.ts AS at, count(e[].ts) AS en, b[1].ts AS b1, "
                                                         "count(b[].ts) AS bn",
+    # a repeated group: no stop event among its events nor skipped between its first and last
+    "SEQ(A a, (SEQ(B b, D e)){q} UNTIL{any} (b.x > {k}), C c)": "a.ts AS at, b[1].ts AS b1, count(b[].ts) AS bn, "
+                                                                "c.ts AS ct",
+    "SEQ(A a, (SEQ(D e, B b)){q} UNTIL{any} (b.x > {k}))": "a.ts AS at, count(b[].ts) AS bn, b[b.len].ts AS bl",
 }
 
 
@@ -415,8 +461,8 @@ def test_until_engine_equals_oracle(shape, q, any_, strategy, where, skip, evs):
     pattern = shape.replace("{q}", q).replace("{any}", any_).replace("{k}", "1")
     if " c" not in pattern:
         assume("c." not in where and skip != "TO FIRST c")
-    if pattern.startswith("SEQ(B") and "a." in where:
-        where = "[id]"
+    if pattern.startswith("SEQ(B") and "a." in where or "(SEQ(" in pattern and "b[i-1]" in where:
+        where = "[id]"  # b[i-1] of a group's variable is refused (its iterations' events are not adjacent)
     # refused whatever the stop condition: an optional first component, or one after a negation or NEXT
     assume(not (q.startswith("*") and ("SEQ(B" in pattern or "!(C n)" in pattern or "NEXT" in pattern)))
     text = f"PATTERN {pattern} {strategy} WHERE {where} WITHIN 8 AFTER MATCH SKIP {skip} RETURN {UNTIL_SHAPES[shape]}"
