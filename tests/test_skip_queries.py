@@ -272,6 +272,22 @@ def streams(draw):
     return out
 
 
+@st.composite
+def motif_streams(draw, motif: str):
+    """One key, mostly a time step apart: the pattern's types in its order, repeated (``motif``), each event the
+    motif's next type or (less often) any, so that a group's second iteration, a loop's events around a negated or
+    stop event and both alternatives of an OR often fit in one window (the random streams rarely hold them)."""
+    out, ts, k = [], 0, 0
+    for _ in range(draw(st.integers(4, 12))):
+        ts += draw(st.sampled_from([0, 1, 1, 1]))
+        if draw(st.integers(0, 2)):
+            t, k = motif[k % len(motif)], k + 1
+        else:
+            t = draw(st.sampled_from("ABC"))
+        out.append({"type": t, "ts": ts, "id": 1, "x": draw(st.integers(0, 2))})
+    return out
+
+
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(queries(), streams())
 def test_engine_equals_oracle(text, evs):
@@ -380,18 +396,19 @@ OR_CONDITIONS = ["[id]", "[id]", "d.x > c.x", "d[i].x >= c.x", "a[i].x >= a[i-1]
                                                      (CHOICE_SHAPES, CHOICE_CONDITIONS)],
                          ids=["negation", "or", "next", "group", "choice"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(data=st.data(), evs=streams())
-def test_negation_and_or_engine_equals_oracle(shapes, conditions, data, evs):
+@given(data=st.data())
+def test_negation_and_or_engine_equals_oracle(shapes, conditions, data):
     """A negated event between two components: the MATCH_RECOGNIZE statement's skipped rows it forbids must lie at
     the time of the next event taken (§4: strictly between); an OR of patterns: the alternation of theirs; a NEXT
     component: no skipped row before its first event; equal to the oracle's strategy matches + preferment + skip."""
     strategy = data.draw(st.sampled_from(["skip_till_any_match", "skip_till_next_match", "partition_contiguity"]))
-    text = data.draw(shape_queries(list(shapes), conditions, strategy, max_conditions=3, windows=(2, 10)))
+    text = data.draw(shape_queries(list(shapes), conditions, strategy, max_conditions=3, windows=(2, 12)))
     pattern = text.split(" USING ")[0][len("PATTERN "):]
     present = [v for v in "bd" if re.search(rf" {v}(\[\])?[,)]", pattern)]
     skip = data.draw(st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT", *(f"TO {k} {v}" for v in present
                                                                            for k in ("FIRST", "LAST"))]))
     text += f" AFTER MATCH SKIP {skip} RETURN {shapes[pattern]}"
+    evs = data.draw(st.one_of(streams(), motif_streams("".join(re.findall(r"\b([ABC])\b", pattern)))))
     if data.draw(st.booleans()):  # reluctant loops
         for loop in ("+ b[]", "} b[]", "* q[]", "} a[]", "+ d[]", "* e[]"):
             text = text.replace(loop, loop[0] + "?" + loop[1:])
@@ -528,6 +545,42 @@ def test_an_or_prefers_its_left_alternative():
     assert engine_rows(text, evs) == want
     right = text.replace("SEQ(A a, B b) OR SEQ(A c, C+ d[])", "SEQ(A c, C+ d[]) OR SEQ(A a, B b)")
     assert engine_rows(right, evs) == match_rows(parse_query(right), evs) == [{"a": None, "b": None, "c": 1, "n": 2}]
+
+
+def _events_x(text: str) -> list[dict]:
+    """``"A1 B3:2"``: events of type A at ts 1 (x = 0), B at ts 3 with x = 2, all of key 1."""
+    out = []
+    for w in text.split():
+        ts, _, x = w[1:].partition(":")
+        out.append({"type": w[0], "ts": int(ts), "id": 1, "x": int(x or 0)})
+    return out
+
+
+@pytest.mark.parametrize(("query", "stream", "want"), [
+    # the docs' example: the greedy group skips D6 and A7 for a third iteration; reluctant: one per match
+    ("SEQ(A a, (SEQ(B b, C c))+, D d)", "A1 B2 C3 B4 C5 D6 A7 B8 C9 D10", [(1, 3, 10)]),
+    ("SEQ(A a, (SEQ(B b, C c))+?, D d)", "A1 B2 C3 B4 C5 D6 A7 B8 C9 D10", [(1, 1, 6), (7, 1, 10)]),
+    # skip_till_next_match: after two iterations (the bound) B6 cannot start a third, so it may be skipped
+    ("SEQ(A a, (SEQ(B b, C c)){1,2}, A d) USING skip_till_next_match", "A1 B2 C3 B4 C5 B6 A7", [(1, 2, 7)]),
+    # UNTIL on a group: the stop B3 may be neither taken nor skipped inside the group (without it: B3 D5)
+    ("SEQ(A a, (SEQ(B b, D c))+ UNTIL (b.x > 1), A d)", "A0 B1 D2 B3:2 B4 D5 A6", [(0, 1, 6)]),
+    ("SEQ(A a, (SEQ(B b, D c))+, A d)", "A0 B1 D2 B3:2 B4 D5 A6", [(0, 2, 6)]),
+    # an OR inside a SEQ: the alternative is the move, B3 (left) is preferred to the earlier C2 (n: c.ts)
+    ("SEQ(A a, B b OR C c, A d)", "A1 C2 B3 A4", [(1, None, 4)]),
+    # a negation before an optional component: C3 lies after the match took B2 (allowed); C6 between A5 and D7
+    # (n: b.ts)
+    ("SEQ(A a, !(C n), B? b, D d)", "A1 B2 C3 D4 A5 C6 D7", [(1, 2, 4)]),
+])
+def test_groups_ors_and_negations_before_optional_components(query, stream, want):
+    """Worked examples of each new shape (docs/language.md §10), each against the oracle and the engine."""
+    pattern, _, using = query.partition(" USING ")
+    counted = "count(b[].ts)" if "(SEQ(B b" in pattern else "c.ts" if " OR " in pattern else "b.ts"
+    text = (f"PATTERN {pattern} {('USING ' + using) if using else ''} WHERE [id] WITHIN 20 AFTER MATCH SKIP PAST LAST "
+            f"EVENT RETURN a.ts AS a, {counted} AS n, d.ts AS d")
+    evs = in_engine_order(text, _events_x(stream))
+    rows = [{"a": a, "n": n, "d": d} for a, n, d in want]
+    assert match_rows(parse_query(text), evs) == rows, text
+    assert engine_rows(text, evs) == rows, text
 
 
 def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():

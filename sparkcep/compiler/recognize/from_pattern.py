@@ -39,13 +39,21 @@ its engine:
   ``skip_till_next_match``;
 * ``SEQ(A a, NEXT !(C c), B b)`` (notNext): every DEFINE requires that its row, if right after ``a``'s event
   (``PREV(CLASSIFIER())`` one of ``a``'s names), is not a ``c`` (its type, constant equivalence tests, conditions);
+* a repeated group of events ``(SEQ(B b, C c)){lo,hi}`` is the quantified concatenation of its events' picks
+  (``(<b> <c>)+``); its variables are lists; with ``UNTIL`` the rows skipped after its first event are its own
+  ``_until_b*`` (no stop event); an OR inside a SEQ is the alternation of its alternatives' picks, each with its
+  own filler before its first event (the alternative is the move, ranked before the event); a negation before an
+  optional component or an OR forbids rows before each component that may take the match's next event, the check
+  of a later one holding when the match took an optional one in between (``count(q) > 0``);
+* under skip_till_next_match the moves after a component's event (another iteration of its loop or group while the
+  count allows, the components that may come next once it allows, :func:`_moves`) tell which rows may be skipped;
 * an OR of such patterns is the alternation of their row patterns (the left one preferred at a start, as
   SQL:2016's ``|``); the skipped rows are shared, their DEFINEs tell the alternative by ``CLASSIFIER(_picked)``;
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
-language to (``OR`` inside a ``SEQ``, repeated groups, negation at the start or end or before an optional component,
-conditions that need the whole match, ...).
+language to (negation at the start or end, groups of more than events, conditions that need the whole match,
+...).
 """
 
 from __future__ import annotations
