@@ -458,7 +458,17 @@ def test_until_takes_no_stop_event_and_skips_none_inside_the_loop():
 
 @st.composite
 def until_streams(draw):
-    """Mostly loop events (B), some of them stops (x = 2), one key, one or two events per time."""
+    """Mostly loop events (B), some of them stops (x = 2), one key, one or two events per time.  Half of them are an
+    A, then a run of B, D and C events, then a C: a loop's events with several later events skipped between them,
+    a stop among them (the MATCH_RECOGNIZE statement's third skipped-row variable, ``_until_b_later``, is reached
+    only after a second later row: the plain random streams hardly ever reach it with a stop)."""
+    if draw(st.booleans()):  # an A, blocks of a loop event, other events, maybe a stop (S), a loop event; a C
+        blocks = draw(st.lists(st.tuples(st.text("DC", max_size=2), st.sampled_from(["S", "S", ""]),
+                                         st.text("D", max_size=1)), min_size=1, max_size=2))
+        tokens = ["A", *(t for noise, stop, more in blocks for t in f"B{noise}{stop}{more}B"), "C"]
+        gaps = draw(st.lists(st.sampled_from([0, 1, 1, 1]), min_size=len(tokens), max_size=len(tokens)))
+        return [{"type": "B" if t == "S" else t, "ts": sum(gaps[:k + 1]), "id": 1,
+                 "x": 2 if t == "S" else draw(st.integers(0, 1 if t == "B" else 2))} for k, t in enumerate(tokens)]
     gaps = draw(st.lists(st.integers(0, 1), max_size=12))  # 0: equal timestamps
     return [{"type": draw(st.sampled_from("ABBBCD")), "ts": sum(gaps[:k + 1]), "id": 1,
              "x": draw(st.integers(0, 2))} for k in range(len(gaps))]
