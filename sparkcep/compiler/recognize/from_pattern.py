@@ -73,6 +73,7 @@ from sparkcep.ir.ast import (
     SKIP_TO_NEXT_EVENT,
     Attr,
     BinOp,
+    Call,
     EventPat,
     Func,
     Kleene,
@@ -116,6 +117,9 @@ PICKED = "_picked"
 #: than the match's previous event); ``ts`` strictly increasing (LANGUAGE.md §1) with DEFINEs that read no
 #: other event of the match, so the engine keeps one partial match per program position
 FIRST, STEP, LATER = "__first", "__step", "__later"
+
+#: the scalar functions the MATCH_RECOGNIZE engine evaluates (a WHERE condition runs there as a DEFINE)
+_FUNCTIONS = ("abs", "if", "coalesce", "greatest", "least")
 
 _SKIP_KINDS = {SKIP_PAST_LAST_EVENT: rx.SKIP_PAST_LAST_ROW, SKIP_TO_NEXT_EVENT: rx.SKIP_TO_NEXT_ROW,
                SKIP_TO_FIRST: rx.SKIP_TO_FIRST, SKIP_TO_LAST: rx.SKIP_TO_LAST}
@@ -397,6 +401,10 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
     for p in r.predicates:
         if p.kind == "equivalence":
             continue
+        for n in walk(p.expr):
+            if isinstance(n, Call) and (n.name not in _FUNCTIONS or n.type is not None):
+                _refuse(f"with AFTER MATCH SKIP a condition runs as a MATCH_RECOGNIZE DEFINE, which evaluates "
+                        f"{', '.join(f'{f}()' for f in _FUNCTIONS)} and operators, not {n.name}()", n, source)
         own = [(b, negs) for b, negs in alternatives if set(p.vars) <= {v.var for v in (*b, *negs)}]
         if not own:
             _refuse("with AFTER MATCH SKIP a condition relating variables of two OR alternatives is not supported "
@@ -491,6 +499,8 @@ def _expr(e, by_var: dict[str, Component], row: str | None = None):
     variable whose DEFINE this is, read by the filler's DEFINE instead (its current row is then the filler's,
     and ``row``'s rows so far are all before it)."""
     def fn(n):
+        if isinstance(n, Call):  # a scalar function the engine evaluates (check_skip_query refuses the others)
+            return Func(n.name, n.args, span=n.span)
         if isinstance(n, Func) and n.name in AGGREGATES and len(n.args) == 1 and isinstance(n.args[0], rx.Agg):
             return rx.Agg(n.name, n.args[0].arg, n.args[0].var, None, n.span)
         if not isinstance(n, Attr) or n.var not in by_var:
