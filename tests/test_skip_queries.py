@@ -198,6 +198,7 @@ def test_without_the_clause_nothing_changes():
     ("PATTERN SEQ((SEQ(A a, B b))*, C c) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "first component"),
     ("PATTERN SEQ(A? a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "first component"),
     ("PATTERN SEQ(A a, B b) WHERE length(b.type) > a.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "not length()"),
+    ("PATTERN SEQ(A a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT RETURN upper(b.type)", "not upper()"),
     ("PATTERN SEQ(A a, B b) USING strict_contiguity WHERE [id] WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
      "strict_contiguity"),
     ("PATTERN SEQ(A a, B b) WITHIN 5 AFTER MATCH SKIP TO LAST c", "no such variable"),
@@ -601,6 +602,8 @@ def test_scalar_functions_over_several_events_run_as_defines():
             "AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts AS a, count(b[].ts) AS n, c.ts AS c")
     evs = _events_x("A1 B2:3 B3:1 C4:2 A5 B6:2 C7:1 A8 B9 C10:3")
     assert engine_rows(text, evs) == match_rows(parse_query(text), evs) == [{"a": 1, "n": 2, "c": 10}]
+    measure = text.replace("count(b[].ts) AS n", "abs(c.x - a.x) AS n")  # and as a MEASURE
+    assert engine_rows(measure, evs) == match_rows(parse_query(measure), evs) == [{"a": 1, "n": 3, "c": 10}]
 
 
 def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():

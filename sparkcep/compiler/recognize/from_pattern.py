@@ -398,13 +398,15 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
             _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own "
                     "start event (an endless loop, an error in SQL:2016): skip to a variable that comes later in "
                     "the pattern", query.skip, source)
+    for e in [p.expr for p in r.predicates if p.kind != "equivalence"] + [i.expr for i in r.returns or ()]:
+        for n in walk(e):
+            if isinstance(n, Call) and (n.name not in _FUNCTIONS or n.type is not None):
+                _refuse(f"with AFTER MATCH SKIP conditions and RETURN items run as MATCH_RECOGNIZE DEFINEs and "
+                        f"MEASURES, which evaluate {', '.join(f'{f}()' for f in _FUNCTIONS)} and operators, not "
+                        f"{n.name}()", n, source)
     for p in r.predicates:
         if p.kind == "equivalence":
             continue
-        for n in walk(p.expr):
-            if isinstance(n, Call) and (n.name not in _FUNCTIONS or n.type is not None):
-                _refuse(f"with AFTER MATCH SKIP a condition runs as a MATCH_RECOGNIZE DEFINE, which evaluates "
-                        f"{', '.join(f'{f}()' for f in _FUNCTIONS)} and operators, not {n.name}()", n, source)
         own = [(b, negs) for b, negs in alternatives if set(p.vars) <= {v.var for v in (*b, *negs)}]
         if not own:
             _refuse("with AFTER MATCH SKIP a condition relating variables of two OR alternatives is not supported "
