@@ -1,26 +1,38 @@
-"""A keyless match query on Spark: one shuffle partition (the former path) against time ranges on two.
+"""Keyless match queries on Spark: one shuffle partition (the former path) against time ranges on two.
 
 A query without an equivalence key has nothing to partition by; the batch path splits its input into time ranges
 that overlap by the window (``runtime_udfs/match/ranges.py``: ranges of ``spark.sparkcep.keylessRangeWindows``
-windows, 16 by default, dealt round robin over the shuffle partitions).  This script times the
-gSPICE-like keyless query ``SEQ(A a, B b, C c) WHERE a.x < c.x WITHIN --window`` over a generated Parquet file of
-``--rows`` events (ts 0, 1, 2, ..., ``--types`` types uniform, of which A, B and C are in the query, x uniform
-in 0..9) on Spark ``local[2]`` in one session,
-with ``spark.sparkcep.keylessRanges=true`` (the time ranges are opt-in) and ``spark.sql.shuffle.partitions`` = 1
-(the whole input in one task: one core) and = 2 (the time ranges on two partitions, one per core): wall-clock
-medians of ``--repeat`` alternating runs after a warm-up of each, both counting the same matches (checked), and
-prints both times and the ratio (the issue's goal: >= 1.7x on 2 cores, quiet).
+windows, 16 by default, dealt round robin over the shuffle partitions).  This script times keyless queries
+(``--queries``) over generated Parquet files of each of ``--sizes`` events on Spark ``local[2]`` in one session:
 
-    python bench/keyless_parallel.py [--rows 1000000] [--window 100] [--types 20] [--repeat 3] [--cpu]
-                                      [--range-windows 16]
+``q1``          gSPICE's Q1 shape, ``SEQ(A a, B b, C c) WHERE a.x < c.x WITHIN --window``: ts 0, 1, 2, ... (a
+                window of W ts units holds W events), ``--types`` types uniform of which A, B and C are in the
+                query, x uniform in 0..9;
+``healthcare``  SASE's healthcare query, ``SEQ(MEDICINE-TAKEN x, MEDICINE-TAKEN y) WHERE [name = 'John'] AND
+                [medicine = 'Antibiotics'] AND x.amount + y.amount > 1000 WITHIN 4 hours``: one event a second
+                (ts in ms), 5 types, 10 names, 4 medicines, amount uniform in 0..999 (1 event in 200 is a
+                candidate: the scan and filter, not the engine, are most of its work).
 
-``--cpu`` adds the CPU time (user + system) of the whole Spark process tree (driver, JVM, Python workers; from
+(gSPICE's Q2, an ``OR`` of two sequences, does not start with one positive event: it runs in one partition and is
+not timed here.)  Each query runs with ``spark.sparkcep.keylessRanges=false`` and ``spark.sql.shuffle.partitions``
+= 1 (the whole input after the filter in one task: one core) and with ``keylessRanges=true`` and 2 shuffle partitions
+(the time ranges on two partitions, one per core): wall-clock medians of ``--repeat`` alternating runs after a
+warm-up of each, both counting the same matches (checked); the ratio is the issue's goal (>= 1.7x on 2 cores,
+quiet).  The files are written in row groups of ``--row-group`` rows, so that Spark scans them on both cores in
+both runs, as it does any input of more than one row group: only the part after the filter differs.  The
+``default`` column is what ``keylessRanges`` unset (``auto``) picks for that input, from its estimated size
+(``spark.sparkcep.keylessRangeMinBytes``).
+
+    python bench/keyless_parallel.py [--sizes 1000000,10000000] [--queries q1,healthcare] [--window 100]
+                                      [--types 20] [--repeat 3] [--range-windows 16] [--breakdown]
+
+Each row gives the CPU time (user + system) of the whole Spark process tree (driver, JVM, Python workers; from
 ``/proc``, Linux) of the same timed runs, medians of ``--repeat``: unlike wall-clock time on a machine shared with
 other jobs, it does not depend on the load (two partitions can only be faster if they do not cost much more CPU).
 
 ``--breakdown`` adds where the two-partition time goes (medians of ``--repeat`` after a warm-up): ``q.apply(df)``
 alone (no Spark job: a range is computed from each row's ts), the count of the DataFrames already built for 1
-and 2 partitions, and a plain count of the file.
+and 2 partitions, and a plain count of the file's candidates.
 
 State the machine and its load next to the figures (the project's reference is a 2-core VM).
 """
@@ -42,41 +54,75 @@ from pattern_matching import _spark_session, measured, walls  # noqa: E402
 import sparkcep  # noqa: E402
 from sparkcep.spark.io import read_events  # noqa: E402
 
+#: the queries (``--queries``): name -> (query text with ``{window}``, compile options)
+QUERIES = {
+    "q1": ("PATTERN SEQ(A a, B b, C c) WHERE a.x < c.x WITHIN {window} RETURN a.ts AS a_ts, c.ts AS c_ts", {}),
+    "healthcare": ("EVENT SEQ(MEDICINE-TAKEN x, MEDICINE-TAKEN y) WHERE [name = 'John'] AND "
+                   "[medicine = 'Antibiotics'] AND (x.amount + y.amount) > 1000 WITHIN 4 hours "
+                   "RETURN x.ts AS x_ts, y.ts AS y_ts", {"ts_unit": "ms"}),
+}
 
-def query(window: int) -> str:
-    return f"PATTERN SEQ(A a, B b, C c) WHERE a.x < c.x WITHIN {window} RETURN a.ts AS a_ts, c.ts AS c_ts"
+
+def query(window: int, name: str = "q1") -> str:
+    return QUERIES[name][0].format(window=window)
 
 
-def write_events(path: Path, rows: int, kinds: int, seed: int = 18) -> None:
+def write_events(path: Path, rows: int, kinds: int, seed: int = 18, name: str = "q1",
+                 row_group: int = 100_000) -> None:
+    """``rows`` events of query ``name``'s shape in one Parquet file of row groups of ``row_group`` rows."""
     rng = np.random.default_rng(seed)
-    types = np.array([chr(ord("A") + k) for k in range(kinds)])[rng.integers(0, kinds, rows)]
-    pq.write_table(pa.table({"type": types, "ts": np.arange(rows, dtype=np.int64),
-                             "x": rng.integers(0, 10, rows, dtype=np.int64)}), path)
+    if name == "healthcare":
+        kinds_of = np.array(["MEDICINE-TAKEN", "CHECK-IN", "CHECK-OUT", "TEST", "VISIT"])
+        table = pa.table({"type": kinds_of[rng.integers(0, 5, rows)],
+                          "ts": np.arange(rows, dtype=np.int64) * 1000,
+                          "name": np.array(["John", *(f"p{k}" for k in range(9))])[rng.integers(0, 10, rows)],
+                          "medicine": np.array(["Antibiotics", "Insulin", "Aspirin", "Statin"])[
+                              rng.integers(0, 4, rows)],
+                          "amount": rng.integers(0, 1000, rows, dtype=np.int64)})
+    else:
+        types = np.array([chr(ord("A") + k) for k in range(kinds)])[rng.integers(0, kinds, rows)]
+        table = pa.table({"type": types, "ts": np.arange(rows, dtype=np.int64),
+                          "x": rng.integers(0, 10, rows, dtype=np.int64)})
+    pq.write_table(table, path, row_group_size=row_group)
 
 
 def breakdown(spark, q, df, repeat: int) -> None:
     from pyspark.sql import functions as F
 
-    def applied(partitions: int):
+    def applied(partitions: int, ranged: bool):
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
+        spark.conf.set("spark.sparkcep.keylessRanges", str(ranged).lower())
         return q.apply(df)
 
-    built = {p: applied(p) for p in (1, 2)}
-    parts = [("apply() alone, 2 partitions", lambda: applied(2) is not None and 0),
+    built = {p: applied(p, p > 1) for p in (1, 2)}
+    parts = [("apply() alone, 2 partitions", lambda: applied(2, True) is not None and 0),
              ("count of the built DataFrame, 1 partition", built[1].count),
              ("count of the built DataFrame, 2 partitions", built[2].count),
-             ("plain count of the file", lambda: df.where(F.col("type").isin("A", "B", "C")).count())]
+             ("plain count of the file", lambda: df.where(F.col("type").isin("A", "B", "C", "MEDICINE-TAKEN")).count())]
     for (name, _), (median, _, _) in zip(parts, walls([fn for _, fn in parts], repeat), strict=True):
         print(f"  {name}: {median:.2f} s")
 
 
+def ranged_by_default(spark, q, df) -> bool:
+    """Whether ``q.apply(df)`` runs in time ranges with ``keylessRanges`` unset (its plan has the range column;
+    no job runs)."""
+    from sparkcep.spark.adapters import RANGE, RANGES_CONF
+
+    spark.conf.unset(RANGES_CONF)
+    spark.conf.set("spark.sql.shuffle.partitions", 2)
+    return RANGE in q.apply(df)._jdf.queryExecution().optimizedPlan().toString()
+
+
 def main(argv: list[str] | None = None) -> None:
+    import os
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=1_000_000, help="events in the generated file")
-    ap.add_argument("--window", type=int, default=100, help="the query's WITHIN (in ts units)")
+    ap.add_argument("--sizes", default="1000000,10000000", help="events of the generated files, comma-separated")
+    ap.add_argument("--queries", default="q1,healthcare", help=f"comma-separated, of {', '.join(QUERIES)}")
+    ap.add_argument("--window", type=int, default=100, help="q1's WITHIN (in ts units)")
     ap.add_argument("--types", type=int, default=20,
-                    help="event types (3..26; more types: fewer A, B, C per window, fewer matches)")
-    ap.add_argument("--cpu", action="store_true", help="also the CPU time of the Spark process tree per run")
+                    help="q1's event types (3..26; more types: fewer A, B, C per window, fewer matches)")
+    ap.add_argument("--row-group", type=int, default=100_000, help="rows per Parquet row group")
     ap.add_argument("--breakdown", action="store_true", help="also time apply() and the built jobs apart")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each side (median)")
     ap.add_argument("--range-windows", type=float, default=None,
@@ -84,36 +130,45 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     spark = _spark_session()
-    spark.conf.set("spark.sparkcep.keylessRanges", "true")  # the time ranges are opt-in
     if args.range_windows is not None:
         spark.conf.set("spark.sparkcep.keylessRangeWindows", str(args.range_windows))
-    q = sparkcep.compile(query(args.window))
+    rows = []
     with tempfile.TemporaryDirectory(prefix="sparkcep-bench-") as tmp:
-        path = Path(tmp) / "events.parquet"
-        write_events(path, args.rows, args.types)
-        df = read_events(spark, str(path), "parquet", "ts")
+        for name in args.queries.split(","):
+            text, options = QUERIES[name]
+            q = sparkcep.compile(text.format(window=args.window), **options)
+            for n in (int(v) for v in args.sizes.split(",")):
+                path = Path(tmp) / f"{name}-{n}.parquet"
+                write_events(path, n, args.types, name=name, row_group=args.row_group)
+                df = read_events(spark, str(path), "parquet", "ts")
 
-        def on(partitions: int):
-            def run() -> int:
-                spark.conf.set("spark.sql.shuffle.partitions", partitions)
-                return q.apply(df).count()
-            return run
+                def on(partitions: int, q=q, df=df):
+                    def run() -> int:
+                        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+                        spark.conf.set("spark.sparkcep.keylessRanges", str(partitions > 1).lower())
+                        return q.apply(df).count()
+                    return run
 
-        spark.conf.set("spark.sql.shuffle.partitions", 2)
-        print(next((line.strip() for line in q.explain(df.schema).splitlines() if "parallelism (" in line),
-                   "(explain names no parallelism)"))
-        sides = measured([on(1), on(2)], args.repeat)
-        (one, n_one, runs_one), (two, n_two, runs_two) = [(r.median, r.result, r.wall) for r in sides]
-        cpu = [r.median_cpu for r in sides] if args.cpu else None
-        if args.breakdown:
-            breakdown(spark, q, df, args.repeat)
-    assert n_one == n_two, (n_one, n_two)
-    print(f"{query(args.window)}: {args.rows:,} events, {n_one:,} matches, local[2], medians of {args.repeat}")
-    print(f"  1 shuffle partition (one task): {one:.2f} s  (runs {', '.join(f'{t:.2f}' for t in runs_one)})")
-    print(f"  2 shuffle partitions (time ranges): {two:.2f} s  (runs {', '.join(f'{t:.2f}' for t in runs_two)})")
-    if cpu is not None:
-        print(f"  CPU of the process tree per run (median): 1 partition {cpu[0]:.2f} s, 2 partitions {cpu[1]:.2f} s")
-    print(f"  speed-up 1 -> 2 partitions: {one / two:.2f}x  ({args.rows / one:,.0f} -> {args.rows / two:,.0f} ev/s)")
+                one, two = measured([on(1), on(2)], args.repeat)
+                assert one.result == two.result, (one.result, two.result)
+                default = "ranges" if ranged_by_default(spark, q, df) else "1 partition"
+                rows.append((name, n, one.result, one, two, default, os.getloadavg()[0]))
+                print(f"{name} {n:,}: 1 partition {one.median:.2f} s, ranges {two.median:.2f} s, "
+                      f"{one.median / two.median:.2f}x (load {os.getloadavg()[0]:.1f})", flush=True)
+                if args.breakdown:
+                    breakdown(spark, q, df, args.repeat)
+                spark.conf.unset("spark.sparkcep.keylessRanges")
+                path.unlink()
+    print(f"\nKeyless queries, local[2] ({os.cpu_count()} CPUs), medians of {args.repeat} alternating runs after a "
+          f"warm-up; 'CPU': the Spark process tree per run; 'load': 1-minute load average after the row")
+    print(f"{'query':<11} {'events':>11} {'matches':>10} {'1 part. s':>9} {'ranges s':>9} {'speed-up':>8} "
+          f"{'CPU 1 s':>8} {'CPU 2 s':>8} {'default':>12} {'load':>5}")
+    for name, n, matches, one, two, default, load in rows:
+        print(f"{name:<11} {n:>11,} {matches:>10,} {one.median:>9.2f} {two.median:>9.2f} "
+              f"{one.median / two.median:>7.2f}x {one.median_cpu:>8.2f} {two.median_cpu:>8.2f} {default:>12} "
+              f"{load:>5.1f}")
+    for name in dict.fromkeys(r[0] for r in rows):
+        print(f"  {name}: {query(args.window, name)}")
 
 
 if __name__ == "__main__":

@@ -493,6 +493,24 @@ def bucketed_join_sql(window: int, table: str) -> str:
             f"  ON c.id = a.id AND c.bucket = a.bucket AND c.ts > b.ts AND c.ts - a.ts < {window} AND a.x < c.x")
 
 
+def keyed_floor(df, python: bool) -> None:
+    """The floor of any keyed approach over ``df``: every row shuffled by ``id`` into the shuffle partitions and
+    sorted by ``(id, ts)`` within them, written to Spark's ``noop`` sink (nothing kept, nothing optimized away);
+    with ``python``, the sorted rows also go through a ``mapInArrow`` that reads every batch and returns none."""
+    n = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    rows = df.repartition(n, "id").sortWithinPartitions("id", "ts")
+    if python:
+        rows = rows.mapInArrow(_read_all, "n long")
+    rows.write.format("noop").mode("overwrite").save()
+
+
+def _read_all(batches):
+    """A ``mapInArrow`` function that takes every batch and yields nothing."""
+    for _ in batches:
+        pass
+    return iter(())
+
+
 #: seconds per event of each side of the baselines section, quiet on 2 cores (for the expected run time it prints)
 BASELINE_COST = 4e-6
 
@@ -504,10 +522,11 @@ def section_baselines(args) -> Table:
     query = BASELINE_QUERY.format(window=window)
     table = Table(f"{query} on Spark, {args.baseline_ids} ids, {args.baseline_types} types: sparkcep vs the "
                   f"bucketed self-join and a plain groupBy(id).count()",
-                  ["events", "matches", "sparkcep s", "bucketed join s", "groupBy s", "join / sparkcep",
-                   "sparkcep / groupBy", "run by run", "CPU sparkcep s", "CPU join s", "CPU groupBy s", "load"])
-    runs = sum(args.sizes) * 3 * (args.repeat + 1)
-    print(f"baselines: {len(args.sizes)} sizes, {args.repeat} timed runs + a warm-up of each of 3 sides: expected "
+                  ["events", "matches", "sparkcep s", "bucketed join s", "groupBy s", "floor s", "floor+Python s",
+                   "join / sparkcep", "sparkcep / groupBy", "sparkcep / floor", "run by run", "CPU sparkcep s",
+                   "CPU join s", "CPU groupBy s", "CPU floor s", "CPU floor+Python s", "load"])
+    runs = sum(args.sizes) * 5 * (args.repeat + 1)
+    print(f"baselines: {len(args.sizes)} sizes, {args.repeat} timed runs + a warm-up of each of 5 sides: expected "
           f"~{runs * BASELINE_COST / 60:.0f} min on 2 quiet cores (plus ~{sum(args.sizes) * 1e-7:.0f} s to write "
           f"files not yet in {args.data_dir})", flush=True)
     spark = _spark_session()
@@ -520,15 +539,18 @@ def section_baselines(args) -> Table:
         sql = bucketed_join_sql(window, view)
         sides = [lambda df=df: q.apply(df).count(),
                  lambda sql=sql: spark.sql(sql).collect()[0][0],
-                 lambda df=df: df.groupBy("id").agg(F.count(F.lit(1)).alias("n")).agg(F.sum("n")).collect()[0][0]]
-        ours, joined, grouped = measured(sides, args.repeat)
+                 lambda df=df: df.groupBy("id").agg(F.count(F.lit(1)).alias("n")).agg(F.sum("n")).collect()[0][0],
+                 lambda df=df: keyed_floor(df, python=False),
+                 lambda df=df: keyed_floor(df, python=True)]
+        ours, joined, grouped, floor, floor_py = measured(sides, args.repeat)
         assert joined.result == ours.result, (n, joined.result, ours.result)
         assert grouped.result == n, (n, grouped.result)
         paired = sorted(t / o for o, t in zip(ours.wall, joined.wall, strict=True))
-        table.rows.append([n, ours.result, ours.median, joined.median, grouped.median,
+        table.rows.append([n, ours.result, ours.median, joined.median, grouped.median, floor.median, floor_py.median,
                            f"{joined.median / ours.median:.2f}x", f"{ours.median / grouped.median:.2f}x",
-                           f"{paired[0]:.2f}-{paired[-1]:.2f}x", ours.median_cpu, joined.median_cpu,
-                           grouped.median_cpu, f"{os.getloadavg()[0]:.1f}"])
+                           f"{ours.median / floor.median:.2f}x", f"{paired[0]:.2f}-{paired[-1]:.2f}x",
+                           ours.median_cpu, joined.median_cpu, grouped.median_cpu, floor.median_cpu,
+                           floor_py.median_cpu, f"{os.getloadavg()[0]:.1f}"])
     table.notes.append(
         f"Each size is a folder of Parquet files (ts a counter, so W = {window} ts units hold {window} events; type "
         f"uniform over {args.baseline_types} letters, id over {args.baseline_ids} values, x over 0..99), written once "
@@ -537,7 +559,10 @@ def section_baselines(args) -> Table:
         f"alternating runs after a warm-up run of each ('run by run': the lowest and highest ratio of a join run to "
         f"the sparkcep run right before it; 'CPU': median CPU seconds of the whole Spark process tree per run).  "
         f"sparkcep.compile(q).apply(df).count() and the join count the same matches (checked); groupBy: "
-        f"df.groupBy('id').count() summed on the driver (= the events, checked).  The bucketed self-join:")
+        f"df.groupBy('id').count() summed on the driver (= the events, checked).  'floor': what any keyed approach "
+        f"pays, df.repartition(2, 'id').sortWithinPartitions('id', 'ts') written to Spark's no-op sink (every row "
+        f"shuffled and sorted, nothing kept); 'floor+Python': the same rows, after the sort, through a do-nothing "
+        f"mapInArrow (the Arrow transfer to and from a Python worker).  The bucketed self-join:")
     table.notes.append("  " + bucketed_join_sql(window, "events").replace("\n", "\n  "))
     return table
 

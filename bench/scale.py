@@ -12,8 +12,9 @@ the run's Spark stages from Spark's executor metrics (:func:`peak_memory`: the s
 ``peakExecutorMetrics``, as the REST API's ``stages`` endpoint reports them: JVM heap, and the resident memory of
 the JVM and of the Python processes under it, the daemon and its workers, ``spark.executor.processTreeMetrics
 .enabled``, polled every ``spark.executor.metrics.pollingInterval`` = 100 ms).  A partition is gathered into one
-Arrow table in its Python worker, so the workers' memory grows with the input per partition; 5*10^7 events
-(~19M candidates per partition on 2 partitions) has not been tried.
+Arrow table in its Python worker (~30 bytes a row) and run in slices of whole keys of about 2^19 rows
+(``MatchOperator.run_slices``), so the engine's working memory follows the slice; the gathered input still grows
+with the input per partition.  5*10^7 events (~19M candidates per partition on 2 partitions) has not been tried.
 
     python bench/scale.py [--sizes 100000,1000000] [--repeat 3] [--queries match,kleene,trend]
     python bench/scale.py --sizes 100000,1000000,10000000 --repeat 5                       # the issue's sizes

@@ -362,8 +362,6 @@ def cmd_run(args) -> int:
     if (args.arrival_col or args.latency_column) and not args.stream:
         raise CEPError(f"{'--arrival-col' if args.arrival_col else '--latency-column'} is for a stream (--stream): "
                        "a batch run has no arrival")
-    if args.latency_column and q is None:
-        raise CEPError("--latency-column is for one query: choose it with --query NAME")
     fmt = _input_format(args)
     clock = Clock()
     # only the columns the queries read, each with the type they need; malformed records, no type or ts,

@@ -18,6 +18,8 @@ import sparkcep
 from sparkcep.ir.ast import EquivItem, EquivTest
 from sparkcep.oracles.match import match_rows, trend_aggregates
 from sparkcep.runtime_udfs.match import engine as match_engine
+from sparkcep.runtime_udfs.match.budget import MatchBudgetError
+from sparkcep.spark import operator as spark_operator
 from sparkcep.spark import schema as spark_schema
 from sparkcep.spark.adapters import apply_match
 from sparkcep.spark.operator import MatchOperator, prefilter_of
@@ -39,11 +41,12 @@ def partition_rows(op: MatchOperator, table: pa.Table, chunk: int) -> list[dict]
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(0, 50), spread=st.sampled_from([2_000, 8_000, 30_000]),
-       chunk=st.integers(1, 7), masked=st.booleans(), convert=st.sampled_from([1, 5, 1 << 16]))
-def test_a_partition_in_small_batches_equals_the_oracle(seed, n, spread, chunk, masked, convert):
+       chunk=st.integers(1, 7), masked=st.booleans(), convert=st.sampled_from([1, 5, 1 << 16]),
+       sliced=st.sampled_from([1, 6, 1 << 19]))
+def test_a_partition_in_small_batches_equals_the_oracle(seed, n, spread, chunk, masked, convert, sliced):
     """Keys interleaved and spanning batch boundaries, id 3 as a null key; with ``_mask`` (as the Spark filter
     computes it) the prefilter runs, without it the engine computes the mask; the kept rows become engine events
-    ``convert`` rows (whole keys) at a time."""
+    ``convert`` rows (whole keys) at a time; the partition runs in slices of whole keys of ``sliced`` rows."""
     query = seq_query(A, ANY_BC, C, where=WHERE, within=4000, returns=RETURNS)
     spec = spec_for(query)
     events = [{**e, "id": None if e["id"] == 3 else e["id"]} for e in random_events(n, seed=seed, spread_ms=spread)]
@@ -53,11 +56,44 @@ def test_a_partition_in_small_batches_equals_the_oracle(seed, n, spread, chunk, 
         table = table.append_column(MASK, pa.array([plan.mask_of(e) for e in events], pa.int64()))
     op = MatchOperator(spec, schema_of(), timezone="UTC")
     before, spark_schema.CONVERT_ROWS = spark_schema.CONVERT_ROWS, convert
+    slices, spark_operator.SLICE_ROWS = spark_operator.SLICE_ROWS, sliced
     try:
         got = partition_rows(op, table, chunk)
     finally:
         spark_schema.CONVERT_ROWS = before
+        spark_operator.SLICE_ROWS = slices
     assert canonical_ms(got) == canonical_ms(match_rows(query, events))
+
+
+def test_a_big_partition_runs_in_slices_of_whole_keys_under_one_budget():
+    """``run_slices`` hands a partition's results out in slices of whole keys (a key's rows in input order:
+    ``_arrival`` first under partition contiguity, the rows shuffled here), the same rows as ``run_table`` over the
+    whole partition, and the partition's one match budget spans the slices: a budget every slice stays under but
+    their sum exceeds fails the partition, as it fails ``run_table``."""
+    rng = np.random.default_rng(23)
+    n = 400
+    order = rng.permutation(n)
+    table = pa.table({"type": pa.array(rng.choice(["A", "B", "C"], n).tolist()),
+                      "ts": pa.array((np.arange(n) // 2).tolist(), pa.int64()),
+                      "x": pa.array(rng.integers(0, 5, n).tolist(), pa.int64()),
+                      "id": pa.array(rng.integers(0, 40, n).tolist(), pa.int64()),
+                      "_arrival": pa.array(np.arange(n).tolist(), pa.int64())}).take(pa.array(order))
+    schema = StructType([StructField("type", StringType()), StructField("ts", LongType()),
+                         StructField("x", LongType()), StructField("id", LongType()),
+                         StructField("_arrival", LongType())])
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) USING partition_contiguity WHERE [id] WITHIN 9 RETURN a.ts, b.ts, a.x")
+    op = MatchOperator(q.spec(schema), schema)
+    whole = op.run_table(table).to_pylist()
+    slices = list(op.run_slices(table, slice_rows=30))
+    assert len(slices) > 5 and all(t.num_rows < len(whole) for t in slices)
+    assert sorted(r for t in slices for r in map(str, t.to_pylist())) == sorted(map(str, whole)) and whole
+    events = [dict(zip(table.column_names, row, strict=True)) for row in zip(*table.to_pydict().values(),
+                                                                             strict=True)]
+    assert canonical(whole) == canonical(match_rows(q.query, sorted(events, key=lambda e: e["_arrival"])))
+    tight = MatchOperator(q.spec(schema), schema, max_matches=len(whole) - 1)
+    assert max(t.num_rows for t in slices) < len(whole) - 1
+    with pytest.raises(MatchBudgetError):
+        list(tight.run_slices(table, slice_rows=30))
 
 
 def test_the_prefilter_of_the_agreed_interface_is_used():

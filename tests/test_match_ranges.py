@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sparkcep
+from sparkcep.ir.errors import CEPError
 from sparkcep.oracles.match import match_rows
 from sparkcep.oracles.timeouts import timed_out_rows
 from sparkcep.runtime_udfs.match import ranges, timeouts
@@ -105,14 +106,22 @@ def test_an_event_is_held_by_its_owner_and_the_ranges_ending_less_than_a_window_
 
 
 @pytest.mark.spark
-def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark):
-    """With ``keylessRanges=true`` the batch path splits a keyless query's input into time ranges (of one window
-    here, dealt round robin over the 2 shuffle partitions of the test session): the oracle's matches, those crossing
-    range borders included, each once, equal to the default one-partition run; both partitions produce matches;
-    strict contiguity too (every event in its ranges, ties in input order)."""
+def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark, tmp_path):
+    """The batch path splits a keyless query's input into time ranges (of one window here, dealt round robin over
+    the 2 shuffle partitions of the test session) when ``keylessRanges`` is ``true``, or ``auto`` (the default)
+    with an input Spark estimates at ``keylessRangeMinBytes`` or more; a tiny input under the default threshold,
+    and ``false``, run in one partition: the oracle's matches, those crossing range borders included, each once,
+    the same either way; both partitions produce matches; strict contiguity too (every event in its ranges, ties
+    in input order)."""
     from pyspark.sql import functions as F
 
-    from sparkcep.spark.adapters import RANGE_WINDOWS_CONF, RANGES_CONF, partition_salts, spark_hash_long
+    from sparkcep.spark.adapters import (
+        RANGE_MIN_BYTES_CONF,
+        RANGE_WINDOWS_CONF,
+        RANGES_CONF,
+        partition_salts,
+        spark_hash_long,
+    )
     from sparkcep.spark.results import canonical as rows_canonical
 
     salts = partition_salts(5)
@@ -121,19 +130,31 @@ def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark):
     assert [spark_hash_long(v) % 5 for v in salts] == [0, 1, 2, 3, 4]
 
     events = [{"type": "ABCD"[(5 * k + k // 4) % 4], "ts": 2 * k - k % 3, "x": k % 7} for k in range(60)]
-    df = spark.createDataFrame(events, "type string, ts long, x long")
+    spark.createDataFrame(events, "type string, ts long, x long").write.parquet(str(tmp_path / "events"))
+    df = spark.read.parquet(str(tmp_path / "events"))  # a file: Spark knows its size (a few KB)
     queries = [sparkcep.compile("PATTERN SEQ(A a, B b, C c) WHERE a.x != c.x WITHIN 13 RETURN a.ts, b.ts, c.ts"),
                sparkcep.compile("PATTERN SEQ(B b, C c) WHERE strict_contiguity(b, c) { b.x != c.x } WITHIN 5 "
                                 "RETURN b.ts, c.ts")]
-    one = [[r.asDict() for r in q.apply(df).withColumn("pid", F.spark_partition_id()).collect()] for q in queries]
+
+    def run(q) -> list[dict]:
+        return [r.asDict() for r in q.apply(df).withColumn("pid", F.spark_partition_id()).collect()]
+
+    one = [run(q) for q in queries]  # auto, and a tiny input: 1 partition
     spark.conf.set(RANGE_WINDOWS_CONF, "1")
-    spark.conf.set(RANGES_CONF, "true")
+    spark.conf.set(RANGE_MIN_BYTES_CONF, "0")
     try:
-        ranged = [[r.asDict() for r in q.apply(df).withColumn("pid", F.spark_partition_id()).collect()]
-                  for q in queries]
+        spark.conf.set(RANGES_CONF, "true")
+        ranged = [run(queries[0])]
+        spark.conf.set(RANGES_CONF, "auto")
+        ranged.append(run(queries[1]))
+        spark.conf.set(RANGES_CONF, "false")
+        assert {r["pid"] for r in run(queries[0])} == {0}
+        spark.conf.set(RANGES_CONF, "yes")
+        with pytest.raises(CEPError, match="keylessRanges must be auto, true or false"):
+            queries[0].apply(df)
     finally:
-        spark.conf.unset(RANGES_CONF)
-        spark.conf.unset(RANGE_WINDOWS_CONF)
+        for conf in (RANGES_CONF, RANGE_WINDOWS_CONF, RANGE_MIN_BYTES_CONF):
+            spark.conf.unset(conf)
     for q, got, single in zip(queries, ranged, one, strict=True):
         assert {r.pop("pid") for r in got} == {0, 1}
         assert {r.pop("pid") for r in single} == {0}
@@ -144,10 +165,12 @@ def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark):
 
 def test_explain_says_the_parallelism_of_a_query_without_key():
     ranged = sparkcep.compile(SPLITTABLE[0]).explain()
-    assert "with spark.sparkcep.keylessRanges=true, batch in time ranges of" in ranged
-    assert "streaming: 1 partition (time ranges are batch only)" in ranged
+    assert "parallelism (no key): batch in time ranges of" in ranged
+    assert "when Spark estimates the input at spark.sparkcep.keylessRangeMinBytes (16 MiB) or more" in ranged
+    assert ("streaming: 1 partition (time ranges are batch only: not built for streams, whose stateful grouping is "
+            "part of the checkpoint;") in ranged
     contiguous = sparkcep.compile(CONTIGUOUS[0]).explain()
-    assert "parallelism (no key): 1 partition; with spark.sparkcep.keylessRanges=true" in contiguous
+    assert "parallelism (no key): batch in time ranges of" in contiguous
     one = sparkcep.compile("PATTERN SEQ(!(B b), A a, C c) WITHIN 5").explain()
     assert "parallelism 1 (no key): the pattern does not start with one positive event" in one
     keyed = sparkcep.compile("PATTERN SEQ(A a, C c) WHERE [id] WITHIN 5").explain()

@@ -659,3 +659,28 @@ def test_partition_function_kernel_and_row_engine_give_the_reference_rows(monkey
     want = canon([{c: None if v != v else v for c, v in r.items()} for r in recognize_all(spec, rows)],
                  spec.output)
     assert got == rows_engine == want and len(want) >= 6
+
+
+@pytest.mark.spark
+def test_coalesce_if_greatest_widen_their_values_as_spark(spark):
+    """``coalesce``/``if``/``greatest`` over a BIGINT and a DOUBLE are DOUBLE in Spark, each value widened first:
+    over two rows their product with 2^62 is Spark's DOUBLE, not a BIGINT overflow (NULL), in MEASURES and in a
+    DEFINE (which then holds), in the engine and the reference alike; compared with Spark SQL over the same
+    rows."""
+    spark.createDataFrame([("p", 1, 2, None, "a"), ("p", 2, None, 1.5, "b"), ("q", 1, 3, None, "a"),
+                           ("q", 2, 7, 0.5, "b")], "k string, ts bigint, x bigint, d double, t string"
+                          ).createOrReplaceTempView("widen_ev")
+    values = ["coalesce({a}.x, {b}.d) * 4611686018427387904", "if({a}.x > 0, {a}.x, {b}.d) + 9223372036854775807",
+              "greatest({a}.x, {b}.d) * 4611686018427387904"]
+    text = ("SELECT * FROM widen_ev MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES "
+            + ", ".join(f"{v.format(a='A', b='B')} AS m{k}" for k, v in enumerate(values))
+            + f" PATTERN (A B) DEFINE A AS t = 'a', B AS {values[0].format(a='A', b='B')} > 0)")
+    want = spark.sql("SELECT a.k, " + ", ".join(f"{v.format(a='a', b='b')} AS m{k}" for k, v in enumerate(values))
+                     + " FROM widen_ev a JOIN widen_ev b ON a.k = b.k AND a.t = 'a' AND b.t = 'b' AND b.ts = a.ts + 1"
+                     ).collect()
+    assert len(want) == 2 and all(r.m0 >= 2 ** 63 for r in want)  # beyond BIGINT
+    spec, expected = reference(spark, text)
+    got = sparkcep.sql(text, spark)
+    assert sorted(map(tuple, got.collect())) == sorted(map(tuple, want))
+    assert canon(expected, spec.output) == sorted(map(tuple, want))
+    spark.catalog.dropTempView("widen_ev")

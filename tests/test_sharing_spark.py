@@ -232,8 +232,13 @@ def test_cli_run_stream_on_a_workload(spark, tmp_path, capsys):
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     assert main(["run", str(workload), "--input", str(src), "--stream", "--once", "--schema",
                  "type STRING, ts LONG, vehicle LONG", "--files-per-trigger", "1", "--output", str(out),
-                 "--checkpoint", str(checkpoint)]) == 0
-    got = per_query(_read_parts(out))
+                 "--checkpoint", str(checkpoint), "--latency-column"]) == 0
+    rows = _read_parts(out)
+    # rows with their latency from their events' arrival (a window closed by event time elsewhere has none: a
+    # null, which the JSON lines leave out)
+    latencies = [r.pop("_latency_ms", None) for r in rows]
+    assert any(ms is not None for ms in latencies) and all(ms is None or ms >= 0 for ms in latencies), latencies
+    got = per_query(rows)
     for q in sparkcep.compile_workload(NUMERIC):
         assert got.get(q.name, []) == oracle(q, events + [tail]), q.name
     assert [json.loads(r["record"])["type"] for r in _read_parts(out / "_late")] == ["MainSt"]

@@ -24,7 +24,7 @@ Plan:
             batch prefilter: sequence scan over 1 chain(s), drops rows in no chain inside the window
             batch construction: columnar over 2 position(s), all keys at once in numpy, 1 predicate(s) vectorized
             streaming: columnar micro-batches, rows of the last window carried
-            parallelism (no key): 1 partition; with spark.sparkcep.keylessRanges=true, batch in time ranges of spark.sparkcep.keylessRangeWindows windows (16) overlapping by the window, dealt over the shuffle partitions, each match reported by the range owning its first event (not faster on 2 cores at 10^6 events: bench/keyless_parallel.py); streaming: 1 partition (time ranges are batch only)
+            parallelism (no key): batch in time ranges of spark.sparkcep.keylessRangeWindows windows (16) overlapping by the window, dealt over the shuffle partitions, each match reported by the range owning its first event, when Spark estimates the input at spark.sparkcep.keylessRangeMinBytes (16 MiB) or more, else 1 partition (spark.sparkcep.keylessRanges=true or false: always or never); streaming: 1 partition (time ranges are batch only: not built for streams, whose stateful grouping is part of the checkpoint; a micro-batch spanning less than a range, 16 windows, would fill one or two ranges anyway)
     r5 := Output[r4, columns=<every attribute of every positive component>]
 
 Run it with spark-submit, or with the python of an environment where sparkcep is installed (a local[*]

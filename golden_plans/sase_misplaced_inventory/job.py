@@ -30,6 +30,7 @@ session; its Python workers use that same interpreter):
     spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR                       # batch
     spark-submit job.py --input EVENTS_DIR --output RESULTS_DIR --stream \\
         --checkpoint CHECKPOINT_DIR [--lateness N] [--once] [--schema DDL]            # streaming
+    spark-submit job.py ... --timeouts                                                # timed-out partial matches too
 
 Input: JSON lines (or --format csv/parquet) with columns 'type', 'ts' and attributes; 'ts'
 must be a timestamp (or an ISO-8601 string).
@@ -50,17 +51,26 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from sparkcep import CEPError
-from sparkcep.api import checked_timeout_spec
-from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line
-from sparkcep.ir.spec import with_default_outputs
+from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line, timeouts_line
+from sparkcep.ir.spec import TimeoutSpec, with_default_outputs
 from sparkcep.runtime_udfs.match.budget import raised_message
-from sparkcep.spark.adapters import batch_matches, watermarked, with_event_time
+from sparkcep.spark.adapters import apply_match, batch_matches, watermarked, with_event_time
 from sparkcep.spark.io import check_attributes, check_ts_kind
 from sparkcep.spark.late import with_side_columns
 from sparkcep.spark.operator import MatchOperator, stream_buckets
-from sparkcep.spark.progress import StopSignals, follow
+from sparkcep.spark.progress import StopSignals, follow_with
 from sparkcep.spark.schema import STATE_SCHEMA, load_spec, output_schema, watermark_delay
-from sparkcep.spark.sinks import counted, discard_uncommitted, routed, side_dirs, start
+from sparkcep.spark.sinks import (
+    counted,
+    discard_uncommitted,
+    routed,
+    side_dirs,
+    start,
+    start_timeouts,
+    timeouts_dir,
+    timeouts_written,
+    write_timeouts,
+)
 from sparkcep.spark.validate import read_validated
 
 #: The compiled engine spec (see sparkcep.ir.spec), baked in at compile time.
@@ -242,8 +252,6 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
-    if args.timeouts:  # refused: timed-out partial matches are not defined for this query (docs/language.md)
-        checked_timeout_spec(load_spec(SPEC))
 
     clock = Clock()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
@@ -275,9 +283,12 @@ def main(argv=None) -> None:
     spec = with_default_outputs(load_spec(SPEC), events.columns)  # without RETURN: every attribute
     out_schema = output_schema(spec, candidates.schema)
     columns = out_schema.names
+    # --timeouts: the partial matches whose window closed first (their own operator over the same candidates)
+    timeout_spec = TimeoutSpec.of(spec) if args.timeouts else None
     if not args.stream:
         # partitioned by the hash of GROUP, one Python call per partition (mapInArrow); the keys are split there
         result = batch_matches(candidates, spec, ts_col=TS_COL, type_col=TYPE_COL)
+        timeouts = batch_matches(candidates, timeout_spec, ts_col=TS_COL, type_col=TYPE_COL) if timeout_spec else None
     else:
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
         timed = with_event_time(candidates, events, TS_COL, keep_late=True, ts_unit=TS_UNIT)
@@ -297,12 +308,18 @@ def main(argv=None) -> None:
             outputMode="append",
             timeoutConf=GroupStateTimeout.EventTimeTimeout,
         )
+        timeouts = None if timeout_spec is None else apply_match(  # a second stateful query (checkpoint/_timeouts)
+            timed, timeout_spec, ts_col=TS_COL, type_col=TYPE_COL, ts_unit=TS_UNIT)
 
     if not args.stream:
         with progress(spark, quiet=args.quiet):  # a line per running stage every few seconds, on stderr
             result, count_results = observed_count(result, "sparkcep_results")
             result.write.mode("overwrite").json(args.output)
             rejected.write.mode("overwrite").json(dead_letters)
+            if timeouts is not None:  # into OUTPUT/_timeouts, counted on stderr
+                n_timeouts = write_timeouts(timeouts, args.output)
+                if not args.quiet:
+                    print(timeouts_line(n_timeouts, timeouts_dir(args.output)), file=sys.stderr)
         if not args.quiet:
             valid, dead = count_events(), count_dead()
             print(summary_line(read=None if valid is None or dead is None else valid + dead,
@@ -315,10 +332,15 @@ def main(argv=None) -> None:
     with StopSignals() as signals:
         query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=columns,
                       dead_letters=dead_letters, late=late_events, once=args.once)
-        totals = follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr
+        # --timeouts: a second query beside it, writing each micro-batch's timed-out partial matches into
+        # OUTPUT/_timeouts as the watermark closes windows; ended with it
+        beside = [] if timeouts is None else [start_timeouts(timeouts, args.output, args.checkpoint, once=args.once)]
+        totals = follow_with(query, beside, signals=signals, source=args.input)  # a line per micro-batch on stderr
         if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
             discard_uncommitted(spark, args.checkpoint, args.output, dead_letters, late_events)
     if not args.quiet:
+        if timeouts is not None:
+            print(timeouts_line(timeouts_written(timeouts, args.output), timeouts_dir(args.output)), file=sys.stderr)
         print(stream_summary(totals.counts, clock.seconds(), args.output), file=sys.stderr)
 
 

@@ -58,7 +58,7 @@ from typing import Any
 
 from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
-from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _and, _arith, _compare, _neg, _not, _or, holds
+from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _and, _arith, _compare, _neg, _not, _or, _widening, holds
 
 __all__ = ["OracleError", "attempts", "recognize", "recognize_all", "sort_rows"]
 
@@ -256,6 +256,8 @@ def _scalar(e: Func, args: list):
         return None if args[0] is None else _arith(lambda x, _: abs(x), args[0], 0)
     if name == "if" and len(args) == 3:  # Spark's if(cond, a, b): b when cond is false or NULL
         return args[1] if holds(args[0]) else args[2]
+    if name == "double" and len(args) == 1:  # a value widened to DOUBLE, as Spark casts it
+        return _widening("float")(args[0])
     if name == "coalesce":
         return next((a for a in args if a is not None), None)
     if name in ("greatest", "least"):  # Spark: NULLs skipped, NULL only when all are

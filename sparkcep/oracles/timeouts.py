@@ -19,6 +19,8 @@ admissible subset of its events).
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,6 +34,9 @@ from sparkcep.oracles.match import (
     _bind,
     _conjunct_holds,
     _Ev,
+    _Neg,
+    _occurs,
+    _Or,
     _partitions,
     _prepare,
     _Rep,
@@ -64,6 +69,9 @@ class _Step:
     is_list: bool
     linked: bool = False  # written NEXT: its first event is the partition's event right after the one before
     until: Any = None  # a loop with a stop condition UNTIL: its match oracle's _Stop
+    #: the negations between this step and the next: (the match oracle's _Neg of one event, written NEXT:
+    #: Flink's notNext, else notFollowedBy)
+    negs: tuple = ()
 
 
 def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | None = None, *,
@@ -76,8 +84,8 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
     if query.skip is not None:
         raise OracleError("an AFTER MATCH SKIP query has no timed-out partial matches")
     prep = _prepare(query, ts_unit_ms)
-    steps = _steps(prep)
-    names = [s.var for s in steps]
+    paths = _paths(prep)
+    names = [v for v, info in prep.vars.items() if not info.scope]  # the positive variables, in pattern order
     if columns is None:
         columns = list(dict.fromkeys(k for e in events for k in e))
     if query.returns is not None:
@@ -85,7 +93,7 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
         only = next(iter(prep.vars)) if len(prep.vars) == 1 else None
         titles = dedupe([column_name(item, k) for k, item in enumerate(query.returns)])
         fns = [compile_expr(_resolve(item.expr, prep.vars, only), any_vars) for item in query.returns]
-    found = [(order, binding, names[picks[-1][1]]) for order, picks, binding in timed_out_picks(prep, steps, events)]
+    found = [(order, binding, picks[-1][1]) for order, picks, binding in timed_out_picks(prep, paths, events)]
     found.sort(key=lambda f: f[0])
     rows = []
     for _, binding, last in found:
@@ -99,40 +107,93 @@ def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str]
     return rows
 
 
-def timed_out_picks(prep, steps: list[_Step], events: Sequence[Event]) -> list[tuple[tuple, tuple, dict]]:
-    """The timed-out partial matches of the prepared query ``prep`` (:func:`_steps` its steps) over ``events``:
-    ``(input positions, picks ((partition position, step), ...), binding)``, unordered."""
-    prep, events = as_equivalence(prep, steps, events)
+def timed_out_picks(prep, paths: list[list[_Step]], events: Sequence[Event]) -> list[tuple[tuple, tuple, dict]]:
+    """The timed-out partial matches of the prepared query ``prep`` (:func:`_paths` its paths) over ``events``:
+    ``(input positions, picks ((partition position, variable), ...), binding)``, unordered.  With an ``OR``, a
+    partial match of several paths (a prefix they share) is one node: extended if one path extends it (under
+    skip_till_next_match only by the first event that extends it in any path), a match if it is one of a
+    path, timed out if it is no match and could still have been extended in a path when the window closed."""
+    if len(paths) == 1:
+        prep, events = as_equivalence(prep, paths[0], events)
     found = []
     indexed = _sorted(events)
+    first_only = prep.strategy == NEXT_MATCH
     for _, part in _partitions(prep, indexed):
-        walk_ = _Partials(prep, steps, part, [e["ts"] for _, e in indexed])
-        todo = [((j, s),) for j in range(len(part)) for s in range(len(steps)) if walk_.partial(((j, s),))]
+        walks = [_Partials(prep, steps, part, [e["ts"] for _, e in indexed]) for steps in paths]
+        roots: dict[tuple, list[int]] = {}
+        for p, w in enumerate(walks):
+            for j in range(len(part)):
+                for s in range(len(w.steps)):
+                    if w.partial(((j, s),)):
+                        roots.setdefault(((j, w.steps[s].var),), []).append(p)
+        todo = list(roots.items())
         while todo:
-            picks = todo.pop()
-            children = walk_.extensions(picks)
-            todo += children
-            if not children and not walk_.complete(picks) and walk_.alive(picks):
-                found.append((tuple(part[j][0] for j, _ in picks), picks, walk_.binding(picks)[0]))
+            picks, ps = todo.pop()
+            children: dict[tuple, list[int]] = {}
+            for p in ps:
+                for child in walks[p].extensions(walks[p].steps_of(picks)):
+                    children.setdefault(walks[p].labelled(child), []).append(p)
+            if first_only and children:  # the first event that extends it in any path
+                first = min(c[-1][0] for c in children)
+                children = {c: q for c, q in children.items() if c[-1][0] == first}
+            todo += children.items()
+            if (not children and not any(walks[p].complete(walks[p].steps_of(picks)) for p in ps)
+                    and any(walks[p].alive(walks[p].steps_of(picks)) for p in ps)):
+                found.append((tuple(part[j][0] for j, _ in picks), picks,
+                              walks[ps[0]].binding(walks[ps[0]].steps_of(picks))[0]))
     return found
 
 
-def _steps(prep) -> list[_Step]:
-    """The steps of a ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``, a loop with
-    ``UNTIL``; any of them written ``NEXT``), or the :class:`OracleError` saying the query is outside the
-    definition."""
-    items = prep.root.items if isinstance(prep.root, _Seq) else (prep.root,)
-    strict = (prep.root.strict if isinstance(prep.root, _Seq) else ()) or (False,) * len(items)
-    steps = []
-    for item, linked in zip(items, strict, strict=True):
+def _paths(prep) -> list[list[_Step]]:
+    """The steps of each path of the pattern (:func:`_steps`): an ``OR`` of such SEQs has a path per
+    alternative, and an ``OR`` step of single or Kleene events (``B b OR C c``) a path per alternative too."""
+    alternatives = prep.root.alternatives if isinstance(prep.root, _Or) else (prep.root,)
+    paths = []
+    for alt in alternatives:
+        items = alt.items if isinstance(alt, _Seq) else (alt,)
+        strict = (alt.strict if isinstance(alt, _Seq) else ()) or (False,) * len(items)
+        choices = [[(a, linked) for a in item.alternatives] if isinstance(item, _Or) else [(item, linked)]
+                   for item, linked in zip(items, strict, strict=True)]
+        paths += [_steps(prep, list(path)) for path in itertools.product(*choices)]
+    return paths
+
+
+def _steps(prep, items: list | None = None) -> list[_Step]:
+    """The steps of ``items`` (``(item, written NEXT)``; None: the pattern's, which must have one path), a
+    ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``, a loop with
+    ``UNTIL``; any of them written ``NEXT``), each with the negated events after it (``!(T n)``, ``NEXT !(T n)``),
+    or the :class:`OracleError` saying the query is outside the definition (a negation that can be at the
+    start, ``NEXT !(...)`` with no step after it that must take an event, a negation predicate over a later
+    step)."""
+    if items is None:
+        paths = _paths(prep)
+        if len(paths) > 1:
+            raise OracleError("the pattern has several paths (an OR): see _paths")
+        return paths[0]
+    steps: list[_Step] = []
+    for item, linked in items:
+        if isinstance(item, _Neg) and isinstance(item.inner, _Ev):
+            if not any(s.lo for s in steps):
+                raise OracleError("a negation at the start of a match has no timed-out partial matches")
+            steps[-1] = replace(steps[-1], negs=(*steps[-1].negs, (item, linked)))
+            continue
         if isinstance(item, _Rep) and isinstance(item.inner, _Ev):
             ev, lo, hi = item.inner, item.lo, item.hi
         elif isinstance(item, _Ev):
             ev, lo, hi = item, 1, 1
         else:
-            raise OracleError("timed-out partial matches are defined for a SEQ of single and Kleene events")
+            raise OracleError("timed-out partial matches are defined for a SEQ of single and Kleene events and "
+                              "negated events, and an OR of such SEQs or of single and Kleene events")
         until = next((stop for stop in prep.stops if ev.var in stop.loop), None)
         steps.append(_Step(ev.var, ev.types, lo, hi, prep.vars[ev.var].is_list, linked, until))
+    index = {s.var: k for k, s in enumerate(steps)}
+    for k, s in enumerate(steps):
+        for neg, next_ in s.negs:
+            if next_ and not any(t.lo for t in steps[k + 1:]):
+                raise OracleError("NEXT !(...) with no step after it that must take an event has no timed-out "
+                                  "partial matches")
+            if any(index.get(v, -1) > k for c in prep.in_scope(neg.scope) for v in c.vars):
+                raise OracleError("a negation's predicate over a later step has no timed-out partial matches")
     if prep.strategy not in (DEFAULT_STRATEGY, NEXT_MATCH, *CONTIGUITY):
         raise OracleError(f"unknown selection strategy {prep.strategy}")
     return steps
@@ -149,6 +210,14 @@ class _Partials:
         #: else the partition), and the ts of the event at each position of that order
         self.order = [g for g, _ in part] if prep.strategy == "strict_contiguity" else list(range(len(part)))
         self.stamps = stamps if prep.strategy == "strict_contiguity" else [e["ts"] for e in self.evs]
+
+    def steps_of(self, picks) -> tuple:
+        """``picks`` labelled by variable as labelled by this path's steps."""
+        return tuple((j, self.index[v]) for j, v in picks)
+
+    def labelled(self, picks) -> tuple:
+        """``picks`` labelled by this path's steps as labelled by variable."""
+        return tuple((j, self.steps[s].var) for j, s in picks)
 
     def binding(self, picks) -> dict:
         return _bind(self.prep, self.evs, tuple((j, self.steps[s].var) for j, s in picks))
@@ -178,9 +247,27 @@ class _Partials:
             return False
         binding, runs = self.binding(picks)
         open_ = self.steps[s].var if self.steps[s].is_list else None
-        return all(_conjunct_holds(c, binding, runs) for c in self.prep.conjuncts
-                   if max((self.index[v] for v in c.vars), default=0) <= s
+        if len(picks) > 1 and self._blocked(picks[:-1], s, ev["ts"], math.inf, binding, runs):
+            return False
+        return all(_conjunct_holds(c, binding, runs) for c in self.prep.in_scope(())
+                   if max((self.index.get(v, -1) for v in c.vars), default=0) <= s  # (another path's: absent)
                    and not (open_ in c.vars and _reads_whole(c.expr, open_)))
+
+    def _blocked(self, picks, t: int, until: float, next_until: float, binding: dict, runs) -> bool:
+        """Does a negation between the last step of ``picks`` and step ``t`` (``len(steps)``: the end) hold
+        an event of it after the last pick and before ``until``, or, written ``NEXT``, is the event right after
+        the last pick (before ``next_until``) one of it (with its predicates, over ``binding``)?"""
+        last, k = picks[-1]
+        after = self.evs[last]["ts"]
+        for step in self.steps[k:t]:
+            for neg, next_ in step.negs:
+                if next_:
+                    if (last + 1 < len(self.evs) and self.evs[last + 1]["ts"] < next_until
+                            and _occurs(self.prep, neg, [self.evs[last + 1]], -math.inf, math.inf, binding, runs)):
+                        return True
+                elif _occurs(self.prep, neg, self.evs, after, until, binding, runs):
+                    return True
+        return False
 
     def _linked(self, k: int, t: int) -> bool:
         """Must an event taking step ``t`` after one of step ``k`` be right after it (a contiguity strategy, or a
@@ -199,14 +286,18 @@ class _Partials:
 
     def alive(self, picks) -> bool:
         """Could an event still have extended ``picks`` when the window closed?  A way (a step an event could
-        take next) is closed by a link once the event right after its last one came within the window, and a
-        loop with ``UNTIL`` once a stop event came within the window."""
+        take next) is closed by a link once the event right after its last one came within the window, a
+        loop with ``UNTIL`` once a stop event came within the window, and a way past a negation once an event of
+        it came (``NEXT !(...)``: as the event right after the last pick) within the window."""
         last, k = picks[-1]
         end = self.evs[picks[0][0]]["ts"] + self.prep.window
         after = self.order[last] + 1
         broken = after < len(self.stamps) and self.stamps[after] < end
+        binding, runs = self.binding(picks)
         for t in self._next_steps(picks):
             if self._linked(k, t) and broken:
+                continue
+            if t != k and self._blocked(picks, t, end, end, binding, runs):
                 continue
             if t == k and self.steps[k].until and any(
                     _stops(self.steps[k].until, e) for e in self.evs[last + 1:] if e["ts"] < end):
@@ -231,13 +322,15 @@ class _Partials:
         return out
 
     def complete(self, picks) -> bool:
-        """A match: every step after the last one may take no event, the last one has its minimum, and every
-        predicate holds."""
+        """A match: every step after the last one may take no event, the last one has its minimum, every
+        predicate holds, and no event of a negation at the end came before the window closed."""
         k = picks[-1][1]
         if any(s.lo for s in self.steps[k + 1:]) or sum(1 for _, s in picks if s == k) < self.steps[k].lo:
             return False
         binding, runs = self.binding(picks)
-        return all(_conjunct_holds(c, binding, runs) for c in self.prep.conjuncts)
+        end = self.evs[picks[0][0]]["ts"] + self.prep.window
+        return (all(_conjunct_holds(c, binding, runs) for c in self.prep.in_scope(()))
+                and not self._blocked(picks, len(self.steps), end, end, binding, runs))
 
 
 def as_equivalence(prep, steps: list[_Step], events: Sequence[Event]):
@@ -246,24 +339,27 @@ def as_equivalence(prep, steps: list[_Step], events: Sequence[Event]):
     ``[attr]``: a partition key, the events without ``attr`` in no partial match (not where every event counts:
     a contiguity strategy, a NEXT step, a loop with UNTIL; nor with a step that may take no event, ``T?``,
     ``T*``, ``T{0,m}``, over which an equality is NULL or holds at no position: the compiler's rule)."""
+    negated = [neg.inner.var for s in steps for neg, _ in s.negs]
     if (any(prep.vars[s.var].any_ or s.linked or s.until or s.lo == 0 for s in steps)
-            or prep.strategy in CONTIGUITY):
+            or any(prep.vars[v].any_ for v in negated) or any(nx for s in steps for _, nx in s.negs)
+            or prep.strategy in CONTIGUITY or len(steps) < 2):
         return prep, events
     edges: dict[str, list[tuple[str, str]]] = {}
     for c in prep.conjuncts:
         if _equality(c.expr):
             edges.setdefault(c.expr.left.attr, []).append((c.expr.left.var, c.expr.right.var))
-    names = [s.var for s in steps]
+    names = {s.var for s in steps}
     shared = []
     for attr, pairs in edges.items():
-        reached, grew = {names[0]}, True
-        while grew:
+        reached, grew = {steps[0].var}, True
+        while grew:  # the positive steps, connected through equalities between them
             grew = False
             for u, v in pairs:
-                if (u in reached) != (v in reached):
+                if {u, v} <= names and (u in reached) != (v in reached):
                     reached |= {u, v}
                     grew = True
-        if reached == set(names):
+        # a negated event, tied to a positive step (an equality read in its negation)
+        if reached == names and all(any(v in (u, w) and {u, w} - {v} <= names for u, w in pairs) for v in negated):
             shared.append(attr)
     if not shared:
         return prep, events

@@ -210,15 +210,15 @@ def batch_matches(candidates: DataFrame, spec: SpecLike, input_schema: StructTyp
     else:
         parts = shuffle_partitions(candidates, partitions)
         ts_col = options.get("ts_col", "ts")
-        if parts > 1 and ranges_enabled(candidates) and range_split(spec, schema, ts_col) is None:
+        if parts > 1 and range_split(spec, schema, ts_col) is None and ranges_pay(candidates):
             return ranged_matches(candidates, spec, schema, parts, range_windows=range_windows(candidates),
                                   **options)
         spread = candidates.repartition(1)
     return spread.mapInArrow(op.partition_function(), op.output_schema)
 
 
-#: the Spark conf that turns on time ranges for keyless batch queries (off by default: on 2 cores, under load,
-#: the ranged path measured slower than one partition at 10^6 events, bench/keyless_parallel.py)
+#: the Spark conf that chooses time ranges for keyless batch queries: ``auto`` (the default: when the input's
+#: estimated size is at least :data:`RANGE_MIN_BYTES_CONF`), ``true`` (always), ``false`` (never: one partition)
 RANGES_CONF = "spark.sparkcep.keylessRanges"
 
 #: the Spark conf giving the length of a time range in windows (default
@@ -226,10 +226,48 @@ RANGES_CONF = "spark.sparkcep.keylessRanges"
 #: partitions, and hold more of it twice
 RANGE_WINDOWS_CONF = "spark.sparkcep.keylessRangeWindows"
 
+#: the Spark conf giving the smallest estimated input (bytes, Spark's size estimate of the filtered candidates: for
+#: files, about the bytes of the columns read) that ``keylessRanges=auto`` splits into time ranges
+RANGE_MIN_BYTES_CONF = "spark.sparkcep.keylessRangeMinBytes"
 
-def ranges_enabled(df: DataFrame) -> bool:
-    """Whether keyless batch queries run in time ranges (:data:`RANGES_CONF`, default false)."""
-    return str(df.sparkSession.conf.get(RANGES_CONF, "false")).strip().lower() == "true"
+#: the default of :data:`RANGE_MIN_BYTES_CONF`: 16 MiB, about 3-5 million events of a few columns in Parquet
+#: (``bench/keyless_parallel.py``: below it the second partition's fixed cost outweighs what it saves)
+RANGE_MIN_BYTES = 16 * 2**20
+
+
+def ranges_pay(df: DataFrame) -> bool:
+    """Whether a keyless batch ``df`` (the candidates, already known splittable) runs in time ranges:
+    :data:`RANGES_CONF` ``true``/``false``, or with ``auto`` (the default) when Spark's size estimate of ``df``
+    (:func:`estimated_bytes`, no job runs) is at least :data:`RANGE_MIN_BYTES_CONF`; an input Spark cannot size
+    (e.g. built from an RDD or a Python list) stays in one partition."""
+    conf = df.sparkSession.conf
+    mode = str(conf.get(RANGES_CONF, "auto")).strip().lower() or "auto"
+    if mode not in ("auto", "true", "false"):
+        raise CEPError(f"{RANGES_CONF} must be auto, true or false, got {mode!r}")
+    if mode != "auto":
+        return mode == "true"
+    text = conf.get(RANGE_MIN_BYTES_CONF, None)
+    try:
+        least = int(str(text).strip().replace("_", "")) if text is not None and str(text).strip() else RANGE_MIN_BYTES
+    except ValueError:
+        raise CEPError(f"{RANGE_MIN_BYTES_CONF} must be a whole number of bytes, got {text!r}") from None
+    size = estimated_bytes(df)
+    return size is not None and size >= least
+
+
+def estimated_bytes(df: DataFrame) -> int | None:
+    """Spark's estimate of ``df``'s size in bytes (its optimized plan's statistics: for files, their sizes scaled
+    to the columns read; computed on the driver, no job), or None when Spark does not know it: a leaf of the plan
+    (an RDD, a Python list) has Spark's default size, ``spark.sql.defaultSizeInBytes``."""
+    try:
+        plan = df._jdf.queryExecution().optimizedPlan()
+        leaves = plan.collectLeaves()
+        sizes = [int(leaves.apply(i).stats().sizeInBytes()) for i in range(leaves.size())]
+        size = int(plan.stats().sizeInBytes())
+        unknown = int(df.sparkSession._jsparkSession.sessionState().conf().defaultSizeInBytes())
+    except Exception:  # noqa: BLE001 - a plan without statistics (or another Spark): unknown
+        return None
+    return None if any(s >= unknown for s in sizes) else size
 
 
 def range_windows(df: DataFrame) -> float:

@@ -86,6 +86,11 @@ __all__ = ["COLUMNAR_STREAM", "MAX_MATCHES_CONF", "PER_KEY", "MatchOperator", "b
 # ----------------------------------------------------------------------------------------------- conversions
 
 
+#: About how many rows of a batch partition :meth:`MatchOperator.run_slices` runs at a time (whole keys): the
+#: engine's working memory follows the slice (at 10^7 events on 2 partitions, whole partitions took 1.3-1.9 GB of
+#: Python RSS, ``bench/scale.py``)
+SLICE_ROWS = 1 << 19
+
 #: The Spark conf a match budget can be given by (read on the driver when an operator is built).
 MAX_MATCHES_CONF = "spark.sparkcep.maxMatches"
 
@@ -397,30 +402,59 @@ class MatchOperator:
     def partition_function(self) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
         """``fn(batches) -> batches`` for ``mapInArrow`` over a DataFrame repartitioned by :attr:`group_cols`
         (what :func:`batch_matches` runs): the partition's record batches are gathered into one table (a key's
-        rows may span batches) and run by :meth:`run_table`."""
+        rows may span batches) and run by :meth:`run_slices`, whose results go out slice by slice."""
 
         def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             table = gathered(batches)
             if table is None:
                 return
-            result = self.run_table(table)
-            if result.num_rows:
-                yield from result.to_batches()
+            results = self.run_slices(table)
+            del table  # run_slices keeps the rows in key order only: the gathered table can go
+            for result in results:
+                if result.num_rows:
+                    yield from result.to_batches()
 
         return run_partition
 
-    def run_table(self, table: pa.Table) -> pa.Table:
+    def run_slices(self, table: pa.Table, slice_rows: int | None = None) -> Iterator[pa.Table]:
+        """The results of :meth:`run_table` over ``table``, computed and handed out in slices of whole keys of
+        about ``slice_rows`` rows (default :data:`SLICE_ROWS`; a key's rows in input order, ``_arrival`` first
+        under contiguity), so that the engine's working memory (numpy columns, chains, matches) and the results
+        held at once follow the slice, not the partition; one match budget for the whole table.  A table of at
+        most ``slice_rows`` rows, a query without a key, and a trend query merged over keys (:attr:`group_cols`
+        coarser than the key) run whole."""
+        slice_rows = SLICE_ROWS if slice_rows is None else slice_rows
+        if table.num_rows <= slice_rows or not self.spec.key or self._merge:
+            yield self.run_table(table)
+            return
+        if ARRIVAL in table.column_names:  # contiguity: the engine numbers events in input order
+            table = table.take(pc.sort_indices(table, [(ARRIVAL, "ascending")]))
+        ids = self.key_ids(table)
+        table, bounds = by_id(table, ids)
+        ids = np.sort(ids, kind="stable")
+        budget = self.budget()
+        lo = 0
+        for b in bounds[1:]:
+            if b - lo >= slice_rows or b == bounds[-1]:
+                yield self.run_table(table.slice(lo, b - lo), budget=budget, ids=ids[lo:b])
+                lo = b
+
+    def run_table(self, table: pa.Table, *, budget: match_budget.Budget | None = None,
+                  ids: np.ndarray | None = None) -> pa.Table:
         """The matches (or trend rows) of every key in ``table``, as an Arrow table of :attr:`output_schema`:
         rows in input order (``_arrival`` under a contiguity strategy), the keys told apart vectorially
         (:meth:`key_ids`), the rows no match can use dropped by the prefilter when the spec has one
         (:func:`prefilter_of`), then every key's matches at once in numpy when the spec has a columnar
         construction (:func:`match_columnar.columnar`), else engine events for the remaining rows, one engine
-        run per key."""
+        run per key.  ``budget``: the match budget (default: a fresh one for the table, every key together);
+        ``ids``: :meth:`key_ids` of ``table`` if known, its rows already in input order (:meth:`run_slices`)."""
         engine, spec = self.engine, self.spec
-        budget = self.budget()  # every key of the partition together
-        if ARRIVAL in table.column_names and table.num_rows:  # contiguity: the engine numbers events in input order
-            table = table.take(pc.sort_indices(table, [(ARRIVAL, "ascending")]))  # a stable sort
-        ids = self.key_ids(table)
+        if budget is None:
+            budget = self.budget()  # every key of the partition together
+        if ids is None:
+            if ARRIVAL in table.column_names and table.num_rows:  # contiguity: events numbered in input order
+                table = table.take(pc.sort_indices(table, [(ARRIVAL, "ascending")]))  # a stable sort
+            ids = self.key_ids(table)
         keep = self._prefiltered(table, ids)
         if keep is not None:
             table = table.filter(pa.array(keep, pa.bool_()))

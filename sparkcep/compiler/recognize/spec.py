@@ -19,9 +19,9 @@ import re
 from dataclasses import replace
 
 from sparkcep.compiler.recognize.analysis import find_span, pattern_variables, walk
-from sparkcep.compiler.recognize.types import expr_type, is_numeric
+from sparkcep.compiler.recognize.types import INTEGRAL, expr_type, is_numeric
 from sparkcep.ir import recognize as rx
-from sparkcep.ir.ast import TS_UNITS_NS, Attr, map_nodes
+from sparkcep.ir.ast import TS_UNITS_NS, Attr, Func, map_nodes
 from sparkcep.ir.errors import CEPSemanticError, Span
 from sparkcep.ir.limits import deeply
 
@@ -30,6 +30,8 @@ __all__ = ["build_spec", "TIME_TYPES"]
 #: Time column types whose ``__ts`` is epoch microseconds.
 TIME_TYPES = ("timestamp", "timestamp_ntz", "date")
 TS = "__ts"
+#: The functions whose value Spark widens to the common type of their values (``if``: of its second and third)
+WIDENED = ("coalesce", "if", "greatest", "least")
 
 
 class _Builder:
@@ -58,6 +60,21 @@ class _Builder:
 
         return map_nodes(e, fix)
 
+    def widened(self, e: object) -> object:
+        """``e`` with each ``coalesce``, ``if``, ``greatest`` and ``least`` whose Spark type is DOUBLE while one
+        of its values is an integer wrapped in ``double(...)``: Spark widens every value to the common type
+        first (``coalesce(A.x, B.d) * 4611686018427387904`` over a BIGINT ``x`` is a DOUBLE product, not a
+        BIGINT overflow), and so do the evaluators (:mod:`sparkcep.ir.kinds`' rule for the pattern language)."""
+        def fix(node):
+            if isinstance(node, Func) and node.name in WIDENED:
+                values = node.args[1:] if node.name == "if" else node.args
+                if (expr_type(node, self.schema, self.text) == "double"
+                        and any(expr_type(v, self.schema, self.text) in INTEGRAL for v in values)):
+                    return Func("double", (node,), span=node.span)
+            return node
+
+        return map_nodes(e, fix)
+
     def build(self) -> rx.RecognizeSpec:
         q = self.q
         if not q.order_by:
@@ -65,8 +82,8 @@ class _Builder:
         partition = tuple(self.column(c, find_span(self.text, rf"(?<![\w`]){re.escape(c)}(?![\w`])", r"PARTITION\s+BY")
                                       or q.span) for c in q.partition_by)
         order = tuple(replace(o, column=self.column(o.column, o.span)) for o in q.order_by)
-        defines = tuple((v, self.resolve(c)) for v, c in q.defines)
-        measures = tuple(replace(m, expr=self.resolve(m.expr)) for m in q.measures)
+        defines = tuple((v, self.widened(self.resolve(c))) for v, c in q.defines)
+        measures = tuple(replace(m, expr=self.widened(self.resolve(m.expr))) for m in q.measures)
         time_type = self.schema[order[0].column]
         if time_type not in TIME_TYPES and not is_numeric(time_type):
             self.fail(f"the first ORDER BY column is the event time: {order[0].column} is a {time_type}, not a "

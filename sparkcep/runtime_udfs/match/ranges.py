@@ -80,10 +80,13 @@ def parallelism(spec: object) -> str:
     """What explain says about the parallelism of a query without a key."""
     why = why_not(spec)
     if why is None:
-        return ("parallelism (no key): 1 partition; with spark.sparkcep.keylessRanges=true, batch in time ranges of "
-                "spark.sparkcep.keylessRangeWindows windows (16) overlapping by the window, dealt over the shuffle "
-                "partitions, each match reported by the range owning its first event (not faster on 2 cores at "
-                "10^6 events: bench/keyless_parallel.py); streaming: 1 partition (time ranges are batch only)")
+        return ("parallelism (no key): batch in time ranges of spark.sparkcep.keylessRangeWindows windows (16) "
+                "overlapping by the window, dealt over the shuffle partitions, each match reported by the range "
+                "owning its first event, when Spark estimates the input at spark.sparkcep.keylessRangeMinBytes (16 "
+                "MiB) or more, else 1 partition (spark.sparkcep.keylessRanges=true or false: always or never); "
+                "streaming: 1 partition (time ranges are batch only: not built for streams, whose stateful grouping "
+                "is part of the checkpoint; a micro-batch spanning less than a range, 16 windows, would fill one or "
+                "two ranges anyway)")
     return f"parallelism 1 (no key): {why}"
 
 

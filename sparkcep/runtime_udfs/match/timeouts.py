@@ -6,24 +6,32 @@ match* binds a prefix of the steps up to ``ck``: a single step ``T v`` to one ev
 events as its quantifier allows so far (``T+``, ``T*``, ``T{n,m}``: one to ``m``; ``T?``: one), a step before
 ``ck`` that may take no event (``*``, ``?``, ``{0,m}``) possibly to none, every other step before ``ck`` to at
 least its minimum; all of strictly increasing ``ts``, each accepted by its step (type and local predicates), the
-last one before ``first.ts + W``; every predicate over ``c1..ck`` holds (a positional one, ``v[i]``, ``v[i-1]``,
-at every position; one over a step that took no event as in a match), except one reading the whole sequence of
-``ck`` while it is a Kleene step (``v[v.len]``, ``v[]``, ``v[k]`` with ``k >= 2``): that one is decided when a
-later step is bound.  It *times out* when it is no match (every step after ``ck`` may take no event, ``ck``
+last one before ``first.ts + W``; no event of a negation ``!(T n)`` between two of its steps lies between their
+events (``NEXT !(T n)``: is the event right after the first's last one); every predicate over ``c1..ck`` holds
+(a positional one, ``v[i]``, ``v[i-1]``, at every position; one over a step that took no event as in a match),
+except one reading the whole sequence of ``ck`` while it is a Kleene step (``v[v.len]``, ``v[]``, ``v[k]``
+with ``k >= 2``): that one is decided when a later step is bound.
+It *times out* when it is no match (every step after ``ck`` may take no event, ``ck``
 has its minimum, and every predicate holds), no event extends it (joins ``ck``'s sequence, short of its
 maximum, or binds a later step, and gives a partial match), and some event could still have extended it when
 the window closed: a run ended before (a link, ``NEXT`` or a contiguity strategy, broken by the event right
-after its last one; a loop with ``UNTIL`` closed by a stop event; a step at its maximum with no step after it)
-is discarded, as Flink discards a run its contiguity breaks.  One row per run of the automaton that the window
+after its last one; a loop with ``UNTIL`` closed by a stop event; a step at its maximum with no step after it;
+every way on blocked by the event of a negation after its last one, or right after it for ``NEXT !(T n)``)
+is discarded, as Flink discards a run its contiguity or a negated event kills; a negation at the end decides
+whether a binding of every step is a match.  One row per run of the automaton that the window
 closed on, the binding being what that run took.  It is decided, and emitted, once event time reaches
 ``first.ts + W`` (the watermark; batch: at the end of the input).  Each is one row: the query's result columns
 over the partial binding (an unbound variable's values NULL) and ``timeout_step``, the variable of the last
 bound step ``ck``.
 
 Scope (:func:`check`): a ``SEQ`` of single events (``T v``, ``ANY(...) v``) and Kleene steps (``T+ v[]``,
-``T* v[]``, ``T? v``, ``T{n,m} v[]``, a loop with ``UNTIL``), any of them written ``NEXT``, under every
-selection strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); not
-repeated groups, negation, ``OR`` or collapsed output.  Under ``skip_till_next_match`` an event that can extend
+``T* v[]``, ``T? v``, ``T{n,m} v[]``, a loop with ``UNTIL``), any of them written ``NEXT``, and negated
+events between them or at the end (``!(T n)``, ``NEXT !(T n)``: Flink's notFollowedBy and notNext; not one
+that can be at the start of a match, nor one whose predicates read a later step), under every selection
+strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); ``OR`` steps of
+single or Kleene events and an ``OR`` of such SEQs: a partial match is one of some path (:func:`_paths`), one
+binding however many paths share it (extended, a match, alive if so in one of them); not repeated groups or
+collapsed output.  Under ``skip_till_next_match`` an event that can extend
 a partial match must be taken (§5): from each partial match only the first later event that extends it does, in
 each way it can (join the open sequence, or take a later step).  Where links or stop conditions need them, the
 events no step takes are kept too (``_mask`` 0): they break links.
@@ -49,19 +57,19 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 from functools import lru_cache
 
-from sparkcep.ir.ast import EventPat, Kleene, Not, Or, Seq
+from sparkcep.ir.ast import Attr, EventPat, Kleene, Not, Or, Seq, walk
 from sparkcep.ir.spec import TIMEOUT_STEP, SlotState, TimeoutSpec, reads_every_event
 from sparkcep.runtime_udfs.expr.components import component_mask, component_table
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr
 from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH, NEXT_MATCH, Conjunct, EngineUnsupportedError
 
 CONTIGUITY = ("strict_contiguity", "partition_contiguity")
-NEGATION = ("not negation (whether a negation blocks a partial match depends on the step after it, which a "
-            "partial match lacks)")
+NEGATION = "not a negation of more than one event (Flink's notFollowedBy and notNext negate one event)"
 
 __all__ = ["TimeoutState", "advance", "check", "init_state", "is_empty", "step", "wakeup"]
 
@@ -85,21 +93,33 @@ class TimeoutState(SlotState):
 
 
 class _Compiled:
-    def __init__(self, spec: TimeoutSpec):
-        comps = spec.components
+    """One path of the pattern (an ``OR`` has one per alternative): its items, each written ``NEXT`` or not
+    (``strict``), and ``index``, the position of each item's component in ``spec.components`` (its bit in
+    ``_mask``)."""
+
+    def __init__(self, spec: TimeoutSpec, items: tuple, strict: tuple, index: tuple[int, ...]):
+        comps = tuple(spec.components[i] for i in index)
+        self.bit = tuple(1 << i for i in index)
         self.vars = tuple(c.var for c in comps)
+        #: item k is a negation ``!(T v)`` (it takes no event: an event of it between two steps blocks them)
+        self.neg = tuple(c.negated for c in comps)
         #: the variable of a step is the list of its events (T+, T*, T{n,m}; not T v, T? v)
         self.lists = tuple(c.kleene in ("+", "*") for c in comps)
-        items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
-        #: step → the fewest and most events it takes (most None: unbounded)
-        self.lo, self.hi = zip(*(i.repeat if isinstance(i, Kleene) else (1, 1) for i in items), strict=True)
-        any_vars = frozenset(c.var for c in comps if c.any_)
-        self.table = component_table(comps, any_vars)
-        self.full = (1 << len(comps)) - 1
+        #: step → the fewest and most events it takes (most None: unbounded); a negation none
+        self.lo, self.hi = zip(*(i.repeat if isinstance(i, Kleene) else (0, 0) if isinstance(i, Not) else (1, 1)
+                                 for i in items), strict=True)
+        any_vars = frozenset(c.var for c in spec.components if c.any_)
         n = len(comps)
-        list_vars = frozenset(v for v, k in zip(self.vars, self.lists, strict=True) if k)
+        list_vars = frozenset(c.var for c in spec.components if c.kleene in ("+", "*"))  # (every path's)
         position = {v: k for k, v in enumerate(self.vars)}
-        self.predicates = [Conjunct(p, list_vars, any_vars, frozenset(self.vars)) for p in spec.predicates]
+        negated = {v: k for k, v in enumerate(self.vars) if self.neg[k]}
+        known = frozenset(c.var for c in spec.components)
+        # a predicate over another path's variables only: they are absent here, so it holds (the oracle's rule)
+        conjuncts = [c for c in (Conjunct(p, list_vars, any_vars, known) for p in spec.predicates)
+                     if c.global_ or not c.vars or c.vars & position.keys()]
+        #: the predicates of the match, and those of each negation (item → over its event and earlier steps)
+        self.predicates = [c for c in conjuncts if not c.vars & negated.keys()]
+        self.blocking = {m: [c for c in conjuncts if v in c.vars] for v, m in negated.items()}
         #: read every bound event (an equivalence test the operator checks itself: strict_contiguity runs
         #: unpartitioned): re-checked whenever an event is bound
         every = [c for c in self.predicates if c.global_]
@@ -107,7 +127,7 @@ class _Compiled:
         def decided(c: Conjunct, k: int) -> bool:
             """Is ``c`` decided on a partial match whose last step is ``k``: over steps up to ``k``, and not
             reading the whole sequence of ``k`` while that is a Kleene step (then it waits for the next step)?"""
-            at = max((position[v] for v in c.vars), default=0)
+            at = max((position.get(v, -1) for v in c.vars), default=0)  # (another path's variable: absent)
             return at <= k and not (at == k and self.vars[k] in c.waits)
 
         #: step k → predicates to re-check when an event joins step k's open sequence
@@ -118,22 +138,68 @@ class _Compiled:
         self.enter = {(k, t): [c for c in self.predicates if decided(c, t) and not (k >= 0 and decided(c, k))
                                and not c.global_] + every for k in range(-1, n) for t in range(k + 1, n)}
         #: the first step a partial match may start at: the steps before it may take no event
-        self.starts = [t for t in range(n) if not any(self.lo[:t])]
+        self.starts = [t for t in range(n) if not self.neg[t] and not any(self.lo[:t])]
         #: step k → a partial match ending there is a match if it has its minimum and every predicate holds
         self.may_end = [not any(self.lo[k + 1:]) for k in range(n)]
-        self.outputs = tuple((o.name, compile_expr(o.expr, any_vars)) for o in spec.outputs)
-        self.window = spec.window
-        self.first_only = spec.strategy == NEXT_MATCH  # a relevant event is taken: one chain per first event
-        #: every event of the partition is kept (those that fill no step break links: _mask 0)
-        self.every = reads_every_event(spec)
-        strict = (spec.pattern.strict if isinstance(spec.pattern, Seq) else ()) or (False,) * n
         #: (k, t) → must an event taking step t after one of step k be the event right after it (a contiguity
         #: strategy; a NEXT step t, or one between passed over)?
-        self.linked = {(k, t): spec.strategy in CONTIGUITY or any(strict[k + 1:t + 1])
+        self.linked = {(k, t): spec.strategy in CONTIGUITY or any(strict[s] and not self.neg[s]
+                                                                  for s in range(k + 1, t + 1))
                        for k in range(n) for t in range(k, n)}
+        #: (k, t) → the negations between step k and a later step t: ``!(T v)`` (no such event between their
+        #: events), and ``NEXT !(T v)`` (Flink's notNext: the event right after k's last one is no such event)
+        self.between = {(k, t): [m for m in range(k + 1, t) if self.neg[m] and not strict[m]]
+                        for k in range(n) for t in range(k, n + 1)}
+        self.not_next = {(k, t): [m for m in range(k + 1, t) if self.neg[m] and strict[m]]
+                         for k in range(n) for t in range(k, n + 1)}
         #: step → (its types, None with UNTIL ANY: any event; its stop condition UNTIL compiled), for a loop with one
         self.stops = [(None if i.until_any else i.inner.types, compile_expr(i.until))
                       if isinstance(i, Kleene) and i.until is not None else None for i in items]
+
+    def blocks(self, m: int, mask: int, ev: dict, binding: dict) -> bool:
+        """Is ``ev`` an event of the negation ``m`` (its type and local predicates) whose predicates hold with
+        ``binding`` (the steps before it)?"""
+        if not mask & self.bit[m]:
+            return False
+        binding[self.vars[m]] = ev
+        try:
+            return all(_holds(c, binding) for c in self.blocking[m])
+        finally:
+            del binding[self.vars[m]]
+
+    def blocked(self, k: int, t: int, events: list, last: int, until: float, binding: dict,
+                next_until: float) -> bool:
+        """Is the way from step ``k`` (its last event ``events[last]``) to a later step ``t`` blocked: by an event
+        of a negation between them after ``events[last]`` and before ``until``, or, for ``NEXT !(...)``, by the
+        event right after ``events[last]`` (if before ``next_until``)?"""
+        after = events[last][0]
+        for m in self.not_next[k, t]:
+            if last + 1 < len(events) and events[last + 1][0] < next_until and self.blocks(
+                    m, events[last + 1][2], events[last + 1][3], binding):
+                return True
+        for m in self.between[k, t]:
+            for ts, _, mask, ev in events[last + 1:]:
+                if ts >= until:
+                    break
+                if ts > after and self.blocks(m, mask, ev, binding):
+                    return True
+        return False
+
+    def is_match(self, events: list, last: int, binding: dict, k: int, count: int, end: float) -> bool:
+        """Is ``binding`` (its last step ``k`` with ``count`` events, the last ``events[last]``) a match: every
+        step after ``k`` may take no event, ``k`` has its minimum, every predicate holds, and no event of a
+        negation at the end came before the window closed?"""
+        return (self.may_end[k] and count >= self.lo[k] and all(_holds(c, binding) for c in self.predicates)
+                and not self.blocked(k, len(self.vars), events, last, end, binding, end))
+
+    def alive(self, events: list, last: int, binding: dict, k: int, count: int, end: float, stopped: bool) -> bool:
+        """Could an event still have extended ``binding`` when the window closed: is one of its ways not closed
+        by a broken link, a stopped loop (``stopped``: a stop event of ``k``'s loop came after its first event,
+        in the window) or a negation's event?"""
+        broken = last + 1 < len(events) and events[last + 1][0] < end  # the event right after came in the window
+        return not all((broken and self.linked[k, step]) or (step == k and stopped)
+                       or (step != k and self.blocked(k, step, events, last, end, binding, end))
+                       for step, _ in self.ways(k, count))
 
     def stops_at(self, k: int, ev: dict) -> bool:
         """Is ``ev`` a stop event of the loop of step ``k`` (of its types, any with ``UNTIL ANY``; its ``UNTIL``
@@ -148,10 +214,46 @@ class _Compiled:
         out = [(k, self.grow[k])] if self.lists[k] and (self.hi[k] is None or count < self.hi[k]) else []
         if count >= self.lo[k]:
             for t in range(k + 1, len(self.vars)):
-                out.append((t, self.enter[k, t]))
+                if not self.neg[t]:
+                    out.append((t, self.enter[k, t]))
                 if self.lo[t]:
                     break
         return out
+
+
+class _Paths:
+    """The compiled paths of a pattern (one, or one per alternative of an ``OR``) and what they share."""
+
+    def __init__(self, spec: TimeoutSpec):
+        any_vars = frozenset(c.var for c in spec.components if c.any_)
+        self.table = component_table(spec.components, any_vars)
+        self.full = (1 << len(spec.components)) - 1
+        self.outputs = tuple((o.name, compile_expr(o.expr, any_vars)) for o in spec.outputs)
+        self.window = spec.window
+        self.first_only = spec.strategy == NEXT_MATCH  # a relevant event is taken: one chain per first event
+        #: every event of the partition is kept (those that fill no step break links: _mask 0)
+        self.every = reads_every_event(spec)
+        self.paths = [_Compiled(spec, *path) for path in _paths(spec)]
+
+
+def _paths(spec: TimeoutSpec) -> list[tuple[tuple, tuple, tuple[int, ...]]]:
+    """``(items, NEXT flags, component indexes)`` of each path: an ``OR`` of SEQs has one per alternative, an
+    ``OR`` step (``B b OR C c``) one per alternative too; the components are numbered in pattern order."""
+    position = {c.var: k for k, c in enumerate(spec.components)}
+
+    def var(item) -> str:
+        return (item.inner if isinstance(item, (Kleene, Not)) else item).var
+
+    alternatives = spec.pattern.alternatives if isinstance(spec.pattern, Or) else (spec.pattern,)
+    out = []
+    for alt in alternatives:
+        items = alt.items if isinstance(alt, Seq) else (alt,)
+        strict = alt.strict if isinstance(alt, Seq) and alt.strict else (False,) * len(items)
+        choices = [[(a, linked) for a in item.alternatives] if isinstance(item, Or) else [(item, linked)]
+                   for item, linked in zip(items, strict, strict=True)]
+        for path in itertools.product(*choices):
+            out.append((tuple(i for i, _ in path), tuple(f for _, f in path), tuple(position[var(i)] for i, _ in path)))
+    return out
 
 
 def _holds(c: Conjunct, binding: dict) -> bool:
@@ -160,27 +262,61 @@ def _holds(c: Conjunct, binding: dict) -> bool:
 
 
 def _unsupported_step(p) -> str | None:
-    """Why ``p`` cannot be a step of a pattern with timed-out partial matches, or None."""
+    """Why ``p`` cannot be an item of a pattern with timed-out partial matches, or None."""
     if isinstance(p, EventPat):
         return None
     if isinstance(p, Kleene) and isinstance(p.inner, EventPat):
         return None
     if isinstance(p, Not):
-        return NEGATION
+        return None if isinstance(p.inner, EventPat) else NEGATION
     if isinstance(p, Or):
-        return "not OR (a partial match of one branch can be the events of another's match)"
+        return "not an OR inside an OR alternative"
     return "not a repeated group (a partial match would end inside an iteration)"
+
+
+def _unsupported_negation(spec: TimeoutSpec, items: tuple, strict: tuple) -> str | None:
+    """Why a negation of ``spec`` has no timed-out partial matches, or None: one that can be at the start of a
+    match, ``NEXT !(...)`` with no step after it that must take an event, or one whose predicates read a step
+    after it (Flink's conditions read the steps before)."""
+    bounds = [i.repeat[0] if isinstance(i, Kleene) else 0 if isinstance(i, Not) else 1 for i in items]
+    later: set[str] = set()
+    for m in reversed(range(len(items))):
+        item = items[m]
+        if not isinstance(item, Not):
+            later |= {n.var for n in walk(item) if isinstance(n, EventPat)}
+            continue
+        if not any(bounds[:m]):
+            return ("not a negation at the start of a match (its interval ends at the match's last event, which "
+                    "a partial match lacks)")
+        if strict[m] and not any(bounds[m + 1:]):
+            return ("not NEXT !(...) with no step after it that must take an event (whether the run is a match "
+                    "would depend on an event after the window)")
+        var = item.inner.var
+        for p in spec.predicates:
+            read = {n.var for n in walk(p) if isinstance(n, Attr)}
+            if var in read and read & later:
+                return f"not a negation predicate over a later step ({var} with {', '.join(sorted(read & later))})"
+    return None
 
 
 def check(spec: TimeoutSpec) -> None:
     """Raise :class:`EngineUnsupportedError` if ``spec`` is outside this engine's scope (module doc)."""
-    items = spec.pattern.items if isinstance(spec.pattern, Seq) else (spec.pattern,)
-    why = next((w for w in map(_unsupported_step, items) if w is not None), None)
-    if why is None and any(c.negated for c in spec.components):
-        why = NEGATION
+    why = None
+    for alt in spec.pattern.alternatives if isinstance(spec.pattern, Or) else (spec.pattern,):
+        for item in alt.items if isinstance(alt, Seq) else (alt,):
+            if isinstance(item, Or):
+                if not all(isinstance(a, EventPat) or (isinstance(a, Kleene) and isinstance(a.inner, EventPat))
+                           for a in item.alternatives):
+                    why = why or "not an OR step with an alternative of more than one event"
+            else:
+                why = why or _unsupported_step(item)
+    if why is None:
+        why = next((w for items, strict, _ in _paths(spec) if (w := _unsupported_negation(spec, items, strict))),
+                   None)
     if why is not None:
-        raise EngineUnsupportedError(f"timed-out partial matches are defined for a SEQ of single events and "
-                                     f"Kleene steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT): {why}")
+        raise EngineUnsupportedError(f"timed-out partial matches are defined for a SEQ of single events, Kleene "
+                                     f"steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT), negated events "
+                                     f"and OR steps, and an OR of such SEQs: {why}")
     if spec.strategy not in (ANY_MATCH, NEXT_MATCH, *CONTIGUITY):
         raise EngineUnsupportedError(f"unknown selection strategy {spec.strategy}")
     if spec.collapsed:
@@ -197,9 +333,9 @@ def check(spec: TimeoutSpec) -> None:
 
 
 @lru_cache(maxsize=16)
-def _compiled(spec: TimeoutSpec) -> _Compiled:
+def _compiled(spec: TimeoutSpec) -> _Paths:
     check(spec)
-    return _Compiled(spec)
+    return _Paths(spec)
 
 
 def init_state() -> TimeoutState:
@@ -264,11 +400,17 @@ def advance(spec: TimeoutSpec, state: TimeoutState, watermark: float,
     for i, (ts, _, mask, ev) in enumerate(events):
         if ts > horizon:
             break
-        for t in cs.starts:
-            binding = {cs.vars[t]: [ev] if cs.lists[t] else ev}
-            if (mask & (1 << t) and not (cs.stops[t] and cs.stops_at(t, ev))
-                    and all(_holds(c, binding) for c in cs.enter[-1, t])):
-                _search(cs, events, i, binding, t, 1, i, ts + cs.window, rows)
+        starts: dict[str, list] = {}  # variable → the paths' states that start with ev bound to it
+        for p, path in enumerate(cs.paths):
+            for t in path.starts:
+                binding = {path.vars[t]: [ev] if path.lists[t] else ev}
+                if (mask & path.bit[t] and not (path.stops[t] and path.stops_at(t, ev))
+                        and all(_holds(c, binding) for c in path.enter[-1, t])):
+                    starts.setdefault(path.vars[t], []).append((p, t, 1, i))
+        for var, states in starts.items():
+            first = cs.paths[states[0][0]]
+            _search(cs, events, i, {var: [ev] if first.lists[first.vars.index(var)] else ev}, states,
+                    ts + cs.window, rows)
     if budget is not None and rows:
         budget.charge(len(rows))
     keep = 0
@@ -278,50 +420,69 @@ def advance(spec: TimeoutSpec, state: TimeoutState, watermark: float,
     return state, rows
 
 
-def _search(cs: _Compiled, events: list, last: int, binding: dict, k: int, count: int, first: int, end: float,
-            rows: list) -> None:
-    """Extend ``binding`` (its last step ``k``, which took ``count`` events from ``events[first]`` on,
-    ``events[last]`` its last event) by every event that joins step ``k``'s open Kleene sequence or takes a later
-    step (:meth:`_Compiled.ways`; a linked way only the event right after, a loop with ``UNTIL`` no stop event and
-    none after one; skip_till_next_match: by the first event that can, in each way it can); a binding no event
-    extends is emitted unless it is a match or no event could have extended it any more when the window closed
-    (a link broken by the event right after, a loop stopped, a step at its maximum)."""
-    ways = cs.ways(k, count)
+def _search(cs: _Paths, events: list, last: int, binding: dict, states: list, end: float, rows: list) -> None:
+    """Extend ``binding`` (``events[last]`` its last event) in each path where it is a partial match: its
+    ``states`` ``(path, last step k, count of k's events, index of k's first event)``; by every event that joins
+    step ``k``'s open Kleene sequence or takes a later step (:meth:`_Compiled.ways`; a linked way only the event
+    right after, a loop with ``UNTIL`` no stop event and none after one, a way past a negation no event of it in
+    between; skip_till_next_match: by the first event that can in some path, in each way it can); a binding no
+    event extends is emitted unless it is a match in one of its paths or no event could have extended it any
+    more in any of them when the window closed (a link broken by the event right after, a loop stopped, a way
+    blocked by a negation's event, a step at its maximum)."""
     after = events[last][0]
     extended = False
-    stopped = False  # a stop event of step k's loop came after its first event
+    #: per state: a stop event of step k's loop came after its first event
+    stopped = [False] * len(states)
+    ways = [cs.paths[p].ways(k, count) for p, k, count, _ in states]
     for j in range(last + 1, len(events)):
         ts, _, mask, ev = events[j]
         if ts >= end:
             break
-        if cs.stops[k] and not stopped:
-            stopped = cs.stops_at(k, ev)
+        for n, (p, k, _, _) in enumerate(states):
+            path = cs.paths[p]
+            if path.stops[k] and not stopped[n]:
+                stopped[n] = path.stops_at(k, ev)
         if ts <= after:
             continue
-        for step, checks in ways:
-            if (not mask & (1 << step) or (j != last + 1 and cs.linked[k, step])
-                    or (cs.stops[step] and (stopped if step == k else cs.stops_at(step, ev)))):
-                continue
-            var = cs.vars[step]
+        found: dict[str, list] = {}  # variable → the states ev gives, binding it
+        for n, (p, k, count, first) in enumerate(states):
+            path = cs.paths[p]
+            for step, checks in ways[n]:
+                if (not mask & path.bit[step] or (j != last + 1 and path.linked[k, step])
+                        or (path.stops[step] and (stopped[n] if step == k else path.stops_at(step, ev)))
+                        or (step != k and path.blocked(k, step, events, last, ts, binding, math.inf))):
+                    continue
+                var = path.vars[step]
+                before = binding.get(var)
+                binding[var] = [*before, ev] if step == k else [ev] if path.lists[step] else ev
+                if all(_holds(c, binding) for c in checks):
+                    found.setdefault(var, []).append((p, step, count + 1 if step == k else 1,
+                                                      first if step == k else j))
+                if before is None:
+                    del binding[var]
+                else:
+                    binding[var] = before
+        for var, next_states in found.items():
+            extended = True
             before = binding.get(var)
-            binding[var] = [*before, ev] if step == k else [ev] if cs.lists[step] else ev
-            if all(_holds(c, binding) for c in checks):
-                extended = True
-                _search(cs, events, j, binding, step, count + 1 if step == k else 1, first if step == k else j,
-                        end, rows)
+            path, step = cs.paths[next_states[0][0]], next_states[0][1]
+            binding[var] = [*before, ev] if before is not None else [ev] if path.lists[step] else ev
+            _search(cs, events, j, binding, next_states, end, rows)
             if before is None:
                 del binding[var]
             else:
                 binding[var] = before
         if extended and cs.first_only:
             break
-    if extended or (cs.may_end[k] and count >= cs.lo[k] and all(_holds(c, binding) for c in cs.predicates)):
+    if extended or any(cs.paths[p].is_match(events, last, binding, k, count, end) for p, k, count, _ in states):
         return
-    broken = last + 1 < len(events) and events[last + 1][0] < end  # the event right after came in the window
-    if cs.stops[k] and not stopped:
-        stopped = any(cs.stops_at(k, e) for _, _, _, e in events[last + 1:] if e["ts"] < end)
-    if all((broken and cs.linked[k, step]) or (step == k and stopped) for step, _ in ways):
+    for n, (p, k, _, _) in enumerate(states):
+        path = cs.paths[p]
+        if path.stops[k] and not stopped[n]:
+            stopped[n] = any(path.stops_at(k, e) for _, _, _, e in events[last + 1:] if e["ts"] < end)
+    if not any(cs.paths[p].alive(events, last, binding, k, count, end, stopped[n])
+               for n, (p, k, count, _) in enumerate(states)):
         return  # dead before the window closed
     row = {name: fn(binding) for name, fn in cs.outputs}
-    row[TIMEOUT_STEP] = cs.vars[k]
+    row[TIMEOUT_STEP] = cs.paths[states[0][0]].vars[states[0][1]]  # the last bound step's (one in every path)
     rows.append({name: None if v is LACKING else v for name, v in row.items()})

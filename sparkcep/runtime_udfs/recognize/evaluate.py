@@ -30,7 +30,7 @@ from typing import Any
 
 from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
-from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _and, _arith, _compare, _neg, _not, _or
+from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _and, _arith, _compare, _neg, _not, _or, _widening
 
 __all__ = ["Ctx", "Slots", "compile_expr", "history_free", "next_reach", "node", "prev_reach", "uses_next"]
 
@@ -381,6 +381,10 @@ class _Compiler:
         if name == "if" and len(args) == 3:  # Spark's if(cond, a, b): b when cond is false or NULL
             cond, then, other = args
             return lambda ctx, h, f: then(ctx, h, f) if cond(ctx, h, f) is True else other(ctx, h, f)
+        if name == "double" and len(args) == 1:  # a value widened to DOUBLE (compiler.recognize.spec.widened)
+            (a,) = args
+            widen = _widening("float")
+            return lambda ctx, h, f: widen(a(ctx, h, f))
         if name == "coalesce":
             def coalesce(ctx, h, f):
                 for a in args:
