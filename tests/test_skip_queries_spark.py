@@ -1,6 +1,7 @@
 """AFTER MATCH SKIP queries of the pattern language on Spark (``CompiledQuery.apply``, which runs them as
 MATCH_RECOGNIZE): batch and a file stream read one file per trigger equal the oracle (the strategy's matches,
-preferment, the skip rule), with a negation between two components, after a loop, and a nested SEQ."""
+preferment, the skip rule), with a negation between two components, after a loop, before an optional component,
+a nested SEQ, a repeated group with UNTIL and an OR inside a SEQ."""
 
 from __future__ import annotations
 
@@ -31,13 +32,21 @@ QUERIES = [
     "PATTERN SEQ(A a, B+? b[] UNTIL ANY (b.x > 2), !(B n), SEQ(C c, ANY(B, C) d)) WHERE [id] WITHIN 8 "
     "AFTER MATCH SKIP TO NEXT EVENT "
     "RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts, d.ts AS d_ts",
+    # no A between a and the next event (q's, or b's without q); a greedy group of (B, C) iterations that takes no
+    # stop B (x > 2) nor skips one; then an A or a C, the A preferred.  Over key 4 (_events' tail) the group takes
+    # two iterations (three without UNTIL, one reluctant); over key 2 the negation and over key 3 the OR's order
+    # change the rows
+    "PATTERN SEQ(A a, !(A n), B? q, (SEQ(B b, C c))+ UNTIL (b.x > 2), A e OR C f) WHERE [id] WITHIN 10 "
+    "AFTER MATCH SKIP PAST LAST EVENT "
+    "RETURN a.ts AS a_ts, q.ts AS q_ts, count(b[].x) AS n, c[c.len].ts AS c_ts, e.ts AS e_ts, f.ts AS f_ts",
 ]
 
 
 def _events(seed: int, n: int = 60) -> list[dict]:
     rnd = random.Random(seed)
+    tail = [{"type": t, "ts": n + 1 + k, "id": 4, "x": 3 if k == 6 else 0} for k, t in enumerate("ABBCBCBCA")]
     return [{"type": rnd.choice("ABBC"), "ts": t + 1, "id": rnd.randint(1, 3), "x": rnd.randint(0, 3)}
-            for t in range(n)]
+            for t in range(n)] + tail
 
 
 def _canon(rows) -> list[tuple]:
@@ -61,7 +70,8 @@ def test_stream_one_file_per_trigger_equals_the_oracle(spark, tmp_path):
     src, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     src.mkdir()
     for k in range(3):
-        chunk = evs[k * 20:(k + 1) * 20] + ([{"type": "D", "ts": 1000, "id": 9, "x": 0}] if k == 2 else [])
+        chunk = evs[k * 20:(k + 1) * 20 if k < 2 else None] + ([{"type": "D", "ts": 1000, "id": 9, "x": 0}] if k == 2
+                                                               else [])
         path = src / f"part-{k}.json"
         path.write_text("".join(json.dumps(e) + "\n" for e in chunk))
         os.utime(path, (1_700_000_000 + 10 * k, 1_700_000_000 + 10 * k))  # the file source reads by mtime

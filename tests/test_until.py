@@ -68,8 +68,6 @@ def test_until_parses_prints_back_and_round_trips():
     ("PATTERN SEQ(A a, NOT SEQ(C c, B+ b[] UNTIL (b.x > 1)), D d) WITHIN 10", "inside a negation", 45),
     ("PATTERN SEQ(A a, B+ b[] UNTIL (b.x > 1), C c) USING skip_till_next_match WITHIN 10 AFTER MATCH SKIP PAST "
      "LAST EVENT", "skip_till_next_match UNTIL is not supported", 32),
-    ("PATTERN SEQ(A a, (SEQ(B b, C c))+ UNTIL (c.x > 1), D d) WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT",
-     "repeated group", 18),
 ])
 def test_check_refuses_what_does_not_run_with_the_reason(text, why, column):
     with pytest.raises(CEPError) as err:

@@ -381,12 +381,14 @@ def _conjunct(e: Expr, variables: dict[str, _Var], any_vars: frozenset[str]) -> 
 _START = (0, -math.inf, None)
 
 
-def _derive(node, evs: list[Event], state, w: float, partial: bool = False) -> Iterator:
+def _derive(node, evs: list[Event], state, w: float, partial: bool = False, prefer: bool = False) -> Iterator:
     """Yield ``(items, state, done)`` for every way ``node`` matches events of ``evs`` from ``state`` on.
 
     Picks have strictly increasing ``ts`` and stay within ``w`` of the first pick (the window, applied as
     early as possible).  With ``partial``, also yield derivations that stop inside ``node`` (``done``
-    False): the prefixes skip_till_next_match needs.
+    False): the prefixes skip_till_next_match needs.  The order is SQL:2016's preferment order with
+    ``prefer`` (a greedy repetition yields another iteration before it stops), else reluctant everywhere: an
+    event yields the earliest one first, an OR its left alternative first, a SEQ is lexicographic.
     """
     pos, last, first = state
     if isinstance(node, _Ev):
@@ -399,43 +401,45 @@ def _derive(node, evs: list[Event], state, w: float, partial: bool = False) -> I
     elif isinstance(node, _Neg):
         yield (node,), state, True
     elif isinstance(node, _Seq):
-        yield from _derive_seq(node.items, evs, state, w, partial, node.strict)
+        yield from _derive_seq(node.items, evs, state, w, partial, node.strict, prefer)
     elif isinstance(node, _Or):
         for alternative in node.alternatives:
-            yield from _derive(alternative, evs, state, w, partial)
+            yield from _derive(alternative, evs, state, w, partial, prefer)
     else:
-        yield from _derive_rep(node, 0, evs, state, w, partial)
+        yield from _derive_rep(node, 0, evs, state, w, partial, prefer)
 
 
-def _derive_seq(items: tuple, evs, state, w, partial, strict: tuple = ()) -> Iterator:
+def _derive_seq(items: tuple, evs, state, w, partial, strict: tuple = (), prefer: bool = False) -> Iterator:
     if not items:
         yield (), state, True
         return
-    for head, st, done in _derive(items[0], evs, state, w, partial):
+    for head, st, done in _derive(items[0], evs, state, w, partial, prefer):
         if strict and strict[0]:
             head = (_NotNext(items[0]),) if isinstance(items[0], _Neg) else (_LINK, *head)
         if not done:
             yield head, st, False
             continue
-        for tail, st2, done2 in _derive_seq(items[1:], evs, st, w, partial, strict[1:]):
+        for tail, st2, done2 in _derive_seq(items[1:], evs, st, w, partial, strict[1:], prefer):
             yield head + tail, st2, done2
 
 
-def _derive_rep(node: _Rep, count: int, evs, state, w, partial) -> Iterator:
-    if count >= node.lo:
+def _derive_rep(node: _Rep, count: int, evs, state, w, partial, prefer: bool = False) -> Iterator:
+    stop = count >= node.lo
+    if stop and not (prefer and node.greedy):
         yield (), state, True
-    if node.hi is not None and count >= node.hi:
-        return
-    for body, st, done in _derive(node.inner, evs, state, w, partial):
-        if not done:
-            yield body, st, False
-        elif not _picks(body):
-            # an iteration that selects no event (e.g. (B?)+) can only be the whole repetition
-            if count == 0:
-                yield body, st, True
-        else:
-            for rest, st2, done2 in _derive_rep(node, count + 1, evs, st, w, partial):
-                yield body + rest, st2, done2
+    if node.hi is None or count < node.hi:
+        for body, st, done in _derive(node.inner, evs, state, w, partial, prefer):
+            if not done:
+                yield body, st, False
+            elif not _picks(body):
+                # an iteration that selects no event (e.g. (B?)+) can only be the whole repetition
+                if count == 0:
+                    yield body, st, True
+            else:
+                for rest, st2, done2 in _derive_rep(node, count + 1, evs, st, w, partial, prefer):
+                    yield body + rest, st2, done2
+    if stop and prefer and node.greedy:  # greedy: another iteration ranks before stopping
+        yield (), state, True
 
 
 def _picks(items: tuple) -> tuple:
@@ -660,41 +664,30 @@ def _occurs(prep: _Prepared, neg: _Neg, evs: list[Event], lo: float, hi: float, 
     return False
 
 
-def _flat_seq(p) -> list:
-    """The items of a SEQ with a nested SEQ's items in its place (concatenation is associative)."""
-    return [i for item in p.items for i in _flat_seq(item)] if isinstance(p, _Seq) else [p]
-
-
 def _reported(prep: _Prepared, query: Query, indexed: list[tuple[int, Event]]) -> list[_Match]:
     """The matches of the strategy; with AFTER MATCH SKIP only the preferred ones the skip rule reaches
-    (:mod:`sparkcep.oracles.preferment`)."""
+    (:mod:`sparkcep.oracles.preferment`): at a start row, the first derivation of the pattern in SQL:2016's
+    preferment order (``_derive(..., prefer=True)``) that is a match of the strategy."""
     found = _all_matches(prep, indexed, prep.strategy)
     if query.skip is None:
         return found
-    alternatives = []
-    for alt in prep.root.alternatives if isinstance(prep.root, _Or) else (prep.root,):
-        comps = []
-        for item in _flat_seq(alt):
-            if isinstance(item, _Neg):
-                continue  # takes no event: it only removes candidates (the strategy's matches respect it)
-            if isinstance(item, _Ev):
-                comps.append(preferment.Comp(item.var, 1, 1, True))
-            elif isinstance(item, _Rep) and isinstance(item.inner, _Ev):
-                comps.append(preferment.Comp(item.inner.var, item.lo, item.hi, item.greedy))
-            else:
-                raise OracleError("AFTER MATCH SKIP is defined for a SEQ of events, Kleene events and negations, "
-                                  "and an OR of such patterns")
-        if not comps or comps[0].lo == 0:
-            raise OracleError("with AFTER MATCH SKIP the first component must take an event")
-        alternatives.append(comps)
     by_key: dict[tuple, list[_Match]] = {}
     for m in found:
         by_key.setdefault(m.partition, []).append(m)
     out = []
     for key, part in _partitions(prep, indexed):
+        evs = [e for _, e in part]
         local = {g: i for i, (g, _) in enumerate(part)}
-        candidates = [([(local[g], v) for g, v in zip(*m.order, strict=True)], m) for m in by_key.get(key, ())]
-        out += preferment.select(alternatives, query.skip.kind, query.skip.var, len(part), candidates)
+        candidates = {tuple((local[g], v) for g, v in zip(*m.order, strict=True)): m for m in by_key.get(key, ())}
+
+        def first(s: int, options, evs=evs) -> tuple:
+            for items, _, _ in _derive(prep.root, evs, (s, -math.inf, None), prep.window, prefer=True):
+                picks = _picks(items)
+                if picks in options:
+                    return picks
+            raise AssertionError("a candidate is a derivation")  # pragma: no cover
+
+        out += preferment.select(query.skip.kind, query.skip.var, len(part), candidates, first)
     out.sort(key=lambda m: m.order)
     return out
 

@@ -39,13 +39,21 @@ its engine:
   ``skip_till_next_match``;
 * ``SEQ(A a, NEXT !(C c), B b)`` (notNext): every DEFINE requires that its row, if right after ``a``'s event
   (``PREV(CLASSIFIER())`` one of ``a``'s names), is not a ``c`` (its type, constant equivalence tests, conditions);
+* a repeated group of events ``(SEQ(B b, C c)){lo,hi}`` is the quantified concatenation of its events' picks
+  (``(<b> <c>)+``); its variables are lists; with ``UNTIL`` the rows skipped after its first event are its own
+  ``_until_b*`` (no stop event); an OR inside a SEQ is the alternation of its alternatives' picks, each with its
+  own filler before its first event (the alternative is the move, ranked before the event); a negation before an
+  optional component or an OR forbids rows before each component that may take the match's next event, the check
+  of a later one holding when the match took an optional one in between (``count(q) > 0``);
+* under skip_till_next_match the moves after a component's event (another iteration of its loop or group while the
+  count allows, the components that may come next once it allows, :func:`_moves`) tell which rows may be skipped;
 * an OR of such patterns is the alternation of their row patterns (the left one preferred at a start, as
   SQL:2016's ``|``); the skipped rows are shared, their DEFINEs tell the alternative by ``CLASSIFIER(_picked)``;
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
-language to (``OR`` inside a ``SEQ``, repeated groups, negation at the start or end or before an optional component,
-conditions that need the whole match, ...).
+language to (negation at the start or end, groups of more than events, conditions that need the whole match,
+...).
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ from sparkcep.ir.ast import (
     SKIP_TO_NEXT_EVENT,
     Attr,
     BinOp,
+    Call,
     EventPat,
     Func,
     Kleene,
@@ -109,6 +118,9 @@ PICKED = "_picked"
 #: other event of the match, so the engine keeps one partial match per program position
 FIRST, STEP, LATER = "__first", "__step", "__later"
 
+#: the scalar functions the MATCH_RECOGNIZE engine evaluates (a WHERE condition runs there as a DEFINE)
+_FUNCTIONS = ("abs", "if", "coalesce", "greatest", "least")
+
 _SKIP_KINDS = {SKIP_PAST_LAST_EVENT: rx.SKIP_PAST_LAST_ROW, SKIP_TO_NEXT_EVENT: rx.SKIP_TO_NEXT_ROW,
                SKIP_TO_FIRST: rx.SKIP_TO_FIRST, SKIP_TO_LAST: rx.SKIP_TO_LAST}
 
@@ -129,10 +141,49 @@ class Component:
     #: whether any event of the partition (not only one of ``types``) may be a stop
     until: object = None
     until_any: bool = False
+    #: an event of a repeated group (``(SEQ(B b, C c))+``): its variable is a list, as a loop's
+    in_group: bool = False
+    #: the components present or absent together with it (an OR alternative, a group that may be left out);
+    #: None when it is absent only by its own quantifier
+    together: object = None
+    #: an event of a group with ``UNTIL``: the types of the variable its condition names (a stop is of them)
+    stop_types: tuple[str, ...] | None = None
 
     @property
     def kleene(self) -> bool:
-        return self.hi != 1
+        return self.hi != 1 or self.in_group
+
+    @property
+    def absent(self) -> bool:
+        """May a match leave it out (its own ``?``/``*``, an OR alternative, a group that may be left out)?"""
+        return self.lo == 0 or self.together is not None
+
+
+@dataclass(frozen=True)
+class Group:
+    """A repeated group of events ``(SEQ(B b, C c)){lo,hi}`` (greedy or reluctant), maybe written ``NEXT``."""
+
+    items: tuple[Component, ...]
+    lo: int
+    hi: int | None
+    greedy: bool = True
+    linked: bool = False
+
+
+@dataclass(frozen=True)
+class Choice:
+    """An OR inside a SEQ, ``B b OR SEQ(C c, D+ d[])``: its alternatives, each a sequence of components (the left
+    one preferred, SQL:2016's ``|``)."""
+
+    alternatives: tuple[tuple[Component, ...], ...]
+
+
+def _leaves(node) -> list[Component]:
+    if isinstance(node, Component):
+        return [node]
+    if isinstance(node, Group):
+        return list(node.items)
+    return [c for alt in node.alternatives for c in alt]
 
 
 def has_reluctant(query: Query) -> bool:
@@ -145,14 +196,18 @@ def _refuse(message: str, node, source: str | None):
 
 @dataclass(frozen=True)
 class Negation:
-    """A negated event ``!(T v)`` of the pattern, right before component ``gap`` (after component ``gap - 1``):
-    no such event strictly between the two events (docs/language.md §4)."""
+    """A negated event ``!(T v)`` of the pattern, right before component ``gap`` (after the components before it):
+    no such event strictly between the match's event before it and the one after it (docs/language.md §4)."""
 
     var: str
     types: tuple[str, ...]
     gap: int
-    #: ``NEXT !(T v)`` (notNext): the partition's row right after component ``gap - 1``'s event is no such event
+    #: ``NEXT !(T v)`` (notNext): the partition's row right after the match's event before it is no such event
     next: bool = False
+    #: the components that may take the match's next event after it, each with the optional components before it
+    #: (``SEQ(A a, !(C n), B? q, D d)``: ``q``, and ``d`` when the match leaves ``q`` out); ``((gap, ()),)``
+    #: when a component that takes an event follows it
+    targets: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
 
 def components(pattern, source: str | None = None) -> list[Component]:
@@ -169,6 +224,12 @@ def negations(pattern, source: str | None = None) -> list[Negation]:
 def branches(pattern, source: str | None = None) -> list[tuple[list[Component], list[Negation]]]:
     """Per alternative of an OR of whole patterns (one for a pattern without OR): its components and negated
     events (``Negation.gap`` indexes the alternative's components)."""
+    return [(comps, negs) for _, comps, negs in trees(pattern, source)]
+
+
+def trees(pattern, source: str | None = None) -> list[tuple[list, list[Component], list[Negation]]]:
+    """As :func:`branches`, each alternative also as its sequence of nodes (:class:`Component`,
+    :class:`Group`, :class:`Choice`), the shape of its row pattern."""
     if isinstance(pattern, Or):
         return [_shape(alt, source) for alt in pattern.alternatives]
     return [_shape(pattern, source)]
@@ -187,9 +248,60 @@ def _flat(pattern, linked: bool = False) -> list[tuple]:
     return out
 
 
-def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]]:
+def _component(item, linked: bool, together=None, in_group: bool = False) -> Component | None:
+    """An event or a loop of one event as a component (None: another pattern)."""
+    if isinstance(item, EventPat):
+        return Component(item.var, item.types, linked=linked, in_group=in_group, together=together)
+    if isinstance(item, Kleene) and isinstance(item.inner, EventPat):
+        lo, hi = item.repeat
+        return Component(item.inner.var, item.inner.types, lo, hi, item.greedy, linked, item.until, item.until_any,
+                         in_group, together if lo >= 1 else None)
+    return None
+
+
+def _group(item: Kleene, linked: bool, source: str | None, label: str) -> Group:
+    lo, hi = item.repeat
+    if hi == 1:
+        _refuse("with AFTER MATCH SKIP a group taken at most once is a nested SEQ: write its items in its place",
+                item, source)
+    flat = _flat(item.inner, linked)
+    stop_types = None
+    if item.until is not None:  # a stop is an event of the types of the variable the condition names
+        named = {n.var for n in walk(item.until) if isinstance(n, Attr)}
+        stop_types = next((e.types for e, _ in flat if isinstance(e, EventPat) and e.var in named), ())
+    items = []
+    for k, (event, step) in enumerate(flat):
+        if not isinstance(event, EventPat):
+            _refuse("with AFTER MATCH SKIP a repeated group is a SEQ of events (T v): a loop, negation or OR "
+                    "inside it is not supported yet", event, source)
+        items.append(Component(event.var, event.types, linked=step and k > 0, until=item.until,
+                               until_any=item.until_any, in_group=True, together=label if lo == 0 else None,
+                               stop_types=stop_types))
+    return Group(tuple(items), lo, hi, item.greedy, linked)
+
+
+def _choice(item: Or, linked: bool, source: str | None, label: str) -> Choice:
+    alternatives = []
+    for j, alt in enumerate(item.alternatives):
+        comps = []
+        for k, (sub, step) in enumerate(_flat(alt, linked)):
+            c = _component(sub, step, together=f"{label}.{j}")
+            if c is None:
+                _refuse("with AFTER MATCH SKIP an alternative of an OR inside a SEQ is a SEQ of events and Kleene "
+                        "events (T v, T+ v[], T? v, ...): a negation, group or OR inside it is not supported yet",
+                        sub, source)
+            if k == 0 and c.lo == 0:
+                _refuse(f"with AFTER MATCH SKIP an alternative of an OR must start with a component that takes an "
+                        f"event, not the optional {c.var}", sub, source)
+            comps.append(c)
+        alternatives.append(tuple(comps))
+    return Choice(tuple(alternatives))
+
+
+def _shape(pattern, source: str | None) -> tuple[list, list[Component], list[Negation]]:
     flat = _flat(pattern)
     items = [item for item, _ in flat]
+    tree: list = []
     out: list[Component] = []
     negs: list[Negation] = []
     pending: list = []
@@ -202,35 +314,48 @@ def _shape(pattern, source: str | None) -> tuple[list[Component], list[Negation]
                 _refuse("with AFTER MATCH SKIP a negation before the first component is not supported: it reads "
                         "the events before the match's start event, where the attempt of the skip rule starts",
                         item, source)
-            pending.append((item, linked))
+            pending.append((item, linked, (), ()))
             continue
-        if isinstance(item, EventPat):
-            out.append(Component(item.var, item.types, linked=linked))
-        elif isinstance(item, Kleene) and isinstance(item.inner, EventPat):
-            lo, hi = item.repeat
-            out.append(Component(item.inner.var, item.inner.types, lo, hi, item.greedy, linked, item.until,
-                                 item.until_any))
-        else:
-            what = {"Or": "an OR inside a SEQ", "Kleene": "a repeated group"}
-            _refuse(f"AFTER MATCH SKIP does not support {what.get(type(item).__name__, 'this component')} yet: "
-                    "the preferred match is defined for a SEQ of events, Kleene events (T, T+, T*, T?) and "
-                    "negated events, and an OR of such patterns", item, source)
-        for n, linked_neg in pending:
-            after = out[-1]
-            if after.lo == 0:
-                _refuse(f"with AFTER MATCH SKIP a negation must be followed by a component that takes an event, "
-                        f"not the optional {after.var}: the interval would end at whichever event comes next", n,
-                        source)
-            negs.append(Negation(n.inner.var, n.inner.types, len(out) - 1, linked_neg))
-        pending = []
+        node = _component(item, linked)
+        if node is None and isinstance(item, Kleene):
+            node = _group(item, linked, source, f"group{len(tree)}")
+        elif node is None and isinstance(item, Or):
+            node = _choice(item, linked, source, f"or{len(tree)}")
+        elif node is None:
+            _refuse("AFTER MATCH SKIP does not support this component: the preferred match is defined for a SEQ "
+                    "of events, Kleene events, repeated groups of events, ORs of such sequences and negated "
+                    "events", item, source)
+        tree.append(node)
+        leaves = _leaves(node)
+        start = len(out)
+        out += leaves
+        # the negation's interval ends at the match's next event: this node's first (each alternative's for an
+        # OR), or, when this node is optional and left out, a later one's
+        firsts = [start + sum(map(len, node.alternatives[:j])) for j in range(len(node.alternatives))] \
+            if isinstance(node, Choice) else [start]
+        optional = not isinstance(node, Choice) and node.lo == 0
+        still = []
+        for n, linked_neg, targets, passed in pending:
+            targets = (*targets, *((k, passed) for k in firsts))
+            if optional:
+                still.append((n, linked_neg, targets, (*passed, leaves[0].var)))
+            else:
+                negs.append(Negation(n.inner.var, n.inner.types, targets[0][0], linked_neg, targets))
+        pending = still
+    seen: dict[int, tuple[str, ...]] = {}
+    for n, item in zip(negs, [i for i, _ in flat if isinstance(i, Not)], strict=False):
+        for k, passed in n.targets:
+            if seen.setdefault(k, passed) != passed:
+                _refuse(f"with AFTER MATCH SKIP two negations before {out[k].var}, one of them before an optional "
+                        f"component, are not supported: write them next to each other", item, source)
     if pending:
         _refuse("with AFTER MATCH SKIP a negation after the last component is not supported: it needs the events "
                 "after the match up to the end of the window (postponed evaluation), past the end of the match "
                 "the skip rule resumes after", pending[0][0], source)
-    if out[0].lo == 0:
+    if not isinstance(tree[0], Choice) and tree[0].lo == 0:
         _refuse("with AFTER MATCH SKIP the first component must take an event (a match starts at its first "
                 "event, the start event of the skip rule)", items[0], source)
-    return out, negs
+    return tree, out, negs
 
 
 def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery | None = None) -> ResolvedQuery:
@@ -273,6 +398,12 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
             _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own "
                     "start event (an endless loop, an error in SQL:2016): skip to a variable that comes later in "
                     "the pattern", query.skip, source)
+    for e in [p.expr for p in r.predicates if p.kind != "equivalence"] + [i.expr for i in r.returns or ()]:
+        for n in walk(e):
+            if isinstance(n, Call) and (n.name not in _FUNCTIONS or n.type is not None):
+                _refuse(f"with AFTER MATCH SKIP conditions and RETURN items run as MATCH_RECOGNIZE DEFINEs and "
+                        f"MEASURES, which evaluate {', '.join(f'{f}()' for f in _FUNCTIONS)} and operators, not "
+                        f"{n.name}()", n, source)
     for p in r.predicates:
         if p.kind == "equivalence":
             continue
@@ -323,12 +454,16 @@ def _define(e, order: dict[str, int], by_var: dict[str, Component], source: str 
         return next(iter(order)), False
     comp = by_var[latest]
     others = {n.var for n in walk(e) if isinstance(n, Attr) and n.var in order} - {latest}
-    if others and comp.lo == 0:
-        _refuse(f"with AFTER MATCH SKIP a condition relating the optional variable {latest} to another one is "
-                "not supported (when it is absent the condition is still evaluated, with NULL)", e, source)
-    if next_match and any(by_var[v].lo == 0 for v in others):
-        _refuse("with AFTER MATCH SKIP and skip_till_next_match a condition reading an optional variable and a "
-                "later one is not supported", e, source)
+    # variables that may be absent without ``latest`` (an OR alternative's and a group's are there together)
+    apart = [v for v in others if by_var[v].absent and not (by_var[v].together is not None
+                                                             and by_var[v].together == comp.together)]
+    if comp.absent and any(by_var[v].together is None or by_var[v].together != comp.together for v in others):
+        _refuse(f"with AFTER MATCH SKIP a condition relating the optional variable {latest} (or one of an OR "
+                "alternative) to another one is not supported (when it is absent the condition is still "
+                "evaluated, with NULL)", e, source)
+    if next_match and apart:
+        _refuse("with AFTER MATCH SKIP and skip_till_next_match a condition reading an optional variable (or one "
+                "of an OR alternative) and a later one is not supported", e, source)
     guard = False
     for n in walk(e):
         if isinstance(n, Func) and n.name in AGGREGATES:
@@ -340,6 +475,10 @@ def _define(e, order: dict[str, int], by_var: dict[str, Component], source: str 
             continue
         if n.index == "next" or n.index == "prefix":
             _refuse("with AFTER MATCH SKIP NEXT(v) and v[..i-1] are not supported", n, source)
+        if n.var == latest and comp.in_group and n.index not in (None, "cur"):
+            _refuse(f"with AFTER MATCH SKIP a condition of the repeated group's {n.var} reads its current event "
+                    f"({n.var}.x or {n.var}[i].x) and variables before the group: its iterations' events are not "
+                    f"adjacent, {n.var}[i-1] and {n.var}[1] read the current one", n, source)
         if n.var == latest and comp.kleene:
             if n.index == "last" or (isinstance(n.index, int) and n.index > 1):
                 _refuse(f"with AFTER MATCH SKIP a condition on {n.var}[{n.var}.len] or {n.var}[k] needs the "
@@ -362,6 +501,8 @@ def _expr(e, by_var: dict[str, Component], row: str | None = None):
     variable whose DEFINE this is, read by the filler's DEFINE instead (its current row is then the filler's,
     and ``row``'s rows so far are all before it)."""
     def fn(n):
+        if isinstance(n, Call):  # a scalar function the engine evaluates (check_skip_query refuses the others)
+            return Func(n.name, n.args, span=n.span)
         if isinstance(n, Func) and n.name in AGGREGATES and len(n.args) == 1 and isinstance(n.args[0], rx.Agg):
             return rx.Agg(n.name, n.args[0].arg, n.args[0].var, None, n.span)
         if not isinstance(n, Attr) or n.var not in by_var:
@@ -424,7 +565,8 @@ def _conditions(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
 def _blocking(r: ResolvedQuery, comps: list[Component], negs: list[Negation], gap: int, type_col: str):
     """Is the current row (a skipped one: ``_skipped_all``) an event a negation before component ``gap`` forbids:
     its type, the constant equivalence tests and its conditions (on it and earlier variables)."""
-    return _any([_negated(r, comps, n, FILLERS, type_col) for n in negs if n.gap == gap and not n.next])
+    return _any([_negated(r, comps, n, FILLERS, type_col) for n in negs
+                 if gap in dict(n.targets) and not n.next])
 
 
 def _negated(r: ResolvedQuery, comps: list[Component], n: Negation, row: str | None, type_col: str):
@@ -447,7 +589,8 @@ def _stop(c: Component, row: str | None, type_col: str):
     """Is the current row (read as ``row``; None: whatever it is mapped to) a stop event of the loop ``c``: of its
     types (any event with ``UNTIL ANY``) and its ``UNTIL`` condition TRUE (NULL is no stop)?  Never NULL."""
     cond = map_nodes(c.until, lambda x: Attr(row, x.attr, span=x.span) if isinstance(x, Attr) else x)
-    return Func("coalesce", (cond if c.until_any else BinOp("AND", _types(row, c.types, type_col), cond),
+    types = c.types if c.stop_types is None else c.stop_types
+    return Func("coalesce", (cond if c.until_any else BinOp("AND", _types(row, types, type_col), cond),
                              Literal(False)))
 
 
@@ -458,7 +601,47 @@ def _any(exprs: list):
     return out
 
 
-def _selectable(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col: str, source: str | None):
+def _moves(tree: list) -> dict[str, list[tuple[object, list[Component]]]]:
+    """Per component: the moves after one of its events, each ``(guard, targets)``: one of ``targets`` takes the
+    next event, allowed when ``guard`` (on the counts so far; None: always) holds."""
+    out: dict[str, list[tuple[object, list[Component]]]] = {}
+
+    def count(c: Component):
+        return rx.Agg("count", None, c.var)
+
+    def entering(nodes: list, i: int, cont: list[Component]) -> list[Component]:
+        if i == len(nodes):
+            return cont
+        node = nodes[i]
+        if isinstance(node, Choice):
+            return [alt[0] for alt in node.alternatives]
+        first = node if isinstance(node, Component) else node.items[0]
+        return [first] + (entering(nodes, i + 1, cont) if node.lo == 0 else [])
+
+    def visit(nodes: list, cont: list[Component]) -> None:
+        for i, node in enumerate(nodes):
+            rest = entering(nodes, i + 1, cont)
+            if isinstance(node, Choice):
+                for alt in node.alternatives:
+                    visit(list(alt), rest)
+                continue
+            # a loop of one event, or the last event of a group's iteration: another iteration, or leave
+            loop = node if isinstance(node, Component) else node.items[0]
+            moves = []
+            if node.hi != 1:
+                moves.append((None if node.hi is None else BinOp("<", count(loop), Literal(node.hi)), [loop]))
+            moves.append((None if node.lo <= 1 else BinOp(">=", count(loop), Literal(node.lo)), rest))
+            if isinstance(node, Group):
+                for c, after in zip(node.items, node.items[1:], strict=False):
+                    out[c.var] = [(None, [after])]
+            out[(node if isinstance(node, Component) else node.items[-1]).var] = moves
+
+    visit(tree, [])
+    return out
+
+
+def _selectable(r: ResolvedQuery, tree: list, comps: list[Component], names_of: dict[str, list[str]],
+                type_col: str, ts_col: str, source: str | None):
     """skip_till_next_match: could the current (skipped) row be taken next, by a component of ``comps`` that may
     follow the match's last event so far (its conditions decided on what is bound)?  None: never.  A skipped
     event is one that could not (NOT coalesce(..., FALSE) of every OR alternative's)."""
@@ -468,28 +651,13 @@ def _selectable(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
     enter = {c.var: Func("coalesce", (and_all([*conditions[c.var], _right_after()]), Literal(False)))
              if c.linked else can[c.var] for c in comps}
     after = []
-    for k, c in enumerate(comps):
-        count = rx.Agg("count", None, c.var)
-        moves = []
-        if c.kleene:
-            moves.append(can[c.var] if c.hi is None else BinOp("AND", BinOp("<", count, Literal(c.hi)), can[c.var]))
-        leave = []
-        for j in range(k + 1, len(comps)):
-            leave.append(enter[comps[j].var])
-            if comps[j].lo >= 1:
-                break
-        if leave:
-            either = leave[0]
-            for m in leave[1:]:
-                either = BinOp("OR", either, m)
-            moves.append(either if c.lo <= 1 else BinOp("AND", BinOp(">=", count, Literal(c.lo)), either))
-        if moves:
-            any_move = moves[0] if len(moves) == 1 else BinOp("OR", moves[0], moves[1])
+    for var, moves in _moves(tree).items():
+        taken = [e if guard is None else BinOp("AND", guard, e)
+                 for guard, e in ((g, _any([enter[t.var] for t in targets])) for g, targets in moves if targets)]
+        if taken:
             last = rx.Classifier(PICKED)
-            was = BinOp("OR", BinOp("=", last, Literal(c.var + STEP)), BinOp("=", last, Literal(c.var + LATER)))
-            if k == 0:
-                was = BinOp("OR", BinOp("=", last, Literal(c.var + FIRST)), was)
-            after.append(BinOp("AND", was, any_move))
+            was = _any([BinOp("=", last, Literal(name)) for name in names_of[var]])
+            after.append(BinOp("AND", was, _any(taken)))
     return _any(after) if after else None
 
 
@@ -499,16 +667,16 @@ def _right_after():
     return BinOp("=", rx.Nav("PREV", rx.Classifier(), 1), rx.Classifier(PICKED))
 
 
-def _pick(c: Component, filler: bool, blocked: str | None = None, until: bool = False) -> rx.RowPattern:
+def _pick(c: Component, filler: bool, blocked: str | None = None, until: str | None = None) -> rx.RowPattern:
     """One event of ``c`` after the match's previous event: the next row if it is later (contiguity); else
     (skip_till_*) after the skipped rows at the previous event's time, the first later row, or, once a later
     row was skipped, any later row.  ``blocked``: a negation lies before ``c``, the later skipped rows it
     forbids are ``blocked``'s (``c``'s DEFINE requires them at its own time).  ``until``: an event of a loop
-    with ``UNTIL`` after its first one, the skipped rows are ``_until_<v>``'s (no stop event among them)."""
+    with ``UNTIL`` after its first one, the skipped rows are ``_until_<until>``'s (no stop event among them)."""
     step = rx.PVar(c.var + STEP)
     if not filler:
         return step
-    names = (f"{UNTIL}_{c.var}", f"{UNTIL}_{c.var}_step", f"{UNTIL}_{c.var}_later") if until else (
+    names = (f"{UNTIL}_{until}", f"{UNTIL}_{until}_step", f"{UNTIL}_{until}_later") if until else (
         FILLER, FILLER_STEP, FILLER_LATER)
     ties = rx.PExclude(rx.PQuant(rx.PVar(names[0]), 0, None, greedy=False))
     first, more = rx.PVar(names[1]), rx.PVar(names[2])
@@ -521,25 +689,82 @@ def _pick(c: Component, filler: bool, blocked: str | None = None, until: bool = 
     return rx.PConcat((ties, rx.PAlt((step, later))))
 
 
-def _row_pattern(comps: list[Component], filler: bool, gaps: frozenset[int] = frozenset()) -> rx.RowPattern:
-    items: list[rx.RowPattern] = []
-    for k, c in enumerate(comps):
-        unit = _pick(c, filler, f"{BLOCKED}_{c.var}" if k in gaps else None)
-        # the events of a loop with UNTIL after its first one: no stop event skipped before them
-        again = _pick(c, filler, until=True) if c.until is not None else unit
-        hi = None if c.hi is None else c.hi - 1
-        if k == 0 or c.linked:  # the first event; NEXT: the row right after the previous one (no skipped row)
-            items.append(rx.PVar(c.var + (FIRST if k == 0 else STEP)))
-            if c.hi != 1:
-                items.append(rx.PQuant(again, c.lo - 1, hi, greedy=c.greedy))
-        elif not c.kleene and c.lo == 1:
-            items.append(unit)
-        elif c.until is not None:  # (first, again{lo-1,hi-1}), optional when lo = 0: the same preferment order
-            loop = rx.PConcat((unit, rx.PQuant(again, max(c.lo - 1, 0), hi, greedy=c.greedy)))
-            items.append(loop if c.lo >= 1 else rx.PQuant(loop, 0, 1, greedy=c.greedy))
-        else:
-            items.append(rx.PQuant(unit, c.lo, c.hi, greedy=c.greedy))
+def _concat(items: list) -> rx.RowPattern:
     return items[0] if len(items) == 1 else rx.PConcat(tuple(items))
+
+
+def _loop(head: rx.RowPattern, again: rx.RowPattern, lo: int, hi: int | None, greedy: bool) -> rx.RowPattern:
+    """``lo..hi`` iterations whose first is ``head`` and the others ``again``: ``(head again{lo-1,hi-1})``,
+    optional when ``lo`` is 0 (the preferment order of ``X{lo,hi}``)."""
+    loop = head if hi == 1 else rx.PConcat((head, rx.PQuant(again, max(lo - 1, 0), None if hi is None else hi - 1,
+                                                            greedy=greedy)))
+    return loop if lo >= 1 else rx.PQuant(loop, 0, 1, greedy=greedy)
+
+
+def _component_pattern(c: Component, filler: bool, gaps: frozenset[str], first: bool) -> rx.RowPattern:
+    unit = _pick(c, filler, f"{BLOCKED}_{c.var}" if c.var in gaps else None)
+    # the events of a loop with UNTIL after its first one: no stop event skipped before them
+    again = _pick(c, filler, until=c.var) if c.until is not None else unit
+    if first or c.linked:  # the first event; NEXT: the row right after the previous one (no skipped row)
+        return _loop(rx.PVar(c.var + (FIRST if first else STEP)), again, c.lo, c.hi, c.greedy)
+    if c.until is not None:  # (first, again{lo-1,hi-1}): the same preferment order
+        return _loop(unit, again, c.lo, c.hi, c.greedy)
+    return unit if c.lo == c.hi == 1 else rx.PQuant(unit, c.lo, c.hi, greedy=c.greedy)
+
+
+def _group_pattern(g: Group, filler: bool, gaps: frozenset[str], first: bool) -> rx.RowPattern:
+    # with UNTIL: the rows skipped after the group's first event are its own (no stop event among them)
+    until = g.items[0].var if g.items[0].until is not None else None
+
+    def body(head: bool) -> rx.RowPattern:
+        out = []
+        for j, c in enumerate(g.items):
+            if j == 0 and head and (first or g.linked):
+                out.append(rx.PVar(c.var + (FIRST if first else STEP)))
+            elif c.linked:
+                out.append(rx.PVar(c.var + STEP))
+            elif j == 0 and head:
+                out.append(_pick(c, filler, f"{BLOCKED}_{c.var}" if c.var in gaps else None))
+            else:
+                # a later iteration (checked only before the first one, by count) or event of the iteration
+                blocked = c.var in gaps and j == 0 and until is None
+                out.append(_pick(c, filler, f"{BLOCKED}_{c.var}" if blocked else None, until))
+        return _concat(out)
+    if first or g.linked or until:
+        return _loop(body(True), body(False), g.lo, g.hi, g.greedy)
+    return rx.PQuant(body(False), g.lo, g.hi, greedy=g.greedy)
+
+
+def _row_pattern(tree: list, filler: bool, gaps: frozenset[str] = frozenset()) -> rx.RowPattern:
+    """The row pattern of one alternative's nodes; ``gaps``: the components a negation stands before."""
+    items: list[rx.RowPattern] = []
+    for k, node in enumerate(tree):
+        if isinstance(node, Component):
+            items.append(_component_pattern(node, filler, gaps, k == 0))
+        elif isinstance(node, Group):
+            items.append(_group_pattern(node, filler, gaps, k == 0))
+        else:  # an OR inside the SEQ: the alternation of its alternatives' sequences, the left one preferred
+            items.append(rx.PAlt(tuple(_concat([_component_pattern(c, filler, gaps, k == 0 and j == 0)
+                                                for j, c in enumerate(alt)]) for alt in node.alternatives)))
+    return _concat(items)
+
+
+def _previous(tree: list, target: Component) -> list[Component]:
+    """The components whose event may be the match's last one before ``target``'s first (a node's first)."""
+    i = next(k for k, node in enumerate(tree) if target in _leaves(node))
+    out: list[Component] = []
+    for node in reversed(tree[:i]):
+        if isinstance(node, Choice):
+            for alt in node.alternatives:
+                for c in reversed(alt):
+                    out.append(c)
+                    if c.lo >= 1:
+                        break
+            break
+        out.append(node.items[-1] if isinstance(node, Group) else node)
+        if node.lo >= 1:
+            break
+    return out
 
 
 def _later(ts_col: str, op: str):
@@ -556,20 +781,21 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
     defines, subsets, patterns, selectable, forbidden, not_next = [], [], [], [], {}, []
-    for alt, negs in branches(r.query.pattern, source):  # an OR of patterns: their alternation, left first
+    for tree, alt, negs in trees(r.query.pattern, source):  # an OR of patterns: their alternation, left first
         # under the contiguity strategies no event lies between two of a match: a negation there always holds
         # nor before a NEXT component (its event is the row right after the previous one)
-        gaps = sorted({n.gap for n in negs if not n.next and not alt[n.gap].linked}) if filler else []
+        gaps = sorted({k for n in negs if not n.next for k, _ in n.targets if not alt[k].linked}) if filler else []
+        # a target after optional components left out: the negation holds there only when they are all absent
+        passed = {alt[k].var: set(optional) for n in negs if not n.next for k, optional in n.targets}
         conditions = _conditions(r, alt, type_col, ts_col, source)
-        names_of = {}
-        for k, c in enumerate(alt):
-            names = ([c.var + FIRST] if k == 0 else []) + ([c.var + STEP] if k or c.kleene else [])
-            later = filler and (c.kleene or (k and not c.linked))  # an event after skipped rows
-            names_of[c.var] = names + ([c.var + LATER] if later else [])
+        pattern = _row_pattern(tree, filler, frozenset(alt[k].var for k in gaps))
+        used = pattern_variables(pattern)
+        names_of = {c.var: [c.var + kind for kind in (FIRST, STEP, LATER) if c.var + kind in used] for c in alt}
         for n in negs:  # NEXT !(C c): the row right after the previous event (whatever it is mapped to) is no c
             if n.next:
                 previous = rx.Nav("PREV", rx.Classifier(), 1)
-                right_after = _any([BinOp("=", previous, Literal(name)) for name in names_of[alt[n.gap - 1].var]])
+                right_after = _any([BinOp("=", previous, Literal(name))
+                                    for c in _previous(tree, alt[n.gap]) for name in names_of[c.var]])
                 not_next.append(Func("coalesce", (BinOp("AND", right_after, _negated(r, alt, n, None, type_col)),
                                                   Literal(False))))
         for k in gaps:  # a negation before component k: the rows skipped before k's first event that it forbids
@@ -581,13 +807,15 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
                 at_time = Func("coalesce", (BinOp(">=", first, Attr(None, ts_col)), Literal(True)))
                 if c.kleene:
                     at_time = BinOp("OR", BinOp(">", rx.Agg("count", None, c.var), Literal(1)), at_time)
+                for v in sorted(passed.get(c.var, ())):
+                    at_time = BinOp("OR", BinOp(">", rx.Agg("count", None, v), Literal(0)), at_time)
                 cond = BinOp("AND", cond, at_time)
             for name in names_of[c.var]:
                 defines.append((name, BinOp("AND", cond, _later(ts_col, "<")) if name.endswith(STEP) else cond))
             subsets.append((c.var, tuple(names_of[c.var])))
-        patterns.append(_row_pattern(alt, filler, frozenset(gaps)))
+        patterns.append(pattern)
         if r.strategy == "skip_till_next_match":
-            selectable.append(_selectable(r, alt, type_col, ts_col, source))
+            selectable.append(_selectable(r, tree, alt, names_of, type_col, ts_col, source))
     picked = tuple(n for _, names in subsets for n in names)
     if filler:
         selectable = [e for e in selectable if e is not None]
