@@ -126,11 +126,23 @@ class Workload:
         return out
 
 
-def write_file(folder: Path, k: int, text: str) -> None:
-    """One file, written whole (a rename) so that the source never sees half a file."""
+def write_file(folder: Path, k: int, text: str, arrival: float | None = None) -> None:
+    """One file, written whole (a rename) so that the source never sees half a file; ``arrival``: its
+    modification time (epoch s), for files written at once: the file source reads files in modification-time
+    order, and files written within one millisecond tie (listing order: out of ts order, later ts read first,
+    the earlier files' events then late)."""
     tmp = folder / f".events-{k:05d}.tmp"
     tmp.write_text(text)
+    if arrival is not None:
+        os.utime(tmp, (arrival, arrival))
     tmp.rename(folder / f"events-{k:05d}.jsonl")
+
+
+def write_backlog(folder: Path, texts: list[str]) -> None:
+    """Files that arrived one after the other, the last one now (1 ms apart: read in that order)."""
+    now = time.time()
+    for k, text in enumerate(texts):
+        write_file(folder, k, text, now - (len(texts) - k) / 1000)
 
 
 def command(w: Workload, inbox: Path, work: Path, once: bool, extra: list[str], stream: bool = True) -> list[str]:
@@ -214,8 +226,7 @@ def capacity(w: Workload, work: Path, args) -> tuple[float, int]:
     the events per micro-batch."""
     inbox = work / "cap-in"
     inbox.mkdir(parents=True)
-    for k, text in enumerate(w.files(args.events_per_file, args.capacity_files, args.seed + 1)):
-        write_file(inbox, k, text)
+    write_backlog(inbox, w.files(args.events_per_file, args.capacity_files, args.seed + 1))
     run = Run(command(w, inbox, work / "cap", True, ["--files-per-trigger", str(args.capacity_batch)]))
     if run.wait() != 0:
         raise SystemExit("capacity run failed:\n" + "\n".join(run.lines))
@@ -303,8 +314,7 @@ def truth(w: Workload, work: Path, files: list[str]) -> collections.Counter:
     """The unshed results over ``files``: one batch run (a batch's results are the stream's)."""
     inbox = work / "truth" / "in"
     inbox.mkdir(parents=True)
-    for k, text in enumerate(files):
-        write_file(inbox, k, text)
+    write_backlog(inbox, files)
     run = Run(command(w, inbox, work / "truth", False, ["--schema", w.schema], stream=False))
     if run.wait() != 0:
         raise SystemExit("the batch run failed:\n" + "\n".join(run.lines[-20:]))

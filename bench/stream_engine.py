@@ -8,21 +8,23 @@ computes it, through the query ``SEQ(A a, B b, C c) WHERE [id] WITHIN W`` (``--w
 * ``batch``: the batch path on the whole stream as one partition (``MatchOperator.run_table``: key ids, the
   prefilter, the columnar construction, the Arrow result);
 * ``engine``: the streaming function on the per-event engine (``MatchOperator.stream_function()`` forced to it),
-  fed micro-batches of ``--batches`` events the way Spark calls it: per micro-batch, one call per Spark group with
-  rows (pandas frames prepared beforehand, not timed) or whose event-time timeout the watermark has passed, the
-  group state stored as bytes between calls, Spark's watermark the newest ts of the earlier micro-batches (no
-  lateness), a last empty micro-batch far ahead flushes;
+  fed micro-batches of ``--batches`` events the way Spark calls it (``sparkcep.spark.group_state``): per micro-batch,
+  one call per Spark group with rows (pandas frames prepared beforehand, not timed) or whose event-time timeout
+  the watermark has passed, the group state stored as bytes between calls, Spark's watermark the newest ts of the
+  earlier micro-batches (no lateness), a last empty micro-batch far ahead flushes;
 * ``columnar``: the same streaming function on the streaming columnar step (``runtime_udfs.match.stream_columnar``,
   what ``stream_path`` ``columnar micro-batches`` runs).
 
-Groups: ``key`` (Spark groups by ``id``: one call per id with rows) and, with ``--buckets N``, ``N buckets``
-(``MatchOperator(buckets=N)``: Spark groups by ``pmod(hash(id), N)``, one state per group holding its keys).
+Groups: ``N buckets`` (``--buckets N``, default 4: sparkcep's local session's ``spark.sql.shuffle.partitions``,
+the default grouping of a streaming match query the columnar step streams, ``stream_buckets``: Spark groups by
+``pmod(hash(id), N)``, one state per group holding its keys) and ``key`` (``buckets=0``: Spark groups by ``id``,
+one call per id with rows; a checkpoint made before buckets were the default).
 A path marked ``*`` is not the one ``MatchOperator.stream_path`` picks for that grouping (forced here: the
 columnar step with one group per key, the engine with buckets).
 Every path's match count is checked equal.  ``ratio`` columns: the path's µs per event over the batch path's.
 
     python bench/stream_engine.py [--events 100000] [--ids 100] [--windows 100,1000] [--batches 1000,10000,100000]
-        [--buckets 2] [--repeat 3] [--quick] [--where "a.x < c.x"]
+        [--buckets 4] [--repeat 3] [--quick] [--where "a.x < c.x"]
 
 CPU time of this process (medians of ``--repeat``); state the machine and its load next to the figures.
 """
@@ -45,8 +47,10 @@ from pattern_matching import timed  # noqa: E402
 from pyspark.sql.types import LongType, StringType, StructField, StructType  # noqa: E402
 
 import sparkcep  # noqa: E402
+from sparkcep.spark.group_state import GroupStates  # noqa: E402
 from sparkcep.spark.operator import COLUMNAR_STREAM, MatchOperator  # noqa: E402
 from sparkcep.spark.schema import EVENT_TIME_OFFSET, MASK  # noqa: E402
+from sparkcep.spark.session import DEFAULT_SHUFFLE_PARTITIONS  # noqa: E402
 
 SCHEMA = StructType([StructField("type", StringType()), StructField("ts", LongType()),
                      StructField("id", LongType()), StructField("x", LongType()), StructField(MASK, LongType())])
@@ -66,28 +70,6 @@ def stream(n: int, ids: int, seed: int = 1) -> pd.DataFrame:
                          MASK: np.array([1 << "ABC".index(t) for t in types], dtype=np.int64)})
 
 
-class Group:
-    """Spark's ``GroupState`` as the stream function uses it."""
-
-    def __init__(self, stored, watermark_ms: int):
-        self.stored, self.watermark_ms, self.timeout = stored, watermark_ms, None
-
-    exists = property(lambda self: self.stored is not None)
-    get = property(lambda self: (self.stored,))
-
-    def update(self, row) -> None:
-        self.stored = row[0]
-
-    def remove(self) -> None:
-        self.stored = None
-
-    def getCurrentWatermarkMs(self) -> int:  # noqa: N802 - Spark's name
-        return self.watermark_ms
-
-    def setTimeoutTimestamp(self, ms) -> None:  # noqa: N802 - Spark's name
-        self.timeout = ms
-
-
 def plan_calls(events: pd.DataFrame, batch: int, group_of) -> list[tuple[int, dict]]:
     """Per micro-batch, ``(Spark's watermark ms, {group: frame})``, the frames cut beforehand (Spark's work)."""
     out = []
@@ -103,25 +85,14 @@ def plan_calls(events: pd.DataFrame, batch: int, group_of) -> list[tuple[int, di
 
 
 def run_stream(fn, calls: list[tuple[int, dict]]) -> int:
-    """Matches of the stream function over the planned calls, with Spark's timeout rule."""
-    states: dict = {}
-    timeouts: dict = {}
+    """Matches of the stream function over the planned calls, as Spark calls it (``GroupStates``)."""
+    groups = GroupStates(fn)
     found = 0
-    for raw, groups in calls:
-        due = [g for g, t in timeouts.items() if raw > t and g not in groups]
-        for g in [*groups, *due]:
-            group = Group(states.get(g), raw)
-            pdfs = [groups[g]] if g in groups else []
-            for frame in fn(g, iter(pdfs), group):
-                found += len(frame)
-            states.pop(g, None)
-            timeouts.pop(g, None)
-            if group.stored is not None:
-                states[g] = group.stored
-                if group.timeout is not None:
-                    timeouts[g] = group.timeout
-    if states:
-        raise SystemExit(f"{len(states)} group states left after the flush")
+    for raw, frames in calls:
+        for frame in groups.micro_batch({g: [f] for g, f in frames.items()}, raw):
+            found += len(frame)
+    if groups:
+        raise SystemExit(f"{len(groups)} group states left after the flush")
     return found
 
 
@@ -158,7 +129,8 @@ def main(argv=None) -> None:
     p.add_argument("--ids", type=int, default=100)
     p.add_argument("--windows", default="100,1000")
     p.add_argument("--batches", default="1000,10000,100000", help="events per micro-batch")
-    p.add_argument("--buckets", type=int, default=2, help="also group by pmod(hash(id), N) (0: not)")
+    p.add_argument("--buckets", type=int, default=DEFAULT_SHUFFLE_PARTITIONS,
+                   help="also group by pmod(hash(id), N) (0: not); default: the local session's shuffle partitions")
     p.add_argument("--where", default=None, help="a parameterized predicate to add, e.g. 'a.x < c.x'")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="20k events, one run (a smoke test)")

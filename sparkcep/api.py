@@ -82,9 +82,13 @@ class CompiledQuery:
     #: SASE++ collapsed output (match queries with one Kleene variable): one row per binding of the other
     #: variables with the Kleene candidates as an array column, instead of one row per subset
     collapsed: bool = False
-    #: hash the partition keys into this many Spark groups, each holding one engine state per key (fewer
-    #: groups, less per-key cost per micro-batch; see docs/architecture.md); None: one Spark group per key.  A
-    #: batch has no groups: there it is the number of partitions (None: spark.sql.shuffle.partitions)
+    #: streaming: hash the partition keys into this many Spark groups, each holding one engine state per key
+    #: (fewer groups, less per-key cost per micro-batch; a query whose explain says ``streaming: columnar
+    #: micro-batches`` runs a bucket's keys at once; see docs/architecture.md); 0: one Spark group per key; None:
+    #: the grouping of the checkpoint given to :meth:`apply` if it holds state, else spark.sql.shuffle.partitions
+    #: buckets where the columnar step streams the query, else one group per key (docs/operations.md,
+    #: "Grouping of a streaming checkpoint").  A batch has no groups: there it is the number of partitions
+    #: (None or 0: spark.sql.shuffle.partitions)
     buckets: int | None = None
     #: the match budget (docs/operations.md): the matches, and partial matches, one partition of a match query
     #: may produce before the run stops with a message naming collapsed output and trend aggregates; None: sized
@@ -199,7 +203,8 @@ class CompiledQuery:
                           ts_kind=ts_kind, name=self.name, shedding=shedding, read_columns=read_columns, needs=needs,
                           timeouts=timeout_spec_of(operator_spec(plan)) is not None)
 
-    def apply(self, df, shedding_training=None, side_channel: bool = False, arrival_col: str | None = None):
+    def apply(self, df, shedding_training=None, side_channel: bool = False, arrival_col: str | None = None,
+              checkpoint: str | None = None):
         """Run on a batch or streaming DataFrame with the type and ts columns and the attributes.
 
         ``arrival_col`` (streaming, any source): the column holding each event's arrival (Spark's rate source:
@@ -216,8 +221,11 @@ class CompiledQuery:
         Streaming: an event-time watermark on every event of ``df``, before the query's filter, so that any
         event moves event time (allowed lateness ``self.lateness``; on a timestamp copy of ``ts``, where 1 unit
         of numeric ts is 1 ms; see :func:`~sparkcep.spark.adapters.watermarked`), and
-        ``groupBy(key).applyInPandasWithState`` with event-time timeouts; write the result in append mode
-        with a checkpoint.
+        ``applyInPandasWithState`` with event-time timeouts, grouped by key or by the key hashed into
+        :attr:`buckets` (by default where the columnar step streams the query); write the result in append
+        mode with a checkpoint.  ``checkpoint`` (streaming): the checkpoint the result will be written with; if
+        it holds state, the query resumes with the grouping it was made with, and :attr:`buckets` asking for
+        another one is refused with a message.
 
         The result of a match query carries ``result.timeouts``: the DataFrame of its timed-out partial matches
         (the result's columns and ``timeout_step``; streaming: a second stateful query to start, with its own
@@ -232,6 +240,7 @@ class CompiledQuery:
         streaming = df.isStreaming
         if arrival_col is not None and streaming:
             df = with_arrival(df, arrival_col)
+        df, source = _followed(df, streaming and bool(self.shedding_latency) and self.query.skip is None)
         schema = df.schema
         # the arrival rides along to the operator (which stamps each result with it), unseen by the query
         carried = ARRIVAL_COL in schema.names
@@ -264,7 +273,8 @@ class CompiledQuery:
         timeout_spec = timeout_spec_of(spec)
         if not streaming:
             return _batch_matches(df, _view_of(df), plan, spec, schema, ts_col=self.ts_col, type_col=self.type_col,
-                                  buckets=self.buckets, timeout_spec=timeout_spec, **self._budget_option(spec))
+                                  buckets=self.buckets or None, timeout_spec=timeout_spec,
+                                  **self._budget_option(spec))
         # the watermark on every event of the source, before the filter: any event moves event time
         events = watermarked(df, self.ts_col, self.lateness, ts_unit=self.ts_unit)
         candidates = df.sparkSession.sql(filter_sql(plan, _view_of(events), schema.fieldNames(), pretty=False,
@@ -273,6 +283,8 @@ class CompiledQuery:
         shedding = None
         if self.shedding_latency:  # streaming only: a batch has no latency to keep, it is never shed
             candidates, shedding = self._shed(candidates, spec, plan, shedding_training)
+            if source is not None:  # a followed directory: shed on the latency and the backlog
+                shedding.follow_source(source)
         candidates = with_event_time(candidates, events, self.ts_col, keep_late=side_channel, ts_unit=self.ts_unit)
         uncounted = candidates
         if side_channel:
@@ -280,7 +292,8 @@ class CompiledQuery:
 
             candidates = counted(candidates, "events_relevant")
         result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
-                             buckets=self.buckets, ts_unit=self.ts_unit, **self._budget_option(spec))
+                             buckets=self.buckets, ts_unit=self.ts_unit, checkpoint=checkpoint,
+                             **self._budget_option(spec))
         result.timeouts = None if timeout_spec is None else apply_match(
             uncounted.drop(ARRIVAL_COL), timeout_spec, ts_col=self.ts_col, type_col=self.type_col, buckets=self.buckets,
             ts_unit=self.ts_unit, **self._budget_option(spec))
@@ -303,6 +316,20 @@ class CompiledQuery:
         return shedding_stage(candidates, spec, referenced_attributes(plan), training, bound=self.shedding_latency,
                               model=self.shedding_model, type_col=self.type_col, ts_col=self.ts_col,
                               dropped_output=self.dropped_output)
+
+
+def _followed(df, shedding: bool):
+    """``(df, directory)``: a shed stream whose only source is a local directory of files
+    (:func:`~sparkcep.spark.io.followed_directory`) with its events' arrival observed, for the backlog
+    controller (:meth:`~sparkcep.spark.shedding.Shedding.follow_source`); else ``(df, None)``: the stage keeps
+    the batch-duration controller (another source, or no shedding)."""
+    if not shedding:
+        return df, None
+    from sparkcep.spark.io import followed_directory, with_file_arrival
+
+    source = followed_directory(df)
+    observed = with_file_arrival(df) if source is not None else None
+    return (df, None) if observed is None else (observed, source)
 
 
 def timeout_spec_of(spec):
@@ -423,6 +450,22 @@ def shedding_stage(candidates, spec, attributes, training, *, bound: float, mode
     events = training_events(training, spec, ts_col=ts_col, type_col=type_col)
     shedder = fit_shedder(list(weighted) if weighted else [(spec, 1.0)], events, attributes=attributes, kind=model)
     return install(candidates, shedder, bound=bound, type_col=type_col, ts_col=ts_col, dropped_output=dropped_output)
+
+
+def shedding_spec(q: CompiledQuery, spec):
+    """The :class:`~sparkcep.ir.spec.MatchSpec` whose matches a shedding stage learns ``q``'s utilities from:
+    a match query's own; a trend-aggregate query's trends are the matches of its pattern under
+    skip_till_any_match (LANGUAGE.md §6), enumerated only on the training sample, so a Kleene trend query
+    (2^n trends) is refused."""
+    from sparkcep.ir.spec import MatchSpec, TrendSpec
+
+    if isinstance(spec, MatchSpec):
+        return spec
+    if not isinstance(spec, TrendSpec) or any(c.kleene for c in spec.components):
+        raise CEPError(f"load shedding learns event utilities from matches: query {q.name or q.query.name!r} "
+                       "aggregates Kleene trends, which are not enumerated to learn them; run the workload "
+                       "without WITH SHEDDING LATENCY")
+    return MatchSpec(spec.components, spec.predicates, spec.window, (), key=spec.key, pattern=spec.pattern)
 
 
 def report_shedding(shedding, query) -> None:
@@ -624,7 +667,8 @@ class CompiledWorkload:
             attributes.update(dict.fromkeys(a.attr for q in spec.queries for a in q.aggregates if a.attr))
         return workload_data(shared, alone), list(attributes)
 
-    def apply(self, df, share: bool = True, side_channel: bool = False, shedding_training=None):
+    def apply(self, df, share: bool = True, side_channel: bool = False, shedding_training=None,
+              arrival_col: str | None = None):
         """Run the workload on a batch or streaming DataFrame, as its generated job does
         (:func:`~sparkcep.spark.workload.apply_workload`): one DataFrame with a ``query`` column
         and the columns of every query's RETURN (null where a query lacks one), from one stateful operator.
@@ -633,26 +677,38 @@ class CompiledWorkload:
         relevant events are counted, as :meth:`CompiledQuery.apply` does (for :mod:`sparkcep.spark.sinks`).
         With shedding (``WITH SHEDDING LATENCY`` or ``shedding_latency=``; streaming only) one gSPICE stage sits
         in front of every operator, after the watermark, its utilities learnt from ``shedding_training`` for
-        every query at once (weight 1 each; the tightest bound of the queries); its handle is the result's
-        ``shedding``."""
+        every query at once (weighted by the sharing plan; the tightest bound of the queries); its handle is the
+        result's ``shedding``.  ``arrival_col`` (streaming), or a stream read with ``keep_arrival=True``: each
+        result row carries ``_arrival_ms``, the arrival of its events, as :meth:`CompiledQuery.apply`'s do."""
+        from pyspark.sql.types import StructType
+
+        from sparkcep.spark.validate import ARRIVAL_COL, with_arrival
         from sparkcep.spark.workload import apply_workload
 
         if any(q.collapsed for q in self.queries):
             raise CEPError("collapsed output is for one match query: run it with --query NAME --collapsed")
         if any(q.query.skip is not None for q in self.queries):
             raise CEPError("an AFTER MATCH SKIP query runs as MATCH_RECOGNIZE, alone: choose it with --query NAME")
-        data, attributes = self.job_plan(share, df.schema)
-        preflight.check_columns(self.queries, df.columns, attributes=attributes,
+        if arrival_col is not None and df.isStreaming:
+            df = with_arrival(df, arrival_col)
+        elif ARRIVAL_COL in df.columns and not df.isStreaming:
+            df = df.drop(ARRIVAL_COL)
+        schema = StructType([f for f in df.schema.fields if f.name != ARRIVAL_COL])  # the query never sees it
+        data, attributes = self.job_plan(share, schema)
+        preflight.check_columns(self.queries, schema.fieldNames(), attributes=attributes,
                                 hint=STREAM_SCHEMA_HINT if df.isStreaming else "")
         first = self.queries[0]
         handle = []
+        bounds = [q.shedding_latency for q in self.queries if q.shedding_latency]
+        df, source = _followed(df, bool(bounds) and df.isStreaming)
 
         def shed(events):
             kept, shedding = self._shed(events, shedding_training)
+            if source is not None:  # a followed directory: shed on the latency and the backlog
+                shedding.follow_source(source)
             handle.append(shedding)
             return kept
 
-        bounds = [q.shedding_latency for q in self.queries if q.shedding_latency]
         result = apply_workload(df, data, ts_col=first.ts_col, type_col=first.type_col, lateness=first.lateness,
                                 side_channel=side_channel, ts_unit=first.ts_unit,
                                 shed=shed if bounds and df.isStreaming else None)
@@ -661,17 +717,16 @@ class CompiledWorkload:
         return result
 
     def _shedding_parts(self, schema=None) -> tuple[list, list[str], float]:
-        """``(weighted, attributes, bound)`` of the workload's one shedding stage: ``(spec, 1.0)`` per query (each
-        a match query: utilities are learnt from matches), the attributes they read, the tightest bound."""
-        from sparkcep.ir.spec import MatchSpec
+        """``(weighted, attributes, bound)`` of the workload's one shedding stage: ``(spec, weight)`` per query
+        (its matches: a trend query's are the trends it aggregates, :func:`shedding_spec`), weighted by the
+        sharing plan (:func:`~sparkcep.compiler.optimizer.sharing.weights.shedding_weights`), the attributes
+        they read, the tightest bound."""
+        from sparkcep.compiler.optimizer.sharing.weights import shedding_weights
 
+        weights = shedding_weights(self.plan)
         weighted, attributes = [], []
         for q in self.queries:
-            spec = q.spec(schema)
-            if not isinstance(spec, MatchSpec):
-                raise CEPError(f"load shedding learns from matches: query {q.name or q.query.name!r} is not a "
-                               "match query; run the workload without WITH SHEDDING LATENCY")
-            weighted.append((spec, 1.0))
+            weighted.append((shedding_spec(q, q.spec(schema)), weights.get(q.name, 1.0)))
             attributes += [a for a in referenced_attributes(q.plan(schema)) if a not in attributes]
         return weighted, attributes, min(q.shedding_latency for q in self.queries if q.shedding_latency)
 

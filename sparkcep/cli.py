@@ -391,20 +391,15 @@ def cmd_run(args) -> int:
         spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
     # a continuous run with shedding over a directory of JSON lines reads what the admission control hands over
     # (sparkcep.spark.shedding.FileAdmission): a staging directory next to the checkpoint
-    staging = None
-    if (args.stream and not args.once and fmt == "json" and os.path.isdir(args.input)
-            and any(x.shedding_latency for x in queries)):
-        from sparkcep.spark.shedding import hand_over
+    from sparkcep.spark.shedding import admitted_input
 
-        staging = (os.path.join(args.checkpoint, "_admitted") if args.checkpoint
-                   else tempfile.mkdtemp(prefix="sparkcep-admitted-"))
-        os.makedirs(staging, exist_ok=True)
-        hand_over(args.input, staging)  # the files there at the start: the first micro-batch's
+    staging = admitted_input(args.input, fmt, follow=args.stream and not args.once
+                             and any(x.shedding_latency for x in queries), checkpoint=args.checkpoint)
     df, rejected = read_validated(spark, staging or args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
                                   known_types=args.known_types, attributes=attributes, needs=needs,
                                   ts_unit=args.ts_unit, arrival_col=args.arrival_col,
-                                  keep_arrival=args.stream and q is not None)
+                                  keep_arrival=args.stream)
     if args.stream:  # counts per micro-batch, in the query's progress and on stderr
         df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
     count_events = None
@@ -418,7 +413,9 @@ def cmd_run(args) -> int:
     if q is None:  # every operator of the sharing plan, one result with a "query" column
         result = workload.apply(df, side_channel=args.stream, shedding_training=training)
     else:
-        result = q.apply(df, shedding_training=training, side_channel=args.stream)
+        # a checkpoint holding state resumes with the grouping it was made with (docs/operations.md)
+        result = q.apply(df, shedding_training=training, side_channel=args.stream,
+                         checkpoint=args.checkpoint if args.stream else None)
     shedding = getattr(result, "shedding", None)
     admission = None
     if shedding is not None and os.path.isdir(args.input):  # a followed directory: shed on latency and backlog

@@ -23,6 +23,20 @@ table or view of that name in the Spark session; ``--ts-unit`` is the unit of a 
 ``--lateness`` the watermark delay of a stream (``--type-col`` and ``--ts-col`` are refused: the statement's
 time column is its first ORDER BY column).
 
+``%%sparkcep --stream DIR`` is a live cell: it follows the files of the directory ``DIR`` as a stream (as
+``sparkcep run --stream`` does: each event's arrival is its file's modification time, a progress line per
+micro-batch with its latency and backlog, bad records and late events counted), printing as it goes, until the
+kernel is interrupted (the micro-batch under way commits first; a second interrupt stops at once) or, with
+``--once``, the files there now are processed; then it binds the results so far (a batch DataFrame) to
+``--output``::
+
+    %%sparkcep --stream /data/incoming --output overdoses --schema "type STRING, ts TIMESTAMP, patient BIGINT"
+    PATTERN SEQ(MEDICINE-TAKEN x, MEDICINE-TAKEN y) WHERE [patient] WITHIN 4 hours
+
+``--checkpoint`` and ``--sink`` keep its checkpoint and results (JSON lines) in directories of yours, so that
+the next run resumes (default: temporary directories); ``--format`` is the files' format (json, csv, parquet).
+With ``WITH SHEDDING LATENCY`` the stage learns from the files there at the start.
+
 ``--explain`` prints the plan first; ``--type-col``, ``--ts-col``, ``--ts-unit`` and ``--lateness`` are the
 options of :func:`sparkcep.compile`; ``--arrival-col COL`` (a stream) is ``apply``'s ``arrival_col``: each
 result carries ``_arrival_ms``, the arrival of its events (docs/operations.md).  A bad query shows one message
@@ -50,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lateness", type=float, default=0)
     p.add_argument("--arrival-col", help="a stream: the column holding each event's arrival (the rate source's "
                                          "timestamp, an ingestion time); each result then carries _arrival_ms")
+    p.add_argument("--stream", metavar="DIR", help="follow the files of DIR until the kernel is interrupted")
+    p.add_argument("--once", action="store_true", help="--stream: the files there now, then stop")
+    p.add_argument("--format", default="json", choices=["json", "csv", "parquet"], help="--stream: the files' format")
+    p.add_argument("--schema", help="--stream: the input schema as DDL (default: from the files there now)")
+    p.add_argument("--checkpoint", help="--stream: the checkpoint directory (default: a temporary one)")
+    p.add_argument("--sink", help="--stream: the results' directory, JSON lines (default: a temporary one)")
     return p
 
 
@@ -68,6 +88,15 @@ def run_cell(line: str, cell: str, namespace: dict):
         raise UsageError(f"%%sparkcep: unknown arguments {' '.join(extra)}")
     if not args.output.isidentifier():
         raise UsageError(f"%%sparkcep: --output {args.output!r} is not a Python name")
+    if args.stream is not None:
+        if is_sql(cell) or args.dataframe is not None:
+            raise UsageError("%%sparkcep --stream DIR: a query of the pattern language over the files of DIR "
+                             "(no DataFrame name, no MATCH_RECOGNIZE statement)")
+        result = _run_live(args, cell)
+        namespace[args.output] = result
+        return result
+    if args.once or args.checkpoint or args.sink or args.schema:
+        raise UsageError("%%sparkcep: --once, --checkpoint, --sink and --schema are for --stream DIR")
     if is_sql(cell):
         result = _run_statement(args, cell, namespace)
         namespace[args.output] = result
@@ -89,6 +118,60 @@ def run_cell(line: str, cell: str, namespace: dict):
         raise UsageError(err.render()) from None
     namespace[args.output] = result
     return result
+
+
+def _run_live(args, cell: str):
+    """A ``--stream DIR`` cell: the query followed over the files of DIR until the kernel is interrupted (or,
+    ``--once``, the files there now are processed); the results so far, read back from the sink."""
+    import os
+    import tempfile
+
+    from IPython.core.error import UsageError
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+    import sparkcep
+    from sparkcep.api import input_columns, report_shedding
+    from sparkcep.cli import follow_stream
+    from sparkcep.spark.io import read_events
+    from sparkcep.spark.late import KIND, REASON, RECORD
+    from sparkcep.spark.session import local_session
+    from sparkcep.spark.sinks import counted, routed
+    from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
+
+    if not os.path.isdir(args.stream):
+        raise UsageError(f"%%sparkcep --stream: {args.stream!r} is not a directory")
+    try:
+        q = sparkcep.compile(cell, type_col=args.type_col, ts_col=args.ts_col, ts_unit=args.ts_unit,
+                             lateness=args.lateness)
+        spark = SparkSession.getActiveSession() or local_session()
+        attributes, needs = input_columns([q])
+        df, rejected = read_validated(spark, args.stream, args.format, q.type_col, q.ts_col, stream=True,
+                                      schema=args.schema, attributes=attributes, needs=needs, ts_unit=q.ts_unit,
+                                      arrival_col=args.arrival_col, keep_arrival=True)
+        df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
+        if args.explain:
+            print(q.explain(df.schema))
+        training = None if not q.shedding_latency else read_events(
+            spark, args.stream, args.format, q.ts_col, schema=args.schema, type_col=q.type_col,
+            attributes=attributes, needs=needs)
+        result = q.apply(df, shedding_training=training, side_channel=True)
+        shedding = getattr(result, "shedding", None)
+        fields = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
+        with tempfile.TemporaryDirectory(prefix="sparkcep-cell-") as tmp:
+            sink = args.sink or os.path.join(tmp, "out")
+            run = argparse.Namespace(dead_letters=None, late_events=None, once=args.once, latency_column=False,
+                                     arrival_col=args.arrival_col, input=args.stream, quiet=False)
+            query, _ = follow_stream(routed(result, rejected), sink, args.checkpoint or os.path.join(tmp, "ck"), run,
+                                     [f.name for f in fields], started=shedding.bind if shedding else None)
+            report_shedding(shedding, query)
+            schema = StructType(fields)
+            if not os.path.isdir(sink):  # no micro-batch wrote
+                return spark.createDataFrame([], schema)
+            results = spark.read.schema(schema).json(sink)
+            return results if args.sink else results.localCheckpoint()  # the temporary sink goes with the cell
+    except sparkcep.CEPError as err:
+        raise UsageError(err.render()) from None
 
 
 def _run_statement(args, cell: str, namespace: dict):

@@ -1,9 +1,9 @@
 """Out-of-order and late input through the streaming adapter's late-event side channel.
 
-The adapter's stream function (``MatchOperator(..., late_rows=True)``) runs here without a JVM: a small
-stand-in for Spark's ``GroupState`` and for the way Spark calls the function (keys with rows, keys whose
-event-time timeout has passed) with Spark's watermark rule (the newest event time of the earlier micro-batches
-minus the allowed lateness).  Properties:
+The adapter's stream function (``MatchOperator(..., late_rows=True)``) runs here without a JVM, driven the way
+Spark calls it (:mod:`sparkcep.spark.group_state`: keys with rows, keys whose event-time timeout has passed)
+with Spark's watermark rule (the newest event time of the earlier micro-batches minus the allowed lateness).
+Properties:
 
 * input shuffled within the allowed lateness gives exactly the results of sorted input (the oracle), and no
   event is routed as late;
@@ -30,6 +30,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 import sparkcep
 from sparkcep.oracles.match import match_rows, trend_aggregates
 from sparkcep.spark import late
+from sparkcep.spark.group_state import GroupStates
 from sparkcep.spark.operator import MatchOperator
 from sparkcep.spark.results import canonical
 from sparkcep.spark.schema import EVENT_TIME_OFFSET
@@ -46,59 +47,23 @@ QUERIES = [
 ]
 
 
-class Group:
-    """Spark's ``GroupState`` as the adapter uses it."""
-
-    def __init__(self, stored, watermark_ms: int):
-        self.stored, self.watermark_ms, self.timeout = stored, watermark_ms, None
-
-    @property
-    def exists(self) -> bool:
-        return self.stored is not None
-
-    @property
-    def get(self):
-        return self.stored
-
-    def update(self, value) -> None:
-        self.stored = value
-
-    def remove(self) -> None:
-        self.stored = None
-
-    def setTimeoutTimestamp(self, ms) -> None:  # noqa: N802 - Spark's name
-        self.timeout = ms
-
-    def getCurrentWatermarkMs(self) -> int:  # noqa: N802 - Spark's name
-        return self.watermark_ms
-
-
-def call_groups(fn, groups: dict, pdfs: dict, watermark_ms: int):
-    """The output frames of one micro-batch as Spark calls a stream function: each group with rows (``pdfs``:
-    group → its frames) or a passed timeout, with ``groups`` (group → (stored state, timeout)) kept across calls."""
-    due = [g for g, (_, t) in groups.items() if g not in pdfs and t is not None and watermark_ms > t]
-    for g in [*pdfs, *due]:
-        stored, _ = groups.get(g, (None, None))
-        group = Group(stored, watermark_ms)
-        yield from fn(g, iter(pdfs.get(g, [])), group)
-        if group.stored is None:
-            groups.pop(g, None)
-        else:
-            groups[g] = (group.stored, group.timeout)
-
-
 def stream_rows(text: str, batches: list[list[dict]], lateness: int, early: bool = True) -> list[tuple[int, dict]]:
     """``(micro-batch index, row)`` of every output row of ``text`` over ``batches`` the way a streaming job
-    runs it: per micro-batch, the watermark is the newest ts of the earlier batches minus ``lateness`` (Spark's,
-    in ms of the derived event time), each key with rows or a passed timeout is called; at the end a batch far
-    ahead flushes (index ``len(batches)``).  ``early``: the operator knows the watermark's delay, as on Spark
+    runs it (:func:`operator_rows`).  ``early``: the operator knows the watermark's delay, as on Spark
     (the marker of the event-time column), and so emits what its own rows decide
     (``MatchOperator.batch_watermark``); else it waits for Spark's watermark."""
     q = sparkcep.compile(text)
     op = MatchOperator(q.spec(SCHEMA), SCHEMA, late_rows=True, watermark_delay_ms=lateness if early else None)
-    fn = op.stream_function()
-    key = list(op.spec.key)
-    groups: dict[tuple, tuple] = {}  # key → (stored state, timeout)
+    return operator_rows(op, batches, lateness)
+
+
+def operator_rows(op: MatchOperator, batches: list[list[dict]], lateness: int) -> list[tuple[int, dict]]:
+    """``(micro-batch index, row)`` of every output row of the operator ``op`` (over :data:`SCHEMA`) over
+    ``batches`` the way a streaming job runs it: per micro-batch, the watermark is the newest ts of the earlier
+    batches minus ``lateness`` (Spark's, in ms of the derived event time), each key with rows or a passed timeout
+    is called; at the end a batch far ahead flushes (index ``len(batches)``)."""
+    groups = GroupStates(op.stream_function())
+    key = list(op.group_cols)
     newest, out = None, []
     for index, batch in enumerate([*batches, None]):
         if batch is None:
@@ -109,7 +74,7 @@ def stream_rows(text: str, batches: list[list[dict]], lateness: int, early: bool
         for e in batch or []:
             rows.setdefault(tuple(e.get(k) for k in key), []).append(e)
         pdfs = {k: [pd.DataFrame(r, columns=COLUMNS)] for k, r in rows.items()}
-        for frame in call_groups(fn, groups, pdfs, raw):
+        for frame in groups.micro_batch(pdfs, raw):
             out += [(index, r) for r in frame.to_dict("records")]
         if batch:
             newest = max([*(() if newest is None else (newest,)), *(e["ts"] for e in batch)])

@@ -19,9 +19,10 @@ from sparkcep.ir.ast import Attr
 from sparkcep.oracles.match import match_rows
 from sparkcep.runtime_udfs.expr.scalar import LACKING
 from sparkcep.spark.arrow import _arrow_epoch_ms
+from sparkcep.spark.group_state import SimulatedGroup
 from sparkcep.spark.operator import MatchOperator
 from tests.test_match_engine import seq_query, spec_for
-from tests.test_spark_adapters import ANY_BC, EPOCH, RETURNS, WHERE, A, C, FakeGroup, random_events, schema_of
+from tests.test_spark_adapters import ANY_BC, EPOCH, RETURNS, WHERE, A, C, random_events, schema_of
 
 #: Arrow's type for a Spark TIMESTAMP column as PySpark hands it to ``applyInArrow`` (UTC session).
 TS_UTC = pa.timestamp("us", tz="UTC")
@@ -92,7 +93,7 @@ def test_arrow_batch_equals_the_oracle_and_the_pandas_path(seed, n, spread, buck
     arrow_fn, stream_fn = op.run_table, op.stream_function()
 
     def pandas_fn(pdf: pd.DataFrame) -> pd.DataFrame:
-        frames = list(stream_fn((), iter([pdf]), FakeGroup(None, 2**62)))
+        frames = list(stream_fn((), iter([pdf]), SimulatedGroup(None, 2**62)))
         return pd.concat(frames) if frames else op.frame([])
 
     got, via_pandas = [], []

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -133,6 +136,44 @@ def test_magic_on_a_rate_stream_stamps_results_with_their_arrival(spark, shell):
     assert not [c for c in value.columns if "sparkcep" in c], value.columns
 
 
+@pytest.mark.spark
+def test_magic_live_cell_follows_a_directory_until_interrupted(spark, shell, tmp_path):
+    """``%%sparkcep --stream DIR``: the cell follows the directory, picks up a file written after it started and,
+    on the kernel's interrupt (SIGINT), stops after the micro-batch under way; the results so far, bound to
+    ``--output``, are the oracle's over both files."""
+    events = small_stream()
+    inbox, checkpoint = tmp_path / "in", tmp_path / "ck"
+    inbox.mkdir()
+    halves = [events[:60], events[60:]]
+    (inbox / "part0.json").write_text("".join(json.dumps(e) + "\n" for e in halves[0]))
+    expected = oracle(QUERY, events)
+    finished = threading.Event()
+
+    def feed_then_interrupt() -> None:
+        deadline = time.monotonic() + 600
+        while not (checkpoint / "commits" / "0").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (inbox / "part1.json").write_text("".join(json.dumps(e) + "\n" for e in halves[1]))
+        while not finished.is_set() and time.monotonic() < deadline and not any(
+                int(f.name) >= 1 for f in (checkpoint / "commits").iterdir() if f.name.isdigit()):
+            time.sleep(0.2)
+        if not finished.is_set():
+            os.kill(os.getpid(), signal.SIGINT)  # the kernel's interrupt
+
+    previous = signal.signal(signal.SIGINT, lambda *_: None)  # never pytest's own interrupt, whatever the timing
+    feeder = threading.Thread(target=feed_then_interrupt, daemon=True)
+    feeder.start()
+    try:
+        value = shell.run_cell_magic("sparkcep", f"--stream {inbox} --output live --checkpoint {checkpoint} "
+                                                 "--schema 'type STRING, ts BIGINT, id BIGINT, x BIGINT'", QUERY)
+    finally:
+        finished.set()
+        feeder.join(timeout=30)
+        signal.signal(signal.SIGINT, previous)
+    assert value is shell.user_ns["live"] and not value.isStreaming
+    assert len(expected) > 2 and canonical(epoch_ms_rows(value)) == canonical(expected)
+
+
 def test_magic_errors_are_one_message(shell):
     from IPython.core.error import UsageError
 
@@ -143,6 +184,10 @@ def test_magic_errors_are_one_message(shell):
         shell.run_cell_magic("sparkcep", "events", QUERY)
     with pytest.raises(UsageError, match="unknown arguments --bogus"):
         shell.run_cell_magic("sparkcep", "events --bogus", QUERY)
+    with pytest.raises(UsageError, match="--once, --checkpoint, --sink and --schema are for --stream DIR"):
+        shell.run_cell_magic("sparkcep", "events --once", QUERY)
+    with pytest.raises(UsageError, match="'nowhere' is not a directory"):
+        shell.run_cell_magic("sparkcep", "--stream nowhere", QUERY)
 
 
 @pytest.mark.spark

@@ -10,17 +10,17 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import sparkcep
 from sparkcep.compiler.codegen.sql import filter_sql
+from sparkcep.spark.group_state import SimulatedGroup
 from sparkcep.spark.operator import MatchOperator
 from sparkcep.spark.progress import Totals, result_latency
 from sparkcep.spark.schema import EVENT_TIME_OFFSET
 from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL
-from tests.test_spark_adapters import FakeGroup
 
 PLAIN = StructType([StructField("type", StringType()), StructField("ts", LongType()), StructField("id", LongType())])
 CARRIED = StructType([*PLAIN.fields, StructField(ARRIVAL_COL, LongType())])
 
 
-def call(fn, key, rows: list[dict] | None, group: FakeGroup) -> list[dict]:
+def call(fn, key, rows: list[dict] | None, group: SimulatedGroup) -> list[dict]:
     pdfs = [pd.DataFrame(rows)] if rows else []
     return [r for frame in fn(key, iter(pdfs), group) for r in frame.to_dict("records")]
 
@@ -32,7 +32,7 @@ def test_each_result_carries_the_newest_arrival_of_the_rows_of_its_micro_batch()
     q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 100")
     op = MatchOperator(q.spec(PLAIN), CARRIED, watermark_delay_ms=0)
     assert op.arrival and ARRIVAL_COL not in op.output_schema.names
-    fn, group = op.stream_function(), FakeGroup(None, 0)
+    fn, group = op.stream_function(), SimulatedGroup(None, 0)
     assert call(fn, (1,), [{"type": "A", "ts": 1, "id": 1, ARRIVAL_COL: 1_000}], group) == []
     rows = call(fn, (1,), [{"type": "B", "ts": 5, "id": 1, ARRIVAL_COL: 2_000},
                            {"type": "C", "ts": 6, "id": 1, ARRIVAL_COL: 2_500}], group)
@@ -44,7 +44,7 @@ def test_each_result_carries_the_newest_arrival_of_the_rows_of_its_micro_batch()
 def test_a_trend_window_closed_by_a_timeout_has_no_arrival():
     q = sparkcep.compile("RETURN COUNT(*) AS n PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10")
     op = MatchOperator(q.spec(PLAIN), CARRIED, watermark_delay_ms=0)
-    fn, group = op.stream_function(), FakeGroup(None, 0)
+    fn, group = op.stream_function(), SimulatedGroup(None, 0)
     assert call(fn, (1,), [{"type": "A", "ts": 1, "id": 1, ARRIVAL_COL: 1_000},
                            {"type": "B", "ts": 2, "id": 1, ARRIVAL_COL: 1_500}], group) == []
     group.watermark_ms = EVENT_TIME_OFFSET + 1000  # event time moved on elsewhere: the window closes, no rows

@@ -13,8 +13,10 @@ import pandas as pd
 import pytest
 
 import sparkcep
+from sparkcep.runtime_udfs.shedding.controller import BacklogController
 from sparkcep.runtime_udfs.shedding.observations import SID, match_keys
 from sparkcep.runtime_udfs.shedding.shedder import fit_gspice
+from sparkcep.spark.io import followed_directory
 from sparkcep.spark.shedding import SHED, ControlFile, Shedding, current_model, shed_partition
 
 QUERY = "PATTERN SEQ(A a, B b, C c) WHERE a.v < b.v AND a.v + b.v < c.v WITHIN 40"
@@ -153,13 +155,19 @@ def test_streaming_stage_drops_counts_and_never_adds(spark, tmp_path):
     same, handle = _run_stream(spark, tmp_path, "loose", loose, training, files)
     assert _keys(same) == truth
     assert handle.offered == len(events) and handle.drop_ratio == 0
+    # another source than a directory of files: the batch-duration controller
+    assert followed_directory(spark.readStream.format("rate").load()) is None
 
     # a bound below any batch's latency: the controller sheds from the second batch on, every drop counted
     dropped_dir = tmp_path / "dropped"
     tight = sparkcep.compile(QUERY, shedding_latency=0.01, dropped_output=str(dropped_dir))
     shed, handle = _run_stream(spark, tmp_path, "tight", tight, training, files)
     assert handle.offered == len(events)
-    assert handle.batches[0]["dropped"] == 0 and handle.batches[0]["rho_next"] > 0.5
+    # a file source over a local directory: the backlog controller (the first micro-batch is Spark's start-up,
+    # it sets nothing), fed the arrival apply() observes (the files' modification times, 100 s ago)
+    assert isinstance(handle.controller, BacklogController) and handle.source == str(tmp_path / "in-tight")
+    assert handle.batches[0]["rho_next"] == 0 and handle.batches[1]["dropped"] == 0
+    assert handle.batches[1]["rho_next"] > 0.5 and handle.batches[1]["latency"] > 90
     total = sum(handle.dropped.values())
     assert total == sum(b["dropped"] for b in handle.batches) > 300
     assert set(handle.dropped) <= {"A", "B", "C"}

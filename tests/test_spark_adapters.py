@@ -37,7 +37,16 @@ from sparkcep.ir.spec import Component, MatchSpec, OutputColumn
 from sparkcep.oracles.match import match_rows, trend_aggregates
 from sparkcep.runtime_udfs.match.engine import EngineUnsupportedError
 from sparkcep.spark.adapters import apply_match, batch_matches
-from sparkcep.spark.operator import COLUMNAR_STREAM, MatchOperator, stream_udf
+from sparkcep.spark.group_state import GroupStates
+from sparkcep.spark.operator import (
+    COLUMNAR_STREAM,
+    PER_KEY,
+    MatchOperator,
+    bucket_column,
+    checkpoint_grouping,
+    stream_buckets,
+    stream_udf,
+)
 from sparkcep.spark.results import canonical as canonical_rows
 from sparkcep.spark.schema import EVENT_TIME_OFFSET, STATE_SCHEMA, output_schema
 from tests.test_match_engine import canonical, seq_query, spec_for
@@ -149,35 +158,11 @@ def test_other_column_names_reach_the_engine_as_type_and_ts():
     assert op.run_table(table).to_pylist() == [{"a_time": 5}]
 
 
-class FakeGroup:
-    """What ``applyInPandasWithState`` hands the function: one Spark group's state, watermark and timeout."""
-
-    def __init__(self, state, watermark_ms: int):
-        self.state, self.watermark_ms, self.timeout = state, watermark_ms, None
-
-    exists = property(lambda self: self.state is not None)
-    get = property(lambda self: (self.state,))
-
-    def update(self, row):
-        self.state = row[0]
-
-    def remove(self):
-        self.state = None
-
-    def getCurrentWatermarkMs(self):  # noqa: N802 - PySpark's name
-        return self.watermark_ms
-
-    def setTimeoutTimestamp(self, ms):  # noqa: N802 - PySpark's name
-        self.timeout = ms
-
-
 def drive_stream(op: MatchOperator, events: list[dict], batches: int) -> list[dict]:
     """Feed ``events`` (ts ascending, distinct) to ``op.stream_function()`` the way Spark does with event-time
     timeouts and lateness 0: per micro-batch, each Spark group with rows or with a timeout the watermark has
     passed is called; the watermark is the newest ts of the earlier batches; a last batch moves it past all."""
-    fn, offset = op.stream_function(), EVENT_TIME_OFFSET
-    states: dict[tuple, bytes] = {}
-    timeouts: dict[tuple, int] = {}
+    groups, offset = GroupStates(op.stream_function()), EVENT_TIME_OFFSET
     size = max(1, -(-len(events) // batches))
     chunks = [events[k:k + size] for k in range(0, len(events), size)] + [[]]
     watermark, out = 0, []
@@ -187,21 +172,12 @@ def drive_stream(op: MatchOperator, events: list[dict], batches: int) -> list[di
         by_group: dict[tuple, list[dict]] = {}
         for e in chunk:
             by_group.setdefault(tuple(e[c] for c in op.group_cols), []).append(e)
-        due = [g for g, t in timeouts.items() if watermark > t and g not in by_group]
-        for g in [*by_group, *due]:
-            group = FakeGroup(states.get(g), watermark)
-            pdfs = [pd.DataFrame(by_group[g])] if g in by_group else []
-            for frame in fn(g, iter(pdfs), group):
-                out.extend(frame.to_dict("records"))
-            states.pop(g, None)
-            timeouts.pop(g, None)
-            if group.state is not None:
-                states[g] = group.state
-                if group.timeout is not None:
-                    timeouts[g] = group.timeout
+        pdfs = {g: [pd.DataFrame(rows)] for g, rows in by_group.items()}
+        for frame in groups.micro_batch(pdfs, watermark):
+            out.extend(frame.to_dict("records"))
         if chunk:
             watermark = max(e["ts"] for e in chunk) + offset
-    assert not states  # every partition's state was dropped once its windows were emitted
+    assert not groups  # every partition's state was dropped once its windows were emitted
     return out
 
 
@@ -280,6 +256,50 @@ def test_bucketed_keys_give_the_same_matches(spark):
     assert canonical(collect_ms(apply_match(df, spec, buckets=2))) == canonical(expected)
 
 
+def state_schema_file(checkpoint: Path, key: list[str]) -> None:
+    """The key and value schemas Spark stores beside an operator's state (``state/0/0/_metadata/schema``,
+    version 2: each schema's JSON after its length), keyed by ``key``."""
+    path = checkpoint / "state" / "0" / "0" / "_metadata" / "schema"
+    path.parent.mkdir(parents=True)
+    schemas = [StructType([StructField(c, IntegerType()) for c in key]), STATE_SCHEMA]
+    with path.open("wb") as f:
+        f.write(b"\x00\x02v2")
+        for schema in schemas:
+            text = schema.json().encode()
+            f.write(len(text).to_bytes(2, "big") + text)
+
+
+@pytest.mark.spark
+def test_stream_grouping_default_and_checkpoint(spark, tmp_path):
+    """A stream's grouping (``stream_buckets``): spark.sql.shuffle.partitions buckets where the columnar step
+    streams the query, else one group per key; a checkpoint holding state keeps the grouping its key schema
+    records, and another one asked for is refused."""
+    schema = schema_of().add("_mask", LongType())
+    columnar = MatchOperator(spec_for(seq_query(A, ANY_BC, C, where=WHERE, within=4000, returns=RETURNS[:4])),
+                             schema)
+    engine = MatchOperator(spec_for(seq_query(A, ANY_BC, C, where=WHERE, within=4000, returns=RETURNS)), schema)
+    assert columnar.bucketable and not engine.bucketable
+    new = tmp_path / "new"
+    assert stream_buckets(columnar, spark, checkpoint=str(new)) == int(spark.conf.get("spark.sql.shuffle.partitions"))
+    assert stream_buckets(engine, spark, checkpoint=str(new)) is None
+    assert stream_buckets(columnar, spark, PER_KEY) is None and stream_buckets(engine, spark, 3) == 3
+    for name, key, recorded in [("per-key", ["id"], PER_KEY), ("three", [bucket_column(3)], 3),
+                                ("unrecorded", ["_sparkcep_bucket"], None)]:
+        state_schema_file(tmp_path / name, key)
+        checkpoint = str(tmp_path / name)
+        if recorded is None:  # made with buckets=N before the column recorded N: the same N must be given
+            with pytest.raises(CEPError, match="without recording how many"):
+                stream_buckets(columnar, spark, checkpoint=checkpoint)
+            assert stream_buckets(columnar, spark, 5, checkpoint) == 5
+            continue
+        assert checkpoint_grouping(spark, checkpoint) == recorded
+        assert stream_buckets(columnar, spark, checkpoint=checkpoint) == (recorded or None)
+        assert stream_buckets(engine, spark, checkpoint=checkpoint) == (recorded or None)
+        other = 2 if recorded == PER_KEY else PER_KEY
+        with pytest.raises(CEPError, match="the grouping is part of a checkpoint"):
+            stream_buckets(columnar, spark, other, checkpoint)
+
+
 def write_lines(path: Path, events: list[dict], mtime: float) -> None:
     """A JSON-lines file; the file source takes files in modification-time order, so set it explicitly."""
     with path.open("w") as f:
@@ -291,14 +311,17 @@ def write_lines(path: Path, events: list[dict], mtime: float) -> None:
 
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.parametrize("wiring", ["stream_udf", "apply_match", "apply_match, 3 buckets"])
+@pytest.mark.parametrize("wiring", ["stream_udf", "apply_match, one group per key", "apply_match"])
 def test_streaming_with_state_equals_oracle(spark, tmp_path, wiring):
     """JSON-lines files arrive in two runs of ``availableNow`` (restarting from the checkpoint), one file
     per micro-batch, out of order within the allowed lateness; a last event far ahead moves the watermark
-    past everything, so every buffered event is flushed by an event-time timeout.  With buckets the query
-    streams through the columnar step, its state round-tripping through Spark's state store."""
+    past everything, so every buffered event is flushed by an event-time timeout.  By default the query
+    streams through the columnar step, its keys hashed into spark.sql.shuffle.partitions buckets, its state
+    round-tripping through Spark's state store.  The second run is given the checkpoint and no grouping: it
+    resumes with the one the checkpoint was made with (one group per key, or the buckets), read from its
+    state schema."""
     # stream_udf: a result column over two events (a.x + c.x), the per-event engine; apply_match: plain var.attr
-    # results, the per-event engine with one group per key, the columnar step with buckets
+    # results, the per-event engine with one group per key (buckets=0), else the columnar step in buckets
     query = seq_query(A, ANY_BC, C, where=WHERE, within=4000,
                       returns=RETURNS if wiring == "stream_udf" else RETURNS[:4])
     spec = spec_for(query)
@@ -315,22 +338,27 @@ def test_streaming_with_state_equals_oracle(spark, tmp_path, wiring):
     stream = (spark.readStream.schema(schema_of()).option("maxFilesPerTrigger", 1).json(str(source))
               .withWatermark("ts", "2 seconds")
               .withColumn("_mask", F.expr(MASK_SQL)))
-    buckets = 3 if "buckets" in wiring else None
-    # the micro-batches run through the columnar construction (runtime_udfs.match.stream_columnar), or not
-    assert (MatchOperator(spec, stream.schema, buckets=buckets).stream_path == COLUMNAR_STREAM) == bool(buckets)
-    if wiring == "stream_udf":
-        result = stream.groupBy(*spec.key).applyInPandasWithState(
-            stream_udf(to_data(spec), stream.schema), output_schema(spec, stream.schema), STATE_SCHEMA,
-            "append", GroupStateTimeout.EventTimeTimeout)
-    else:  # with buckets: 3 Spark groups by pmod(hash(id), 3), one engine state per id inside each
-        result = apply_match(stream, spec, buckets=buckets)
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     for run, group in enumerate([files[:3], files[3:]]):
+        if wiring == "stream_udf":
+            result = stream.groupBy(*spec.key).applyInPandasWithState(
+                stream_udf(to_data(spec), stream.schema), output_schema(spec, stream.schema), STATE_SCHEMA,
+                "append", GroupStateTimeout.EventTimeTimeout)
+        elif run == 0:  # one group per key asked for, or the default grouping
+            result = apply_match(stream, spec, buckets=PER_KEY if "per key" in wiring else None)
+        else:  # the grouping the checkpoint was made with, found in it
+            assert checkpoint_grouping(spark, str(checkpoint)) == (PER_KEY if "per key" in wiring else partitions)
+            result = apply_match(stream, spec, checkpoint=str(checkpoint))
         for k, batch in enumerate(group):
             write_lines(source / f"events-{run}-{k}.json", batch, mtime=time.time() - 100 + 10 * run + k)
         handle = (result.writeStream.format("parquet").option("path", str(sink))
                   .option("checkpointLocation", str(checkpoint)).outputMode("append")
                   .trigger(availableNow=True).start())
         handle.awaitTermination()
+    if wiring == "apply_match":  # the micro-batches ran through the columnar construction (stream_columnar)
+        assert MatchOperator(spec, stream.schema).with_buckets(partitions).stream_path == COLUMNAR_STREAM
+        with pytest.raises(CEPError, match=f"made with {partitions} buckets .*, not one Spark group per key"):
+            apply_match(stream, spec, buckets=PER_KEY, checkpoint=str(checkpoint))
     progress = handle.lastProgress
     got = collect_ms(spark.read.parquet(str(sink)))
     expected = match_rows(query, events)

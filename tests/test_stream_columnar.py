@@ -23,10 +23,10 @@ from sparkcep.runtime_udfs.match import engine
 from sparkcep.runtime_udfs.match import stream_columnar as sc_mod
 from sparkcep.runtime_udfs.match.compile import Plan
 from sparkcep.spark import late
+from sparkcep.spark.group_state import GroupStates, SimulatedGroup
 from sparkcep.spark.operator import COLUMNAR_STREAM, MatchOperator
 from sparkcep.spark.schema import EVENT_TIME_OFFSET, MASK
 from tests.strategies import deliveries, event_streams
-from tests.test_late_events import Group, call_groups
 from tests.test_match_engine import canonical
 
 # ----------------------------------------------------------------------------------------------- pure
@@ -204,10 +204,9 @@ def stream_frames(text: str, batches: list[list[dict]], lateness: int, *, column
     # the operator's choice: the columnar step where a Spark group holds several keys (buckets) or there is no key
     assert (op.stream_path == COLUMNAR_STREAM) == (op.buckets is not None or not op.spec.key)
     op.stream_path = COLUMNAR_STREAM if columnar else "per-event engine (forced)"
-    fn = op.stream_function()
+    groups = GroupStates(op.stream_function())
     plan = Plan(op.spec)
     offset = 0 if timestamps else EVENT_TIME_OFFSET
-    groups: dict = {}
     newest, out = None, []
     for index, batch in enumerate([*batches, None]):
         raw = 10**15 if batch is None else 0 if newest is None else newest + offset - lateness
@@ -222,7 +221,7 @@ def stream_frames(text: str, batches: list[list[dict]], lateness: int, *, column
                 pdf["ts"] = pd.to_datetime(pdf["ts"], unit="ms", utc=True).dt.tz_convert("Europe/Paris")
                 pdf["ts"] = pdf["ts"].dt.tz_localize(None)
             pdfs[g] = [pdf]
-        for frame in call_groups(fn, groups, pdfs, raw):
+        for frame in groups.micro_batch(pdfs, raw):
             out += [(index, {k: plain(v) for k, v in r.items()}) for r in frame.to_dict("records")]
         if batch:
             newest = max([*(() if newest is None else (newest,)), *(e["ts"] for e in batch)])
@@ -268,8 +267,25 @@ def test_a_group_holding_an_engine_state_goes_on_with_the_engine():
     assert after.stream_path == COLUMNAR_STREAM
     before.stream_path = "per-event engine (forced)"
     frame = lambda t, ts: pd.DataFrame([{"type": t, "ts": ts, "id": 0, "x": 0, MASK: 1 if t == "A" else 2}])  # noqa: E731
-    group = Group(None, 0)
+    group = SimulatedGroup(None, 0)
     assert list(before.stream_function()((0,), iter([frame("A", 1)]), group)) == []
-    assert not sc_mod.is_state(group.stored[0])
-    out = list(after.stream_function()((0,), iter([frame("B", 3)]), Group(group.stored, 1 + EVENT_TIME_OFFSET)))
+    assert not sc_mod.is_state(group.stored)
+    out = list(after.stream_function()((0,), iter([frame("B", 3)]),
+                                       SimulatedGroup(group.stored, 1 + EVENT_TIME_OFFSET)))
     assert [r for f in out for r in f.to_dict("records")] == [{"at": 1, "bt": 3}]
+
+
+def test_a_key_state_found_under_a_bucket_is_refused_with_the_grouping():
+    """An old checkpoint of one Spark group per key resumed in buckets without telling apply() (an integer key
+    whose value is also a bucket number): one key's engine state reaches the bucketed function; it is refused
+    with one message naming the grouping, not misread."""
+    schema = StructType([StructField("type", StringType()), StructField("ts", LongType()),
+                         StructField("id", LongType()), StructField("x", LongType()), StructField(MASK, LongType())])
+    spec = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 5 RETURN a.ts AS at, b.ts AS bt").spec(schema)
+    per_key = MatchOperator(spec, schema, watermark_delay_ms=0)
+    frame = lambda t, ts: pd.DataFrame([{"type": t, "ts": ts, "id": 0, "x": 0, MASK: 1 if t == "A" else 2}])  # noqa: E731
+    group = SimulatedGroup(None, 0)
+    assert list(per_key.stream_function()((0,), iter([frame("A", 1)]), group)) == [] and group.exists
+    bucketed = per_key.with_buckets(2)
+    with pytest.raises(sparkcep.CEPError, match="the checkpoint was made with one Spark group per key"):
+        list(bucketed.stream_function()((0,), iter([frame("B", 3)]), SimulatedGroup(group.stored, 1)))

@@ -52,6 +52,36 @@ def test_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip):
     assert canonical(got) == canonical(oracle_rows(text, events)), text
 
 
+#: NEXT inside a repetition: each iteration's step linked to the event before it in that iteration (a GRETA edge
+#: from the partition's previous event inside the group; the edge back to the group's start is not linked)
+REPEATED_NEXT = [
+    ("SEQ(A a, (SEQ(B b, NEXT C c))+)", ["c.x > 0"]),
+    ("(SEQ(B b, NEXT C+ c[]))+", ["c.x < NEXT(c).x"]),
+    ("SEQ(A a, (SEQ(B b, NEXT C c)){1,3}, D d)", []),
+    ("SEQ(A a, (SEQ(B b, NOT E e, NEXT C c))*, D d)", []),
+    ("SEQ(A a, (SEQ(B b, C? c, NEXT D d))+)", []),
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=trend_queries(REPEATED_NEXT, ["COUNT(*)", "COUNT(c)", "SUM(b.x)"], max_aggregates=2, windows=(8, 14),
+                          slides=(4, 8)),
+       events=event_streams(types="ABBCCD", min_size=6, max_size=10, attrs={"x": (0, 3), "id": (0, 0)}, max_gap=1),
+       cuts=st.lists(st.integers(0, 9), max_size=2), roundtrip=st.booleans())
+def test_next_inside_a_repetition_equals_the_oracle(text, events, cuts, roundtrip):
+    got = engine_rows(text, events, cuts=cuts, roundtrip=roundtrip, shuffle=False)
+    assert canonical(got) == canonical(oracle_rows(text, events)), text
+
+
+def test_next_inside_a_repetition():
+    """``(SEQ(B b, NEXT C c))+``: the iterations are b1 c2, b3 c4 and b8 c9 (d6 breaks b5's link to c7); a trend
+    is any non-empty subsequence of them, 7, each iteration's c in 4 of them."""
+    events = [{"type": t[0].upper(), "ts": int(t[1:]), "x": 1} for t in "b1 c2 b3 c4 b5 d6 c7 b8 c9".split()]
+    text = "RETURN COUNT(*), COUNT(c) PATTERN (SEQ(B b, NEXT C c))+ WITHIN 20"
+    assert engine_rows(text, events) == oracle_rows(text, events) == [
+        {"window_start": 0, "window_end": 20, "count_all": 7, "count_c": 12}]
+
+
 def test_bounds_cut_what_plus_counts():
     """a0 b1 b2 b3 b4 b5 c6: SEQ(A, B+, C) has 31 trends; B{2,4} those with 2, 3 or 4 B's (10 + 10 + 5 = 25),
     B{2,} 26, B{3} 10; a B event enters one state per iteration count it can be."""

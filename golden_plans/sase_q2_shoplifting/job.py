@@ -55,7 +55,7 @@ from sparkcep.runtime_udfs.match.budget import raised_message
 from sparkcep.spark.adapters import batch_matches, watermarked, with_event_time
 from sparkcep.spark.io import check_attributes, check_ts_kind
 from sparkcep.spark.late import with_side_columns
-from sparkcep.spark.operator import grouped, stream_udf
+from sparkcep.spark.operator import MatchOperator, stream_buckets
 from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.spark.schema import STATE_SCHEMA, load_spec, output_schema, watermark_delay
 from sparkcep.spark.sinks import counted, discard_uncommitted, routed, side_dirs, start
@@ -245,10 +245,16 @@ def main(argv=None) -> None:
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
         timed = with_event_time(candidates, events, TS_COL, keep_late=True, ts_unit=TS_UNIT)
         relevant = counted(timed, "events_relevant")
-        result = grouped(relevant, GROUP).applyInPandasWithState(
-            # a result comes out in the micro-batch that decides it (the watermark's delay: the next watermark)
-            stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True, ts_unit=TS_UNIT,
-                       watermark_delay_ms=watermark_delay(events.schema)),
+        # a result comes out in the micro-batch that decides it (the watermark's delay: the next watermark)
+        operator = MatchOperator(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True,
+                                 ts_unit=TS_UNIT, watermark_delay_ms=watermark_delay(events.schema))
+        # Spark groups by GROUP hashed into buckets (spark.sql.shuffle.partitions of them where the plan's
+        # "streaming:" line says columnar micro-batches: a bucket's keys at once), else by GROUP; a checkpoint
+        # holding state keeps the grouping it was made with
+        buckets = stream_buckets(operator, spark, checkpoint=args.checkpoint)
+        operator = operator if buckets is None else operator.with_buckets(buckets)
+        result = operator.grouped(relevant).applyInPandasWithState(
+            operator.stream_function(),
             outputStructType=with_side_columns(out_schema),
             stateStructType=STATE_SCHEMA,
             outputMode="append",

@@ -302,6 +302,12 @@ class _ToAst(Transformer_NonRecursive):
         (inner,) = children
         return ast.Not(inner, span=_span(meta))
 
+    def not_next_pattern(self, meta, children):
+        # `!(NEXT C c)`: no C right after the match's event before the gap (the first item of a negated SEQ
+        # links to that event), the same node as `NOT SEQ(NEXT C c)`
+        (inner,) = children
+        return ast.Not(ast.Seq((inner,), span=_span(meta), strict=(True,)), span=_span(meta))
+
     def kleene(self, meta, children):
         inner, (op, greedy), until = children
         return _kleene(inner, op, greedy, meta, until)

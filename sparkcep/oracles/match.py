@@ -54,9 +54,12 @@ Semantics implemented (LANGUAGE.md section numbers in brackets):
   pick is the partition's event right after the pick before it (none before it: no constraint); under
   skip_till_next_match an event that would break the link is not selectable there.  ``NEXT !(C c)`` (Flink's
   notNext): the partition's event right after the previous pick is not a match of ``C c`` (with its
-  predicates).  A stop condition ``T+ v[] UNTIL (cond)`` or ``(P)+ UNTIL (cond)`` (Flink's ``until``) adds to any
-  strategy too: no *stop event* (an event of the partition of one of the types of the variable ``cond`` names,
-  any event with ``UNTIL ANY``, for which ``cond``, read on it alone, is TRUE) lies between the loop's first and
+  predicates).  A ``NEXT`` step inside a negated sub-pattern (``!(NEXT C c)`` = ``NOT SEQ(NEXT C c)``, ``NOT
+  SEQ(B b, NEXT C c)``) links its first pick to the occurrence's pick before it, or, on the sub-pattern's first
+  item, to the match's event right before the gap (none: no constraint); the occurrence still lies in the gap.
+  A stop condition ``T+ v[] UNTIL (cond)`` or ``(P)+ UNTIL (cond)`` (Flink's ``until``) adds to any strategy too:
+  no *stop event* (an event of the partition of one of the types of the variable ``cond`` names, any event with
+  ``UNTIL ANY``, for which ``cond``, read on it alone, is TRUE) lies between the loop's first and
   last events (of any of its variables), ends included; under skip_till_next_match a stop event, and an event
   after one since the loop's first, is not selectable for the loop.
 * **Trend aggregates** [§2 RETURN, §6, GRETA Def. 2 and Theorem 9.1]: over exactly the skip_till_any_match
@@ -610,10 +613,13 @@ def _selectable(prep: _Prepared, evs: list[Event], prefix: tuple, g: int) -> boo
 
 
 def _negations_hold(prep: _Prepared, evs: list[Event], items: tuple, binding: Binding, runs,
-                    lo: float | None, hi: float | None) -> bool:
+                    lo: float | None, hi: float | None, outer_pick: int | None = None) -> bool:
     """No negated sub-pattern of the derivation ``items`` occurs where it is forbidden (see module doc).
 
-    ``lo``/``hi`` bound the intervals at the edges; None: the window around the positive events."""
+    ``lo``/``hi`` bound the intervals at the edges; None: the window around the positive events.
+    ``outer_pick``: the position in ``evs`` of the event right before ``lo`` that ``items`` continue (a negation
+    inside a negation with no pick before it links a ``NEXT`` step to that one); may be -1 (just before
+    ``evs``)."""
     items = tuple(i for i in items if isinstance(i, (tuple, _Neg)))
     times = [None if isinstance(i, _Neg) else evs[i[0]]["ts"] for i in items]
     picked = [t for t in times if t is not None]
@@ -624,24 +630,32 @@ def _negations_hold(prep: _Prepared, evs: list[Event], items: tuple, binding: Bi
         after = [t for t in times[k + 1:] if t is not None]
         start = before[-1] if before else (lo if lo is not None else picked[-1] - prep.window)
         end = after[0] if after else (hi if hi is not None else picked[0] + prep.window)
-        if _occurs(prep, item, evs, start, end, binding, runs):
+        pick = next((i[0] for i in reversed(items[:k]) if isinstance(i, tuple)), outer_pick)
+        if _occurs(prep, item, evs, start, end, binding, runs, pick):
             return False
     return True
 
 
 def _occurs(prep: _Prepared, neg: _Neg, evs: list[Event], lo: float, hi: float, outer: Binding,
-            outer_runs) -> bool:
-    """Is there a match of ``neg``'s sub-pattern strictly inside ``(lo, hi)`` satisfying its predicates?"""
+            outer_runs, before: int | None = None) -> bool:
+    """Is there a match of ``neg``'s sub-pattern strictly inside ``(lo, hi)`` satisfying its predicates?
+
+    ``before``: the position in ``evs`` (ts order, so ``inside`` is a slice of it) of the match's event right
+    before the gap, to which a ``NEXT`` on the sub-pattern's first item links (None: no event before, no link)."""
+    offset = next((k for k, e in enumerate(evs) if lo < e["ts"]), len(evs))
     inside = [e for e in evs if lo < e["ts"] < hi]
+    local = None if before is None else before - offset  # may be -1: the event right before the slice
     for items, _, _ in _derive(neg.inner, inside, _START, math.inf):
         picks = _picks(items)
         if not picks:
             continue
+        if not _links_hold(items if local is None else ((local, None), *items)):
+            continue  # a NEXT step inside the negation whose pick is not the event right after the one before
         own, own_runs = _bind(prep, inside, picks)
         binding = {**outer, **own}
         runs = {**outer_runs, **own_runs}
         if (all(_conjunct_holds(c, binding, runs) for c in prep.in_scope(neg.scope))
-                and _negations_hold(prep, inside, items, binding, runs, lo, hi)):
+                and _negations_hold(prep, inside, items, binding, runs, lo, hi, local)):
             return True
     return False
 

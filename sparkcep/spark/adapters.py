@@ -72,7 +72,7 @@ from sparkcep.ir.sharing import SharedSpec
 from sparkcep.ir.spec import MatchSpec, reads_every_event
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.runtime_udfs.match import ranges
-from sparkcep.spark.operator import MatchOperator
+from sparkcep.spark.operator import MatchOperator, stream_buckets
 from sparkcep.spark.schema import ARRIVAL, EVENT_TIME, EVENT_TIME_OFFSET, MASK, load_spec
 from sparkcep.spark.validate import quoted
 
@@ -345,12 +345,20 @@ def shuffle_partitions(df: DataFrame, partitions: int | None = None) -> int:
 def apply_match(df: DataFrame, spec: SpecLike, **options: Any) -> DataFrame:
     """The matches of ``df`` grouped by ``spec.key``: :func:`batch_matches` for a batch DataFrame (``buckets``,
     if given, is its number of partitions), ``applyInPandasWithState`` (append mode, event-time timeouts) for a
-    streaming one, which must carry a watermark (hashed into ``buckets`` groups only when asked: the grouping is
-    part of its checkpoint).  ``options`` go to :class:`MatchOperator`.  A spec without key runs as one group.
+    streaming one, which must carry a watermark.  A stream's keys are hashed into ``buckets`` Spark groups
+    (:func:`~sparkcep.spark.operator.stream_buckets`: by default ``spark.sql.shuffle.partitions`` of them where
+    the columnar step streams the query, else one group per key; ``buckets=0``: one group per key; the
+    grouping is part of a checkpoint: with ``checkpoint``, the one it was made with).  ``options`` go to
+    :class:`MatchOperator`.  A spec without key runs as one group.
     """
+    checkpoint = options.pop("checkpoint", None)
     if not df.isStreaming:
-        return batch_matches(df, spec, partitions=options.pop("buckets", None), **options)
+        return batch_matches(df, spec, partitions=options.pop("buckets", None) or None, **options)
+    buckets = options.pop("buckets", None)
     op = MatchOperator(spec, df.schema, **options)
+    buckets = stream_buckets(op, df.sparkSession, buckets, checkpoint)
+    if buckets is not None:
+        op = op.with_buckets(buckets)
     groups = op.grouped(df)
     return groups.applyInPandasWithState(op.stream_function(), op.stream_schema, op.state_schema, "append",
                                          GroupStateTimeout.EventTimeTimeout)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 from sparkcep.ir.errors import CEPError
-from sparkcep.spark.validate import read_validated
+from sparkcep.spark.validate import ARRIVAL_COL, ARRIVAL_METRIC, _arrival_of, observed_arrival, read_validated
 
 FORMATS = ("json", "csv", "parquet")
 
@@ -58,3 +60,37 @@ def check_attributes(columns, required) -> None:
             f"the query reads {', '.join(repr(m) for m in missing)}, which the input does not have "
             f"(columns: {', '.join(columns)}); a stream whose first files lack an attribute needs an "
             "explicit schema (--schema DDL, or spark.readStream.schema(...))")
+
+
+def followed_directory(df) -> str | None:
+    """The local directory a streaming DataFrame reads, when its only source is Spark's file source
+    (``spark.readStream.json(DIR)``, any file format) over one; else None (another source, several, a path that
+    is not a local directory, or a session without a JVM to ask)."""
+    try:
+        leaves = df._jdf.queryExecution().analyzed().collectLeaves()
+        if leaves.size() != 1:
+            return None
+        leaf = leaves.head()
+        if leaf.getClass().getSimpleName() != "StreamingRelation":
+            return None
+        path = leaf.dataSource().options().get("path")
+        if not path.isDefined():
+            return None
+        path = str(path.get())
+    except Exception:  # noqa: BLE001 - Spark Connect, another plan shape: not a followed directory
+        return None
+    path = path.removeprefix("file:")
+    return path if os.path.isdir(path) else None
+
+
+def with_file_arrival(df):
+    """A stream over a file source with its events' arrival (their file's modification time) observed per
+    micro-batch (:data:`~sparkcep.spark.validate.ARRIVAL_METRIC`: what the backlog controller and the progress
+    line read), unless ``df`` observes it already (``read_validated``, ``arrival_col``); the column itself is
+    not kept.  None when it cannot be observed (the file's metadata is out of reach of ``df``'s plan)."""
+    try:
+        if f"CollectMetrics {ARRIVAL_METRIC}," in df._jdf.queryExecution().logical().toString():
+            return df
+        return observed_arrival(df.select("*", _arrival_of(df))).drop(ARRIVAL_COL)
+    except Exception:  # noqa: BLE001 - no JVM to ask, no file metadata: no arrival
+        return None

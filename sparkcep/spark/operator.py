@@ -3,7 +3,9 @@ streaming UDF."""
 
 from __future__ import annotations
 
+import copy
 import itertools
+import json
 import math
 import pickle
 from collections.abc import Callable, Iterator
@@ -78,7 +80,8 @@ from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL
 if TYPE_CHECKING:
     from sparkcep.spark.schema import EngineSpec, SpecLike
 
-__all__ = ["COLUMNAR_STREAM", "MAX_MATCHES_CONF", "MatchOperator", "grouped", "stream_udf"]
+__all__ = ["COLUMNAR_STREAM", "MAX_MATCHES_CONF", "PER_KEY", "MatchOperator", "bucket_column", "checkpoint_grouping",
+           "default_buckets", "grouped", "stream_buckets", "stream_udf"]
 
 # ----------------------------------------------------------------------------------------------- conversions
 
@@ -217,6 +220,23 @@ class MatchOperator:
         #: what streams, in words: ``columnar micro-batches`` (the streaming columnar step,
         #: :mod:`~sparkcep.runtime_udfs.match.stream_columnar`) or ``per-event engine`` (and why)
         self.stream_path = _stream_path(self.spec, input_schema, ts_type, self.nested or not self.spec.key)
+        #: the columnar step would stream this spec if a Spark group held several keys: :meth:`with_buckets`
+        #: makes it so (the default grouping of a streaming match query, :func:`stream_buckets`)
+        self.bucketable = (bool(self.group_cols) and not self._merge
+                           and _stream_path(self.spec, input_schema, ts_type, True) == COLUMNAR_STREAM)
+
+    def with_buckets(self, buckets: int) -> MatchOperator:
+        """This operator with its keys hashed into ``buckets`` Spark groups (:meth:`grouped`), the columnar step
+        streaming where :attr:`bucketable` (without a key: this operator, one group, as the constructor does)."""
+        if buckets < 1:
+            raise CEPError(f"buckets must be a positive number, got {buckets}")
+        if not self.group_cols:
+            return self
+        op = copy.copy(self)
+        op.buckets, op.nested = buckets, True
+        if self.bucketable:
+            op.stream_path = COLUMNAR_STREAM
+        return op
 
     def budget(self) -> match_budget.Budget | None:
         """A fresh match budget for one partition (None for trend and shared specs, which never enumerate):
@@ -249,11 +269,13 @@ class MatchOperator:
 
     def grouped(self, df: DataFrame) -> Any:
         """``df`` grouped for this operator: by :attr:`group_cols` (a constant column when there are none), or
-        by :data:`BUCKET`, ``pmod(hash(group_cols), buckets)``, when ``buckets`` is set."""
+        by ``pmod(hash(group_cols), buckets)`` when ``buckets`` is set, in a column named with the count
+        (:func:`bucket_column`: a streaming checkpoint's state schema records it, :func:`checkpoint_grouping`)."""
         if self.buckets is None:
             return grouped(df, self.group_cols)
         bucket = F.pmod(F.hash(*self.group_cols), F.lit(self.buckets))
-        return df.withColumn(BUCKET, bucket).groupBy(BUCKET)
+        name = bucket_column(self.buckets)
+        return df.withColumn(name, bucket).groupBy(name)
 
     def _split_columns(self, names: list[str], data: list[list]) -> dict[tuple, list[dict]]:
         if not data or not data[0]:
@@ -786,11 +808,108 @@ def _dump_nested(frontier: float, stored: dict, held: tuple | None) -> bytes:
 
 
 def _load_nested(data: bytes) -> tuple[float, dict, tuple | None]:
-    version, *rest = pickle.loads(data)
+    loaded = pickle.loads(data)
+    if not (isinstance(loaded, tuple) and len(loaded) == 4 and isinstance(loaded[0], int)):
+        # one key's engine state where a group of several keys was expected: Spark found the state of a key
+        # under a bucket number (an integer key, from a checkpoint made with one Spark group per key)
+        raise CEPError("a Spark group's state is one key's, not a bucket's: the checkpoint was made with one Spark "
+                       "group per key; resume it with that grouping (buckets=0, or give apply() the checkpoint: "
+                       "apply(df, checkpoint=DIR)) or start a new checkpoint")
+    version, *rest = loaded
     if version != NESTED_STATE_VERSION:
         raise CEPError(f"group state version {version} is not supported (expected {NESTED_STATE_VERSION})")
     frontier, stored, held = rest
     return frontier, stored, held
+
+
+#: ``buckets`` asking for one Spark group per key (the grouping before buckets became the default of a streaming
+#: match query; a checkpoint made so resumes with it).
+PER_KEY = 0
+
+
+def bucket_column(buckets: int) -> str:
+    """The grouping column of ``buckets`` buckets, named with the count (``_sparkcep_bucket_of_4``): a streaming
+    checkpoint's state schema then records the grouping it was made with (:func:`checkpoint_grouping`)."""
+    return f"{BUCKET}_of_{buckets}"
+
+
+def default_buckets(spark) -> int:
+    """The buckets of a streaming match query that the columnar step streams (:func:`stream_buckets`): the
+    session's ``spark.sql.shuffle.partitions``, the partitions of the stateful operator (Spark keeps the
+    checkpoint's count on a restart), so about one bucket per task of a micro-batch."""
+    return max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
+
+
+#: :func:`checkpoint_grouping` of a checkpoint grouped by buckets whose count its state schema does not record
+#: (made with ``buckets=N`` before the grouping column was named with its count).
+UNRECORDED = -1
+
+
+def checkpoint_grouping(spark, checkpoint: str) -> int | None:
+    """The grouping the streaming checkpoint ``checkpoint`` was made with, read from the key schema Spark
+    stores beside the state of each stateful operator (``state/<operator>/0/_metadata/schema``): the bucket
+    count (:func:`bucket_column`), :data:`PER_KEY` (keyed by the query's columns), :data:`UNRECORDED`, or None
+    when it holds no state yet (a new checkpoint: any grouping may start it)."""
+    from sparkcep.spark.sinks import _jvm_fs
+
+    jvm, root, fs = _jvm_fs(spark, checkpoint.rstrip("/") + "/state")
+    if not fs.exists(root):
+        return None
+    fields: list[str] = []
+    for status in fs.listStatus(root):
+        schema = jvm.org.apache.hadoop.fs.Path(status.getPath(), "0/_metadata/schema")
+        if fs.exists(schema):
+            stream = fs.open(schema)
+            try:
+                fields.extend(_key_fields(bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))))
+            finally:
+                stream.close()
+    if not fields:
+        return None
+    for name in fields:
+        if name.startswith(f"{BUCKET}_of_") and name[len(BUCKET) + 4:].isdigit():
+            return int(name[len(BUCKET) + 4:])
+    return UNRECORDED if BUCKET in fields else PER_KEY
+
+
+def _key_fields(data: bytes) -> list[str]:
+    """The field names of the key schema (the first struct's JSON) of a state schema file."""
+    text = data.decode("utf-8", errors="replace")
+    start = text.find("{")
+    while start >= 0:
+        try:
+            schema, _ = json.JSONDecoder().raw_decode(text, start)
+        except ValueError:
+            schema = None
+        if isinstance(schema, dict) and isinstance(schema.get("fields"), list):
+            return [f.get("name", "") for f in schema["fields"] if isinstance(f, dict)]
+        start = text.find("{", start + 1)
+    return []
+
+
+def stream_buckets(op: MatchOperator, spark, buckets: int | None = None, checkpoint: str | None = None) -> int | None:
+    """The buckets a streaming ``op`` groups by, or None (one Spark group per key).  ``buckets`` as given
+    (:data:`PER_KEY`: one group per key); None: the grouping ``checkpoint`` was made with if it holds state
+    (:func:`checkpoint_grouping`), else :func:`default_buckets` where the columnar step would stream
+    (:attr:`MatchOperator.bucketable`), else one group per key.  A grouping other than the checkpoint's is
+    refused: the state of a key is found by its group."""
+    if buckets is not None and buckets < 0:
+        raise CEPError(f"buckets must be 0 (one Spark group per key) or a positive number, got {buckets}")
+    recorded = checkpoint_grouping(spark, checkpoint) if checkpoint else None
+    if recorded == UNRECORDED and buckets is None:
+        raise CEPError(f"the checkpoint {checkpoint} groups keys into buckets without recording how many: "
+                       "give the same buckets it was made with (buckets=N)")
+    if buckets is None:
+        if recorded is not None:
+            return recorded or None
+        return default_buckets(spark) if op.bucketable else None
+    if recorded not in (None, UNRECORDED, buckets):
+        def what(n: int) -> str:
+            return "one Spark group per key (buckets=0)" if n == PER_KEY else f"{n} buckets (buckets={n})"
+
+        raise CEPError(f"the checkpoint {checkpoint} was made with {what(recorded)}, not {what(buckets)}: the "
+                       "grouping is part of a checkpoint; resume with its grouping or start a new checkpoint")
+    return buckets or None
 
 
 def stream_udf(spec_json: SpecLike, input_schema: StructType, **options: Any) -> Callable[

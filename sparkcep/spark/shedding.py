@@ -60,8 +60,8 @@ from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
 from sparkcep.spark.progress import backlog_files, batch_latency
 from sparkcep.spark.validate import ARRIVAL_METRIC
 
-__all__ = ["SHED", "ControlFile", "FileAdmission", "Shedding", "current_model", "hand_over", "install",
-           "shed_partition"]
+__all__ = ["SHED", "ControlFile", "FileAdmission", "Shedding", "admitted_input", "current_model", "hand_over",
+           "install", "shed_partition"]
 
 #: The column the stage marks dropped rows with (removed before the stateful operator).
 SHED = "_shed"
@@ -335,6 +335,19 @@ def hand_over(source: str, staging: str, name: str | None = None) -> None:
         tmp = os.path.join(staging, f".{name}.{uuid.uuid4().hex}.tmp")
         shutil.copy2(src, tmp)
         os.replace(tmp, dst)
+
+
+def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None = None) -> str | None:
+    """The staging directory a continuous stream with shedding reads instead of ``path`` (:class:`FileAdmission`
+    hands the input's files over to it), made next to the checkpoint (``CHECKPOINT/_admitted``, else a temporary
+    directory) with the files there now handed over (the first micro-batch's, and the schema's); None when there
+    is no admission: not ``follow`` (no shedding, a batch, ``--once``), not JSON lines or not a local directory."""
+    if not (follow and fmt == "json" and os.path.isdir(path)):
+        return None
+    staging = os.path.join(checkpoint, "_admitted") if checkpoint else tempfile.mkdtemp(prefix="sparkcep-admitted-")
+    os.makedirs(staging, exist_ok=True)
+    hand_over(path, staging)
+    return staging
 
 
 class FileAdmission:

@@ -105,17 +105,68 @@ def write_batch(df, path: str, batch_id: int, rows: int | None = None) -> int:
     return len(parts)
 
 
+def write_kinds(df, targets: dict[str, str], batch_id: int) -> int:
+    """Write the micro-batch ``batch_id`` of ``df`` (columns :data:`KIND` and ``value``, a JSON line) in **one**
+    Spark job: each kind's lines into ``targets[kind]`` as that batch's files (``part-bN-K.json``), replacing
+    what an earlier attempt of the batch wrote.  The lines are written partitioned by kind into a staging
+    directory of the first target (the results'), then each kind's non-empty files are renamed into place.
+    The number of files."""
+    spark = df.sparkSession
+    jvm, root, fs = _jvm_fs(spark, next(iter(targets.values())))
+    Path = jvm.org.apache.hadoop.fs.Path
+    prefix = f"part-b{batch_id:08d}-"
+    for path in targets.values():
+        for status in fs.globStatus(Path(Path(path), prefix + "*")) or []:
+            fs.delete(status.getPath(), False)
+    staging = Path(root, f"_staging-b{batch_id:08d}")
+    fs.delete(staging, True)
+    df.write.mode("overwrite").partitionBy(KIND).text(staging.toString())
+    moved = 0
+    for kind, path in targets.items():
+        folder = Path(staging, f"{KIND}={kind}")
+        if not fs.exists(folder):
+            continue
+        parts = sorted((s.getPath() for s in fs.listStatus(folder)
+                        if s.getPath().getName().startswith("part-") and s.getLen() > 0), key=lambda p: p.getName())
+        if parts:
+            fs.mkdirs(Path(path))
+        for k, part in enumerate(parts):
+            if not fs.rename(part, Path(Path(path), f"{prefix}{k:05d}.json")):
+                raise OSError(f"could not move {part.toString()} into {path}")
+        moved += len(parts)
+    fs.delete(staging, True)
+    return moved
+
+
+def _one_file_system(spark, paths) -> bool:
+    """Whether every path is on the file system of the first (a rename moves between them)."""
+    uris = {str(_jvm_fs(spark, p)[2].getUri()) for p in paths}
+    return len(uris) == 1
+
+
 def batch_writer(output: str, result_columns: list[str], dead_letters: str, late: str, latency: bool = False):
-    """The ``foreachBatch`` function: splits a micro-batch of :func:`routed` by :data:`KIND` and writes each
-    part with :func:`write_batch`.  ``latency``: each result gets :data:`LATENCY_COL`, the milliseconds from its
-    arrival (:data:`RESULT_ARRIVAL`) to the moment the micro-batch's rows have been computed, before they are
-    written (null for a result without an arrival)."""
+    """The ``foreachBatch`` function: a micro-batch of :func:`routed`, each row a JSON line of its kind's
+    columns (results: ``result_columns``; dead letters and late events: ``reason``, ``record``), written by
+    :func:`write_kinds` in one Spark job: the micro-batch is computed once, not cached, nothing counted first.
+    ``latency``: each result gets :data:`LATENCY_COL`, the milliseconds from its arrival
+    (:data:`RESULT_ARRIVAL`) to the moment the micro-batch's rows have been computed, before they are written
+    (null for a result without an arrival): the rows are then cached and counted first, and each kind is
+    written by :func:`write_batch`; so too when the side outputs are on another file system than ``output``."""
     from pyspark.sql import functions as F
 
     results = [F.col(quoted(c)) for c in result_columns]
     side = [F.col(REASON).alias(REJECT_REASON), F.col(RECORD).alias(REJECT_RECORD)]
+    targets = {RESULT: output, DEAD: dead_letters, LATE: late}
+    line = F.when(F.col(KIND) == RESULT, F.to_json(F.struct(*results))).otherwise(F.to_json(F.struct(*side)))
+    one_job = None
 
     def write(df, batch_id: int) -> None:
+        nonlocal one_job
+        if one_job is None:
+            one_job = not latency and _one_file_system(df.sparkSession, targets.values())
+        if one_job:
+            write_kinds(df.select(F.col(KIND), line.alias("value")), targets, batch_id)
+            return
         df.persist()
         try:
             counts = {row[0]: row[1] for row in df.groupBy(KIND).count().collect()}

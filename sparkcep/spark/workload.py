@@ -42,10 +42,11 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import sqlglot
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.serde import from_data, to_data
@@ -56,7 +57,7 @@ from sparkcep.spark.adapters import batch_input, shuffle_partitions, unread_colu
 from sparkcep.spark.arrow import _session_timezone, by_id, gathered
 from sparkcep.spark.operator import MatchOperator
 from sparkcep.spark.schema import EVENT_TIME, STATE_SCHEMA, load_spec, watermark_delay
-from sparkcep.spark.validate import quoted
+from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL, quoted
 
 __all__ = ["QUERY", "apply_workload", "load_workload", "workload_data"]
 
@@ -100,31 +101,43 @@ class _Branch:
         self.name, self.columns = name, list(columns)
         self.group_cols = list(op.group_cols)
         self.fields = list(op.output_schema.fields)
+        #: the rows carry their arrival: the results come out stamped with it (RESULT_ARRIVAL)
+        self.arrival = op.arrival
         #: batch: the operator, whose ``run_table`` runs this branch's part of a partition
         self.op = None if streaming else op
         self.stream = op.stream_function() if streaming else None
 
 
 def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
-              side_channel: bool, ts_unit: str | None = None) -> list[tuple[_Branch, DataFrame]]:
+              side_channel: bool, ts_unit: str | None = None) -> list[tuple[_Branch, DataFrame, tuple | None]]:
     """Each operator with its candidates (the events its filter keeps; batch: as
-    :func:`~sparkcep.spark.adapters.batch_input` prepares them); with ``side_channel`` each routes
-    its late rows (``MatchOperator(late_rows=True)``)."""
+    :func:`~sparkcep.spark.adapters.batch_input` prepares them) and, streaming, its filter as
+    :func:`_selection` parts (None: not of that shape); with ``side_channel`` each routes its late rows
+    (``MatchOperator(late_rows=True)``)."""
     out = []
     streaming = events.isStreaming
     # each operator emits what its micro-batch decides by the watermark's delay (MatchOperator.batch_watermark)
     delay = watermark_delay(events.schema)
+    # a stream's arrival rides along to every operator, which stamps its results with it (RESULT_ARRIVAL)
+    carried = streaming and ARRIVAL_COL in events.columns
+    attributes = [c for c in events.columns if c != ARRIVAL_COL]
     for spec in shared:
-        unread = set(unread_columns(spec, events.columns, ts_col, type_col))
+        unread = set(unread_columns(spec, events.columns, ts_col, type_col)) - ({ARRIVAL_COL} if carried else set())
         columns = [c for c in events.columns if c not in unread]
         read = StructType([events.schema[c] for c in columns])
         op = MatchOperator(spec, read, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit,
                            watermark_delay_ms=delay)
         types = sorted({t for _, pattern in spec.segments for t in pattern})
-        out.append((_Branch(None, op, columns, streaming), events.where(F.col(type_col).isin(types)).select(*columns)))
+        test = sqlglot.exp.In(this=sqlglot.exp.column(type_col, quoted=True),
+                              expressions=[sqlglot.exp.Literal.string(t) for t in types])
+        selection = (test.sql(dialect="spark"), [(c, sqlglot.exp.column(c, quoted=True).sql(dialect="spark"))
+                                                 for c in columns])
+        out.append((_Branch(None, op, columns, streaming), events.where(F.col(type_col).isin(types)).select(*columns),
+                    selection))
     for entry in alone:
-        candidates = events.sparkSession.sql(entry["filter_sql"])
-        spec = with_default_outputs(entry["spec"], events.columns)  # without RETURN: every attribute
+        sql = _carrying(entry["filter_sql"], ARRIVAL_COL) if carried else entry["filter_sql"]
+        candidates = events.sparkSession.sql(sql)
+        spec = with_default_outputs(entry["spec"], attributes)  # without RETURN: every attribute
         schema = candidates.schema
         if not streaming:
             candidates, schema = batch_input(candidates, spec, schema, ts_col, type_col)
@@ -133,8 +146,89 @@ def _branches(events: DataFrame, shared, alone, ts_col: str, type_col: str,
             schema = StructType([f for f in schema.fields if f.name != EVENT_TIME])
         op = MatchOperator(spec, schema, ts_col=ts_col, type_col=type_col, late_rows=side_channel, ts_unit=ts_unit,
                            watermark_delay_ms=delay)
-        out.append((_Branch(entry["name"], op, schema.names, streaming), candidates))
+        selection = _selection(sql) if streaming else None
+        out.append((_Branch(entry["name"], op, schema.names, streaming), candidates, selection))
     return out
+
+
+def _carrying(sql: str, column: str) -> str:
+    """A query's Spark SQL filter over ``events`` with ``column`` of ``events`` passed through (added to the
+    items of its innermost ``SELECT ... FROM events``, unless that selects ``*``): the sqlglot tree, rewritten."""
+    exp = sqlglot.exp
+    tree = sqlglot.parse_one(sql, read="spark")
+    for select in tree.find_all(exp.Select):
+        source = select.args.get("from_")
+        if (source is not None and isinstance(source.this, exp.Table) and source.this.name == "events"
+                and not any(isinstance(e, exp.Star) for e in select.expressions)
+                and column not in {e.alias_or_name for e in select.expressions}):
+            select.append("expressions", exp.column(column, quoted=True))
+    return tree.sql(dialect="spark")
+
+
+def _selection(sql: str) -> tuple[str | None, list[tuple[str, str]]] | None:
+    """A query's Spark SQL filter over ``events`` (:func:`sparkcep.compiler.codegen.sql.filter_select`: ``SELECT
+    items FROM events [WHERE c]``, or that inside ``SELECT * FROM (...) AS candidates WHERE m``) as its parts:
+    ``(condition, [(column, expression)])``, Spark SQL generated from the sqlglot tree, the outer condition's
+    references to the inner items replaced by their expressions (None: no condition).  None for any other
+    shape (``SELECT *``, a join, ...)."""
+    exp = sqlglot.exp
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    if not isinstance(tree, exp.Select) or any(tree.args.get(k) for k in ("group", "having", "order", "limit")):
+        return None
+    conditions, source = [], tree.args.get("from_")
+    outer = tree.args.get("where")
+    if source is not None and isinstance(source.this, exp.Subquery):
+        if [type(e) for e in tree.expressions] != [exp.Star]:
+            return None
+        tree, conditions = source.this.this, [outer.this] if outer is not None else []
+        if not isinstance(tree, exp.Select) or any(tree.args.get(k) for k in ("group", "having", "order", "limit")):
+            return None
+        source = tree.args.get("from_")
+    if (source is None or not isinstance(source.this, exp.Table) or source.this.name != "events"
+            or tree.args.get("joins")):
+        return None
+    if any(isinstance(e, exp.Star) for e in tree.expressions):
+        return None
+    items = {e.alias_or_name: e.unalias() for e in tree.expressions}
+    inner = tree.args.get("where")
+
+    def inlined(n):  # an outer reference to an inner item: the item's expression
+        item = items.get(n.name) if isinstance(n, exp.Column) and not n.table else None
+        return n if item is None or (isinstance(item, exp.Column) and item.name == n.name) else item.copy()
+
+    conditions = ([inner.this] if inner is not None else []) + [c.transform(inlined) for c in conditions]
+    condition = exp.and_(*[exp.paren(c) for c in conditions]) if conditions else None
+    return (condition.sql(dialect="spark") if condition is not None else None,
+            [(name, e.sql(dialect="spark")) for name, e in items.items()])
+
+
+def _one_pass(events: DataFrame, pairs) -> DataFrame | None:
+    """Streaming: every operator's candidates from **one** pass over ``events``, tagged by :data:`BRANCH` (an
+    event several operators read comes out once for each), or None when a filter is not of
+    :func:`_selection`'s shape or a column has different types in two operators' candidates.  A union of the
+    operators' filtered ``events`` instead repeats the whole subtree under each (Spark shares no sub-plan in a
+    streaming query): the source is read, validated, watermarked and shed once per operator.  Each row becomes
+    ``IF(condition, struct(branch, columns...), NULL)`` per operator, the non-null ones exploded
+    (``inline``)."""
+    from pyspark.sql.types import IntegerType
+
+    if any(selection is None for _, _, selection in pairs):
+        return None
+    fields: dict[str, Any] = {BRANCH: IntegerType()}
+    for _, candidates, _ in pairs:
+        for f in candidates.schema.fields:
+            if fields.setdefault(f.name, f.dataType) != f.dataType:
+                return None
+    structs = []
+    for i, (_, _, (condition, items)) in enumerate(pairs):
+        given = dict(items)
+        row = F.struct(*[(F.lit(i) if name == BRANCH else F.expr(given[name]) if name in given
+                          else F.lit(None)).cast(kind).alias(name) for name, kind in fields.items()])
+        structs.append(F.when(F.expr(condition), row) if condition is not None else row)
+    return events.select(F.inline(F.filter(F.array(*structs), lambda x: x.isNotNull())))
 
 
 def partition_function(branches: list[_Branch], schema: pa.Schema) -> Any:
@@ -204,7 +298,7 @@ def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col:
     pairs = _branches(events, shared, alone, ts_col, type_col, side_channel, ts_unit)
     if not pairs:
         raise CEPError("the workload has no query to run")
-    branches = [b for b, _ in pairs]  # what the group functions carry to the executors (no DataFrames)
+    branches = [b for b, _, _ in pairs]  # what the group functions carry to the executors (no DataFrames)
     fields = {QUERY: None}
     for b in branches:
         for f in b.fields:
@@ -214,8 +308,17 @@ def apply_workload(events: DataFrame, workload, *, ts_col: str = "ts", type_col:
                                f"{f.dataType.simpleString()} in {b.name or 'a shared operator'}: give one of them "
                                "another name (AS ...)")
     schema = StructType([f if f is not None else StructField(QUERY, StringType()) for f in fields.values()])
-    tagged = None
-    for i, (b, candidates) in enumerate(pairs):
+    if any(b.arrival for b in branches):  # each result with the arrival of its events, as a single query's
+        schema = StructType([*schema.fields, StructField(RESULT_ARRIVAL, LongType(), True)])
+    tagged = _one_pass(events, pairs) if streaming else None
+    if tagged is not None:  # each operator's grouping values, by its branch
+        group = F.lit("")
+        for i, b in enumerate(branches):
+            if b.group_cols:
+                group = F.when(F.col(BRANCH) == i, F.to_json(F.struct(*[F.col(c) for c in b.group_cols]))
+                               ).otherwise(group)
+        tagged = tagged.select(BRANCH, group.alias(GROUP), *[c for c in tagged.columns if c != BRANCH])
+    for i, (b, candidates, _) in enumerate(pairs if tagged is None else ()):
         if not streaming:  # only a partitioning: a hash of the grouping values will do
             group = F.hash(*[F.col(quoted(c)) for c in b.group_cols]) if b.group_cols else F.lit(0)
         else:

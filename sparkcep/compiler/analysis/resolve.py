@@ -158,39 +158,48 @@ def check_bounds(p: Pattern, mode: str, source: str | None) -> None:
 
 def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
     """Where ``NEXT P`` (a strict step inside a SEQ) runs: on a positive item that selects at least one event
-    and has an item before it, not inside a negation; inside a repetition (each iteration's step linked to the
-    event before it in that iteration) in a match query, where an item before it in its SEQ selects an event;
-    ``NEXT !(C c)`` (notNext) in a match query only, not inside a repetition."""
+    and has an item before it; inside a repetition (each iteration's step linked to the event before it in that
+    iteration) in a match query, where an item before it in its SEQ selects an event; inside a negation of a
+    match query (the negated sub-pattern's step linked to the event before it in the occurrence, its first item
+    to the match's event right before the gap: ``!(NEXT C c)``, ``NOT SEQ(B b, NEXT C c)``), unless nothing can
+    come before the negation; ``NEXT !(C c)`` (notNext) in a match query only, not inside a repetition nor a
+    negation."""
 
-    def visit(p: Pattern, inside: str | None, repeated: bool) -> None:
+    def visit(p: Pattern, inside: str | None, repeated: bool, before: bool, head: bool) -> None:
+        # before: an item before this node (in an enclosing SEQ, or an earlier iteration) may select an event;
+        # head: this node is the sub-pattern of a negation (its first item may link to the event before the gap)
         if isinstance(p, Seq):
             for k, (item, strict) in enumerate(zip(p.items, p.strict or (False,) * len(p.items), strict=True)):
                 if strict:
-                    why = (f"inside {inside}" if inside else
-                           "on the first item of a SEQ: it links a step to the one before it" if k == 0 else
+                    why = (f"inside {inside} in a trend-aggregate query" if inside and mode == "aggregate" else
+                           "before a negation inside a negation (NEXT !(C c) negates the event right after a "
+                           "step of the match)" if inside and isinstance(item, Not) else
+                           "at the start of a negation that starts the pattern (no event comes before it)"
+                           if k == 0 and head and not before else
+                           "on the first item of a SEQ: it links a step to the one before it" if k == 0 and not head
+                           else
                            "before a negation in a trend-aggregate query (NEXT !(C c) negates one event, GRETA "
                            "negation a trend between two events)" if mode == "aggregate" and isinstance(item, Not)
                            else
-                           "inside a repetition in a trend-aggregate query" if repeated and mode == "aggregate" else
                            "before a negation inside a repetition (NEXT !(C c) is decided once, after a single "
                            "event)" if repeated and isinstance(item, Not) else
                            _not_next(p.items, k) if isinstance(item, Not) else
                            "on an item that can match no event (?, *, {0,m})" if can_be_empty(item) else
                            "inside a repetition after items that may all match no event (the step before it "
                            "would lie outside the iteration)" if repeated and all(can_be_empty(i) for i in p.items[:k])
-                           else None)
+                           and not (k == 0 and head) else None)
                     if why is not None:
                         raise CEPSemanticError(f"NEXT {why} is not supported", item.span or p.span, source)
-                visit(item, inside, repeated)
+                visit(item, inside, repeated, before or any(not isinstance(i, Not) for i in p.items[:k]), False)
         elif isinstance(p, Kleene):
-            visit(p.inner, inside, repeated or p.op != "?")
+            visit(p.inner, inside, repeated or p.op != "?", before or p.op != "?", False)
         elif isinstance(p, Not):
-            visit(p.inner, "a negation", repeated)
+            visit(p.inner, "a negation", repeated, before, True)
         elif isinstance(p, Or):
             for a in p.alternatives:
-                visit(a, inside, repeated)
+                visit(a, inside, repeated, before, head)
 
-    visit(p, None, False)
+    visit(p, None, False, False, False)
 
 
 def check_until(p: Pattern, mode: str, source: str | None) -> None:

@@ -127,7 +127,8 @@ def main(argv=None) -> None:
     # only READ_COLUMNS, with --schema's types, else the types NEEDS says, else those of the files there now;
     # ISO-string ts become timestamps.  Malformed lines, records without type or ts and values of the wrong type
     # are rejected (dead letters, with the reason).
-    events, rejected = read_validated(spark, args.input, args.format, TYPE_COL, TS_COL, stream=args.stream,
+{shedding_admission}\
+    events, rejected = read_validated(spark, {read_path}, args.format, TYPE_COL, TS_COL, stream=args.stream,
                                       files_per_trigger=args.files_per_trigger, schema=args.schema,
                                       known_types=args.known_types.split(",") if args.known_types else None,
                                       attributes=READ_COLUMNS, needs=NEEDS, ts_unit=TS_UNIT)
@@ -195,10 +196,16 @@ _QUERY_OPERATOR = '''\
         # late events (behind the watermark) come out of the operator as rows of kind "late", not dropped
         timed = with_event_time(candidates, events, TS_COL, keep_late=True, ts_unit=TS_UNIT)
         relevant = counted(timed, "events_relevant")
-        result = grouped(relevant, GROUP).applyInPandasWithState(
-            # a result comes out in the micro-batch that decides it (the watermark's delay: the next watermark)
-            stream_udf(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True, ts_unit=TS_UNIT,
-                       watermark_delay_ms=watermark_delay(events.schema)),
+        # a result comes out in the micro-batch that decides it (the watermark's delay: the next watermark)
+        operator = MatchOperator(spec, candidates.schema, ts_col=TS_COL, type_col=TYPE_COL, late_rows=True,
+                                 ts_unit=TS_UNIT, watermark_delay_ms=watermark_delay(events.schema))
+        # Spark groups by GROUP hashed into buckets (spark.sql.shuffle.partitions of them where the plan's
+        # "streaming:" line says columnar micro-batches: a bucket's keys at once), else by GROUP; a checkpoint
+        # holding state keeps the grouping it was made with
+        buckets = stream_buckets(operator, spark, checkpoint=args.checkpoint)
+        operator = operator if buckets is None else operator.with_buckets(buckets)
+        result = operator.grouped(relevant).applyInPandasWithState(
+            operator.stream_function(),
             outputStructType=with_side_columns(out_schema),
             stateStructType=STATE_SCHEMA,
             outputMode="append",
@@ -285,7 +292,7 @@ _QUERY_IMPORTS = {
     'sparkcep.spark.late': ['with_side_columns'],
     'sparkcep.spark.schema': ['STATE_SCHEMA', 'load_spec', 'output_schema', 'watermark_delay'],
     'sparkcep.spark.adapters': ['batch_matches', 'watermarked', 'with_event_time'],
-    'sparkcep.spark.operator': ['grouped', 'stream_udf'],
+    'sparkcep.spark.operator': ['MatchOperator', 'stream_buckets'],
     'sparkcep.ir.spec': ['with_default_outputs'],
 }
 
@@ -324,6 +331,7 @@ _COMMON_IMPORTS = {
 _SHEDDING_IMPORTS = {
     'sparkcep.api': ['report_shedding', 'shedding_stage'],
     'sparkcep.spark.io': ['read_events'],
+    'sparkcep.spark.shedding': ['FileAdmission', 'admitted_input'],
 }
 
 _SHEDDING_USAGE = '''\
@@ -356,6 +364,8 @@ _SHEDDING_STAGE = '''\
                                               dropped_output=args.dropped_output)
         if os.path.isdir(args.input):  # a followed directory: rho from the arrival-to-result latency and the backlog
             shedding.follow_source(args.input)
+        if staging is not None:  # the admission control hands the input's files over, one slice per micro-batch
+            admission = FileAdmission(args.input, staging, shedding, TYPE_COL, args.dropped_output).start()
 '''
 
 #: The shedding section of a workload job: one stage in front of every operator, on the events after the
@@ -380,6 +390,8 @@ _WORKLOAD_SHEDDING = '''\
 _WORKLOAD_SHEDDING_FOLLOW = '''\
     if shedding is not None and os.path.isdir(args.input):  # a followed directory: rho from latency and backlog
         shedding.follow_source(args.input)
+        if staging is not None:  # the admission control hands the input's files over, one slice per micro-batch
+            admission = FileAdmission(args.input, staging, shedding, TYPE_COL, args.dropped_output).start()
 '''
 
 _WORKLOAD_SHEDDING_CONSTANTS = '''\
@@ -389,7 +401,18 @@ _WORKLOAD_SHEDDING_CONSTANTS = '''\
 SHEDDING_SPECS = {specs}'''
 
 _SHEDDING_REPORT = '''\
+    if admission is not None:
+        admission.stop()
     report_shedding(shedding, query)  # dropped events per type, on stderr
+'''
+
+#: Admission control of a continuous run with shedding over a local directory of JSON lines (as ``sparkcep run
+#: --stream`` has): the stream reads a staging directory the input's files are handed over to.
+_SHEDDING_ADMISSION = '''\
+    # a continuous run with shedding over a directory of JSON lines reads what the admission control hands over
+    # (FileAdmission, docs/shedding.md): CHECKPOINT/_admitted, the files there now handed over at once
+    staging = admitted_input(args.input, args.format, follow=args.stream and not args.once, checkpoint=args.checkpoint)
+    admission = None
 '''
 
 
@@ -483,6 +506,8 @@ def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_ki
         timeouts_follow=sections["timeouts_follow"],
         timeouts_report=sections["timeouts_report"],
         shedding_report=_SHEDDING_REPORT if shedding else "",
+        shedding_admission=_SHEDDING_ADMISSION if shedding else "",
+        read_path="staging or args.input" if shedding else "args.input",
         app_name=py_literal(f"sparkcep: {name or what}"),
     )
 

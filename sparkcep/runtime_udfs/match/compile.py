@@ -45,6 +45,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sparkcep.ir.ast import (
+    EquivTest,
     EventPat,
     Kleene,
     Literal,
@@ -67,6 +68,7 @@ from sparkcep.runtime_udfs.match.conjuncts import (
     MAX_ALTERNATIVES,
     NEXT_MATCH,
     PARTITION,
+    RANKED_NEXT,
     STRATEGIES,
     STRICT,
     Conjunct,
@@ -386,7 +388,7 @@ class Plan:
     for events that arrive without a ``_mask``."""
 
     __slots__ = ("spec", "strategy", "window", "alternatives", "full", "by_type", "contiguous", "any_vars",
-                 "kleene_vars", "known", "strict_steps", "stops")
+                 "kleene_vars", "known", "strict_steps", "stops", "ranked", "rank_key")
 
     def __init__(self, spec: MatchSpec):
         comps = spec.components
@@ -412,10 +414,17 @@ class Plan:
         kleene_vars = frozenset(c.var for c in comps if c.kleene in ("+", "*"))
         # negations no fast path checks exactly run the general existence check (match_negation.GeneralNeg);
         # the variables under + or * inside them stay lists
-        from sparkcep.runtime_udfs.match.negation import general_negations
+        from sparkcep.runtime_udfs.match.negation import general_negations, has_links
 
         general, general_lists = general_negations(pattern, [p for e in spec.predicates for p in conjuncts(e)],
                                                    kleene_vars)
+        #: a negation links a step with NEXT (``!(NEXT C c)``): the engine numbers the partition's events
+        #: (``match_negation.RANK``), all of which reach it
+        self.ranked = any(has_links(n) for n in general)
+        #: ... per partition of the unscoped equivalence attributes still read here (``[id]`` under
+        #: strict_contiguity, which runs as one partition)
+        self.rank_key = tuple(dict.fromkeys(i.attr for e in spec.predicates for c in conjuncts(e)
+                                            if isinstance(c, EquivTest) for i in c.items if i.var is None))
         try:
             shapes = _alternatives(pattern, position, general)
         except _TooManyAlternatives:
@@ -489,7 +498,7 @@ class Plan:
             a.schedule("forward" if self.contiguous or strategy == NEXT_MATCH or a.automaton or a.strict or a.not_next
                        or a.until else "ais")
         #: NEXT steps: every event of the partition must reach the engine, as under a contiguity strategy
-        self.strict_steps = any(a.strict or a.not_next or a.strict_edges for a in alternatives)
+        self.strict_steps = self.ranked or any(a.strict or a.not_next or a.strict_edges for a in alternatives)
         if spec.collapsed:
             self._check_collapsed()
 
@@ -497,6 +506,10 @@ class Plan:
         """What collapsed output supports: skip_till_any_match, one Kleene position per alternative (at any
         position; enumerated after every single one, ``match_ais._collapsed_steps``) and at least one single
         position, a negated end only where its interval and predicates are the same for every subset."""
+        if self.ranked:
+            raise EngineUnsupportedError("collapsed output does not support NEXT inside a negation nor NEXT !(...) "
+                                         "next to a repeated group: the event right after a gap's start depends "
+                                         "on which candidates a row stands for")
         if self.strategy != ANY_MATCH:
             raise EngineUnsupportedError(f"collapsed output is for skip_till_any_match (the strategy that "
                                          f"enumerates every subset), not {self.strategy}")
@@ -545,6 +558,9 @@ class Plan:
                     not_next.add(k + 1)
                 else:
                     strict.add(seen)
+        # (in an automaton, the components of those negations: checked on the complete match, on the event
+        # numbered right after the one before the gap, ``match_negation.RANK``)
+        next_comps = {items[k][1] for k in not_next}
         not_next = {id(items[k]) for k in not_next}
         # the items written NEXT (a position or a repeated group): in an automaton, their edges from the items
         # before are strict (``Fragment.then(linked=True)``)
@@ -552,7 +568,7 @@ class Plan:
         marked = [id(i) in not_next for i in items if i[0] != "next"]
         items = [i for i in items if i[0] != "next"]
         if not_next and any(kind == "group" for kind, *_ in items):
-            raise EngineUnsupportedError("NEXT !(...) in a pattern with a repeated group is not supported")
+            self.ranked = True
         # a repeated group: the whole alternative becomes one automaton (its flat items: positions, group ranges,
         # negations whose gaps the automaton's edges give); a top-level NEXT step is a strict edge of it
         automaton = Automaton(items, linked) if any(kind == "group" for kind, _, _ in items) else None
@@ -663,6 +679,8 @@ class Plan:
             mine = [neg_here(c) for c in parsed if c.vars & own or _unscoped_equiv(c)]
             negs.append(NegPlan(len(negs), k, comps[k], before, after, mine, any_vars))
             negs[-1].guards = guards
+            if automaton is not None and kind == "neg" and k in next_comps:
+                negs[-1].guards = guards | {RANKED_NEXT}  # NEXT !(C c) on an automaton's edges
             if is_not_next:  # decided by the runs on the event right after ``before``, not over a gap
                 negs[-1].guards = frozenset({"not_next"})
                 nexts.setdefault(before, []).append(negs[-1])

@@ -370,6 +370,11 @@ def _sign(x: float) -> int:
 # ----------------------------------------------------------------------------------------------- alternatives
 
 
+#: in :attr:`NegPlan.guards`: ``NEXT !(C c)`` in an automaton, blocked by the event numbered right after the one
+#: before its gap (:meth:`match_negation.NegIndex.blocked`)
+RANKED_NEXT = "ranked_next"
+
+
 class NegPlan:
     """A negative component of an alternative and how to look its events up (SASE §3.3, negation operator).
 

@@ -121,11 +121,12 @@ def _columnar(spec) -> list[str]:
 
 def _streaming(spec) -> list[str]:
     """The streaming columnar step's line (:mod:`sparkcep.runtime_udfs.match.stream_columnar`), if the spec has
-    one: it runs when a Spark group holds several keys (``buckets``) or the query has no key; otherwise the
-    per-event engine streams (``MatchOperator.stream_path``)."""
+    one: it runs when a Spark group holds several keys (the keys hashed into buckets: the default grouping of
+    such a query, ``sparkcep.spark.operator.stream_buckets``) or the query has no key; with one group per key
+    (``buckets=0``, or a checkpoint made so) the per-event engine streams (``MatchOperator.stream_path``)."""
     if match_stream.ineligible(spec) is not None:
         return []
     if not spec.key:
         return ["streaming: columnar micro-batches, rows of the last window carried"]
-    return ["streaming: columnar micro-batches with buckets (all keys of a bucket at once, rows of the last window "
-            "carried); one group per key: per-event engine"]
+    return ["streaming: columnar micro-batches, keys hashed into spark.sql.shuffle.partitions buckets (all keys of "
+            "a bucket at once, rows of the last window carried); one group per key (buckets=0): per-event engine"]

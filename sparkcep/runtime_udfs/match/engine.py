@@ -84,6 +84,7 @@ from sparkcep.runtime_udfs.match import runs as match_runs
 from sparkcep.runtime_udfs.match.budget import Budget, MatchBudgetError
 from sparkcep.runtime_udfs.match.compile import Plan
 from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH, EngineUnsupportedError
+from sparkcep.runtime_udfs.match.negation import RANK
 from sparkcep.runtime_udfs.match.state import STATE_VERSION, AltState, MatchState, Sink
 
 __all__ = [
@@ -202,6 +203,7 @@ def step(spec: MatchSpec, state: MatchState, events: Iterable[dict]) -> tuple[Ma
     frontier = state.frontier
     full = plan.full
     keep_empty = plan.contiguous or plan.strict_steps
+    ranked = plan.ranked
     stops = bool(plan.stops)
     pending = state.pending
     arrivals = state.arrivals
@@ -220,8 +222,9 @@ def step(spec: MatchSpec, state: MatchState, events: Iterable[dict]) -> tuple[Ma
             if not (mask or keep_empty or (stops and plan.stops_any(ev))):
                 continue
             tie = arrivals
-        elif not (mask or (stops and plan.stops_any(ev))):
-            continue  # (a stop event of a loop with UNTIL fills no component, yet closes the loop)
+        elif not (mask or ranked or (stops and plan.stops_any(ev))):
+            continue  # (a stop event of a loop with UNTIL fills no component, yet closes the loop; a negation with
+            # a NEXT step numbers every event of a partition, engine._ranked)
         arrivals += 1
         pending.append((ts, tie, mask, ev))
     state.arrivals = arrivals
@@ -249,6 +252,8 @@ def advance(spec: MatchSpec, state: MatchState, watermark: float,
     cut = bisect_right(pending, watermark, key=_ts_of)
     ready, state.pending = pending[:cut], pending[cut:]
     state.frontier = watermark
+    if plan.ranked and ready:
+        ready = _ranked(plan, ready, state)
     rows: list[dict] = []
     sink = Sink(plan, state, rows, budget)
     if ready:
@@ -258,6 +263,25 @@ def advance(spec: MatchSpec, state: MatchState, watermark: float,
     _release(plan, state, watermark, rows)
     _prune(plan, state, watermark)
     return state, rows
+
+
+def _ranked(plan: Plan, ready: list, state: MatchState) -> list:
+    """``ready`` with each event numbered in processing order within its partition of the equivalence test (the
+    engine may run several: ``strict_contiguity`` checks ``[id]`` itself), as a negation with a ``NEXT`` step
+    reads it (``match_negation.RANK``): copies, the caller's events are not changed."""
+    numbers = state.ranked
+    key = plan.rank_key
+    out = []
+    for ts, tie, mask, ev in ready:
+        part = tuple(ev.get(a) for a in key)
+        try:
+            n = numbers.get(part, 0)
+        except TypeError:  # an unhashable key value (an array column): by its text
+            part = repr(part)
+            n = numbers.get(part, 0)
+        numbers[part] = n + 1
+        out.append((ts, tie, mask, {**ev, RANK: n}))
+    return out
 
 
 def _prepare(plan: Plan, state: MatchState) -> None:

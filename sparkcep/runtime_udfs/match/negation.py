@@ -29,7 +29,9 @@ rest on a complete derivation.  For ``NOT T+ v[]`` alone, a conjunct on aggregat
 every subset when false on all candidates (SASE++ §5.2, :class:`match_compile.Mono`: ``sum(b[].x) > 10`` of
 non-negative values) is first evaluated on all the gap's candidates, and a false answer ends the lookup.  A
 search is exponential in the worst case (``NOT B+ b[] WHERE avg(b[].x) > 10`` with no blocking subset tries
-every subset of the gap's ``B``s).
+every subset of the gap's ``B``s).  A ``NEXT`` step inside the sub-pattern (``!(NEXT C c)``, ``NOT SEQ(B b, NEXT C
+c)``) takes only the event numbered (:data:`RANK`) right after the pick before it, or, on the first item, after the
+match's event right before the gap.
 
 The partitioned indexes of SASE §3.3 exist to drop whole partitions once they leave the window; here the
 index is pruned by moving past the events at or before a horizon (see :meth:`NegIndex.prune`).
@@ -46,6 +48,7 @@ from operator import itemgetter
 from sparkcep.ir.ast import Attr, BinOp, EventPat, Func, Kleene, Not, Or, Seq, walk
 from sparkcep.runtime_udfs.expr.scalar import LACKING
 from sparkcep.runtime_udfs.match.conjuncts import (
+    RANKED_NEXT,
     AggStats,
     EngineUnsupportedError,
     NegPlan,
@@ -56,9 +59,14 @@ from sparkcep.runtime_udfs.match.conjuncts import (
     negated_kleene,
 )
 
-__all__ = ["GeneralNeg", "NegIndex", "general_negations"]
+__all__ = ["RANK", "GeneralNeg", "NegIndex", "general_negations", "has_links"]
 
 _ts_of = itemgetter(0)
+
+#: The key under which the engine numbers a partition's events in processing order (``ts``, ties in input
+#: order), when a negation links a step with ``NEXT``: a linked step's event is the one numbered right after the
+#: event before it (:func:`has_links`, ``engine._ranked``)
+RANK = "_rank"
 
 
 class NegIndex:
@@ -99,6 +107,8 @@ class NegIndex:
             return False
         if plan.general is not None:
             return plan.general.blocked(self.events, binding, lo, hi)
+        if RANKED_NEXT in plan.guards:
+            return self._successor(plan, binding, lo)
         if plan.members:
             return self._sequence(plan, binding, lo, hi)
         if plan.key_attr is None:
@@ -167,6 +177,21 @@ class NegIndex:
         finally:
             for var, value in zip(touched, saved, strict=True):
                 binding[var] = value
+
+    def _successor(self, plan: NegPlan, binding: dict, lo) -> bool:
+        """``NEXT !(C c)`` (notNext) in an automaton: is the event numbered right after the match's event at ``lo``
+        (the single event before it) one of the indexed events, satisfying the predicates?  Whatever its ts and
+        whether the match takes it (Flink's notNext, the oracle's ``_not_next_holds``)."""
+        rank = next((ev[RANK] for bound in binding.values() for ev in _events(bound) if ev["ts"] == lo), None)
+        if rank is None:
+            return False
+        entries = self.events
+        for i in range(bisect_left(entries, lo, key=_ts_of), len(entries)):
+            event = entries[i][1]
+            if event[RANK] > rank:
+                return event[RANK] == rank + 1 and self._any([entries[i]], plan.checks, binding, plan.var, -math.inf,
+                                                             math.inf)
+        return False
 
     @staticmethod
     def _any(entries: list, checks: tuple, binding: dict, var: str, lo, hi) -> bool:
@@ -237,10 +262,11 @@ class _Ev:
 
 
 class _Seq:
-    __slots__ = ("items",)
+    __slots__ = ("items", "strict")
 
-    def __init__(self, items: tuple):
+    def __init__(self, items: tuple, strict: tuple = ()):
         self.items = items
+        self.strict = strict or (False,) * len(items)  # item k written NEXT (Seq.strict)
 
 
 class _Or:
@@ -327,7 +353,7 @@ def _build(p, component, listed: bool, level: _Level):
         lo, hi = _REPEAT[p.op]
         return _Rep(_build(p.inner, component, listed or hi is None, level), lo, hi)
     if isinstance(p, Seq):
-        return _Seq(tuple(_build(i, component, listed, level) for i in p.items))
+        return _Seq(tuple(_build(i, component, listed, level) for i in p.items), p.strict)
     if isinstance(p, Or):
         return _Or(tuple(_build(a, component, listed, level) for a in p.alternatives))
     if isinstance(p, Not):
@@ -377,6 +403,12 @@ def _outermost_negations(p):
             yield from _outermost_negations(a)
 
 
+def has_links(node) -> bool:
+    """Does a negated sub-pattern link a step with ``NEXT`` (``!(NEXT C c)``, ``NOT SEQ(B b, NEXT C c)``)?  Then
+    it runs the general check, over events numbered in the partition's order (:data:`RANK`)."""
+    return any(isinstance(n, Seq) and any(n.strict) for n in walk(node))
+
+
 def general_negations(pattern, exprs, kleene_vars: frozenset[str]) -> tuple[frozenset, frozenset[str]]:
     """The outermost negations of ``pattern`` that the fast paths (a negated event, a negated sequence of
     single events with negated single events or sequences inside, ``T+`` negated as ``T``) cannot check
@@ -398,6 +430,8 @@ def general_negations(pattern, exprs, kleene_vars: frozenset[str]) -> tuple[froz
         # did not occur (the oracle: no position to quantify over), where NOT T's rewrite would read z as NULL
         general = general or (any(isinstance(o, Or) for o in walk(node.inner))
                               and any(isinstance(k, Kleene) and k.op != "?" for k in walk(node.inner)))
+        # ... and a NEXT step inside (its event must be the one numbered right after the event before it)
+        general = general or has_links(node)
         collapsed = negated_kleene(node)
         if not general and collapsed:
             for e in exprs:
@@ -419,11 +453,12 @@ _FRAMES_PER_EVENT = 8
 class GeneralNeg:
     """The literal existence check of one negated sub-pattern (see above), set as ``NegPlan.general``."""
 
-    __slots__ = ("node", "root", "vars", "mask_of", "positives", "outer_positional")
+    __slots__ = ("node", "root", "vars", "mask_of", "positives", "outer_positional", "linked")
 
     def __init__(self, node: Not, component, conjs, mask_of, positives: tuple[str, ...],
                  any_vars: frozenset[str] = frozenset()):
         self.node = node  # the negated sub-pattern as written (explain names it)
+        self.linked = has_links(node)
         self.root = _level(node, component, None)
         self.mask_of = mask_of
         self.positives = positives
@@ -492,7 +527,15 @@ class GeneralNeg:
         for v in self.vars:
             b[v] = None
         runs = {v: _runs(b, v, self.positives) for v in self.outer_positional if isinstance(b.get(v), list)}
-        return _Search(entries, self.mask_of, b).occurs(self.root, lo, hi, runs)
+        before = None
+        if self.linked:  # the match's event right before the gap: the one at ``lo`` (a match's ts are distinct)
+            before = next((ev[RANK] for v in self.positives for ev in _events(binding.get(v)) if ev["ts"] == lo),
+                          None)
+        return _Search(entries, self.mask_of, b).occurs(self.root, lo, hi, runs, before)
+
+
+def _events(bound) -> tuple | list:
+    return () if bound is None else bound if isinstance(bound, list) else (bound,)
 
 
 def _encloses(outer: _Level, inner: _Level) -> bool:
@@ -539,7 +582,9 @@ class _Search:
             m = self.masks[id(event)] = self.mask_of(event)
         return m
 
-    def occurs(self, level: _Level, lo, hi, runs: dict) -> bool:
+    def occurs(self, level: _Level, lo, hi, runs: dict, before=None) -> bool:
+        """Does ``level``'s sub-pattern occur strictly inside ``(lo, hi)``?  ``before``: the :data:`RANK` of the
+        event right before the gap, to which a ``NEXT`` on its first item links (None: none, no link)."""
         if not lo < hi:
             return False
         entries, b = self.entries, self.b
@@ -578,12 +623,23 @@ class _Search:
                     b[elem] = saved
             return True
 
+        def linked_to() -> int | None:
+            """The rank the next pick must come right after, if it is a NEXT step's first (a ``("link",)`` item
+            since the last pick): the last pick's, else the event's before the gap (None: no constraint)."""
+            link = False
+            for it in reversed(items):
+                if it[0] == "pick":
+                    return it[4][RANK] if link else None
+                link = link or it[0] == "link"
+            return before if link else None
+
         def derive(node, last, cont) -> bool:
             if isinstance(node, _Ev):
                 var, bit = node.var, node.bit
+                link = linked_to()
                 for j in range(bisect_right(entries, last, key=_ts_of), end):
                     ts, event = entries[j]
-                    if not self.mask(event) & bit:
+                    if not self.mask(event) & bit or (link is not None and event[RANK] != link + 1):
                         continue
                     if node.listed:
                         bound = b[var]
@@ -606,15 +662,21 @@ class _Search:
                 finally:
                     items.pop()
             if isinstance(node, _Seq):
-                return seq(node.items, 0, last, cont)
+                return seq(node, 0, last, cont)
             if isinstance(node, _Or):
                 return any(derive(a, last, cont) for a in node.alternatives)
             return rep(node, 0, last, cont)
 
-        def seq(nodes: tuple, k: int, last, cont) -> bool:
-            if k == len(nodes):
+        def seq(node: _Seq, k: int, last, cont) -> bool:
+            if k == len(node.items):
                 return cont(last)
-            return derive(nodes[k], last, lambda t: seq(nodes, k + 1, t, cont))
+            if not node.strict[k]:
+                return derive(node.items[k], last, lambda t: seq(node, k + 1, t, cont))
+            items.append(("link",))  # a NEXT step: its first pick comes right after the pick before it
+            try:
+                return derive(node.items[k], last, lambda t: seq(node, k + 1, t, cont))
+            finally:
+                items.pop()
 
         def rep(node: _Rep, count: int, last, cont) -> bool:
             if count >= node.lo and cont(last):
@@ -651,9 +713,10 @@ class _Search:
             for k, it in enumerate(items):
                 if it[0] != "neg":
                     continue
-                start = next((p[2] for p in reversed(items[:k]) if p[0] == "pick"), lo)
+                pick = next((p for p in reversed(items[:k]) if p[0] == "pick"), None)
+                start = lo if pick is None else pick[2]
                 stop = next((p[2] for p in items[k + 1:] if p[0] == "pick"), hi)
-                if self.occurs(it[1], start, stop, own_runs):
+                if self.occurs(it[1], start, stop, own_runs, before if pick is None else pick[4].get(RANK)):
                     return False
             return True
 

@@ -102,10 +102,12 @@ class MatchState:
     ``postponed``  a heap of matches waiting for a negated end: ``(deadline, number, alternative, binding)``,
                    released once the watermark reaches ``deadline`` = first ts + W (SASE §3.3);
     ``late``       events dropped because ``ts < frontier`` when they arrived;
-    ``invalid``    events dropped because their ``ts`` was null or NaN.
+    ``invalid``    events dropped because their ``ts`` was null or NaN;
+    ``ranked``     per partition of the equivalence test, the next number of an event, when a negation with a
+                   ``NEXT`` step numbers them (``engine._ranked``).
     """
 
-    __slots__ = ("frontier", "pending", "arrivals", "alts", "postponed", "late", "invalid")
+    __slots__ = ("frontier", "pending", "arrivals", "alts", "postponed", "late", "invalid", "ranked")
 
     def __init__(self) -> None:
         self.frontier: float = -math.inf
@@ -115,6 +117,7 @@ class MatchState:
         self.postponed: list[tuple] = []
         self.late = 0
         self.invalid = 0
+        self.ranked: dict[tuple, int] = {}
 
     def live_instances(self) -> int:
         """Live stack entries, runs and postponed matches over all alternatives."""
@@ -166,7 +169,7 @@ class MatchState:
             alts.append((stacks, runs, negs))
         postponed = [(deadline, alt, encode(binding)) for deadline, _, alt, binding in self.postponed]
         payload = (STATE_VERSION, self.frontier, self.late, self.invalid, self.arrivals, cols, rows, pending,
-                   alts, postponed)
+                   alts, postponed, self.ranked)
         return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
@@ -176,7 +179,8 @@ class MatchState:
         if payload[0] != STATE_VERSION:
             raise CEPError(f"match engine state version {payload[0]} is not supported "
                            f"(expected {STATE_VERSION})")
-        _, frontier, late, invalid, arrivals, cols, rows, pending, alts, postponed = payload
+        # (a state written before ``ranked`` existed has ten items)
+        _, frontier, late, invalid, arrivals, cols, rows, pending, alts, postponed, *ranked = payload
         # rows of events seen before a later event added columns are shorter: those keys are missing
         events = [dict(zip(cols, row, strict=False)) for row in rows]
 
@@ -185,6 +189,7 @@ class MatchState:
 
         state = cls()
         state.frontier, state.late, state.invalid, state.arrivals = frontier, late, invalid, arrivals
+        state.ranked = ranked[0] if ranked else {}
         state.pending = [(events[i]["ts"], tie, mask, events[i]) for i, mask, tie in pending]
         for stacks, runs, negs in alts:
             a = AltState(len(stacks), len(negs))
