@@ -5,6 +5,7 @@ several partitions per chunk)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -437,7 +438,7 @@ def test_one_row_defines_with_prev_next_and_doubles_are_computed_by_spark(data):
                      measures=(("mn", R.MatchNumber()), ("a", first(col("t"))), ("c", last(col("t")))),
                      skip=R.Skip(data.draw(st.sampled_from((R.SKIP_PAST_LAST_ROW, R.SKIP_TO_NEXT_ROW)))))
     parts = [data.draw(_nan_partition(key)) for key in range(data.draw(st.integers(1, 2)))]
-    w = worker_spec(spec, SCHEMA)
+    w = worker_spec(spec, SCHEMA, window_cost=-1)  # PREV/NEXT as lag/lead whatever the window costs
     assert [v for v, _, _ in w.computed] == list(variables)
     assert w.spec.columns == ("k", "t", *(name for _, name, _ in w.computed))
     assert {(c, o) for _, c, o in w.shifted} == {
@@ -456,15 +457,25 @@ def test_the_worker_spec_computes_simple_one_row_defines_in_spark():
         ("D", op(">", op("+", col("x"), lit(1)), lit(2))),  # arithmetic: overflow is the engine's
         ("E", op("<", col("x"), col("x", "A")))),  # another variable's row
         measures=(("m", last(col("t"))),))
-    w = worker_spec(spec, SCHEMA)
+    w = worker_spec(spec, SCHEMA, window_cost=-1)
     assert [(v, sql) for v, _, sql in w.computed] == [("A", "COALESCE((NOT (s = 'a') OR (x) IS NULL), FALSE)"),
                                                       ("B", "COALESCE(y > __nav0, FALSE)"),
                                                       ("C", "COALESCE(f > 1, FALSE)")]
     assert w.shifted == (("__nav0", "y", -1),)
     assert w.spec.columns == ("k", "t", "x", "__def0", "__def1", "__def2")  # not s, y, f: only DEFINEs read them
     assert dict(w.spec.defines)["A"] == col("__def0") and dict(w.spec.defines)["D"] == dict(spec.defines)["D"]
+    # a lag window costs Spark more than shipping y (WINDOW_COST): the worker reads y and evaluates PREV itself
+    w = worker_spec(spec, SCHEMA)
+    assert [v for v, _, _ in w.computed] == ["A", "C"] and not w.shifted and "y" in w.spec.columns
+    assert dict(w.spec.defines)["B"] == dict(spec.defines)["B"]
+    # ... unless the columns only PREV/NEXT DEFINEs read cost more to ship than the window (x, y, f: 3 > 2.5)
+    many = replace(spec, defines=(("A", op("<", col("y"), prev(col("y")))),
+                                  ("B", and_(op(">", col("f"), nxt(col("f"))), op("=", col("s"), prev(col("s")))))))
+    w = worker_spec(many, SCHEMA)
+    assert [v for v, _, _ in w.computed] == ["A", "B"] and {c for _, c, _ in w.shifted} == {"y", "f", "s"}
+    assert not worker_spec(many, SCHEMA, window_cost=3.5).shifted  # y, f and the STRING s: 3.5, not more
     # a DOUBLE partition key (Spark's window and the worker may group its values differently): no lag/lead
-    w = worker_spec(spec, {**SCHEMA, "k": "double"})
+    w = worker_spec(spec, {**SCHEMA, "k": "double"}, window_cost=-1)
     assert [v for v, _, _ in w.computed] == ["A", "C"] and not w.shifted and "y" in w.spec.columns
     # nothing to spare: every column is read by the engine
     assert worker_spec(make_spec(V("A"), columns=("k", "t"), partition_by=("k",),

@@ -97,13 +97,13 @@ WORKER = """SELECT * FROM rec_events MATCH_RECOGNIZE (
      DEFINE A AS NOT (t = 'c') AND v IS NOT NULL, B AS t < 'c' OR v IS NULL, C AS v >= k2 OR t = 'c')"""
 
 
-PRICES_SCHEMA = "k1 string, ts timestamp, d double, v bigint"
+PRICES_SCHEMA = "k1 string, ts timestamp, d double, v bigint, e double, s string"
 
 PRICES = """SELECT * FROM rec_events MATCH_RECOGNIZE (
      PARTITION BY k1 ORDER BY ts MEASURES FIRST(A.v) AS a_v, LAST(v) AS last_v, COUNT(*) AS n
      PATTERN (A B+ C?)
-     DEFINE A AS d >= PREV(d, 2) OR d = NEXT(d) OR d IS NULL, B AS B.d < PREV(B.d) OR NOT (B.d != 0.0),
-            C AS d > NEXT(d) AND v >= 1)"""
+     DEFINE A AS d >= PREV(d, 2) OR d = NEXT(d) OR d IS NULL, B AS B.e < PREV(B.e) OR NOT (B.d != 0.0),
+            C AS d > NEXT(d) AND v >= 1 OR s = PREV(s))"""
 
 
 def prices(seed: int = 11, n: int = 80) -> list[tuple]:
@@ -111,7 +111,7 @@ def prices(seed: int = 11, n: int = 80) -> list[tuple]:
     rnd = random.Random(seed)
     doubles = [1.0, 2.0, 2.0, 3.5, float("nan"), -0.0, 0.0, float("inf"), None]
     return [(rnd.choice(["x", "y", None]), BASE + dt.timedelta(seconds=rnd.randint(0, 30)), rnd.choice(doubles),
-             rnd.choice([0, 1, 2])) for _ in range(n)]
+             rnd.choice([0, 1, 2]), rnd.choice(doubles), rnd.choice(["a", "b", None])) for _ in range(n)]
 
 
 def _shipped(df) -> list[str]:
@@ -142,7 +142,8 @@ def test_batch_statements_equal_the_reference(spark):
     assert _shipped(got) == ["k1", "v", "__def0", "__def1", "__def2"]
 
     # PREV/NEXT and DOUBLE comparisons (NaN, -0.0, infinity, NULL; ties in the time column) as lag/lead over the
-    # sort's order: the worker gets neither d nor the time column
+    # sort's order (d, e and the STRING s cost more to ship than the window): the worker gets neither d, e, s nor
+    # the time column
     spark.createDataFrame(prices(), PRICES_SCHEMA).createOrReplaceTempView("rec_events")
     spec, expected = reference(spark, PRICES)
     got = sparkcep.sql(PRICES, spark)

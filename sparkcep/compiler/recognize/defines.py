@@ -13,7 +13,10 @@ only these conditions read, and the engine reads the variable's truth from it.  
 k)`` become ``lag(x, k)`` / ``lead(x, k)`` over the PARTITION BY columns in the order of Spark's sort (the
 engine's row order, ties included; NULL beyond the partition, as in the engine): :attr:`WorkerSpec.shifted`,
 computed by the Spark layer after the sort, only where Spark's window and the worker group the partition key
-alike (integer, string, boolean, date and time keys; floating-point ones are left out).
+alike (integer, string, boolean, date and time keys; floating-point ones are left out), and only where the
+columns this spares the worker cost more to ship than the window costs Spark (:data:`WINDOW_COST`: a window
+costs about as much as two or three numeric columns across the Arrow boundary; otherwise the worker reads the
+columns and evaluates PREV/NEXT itself).
 FLOAT (single precision) columns are left to the engine (Spark compares an integer with a FLOAT in single
 precision), and so is arithmetic (overflow rules).
 """
@@ -127,12 +130,46 @@ def _fresh(base: str, taken: set[str]) -> str:
     return name
 
 
-def worker_spec(spec: rx.RecognizeSpec, schema: dict[str, str]) -> WorkerSpec | None:
+#: What Spark pays per 10^6 rows for a ``lag``/``lead`` window over the sort's order, in units of shipping one
+#: numeric column to the worker (measured, ``bench/match_recognize.py`` data, JVM CPU of the stage after the
+#: shuffle, 2 cores: the sort alone 0.35 s, with one ``lag`` window 0.59 s; one BIGINT/INT/DOUBLE/BOOLEAN
+#: column more across the Arrow boundary 0.06-0.10 s, a short STRING column 0.15 s).  PREV/NEXT become
+#: ``lag``/``lead`` only where the columns that spares cost more than the window.
+WINDOW_COST = 2.5
+#: A STRING column across the Arrow boundary, in the same units.
+STRING_COST = 1.5
+
+
+def worker_spec(spec: rx.RecognizeSpec, schema: dict[str, str], *,
+                window_cost: float = WINDOW_COST) -> WorkerSpec | None:
     """What the batch worker runs (see the module docstring) when that spares it at least one column of
-    ``spec.columns``, else None.  ``schema``: the input columns' Spark types (``simpleString``)."""
+    ``spec.columns``, else None.  ``schema``: the input columns' Spark types (``simpleString``).  DEFINEs with
+    PREV/NEXT are computed by Spark (``lag``/``lead``) only when the columns only they read cost more to ship
+    than ``window_cost`` (:data:`WINDOW_COST`; :data:`STRING_COST` for a STRING column, 1 for another)."""
     types = {c: t.lower() for c, t in schema.items()}
-    taken = {c.lower() for c in schema}
     navigable = all(types.get(c) in _GROUPED_ALIKE for c in spec.partition_by)
+    plain = _build(spec, types, False)
+    chosen = plain
+    if navigable:
+        shifting = _build(spec, types, True)
+        if shifting[2]:
+            spared = set(plain[3]) - set(shifting[3])
+            cost = sum(STRING_COST if types.get(c) == "string" else 1.0 for c in spared)
+            if cost > window_cost:
+                chosen = shifting
+    rewritten, computed, shifted, kept = chosen
+    if len(kept) == len([c for c in spec.columns if c != spec.time_column]):
+        return None  # every column is still read: nothing spared
+    ts = (spec.time_column,) if spec.time_column in spec.columns else ()
+    columns = (*kept, *(name for _, name, _ in computed), *ts)
+    return WorkerSpec(replace(rewritten, columns=columns), tuple(computed), shifted)
+
+
+def _build(spec: rx.RecognizeSpec, types: dict[str, str], navigate: bool) -> tuple[
+        rx.RecognizeSpec, list[tuple[str, str, str]], tuple[tuple[str, str, int], ...], list[str]]:
+    """``(spec with the lowered DEFINEs reading their columns, computed, shifted, the spec's columns still
+    read)``: every DEFINE :func:`_condition` accepts lowered, those with PREV/NEXT only if ``navigate``."""
+    taken = {c.lower() for c in types}
     computed: list[tuple[str, str, str]] = []
     shifted: dict[tuple[str, int], str] = {}
 
@@ -144,7 +181,7 @@ def worker_spec(spec: rx.RecognizeSpec, schema: dict[str, str]) -> WorkerSpec | 
     defines = []
     for v, e in spec.defines:
         refs = [_reference(n, v) for n in walk(e)]
-        if _condition(e, v, types) and (navigable or all(r is None or r[1] == 0 for r in refs)):
+        if _condition(e, v, types) and (navigate or all(r is None or r[1] == 0 for r in refs)):
             lowered = _lowered(e, v, shifted_column)
             name = _fresh(f"__def{len(computed)}", taken)
             sql = exp.func("COALESCE", to_sql_expr(lowered, types=types), exp.false()).sql(dialect="spark")
@@ -157,12 +194,7 @@ def worker_spec(spec: rx.RecognizeSpec, schema: dict[str, str]) -> WorkerSpec | 
     if spec.within is not None or spec.rows_per_match != rx.ONE_ROW:
         needed |= {o.column for o in spec.order_by}
     kept = [c for c in spec.columns if c in needed and c != spec.time_column]
-    if len(kept) == len([c for c in spec.columns if c != spec.time_column]):
-        return None  # every column is still read: nothing spared
-    ts = (spec.time_column,) if spec.time_column in spec.columns else ()
-    columns = (*kept, *(name for _, name, _ in computed), *ts)
-    return WorkerSpec(replace(rewritten, columns=columns), tuple(computed),
-                      tuple((name, column, offset) for (column, offset), name in shifted.items()))
+    return rewritten, computed, tuple((name, column, offset) for (column, offset), name in shifted.items()), kept
 
 
 def _read(spec: rx.RecognizeSpec) -> set[str]:
