@@ -292,6 +292,18 @@ def test_a_negated_or_member_is_not_constrained_by_a_conjunct_of_absent_variable
     assert agrees(text, [{"type": t, "ts": ts, "x": 0} for t, ts in events]) == []
 
 
+def test_a_negated_or_member_beside_an_any_event_lacking_the_attribute():
+    """On an occurrence of ``A c``, ``b.x = a.x`` reads the absent member ``b`` and the ANY(...) event ``a``, which
+    lacks ``x``: TRUE (SASE §2.2); ``b.x = d.x`` (``D? d`` unmatched) reads only absent variables: it holds.  So
+    A@0 as ``c`` blocks ``a`` = A@1 (the property test below found it; the engine also took the second conjunct
+    as this alternative's, NULL).  With ``x`` on every event ``b.x = a.x`` is NULL there: nothing is blocked."""
+    text = ("PATTERN SEQ(!(B b OR A c), ANY(A, B) a, D? d) USING skip_till_any_match "
+            "WHERE b.x = a.x AND b.x = d.x WITHIN 3 RETURN a.ts")
+    events = [{"type": "A", "ts": 0}, {"type": "A", "ts": 0}, {"type": "A", "ts": 1}]
+    assert sorted(r["a_ts"] for r in agrees(text, events)) == [0, 0]
+    assert sorted(r["a_ts"] for r in agrees(text, [dict(e, x=1) for e in events])) == [0, 0, 1]
+
+
 @st.composite
 def negated_or_queries(draw, strategy: str) -> str:
     """A pattern with a negated OR ``!(X b OR Y c)`` (start, middle or end) next to positive variables some

@@ -650,11 +650,14 @@ class Plan:
             # as absent variables do in the oracle: a conjunct that reads one of them and a variable that is
             # there (a positive one of this alternative, a member) is NULL, so it keeps this alternative from
             # invalidating; one whose variables are all absent here (the other member and a positive variable
-            # of another OR alternative or an unmatched ``?``) holds, so it is no predicate of this one
+            # of another OR alternative or an unmatched ``?``) holds, so it is no predicate of this one, even
+            # beside a conjunct of the first kind on the same member (``b.x = a.x AND b.x = d.x``, ``d`` absent)
             lacking = frozenset(v for v in negated if v not in own and groups_of.get(v) is not None
                                 and groups_of.get(v) == groups_of.get(comps[ks[0]].var))
-            there = present | own
-            own |= {v for c in parsed if c.vars & lacking and c.vars & there for v in c.vars & lacking}
+            there = frozenset(present | own)
+
+            def applies(c: Conjunct, own=frozenset(own), lacking=lacking, there=there) -> bool:
+                return bool(c.vars & own or c.vars & lacking and c.vars & there or _unscoped_equiv(c))
 
             def neg_here(c: Conjunct, lacking=lacking) -> Conjunct:
                 c = here(c)
@@ -668,7 +671,7 @@ class Plan:
             # negative components too (LANGUAGE.md §2)
             if kind == "negseq":
                 members = tuple(comps[j].var for j in k)
-                mine = [neg_here(c) for c in parsed if c.vars & own or _unscoped_equiv(c)]
+                mine = [neg_here(c) for c in parsed if applies(c)]
                 plan = NegPlan(len(negs), k[0], comps[k[0]], before, after, mine, any_vars)
                 by_type = self.by_type
                 plan.as_sequence(k, members, lambda ev, by_type=by_type: component_mask(by_type, ev),
@@ -676,7 +679,7 @@ class Plan:
                 plan.guards = guards
                 negs.append(plan)
                 continue
-            mine = [neg_here(c) for c in parsed if c.vars & own or _unscoped_equiv(c)]
+            mine = [neg_here(c) for c in parsed if applies(c)]
             negs.append(NegPlan(len(negs), k, comps[k], before, after, mine, any_vars))
             negs[-1].guards = guards
             if automaton is not None and kind == "neg" and k in next_comps:
