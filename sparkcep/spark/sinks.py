@@ -85,23 +85,40 @@ def write_batch(df, path: str, batch_id: int, rows: int | None = None) -> int:
     spark = df.sparkSession
     jvm, root, fs = _jvm_fs(spark, path)
     Path = jvm.org.apache.hadoop.fs.Path
-    prefix = f"part-b{batch_id:08d}-"
-    for status in fs.globStatus(Path(root, prefix + "*")) or []:
-        fs.delete(status.getPath(), False)
+    prefix = _clear_batch(fs, Path, [path], batch_id)
     staging = Path(root, f"_staging-b{batch_id:08d}")
     fs.delete(staging, True)
     if rows == 0 or (rows is None and df.isEmpty()):
         return 0
     df.write.mode("overwrite").json(staging.toString())
-    # an empty Spark partition may leave an empty part file: not moved (plain JSON readers fail on it)
-    parts = sorted((s.getPath() for s in fs.listStatus(staging)
+    moved = _move_parts(fs, Path, staging, path, prefix, keep_suffix=True)
+    fs.delete(staging, True)
+    return moved
+
+
+def _clear_batch(fs, Path, paths, batch_id: int) -> str:
+    """Delete what an earlier attempt of micro-batch ``batch_id`` wrote into each of ``paths``; the file name
+    prefix of that batch's files."""
+    prefix = f"part-b{batch_id:08d}-"
+    for path in paths:
+        for status in fs.globStatus(Path(Path(path), prefix + "*")) or []:
+            fs.delete(status.getPath(), False)
+    return prefix
+
+
+def _move_parts(fs, Path, folder, path: str, prefix: str, keep_suffix: bool) -> int:
+    """Rename the non-empty ``part-`` files Spark wrote into ``folder`` to ``path/<prefix>KKKKK`` + their own
+    suffix (``keep_suffix``) or ``.json``; the number moved.  An empty Spark partition may leave an empty part
+    file: not moved (plain JSON readers fail on it)."""
+    parts = sorted((s.getPath() for s in fs.listStatus(folder)
                     if s.getPath().getName().startswith("part-") and s.getLen() > 0), key=lambda p: p.getName())
+    if parts:
+        fs.mkdirs(Path(path))
     for k, part in enumerate(parts):
         name = part.getName()
-        suffix = name[name.index("."):] if "." in name else ""
-        if not fs.rename(part, Path(root, f"{prefix}{k:05d}{suffix}")):
+        suffix = (name[name.index("."):] if "." in name else "") if keep_suffix else ".json"
+        if not fs.rename(part, Path(Path(path), f"{prefix}{k:05d}{suffix}")):
             raise OSError(f"could not move {part.toString()} into {path}")
-    fs.delete(staging, True)
     return len(parts)
 
 
@@ -114,26 +131,15 @@ def write_kinds(df, targets: dict[str, str], batch_id: int) -> int:
     spark = df.sparkSession
     jvm, root, fs = _jvm_fs(spark, next(iter(targets.values())))
     Path = jvm.org.apache.hadoop.fs.Path
-    prefix = f"part-b{batch_id:08d}-"
-    for path in targets.values():
-        for status in fs.globStatus(Path(Path(path), prefix + "*")) or []:
-            fs.delete(status.getPath(), False)
+    prefix = _clear_batch(fs, Path, targets.values(), batch_id)
     staging = Path(root, f"_staging-b{batch_id:08d}")
     fs.delete(staging, True)
     df.write.mode("overwrite").partitionBy(KIND).text(staging.toString())
     moved = 0
     for kind, path in targets.items():
         folder = Path(staging, f"{KIND}={kind}")
-        if not fs.exists(folder):
-            continue
-        parts = sorted((s.getPath() for s in fs.listStatus(folder)
-                        if s.getPath().getName().startswith("part-") and s.getLen() > 0), key=lambda p: p.getName())
-        if parts:
-            fs.mkdirs(Path(path))
-        for k, part in enumerate(parts):
-            if not fs.rename(part, Path(Path(path), f"{prefix}{k:05d}.json")):
-                raise OSError(f"could not move {part.toString()} into {path}")
-        moved += len(parts)
+        if fs.exists(folder):
+            moved += _move_parts(fs, Path, folder, path, prefix, keep_suffix=False)
     fs.delete(staging, True)
     return moved
 
