@@ -427,8 +427,7 @@ class MatchOperator:
         if table.num_rows <= slice_rows or not self.spec.key or self._merge:
             yield self.run_table(table)
             return
-        if ARRIVAL in table.column_names:  # contiguity: the engine numbers events in input order
-            table = table.take(pc.sort_indices(table, [(ARRIVAL, "ascending")]))
+        table = in_input_order(table)
         ids = self.key_ids(table)
         table, bounds = by_id(table, ids)
         ids = np.sort(ids, kind="stable")
@@ -452,8 +451,7 @@ class MatchOperator:
         if budget is None:
             budget = self.budget()  # every key of the partition together
         if ids is None:
-            if ARRIVAL in table.column_names and table.num_rows:  # contiguity: events numbered in input order
-                table = table.take(pc.sort_indices(table, [(ARRIVAL, "ascending")]))  # a stable sort
+            table = in_input_order(table)
             ids = self.key_ids(table)
         keep = self._prefiltered(table, ids)
         if keep is not None:
@@ -859,6 +857,14 @@ def _load_nested(data: bytes) -> tuple[float, dict, tuple | None]:
 #: ``buckets`` asking for one Spark group per key (the grouping before buckets became the default of a streaming
 #: match query; a checkpoint made so resumes with it).
 PER_KEY = 0
+
+
+def in_input_order(table: pa.Table) -> pa.Table:
+    """``table`` in input order (a stable sort by ``_arrival``) when it carries it: under a contiguity strategy
+    the engine numbers events in input order; else ``table`` as it is."""
+    if ARRIVAL in table.column_names and table.num_rows:
+        return table.take(pc.sort_indices(table, [(ARRIVAL, "ascending")]))  # a stable sort
+    return table
 
 
 def bucket_column(buckets: int) -> str:
