@@ -123,8 +123,8 @@ def test_overload_keeps_the_bound_with_a_bounded_backlog(overload):
 def test_batches_that_overrun_their_cost_still_keep_the_bound():
     """A shared machine's micro-batches take up to 40 % more (or less) than their cost: planned to the fitted
     cost alone, one run at 1.5x reached a p99 of 8.7 s.  The controller leaves room for the largest overrun
-    it measured (``spread``) and keeps the bound, still shedding by utility and not much more than the
-    overload asks for."""
+    it measured (``spread``) for the events it keeps and keeps the bound, still shedding by utility and not
+    much more than the overload asks for."""
     ctl: list = []
     for overload in (1.5, 2.0):
         for seed in range(4):
@@ -134,6 +134,9 @@ def test_batches_that_overrun_their_cost_still_keep_the_bound():
             total = sum(b["read"] + b["expired"] for b in batches)
             assert sum(dropped.values()) / total < 1 - 1 / overload + 0.15
             assert dropped["C"] > dropped["B"] > dropped["A"]
+            # the margin is for the events kept, not for what is read: planned into the admission bound too,
+            # one run at 2x let 47 % of its events expire, unread, instead of dropping the least useful
+            assert sum(b["expired"] for b in batches) / total < 0.05, (overload, seed)
     assert all(0 < c.spread <= 0.4 / 0.6 + 1e-9 for c in ctl)  # at most (1 + 0.4) / (1 - 0.4) - 1
 
 

@@ -357,9 +357,10 @@ class BacklogController:
     * The next batch gets the budget ``d = (target − gap) / 2`` (``target`` = ``safety × bound``; an event
       waits at most one batch in the source and one in the operator, so back-to-back batches of ``d`` keep
       the latency at ``2d + gap``), shrunk by ``target / p99`` while the measured p99 is above the target,
-      and planned with a margin for the spread of the measured durations around the fitted cost (``s``,
-      :func:`cost_spread`: the next batch is planned to take ``d / (1 + s)``; on a shared machine a batch
-      takes up to 40 % more than its cost, and the p99 is the slowest batches').
+      and, for the events kept (``rho``), with a margin for the spread of the measured durations around the
+      fitted cost (``s``, :func:`cost_spread`: they are planned within ``d / (1 + s)``; on a shared machine a
+      batch takes up to 40 % more than its cost, and the p99 is the slowest batches'); the admission bound
+      and the expiry age keep ``d`` (a smaller admission would shed whole files, unread, not by utility).
     * ``admit``, the admission bound: the most events the next batch may read, those whose reading and
       deciding take at most half of what the budget leaves after ``F``, ``(d − F) / (2o)`` (the other half is
       for the events kept; None while ``o`` is 0).  What waits beyond it is read by a later batch or, last
@@ -437,11 +438,14 @@ class BacklogController:
         rate = sum(w[4] for w in self._window) / sum(w[0] for w in self._window)
         # the plan for the next batch leaves room for the largest overrun of a measured batch over the fit
         self.spread = cost_spread([x[1] for x in w], [fixed + read * x[2] + per_kept * x[3] for x in w])
-        budget = self._budget(latency) / (1 + self.spread)
-        admit = int(max((budget - fixed) / (2 * read), 1)) if read > 0 else None
+        full = self._budget(latency)
+        # the events kept are planned with that room; what is read is not (a smaller admission would shed
+        # whole files, unread, instead of the least useful events)
+        budget = full / (1 + self.spread)
+        admit = int(max((full - fixed) / (2 * read), 1)) if read > 0 else None
         coming = backlog + rate * self._gap()  # the backlog is what arrived until this batch's end
         n = min(coming, admit) if admit is not None else coming
-        if n > 0 and fixed + read * n > budget:
+        if n > 0 and fixed + read * n > full:
             self.over_budget += 1
             self.floor = max(self.floor, fixed + read * n)
         if n <= 0:
@@ -453,7 +457,7 @@ class BacklogController:
         wanted = _settle(self.rho, wanted, self.max_rho, self.damping)
         self.rho = wanted
         self.history.append((latency if latency is not None else float("nan"), backlog, wanted, admit))
-        return self._decide(wanted, admit, budget, fixed + read * n + per_kept * n * (1 - wanted))
+        return self._decide(wanted, admit, full, fixed + read * n + per_kept * n * (1 - wanted))
 
     def _gap(self) -> float:
         """The mean time between a batch's end and the next one's start (s)."""
