@@ -178,11 +178,9 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                            if k == 0 and head and not before else
                            "on the first item of a SEQ: it links a step to the one before it" if k == 0 and not head
                            else
-                           "before a negation in a trend-aggregate query (NEXT !(C c) negates one event, GRETA "
-                           "negation a trend between two events)" if mode == "aggregate" and isinstance(item, Not)
-                           else
                            "before a negation inside a repetition (NEXT !(C c) is decided once, after a single "
                            "event)" if repeated and isinstance(item, Not) else
+                           _not_next_trend(p.items, k) if mode == "aggregate" and isinstance(item, Not) else
                            _not_next(p.items, k) if isinstance(item, Not) else
                            "on an item that can match no event (?, *, {0,m})" if can_be_empty(item) else
                            "inside a repetition after items that may all match no event (the step before it "
@@ -265,6 +263,23 @@ def _not_next(items: tuple, k: int) -> str | None:
         return "before a negation after anything but a single event T v (NEXT !(C c) follows one event)"
     if k == len(items) - 1:
         return "before a negation at the end of the pattern"
+    return None
+
+
+def _not_next_trend(items: tuple, k: int) -> str | None:
+    """Why ``NEXT !(...)`` at item ``k`` of a trend-aggregate query does not run, or None: it negates one event,
+    after a positive item (the edge from that item's last event is valid only if the partition's next event is
+    no such event: GRETA's graph knows it one event late), before items one of which must take an event, none of
+    them a negation."""
+    if not isinstance(items[k].inner, EventPat):
+        return "before a negation of more than one event (NEXT !(C c) negates the next event)"
+    if isinstance(items[k - 1], Not):
+        return "before a negation right after a negation (NEXT !(C c) negates the event right after a pick)"
+    if k + 1 < len(items) and isinstance(items[k + 1], Not):
+        return "before a negation right before a negation"
+    if all(can_be_empty(i) for i in items[k + 1:]):
+        return ("before a negation after which a trend may end, in a trend-aggregate query (the event right after "
+                "its last pick may lie outside the window)")
     return None
 
 

@@ -138,8 +138,9 @@ __all__ = ["EngineUnsupportedError", "TrendState", "advance", "check", "init_sta
 STATE_VERSION = 1
 
 #: The key of a state's stored vertices behind SCAN edges inside a loop with UNTIL, ``(CUT, state)`` in
-#: ``_Run.stores`` (those of its other SCAN edges are under ``state``)
-CUT = "cut"
+#: ``_Run.stores`` (those of its other SCAN edges are under ``state``), and of those behind a SCAN edge across a
+#: ``NEXT !(C c)``, ``(HELD, transition)``
+CUT, HELD = "cut", "held"
 
 
 def check(spec: TrendSpec) -> None:
@@ -271,7 +272,7 @@ def step(spec: TrendSpec, state: TrendState, events: Iterable[dict]) -> tuple[Tr
     frontier = state.frontier
     full = cs.full
     type_masks = cs.type_masks
-    keep_empty = bool(cs.links)  # a NEXT step: every event of the partition breaks adjacency
+    keep_empty = bool(cs.links or cs.not_next)  # NEXT, NEXT !(...): every event of the partition breaks adjacency
     stops = cs.stops_at if cs.until else None  # UNTIL: a stop event may fill no component, yet cuts its loop
     append = state.pending.append
     late = invalid = 0
@@ -430,7 +431,17 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
     if not ks:  # t lies between windows (slide > window): no trend can use these events
         for run in st.runs.values():
             run.link = {}
+            if cs.not_next:
+                run.held = []
         return
+    if cs.not_next:  # NEXT !(C c): the held vertices of the partition's previous event meet its next one
+        _, mask, ev = group[0]
+        for run in st.runs.values():
+            held = getattr(run, "held", None)
+            if held:
+                run.held = []
+                for j, hev, ht, aggs in held:
+                    _release(cs, run, cs.positive.states[j], hev, ht, aggs, mask, ev, batch)
     latest = st.latest
     if cs.class_var is not None:
         attrs = cs.class_attrs
@@ -478,6 +489,12 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
             _cut(cs, run, cut_at)
     for run, s, ev, aggs, i in positive:
         _insert(cs, run, s, ev, t, aggs, batch, i > cut_at.get(loop_of.get(s.comp), -1))
+    for run, s, ev, aggs, i in positive:
+        if s.held_out:  # NEXT !(C c): known from the group's next event, else from the next group's first
+            if i + 1 < len(group):
+                _release(cs, run, s, ev, t, aggs, group[i + 1][1], group[i + 1][2], batch)
+            else:
+                run.held.append((s.j, ev, t, aggs))
     for gid, s, ev, start in negative:
         nr = st.negs[gid]
         if start > nr.best[s.j]:
@@ -517,7 +534,8 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
                 for k, a in prev[1].items():
                     scanned[k] = plus(scanned.get(k, zero), a)
         elif tr.kind == SCAN:
-            store = run.stores.get((CUT, tr.src) if tr.cut is not None else tr.src)
+            store = run.stores.get((CUT, tr.src) if tr.cut is not None else
+                                   (HELD, tr.id) if tr.not_next is not None else tr.src)
             if not store:
                 continue
             floor = _threshold(tr.guard, latest) if tr.guard else -_INF
@@ -609,6 +627,28 @@ def _insert(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, batch:
         run.stores.setdefault(j, []).append((t, ev, aggs))
     if s.cut_stored and loop:
         run.stores.setdefault((CUT, j), []).append((t, ev, aggs))
+
+
+def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask: int, after: dict,
+             batch: _Batch | None) -> None:
+    """``NEXT !(C c)``: the vertex ``aggs`` of event ``ev`` in state ``s`` enters the index of each edge across such
+    a negation that it leaves, unless ``after`` (with component bitmask ``mask``), the partition's event right
+    after ``ev``, is such a ``C`` (its type, local predicates and predicates on it alone) -- in the windows still
+    open (GRETA: an edge ``p -> e`` across it is valid iff ``p``'s next event is no ``C``, known one event late)."""
+    alg = cs.alg
+    plus, zero = alg.add, alg.zero
+    for tr in s.held_out:
+        k = cs.not_next[tr.not_next]
+        if mask >> k & 1 and all(f(after) for f in cs.not_next_filters[tr.not_next]):
+            continue
+        if tr.kind == SCAN:
+            run.stores.setdefault((HELD, tr.id), []).append((t, ev, aggs))
+            continue
+        key = tr.key(ev)
+        for w, a in aggs.items():
+            win = run.wins.get(w)
+            if win is not None:  # else the window has closed (emitted) since
+                _index_insert(win, tr, key, a, plus, zero, batch, w)
 
 
 def _cut(cs: _Compiled, run: _Run, cut_at: dict[int, int]) -> None:
