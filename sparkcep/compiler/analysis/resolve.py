@@ -162,8 +162,8 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
     iteration) in a match query, where an item before it in its SEQ selects an event; inside a negation of a
     match query (the negated sub-pattern's step linked to the event before it in the occurrence, its first item
     to the match's event right before the gap: ``!(NEXT C c)``, ``NOT SEQ(B b, NEXT C c)``), unless nothing can
-    come before the negation; ``NEXT !(C c)`` (notNext) in a match query only, not inside a repetition nor a
-    negation."""
+    come before the negation; ``NEXT !(C c)`` (notNext) not inside a repetition nor a negation (in a trend-aggregate
+    query: :func:`_not_next_trend`)."""
 
     def visit(p: Pattern, inside: str | None, repeated: bool, before: bool, head: bool) -> None:
         # before: an item before this node (in an enclosing SEQ, or an earlier iteration) may select an event;

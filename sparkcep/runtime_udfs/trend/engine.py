@@ -20,7 +20,10 @@ Transitions are computed as Glushkov's follow relation, which for ``SEQ`` and ``
 of ``b#i`` aggregates the trends with ``i`` iterations so far, and the bound costs O(m) states, not trend
 enumeration.  An edge into a ``NEXT`` step (LINK) comes only from the vertex of the partition's previous event
 (every event reaches the engine, ``_mask`` 0 for those of no component; of a group of equal timestamps only
-the first follows the previous ts), kept across calls in ``_Run.link``.
+the first follows the previous ts), kept across calls in ``_Run.link``.  An edge across ``NEXT !(C c)`` (notNext)
+is valid only from a vertex whose next event in the partition is no such ``C``: it has its own running aggregate
+(or index, or store), which a vertex enters one event late, once that next event has come (:func:`_release`; a
+vertex of a micro-batch's last event waits in ``_Run.held``).
 
 **Stop conditions (UNTIL).**  A trend takes no stop event of a loop with ``UNTIL`` (Flink's ``until``) between
 the loop's first and last events, ends included (docs/language.md).  A stop event is no vertex of the loop's
