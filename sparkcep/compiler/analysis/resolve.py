@@ -171,7 +171,11 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
         if isinstance(p, Seq):
             for k, (item, strict) in enumerate(zip(p.items, p.strict or (False,) * len(p.items), strict=True)):
                 if strict:
-                    why = (f"inside {inside} in a trend-aggregate query" if inside and mode == "aggregate" else
+                    why = ("at the start of a negation in a trend-aggregate query (GRETA's negation graph is not "
+                           "linked to the trend's events)" if inside and mode == "aggregate" and k == 0 and head else
+                           f"inside {inside} in a trend-aggregate query after items that may all match no event"
+                           if inside and mode == "aggregate" and not isinstance(item, Not)
+                           and all(can_be_empty(i) for i in p.items[:k]) else
                            "before a negation inside a negation (NEXT !(C c) negates the event right after a "
                            "step of the match)" if inside and isinstance(item, Not) else
                            "at the start of a negation that starts the pattern (no event comes before it)"

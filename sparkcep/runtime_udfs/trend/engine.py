@@ -436,6 +436,8 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
             run.link = {}
             if cs.not_next:
                 run.held = []
+        for nr in st.negs:
+            nr.link = {}
         return
     if cs.not_next:  # NEXT !(C c): the held vertices of the partition's previous event meet its next one
         _, mask, ev = group[0]
@@ -477,7 +479,8 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
                     if aggs:
                         positive.append((run, s, ev, aggs, i))
             else:
-                start = _neg_vertex(st.negs[gid], s, ev, t, latest)
+                nr = st.negs[gid]
+                start = _neg_vertex(nr, s, ev, t, latest, getattr(nr, "link", None) if i == 0 else None)
                 if start is not None:
                     negative.append((gid, s, ev, start))
     if cs.links:  # the group's last event is the partition's previous event for the next group
@@ -487,6 +490,11 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
         for run, s, ev, aggs, _ in positive:
             if s.link_out and ev is last:
                 run.link[s.j] = (ev, aggs)
+        for nr in st.negs:
+            nr.link = {}
+        for gid, s, ev, start in negative:
+            if s.link_out and ev is last:
+                st.negs[gid].link[s.j] = (ev, start)
     if cut_at:
         for run in st.runs.values():
             _cut(cs, run, cut_at)
@@ -665,11 +673,16 @@ def _cut(cs: _Compiled, run: _Run, cut_at: dict[int, int]) -> None:
             run.stores.pop((CUT, tr.src), None)
 
 
-def _neg_vertex(nr: _NegRun, s: _State, ev: dict, t, latest: list) -> float | None:
-    """The latest start of a trend of a negative sub-pattern ending at this event (None: no such trend)."""
+def _neg_vertex(nr: _NegRun, s: _State, ev: dict, t, latest: list, link: dict | None = None) -> float | None:
+    """The latest start of a trend of a negative sub-pattern ending at this event (None: no such trend).  ``link``:
+    the negation's vertices of the partition's previous event (None if it has this event's ts), a ``NEXT`` step's
+    only predecessors."""
     best = t if s.first else -_INF
     for tr in s.ins:
-        if tr.kind == PLAIN:
+        if tr.kind == LINK:
+            prev = link.get(tr.src) if link else None
+            v = prev[1] if prev is not None and (tr.pred is None or tr.pred(prev[0], ev)) else -_INF
+        elif tr.kind == PLAIN:
             v = nr.best[tr.src]
         elif tr.kind == GUARDED:
             q = nr.queues.get(tr.id)

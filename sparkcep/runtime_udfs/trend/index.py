@@ -323,11 +323,14 @@ def _copy_queue(q: _Queue) -> _Queue:
 
 class _NegRun:
     """The runtime of one negation graph: per state the largest trend start over its vertices (``best``),
-    the monotone queues of guarded transitions (``(ts, start)``, starts decreasing) and stored vertices."""
+    the monotone queues of guarded transitions (``(ts, start)``, starts decreasing), stored vertices, and the
+    vertices of the partition's last event in states a ``NEXT`` step inside the negation leaves (``{state: (event,
+    start)}``; a state saved before this slot existed has none)."""
 
-    __slots__ = ("best", "queues", "stores")
+    __slots__ = ("best", "queues", "stores", "link")
 
     def __init__(self, n_states: int) -> None:
         self.best = [-_INF] * n_states
         self.queues: dict[int, deque] = {}
         self.stores: dict[int, list] = {}
+        self.link: dict[int, tuple] = {}
