@@ -229,16 +229,17 @@ def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_pat
         expected = match_rows(q.query, events)
         assert len(expected) >= 3, text
         assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected), text
-    # NEXT inside a repeated group of a trend aggregate and NEXT !(D d) (no D right after a), batch and streaming
-    # (a last event far ahead closes the windows)
+    # NEXT inside a repeated group of a trend aggregate, NEXT !(D d) (no D right after a) and NEXT inside a negation
+    # (no B immediately followed by a D between f and g), batch and streaming (a last event far ahead closes the
+    # windows)
     from tests.test_trend_end_to_end import plain
 
-    text = ("RETURN id, COUNT(*), COUNT(c) PATTERN SEQ(A a, NEXT !(D d), (SEQ(B b, NEXT C c))+) WHERE [id] "
-            "GROUP BY id WITHIN 6 SLIDE 3")
+    text = ("RETURN id, COUNT(*), COUNT(c) PATTERN SEQ(A a, NEXT !(D d), (SEQ(B b, NEXT C c))+) OR "
+            "SEQ(A f, NOT SEQ(B y, NEXT D z), C g) WHERE [id] GROUP BY id WITHIN 6 SLIDE 3")
     trend = sparkcep.compile(text)
     expected = trend_aggregates(trend.query, events)
     assert len(expected) >= 3
-    for other in (text.replace("NEXT C", "C"), text.replace("NEXT !(D d), ", "")):
+    for other in (text.replace("NEXT C", "C"), text.replace("NEXT !(D d), ", ""), text.replace("NEXT D", "D")):
         assert expected != trend_aggregates(sparkcep.compile(other).query, events), other
     assert canonical(plain(spark_rows(trend.apply(frame(spark, events))))) == canonical(expected)
     tail = {"type": "A", "ts": 10_000, "x": 0, "id": 9}
