@@ -138,6 +138,8 @@ NOT_NEXT = [
     ("SEQ(A? a, NEXT !(B c), B+ b[], D d)", ["b.x < NEXT(b).x"]),
     ("SEQ(A a, NEXT !(ANY(C, D) c), B{1,2} b[], NOT E e, D d)", ["c.x > 0"]),
     ("SEQ(A a, NEXT !(C c), B b) OR SEQ(D d, NEXT !(A e), B+ f[])", ["e.x = 1"]),
+    ("(SEQ(A a, NEXT !(C c), B b))+", ["[c.x = 0]"]),
+    ("SEQ(D d, (SEQ(A+ a[], NEXT !(C c), B b)){1,2})", ["a.x < NEXT(a).x"]),
 ]
 
 
@@ -178,6 +180,13 @@ def test_not_next():
     text = "RETURN COUNT(*) PATTERN SEQ(A+ a[], NEXT !(C c), B b) WITHIN 10"
     assert engine_rows(text, events, cuts=[2]) == oracle_rows(text, events) == [
         {"window_start": 0, "window_end": 10, "count_all": 1}]
+    # inside a repetition, per iteration: c2 right after a1 excludes the iterations a1 b3 and a1 b5; a4 b5 is the trend
+    events = [{"type": t[0].upper(), "ts": int(t[1:]), "x": 1} for t in "a1 c2 b3 a4 b5".split()]
+    for text, count in (("RETURN COUNT(*) PATTERN (SEQ(A a, NEXT !(C c), B b))+ WITHIN 10", 1),
+                        ("RETURN COUNT(*) PATTERN (SEQ(A a, NEXT !(C c), B b)){1,2} WITHIN 10", 1),
+                        ("RETURN COUNT(*) PATTERN (SEQ(A a, B b))+ WITHIN 10", 4)):
+        assert engine_rows(text, events) == oracle_rows(text, events) == [
+            {"window_start": 0, "window_end": 10, "count_all": count}], text
     # equal timestamps: c1 is the event right after a1 (input order), so it blocks a1 b2
     for stream, count in (("a1 c1 b2", 0), ("a1 d1 b2", 1)):
         events = [{"type": t[0].upper(), "ts": int(t[1:]), "x": 1} for t in stream.split()]
@@ -231,7 +240,7 @@ def test_next_inside_a_negation():
     ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT !(C c), B b) WHERE c.x = a.x WITHIN 10",
      "relating a negated variable to variables outside"),
     ("RETURN COUNT(*) PATTERN SEQ(A a, NOT E e, NEXT !(C c), B b) WITHIN 10", "right after a negation"),
-    ("RETURN COUNT(*) PATTERN (SEQ(A a, NEXT !(C c), B b))+ WITHIN 10", "inside a repetition"),
+    ("RETURN COUNT(*) PATTERN (SEQ(A a, NEXT !(C c)))+ WITHIN 10", "after which a trend may end"),
     ("RETURN COUNT(*) PATTERN SEQ(A a, (SEQ(B b, C c)){200}) WITHIN 10", "400 here): at most 256"),
 ])
 def test_what_still_refuses_says_why(text, why):

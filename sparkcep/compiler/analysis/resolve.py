@@ -183,7 +183,7 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                            "on the first item of a SEQ: it links a step to the one before it" if k == 0 and not head
                            else
                            "before a negation inside a repetition (NEXT !(C c) is decided once, after a single "
-                           "event)" if repeated and isinstance(item, Not) else
+                           "event)" if repeated and isinstance(item, Not) and mode != "aggregate" else
                            _not_next_trend(p.items, k) if mode == "aggregate" and isinstance(item, Not) else
                            _not_next(p.items, k) if isinstance(item, Not) else
                            "on an item that can match no event (?, *, {0,m})" if can_be_empty(item) else

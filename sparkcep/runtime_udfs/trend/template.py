@@ -149,8 +149,8 @@ class _TemplateBuilder:
     def _not_next(self, node: Not) -> _Positions:
         """``NEXT !(C c)``: no graph of its own (GRETA's negation invalidates by time, this one by adjacency in the
         partition), an empty item whose marker the edges across it carry (:func:`not_next_marker`)."""
-        if not isinstance(node.inner, EventPat) or self._iteration is not None:
-            raise EngineUnsupportedError("NEXT !(...) negates one event T v, not inside a repetition")
+        if not isinstance(node.inner, EventPat):
+            raise EngineUnsupportedError("NEXT !(...) negates one event T v")
         self.not_next.append(node.inner)
         return _Positions(frozenset({frozenset({not_next_marker(len(self.not_next) - 1)})}))
 
