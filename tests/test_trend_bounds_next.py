@@ -208,6 +208,10 @@ NEXT_IN_NEGATION = [
     ("SEQ(A a, B b, NOT SEQ(C y, NEXT A z))", []),
     ("SEQ(NOT SEQ(C y, NEXT D z), A+ a[], B b)", []),
     ("(SEQ(A a, NOT SEQ(B y, NEXT C+ z[]), D d))+", ["z.x < NEXT(z).x"]),
+    # on the first item: linked to the trend's pick right before the gap (the C also strictly inside the gap)
+    ("SEQ(A+ a[], !(NEXT C z), B b)", ["a.x <= NEXT(a).x", "z.x > 0", "[z.x = 1]"]),
+    ("SEQ(A a, !(NEXT C z), ANY(B, C) b, D? d)", ["a.x < b.x"]),
+    ("(SEQ(A a, !(NEXT B z), B b))+", ["[z.x = 0]"]),
 ]
 
 
@@ -228,6 +232,13 @@ def test_next_inside_a_negation():
     text = "RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(B y, NEXT C z), D d) WITHIN 10"
     assert engine_rows(text, events, cuts=[3]) == oracle_rows(text, events) == [
         {"window_start": 0, "window_end": 10, "count_all": 1}]
+    # !(NEXT C c): the C right after a1 blocks only if it lies inside the gap: c2 is b's own event in a1 c2 (the
+    # trend), and blocks a1 c3; NEXT !(C c) blocks both
+    events = [{"type": t[0].upper(), "ts": int(t[1:]), "x": 1} for t in "a1 c2 c3".split()]
+    for text, rows in (("RETURN COUNT(*) PATTERN SEQ(A a, !(NEXT C c), C b) WITHIN 10", 1),
+                       ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT !(C c), C b) WITHIN 10", 0)):
+        assert engine_rows(text, events, cuts=[1]) == oracle_rows(text, events) == [
+            {"window_start": 0, "window_end": 10, "count_all": 1}] * rows, text
     # a predicate on the linked pair: b2 (x 3) then c3 (x 1) is no occurrence of it
     events = [{"type": t[0].upper(), "ts": int(t[1]), "x": int(t[2])} for t in "a10 b23 c31 d40".split()]
     text = "RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(B y, NEXT C z), D d) WHERE y.x < z.x WITHIN 10"
@@ -241,6 +252,8 @@ def test_next_inside_a_negation():
      "relating a negated variable to variables outside"),
     ("RETURN COUNT(*) PATTERN SEQ(A a, NOT E e, NEXT !(C c), B b) WITHIN 10", "right after a negation"),
     ("RETURN COUNT(*) PATTERN (SEQ(A a, NEXT !(C c)))+ WITHIN 10", "after which a trend may end"),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, !(NEXT C c)) WITHIN 10", "after which a trend may end"),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(NEXT B y, C z), D d) WITHIN 10", "start of a negation"),
     ("RETURN COUNT(*) PATTERN SEQ(A a, (SEQ(B b, C c)){200}) WITHIN 10", "400 here): at most 256"),
 ])
 def test_what_still_refuses_says_why(text, why):

@@ -21,6 +21,7 @@ from sparkcep.ir.ast import (
     Seq,
     can_be_empty,
     count_anchor,
+    linked_first,
     walk,
 )
 from sparkcep.ir.errors import CEPSemanticError, Span
@@ -170,6 +171,11 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
         # head: this node is the sub-pattern of a negation (its first item may link to the event before the gap)
         if isinstance(p, Seq):
             for k, (item, strict) in enumerate(zip(p.items, p.strict or (False,) * len(p.items), strict=True)):
+                if mode == "aggregate" and k and not inside and isinstance(item, Not) and linked_first(item):
+                    why = _not_next_trend(p.items, k)  # !(NEXT C c): as NEXT !(C c), the C also inside the gap
+                    if why is not None:
+                        raise CEPSemanticError(f"NEXT {why} is not supported", item.span or p.span, source)
+                    continue
                 if strict:
                     why = ("at the start of a negation in a trend-aggregate query (GRETA's negation graph is not "
                            "linked to the trend's events)" if inside and mode == "aggregate" and k == 0 and head else
@@ -275,7 +281,7 @@ def _not_next_trend(items: tuple, k: int) -> str | None:
     after a positive item (the edge from that item's last event is valid only if the partition's next event is
     no such event: GRETA's graph knows it one event late), before items one of which must take an event, none of
     them a negation."""
-    if not isinstance(items[k].inner, EventPat):
+    if not isinstance(items[k].inner, EventPat) and not linked_first(items[k]):
         return "before a negation of more than one event (NEXT !(C c) negates the next event)"
     if isinstance(items[k - 1], Not):
         return "before a negation right after a negation (NEXT !(C c) negates the event right after a pick)"

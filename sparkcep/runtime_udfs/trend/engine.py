@@ -110,7 +110,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from functools import wraps
 from itertools import compress, count, islice
-from operator import eq, lt
+from operator import eq, ge, gt, le, lt
 from typing import TYPE_CHECKING, Any
 
 from sparkcep.ir.spec import SlotState, TrendSpec
@@ -439,6 +439,8 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
         for nr in st.negs:
             nr.link = {}
         return
+    #: ``!(NEXT C c)``: per run, the held vertices the group's first event (such a C) blocks from the next ts on
+    transient: dict = {}
     if cs.not_next:  # NEXT !(C c): the held vertices of the partition's previous event meet its next one
         _, mask, ev = group[0]
         for run in st.runs.values():
@@ -446,7 +448,8 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
             if held:
                 run.held = []
                 for j, hev, ht, aggs in held:
-                    _release(cs, run, cs.positive.states[j], hev, ht, aggs, mask, ev, batch)
+                    _release(cs, run, cs.positive.states[j], hev, ht, aggs, mask, ev, batch,
+                             transient.setdefault(id(run), {}))
     latest = st.latest
     if cs.class_var is not None:
         attrs = cs.class_attrs
@@ -475,7 +478,8 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
                 runs = (st.runs[tuple(ev.get(a) for a in cs.class_attrs)],) if s.classed else st.runs.values()
                 for run in runs:
                     # only the group's first event follows the previous ts: a NEXT step's edge comes from there
-                    aggs = _vertex(cs, run, s, ev, t, ks, latest, run.link if i == 0 else None, loop in cut_at)
+                    aggs = _vertex(cs, run, s, ev, t, ks, latest, run.link if i == 0 else None, loop in cut_at,
+                                   transient.get(id(run)))
                     if aggs:
                         positive.append((run, s, ev, aggs, i))
             else:
@@ -524,12 +528,13 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
 
 
 def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest: list,
-            link: dict | None = None, cut: bool = False) -> dict:
+            link: dict | None = None, cut: bool = False, transient: dict | None = None) -> dict:
     """The aggregates of a new vertex of state ``s`` per window ``k`` (Theorem 4.3 / 9.1): the START term plus
     the sum over its valid predecessors, for every window of ``ks`` where it has a trend.  ``link``: the
     vertices of the partition's previous event (None if it has this event's ts), a ``NEXT`` step's only
     predecessors; ``cut``: a stop event of its loop (UNTIL) came before it at its ts, so no edge inside the
-    loop leads to it."""
+    loop leads to it; ``transient``: per ``!(NEXT C c)`` edge, the vertices valid at this ts only (their next event,
+    such a ``C``, has it: it is not inside the gap of a trend that ends here)."""
     alg = cs.alg
     zero, plus = alg.zero, alg.add
     scanned: dict | None = None
@@ -537,6 +542,12 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
     for tr in s.ins:
         if cut and tr.cut is not None:
             continue
+        for pev, paggs in transient.get(tr.id, ()) if transient else ():
+            if _edge_holds(tr, pev, ev):
+                if scanned is None:
+                    scanned = {}
+                for k, a in paggs.items():
+                    scanned[k] = plus(scanned.get(k, zero), a)
         if tr.kind == LINK:
             prev = link.get(tr.src) if link else None
             if prev is not None and (tr.pred is None or tr.pred(prev[0], ev)):
@@ -641,17 +652,24 @@ def _insert(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, batch:
 
 
 def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask: int, after: dict,
-             batch: _Batch | None) -> None:
+             batch: _Batch | None, transient: dict | None = None) -> None:
     """``NEXT !(C c)``: the vertex ``aggs`` of event ``ev`` in state ``s`` enters the index of each edge across such
     a negation that it leaves, unless ``after`` (with component bitmask ``mask``), the partition's event right
     after ``ev``, is such a ``C`` (its type, local predicates and predicates on it alone) -- in the windows still
-    open (GRETA: an edge ``p -> e`` across it is valid iff ``p``'s next event is no ``C``, known one event late)."""
+    open (GRETA: an edge ``p -> e`` across it is valid iff ``p``'s next event is no ``C``, known one event late).
+    For ``!(NEXT C c)`` the ``C`` must also lie inside the gap: one at ``ev``'s ts blocks nothing, one at a later ts
+    (``after`` then starts a ts group) blocks the edges to events after its ts only (``transient``: the vertex is a
+    predecessor of the events at its ts)."""
     alg = cs.alg
     plus, zero = alg.add, alg.zero
     for tr in s.held_out:
         k = cs.not_next[tr.not_next]
         if mask >> k & 1 and all(f(after) for f in cs.not_next_filters[tr.not_next]):
-            continue
+            if not cs.not_next_gap[tr.not_next]:
+                continue
+            if transient is not None and after["ts"] > t:
+                transient.setdefault(tr.id, []).append((ev, aggs))
+                continue
         if tr.kind == SCAN:
             run.stores.setdefault((HELD, tr.id), []).append((t, ev, aggs))
             continue
@@ -660,6 +678,25 @@ def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask:
             win = run.wins.get(w)
             if win is not None:  # else the window has closed (emitted) since
                 _index_insert(win, tr, key, a, plus, zero, batch, w)
+
+
+_COMPARE = {"<": lt, "<=": le, ">": gt, ">=": ge, "=": eq}
+
+
+def _edge_holds(tr, pev: dict, ev: dict) -> bool:
+    """Does the edge predicate of ``tr`` hold from ``pev`` to ``ev``, as its index would answer it?"""
+    if tr.kind == SCAN:
+        return tr.pred(pev, ev)
+    if tr.op is None or tr.key is None:
+        return True
+    key, probe = tr.key(pev), tr.probe(ev)
+    cls = _key_class(key)
+    if cls is None or cls != _key_class(probe):
+        return False
+    try:
+        return bool(_COMPARE[tr.op](key, probe))
+    except TypeError:
+        return False
 
 
 def _cut(cs: _Compiled, run: _Run, cut_at: dict[int, int]) -> None:

@@ -108,6 +108,7 @@ class _Compiled:
         owner = dict.fromkeys(range(self.n), -1)
         #: the negated events of ``NEXT !(C c)``, by index (:attr:`_Trans.not_next`), as their components
         self.not_next = tuple(position_of[e.var] for e in builder.not_next)
+        self.not_next_gap = tuple(builder.in_gap)  # ``!(NEXT C c)``: the C must also lie inside the gap
         for k in self.not_next:
             owner[k] = NOT_NEXT
         for nid, neg in enumerate(negs):

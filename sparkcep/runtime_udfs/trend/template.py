@@ -18,6 +18,7 @@ from sparkcep.ir.ast import (
     Or,
     Seq,
     Unary,
+    linked_first,
     walk,
 )
 from sparkcep.runtime_udfs.expr.scalar import compile_expr
@@ -101,6 +102,9 @@ class _TemplateBuilder:
         #: the negated events of ``NEXT !(C c)`` (Flink's notNext), ``i``-th marked ``not_next_marker(i)``: an edge
         #: ``x -> y`` across one is valid only if the partition's event right after ``x``'s is no such ``C``
         self.not_next: list[EventPat] = []
+        #: per such negation, True for ``!(NEXT C c)`` (the ``C`` must also lie strictly inside the gap: after the
+        #: pick's ts and before the next pick's), False for ``NEXT !(C c)``
+        self.in_gap: list[bool] = []
 
     def _position(self, k: int) -> int:
         if self._iteration is None:
@@ -116,6 +120,8 @@ class _TemplateBuilder:
         if isinstance(node, EventPat):
             k = self._position(self.position_of[node.var])
             return _Positions(frozenset(), {k: _UNMARKED}, {k: _UNMARKED}, {})
+        if isinstance(node, Not) and linked_first(node):
+            return self._not_next(node, gap=True)
         if isinstance(node, Not):
             nid = self._neg_ids.get(id(node))
             if nid is None:  # a negation inside a bounded group is one graph: it blocks every iteration alike
@@ -146,12 +152,15 @@ class _TemplateBuilder:
                               else self.build(item) for k, item in enumerate(node.items)], node.strict, self.links)
         raise EngineUnsupportedError(f"pattern node {type(node).__name__} is not supported by the trend engine")
 
-    def _not_next(self, node: Not) -> _Positions:
-        """``NEXT !(C c)``: no graph of its own (GRETA's negation invalidates by time, this one by adjacency in the
-        partition), an empty item whose marker the edges across it carry (:func:`not_next_marker`)."""
-        if not isinstance(node.inner, EventPat):
+    def _not_next(self, node: Not, gap: bool = False) -> _Positions:
+        """``NEXT !(C c)``, or ``!(NEXT C c)`` (``gap``): no graph of its own (GRETA's negation invalidates by time,
+        this one by adjacency in the partition), an empty item whose marker the edges across it carry
+        (:func:`not_next_marker`)."""
+        inner = node.inner.items[0] if gap else node.inner
+        if not isinstance(inner, EventPat):
             raise EngineUnsupportedError("NEXT !(...) negates one event T v")
-        self.not_next.append(node.inner)
+        self.not_next.append(inner)
+        self.in_gap.append(gap)
         return _Positions(frozenset({frozenset({not_next_marker(len(self.not_next) - 1)})}))
 
     @staticmethod
