@@ -263,8 +263,8 @@ class _Compiled:
         graphs = {owner[position_of[v]] for v in names}
         if len(graphs) > 1:
             raise EngineUnsupportedError(
-                "a predicate relating a negated variable to variables outside its negated sub-pattern is not "
-                "supported by the trend engine")
+                f"the predicate {_show(conj)} relates a negated variable to variables outside its negated "
+                "sub-pattern: not supported by the trend engine")
         gid = graphs.pop()
         indexes = {(n.var, n.index) for n in walk(conj) if isinstance(n, Attr)}
         single = {None, "cur", "last", 1}
