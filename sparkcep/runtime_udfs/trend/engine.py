@@ -664,7 +664,8 @@ def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask:
     plus, zero = alg.add, alg.zero
     for tr in s.held_out:
         k = cs.not_next[tr.not_next]
-        if mask >> k & 1 and all(f(after) for f in cs.not_next_filters[tr.not_next]):
+        if (mask >> k & 1 and all(f(after) for f in cs.not_next_filters[tr.not_next])
+                and all(f(ev, after) for f in cs.not_next_pairs[tr.not_next])):
             if not cs.not_next_gap[tr.not_next]:
                 continue
             if transient is not None and after["ts"] > t:

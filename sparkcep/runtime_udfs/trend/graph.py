@@ -134,12 +134,18 @@ class _Compiled:
                       **{nid: set(neg.positions.first) for nid, neg in enumerate(negs)}}
         #: per WHERE conjunct, how it is evaluated: a description, or the _Edge it became (for describe())
         self.classified: list[tuple[Any, Any]] = []
+        self._follow = pos.follow
+        #: per component of a NEXT !(C c), the predicates relating c to the pick right before it (``_p``, ``_e`` = c)
+        nn_pairs: dict[int, list] = {}
+        self._nn_pairs = nn_pairs
         for conj in spec.predicates:
             how = self._classify(conj, comps, position_of, owner, is_list, mandatory, any_vars, follow_sets,
                                  first_sets, negs, vertex_filters, edges, class_items)
             self.classified.append((conj, how))
         #: per ``NEXT !(C c)``, the predicates on its event alone (its local ones are in the component's mask bit)
         self.not_next_filters = tuple(tuple(vertex_filters.get(k, ())) for k in self.not_next)
+        #: and those relating it to the pick right before it, ``f(pick, event)``
+        self.not_next_pairs = tuple(tuple(nn_pairs.get(k, ())) for k in self.not_next)
         self.neg_nodes = tuple(neg.node for neg in negs)
         self.components = comps
         self.class_var: str | None = None
@@ -261,6 +267,10 @@ class _Compiled:
                 return "constant, false: no trend"
             return "constant, true"
         graphs = {owner[position_of[v]] for v in names}
+        if graphs == {NOT_NEXT, -1} and len(names) == 2:
+            how = self._not_next_pair(conj, names, position_of, owner, is_list, any_vars)
+            if how is not None:
+                return how
         if len(graphs) > 1:
             raise EngineUnsupportedError(
                 f"the predicate {_show(conj)} relates a negated variable to variables outside its negated "
@@ -315,6 +325,21 @@ class _Compiled:
         raise EngineUnsupportedError(
             f"predicate {_show(conj)} does not relate adjacent events of a trend: not supported by the trend "
             "engine")
+
+    def _not_next_pair(self, conj, names, position_of, owner, is_list, any_vars) -> str | None:
+        """``c.x = a.x`` for ``NEXT !(C c)`` right after the single event ``a``: a test of ``a``'s vertex and the
+        partition's next event, if every edge across that negation leaves a vertex of ``a`` (else None)."""
+        c, v = sorted(names, key=lambda n: owner[position_of[n]] != NOT_NEXT)
+        kc, kv = position_of[c], position_of[v]
+        ids = {i for i, k in enumerate(self.not_next) if k == kc}
+        sources = {self.comp_of[x] for (x, _), alts in self._follow.items() for a in alts for m in a
+                   if m < 0 and not_next_marker(m) in ids}
+        indexes = {n.index for n in walk(conj) if isinstance(n, Attr)}
+        if is_list[v] or sources != {kv} or not indexes <= {None, "cur", "last", 1}:
+            return None
+        anys = frozenset(n for n, var in (("_p", v), ("_e", c)) if var in any_vars)
+        self._nn_pairs.setdefault(kc, []).append(_pair_fn(_rename(conj, {v: "_p", c: "_e"}), anys))
+        return f"test of {v}'s vertex and the event right after it (NEXT !(...)), in the engine"
 
     def _filter(self, conj, var: str) -> Callable[[dict], bool]:
         fn = compile_expr(_rename(conj, {var: "_e"}), frozenset({"_e"}) if var in self._any_vars else frozenset())
