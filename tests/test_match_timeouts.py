@@ -39,11 +39,12 @@ WHOLE_PREDICATES = {v: [f"sum({v}[].x) <= 3", f"count({v}[].ts) >= 2", f"{v}[{v}
 
 @st.composite
 def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False, links: bool = False,
-                    negation: bool = False, alternatives: bool = False) -> str:
+                    negation: bool = False, alternatives: bool = False, wide: bool = False) -> str:
     """A SEQ query of 2-4 steps; ``kleene``: some steps T+; ``quantifiers``: T*, T?, T{n,m} too; ``links``: a
     NEXT step, a loop with UNTIL, the contiguity strategies; ``negation``: a negated event ``!(T n)`` or
     ``NEXT !(T n)`` between two steps or at the end, with or without a predicate over a step before it;
-    ``alternatives``: an OR step (``B b OR D e``) or an OR of two SEQs."""
+    ``alternatives``: an OR step (``B b OR D e``) or an OR of two SEQs; ``wide``: the negation may be of a SEQ of
+    two events ``!(SEQ(T n, U m))``, with or without a predicate between them."""
     n = draw(st.integers(2, 4))
     steps = draw(st.permutations(STEPS))[:n]
     names = [s.split()[-1] for s in steps]
@@ -90,8 +91,13 @@ def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False, links
         # NEXT !(...) follows one event, and not at the end
         single = (names[at - 1] not in repeated and "?" not in items[at - 1] and " OR " not in items[at - 1]
                   and at < len(items))
-        link = "NEXT " if single and draw(st.booleans()) else ""
-        items.insert(at, f"{link}!({draw(st.sampled_from('BCD'))} n)")
+        if wide and draw(st.booleans()):  # (NEXT !(SEQ(...)): refused)
+            items.insert(at, f"!(SEQ({draw(st.sampled_from('BCD'))} n, {draw(st.sampled_from('BCD'))} m))")
+            if draw(st.integers(0, 3)):
+                conds.append(f"m.x {draw(st.sampled_from(['=', '>']))} {draw(st.sampled_from(['n', *before]))}.x")
+        else:
+            link = "NEXT " if single and draw(st.booleans()) else ""
+            items.insert(at, f"{link}!({draw(st.sampled_from('BCD'))} n)")
     text = f"PATTERN SEQ({', '.join(items)}){other}"
     if conds:
         text += " WHERE " + " AND ".join(conds)
@@ -177,7 +183,7 @@ def test_engine_equals_the_oracle_with_links_and_stop_conditions(text, events, c
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=timeout_queries(kleene=True, quantifiers=True, negation=True),
+@given(text=timeout_queries(kleene=True, quantifiers=True, negation=True, wide=True),
        events=event_streams(types="ABCD", min_size=2, max_size=9, max_gap=2, attrs={"x": (0, 3), "id": (0, 1)}),
        cuts=st.lists(st.integers(0, 9), max_size=3), watermarks=st.lists(st.integers(0, 30), max_size=4),
        roundtrip=st.booleans(), seed=st.integers(0, 2 ** 16))
@@ -247,9 +253,14 @@ def brute_force_picks(text: str, events: list[dict]) -> set:
                 for neg, next_ in step.negs:
                     pool = ([evs[last + 1]] if last + 1 < len(evs) and evs[last + 1]["ts"] < next_until else []
                             ) if next_ else [e for e in evs if evs[last]["ts"] < e["ts"] < until]
-                    if any(e["type"] in neg.inner.types and all(
-                            match_oracle._conjunct_holds(c, {**binding, neg.inner.var: e}, runs)
-                            for c in prep.in_scope(neg.scope)) for e in pool):
+                    # its events: one, or a SEQ's (any of the pool's, strictly increasing ts)
+                    inner = getattr(neg.inner, "items", (neg.inner,))
+                    if any(all(e["type"] in i.types for e, i in zip(chosen, inner, strict=True))
+                           and all(a["ts"] < b["ts"] for a, b in itertools.pairwise(chosen))
+                           and all(match_oracle._conjunct_holds(
+                               c, {**binding, **{i.var: e for e, i in zip(chosen, inner, strict=True)}}, runs)
+                               for c in prep.in_scope(neg.scope))
+                           for chosen in itertools.combinations(pool, len(inner))):
                         return True
             return False
 
@@ -291,7 +302,7 @@ def brute_force_picks(text: str, events: list[dict]) -> set:
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.one_of(timeout_queries(kleene=True, quantifiers=True),
-                      timeout_queries(kleene=True, quantifiers=True, negation=True)),
+                      timeout_queries(kleene=True, quantifiers=True, negation=True, wide=True)),
        events=event_streams(types="ABCD", min_size=2, max_size=6, max_gap=2, attrs={"x": (0, 3), "id": (0, 1)}))
 def test_the_oracle_equals_the_brute_force_definition(text, events):
     """The oracle walks partial matches prefix by prefix; the brute force labels every subset of the events."""
@@ -411,6 +422,7 @@ def test_links_and_stop_conditions_time_out_as_worked_by_hand(pattern, events, w
 
 
 C4 = {"type": "C", "ts": 4}
+D4 = {"type": "D", "ts": 4}
 
 
 @pytest.mark.parametrize(("pattern", "events", "want"), [
@@ -427,15 +439,21 @@ C4 = {"type": "C", "ts": 4}
     ("SEQ(A a, NEXT !(C n), B b, D d)", [A1, C2], []),
     ("SEQ(A a, NEXT !(C n), B b, D d)", [A1, X2, C4], [(1, None, "a")]),
     ("SEQ(A a, NEXT !(C n), B b, D d)", [A1, {"type": "C", "ts": 11}], [(1, None, "a")]),  # after the window
+    # a negation of a SEQ: its events in order, strictly increasing ts, between the steps, kill the run
+    ("SEQ(A a, !(SEQ(C n, D m)), B b, D d)", [A1, C2], [(1, None, "a")]),
+    ("SEQ(A a, !(SEQ(C n, D m)), B b, D d)", [A1, C2, D4], []),
+    ("SEQ(A a, !(SEQ(C n, D m)), B b, D d)", [A1, {"type": "D", "ts": 2}, C4], [(1, None, "a")]),
+    ("SEQ(A a, !(SEQ(C n, D m)), B b, D d)", [A1, C2, {"type": "D", "ts": 2}], [(1, None, "a")]),
+    ("SEQ(A a, !(SEQ(C n, D m)), B b, E e)", [A1, C2, B3, D4], [(1, 3, "b")]),  # D@4 after b: no occurrence
+    ("SEQ(A a, !(SEQ(C n, D m)), B b, D d) WHERE m.x > n.x", [A1, {**C2, "x": 2}, {**D4, "x": 1}],
+     [(1, None, "a")]),
+    ("SEQ(A a, B+ b[], !(SEQ(C n, D m)))", [A1, B3, C4, {"type": "D", "ts": 5}], [(1, 3, "b")]),
 ])
 def test_negations_time_out_as_worked_by_hand(pattern, events, want):
     text = f"PATTERN {pattern} WITHIN 10 RETURN a.ts, " + ("b[1].ts AS b" if "[]" in pattern else "b.ts AS b")
     rows = [{"a_ts": a, "b": b, "timeout_step": step} for a, b, step in want]
     assert canonical(run(spec_of(text), events)) == canonical(rows), pattern
     assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "x"])) == canonical(rows)
-
-
-D4 = {"type": "D", "ts": 4}
 
 
 @pytest.mark.parametrize(("pattern", "events", "want"), [
@@ -477,7 +495,8 @@ def test_a_prefix_of_a_complete_match_never_times_out():
     ("PATTERN SEQ(A a, (SEQ(B b, C c))+) WITHIN 5", "repeated group"),
     ("PATTERN SEQ(!(C c), A a, B b) WITHIN 5", "not a negation at the start"),
     ("PATTERN SEQ(A? a, !(C c), B b) WITHIN 5", "not a negation at the start"),
-    ("PATTERN SEQ(A a, !(SEQ(C c, D d)), B b) WITHIN 5", "not a negation of more than one event"),
+    ("PATTERN SEQ(A a, !(SEQ(C c, NEXT D d)), B b) WITHIN 5", "not a negation of anything but one event or a SEQ"),
+    ("PATTERN SEQ(A a, !(SEQ(C c, D d)), B b) WHERE d.x = b.x WITHIN 5", "not a negation predicate over a later"),
     ("PATTERN SEQ(A a, NEXT !(C c), B? b) WITHIN 5", r"not NEXT !\(\.\.\.\) with no step after it"),
     ("PATTERN SEQ(A a, !(C c), B b) WHERE c.x = b.x WITHIN 5", "not a negation predicate over a later step"),
     ("PATTERN SEQ(A a, SEQ(B b, C c) OR D d) WITHIN 5", "not an OR step with an alternative of more than one"),
