@@ -27,7 +27,9 @@ bound step ``ck``.
 Scope (:func:`check`): a ``SEQ`` of single events (``T v``, ``ANY(...) v``) and Kleene steps (``T+ v[]``,
 ``T* v[]``, ``T? v``, ``T{n,m} v[]``, a loop with ``UNTIL``), any of them written ``NEXT``, and negated
 events between them or at the end (``!(T n)``, ``NEXT !(T n)``: Flink's notFollowedBy and notNext; not one
-that can be at the start of a match, nor one whose predicates read a later step), under every selection
+that can be at the start of a match, nor one whose predicates read a later step) or negated ``SEQ``s of events
+(``!(SEQ(T n, U m))``: an occurrence, its events of strictly increasing ts in the gap, blocks as an event does),
+under every selection
 strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); ``OR`` steps of
 single or Kleene events and an ``OR`` of such SEQs: a partial match is one of some path (:func:`_paths`), one
 binding however many paths share it (extended, a match, alive if so in one of them); not repeated groups or
