@@ -529,6 +529,9 @@ LINKS_QUERY = ("PATTERN SEQ(A a, NEXT B{1,3} b[] UNTIL (b.x > 2), C c) WHERE [id
 OPTIONAL_QUERY = ("PATTERN SEQ(A a, B* b[], C? c, B d) USING {} WITHIN 6 "
                   "RETURN a.ts, a.id, count(b[].ts) AS n, c.ts, d.ts")
 NEGATION_QUERY = "PATTERN SEQ(A a, !(C n), B b, C c) WHERE [id] AND n.x = a.x WITHIN 6 RETURN a.ts, a.id, b.ts, c.ts"
+# a negated event and a negated SEQ of events, each of which kills some runs of the streaming test's events
+NEGATION_STREAM_QUERY = ("PATTERN SEQ(A a, !(C n), B b, !(SEQ(A p, A q)), C c) WHERE [id] AND n.x = a.x "
+                         "AND q.x >= p.x WITHIN 12 RETURN a.ts, a.id, b.ts, c.ts")
 OR_QUERY = ("PATTERN SEQ(A a, B b OR C c, B d) OR SEQ(C e, A f) WHERE [id] WITHIN 6 "
             "RETURN a.ts, a.id, b.ts, c.ts, d.ts, e.ts")
 SCHEMA = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
@@ -574,8 +577,10 @@ def test_batch_timeouts_dataframe_equals_the_oracle(spark):
 @pytest.mark.spark
 @pytest.mark.slow
 def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
-    """T* (with UNTIL) and T? under partition_contiguity, in an OR of two SEQs, three files, one per
-    micro-batch; a last event far ahead moves the watermark past every window."""
+    """T* (with UNTIL) and T? under partition_contiguity, in an OR of two SEQs, and, in a second streaming query
+    run at the same time (Spark runs one state operator of this kind per query, and under contiguity a gap
+    holds no event to negate), a negated event and a negated SEQ of events; three files, one per micro-batch; a
+    last event far ahead moves the watermark past every window."""
     from sparkcep.spark.io import read_events
     from sparkcep.spark.results import epoch_ms_rows
 
@@ -584,6 +589,13 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
     q = sparkcep.compile(STREAM_QUERY)
     expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
     assert len(expected) > 5 and any(r["n"] > 1 for r in expected) and len({r["timeout_step"] for r in expected}) == 5
+    negation = sparkcep.compile(NEGATION_STREAM_QUERY)
+    negated = timed_out_rows(negation.query, events, ["type", "ts", "id", "x"])
+    # each negation kills runs here: without one of them the rows differ
+    for weaker in (NEGATION_STREAM_QUERY.replace("!(C n), ", "").replace("n.x = a.x AND ", ""),
+                   NEGATION_STREAM_QUERY.replace("!(SEQ(A p, A q)), ", "").replace(" AND q.x >= p.x", "")):
+        assert canonical(timed_out_rows(sparkcep.compile(weaker).query, events, ["type", "ts", "id", "x"])) != \
+            canonical(negated)
     source = tmp_path / "in"
     source.mkdir()
     chunks = [events[k:k + 15] for k in range(0, len(events), 15)]
@@ -592,11 +604,16 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
         path = source / f"e{k}.jsonl"
         path.write_text("".join(json.dumps(e) + "\n" for e in chunk))
         os.utime(path, (1_000_000 + k, 1_000_000 + k))  # the file source takes files in mtime order
-    result = q.apply(read_events(spark, str(source), "json", "ts", stream=True, files_per_trigger=1, schema=SCHEMA))
-    (result.timeouts.writeStream.format("json").option("path", str(tmp_path / "out"))
-     .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start().awaitTermination())
-    streamed = epoch_ms_rows(spark.read.schema(result.timeouts.schema).json(str(tmp_path / "out")))
-    assert canonical(streamed) == canonical(expected)
+    runs = []
+    for name, compiled in (("or", q), ("not", negation)):
+        stream = read_events(spark, str(source), "json", "ts", stream=True, files_per_trigger=1, schema=SCHEMA)
+        timed_out = compiled.apply(stream).timeouts
+        runs.append((name, timed_out, timed_out.writeStream.format("json").option("path", str(tmp_path / name))
+                     .option("checkpointLocation", str(tmp_path / f"ck_{name}")).trigger(availableNow=True).start()))
+    for name, timed_out, run_ in runs:
+        run_.awaitTermination()
+        streamed = epoch_ms_rows(spark.read.schema(timed_out.schema).json(str(tmp_path / name)))
+        assert canonical(streamed) == canonical(expected if name == "or" else negated), name
 
 
 @pytest.mark.parametrize(("args", "message"), [
