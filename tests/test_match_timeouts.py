@@ -76,7 +76,8 @@ def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False, links
         items = list(items)
         k = draw(st.integers(0, len(items) - 1))
         if draw(st.booleans()) and items[k] == steps[k] and "?" not in items[k]:  # a plain step: T v OR ...
-            items[k] = f"{items[k]} OR {draw(st.sampled_from(['D e', 'D+ e[]', 'C e']))}"
+            alternative = draw(st.sampled_from(["D e", "D+ e[]", "C e", "SEQ(D e, B h)", "SEQ(C e, D* h[])"]))
+            items[k] = f"{items[k]} OR {alternative}"
             if draw(st.booleans()):
                 conds.append(f"e.x {draw(st.sampled_from(['>', '=']))} {names[0]}.x" if k else "e.x != 1")
         else:
@@ -466,6 +467,13 @@ def test_negations_time_out_as_worked_by_hand(pattern, events, want):
     # an OR of SEQs: each alternative is a run of its own (A@1 as c is a match; as a, a run of the first)
     ("SEQ(A a, B b) OR SEQ(A c)", [A1], [(1, None, None, "a")]),
     ("SEQ(A a, B b) OR SEQ(C c, D d)", [A1, C2], [(1, None, None, "a"), (None, None, 2, "c")]),
+    # an OR step with a SEQ alternative: its steps are the path's, a partial match may end inside it
+    ("SEQ(A a, SEQ(B b, C c) OR D d, E e)", [A1, B2], [(1, 2, None, "b")]),
+    ("SEQ(A a, SEQ(B b, C c) OR D d, E e)", [A1, B2, {"type": "C", "ts": 3}], [(1, 2, 3, "c")]),
+    ("SEQ(A a, SEQ(B b, C c) OR D d, E e)", [A1, B2, D4], [(1, 2, None, "b"), (1, None, None, "d")]),
+    # the OR step linked to a: so is the SEQ alternative's first step (F@2 breaks the run)
+    ("SEQ(A a, NEXT (SEQ(B b, C c) OR D d), E e)", [A1, B2], [(1, 2, None, "b")]),
+    ("SEQ(A a, NEXT (SEQ(B b, C c) OR D d), E e)", [A1, {"type": "F", "ts": 2}, B3], []),
 ])
 def test_alternatives_time_out_as_worked_by_hand(pattern, events, want):
     text = f"PATTERN {pattern} WITHIN 10 RETURN a.ts, b.ts, c.ts"
@@ -499,7 +507,8 @@ def test_a_prefix_of_a_complete_match_never_times_out():
     ("PATTERN SEQ(A a, !(SEQ(C c, D d)), B b) WHERE d.x = b.x WITHIN 5", "not a negation predicate over a later"),
     ("PATTERN SEQ(A a, NEXT !(C c), B? b) WITHIN 5", r"not NEXT !\(\.\.\.\) with no step after it"),
     ("PATTERN SEQ(A a, !(C c), B b) WHERE c.x = b.x WITHIN 5", "not a negation predicate over a later step"),
-    ("PATTERN SEQ(A a, SEQ(B b, C c) OR D d) WITHIN 5", "not an OR step with an alternative of more than one"),
+    ("PATTERN SEQ(A a, SEQ(B b, !(E e), C c) OR D d) WITHIN 5", "not an OR step with an alternative other than"),
+    ("PATTERN SEQ(A a, SEQ(B b, C c) OR (SEQ(D d, E e))+) WITHIN 5", "not an OR step with an alternative other"),
     ("PATTERN SEQ(A a, B+ b[], C c) USING skip_till_next_match WHERE sum(b[].x) < 3 WITHIN 5", "whole Kleene"),
 ])
 def test_out_of_scope_is_refused(text, message):

@@ -146,7 +146,8 @@ def timed_out_picks(prep, paths: list[list[_Step]], events: Sequence[Event]) -> 
 
 def _paths(prep) -> list[list[_Step]]:
     """The steps of each path of the pattern (:func:`_steps`): an ``OR`` of such SEQs has a path per
-    alternative, and an ``OR`` step of single or Kleene events (``B b OR C c``) a path per alternative too."""
+    alternative, and an ``OR`` step of single or Kleene events or SEQs of them (``B b OR C c``, ``SEQ(B b, C c)
+    OR D d``) a path per alternative too."""
     alternatives = prep.root.alternatives if isinstance(prep.root, _Or) else (prep.root,)
     paths = []
     for alt in alternatives:
@@ -154,8 +155,20 @@ def _paths(prep) -> list[list[_Step]]:
         strict = (alt.strict if isinstance(alt, _Seq) else ()) or (False,) * len(items)
         choices = [[(a, linked) for a in item.alternatives] if isinstance(item, _Or) else [(item, linked)]
                    for item, linked in zip(items, strict, strict=True)]
-        paths += [_steps(prep, list(path)) for path in itertools.product(*choices)]
+        paths += [_steps(prep, [step for alt, linked in path for step in _flat(alt, linked)])
+                  for path in itertools.product(*choices)]
     return paths
+
+
+def _flat(alt, linked: bool) -> list[tuple]:
+    """An ``OR`` step's alternative as ``(item, written NEXT)``: a ``SEQ`` of single and Kleene events is its
+    items, one step each (so a partial match may end inside it), the first linked if the ``OR`` step is."""
+    if not isinstance(alt, _Seq):
+        return [(alt, linked)]
+    strict = alt.strict or (False,) * len(alt.items)
+    if any(isinstance(i, _Neg) for i in alt.items):
+        raise OracleError("an OR alternative holding a negation has no timed-out partial matches")
+    return [(i, f or (k == 0 and linked)) for k, (i, f) in enumerate(zip(alt.items, strict, strict=True))]
 
 
 def _steps(prep, items: list | None = None) -> list[_Step]:

@@ -271,7 +271,9 @@ def _paths(spec: TimeoutSpec) -> list[tuple[tuple, tuple, tuple[int, ...]]]:
         strict = alt.strict if isinstance(alt, Seq) and alt.strict else (False,) * len(items)
         choices = [[(a, linked) for a in item.alternatives] if isinstance(item, Or) else [(item, linked)]
                    for item, linked in zip(items, strict, strict=True)]
-        for path in itertools.product(*choices):
+        for choice in itertools.product(*choices):
+            # an alternative that is a SEQ of events is its steps, its first one linked as the OR step is
+            path = [step for a, linked in choice for step in _flat(a, linked)]
             out.append((tuple(i for i, _ in path), tuple(f for _, f in path), tuple(position[var(i)] for i, _ in path)))
     return out
 
@@ -279,6 +281,20 @@ def _paths(spec: TimeoutSpec) -> list[tuple[tuple, tuple, tuple[int, ...]]]:
 def _negated_events(item: Not) -> list[EventPat]:
     """The events of a negation of one event or of a ``SEQ`` of events, in order."""
     return [item.inner] if isinstance(item.inner, EventPat) else list(item.inner.items)
+
+
+def _flat(alt, linked: bool) -> list[tuple]:
+    """An OR step's alternative as path items ``(item, written NEXT)``: a ``SEQ`` of events is its steps, the
+    first one linked if the OR step is."""
+    if not isinstance(alt, Seq):
+        return [(alt, linked)]
+    strict = alt.strict or (False,) * len(alt.items)
+    return [(i, f or (k == 0 and linked)) for k, (i, f) in enumerate(zip(alt.items, strict, strict=True))]
+
+
+def _event_step(p) -> bool:
+    """Is ``p`` a single event or a Kleene event (``T v``, ``T+ v[]``, ``T? v``, ...)?"""
+    return isinstance(p, EventPat) or (isinstance(p, Kleene) and isinstance(p.inner, EventPat))
 
 
 def _event_seq(p) -> bool:
@@ -336,9 +352,10 @@ def check(spec: TimeoutSpec) -> None:
     for alt in spec.pattern.alternatives if isinstance(spec.pattern, Or) else (spec.pattern,):
         for item in alt.items if isinstance(alt, Seq) else (alt,):
             if isinstance(item, Or):
-                if not all(isinstance(a, EventPat) or (isinstance(a, Kleene) and isinstance(a.inner, EventPat))
+                if not all(_event_step(a) or (isinstance(a, Seq) and all(_event_step(i) for i in a.items))
                            for a in item.alternatives):
-                    why = why or "not an OR step with an alternative of more than one event"
+                    why = why or ("not an OR step with an alternative other than an event, a Kleene event or a SEQ "
+                                  "of them")
             else:
                 why = why or _unsupported_step(item)
     if why is None:
