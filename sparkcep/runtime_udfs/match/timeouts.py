@@ -31,7 +31,8 @@ that can be at the start of a match, nor one whose predicates read a later step)
 (``!(SEQ(T n, U m))``: an occurrence, its events of strictly increasing ts in the gap, blocks as an event does),
 under every selection
 strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); ``OR`` steps of
-single or Kleene events and an ``OR`` of such SEQs: a partial match is one of some path (:func:`_paths`), one
+single or Kleene events or SEQs of them (each step of the path) and an ``OR`` of such SEQs: a partial match is
+one of some path (:func:`_paths`), one
 binding however many paths share it (extended, a match, alive if so in one of them); not repeated groups or
 collapsed output.  Under ``skip_till_next_match`` an event that can extend
 a partial match must be taken (§5): from each partial match only the first later event that extends it does, in
