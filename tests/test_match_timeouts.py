@@ -541,8 +541,9 @@ NEGATION_QUERY = "PATTERN SEQ(A a, !(C n), B b, C c) WHERE [id] AND n.x = a.x WI
 # a negated event and a negated SEQ of events, each of which kills some runs of the streaming test's events
 NEGATION_STREAM_QUERY = ("PATTERN SEQ(A a, !(C n), B b, !(SEQ(A p, A q)), C c) WHERE [id] AND n.x = a.x "
                          "AND q.x >= p.x WITHIN 12 RETURN a.ts, a.id, b.ts, c.ts")
-OR_QUERY = ("PATTERN SEQ(A a, B b OR C c, B d) OR SEQ(C e, A f) WHERE [id] WITHIN 6 "
-            "RETURN a.ts, a.id, b.ts, c.ts, d.ts, e.ts")
+# an OR step with a SEQ alternative (a partial match may end inside it: timeout_step b) in an OR of SEQs
+OR_QUERY = ("PATTERN SEQ(A a, SEQ(B b, A h) OR C c, B d) OR SEQ(C e, A f) WHERE [id] WITHIN 6 "
+            "RETURN a.ts, a.id, b.ts, h.ts, c.ts, d.ts, e.ts")
 SCHEMA = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
 
 
@@ -579,6 +580,7 @@ def test_batch_timeouts_dataframe_equals_the_oracle(spark):
         expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
         assert len(expected) > 3 and (text != KLEENE_QUERY or any(r["n"] > 1 for r in expected))
         assert len({r["timeout_step"] for r in expected}) > 1 or text == QUERY, text
+        assert text != OR_QUERY or {"b", "h"} <= {r["timeout_step"] for r in expected}
         assert result.timeouts.columns == [*result.columns, "timeout_step"]
         assert canonical(epoch_ms_rows(result.timeouts)) == canonical(expected), text
 
