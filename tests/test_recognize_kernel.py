@@ -487,3 +487,25 @@ def test_the_worker_spec_computes_simple_one_row_defines_in_spark():
     # nothing to spare: every column is read by the engine
     assert worker_spec(make_spec(V("A"), columns=("k", "t"), partition_by=("k",),
                                  measures=(("m", last(col("t"))),)), SCHEMA) is None
+
+
+def test_the_mask_is_a_bigint_past_31_variables():
+    """40 variables: bit 39 needs a BIGINT mask (Spark types the literal 2^39 BIGINT, and the OR with it); the
+    engine and the kernel read the high bits as the low ones."""
+    from sparkcep.compiler.recognize import describe_worker, worker_spec
+
+    names = [f"V{i}" for i in range(40)]
+    spec = make_spec(seq(*[V(n) for n in names]), columns=COLUMNS, partition_by=("k",),
+                     defines=tuple((n, op("=", col("x"), lit(i))) for i, n in enumerate(names)),
+                     measures=(("m", last(col("t"))),))
+    w = worker_spec(spec, SCHEMA)
+    assert w.computed[-1][:2] == ("V39", 39) and f"THEN {1 << 39} ELSE 0 END" in w.mask[1]
+    assert any("packed into one BIGINT column __mask" in line for line in describe_worker(spec, SCHEMA))
+    rows = [{"k": 1, "t": i, "x": i, "y": 0, "s": "a", "f": 0.0, "__ts": i} for i in [*range(40), 0, *range(40)]]
+    want = engine.run_partition(spec, rows)
+    assert len(want) == 2
+    slim = [{"k": 1, "t": r["t"], "__mask": 1 << r["x"], "__ts": r["__ts"]} for r in rows]
+    assert engine.run_partition(w.spec, slim) == want
+    table = pa.Table.from_pylist(slim, schema=pa.schema([("k", pa.int64()), ("t", pa.int64()),
+                                                         ("__mask", pa.int64()), ("__ts", pa.int64())]))
+    assert kernel.run_chunk(w.spec, table, [0, len(slim)]).to_pylist() == want
