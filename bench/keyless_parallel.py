@@ -100,16 +100,23 @@ def task_cpu(spark) -> dict[int, float]:
 def worker_cpu() -> float:
     """CPU seconds of this driver's Python worker daemons and the workers they fork (:func:`tree_cpu` of each
     ``pyspark.daemon`` process descending from this one; ``/proc``, Linux)."""
+    def daemon(pid: int | str) -> bool:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"pyspark.daemon" in f.read()
+
+    def parent(pid: int) -> int:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+
     me, total = os.getpid(), 0.0
     for name in os.listdir("/proc"):
         try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                if b"pyspark.daemon" not in f.read():
-                    continue
+            # a worker is a fork of its daemon (the same command line): counted in the daemon's tree only
+            if not name.isdigit() or not daemon(name) or daemon(parent(int(name))):
+                continue
             pid = int(name)
             while pid > 1 and pid != me:
-                with open(f"/proc/{pid}/stat") as f:
-                    pid = int(f.read().rsplit(")", 1)[1].split()[1])
+                pid = parent(pid)
         except (OSError, ValueError):
             continue
         if pid == me:
