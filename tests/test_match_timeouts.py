@@ -589,6 +589,25 @@ def test_batch_timeouts_dataframe_equals_the_oracle(spark):
 
 
 @pytest.mark.spark
+def test_batch_timeouts_are_built_when_first_read(spark, monkeypatch):
+    """Building a DataFrame costs the driver an analysis of its plan: a batch result builds its timed-out partial
+    matches' DataFrame only when ``result.timeouts`` is read, once."""
+    from pyspark.sql import DataFrame
+
+    from sparkcep.spark import adapters
+
+    built = []
+    real = adapters.batch_matches
+    monkeypatch.setattr(adapters, "batch_matches", lambda *a, **k: built.append(a[1]) or real(*a, **k))
+    result = sparkcep.compile(QUERY).apply(spark.createDataFrame(abc_events(10, seed=1), SCHEMA))
+    assert len(built) == 1 and isinstance(result, DataFrame)
+    timeouts_df = result.timeouts
+    assert isinstance(built[1], TimeoutSpec) and result.timeouts is timeouts_df and len(built) == 2
+    assert timeouts_df.columns == [*result.columns, "timeout_step"]
+    assert result.select("*").columns == result.columns
+
+
+@pytest.mark.spark
 @pytest.mark.slow
 def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
     """T* (with UNTIL) and T? under partition_contiguity, in an OR of two SEQs, and, in a second streaming query
