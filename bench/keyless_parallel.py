@@ -30,9 +30,9 @@ Each row gives the CPU time (user + system) of the whole Spark process tree (dri
 ``/proc``, Linux) of the same timed runs, medians of ``--repeat``: unlike wall-clock time on a machine shared with
 other jobs, it does not depend on the load (two partitions can only be faster if they do not cost much more CPU).
 
-``--breakdown`` adds where the two-partition time goes (medians of ``--repeat`` after a warm-up): ``q.apply(df)``
-alone (no Spark job: a range is computed from each row's ts), the count of the DataFrames already built for 1
-and 2 partitions, and a plain count of the file's candidates.
+``--breakdown`` adds where each side's CPU goes (:func:`breakdown`; medians of ``--repeat`` after a warm-up):
+building the DataFrame (``q.apply(df)``, no job), then its count split into the JVM's task threads, the Python
+workers and the rest (the driver: planning, adaptive re-planning, the JVM's compilers and collector).
 
 State the machine and its load next to the figures (the project's reference is a 2-core VM).
 """
@@ -40,6 +40,8 @@ State the machine and its load next to the figures (the project's reference is a
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -49,7 +51,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pattern_matching import _spark_session, measured, walls  # noqa: E402
+from pattern_matching import _spark_session, measured, tree_cpu  # noqa: E402
 
 import sparkcep  # noqa: E402
 from sparkcep.spark.io import read_events  # noqa: E402
@@ -86,21 +88,69 @@ def write_events(path: Path, rows: int, kinds: int, seed: int = 18, name: str = 
     pq.write_table(table, path, row_group_size=row_group)
 
 
-def breakdown(spark, q, df, repeat: int) -> None:
-    from pyspark.sql import functions as F
+def task_cpu(spark) -> dict[int, float]:
+    """Per stage so far, the CPU seconds of its tasks in the JVM (Spark's status store: the executors' task
+    threads only, not the Python workers they feed, nor the driver's planning)."""
+    store = spark._jsc.sc().statusStore()
+    gateway = spark.sparkContext._gateway
+    stages = store.stageList(None, False, False, gateway.new_array(gateway.jvm.double, 0), None)
+    return {int(s.stageId()): s.executorCpuTime() / 1e9 for s in (stages.apply(i) for i in range(stages.size()))}
 
-    def applied(partitions: int, ranged: bool):
+
+def worker_cpu() -> float:
+    """CPU seconds of this driver's Python worker daemons and the workers they fork (:func:`tree_cpu` of each
+    ``pyspark.daemon`` process descending from this one; ``/proc``, Linux)."""
+    def daemon(pid: int | str) -> bool:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"pyspark.daemon" in f.read()
+
+    def parent(pid: int) -> int:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+
+    me, total = os.getpid(), 0.0
+    for name in os.listdir("/proc"):
+        try:
+            # a worker is a fork of its daemon (the same command line): counted in the daemon's tree only
+            if not name.isdigit() or not daemon(name) or daemon(parent(int(name))):
+                continue
+            pid = int(name)
+            while pid > 1 and pid != me:
+                pid = parent(pid)
+        except (OSError, ValueError):
+            continue
+        if pid == me:
+            total += tree_cpu(int(name))
+    return total
+
+
+def breakdown(spark, q, df, repeat: int) -> None:
+    """Where each side's CPU goes (medians of ``repeat`` alternating runs after a warm-up): ``q.apply(df)`` alone
+    (building the DataFrame: no job), then the count of the built DataFrame split into the JVM's task threads
+    (:func:`task_cpu`), the Python workers (:func:`worker_cpu`) and the rest of the process tree (the driver:
+    planning, adaptive re-planning between stages, the JVM's compilers and garbage collector)."""
+    def applied(partitions: int):
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
-        spark.conf.set("spark.sparkcep.keylessRanges", str(ranged).lower())
+        spark.conf.set("spark.sparkcep.keylessRanges", str(partitions > 1).lower())
         return q.apply(df)
 
-    built = {p: applied(p, p > 1) for p in (1, 2)}
-    parts = [("apply() alone, 2 partitions", lambda: applied(2, True) is not None and 0),
-             ("count of the built DataFrame, 1 partition", built[1].count),
-             ("count of the built DataFrame, 2 partitions", built[2].count),
-             ("plain count of the file", lambda: df.where(F.col("type").isin("A", "B", "C", "MEDICINE-TAKEN")).count())]
-    for (name, _), (median, _, _) in zip(parts, walls([fn for _, fn in parts], repeat), strict=True):
-        print(f"  {name}: {median:.2f} s")
+    me = os.getpid()
+    split: dict[int, list[tuple[float, ...]]] = {1: [], 2: []}
+    for run in range(repeat + 1):
+        for partitions in (1, 2):
+            c0 = tree_cpu(me)
+            built = applied(partitions)
+            c1, w1, stages = tree_cpu(me), worker_cpu(), task_cpu(spark)
+            built.count()
+            c2, w2 = tree_cpu(me), worker_cpu()
+            tasks = sum(v for k, v in task_cpu(spark).items() if k not in stages)
+            if run:
+                split[partitions].append((c1 - c0, c2 - c1, tasks, w2 - w1, c2 - c1 - tasks - (w2 - w1)))
+    for partitions, runs in split.items():
+        built, count, tasks, workers, rest = (statistics.median(v) for v in zip(*runs, strict=True))
+        side = "1 partition" if partitions == 1 else "ranges     "
+        print(f"  CPU, {side}: apply() {built:.2f} s; count {count:.2f} s = JVM tasks {tasks:.2f} + Python workers "
+              f"{workers:.2f} + driver and the rest {rest:.2f}")
 
 
 def ranged_by_default(spark, q, df) -> bool:
@@ -114,8 +164,6 @@ def ranged_by_default(spark, q, df) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import os
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000000,10000000", help="events of the generated files, comma-separated")
     ap.add_argument("--queries", default="q1,healthcare", help=f"comma-separated, of {', '.join(QUERIES)}")

@@ -422,7 +422,8 @@ def cmd_run(args) -> int:
             from sparkcep.spark.shedding import FileAdmission
 
             admission = FileAdmission(args.input, staging, shedding, args.type_col, args.dropped_output).start()
-    timeouts = getattr(result, "timeouts", None)  # before any wrapping of the result
+    # before any wrapping of the result; a batch result builds its timeouts only when read: not without --timeouts
+    timeouts = getattr(result, "timeouts", None) if args.timeouts else None
     if not args.stream:
         with progress(spark, quiet=args.quiet):
             if args.output:

@@ -115,8 +115,9 @@ def test_explain_with_a_schema_says_what_the_batch_worker_reads(capsys, tmp_path
                      "PATTERN (A B+ C) DEFINE A AS typ = 'A', B AS id > PREV(id), C AS typ = 'C')")
     status, out, err = run_cli(capsys, "explain", str(query), "--schema", "p INT, ts BIGINT, id BIGINT, typ STRING")
     assert status == 0, err
-    assert "batch: the worker reads p, id, __def0, __def1 after Spark's sort" in out
-    assert "batch: Spark computes DEFINE A as __def0, C as __def1 after the sort, one BOOLEAN column each" in out
+    assert "batch: the worker reads p, id, __mask after Spark's sort" in out
+    assert ("batch: Spark computes DEFINE A as bit 0, C as bit 2 after the sort, packed into one INT column __mask "
+            "(NULL: bit clear)") in out
     assert "lag(" not in out  # a window costs Spark more than shipping id (read anyway)
 
 

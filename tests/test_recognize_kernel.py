@@ -336,12 +336,14 @@ def _truth(e, rows, i):
 
 
 def _worker_rows(spec, w, parts):
-    """The rows the worker gets: ``w.spec``'s columns, each computed DEFINE as its BOOLEAN column."""
+    """The rows the worker gets: ``w.spec``'s columns, the computed DEFINEs packed into the INT ``w.mask`` column
+    (the bit of each where its condition is TRUE; FALSE and NULL leave it clear)."""
     defines = dict(spec.defines)
     keep = [*w.spec.columns, "__ts"]  # the Spark layer adds __ts (make_spec leaves it out of the columns)
+    mask = {} if w.mask is None else {w.mask[0]: None}
     return [[{**{c: r[c] for c in keep if c in r},
-              **{name: _truth(defines[v], p, i) is True for v, name, _ in w.computed}} for i, r in enumerate(p)]
-            for p in parts]
+              **{m: sum(1 << b for v, b, _ in w.computed if _truth(defines[v], p, i) is True) for m in mask}}
+             for i, r in enumerate(p)] for p in parts]
 
 
 def _same_rows_from_the_worker(spec, w, parts):
@@ -353,8 +355,8 @@ def _same_rows_from_the_worker(spec, w, parts):
     bounds = [0]
     for p in slim:
         bounds.append(bounds[-1] + len(p))
-    names = list(dict.fromkeys(c for c in [*w.spec.columns, "__ts"] if c in TYPES or c.startswith("__def")))
-    table = pa.Table.from_pylist(rows, schema=pa.schema([(c, TYPES.get(c, pa.bool_())) for c in names]))
+    names = list(dict.fromkeys(c for c in [*w.spec.columns, "__ts"] if c in TYPES or c.startswith("__mask")))
+    table = pa.Table.from_pylist(rows, schema=pa.schema([(c, TYPES.get(c, pa.int32())) for c in names]))
     if kernel.eligibility(w.spec).ok:
         out = kernel.run_chunk(w.spec, table, bounds)
         assert out is None or out.to_pylist() == want
@@ -364,15 +366,15 @@ def _same_rows_from_the_worker(spec, w, parts):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(eligible_specs(), chunks())
 def test_the_worker_spec_gives_the_rows_of_the_spec(spec, parts):
-    """Over the columns ``worker_spec`` keeps and the BOOLEAN columns of the DEFINEs it has Spark compute
-    (``COALESCE(condition, FALSE)``, PREV/NEXT as ``lag``/``lead``), the engine and the kernel give the spec's
+    """Over the columns ``worker_spec`` keeps and the INT column of the DEFINEs it has Spark compute (a bit each,
+    set where the condition is TRUE; PREV/NEXT as ``lag``/``lead``), the engine and the kernel give the spec's
     rows."""
     from sparkcep.compiler.recognize import worker_spec
 
     w = worker_spec(spec, SCHEMA)
     if w is None:  # every column is read
         return
-    assert set(w.spec.columns) <= set(spec.columns) | {name for _, name, _ in w.computed}
+    assert set(w.spec.columns) <= set(spec.columns) | ({w.mask[0]} if w.mask else set())
     _same_rows_from_the_worker(spec, w, [sorted(p, key=engine.sort_key(spec)) for p in parts])
 
 
@@ -425,8 +427,8 @@ def _nan_partition(draw, key):
 @given(st.data())
 def test_one_row_defines_with_prev_next_and_doubles_are_computed_by_spark(data):
     """Every DEFINE over the labelled row and PREV/NEXT of it, DOUBLE comparisons included (NaN, -0.0,
-    infinity, NULL), becomes a BOOLEAN column Spark computes; the worker then needs none of the columns these
-    read, and the engine over its rows gives the spec's rows, the brute-force reference's."""
+    infinity, NULL), becomes a bit of the INT column Spark computes; the worker then needs none of the columns
+    these read, and the engine over its rows gives the spec's rows, the brute-force reference's."""
     from sparkcep.compiler.recognize import worker_spec
 
     pattern = data.draw(row_patterns(("A", "B", "C"), 4))
@@ -440,7 +442,8 @@ def test_one_row_defines_with_prev_next_and_doubles_are_computed_by_spark(data):
     parts = [data.draw(_nan_partition(key)) for key in range(data.draw(st.integers(1, 2)))]
     w = worker_spec(spec, SCHEMA, window_cost=-1)  # PREV/NEXT as lag/lead whatever the window costs
     assert [v for v, _, _ in w.computed] == list(variables)
-    assert w.spec.columns == ("k", "t", *(name for _, name, _ in w.computed))
+    assert w.spec.columns == ("k", "t", "__mask")
+    assert dict(w.spec.defines) == {v: R.bit_test("__mask", spec.variables.index(v)) for v in variables}
     assert {(c, o) for _, c, o in w.shifted} == {
         (n.arg.attr, -n.offset if n.kind == "PREV" else n.offset)
         for _, e in defines for n in walk(e) if isinstance(n, R.Nav)}
@@ -458,12 +461,16 @@ def test_the_worker_spec_computes_simple_one_row_defines_in_spark():
         ("E", op("<", col("x"), col("x", "A")))),  # another variable's row
         measures=(("m", last(col("t"))),))
     w = worker_spec(spec, SCHEMA, window_cost=-1)
-    assert [(v, sql) for v, _, sql in w.computed] == [("A", "COALESCE((NOT (s = 'a') OR (x) IS NULL), FALSE)"),
-                                                      ("B", "COALESCE(y > __nav0, FALSE)"),
-                                                      ("C", "COALESCE(f > 1, FALSE)")]
+    assert w.computed == (("A", 0, "(NOT (s = 'a') OR (x) IS NULL)"), ("B", 1, "y > __nav0"), ("C", 2, "f > 1"))
+    # one INT column: a bit per variable (its place in spec.variables), CASE WHEN: a NULL condition leaves it clear
+    assert w.mask == ("__mask", "CASE WHEN (NOT (s = 'a') OR (x) IS NULL) THEN 1 ELSE 0 END | CASE WHEN y > __nav0 "
+                                "THEN 2 ELSE 0 END | CASE WHEN f > 1 THEN 4 ELSE 0 END")
     assert w.shifted == (("__nav0", "y", -1),)
-    assert w.spec.columns == ("k", "t", "x", "__def0", "__def1", "__def2")  # not s, y, f: only DEFINEs read them
-    assert dict(w.spec.defines)["A"] == col("__def0") and dict(w.spec.defines)["D"] == dict(spec.defines)["D"]
+    assert w.spec.columns == ("k", "t", "x", "__mask")  # not s, y, f: only DEFINEs read them
+    assert dict(w.spec.defines)["A"] == R.bit_test("__mask", 0) and dict(w.spec.defines)["C"] == R.bit_test("__mask", 2)
+    assert dict(w.spec.defines)["D"] == dict(spec.defines)["D"]
+    w4 = worker_spec(replace(spec, defines=spec.defines[:4]), SCHEMA, window_cost=-1).spec  # E reads A's row
+    assert kernel.eligibility(w4).ok and kernel._plan(w4).packed == ("__mask", 0b111)  # its bits read at once
     # a lag window costs Spark more than shipping y (WINDOW_COST): the worker reads y and evaluates PREV itself
     w = worker_spec(spec, SCHEMA)
     assert [v for v, _, _ in w.computed] == ["A", "C"] and not w.shifted and "y" in w.spec.columns
@@ -480,3 +487,25 @@ def test_the_worker_spec_computes_simple_one_row_defines_in_spark():
     # nothing to spare: every column is read by the engine
     assert worker_spec(make_spec(V("A"), columns=("k", "t"), partition_by=("k",),
                                  measures=(("m", last(col("t"))),)), SCHEMA) is None
+
+
+def test_the_mask_is_a_bigint_past_31_variables():
+    """40 variables: bit 39 needs a BIGINT mask (Spark types the literal 2^39 BIGINT, and the OR with it); the
+    engine and the kernel read the high bits as the low ones."""
+    from sparkcep.compiler.recognize import describe_worker, worker_spec
+
+    names = [f"V{i}" for i in range(40)]
+    spec = make_spec(seq(*[V(n) for n in names]), columns=COLUMNS, partition_by=("k",),
+                     defines=tuple((n, op("=", col("x"), lit(i))) for i, n in enumerate(names)),
+                     measures=(("m", last(col("t"))),))
+    w = worker_spec(spec, SCHEMA)
+    assert w.computed[-1][:2] == ("V39", 39) and f"THEN {1 << 39} ELSE 0 END" in w.mask[1]
+    assert any("packed into one BIGINT column __mask" in line for line in describe_worker(spec, SCHEMA))
+    rows = [{"k": 1, "t": i, "x": i, "y": 0, "s": "a", "f": 0.0, "__ts": i} for i in [*range(40), 0, *range(40)]]
+    want = engine.run_partition(spec, rows)
+    assert len(want) == 2
+    slim = [{"k": 1, "t": r["t"], "__mask": 1 << r["x"], "__ts": r["__ts"]} for r in rows]
+    assert engine.run_partition(w.spec, slim) == want
+    table = pa.Table.from_pylist(slim, schema=pa.schema([("k", pa.int64()), ("t", pa.int64()),
+                                                         ("__mask", pa.int64()), ("__ts", pa.int64())]))
+    assert kernel.run_chunk(w.spec, table, [0, len(slim)]).to_pylist() == want

@@ -25,6 +25,7 @@ from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Literal
 from sparkcep.ir.errors import CEPError
 from sparkcep.spark import recognize as SR
+from sparkcep.spark.group_state import SimulatedGroup
 from sparkcep.sql_api import _span_of
 
 BASE = dt.datetime(2024, 3, 1, 9, 0, 0)
@@ -135,11 +136,11 @@ def test_batch_statements_equal_the_reference(spark):
         assert expected, "the data gives no match: the comparison proves nothing"
 
     # one-row DEFINEs Spark computes after the sort (NOT, IS NULL, OR, strings ordered, a column against a
-    # column, over NULLs and ties): the worker gets a BOOLEAN column each, not t nor k2 nor the time column
+    # column, over NULLs and ties): the worker gets them as the bits of one INT column, not t nor k2 nor the time column
     spec, expected = reference(spark, WORKER)
     got = sparkcep.sql(WORKER, spark)
     assert canon([r.asDict() for r in got.collect()], spec.output) == canon(expected, spec.output) and expected
-    assert _shipped(got) == ["k1", "v", "__def0", "__def1", "__def2"]
+    assert _shipped(got) == ["k1", "v", "__mask"]
 
     # PREV/NEXT and DOUBLE comparisons (NaN, -0.0, infinity, NULL; ties in the time column) as lag/lead over the
     # sort's order (d, e and the STRING s cost more to ship than the window): the worker gets neither d, e, s nor
@@ -149,7 +150,7 @@ def test_batch_statements_equal_the_reference(spark):
     got = sparkcep.sql(PRICES, spark)
     assert canon([r.asDict() for r in got.collect()], spec.output) == canon(expected, spec.output)
     assert len(expected) >= 3, "too few matches: the comparison proves little"
-    assert _shipped(got) == ["k1", "v", "__def0", "__def1", "__def2"]
+    assert _shipped(got) == ["k1", "v", "__mask"]
     spark.createDataFrame(rows, EVENTS_SCHEMA).createOrReplaceTempView("rec_events")
 
     outer = """SELECT k1, COUNT(*) AS matches, MAX(nb) AS longest FROM rec_events MATCH_RECOGNIZE (
@@ -326,30 +327,6 @@ _OUTPUT = StructType([StructField("k", StringType()), StructField("n", LongType(
                       StructField("start", TimestampType())])
 
 
-class FakeGroup:
-    """The part of Spark's GroupState the state function uses; the state goes through bytes as in Spark."""
-
-    def __init__(self):
-        self.data, self.watermark, self.timeout = None, 0, None
-
-    @property
-    def exists(self) -> bool:
-        return self.data is not None
-
-    @property
-    def get(self):
-        return (bytes(self.data),)
-
-    def update(self, value) -> None:
-        self.data = bytes(value[0])
-
-    def getCurrentWatermarkMs(self) -> int:  # noqa: N802 - Spark's name
-        return self.watermark
-
-    def setTimeoutTimestamp(self, ms: int) -> None:  # noqa: N802 - Spark's name
-        self.timeout = ms
-
-
 def _micros(second: float) -> int:
     return int((BASE.replace(tzinfo=dt.UTC) + dt.timedelta(seconds=second)).timestamp() * 1_000_000)
 
@@ -367,10 +344,10 @@ def test_stream_function_holds_rows_until_the_watermark_and_drops_late_ones():
     in; a row behind what was processed is dropped and counted; the outputs equal the batch run's."""
     engine = pytest.importorskip("sparkcep.runtime_udfs.recognize")
     fn = SR.stream_function(SPEC, _OUTPUT, _INPUT, numeric=False)
-    group = FakeGroup()
+    group = SimulatedGroup()
 
     def call(rows, watermark_s: float) -> list[dict]:
-        group.watermark = _micros(watermark_s) // 1000
+        group.watermark_ms = _micros(watermark_s) // 1000
         frames = list(fn(("p",), iter([_frame(rows)] if rows else []), group))
         return [r for f in frames for r in f.to_dict("records")]
 
@@ -381,8 +358,8 @@ def test_stream_function_holds_rows_until_the_watermark_and_drops_late_ones():
     out += call([("a", 0, 6), ("b", 1, 5), ("b", 7, 7)], 6.5)  # b4 extends, b1@5 ends it
     out += call([("b", 8, 4.5)], 8.0)  # behind the processed 6.5 s: late, dropped
     assert [r["n"] for r in out] == [4]
-    assert pickle.loads(group.data)[-1] == 1  # one late row counted
-    frontier, _, held, _ = SR._load_state(group.data)
+    assert pickle.loads(group.stored)[-1] == 1  # one late row counted
+    frontier, _, held, _ = SR._load_state(group.stored)
     assert frontier == _micros(8.0) and held == []
 
     rows = [{"k": "p", "t": t, "v": v, "ts": BASE + dt.timedelta(seconds=s), "__ts": _micros(s)}
@@ -400,7 +377,7 @@ def test_stream_function_settles_to_the_watermark_its_own_rows_give(delay_ms, ex
     is 4 s, b1@4 may still have company, and the match waits, as without the delay."""
     pytest.importorskip("sparkcep.runtime_udfs.recognize")
     fn = SR.stream_function(SPEC, _OUTPUT, _INPUT, numeric=False, watermark_delay_ms=delay_ms)
-    group = FakeGroup()
+    group = SimulatedGroup()
     rows = [("a", 0, 1), ("b", 2, 2), ("b", 5, 3), ("b", 1, 4), ("a", 0, 5)]
     out = [r for f in fn(("p",), iter([_frame(rows)]), group) for r in f.to_dict("records")]
     assert [r["n"] for r in out] == expected
@@ -413,10 +390,10 @@ def test_stream_function_routes_late_rows_to_the_side_channel():
     from sparkcep.spark.late import KIND, REASON, RECORD
 
     fn = SR.stream_function(SPEC, _OUTPUT, _INPUT, numeric=False, late_rows=True)
-    group = FakeGroup()
+    group = SimulatedGroup()
 
     def call(rows, watermark_s: float) -> list[dict]:
-        group.watermark = _micros(watermark_s) // 1000
+        group.watermark_ms = _micros(watermark_s) // 1000
         return [r for f in fn(("p",), iter([_frame(rows)]), group) for r in f.to_dict("records")]
 
     assert call([("a", 0, 1), ("b", 2, 2)], 0.5) == []
@@ -471,10 +448,10 @@ def test_stream_function_numeric_time_decides_by_within_at_the_watermark():
                               "output_types": ("string", "bigint")})
     schema = StructType([*_INPUT.fields[:3], StructField("ts", LongType()), StructField("__ts", LongType())])
     fn = SR.stream_function(spec, StructType(_OUTPUT.fields[:2]), schema, numeric=True, ts_unit="s")
-    group = FakeGroup()
+    group = SimulatedGroup()
 
     def call(rows, watermark_s: float) -> list[dict]:
-        group.watermark = EVENT_TIME_OFFSET + int(watermark_s * 1000)
+        group.watermark_ms = EVENT_TIME_OFFSET + int(watermark_s * 1000)
         frame = pd.DataFrame({"k": ["p"] * len(rows), "t": [t for t, _ in rows], "v": [0] * len(rows),
                               "ts": [s for _, s in rows], "__ts": [s for _, s in rows],
                               SR._ET: [s * 1_000_000 + EVENT_TIME_OFFSET * 1000 for _, s in rows]})

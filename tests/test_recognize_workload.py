@@ -267,20 +267,21 @@ def test_shared_stream_function_has_the_late_rule_of_one_statement(monkeypatch):
 
     from sparkcep.spark import recognize as single
     from sparkcep.spark import recognize_workload as spark_shared
+    from sparkcep.spark.group_state import SimulatedGroup
     from sparkcep.spark.late import KIND, RECORD
-    from tests.test_recognize_spark import _INPUT, _OUTPUT, SPEC, FakeGroup, _frame, _micros
+    from tests.test_recognize_spark import _INPUT, _OUTPUT, SPEC, _frame, _micros
 
     monkeypatch.setattr(single, "output_struct", lambda spec: _OUTPUT)  # Spark's DDL parser needs a session
     alone = single.stream_function(SPEC, _OUTPUT, _INPUT, numeric=False, late_rows=True)
     full = spark_shared.tagged_struct([SPEC, SPEC], late_rows=True)
     assert full[spark_shared.QUERY].dataType == IntegerType() and full[spark_shared.QUERY].nullable
     both = spark_shared.stream_function([SPEC, SPEC], full, _INPUT, numeric=False, late_rows=True)
-    g1, g2 = FakeGroup(), FakeGroup()
+    g1, g2 = SimulatedGroup(), SimulatedGroup()
     batches = [([("a", 0, 1), ("b", 2, 2)], 0.5), ([("b", 4, 3), ("a", 0, 4)], 3.0),
                ([("b", 5, 3), ("b", 3, 1.5)], 8.0)]  # b@3 again: at the watermark of the batch before, on time
     got_alone, got_shared = [], []
     for rows, watermark in batches:
-        g1.watermark = g2.watermark = _micros(watermark) // 1000
+        g1.watermark_ms = g2.watermark_ms = _micros(watermark) // 1000
         got_alone += [r for f in alone(("p",), iter([_frame(rows)]), g1) for r in f.to_dict("records")]
         got_shared += [r for f in both(("p",), iter([_frame(rows)]), g2) for r in f.to_dict("records")]
     results = [(r[KIND], r["n"]) for r in got_alone if r[KIND] == "result"]

@@ -28,13 +28,15 @@ def capacity() -> float:
 
 
 def simulate(rate: float, seconds: float = 120.0, seed: int = 0, *, overhead: float = READ,
-             read_cost: float = READ, keep_cost: float = KEEP, startup: float = 0.0, controller: list | None = None):
+             read_cost: float = READ, keep_cost: float = KEEP, startup: float = 0.0, controller: list | None = None,
+             jitter: float = 0.0):
     """Run the controller on a source that gets ``rate`` events/s; returns per-batch records and, per kept
     event, its arrival-to-result latency.  ``read_cost``/``keep_cost``: the operator's cost per event read /
     kept (s);
     ``overhead``: the read cost the controller is told (0: it must learn it); ``startup``: extra seconds of the
     first batch, which reads one event (Spark's start-up: the feed starts when it ends, as in
-    bench/live_latency.py); ``controller``: a list the controller is appended to."""
+    bench/live_latency.py); ``controller``: a list the controller is appended to; ``jitter``: a batch's
+    duration varies from its cost by up to that share either way (uniform; a shared machine's batches do)."""
     rng = np.random.default_rng(seed)
     n = int(rate * seconds)
     arrivals = np.sort(rng.uniform(startup, seconds, n))
@@ -72,6 +74,7 @@ def simulate(rate: float, seconds: float = 120.0, seed: int = 0, *, overhead: fl
         for i in t[~keep]:
             dropped[TYPES[i]] += 1
         duration = FIXED + read_cost * take + keep_cost * int(keep.sum()) + (startup if not batches else 0.0)
+        duration *= 1.0 + (rng.uniform(-jitter, jitter) if jitter else 0.0)
         end = now + duration
         latencies.append(end - arrivals[read][keep])
         backlog = int(np.searchsorted(arrivals, end, side="right")) - head
@@ -115,6 +118,26 @@ def test_overload_keeps_the_bound_with_a_bounded_backlog(overload):
     # it sheds about what the overload asks for, not everything, and by utility: nothing expires unread
     assert 1 - 1 / overload - 0.05 < sum(dropped.values()) / (total_read + expired) < 1 - 1 / overload + 0.15
     assert expired == 0
+
+
+def test_batches_that_overrun_their_cost_still_keep_the_bound():
+    """A shared machine's micro-batches take up to 40 % more (or less) than their cost: planned to the fitted
+    cost alone, one run at 1.5x reached a p99 of 8.7 s.  The controller leaves room for the largest overrun
+    it measured (``spread``) for the events it keeps and keeps the bound, still shedding by utility and not
+    much more than the overload asks for."""
+    ctl: list = []
+    for overload in (1.5, 2.0):
+        for seed in range(4):
+            batches, latencies, dropped = simulate(overload * capacity(), seed=seed, jitter=0.4, controller=ctl)
+            steady = [lat for b, lat in zip(batches, latencies, strict=True) if b["start"] > 20]
+            assert np.percentile(np.concatenate(steady), 99) <= BOUND, (overload, seed)
+            total = sum(b["read"] + b["expired"] for b in batches)
+            assert sum(dropped.values()) / total < 1 - 1 / overload + 0.15
+            assert dropped["C"] > dropped["B"] > dropped["A"]
+            # the margin is for the events kept, not for what is read: planned into the admission bound too,
+            # one run at 2x let 47 % of its events expire, unread, instead of dropping the least useful
+            assert sum(b["expired"] for b in batches) / total < 0.05, (overload, seed)
+    assert all(0 < c.spread <= 0.4 / 0.6 + 1e-9 for c in ctl)  # at most (1 + 0.4) / (1 - 0.4) - 1
 
 
 def test_the_read_cost_is_learnt_and_bounds_admission():

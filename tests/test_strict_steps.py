@@ -54,8 +54,9 @@ def test_next_parses_prints_back_and_marks_the_step():
     ("PATTERN SEQ(A a, (SEQ(B? b, NEXT C c))+) WITHIN 10", "after items that may all match no event", 34),
     ("PATTERN SEQ(!(NEXT C c), B b) WITHIN 10", "at the start of a negation that starts the pattern", 20),
     ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT !(C c), D d), E e) WITHIN 10", "before a negation inside a negation", 36),
-    ("RETURN COUNT(*) PATTERN SEQ(A a, !(NEXT C c), B b) WITHIN 10", "inside a negation in a trend-aggregate", 41),
-    ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT !(C c), B b) WITHIN 10", "before a negation in a trend-aggregate", 39),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(NEXT B y, C z), D d) WITHIN 10", "start of a negation in a trend", 47),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(B? y, NEXT C z), D d) WITHIN 10", "after items that may all", 53),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT !(C c), B? b) WITHIN 10", "after which a trend may end", 39),
 ])
 def test_check_refuses_what_does_not_run_with_the_reason(text, why, column):
     with pytest.raises(CEPError) as err:
@@ -184,7 +185,8 @@ def test_next_steps_agree_with_the_oracle(strategy, data, events):
 def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_path):
     """The batch job under two strategies and a streaming run (one file per micro-batch, checkpointed): the
     oracle's rows, with noise events (D) of the same key breaking links and those of the other key not; and
-    ``NEXT !(D d)``, NEXT inside a repeated group and next to one in the batch job."""
+    ``NEXT !(D d)``, NEXT inside a repeated group and next to one in the batch job; a trend aggregate with both,
+    batch and streaming."""
     import random
 
     from tests.test_match_contiguity_spark import frame, spark_rows
@@ -227,16 +229,18 @@ def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_pat
         expected = match_rows(q.query, events)
         assert len(expected) >= 3, text
         assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected), text
-    # NEXT inside a repeated group of a trend aggregate, batch and streaming (a last event far ahead closes the
+    # NEXT inside a repeated group of a trend aggregate, NEXT !(D d) (no D right after a) and NEXT inside a negation
+    # (no B immediately followed by a D between f and g), batch and streaming (a last event far ahead closes the
     # windows)
     from tests.test_trend_end_to_end import plain
 
-    trend = sparkcep.compile("RETURN id, COUNT(*), COUNT(c) PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WHERE [id] "
-                             "GROUP BY id WITHIN 6 SLIDE 3")
+    text = ("RETURN id, COUNT(*), COUNT(c) PATTERN SEQ(A a, NEXT !(D d), (SEQ(B b, NEXT C c))+) OR "
+            "SEQ(A f, NOT SEQ(B y, NEXT D z), C g) WHERE [id] GROUP BY id WITHIN 6 SLIDE 3")
+    trend = sparkcep.compile(text)
     expected = trend_aggregates(trend.query, events)
-    assert len(expected) >= 3 and expected != trend_aggregates(sparkcep.compile(
-        "RETURN id, COUNT(*), COUNT(c) PATTERN SEQ(A a, (SEQ(B b, C c))+) WHERE [id] GROUP BY id WITHIN 6 SLIDE 3"
-    ).query, events)
+    assert len(expected) >= 3
+    for other in (text.replace("NEXT C", "C"), text.replace("NEXT !(D d), ", ""), text.replace("NEXT D", "D")):
+        assert expected != trend_aggregates(sparkcep.compile(other).query, events), other
     assert canonical(plain(spark_rows(trend.apply(frame(spark, events))))) == canonical(expected)
     tail = {"type": "A", "ts": 10_000, "x": 0, "id": 9}
     got = plain(streamed(spark, trend, [*events, tail], tmp_path / "trend"))

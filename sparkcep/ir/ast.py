@@ -389,6 +389,13 @@ def has_strict_steps(pattern) -> bool:
     return pattern is not None and any(isinstance(n, Seq) and any(n.strict) for n in walk(pattern))
 
 
+def linked_first(node: Not) -> bool:
+    """Is ``node`` ``!(NEXT C c)`` (``NOT SEQ(NEXT C c)``): one event, linked to the pick right before the gap?"""
+    inner = node.inner
+    return (isinstance(inner, Seq) and len(inner.items) == 1 and bool(inner.strict) and inner.strict[0]
+            and isinstance(inner.items[0], EventPat))
+
+
 def count_anchor(p: Kleene) -> str | None:
     """The variable every iteration of ``p`` binds exactly one event to, whose count is then ``p``'s number of
     iterations: the event of ``T{n,m} v``, else the first single event (``T v``, no quantifier) directly in

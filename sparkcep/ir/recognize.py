@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sparkcep.ir.ast import Duration
+from sparkcep.ir.ast import Attr, BinOp, Duration, Literal
 from sparkcep.ir.errors import Span
 
 
@@ -175,6 +175,28 @@ class RowExpr:
     column: str
     var: str | None = None
     span: Span | None = _span()
+
+
+def bit_test(column: str, bit: int) -> BinOp:
+    """The condition "bit ``bit`` of the non-negative integer ``column`` is set" (``column % 2^(bit+1) >=
+    2^bit``; NULL: false): a DEFINE that reads its truth from a packed mask column (the batch path has Spark
+    compute several one-row DEFINEs into one INT column, the bit of variable ``i`` of ``spec.variables``
+    ``i``). :func:`tested_bit` reads it back."""
+    return BinOp(">=", BinOp("%", Attr(None, column), Literal(2 ** (bit + 1))), Literal(2 ** bit))
+
+
+def tested_bit(e: object) -> tuple[str, int] | None:
+    """``(column, bit)`` of a :func:`bit_test` condition, None for any other expression."""
+    if not (isinstance(e, BinOp) and e.op == ">=" and isinstance(e.left, BinOp) and e.left.op == "%"):
+        return None
+    column, modulus, low = e.left.left, e.left.right, e.right
+    if not (isinstance(column, Attr) and column.var is None and column.index is None
+            and isinstance(modulus, Literal) and isinstance(low, Literal)):
+        return None
+    m, v = modulus.value, low.value
+    if type(v) is int and v > 0 and v & (v - 1) == 0 and m == 2 * v and type(m) is int:
+        return column.attr, v.bit_length() - 1
+    return None
 
 
 # ----------------------------------------------------------------------------------------------- the clause

@@ -69,8 +69,8 @@ class _Step:
     is_list: bool
     linked: bool = False  # written NEXT: its first event is the partition's event right after the one before
     until: Any = None  # a loop with a stop condition UNTIL: its match oracle's _Stop
-    #: the negations between this step and the next: (the match oracle's _Neg of one event, written NEXT:
-    #: Flink's notNext, else notFollowedBy)
+    #: the negations between this step and the next: (the match oracle's _Neg of one event or of a SEQ of
+    #: events, written NEXT: Flink's notNext, else notFollowedBy)
     negs: tuple = ()
 
 
@@ -146,7 +146,8 @@ def timed_out_picks(prep, paths: list[list[_Step]], events: Sequence[Event]) -> 
 
 def _paths(prep) -> list[list[_Step]]:
     """The steps of each path of the pattern (:func:`_steps`): an ``OR`` of such SEQs has a path per
-    alternative, and an ``OR`` step of single or Kleene events (``B b OR C c``) a path per alternative too."""
+    alternative, and an ``OR`` step of single or Kleene events or SEQs of them (``B b OR C c``, ``SEQ(B b, C c)
+    OR D d``) a path per alternative too."""
     alternatives = prep.root.alternatives if isinstance(prep.root, _Or) else (prep.root,)
     paths = []
     for alt in alternatives:
@@ -154,14 +155,27 @@ def _paths(prep) -> list[list[_Step]]:
         strict = (alt.strict if isinstance(alt, _Seq) else ()) or (False,) * len(items)
         choices = [[(a, linked) for a in item.alternatives] if isinstance(item, _Or) else [(item, linked)]
                    for item, linked in zip(items, strict, strict=True)]
-        paths += [_steps(prep, list(path)) for path in itertools.product(*choices)]
+        paths += [_steps(prep, [step for alt, linked in path for step in _flat(alt, linked)])
+                  for path in itertools.product(*choices)]
     return paths
+
+
+def _flat(alt, linked: bool) -> list[tuple]:
+    """An ``OR`` step's alternative as ``(item, written NEXT)``: a ``SEQ`` of single and Kleene events is its
+    items, one step each (so a partial match may end inside it), the first linked if the ``OR`` step is."""
+    if not isinstance(alt, _Seq):
+        return [(alt, linked)]
+    strict = alt.strict or (False,) * len(alt.items)
+    if any(isinstance(i, _Neg) for i in alt.items):
+        raise OracleError("an OR alternative holding a negation has no timed-out partial matches")
+    return [(i, f or (k == 0 and linked)) for k, (i, f) in enumerate(zip(alt.items, strict, strict=True))]
 
 
 def _steps(prep, items: list | None = None) -> list[_Step]:
     """The steps of ``items`` (``(item, written NEXT)``; None: the pattern's, which must have one path), a
     ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``, a loop with
-    ``UNTIL``; any of them written ``NEXT``), each with the negated events after it (``!(T n)``, ``NEXT !(T n)``),
+    ``UNTIL``; any of them written ``NEXT``), each with the negations after it (``!(T n)``, ``NEXT !(T n)``,
+    ``!(SEQ(T n, U m, ...))``),
     or the :class:`OracleError` saying the query is outside the definition (a negation that can be at the
     start, ``NEXT !(...)`` with no step after it that must take an event, a negation predicate over a later
     step)."""
@@ -172,9 +186,11 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
         return paths[0]
     steps: list[_Step] = []
     for item, linked in items:
-        if isinstance(item, _Neg) and isinstance(item.inner, _Ev):
+        if isinstance(item, _Neg) and (isinstance(item.inner, _Ev) or _event_seq(item.inner)):
             if not any(s.lo for s in steps):
                 raise OracleError("a negation at the start of a match has no timed-out partial matches")
+            if linked and not isinstance(item.inner, _Ev):
+                raise OracleError("NEXT !(SEQ(...)) has no timed-out partial matches")
             steps[-1] = replace(steps[-1], negs=(*steps[-1].negs, (item, linked)))
             continue
         if isinstance(item, _Rep) and isinstance(item.inner, _Ev):
@@ -183,7 +199,8 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
             ev, lo, hi = item, 1, 1
         else:
             raise OracleError("timed-out partial matches are defined for a SEQ of single and Kleene events and "
-                              "negated events, and an OR of such SEQs or of single and Kleene events")
+                              "negated events or SEQs of events, and an OR of such SEQs or of single and Kleene "
+                              "events")
         until = next((stop for stop in prep.stops if ev.var in stop.loop), None)
         steps.append(_Step(ev.var, ev.types, lo, hi, prep.vars[ev.var].is_list, linked, until))
     index = {s.var: k for k, s in enumerate(steps)}
@@ -339,7 +356,7 @@ def as_equivalence(prep, steps: list[_Step], events: Sequence[Event]):
     ``[attr]``: a partition key, the events without ``attr`` in no partial match (not where every event counts:
     a contiguity strategy, a NEXT step, a loop with UNTIL; nor with a step that may take no event, ``T?``,
     ``T*``, ``T{0,m}``, over which an equality is NULL or holds at no position: the compiler's rule)."""
-    negated = [neg.inner.var for s in steps for neg, _ in s.negs]
+    negated = [v for s in steps for neg, _ in s.negs for v in _negated_vars(neg)]
     if (any(prep.vars[s.var].any_ or s.linked or s.until or s.lo == 0 for s in steps)
             or any(prep.vars[v].any_ for v in negated) or any(nx for s in steps for _, nx in s.negs)
             or prep.strategy in CONTIGUITY or len(steps) < 2):
@@ -366,6 +383,16 @@ def as_equivalence(prep, steps: list[_Step], events: Sequence[Event]):
     prep = replace(prep, key=(*prep.key, *(a for a in shared if a not in prep.key)),
                    conjuncts=[c for c in prep.conjuncts if not (_equality(c.expr) and c.expr.left.attr in shared)])
     return prep, [e for e in events if all(e.get(a) is not None for a in shared)]
+
+
+def _event_seq(p) -> bool:
+    """Is ``p`` a ``SEQ`` of single events, none written ``NEXT`` (a negation of several events)?"""
+    return isinstance(p, _Seq) and not any(p.strict) and all(isinstance(i, _Ev) for i in p.items)
+
+
+def _negated_vars(neg) -> list[str]:
+    """The variables of a negation of one event or of a ``SEQ`` of events."""
+    return [neg.inner.var] if isinstance(neg.inner, _Ev) else [i.var for i in neg.inner.items]
 
 
 def _equality(e) -> bool:

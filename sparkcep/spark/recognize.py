@@ -400,14 +400,16 @@ def _shifted(column: str, offset: int, partition_by: tuple[str, ...],
 
 def _worker_select(worker: Any, columns: list[str], order: list[tuple[str, bool, bool]]) -> tuple[
         list[exp.Expression], list[exp.Expression]]:
-    """``(select, windows)``: what the worker reads (``worker.spec.columns``: the columns it keeps, each DEFINE of
-    ``worker.computed`` as its BOOLEAN column) and the ``worker.shifted`` columns these read (``lag``/``lead``
-    windows)."""
+    """``(select, windows)``: what the worker reads (``worker.spec.columns``: the columns it keeps, the DEFINEs of
+    ``worker.computed`` packed into the one INT column ``worker.mask``) and the ``worker.shifted`` columns these
+    read (``lag``/``lead`` windows)."""
     spec = worker.spec
     windows = [exp.alias_(_shifted(column, offset, spec.partition_by, order), name, quoted=True)
                for name, column, offset in worker.shifted]
     select: list[exp.Expression] = [exp.column(c, quoted=True) for c in spec.columns if c in columns]
-    select += [exp.alias_(sqlglot.parse_one(sql, read="spark"), name, quoted=True) for _, name, sql in worker.computed]
+    if worker.mask is not None:
+        name, sql = worker.mask
+        select.append(exp.alias_(sqlglot.parse_one(sql, read="spark"), name, quoted=True))
     return select, windows
 
 
@@ -571,11 +573,12 @@ def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: in
     repartitioned by PARTITION BY (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``;
     one without PARTITION BY), sorted within, one ``mapInArrow`` pass (:func:`partition_function`).
 
-    ``worker`` (``sparkcep.compiler.recognize.worker_spec``: ``.spec``, ``.computed``, ``.shifted``): when
-    Spark's order is the engine's, the sorted rows reach the worker as ``worker.spec`` reads them: its columns
-    only (not the tiebreak columns the sort needed, nor the time column without WITHIN) and the DEFINE
-    conditions of ``worker.computed`` computed by Spark after the sort, one BOOLEAN column each (less to convert
-    to Arrow), over the ``worker.shifted`` columns as ``lag``/``lead`` over the sort's order (:func:`_shifted`).
+    ``worker`` (``sparkcep.compiler.recognize.worker_spec``: ``.spec``, ``.computed``, ``.shifted``, ``.mask``):
+    when Spark's order is the engine's, the sorted rows reach the worker as ``worker.spec`` reads them: its
+    columns only (not the tiebreak columns the sort needed, nor the time column without WITHIN) and the DEFINE
+    conditions of ``worker.computed`` computed by Spark after the sort, packed as bits into one INT column
+    (``worker.mask``: less to convert to Arrow), over the ``worker.shifted`` columns as ``lag``/``lead`` over
+    the sort's order (:func:`_shifted`).
     The sort, the windows and the conditions are one Spark SQL query (:func:`_sorted`)."""
     time = _time_field(projected, time_column(spec))
     # __ts is a function of the time column: derived in Python (_arrow_ts), not shuffled and sent as well

@@ -21,6 +21,7 @@ from sparkcep.ir.ast import (
     Seq,
     can_be_empty,
     count_anchor,
+    linked_first,
     walk,
 )
 from sparkcep.ir.errors import CEPSemanticError, Span
@@ -162,27 +163,34 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
     iteration) in a match query, where an item before it in its SEQ selects an event; inside a negation of a
     match query (the negated sub-pattern's step linked to the event before it in the occurrence, its first item
     to the match's event right before the gap: ``!(NEXT C c)``, ``NOT SEQ(B b, NEXT C c)``), unless nothing can
-    come before the negation; ``NEXT !(C c)`` (notNext) in a match query only, not inside a repetition nor a
-    negation."""
+    come before the negation; ``NEXT !(C c)`` (notNext) not inside a repetition nor a negation (in a trend-aggregate
+    query: :func:`_not_next_trend`)."""
 
     def visit(p: Pattern, inside: str | None, repeated: bool, before: bool, head: bool) -> None:
         # before: an item before this node (in an enclosing SEQ, or an earlier iteration) may select an event;
         # head: this node is the sub-pattern of a negation (its first item may link to the event before the gap)
         if isinstance(p, Seq):
             for k, (item, strict) in enumerate(zip(p.items, p.strict or (False,) * len(p.items), strict=True)):
+                if mode == "aggregate" and k and not inside and isinstance(item, Not) and linked_first(item):
+                    why = _not_next_trend(p.items, k)  # !(NEXT C c): as NEXT !(C c), the C also inside the gap
+                    if why is not None:
+                        raise CEPSemanticError(f"NEXT {why} is not supported", item.span or p.span, source)
+                    continue
                 if strict:
-                    why = (f"inside {inside} in a trend-aggregate query" if inside and mode == "aggregate" else
+                    why = ("at the start of a negation in a trend-aggregate query (GRETA's negation graph is not "
+                           "linked to the trend's events)" if inside and mode == "aggregate" and k == 0 and head else
+                           f"inside {inside} in a trend-aggregate query after items that may all match no event"
+                           if inside and mode == "aggregate" and not isinstance(item, Not)
+                           and all(can_be_empty(i) for i in p.items[:k]) else
                            "before a negation inside a negation (NEXT !(C c) negates the event right after a "
                            "step of the match)" if inside and isinstance(item, Not) else
                            "at the start of a negation that starts the pattern (no event comes before it)"
                            if k == 0 and head and not before else
                            "on the first item of a SEQ: it links a step to the one before it" if k == 0 and not head
                            else
-                           "before a negation in a trend-aggregate query (NEXT !(C c) negates one event, GRETA "
-                           "negation a trend between two events)" if mode == "aggregate" and isinstance(item, Not)
-                           else
                            "before a negation inside a repetition (NEXT !(C c) is decided once, after a single "
-                           "event)" if repeated and isinstance(item, Not) else
+                           "event)" if repeated and isinstance(item, Not) and mode != "aggregate" else
+                           _not_next_trend(p.items, k) if mode == "aggregate" and isinstance(item, Not) else
                            _not_next(p.items, k) if isinstance(item, Not) else
                            "on an item that can match no event (?, *, {0,m})" if can_be_empty(item) else
                            "inside a repetition after items that may all match no event (the step before it "
@@ -265,6 +273,23 @@ def _not_next(items: tuple, k: int) -> str | None:
         return "before a negation after anything but a single event T v (NEXT !(C c) follows one event)"
     if k == len(items) - 1:
         return "before a negation at the end of the pattern"
+    return None
+
+
+def _not_next_trend(items: tuple, k: int) -> str | None:
+    """Why ``NEXT !(...)`` at item ``k`` of a trend-aggregate query does not run, or None: it negates one event,
+    after a positive item (the edge from that item's last event is valid only if the partition's next event is
+    no such event: GRETA's graph knows it one event late), before items one of which must take an event, none of
+    them a negation."""
+    if not isinstance(items[k].inner, EventPat) and not linked_first(items[k]):
+        return "before a negation of more than one event (NEXT !(C c) negates the next event)"
+    if isinstance(items[k - 1], Not):
+        return "before a negation right after a negation (NEXT !(C c) negates the event right after a pick)"
+    if k + 1 < len(items) and isinstance(items[k + 1], Not):
+        return "before a negation right before a negation"
+    if all(can_be_empty(i) for i in items[k + 1:]):
+        return ("before a negation after which a trend may end, in a trend-aggregate query (the event right after "
+                "its last pick may lie outside the window)")
     return None
 
 

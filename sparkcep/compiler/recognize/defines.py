@@ -8,8 +8,10 @@ comparisons between columns and literals (STRING with STRING, BOOLEAN with BOOLE
 integer types and DOUBLE), ``AND``/``OR``/``NOT`` and ``IS [NOT] NULL``, is the same condition in Spark SQL
 (three-valued logic, NULL = false; strings compared by code point as Python does; an integer meeting a DOUBLE
 compared as DOUBLE; NaN equal to NaN and above every other DOUBLE, -0.0 equal to 0.0, as the engine compares).
-The batch path then ships one BOOLEAN column per such variable to the Python worker instead of the columns
-only these conditions read, and the engine reads the variable's truth from it.  ``PREV(x, k)`` / ``NEXT(x,
+The batch path then ships them packed into one INT column to the Python worker (:attr:`WorkerSpec.mask`: the
+bit of variable ``i`` of ``spec.variables`` set where its condition holds, clear where it is false or NULL;
+BIGINT past 31 variables) instead of the columns only these conditions read, and the engine reads the
+variable's truth from its bit (:func:`sparkcep.ir.recognize.bit_test`).  ``PREV(x, k)`` / ``NEXT(x,
 k)`` become ``lag(x, k)`` / ``lead(x, k)`` over the PARTITION BY columns in the order of Spark's sort (the
 engine's row order, ties included; NULL beyond the partition, as in the engine): :attr:`WorkerSpec.shifted`,
 computed by the Spark layer after the sort, only where Spark's window and the worker group the partition key
@@ -47,14 +49,17 @@ _GROUPED_ALIKE = frozenset({"string", "bigint", "int", "smallint", "tinyint", "b
 @dataclass(frozen=True)
 class WorkerSpec:
     """The spec the batch worker runs after Spark's sort: ``spec.columns`` only what it reads, each DEFINE of
-    ``computed`` reading its BOOLEAN column; ``computed``: ``(variable, column, Spark SQL)`` of the conditions
-    Spark evaluates after the sort (never NULL: ``COALESCE(condition, FALSE)``), over the input columns and the
-    columns of ``shifted``: ``(column, input column, offset)``, the input column ``offset`` rows away from the
-    row in the partition (negative: before, ``lag``; positive: after, ``lead``), NULL beyond the partition."""
+    ``computed`` reading its bit of the ``mask`` column; ``computed``: ``(variable, bit, Spark SQL)`` of the
+    conditions Spark evaluates after the sort, over the input columns and the columns of ``shifted``:
+    ``(column, input column, offset)``, the input column ``offset`` rows away from the row in the partition
+    (negative: before, ``lag``; positive: after, ``lead``), NULL beyond the partition.  ``mask``: ``(column,
+    Spark SQL)``, the bits of ``computed`` OR-ed (``CASE WHEN condition THEN 2^bit ELSE 0 END | ...``: never
+    NULL; a NULL condition leaves its bit clear), None when nothing is computed."""
 
     spec: rx.RecognizeSpec
-    computed: tuple[tuple[str, str, str], ...]
+    computed: tuple[tuple[str, int, str], ...]
     shifted: tuple[tuple[str, str, int], ...] = ()
+    mask: tuple[str, str] | None = None
 
 
 def _reference(e, var: str) -> tuple[str, int] | None:
@@ -157,20 +162,24 @@ def worker_spec(spec: rx.RecognizeSpec, schema: dict[str, str], *,
             cost = sum(STRING_COST if types.get(c) == "string" else 1.0 for c in spared)
             if cost > window_cost:
                 chosen = shifting
-    rewritten, computed, shifted, kept = chosen
+    rewritten, computed, shifted, kept, mask = chosen
     if len(kept) == len([c for c in spec.columns if c != spec.time_column]):
         return None  # every column is still read: nothing spared
     ts = (spec.time_column,) if spec.time_column in spec.columns else ()
-    columns = (*kept, *(name for _, name, _ in computed), *ts)
-    return WorkerSpec(replace(rewritten, columns=columns), tuple(computed), shifted)
+    columns = (*kept, *((mask[0],) if mask else ()), *ts)
+    return WorkerSpec(replace(rewritten, columns=columns), tuple(computed), shifted, mask)
 
 
 def _build(spec: rx.RecognizeSpec, types: dict[str, str], navigate: bool) -> tuple[
-        rx.RecognizeSpec, list[tuple[str, str, str]], tuple[tuple[str, str, int], ...], list[str]]:
-    """``(spec with the lowered DEFINEs reading their columns, computed, shifted, the spec's columns still
-    read)``: every DEFINE :func:`_condition` accepts lowered, those with PREV/NEXT only if ``navigate``."""
+        rx.RecognizeSpec, list[tuple[str, int, str]], tuple[tuple[str, str, int], ...], list[str],
+        tuple[str, str] | None]:
+    """``(spec with the lowered DEFINEs reading their bits, computed, shifted, the spec's columns still read,
+    mask)``: every DEFINE :func:`_condition` accepts lowered, those with PREV/NEXT only if ``navigate``."""
     taken = {c.lower() for c in types}
-    computed: list[tuple[str, str, str]] = []
+    mask = _fresh("__mask", taken)
+    bit_of = {v: i for i, v in enumerate(spec.variables)}
+    computed: list[tuple[str, int, str]] = []
+    terms: list[exp.Expression] = []
     shifted: dict[tuple[str, int], str] = {}
 
     def shifted_column(ref: tuple[str, int]) -> str:
@@ -182,19 +191,27 @@ def _build(spec: rx.RecognizeSpec, types: dict[str, str], navigate: bool) -> tup
     for v, e in spec.defines:
         refs = [_reference(n, v) for n in walk(e)]
         if _condition(e, v, types) and (navigate or all(r is None or r[1] == 0 for r in refs)):
-            lowered = _lowered(e, v, shifted_column)
-            name = _fresh(f"__def{len(computed)}", taken)
-            sql = exp.func("COALESCE", to_sql_expr(lowered, types=types), exp.false()).sql(dialect="spark")
-            computed.append((v, name, sql))
-            defines.append((v, Attr(None, name)))
+            condition = to_sql_expr(_lowered(e, v, shifted_column), types=types)
+            bit = bit_of[v]
+            computed.append((v, bit, condition.sql(dialect="spark")))
+            # CASE WHEN: a NULL condition takes ELSE (NULL = false, as in the engine)
+            terms.append(exp.Case(ifs=[exp.If(this=condition, true=exp.Literal.number(1 << bit))],
+                                  default=exp.Literal.number(0)))
+            defines.append((v, rx.bit_test(mask, bit)))
         else:
             defines.append((v, e))
+    packed = None
+    if terms:
+        packed = terms[0]
+        for t in terms[1:]:
+            packed = exp.BitwiseOr(this=packed, expression=t)
     rewritten = replace(spec, defines=tuple(defines))
     needed = _read(rewritten) | set(spec.partition_by) | set(spec.output)
     if spec.within is not None or spec.rows_per_match != rx.ONE_ROW:
         needed |= {o.column for o in spec.order_by}
     kept = [c for c in spec.columns if c in needed and c != spec.time_column]
-    return rewritten, computed, tuple((name, column, offset) for (column, offset), name in shifted.items()), kept
+    return (rewritten, computed, tuple((name, column, offset) for (column, offset), name in shifted.items()), kept,
+            None if packed is None else (mask, packed.sql(dialect="spark")))
 
 
 def _read(spec: rx.RecognizeSpec) -> set[str]:
@@ -216,9 +233,10 @@ def describe_worker(spec: rx.RecognizeSpec, schema: dict[str, str]) -> list[str]
     shown = [c for c in w.spec.columns if c != spec.time_column]
     out = [f"batch: the worker reads {', '.join(shown)} after Spark's sort (by the columns above: where every "
            "one is a number, string, boolean or time)"]
-    if w.computed:
-        out.append(f"batch: Spark computes DEFINE {', '.join(f'{v} as {c}' for v, c, _ in w.computed)} after "
-                   "the sort, one BOOLEAN column each")
+    if w.mask is not None:
+        wide = "BIGINT" if max(b for _, b, _ in w.computed) >= 31 else "INT"
+        out.append(f"batch: Spark computes DEFINE {', '.join(f'{v} as bit {b}' for v, b, _ in w.computed)} after "
+                   f"the sort, packed into one {wide} column {w.mask[0]} (NULL: bit clear)")
     if w.shifted:
         navs = ", ".join(f"{'PREV' if k < 0 else 'NEXT'}({c}{'' if abs(k) == 1 else f', {abs(k)}'}) as "
                          f"{'lag' if k < 0 else 'lead'}({c}, {abs(k)})" for _, c, k in w.shifted)

@@ -27,9 +27,12 @@ bound step ``ck``.
 Scope (:func:`check`): a ``SEQ`` of single events (``T v``, ``ANY(...) v``) and Kleene steps (``T+ v[]``,
 ``T* v[]``, ``T? v``, ``T{n,m} v[]``, a loop with ``UNTIL``), any of them written ``NEXT``, and negated
 events between them or at the end (``!(T n)``, ``NEXT !(T n)``: Flink's notFollowedBy and notNext; not one
-that can be at the start of a match, nor one whose predicates read a later step), under every selection
+that can be at the start of a match, nor one whose predicates read a later step) or negated ``SEQ``s of events
+(``!(SEQ(T n, U m))``: an occurrence, its events of strictly increasing ts in the gap, blocks as an event does),
+under every selection
 strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); ``OR`` steps of
-single or Kleene events and an ``OR`` of such SEQs: a partial match is one of some path (:func:`_paths`), one
+single or Kleene events or SEQs of them (each step of the path) and an ``OR`` of such SEQs: a partial match is
+one of some path (:func:`_paths`), one
 binding however many paths share it (extended, a match, alive if so in one of them); not repeated groups or
 collapsed output.  Under ``skip_till_next_match`` an event that can extend
 a partial match must be taken (§5): from each partial match only the first later event that extends it does, in
@@ -69,7 +72,7 @@ from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr
 from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH, NEXT_MATCH, Conjunct, EngineUnsupportedError
 
 CONTIGUITY = ("strict_contiguity", "partition_contiguity")
-NEGATION = "not a negation of more than one event (Flink's notFollowedBy and notNext negate one event)"
+NEGATION = "not a negation of anything but one event or a SEQ of single events"
 
 __all__ = ["TimeoutState", "advance", "check", "init_state", "is_empty", "step", "wakeup"]
 
@@ -112,14 +115,22 @@ class _Compiled:
         n = len(comps)
         list_vars = frozenset(c.var for c in spec.components if c.kleene in ("+", "*"))  # (every path's)
         position = {v: k for k, v in enumerate(self.vars)}
-        negated = {v: k for k, v in enumerate(self.vars) if self.neg[k]}
+        position_of = {c.var: i for i, c in enumerate(spec.components)}
+        #: negation item k → the (bit, variable) of each of its events, in order (``!(SEQ(C c, E e))``: two)
+        self.negated_events = {k: [(1 << position_of[e.var], e.var) for e in _negated_events(i)]
+                               for k, i in enumerate(items) if isinstance(i, Not)}
+        negated = {v: k for k, events in self.negated_events.items() for _, v in events}
         known = frozenset(c.var for c in spec.components)
         # a predicate over another path's variables only: they are absent here, so it holds (the oracle's rule)
         conjuncts = [c for c in (Conjunct(p, list_vars, any_vars, known) for p in spec.predicates)
                      if c.global_ or not c.vars or c.vars & position.keys()]
         #: the predicates of the match, and those of each negation (item → over its event and earlier steps)
         self.predicates = [c for c in conjuncts if not c.vars & negated.keys()]
-        self.blocking = {m: [c for c in conjuncts if v in c.vars] for v, m in negated.items()}
+        #: negation m → per event of it, the predicates decided once it is bound (over it, the events of the
+        #: negation before it and earlier steps)
+        self.blocking = {m: [[c for c in conjuncts if c.vars & {v for _, v in events[:i + 1]}
+                              and not c.vars & {v for _, v in events[i + 1:]}] for i in range(len(events))]
+                         for m, events in self.negated_events.items()}
         #: read every bound event (an equivalence test the operator checks itself: strict_contiguity runs
         #: unpartitioned): re-checked whenever an event is bound
         every = [c for c in self.predicates if c.global_]
@@ -157,15 +168,30 @@ class _Compiled:
                       if isinstance(i, Kleene) and i.until is not None else None for i in items]
 
     def blocks(self, m: int, mask: int, ev: dict, binding: dict) -> bool:
-        """Is ``ev`` an event of the negation ``m`` (its type and local predicates) whose predicates hold with
-        ``binding`` (the steps before it)?"""
-        if not mask & self.bit[m]:
-            return False
-        binding[self.vars[m]] = ev
-        try:
-            return all(_holds(c, binding) for c in self.blocking[m])
-        finally:
-            del binding[self.vars[m]]
+        """Is ``ev`` an event of the negation ``m`` of one event (its type and local predicates) whose predicates
+        hold with ``binding`` (the steps before it)?"""
+        return self.occurs(m, [(ev["ts"], 0, mask, ev)], 0, -math.inf, math.inf, binding)
+
+    def occurs(self, m: int, events: list, j: int, after: float, until: float, binding: dict, i: int = 0) -> bool:
+        """Is there an occurrence of the negation ``m`` from its ``i``-th event on among ``events[j:]``, each
+        event after ``after`` (strictly increasing ts) and before ``until``: of its event's type and local
+        predicates, the negation's predicates holding with ``binding`` (the steps before it)?"""
+        bit, var = self.negated_events[m][i]
+        for h in range(j, len(events)):
+            ts, _, mask, ev = events[h]
+            if ts >= until:
+                break
+            if ts <= after or not mask & bit:
+                continue
+            binding[var] = ev
+            try:
+                if all(_holds(c, binding) for c in self.blocking[m][i]) and (
+                        i + 1 == len(self.negated_events[m])
+                        or self.occurs(m, events, h + 1, ts, until, binding, i + 1)):
+                    return True
+            finally:
+                del binding[var]
+        return False
 
     def blocked(self, k: int, t: int, events: list, last: int, until: float, binding: dict,
                 next_until: float) -> bool:
@@ -177,13 +203,7 @@ class _Compiled:
             if last + 1 < len(events) and events[last + 1][0] < next_until and self.blocks(
                     m, events[last + 1][2], events[last + 1][3], binding):
                 return True
-        for m in self.between[k, t]:
-            for ts, _, mask, ev in events[last + 1:]:
-                if ts >= until:
-                    break
-                if ts > after and self.blocks(m, mask, ev, binding):
-                    return True
-        return False
+        return any(self.occurs(m, events, last + 1, after, until, binding) for m in self.between[k, t])
 
     def is_match(self, events: list, last: int, binding: dict, k: int, count: int, end: float) -> bool:
         """Is ``binding`` (its last step ``k`` with ``count`` events, the last ``events[last]``) a match: every
@@ -241,8 +261,9 @@ def _paths(spec: TimeoutSpec) -> list[tuple[tuple, tuple, tuple[int, ...]]]:
     ``OR`` step (``B b OR C c``) one per alternative too; the components are numbered in pattern order."""
     position = {c.var: k for k, c in enumerate(spec.components)}
 
-    def var(item) -> str:
-        return (item.inner if isinstance(item, (Kleene, Not)) else item).var
+    def var(item) -> str:  # (a negation of a SEQ: its first event's)
+        return _negated_events(item)[0].var if isinstance(item, Not) else (
+            item.inner if isinstance(item, Kleene) else item).var
 
     alternatives = spec.pattern.alternatives if isinstance(spec.pattern, Or) else (spec.pattern,)
     out = []
@@ -251,9 +272,35 @@ def _paths(spec: TimeoutSpec) -> list[tuple[tuple, tuple, tuple[int, ...]]]:
         strict = alt.strict if isinstance(alt, Seq) and alt.strict else (False,) * len(items)
         choices = [[(a, linked) for a in item.alternatives] if isinstance(item, Or) else [(item, linked)]
                    for item, linked in zip(items, strict, strict=True)]
-        for path in itertools.product(*choices):
+        for choice in itertools.product(*choices):
+            # an alternative that is a SEQ of events is its steps, its first one linked as the OR step is
+            path = [step for a, linked in choice for step in _flat(a, linked)]
             out.append((tuple(i for i, _ in path), tuple(f for _, f in path), tuple(position[var(i)] for i, _ in path)))
     return out
+
+
+def _negated_events(item: Not) -> list[EventPat]:
+    """The events of a negation of one event or of a ``SEQ`` of events, in order."""
+    return [item.inner] if isinstance(item.inner, EventPat) else list(item.inner.items)
+
+
+def _flat(alt, linked: bool) -> list[tuple]:
+    """An OR step's alternative as path items ``(item, written NEXT)``: a ``SEQ`` of events is its steps, the
+    first one linked if the OR step is."""
+    if not isinstance(alt, Seq):
+        return [(alt, linked)]
+    strict = alt.strict or (False,) * len(alt.items)
+    return [(i, f or (k == 0 and linked)) for k, (i, f) in enumerate(zip(alt.items, strict, strict=True))]
+
+
+def _event_step(p) -> bool:
+    """Is ``p`` a single event or a Kleene event (``T v``, ``T+ v[]``, ``T? v``, ...)?"""
+    return isinstance(p, EventPat) or (isinstance(p, Kleene) and isinstance(p.inner, EventPat))
+
+
+def _event_seq(p) -> bool:
+    """Is ``p`` a ``SEQ`` of single events, none written ``NEXT`` (a negation of several events)?"""
+    return isinstance(p, Seq) and not any(p.strict) and all(isinstance(i, EventPat) for i in p.items)
 
 
 def _holds(c: Conjunct, binding: dict) -> bool:
@@ -268,7 +315,7 @@ def _unsupported_step(p) -> str | None:
     if isinstance(p, Kleene) and isinstance(p.inner, EventPat):
         return None
     if isinstance(p, Not):
-        return None if isinstance(p.inner, EventPat) else NEGATION
+        return None if isinstance(p.inner, EventPat) or _event_seq(p.inner) else NEGATION
     if isinstance(p, Or):
         return "not an OR inside an OR alternative"
     return "not a repeated group (a partial match would end inside an iteration)"
@@ -291,11 +338,12 @@ def _unsupported_negation(spec: TimeoutSpec, items: tuple, strict: tuple) -> str
         if strict[m] and not any(bounds[m + 1:]):
             return ("not NEXT !(...) with no step after it that must take an event (whether the run is a match "
                     "would depend on an event after the window)")
-        var = item.inner.var
-        for p in spec.predicates:
-            read = {n.var for n in walk(p) if isinstance(n, Attr)}
-            if var in read and read & later:
-                return f"not a negation predicate over a later step ({var} with {', '.join(sorted(read & later))})"
+        for var in (e.var for e in _negated_events(item)):
+            for p in spec.predicates:
+                read = {n.var for n in walk(p) if isinstance(n, Attr)}
+                if var in read and read & later:
+                    return (f"not a negation predicate over a later step ({var} with "
+                            f"{', '.join(sorted(read & later))})")
     return None
 
 
@@ -305,9 +353,10 @@ def check(spec: TimeoutSpec) -> None:
     for alt in spec.pattern.alternatives if isinstance(spec.pattern, Or) else (spec.pattern,):
         for item in alt.items if isinstance(alt, Seq) else (alt,):
             if isinstance(item, Or):
-                if not all(isinstance(a, EventPat) or (isinstance(a, Kleene) and isinstance(a.inner, EventPat))
+                if not all(_event_step(a) or (isinstance(a, Seq) and all(_event_step(i) for i in a.items))
                            for a in item.alternatives):
-                    why = why or "not an OR step with an alternative of more than one event"
+                    why = why or ("not an OR step with an alternative other than an event, a Kleene event or a SEQ "
+                                  "of them")
             else:
                 why = why or _unsupported_step(item)
     if why is None:

@@ -113,8 +113,15 @@ class _Plan:
         self.reads: set[tuple[str, int]] = set()
         #: (key, condition, IS NULL?): a boolean column computed before the DEFINEs that read it
         self.derived: list[tuple[str, object, bool]] = []
+        #: ``(column, bits)``: the DEFINEs that test their own variable's bit of one packed INT column (the batch
+        #: path's mask, :func:`sparkcep.ir.recognize.bit_test`), read as ``bits`` of it at once
+        self.packed: tuple[str, int] | None = None
         for i, v in enumerate(variables):
             if v not in defines:
+                continue
+            tested = R.tested_bit(defines[v])
+            if tested is not None and tested[1] == i and (self.packed is None or self.packed[0] == tested[0]):
+                self.packed = (tested[0], (self.packed[1] if self.packed else 0) | (1 << i))
                 continue
             reads: set = set()
             ast = _vector_ast(defines[v], 0, reads, self.derived)
@@ -394,8 +401,15 @@ def _masks(plan: _Plan, table: pa.Table, b: np.ndarray, n: int) -> np.ndarray:
     except (TypeError, ValueError, OverflowError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         raise _Fallback from None
     defined = {i for i, _ in plan.defines}
-    full = sum(1 << i for i in range(len(plan.variables)) if i not in defined)
+    packed = plan.packed[1] if plan.packed else 0
+    full = sum(1 << i for i in range(len(plan.variables)) if i not in defined and not packed >> i & 1)
     bits = np.full(n, full, dtype=np.int64)
+    if packed:
+        a = _input(table, plan.packed[0])
+        if a is not None:  # a column the rows lack is NULL: no bit set
+            if not pa.types.is_integer(a.type):
+                raise _Fallback
+            bits |= pc.fill_null(a, 0).to_numpy(zero_copy_only=False).astype(np.int64) & packed
     for i, f in plan.defines:
         try:
             holds = f(cols, n)

@@ -148,6 +148,16 @@ def fit_batch_cost(offered, kept, work, read: float | None = None,
     return fixed, read, per_kept
 
 
+def cost_spread(durations, predicted) -> float:
+    """The margin a batch plan needs for the spread of measured durations around the fitted cost: the largest
+    relative excess of a duration over its prediction (0 if none is above it).
+
+        >>> cost_spread([1.0, 1.3, 0.9], [1.0, 1.0, 1.0])
+        0.3
+    """
+    return round(max([d / max(p, 1e-9) - 1.0 for d, p in zip(durations, predicted, strict=True)] + [0.0]), 12)
+
+
 @dataclass
 class BatchController:
     """The same goal for Spark micro-batches, from a query's progress (``StreamingQueryListener``).
@@ -216,11 +226,11 @@ class BatchController:
         _push(self._window, (since, max(duration, 1e-3), offered, kept, gap), self.memory)
         fixed, per_event = fit_cost([w[3] for w in self._window], [w[1] for w in self._window], self._fixed)
         self._fixed = fixed
-        spread = max(d / max(fixed + per_event * k, 1e-9) - 1.0 for _, d, _, k, _ in self._window)
+        spread = cost_spread([w[1] for w in self._window], [fixed + per_event * w[3] for w in self._window])
         rate = sum(w[2] for w in self._window) / sum(w[0] for w in self._window)
         gap = sum(w[4] for w in self._window) / len(self._window)
         interval = duration + gap
-        goal = min((self.target - gap) / 2, self.target - interval) / (1 + max(spread, 0.0))
+        goal = min((self.target - gap) / 2, self.target - interval) / (1 + spread)
         incoming = per_event * rate * interval
         if incoming <= 0:
             wanted = 0.0 if goal >= fixed else self.max_rho
@@ -346,7 +356,11 @@ class BacklogController:
       and what arrived meanwhile is read, not expired: the start-up is not the load).
     * The next batch gets the budget ``d = (target − gap) / 2`` (``target`` = ``safety × bound``; an event
       waits at most one batch in the source and one in the operator, so back-to-back batches of ``d`` keep
-      the latency at ``2d + gap``), shrunk by ``target / p99`` while the measured p99 is above the target.
+      the latency at ``2d + gap``), shrunk by ``target / p99`` while the measured p99 is above the target,
+      and, for the events kept (``rho``), with a margin for the spread of the measured durations around the
+      fitted cost (``s``, :func:`cost_spread`: they are planned within ``d / (1 + s)``; on a shared machine a
+      batch takes up to 40 % more than its cost, and the p99 is the slowest batches'); the admission bound
+      and the expiry age keep ``d`` (a smaller admission would shed whole files, unread, not by utility).
     * ``admit``, the admission bound: the most events the next batch may read, those whose reading and
       deciding take at most half of what the budget leaves after ``F``, ``(d − F) / (2o)`` (the other half is
       for the events kept; None while ``o`` is 0).  What waits beyond it is read by a later batch or, last
@@ -384,6 +398,8 @@ class BacklogController:
     #: floor ``F + o × n`` (s)
     over_budget: int = 0
     floor: float = 0.0
+    #: the last margin for the spread of measured durations over the fitted cost (:func:`cost_spread`)
+    spread: float = 0.0
     _warm: bool = False
     _fit: tuple[float, float, float] | None = None
 
@@ -420,11 +436,16 @@ class BacklogController:
                                    fixed if self._fit else None)
         fixed, read, per_kept = self._fit
         rate = sum(w[4] for w in self._window) / sum(w[0] for w in self._window)
-        budget = self._budget(latency)
-        admit = int(max((budget - fixed) / (2 * read), 1)) if read > 0 else None
+        # the plan for the next batch leaves room for the largest overrun of a measured batch over the fit
+        self.spread = cost_spread([x[1] for x in w], [fixed + read * x[2] + per_kept * x[3] for x in w])
+        full = self._budget(latency)
+        # the events kept are planned with that room; what is read is not (a smaller admission would shed
+        # whole files, unread, instead of the least useful events)
+        budget = full / (1 + self.spread)
+        admit = int(max((full - fixed) / (2 * read), 1)) if read > 0 else None
         coming = backlog + rate * self._gap()  # the backlog is what arrived until this batch's end
         n = min(coming, admit) if admit is not None else coming
-        if n > 0 and fixed + read * n > budget:
+        if n > 0 and fixed + read * n > full:
             self.over_budget += 1
             self.floor = max(self.floor, fixed + read * n)
         if n <= 0:
@@ -436,7 +457,7 @@ class BacklogController:
         wanted = _settle(self.rho, wanted, self.max_rho, self.damping)
         self.rho = wanted
         self.history.append((latency if latency is not None else float("nan"), backlog, wanted, admit))
-        return self._decide(wanted, admit, budget, fixed + read * n + per_kept * n * (1 - wanted))
+        return self._decide(wanted, admit, full, fixed + read * n + per_kept * n * (1 - wanted))
 
     def _gap(self) -> float:
         """The mean time between a batch's end and the next one's start (s)."""

@@ -20,7 +20,10 @@ Transitions are computed as Glushkov's follow relation, which for ``SEQ`` and ``
 of ``b#i`` aggregates the trends with ``i`` iterations so far, and the bound costs O(m) states, not trend
 enumeration.  An edge into a ``NEXT`` step (LINK) comes only from the vertex of the partition's previous event
 (every event reaches the engine, ``_mask`` 0 for those of no component; of a group of equal timestamps only
-the first follows the previous ts), kept across calls in ``_Run.link``.
+the first follows the previous ts), kept across calls in ``_Run.link``.  An edge across ``NEXT !(C c)`` (notNext)
+is valid only from a vertex whose next event in the partition is no such ``C``: it has its own running aggregate
+(or index, or store), which a vertex enters one event late, once that next event has come (:func:`_release`; a
+vertex of a micro-batch's last event waits in ``_Run.held``).
 
 **Stop conditions (UNTIL).**  A trend takes no stop event of a loop with ``UNTIL`` (Flink's ``until``) between
 the loop's first and last events, ends included (docs/language.md).  A stop event is no vertex of the loop's
@@ -107,7 +110,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from functools import wraps
 from itertools import compress, count, islice
-from operator import eq, lt
+from operator import eq, ge, gt, le, lt
 from typing import TYPE_CHECKING, Any
 
 from sparkcep.ir.spec import SlotState, TrendSpec
@@ -138,8 +141,9 @@ __all__ = ["EngineUnsupportedError", "TrendState", "advance", "check", "init_sta
 STATE_VERSION = 1
 
 #: The key of a state's stored vertices behind SCAN edges inside a loop with UNTIL, ``(CUT, state)`` in
-#: ``_Run.stores`` (those of its other SCAN edges are under ``state``)
-CUT = "cut"
+#: ``_Run.stores`` (those of its other SCAN edges are under ``state``), and of those behind a SCAN edge across a
+#: ``NEXT !(C c)``, ``(HELD, transition)``
+CUT, HELD = "cut", "held"
 
 
 def check(spec: TrendSpec) -> None:
@@ -271,7 +275,7 @@ def step(spec: TrendSpec, state: TrendState, events: Iterable[dict]) -> tuple[Tr
     frontier = state.frontier
     full = cs.full
     type_masks = cs.type_masks
-    keep_empty = bool(cs.links)  # a NEXT step: every event of the partition breaks adjacency
+    keep_empty = bool(cs.links or cs.not_next)  # NEXT, NEXT !(...): every event of the partition breaks adjacency
     stops = cs.stops_at if cs.until else None  # UNTIL: a stop event may fill no component, yet cuts its loop
     append = state.pending.append
     late = invalid = 0
@@ -430,7 +434,22 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
     if not ks:  # t lies between windows (slide > window): no trend can use these events
         for run in st.runs.values():
             run.link = {}
+            if cs.not_next:
+                run.held = []
+        for nr in st.negs:
+            nr.link = {}
         return
+    #: ``!(NEXT C c)``: per run, the held vertices the group's first event (such a C) blocks from the next ts on
+    transient: dict = {}
+    if cs.not_next:  # NEXT !(C c): the held vertices of the partition's previous event meet its next one
+        _, mask, ev = group[0]
+        for run in st.runs.values():
+            held = getattr(run, "held", None)
+            if held:
+                run.held = []
+                for j, hev, ht, aggs in held:
+                    _release(cs, run, cs.positive.states[j], hev, ht, aggs, mask, ev, batch,
+                             transient.setdefault(id(run), {}))
     latest = st.latest
     if cs.class_var is not None:
         attrs = cs.class_attrs
@@ -459,11 +478,13 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
                 runs = (st.runs[tuple(ev.get(a) for a in cs.class_attrs)],) if s.classed else st.runs.values()
                 for run in runs:
                     # only the group's first event follows the previous ts: a NEXT step's edge comes from there
-                    aggs = _vertex(cs, run, s, ev, t, ks, latest, run.link if i == 0 else None, loop in cut_at)
+                    aggs = _vertex(cs, run, s, ev, t, ks, latest, run.link if i == 0 else None, loop in cut_at,
+                                   transient.get(id(run)))
                     if aggs:
                         positive.append((run, s, ev, aggs, i))
             else:
-                start = _neg_vertex(st.negs[gid], s, ev, t, latest)
+                nr = st.negs[gid]
+                start = _neg_vertex(nr, s, ev, t, latest, getattr(nr, "link", None) if i == 0 else None)
                 if start is not None:
                     negative.append((gid, s, ev, start))
     if cs.links:  # the group's last event is the partition's previous event for the next group
@@ -473,11 +494,22 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
         for run, s, ev, aggs, _ in positive:
             if s.link_out and ev is last:
                 run.link[s.j] = (ev, aggs)
+        for nr in st.negs:
+            nr.link = {}
+        for gid, s, ev, start in negative:
+            if s.link_out and ev is last:
+                st.negs[gid].link[s.j] = (ev, start)
     if cut_at:
         for run in st.runs.values():
             _cut(cs, run, cut_at)
     for run, s, ev, aggs, i in positive:
         _insert(cs, run, s, ev, t, aggs, batch, i > cut_at.get(loop_of.get(s.comp), -1))
+    for run, s, ev, aggs, i in positive:
+        if s.held_out:  # NEXT !(C c): known from the group's next event, else from the next group's first
+            if i + 1 < len(group):
+                _release(cs, run, s, ev, t, aggs, group[i + 1][1], group[i + 1][2], batch)
+            else:
+                run.held.append((s.j, ev, t, aggs))
     for gid, s, ev, start in negative:
         nr = st.negs[gid]
         if start > nr.best[s.j]:
@@ -496,12 +528,13 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
 
 
 def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest: list,
-            link: dict | None = None, cut: bool = False) -> dict:
+            link: dict | None = None, cut: bool = False, transient: dict | None = None) -> dict:
     """The aggregates of a new vertex of state ``s`` per window ``k`` (Theorem 4.3 / 9.1): the START term plus
     the sum over its valid predecessors, for every window of ``ks`` where it has a trend.  ``link``: the
     vertices of the partition's previous event (None if it has this event's ts), a ``NEXT`` step's only
     predecessors; ``cut``: a stop event of its loop (UNTIL) came before it at its ts, so no edge inside the
-    loop leads to it."""
+    loop leads to it; ``transient``: per ``!(NEXT C c)`` edge, the vertices valid at this ts only (their next event,
+    such a ``C``, has it: it is not inside the gap of a trend that ends here)."""
     alg = cs.alg
     zero, plus = alg.zero, alg.add
     scanned: dict | None = None
@@ -509,6 +542,12 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
     for tr in s.ins:
         if cut and tr.cut is not None:
             continue
+        for pev, paggs in transient.get(tr.id, ()) if transient else ():
+            if _edge_holds(tr, pev, ev):
+                if scanned is None:
+                    scanned = {}
+                for k, a in paggs.items():
+                    scanned[k] = plus(scanned.get(k, zero), a)
         if tr.kind == LINK:
             prev = link.get(tr.src) if link else None
             if prev is not None and (tr.pred is None or tr.pred(prev[0], ev)):
@@ -517,7 +556,8 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
                 for k, a in prev[1].items():
                     scanned[k] = plus(scanned.get(k, zero), a)
         elif tr.kind == SCAN:
-            store = run.stores.get((CUT, tr.src) if tr.cut is not None else tr.src)
+            store = run.stores.get((CUT, tr.src) if tr.cut is not None else
+                                   (HELD, tr.id) if tr.not_next is not None else tr.src)
             if not store:
                 continue
             floor = _threshold(tr.guard, latest) if tr.guard else -_INF
@@ -611,6 +651,55 @@ def _insert(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, batch:
         run.stores.setdefault((CUT, j), []).append((t, ev, aggs))
 
 
+def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask: int, after: dict,
+             batch: _Batch | None, transient: dict | None = None) -> None:
+    """``NEXT !(C c)``: the vertex ``aggs`` of event ``ev`` in state ``s`` enters the index of each edge across such
+    a negation that it leaves, unless ``after`` (with component bitmask ``mask``), the partition's event right
+    after ``ev``, is such a ``C`` (its type, local predicates and predicates on it alone) -- in the windows still
+    open (GRETA: an edge ``p -> e`` across it is valid iff ``p``'s next event is no ``C``, known one event late).
+    For ``!(NEXT C c)`` the ``C`` must also lie inside the gap: one at ``ev``'s ts blocks nothing, one at a later ts
+    (``after`` then starts a ts group) blocks the edges to events after its ts only (``transient``: the vertex is a
+    predecessor of the events at its ts)."""
+    alg = cs.alg
+    plus, zero = alg.add, alg.zero
+    for tr in s.held_out:
+        k = cs.not_next[tr.not_next]
+        if (mask >> k & 1 and all(f(after) for f in cs.not_next_filters[tr.not_next])
+                and all(f(ev, after) for f in cs.not_next_pairs[tr.not_next])):
+            if not cs.not_next_gap[tr.not_next]:
+                continue
+            if transient is not None and after["ts"] > t:
+                transient.setdefault(tr.id, []).append((ev, aggs))
+                continue
+        if tr.kind == SCAN:
+            run.stores.setdefault((HELD, tr.id), []).append((t, ev, aggs))
+            continue
+        key = tr.key(ev)
+        for w, a in aggs.items():
+            win = run.wins.get(w)
+            if win is not None:  # else the window has closed (emitted) since
+                _index_insert(win, tr, key, a, plus, zero, batch, w)
+
+
+_COMPARE = {"<": lt, "<=": le, ">": gt, ">=": ge, "=": eq}
+
+
+def _edge_holds(tr, pev: dict, ev: dict) -> bool:
+    """Does the edge predicate of ``tr`` hold from ``pev`` to ``ev``, as its index would answer it?"""
+    if tr.kind == SCAN:
+        return tr.pred(pev, ev)
+    if tr.op is None or tr.key is None:
+        return True
+    key, probe = tr.key(pev), tr.probe(ev)
+    cls = _key_class(key)
+    if cls is None or cls != _key_class(probe):
+        return False
+    try:
+        return bool(_COMPARE[tr.op](key, probe))
+    except TypeError:
+        return False
+
+
 def _cut(cs: _Compiled, run: _Run, cut_at: dict[int, int]) -> None:
     """Stop events (UNTIL) of the loops of ``cut_at`` came: drop every vertex behind an edge inside those loops,
     in every window (GRETA: a stop resets the loop's self-edge sums; edges out of the loop keep every vertex, in
@@ -622,11 +711,16 @@ def _cut(cs: _Compiled, run: _Run, cut_at: dict[int, int]) -> None:
             run.stores.pop((CUT, tr.src), None)
 
 
-def _neg_vertex(nr: _NegRun, s: _State, ev: dict, t, latest: list) -> float | None:
-    """The latest start of a trend of a negative sub-pattern ending at this event (None: no such trend)."""
+def _neg_vertex(nr: _NegRun, s: _State, ev: dict, t, latest: list, link: dict | None = None) -> float | None:
+    """The latest start of a trend of a negative sub-pattern ending at this event (None: no such trend).  ``link``:
+    the negation's vertices of the partition's previous event (None if it has this event's ts), a ``NEXT`` step's
+    only predecessors."""
     best = t if s.first else -_INF
     for tr in s.ins:
-        if tr.kind == PLAIN:
+        if tr.kind == LINK:
+            prev = link.get(tr.src) if link else None
+            v = prev[1] if prev is not None and (tr.pred is None or tr.pred(prev[0], ev)) else -_INF
+        elif tr.kind == PLAIN:
             v = nr.best[tr.src]
         elif tr.kind == GUARDED:
             q = nr.queues.get(tr.id)

@@ -41,6 +41,7 @@ from sparkcep.runtime_udfs.trend.template import (
     _Graph,
     _guard,
     _mandatory,
+    _minimal,
     _pair_fn,
     _refs,
     _rename,
@@ -48,12 +49,17 @@ from sparkcep.runtime_udfs.trend.template import (
     _State,
     _TemplateBuilder,
     _Trans,
+    not_next_marker,
 )
 
 if TYPE_CHECKING:
     from sparkcep.runtime_udfs.trend.template import _Positions
 
 __all__ = ["describe"]
+
+#: The owner of the negated event of a ``NEXT !(C c)`` (no graph of its own; -1 is the positive graph, 0, 1, ...
+#: the negations')
+NOT_NEXT = -2
 
 
 class _Compiled:
@@ -100,6 +106,11 @@ class _Compiled:
 
         # which graph each component belongs to: -1 the positive one, else the negation's id
         owner = dict.fromkeys(range(self.n), -1)
+        #: the negated events of ``NEXT !(C c)``, by index (:attr:`_Trans.not_next`), as their components
+        self.not_next = tuple(position_of[e.var] for e in builder.not_next)
+        self.not_next_gap = tuple(builder.in_gap)  # ``!(NEXT C c)``: the C must also lie inside the gap
+        for k in self.not_next:
+            owner[k] = NOT_NEXT
         for nid, neg in enumerate(negs):
             for k in neg.components:
                 owner[k] = nid  # a negation's positions exclude those of the negations nested in it
@@ -123,10 +134,18 @@ class _Compiled:
                       **{nid: set(neg.positions.first) for nid, neg in enumerate(negs)}}
         #: per WHERE conjunct, how it is evaluated: a description, or the _Edge it became (for describe())
         self.classified: list[tuple[Any, Any]] = []
+        self._follow = pos.follow
+        #: per component of a NEXT !(C c), the predicates relating c to the pick right before it (``_p``, ``_e`` = c)
+        nn_pairs: dict[int, list] = {}
+        self._nn_pairs = nn_pairs
         for conj in spec.predicates:
             how = self._classify(conj, comps, position_of, owner, is_list, mandatory, any_vars, follow_sets,
                                  first_sets, negs, vertex_filters, edges, class_items)
             self.classified.append((conj, how))
+        #: per ``NEXT !(C c)``, the predicates on its event alone (its local ones are in the component's mask bit)
+        self.not_next_filters = tuple(tuple(vertex_filters.get(k, ())) for k in self.not_next)
+        #: and those relating it to the pick right before it, ``f(pick, event)``
+        self.not_next_pairs = tuple(tuple(nn_pairs.get(k, ())) for k in self.not_next)
         self.neg_nodes = tuple(neg.node for neg in negs)
         self.components = comps
         self.class_var: str | None = None
@@ -193,7 +212,7 @@ class _Compiled:
             t: sum(1 << k for k, _, _ in entries) for t, entries in self.by_type.items()}
         self.n_states = len(self.positive.states)
         #: COUNT(*) over one positive graph whose edges need no stored vertices: the specialized scan
-        self.counts_only = (not self.alg.vector and not self.negs and self.class_var is None
+        self.counts_only = (not self.alg.vector and not self.negs and self.class_var is None and not self.not_next
                             and all(t.kind in (PLAIN, ORDERED, EQUAL, LINK) for t in self.positive.trans)
                             and not any(s.filters for s in self.positive.states))
         self._plans: dict[int, tuple] = {}
@@ -222,6 +241,8 @@ class _Compiled:
                     attr, value = item.attr, item.value.value
                     vertex_filters.setdefault(k, []).append(lambda ev, a=attr, v=value: ev.get(a) == v)
                     how.append(f"vertex filter on {item.var} (in the engine)")
+                elif owner[k] == NOT_NEXT:
+                    how.append(f"holds for the single event of {item.var}")
                 elif owner[k] == -1:
                     class_items.append((item.var, item.attr))
                     how.append(f"scoped equivalence: one graph per value of {item.var}.{item.attr}")
@@ -246,14 +267,24 @@ class _Compiled:
                 return "constant, false: no trend"
             return "constant, true"
         graphs = {owner[position_of[v]] for v in names}
+        if graphs == {NOT_NEXT, -1} and len(names) == 2:
+            how = self._not_next_pair(conj, names, position_of, owner, is_list, any_vars)
+            if how is not None:
+                return how
         if len(graphs) > 1:
             raise EngineUnsupportedError(
-                "a predicate relating a negated variable to variables outside its negated sub-pattern is not "
-                "supported by the trend engine")
+                f"the predicate {_show(conj)} relates a negated variable to variables outside its negated "
+                "sub-pattern: not supported by the trend engine")
         gid = graphs.pop()
-        follow = follow_sets[gid]
         indexes = {(n.var, n.index) for n in walk(conj) if isinstance(n, Attr)}
         single = {None, "cur", "last", 1}
+        if gid == NOT_NEXT:  # one event (check refuses relating it to others): a test of the partition's next event
+            (v,) = names
+            if not {i for _, i in indexes} <= single:
+                raise EngineUnsupportedError(f"{v!r} is a single event: index unknown")
+            vertex_filters.setdefault(position_of[v], []).append(self._filter(conj, v))
+            return f"vertex filter on {v} (in the engine), read on the event right after the previous pick"
+        follow = follow_sets[gid]
         if len(names) == 1:
             (v,) = names
             k = position_of[v]
@@ -295,6 +326,21 @@ class _Compiled:
             f"predicate {_show(conj)} does not relate adjacent events of a trend: not supported by the trend "
             "engine")
 
+    def _not_next_pair(self, conj, names, position_of, owner, is_list, any_vars) -> str | None:
+        """``c.x = a.x`` for ``NEXT !(C c)`` right after the single event ``a``: a test of ``a``'s vertex and the
+        partition's next event, if every edge across that negation leaves a vertex of ``a`` (else None)."""
+        c, v = sorted(names, key=lambda n: owner[position_of[n]] != NOT_NEXT)
+        kc, kv = position_of[c], position_of[v]
+        ids = {i for i, k in enumerate(self.not_next) if k == kc}
+        sources = {self.comp_of[x] for (x, _), alts in self._follow.items() for a in alts for m in a
+                   if m < 0 and not_next_marker(m) in ids}
+        indexes = {n.index for n in walk(conj) if isinstance(n, Attr)}
+        if is_list[v] or sources != {kv} or not indexes <= {None, "cur", "last", 1}:
+            return None
+        anys = frozenset(n for n, var in (("_p", v), ("_e", c)) if var in any_vars)
+        self._nn_pairs.setdefault(kc, []).append(_pair_fn(_rename(conj, {v: "_p", c: "_e"}), anys))
+        return f"test of {v}'s vertex and the event right after it (NEXT !(...)), in the engine"
+
     def _filter(self, conj, var: str) -> Callable[[dict], bool]:
         fn = compile_expr(_rename(conj, {var: "_e"}), frozenset({"_e"}) if var in self._any_vars else frozenset())
         return lambda ev: fn({"_e": ev}) is True
@@ -309,18 +355,30 @@ class _Compiled:
                   for j, x in enumerate(members)]
         for k, alts in p.first.items():
             s = states[state_of[k]]
-            s.first, s.start_guard = True, _guard(alts)
+            # NEXT !(C c) with no pick before it constrains nothing (as a NEXT step with none before it)
+            s.first, s.start_guard = True, _guard(_minimal(frozenset(m for m in a if m >= 0) for a in alts))
         for k, alts in p.last.items():
             s = states[state_of[k]]
+            if any(m < 0 for a in alts for m in a):
+                raise EngineUnsupportedError("NEXT !(...) after which a trend may end is not supported by the trend "
+                                             "engine (it would wait for an event the window may not hold)")
             s.last, s.end_guard = True, _guard(alts)
         for s in states:
             if s.comp in vertex_filters:
                 s.filters = tuple(vertex_filters[s.comp])
         trans: list[_Trans] = []
         for (x, y), alts in sorted(p.follow.items()):
-            guard = _guard(alts)
+            held = {m for a in alts for m in a if m < 0}
+            if held and (len(alts) != 1 or len(next(iter(alts))) != 1):
+                raise EngineUnsupportedError(
+                    "NEXT !(...) next to a negation, or on an edge several paths of the pattern give, is not "
+                    "supported by the trend engine")
+            guard = None if held else _guard(alts)
             mine = [e for e in edges if (e.src, e.dst) == (comp_of[x], comp_of[y])]
             link = (x, y) in self.links
+            if held and link:
+                raise EngineUnsupportedError("NEXT !(...) right before a NEXT step is not supported by the trend "
+                                             "engine")
             # a NEXT step's edge joins events adjacent in the partition: no negation can lie between them
             t = _Trans(len(trans), state_of[x], state_of[y], LINK if link else PLAIN, None if link else guard)
             src_any, dst_any = comps[comp_of[x]].var in any_vars, comps[comp_of[y]].var in any_vars
@@ -336,12 +394,18 @@ class _Compiled:
             loop = self.loop_of.get(comp_of[x])
             if positive and loop is not None and self.loop_of.get(comp_of[y]) == loop:
                 _cut(t, loop)
+            if held:  # its own running aggregate, index or store, which a vertex enters one event late
+                t.not_next = not_next_marker(held.pop())
+                if t.kind == PLAIN:
+                    t.kind, t.key, t.probe = EQUAL, _constant, _constant
             for e in mine:
                 e.trans = e.trans or t  # the first of its transitions (a bounded quantifier's copies: several)
             trans.append(t)
             states[t.dst].ins.append(t)
             src = states[t.src]
-            if t.kind == PLAIN:
+            if t.not_next is not None:
+                src.held_out.append(t)
+            elif t.kind == PLAIN:
                 src.plain_out = True
             elif t.kind in (ORDERED, EQUAL):
                 src.ordered_out.append(t)
@@ -587,6 +651,10 @@ def describe(spec: TrendSpec) -> list[str]:
             label = ("next iteration" if i and j > i else "Kleene +" if dst.comp <= src.comp and i >= j else "SEQ")
             guard = f", invalid if an {_markers(t.guard)} trend lies between the two events" if t.guard else ""
             index = "running aggregate per window" if t.cut is not None and t.op is None else _INDEX_NAMES[t.kind]
+            if t.not_next is not None:
+                index = ("running aggregate per window" if t.op is None else _INDEX_NAMES[t.kind])
+                guard += (f", only from a vertex whose next event in the partition is no "
+                          f"{comps[cs.not_next[t.not_next]].var} (NEXT !(...)), entered one event late")
             if t.cut is not None:
                 guard += ", emptied by each stop event (UNTIL)"
             lines.append(f"{indent}{name(g, t.src)} -> {name(g, t.dst)} ({label}): {index}{guard}")
@@ -612,8 +680,8 @@ def describe(spec: TrendSpec) -> list[str]:
         out.append("predicates (GRETA §6):")
     if spec.key:
         out.append(f"  [{', '.join(spec.key)}]: partition key (equivalence tests and GROUP BY), one graph per value")
-    for var, local in locals_:
-        out.append(f"  {_show(local)}: vertex filter on {var}, pushed to the Spark SQL filter")
+    for name_, local in locals_:  # (not ``var``: the helper above reads a transition's variable)
+        out.append(f"  {_show(local)}: vertex filter on {name_}, pushed to the Spark SQL filter")
     for conj, how in cs.classified:
         if not isinstance(how, _Edge):
             out.append(f"  {_show(conj)}: {how}")

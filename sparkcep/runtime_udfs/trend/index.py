@@ -277,14 +277,17 @@ class _Run:
     """The runtime of the positive graph (one per value of a scoped equivalence test): windows, and the
     vertices of states whose outgoing edges are checked one by one (``ts, event, {window: aggregate}``), and
     the vertices of the partition's last event in states a ``NEXT`` step leaves (``{state: (event, {window:
-    aggregate})}``)."""
+    aggregate})}``), and those of its states a ``NEXT !(C c)`` edge leaves, held until the partition's next event
+    says whether they may enter it (``(state index, event, ts, {window: aggregate})``; a state saved before this slot
+    existed has none)."""
 
-    __slots__ = ("wins", "stores", "link")
+    __slots__ = ("wins", "stores", "link", "held")
 
     def __init__(self) -> None:
         self.wins: dict[int, _Win] = {}
         self.stores: dict[int, list] = {}
         self.link: dict[int, tuple] = {}
+        self.held: list[tuple] = []
 
     def clone(self) -> _Run:
         out = _Run()
@@ -297,6 +300,7 @@ class _Run:
             out.wins[k] = copy
         out.stores = {j: list(store) for j, store in self.stores.items()}
         out.link = dict(self.link)
+        out.held = list(getattr(self, "held", ()))
         return out
 
 
@@ -319,11 +323,14 @@ def _copy_queue(q: _Queue) -> _Queue:
 
 class _NegRun:
     """The runtime of one negation graph: per state the largest trend start over its vertices (``best``),
-    the monotone queues of guarded transitions (``(ts, start)``, starts decreasing) and stored vertices."""
+    the monotone queues of guarded transitions (``(ts, start)``, starts decreasing), stored vertices, and the
+    vertices of the partition's last event in states a ``NEXT`` step inside the negation leaves (``{state: (event,
+    start)}``; a state saved before this slot existed has none)."""
 
-    __slots__ = ("best", "queues", "stores")
+    __slots__ = ("best", "queues", "stores", "link")
 
     def __init__(self, n_states: int) -> None:
         self.best = [-_INF] * n_states
         self.queues: dict[int, deque] = {}
         self.stores: dict[int, list] = {}
+        self.link: dict[int, tuple] = {}

@@ -18,6 +18,7 @@ from sparkcep.ir.ast import (
     Or,
     Seq,
     Unary,
+    linked_first,
     walk,
 )
 from sparkcep.runtime_udfs.expr.scalar import compile_expr
@@ -98,6 +99,12 @@ class _TemplateBuilder:
         self._neg_ids: dict[int, int] = {}  # id(Not node) → negation id: one graph for all its iterations
         #: follow pairs ``(x, y)`` into a ``NEXT`` step: valid only between events adjacent in the partition
         self.links: set[tuple[int, int]] = set()
+        #: the negated events of ``NEXT !(C c)`` (Flink's notNext), ``i``-th marked ``not_next_marker(i)``: an edge
+        #: ``x -> y`` across one is valid only if the partition's event right after ``x``'s is no such ``C``
+        self.not_next: list[EventPat] = []
+        #: per such negation, True for ``!(NEXT C c)`` (the ``C`` must also lie strictly inside the gap: after the
+        #: pick's ts and before the next pick's), False for ``NEXT !(C c)``
+        self.in_gap: list[bool] = []
 
     def _position(self, k: int) -> int:
         if self._iteration is None:
@@ -113,6 +120,8 @@ class _TemplateBuilder:
         if isinstance(node, EventPat):
             k = self._position(self.position_of[node.var])
             return _Positions(frozenset(), {k: _UNMARKED}, {k: _UNMARKED}, {})
+        if isinstance(node, Not) and linked_first(node):
+            return self._not_next(node, gap=True)
         if isinstance(node, Not):
             nid = self._neg_ids.get(id(node))
             if nid is None:  # a negation inside a bounded group is one graph: it blocks every iteration alike
@@ -139,8 +148,20 @@ class _TemplateBuilder:
                         _merge_into(dst, key, alts)
             return out
         if isinstance(node, Seq):
-            return self._seq([self.build(item) for item in node.items], node.strict, self.links)
+            return self._seq([self._not_next(item) if node.strict and node.strict[k] and isinstance(item, Not)
+                              else self.build(item) for k, item in enumerate(node.items)], node.strict, self.links)
         raise EngineUnsupportedError(f"pattern node {type(node).__name__} is not supported by the trend engine")
+
+    def _not_next(self, node: Not, gap: bool = False) -> _Positions:
+        """``NEXT !(C c)``, or ``!(NEXT C c)`` (``gap``): no graph of its own (GRETA's negation invalidates by time,
+        this one by adjacency in the partition), an empty item whose marker the edges across it carry
+        (:func:`not_next_marker`)."""
+        inner = node.inner.items[0] if gap else node.inner
+        if not isinstance(inner, EventPat):
+            raise EngineUnsupportedError("NEXT !(...) negates one event T v")
+        self.not_next.append(inner)
+        self.in_gap.append(gap)
+        return _Positions(frozenset({frozenset({not_next_marker(len(self.not_next) - 1)})}))
 
     @staticmethod
     def _loop(inner: _Positions, op: str) -> _Positions:
@@ -202,6 +223,12 @@ class _TemplateBuilder:
         out.last = tails
         out.empties = prefix
         return out
+
+
+def not_next_marker(i: int) -> int:
+    """The marker of the ``i``-th ``NEXT !(C c)``: negative, apart from GRETA negations' ids ``0, 1, ...``; its own
+    inverse (``not_next_marker(not_next_marker(i)) == i``)."""
+    return -1 - i
 
 
 def _guard(alts: Markers | None) -> tuple[tuple[int, ...], ...] | None:
@@ -323,6 +350,9 @@ class _Trans:
     #: event empties its index (its own running aggregate, an EQUAL transition on a constant key, when it has
     #: no edge predicate) or stored vertices
     cut: int | None = None
+    #: an edge across ``NEXT !(C c)``, that negation's index (:attr:`_TemplateBuilder.not_next`): its source vertex
+    #: enters the edge's own index only once the partition's next event is known to be no such ``C``
+    not_next: int | None = None
 
 
 @dataclass
@@ -346,6 +376,8 @@ class _State:
     stored: bool = False
     cut_stored: bool = False  # the source of a SCAN transition inside a loop with UNTIL (:attr:`_Trans.cut`)
     link_out: bool = False  # the source of a LINK transition: its vertex of the partition's last event is kept
+    #: the transitions across a ``NEXT !(C c)`` it leaves (:attr:`_Trans.not_next`), which its vertex enters late
+    held_out: list[_Trans] = field(default_factory=list)
     classed: bool = False
     contrib: Callable | None = None  # event → per-measure values (vector algebra)
 
