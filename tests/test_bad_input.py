@@ -169,3 +169,20 @@ def test_stream_routes_bad_and_late_input_and_counts_it(spark, tmp_path, capsys)
     assert f"{len(expected)} results, {len(BAD)} dead letters, 1 late, " in progress[-1]
     ignored = sum(1 for e in events if e["type"] == "C") + 1  # C events and the unknown type
     assert f", {ignored} ignored, " in progress[-1]
+
+
+def test_file_arrival_is_observed_once_found_by_plan_node_not_by_plan_text(spark, tmp_path):
+    """``with_file_arrival`` adds the arrival metric unless the plan already has that observation node: a
+    filter whose literal reads like the node's text is no observation (it fooled a search of the plan's
+    text), and an observed DataFrame is returned as it is (no second metric of the same name)."""
+    from pyspark.sql import functions as F
+
+    from sparkcep.spark.io import with_file_arrival
+    from sparkcep.spark.validate import ARRIVAL_METRIC
+
+    (tmp_path / "e.json").write_text('{"type": "A", "ts": 1, "id": 1}\n')
+    df = spark.read.json(str(tmp_path)).where(F.col("type") != f"CollectMetrics {ARRIVAL_METRIC}, x")
+    observed = with_file_arrival(df)
+    assert observed is not None and observed is not df
+    assert f"CollectMetrics {ARRIVAL_METRIC}," in observed._jdf.queryExecution().logical().toString()
+    assert with_file_arrival(observed) is observed

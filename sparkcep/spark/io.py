@@ -83,13 +83,27 @@ def followed_directory(df) -> str | None:
     return path if os.path.isdir(path) else None
 
 
+def _observes(plan, name: str) -> bool:
+    """Whether the JVM logical ``plan`` holds a ``CollectMetrics`` node (``DataFrame.observe``) named ``name``:
+    a walk over the plan's nodes, not a search of its text (which a literal in a filter could fool and which
+    Spark abbreviates for wide plans)."""
+    nodes = [plan]
+    while nodes:
+        node = nodes.pop()
+        if node.getClass().getSimpleName() == "CollectMetrics" and node.name() == name:
+            return True
+        children = node.children()
+        nodes.extend(children.apply(i) for i in range(children.size()))
+    return False
+
+
 def with_file_arrival(df):
     """A stream over a file source with its events' arrival (their file's modification time) observed per
     micro-batch (:data:`~sparkcep.spark.validate.ARRIVAL_METRIC`: what the backlog controller and the progress
     line read), unless ``df`` observes it already (``read_validated``, ``arrival_col``); the column itself is
     not kept.  None when it cannot be observed (the file's metadata is out of reach of ``df``'s plan)."""
     try:
-        if f"CollectMetrics {ARRIVAL_METRIC}," in df._jdf.queryExecution().logical().toString():
+        if _observes(df._jdf.queryExecution().logical(), ARRIVAL_METRIC):
             return df
         return observed_arrival(df.select("*", _arrival_of(df))).drop(ARRIVAL_COL)
     except Exception:  # noqa: BLE001 - no JVM to ask, no file metadata: no arrival
