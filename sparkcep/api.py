@@ -194,6 +194,12 @@ class CompiledQuery:
             if self.query.returns is None and schema is None:
                 raise CEPError("the generated job of an AFTER MATCH SKIP query needs RETURN: without it the output "
                                "lists every column of the input, which is not known when compiling")
+            from sparkcep.compiler.recognize.from_pattern import event_columns
+
+            if event_columns(self.query, self.source):
+                raise CEPError("the generated job of an AFTER MATCH SKIP query does not compute Spark SQL functions "
+                               "of one event yet (apply() and the CLI's run do): use the engine's functions "
+                               "(abs, if, coalesce, greatest, least) or run the query")
             return recognize_job(self.recognize(schema), explain=self.explain(schema), ts_unit=self.ts_unit)
         # without a schema: durations with units mean timestamp ts (ms), bare ones numeric ts
         ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")
@@ -254,10 +260,15 @@ class CompiledQuery:
             schema = StructType([f for f in schema.fields if f.name != ARRIVAL_COL])
         if self.query.skip is not None:  # one preferred match per start event: MATCH_RECOGNIZE's engine
             from sparkcep.compiler.recognize import check_recognize
+            from sparkcep.compiler.recognize.from_pattern import event_columns
             from sparkcep.sql_api import apply_recognize
 
             rec = self.recognize(schema)
             check_recognize(rec, streaming=streaming)
+            # Spark SQL functions over one event: computed by Spark as columns the statement reads
+            extra = event_columns(self.query, self.source, {f.name: f.dataType.simpleString() for f in schema})
+            if extra:
+                df = df.selectExpr("*", *[f"{sql} AS `{name}`" for name, sql in extra])
             if side_channel:  # every event goes to the engine: all are relevant (the progress line's count)
                 from sparkcep.spark.sinks import counted
 

@@ -38,8 +38,14 @@ QUERIES = [
     # change the rows
     "PATTERN SEQ(A a, !(A n), B? q, (SEQ(B b, C c))+ UNTIL (b.x > 2), A e OR C f) WHERE [id] WITHIN 10 "
     "AFTER MATCH SKIP PAST LAST EVENT "
-    "RETURN a.ts AS a_ts, q.ts AS q_ts, count(b[].x) AS n, c[c.len].ts AS c_ts, e.ts AS e_ts, f.ts AS f_ts",
+    "RETURN a.ts AS a_ts, q.ts AS q_ts, count(b[].x) AS n, c[c.len].ts AS c_ts, e.ts AS e_ts, f.ts AS f_ts, "
+    "lower(a.type) AS la",  # a Spark SQL function of one event: a column Spark computes before the engine
 ]
+# Spark SQL functions (and IN/BETWEEN forms) the engine does not evaluate, each over one event: columns Spark
+# computes before the engine (refused before); BETWEEN and IN change the rows
+QUERIES.insert(0, "PATTERN SEQ(A a, B+ b[], C c) USING skip_till_any_match WHERE [id] AND b[i].x BETWEEN 1 AND 2 "
+               "AND a.x IN (0, 3) AND upper(c.type) = 'C' WITHIN 8 AFTER MATCH SKIP TO NEXT EVENT "
+               "RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts, lower(c.type) AS lc")
 
 
 def _events(seed: int, n: int = 60) -> list[dict]:

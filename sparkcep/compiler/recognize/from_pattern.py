@@ -58,7 +58,7 @@ language to (negation at the start or end, groups of more than events, condition
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sqlglot.expressions as sx
 
@@ -399,11 +399,12 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
                     "start event (an endless loop, an error in SQL:2016): skip to a variable that comes later in "
                     "the pattern", query.skip, source)
     for e in [p.expr for p in r.predicates if p.kind != "equivalence"] + [i.expr for i in r.returns or ()]:
-        for n in walk(e):
+        for n in walk(_per_event(e, {})):
             if isinstance(n, Call) and (n.name not in _FUNCTIONS or n.type is not None):
                 _refuse(f"with AFTER MATCH SKIP conditions and RETURN items run as MATCH_RECOGNIZE DEFINEs and "
-                        f"MEASURES, which evaluate {', '.join(f'{f}()' for f in _FUNCTIONS)} and operators, not "
-                        f"{n.name}()", n, source)
+                        f"MEASURES, which evaluate {', '.join(f'{f}()' for f in _FUNCTIONS)} and operators; "
+                        f"another Spark SQL function such as {n.name}() is computed by Spark per event, so its "
+                        f"arguments must read one event (one variable, one index)", n, source)
     for p in r.predicates:
         if p.kind == "equivalence":
             continue
@@ -419,6 +420,58 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
         else:
             _define(p.expr, order, by_var, source, strategy == "skip_till_next_match")
     return r
+
+
+def _event_key(n: Call):
+    """The call with its variables erased: the same per-event column whichever variable reads it."""
+    return map_nodes(n, lambda m: Attr(None, m.attr) if isinstance(m, Attr) else m)
+
+
+def _per_event(e, names: dict):
+    """``e`` with each call the MATCH_RECOGNIZE engine does not evaluate whose arguments read one event
+    (attributes of one variable at one index, no aggregate) replaced by that event's column ``names[call]``
+    (a fresh name added to ``names``, keyed by the call without its variable): Spark computes it per event
+    before the engine runs (:func:`event_columns`)."""
+    if isinstance(e, Call) and (e.name not in _FUNCTIONS or e.type is not None):
+        nodes = list(walk(e))
+        attrs = {(n.var, n.index) for n in nodes if isinstance(n, Attr)}
+        if (len(attrs) == 1 and next(iter(attrs))[0] is not None and next(iter(attrs))[1] != "all"
+                and not any(isinstance(n, Func) for n in nodes)):
+            var, index = next(iter(attrs))
+            key = _event_key(e)
+            name = names.setdefault(key, f"__sparkcep_f{len(names)}")
+            return Attr(var, name, index, span=e.span)
+        return e
+    if isinstance(e, (Attr, Literal)) or not hasattr(e, "__dataclass_fields__"):
+        return e
+    changes = {}
+    for f in e.__dataclass_fields__:
+        if f == "span":
+            continue
+        value = getattr(e, f)
+        new = tuple(_per_event(v, names) for v in value) if isinstance(value, tuple) else _per_event(value, names)
+        if new != value:
+            changes[f] = new
+    return replace(e, **changes) if changes else e
+
+
+def _with_event_columns(r: ResolvedQuery) -> tuple[ResolvedQuery, dict]:
+    names: dict = {}
+    predicates = tuple(p if p.kind == "equivalence" else replace(p, expr=_per_event(p.expr, names))
+                       for p in r.predicates)
+    returns = None if r.returns is None else tuple(replace(i, expr=_per_event(i.expr, names)) for i in r.returns)
+    return replace(r, predicates=predicates, returns=returns), names
+
+
+def event_columns(query: Query, source: str | None = None, types: dict[str, str] | None = None
+                  ) -> list[tuple[str, str]]:
+    """``(column, Spark SQL)`` of the per-event function calls of an AFTER MATCH SKIP query (Spark SQL
+    functions the MATCH_RECOGNIZE engine does not evaluate, over one event's attributes): the columns Spark adds
+    to the input before the engine runs, which :func:`to_recognize` reads instead of the calls."""
+    from sparkcep.compiler.codegen.sql import to_sql_expr
+
+    _, names = _with_event_columns(check_skip_query(query, source))
+    return [(name, to_sql_expr(call, types=types).sql(dialect="spark")) for call, name in names.items()]
 
 
 def _negation_define(e, order: dict[str, int], by_var: dict[str, Component], negs: list[Negation],
@@ -776,7 +829,7 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
                  type_col: str = "type", ts_col: str = "ts") -> rx.Recognize:
     """The MATCH_RECOGNIZE statement IR of an AFTER MATCH SKIP match query; ``columns`` are the input's columns
     (the default output, without RETURN, is every one of them for every variable)."""
-    r = check_skip_query(query, source)
+    r, _ = _with_event_columns(check_skip_query(query, source))
     comps = components(r.query.pattern, source)
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
