@@ -196,11 +196,9 @@ class CompiledQuery:
                                "lists every column of the input, which is not known when compiling")
             from sparkcep.compiler.recognize.from_pattern import event_columns
 
-            if event_columns(self.query, self.source):
-                raise CEPError("the generated job of an AFTER MATCH SKIP query does not compute Spark SQL functions "
-                               "of one event yet (apply() and the CLI's run do): use the engine's functions "
-                               "(abs, if, coalesce, greatest, least) or run the query")
-            return recognize_job(self.recognize(schema), explain=self.explain(schema), ts_unit=self.ts_unit)
+            types = None if schema is None else {f.name: f.dataType.simpleString() for f in schema}
+            return recognize_job(self.recognize(schema), explain=self.explain(schema), ts_unit=self.ts_unit,
+                                 event_columns=event_columns(self.query, self.source, types))
         # without a schema: durations with units mean timestamp ts (ms), bare ones numeric ts
         ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")
         plan = self.plan(schema)
@@ -268,7 +266,9 @@ class CompiledQuery:
             # Spark SQL functions over one event: computed by Spark as columns the statement reads
             extra = event_columns(self.query, self.source, {f.name: f.dataType.simpleString() for f in schema})
             if extra:
-                df = df.selectExpr("*", *[f"{sql} AS `{name}`" for name, sql in extra])
+                from pyspark.sql import functions as F
+
+                df = df.select("*", *[F.expr(sql).alias(name) for name, sql in extra])
             if side_channel:  # every event goes to the engine: all are relevant (the progress line's count)
                 from sparkcep.spark.sinks import counted
 

@@ -296,7 +296,7 @@ TS_UNIT = {ts_unit}
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 {options}
-{session_and_rows}
+{session_and_rows}{event_columns}
     if args.stream:  # per micro-batch counts in the query's progress (observedMetrics); every valid row is relevant
         rows = counted(counted(rows, "events_valid"), "events_relevant")
         rejected = counted(rejected, "dead_letters")
@@ -339,8 +339,16 @@ def time_column(q: rc.Recognize) -> str:
     return q.order_by[0].column
 
 
-def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None) -> str:
-    """The standalone PySpark job of ``q`` (see the module docstring)."""
+#: The Spark SQL functions of one event an AFTER MATCH SKIP query reads as columns, computed before the engine.
+_EVENT_COLUMNS = '''
+    # the Spark SQL functions of one event the statement reads as columns: computed by Spark, before the engine
+    rows = rows.select("*", *[F.expr(sql).alias(name) for name, sql in {columns}])'''
+
+
+def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None,
+               event_columns: list[tuple[str, str]] = ()) -> str:
+    """The standalone PySpark job of ``q`` (see the module docstring); ``event_columns``: ``(column, Spark SQL)``
+    the rows gain before the engine runs (an AFTER MATCH SKIP query's functions of one event)."""
     docstring = _DOCSTRING.format(run_it=RUN_IT, source=q.source, query=textwrap.indent(q.text.strip(), "    "),
                                   explain=textwrap.indent(explain, "    "), time_col=time_column(q))
     return _TEMPLATE.format(
@@ -351,6 +359,8 @@ def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None) -> 
         ts_unit=py_literal(ts_unit),
         options=_OPTIONS.format(output_help="", checkpoint_help="", results="OUTPUT"),
         session_and_rows=_SESSION_AND_ROWS.format(app_name=py_literal(f"sparkcep: MATCH_RECOGNIZE over {q.source}")),
+        event_columns=_EVENT_COLUMNS.format(columns=py_literal([list(c) for c in event_columns]))
+        if event_columns else "",
     )
 
 
