@@ -515,6 +515,16 @@ def _read_all(batches):
 BASELINE_COST = 4e-6
 
 
+def join_plan(spark, sql: str) -> str:
+    """The joins Spark's adaptive execution chose for ``sql``, run once more after the timed runs (untimed): a
+    broadcast hash join at small sizes, a sort-merge join (both sides shuffled) at large ones."""
+    df = spark.sql(sql)
+    df.collect()
+    plan = df._jdf.queryExecution().executedPlan().toString()  # the final adaptive plan, once executed
+    kinds = {"BroadcastHashJoin": "broadcast", "SortMergeJoin": "sort-merge", "ShuffledHashJoin": "shuffled hash"}
+    return "+".join(name for node, name in kinds.items() if node in plan) or "?"
+
+
 def section_baselines(args) -> Table:
     from pyspark.sql import functions as F
 
@@ -523,8 +533,8 @@ def section_baselines(args) -> Table:
     table = Table(f"{query} on Spark, {args.baseline_ids} ids, {args.baseline_types} types: sparkcep vs the "
                   f"bucketed self-join and a plain groupBy(id).count()",
                   ["events", "matches", "sparkcep s", "bucketed join s", "groupBy s", "floor s", "floor+Python s",
-                   "join / sparkcep", "sparkcep / groupBy", "sparkcep / floor", "run by run", "CPU sparkcep s",
-                   "CPU join s", "CPU groupBy s", "CPU floor s", "CPU floor+Python s", "load"])
+                   "join / sparkcep", "join plan", "sparkcep / groupBy", "sparkcep / floor", "run by run",
+                   "CPU sparkcep s", "CPU join s", "CPU groupBy s", "CPU floor s", "CPU floor+Python s", "load"])
     runs = sum(args.sizes) * 5 * (args.repeat + 1)
     print(f"baselines: {len(args.sizes)} sizes, {args.repeat} timed runs + a warm-up of each of 5 sides: expected "
           f"~{runs * BASELINE_COST / 60:.0f} min on 2 quiet cores (plus ~{sum(args.sizes) * 1e-7:.0f} s to write "
@@ -547,7 +557,8 @@ def section_baselines(args) -> Table:
         assert grouped.result == n, (n, grouped.result)
         paired = sorted(t / o for o, t in zip(ours.wall, joined.wall, strict=True))
         table.rows.append([n, ours.result, ours.median, joined.median, grouped.median, floor.median, floor_py.median,
-                           f"{joined.median / ours.median:.2f}x", f"{ours.median / grouped.median:.2f}x",
+                           f"{joined.median / ours.median:.2f}x", join_plan(spark, sql),
+                           f"{ours.median / grouped.median:.2f}x",
                            f"{ours.median / floor.median:.2f}x", f"{paired[0]:.2f}-{paired[-1]:.2f}x",
                            ours.median_cpu, joined.median_cpu, grouped.median_cpu, floor.median_cpu,
                            floor_py.median_cpu, f"{os.getloadavg()[0]:.1f}"])
@@ -557,7 +568,8 @@ def section_baselines(args) -> Table:
         f"under {args.data_dir} and reused, read by all three sides (not cached).  local[2], 2 shuffle partitions, "
         f"{os.cpu_count()} CPUs; 'load': 1-minute load average after the row.  Wall-clock medians of {args.repeat} "
         f"alternating runs after a warm-up run of each ('run by run': the lowest and highest ratio of a join run to "
-        f"the sparkcep run right before it; 'CPU': median CPU seconds of the whole Spark process tree per run).  "
+        f"the sparkcep run right before it; 'join plan': the joins adaptive execution chose, in one more untimed "
+        f"run; 'CPU': median CPU seconds of the whole Spark process tree per run).  "
         f"sparkcep.compile(q).apply(df).count() and the join count the same matches (checked); groupBy: "
         f"df.groupBy('id').count() summed on the driver (= the events, checked).  'floor': what any keyed approach "
         f"pays, df.repartition(2, 'id').sortWithinPartitions('id', 'ts') written to Spark's no-op sink (every row "
