@@ -344,21 +344,27 @@ def and_all(exprs) -> Expr | None:
     return out
 
 
-def map_nodes(node, fn):
-    """Rebuild ``node`` bottom-up, replacing every AST node ``n`` below and including it by ``fn(n)``."""
+def map_nodes(node, fn, before=None):
+    """Rebuild ``node`` bottom-up, replacing every AST node ``n`` below and including it by ``fn(n)``.
+    ``before``: tried first on each node, top-down; a node it maps to anything but None is replaced by that,
+    neither descended into nor passed to ``fn``."""
     from dataclasses import fields, is_dataclass, replace
 
     if not is_dataclass(node):
         return node
+    if before is not None:
+        done = before(node)
+        if done is not None:
+            return done
     changes = {}
     for f in fields(node):
         if f.name == "span":
             continue
         value = getattr(node, f.name)
         if isinstance(value, tuple):
-            new = tuple(map_nodes(v, fn) for v in value)
+            new = tuple(map_nodes(v, fn, before) for v in value)
         else:
-            new = map_nodes(value, fn)
+            new = map_nodes(value, fn, before)
         if new is not value and new != value:
             changes[f.name] = new
     return fn(replace(node, **changes) if changes else node)

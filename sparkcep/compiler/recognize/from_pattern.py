@@ -431,28 +431,24 @@ def _per_event(e, names: dict):
     """``e`` with each call the MATCH_RECOGNIZE engine does not evaluate whose arguments read one event
     (attributes of one variable at one index, no aggregate) replaced by that event's column ``names[call]``
     (a fresh name added to ``names``, keyed by the call without its variable): Spark computes it per event
-    before the engine runs (:func:`event_columns`)."""
-    if isinstance(e, Call) and (e.name not in _FUNCTIONS or e.type is not None):
-        nodes = list(walk(e))
-        attrs = {(n.var, n.index) for n in nodes if isinstance(n, Attr)}
+    before the engine runs (:func:`event_columns`).  Top-down: the outermost such call is the column
+    (``length(upper(b.s))`` one column, not a call over a column of ``upper``)."""
+
+    def column(n):
+        if isinstance(n, (Attr, Literal)):
+            return n  # a leaf: nothing inside to replace
+        if not (isinstance(n, Call) and (n.name not in _FUNCTIONS or n.type is not None)):
+            return None  # look inside
+        nodes = list(walk(n))
+        attrs = {(m.var, m.index) for m in nodes if isinstance(m, Attr)}
         if (len(attrs) == 1 and next(iter(attrs))[0] is not None and next(iter(attrs))[1] != "all"
-                and not any(isinstance(n, Func) for n in nodes)):
+                and not any(isinstance(m, Func) for m in nodes)):
             var, index = next(iter(attrs))
-            key = _event_key(e)
-            name = names.setdefault(key, f"__sparkcep_f{len(names)}")
-            return Attr(var, name, index, span=e.span)
-        return e
-    if isinstance(e, (Attr, Literal)) or not hasattr(e, "__dataclass_fields__"):
-        return e
-    changes = {}
-    for f in e.__dataclass_fields__:
-        if f == "span":
-            continue
-        value = getattr(e, f)
-        new = tuple(_per_event(v, names) for v in value) if isinstance(value, tuple) else _per_event(value, names)
-        if new != value:
-            changes[f] = new
-    return replace(e, **changes) if changes else e
+            name = names.setdefault(_event_key(n), f"__sparkcep_f{len(names)}")
+            return Attr(var, name, index, span=n.span)
+        return n  # over several events: kept, the check refuses it
+
+    return map_nodes(e, lambda n: n, before=column)
 
 
 def _with_event_columns(r: ResolvedQuery) -> tuple[ResolvedQuery, dict]:
