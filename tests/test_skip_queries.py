@@ -649,6 +649,26 @@ def test_spark_functions_of_one_event_agree_with_oracle(seed, strategy, skip):
     assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)
 
 
+def test_per_event_column_names_avoid_the_input_and_query_columns():
+    """A user column named like a per-event column (``__sparkcep_f0``, read by the query or only in the input) keeps
+    its values: the per-event calls get names of neither (the call's column overwrote it before); engine = oracle."""
+    text = ("PATTERN SEQ(A a, B b) WHERE [id] AND a.__sparkcep_f0 > 0 AND upper(b.s) = 'AB' WITHIN 5 "
+            "AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts AS a, b.ts AS b, a.__sparkcep_f0 AS f")
+    from sparkcep.compiler.recognize.from_pattern import event_columns
+
+    schema = {**SCHEMA, "s": "string", "__sparkcep_f0": "bigint", "__sparkcep_f1": "bigint"}
+    assert event_columns(parse_query(text), text, schema) == [("__sparkcep_f2", "UPPER(s)")]
+    assert event_columns(parse_query(text), text) == [("__sparkcep_f1", "UPPER(s)")]  # no schema: the query's
+    evs = [{"type": t, "ts": k, "id": 0, "x": 0, "s": s, "__sparkcep_f0": f, "__sparkcep_f1": 0}
+           for k, (t, s, f) in enumerate([("A", "x", 0), ("B", "ab", 0), ("A", "x", 3), ("B", "x", 0),
+                                          ("B", "Ab", 0), ("A", "ab", 2), ("B", "AB", 0)])]
+    rec = to_recognize(parse_query(text), text, columns=list(schema))
+    spec = build_spec(rec, {**schema, "__sparkcep_f2": "string"})
+    rows = [{**e, "__sparkcep_f2": e["s"].upper(), "__ts": e["ts"]} for e in evs]
+    got = [{m.name: row[m.name] for m in rec.measures} for row in engine.run_partition(spec, rows)]
+    assert got == match_rows(parse_query(text), evs) == [{"a": 2, "b": 4, "f": 3}, {"a": 5, "b": 6, "f": 2}]
+
+
 def test_spark_functions_of_one_event_explained_and_in_the_generated_job():
     import sparkcep
 
