@@ -649,6 +649,30 @@ def test_spark_functions_of_one_event_agree_with_oracle(seed, strategy, skip):
     assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 2**32), st.sampled_from(["skip_till_any_match", "partition_contiguity"]),
+       st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT"]))
+def test_spark_function_in_until_runs_as_a_column(seed, strategy, skip):
+    """A Spark SQL function in an UNTIL condition (it reads the stop event alone) is a per-event column like a
+    DEFINE's (the statement carried the call, which its engine does not evaluate): engine = oracle."""
+    text = (f"PATTERN SEQ(A a, B+ b[] UNTIL (upper(b.s) = 'XYZ'), C c) USING {strategy} WHERE [id] WITHIN 8 "
+            f"AFTER MATCH SKIP {skip} RETURN a.ts AS a, count(b[].ts) AS n, c.ts AS c")
+    rnd = random.Random(seed)
+    evs = [{"type": rnd.choice("ABBC"), "ts": k // 2, "id": rnd.choice([0, 0, 1]), "x": 0,
+            "s": rnd.choice([None, "b", "xyz", "XYZ"])} for k in range(rnd.randint(14, 24))]
+    extended, types = _with_event_columns(text, evs)
+    assert len(types) == 1
+    rec = to_recognize(parse_query(text), text, columns=[*COLUMNS, "s"])
+    spec = build_spec(rec, {**SCHEMA, "s": "string", **types})
+    parts: dict[tuple, list[dict]] = {}
+    for e in sorted(extended, key=lambda e: e["ts"]):
+        parts.setdefault((e["id"],), []).append({**e, "__ts": e["ts"]})
+    got = [{m.name: row[m.name] for m in rec.measures}
+           for rows in parts.values() for row in engine.run_partition(spec, rows)]
+    ordered = sorted(evs, key=lambda e: e["ts"])
+    assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)
+
+
 def test_per_event_column_names_avoid_the_input_and_query_columns():
     """A user column named like a per-event column (``__sparkcep_f0``, read by the query or only in the input) keeps
     its values: the per-event calls get names of neither (the call's column overwrote it before); engine = oracle."""

@@ -398,7 +398,8 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
             _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own "
                     "start event (an endless loop, an error in SQL:2016): skip to a variable that comes later in "
                     "the pattern", query.skip, source)
-    for e in [p.expr for p in r.predicates if p.kind != "equivalence"] + [i.expr for i in r.returns or ()]:
+    for e in [p.expr for p in r.predicates if p.kind != "equivalence"] + [i.expr for i in r.returns or ()
+                                                                          ] + _untils(r.query.pattern):
         for n in walk(_per_event(e, {})):
             if isinstance(n, Call) and (n.name not in _FUNCTIONS or n.type is not None):
                 _refuse(f"with AFTER MATCH SKIP conditions and RETURN items run as MATCH_RECOGNIZE DEFINEs and "
@@ -462,13 +463,20 @@ def _with_event_columns(r: ResolvedQuery, columns=()) -> tuple[ResolvedQuery, di
     """``r`` reading its per-event calls as columns (:func:`_per_event`) and those columns' names, none of
     ``columns`` (the input's) nor of an attribute the query reads (a user column may be named ``__sparkcep_f0``)."""
     names: dict = {}
-    exprs = [p.expr for p in r.predicates] + [i.expr for i in r.returns or ()]
+    exprs = [p.expr for p in r.predicates] + [i.expr for i in r.returns or ()] + _untils(r.query.pattern)
     taken = frozenset(columns) | {n.attr for e in exprs for n in walk(e) if isinstance(n, Attr)}
+    # an UNTIL condition reads the stop event alone: its calls are columns like a DEFINE's
+    pattern = map_nodes(r.query.pattern, lambda n: replace(n, until=_per_event(n.until, names, taken))
+                        if isinstance(n, Kleene) and n.until is not None else n)
     predicates = tuple(p if p.kind == "equivalence" else replace(p, expr=_per_event(p.expr, names, taken))
                        for p in r.predicates)
     returns = None if r.returns is None else tuple(replace(i, expr=_per_event(i.expr, names, taken))
                                                    for i in r.returns)
-    return replace(r, predicates=predicates, returns=returns), names
+    return replace(r, query=replace(r.query, pattern=pattern), predicates=predicates, returns=returns), names
+
+
+def _untils(pattern) -> list:
+    return [n.until for n in walk(pattern) if isinstance(n, Kleene) and n.until is not None]
 
 
 def event_columns(query: Query, source: str | None = None, types: dict[str, str] | None = None
