@@ -50,10 +50,14 @@ def test_next_parses_prints_back_and_marks_the_step():
     ("PATTERN SEQ(A a, NEXT !(C c)) WITHIN 10", "at the end of the pattern", 23),
     ("PATTERN SEQ(A+ a[], NEXT !(C c), B b) WITHIN 10", "after anything but a single event", 26),
     ("PATTERN SEQ(A a, NEXT !(SEQ(C c, D d)), B b) WITHIN 10", "more than one event", 23),
-    ("PATTERN SEQ(A a, (SEQ(B b, NEXT !(C c), D d))+) WITHIN 10", "before a negation inside a repetition", 33),
+    ("PATTERN SEQ(A a, (SEQ(B b, NEXT !(C c)))+, D d) WITHIN 10", "at the end of a repeated sequence", 33),
     ("PATTERN SEQ(A a, (SEQ(B? b, NEXT C c))+) WITHIN 10", "after items that may all match no event", 34),
     ("PATTERN SEQ(!(NEXT C c), B b) WITHIN 10", "at the start of a negation that starts the pattern", 20),
-    ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT !(C c), D d), E e) WITHIN 10", "before a negation inside a negation", 36),
+    ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT !(C c), D? d), E e) WITHIN 10", "no item after it that must take", 36),
+    ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT !(C c)), E e) WITHIN 10", "no item after it that must take", 36),
+    ("PATTERN SEQ(A a, NOT SEQ(NEXT !(C c), D d), E e) WITHIN 10", "at the start of a negation (NEXT", 31),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(B b, NEXT !(C c), D d), E e) WITHIN 10", "inside a negation in a "
+     "trend", 52),
     ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(NEXT B y, C z), D d) WITHIN 10", "start of a negation in a trend", 47),
     ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(B? y, NEXT C z), D d) WITHIN 10", "after items that may all", 53),
     ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT !(C c), B? b) WITHIN 10", "after which a trend may end", 39),
@@ -284,6 +288,22 @@ def test_not_next_in_a_pattern_with_a_repeated_group():
     assert agrees(text, _events("a0 c1 d2 a3 e4 c5 d6")) == [{"a": 3, "n": 1}]
 
 
+def test_not_next_inside_a_repetition_and_inside_a_negation():
+    """Inside ``(...)+`` ``NEXT !(C z)`` is decided per iteration, after that iteration's B: b1 is followed by c2,
+    so only b4 and b6 start iterations (b6's next event is e7, not a C).  Inside a negation it is part of the
+    occurrence: b1 c2 d3 is none (c2 right after b1), so a0 e4 matches; b6 d7 is one, blocking a5 e8 (and a0
+    e8)."""
+    text = "PATTERN SEQ(A a, (SEQ(B b, NEXT !(C z), D d))+) WITHIN 20 RETURN a.ts AS a, count(b[].x) AS n"
+    rows = agrees(text, _events("a0 b1 c2 d3 b4 d5 b6 e7 d8"))
+    assert sorted((r["a"], r["n"]) for r in rows) == [(0, 1), (0, 1), (0, 1), (0, 2)]
+    text = "PATTERN SEQ(A a, !(SEQ(B y, NEXT !(C z), D w)), E e) WITHIN 20 RETURN a.ts AS a, e.ts AS e"
+    assert agrees(text, _events("a0 b1 c2 d3 e4 a5 b6 d7 e8")) == [{"a": 0, "e": 4}]
+    # a predicate relating z to the pick before it: c2 (x 1) differs from b1 (x 0), so it does not count
+    events = [{**e, "x": x} for e, x in zip(_events("a0 b1 c2 d3 e4"), (0, 0, 1, 0, 0), strict=True)]
+    text = "PATTERN SEQ(A a, !(SEQ(B y, NEXT !(C z), D w)), E e) WHERE z.x = y.x WITHIN 20 RETURN e.ts AS e"
+    assert agrees(text, events) == []
+
+
 NEGATED_SHAPES = [
     "SEQ(A a, !(NEXT C z), B b)",
     "SEQ(A a, !(SEQ(B y, NEXT C z)), D d)",
@@ -318,4 +338,29 @@ def test_negations_with_next_agree_with_the_oracle(strategy, shapes, data):
     # a group, no noise and no ties (its matches are long)
     types = sorted({t for t in "ABCDE" if f"{t} " in text or f"{t}," in text}) + (["F"] if noise else [])
     events = data.draw(event_streams(types, min_size=5, max_size=11, max_gap=2 if noise else 1, ties=noise))
+    agrees(text, events, data)
+
+
+# NEXT !(C z) inside a repetition (per iteration, after its event) and inside a negation (an occurrence counts only
+# if the event right after its pick before the marker is no such event)
+NOT_NEXT_INSIDE = [
+    "SEQ(A a, (SEQ(B b, NEXT !(C z), C d))+)",
+    "SEQ((SEQ(A a, NEXT !(B z), B b))+, C c)",
+    "SEQ(A a, (SEQ(B b, NEXT !(C z), A? d, C e))*, B f)",
+    "(SEQ(A a, NEXT !(B z), B b)){1,2}",
+    "SEQ(A a, !(SEQ(B y, NEXT !(C z), C w)), B e)",
+    "SEQ(A a, !(SEQ(B y, NEXT !(C z), C+ w[])), A e)",
+    "SEQ(A a, !((SEQ(B y, NEXT !(C z), C w))+), A e)",
+    "SEQ(A a, !(SEQ(C y, NEXT !(B z), B w)), !(SEQ(B v, NEXT !(C u), C t)), A e)",
+]
+NOT_NEXT_CONDITIONS = ["[id]", "z.x > a.x", "z.x = b.x", "y.x < z.x", "z.x != y.x", "u.x = v.x", "a.x < e.x"]
+
+
+@pytest.mark.parametrize("strategy", ["skip_till_any_match", "skip_till_next_match", "partition_contiguity"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_not_next_inside_a_repetition_or_a_negation_agrees_with_the_oracle(strategy, data):
+    text = data.draw(shape_queries(NOT_NEXT_INSIDE, NOT_NEXT_CONDITIONS, strategy, max_conditions=2,
+                                   windows=(6, 14)))
+    events = data.draw(event_streams("ABC", min_size=5, max_size=11, max_gap=1, ties=False))
     agrees(text, events, data)
