@@ -208,13 +208,17 @@ def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_pat
         expected = match_rows(q.query, events)
         assert len(expected) >= 3, strategy  # the stream must exercise the query
         assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected), strategy
-    # streaming: a NEXT step and a NEXT inside a negation (no D right after a before the first b), the events
-    # numbered per key across micro-batches
-    q = sparkcep.compile("PATTERN SEQ(A a, !(NEXT D z), B+ b[], NEXT C c) WHERE [id] WITHIN 6 "
-                         "RETURN a.ts, b[1].ts AS b1, c.ts")
+    # streaming: a NEXT step (inside a repeated group), a NEXT inside a negation (no D right after a before the
+    # first b) and a NEXT !(C v) inside a negation (a B right after which comes no C, then a C, between the group
+    # and e), the events numbered per key across micro-batches
+    text = ("PATTERN SEQ(A a, !(NEXT D u), (SEQ(B b, NEXT C c))+, NOT SEQ(B y, NEXT !(C v), C w), A e) WHERE [id] "
+            "WITHIN 9 RETURN a.ts, e.ts, count(b[].x) AS n")
+    q = sparkcep.compile(text)
     expected = match_rows(q.query, events)
-    assert len(expected) >= 3 and len(expected) < len(match_rows(sparkcep.compile(
-        "PATTERN SEQ(A a, B+ b[], NEXT C c) WHERE [id] WITHIN 6").query, events))
+    assert len(expected) >= 3
+    for piece in ("!(NEXT D u), ", "NEXT C", "NEXT !(C v), "):  # the data needs each of them
+        assert canonical(match_rows(sparkcep.compile(text.replace(piece, "")).query, events)) != canonical(
+            expected), piece
     assert canonical(streamed(spark, q, events, tmp_path)) == canonical(expected)
     # notNext in the batch job: the event right after a is not a D
     q = sparkcep.compile("PATTERN SEQ(A a, NEXT !(D d), B b, C c) WHERE [id] WITHIN 6 RETURN a.ts, b.ts, c.ts")
@@ -228,10 +232,17 @@ def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_pat
     for text in ("PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WHERE [id] WITHIN 6 RETURN a.ts, count(b[].x) AS n",
                  "PATTERN SEQ(A a, NEXT (SEQ(B b, C c))+, NEXT A e) WHERE [id] WITHIN 6 "
                  "RETURN a.ts, count(b[].x) AS n, e.ts",
-                 "PATTERN SEQ(A a, NOT SEQ(B y, NEXT C z), C c) WHERE [id] WITHIN 6 RETURN a.ts, c.ts"):
+                 "PATTERN SEQ(A a, NOT SEQ(B y, NEXT C z), C c) WHERE [id] WITHIN 6 RETURN a.ts, c.ts",
+                 # NEXT !(...) inside a repeated group (per iteration) and inside a negation, each changing the rows
+                 "PATTERN SEQ(A a, (SEQ(B b, NEXT !(D z), C c))+, NOT SEQ(B y, NEXT !(C v), C w), A e) WHERE [id] "
+                 "WITHIN 9 RETURN a.ts, e.ts, count(b[].x) AS n"):
         q = sparkcep.compile(text)
         expected = match_rows(q.query, events)
         assert len(expected) >= 3, text
+        for piece in ("NEXT !(D z), ", "NEXT !(C v), "):
+            if piece in text:
+                assert canonical(match_rows(sparkcep.compile(text.replace(piece, "")).query, events)) != canonical(
+                    expected), piece
         assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected), text
     # NEXT inside a repeated group of a trend aggregate, NEXT !(D d) (no D right after a) and NEXT inside a negation
     # (no B immediately followed by a D between f and g), batch and streaming (a last event far ahead closes the
