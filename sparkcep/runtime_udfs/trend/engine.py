@@ -505,7 +505,8 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
     for run, s, ev, aggs, i in positive:
         _insert(cs, run, s, ev, t, aggs, batch, i > cut_at.get(loop_of.get(s.comp), -1))
     for run, s, ev, aggs, i in positive:
-        if s.held_out:  # NEXT !(C c): known from the group's next event, else from the next group's first
+        if s.held_out or s.end_held is not None:  # NEXT !(C c): known from the group's next event, else from the
+            # next group's first
             if i + 1 < len(group):
                 _release(cs, run, s, ev, t, aggs, group[i + 1][1], group[i + 1][2], batch)
             else:
@@ -637,7 +638,7 @@ def _insert(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, batch:
             if q is None:
                 q = win.guarded[tr.id] = _Queue(zero)
             q.push(t, a, alg)
-        if s.last:
+        if s.last and s.end_held is None:  # (NEXT !(C c) right before the end: counted once released)
             if s.end_guard is None:
                 win.R[-1] = plus(win.R[-1], a)
             else:
@@ -662,10 +663,15 @@ def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask:
     predecessor of the events at its ts)."""
     alg = cs.alg
     plus, zero = alg.add, alg.zero
+    if s.end_held is not None and not _blocks(cs, s.end_held, mask, ev, after):
+        # a trend may end here: an END in the windows still open (they hold ``after``; those that closed before it
+        # came counted the vertex when they were emitted, scanner._emit)
+        for w, a in aggs.items():
+            win = run.wins.get(w)
+            if win is not None:
+                win.R[-1] = plus(win.R[-1], a)
     for tr in s.held_out:
-        k = cs.not_next[tr.not_next]
-        if (mask >> k & 1 and all(f(after) for f in cs.not_next_filters[tr.not_next])
-                and all(f(ev, after) for f in cs.not_next_pairs[tr.not_next])):
+        if _blocks(cs, tr.not_next, mask, ev, after):
             if not cs.not_next_gap[tr.not_next]:
                 continue
             if transient is not None and after["ts"] > t:
@@ -679,6 +685,13 @@ def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask:
             win = run.wins.get(w)
             if win is not None:  # else the window has closed (emitted) since
                 _index_insert(win, tr, key, a, plus, zero, batch, w)
+
+
+def _blocks(cs: _Compiled, i: int, mask: int, ev: dict, after: dict) -> bool:
+    """Is ``after`` (component bitmask ``mask``), the partition's event right after ``ev``, a ``C`` of the ``i``-th
+    ``NEXT !(C c)`` (its type, local predicates, predicates on it alone and those relating it to ``ev``)?"""
+    return bool(mask >> cs.not_next[i] & 1 and all(f(after) for f in cs.not_next_filters[i])
+                and all(f(ev, after) for f in cs.not_next_pairs[i]))
 
 
 _COMPARE = {"<": lt, "<=": le, ">": gt, ">=": ge, "=": eq}

@@ -360,8 +360,12 @@ class _Compiled:
         for k, alts in p.last.items():
             s = states[state_of[k]]
             if any(m < 0 for a in alts for m in a):
-                raise EngineUnsupportedError("NEXT !(...) after which a trend may end is not supported by the trend "
-                                             "engine (it would wait for an event the window may not hold)")
+                held = {m for a in alts for m in a}
+                if len(alts) != 1 or len(held) != 1 or self.not_next_gap[not_next_marker(next(iter(held)))]:
+                    raise EngineUnsupportedError("NEXT !(...) after which a trend may end, next to a negation or "
+                                                 "one of several ways to end, is not supported by the trend engine")
+                s.last, s.end_held = True, not_next_marker(held.pop())
+                continue
             s.last, s.end_guard = True, _guard(alts)
         for s in states:
             if s.comp in vertex_filters:
@@ -638,6 +642,9 @@ def describe(spec: TrendSpec) -> list[str]:
                              "and it")
             if st_.end_guard:
                 roles.append(f"END only if no {_markers(st_.end_guard)} trend follows it in the window")
+            if st_.end_held is not None:
+                roles.append(f"END only if its next event in the partition is no {comps[cs.not_next[st_.end_held]].var}"
+                             " or lies outside the window (NEXT !(...)), counted one event late")
             if st_.comp in cs.loop_of and g is cs.positive:
                 roles.append(f"UNTIL {untils[cs.loop_of[st_.comp]]}: a stop event is none of its vertices")
             it = st_.iteration
