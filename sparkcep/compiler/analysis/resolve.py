@@ -294,15 +294,19 @@ def _not_next_inside(items: tuple, k: int) -> str | None:
 def _not_next_trend(items: tuple, k: int) -> str | None:
     """Why ``NEXT !(...)`` at item ``k`` of a trend-aggregate query does not run, or None: it negates one event,
     after a positive item (the edge from that item's last event is valid only if the partition's next event is
-    no such event: GRETA's graph knows it one event late), not next to a negation.  Where a trend may end right
+    no such event: GRETA's graph knows it one event late); next to a negation (``NOT E e``) the edge is also
+    guarded by that negation, as any edge across one.  Where a trend may end right
     after it, a trend ending there counts once its next event has come and is no such event, or in a window that
     ends before one came (the oracle reads the window's events only); ``!(NEXT C c)`` is refused there."""
     if not isinstance(items[k].inner, EventPat) and not linked_first(items[k]):
         return "before a negation of more than one event (NEXT !(C c) negates the next event)"
-    if isinstance(items[k - 1], Not):
-        return "before a negation right after a negation (NEXT !(C c) negates the event right after a pick)"
-    if k + 1 < len(items) and isinstance(items[k + 1], Not):
-        return "before a negation right before a negation"
+    beside = isinstance(items[k - 1], Not) or k + 1 < len(items) and isinstance(items[k + 1], Not)
+    if beside and linked_first(items[k]):
+        return ("inside a negation right next to another negation, in a trend-aggregate query (!(NEXT C c): the C "
+                "must also lie inside the gap; write NEXT !(C c))")
+    if any(isinstance(i, Not) for i in items[k + 1:]) and all(can_be_empty(i) for i in items[k + 1:]):
+        return ("before a negation after which a trend may end and another negation, in a trend-aggregate query "
+                "(a held END vertex with a negated end)")
     if linked_first(items[k]) and all(can_be_empty(i) for i in items[k + 1:]):
         return ("inside a negation after which a trend may end, in a trend-aggregate query (!(NEXT C c) there is a "
                 "negated end: write NEXT !(C c))")

@@ -680,6 +680,15 @@ def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask:
         if tr.kind == SCAN:
             run.stores.setdefault((HELD, tr.id), []).append((t, ev, aggs))
             continue
+        if tr.kind == GUARDED:  # next to a negation: vertices enter in ts order, a finished N trend drops a prefix
+            for w, a in aggs.items():
+                win = run.wins.get(w)
+                if win is not None:
+                    q = win.guarded.get(tr.id)
+                    if q is None:
+                        q = win.guarded[tr.id] = _Queue(zero)
+                    q.push(t, a, alg)
+            continue
         key = tr.key(ev)
         for w, a in aggs.items():
             win = run.wins.get(w)

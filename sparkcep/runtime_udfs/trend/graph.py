@@ -373,11 +373,13 @@ class _Compiled:
         trans: list[_Trans] = []
         for (x, y), alts in sorted(p.follow.items()):
             held = {m for a in alts for m in a if m < 0}
-            if held and (len(alts) != 1 or len(next(iter(alts))) != 1):
+            if held and (len(alts) != 1 or len(held) != 1
+                         or len(next(iter(alts))) > 1 and self.not_next_gap[not_next_marker(next(iter(held)))]):
                 raise EngineUnsupportedError(
-                    "NEXT !(...) next to a negation, or on an edge several paths of the pattern give, is not "
-                    "supported by the trend engine")
-            guard = None if held else _guard(alts)
+                    "NEXT !(...) on an edge several paths of the pattern give, or !(NEXT C c) next to a negation, is "
+                    "not supported by the trend engine")
+            # next to a negation (GRETA's marker on the same edge): a guarded queue or store the vertex enters late
+            guard = _guard(tuple(frozenset(m for m in a if m >= 0) for a in alts)) if held else _guard(alts)
             mine = [e for e in edges if (e.src, e.dst) == (comp_of[x], comp_of[y])]
             link = (x, y) in self.links
             if held and link:
@@ -400,7 +402,7 @@ class _Compiled:
                 _cut(t, loop)
             if held:  # its own running aggregate, index or store, which a vertex enters one event late
                 t.not_next = not_next_marker(held.pop())
-                if t.kind == PLAIN:
+                if t.kind == PLAIN and t.guard is None:
                     t.kind, t.key, t.probe = EQUAL, _constant, _constant
             for e in mine:
                 e.trans = e.trans or t  # the first of its transitions (a bounded quantifier's copies: several)
