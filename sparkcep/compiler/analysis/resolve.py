@@ -183,9 +183,6 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                            f"inside {inside} in a trend-aggregate query after items that may all match no event"
                            if inside and mode == "aggregate" and not isinstance(item, Not)
                            and all(can_be_empty(i) for i in p.items[:k]) else
-                           "before a negation inside a negation in a trend-aggregate query (NEXT !(C c) negates "
-                           "the event right after a step of the trend)"
-                           if inside and isinstance(item, Not) and mode == "aggregate" else
                            _not_next_inside(p.items, k) if inside and isinstance(item, Not) else
                            "at the start of a negation that starts the pattern (no event comes before it)"
                            if k == 0 and head and not before else

@@ -364,6 +364,9 @@ class _Compiled:
                 if len(alts) != 1 or len(held) != 1 or self.not_next_gap[not_next_marker(next(iter(held)))]:
                     raise EngineUnsupportedError("NEXT !(...) after which a trend may end, next to a negation or "
                                                  "one of several ways to end, is not supported by the trend engine")
+                if not positive:
+                    raise EngineUnsupportedError("NEXT !(...) at the end of a negation is not supported by the trend "
+                                                 "engine")
                 s.last, s.end_held = True, not_next_marker(held.pop())
                 continue
             s.last, s.end_guard = True, _guard(alts)
@@ -400,9 +403,12 @@ class _Compiled:
             loop = self.loop_of.get(comp_of[x])
             if positive and loop is not None and self.loop_of.get(comp_of[y]) == loop:
                 _cut(t, loop)
+            if held and not positive and (t.kind != PLAIN or t.guard is not None):
+                raise EngineUnsupportedError("NEXT !(...) inside a negation with an edge predicate across it, or next "
+                                             "to a negation inside it, is not supported by the trend engine")
             if held:  # its own running aggregate, index or store, which a vertex enters one event late
                 t.not_next = not_next_marker(held.pop())
-                if t.kind == PLAIN and t.guard is None:
+                if t.kind == PLAIN and t.guard is None and positive:  # (a negation's graph: its largest start)
                     t.kind, t.key, t.probe = EQUAL, _constant, _constant
             for e in mine:
                 e.trans = e.trans or t  # the first of its transitions (a bounded quantifier's copies: several)

@@ -317,6 +317,9 @@ def _emit(cs: _Compiled, st: TrendState, limit, rows: list[dict]) -> None:
             st.latest[i] = -_INF  # too old to block anything in an open window
     for nr in st.negs:
         nr.best = [b if b >= horizon else -_INF for b in nr.best]
+        released = getattr(nr, "released", None)
+        if released:
+            nr.released = {i: b for i, b in released.items() if b >= horizon}
 
 
 def _prune(stores: dict[int, list], horizon) -> None:
