@@ -317,6 +317,8 @@ def test_next_inside_a_negation():
     ("RETURN COUNT(*) PATTERN SEQ(A+ a[], NEXT !(C c), B b) WHERE c.x = a.x WITHIN 10",
      "line 1, column 61: not supported: the predicate c.x = a.x relates a negated variable"),
     ("RETURN COUNT(*) PATTERN SEQ(A a, NOT E e, !(NEXT C c), B b) WITHIN 10", "right next to another negation"),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(B y, NEXT !(C z), D w), E e) WHERE y.x < w.x WITHIN 10",
+     "line 1, column 77: not supported: the predicate y.x < w.x across NEXT !(...) inside a negation"),
     ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT !(C c), B? b, NOT E e) WITHIN 10",
      "after which a trend may end and another negation"),
     ("RETURN COUNT(*) PATTERN SEQ(A a, !(NEXT C c)) WITHIN 10", "after which a trend may end"),

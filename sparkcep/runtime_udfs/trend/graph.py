@@ -403,9 +403,13 @@ class _Compiled:
             loop = self.loop_of.get(comp_of[x])
             if positive and loop is not None and self.loop_of.get(comp_of[y]) == loop:
                 _cut(t, loop)
+            if held and not positive and mine:
+                conj = _rename(mine[0].expr, {"_p": comps[comp_of[x]].var, "_e": comps[comp_of[y]].var})
+                raise EngineUnsupportedError(f"the predicate {_show(conj)} across NEXT !(...) inside a negation is "
+                                             "not supported by the trend engine")
             if held and not positive and (t.kind != PLAIN or t.guard is not None):
-                raise EngineUnsupportedError("NEXT !(...) inside a negation with an edge predicate across it, or next "
-                                             "to a negation inside it, is not supported by the trend engine")
+                raise EngineUnsupportedError("NEXT !(...) next to a negation inside a negation is not supported by the "
+                                             "trend engine")
             if held:  # its own running aggregate, index or store, which a vertex enters one event late
                 t.not_next = not_next_marker(held.pop())
                 if t.kind == PLAIN and t.guard is None and positive:  # (a negation's graph: its largest start)
