@@ -204,6 +204,8 @@ def test_not_next():
     assert engine_rows(text, events, cuts=[4]) == oracle_rows(text, events) == [
         {"window_start": -5, "window_end": 5, "count_all": 2}, {"window_start": 0, "window_end": 10, "count_all": 2},
         {"window_start": 5, "window_end": 15, "count_all": 1}]
+    assert ("state a: A, START, END, END only if its next event in the partition is no c or lies outside the window"
+            in sparkcep.compile(text).explain())
     # next to a negation: c2 right after a1 excludes a1 b4; e5 excludes a3 b6 (a3's next event is b4, no C)
     events = [{"type": t[0].upper(), "ts": int(t[1:]), "x": 1} for t in "a1 c2 a3 b4 e5 b6".split()]
     text = "RETURN COUNT(*) PATTERN SEQ(A a, NEXT !(C c), NOT E e, B b) WITHIN 10"
@@ -305,6 +307,8 @@ def test_next_inside_a_negation():
     text = "RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(B y, NEXT !(C z), D w), E e) WITHIN 20"
     assert engine_rows(text, events, cuts=[2]) == oracle_rows(text, events) == [
         {"window_start": 0, "window_end": 20, "count_all": 1}]
+    assert ("y -> w (SEQ): largest trend start of its released vertices, only from a vertex whose next event in the "
+            "partition is no z" in sparkcep.compile(text).explain())
     # a predicate on the linked pair: b2 (x 3) then c3 (x 1) is no occurrence of it
     events = [{"type": t[0].upper(), "ts": int(t[1]), "x": int(t[2])} for t in "a10 b23 c31 d40".split()]
     text = "RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(B y, NEXT C z), D d) WHERE y.x < z.x WITHIN 10"

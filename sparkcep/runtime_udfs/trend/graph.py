@@ -671,7 +671,8 @@ def describe(spec: TrendSpec) -> list[str]:
             guard = f", invalid if an {_markers(t.guard)} trend lies between the two events" if t.guard else ""
             index = "running aggregate per window" if t.cut is not None and t.op is None else _INDEX_NAMES[t.kind]
             if t.not_next is not None:
-                index = ("running aggregate per window" if t.op is None else _INDEX_NAMES[t.kind])
+                index = ("largest trend start of its released vertices" if g is not cs.positive else
+                         "running aggregate per window" if t.op is None else _INDEX_NAMES[t.kind])
                 guard += (f", only from a vertex whose next event in the partition is no "
                           f"{comps[cs.not_next[t.not_next]].var} (NEXT !(...)), entered one event late")
             if t.cut is not None:
