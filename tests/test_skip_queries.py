@@ -649,19 +649,28 @@ def test_spark_functions_of_one_event_agree_with_oracle(seed, strategy, skip):
     assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+_ONE_EVENT_SHAPES = {  # a Spark SQL function over one event of a loop's stop, a negated and an ANY variable
+    "until": ("PATTERN SEQ(A a, B+ b[] UNTIL (upper(b.s) = 'XYZ'), C c) USING {strategy} WHERE [id] WITHIN 8 "
+              "AFTER MATCH SKIP {skip} RETURN a.ts AS a, count(b[].ts) AS n, c.ts AS c"),
+    "negated": ("PATTERN SEQ(A a, !(C n), B b) USING {strategy} WHERE [id] AND upper(n.s) = 'XYZ' WITHIN 8 "
+                "AFTER MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b"),
+    "any": ("PATTERN SEQ(A a, ANY(B, C) z) USING {strategy} WHERE [id] AND length(z.s) >= 2 WITHIN 8 "
+            "AFTER MATCH SKIP {skip} RETURN a.ts AS a, z.ts AS z, upper(z.s) AS u")}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.integers(0, 2**32), st.sampled_from(["skip_till_any_match", "partition_contiguity"]),
-       st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT"]))
-def test_spark_function_in_until_runs_as_a_column(seed, strategy, skip):
+       st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT"]), st.sampled_from(sorted(_ONE_EVENT_SHAPES)))
+def test_spark_functions_in_until_negation_and_any_run_as_columns(seed, strategy, skip, shape):
     """A Spark SQL function in an UNTIL condition (it reads the stop event alone) is a per-event column like a
-    DEFINE's (the statement carried the call, which its engine does not evaluate): engine = oracle."""
-    text = (f"PATTERN SEQ(A a, B+ b[] UNTIL (upper(b.s) = 'XYZ'), C c) USING {strategy} WHERE [id] WITHIN 8 "
-            f"AFTER MATCH SKIP {skip} RETURN a.ts AS a, count(b[].ts) AS n, c.ts AS c")
+    DEFINE's (the statement carried the call, which its engine does not evaluate), as one of a negated or an ANY
+    variable: engine = oracle."""
+    text = _ONE_EVENT_SHAPES[shape].format(strategy=strategy, skip=skip)
     rnd = random.Random(seed)
     evs = [{"type": rnd.choice("ABBC"), "ts": k // 2, "id": rnd.choice([0, 0, 1]), "x": 0,
             "s": rnd.choice([None, "b", "xyz", "XYZ"])} for k in range(rnd.randint(14, 24))]
     extended, types = _with_event_columns(text, evs)
-    assert len(types) == 1
+    assert len(types) == 1 + (shape == "any")
     rec = to_recognize(parse_query(text), text, columns=[*COLUMNS, "s"])
     spec = build_spec(rec, {**SCHEMA, "s": "string", **types})
     parts: dict[tuple, list[dict]] = {}
