@@ -714,6 +714,12 @@ def test_spark_functions_of_one_event_explained_and_in_the_generated_job():
     job = q.job_source()  # the job computes the column before the engine (run in test_skip_queries_spark)
     assert "[['__sparkcep_f0', 'UPPER(`type`)'], ['__sparkcep_f1', 'LOWER(`type`)']]" in job
     compile(job, "job.py", "exec")
+    # a negation at the start: its two window columns, counted by the job's Spark before the engine, read by b's DEFINE
+    q = sparkcep.compile(_LEADING["two"].format(strategy="skip_till_any_match", skip="PAST LAST EVENT"))
+    assert "__sparkcep_f0 <= b.__sparkcep_f1" in q.explain().replace("`", "")
+    job = q.job_source()
+    assert "OVER (PARTITION BY `id` ORDER BY `ts` NULLS LAST RANGE BETWEEN UNBOUNDED PRECEDING AND 6 PRECEDING)" in job
+    compile(job, "job.py", "exec")
 
 
 def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():
