@@ -233,13 +233,14 @@ def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_pat
                  "PATTERN SEQ(A a, NEXT (SEQ(B b, C c))+, NEXT A e) WHERE [id] WITHIN 6 "
                  "RETURN a.ts, count(b[].x) AS n, e.ts",
                  "PATTERN SEQ(A a, NOT SEQ(B y, NEXT C z), C c) WHERE [id] WITHIN 6 RETURN a.ts, c.ts",
-                 # NEXT !(...) inside a repeated group (per iteration) and inside a negation, each changing the rows
-                 "PATTERN SEQ(A a, (SEQ(B b, NEXT !(D z), C c))+, NOT SEQ(B y, NEXT !(C v), C w), A e) WHERE [id] "
-                 "WITHIN 9 RETURN a.ts, e.ts, count(b[].x) AS n"):
+                 # NEXT !(...) inside a repeated group (per iteration; also at its end, an A after the group) and
+                 # inside a negation, each changing the rows
+                 "PATTERN SEQ(A a, (SEQ(B b, NEXT !(D z), C c, NEXT !(D t)))+, NOT SEQ(B y, NEXT !(C v), C w), A e) "
+                 "WHERE [id] WITHIN 9 RETURN a.ts, e.ts, count(b[].x) AS n"):
         q = sparkcep.compile(text)
         expected = match_rows(q.query, events)
         assert len(expected) >= 3, text
-        for piece in ("NEXT !(D z), ", "NEXT !(C v), "):
+        for piece in ("NEXT !(D z), ", "NEXT !(C v), ", ", NEXT !(D t)"):
             if piece in text:
                 assert canonical(match_rows(sparkcep.compile(text.replace(piece, "")).query, events)) != canonical(
                     expected), piece
