@@ -267,9 +267,16 @@ class CompiledQuery:
             # Spark SQL functions over one event: computed by Spark as columns the statement reads
             extra = event_columns(self.query, self.source, {f.name: f.dataType.simpleString() for f in schema},
                                   self.type_col, self.ts_col)
-            if streaming and leading_negation(self.query, self.source):
-                raise CEPError("AFTER MATCH SKIP with a negation at the start runs on batch DataFrames: it counts "
-                               "the partition's earlier events with window functions, which a stream does not have")
+            if leading_negation(self.query, self.source):
+                from pyspark.sql.types import NumericType
+
+                if streaming:
+                    raise CEPError("AFTER MATCH SKIP with a negation at the start runs on batch DataFrames: it "
+                                   "counts the partition's earlier events with window functions, which a stream "
+                                   "does not have")
+                if not isinstance(schema[self.ts_col].dataType, NumericType):
+                    raise CEPError("AFTER MATCH SKIP with a negation at the start needs a numeric ts column (its "
+                                   "window functions count events within WITHIN of ts)")
             if extra:
                 from pyspark.sql import functions as F
 

@@ -72,6 +72,8 @@ def test_batch_equals_the_oracle(spark):
         got = [r.asDict() for r in sparkcep.compile(text).apply(df).collect()]
         want = match_rows(parse_query(text), evs)
         assert want and _canon(got) == _canon(want), text
+    with pytest.raises(CEPError, match="numeric ts"):  # its window columns count within WITHIN of a number
+        sparkcep.compile(LEADING).apply(spark.createDataFrame([], "type string, ts timestamp, id bigint, x bigint"))
 
 
 def test_generated_job_computes_the_functions_of_one_event(spark, tmp_path):
