@@ -177,11 +177,12 @@ def _flat(alt, linked: bool) -> list[tuple]:
 def _steps(prep, items: list | None = None) -> list[_Step]:
     """The steps of ``items`` (``(item, written NEXT)``; None: the pattern's, which must have one path), a
     ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``, a loop with
-    ``UNTIL``; any of them written ``NEXT``), each with the negations after it (``!(T n)``, ``NEXT !(T n)``,
+    ``UNTIL``; any of them written ``NEXT``; a repeated group of single events: a step per event, each taking
+    one event per iteration, :attr:`_Step.group`), each with the negations after it (``!(T n)``, ``NEXT !(T n)``,
     ``!(SEQ(T n, U m, ...))``),
     or the :class:`OracleError` saying the query is outside the definition (a negation that can be at the
     start, ``NEXT !(...)`` with no step after it that must take an event, a negation predicate over a later
-    step)."""
+    step, a negation next to a repeated group, a predicate over a group's variable)."""
     if items is None:
         paths = _paths(prep)
         if len(paths) > 1:
@@ -257,7 +258,9 @@ class _Partials:
 
     def _next_steps(self, picks) -> list[int]:
         """The steps the event after ``picks`` may take: the last one's again (a Kleene step short of its
-        maximum), or a later one, past steps that may take no event, once the last one has its minimum."""
+        maximum), or a later one, past steps that may take no event, once the last one has its minimum; in a
+        repeated group the next step of the iteration, after its last step the group's first again (short of
+        its maximum of iterations) or a later one (once it has its minimum)."""
         k = picks[-1][1]
         taken = sum(1 for _, s in picks if s == k)
         group = self.steps[k].group

@@ -33,8 +33,11 @@ under every selection
 strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); ``OR`` steps of
 single or Kleene events or SEQs of them (each step of the path) and an ``OR`` of such SEQs: a partial match is
 one of some path (:func:`_paths`), one
-binding however many paths share it (extended, a match, alive if so in one of them); not repeated groups or
-collapsed output.  Under ``skip_till_next_match`` an event that can extend
+binding however many paths share it (extended, a match, alive if so in one of them); repeated groups of
+single events (``(SEQ(B b, C c))+``, ``*``, ``{n,m}``: its steps are the path's, ``_Compiled.group``; an event
+takes the next step of an iteration, and after its last step the first one again or a step past the group; a
+partial match may end inside an iteration), not one with a predicate over its variables, next to a negation,
+written ``NEXT`` or with ``UNTIL``; not collapsed output.  Under ``skip_till_next_match`` an event that can extend
 a partial match must be taken (§5): from each partial match only the first later event that extends it does, in
 each way it can (join the open sequence, or take a later step).  Where links or stop conditions need them, the
 events no step takes are kept too (``_mask`` 0): they break links.
@@ -429,8 +432,8 @@ def check(spec: TimeoutSpec) -> None:
                    None)
     if why is not None:
         raise EngineUnsupportedError(f"timed-out partial matches are defined for a SEQ of single events, Kleene "
-                                     f"steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT), negated events "
-                                     f"and OR steps, and an OR of such SEQs: {why}")
+                                     f"steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT), negated events, "
+                                     f"OR steps and repeated groups of single events, and an OR of such SEQs: {why}")
     if spec.strategy not in (ANY_MATCH, NEXT_MATCH, *CONTIGUITY):
         raise EngineUnsupportedError(f"unknown selection strategy {spec.strategy}")
     if spec.collapsed:
