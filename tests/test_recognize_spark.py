@@ -10,6 +10,7 @@ the batch result, across a restart from the checkpoint.  Without a JVM: the stre
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import pickle
 import random
@@ -585,6 +586,32 @@ def test_partition_function_keys_out_of_runs_equal_the_reference():
     cut, bounds = SR._partitions(contiguous, SR._partition_ids(contiguous, ("k",)))
     assert cut is contiguous and len(bounds) == 4
 
+
+
+def test_an_integer_key_without_nulls_is_its_own_partition_id(monkeypatch):
+    """One integer partition column without NULLs gives the partition cut its values as ids (no dictionary):
+    the same cuts, a key in two runs still gathered; with a NULL (or a string key) the dictionary path stays."""
+    import pyarrow.compute as pc
+
+    keys = [7, 7, -3, -3, -3, 2 ** 40, 7, 5]  # 7 in two runs
+    table = pa.Table.from_batches(pa.table({"k": pa.array(keys, pa.int64()), "v": list(range(len(keys)))})
+                                  .to_batches(max_chunksize=3))
+    want = SR._partitions(table, SR._partition_ids(table, ("k",)))
+    encode = pc.dictionary_encode
+    monkeypatch.setattr(pc, "dictionary_encode", lambda *a, **k: pytest.fail("built a dictionary"))
+    ids = SR._partition_ids(table, ("k",))
+    got, bounds = SR._partitions(table, ids)
+
+    def groups(cut):
+        t, b = cut
+        return sorted((t.column("k")[x].as_py(), t.column("v").to_pylist()[x:y]) for x, y in itertools.pairwise(b))
+
+    assert groups((got, bounds)) == groups(want) == [(-3, [2, 3, 4]), (5, [7]), (7, [0, 1, 6]), (2 ** 40, [5])]
+    sorted_keys = table.sort_by("k")
+    assert SR._partitions(sorted_keys, SR._partition_ids(sorted_keys, ("k",)))[0] is sorted_keys  # runs: no gather
+    monkeypatch.setattr(pc, "dictionary_encode", encode)
+    nulls = pa.table({"k": pa.array([1, None, None, 1], pa.int32())})
+    assert SR._partitions(nulls, SR._partition_ids(nulls, ("k",)))[1] == [0, 2, 4]
 
 def test_partition_function_kernel_and_row_engine_give_the_reference_rows(monkeypatch):
     """The batch path gives runs of whole partitions (at most ``KERNEL_ROWS`` rows, a larger one alone) to the

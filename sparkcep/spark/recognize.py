@@ -419,7 +419,12 @@ def _engine_columns(df: DataFrame, spec: RecognizeSpec) -> list[str]:
 
 
 def _partition_ids(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray | None:
-    """Dense ids of the rows' partition key (NULL a key of its own), or None without PARTITION BY."""
+    """Ids of the rows' partition key, equal where the keys are equal (NULL a key of its own), or None without
+    PARTITION BY: one integer column without NULLs is its own ids (no dictionary to build), else dense ids."""
+    present = [c for c in columns if c in table.column_names]
+    if len(present) == 1 and pa.types.is_integer(table.column(present[0]).type) \
+            and table.column(present[0]).null_count == 0:
+        return table.column(present[0]).to_numpy().astype(np.int64, copy=False)
     ids: np.ndarray | None = None
     for c in columns:
         if c not in table.column_names:
