@@ -50,13 +50,17 @@ def test_next_parses_prints_back_and_marks_the_step():
     ("PATTERN SEQ(A a, NEXT !(C c)) WITHIN 10", "at the end of the pattern", 23),
     ("PATTERN SEQ(A+ a[], NEXT !(C c), B b) WITHIN 10", "after anything but a single event", 26),
     ("PATTERN SEQ(A a, NEXT !(SEQ(C c, D d)), B b) WITHIN 10", "more than one event", 23),
-    ("PATTERN SEQ(A a, (SEQ(B b, NEXT !(C c), D d))+) WITHIN 10", "before a negation inside a repetition", 33),
+    ("PATTERN SEQ(A a, (SEQ(B b, NEXT !(C c)))+, D d) WITHIN 10", "at the end of a repeated sequence", 33),
     ("PATTERN SEQ(A a, (SEQ(B? b, NEXT C c))+) WITHIN 10", "after items that may all match no event", 34),
     ("PATTERN SEQ(!(NEXT C c), B b) WITHIN 10", "at the start of a negation that starts the pattern", 20),
-    ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT !(C c), D d), E e) WITHIN 10", "before a negation inside a negation", 36),
+    ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT !(C c), D? d), E e) WITHIN 10", "no item after it that must take", 36),
+    ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT !(C c)), E e) WITHIN 10", "no item after it that must take", 36),
+    ("PATTERN SEQ(A a, NOT SEQ(NEXT !(C c), D d), E e) WITHIN 10", "at the start of a negation (NEXT", 31),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(B b, NEXT !(C c), D? d), E e) WITHIN 10", "no item after it that "
+     "must take", 52),
     ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(NEXT B y, C z), D d) WITHIN 10", "start of a negation in a trend", 47),
     ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(B? y, NEXT C z), D d) WITHIN 10", "after items that may all", 53),
-    ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT !(C c), B? b) WITHIN 10", "after which a trend may end", 39),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, !(NEXT C c), B? b) WITHIN 10", "after which a trend may end", 34),
 ])
 def test_check_refuses_what_does_not_run_with_the_reason(text, why, column):
     with pytest.raises(CEPError) as err:
@@ -204,13 +208,17 @@ def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_pat
         expected = match_rows(q.query, events)
         assert len(expected) >= 3, strategy  # the stream must exercise the query
         assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected), strategy
-    # streaming: a NEXT step and a NEXT inside a negation (no D right after a before the first b), the events
-    # numbered per key across micro-batches
-    q = sparkcep.compile("PATTERN SEQ(A a, !(NEXT D z), B+ b[], NEXT C c) WHERE [id] WITHIN 6 "
-                         "RETURN a.ts, b[1].ts AS b1, c.ts")
+    # streaming: a NEXT step (inside a repeated group), a NEXT inside a negation (no D right after a before the
+    # first b) and a NEXT !(C v) inside a negation (a B right after which comes no C, then a C, between the group
+    # and e), the events numbered per key across micro-batches
+    text = ("PATTERN SEQ(A a, !(NEXT D u), (SEQ(B b, NEXT C c))+, NOT SEQ(B y, NEXT !(C v), C w), A e) WHERE [id] "
+            "WITHIN 9 RETURN a.ts, e.ts, count(b[].x) AS n")
+    q = sparkcep.compile(text)
     expected = match_rows(q.query, events)
-    assert len(expected) >= 3 and len(expected) < len(match_rows(sparkcep.compile(
-        "PATTERN SEQ(A a, B+ b[], NEXT C c) WHERE [id] WITHIN 6").query, events))
+    assert len(expected) >= 3
+    for piece in ("!(NEXT D u), ", "NEXT C", "NEXT !(C v), "):  # the data needs each of them
+        assert canonical(match_rows(sparkcep.compile(text.replace(piece, "")).query, events)) != canonical(
+            expected), piece
     assert canonical(streamed(spark, q, events, tmp_path)) == canonical(expected)
     # notNext in the batch job: the event right after a is not a D
     q = sparkcep.compile("PATTERN SEQ(A a, NEXT !(D d), B b, C c) WHERE [id] WITHIN 6 RETURN a.ts, b.ts, c.ts")
@@ -224,22 +232,35 @@ def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_pat
     for text in ("PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WHERE [id] WITHIN 6 RETURN a.ts, count(b[].x) AS n",
                  "PATTERN SEQ(A a, NEXT (SEQ(B b, C c))+, NEXT A e) WHERE [id] WITHIN 6 "
                  "RETURN a.ts, count(b[].x) AS n, e.ts",
-                 "PATTERN SEQ(A a, NOT SEQ(B y, NEXT C z), C c) WHERE [id] WITHIN 6 RETURN a.ts, c.ts"):
+                 "PATTERN SEQ(A a, NOT SEQ(B y, NEXT C z), C c) WHERE [id] WITHIN 6 RETURN a.ts, c.ts",
+                 # NEXT !(...) inside a repeated group (per iteration) and inside a negation, each changing the rows
+                 "PATTERN SEQ(A a, (SEQ(B b, NEXT !(D z), C c))+, NOT SEQ(B y, NEXT !(C v), C w), A e) WHERE [id] "
+                 "WITHIN 9 RETURN a.ts, e.ts, count(b[].x) AS n"):
         q = sparkcep.compile(text)
         expected = match_rows(q.query, events)
         assert len(expected) >= 3, text
+        for piece in ("NEXT !(D z), ", "NEXT !(C v), "):
+            if piece in text:
+                assert canonical(match_rows(sparkcep.compile(text.replace(piece, "")).query, events)) != canonical(
+                    expected), piece
         assert canonical(spark_rows(q.apply(frame(spark, events)))) == canonical(expected), text
     # NEXT inside a repeated group of a trend aggregate, NEXT !(D d) (no D right after a) and NEXT inside a negation
     # (no B immediately followed by a D between f and g), batch and streaming (a last event far ahead closes the
     # windows)
     from tests.test_trend_end_to_end import plain
 
+    # and NEXT !(C k) right next to a negation, NEXT !(C p) where a trend may end right after it and NEXT !(C u)
+    # inside a negation
     text = ("RETURN id, COUNT(*), COUNT(c) PATTERN SEQ(A a, NEXT !(D d), (SEQ(B b, NEXT C c))+) OR "
-            "SEQ(A f, NOT SEQ(B y, NEXT D z), C g) WHERE [id] GROUP BY id WITHIN 6 SLIDE 3")
+            "SEQ(A f, NOT SEQ(B y, NEXT D z), C g) OR SEQ(B h, NEXT !(C k), NOT D e, C m) OR "
+            "SEQ(B n, NEXT !(C p), A? q) OR SEQ(A r, NOT SEQ(B s, NEXT !(C u), C v), D o) "
+            "WHERE [id] GROUP BY id WITHIN 6 SLIDE 3")
     trend = sparkcep.compile(text)
     expected = trend_aggregates(trend.query, events)
     assert len(expected) >= 3
-    for other in (text.replace("NEXT C", "C"), text.replace("NEXT !(D d), ", ""), text.replace("NEXT D", "D")):
+    for other in (text.replace("NEXT C", "C"), text.replace("NEXT !(D d), ", ""), text.replace("NEXT D", "D"),
+                  text.replace("NEXT !(C k), ", ""), text.replace("NEXT !(C p), ", ""),
+                  text.replace("NEXT !(C u), ", "")):
         assert expected != trend_aggregates(sparkcep.compile(other).query, events), other
     assert canonical(plain(spark_rows(trend.apply(frame(spark, events))))) == canonical(expected)
     tail = {"type": "A", "ts": 10_000, "x": 0, "id": 9}
@@ -284,6 +305,22 @@ def test_not_next_in_a_pattern_with_a_repeated_group():
     assert agrees(text, _events("a0 c1 d2 a3 e4 c5 d6")) == [{"a": 3, "n": 1}]
 
 
+def test_not_next_inside_a_repetition_and_inside_a_negation():
+    """Inside ``(...)+`` ``NEXT !(C z)`` is decided per iteration, after that iteration's B: b1 is followed by c2,
+    so only b4 and b6 start iterations (b6's next event is e7, not a C).  Inside a negation it is part of the
+    occurrence: b1 c2 d3 is none (c2 right after b1), so a0 e4 matches; b6 d7 is one, blocking a5 e8 (and a0
+    e8)."""
+    text = "PATTERN SEQ(A a, (SEQ(B b, NEXT !(C z), D d))+) WITHIN 20 RETURN a.ts AS a, count(b[].x) AS n"
+    rows = agrees(text, _events("a0 b1 c2 d3 b4 d5 b6 e7 d8"))
+    assert sorted((r["a"], r["n"]) for r in rows) == [(0, 1), (0, 1), (0, 1), (0, 2)]
+    text = "PATTERN SEQ(A a, !(SEQ(B y, NEXT !(C z), D w)), E e) WITHIN 20 RETURN a.ts AS a, e.ts AS e"
+    assert agrees(text, _events("a0 b1 c2 d3 e4 a5 b6 d7 e8")) == [{"a": 0, "e": 4}]
+    # a predicate relating z to the pick before it: c2 (x 1) differs from b1 (x 0), so it does not count
+    events = [{**e, "x": x} for e, x in zip(_events("a0 b1 c2 d3 e4"), (0, 0, 1, 0, 0), strict=True)]
+    text = "PATTERN SEQ(A a, !(SEQ(B y, NEXT !(C z), D w)), E e) WHERE z.x = y.x WITHIN 20 RETURN e.ts AS e"
+    assert agrees(text, events) == []
+
+
 NEGATED_SHAPES = [
     "SEQ(A a, !(NEXT C z), B b)",
     "SEQ(A a, !(SEQ(B y, NEXT C z)), D d)",
@@ -318,4 +355,29 @@ def test_negations_with_next_agree_with_the_oracle(strategy, shapes, data):
     # a group, no noise and no ties (its matches are long)
     types = sorted({t for t in "ABCDE" if f"{t} " in text or f"{t}," in text}) + (["F"] if noise else [])
     events = data.draw(event_streams(types, min_size=5, max_size=11, max_gap=2 if noise else 1, ties=noise))
+    agrees(text, events, data)
+
+
+# NEXT !(C z) inside a repetition (per iteration, after its event) and inside a negation (an occurrence counts only
+# if the event right after its pick before the marker is no such event)
+NOT_NEXT_INSIDE = [
+    "SEQ(A a, (SEQ(B b, NEXT !(C z), C d))+)",
+    "SEQ((SEQ(A a, NEXT !(B z), B b))+, C c)",
+    "SEQ(A a, (SEQ(B b, NEXT !(C z), A? d, C e))*, B f)",
+    "(SEQ(A a, NEXT !(B z), B b)){1,2}",
+    "SEQ(A a, !(SEQ(B y, NEXT !(C z), C w)), B e)",
+    "SEQ(A a, !(SEQ(B y, NEXT !(C z), C+ w[])), A e)",
+    "SEQ(A a, !((SEQ(B y, NEXT !(C z), C w))+), A e)",
+    "SEQ(A a, !(SEQ(C y, NEXT !(B z), B w)), !(SEQ(B v, NEXT !(C u), C t)), A e)",
+]
+NOT_NEXT_CONDITIONS = ["[id]", "z.x > a.x", "z.x = b.x", "y.x < z.x", "z.x != y.x", "u.x = v.x", "a.x < e.x"]
+
+
+@pytest.mark.parametrize("strategy", ["skip_till_any_match", "skip_till_next_match", "partition_contiguity"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_not_next_inside_a_repetition_or_a_negation_agrees_with_the_oracle(strategy, data):
+    text = data.draw(shape_queries(NOT_NEXT_INSIDE, NOT_NEXT_CONDITIONS, strategy, max_conditions=2,
+                                   windows=(6, 14)))
+    events = data.draw(event_streams("ABC", min_size=5, max_size=11, max_gap=1, ties=False))
     agrees(text, events, data)

@@ -57,6 +57,9 @@ Semantics implemented (LANGUAGE.md section numbers in brackets):
   predicates).  A ``NEXT`` step inside a negated sub-pattern (``!(NEXT C c)`` = ``NOT SEQ(NEXT C c)``, ``NOT
   SEQ(B b, NEXT C c)``) links its first pick to the occurrence's pick before it, or, on the sub-pattern's first
   item, to the match's event right before the gap (none: no constraint); the occurrence still lies in the gap.
+  ``NEXT !(C c)`` inside a negated sub-pattern (``NOT SEQ(B b, NEXT !(C c), D d)``) is part of the occurrence: an
+  occurrence counts only if the partition's event right after its pick before the marker is no such ``C``;
+  inside a repetition it is decided per iteration, after that iteration's pick.
   A stop condition ``T+ v[] UNTIL (cond)`` or ``(P)+ UNTIL (cond)`` (Flink's ``until``) adds to any strategy too:
   no *stop event* (an event of the partition of one of the types of the variable ``cond`` names, any event with
   ``UNTIL ANY``, for which ``cond``, read on it alone, is TRUE) lies between the loop's first and
@@ -659,6 +662,7 @@ def _occurs(prep: _Prepared, neg: _Neg, evs: list[Event], lo: float, hi: float, 
         binding = {**outer, **own}
         runs = {**outer_runs, **own_runs}
         if (all(_conjunct_holds(c, binding, runs) for c in prep.in_scope(neg.scope))
+                and _not_next_holds(prep, inside, items, binding, runs)
                 and _negations_hold(prep, inside, items, binding, runs, lo, hi, local)):
             return True
     return False

@@ -163,8 +163,9 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
     iteration) in a match query, where an item before it in its SEQ selects an event; inside a negation of a
     match query (the negated sub-pattern's step linked to the event before it in the occurrence, its first item
     to the match's event right before the gap: ``!(NEXT C c)``, ``NOT SEQ(B b, NEXT C c)``), unless nothing can
-    come before the negation; ``NEXT !(C c)`` (notNext) not inside a repetition nor a negation (in a trend-aggregate
-    query: :func:`_not_next_trend`)."""
+    come before the negation; ``NEXT !(C c)`` (notNext) after a single event with an item after it (:func:`_not_next`;
+    inside a repetition per iteration, inside a negation of a match query :func:`_not_next_inside`; in a
+    trend-aggregate query :func:`_not_next_trend`)."""
 
     def visit(p: Pattern, inside: str | None, repeated: bool, before: bool, head: bool) -> None:
         # before: an item before this node (in an enclosing SEQ, or an earlier iteration) may select an event;
@@ -182,16 +183,13 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                            f"inside {inside} in a trend-aggregate query after items that may all match no event"
                            if inside and mode == "aggregate" and not isinstance(item, Not)
                            and all(can_be_empty(i) for i in p.items[:k]) else
-                           "before a negation inside a negation (NEXT !(C c) negates the event right after a "
-                           "step of the match)" if inside and isinstance(item, Not) else
+                           _not_next_inside(p.items, k) if inside and isinstance(item, Not) else
                            "at the start of a negation that starts the pattern (no event comes before it)"
                            if k == 0 and head and not before else
                            "on the first item of a SEQ: it links a step to the one before it" if k == 0 and not head
                            else
-                           "before a negation inside a repetition (NEXT !(C c) is decided once, after a single "
-                           "event)" if repeated and isinstance(item, Not) and mode != "aggregate" else
                            _not_next_trend(p.items, k) if mode == "aggregate" and isinstance(item, Not) else
-                           _not_next(p.items, k) if isinstance(item, Not) else
+                           _not_next(p.items, k, repeated) if isinstance(item, Not) else
                            "on an item that can match no event (?, *, {0,m})" if can_be_empty(item) else
                            "inside a repetition after items that may all match no event (the step before it "
                            "would lie outside the iteration)" if repeated and all(can_be_empty(i) for i in p.items[:k])
@@ -263,33 +261,52 @@ def _check_until(p: Kleene, inside: str | None, source: str | None) -> None:
                                    n.span or where, source)
 
 
-def _not_next(items: tuple, k: int) -> str | None:
+def _not_next(items: tuple, k: int, repeated: bool = False) -> str | None:
     """Why ``NEXT !(...)`` at item ``k`` (Flink's notNext) does not run, or None: it negates one event, right
     after a single event (``T v``, no quantifier), with an item after it (at the end it would wait for an event
-    that may never come)."""
+    that may never come).  Inside a repetition it is decided per iteration, after that iteration's event."""
     if not isinstance(items[k].inner, EventPat):
         return "before a negation of more than one event (NEXT !(C c) negates the next event)"
     if not isinstance(items[k - 1], EventPat):
         return "before a negation after anything but a single event T v (NEXT !(C c) follows one event)"
     if k == len(items) - 1:
-        return "before a negation at the end of the pattern"
+        return ("before a negation at the end of a repeated sequence (write the item after it inside the group)"
+                if repeated else "before a negation at the end of the pattern")
     return None
+
+
+def _not_next_inside(items: tuple, k: int) -> str | None:
+    """Why ``NEXT !(...)`` at item ``k`` of a SEQ inside a negation of a match query does not run, or None: as
+    :func:`_not_next`, and an item after it inside the negation must take an event, so that the event right
+    after its pick lies in the negation's gap (the negated sub-pattern occurs there only if that event is no
+    such ``C``)."""
+    if k == 0:
+        return "at the start of a negation (NEXT !(C c) follows a pick of the negated sub-pattern)"
+    if all(can_be_empty(i) for i in items[k + 1:]):
+        return ("before a negation inside a negation with no item after it that must take an event (the event "
+                "right after its pick could lie outside the gap)")
+    return _not_next(items, k)
 
 
 def _not_next_trend(items: tuple, k: int) -> str | None:
     """Why ``NEXT !(...)`` at item ``k`` of a trend-aggregate query does not run, or None: it negates one event,
     after a positive item (the edge from that item's last event is valid only if the partition's next event is
-    no such event: GRETA's graph knows it one event late), before items one of which must take an event, none of
-    them a negation."""
+    no such event: GRETA's graph knows it one event late); next to a negation (``NOT E e``) the edge is also
+    guarded by that negation, as any edge across one.  Where a trend may end right
+    after it, a trend ending there counts once its next event has come and is no such event, or in a window that
+    ends before one came (the oracle reads the window's events only); ``!(NEXT C c)`` is refused there."""
     if not isinstance(items[k].inner, EventPat) and not linked_first(items[k]):
         return "before a negation of more than one event (NEXT !(C c) negates the next event)"
-    if isinstance(items[k - 1], Not):
-        return "before a negation right after a negation (NEXT !(C c) negates the event right after a pick)"
-    if k + 1 < len(items) and isinstance(items[k + 1], Not):
-        return "before a negation right before a negation"
-    if all(can_be_empty(i) for i in items[k + 1:]):
-        return ("before a negation after which a trend may end, in a trend-aggregate query (the event right after "
-                "its last pick may lie outside the window)")
+    beside = isinstance(items[k - 1], Not) or k + 1 < len(items) and isinstance(items[k + 1], Not)
+    if beside and linked_first(items[k]):
+        return ("inside a negation right next to another negation, in a trend-aggregate query (!(NEXT C c): the C "
+                "must also lie inside the gap; write NEXT !(C c))")
+    if any(isinstance(i, Not) for i in items[k + 1:]) and all(can_be_empty(i) for i in items[k + 1:]):
+        return ("before a negation after which a trend may end and another negation, in a trend-aggregate query "
+                "(a held END vertex with a negated end)")
+    if linked_first(items[k]) and all(can_be_empty(i) for i in items[k + 1:]):
+        return ("inside a negation after which a trend may end, in a trend-aggregate query (!(NEXT C c) there is a "
+                "negated end: write NEXT !(C c))")
     return None
 
 

@@ -163,7 +163,14 @@ def _fragment(p, dnf, component) -> Fragment:
         out = Fragment()
         for k, item in enumerate(p.items):
             linked = bool(p.strict) and p.strict[k]
-            if linked and (isinstance(item, Not) or all(can_be_empty(i) for i in p.items[:k])):
+            if linked and isinstance(item, Not):
+                # NEXT !(C c) after a single event: a negative item on the edges from that event, decided on the
+                # event numbered right after it (Plan._alternative marks it RANKED_NEXT, see not_next_components)
+                if not (isinstance(item.inner, EventPat) and k and isinstance(p.items[k - 1], EventPat)):
+                    raise EngineUnsupportedError("NEXT !(...) in a repeated group negates one event right after a "
+                                                 "single event T v")
+                linked = False
+            elif linked and all(can_be_empty(i) for i in p.items[:k]):
                 raise EngineUnsupportedError("NEXT in a repeated group needs a positive item and an item before it "
                                              "that selects an event")
             out = out.then(_fragment(item, dnf, component), linked)
@@ -231,6 +238,24 @@ class Automaton:
         #: the edges ``(p, q)`` of NEXT steps (:attr:`Fragment.strict`), inside a group or into an item written
         #: ``NEXT`` (``linked``: per item, its edges from the items before are strict)
         self.strict = whole.strict
+
+
+def not_next_components(p, component) -> frozenset[int]:
+    """The components of the negated events written ``NEXT !(C c)`` anywhere in pattern ``p`` (outside
+    negations): in an automaton their negative items are decided on the event right after the one before."""
+    out: set[int] = set()
+    if isinstance(p, Seq):
+        for item, strict in zip(p.items, p.strict or (False,) * len(p.items), strict=True):
+            if strict and isinstance(item, Not) and isinstance(item.inner, EventPat):
+                out.add(component(item.inner))
+            elif not isinstance(item, Not):
+                out |= not_next_components(item, component)
+    elif isinstance(p, Kleene):
+        out |= not_next_components(p.inner, component)
+    elif isinstance(p, Or):
+        for a in p.alternatives:
+            out |= not_next_components(a, component)
+    return frozenset(out)
 
 
 def _loops(items: list) -> list[tuple[int, int]]:

@@ -60,7 +60,15 @@ from sparkcep.ir.ast import (
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.spec import Component, MatchSpec
 from sparkcep.runtime_udfs.expr.components import Stop, component_mask, component_table, is_stop, stop_table
-from sparkcep.runtime_udfs.match.automaton import END, START, Automaton, _fragment, _group, _loops
+from sparkcep.runtime_udfs.match.automaton import (
+    END,
+    START,
+    Automaton,
+    _fragment,
+    _group,
+    _loops,
+    not_next_components,
+)
 from sparkcep.runtime_udfs.match.collapsed import _negation_groups, _nullify, _output_fn, _unscoped_equiv
 from sparkcep.runtime_udfs.match.conjuncts import (
     _GROWING_KINDS,
@@ -561,6 +569,9 @@ class Plan:
         # (in an automaton, the components of those negations: checked on the complete match, on the event
         # numbered right after the one before the gap, ``match_negation.RANK``)
         next_comps = {items[k][1] for k in not_next}
+        if self.spec.pattern is not None:  # ... and those inside a repeated group, per iteration
+            position = {c.var: j for j, c in enumerate(comps)}
+            next_comps |= not_next_components(self.spec.pattern, lambda p: position[p.var])
         not_next = {id(items[k]) for k in not_next}
         # the items written NEXT (a position or a repeated group): in an automaton, their edges from the items
         # before are strict (``Fragment.then(linked=True)``)
@@ -684,6 +695,7 @@ class Plan:
             negs[-1].guards = guards
             if automaton is not None and kind == "neg" and k in next_comps:
                 negs[-1].guards = guards | {RANKED_NEXT}  # NEXT !(C c) on an automaton's edges
+                self.ranked = True  # (by the events' numbers, engine._ranked)
             if is_not_next:  # decided by the runs on the event right after ``before``, not over a gap
                 negs[-1].guards = frozenset({"not_next"})
                 nexts.setdefault(before, []).append(negs[-1])

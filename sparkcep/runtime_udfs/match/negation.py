@@ -31,7 +31,8 @@ non-negative values) is first evaluated on all the gap's candidates, and a false
 search is exponential in the worst case (``NOT B+ b[] WHERE avg(b[].x) > 10`` with no blocking subset tries
 every subset of the gap's ``B``s).  A ``NEXT`` step inside the sub-pattern (``!(NEXT C c)``, ``NOT SEQ(B b, NEXT C
 c)``) takes only the event numbered (:data:`RANK`) right after the pick before it, or, on the first item, after the
-match's event right before the gap.
+match's event right before the gap; ``NEXT !(C c)`` inside it (``NOT SEQ(B b, NEXT !(C c), D d)``) rejects an
+occurrence whose event numbered right after the pick before it is such a ``C``.
 
 The partitioned indexes of SASE §3.3 exist to drop whole partitions once they leave the window; here the
 index is pruned by moving past the events at or before a horizon (see :meth:`NegIndex.prune`).
@@ -672,6 +673,12 @@ class _Search:
                 return cont(last)
             if not node.strict[k]:
                 return derive(node.items[k], last, lambda t: seq(node, k + 1, t, cont))
+            if isinstance(node.items[k], _Level):  # NEXT !(C c): decided on the complete occurrence
+                items.append(("notnext", node.items[k]))
+                try:
+                    return seq(node, k + 1, last, cont)
+                finally:
+                    items.pop()
             items.append(("link",))  # a NEXT step: its first pick comes right after the pick before it
             try:
                 return derive(node.items[k], last, lambda t: seq(node, k + 1, t, cont))
@@ -711,6 +718,11 @@ class _Search:
                 if any(b.get(v) is None for v in own) and not _holds(c, b, own_runs):
                     return False
             for k, it in enumerate(items):
+                if it[0] == "notnext":
+                    pick = next((p for p in reversed(items[:k]) if p[0] == "pick"), None)
+                    if pick is not None and self.successor_occurs(it[1], pick, own_runs):
+                        return False
+                    continue
                 if it[0] != "neg":
                     continue
                 pick = next((p for p in reversed(items[:k]) if p[0] == "pick"), None)
@@ -722,6 +734,18 @@ class _Search:
 
         return derive(level.inner, lo, complete)
 
+
+    def successor_occurs(self, level: _Level, pick: tuple, runs: dict) -> bool:
+        """``NEXT !(C c)`` inside the sub-pattern: is the event numbered (:data:`RANK`) right after ``pick``'s
+        an occurrence of ``level`` (whatever its ts)?  Not one of the indexed events: it is no such ``C``."""
+        rank = pick[4][RANK]
+        entries = self.entries
+        for j in range(bisect_left(entries, pick[2], key=_ts_of), len(entries)):
+            event = entries[j][1]
+            if event[RANK] > rank:
+                return (event[RANK] == rank + 1
+                        and _Search([entries[j]], self.mask_of, self.b).occurs(level, -math.inf, math.inf, runs))
+        return False
 
     def single(self, single: tuple, lo, end: int, runs: dict) -> bool | None:
         """``NOT T+ v[]`` with ``avg(v[].attr) op e`` only (:func:`_avg_threshold`): does a single candidate in

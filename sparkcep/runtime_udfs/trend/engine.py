@@ -438,11 +438,19 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
                 run.held = []
         for nr in st.negs:
             nr.link = {}
+            if cs.not_next:
+                nr.held = []
         return
     #: ``!(NEXT C c)``: per run, the held vertices the group's first event (such a C) blocks from the next ts on
     transient: dict = {}
     if cs.not_next:  # NEXT !(C c): the held vertices of the partition's previous event meet its next one
         _, mask, ev = group[0]
+        for gid, nr in enumerate(st.negs):
+            held = getattr(nr, "held", None)
+            if held:
+                nr.held = []
+                for j, hev, start in held:
+                    _neg_release(cs, nr, cs.negs[gid].states[j], hev, start, mask, ev)
         for run in st.runs.values():
             held = getattr(run, "held", None)
             if held:
@@ -486,7 +494,7 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
                 nr = st.negs[gid]
                 start = _neg_vertex(nr, s, ev, t, latest, getattr(nr, "link", None) if i == 0 else None)
                 if start is not None:
-                    negative.append((gid, s, ev, start))
+                    negative.append((gid, s, ev, start, i))
     if cs.links:  # the group's last event is the partition's previous event for the next group
         last = group[-1][2]
         for run in st.runs.values():
@@ -496,7 +504,7 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
                 run.link[s.j] = (ev, aggs)
         for nr in st.negs:
             nr.link = {}
-        for gid, s, ev, start in negative:
+        for gid, s, ev, start, _ in negative:
             if s.link_out and ev is last:
                 st.negs[gid].link[s.j] = (ev, start)
     if cut_at:
@@ -505,13 +513,19 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
     for run, s, ev, aggs, i in positive:
         _insert(cs, run, s, ev, t, aggs, batch, i > cut_at.get(loop_of.get(s.comp), -1))
     for run, s, ev, aggs, i in positive:
-        if s.held_out:  # NEXT !(C c): known from the group's next event, else from the next group's first
+        if s.held_out or s.end_held is not None:  # NEXT !(C c): known from the group's next event, else from the
+            # next group's first
             if i + 1 < len(group):
                 _release(cs, run, s, ev, t, aggs, group[i + 1][1], group[i + 1][2], batch)
             else:
                 run.held.append((s.j, ev, t, aggs))
-    for gid, s, ev, start in negative:
+    for gid, s, ev, start, i in negative:
         nr = st.negs[gid]
+        if s.held_out:  # NEXT !(C c) inside the negation: known from the next event
+            if i + 1 < len(group):
+                _neg_release(cs, nr, s, ev, start, group[i + 1][1], group[i + 1][2])
+            else:
+                nr.held.append((s.j, ev, start))
         if start > nr.best[s.j]:
             nr.best[s.j] = start
         for tr in s.guarded_out:
@@ -637,7 +651,7 @@ def _insert(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, batch:
             if q is None:
                 q = win.guarded[tr.id] = _Queue(zero)
             q.push(t, a, alg)
-        if s.last:
+        if s.last and s.end_held is None:  # (NEXT !(C c) right before the end: counted once released)
             if s.end_guard is None:
                 win.R[-1] = plus(win.R[-1], a)
             else:
@@ -662,10 +676,15 @@ def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask:
     predecessor of the events at its ts)."""
     alg = cs.alg
     plus, zero = alg.add, alg.zero
+    if s.end_held is not None and not _blocks(cs, s.end_held, mask, ev, after):
+        # a trend may end here: an END in the windows still open (they hold ``after``; those that closed before it
+        # came counted the vertex when they were emitted, scanner._emit)
+        for w, a in aggs.items():
+            win = run.wins.get(w)
+            if win is not None:
+                win.R[-1] = plus(win.R[-1], a)
     for tr in s.held_out:
-        k = cs.not_next[tr.not_next]
-        if (mask >> k & 1 and all(f(after) for f in cs.not_next_filters[tr.not_next])
-                and all(f(ev, after) for f in cs.not_next_pairs[tr.not_next])):
+        if _blocks(cs, tr.not_next, mask, ev, after):
             if not cs.not_next_gap[tr.not_next]:
                 continue
             if transient is not None and after["ts"] > t:
@@ -674,11 +693,27 @@ def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask:
         if tr.kind == SCAN:
             run.stores.setdefault((HELD, tr.id), []).append((t, ev, aggs))
             continue
+        if tr.kind == GUARDED:  # next to a negation: vertices enter in ts order, a finished N trend drops a prefix
+            for w, a in aggs.items():
+                win = run.wins.get(w)
+                if win is not None:
+                    q = win.guarded.get(tr.id)
+                    if q is None:
+                        q = win.guarded[tr.id] = _Queue(zero)
+                    q.push(t, a, alg)
+            continue
         key = tr.key(ev)
         for w, a in aggs.items():
             win = run.wins.get(w)
             if win is not None:  # else the window has closed (emitted) since
                 _index_insert(win, tr, key, a, plus, zero, batch, w)
+
+
+def _blocks(cs: _Compiled, i: int, mask: int, ev: dict, after: dict) -> bool:
+    """Is ``after`` (component bitmask ``mask``), the partition's event right after ``ev``, a ``C`` of the ``i``-th
+    ``NEXT !(C c)`` (its type, local predicates, predicates on it alone and those relating it to ``ev``)?"""
+    return bool(mask >> cs.not_next[i] & 1 and all(f(after) for f in cs.not_next_filters[i])
+                and all(f(ev, after) for f in cs.not_next_pairs[i]))
 
 
 _COMPARE = {"<": lt, "<=": le, ">": gt, ">=": ge, "=": eq}
@@ -717,7 +752,9 @@ def _neg_vertex(nr: _NegRun, s: _State, ev: dict, t, latest: list, link: dict | 
     only predecessors."""
     best = t if s.first else -_INF
     for tr in s.ins:
-        if tr.kind == LINK:
+        if tr.not_next is not None:  # NEXT !(C c) inside the negation: from the vertices released so far
+            v = nr.released.get(tr.id, -_INF)
+        elif tr.kind == LINK:
             prev = link.get(tr.src) if link else None
             v = prev[1] if prev is not None and (tr.pred is None or tr.pred(prev[0], ev)) else -_INF
         elif tr.kind == PLAIN:
@@ -735,6 +772,15 @@ def _neg_vertex(nr: _NegRun, s: _State, ev: dict, t, latest: list, link: dict | 
         if v > best:
             best = v
     return None if best == -_INF else best
+
+
+def _neg_release(cs: _Compiled, nr: _NegRun, s: _State, ev: dict, start: float, mask: int, after: dict) -> None:
+    """``NEXT !(C c)`` inside a negation: the vertex (``start``) of ``ev`` in state ``s`` of the negation's graph
+    becomes a predecessor across each such edge it leaves, unless ``after``, the partition's event right after
+    ``ev``, is such a ``C``."""
+    for tr in s.held_out:
+        if not _blocks(cs, tr.not_next, mask, ev, after) and start > nr.released.get(tr.id, -_INF):
+            nr.released[tr.id] = start
 
 
 def merge_rows(spec: TrendSpec, rows: Iterable[dict]) -> list[dict]:

@@ -360,8 +360,15 @@ class _Compiled:
         for k, alts in p.last.items():
             s = states[state_of[k]]
             if any(m < 0 for a in alts for m in a):
-                raise EngineUnsupportedError("NEXT !(...) after which a trend may end is not supported by the trend "
-                                             "engine (it would wait for an event the window may not hold)")
+                held = {m for a in alts for m in a}
+                if len(alts) != 1 or len(held) != 1 or self.not_next_gap[not_next_marker(next(iter(held)))]:
+                    raise EngineUnsupportedError("NEXT !(...) after which a trend may end, next to a negation or "
+                                                 "one of several ways to end, is not supported by the trend engine")
+                if not positive:
+                    raise EngineUnsupportedError("NEXT !(...) at the end of a negation is not supported by the trend "
+                                                 "engine")
+                s.last, s.end_held = True, not_next_marker(held.pop())
+                continue
             s.last, s.end_guard = True, _guard(alts)
         for s in states:
             if s.comp in vertex_filters:
@@ -369,11 +376,13 @@ class _Compiled:
         trans: list[_Trans] = []
         for (x, y), alts in sorted(p.follow.items()):
             held = {m for a in alts for m in a if m < 0}
-            if held and (len(alts) != 1 or len(next(iter(alts))) != 1):
+            if held and (len(alts) != 1 or len(held) != 1
+                         or len(next(iter(alts))) > 1 and self.not_next_gap[not_next_marker(next(iter(held)))]):
                 raise EngineUnsupportedError(
-                    "NEXT !(...) next to a negation, or on an edge several paths of the pattern give, is not "
-                    "supported by the trend engine")
-            guard = None if held else _guard(alts)
+                    "NEXT !(...) on an edge several paths of the pattern give, or !(NEXT C c) next to a negation, is "
+                    "not supported by the trend engine")
+            # next to a negation (GRETA's marker on the same edge): a guarded queue or store the vertex enters late
+            guard = _guard(tuple(frozenset(m for m in a if m >= 0) for a in alts)) if held else _guard(alts)
             mine = [e for e in edges if (e.src, e.dst) == (comp_of[x], comp_of[y])]
             link = (x, y) in self.links
             if held and link:
@@ -394,9 +403,16 @@ class _Compiled:
             loop = self.loop_of.get(comp_of[x])
             if positive and loop is not None and self.loop_of.get(comp_of[y]) == loop:
                 _cut(t, loop)
+            if held and not positive and mine:
+                conj = _rename(mine[0].expr, {"_p": comps[comp_of[x]].var, "_e": comps[comp_of[y]].var})
+                raise EngineUnsupportedError(f"the predicate {_show(conj)} across NEXT !(...) inside a negation is "
+                                             "not supported by the trend engine")
+            if held and not positive and (t.kind != PLAIN or t.guard is not None):
+                raise EngineUnsupportedError("NEXT !(...) next to a negation inside a negation is not supported by the "
+                                             "trend engine")
             if held:  # its own running aggregate, index or store, which a vertex enters one event late
                 t.not_next = not_next_marker(held.pop())
-                if t.kind == PLAIN:
+                if t.kind == PLAIN and t.guard is None and positive:  # (a negation's graph: its largest start)
                     t.kind, t.key, t.probe = EQUAL, _constant, _constant
             for e in mine:
                 e.trans = e.trans or t  # the first of its transitions (a bounded quantifier's copies: several)
@@ -638,6 +654,9 @@ def describe(spec: TrendSpec) -> list[str]:
                              "and it")
             if st_.end_guard:
                 roles.append(f"END only if no {_markers(st_.end_guard)} trend follows it in the window")
+            if st_.end_held is not None:
+                roles.append(f"END only if its next event in the partition is no {comps[cs.not_next[st_.end_held]].var}"
+                             " or lies outside the window (NEXT !(...)), counted one event late")
             if st_.comp in cs.loop_of and g is cs.positive:
                 roles.append(f"UNTIL {untils[cs.loop_of[st_.comp]]}: a stop event is none of its vertices")
             it = st_.iteration
@@ -652,7 +671,8 @@ def describe(spec: TrendSpec) -> list[str]:
             guard = f", invalid if an {_markers(t.guard)} trend lies between the two events" if t.guard else ""
             index = "running aggregate per window" if t.cut is not None and t.op is None else _INDEX_NAMES[t.kind]
             if t.not_next is not None:
-                index = ("running aggregate per window" if t.op is None else _INDEX_NAMES[t.kind])
+                index = ("largest trend start of its released vertices" if g is not cs.positive else
+                         "running aggregate per window" if t.op is None else _INDEX_NAMES[t.kind])
                 guard += (f", only from a vertex whose next event in the partition is no "
                           f"{comps[cs.not_next[t.not_next]].var} (NEXT !(...)), entered one event late")
             if t.cut is not None:

@@ -325,12 +325,16 @@ class _NegRun:
     """The runtime of one negation graph: per state the largest trend start over its vertices (``best``),
     the monotone queues of guarded transitions (``(ts, start)``, starts decreasing), stored vertices, and the
     vertices of the partition's last event in states a ``NEXT`` step inside the negation leaves (``{state: (event,
-    start)}``; a state saved before this slot existed has none)."""
+    start)}``; a state saved before this slot existed has none), and those a ``NEXT !(C c)`` inside it holds."""
 
-    __slots__ = ("best", "queues", "stores", "link")
+    __slots__ = ("best", "queues", "stores", "link", "held", "released")
 
     def __init__(self, n_states: int) -> None:
         self.best = [-_INF] * n_states
         self.queues: dict[int, deque] = {}
         self.stores: dict[int, list] = {}
         self.link: dict[int, tuple] = {}
+        #: ``NEXT !(C c)`` inside the negation: its vertices of the partition's last event, ``(state, event, start)``,
+        #: waiting for the next event; and per transition across it the largest start of the released ones
+        self.held: list[tuple] = []
+        self.released: dict[int, float] = {}

@@ -288,6 +288,9 @@ def _emit(cs: _Compiled, st: TrendState, limit, rows: list[dict]) -> None:
             if win is None:
                 continue
             total = alg.add(total, win.R[-1])
+            for j, _, _, aggs in getattr(run, "held", ()):
+                if states[j].end_held is not None and k in aggs:  # NEXT !(C c) at the end: no next event in
+                    total = alg.add(total, aggs[k])  # this window (it ends before one came)
             for j, q in win.ends.items():
                 q.drop_before(_threshold(states[j].end_guard, st.latest), alg)
                 total = alg.add(total, q.total(alg))
@@ -314,6 +317,9 @@ def _emit(cs: _Compiled, st: TrendState, limit, rows: list[dict]) -> None:
             st.latest[i] = -_INF  # too old to block anything in an open window
     for nr in st.negs:
         nr.best = [b if b >= horizon else -_INF for b in nr.best]
+        released = getattr(nr, "released", None)
+        if released:
+            nr.released = {i: b for i, b in released.items() if b >= horizon}
 
 
 def _prune(stores: dict[int, list], horizon) -> None:

@@ -368,6 +368,10 @@ class _State:
     start_guard: tuple | None = None  # start negation (§5 case 3)
     last: bool = False
     end_guard: tuple | None = None  # end negation (§5 case 2)
+    #: ``NEXT !(C c)`` after which a trend may end here: that negation's index (:attr:`_TemplateBuilder.not_next`);
+    #: a vertex counts as an END once the partition's next event has come and is no such ``C``, or in a window
+    #: that ends before any next event
+    end_held: int | None = None
     filters: tuple = ()
     ins: list[_Trans] = field(default_factory=list)
     plain_out: bool = False
