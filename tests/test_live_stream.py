@@ -220,17 +220,14 @@ def test_a_shedding_run_reads_its_files_through_the_admission_control(tmp_path):
 def test_a_rate_source_stream_stamps_each_result_with_its_rows_arrival(spark, tmp_path):
     """Spark's rate source, arrival = each row's ``timestamp`` (``apply(df, arrival_col=...)``): the arrival of
     each micro-batch's events is observed, and each match (A@2k, B@2k+1 of key k) carries the arrival of the
-    rows of its key in the micro-batch that emitted it: B's (the later), whose time it also returns."""
+    match's own last event, B, whose time it also returns, under the default buckets (a Spark group holds
+    several keys, whose rows of a micro-batch arrived at different times)."""
     from pyspark.sql import functions as F
 
     rate = spark.readStream.format("rate").option("rowsPerSecond", 20).load()
     events = rate.select(F.when(F.col("value") % 2 == 0, "A").otherwise("B").alias("type"), F.col("value").alias("ts"),
                          (F.col("value") / 2).cast("bigint").alias("id"), F.col("timestamp").alias("t"))
-    # one Spark group per key (buckets=0): each rate row has its own arrival, and a result is stamped with the
-    # newest arrival of its group's rows in the micro-batch, which is its key's only in a group of one key (in the
-    # default buckets it is the bucket's: docs/operations.md, "Per result row")
-    q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 RETURN a.ts AS at, b.ts AS bt, b.t AS b_time",
-                         buckets=0)
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 RETURN a.ts AS at, b.ts AS bt, b.t AS b_time")
     result = q.apply(events, arrival_col="t")
     assert result.columns == ["at", "bt", "b_time", "_arrival_ms"]
     query = (result.writeStream.format("memory").queryName("rate_arrival").outputMode("append")

@@ -635,12 +635,14 @@ class MatchOperator:
         return self._stamping_arrival(stream) if self.arrival else stream
 
     def _stamping_arrival(self, stream: Callable) -> Callable:
-        """``stream`` with each output row stamped :data:`RESULT_ARRIVAL`: the newest arrival
+        """``stream`` with each output row stamped :data:`RESULT_ARRIVAL`.  The streaming columnar step (the
+        default buckets of a match query) stamps each match with its own last event's arrival, carried with the
+        rows through the construction; a row without one (the per-event engine) gets the newest arrival
         (:data:`ARRIVAL_COL`) among the rows the Spark group got in this call, i.e. in the micro-batch that emits
         the row.  A result comes out in the micro-batch that reads the event completing it (DESIGN.md principle
         11), so this is the arrival of its last event when the group's rows of a micro-batch arrived together
         (one file per micro-batch), and at most a later arrival of the same micro-batch otherwise.  A call with
-        no rows (a timeout: a result decided by event time moving on elsewhere) stamps null."""
+        no rows (a timeout: a result decided by event time moving on elsewhere) stamps null there."""
         names = self.stream_schema.names
 
         def stamped(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
@@ -655,9 +657,11 @@ class MatchOperator:
                     yield pdf
 
             for out in stream(key, seen(), group):
-                arrival = int(max(newest)) if newest else None
-                yield out.assign(**{RESULT_ARRIVAL: pd.Series([arrival] * len(out), dtype="Int64",
-                                                              index=out.index)})[names]
+                arrival = pd.Series([int(max(newest)) if newest else None] * len(out), dtype="Int64",
+                                    index=out.index)
+                if RESULT_ARRIVAL in out.columns:  # the rows' own arrival where the step carried it
+                    arrival = pd.Series(out[RESULT_ARRIVAL], dtype="Int64").fillna(arrival)
+                yield out.assign(**{RESULT_ARRIVAL: arrival})[names]
 
         return stamped
 
@@ -690,7 +694,12 @@ class MatchOperator:
                 group.update((state.to_bytes(),))
                 _set_timeout(group, match_stream.wakeup(sc, state), raw, to_ms)
             if len(chains):
-                yield self._columns_frame(match_stream.outputs(sc, carried, chains))
+                frame = self._columns_frame(match_stream.outputs(sc, carried, chains))
+                if self.arrival:  # each match's own last event's arrival (_stamping_arrival keeps it)
+                    arrival = carried[ARRIVAL_COL][match_stream.last_rows(sc, carried, chains)]
+                    frame[RESULT_ARRIVAL] = pd.array(pd.to_numeric(arrival, errors="coerce"), dtype="Float64"
+                                                     ).round().astype("Int64")
+                yield frame
 
         return columnar_stream
 
@@ -698,7 +707,7 @@ class MatchOperator:
         """The streaming columnar step, built once per operator where it runs (on the executor), like the batch
         path's construction: every key of a Spark group at once."""
         if not hasattr(self, "_stream"):
-            self._stream = match_stream.stream_columnar(self.spec)
+            self._stream = match_stream.stream_columnar(self.spec, carry=(ARRIVAL_COL,) if self.arrival else ())
         return self._stream
 
     def _stream_columns(self, pdf: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -711,6 +720,8 @@ class MatchOperator:
             if c is not None:
                 columns[name] = (_epoch_ms_array(pdf[c], self._zones[c]) if c in self._zones
                                  else pdf[c].to_numpy())
+        if self.arrival and ARRIVAL_COL in pdf.columns:  # carried unread: each match's last event's arrival
+            columns[ARRIVAL_COL] = pd.to_numeric(pdf[ARRIVAL_COL], errors="coerce").to_numpy(np.float64)
         return columns
 
     def _columns_frame(self, columns: dict[str, np.ndarray]) -> pd.DataFrame:
