@@ -93,3 +93,15 @@ def test_a_batch_reports_its_results_latency_from_their_observed_arrival():
     assert line.endswith("result latency p50 4.0 s p99 12.0 s") and totals.result_latencies == [(4, 3, 4.0, 12.0)]
     del progress["observedMetrics"]["sparkcep_output"]["result_arrival_median"]
     assert result_latency(progress) is None and "result latency" not in Totals().add(progress)
+
+
+def test_a_match_recognize_outer_query_carries_the_results_arrival():
+    """The outer query of a MATCH_RECOGNIZE statement over a stream with arrival keeps ``_arrival_ms``: a row
+    its match's, a grouped row the newest of its group's, a ``*`` already; DISTINCT drops it (None)."""
+    from sparkcep.spark.recognize import _carrying_arrival
+
+    assert _carrying_arrival("SELECT a, b FROM m WHERE a > 1") == "SELECT a, b, `_arrival_ms` FROM m WHERE a > 1"
+    assert _carrying_arrival("SELECT * FROM m ORDER BY a") == "SELECT * FROM m ORDER BY a"
+    assert (_carrying_arrival("SELECT k, COUNT(*) AS n FROM m GROUP BY k")
+            == "SELECT k, COUNT(*) AS n, MAX(`_arrival_ms`) AS `_arrival_ms` FROM m GROUP BY k")
+    assert _carrying_arrival("SELECT DISTINCT a FROM m") is None

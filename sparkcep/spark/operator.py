@@ -81,7 +81,7 @@ if TYPE_CHECKING:
     from sparkcep.spark.schema import EngineSpec, SpecLike
 
 __all__ = ["COLUMNAR_STREAM", "MAX_MATCHES_CONF", "PER_KEY", "MatchOperator", "bucket_column", "checkpoint_grouping",
-           "default_buckets", "grouped", "stream_buckets", "stream_udf"]
+           "default_buckets", "grouped", "stamping_arrival", "stream_buckets", "stream_udf"]
 
 # ----------------------------------------------------------------------------------------------- conversions
 
@@ -632,38 +632,7 @@ class MatchOperator:
         if self.stream_path == COLUMNAR_STREAM:
             stream = self._columnar_stream(stream, to_ts, to_ms)
         stream = self._routing_late(stream, to_ts) if self.late_rows else stream
-        return self._stamping_arrival(stream) if self.arrival else stream
-
-    def _stamping_arrival(self, stream: Callable) -> Callable:
-        """``stream`` with each output row stamped :data:`RESULT_ARRIVAL`.  The streaming columnar step (the
-        default buckets of a match query) stamps each match with its own last event's arrival, carried with the
-        rows through the construction; a row without one (the per-event engine) gets the newest arrival
-        (:data:`ARRIVAL_COL`) among the rows the Spark group got in this call, i.e. in the micro-batch that emits
-        the row.  A result comes out in the micro-batch that reads the event completing it (DESIGN.md principle
-        11), so this is the arrival of its last event when the group's rows of a micro-batch arrived together
-        (one file per micro-batch), and at most a later arrival of the same micro-batch otherwise.  A call with
-        no rows (a timeout: a result decided by event time moving on elsewhere) stamps null there."""
-        names = self.stream_schema.names
-
-        def stamped(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
-            newest: list[float] = []
-
-            def seen() -> Iterator[pd.DataFrame]:
-                for pdf in pdfs:
-                    if not pdf.empty and ARRIVAL_COL in pdf.columns:
-                        top = pd.to_numeric(pdf[ARRIVAL_COL], errors="coerce").max()
-                        if top == top:  # not NaN: some row has an arrival
-                            newest.append(float(top))
-                    yield pdf
-
-            for out in stream(key, seen(), group):
-                arrival = pd.Series([int(max(newest)) if newest else None] * len(out), dtype="Int64",
-                                    index=out.index)
-                if RESULT_ARRIVAL in out.columns:  # the rows' own arrival where the step carried it
-                    arrival = pd.Series(out[RESULT_ARRIVAL], dtype="Int64").fillna(arrival)
-                yield out.assign(**{RESULT_ARRIVAL: arrival})[names]
-
-        return stamped
+        return stamping_arrival(stream, self.stream_schema.names) if self.arrival else stream
 
     def _columnar_stream(self, engine_stream: Callable, to_ts: Callable[[int], float],
                          to_ms: Callable[[float], int]) -> Callable:
@@ -770,6 +739,39 @@ class MatchOperator:
                 yield frame
 
         return routed
+
+def stamping_arrival(stream: Callable, names: list[str]) -> Callable:
+    """A group stream function ``stream`` with each output row stamped :data:`RESULT_ARRIVAL`.  The streaming
+    columnar step (the default buckets of a match query) stamps each match with its own last event's arrival,
+    carried with the rows through the construction; a row without one (the per-event engine) gets the newest arrival
+    (:data:`ARRIVAL_COL`) among the rows the Spark group got in this call, i.e. in the micro-batch that emits
+    the row.  A result comes out in the micro-batch that reads the event completing it (DESIGN.md principle
+    11), so this is the arrival of its last event when the group's rows of a micro-batch arrived together
+    (one file per micro-batch), and at most a later arrival of the same micro-batch otherwise.  A call with
+    no rows (a timeout: a result decided by event time moving on elsewhere) stamps null there.  Also the stream
+    function of a streaming MATCH_RECOGNIZE (:func:`sparkcep.spark.recognize.stream_recognize`); ``names``: the
+    output columns, :data:`RESULT_ARRIVAL` among them."""
+
+    def stamped(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+        newest: list[float] = []
+
+        def seen() -> Iterator[pd.DataFrame]:
+            for pdf in pdfs:
+                if not pdf.empty and ARRIVAL_COL in pdf.columns:
+                    top = pd.to_numeric(pdf[ARRIVAL_COL], errors="coerce").max()
+                    if top == top:  # not NaN: some row has an arrival
+                        newest.append(float(top))
+                yield pdf
+
+        for out in stream(key, seen(), group):
+            arrival = pd.Series([int(max(newest)) if newest else None] * len(out), dtype="Int64",
+                                index=out.index)
+            if RESULT_ARRIVAL in out.columns:  # the rows' own arrival where the step carried it
+                arrival = pd.Series(out[RESULT_ARRIVAL], dtype="Int64").fillna(arrival)
+            yield out.assign(**{RESULT_ARRIVAL: arrival})[names]
+
+    return stamped
+
 
 def _stream_path(spec: EngineSpec, schema: StructType, ts_type, shared_groups: bool) -> str:
     """What streams ``spec`` over ``schema``, in words (:attr:`MatchOperator.stream_path`):
