@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -244,5 +245,12 @@ def test_a_rate_source_stream_stamps_each_result_with_its_rows_arrival(spark, tm
     rows = table.select("at", "bt", F.unix_millis("b_time").alias("b_ms"), "_arrival_ms").collect()
     assert rows and all(r.bt == r.at + 1 and r.at % 2 == 0 for r in rows)
     assert all(r["_arrival_ms"] == r.b_ms for r in rows), rows
-    arrivals = [p["observedMetrics"]["arrival"] for p in progress if p.get("numInputRows")]
-    assert arrivals and all(a["arrived"] > 0 and a["oldest"] <= a["newest"] for a in arrivals)
+    arrivals = [(p["observedMetrics"]["arrival"], p["timestamp"]) for p in progress if p.get("numInputRows")]
+    assert arrivals and all(a["arrived"] > 0 and a["oldest"] <= a["newest"] for a, _ in arrivals)
+    # the events' latency p50/p99 in Spark's own observed metrics: from arrival to the micro-batch's start (its
+    # batch timestamp, within a second of the progress' trigger start: the rate source stamps rows up to when
+    # it is asked for its offsets)
+    for a, started in arrivals:
+        start_ms = datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() * 1000
+        assert (start_ms - a["newest"] - 1000 <= a["latency_p50_ms"] <= a["latency_p99_ms"]
+                <= start_ms - a["oldest"] + 1000), (a, started)
