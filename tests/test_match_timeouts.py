@@ -530,11 +530,11 @@ QUERY = "PATTERN SEQ(A a, B b, C c) WHERE [id] AND a.x < b.x WITHIN 6"
 KLEENE_QUERY = ("PATTERN SEQ(A a, B+ b[], C c) WHERE [id] AND b[i].x >= b[i-1].x WITHIN 6 "
                 "RETURN a.ts, a.id, b[1].ts AS b_first, b[b.len].ts AS b_last, count(b[].ts) AS n, c.ts")
 # every event of a key reaches the engine (under partition_contiguity any event breaks a run); T*, T?, UNTIL, an
-# OR of SEQs
-STREAM_QUERY = ("PATTERN SEQ(A a, B* b[] UNTIL (b.x > 2), C? c, B d) OR SEQ(C e, ANY(A, B) f, C g) "
+# OR of SEQs, an OR step with a SEQ alternative (a partial match may end inside it: timeout_step f)
+STREAM_QUERY = ("PATTERN SEQ(A a, B* b[] UNTIL (b.x > 2), C? c, B d) OR SEQ(C e, SEQ(A f, B i) OR B j, C g) "
                 "USING partition_contiguity WHERE [id] AND b[i].x >= b[i-1].x WITHIN 8 "
                 "RETURN a.ts, a.id, b[1].ts AS b_first, b[b.len].ts AS b_last, count(b[].ts) AS n, c.ts, d.ts, "
-                "e.ts, f.ts")
+                "e.ts, f.ts, i.ts, j.ts")
 LINKS_QUERY = ("PATTERN SEQ(A a, NEXT B{1,3} b[] UNTIL (b.x > 2), C c) WHERE [id] WITHIN 6 "
                "RETURN a.ts, a.id, b[1].ts AS b_first, count(b[].ts) AS n, c.ts")
 # T*, T? and a contiguity strategy (a run ends when the next event comes and does not extend it: sparse events)
@@ -577,13 +577,16 @@ def test_batch_timeouts_dataframe_equals_the_oracle(spark):
     for text, events in ((QUERY, ties), (QUERY.replace(" WHERE ", " USING skip_till_next_match WHERE "), distinct),
                          (KLEENE_QUERY, kleene), (LINKS_QUERY, links),
                          (OPTIONAL_QUERY.format("strict_contiguity"), sparse_events(45, seed=5)),
-                         (NEGATION_QUERY, links), (OR_QUERY, links)):
+                         (NEGATION_QUERY, links), (OR_QUERY, links), (NEGATION_STREAM_QUERY, links)):
         q = sparkcep.compile(text)
         result = q.apply(spark.createDataFrame(events, SCHEMA))
         expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
         assert len(expected) > 3 and (text != KLEENE_QUERY or any(r["n"] > 1 for r in expected))
         assert len({r["timeout_step"] for r in expected}) > 1 or text == QUERY, text
         assert text != OR_QUERY or {"b", "h"} <= {r["timeout_step"] for r in expected}
+        if text == NEGATION_STREAM_QUERY:  # the negated SEQ kills runs here: without it the rows differ
+            weaker = sparkcep.compile(text.replace("!(SEQ(A p, A q)), ", "").replace(" AND q.x >= p.x", ""))
+            assert canonical(timed_out_rows(weaker.query, events, ["type", "ts", "id", "x"])) != canonical(expected)
         assert result.timeouts.columns == [*result.columns, "timeout_step"]
         assert canonical(epoch_ms_rows(result.timeouts)) == canonical(expected), text
 
@@ -610,7 +613,8 @@ def test_batch_timeouts_are_built_when_first_read(spark, monkeypatch):
 @pytest.mark.spark
 @pytest.mark.slow
 def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
-    """T* (with UNTIL) and T? under partition_contiguity, in an OR of two SEQs, and, in a second streaming query
+    """T* (with UNTIL) and T? under partition_contiguity, in an OR of two SEQs (one with an OR step whose
+    alternative is a SEQ), and, in a second streaming query
     run at the same time (Spark runs one state operator of this kind per query, and under contiguity a gap
     holds no event to negate), a negated event and a negated SEQ of events; three files, one per micro-batch; a
     last event far ahead moves the watermark past every window."""
@@ -619,9 +623,14 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
 
     # ~22 events a key; distinct ts: which event is right after another must not hang on Spark's order of ties
     events = sparse_events(45, seed=11)
+    # a key whose partial match ends inside the SEQ alternative after its second event (timeout_step i), then a
+    # match through it
+    events += [{"type": t, "ts": ts, "id": 2, "x": 0} for t, ts in zip("CABCABC", (200, 201, 202, 300, 301, 302, 303),
+                                                                        strict=True)]
     q = sparkcep.compile(STREAM_QUERY)
     expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
-    assert len(expected) > 5 and any(r["n"] > 1 for r in expected) and len({r["timeout_step"] for r in expected}) == 5
+    assert len(expected) > 5 and any(r["n"] > 1 for r in expected)
+    assert {r["timeout_step"] for r in expected} == {"a", "b", "c", "e", "f", "i", "j"}  # f, i: in the alternative
     negation = sparkcep.compile(NEGATION_STREAM_QUERY)
     negated = timed_out_rows(negation.query, events, ["type", "ts", "id", "x"])
     # each negation kills runs here: without one of them the rows differ

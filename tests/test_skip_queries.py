@@ -649,6 +649,59 @@ def test_spark_functions_of_one_event_agree_with_oracle(seed, strategy, skip):
     assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)
 
 
+_ONE_EVENT_SHAPES = {  # a Spark SQL function over one event of a loop's stop, a negated and an ANY variable
+    "until": ("PATTERN SEQ(A a, B+ b[] UNTIL (upper(b.s) = 'XYZ'), C c) USING {strategy} WHERE [id] WITHIN 8 "
+              "AFTER MATCH SKIP {skip} RETURN a.ts AS a, count(b[].ts) AS n, c.ts AS c"),
+    "negated": ("PATTERN SEQ(A a, !(C n), B b) USING {strategy} WHERE [id] AND upper(n.s) = 'XYZ' WITHIN 8 "
+                "AFTER MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b"),
+    "any": ("PATTERN SEQ(A a, ANY(B, C) z) USING {strategy} WHERE [id] AND length(z.s) >= 2 WITHIN 8 "
+            "AFTER MATCH SKIP {skip} RETURN a.ts AS a, z.ts AS z, upper(z.s) AS u")}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 2**32), st.sampled_from(["skip_till_any_match", "partition_contiguity"]),
+       st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT"]), st.sampled_from(sorted(_ONE_EVENT_SHAPES)))
+def test_spark_functions_in_until_negation_and_any_run_as_columns(seed, strategy, skip, shape):
+    """A Spark SQL function in an UNTIL condition (it reads the stop event alone) is a per-event column like a
+    DEFINE's (the statement carried the call, which its engine does not evaluate), as one of a negated or an ANY
+    variable: engine = oracle."""
+    text = _ONE_EVENT_SHAPES[shape].format(strategy=strategy, skip=skip)
+    rnd = random.Random(seed)
+    evs = [{"type": rnd.choice("ABBC"), "ts": k // 2, "id": rnd.choice([0, 0, 1]), "x": 0,
+            "s": rnd.choice([None, "b", "xyz", "XYZ"])} for k in range(rnd.randint(14, 24))]
+    extended, types = _with_event_columns(text, evs)
+    assert len(types) == 1 + (shape == "any")
+    rec = to_recognize(parse_query(text), text, columns=[*COLUMNS, "s"])
+    spec = build_spec(rec, {**SCHEMA, "s": "string", **types})
+    parts: dict[tuple, list[dict]] = {}
+    for e in sorted(extended, key=lambda e: e["ts"]):
+        parts.setdefault((e["id"],), []).append({**e, "__ts": e["ts"]})
+    got = [{m.name: row[m.name] for m in rec.measures}
+           for rows in parts.values() for row in engine.run_partition(spec, rows)]
+    ordered = sorted(evs, key=lambda e: e["ts"])
+    assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)
+
+
+def test_per_event_column_names_avoid_the_input_and_query_columns():
+    """A user column named like a per-event column (``__sparkcep_f0``, read by the query or only in the input) keeps
+    its values: the per-event calls get names of neither (the call's column overwrote it before); engine = oracle."""
+    text = ("PATTERN SEQ(A a, B b) WHERE [id] AND a.__sparkcep_f0 > 0 AND upper(b.s) = 'AB' WITHIN 5 "
+            "AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts AS a, b.ts AS b, a.__sparkcep_f0 AS f")
+    from sparkcep.compiler.recognize.from_pattern import event_columns
+
+    schema = {**SCHEMA, "s": "string", "__sparkcep_f0": "bigint", "__sparkcep_f1": "bigint"}
+    assert event_columns(parse_query(text), text, schema) == [("__sparkcep_f2", "UPPER(s)")]
+    assert event_columns(parse_query(text), text) == [("__sparkcep_f1", "UPPER(s)")]  # no schema: the query's
+    evs = [{"type": t, "ts": k, "id": 0, "x": 0, "s": s, "__sparkcep_f0": f, "__sparkcep_f1": 0}
+           for k, (t, s, f) in enumerate([("A", "x", 0), ("B", "ab", 0), ("A", "x", 3), ("B", "x", 0),
+                                          ("B", "Ab", 0), ("A", "ab", 2), ("B", "AB", 0)])]
+    rec = to_recognize(parse_query(text), text, columns=list(schema))
+    spec = build_spec(rec, {**schema, "__sparkcep_f2": "string"})
+    rows = [{**e, "__sparkcep_f2": e["s"].upper(), "__ts": e["ts"]} for e in evs]
+    got = [{m.name: row[m.name] for m in rec.measures} for row in engine.run_partition(spec, rows)]
+    assert got == match_rows(parse_query(text), evs) == [{"a": 2, "b": 4, "f": 3}, {"a": 5, "b": 6, "f": 2}]
+
+
 def test_spark_functions_of_one_event_explained_and_in_the_generated_job():
     import sparkcep
 

@@ -50,7 +50,7 @@ def test_next_parses_prints_back_and_marks_the_step():
     ("PATTERN SEQ(A a, NEXT !(C c)) WITHIN 10", "at the end of the pattern", 23),
     ("PATTERN SEQ(A+ a[], NEXT !(C c), B b) WITHIN 10", "after anything but a single event", 26),
     ("PATTERN SEQ(A a, NEXT !(SEQ(C c, D d)), B b) WITHIN 10", "more than one event", 23),
-    ("PATTERN SEQ(A a, (SEQ(B b, NEXT !(C c)))+, D d) WITHIN 10", "at the end of a repeated sequence", 33),
+    ("PATTERN SEQ(A a, (SEQ(B b, NEXT !(C c)))+, D? d) WITHIN 10", "at the end of a repeated sequence", 33),
     ("PATTERN SEQ(A a, (SEQ(B? b, NEXT C c))+) WITHIN 10", "after items that may all match no event", 34),
     ("PATTERN SEQ(!(NEXT C c), B b) WITHIN 10", "at the start of a negation that starts the pattern", 20),
     ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT !(C c), D? d), E e) WITHIN 10", "no item after it that must take", 36),
@@ -233,13 +233,14 @@ def test_next_steps_on_spark_batch_and_streaming_equal_the_oracle(spark, tmp_pat
                  "PATTERN SEQ(A a, NEXT (SEQ(B b, C c))+, NEXT A e) WHERE [id] WITHIN 6 "
                  "RETURN a.ts, count(b[].x) AS n, e.ts",
                  "PATTERN SEQ(A a, NOT SEQ(B y, NEXT C z), C c) WHERE [id] WITHIN 6 RETURN a.ts, c.ts",
-                 # NEXT !(...) inside a repeated group (per iteration) and inside a negation, each changing the rows
-                 "PATTERN SEQ(A a, (SEQ(B b, NEXT !(D z), C c))+, NOT SEQ(B y, NEXT !(C v), C w), A e) WHERE [id] "
-                 "WITHIN 9 RETURN a.ts, e.ts, count(b[].x) AS n"):
+                 # NEXT !(...) inside a repeated group (per iteration; also at its end, an A after the group) and
+                 # inside a negation, each changing the rows
+                 "PATTERN SEQ(A a, (SEQ(B b, NEXT !(D z), C c, NEXT !(D t)))+, NOT SEQ(B y, NEXT !(C v), C w), A e) "
+                 "WHERE [id] WITHIN 9 RETURN a.ts, e.ts, count(b[].x) AS n"):
         q = sparkcep.compile(text)
         expected = match_rows(q.query, events)
         assert len(expected) >= 3, text
-        for piece in ("NEXT !(D z), ", "NEXT !(C v), "):
+        for piece in ("NEXT !(D z), ", "NEXT !(C v), ", ", NEXT !(D t)"):
             if piece in text:
                 assert canonical(match_rows(sparkcep.compile(text.replace(piece, "")).query, events)) != canonical(
                     expected), piece
@@ -307,12 +308,18 @@ def test_not_next_in_a_pattern_with_a_repeated_group():
 
 def test_not_next_inside_a_repetition_and_inside_a_negation():
     """Inside ``(...)+`` ``NEXT !(C z)`` is decided per iteration, after that iteration's B: b1 is followed by c2,
-    so only b4 and b6 start iterations (b6's next event is e7, not a C).  Inside a negation it is part of the
+    so only b4 and b6 start iterations (b6's next event is e7, not a C); also at the end of the group when an item
+    after it must take an event.  Inside a negation it is part of the
     occurrence: b1 c2 d3 is none (c2 right after b1), so a0 e4 matches; b6 d7 is one, blocking a5 e8 (and a0
     e8)."""
     text = "PATTERN SEQ(A a, (SEQ(B b, NEXT !(C z), D d))+) WITHIN 20 RETURN a.ts AS a, count(b[].x) AS n"
     rows = agrees(text, _events("a0 b1 c2 d3 b4 d5 b6 e7 d8"))
     assert sorted((r["a"], r["n"]) for r in rows) == [(0, 1), (0, 1), (0, 1), (0, 2)]
+    # at the end of the repeated SEQ, with a D after the group: b3 is followed by c4, the last iteration's b6 by
+    # d7 (the event that ends the match), b1 by e2
+    text = "PATTERN SEQ(A a, (SEQ(B b, NEXT !(C z)))+, D d) WITHIN 20 RETURN count(b[].x) AS n, d.ts AS d"
+    rows = agrees(text, _events("a0 b1 e2 b3 c4 d5 b6 d7"))
+    assert sorted((r["n"], r["d"]) for r in rows) == [(1, 5), (1, 7), (1, 7), (2, 7)]
     text = "PATTERN SEQ(A a, !(SEQ(B y, NEXT !(C z), D w)), E e) WITHIN 20 RETURN a.ts AS a, e.ts AS e"
     assert agrees(text, _events("a0 b1 c2 d3 e4 a5 b6 d7 e8")) == [{"a": 0, "e": 4}]
     # a predicate relating z to the pick before it: c2 (x 1) differs from b1 (x 0), so it does not count
@@ -365,6 +372,8 @@ NOT_NEXT_INSIDE = [
     "SEQ((SEQ(A a, NEXT !(B z), B b))+, C c)",
     "SEQ(A a, (SEQ(B b, NEXT !(C z), A? d, C e))*, B f)",
     "(SEQ(A a, NEXT !(B z), B b)){1,2}",
+    "SEQ(A a, (SEQ(B b, NEXT !(C z)))+, C d)",
+    "SEQ(A a, (SEQ(B b, NEXT !(C z))){1,2}, A? e, C d)",
     "SEQ(A a, !(SEQ(B y, NEXT !(C z), C w)), B e)",
     "SEQ(A a, !(SEQ(B y, NEXT !(C z), C+ w[])), A e)",
     "SEQ(A a, !((SEQ(B y, NEXT !(C z), C w))+), A e)",

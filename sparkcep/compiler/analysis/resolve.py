@@ -167,9 +167,10 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
     inside a repetition per iteration, inside a negation of a match query :func:`_not_next_inside`; in a
     trend-aggregate query :func:`_not_next_trend`)."""
 
-    def visit(p: Pattern, inside: str | None, repeated: bool, before: bool, head: bool) -> None:
+    def visit(p: Pattern, inside: str | None, repeated: bool, before: bool, head: bool, after: bool) -> None:
         # before: an item before this node (in an enclosing SEQ, or an earlier iteration) may select an event;
-        # head: this node is the sub-pattern of a negation (its first item may link to the event before the gap)
+        # head: this node is the sub-pattern of a negation (its first item may link to the event before the gap);
+        # after: an item after this node in an enclosing SEQ must take an event (the match goes on past it)
         if isinstance(p, Seq):
             for k, (item, strict) in enumerate(zip(p.items, p.strict or (False,) * len(p.items), strict=True)):
                 if mode == "aggregate" and k and not inside and isinstance(item, Not) and linked_first(item):
@@ -189,23 +190,24 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                            "on the first item of a SEQ: it links a step to the one before it" if k == 0 and not head
                            else
                            _not_next_trend(p.items, k) if mode == "aggregate" and isinstance(item, Not) else
-                           _not_next(p.items, k, repeated) if isinstance(item, Not) else
+                           _not_next(p.items, k, repeated, after) if isinstance(item, Not) else
                            "on an item that can match no event (?, *, {0,m})" if can_be_empty(item) else
                            "inside a repetition after items that may all match no event (the step before it "
                            "would lie outside the iteration)" if repeated and all(can_be_empty(i) for i in p.items[:k])
                            and not (k == 0 and head) else None)
                     if why is not None:
                         raise CEPSemanticError(f"NEXT {why} is not supported", item.span or p.span, source)
-                visit(item, inside, repeated, before or any(not isinstance(i, Not) for i in p.items[:k]), False)
+                visit(item, inside, repeated, before or any(not isinstance(i, Not) for i in p.items[:k]), False,
+                      after or not all(can_be_empty(i) for i in p.items[k + 1:]))
         elif isinstance(p, Kleene):
-            visit(p.inner, inside, repeated or p.op != "?", before or p.op != "?", False)
+            visit(p.inner, inside, repeated or p.op != "?", before or p.op != "?", False, after)
         elif isinstance(p, Not):
-            visit(p.inner, "a negation", repeated, before, True)
+            visit(p.inner, "a negation", repeated, before, True, False)
         elif isinstance(p, Or):
             for a in p.alternatives:
-                visit(a, inside, repeated, before, head)
+                visit(a, inside, repeated, before, head, after)
 
-    visit(p, None, False, False, False)
+    visit(p, None, False, False, False, False)
 
 
 def check_until(p: Pattern, mode: str, source: str | None) -> None:
@@ -261,17 +263,19 @@ def _check_until(p: Kleene, inside: str | None, source: str | None) -> None:
                                    n.span or where, source)
 
 
-def _not_next(items: tuple, k: int, repeated: bool = False) -> str | None:
+def _not_next(items: tuple, k: int, repeated: bool = False, after: bool = False) -> str | None:
     """Why ``NEXT !(...)`` at item ``k`` (Flink's notNext) does not run, or None: it negates one event, right
     after a single event (``T v``, no quantifier), with an item after it (at the end it would wait for an event
-    that may never come).  Inside a repetition it is decided per iteration, after that iteration's event."""
+    that may never come).  Inside a repetition it is decided per iteration, after that iteration's event; at the
+    end of a repeated SEQ it runs when an item after the group must take an event (``after``: the last
+    iteration's next event then comes before the match ends)."""
     if not isinstance(items[k].inner, EventPat):
         return "before a negation of more than one event (NEXT !(C c) negates the next event)"
     if not isinstance(items[k - 1], EventPat):
         return "before a negation after anything but a single event T v (NEXT !(C c) follows one event)"
-    if k == len(items) - 1:
-        return ("before a negation at the end of a repeated sequence (write the item after it inside the group)"
-                if repeated else "before a negation at the end of the pattern")
+    if k == len(items) - 1 and not (repeated and after):
+        return ("before a negation at the end of a repeated sequence with no item after the group that must take "
+                "an event" if repeated else "before a negation at the end of the pattern")
     return None
 
 

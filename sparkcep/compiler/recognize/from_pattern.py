@@ -398,7 +398,8 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
             _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own "
                     "start event (an endless loop, an error in SQL:2016): skip to a variable that comes later in "
                     "the pattern", query.skip, source)
-    for e in [p.expr for p in r.predicates if p.kind != "equivalence"] + [i.expr for i in r.returns or ()]:
+    for e in [p.expr for p in r.predicates if p.kind != "equivalence"] + [i.expr for i in r.returns or ()
+                                                                          ] + _untils(r.query.pattern):
         for n in walk(_per_event(e, {})):
             if isinstance(n, Call) and (n.name not in _FUNCTIONS or n.type is not None):
                 _refuse(f"with AFTER MATCH SKIP conditions and RETURN items run as MATCH_RECOGNIZE DEFINEs and "
@@ -427,12 +428,19 @@ def _event_key(n: Call):
     return map_nodes(n, lambda m: Attr(None, m.attr) if isinstance(m, Attr) else m)
 
 
-def _per_event(e, names: dict):
+def _per_event(e, names: dict, taken: frozenset = frozenset()):
     """``e`` with each call the MATCH_RECOGNIZE engine does not evaluate whose arguments read one event
     (attributes of one variable at one index, no aggregate) replaced by that event's column ``names[call]``
-    (a fresh name added to ``names``, keyed by the call without its variable): Spark computes it per event
-    before the engine runs (:func:`event_columns`).  Top-down: the outermost such call is the column
-    (``length(upper(b.s))`` one column, not a call over a column of ``upper``)."""
+    (a fresh name added to ``names``, keyed by the call without its variable, none of ``taken``: the input's
+    and the query's columns): Spark computes it per event before the engine runs (:func:`event_columns`).
+    Top-down: the outermost such call is the column (``length(upper(b.s))`` one column, not a call over a
+    column of ``upper``)."""
+
+    def fresh():
+        k = len(names)
+        while f"__sparkcep_f{k}" in taken or f"__sparkcep_f{k}" in names.values():
+            k += 1
+        return f"__sparkcep_f{k}"
 
     def column(n):
         if isinstance(n, (Attr, Literal)):
@@ -444,19 +452,31 @@ def _per_event(e, names: dict):
         if (len(attrs) == 1 and next(iter(attrs))[0] is not None and next(iter(attrs))[1] != "all"
                 and not any(isinstance(m, Func) for m in nodes)):
             var, index = next(iter(attrs))
-            name = names.setdefault(_event_key(n), f"__sparkcep_f{len(names)}")
+            name = names.setdefault(_event_key(n), fresh())
             return Attr(var, name, index, span=n.span)
         return n  # over several events: kept, the check refuses it
 
     return map_nodes(e, lambda n: n, before=column)
 
 
-def _with_event_columns(r: ResolvedQuery) -> tuple[ResolvedQuery, dict]:
+def _with_event_columns(r: ResolvedQuery, columns=()) -> tuple[ResolvedQuery, dict]:
+    """``r`` reading its per-event calls as columns (:func:`_per_event`) and those columns' names, none of
+    ``columns`` (the input's) nor of an attribute the query reads (a user column may be named ``__sparkcep_f0``)."""
     names: dict = {}
-    predicates = tuple(p if p.kind == "equivalence" else replace(p, expr=_per_event(p.expr, names))
+    exprs = [p.expr for p in r.predicates] + [i.expr for i in r.returns or ()] + _untils(r.query.pattern)
+    taken = frozenset(columns) | {n.attr for e in exprs for n in walk(e) if isinstance(n, Attr)}
+    # an UNTIL condition reads the stop event alone: its calls are columns like a DEFINE's
+    pattern = map_nodes(r.query.pattern, lambda n: replace(n, until=_per_event(n.until, names, taken))
+                        if isinstance(n, Kleene) and n.until is not None else n)
+    predicates = tuple(p if p.kind == "equivalence" else replace(p, expr=_per_event(p.expr, names, taken))
                        for p in r.predicates)
-    returns = None if r.returns is None else tuple(replace(i, expr=_per_event(i.expr, names)) for i in r.returns)
-    return replace(r, predicates=predicates, returns=returns), names
+    returns = None if r.returns is None else tuple(replace(i, expr=_per_event(i.expr, names, taken))
+                                                   for i in r.returns)
+    return replace(r, query=replace(r.query, pattern=pattern), predicates=predicates, returns=returns), names
+
+
+def _untils(pattern) -> list:
+    return [n.until for n in walk(pattern) if isinstance(n, Kleene) and n.until is not None]
 
 
 def event_columns(query: Query, source: str | None = None, types: dict[str, str] | None = None
@@ -466,7 +486,7 @@ def event_columns(query: Query, source: str | None = None, types: dict[str, str]
     to the input before the engine runs, which :func:`to_recognize` reads instead of the calls."""
     from sparkcep.compiler.codegen.sql import to_sql_expr
 
-    _, names = _with_event_columns(check_skip_query(query, source))
+    _, names = _with_event_columns(check_skip_query(query, source), types or ())
     return [(name, to_sql_expr(call, types=types).sql(dialect="spark")) for call, name in names.items()]
 
 
@@ -825,7 +845,7 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
                  type_col: str = "type", ts_col: str = "ts") -> rx.Recognize:
     """The MATCH_RECOGNIZE statement IR of an AFTER MATCH SKIP match query; ``columns`` are the input's columns
     (the default output, without RETURN, is every one of them for every variable)."""
-    r, _ = _with_event_columns(check_skip_query(query, source))
+    r, _ = _with_event_columns(check_skip_query(query, source), columns)
     comps = components(r.query.pattern, source)
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
