@@ -297,22 +297,24 @@ def cmd_run(args, text: str, cli) -> int:
     import tempfile
 
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import LongType, StructField, StructType
 
     from sparkcep.compiler.codegen.recognize import time_column
     from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
     from sparkcep.spark.results import json_lines
     from sparkcep.spark.session import local_session
     from sparkcep.spark.sinks import counted, routed
-    from sparkcep.spark.validate import read_validated
+    from sparkcep.spark.validate import LATENCY_COL, RESULT_ARRIVAL, read_validated
     from sparkcep.sql_api import apply_recognize
 
     _refuse(args, {"--query": None, "--ts-col": "ts", "--type-col": "type", "--collapsed": False,
                    "--max-matches": None, "--known-types": None, "--shedding-latency": None,
-                   "--dropped-output": None, "--shedding-training": None, "--timeouts": False,
-                   "--latency-column": False})
+                   "--dropped-output": None, "--shedding-training": None, "--timeouts": False})
     qs = statements(text, streaming=args.stream)
     if len(qs) > 1:
+        if getattr(args, "latency_column", False):
+            raise CEPError("--latency-column applies to one MATCH_RECOGNIZE statement, not to several sharing a "
+                           "pass (their results carry no arrival yet)")
         return _run_workload(args, qs, cli)
     q = qs[0]
     _table(args, q)
@@ -322,9 +324,10 @@ def cmd_run(args, text: str, cli) -> int:
         print(f"starting Spark ({args.master})...", file=sys.stderr, flush=True)
     spark = local_session(args.master)
     cli._quiet_task_failures(spark)
+    # a stream's rows keep their arrival: each result is stamped with it (_arrival_ms, --latency-column)
     rows, rejected = read_validated(spark, args.input, _input_format(args), None, time_column(q), stream=args.stream,
                                     files_per_trigger=args.files_per_trigger, schema=args.schema,
-                                    ts_unit=args.ts_unit, arrival_col=args.arrival_col)
+                                    ts_unit=args.ts_unit, arrival_col=args.arrival_col, keep_arrival=args.stream)
     if args.stream:  # every valid row goes to the engine: valid = relevant (nothing "ignored" in the progress)
         rows, rejected = counted(counted(rows, "events_valid"), "events_relevant"), counted(rejected, "dead_letters")
     result = apply_recognize(rows, q, ts_unit=args.ts_unit, watermark_delay=args.lateness if args.stream else None,
@@ -339,12 +342,14 @@ def cmd_run(args, text: str, cli) -> int:
     with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
         out = args.output or os.path.join(tmp, "out")
         checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
-        fields = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD)]
+        fields = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
         tagged = result if KIND in result.columns else result.select(
             "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
             F.lit(None).cast("string").alias(RECORD))
         cli.follow_stream(routed(tagged, rejected), out, checkpoint, args, [f.name for f in fields])
         if not args.output and os.path.isdir(out):
+            if args.latency_column:
+                fields.append(StructField(LATENCY_COL, LongType()))
             cli._print_lines(json_lines(spark.read.schema(StructType(fields)).json(out)))
     return 0
 

@@ -33,7 +33,7 @@ __all__ = ["SharedGroup", "SqlWorkload", "apply_recognize", "apply_workload", "p
 
 def apply_recognize(df: DataFrame, q: Recognize, *, ts_unit: str | None = None,
                     watermark_delay: float | str | None = None, partitions: int | None = None,
-                    late_rows: bool = False) -> DataFrame:
+                    late_rows: bool = False, arrival_col: str | None = None) -> DataFrame:
     """The result of the MATCH_RECOGNIZE statement ``q`` over ``df`` (its FROM table), the outer query
     applied: batch or streaming following ``df.isStreaming``.
 
@@ -42,9 +42,19 @@ def apply_recognize(df: DataFrame, q: Recognize, *, ts_unit: str | None = None,
     interval string such as ``"10 seconds"``; ``partitions``: a batch's Spark partition count (default
     ``spark.sql.shuffle.partitions``); ``late_rows``: a stream's result has the late side channel of
     ``sparkcep.spark.late`` (columns ``_kind``, ``_reason``, ``_record``; the rows older than the watermark as
-    ``late`` rows) when the outer query is a plain SELECT/WHERE (``spark.recognize.apply_outer``)."""
+    ``late`` rows) when the outer query is a plain SELECT/WHERE (``spark.recognize.apply_outer``);
+    ``arrival_col`` (a stream, any source): the column holding each row's arrival (Spark's rate source:
+    ``timestamp``), observed per micro-batch (the ``arrival`` metric) and carried to each result as
+    ``_arrival_ms`` (a stream whose rows already carry it, as ``run --stream`` reads them, needs none).  The
+    outer query keeps it as its last column: a grouped row the newest of its group's, ``MAX(_arrival_ms)``; a
+    DISTINCT or set operation drops it."""
     from sparkcep.compiler.recognize import build_spec, worker_spec
     from sparkcep.spark import recognize as spark_recognize
+
+    if arrival_col is not None and df.isStreaming:
+        from sparkcep.spark.validate import with_arrival
+
+        df = with_arrival(df, arrival_col)
 
     projected = spark_recognize.project(df, q, ts_unit)
     schema = spark_recognize.input_schema(projected)
@@ -57,12 +67,13 @@ def apply_recognize(df: DataFrame, q: Recognize, *, ts_unit: str | None = None,
 
 
 def sql(text: str, spark: SparkSession | None = None, *, ts_unit: str | None = None,
-        watermark_delay: float | str | None = None, late_rows: bool = False) -> DataFrame:
+        watermark_delay: float | str | None = None, late_rows: bool = False,
+        arrival_col: str | None = None) -> DataFrame:
     """The DataFrame of a ``SELECT ... FROM t MATCH_RECOGNIZE (...)`` statement; ``t`` is a table or (temporary)
     view of ``spark`` (default: the active session), batch or streaming.  See :func:`apply_recognize` for
-    ``ts_unit``, ``watermark_delay`` and ``late_rows`` (a stream's late rows as rows of ``_kind`` "late"; else
-    they are counted in the key's state and dropped).  Functions registered in the session may be called in
-    per-row DEFINE/MEASURES expressions (:func:`session_functions`)."""
+    ``ts_unit``, ``watermark_delay``, ``arrival_col`` and ``late_rows`` (a stream's late rows as rows of
+    ``_kind`` "late"; else they are counted in the key's state and dropped).  Functions registered in the
+    session may be called in per-row DEFINE/MEASURES expressions (:func:`session_functions`)."""
     from sparkcep.compiler.recognize import check_recognize
     from sparkcep.grammar.recognize import parse_recognize
 
@@ -77,7 +88,8 @@ def sql(text: str, spark: SparkSession | None = None, *, ts_unit: str | None = N
             raise CEPError("sparkcep.sql needs a SparkSession: start one or pass spark=")
     df = _table(spark, q.source, text)
     check_recognize(q, streaming=df.isStreaming, functions=session_functions(spark))
-    return apply_recognize(df, q, ts_unit=ts_unit, watermark_delay=watermark_delay, late_rows=late_rows)
+    return apply_recognize(df, q, ts_unit=ts_unit, watermark_delay=watermark_delay, late_rows=late_rows,
+                           arrival_col=arrival_col)
 
 
 def session_functions(spark: SparkSession):

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -220,17 +221,14 @@ def test_a_shedding_run_reads_its_files_through_the_admission_control(tmp_path):
 def test_a_rate_source_stream_stamps_each_result_with_its_rows_arrival(spark, tmp_path):
     """Spark's rate source, arrival = each row's ``timestamp`` (``apply(df, arrival_col=...)``): the arrival of
     each micro-batch's events is observed, and each match (A@2k, B@2k+1 of key k) carries the arrival of the
-    rows of its key in the micro-batch that emitted it: B's (the later), whose time it also returns."""
+    match's own last event, B, whose time it also returns, under the default buckets (a Spark group holds
+    several keys, whose rows of a micro-batch arrived at different times)."""
     from pyspark.sql import functions as F
 
     rate = spark.readStream.format("rate").option("rowsPerSecond", 20).load()
     events = rate.select(F.when(F.col("value") % 2 == 0, "A").otherwise("B").alias("type"), F.col("value").alias("ts"),
                          (F.col("value") / 2).cast("bigint").alias("id"), F.col("timestamp").alias("t"))
-    # one Spark group per key (buckets=0): each rate row has its own arrival, and a result is stamped with the
-    # newest arrival of its group's rows in the micro-batch, which is its key's only in a group of one key (in the
-    # default buckets it is the bucket's: docs/operations.md, "Per result row")
-    q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 RETURN a.ts AS at, b.ts AS bt, b.t AS b_time",
-                         buckets=0)
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 RETURN a.ts AS at, b.ts AS bt, b.t AS b_time")
     result = q.apply(events, arrival_col="t")
     assert result.columns == ["at", "bt", "b_time", "_arrival_ms"]
     query = (result.writeStream.format("memory").queryName("rate_arrival").outputMode("append")
@@ -247,5 +245,12 @@ def test_a_rate_source_stream_stamps_each_result_with_its_rows_arrival(spark, tm
     rows = table.select("at", "bt", F.unix_millis("b_time").alias("b_ms"), "_arrival_ms").collect()
     assert rows and all(r.bt == r.at + 1 and r.at % 2 == 0 for r in rows)
     assert all(r["_arrival_ms"] == r.b_ms for r in rows), rows
-    arrivals = [p["observedMetrics"]["arrival"] for p in progress if p.get("numInputRows")]
-    assert arrivals and all(a["arrived"] > 0 and a["oldest"] <= a["newest"] for a in arrivals)
+    arrivals = [(p["observedMetrics"]["arrival"], p["timestamp"]) for p in progress if p.get("numInputRows")]
+    assert arrivals and all(a["arrived"] > 0 and a["oldest"] <= a["newest"] for a, _ in arrivals)
+    # the events' latency p50/p99 in Spark's own observed metrics: from arrival to the micro-batch's start (its
+    # batch timestamp, within a second of the progress' trigger start: the rate source stamps rows up to when
+    # it is asked for its offsets)
+    for a, started in arrivals:
+        start_ms = datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() * 1000
+        assert (start_ms - a["newest"] - 1000 <= a["latency_p50_ms"] <= a["latency_p99_ms"]
+                <= start_ms - a["oldest"] + 1000), (a, started)

@@ -114,6 +114,33 @@ def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False, links
     return text
 
 
+@st.composite
+def group_queries(draw) -> str:
+    """A SEQ with a repeated group of two or three single events (``(SEQ(B b, C c))+``, ``*``, ``{n,m}``): steps
+    before and after it (optional, Kleene, NEXT), a negation away from it, predicates over the other steps, every
+    strategy; or the group alone, or in one alternative of an OR of SEQs."""
+    inner = [f"{t} {v}" for t, v in zip(draw(st.lists(st.sampled_from("BCD"), min_size=2, max_size=3)), "bce",
+                                        strict=False)]
+    group = f"(SEQ({', '.join(inner)})){draw(st.sampled_from(QUANTIFIERS))}"
+    before = draw(st.sampled_from(["", "A a", "A? a", "A+ f[]", "A a, !(D n), C? g"]))
+    after = draw(st.sampled_from(["", "D d", "NEXT D d", "A* h[]", "C? h", "D d, !(B m), A k"]))
+    items = ", ".join(i for i in (before, group, after) if i)
+    conds = ["[id]"] if draw(st.booleans()) else []
+    usable = [p for p in ("a.x >= 1", "d.x >= a.x", "n.x = a.x", "k.x != d.x") if all(
+        re.search(rf"\b{v} ", items) for v in re.findall(r"(\w)\.x", p))]
+    if usable and draw(st.booleans()):
+        conds.append(draw(st.sampled_from(usable)))
+    if draw(st.integers(0, 4)) == 0:
+        text = f"PATTERN {group}"
+    elif draw(st.integers(0, 3)) == 0:
+        text = f"PATTERN SEQ({items}) OR SEQ(D y, A z)"
+    else:
+        text = f"PATTERN SEQ({items})"
+    strategy = draw(st.sampled_from(STRATEGIES))
+    using = "" if strategy == "skip_till_any_match" else f" USING {strategy}"
+    return text + using + (" WHERE " + " AND ".join(conds) if conds else "") + f" WITHIN {draw(st.integers(2, 8))}"
+
+
 def spec_of(text: str, attributes=("type", "ts", "id", "x")) -> TimeoutSpec:
     return TimeoutSpec.of(with_default_outputs(sparkcep.compile(text).spec(), attributes))
 
@@ -211,6 +238,18 @@ def test_engine_equals_the_oracle_with_alternatives(text, events, cuts, watermar
     assert_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=group_queries(),
+       events=event_streams(types="ABCD", min_size=2, max_size=9, max_gap=2, attrs={"x": (0, 3), "id": (0, 1)}),
+       cuts=st.lists(st.integers(0, 9), max_size=3), watermarks=st.lists(st.integers(0, 30), max_size=4),
+       roundtrip=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_engine_equals_the_oracle_with_repeated_groups(text, events, cuts, watermarks, roundtrip, seed):
+    """A repeated group of single events: a partial match may end inside an iteration (``timeout_step`` the
+    group's step it reached) or after complete ones; the group's variables are the lists of its iterations'
+    events."""
+    assert_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed)
+
+
 def assert_engine_equals_the_oracle(text, events, cuts, watermarks, roundtrip, seed):
     # _seq: the input order of equal timestamps (which one skip_till_next_match takes), whatever the delivery's
     feed = [{**e, "_seq": rank} for rank, e in enumerate(sorted(events, key=lambda e: e["ts"]))]
@@ -236,11 +275,20 @@ def brute_force_picks(text: str, events: list[dict]) -> set:
 
     def quantified(k: int, lo: int) -> str:
         hi = "" if steps[k].hi is None else steps[k].hi
+        if steps[k].group:  # a repeated group: the word of its steps, repeated
+            first, last = steps[k].group
+            return f"(?:{''.join(chr(97 + i) for i in range(first, last + 1))}){{{lo},{hi}}}"
         return f"{chr(97 + k)}{{{lo},{hi}}}"
 
-    whole = "".join(quantified(k, s.lo) for k, s in enumerate(steps))
-    prefix = "|".join("".join(quantified(i, steps[i].lo) for i in range(k)) + quantified(k, 1)
-                      for k in range(len(steps)))
+    # a repeated group is one unit of the word; a prefix ends inside one of its iterations (after fewer than
+    # its maximum before), or after 1 to its maximum events of a single or Kleene step
+    units = [k for k, s in enumerate(steps) if not s.group or s.group[0] == k]
+    whole = "".join(quantified(k, steps[k].lo) for k in units)
+    prefix = "|".join(
+        "".join(quantified(i, steps[i].lo) for i in units[:u])
+        + (quantified(k, 1) if not steps[k].group else quantified(k, 0).rsplit("{", 1)[0]
+           + f"{{0,{'' if steps[k].hi is None else steps[k].hi - 1}}}" + "".join(map(chr, range(97 + k, 98 + i))))
+        for u, k in enumerate(units) for i in (range(k, steps[k].group[1] + 1) if steps[k].group else (k,)))
     prep, kept = timeouts_oracle.as_equivalence(prep, steps, events)
     out = set()
     for _, part in match_oracle._partitions(prep, match_oracle._sorted(kept)):
@@ -306,7 +354,9 @@ def brute_force_picks(text: str, events: list[dict]) -> set:
 @example(text="PATTERN SEQ(A a, !(SEQ(C n, D m)), B b, E e) WITHIN 10",
          events=[{"type": t, "ts": ts, "x": 0} for t, ts in (("A", 1), ("C", 2), ("D", 3), ("B", 4))])
 @given(text=st.one_of(timeout_queries(kleene=True, quantifiers=True),
-                      timeout_queries(kleene=True, quantifiers=True, negation=True, wide=True)),
+                      timeout_queries(kleene=True, quantifiers=True, negation=True, wide=True),
+                      # (the brute force has no links: no NEXT, no contiguity strategy)
+                      group_queries().filter(lambda t: not any(w in t for w in (" OR ", "NEXT", "contiguity")))),
        events=event_streams(types="ABCD", min_size=2, max_size=6, max_gap=2, attrs={"x": (0, 3), "id": (0, 1)}))
 def test_the_oracle_equals_the_brute_force_definition(text, events):
     """The oracle walks partial matches prefix by prefix; the brute force labels every subset of the events."""
@@ -485,6 +535,40 @@ def test_alternatives_time_out_as_worked_by_hand(pattern, events, want):
     assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts"])) == canonical(rows)
 
 
+def _typed(word: str) -> list[dict]:
+    """Events of the types ``word`` spells, at ts 1, 2, ..."""
+    return [{"type": t, "ts": k} for k, t in enumerate(word, 1)]
+
+
+@pytest.mark.parametrize(("pattern", "word", "want"), [
+    # inside an iteration (B@2 without its C): the events so far, timeout_step the group's step reached
+    ("SEQ(A a, (SEQ(B b, C c))+, D d)", "AB", [(1, [2], [], "b")]),
+    # after a complete iteration: on to D or into another one; B@4 starts the second (A@1 B@4 skips B@2 too)
+    ("SEQ(A a, (SEQ(B b, C c))+, D d)", "ABC", [(1, [2], [3], "c")]),
+    ("SEQ(A a, (SEQ(B b, C c))+, D d)", "ABCB", [(1, [2, 4], [3], "b"), (1, [4], [], "b")]),
+    # {2}: one iteration is short of its minimum; two reach the maximum, D alone may follow (no third: B@6 is in
+    # a second iteration after each first one)
+    ("SEQ(A a, (SEQ(B b, C c)){2}, D d)", "ABC", [(1, [2], [3], "c")]),
+    ("SEQ(A a, (SEQ(B b, C c)){2}, D d)", "ABCBCB", [(1, [2, 4], [3, 5], "c"), (1, [2, 6], [3], "b"),
+                                                   (1, [2, 6], [5], "b"), (1, [4, 6], [5], "b"),
+                                                   (1, [6], [], "b")]),
+    # *: the group may take no event (A@1 then D: a match); A@1 alone is extended by B@2
+    ("SEQ(A a, (SEQ(B b, C c))*, D d)", "AB", [(1, [2], [], "b")]),
+    ("SEQ(A a, (SEQ(B b, C c))*, D d)", "ACD", []),
+    # skip_till_next_match: B@2 is taken, then C@3, then B@4
+    ("SEQ(A a, (SEQ(B b, C c))+, D d) USING skip_till_next_match", "ABBCB", [(1, [2, 5], [4], "b")]),
+    # strict_contiguity: X@3 breaks the link inside the iteration (no timeout), A@4 B@5 times out
+    ("SEQ(A a, (SEQ(B b, C c))+, D d) USING strict_contiguity", "ABXAB", [(4, [5], [], "b")]),
+])
+def test_repeated_groups_time_out_as_worked_by_hand(pattern, word, want):
+    text = f"PATTERN {pattern} WITHIN 10 RETURN a.ts AS a, b[1].ts AS b1, b[2].ts AS b2, c[1].ts AS c1, c[2].ts AS c2"
+    events = _typed(word)
+    rows = [{"a": a, "b1": b[0], "b2": (b + [None])[1], "c1": (c + [None])[0], "c2": (c + [None, None])[1],
+             "timeout_step": step} for a, b, c, step in want]
+    assert canonical(run(spec_of(text), events)) == canonical(rows), pattern
+    assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts"])) == canonical(rows)
+
+
 def test_an_equality_over_an_optional_step_is_no_equivalence():
     """``c.x = a.x`` with ``C? c`` is NULL when ``c`` takes no event, so (A1) alone is no match: it times out,
     and C2 (another x) cannot complete it.  Read as the key ``[x]`` it would be a match that never times out."""
@@ -503,7 +587,12 @@ def test_a_prefix_of_a_complete_match_never_times_out():
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("PATTERN SEQ(A a, (SEQ(B b, C c))+) WITHIN 5", "repeated group"),
+    ("PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WITHIN 5", "not a repeated group of anything but single events"),
+    ("PATTERN SEQ(A a, (SEQ(B b, C+ c[]))+) WITHIN 5", "not a repeated group of anything but single events"),
+    ("PATTERN SEQ(A a, (SEQ(B b, C c))+, D d) WHERE c.x > a.x WITHIN 5", "predicate over a repeated group"),
+    ("PATTERN SEQ(A a, !(E e), (SEQ(B b, C c))+, D d) WITHIN 5", "not a repeated group next to a negation"),
+    ("PATTERN SEQ(A a, (SEQ(B b, C c))+, !(E e), D d) WITHIN 5", "not a repeated group next to a negation"),
+    ("PATTERN SEQ(A a, NEXT (SEQ(B b, C c))+, D d) WITHIN 5", "not a repeated group written NEXT"),
     ("PATTERN SEQ(!(C c), A a, B b) WITHIN 5", "not a negation at the start"),
     ("PATTERN SEQ(A? a, !(C c), B b) WITHIN 5", "not a negation at the start"),
     ("PATTERN SEQ(A a, !(SEQ(C c, NEXT D d)), B b) WITHIN 5", "not a negation of anything but one event or a SEQ"),

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -201,18 +202,25 @@ def test_run_stream_writes_the_decided_matches_the_dead_letters_and_the_late_row
                                                                                    tmp_path):
     """A file per micro-batch; the third holds an ACME row older than the watermark the first two set: it goes
     to ``OUTPUT/_late`` with its record and is counted in the progress line; the results are the batch's
-    without it."""
+    without it.  ``--latency-column``: each result with its latency from its file's arrival (modification
+    time), also in the progress line."""
     rows = _ticker_dir(tmp_path)
     (rows / "part-2.json").write_text(json.dumps({"symbol": "ACME", "rowtime": "2011-04-01T10:00:05Z", "price": 1,
                                                   "tax": 0}) + "\n")
     for k, name in enumerate(["part-0.json", "part-1.json", "part-2.json"]):  # the file source's order: by time
         os.utime(rows / name, (1_700_000_000 + k, 1_700_000_000 + k))
     out = tmp_path / "stream_out"
+    before = time.time() * 1000
     status, _, err = run_cli(capsys, "run", str(vshape_file), "--input", str(rows), "--stream", "--once",
-                             "--output", str(out),
+                             "--output", str(out), "--latency-column",
                              "--checkpoint", str(tmp_path / "ck"), "--files-per-trigger", "1")
+    after = time.time() * 1000
     assert status == 0, err
-    assert _read_json_dir(out) == _expected()
+    written = _read_json_dir(out)
+    latencies = [r.pop("_latency_ms") for r in written]
+    assert sorted(written, key=lambda r: json.dumps(r, sort_keys=True)) == _expected()
+    assert all(before - 1_700_000_002_000 <= ms <= after - 1_700_000_000_000 for ms in latencies), latencies
+    assert any(" result latency p50 " in line for line in err.splitlines())
     dead = [json.loads(line) for f in (out / "_dead_letters").glob("part-*") for line in f.read_text().splitlines()]
     assert [d["reason"] for d in dead] == ["malformed record"]
     late = [json.loads(line) for f in (out / "_late").glob("part-*") for line in f.read_text().splitlines()]

@@ -10,6 +10,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import sparkcep
 from sparkcep.compiler.codegen.sql import filter_sql
+from sparkcep.runtime_udfs.match.stream_columnar import MASK
 from sparkcep.spark.group_state import SimulatedGroup
 from sparkcep.spark.operator import MatchOperator
 from sparkcep.spark.progress import Totals, result_latency
@@ -41,6 +42,28 @@ def test_each_result_carries_the_newest_arrival_of_the_rows_of_its_micro_batch()
     assert list(op.stream_schema.names) == [*op.output_schema.names, RESULT_ARRIVAL]
 
 
+def test_under_buckets_each_match_carries_its_own_last_events_arrival():
+    """The default grouping of a streaming match query (buckets: a Spark group holds several keys, the columnar
+    step streams them): each match is stamped with the arrival of its own last event, carried with the rows
+    through the construction, not the newest arrival of its bucket's rows; a match completed by the watermark
+    in a later call still gets its last event's arrival."""
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 100 RETURN a.ts AS at, b.ts AS bt")
+    masked = StructType([*CARRIED.fields, StructField(MASK, LongType())])
+    op = MatchOperator(q.spec(PLAIN), masked, watermark_delay_ms=0).with_buckets(2)
+    assert op.stream_path == "columnar micro-batches"
+    fn, group = op.stream_function(), SimulatedGroup(None, 0)
+
+    def row(t: str, ts: int, key: int, arrival: int) -> dict:
+        return {"type": t, "ts": ts, "id": key, ARRIVAL_COL: arrival, MASK: {"A": 1, "B": 2}.get(t, 0)}
+
+    rows = call(fn, (0,), [row("A", 1, 1, 1_000), row("A", 2, 2, 1_100), row("B", 5, 1, 2_000),
+                           row("B", 6, 2, 9_000), row("B", 9, 1, 3_000)], group)
+    got = sorted((r["at"], r["bt"], r[RESULT_ARRIVAL]) for r in rows)
+    assert got == [(1, 5, 2_000), (1, 9, 3_000), (2, 6, 9_000)]
+    rows = call(fn, (0,), [row("B", 20, 2, 5_000), row("C", 21, 1, 7_000)], group)
+    assert sorted((r["at"], r["bt"], r[RESULT_ARRIVAL]) for r in rows) == [(2, 20, 5_000)]
+
+
 def test_a_trend_window_closed_by_a_timeout_has_no_arrival():
     q = sparkcep.compile("RETURN COUNT(*) AS n PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10")
     op = MatchOperator(q.spec(PLAIN), CARRIED, watermark_delay_ms=0)
@@ -70,3 +93,15 @@ def test_a_batch_reports_its_results_latency_from_their_observed_arrival():
     assert line.endswith("result latency p50 4.0 s p99 12.0 s") and totals.result_latencies == [(4, 3, 4.0, 12.0)]
     del progress["observedMetrics"]["sparkcep_output"]["result_arrival_median"]
     assert result_latency(progress) is None and "result latency" not in Totals().add(progress)
+
+
+def test_a_match_recognize_outer_query_carries_the_results_arrival():
+    """The outer query of a MATCH_RECOGNIZE statement over a stream with arrival keeps ``_arrival_ms``: a row
+    its match's, a grouped row the newest of its group's, a ``*`` already; DISTINCT drops it (None)."""
+    from sparkcep.spark.recognize import _carrying_arrival
+
+    assert _carrying_arrival("SELECT a, b FROM m WHERE a > 1") == "SELECT a, b, `_arrival_ms` FROM m WHERE a > 1"
+    assert _carrying_arrival("SELECT * FROM m ORDER BY a") == "SELECT * FROM m ORDER BY a"
+    assert (_carrying_arrival("SELECT k, COUNT(*) AS n FROM m GROUP BY k")
+            == "SELECT k, COUNT(*) AS n, MAX(`_arrival_ms`) AS `_arrival_ms` FROM m GROUP BY k")
+    assert _carrying_arrival("SELECT DISTINCT a FROM m") is None

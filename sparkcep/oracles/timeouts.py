@@ -72,6 +72,9 @@ class _Step:
     #: the negations between this step and the next: (the match oracle's _Neg of one event or of a SEQ of
     #: events, written NEXT: Flink's notNext, else notFollowedBy)
     negs: tuple = ()
+    #: a step of a repeated group of single events (``(SEQ(B b, C c)){lo,hi}``): the positions of the group's
+    #: first and last steps; ``lo``/``hi`` are then the group's iterations (each step takes one event in each)
+    group: tuple[int, int] | None = None
 
 
 def timed_out_rows(query: Query, events: Sequence[Event], columns: Sequence[str] | None = None, *,
@@ -174,11 +177,12 @@ def _flat(alt, linked: bool) -> list[tuple]:
 def _steps(prep, items: list | None = None) -> list[_Step]:
     """The steps of ``items`` (``(item, written NEXT)``; None: the pattern's, which must have one path), a
     ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``, a loop with
-    ``UNTIL``; any of them written ``NEXT``), each with the negations after it (``!(T n)``, ``NEXT !(T n)``,
+    ``UNTIL``; any of them written ``NEXT``; a repeated group of single events: a step per event, each taking
+    one event per iteration, :attr:`_Step.group`), each with the negations after it (``!(T n)``, ``NEXT !(T n)``,
     ``!(SEQ(T n, U m, ...))``),
     or the :class:`OracleError` saying the query is outside the definition (a negation that can be at the
     start, ``NEXT !(...)`` with no step after it that must take an event, a negation predicate over a later
-    step)."""
+    step, a negation next to a repeated group, a predicate over a group's variable)."""
     if items is None:
         paths = _paths(prep)
         if len(paths) > 1:
@@ -187,11 +191,21 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
     steps: list[_Step] = []
     for item, linked in items:
         if isinstance(item, _Neg) and (isinstance(item.inner, _Ev) or _event_seq(item.inner)):
+            if steps and steps[-1].group:
+                raise OracleError("a negation right after a repeated group has no timed-out partial matches")
             if not any(s.lo for s in steps):
                 raise OracleError("a negation at the start of a match has no timed-out partial matches")
             if linked and not isinstance(item.inner, _Ev):
                 raise OracleError("NEXT !(SEQ(...)) has no timed-out partial matches")
             steps[-1] = replace(steps[-1], negs=(*steps[-1].negs, (item, linked)))
+            continue
+        if isinstance(item, _Rep) and _event_seq(item.inner) and not linked:
+            if any(stop.loop & {e.var for e in item.inner.items} for stop in prep.stops):
+                raise OracleError("a repeated group with UNTIL has no timed-out partial matches")
+            if steps and steps[-1].negs:
+                raise OracleError("a negation right before a repeated group has no timed-out partial matches")
+            bounds = (len(steps), len(steps) + len(item.inner.items) - 1)
+            steps += [_Step(e.var, e.types, item.lo, item.hi, True, group=bounds) for e in item.inner.items]
             continue
         if isinstance(item, _Rep) and isinstance(item.inner, _Ev):
             ev, lo, hi = item.inner, item.lo, item.hi
@@ -204,6 +218,9 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
         until = next((stop for stop in prep.stops if ev.var in stop.loop), None)
         steps.append(_Step(ev.var, ev.types, lo, hi, prep.vars[ev.var].is_list, linked, until))
     index = {s.var: k for k, s in enumerate(steps)}
+    grouped = {s.var for s in steps if s.group}
+    if any(c.vars & grouped for c in prep.in_scope(())):
+        raise OracleError("a predicate over a repeated group's variable has no timed-out partial matches")
     for k, s in enumerate(steps):
         for neg, next_ in s.negs:
             if next_ and not any(t.lo for t in steps[k + 1:]):
@@ -241,15 +258,25 @@ class _Partials:
 
     def _next_steps(self, picks) -> list[int]:
         """The steps the event after ``picks`` may take: the last one's again (a Kleene step short of its
-        maximum), or a later one, past steps that may take no event, once the last one has its minimum."""
+        maximum), or a later one, past steps that may take no event, once the last one has its minimum; in a
+        repeated group the next step of the iteration, after its last step the group's first again (short of
+        its maximum of iterations) or a later one (once it has its minimum)."""
         k = picks[-1][1]
         taken = sum(1 for _, s in picks if s == k)
-        out = [k] if self.steps[k].is_list and (self.steps[k].hi is None or taken < self.steps[k].hi) else []
+        group = self.steps[k].group
+        if group and k != group[1]:  # inside an iteration: its next step
+            return [k + 1]
+        if group:  # an iteration complete: another one (short of the maximum), or on past the group
+            out = [group[0]] if self.steps[k].hi is None or taken < self.steps[k].hi else []
+        else:
+            out = [k] if self.steps[k].is_list and (self.steps[k].hi is None or taken < self.steps[k].hi) else []
         if taken >= self.steps[k].lo:
-            for t in range(k + 1, len(self.steps)):
+            t = k + 1
+            while t < len(self.steps):
                 out.append(t)
                 if self.steps[t].lo:
                     break
+                t = self.steps[t].group[1] + 1 if self.steps[t].group else t + 1  # past a whole optional group
         return out
 
     def partial(self, picks) -> bool:
@@ -259,7 +286,7 @@ class _Partials:
         j, s = picks[-1]
         ev = self.evs[j]
         if (ev["type"] not in self.steps[s].types or ev["ts"] - self.evs[picks[0][0]]["ts"] >= self.prep.window
-                or (len(picks) == 1 and (any(self.steps[t].lo for t in range(s))
+                or (len(picks) == 1 and (any(self.steps[t].lo for t in range(s)) or self._inside(s)
                                          or (self.steps[s].until and _stops(self.steps[s].until, ev))))):
             return False
         binding, runs = self.binding(picks)
@@ -269,6 +296,10 @@ class _Partials:
         return all(_conjunct_holds(c, binding, runs) for c in self.prep.in_scope(())
                    if max((self.index.get(v, -1) for v in c.vars), default=0) <= s  # (another path's: absent)
                    and not (open_ in c.vars and _reads_whole(c.expr, open_)))
+
+    def _inside(self, s: int) -> bool:
+        """Is step ``s`` a step of a repeated group after its first one (entered only from the one before)?"""
+        return self.steps[s].group is not None and s != self.steps[s].group[0]
 
     def _blocked(self, picks, t: int, until: float, next_until: float, binding: dict, runs) -> bool:
         """Does a negation between the last step of ``picks`` and step ``t`` (``len(steps)``: the end) hold
@@ -342,7 +373,8 @@ class _Partials:
         """A match: every step after the last one may take no event, the last one has its minimum, every
         predicate holds, and no event of a negation at the end came before the window closed."""
         k = picks[-1][1]
-        if any(s.lo for s in self.steps[k + 1:]) or sum(1 for _, s in picks if s == k) < self.steps[k].lo:
+        if (any(s.lo for s in self.steps[k + 1:]) or sum(1 for _, s in picks if s == k) < self.steps[k].lo
+                or (self.steps[k].group and k != self.steps[k].group[1])):  # (inside an iteration: no match)
             return False
         binding, runs = self.binding(picks)
         end = self.evs[picks[0][0]]["ts"] + self.prep.window

@@ -81,7 +81,7 @@ if TYPE_CHECKING:
     from sparkcep.spark.schema import EngineSpec, SpecLike
 
 __all__ = ["COLUMNAR_STREAM", "MAX_MATCHES_CONF", "PER_KEY", "MatchOperator", "bucket_column", "checkpoint_grouping",
-           "default_buckets", "grouped", "stream_buckets", "stream_udf"]
+           "default_buckets", "grouped", "stamping_arrival", "stream_buckets", "stream_udf"]
 
 # ----------------------------------------------------------------------------------------------- conversions
 
@@ -632,34 +632,7 @@ class MatchOperator:
         if self.stream_path == COLUMNAR_STREAM:
             stream = self._columnar_stream(stream, to_ts, to_ms)
         stream = self._routing_late(stream, to_ts) if self.late_rows else stream
-        return self._stamping_arrival(stream) if self.arrival else stream
-
-    def _stamping_arrival(self, stream: Callable) -> Callable:
-        """``stream`` with each output row stamped :data:`RESULT_ARRIVAL`: the newest arrival
-        (:data:`ARRIVAL_COL`) among the rows the Spark group got in this call, i.e. in the micro-batch that emits
-        the row.  A result comes out in the micro-batch that reads the event completing it (DESIGN.md principle
-        11), so this is the arrival of its last event when the group's rows of a micro-batch arrived together
-        (one file per micro-batch), and at most a later arrival of the same micro-batch otherwise.  A call with
-        no rows (a timeout: a result decided by event time moving on elsewhere) stamps null."""
-        names = self.stream_schema.names
-
-        def stamped(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
-            newest: list[float] = []
-
-            def seen() -> Iterator[pd.DataFrame]:
-                for pdf in pdfs:
-                    if not pdf.empty and ARRIVAL_COL in pdf.columns:
-                        top = pd.to_numeric(pdf[ARRIVAL_COL], errors="coerce").max()
-                        if top == top:  # not NaN: some row has an arrival
-                            newest.append(float(top))
-                    yield pdf
-
-            for out in stream(key, seen(), group):
-                arrival = int(max(newest)) if newest else None
-                yield out.assign(**{RESULT_ARRIVAL: pd.Series([arrival] * len(out), dtype="Int64",
-                                                              index=out.index)})[names]
-
-        return stamped
+        return stamping_arrival(stream, self.stream_schema.names) if self.arrival else stream
 
     def _columnar_stream(self, engine_stream: Callable, to_ts: Callable[[int], float],
                          to_ms: Callable[[float], int]) -> Callable:
@@ -690,7 +663,12 @@ class MatchOperator:
                 group.update((state.to_bytes(),))
                 _set_timeout(group, match_stream.wakeup(sc, state), raw, to_ms)
             if len(chains):
-                yield self._columns_frame(match_stream.outputs(sc, carried, chains))
+                frame = self._columns_frame(match_stream.outputs(sc, carried, chains))
+                if self.arrival:  # each match's own last event's arrival (_stamping_arrival keeps it)
+                    arrival = carried[ARRIVAL_COL][match_stream.last_rows(sc, carried, chains)]
+                    frame[RESULT_ARRIVAL] = pd.array(pd.to_numeric(arrival, errors="coerce"), dtype="Float64"
+                                                     ).round().astype("Int64")
+                yield frame
 
         return columnar_stream
 
@@ -698,7 +676,7 @@ class MatchOperator:
         """The streaming columnar step, built once per operator where it runs (on the executor), like the batch
         path's construction: every key of a Spark group at once."""
         if not hasattr(self, "_stream"):
-            self._stream = match_stream.stream_columnar(self.spec)
+            self._stream = match_stream.stream_columnar(self.spec, carry=(ARRIVAL_COL,) if self.arrival else ())
         return self._stream
 
     def _stream_columns(self, pdf: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -711,6 +689,8 @@ class MatchOperator:
             if c is not None:
                 columns[name] = (_epoch_ms_array(pdf[c], self._zones[c]) if c in self._zones
                                  else pdf[c].to_numpy())
+        if self.arrival and ARRIVAL_COL in pdf.columns:  # carried unread: each match's last event's arrival
+            columns[ARRIVAL_COL] = pd.to_numeric(pdf[ARRIVAL_COL], errors="coerce").to_numpy(np.float64)
         return columns
 
     def _columns_frame(self, columns: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -759,6 +739,39 @@ class MatchOperator:
                 yield frame
 
         return routed
+
+def stamping_arrival(stream: Callable, names: list[str]) -> Callable:
+    """A group stream function ``stream`` with each output row stamped :data:`RESULT_ARRIVAL`.  The streaming
+    columnar step (the default buckets of a match query) stamps each match with its own last event's arrival,
+    carried with the rows through the construction; a row without one (the per-event engine) gets the newest arrival
+    (:data:`ARRIVAL_COL`) among the rows the Spark group got in this call, i.e. in the micro-batch that emits
+    the row.  A result comes out in the micro-batch that reads the event completing it (DESIGN.md principle
+    11), so this is the arrival of its last event when the group's rows of a micro-batch arrived together
+    (one file per micro-batch), and at most a later arrival of the same micro-batch otherwise.  A call with
+    no rows (a timeout: a result decided by event time moving on elsewhere) stamps null there.  Also the stream
+    function of a streaming MATCH_RECOGNIZE (:func:`sparkcep.spark.recognize.stream_recognize`); ``names``: the
+    output columns, :data:`RESULT_ARRIVAL` among them."""
+
+    def stamped(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
+        newest: list[float] = []
+
+        def seen() -> Iterator[pd.DataFrame]:
+            for pdf in pdfs:
+                if not pdf.empty and ARRIVAL_COL in pdf.columns:
+                    top = pd.to_numeric(pdf[ARRIVAL_COL], errors="coerce").max()
+                    if top == top:  # not NaN: some row has an arrival
+                        newest.append(float(top))
+                yield pdf
+
+        for out in stream(key, seen(), group):
+            arrival = pd.Series([int(max(newest)) if newest else None] * len(out), dtype="Int64",
+                                index=out.index)
+            if RESULT_ARRIVAL in out.columns:  # the rows' own arrival where the step carried it
+                arrival = pd.Series(out[RESULT_ARRIVAL], dtype="Int64").fillna(arrival)
+            yield out.assign(**{RESULT_ARRIVAL: arrival})[names]
+
+    return stamped
+
 
 def _stream_path(spec: EngineSpec, schema: StructType, ts_type, shared_groups: bool) -> str:
     """What streams ``spec`` over ``schema``, in words (:attr:`MatchOperator.stream_path`):

@@ -67,6 +67,7 @@ from pyspark.sql.types import (
     DataType,
     DateType,
     IntegralType,
+    LongType,
     MapType,
     NumericType,
     StringType,
@@ -84,10 +85,10 @@ from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.spark.adapters import event_time_of, shuffle_partitions
 from sparkcep.spark.arrow import _arrow_array, _rows_of, _session_timezone, by_id, gathered
 from sparkcep.spark.late import KIND, LATE, REASON, RECORD, RESULT, with_side_columns
-from sparkcep.spark.operator import grouped
+from sparkcep.spark.operator import grouped, stamping_arrival
 from sparkcep.spark.schema import EVENT_TIME
 from sparkcep.spark.schema import watermark_delay as delay_of
-from sparkcep.spark.validate import quoted
+from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL, quoted
 
 __all__ = ["TS", "apply_outer", "batch_recognize", "input_schema", "project", "row_exprs", "run_recognize",
            "stream_recognize"]
@@ -247,8 +248,9 @@ def _expr_error(r: RowExpr, err: Exception, spec_or_q: Any) -> CEPSemanticError:
 
 
 def input_schema(projected: DataFrame) -> dict[str, str]:
-    """Every projected column but :data:`TS`, in order, with its Spark type (``simpleString``)."""
-    return {f.name: f.dataType.simpleString() for f in projected.schema.fields if f.name != TS}
+    """Every projected column but :data:`TS` (and a stream's hidden arrival), in order, with its Spark type
+    (``simpleString``)."""
+    return {f.name: f.dataType.simpleString() for f in projected.schema.fields if f.name not in (TS, ARRIVAL_COL)}
 
 
 def output_struct(spec: RecognizeSpec) -> StructType:
@@ -815,17 +817,26 @@ def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_del
     watermark's column reaches the state function nulled (as :func:`sparkcep.spark.adapters.with_event_time`
     with ``keep_late``; :func:`watermarked_time`), so that Spark drops no row: the function decides which
     rows are late (:func:`late_rule`) and, with ``late_rows``, outputs them on the side channel of
-    :mod:`sparkcep.spark.late`."""
+    :mod:`sparkcep.spark.late`.
+
+    A ``projected`` with the stream's arrival (:data:`~sparkcep.spark.validate.ARRIVAL_COL`, unseen by the
+    statement) gives each result :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`: the newest arrival among its
+    key's rows of the micro-batch that emits it (:func:`~sparkcep.spark.operator.stamping_arrival`)."""
     df, numeric = watermarked_time(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit)
-    keep = [*_engine_columns(projected, spec), _ET, EVENT_TIME]
+    arrival = [ARRIVAL_COL] if ARRIVAL_COL in projected.columns else []
+    keep = [*_engine_columns(projected, spec), _ET, EVENT_TIME, *arrival]
     df = df.select(*[F.col(quoted(c)) for c in keep])
     struct = output_struct(spec)
     fn = stream_function(spec, struct, projected.schema, numeric=numeric, ts_unit=ts_unit,
                          timezone=_session_timezone(), late_rows=late_rows,
                          watermark_delay_ms=delay_of(df.schema))
+    if arrival:
+        struct = StructType([*struct.fields, StructField(RESULT_ARRIVAL, LongType(), True)])
+    out = with_side_columns(struct) if late_rows else struct
+    if arrival:
+        fn = stamping_arrival(fn, out.names)
     return grouped(df, list(spec.partition_by)).applyInPandasWithState(
-        fn, with_side_columns(struct) if late_rows else struct, STATE_SCHEMA, "append",
-        GroupStateTimeout.EventTimeTimeout)
+        fn, out, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
 
 
 # ----------------------------------------------------------------------------------------------- the whole
@@ -860,6 +871,12 @@ def apply_outer(result: DataFrame, outer_sql: str, result_view: str, text: str |
             result = result.where(F.col(KIND) == RESULT).drop(KIND, REASON, RECORD)
         else:
             outer_sql = passing
+    if RESULT_ARRIVAL in result.columns:  # the results' arrival, through the outer query where it can go
+        carried = _carrying_arrival(outer_sql)
+        if carried is None:
+            result = result.drop(RESULT_ARRIVAL)
+        else:
+            outer_sql = carried
     # a name of its own per call: two statements analysed at once (threads) never see each other's view
     view = f"{result_view}_{uuid.uuid4().hex}"
     outer_sql, result_view = _renamed(outer_sql, result_view, view), view
@@ -890,6 +907,35 @@ def _renamed(outer_sql: str, old: str, new: str) -> str:
     return tree.sql(dialect="spark")
 
 
+def _selects_star(tree) -> bool:
+    """Does the SELECT list of ``tree`` (a sqlglot Select) hold a ``*`` (or ``t.*``)?"""
+    from sqlglot import exp
+
+    return any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+               for e in tree.expressions)
+
+
+def _carrying_arrival(outer_sql: str) -> str | None:
+    """``outer_sql`` rewritten (sqlglot) to keep the results' arrival (:data:`RESULT_ARRIVAL`) as its last
+    column: a row of an aggregating query (GROUP BY or aggregates) carries the newest arrival of its group's
+    matches, ``MAX(_arrival_ms)``; another row its match's (unless a ``*`` already selects it).  None where no
+    row stands for a set of matches whose arrival can be told (DISTINCT, set operations): the arrival is
+    dropped there."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(outer_sql, read="spark")
+    if not isinstance(tree, exp.Select) or tree.args.get("distinct"):
+        return None
+    arrival = exp.column(RESULT_ARRIVAL, quoted=True)
+    if tree.args.get("group") or any(e.find(exp.AggFunc) for e in tree.expressions):
+        return tree.select(exp.alias_(exp.Max(this=arrival), RESULT_ARRIVAL, quoted=True), copy=True
+                           ).sql(dialect="spark")
+    if _selects_star(tree):
+        return outer_sql
+    return tree.select(arrival, copy=True).sql(dialect="spark")
+
+
 def _passing_late_rows(outer_sql: str) -> str | None:
     """``outer_sql`` rewritten (sqlglot) to keep the late side channel: the side columns in its SELECT list
     (unless a ``*`` holds them) and ``_kind = 'late' OR (...)`` as its WHERE; None for an outer query that is
@@ -903,9 +949,7 @@ def _passing_late_rows(outer_sql: str) -> str | None:
         return None
     if any(e.find(exp.AggFunc, exp.Window, exp.Explode, exp.Posexplode) for e in tree.expressions):
         return None
-    stars = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
-                for e in tree.expressions)
-    if not stars:
+    if not _selects_star(tree):
         tree = tree.select(*(exp.column(c, quoted=True) for c in (KIND, REASON, RECORD)), copy=True)
     where = tree.args.get("where")
     if where is not None:

@@ -308,14 +308,19 @@ def with_arrival(df, column: str):
 def observed_arrival(events):
     """``events`` with the observed metric :data:`ARRIVAL_METRIC`: per micro-batch, the oldest, 1st percentile,
     median and newest arrival time (epoch ms) of its valid events and their number
-    (:mod:`sparkcep.spark.progress` turns them into latencies and the backlog)."""
+    (:mod:`sparkcep.spark.progress` turns them into latencies to the end of the micro-batch and the backlog),
+    and ``latency_p50_ms`` / ``latency_p99_ms``: the events' latency from arrival to the micro-batch's start
+    (its trigger time, Spark's ``current_timestamp()`` in a stream), for a reader of Spark's own metrics."""
     from pyspark.sql import functions as F
 
     arrival = F.col(ARRIVAL_COL)
+    waited = F.unix_millis(F.current_timestamp()) - arrival
     return events.observe(ARRIVAL_METRIC, F.min(arrival).alias("oldest"),
                           F.percentile_approx(arrival, 0.01).alias("p01"),
                           F.percentile_approx(arrival, 0.5).alias("median"), F.max(arrival).alias("newest"),
-                          F.count(arrival).alias("arrived"))
+                          F.count(arrival).alias("arrived"),
+                          F.percentile_approx(waited, 0.5).alias("latency_p50_ms"),
+                          F.percentile_approx(waited, 0.99).alias("latency_p99_ms"))
 
 
 def _load(spark, path: str, fmt: str, schema, options: dict, stream: bool, files_per_trigger: int | None):

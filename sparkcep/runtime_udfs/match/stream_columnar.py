@@ -12,6 +12,10 @@ micro-batch runs as a small batch over the rows the window still joins to it::
     state, _ = step(sc, state, columns)               # buffer a batch: {engine attribute: numpy array}
     state, (carried, chains) = advance(sc, state, watermark)
     columns = outputs(sc, carried, chains)            # {result name: numpy array} of this advance's matches
+    rows = last_rows(sc, carried, chains)             # each match's last event, a row of carried
+
+``carry`` (:func:`stream_columnar`) names columns the rows keep without the construction reading them (the
+stream's arrival): ``carried[name][last_rows(...)]`` is each match's last event's value.
 
 **The same contract as** :func:`match_engine.step` / :func:`match_engine.advance` **, the same results.**
 ``step`` counts rows without a usable ts (``invalid``) and rows with ``ts`` below the processed watermark
@@ -77,7 +81,7 @@ from sparkcep.runtime_udfs.match.columnar import ineligible as columnar_ineligib
 from sparkcep.runtime_udfs.match.prefilter import within
 
 __all__ = ["STATE_TAG", "StreamColumnar", "StreamState", "advance", "ineligible", "init_state", "is_empty",
-           "is_state", "outputs", "step", "stream_columnar", "wakeup"]
+           "is_state", "last_rows", "outputs", "step", "stream_columnar", "wakeup"]
 
 #: The first item of a pickled :class:`StreamState` (another engine's state starts otherwise).
 STATE_TAG = "sparkcep.stream_columnar"
@@ -91,12 +95,13 @@ class StreamColumnar:
     """What the streaming step of one spec needs: the ``construction``, the key columns the rows of a state are
     told apart by (``key``: empty when every state holds one partition), the component bits any position takes
     (``bits``) and those of positions before some alternative's last (``prefix``), the window, ``reads``: the
-    engine attributes the columns must hold (ts, ``_mask``, the key, what predicates and results read), and
-    ``single``: every alternative is one event."""
+    engine attributes the columns must hold (ts, ``_mask``, the key, what predicates and results read, then the
+    ``carry`` columns the rows keep unread), and ``single``: every alternative is one event."""
 
     __slots__ = ("construction", "key", "bits", "prefix", "window", "reads", "single")
 
-    def __init__(self, construction: ColumnarConstruction | ColumnarAlternatives, key: tuple[str, ...]):
+    def __init__(self, construction: ColumnarConstruction | ColumnarAlternatives, key: tuple[str, ...],
+                 carry: tuple[str, ...] = ()):
         self.construction, self.key = construction, key
         parts = getattr(construction, "parts", (construction,))
         self.bits = sum({b for part in parts for b in part.bits})
@@ -106,7 +111,7 @@ class StreamColumnar:
         self.single = all(len(part.bits) == 1 for part in parts)
         attrs = {attr for part in parts for checks in part.checks for _, reads in checks for _, attr, _ in reads}
         attrs |= {attr for _, _, attr in construction.outputs}
-        self.reads = tuple(dict.fromkeys(("ts", MASK, *key, *sorted(attrs))))
+        self.reads = tuple(dict.fromkeys(("ts", MASK, *key, *sorted(attrs), *carry)))
 
     def __repr__(self) -> str:
         return f"StreamColumnar({self.construction!r}, key={self.key})"
@@ -119,14 +124,15 @@ def ineligible(spec) -> str | None:
     return columnar_ineligible(spec) if isinstance(spec, MatchSpec) else "not a match query"
 
 
-def stream_columnar(spec, key: tuple[str, ...] | None = None) -> StreamColumnar | None:
+def stream_columnar(spec, key: tuple[str, ...] | None = None, carry: tuple[str, ...] = ()) -> StreamColumnar | None:
     """The streaming step of ``spec``, or None when it is not eligible (:func:`ineligible`).  ``key``: the
     columns that tell partitions apart inside one state (default ``spec.key``; ``()`` when the caller gives
-    every state one partition)."""
+    every state one partition).  ``carry``: columns the rows keep without the construction reading them (a
+    stream's arrival: each match's last event's, :func:`last_rows`)."""
     if ineligible(spec) is not None:
         return None
     construction = columnar(spec)
-    return StreamColumnar(construction, tuple(spec.key) if key is None else tuple(key))
+    return StreamColumnar(construction, tuple(spec.key) if key is None else tuple(key), tuple(carry))
 
 
 class StreamState:
@@ -283,6 +289,21 @@ def outputs(sc: StreamColumnar, columns: dict[str, np.ndarray] | None, chains: n
             taken[absent] = None
         out[name] = taken
     return out
+
+
+def last_rows(sc: StreamColumnar, columns: dict[str, np.ndarray] | None, chains: np.ndarray) -> np.ndarray:
+    """Each match's last event (the row of ``columns`` with the largest ts among its chain's, from
+    :func:`advance`): ts strictly increase along a match, so it is the event that completed it."""
+    best = np.full(len(chains), -1, dtype=np.int64)
+    if columns is None or not len(chains):
+        return best
+    ts = columns["ts"]
+    for p in range(chains.shape[1]):
+        rows = chains[:, p]
+        present = rows >= 0
+        later = present & ((best < 0) | (ts[np.maximum(rows, 0)] > ts[np.maximum(best, 0)]))
+        best = np.where(later, rows, best)
+    return best
 
 
 def _prune(sc: StreamColumnar, state: StreamState, columns: dict[str, np.ndarray], ready: np.ndarray,

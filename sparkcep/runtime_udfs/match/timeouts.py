@@ -33,8 +33,11 @@ under every selection
 strategy, with any predicates (under skip_till_next_match none over a whole Kleene sequence); ``OR`` steps of
 single or Kleene events or SEQs of them (each step of the path) and an ``OR`` of such SEQs: a partial match is
 one of some path (:func:`_paths`), one
-binding however many paths share it (extended, a match, alive if so in one of them); not repeated groups or
-collapsed output.  Under ``skip_till_next_match`` an event that can extend
+binding however many paths share it (extended, a match, alive if so in one of them); repeated groups of
+single events (``(SEQ(B b, C c))+``, ``*``, ``{n,m}``: its steps are the path's, ``_Compiled.group``; an event
+takes the next step of an iteration, and after its last step the first one again or a step past the group; a
+partial match may end inside an iteration), not one with a predicate over its variables, next to a negation,
+written ``NEXT`` or with ``UNTIL``; not collapsed output.  Under ``skip_till_next_match`` an event that can extend
 a partial match must be taken (§5): from each partial match only the first later event that extends it does, in
 each way it can (join the open sequence, or take a later step).  Where links or stop conditions need them, the
 events no step takes are kept too (``_mask`` 0): they break links.
@@ -100,7 +103,10 @@ class _Compiled:
     (``strict``), and ``index``, the position of each item's component in ``spec.components`` (its bit in
     ``_mask``)."""
 
-    def __init__(self, spec: TimeoutSpec, items: tuple, strict: tuple, index: tuple[int, ...]):
+    def __init__(self, spec: TimeoutSpec, items: tuple, strict: tuple, index: tuple[int, ...], groups: tuple):
+        #: step → None, or for a step of a repeated group of single events, its group's (first step, last step,
+        #: fewest and most iterations): each of its steps takes one event per iteration
+        self.group = groups
         comps = tuple(spec.components[i] for i in index)
         self.bit = tuple(1 << i for i in index)
         self.vars = tuple(c.var for c in comps)
@@ -109,8 +115,8 @@ class _Compiled:
         #: the variable of a step is the list of its events (T+, T*, T{n,m}; not T v, T? v)
         self.lists = tuple(c.kleene in ("+", "*") for c in comps)
         #: step → the fewest and most events it takes (most None: unbounded); a negation none
-        self.lo, self.hi = zip(*(i.repeat if isinstance(i, Kleene) else (0, 0) if isinstance(i, Not) else (1, 1)
-                                 for i in items), strict=True)
+        self.lo, self.hi = zip(*(g[2:] if g else i.repeat if isinstance(i, Kleene) else (0, 0) if isinstance(i, Not)
+                                 else (1, 1) for i, g in zip(items, groups, strict=True)), strict=True)
         any_vars = frozenset(c.var for c in spec.components if c.any_)
         n = len(comps)
         list_vars = frozenset(c.var for c in spec.components if c.kleene in ("+", "*"))  # (every path's)
@@ -148,24 +154,43 @@ class _Compiled:
         #: skipped in between included: their variables are absent); (-1, t): when its first event takes step t
         self.enter = {(k, t): [c for c in self.predicates if decided(c, t) and not (k >= 0 and decided(c, k))
                                and not c.global_] + every for k in range(-1, n) for t in range(k + 1, n)}
+        #: a group's last step → its first: another iteration (no predicate reads a group's variables: check)
+        loops = {(g[1], g[0]) for g in groups if g}
+        self.enter.update({key: every for key in loops})
         #: the first step a partial match may start at: the steps before it may take no event
-        self.starts = [t for t in range(n) if not self.neg[t] and not any(self.lo[:t])]
+        self.starts = [t for t in range(n) if not self.neg[t] and not any(self.lo[:t]) and not self.inside(t)]
         #: step k → a partial match ending there is a match if it has its minimum and every predicate holds
-        self.may_end = [not any(self.lo[k + 1:]) for k in range(n)]
+        self.may_end = [not any(self.lo[k + 1:]) and not (groups[k] and k != groups[k][1]) for k in range(n)]
         #: (k, t) → must an event taking step t after one of step k be the event right after it (a contiguity
         #: strategy; a NEXT step t, or one between passed over)?
         self.linked = {(k, t): spec.strategy in CONTIGUITY or any(strict[s] and not self.neg[s]
                                                                   for s in range(k + 1, t + 1))
                        for k in range(n) for t in range(k, n)}
+        self.linked.update({key: spec.strategy in CONTIGUITY for key in loops})
         #: (k, t) → the negations between step k and a later step t: ``!(T v)`` (no such event between their
         #: events), and ``NEXT !(T v)`` (Flink's notNext: the event right after k's last one is no such event)
         self.between = {(k, t): [m for m in range(k + 1, t) if self.neg[m] and not strict[m]]
                         for k in range(n) for t in range(k, n + 1)}
         self.not_next = {(k, t): [m for m in range(k + 1, t) if self.neg[m] and strict[m]]
                          for k in range(n) for t in range(k, n + 1)}
+        self.between.update({key: [] for key in loops})
+        self.not_next.update({key: [] for key in loops})
         #: step → (its types, None with UNTIL ANY: any event; its stop condition UNTIL compiled), for a loop with one
         self.stops = [(None if i.until_any else i.inner.types, compile_expr(i.until))
                       if isinstance(i, Kleene) and i.until is not None else None for i in items]
+
+    def inside(self, t: int) -> bool:
+        """Is step ``t`` a step of a repeated group after its first one (entered only from the one before)?"""
+        return self.group[t] is not None and t != self.group[t][0]
+
+    def counted(self, k: int, t: int, count: int) -> int:
+        """The count of step ``t`` once an event takes it after a partial match whose last step ``k`` took
+        ``count``: its events (a Kleene step), or the iteration (a group's step: another one from its last step)."""
+        if t == k:
+            return count + 1
+        if self.group[t] and self.group[t] == self.group[k]:
+            return count + 1 if t < k else count
+        return 1
 
     def blocks(self, m: int, mask: int, ev: dict, binding: dict) -> bool:
         """Is ``ev`` an event of the negation ``m`` of one event (its type and local predicates) whose predicates
@@ -231,13 +256,23 @@ class _Compiled:
         """The steps an event after a partial match whose last step ``k`` took ``count`` events may take, with
         the predicates to check then: ``k`` again (a Kleene step short of its maximum), or a later step, past
         steps that may take no event, once ``k`` has its minimum."""
-        out = [(k, self.grow[k])] if self.lists[k] and (self.hi[k] is None or count < self.hi[k]) else []
+        group = self.group[k]
+        if group and k != group[1]:  # inside an iteration: its next step
+            return [(k + 1, self.enter[k, k + 1])]
+        if group:  # an iteration complete: another one (short of the maximum), or on past the group
+            again = group[0]
+            out = [(again, self.grow[k] if again == k else self.enter[k, again])] if (
+                self.hi[k] is None or count < self.hi[k]) else []
+        else:
+            out = [(k, self.grow[k])] if self.lists[k] and (self.hi[k] is None or count < self.hi[k]) else []
         if count >= self.lo[k]:
-            for t in range(k + 1, len(self.vars)):
+            t = k + 1
+            while t < len(self.vars):
                 if not self.neg[t]:
                     out.append((t, self.enter[k, t]))
                 if self.lo[t]:
                     break
+                t = self.group[t][1] + 1 if self.group[t] else t + 1  # past a whole optional group
         return out
 
 
@@ -275,7 +310,18 @@ def _paths(spec: TimeoutSpec) -> list[tuple[tuple, tuple, tuple[int, ...]]]:
         for choice in itertools.product(*choices):
             # an alternative that is a SEQ of events is its steps, its first one linked as the OR step is
             path = [step for a, linked in choice for step in _flat(a, linked)]
-            out.append((tuple(i for i, _ in path), tuple(f for _, f in path), tuple(position[var(i)] for i, _ in path)))
+            groups: list = []  # a repeated group of single events is its steps, one per event
+            items: list = []
+            for item, linked in path:
+                if isinstance(item, Kleene) and isinstance(item.inner, Seq):
+                    group = (len(items), len(items) + len(item.inner.items) - 1, *item.repeat)
+                    items += [(e, False) for e in item.inner.items]
+                    groups += [group] * len(item.inner.items)
+                else:
+                    items.append((item, linked))
+                    groups.append(None)
+            out.append((tuple(i for i, _ in items), tuple(f for _, f in items),
+                        tuple(position[var(i)] for i, _ in items), tuple(groups)))
     return out
 
 
@@ -318,7 +364,25 @@ def _unsupported_step(p) -> str | None:
         return None if isinstance(p.inner, EventPat) or _event_seq(p.inner) else NEGATION
     if isinstance(p, Or):
         return "not an OR inside an OR alternative"
-    return "not a repeated group (a partial match would end inside an iteration)"
+    if isinstance(p, Kleene) and _event_seq(p.inner):
+        return "not a repeated group with UNTIL" if p.until is not None else None
+    return "not a repeated group of anything but single events (a NEXT, negation, OR or loop inside it)"
+
+
+def _unsupported_group(spec: TimeoutSpec, items: tuple, strict: tuple) -> str | None:
+    """Why a repeated group of ``spec``'s ``SEQ`` ``items`` has no timed-out partial matches, or None: written
+    ``NEXT``, next to a negation, or its variables read by a predicate."""
+    for m, item in enumerate(items):
+        if not (isinstance(item, Kleene) and isinstance(item.inner, Seq)):
+            continue
+        if strict[m]:
+            return "not a repeated group written NEXT"
+        if any(isinstance(items[h], Not) for h in (m - 1, m + 1) if 0 <= h < len(items)):
+            return "not a repeated group next to a negation"
+        grouped = {e.var for e in item.inner.items}
+        if any(grouped & {n.var for n in walk(p) if isinstance(n, Attr)} for p in spec.predicates):
+            return "not a predicate over a repeated group's variable"
+    return None
 
 
 def _unsupported_negation(spec: TimeoutSpec, items: tuple, strict: tuple) -> str | None:
@@ -359,13 +423,17 @@ def check(spec: TimeoutSpec) -> None:
                                   "of them")
             else:
                 why = why or _unsupported_step(item)
+        if isinstance(alt, Seq):
+            why = why or _unsupported_group(spec, alt.items, alt.strict or (False,) * len(alt.items))
+        elif isinstance(alt, Kleene):
+            why = why or _unsupported_group(spec, (alt,), (False,))
     if why is None:
-        why = next((w for items, strict, _ in _paths(spec) if (w := _unsupported_negation(spec, items, strict))),
+        why = next((w for items, strict, _, _ in _paths(spec) if (w := _unsupported_negation(spec, items, strict))),
                    None)
     if why is not None:
         raise EngineUnsupportedError(f"timed-out partial matches are defined for a SEQ of single events, Kleene "
-                                     f"steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT), negated events "
-                                     f"and OR steps, and an OR of such SEQs: {why}")
+                                     f"steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT), negated events, "
+                                     f"OR steps and repeated groups of single events, and an OR of such SEQs: {why}")
     if spec.strategy not in (ANY_MATCH, NEXT_MATCH, *CONTIGUITY):
         raise EngineUnsupportedError(f"unknown selection strategy {spec.strategy}")
     if spec.collapsed:
@@ -503,9 +571,10 @@ def _search(cs: _Paths, events: list, last: int, binding: dict, states: list, en
                     continue
                 var = path.vars[step]
                 before = binding.get(var)
-                binding[var] = [*before, ev] if step == k else [ev] if path.lists[step] else ev
+                # (a group's step again, in a later iteration: its list grows)
+                binding[var] = [*before, ev] if before is not None else [ev] if path.lists[step] else ev
                 if all(_holds(c, binding) for c in checks):
-                    found.setdefault(var, []).append((p, step, count + 1 if step == k else 1,
+                    found.setdefault(var, []).append((p, step, path.counted(k, step, count),
                                                       first if step == k else j))
                 if before is None:
                     del binding[var]
