@@ -198,7 +198,8 @@ class CompiledQuery:
 
             types = None if schema is None else {f.name: f.dataType.simpleString() for f in schema}
             return recognize_job(self.recognize(schema), explain=self.explain(schema), ts_unit=self.ts_unit,
-                                 event_columns=event_columns(self.query, self.source, types))
+                                 event_columns=event_columns(self.query, self.source, types, self.type_col,
+                                                             self.ts_col))
         # without a schema: durations with units mean timestamp ts (ms), bare ones numeric ts
         ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")
         plan = self.plan(schema)
@@ -258,13 +259,24 @@ class CompiledQuery:
             schema = StructType([f for f in schema.fields if f.name != ARRIVAL_COL])
         if self.query.skip is not None:  # one preferred match per start event: MATCH_RECOGNIZE's engine
             from sparkcep.compiler.recognize import check_recognize
-            from sparkcep.compiler.recognize.from_pattern import event_columns
+            from sparkcep.compiler.recognize.from_pattern import event_columns, leading_negation
             from sparkcep.sql_api import apply_recognize
 
             rec = self.recognize(schema)
             check_recognize(rec, streaming=streaming)
             # Spark SQL functions over one event: computed by Spark as columns the statement reads
-            extra = event_columns(self.query, self.source, {f.name: f.dataType.simpleString() for f in schema})
+            extra = event_columns(self.query, self.source, {f.name: f.dataType.simpleString() for f in schema},
+                                  self.type_col, self.ts_col)
+            if leading_negation(self.query, self.source):
+                from pyspark.sql.types import NumericType
+
+                if streaming:
+                    raise CEPError("AFTER MATCH SKIP with a negation at the start runs on batch DataFrames: it "
+                                   "counts the partition's earlier events with window functions, which a stream "
+                                   "does not have")
+                if not isinstance(schema[self.ts_col].dataType, NumericType):
+                    raise CEPError("AFTER MATCH SKIP with a negation at the start needs a numeric ts column (its "
+                                   "window functions count events within WITHIN of ts)")
             if extra:
                 from pyspark.sql import functions as F
 

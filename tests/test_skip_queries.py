@@ -178,7 +178,10 @@ def test_without_the_clause_nothing_changes():
 
 @pytest.mark.parametrize(("text", "message"), [
     ("PATTERN SEQ(A a, B+? b[]) WITHIN 5", "reluctant quantifier"),
-    ("PATTERN SEQ(!(C c), A a, B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation before the first"),
+    ("PATTERN SEQ(!(C c), A a, B+ b[]) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "a first and a last component"),
+    ("PATTERN SEQ(!(C c), A a, B b) WHERE c.x > 1 WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "a condition on it"),
+    ("PATTERN SEQ(!(C c), A a, B b) WITHIN 5 seconds AFTER MATCH SKIP PAST LAST EVENT", "WITHIN in ts units"),
+    ("PATTERN SEQ(!(C c), A a) OR SEQ(B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "start of an OR"),
     ("PATTERN SEQ(A a, B b, !(C c)) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation after the last"),
     ("PATTERN SEQ(A a, !(C c), B? b, !(E e), D d) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "two negations"),
     ("PATTERN SEQ(A a, !(SEQ(C c, D d)), B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "negation must be of one"),
@@ -711,6 +714,12 @@ def test_spark_functions_of_one_event_explained_and_in_the_generated_job():
     job = q.job_source()  # the job computes the column before the engine (run in test_skip_queries_spark)
     assert "[['__sparkcep_f0', 'UPPER(`type`)'], ['__sparkcep_f1', 'LOWER(`type`)']]" in job
     compile(job, "job.py", "exec")
+    # a negation at the start: its two window columns, counted by the job's Spark before the engine, read by b's DEFINE
+    q = sparkcep.compile(_LEADING["two"].format(strategy="skip_till_any_match", skip="PAST LAST EVENT"))
+    assert "__sparkcep_f0 <= b.__sparkcep_f1" in q.explain().replace("`", "")
+    job = q.job_source()
+    assert "OVER (PARTITION BY `id` ORDER BY `ts` NULLS LAST RANGE BETWEEN UNBOUNDED PRECEDING AND 6 PRECEDING)" in job
+    compile(job, "job.py", "exec")
 
 
 def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():
@@ -748,3 +757,52 @@ def test_a_workload_runs_a_skip_query_alone_or_not_at_all():
     with pytest.raises(CEPError, match="choose it with --query NAME"):
         workload.apply(object())  # refused before the DataFrame is read
     assert sparkcep.compile(text.split(";")[0]).query.skip is not None
+
+
+_LEADING = {  # a negation at the start: no C in (last.ts - w, first.ts)
+    "two": "PATTERN SEQ(!(C n), A a, B b) USING {strategy} WHERE [id] WITHIN 6 AFTER MATCH SKIP {skip} "
+           "RETURN a.ts AS a, b.ts AS b",
+    "one": "PATTERN SEQ(!(ANY(C, D) n), A a) USING {strategy} WHERE [id] WITHIN 3 AFTER MATCH SKIP {skip} "
+           "RETURN a.ts AS a",
+    "loop": "PATTERN SEQ(!(C n), A a, B+ b[], D d) USING {strategy} WHERE [id] WITHIN 7 AFTER MATCH SKIP {skip} "
+            "RETURN a.ts AS a, count(b[].ts) AS n, d.ts AS d"}
+
+
+def _leading_columns(text: str, evs: list[dict]) -> tuple[list[dict], dict[str, str]]:
+    """``evs`` with the two window columns of a leading negation, computed from their meaning: the number of the
+    key's events of the negated types before the event's ts, and at or before its ts - WITHIN."""
+    from sparkcep.compiler.recognize.from_pattern import event_columns
+
+    q = parse_query(text)
+    (before, _), (upto, _) = sorted(event_columns(q, text, SCHEMA), key=lambda c: "- COUNT" not in c[1])
+    types = q.pattern.items[0].inner.types
+    w = q.within.value
+
+    def count(e, keep):
+        return sum(1 for f in evs if f["id"] == e["id"] and f["type"] in types and keep(f["ts"], e["ts"]))
+
+    return ([{**e, before: count(e, lambda t, u: t < u), upto: count(e, lambda t, u: t <= u - w)} for e in evs],
+            {before: "bigint", upto: "bigint"})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 2**32), st.sampled_from(["skip_till_any_match", "skip_till_next_match", "partition_contiguity"]),
+       st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT"]), st.sampled_from(sorted(_LEADING)))
+def test_a_negation_at_the_start_engine_equals_oracle(seed, strategy, skip, shape):
+    """``SEQ(!(C n), A a, B b) WITHIN w`` with AFTER MATCH SKIP (refused before): the last component's DEFINE
+    compares two window columns Spark computes per event (the negated events before the first event's ts, at or
+    before the last's ts - w); the negation only removes candidates, the skip rule is unchanged: engine = oracle."""
+    text = _LEADING[shape].format(strategy=strategy, skip=skip)
+    rnd = random.Random(seed)
+    evs = [{"type": rnd.choice("AABBCD"), "ts": k // 2, "id": rnd.choice([0, 0, 1]), "x": 0}
+           for k in range(rnd.randint(14, 26))]
+    extended, types = _leading_columns(text, evs)
+    rec = to_recognize(parse_query(text), text, columns=COLUMNS)
+    spec = build_spec(rec, {**SCHEMA, **types})
+    parts: dict[tuple, list[dict]] = {}
+    for e in sorted(extended, key=lambda e: e["ts"]):
+        parts.setdefault((e["id"],), []).append({**e, "__ts": e["ts"]})
+    got = [{m.name: row[m.name] for m in rec.measures}
+           for rows in parts.values() for row in engine.run_partition(spec, rows)]
+    ordered = sorted(evs, key=lambda e: e["ts"])
+    assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)

@@ -1,7 +1,7 @@
 """AFTER MATCH SKIP queries of the pattern language on Spark (``CompiledQuery.apply``, which runs them as
 MATCH_RECOGNIZE): batch and a file stream read one file per trigger equal the oracle (the strategy's matches,
 preferment, the skip rule), with a negation between two components, after a loop, before an optional component,
-a nested SEQ, a repeated group with UNTIL and an OR inside a SEQ."""
+a nested SEQ, a repeated group with UNTIL, an OR inside a SEQ and a negation at the start (batch)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 import sparkcep
 from sparkcep.grammar.parser import parse_query
+from sparkcep.ir.errors import CEPError
 from sparkcep.oracles.match import match_rows
 
 pytestmark = pytest.mark.spark
@@ -46,6 +47,11 @@ QUERIES = [
 QUERIES.insert(0, "PATTERN SEQ(A a, B+ b[], C c) USING skip_till_any_match WHERE [id] AND b[i].x BETWEEN 1 AND 2 "
                "AND a.x IN (0, 3) AND upper(c.type) = 'C' WITHIN 8 AFTER MATCH SKIP TO NEXT EVENT "
                "RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts, lower(c.type) AS lc")
+# a negation at the start: no C in (b.ts - 4, a.ts), two window columns Spark counts per event (the rows differ
+# from the query without it); batch only
+LEADING = ("PATTERN SEQ(!(C n), A a, B b) USING skip_till_next_match WHERE [id] WITHIN 4 AFTER MATCH SKIP PAST LAST "
+           "EVENT RETURN a.ts AS a_ts, b.ts AS b_ts")
+QUERIES.insert(1, LEADING)
 
 
 def _events(seed: int, n: int = 60) -> list[dict]:
@@ -66,6 +72,8 @@ def test_batch_equals_the_oracle(spark):
         got = [r.asDict() for r in sparkcep.compile(text).apply(df).collect()]
         want = match_rows(parse_query(text), evs)
         assert want and _canon(got) == _canon(want), text
+    with pytest.raises(CEPError, match="numeric ts"):  # its window columns count within WITHIN of a number
+        sparkcep.compile(LEADING).apply(spark.createDataFrame([], "type string, ts timestamp, id bigint, x bigint"))
 
 
 def test_generated_job_computes_the_functions_of_one_event(spark, tmp_path):
@@ -101,6 +109,8 @@ def test_stream_one_file_per_trigger_equals_the_oracle(spark, tmp_path):
     text = QUERIES[-1]
     stream = spark.readStream.schema("type string, ts bigint, id bigint, x bigint") \
         .option("maxFilesPerTrigger", 1).json(str(src))
+    with pytest.raises(CEPError, match="batch DataFrames"):  # window columns over the partition's earlier rows
+        sparkcep.compile(LEADING).apply(stream)
     result = sparkcep.compile(text).apply(stream)
     assert result.isStreaming
     (result.writeStream.format("json").option("path", str(out)).option("checkpointLocation", str(ck))

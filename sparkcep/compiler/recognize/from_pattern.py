@@ -49,10 +49,15 @@ its engine:
   count allows, the components that may come next once it allows, :func:`_moves`) tell which rows may be skipped;
 * an OR of such patterns is the alternation of their row patterns (the left one preferred at a start, as
   SQL:2016's ``|``); the skipped rows are shared, their DEFINEs tell the alternative by ``CLASSIFIER(_picked)``;
+* a negated event at the start, ``SEQ(!(C n), A a, B b) WITHIN w`` (first and last components of one event, no
+  condition on ``n``): no ``C`` in ``(b.ts - w, a.ts)``; the statement reads no row before its match, so Spark
+  counts per row the key's ``C`` events before its ``ts`` and those at or before its ``ts - w`` (two window
+  columns, batch only) and ``b``'s DEFINE requires ``a``'s first count to be at most its own second one; under
+  skip_till_next_match that check does not make an event unselectable (it only removes candidates);
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
-language to (negation at the start or end, groups of more than events, conditions that need the whole match,
+language to (negation at the end, groups of more than events, conditions that need the whole match,
 ...).
 """
 
@@ -63,6 +68,7 @@ from dataclasses import dataclass, replace
 import sqlglot.expressions as sx
 
 from sparkcep.compiler.analysis import ResolvedQuery, analyze
+from sparkcep.compiler.analysis.predicates import Predicate
 from sparkcep.compiler.recognize.analysis import pattern_variables
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import (
@@ -310,10 +316,8 @@ def _shape(pattern, source: str | None) -> tuple[list, list[Component], list[Neg
             if not isinstance(item.inner, EventPat):
                 _refuse("with AFTER MATCH SKIP a negation must be of one event (!(T v)): a negated sequence, group "
                         "or OR is not supported yet", item, source)
-            if not out:
-                _refuse("with AFTER MATCH SKIP a negation before the first component is not supported: it reads "
-                        "the events before the match's start event, where the attempt of the skip rule starts",
-                        item, source)
+            if not out:  # a leading negation: a check of the first and last events (:func:`_leading`)
+                continue
             pending.append((item, linked, (), ()))
             continue
         node = _component(item, linked)
@@ -358,6 +362,74 @@ def _shape(pattern, source: str | None) -> tuple[list, list[Component], list[Neg
     return tree, out, negs
 
 
+def _leading(r: ResolvedQuery, source: str | None) -> EventPat | None:
+    """The negated event at the start of the pattern, ``SEQ(!(C n), A a, B b) WITHIN w``, or None; refuses what
+    its translation does not cover.  It forbids a ``C`` in ``(b.ts - w, a.ts)``: the statement cannot read rows
+    before its match, so Spark counts per row the partition's ``C`` events before its ``ts`` and those at or
+    before its ``ts - w`` (window functions, :func:`_window_columns`), and the last component's DEFINE requires
+    the first's count to be at most its own (nothing in between); the skip rule is unchanged."""
+    pattern = r.query.pattern
+    flat = [] if isinstance(pattern, Or) else _flat(pattern)
+    if not flat or not isinstance(flat[0][0], Not):
+        if isinstance(pattern, Or) and any(isinstance(_flat(a)[0][0], Not) for a in pattern.alternatives):
+            _refuse("with AFTER MATCH SKIP a negation at the start of an OR alternative is not supported yet",
+                    pattern, source)
+        return None
+    item = flat[0][0]
+    if not isinstance(item.inner, EventPat):
+        _refuse("with AFTER MATCH SKIP a negation must be of one event (!(T v)): a negated sequence, group or OR "
+                "is not supported yet", item, source)
+    if isinstance(flat[1][0], Not) or flat[0][1] or flat[1][1]:
+        _refuse("with AFTER MATCH SKIP a negation at the start is supported alone, before a first component not "
+                "written NEXT", item, source)
+    first, last = (_component(flat[1][0], False), _component(flat[-1][0], False))
+    if first is None or last is None or first.kleene or last.kleene or first.absent or last.absent:
+        _refuse("with AFTER MATCH SKIP a negation at the start needs a first and a last component of one event "
+                "each (T v: its interval runs from the last event's ts - WITHIN to the first event's ts)", item,
+                source)
+    if r.query.within.unit is not None:
+        _refuse("with AFTER MATCH SKIP a negation at the start needs WITHIN in ts units (a bare number)",
+                r.query.within, source)
+    var = item.inner.var
+    for p in r.predicates:
+        if (p.kind == "equivalence" and any(i.value is not None for i in p.expr.items)) or (
+                p.kind != "equivalence" and var in p.vars):
+            _refuse("with AFTER MATCH SKIP a negation at the start takes only its type and the equivalence "
+                    "attributes: a condition on it is not supported yet", p.expr, source)
+    return item.inner
+
+
+def leading_negation(query: Query, source: str | None = None) -> bool:
+    """Does this AFTER MATCH SKIP query start with a negation (it reads window columns Spark computes over the
+    partition's rows, batch only)?"""
+    return _leading(check_skip_query(query, source), source) is not None
+
+
+def _fresh(names: dict, taken: frozenset) -> str:
+    k = len(names)
+    while f"__sparkcep_f{k}" in taken or f"__sparkcep_f{k}" in names.values():
+        k += 1
+    return f"__sparkcep_f{k}"
+
+
+def _window_columns(r: ResolvedQuery, neg: EventPat, type_col: str, ts_col: str) -> tuple[sx.Expr, sx.Expr]:
+    """Per row, the number of the partition's events of ``neg``'s types before its ``ts`` and the number at or
+    before its ``ts - w`` (Spark SQL window functions)."""
+    count = sx.Count(this=sx.Case().when(sx.column(type_col, quoted=True).isin(
+        *[sx.Literal.string(t) for t in neg.types]), sx.Literal.number(1)))
+    keys = [sx.column(a, quoted=True) for a in dict.fromkeys(i.attr for i in r.partition)]
+    order = sx.Order(expressions=[sx.Ordered(this=sx.column(ts_col, quoted=True))])
+
+    def upto(end, side):
+        return sx.Window(this=count.copy(), partition_by=[k.copy() for k in keys], order=order.copy(),
+                         spec=sx.WindowSpec(kind="RANGE", start="UNBOUNDED", start_side="PRECEDING", end=end,
+                                            end_side=side))
+
+    same = sx.Window(this=count.copy(), partition_by=[*[k.copy() for k in keys], sx.column(ts_col, quoted=True)])
+    before = sx.Sub(this=upto("CURRENT ROW", None), expression=same)
+    return before, upto(sx.Literal.number(r.query.within.value), "PRECEDING")
+
+
 def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery | None = None) -> ResolvedQuery:
     """Refuse, with the reason, a reluctant quantifier without AFTER MATCH SKIP and an AFTER MATCH SKIP query
     the translation to MATCH_RECOGNIZE does not give its meaning (see the module doc)."""
@@ -393,6 +465,7 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
                 _refuse("with AFTER MATCH SKIP and skip_till_next_match UNTIL is not supported yet: an event after "
                         "a stop event could still be taken by the closed loop in the translation's test of which "
                         "events are skipped", n.until, source)
+    _leading(r, source)
     for first in (b[0] for b, _ in alternatives):
         if query.skip.var == first.var and (query.skip.kind == SKIP_TO_FIRST or not first.kleene):
             _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own "
@@ -436,12 +509,6 @@ def _per_event(e, names: dict, taken: frozenset = frozenset()):
     Top-down: the outermost such call is the column (``length(upper(b.s))`` one column, not a call over a
     column of ``upper``)."""
 
-    def fresh():
-        k = len(names)
-        while f"__sparkcep_f{k}" in taken or f"__sparkcep_f{k}" in names.values():
-            k += 1
-        return f"__sparkcep_f{k}"
-
     def column(n):
         if isinstance(n, (Attr, Literal)):
             return n  # a leaf: nothing inside to replace
@@ -452,16 +519,19 @@ def _per_event(e, names: dict, taken: frozenset = frozenset()):
         if (len(attrs) == 1 and next(iter(attrs))[0] is not None and next(iter(attrs))[1] != "all"
                 and not any(isinstance(m, Func) for m in nodes)):
             var, index = next(iter(attrs))
-            name = names.setdefault(_event_key(n), fresh())
+            name = names.setdefault(_event_key(n), _fresh(names, taken))
             return Attr(var, name, index, span=n.span)
         return n  # over several events: kept, the check refuses it
 
     return map_nodes(e, lambda n: n, before=column)
 
 
-def _with_event_columns(r: ResolvedQuery, columns=()) -> tuple[ResolvedQuery, dict]:
+def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts_col: str = "ts"
+                        ) -> tuple[ResolvedQuery, dict]:
     """``r`` reading its per-event calls as columns (:func:`_per_event`) and those columns' names, none of
-    ``columns`` (the input's) nor of an attribute the query reads (a user column may be named ``__sparkcep_f0``)."""
+    ``columns`` (the input's) nor of an attribute the query reads (a user column may be named ``__sparkcep_f0``);
+    with a leading negation also its two window columns (keyed by their Spark SQL trees) and the last
+    component's condition on them (:func:`_leading`)."""
     names: dict = {}
     exprs = [p.expr for p in r.predicates] + [i.expr for i in r.returns or ()] + _untils(r.query.pattern)
     taken = frozenset(columns) | {n.attr for e in exprs for n in walk(e) if isinstance(n, Attr)}
@@ -472,6 +542,14 @@ def _with_event_columns(r: ResolvedQuery, columns=()) -> tuple[ResolvedQuery, di
                        for p in r.predicates)
     returns = None if r.returns is None else tuple(replace(i, expr=_per_event(i.expr, names, taken))
                                                    for i in r.returns)
+    neg = _leading(r, None)
+    if neg is not None:  # none of its events in (last.ts - w, first.ts): count(< first.ts) <= count(<= last.ts - w)
+        before, upto = _window_columns(r, neg, type_col, ts_col)
+        first, last = (c.var for c in (components(r.query.pattern)[0], components(r.query.pattern)[-1]))
+        nb = names.setdefault(("window", before.sql("spark")), _fresh(names, taken))
+        nw = names.setdefault(("window", upto.sql("spark")), _fresh(names, taken))
+        cond = BinOp("<=", Attr(first, nb), Attr(last, nw))
+        predicates += (Predicate(cond, "negation", tuple(dict.fromkeys((first, last)))),)
     return replace(r, query=replace(r.query, pattern=pattern), predicates=predicates, returns=returns), names
 
 
@@ -479,15 +557,16 @@ def _untils(pattern) -> list:
     return [n.until for n in walk(pattern) if isinstance(n, Kleene) and n.until is not None]
 
 
-def event_columns(query: Query, source: str | None = None, types: dict[str, str] | None = None
-                  ) -> list[tuple[str, str]]:
+def event_columns(query: Query, source: str | None = None, types: dict[str, str] | None = None,
+                  type_col: str = "type", ts_col: str = "ts") -> list[tuple[str, str]]:
     """``(column, Spark SQL)`` of the per-event function calls of an AFTER MATCH SKIP query (Spark SQL
     functions the MATCH_RECOGNIZE engine does not evaluate, over one event's attributes): the columns Spark adds
     to the input before the engine runs, which :func:`to_recognize` reads instead of the calls."""
     from sparkcep.compiler.codegen.sql import to_sql_expr
 
-    _, names = _with_event_columns(check_skip_query(query, source), types or ())
-    return [(name, to_sql_expr(call, types=types).sql(dialect="spark")) for call, name in names.items()]
+    _, names = _with_event_columns(check_skip_query(query, source), types or (), type_col, ts_col)
+    return [(name, call[1] if isinstance(call, tuple) else to_sql_expr(call, types=types).sql(dialect="spark"))
+            for call, name in names.items()]
 
 
 def _negation_define(e, order: dict[str, int], by_var: dict[str, Component], negs: list[Negation],
@@ -622,6 +701,8 @@ def _conditions(r: ResolvedQuery, comps: list[Component], type_col: str, ts_col:
             continue
         if set(p.vars) & negated or not set(p.vars) <= own:
             continue  # a condition of a negated event (_blocking), or of another OR alternative
+        if p.kind == "negation" and as_filler:
+            continue  # a leading negation's check removes candidates: an event it fails could still be taken
         var, guard = _define(p.expr, order, by_var, source, next_match)
         e = _expr(p.expr, by_var, var if as_filler else None)
         if guard:
@@ -845,7 +926,7 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
                  type_col: str = "type", ts_col: str = "ts") -> rx.Recognize:
     """The MATCH_RECOGNIZE statement IR of an AFTER MATCH SKIP match query; ``columns`` are the input's columns
     (the default output, without RETURN, is every one of them for every variable)."""
-    r, _ = _with_event_columns(check_skip_query(query, source), columns)
+    r, _ = _with_event_columns(check_skip_query(query, source), columns, type_col, ts_col)
     comps = components(r.query.pattern, source)
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
