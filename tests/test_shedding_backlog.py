@@ -29,17 +29,14 @@ def capacity() -> float:
 
 def simulate(rate: float, seconds: float = 120.0, seed: int = 0, *, overhead: float = READ,
              read_cost: float = READ, keep_cost: float = KEEP, startup: float = 0.0, controller: list | None = None,
-             jitter: float = 0.0, nodata: float = 0.0):
+             jitter: float = 0.0):
     """Run the controller on a source that gets ``rate`` events/s; returns per-batch records and, per kept
     event, its arrival-to-result latency.  ``read_cost``/``keep_cost``: the operator's cost per event read /
     kept (s);
     ``overhead``: the read cost the controller is told (0: it must learn it); ``startup``: extra seconds of the
     first batch, which reads one event (Spark's start-up: the feed starts when it ends, as in
     bench/live_latency.py); ``controller``: a list the controller is appended to; ``jitter``: a batch's
-    duration varies from its cost by up to that share either way (uniform; a shared machine's batches do);
-    ``nodata``: the seconds of a no-data batch that runs after each batch that read events (Spark's
-    watermark-only batch: the source's next files come just after the next batch was planned), reading none
-    while the events arriving wait."""
+    duration varies from its cost by up to that share either way (uniform; a shared machine's batches do)."""
     rng = np.random.default_rng(seed)
     n = int(rate * seconds)
     arrivals = np.sort(rng.uniform(startup, seconds, n))
@@ -90,11 +87,6 @@ def simulate(rate: float, seconds: float = 120.0, seed: int = 0, *, overhead: fl
                         "expired": gone, "types": t, "keep": keep})
         gone = 0
         now = end
-        if nodata:
-            backlog = int(np.searchsorted(arrivals, now + nodata, side="right")) - head
-            decision = ctl.on_batch(duration=nodata, offered=0, kept=0, latency=None, backlog=backlog,
-                                    interval=now - prev_start, expired=0)
-            prev_start, now = now, now + nodata
     return batches, latencies, dropped
 
 
@@ -146,25 +138,6 @@ def test_batches_that_overrun_their_cost_still_keep_the_bound():
             # one run at 2x let 47 % of its events expire, unread, instead of dropping the least useful
             assert sum(b["expired"] for b in batches) / total < 0.05, (overload, seed)
     assert all(0 < c.spread <= 0.4 / 0.6 + 1e-9 for c in ctl)  # at most (1 + 0.4) / (1 - 0.4) - 1
-
-
-def test_no_data_batches_between_the_data_batches_are_waiting_time_not_cost():
-    """On a followed directory Spark runs a no-data batch (the watermark moved) after each batch that read
-    files, before the next files are seen: the events arriving wait for it.  Counted as a batch that read
-    and kept nothing, it made the fit take the read cost of thousands of events for the cost of the few
-    kept, and its short interval as the next batch's, which hid the time the events waited: simulated at 2x
-    with jittered batches, the p99 reached 5.0-5.5 s.  The controller counts it as time between data
-    batches (the gap, which shrinks the budget): the cost is fitted on data batches only, and it keeps the
-    bound, shedding by utility."""
-    for nodata in (0.15, 0.6):
-        for seed in range(2):
-            batches, latencies, dropped = simulate(2 * capacity(), seed=seed, jitter=0.4, nodata=nodata)
-            steady = [lat for b, lat in zip(batches, latencies, strict=True) if b["start"] > 20]
-            assert np.percentile(np.concatenate(steady), 99) <= BOUND, (nodata, seed)
-            total = sum(b["read"] + b["expired"] for b in batches)
-            assert sum(dropped.values()) / total < 0.85, (nodata, seed)  # 2x plus the no-data batches' time
-            assert dropped["C"] > dropped["B"] > dropped["A"]
-            assert sum(b["expired"] for b in batches) / total < 0.05, (nodata, seed)
 
 
 def test_the_read_cost_is_learnt_and_bounds_admission():

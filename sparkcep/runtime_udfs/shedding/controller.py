@@ -354,10 +354,6 @@ class BacklogController:
     * The first micro-batch with events is Spark's start-up (Python workers, planning, the first state
       store): it measures neither the cost nor the latency and sets nothing (ρ stays 0, no admission bound,
       and what arrived meanwhile is read, not expired: the start-up is not the load).
-    * A no-data batch (it read nothing while events wait: Spark runs one after a batch when the watermark
-      moved, before it sees the next files) measures no cost and keeps the last decision; its time (and what
-      arrived meanwhile) counts towards the next data batch's interval, so the gap between data batches, and
-      the budget below, include the waiting it makes.
     * The next batch gets the budget ``d = (target − gap) / 2`` (``target`` = ``safety × bound``; an event
       waits at most one batch in the source and one in the operator, so back-to-back batches of ``d`` keep
       the latency at ``2d + gap``), shrunk by ``target / p99`` while the measured p99 is above the target,
@@ -406,10 +402,6 @@ class BacklogController:
     spread: float = 0.0
     _warm: bool = False
     _fit: tuple[float, float, float] | None = None
-    #: the no-data batches since the last batch with events: (seconds, events arrived meanwhile)
-    _idle: tuple[float, int] = (0.0, 0)
-    #: the last decision after a batch with events (a no-data batch keeps it)
-    _last: Admission = Admission(0.0, None, None)
 
     @property
     def target(self) -> float:
@@ -429,14 +421,7 @@ class BacklogController:
         arrived = max(offered + backlog + expired - self._backlog, 0)
         self._backlog = backlog
         if offered == 0 and backlog == 0:
-            self._idle = (0.0, 0)
             return self._decide(self.rho, None, self._budget(None), 0.0)
-        if offered == 0:  # a no-data batch while files wait: time between data batches, not a cost measured
-            if self._fit is not None:
-                self._idle = (self._idle[0] + interval, self._idle[1] + arrived)
-            return self._last
-        interval, arrived = interval + self._idle[0], arrived + self._idle[1]
-        self._idle = (0.0, 0)
         if not self._warm:  # Spark's start-up: not a measure of the cost or of the latency
             self._warm = True
             self.history.append((latency if latency is not None else float("nan"), backlog, self.rho, None))
@@ -472,8 +457,7 @@ class BacklogController:
         wanted = _settle(self.rho, wanted, self.max_rho, self.damping)
         self.rho = wanted
         self.history.append((latency if latency is not None else float("nan"), backlog, wanted, admit))
-        self._last = self._decide(wanted, admit, full, fixed + read * n + per_kept * n * (1 - wanted))
-        return self._last
+        return self._decide(wanted, admit, full, fixed + read * n + per_kept * n * (1 - wanted))
 
     def _gap(self) -> float:
         """The mean time between a batch's end and the next one's start (s)."""
