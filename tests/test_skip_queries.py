@@ -50,7 +50,11 @@ def in_engine_order(text: str, evs: list[dict]) -> list[dict]:
 
 def engine_rows(text: str, evs: list[dict]) -> list[dict]:
     """The rows the MATCH_RECOGNIZE engine reports for the query (its RETURN columns), partition by partition."""
-    rec, spec = _spec(text)
+    return run_engine(*_spec(text), evs)
+
+
+def run_engine(rec, spec, evs: list[dict]) -> list[dict]:
+    """The rows the engine reports for ``spec`` (lowered from ``rec``) over ``evs``, partition by partition."""
     parts: dict[tuple, list[dict]] = {}
     for e in sorted(evs, key=lambda e: e["ts"]):
         parts.setdefault(tuple(e[p] for p in spec.partition_by), []).append({**e, "__ts": e["ts"]})
@@ -643,11 +647,7 @@ def test_spark_functions_of_one_event_agree_with_oracle(seed, strategy, skip):
     assert len(types) == 3  # length(s) once for a and c
     rec = to_recognize(parse_query(text), text, columns=[*COLUMNS, "s"])
     spec = build_spec(rec, {**SCHEMA, "s": "string", **types})
-    parts: dict[tuple, list[dict]] = {}
-    for e in sorted(extended, key=lambda e: e["ts"]):
-        parts.setdefault((e["id"],), []).append({**e, "__ts": e["ts"]})
-    names = [m.name for m in rec.measures]
-    got = [{n: row[n] for n in names} for rows in parts.values() for row in engine.run_partition(spec, rows)]
+    got = run_engine(rec, spec, extended)
     ordered = sorted(evs, key=lambda e: e["ts"])
     assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)
 
@@ -676,11 +676,7 @@ def test_spark_functions_in_until_negation_and_any_run_as_columns(seed, strategy
     assert len(types) == 1 + (shape == "any")
     rec = to_recognize(parse_query(text), text, columns=[*COLUMNS, "s"])
     spec = build_spec(rec, {**SCHEMA, "s": "string", **types})
-    parts: dict[tuple, list[dict]] = {}
-    for e in sorted(extended, key=lambda e: e["ts"]):
-        parts.setdefault((e["id"],), []).append({**e, "__ts": e["ts"]})
-    got = [{m.name: row[m.name] for m in rec.measures}
-           for rows in parts.values() for row in engine.run_partition(spec, rows)]
+    got = run_engine(rec, spec, extended)
     ordered = sorted(evs, key=lambda e: e["ts"])
     assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)
 
@@ -799,10 +795,6 @@ def test_a_negation_at_the_start_engine_equals_oracle(seed, strategy, skip, shap
     extended, types = _leading_columns(text, evs)
     rec = to_recognize(parse_query(text), text, columns=COLUMNS)
     spec = build_spec(rec, {**SCHEMA, **types})
-    parts: dict[tuple, list[dict]] = {}
-    for e in sorted(extended, key=lambda e: e["ts"]):
-        parts.setdefault((e["id"],), []).append({**e, "__ts": e["ts"]})
-    got = [{m.name: row[m.name] for m in rec.measures}
-           for rows in parts.values() for row in engine.run_partition(spec, rows)]
+    got = run_engine(rec, spec, extended)
     ordered = sorted(evs, key=lambda e: e["ts"])
     assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)
