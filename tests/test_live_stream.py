@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from pyspark.sql.streaming import StreamingQueryListener
 
 import sparkcep
 from sparkcep.cli import main
@@ -79,11 +80,24 @@ def test_a_match_is_written_by_the_micro_batch_that_reads_its_last_event(spark, 
     for k, events in enumerate(FILES):
         write_file(tmp_path / "in", k, [{**e, "arr": arrived(k, e)} for e in events], mtime=1_000_000 + k)
     out = tmp_path / "out"
-    before = time.time() * 1000
-    assert main(["run", "-e", QUERY, "--input", str(tmp_path / "in"), "--stream", "--once", "--files-per-trigger",
-                 "1", "--output", str(out), "--checkpoint", str(tmp_path / "ck"), "--arrival-col", "arr",
-                 "--latency-column"]) == 0
-    after = time.time() * 1000
+    listener = Progresses()
+    spark.streams.addListener(listener)
+    try:
+        before = time.time() * 1000
+        assert main(["run", "-e", QUERY, "--input", str(tmp_path / "in"), "--stream", "--once",
+                     "--files-per-trigger", "1", "--output", str(out), "--checkpoint", str(tmp_path / "ck"),
+                     "--arrival-col", "arr", "--latency-column"]) == 0
+        after = time.time() * 1000
+        progress = listener.wait_for(lambda got: {1, 2} <= {p["batchId"] for p in got})
+    finally:
+        spark.streams.removeListener(listener)
+    # the results' latency p50/p99 in Spark's own observed metrics (sparkcep_output): from their arrival to
+    # the start of the micro-batch that wrote them (one result per batch: p50 = p99)
+    for p in progress:
+        if p["batchId"] in (1, 2):
+            last = arrived(p["batchId"], next(e for e in FILES[p["batchId"]] if e["type"] == "B"))
+            output = p["observedMetrics"]["sparkcep_output"]
+            assert before - last <= output["result_latency_p50_ms"] == output["result_latency_p99_ms"] <= after - last
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("batch ")]
     assert len([line for line in lines if " result latency p50 " in line]) == 2
     assert not [line for line in lines if " backlog " in line]  # files by modification time: another clock
@@ -96,6 +110,33 @@ def test_a_match_is_written_by_the_micro_batch_that_reads_its_last_event(spark, 
     batch = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     streamed = [r for rows in by_batch.values() for r in rows]
     assert canonical(streamed) == canonical(batch) == canonical(oracle([e for f in FILES for e in f]))
+
+
+class Progresses(StreamingQueryListener):
+    """The progress dicts of every micro-batch of the session's queries, as Spark's listener bus delivers them."""
+
+    def __init__(self) -> None:
+        self.got: list[dict] = []
+
+    def onQueryStarted(self, event):  # noqa: N802 - PySpark's names
+        pass
+
+    def onQueryProgress(self, event):  # noqa: N802
+        self.got.append(json.loads(event.progress.json))
+
+    def onQueryIdle(self, event):  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event):  # noqa: N802
+        pass
+
+    def wait_for(self, predicate, timeout: float = 60) -> list[dict]:
+        """The progresses once ``predicate`` holds of them (the bus is asynchronous)."""
+        deadline = time.monotonic() + timeout
+        while not predicate(list(self.got)):
+            assert time.monotonic() < deadline, self.got
+            time.sleep(0.1)
+        return list(self.got)
 
 
 class Lines:
