@@ -295,3 +295,40 @@ def test_a_rate_source_stream_stamps_each_result_with_its_rows_arrival(spark, tm
         start_ms = datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() * 1000
         assert (start_ms - a["newest"] - 1000 <= a["latency_p50_ms"] <= a["latency_p99_ms"]
                 <= start_ms - a["oldest"] + 1000), (a, started)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_apply_stream_follows_a_directory_through_the_admission_control(spark, tmp_path):
+    """``sparkcep.apply_stream`` (Python) runs a shedding query as ``run --stream`` does: the stream reads what
+    the admission control hands over (staged in the checkpoint), files written after the start are picked up,
+    under a loose bound nothing is dropped, results = oracle; ``stop()`` ends the query and the admission
+    thread."""
+    inbox, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    write_file(inbox, 0, FILES[0])
+    q = sparkcep.compile(QUERY, shedding_latency=3600)
+    live = sparkcep.apply_stream(str(inbox), q, checkpoint=str(ck), output=str(out), spark=spark,
+                                 files_per_trigger=1)
+
+    def read() -> int:
+        return sum(p.observedMetrics["events_valid"]["events_valid"] for p in live.query.recentProgress
+                   if "events_valid" in (p.observedMetrics or {}))
+
+    try:
+        assert live.admission is not None and live.shedding is not None
+        for k in (1, 2, 3):
+            deadline = time.monotonic() + 300
+            while read() < 2 * k:
+                assert live.query.isActive and time.monotonic() < deadline, live.query.exception()
+                time.sleep(0.2)
+            if k < 3:
+                write_file(inbox, k, FILES[k])  # after the start: the admission hands it over
+        assert live.backlog() == 0
+    finally:
+        live.stop()
+    assert not live.query.isActive
+    assert "sparkcep-admission" not in [t.name for t in threading.enumerate()]
+    assert sorted(f.name for f in (ck / "_admitted").iterdir()) == [f"part-{k:02d}.jsonl" for k in range(3)]
+    assert sum(live.shedding.dropped.values()) == 0 and live.shedding.offered == 4  # the A and B events
+    streamed = [r for rows in rows_by_batch(out).values() for r in rows]
+    assert canonical(streamed) == canonical(oracle([e for f in FILES for e in f]))
