@@ -157,6 +157,7 @@ class Run:
 
     def __init__(self, argv: list[str]) -> None:
         self.batches: list[dict] = []
+        self.empty: set[int] = set()  # ids of micro-batches that read no event (Spark's no-data batches)
         self.lines: list[str] = []
         self.proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -166,6 +167,8 @@ class Run:
         for line in self.proc.stderr:
             self.lines.append(line.rstrip("\n"))
             m = LINE.match(line)
+            if m and not int(m.group(3)):
+                self.empty.add(int(m.group(1)))
             if m and int(m.group(3)):
                 self.batches.append({"batch": int(m.group(1)), "events": int(m.group(3)),
                                      "results": int(m.group(4)), "rate": int(m.group(5)),
@@ -284,7 +287,10 @@ def at_rate(w: Workload, work: Path, args, rate: float, files: list[str], extra:
     for text in files[:k]:
         fed.update(json.loads(line)["type"] for line in text.splitlines())
     shed = run.shedding()
+    first = run.batches[warm]["batch"] if len(run.batches) > warm else None
+    nodata = len({b for b in run.empty if first is not None and b > first} - {b["batch"] for b in run.batches})
     return {"rate": rate, "files": k, "per_file": len(files[0].splitlines()), "batches": len(measured),
+            "nodata": nodata,
             "p50": weighted_percentile([(b["p50"], b["events"]) for b in measured], 0.5),
             "p99": weighted_percentile([(b["p99"], b["events"]) for b in measured], 0.99),
             "interval": span / (len(ends) - 1) if len(ends) > 1 else float("nan"),
@@ -297,7 +303,8 @@ def at_rate(w: Workload, work: Path, args, rate: float, files: list[str], extra:
 def describe(mult: float, args, r: dict) -> str:
     shed = r["shed"]
     text = (f"{mult:g}x capacity ({r['rate']:.0f} ev/s fed, {r['per_file']} events every {args.interval:g} s, "
-            f"{r['batches']} batches): latency p50 {r['p50']:.2f} s, p99 {r['p99']:.2f} s; micro-batch interval "
+            f"{r['batches']} batches, {r['nodata']} no-data batches between them): latency p50 {r['p50']:.2f} s, "
+            f"p99 {r['p99']:.2f} s; micro-batch interval "
             f"{r['interval']:.2f} s; {r['events_per_s']:.0f} events/s processed; largest backlog {r['backlog']} "
             f"files; results per third of the run {'/'.join(map(str, r['thirds']))}; {r['unread']} events unread "
             "at the stop")

@@ -368,6 +368,39 @@ def test_admission_on_real_files_bounds_the_backlog_and_counts_every_drop(tmp_pa
     admission.step(t0 + 45)
     assert set(os.listdir(staging)) - before == {"late-2.json"} and admission.pending() == []
 
+def test_admission_stages_the_next_slice_once_spark_has_planned_a_batch(tmp_path):
+    """With the checkpoint to watch, the next slice is handed over as soon as Spark has planned a micro-batch
+    after the last hand-over (a new ``offsets/N``), while that batch runs, not once its progress has come:
+    then Spark's next plan finds data instead of running a batch without (the watermark moved).  Only one
+    slice waits at a time: no new plan, nothing more is handed over (until the bound passes)."""
+    from sparkcep.runtime_udfs.shedding.controller import BatchController
+    from sparkcep.spark.shedding import ControlFile, FileAdmission, Shedding
+
+    source, staging, checkpoint = tmp_path / "in", tmp_path / "admitted", tmp_path / "ck"
+    source.mkdir()
+    handle = Shedding("s", TYPES, BatchController(BOUND), ControlFile(str(tmp_path / "c.json")))
+    handle.follow_source(str(source))
+    handle.admission, handle._per_file = Admission(rho=0.0, admit=100, expire=None), 100
+    admission = FileAdmission(str(source), str(staging), handle, checkpoint=str(checkpoint))
+    t0 = 1_700_000_000.0
+    for k in range(6):
+        (source / f"part-{k}.json").write_text(json.dumps({"type": "A", "ts": k}) + "\n")
+        os.utime(source / f"part-{k}.json", (t0 + k / 10, t0 + k / 10))
+    admission.step(t0 + 1)  # no batch planned yet (no offsets/): the first slice goes
+    assert sorted(os.listdir(staging)) == ["part-0.json"]
+    admission.step(t0 + 1.1)  # nothing planned since: the slice waits for a batch
+    assert sorted(os.listdir(staging)) == ["part-0.json"]
+    (checkpoint / "offsets").mkdir(parents=True)
+    for batch in range(3):  # Spark plans batch N (it took the slice); no progress has come from it
+        (checkpoint / "offsets" / f".{batch}.tmp").write_text("")  # a log file being written: not a batch
+        admission.step(t0 + 1.2 + batch / 10)
+        assert len(os.listdir(staging)) == batch + 1  # nothing new planned since the last hand-over
+        (checkpoint / "offsets" / str(batch)).write_text("v1")
+        admission.step(t0 + 1.25 + batch / 10)
+        assert sorted(os.listdir(staging)) == [f"part-{i}.json" for i in range(batch + 2)]
+    assert handle._prev_start is None  # no micro-batch completed: the old rule would have waited
+
+
 WORKLOAD = ("ab: PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 RETURN a.ts AS a_ts, b.ts AS b_ts;\n"
             "bc: PATTERN SEQ(B b, C c) WHERE [id] AND b.x < c.x WITHIN 10 RETURN b.ts AS b_ts, c.ts AS c_ts")
 

@@ -354,22 +354,33 @@ class FileAdmission:
     """Admission control of a followed directory (issue 17), applied: the stream reads ``staging``, not
     ``source``; :meth:`step` (every ``poll`` seconds in a thread, :meth:`start`/:meth:`stop`) hands the files
     that arrived in ``source`` over to it (a hard link, else a copy, keeping the modification time, which is
-    the events' arrival), oldest first, one slice per micro-batch: once a micro-batch that started after the
-    last hand-over has completed (it read that slice), the files waiting are handed over as the backlog
-    controller's last :class:`Admission` allows (:func:`~sparkcep.runtime_udfs.shedding.controller.admit_files`:
+    the events' arrival), oldest first, one slice per micro-batch: once Spark has planned a micro-batch after
+    the last hand-over (it took that slice: its offsets are in the ``checkpoint``'s ``offsets/``), the files
+    waiting are handed over as the backlog controller's last :class:`Admission` allows
+    (:func:`~sparkcep.runtime_udfs.shedding.controller.admit_files`:
     at most ``admit`` events), and any file waiting longer than ``expire`` is shed whole instead, its events
     counted per type in the stage's totals (``shedding.dropped``) and, with ``dropped_output``, written there
     as they were (JSON lines).  Spark's own limits (``maxFilesPerTrigger``, ``maxBytesPerTrigger``) are fixed
-    when a query starts; this one follows the controller from batch to batch.  JSON lines input."""
+    when a query starts; this one follows the controller from batch to batch.  JSON lines input.
+
+    The next slice is staged while the micro-batch that read the last one runs, so that when it ends Spark's
+    next micro-batch reads data: handed over only once that batch had completed (the listener's progress, which
+    comes after Spark has already planned the next batch), the slice came too late for it, and Spark ran a
+    micro-batch without data in between (the watermark had moved), 1-3 s on 2 cores, which every slice then
+    waited through.  Without a ``checkpoint`` the old rule stays: a micro-batch that started after the
+    hand-over has completed.  A hand-over while Spark lists the directory can miss the batch being planned;
+    its files go to the next one, with the next slice."""
 
     def __init__(self, source: str, staging: str, shedding: Shedding, type_col: str = "type",
-                 dropped_output: str | None = None, poll: float = 0.1):
+                 dropped_output: str | None = None, poll: float = 0.1, checkpoint: str | None = None):
         self.source, self.staging, self.shedding = source, staging, shedding
         self.type_col, self.dropped_output, self.poll = type_col, dropped_output, poll
+        self.offsets = os.path.join(checkpoint, "offsets") if checkpoint else None
         os.makedirs(staging, exist_ok=True)
         self.done = set(os.listdir(staging))  # a restart from the checkpoint: what was handed over already
         self.expired: list[str] = []
         self.handed_at = 0.0
+        self.planned_at: int | None = None  # the newest micro-batch planned at the last hand-over
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -382,19 +393,34 @@ class FileAdmission:
                     out.append((e.name, e.stat().st_mtime))
         return sorted(out, key=lambda x: (x[1], x[0]))
 
+    def planned(self) -> int | None:
+        """The id of the newest micro-batch Spark has planned (its offsets written; -1: none yet), or None
+        without a checkpoint."""
+        if self.offsets is None:
+            return None
+        try:
+            names = os.listdir(self.offsets)
+        except FileNotFoundError:
+            return -1
+        return max((int(n) for n in names if n.isdigit()), default=-1)
+
     def step(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         admit, expire = admit_files(self.pending(), now, self.shedding.admission, self.shedding._per_file)
         for name in expire:
             self._shed(name)
-        read = (self.shedding._prev_start or 0.0) >= self.handed_at
+        planned = self.planned()
+        if planned is None:  # no checkpoint to watch: a micro-batch that started after the hand-over completed
+            read = (self.shedding._prev_start or 0.0) >= self.handed_at
+        else:  # a micro-batch planned after the hand-over took the slice; the next is staged while it runs
+            read = self.planned_at is None or planned > self.planned_at
         if not read and now - self.handed_at < self.shedding.controller.bound:  # the last slice is not read yet
             return
         for name in admit:
             hand_over(self.source, self.staging, name)
             self.done.add(name)
         if admit:
-            self.handed_at = now
+            self.handed_at, self.planned_at = now, planned
 
     def _shed(self, name: str) -> None:
         path = os.path.join(self.source, name)

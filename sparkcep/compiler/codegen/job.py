@@ -365,7 +365,8 @@ _SHEDDING_STAGE = '''\
         if os.path.isdir(args.input):  # a followed directory: rho from the arrival-to-result latency and the backlog
             shedding.follow_source(args.input)
         if staging is not None:  # the admission control hands the input's files over, one slice per micro-batch
-            admission = FileAdmission(args.input, staging, shedding, TYPE_COL, args.dropped_output).start()
+            admission = FileAdmission(args.input, staging, shedding, TYPE_COL, args.dropped_output,
+                                      checkpoint=args.checkpoint).start()
 '''
 
 #: The shedding section of a workload job: one stage in front of every operator, on the events after the
@@ -391,7 +392,8 @@ _WORKLOAD_SHEDDING_FOLLOW = '''\
     if shedding is not None and os.path.isdir(args.input):  # a followed directory: rho from latency and backlog
         shedding.follow_source(args.input)
         if staging is not None:  # the admission control hands the input's files over, one slice per micro-batch
-            admission = FileAdmission(args.input, staging, shedding, TYPE_COL, args.dropped_output).start()
+            admission = FileAdmission(args.input, staging, shedding, TYPE_COL, args.dropped_output,
+                                      checkpoint=args.checkpoint).start()
 '''
 
 _WORKLOAD_SHEDDING_CONSTANTS = '''\
