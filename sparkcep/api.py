@@ -938,7 +938,7 @@ def apply_stream(path: str, query: CompiledQuery | str, *, checkpoint: str, outp
     if shedding is not None and os.path.isdir(path):  # a followed directory: shed on latency and backlog
         shedding.follow_source(path)
         if staging is not None:
-            admission = FileAdmission(path, staging, shedding, q.type_col, q.dropped_output)
+            admission = FileAdmission(path, staging, shedding, q.type_col, q.dropped_output, checkpoint=checkpoint)
     columns = [f.name for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
     started = start(routed(result, rejected), output, checkpoint, result_columns=columns,
                     dead_letters=dead_letters, late=late, latency=latency_column)
