@@ -16,17 +16,27 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sparkcep.api import CompiledQuery, CompiledWorkload, compile, compile_shared_workload, compile_workload
+    from sparkcep.api import (
+        CompiledQuery,
+        CompiledWorkload,
+        LiveStream,
+        apply_stream,
+        compile,
+        compile_shared_workload,
+        compile_workload,
+    )
     from sparkcep.ir.errors import CEPError, CEPSemanticError, CEPSyntaxError
     from sparkcep.sql_api import sql, sql_workload
 
 #: public name → the module defining it
-_EXPORTS = {"CompiledQuery": "sparkcep.api", "CompiledWorkload": "sparkcep.api", "compile": "sparkcep.api",
+_EXPORTS = {"CompiledQuery": "sparkcep.api", "LiveStream": "sparkcep.api", "apply_stream": "sparkcep.api",
+            "CompiledWorkload": "sparkcep.api", "compile": "sparkcep.api",
             "compile_shared_workload": "sparkcep.api", "compile_workload": "sparkcep.api",
             "CEPError": "sparkcep.ir.errors", "CEPSemanticError": "sparkcep.ir.errors",
             "CEPSyntaxError": "sparkcep.ir.errors", "sql": "sparkcep.sql_api", "sql_workload": "sparkcep.sql_api"}
 
-__all__ = ["CEPError", "CEPSemanticError", "CEPSyntaxError", "CompiledQuery", "CompiledWorkload", "compile",
+__all__ = ["CEPError", "CEPSemanticError", "CEPSyntaxError", "CompiledQuery", "CompiledWorkload", "LiveStream",
+           "apply_stream", "compile",
            "compile_shared_workload", "compile_workload", "sql", "sql_workload"]
 __version__ = "0.1.0"
 

@@ -16,6 +16,7 @@ import functools
 import itertools
 import weakref
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from sparkcep import preflight
 from sparkcep.compiler.analysis import ResolvedQuery, analyze
@@ -851,3 +852,98 @@ def input_columns(compiled) -> tuple[list[str] | None, dict[str, str]]:
         if attributes is not None:
             attributes += [a for a in referenced_attributes(plan) if a not in attributes]
     return attributes, attribute_needs([q.query for q in compiled])
+
+
+@dataclass
+class LiveStream:
+    """A continuous run started by :func:`apply_stream`: its ``query`` (Spark's ``StreamingQuery``), the
+    ``result`` DataFrame it writes, its shedding stage (``shedding``: what it dropped per type; None without
+    shedding) and the admission control handing the input's files over (``admission``; None without it)."""
+
+    query: Any
+    result: Any
+    path: str
+    shedding: Any = None
+    admission: Any = None
+
+    def backlog(self) -> int | None:
+        """The input's files not read yet: those the admission control has neither handed over nor shed, else
+        those modified after the newest arrival the last micro-batch read (None: no arrival observed yet, or
+        not a local directory; :func:`sparkcep.spark.progress.backlog_files`)."""
+        if self.admission is not None:
+            return len(self.admission.pending())
+        from sparkcep.spark.progress import backlog_files
+        from sparkcep.spark.validate import ARRIVAL_METRIC
+
+        last = self.query.lastProgress or {}
+        return backlog_files(self.path, ((last.get("observedMetrics") or {}).get(ARRIVAL_METRIC) or {}).get("newest"))
+
+    def stop(self) -> None:
+        """Stop the query between micro-batches (the one under way commits first,
+        :func:`~sparkcep.spark.progress.stop_between_batches`), then the admission thread; the shedding
+        stage's listener is removed once Spark has delivered the query's last events to it."""
+        from sparkcep.spark.progress import stop_between_batches
+
+        try:
+            stop_between_batches(self.query)
+        finally:
+            if self.admission is not None:
+                self.admission.stop()
+            if self.shedding is not None:
+                self.shedding.detach()
+
+    def awaitTermination(self, timeout: float | None = None):  # noqa: N802 - Spark's name
+        return self.query.awaitTermination(timeout)
+
+
+def apply_stream(path: str, query: CompiledQuery | str, *, checkpoint: str, output: str, spark=None,
+                 training=None, fmt: str = "json", schema: str | None = None, files_per_trigger: int | None = None,
+                 arrival_col: str | None = None, dead_letters: str | None = None, late: str | None = None,
+                 latency_column: bool = False) -> LiveStream:
+    """Start a continuous run of ``query`` (a :class:`CompiledQuery` or its text) over the directory ``path``
+    as ``sparkcep run --stream`` does: the input validated (bad records to ``dead_letters``, default
+    ``OUTPUT/_dead_letters``), results written as JSON lines to ``output`` per micro-batch (late events to
+    ``late``, default ``OUTPUT/_late``; ``latency_column``: each result with ``_latency_ms``), the checkpoint in
+    ``checkpoint``.  With shedding (``shedding_latency``) over a local directory of JSON lines, the admission
+    control of ``run --stream`` (:class:`~sparkcep.spark.shedding.FileAdmission`): the stream reads
+    ``CHECKPOINT/_admitted``, which a driver thread fills from ``path``, one slice per micro-batch, as the
+    backlog controller allows; ``training``: the sample the utilities are learnt from (default: the events in
+    ``path`` now).  Returns a :class:`LiveStream`; its ``stop()`` stops the query between micro-batches and the
+    admission thread."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    from sparkcep.spark.io import read_events
+    from sparkcep.spark.late import KIND, REASON, RECORD
+    from sparkcep.spark.shedding import FileAdmission, admitted_input
+    from sparkcep.spark.sinks import counted, routed, start
+    from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
+
+    q = compile(query) if isinstance(query, str) else query
+    spark = spark or SparkSession.builder.getOrCreate()
+    attributes, needs = input_columns([q])
+    preflight.check_run_input([q], path=path, fmt=fmt, stream=True, ts_col=q.ts_col, schema=schema)
+    shed = bool(q.shedding_latency) and q.query.skip is None
+    staging = admitted_input(path, fmt, follow=shed, checkpoint=checkpoint)
+    df, rejected = read_validated(spark, staging or path, fmt, q.type_col, q.ts_col, stream=True,
+                                  files_per_trigger=files_per_trigger, schema=schema, attributes=attributes,
+                                  needs=needs, ts_unit=q.ts_unit, arrival_col=arrival_col, keep_arrival=True)
+    df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
+    if shed and training is None:
+        training = read_events(spark, path, fmt, q.ts_col, schema=schema, type_col=q.type_col,
+                               attributes=attributes, needs=needs)
+    result = q.apply(df, shedding_training=training, side_channel=True, checkpoint=checkpoint)
+    shedding, admission = getattr(result, "shedding", None), None
+    if shedding is not None and os.path.isdir(path):  # a followed directory: shed on latency and backlog
+        shedding.follow_source(path)
+        if staging is not None:
+            admission = FileAdmission(path, staging, shedding, q.type_col, q.dropped_output, checkpoint=checkpoint)
+    columns = [f.name for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
+    started = start(routed(result, rejected), output, checkpoint, result_columns=columns,
+                    dead_letters=dead_letters, late=late, latency=latency_column)
+    if shedding is not None:  # the controller follows this query's progress only
+        shedding.bind(started)
+    if admission is not None:
+        admission.start()
+    return LiveStream(started, result, path, shedding, admission)

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from pyspark.sql.streaming import StreamingQueryListener
 
 import sparkcep
 from sparkcep.cli import main
@@ -79,11 +80,24 @@ def test_a_match_is_written_by_the_micro_batch_that_reads_its_last_event(spark, 
     for k, events in enumerate(FILES):
         write_file(tmp_path / "in", k, [{**e, "arr": arrived(k, e)} for e in events], mtime=1_000_000 + k)
     out = tmp_path / "out"
-    before = time.time() * 1000
-    assert main(["run", "-e", QUERY, "--input", str(tmp_path / "in"), "--stream", "--once", "--files-per-trigger",
-                 "1", "--output", str(out), "--checkpoint", str(tmp_path / "ck"), "--arrival-col", "arr",
-                 "--latency-column"]) == 0
-    after = time.time() * 1000
+    listener = Progresses()
+    spark.streams.addListener(listener)
+    try:
+        before = time.time() * 1000
+        assert main(["run", "-e", QUERY, "--input", str(tmp_path / "in"), "--stream", "--once",
+                     "--files-per-trigger", "1", "--output", str(out), "--checkpoint", str(tmp_path / "ck"),
+                     "--arrival-col", "arr", "--latency-column"]) == 0
+        after = time.time() * 1000
+        progress = listener.wait_for(lambda got: {1, 2} <= {p["batchId"] for p in got})
+    finally:
+        spark.streams.removeListener(listener)
+    # the results' latency p50/p99 in Spark's own observed metrics (sparkcep_output): from their arrival to
+    # the start of the micro-batch that wrote them (one result per batch: p50 = p99)
+    for p in progress:
+        if p["batchId"] in (1, 2):
+            last = arrived(p["batchId"], next(e for e in FILES[p["batchId"]] if e["type"] == "B"))
+            output = p["observedMetrics"]["sparkcep_output"]
+            assert before - last <= output["result_latency_p50_ms"] == output["result_latency_p99_ms"] <= after - last
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("batch ")]
     assert len([line for line in lines if " result latency p50 " in line]) == 2
     assert not [line for line in lines if " backlog " in line]  # files by modification time: another clock
@@ -96,6 +110,33 @@ def test_a_match_is_written_by_the_micro_batch_that_reads_its_last_event(spark, 
     batch = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     streamed = [r for rows in by_batch.values() for r in rows]
     assert canonical(streamed) == canonical(batch) == canonical(oracle([e for f in FILES for e in f]))
+
+
+class Progresses(StreamingQueryListener):
+    """The progress dicts of every micro-batch of the session's queries, as Spark's listener bus delivers them."""
+
+    def __init__(self) -> None:
+        self.got: list[dict] = []
+
+    def onQueryStarted(self, event):  # noqa: N802 - PySpark's names
+        pass
+
+    def onQueryProgress(self, event):  # noqa: N802
+        self.got.append(json.loads(event.progress.json))
+
+    def onQueryIdle(self, event):  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event):  # noqa: N802
+        pass
+
+    def wait_for(self, predicate, timeout: float = 60) -> list[dict]:
+        """The progresses once ``predicate`` holds of them (the bus is asynchronous)."""
+        deadline = time.monotonic() + timeout
+        while not predicate(list(self.got)):
+            assert time.monotonic() < deadline, self.got
+            time.sleep(0.1)
+        return list(self.got)
 
 
 class Lines:
@@ -254,3 +295,40 @@ def test_a_rate_source_stream_stamps_each_result_with_its_rows_arrival(spark, tm
         start_ms = datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() * 1000
         assert (start_ms - a["newest"] - 1000 <= a["latency_p50_ms"] <= a["latency_p99_ms"]
                 <= start_ms - a["oldest"] + 1000), (a, started)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_apply_stream_follows_a_directory_through_the_admission_control(spark, tmp_path):
+    """``sparkcep.apply_stream`` (Python) runs a shedding query as ``run --stream`` does: the stream reads what
+    the admission control hands over (staged in the checkpoint), files written after the start are picked up,
+    under a loose bound nothing is dropped, results = oracle; ``stop()`` ends the query and the admission
+    thread."""
+    inbox, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    write_file(inbox, 0, FILES[0])
+    q = sparkcep.compile(QUERY, shedding_latency=3600)
+    live = sparkcep.apply_stream(str(inbox), q, checkpoint=str(ck), output=str(out), spark=spark,
+                                 files_per_trigger=1)
+
+    def read() -> int:
+        return sum(p.observedMetrics["events_valid"]["events_valid"] for p in live.query.recentProgress
+                   if "events_valid" in (p.observedMetrics or {}))
+
+    try:
+        assert live.admission is not None and live.shedding is not None
+        for k in (1, 2, 3):
+            deadline = time.monotonic() + 300
+            while read() < 2 * k:
+                assert live.query.isActive and time.monotonic() < deadline, live.query.exception()
+                time.sleep(0.2)
+            if k < 3:
+                write_file(inbox, k, FILES[k])  # after the start: the admission hands it over
+        assert live.backlog() == 0
+    finally:
+        live.stop()
+    assert not live.query.isActive
+    assert "sparkcep-admission" not in [t.name for t in threading.enumerate()]
+    assert sorted(f.name for f in (ck / "_admitted").iterdir()) == [f"part-{k:02d}.jsonl" for k in range(3)]
+    assert sum(live.shedding.dropped.values()) == 0 and live.shedding.offered == 4  # the A and B events
+    streamed = [r for rows in rows_by_batch(out).values() for r in rows]
+    assert canonical(streamed) == canonical(oracle([e for f in FILES for e in f]))

@@ -50,3 +50,21 @@ def test_a_batch_reports_its_events_latency_from_arrival_and_the_backlog(tmp_pat
     assert totals.latencies == [(4, 10, 3.5, 4.5, 2)]
     # a batch without arrival metrics (no events, or not a file source) reports none
     assert "latency" not in totals.add(progress(5, 0, 0, 0, 0, 0, 300))
+
+
+def test_a_live_streams_backlog_is_what_its_admission_holds_else_the_files_newer_than_the_last_read(tmp_path):
+    """``LiveStream.backlog()`` (``sparkcep.apply_stream``): with admission control, the files it neither handed
+    over nor shed; without, the input's files modified after the newest arrival of the last micro-batch."""
+    import os
+    from types import SimpleNamespace
+
+    from sparkcep.api import LiveStream
+
+    for k, mtime in enumerate((1_000, 2_000, 3_000)):
+        (tmp_path / f"part-{k}.json").write_text("{}\n")
+        os.utime(tmp_path / f"part-{k}.json", (mtime, mtime))
+    query = SimpleNamespace(lastProgress={"observedMetrics": {"arrival": {"newest": 1_000_000}}})
+    assert LiveStream(query, None, str(tmp_path)).backlog() == 2  # part-1 and part-2: after 1,000 s
+    assert LiveStream(SimpleNamespace(lastProgress=None), None, str(tmp_path)).backlog() is None  # nothing read yet
+    admission = SimpleNamespace(pending=lambda: [("part-2.json", 3_000.0)])
+    assert LiveStream(query, None, str(tmp_path), admission=admission).backlog() == 1

@@ -60,9 +60,13 @@ def routed(operated, rejected=None):
               F.sum(F.when(F.col(KIND) == LATE, 1).otherwise(0)).alias("late")]
     if RESULT_ARRIVAL in operated.columns:  # the results' arrival: their latency per micro-batch (progress)
         arrival = F.when(F.col(KIND) == RESULT, F.col(RESULT_ARRIVAL))
+        # their latency from arrival to the micro-batch's start (its batch timestamp), for readers of the metrics
+        waited = F.unix_millis(F.current_timestamp()) - arrival
         counts += [F.percentile_approx(arrival, 0.01).alias("result_arrival_p01"),
                    F.percentile_approx(arrival, 0.5).alias("result_arrival_median"),
-                   F.count(arrival).alias("results_arrived")]
+                   F.count(arrival).alias("results_arrived"),
+                   F.percentile_approx(waited, 0.5).alias("result_latency_p50_ms"),
+                   F.percentile_approx(waited, 0.99).alias("result_latency_p99_ms")]
     return both.observe("sparkcep_output", *counts)
 
 
