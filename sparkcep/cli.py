@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "or epoch ms), for the latency figures (default: the modification time of its file)")
     r.add_argument("--latency-column", action="store_true",
                    help="streaming: write each result with _latency_ms, the milliseconds from the arrival of its "
-                        "events to its micro-batch's results being computed (one query)")
+                        "events to its micro-batch's results being computed")
     r.add_argument("--dead-letters", help="where bad records go (default: OUTPUT/_dead_letters)")
     r.add_argument("--known-types", type=_type_list, metavar="T1,T2,...",
                    help="the stream's event types: a record of another type is a dead letter ('unknown event "

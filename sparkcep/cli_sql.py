@@ -312,9 +312,6 @@ def cmd_run(args, text: str, cli) -> int:
                    "--dropped-output": None, "--shedding-training": None, "--timeouts": False})
     qs = statements(text, streaming=args.stream)
     if len(qs) > 1:
-        if getattr(args, "latency_column", False):
-            raise CEPError("--latency-column applies to one MATCH_RECOGNIZE statement, not to several sharing a "
-                           "pass (their results carry no arrival yet)")
         return _run_workload(args, qs, cli)
     q = qs[0]
     _table(args, q)
@@ -386,7 +383,7 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
     cli._quiet_task_failures(spark)
     rows, rejected = read_validated(spark, args.input, _input_format(args), None, time_column(qs[0]),
                                     stream=args.stream, files_per_trigger=args.files_per_trigger, schema=args.schema,
-                                    ts_unit=args.ts_unit, arrival_col=args.arrival_col)
+                                    ts_unit=args.ts_unit, arrival_col=args.arrival_col, keep_arrival=args.stream)
     if not args.stream:
         frames = apply_workload({qs[0].source.lower(): rows}, qs, ts_unit=args.ts_unit)
         if args.output:
@@ -406,7 +403,8 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
             queries, schemas = stream_workload(
                 rows, rejected, qs, names, out, checkpoint, ts_unit=args.ts_unit, watermark_delay=args.lateness,
                 dead_letters=args.dead_letters, late_events=args.late_events, once=args.once,
-                wait=lambda query: follow(query, out=progress, signals=signals, source=args.input))
+                wait=lambda query: follow(query, out=progress, signals=signals, source=args.input),
+                latency=args.latency_column)
             if not args.once:
                 totals = follow_workload(spark, queries, qs, names, out, checkpoint, dead_letters=args.dead_letters,
                                          late_events=args.late_events, signals=signals, out=progress,

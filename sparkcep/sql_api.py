@@ -332,17 +332,22 @@ def workload_dirs(output: str, names: list[str], *, dead_letters: str | None = N
 def stream_workload(rows: DataFrame, rejected: DataFrame, qs: list[Recognize], names: list[str], output: str,
                     checkpoint: str, *, ts_unit: str | None = None, watermark_delay: float | str | None = None,
                     dead_letters: str | None = None, late_events: str | None = None, once: bool = False,
-                    wait=None) -> tuple[list, dict[int, object]]:
+                    wait=None, latency: bool = False) -> tuple[list, dict[int, object]]:
     """Run the statements ``qs`` over the stream ``rows`` (their FROM table; ``rejected``: its dead letters):
     one streaming query per group sharing a pass (:func:`plan_workload`; checkpoint ``CHECKPOINT/g<k>``), each
     writing its statements' results, late rows and (the first) the dead letters (:func:`workload_dirs`)
     exactly once.  ``once``: process what is there and stop, one query after the other, ``wait(query)``
-    called on each; else all start at once.  Returns the queries and each statement's result schema (by
+    called on each; else all start at once.  Rows with the stream's arrival (``read_validated(...,
+    keep_arrival=True)``) stamp each result with it (observed per micro-batch; ``latency``: each result written
+    with ``_latency_ms``, ``group_writer``).  Returns the queries and each statement's written schema (by
     index).  A statement whose outer query is more than
     a plain SELECT/WHERE (it would run per micro-batch) is refused."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
     from sparkcep.spark.recognize import _passing_late_rows
     from sparkcep.spark.recognize_workload import group_writer
     from sparkcep.spark.sinks import routed
+    from sparkcep.spark.validate import LATENCY_COL, RESULT_ARRIVAL
 
     for q, name in zip(qs, names, strict=True):
         if _passing_late_rows(q.outer_sql) is None:
@@ -354,10 +359,12 @@ def stream_workload(rows: DataFrame, rejected: DataFrame, qs: list[Recognize], n
     queries, schemas = [], {}
     for g, members in enumerate(groups):
         group = shared_group(rows, qs, members, ts_unit=ts_unit, watermark_delay=watermark_delay, late_rows=True)
-        schemas.update((i, group.result(k).schema) for k, i in enumerate(members))
+        for k, i in enumerate(members):
+            written = [f for f in group.result(k).schema.fields if f.name != RESULT_ARRIVAL]
+            schemas[i] = StructType(written + ([StructField(LATENCY_COL, LongType())] if latency else []))
         stream = routed(group.tagged, rejected if g == 0 else None)  # the dead letters once
         writer = group_writer(group.result, [results[i] for i in members], [late[i] for i in members],
-                              dead if g == 0 else None)
+                              dead if g == 0 else None, latency=latency)
         query = (stream.writeStream.foreachBatch(writer).option("checkpointLocation", f"{checkpoint.rstrip('/')}/g{g}")
                  .outputMode("append"))
         query = (query.trigger(availableNow=True) if once else query).start()

@@ -8,6 +8,7 @@ stock V-shape example ("Detecting Patterns", the Ticker table).
 from __future__ import annotations
 
 import ast as pyast
+import importlib.util
 import json
 import os
 import subprocess
@@ -229,6 +230,21 @@ def test_run_stream_writes_the_decided_matches_the_dead_letters_and_the_late_row
     progress = [line for line in err.splitlines() if line.startswith("batch ")]
     assert progress and all(", 0 ignored," in line for line in progress)  # every row goes to the engine
     assert any(", 1 late," in line for line in progress)
+    # the compiled job (run in this process, on the shared session) writes the same, with the same latency
+    job = tmp_path / "job.py"
+    assert main(["compile", str(vshape_file), "-o", str(job)]) == 0
+    spec = importlib.util.spec_from_file_location("recognize_stream_job", job)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    job_out = tmp_path / "job_out"
+    module.main(["--input", str(rows), "--stream", "--once", "--output", str(job_out), "--latency-column",
+                 "--checkpoint", str(tmp_path / "job_ck"), "--files-per-trigger", "1", "--shuffle-partitions", "2"])
+    after = time.time() * 1000
+    written = _read_json_dir(job_out)
+    latencies = [r.pop("_latency_ms") for r in written]
+    assert sorted(written, key=lambda r: json.dumps(r, sort_keys=True)) == _expected()
+    assert all(before - 1_700_000_002_000 <= ms <= after - 1_700_000_000_000 for ms in latencies), latencies
+    assert any(" result latency p50 " in line for line in capsys.readouterr().err.splitlines())
 
 
 @pytest.mark.spark

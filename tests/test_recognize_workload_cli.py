@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast as pyast
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -192,11 +193,17 @@ def test_workload_stream_with_ties_across_files_equals_batch_and_each_statement_
     alone = _alone(spark, on_time, "k string, ts bigint, v bigint", "ev", split_statements(TIES))
     assert batch == alone
     assert [r["n"] for r in batch[0] if r["k"] == "p"] == [5]  # A@1 and every B of p, the ties at 2 and 3 too
+    before = time.time() * 1000
     status, _, err = run_cli(capsys, "run", str(sql), "--input", str(late), "--stream", "--once",
                              "--files-per-trigger", "1", "--output", str(tmp_path / "out"), "--checkpoint",
-                             str(tmp_path / "ck"), "-q")
+                             str(tmp_path / "ck"), "-q", "--latency-column")
+    after = time.time() * 1000
     assert status == 0, err
-    assert [sorted(_lines(tmp_path / "out" / n), key=json.dumps) for n in names] == batch
+    written = [_lines(tmp_path / "out" / n) for n in names]
+    # --latency-column: each result with its latency from its files' arrival (their modification times)
+    latencies = [r.pop("_latency_ms") for rows in written for r in rows]
+    assert all(before - 1_700_000_004_000 <= ms <= after - 1_700_000_000_000 for ms in latencies), latencies
+    assert [sorted(rows, key=json.dumps) for rows in written] == batch
     for n in names:
         assert [json.loads(d["record"]) for d in _lines(tmp_path / "out" / n / "_late")] == [
             {"k": "p", "ts": 5, "v": 9}]

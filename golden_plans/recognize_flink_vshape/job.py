@@ -84,7 +84,7 @@ from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
 from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.sql_api import apply_recognize
 from sparkcep.spark.sinks import counted, routed, side_dirs, start
-from sparkcep.spark.validate import read_validated
+from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
 
 #: The statement, parsed and checked at compile time: a sparkcep.ir.recognize.Recognize as sparkcep.ir.serde JSON.
 RECOGNIZE = """
@@ -297,9 +297,14 @@ def main(argv=None) -> None:
     p.add_argument("--shuffle-partitions", type=int, default=4)
     p.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
     p.add_argument("--dead-letters", help="bad records (default: OUTPUT/_dead_letters)")
+    p.add_argument("--latency-column", action="store_true",
+                   help="streaming: write each result with _latency_ms, the milliseconds from the arrival of its "
+                        "events to its micro-batch's results being computed")
     args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
+    if args.latency_column and not args.stream:
+        p.error("--latency-column is for a stream (--stream): a batch run has no arrival")
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
     spark = (SparkSession.builder.appName('sparkcep: MATCH_RECOGNIZE over Ticker')
@@ -309,7 +314,8 @@ def main(argv=None) -> None:
     # every column, parsed as text and cast to --schema's types, else to those of the files there now; ISO-string
     # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
     rows, rejected = read_validated(spark, args.input, args.format, None, TIME_COL, stream=args.stream,
-                                    files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT)
+                                    files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT,
+                                    keep_arrival=args.stream)
     if args.stream:  # per micro-batch counts in the query's progress (observedMetrics); every valid row is relevant
         rows = counted(counted(rows, "events_valid"), "events_relevant")
         rejected = counted(rejected, "dead_letters")
@@ -322,7 +328,7 @@ def main(argv=None) -> None:
         result.write.mode("overwrite").json(args.output)
         rejected.write.mode("overwrite").json(dead_letters)
         return
-    columns = [c for c in result.columns if c not in (KIND, REASON, RECORD)]
+    columns = [c for c in result.columns if c not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
     # rows older than the watermark come with the results as "late" rows (a plain SELECT/WHERE outer query)
     tagged = result if KIND in result.columns else result.select(
         "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
@@ -332,7 +338,7 @@ def main(argv=None) -> None:
     # the files there now are processed)
     with StopSignals() as signals:
         query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
-                      dead_letters=dead_letters, late=late_events, once=args.once)
+                      dead_letters=dead_letters, late=late_events, once=args.once, latency=args.latency_column)
         follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr
 
 

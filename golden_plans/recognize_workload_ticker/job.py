@@ -600,10 +600,15 @@ def main(argv=None) -> None:
     p.add_argument("--shuffle-partitions", type=int, default=4)
     p.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
     p.add_argument("--dead-letters", help="bad records (default: RESULTS_DIR/_dead_letters)")
+    p.add_argument("--latency-column", action="store_true",
+                   help="streaming: write each result with _latency_ms, the milliseconds from the arrival of its "
+                        "events to its micro-batch's results being computed")
     p.add_argument("--late-events", help="streaming: late rows, DIR/<name> (default: RESULTS_DIR/<name>/_late)")
     args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
+    if args.latency_column and not args.stream:
+        p.error("--latency-column is for a stream (--stream): a batch run has no arrival")
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
     spark = (SparkSession.builder.appName('sparkcep: 3 MATCH_RECOGNIZE statements over Ticker')
@@ -613,7 +618,8 @@ def main(argv=None) -> None:
     # every column, parsed as text and cast to --schema's types, else to those of the files there now; ISO-string
     # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
     rows, rejected = read_validated(spark, args.input, args.format, None, TIME_COL, stream=args.stream,
-                                    files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT)
+                                    files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT,
+                                    keep_arrival=args.stream)
     statements = [from_data(json.loads(s)) for s in STATEMENTS]
     if not args.stream:
         # per group of statements sharing a pass: one shuffle, one sort, one mapInArrow pass, read once (cached)
@@ -633,7 +639,7 @@ def main(argv=None) -> None:
     with StopSignals() as signals:
         queries, _ = stream_workload(rows, rejected, statements, NAMES, args.output, args.checkpoint,
                                      ts_unit=TS_UNIT, watermark_delay=args.lateness, dead_letters=args.dead_letters,
-                                     late_events=args.late_events, once=args.once,
+                                     late_events=args.late_events, once=args.once, latency=args.latency_column,
                                      wait=lambda query: follow(query, signals=signals, source=args.input))
         if not args.once:
             follow_workload(spark, queries, statements, NAMES, args.output, args.checkpoint,

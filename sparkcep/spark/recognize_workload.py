@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import (
     IntegerType,
+    LongType,
     StructField,
     StructType,
 )
@@ -49,9 +50,9 @@ from sparkcep.spark import recognize as single
 from sparkcep.spark.adapters import shuffle_partitions
 from sparkcep.spark.arrow import _session_timezone, by_id, gathered
 from sparkcep.spark.late import KIND, RESULT, with_side_columns
-from sparkcep.spark.operator import grouped
+from sparkcep.spark.operator import grouped, stamping_arrival
 from sparkcep.spark.schema import EVENT_TIME
-from sparkcep.spark.validate import quoted
+from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL, quoted
 
 __all__ = ["QUERY", "project", "rename_row_exprs", "row_exprs_of", "run_shared", "split", "tagged_struct"]
 
@@ -131,21 +132,26 @@ def _name(i: int, j: int) -> str:
     return f"_{i}_{j}"
 
 
-def tagged_struct(specs: Sequence[RecognizeSpec], *, late_rows: bool = False) -> StructType:
+def tagged_struct(specs: Sequence[RecognizeSpec], *, late_rows: bool = False, arrival: bool = False) -> StructType:
     """``query`` then ``_<i>_<j>`` for the j-th output column of statement i, typed as it is alone;
-    ``late_rows``: then the side columns of :mod:`sparkcep.spark.late` (``query`` NULL in a late row)."""
+    ``arrival``: then :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`; ``late_rows``: then the side columns of
+    :mod:`sparkcep.spark.late` (``query`` NULL in a late row)."""
     out = [StructField(QUERY, IntegerType(), late_rows)]
     for i, spec in enumerate(specs):
         for j, f in enumerate(single.output_struct(spec).fields):
             out.append(StructField(_name(i, j), f.dataType, True))
+    if arrival:
+        out.append(StructField(RESULT_ARRIVAL, LongType(), True))
     return with_side_columns(StructType(out)) if late_rows else StructType(out)
 
 
 def split(tagged: DataFrame, specs: Sequence[RecognizeSpec], i: int) -> DataFrame:
-    """Statement ``i``'s rows of the tagged result under its own output column names."""
+    """Statement ``i``'s rows of the tagged result under its own output column names (and their arrival, a
+    stream's :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`, where the tagged result has it)."""
     names = specs[i].output
+    arrival = [F.col(RESULT_ARRIVAL)] if RESULT_ARRIVAL in tagged.columns else []
     return tagged.where(F.col(QUERY) == F.lit(i)).select(
-        *[F.col(_name(i, j)).alias(n) for j, n in enumerate(names)])
+        *[F.col(_name(i, j)).alias(n) for j, n in enumerate(names)], *arrival)
 
 
 def _tables(outs: list[list[dict]], schemas: list[pa.Schema], full: pa.Schema) -> Iterator[pa.Table]:
@@ -349,16 +355,22 @@ def stream_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *, water
     """The tagged result over a stream: one watermark, one ``applyInPandasWithState`` (:func:`stream_function`;
     ``late_rows``: the late side channel).  As one statement's stream, Spark's event-time column reaches the
     state function nulled (:func:`sparkcep.spark.recognize.watermarked_time`): Spark drops no row itself, the
-    function applies the per-key late rule."""
+    function applies the per-key late rule.  A ``projected`` with the stream's arrival
+    (:data:`~sparkcep.spark.validate.ARRIVAL_COL`) stamps each result with it as the single statement's stream
+    does (:func:`~sparkcep.spark.operator.stamping_arrival`)."""
     _workload().check_shareable(specs)
     spec = specs[0]
     df, numeric = single.watermarked_time(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit)
-    keep = [*_engine_columns(projected, specs), single._ET, EVENT_TIME]
+    arrival = [ARRIVAL_COL] if ARRIVAL_COL in projected.columns else []
+    keep = [*_engine_columns(projected, specs), single._ET, EVENT_TIME, *arrival]
     df = df.select(*[F.col(quoted(c)) for c in keep])
     full = tagged_struct(specs, late_rows=late_rows)
     fn = stream_function(specs, full, projected.schema, numeric=numeric, ts_unit=ts_unit,
                          timezone=_session_timezone(), late_rows=late_rows,
                          watermark_delay_ms=single.delay_of(df.schema))
+    if arrival:
+        full = tagged_struct(specs, late_rows=late_rows, arrival=True)
+        fn = stamping_arrival(fn, full.names)
     return grouped(df, list(spec.partition_by)).applyInPandasWithState(
         fn, full, single.STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
 
@@ -377,14 +389,16 @@ def run_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *, watermar
 
 
 def group_writer(results: Callable[[int, DataFrame], DataFrame], outputs: Sequence[str], late: Sequence[str],
-                 dead_letters: str | None) -> Callable[[DataFrame, int], None]:
+                 dead_letters: str | None, latency: bool = False) -> Callable[[DataFrame, int], None]:
     """The ``foreachBatch`` function of a shared stream (:func:`stream_shared` with ``late_rows``, routed with
     :func:`sparkcep.spark.sinks.routed`): member k's results (``results(k, rows)``: its rows of the
     micro-batch, its outer query applied) into ``outputs[k]``, the late rows into every ``late[k]`` (a row late
     for the group is late for each statement in it), the dead letters into ``dead_letters``; each micro-batch's
-    files written once (:func:`sparkcep.spark.sinks.write_batch`)."""
+    files written once (:func:`sparkcep.spark.sinks.write_batch`).  A result's arrival is not written; with
+    ``latency`` each result gets :data:`~sparkcep.spark.validate.LATENCY_COL` instead
+    (:func:`sparkcep.spark.sinks.result_latency`)."""
     from sparkcep.spark.late import LATE, REASON, RECORD
-    from sparkcep.spark.sinks import DEAD, write_batch
+    from sparkcep.spark.sinks import DEAD, result_latency, write_batch
     from sparkcep.spark.validate import REASON as REJECT_REASON
     from sparkcep.spark.validate import RECORD as REJECT_RECORD
 
@@ -396,7 +410,10 @@ def group_writer(results: Callable[[int, DataFrame], DataFrame], outputs: Sequen
             counts = {row[0]: row[1] for row in df.groupBy(KIND).count().collect()}
             rows = df.where(F.col(KIND) == RESULT)
             for k, path in enumerate(outputs):
-                write_batch(results(k, rows), path, batch_id, None if counts.get(RESULT) else 0)
+                result = results(k, rows)
+                written = [F.col(quoted(c)) for c in result.columns if c != RESULT_ARRIVAL]
+                extra = [result_latency(result.columns)] if latency else []  # the rows are computed (cached) now
+                write_batch(result.select(*written, *extra), path, batch_id, None if counts.get(RESULT) else 0)
             for path in late:
                 write_batch(df.where(F.col(KIND) == LATE).select(*side), path, batch_id, counts.get(LATE, 0))
             if dead_letters is not None:

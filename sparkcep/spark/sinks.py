@@ -180,10 +180,8 @@ def batch_writer(output: str, result_columns: list[str], dead_letters: str, late
         df.persist()
         try:
             counts = {row[0]: row[1] for row in df.groupBy(KIND).count().collect()}
-            extra = []
-            if latency:  # the rows are computed (cached) now: the results' latency up to this moment
-                arrival = F.col(RESULT_ARRIVAL) if RESULT_ARRIVAL in df.columns else F.lit(None)
-                extra = [(F.lit(int(time.time() * 1000)) - arrival).cast("bigint").alias(LATENCY_COL)]
+            # the rows are computed (cached) now: the results' latency up to this moment
+            extra = [result_latency(df.columns)] if latency else []
             parts = ((RESULT, output, results + extra), (DEAD, dead_letters, side), (LATE, late, side))
             for kind, path, columns in parts:
                 write_batch(df.where(F.col(KIND) == kind).select(*columns), path, batch_id, counts.get(kind, 0))
@@ -191,6 +189,15 @@ def batch_writer(output: str, result_columns: list[str], dead_letters: str, late
             df.unpersist()
 
     return write
+
+
+def result_latency(columns: list[str]):
+    """The column :data:`LATENCY_COL`: the milliseconds from each result's arrival (:data:`RESULT_ARRIVAL`, null
+    where ``columns`` has none) to now, called once the micro-batch's rows have been computed (cached)."""
+    from pyspark.sql import functions as F
+
+    arrival = F.col(RESULT_ARRIVAL) if RESULT_ARRIVAL in columns else F.lit(None)
+    return (F.lit(int(time.time() * 1000)) - arrival).cast("bigint").alias(LATENCY_COL)
 
 
 def last_committed(spark, checkpoint: str) -> int | None:

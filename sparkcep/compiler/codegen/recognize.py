@@ -236,6 +236,8 @@ _SESSION_AND_ROWS = '''\
     args = p.parse_args(argv)
     if args.stream and not args.checkpoint:
         p.error("--stream needs --checkpoint")
+    if args.latency_column and not args.stream:
+        p.error("--latency-column is for a stream (--stream): a batch run has no arrival")
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
     spark = (SparkSession.builder.appName({app_name})
@@ -245,7 +247,8 @@ _SESSION_AND_ROWS = '''\
     # every column, parsed as text and cast to --schema's types, else to those of the files there now; ISO-string
     # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
     rows, rejected = read_validated(spark, args.input, args.format, None, TIME_COL, stream=args.stream,
-                                    files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT)'''
+                                    files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT,
+                                    keep_arrival=args.stream)'''
 
 #: The command-line options: the same in a statement's job and a workload's, but for what RESULTS_DIR holds.
 _OPTIONS = '''\
@@ -260,7 +263,10 @@ _OPTIONS = '''\
     p.add_argument("--schema", help="input schema as DDL (default: inferred from the files there now)")
     p.add_argument("--shuffle-partitions", type=int, default=4)
     p.add_argument("--files-per-trigger", type=int, help="streaming: files per micro-batch (default: all)")
-    p.add_argument("--dead-letters", help="bad records (default: {results}/_dead_letters)")'''
+    p.add_argument("--dead-letters", help="bad records (default: {results}/_dead_letters)")
+    p.add_argument("--latency-column", action="store_true",
+                   help="streaming: write each result with _latency_ms, the milliseconds from the arrival of its "
+                        "events to its micro-batch's results being computed")'''
 
 _TEMPLATE = '''\
 {docstring}
@@ -281,7 +287,7 @@ from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
 from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.sql_api import apply_recognize
 from sparkcep.spark.sinks import counted, routed, side_dirs, start
-from sparkcep.spark.validate import read_validated
+from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
 
 #: The statement, parsed and checked at compile time: a sparkcep.ir.recognize.Recognize as sparkcep.ir.serde JSON.
 RECOGNIZE = {recognize}
@@ -309,7 +315,7 @@ def main(argv=None) -> None:
         result.write.mode("overwrite").json(args.output)
         rejected.write.mode("overwrite").json(dead_letters)
         return
-    columns = [c for c in result.columns if c not in (KIND, REASON, RECORD)]
+    columns = [c for c in result.columns if c not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
     # rows older than the watermark come with the results as "late" rows (a plain SELECT/WHERE outer query)
     tagged = result if KIND in result.columns else result.select(
         "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
@@ -319,7 +325,7 @@ def main(argv=None) -> None:
     # the files there now are processed)
     with StopSignals() as signals:
         query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
-                      dead_letters=dead_letters, late=late_events, once=args.once)
+                      dead_letters=dead_letters, late=late_events, once=args.once, latency=args.latency_column)
         follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr
 
 
@@ -444,7 +450,7 @@ def main(argv=None) -> None:
     with StopSignals() as signals:
         queries, _ = stream_workload(rows, rejected, statements, NAMES, args.output, args.checkpoint,
                                      ts_unit=TS_UNIT, watermark_delay=args.lateness, dead_letters=args.dead_letters,
-                                     late_events=args.late_events, once=args.once,
+                                     late_events=args.late_events, once=args.once, latency=args.latency_column,
                                      wait=lambda query: follow(query, signals=signals, source=args.input))
         if not args.once:
             follow_workload(spark, queries, statements, NAMES, args.output, args.checkpoint,
