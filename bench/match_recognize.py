@@ -238,6 +238,15 @@ def balanced(k: int, repeat: int) -> bool:
     return repeat % math.lcm(k, 2) == 0
 
 
+def by_position(i: int, k: int, plain: list[float], mine: list[float]) -> list[tuple[int, float]]:
+    """``(position, median plain/sparkcep)`` of pattern ``i`` of ``k`` over its rotated rounds (round ``r``'s
+    runs ``plain[r]``, ``mine[r]``; the pattern at position ``(i - r) mod k``), by position."""
+    ratios: dict[int, list[float]] = {}
+    for r, (a, b) in enumerate(zip(plain, mine, strict=True)):
+        ratios.setdefault((i - r) % k, []).append(a / b)
+    return [(pos, statistics.median(v)) for pos, v in sorted(ratios.items())]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -339,6 +348,11 @@ def main(argv=None) -> None:
     print("\nratios > 1: sparkcep is faster. Runs (s): " + "; ".join(
         f"{n}: plain {[round(t, 2) for t in results[n]['plain_runs']]}, "
         f"sparkcep {[round(t, 2) for t in results[n]['sparkcep_runs']]}" for n in names))
+    if args.order == "rotated":
+        print("plain/sparkcep by the pattern's position in its rounds (0: first), medians: " + "; ".join(
+            f"{n}: " + ", ".join(f"{pos} {ratio:.2f}x" for pos, ratio in by_position(
+                i, len(names), results[n]["plain_runs"], results[n]["sparkcep_runs"]))
+            for i, n in enumerate(names)))
     if not flink and not args.no_flink:
         print("no Flink: pass --flink-python or set SPARKCEP_FLINK_PYTHON (make flink-diff creates .venv-flink)")
     sys.stdout.flush()

@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from bench.match_recognize import SIDES, balanced, schedule
+from bench.match_recognize import SIDES, balanced, by_position, schedule
 
 NAMES = ["abc", "reluctant", "alt", "vshape"]
 
@@ -53,3 +53,11 @@ def test_fixed_order_is_the_former_one():
                     ("alt", "sparkcep", False), ("alt", "sparkcep", True), ("alt", "sparkcep", True)]
     with pytest.raises(ValueError):
         schedule(["abc"], 1, "random")
+
+
+def test_ratios_by_position_follow_the_rotation():
+    # pattern 1 of 3: round 0 at position 1, round 1 at 0, round 2 at 2, round 3 at 1 again
+    got = by_position(1, 3, [2.0, 3.0, 1.0, 4.0], [1.0, 1.0, 1.0, 1.0])
+    assert got == [(0, 3.0), (1, 3.0), (2, 1.0)]
+    runs = [(n, side) for n, side, c in schedule(["a", "b", "c"], 4) if c]
+    assert [runs[2 * j][0] for j in range(12)].index("b") % 3 == 1  # round 0: "b" second
