@@ -39,9 +39,10 @@ and plain Spark gains more from it, so a pattern's place in the process moved it
 alone in a fresh process, 0.79x as the last of four).  The runs therefore go in rounds: round ``r`` runs every
 pattern once, the list rotated by ``r`` (pattern ``i`` at position ``(i - r) mod k`` of ``k``), each pattern's
 two sides back to back, plain Spark first in even rounds and sparkcep first in odd ones.  Over any
-``lcm(k, 2)`` consecutive rounds (4 for the four patterns) every pattern runs once at each position and each
+``lcm(k, 2)`` consecutive rounds (4 for the four patterns) every pattern runs equally often at each position and each
 side goes first equally often, so with ``--repeat`` a multiple of that (8 by default) the order favours no
-pattern and no side (the bench says so when it is not).  ``--order fixed`` is the former order: each pattern in
+pattern and no side (the bench says so when it is not); it also prints each pattern's ratio by its
+position in the rounds.  ``--order fixed`` is the former order: each pattern in
 turn, its plain Spark warm-up and runs, then its sparkcep warm-up and runs.  Every run's answer is checked
 against the warm-up's plain Spark answer.
 
