@@ -31,17 +31,30 @@ Spark (local[2], 2 shuffle partitions) and Flink both read the CSV file on every
 the same things: planning its query from the file (plain Spark: ``spark.read.csv`` and the window functions;
 sparkcep: ``sparkcep.sql`` over the temporary view ``events`` of that same read, registered once before the
 runs, not timed: a view is a name for the read, each run reads the file again) and ``collect``. Times are wall-clock
-seconds, medians of ``--repeat`` runs (5; one warm-up run of each first, not counted). State the machine next
-to the figures (the project's reference is a 2-core VM).
+seconds, medians of ``--repeat`` runs (8; one warm-up run of each side of each pattern first, not counted).
+State the machine next to the figures (the project's reference is a 2-core VM).
 
-    python bench/match_recognize.py [--rows 1000000] [--repeat 5] [--quick] [--no-flink] [--patterns abc,...]
-        [--engine] [--flink-whole-repeat N]
+**Order** (``--order rotated``, the default): a Spark side runs faster the warmer the session is (JIT, caches),
+and plain Spark gains more from it, so a pattern's place in the process moved its ratio (the V-shape 1.03x
+alone in a fresh process, 0.79x as the last of four).  The runs therefore go in rounds: round ``r`` runs every
+pattern once, the list rotated by ``r`` (pattern ``i`` at position ``(i - r) mod k`` of ``k``), each pattern's
+two sides back to back, plain Spark first in even rounds and sparkcep first in odd ones.  Over any
+``lcm(k, 2)`` consecutive rounds (4 for the four patterns) every pattern runs equally often at each position and each
+side goes first equally often, so with ``--repeat`` a multiple of that (8 by default) the order favours no
+pattern and no side (the bench says so when it is not); it also prints each pattern's ratio by its
+position in the rounds.  ``--order fixed`` is the former order: each pattern in
+turn, its plain Spark warm-up and runs, then its sparkcep warm-up and runs.  Every run's answer is checked
+against the warm-up's plain Spark answer.
+
+    python bench/match_recognize.py [--rows 1000000] [--repeat 8] [--quick] [--no-flink] [--patterns abc,...]
+        [--order rotated|fixed] [--engine] [--flink-whole-repeat N]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import statistics
@@ -197,22 +210,52 @@ def engine_only(csv: Path, rest: str, repeat: int) -> tuple[float, tuple]:
 # ----------------------------------------------------------------------------------------------- main
 
 
-def timed(fn, repeat: int) -> tuple[float, list[float], object]:
-    fn()  # warm-up
-    times, result = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), times, result
+#: The two Spark sides of a pattern.
+SIDES = ("plain", "sparkcep")
+
+
+def schedule(names: list[str], repeat: int, order: str = "rotated") -> list[tuple[str, str, bool]]:
+    """The runs in their order, ``(pattern, side, counted)`` (``counted`` false: a warm-up).
+
+    ``rotated``: one warm-up of each side of each pattern, then ``repeat`` rounds; round ``r`` runs the patterns
+    rotated by ``r``, each pattern's sides back to back, plain Spark first when ``r`` is even.  ``fixed``: each
+    pattern in turn, its plain Spark warm-up and runs, then its sparkcep warm-up and runs."""
+    if order == "fixed":
+        return [(n, side, counted) for n in names for side in SIDES
+                for counted in (False, *[True] * repeat)]
+    if order != "rotated":
+        raise ValueError(f"order: rotated or fixed, not {order!r}")
+    runs = [(n, side, False) for n in names for side in SIDES]
+    k = len(names)
+    for r in range(repeat):
+        sides = SIDES if r % 2 == 0 else SIDES[::-1]
+        runs += [(n, side, True) for n in names[r % k:] + names[:r % k] for side in sides]
+    return runs
+
+
+def balanced(k: int, repeat: int) -> bool:
+    """Whether ``repeat`` rotated rounds of ``k`` patterns put every pattern at each position, and each side
+    first, equally often: ``repeat`` a multiple of ``lcm(k, 2)``."""
+    return repeat % math.lcm(k, 2) == 0
+
+
+def by_position(i: int, k: int, plain: list[float], mine: list[float]) -> list[tuple[int, float]]:
+    """``(position, median plain/sparkcep)`` of pattern ``i`` of ``k`` over its rotated rounds (round ``r``'s
+    runs ``plain[r]``, ``mine[r]``; the pattern at position ``(i - r) mod k``), by position."""
+    ratios: dict[int, list[float]] = {}
+    for r, (a, b) in enumerate(zip(plain, mine, strict=True)):
+        ratios.setdefault((i - r) % k, []).append(a / b)
+    return [(pos, statistics.median(v)) for pos, v in sorted(ratios.items())]
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=8)
     ap.add_argument("--quick", action="store_true", help="10^5 rows, 1 repetition")
     ap.add_argument("--patterns", default=",".join(PATTERNS), help="comma-separated: " + ",".join(PATTERNS))
+    ap.add_argument("--order", choices=("rotated", "fixed"), default="rotated",
+                    help="rotated: rounds with the patterns and the sides rotated (default); fixed: the former order")
     ap.add_argument("--no-flink", action="store_true")
     ap.add_argument("--flink-python", default=None, help="a Python with apache-flink installed")
     ap.add_argument("--flink-whole-repeat", type=int, default=None, help="fresh Flink processes (default --repeat)")
@@ -231,30 +274,40 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory(prefix="sparkcep-bench-mr-") as tmp:
         csv = Path(tmp) / "events.csv"
         write_events(csv, args.rows)
+        fair = args.order == "fixed" or balanced(len(names), args.repeat)
         print(f"{args.rows:,} rows, 100 partitions, local[2]; wall-clock seconds, medians of {args.repeat} "
-              f"(after a warm-up run); nproc={os.cpu_count()}, load {os.getloadavg()[0]:.1f} at start")
+              f"(after a warm-up run); {args.order} order"
+              + ("" if fair else f" (not balanced: --repeat is not a multiple of {math.lcm(len(names), 2)})")
+              + f"; nproc={os.cpu_count()}, load {os.getloadavg()[0]:.1f} at start")
 
         def frame():
             return spark.read.csv(str(csv), schema=SPARK_SCHEMA)
 
         frame().createOrReplaceTempView("events")
+        sides = {name: {"plain": lambda n=name: plain_spark(n, frame()).collect()[0],
+                        "sparkcep": lambda rest=PATTERNS[name][1]: sparkcep.sql(statement(rest, flink=False),
+                                                                                spark).collect()[0]}
+                 for name in names}
+        times: dict[str, dict[str, list[float]]] = {n: {side: [] for side in SIDES} for n in names}
+        answers: dict[str, tuple] = {}
+        for name, side, counted in schedule(names, args.repeat, args.order):
+            t0 = time.perf_counter()
+            got = tuple(sides[name][side]())
+            if counted:
+                times[name][side].append(time.perf_counter() - t0)
+            want = answers.setdefault(name, got)
+            assert got == want, f"{name}: {side} {got} != {want}"
         results = {}
         for name in names:
             desc, rest, _ = PATTERNS[name]
-            t_plain, plain_times, plain = timed(lambda n=name: plain_spark(n, frame()).collect()[0], args.repeat)
-            sql = statement(rest, flink=False)
-
-            def mine(sql=sql):
-                return sparkcep.sql(sql, spark).collect()[0]
-
-            t_mine, mine_times, got = timed(mine, args.repeat)
-            assert tuple(got) == tuple(plain), f"{name}: sparkcep {tuple(got)} != plain Spark {tuple(plain)}"
+            got, t_plain, t_mine = answers[name], *(statistics.median(times[name][side]) for side in SIDES)
             results[name] = {"desc": desc, "n": got[0], "plain": t_plain, "sparkcep": t_mine,
-                             "plain_runs": plain_times, "sparkcep_runs": mine_times, "answer": tuple(got)}
+                             "plain_runs": times[name]["plain"], "sparkcep_runs": times[name]["sparkcep"],
+                             "answer": got}
             print(f"  {desc}: {got[0]:,} matches; plain Spark {t_plain:.2f} s, sparkcep {t_mine:.2f} s", flush=True)
             if args.engine:
                 t_engine, answer = engine_only(csv, rest, args.repeat)
-                assert answer == tuple(got), f"{name}: engine {answer} != sparkcep on Spark {tuple(got)}"
+                assert answer == got, f"{name}: engine {answer} != sparkcep on Spark {got}"
                 results[name]["engine"] = t_engine
                 print(f"  {desc}: the engine alone (one core) {t_engine:.2f} s", flush=True)
         if flink:
@@ -296,6 +349,11 @@ def main(argv=None) -> None:
     print("\nratios > 1: sparkcep is faster. Runs (s): " + "; ".join(
         f"{n}: plain {[round(t, 2) for t in results[n]['plain_runs']]}, "
         f"sparkcep {[round(t, 2) for t in results[n]['sparkcep_runs']]}" for n in names))
+    if args.order == "rotated":
+        print("plain/sparkcep by the pattern's position in its rounds (0: first), medians: " + "; ".join(
+            f"{n}: " + ", ".join(f"{pos} {ratio:.2f}x" for pos, ratio in by_position(
+                i, len(names), results[n]["plain_runs"], results[n]["sparkcep_runs"]))
+            for i, n in enumerate(names)))
     if not flink and not args.no_flink:
         print("no Flink: pass --flink-python or set SPARKCEP_FLINK_PYTHON (make flink-diff creates .venv-flink)")
     sys.stdout.flush()
