@@ -53,12 +53,14 @@ its engine:
   condition on ``n``): no ``C`` in ``(b.ts - w, a.ts)``; the statement reads no row before its match, so Spark
   counts per row the key's ``C`` events before its ``ts`` and those at or before its ``ts - w`` (two window
   columns, batch only) and ``b``'s DEFINE requires ``a``'s first count to be at most its own second one; under
-  skip_till_next_match that check does not make an event unselectable (it only removes candidates);
+  skip_till_next_match that check does not make an event unselectable (it only removes candidates); a negated
+  event at the end, ``SEQ(A a, B b, !(C n)) WITHIN w``, mirrors it: no ``C`` in ``(b.ts, a.ts + w)``, the key's
+  ``C`` events after ``b``'s ``ts`` at most those at or after ``a``'s ``ts + w``;
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
-language to (negation at the end, groups of more than events, conditions that need the whole match,
-...).
+language to (a negation before an optional last component, groups of more than events, conditions that need
+the whole match, ...).
 """
 
 from __future__ import annotations
@@ -316,7 +318,7 @@ def _shape(pattern, source: str | None) -> tuple[list, list[Component], list[Neg
             if not isinstance(item.inner, EventPat):
                 _refuse("with AFTER MATCH SKIP a negation must be of one event (!(T v)): a negated sequence, group "
                         "or OR is not supported yet", item, source)
-            if not out:  # a leading negation: a check of the first and last events (:func:`_leading`)
+            if not out:  # a leading negation: a check of the first and last events (:func:`_edges`)
                 continue
             pending.append((item, linked, (), ()))
             continue
@@ -352,57 +354,78 @@ def _shape(pattern, source: str | None) -> tuple[list, list[Component], list[Neg
             if seen.setdefault(k, passed) != passed:
                 _refuse(f"with AFTER MATCH SKIP two negations before {out[k].var}, one of them before an optional "
                         f"component, are not supported: write them next to each other", item, source)
+    if pending and not pending[0][2]:  # after a component that takes an event: at the end
+        if len(pending) > 1:  # !(C c), !(D d)
+            _refuse("with AFTER MATCH SKIP a negation at the end is supported alone, after a last component",
+                    pending[0][0], source)
+        pending = []  # a check of the first and last events (:func:`_edges`)
     if pending:
-        _refuse("with AFTER MATCH SKIP a negation after the last component is not supported: it needs the events "
-                "after the match up to the end of the window (postponed evaluation), past the end of the match "
-                "the skip rule resumes after", pending[0][0], source)
+        _refuse("with AFTER MATCH SKIP a negation before an optional last component is not supported: when the "
+                "match leaves it out the interval runs to the end of the window",
+                pending[0][0], source)
     if not isinstance(tree[0], Choice) and tree[0].lo == 0:
         _refuse("with AFTER MATCH SKIP the first component must take an event (a match starts at its first "
                 "event, the start event of the skip rule)", items[0], source)
     return tree, out, negs
 
 
-def _leading(r: ResolvedQuery, source: str | None) -> EventPat | None:
-    """The negated event at the start of the pattern, ``SEQ(!(C n), A a, B b) WITHIN w``, or None; refuses what
-    its translation does not cover.  It forbids a ``C`` in ``(b.ts - w, a.ts)``: the statement cannot read rows
-    before its match, so Spark counts per row the partition's ``C`` events before its ``ts`` and those at or
-    before its ``ts - w`` (window functions, :func:`_window_columns`), and the last component's DEFINE requires
-    the first's count to be at most its own (nothing in between); the skip rule is unchanged."""
+def _edges(r: ResolvedQuery, source: str | None) -> tuple[EventPat | None, EventPat | None]:
+    """The negated events at the start and at the end of the pattern, ``SEQ(!(C n), A a, B b, !(D m)) WITHIN w``
+    (each None when absent); refuses what their translation does not cover.  The one at the start forbids a ``C``
+    in ``(b.ts - w, a.ts)``, the one at the end a ``D`` in ``(b.ts, a.ts + w)`` (§4).  The statement cannot read
+    rows outside its match, so Spark counts per row the partition's negated events on either side of its ``ts``
+    (window functions, :func:`_window_columns`), and the last component's DEFINE compares the first's and its own
+    counts (nothing in the interval); the skip rule is unchanged."""
     pattern = r.query.pattern
     flat = [] if isinstance(pattern, Or) else _flat(pattern)
-    if not flat or not isinstance(flat[0][0], Not):
-        if isinstance(pattern, Or) and any(isinstance(_flat(a)[0][0], Not) for a in pattern.alternatives):
-            _refuse("with AFTER MATCH SKIP a negation at the start of an OR alternative is not supported yet",
-                    pattern, source)
+    if isinstance(pattern, Or):
+        for alt in pattern.alternatives:
+            ends = _flat(alt)
+            for k, where in ((0, "start"), (-1, "end")):
+                if isinstance(ends[k][0], Not):
+                    _refuse(f"with AFTER MATCH SKIP a negation at the {where} of an OR alternative is not supported "
+                            "yet", ends[k][0], source)
+        return None, None
+    return _edge(r, flat, 0, source), _edge(r, flat, -1, source)
+
+
+def _edge(r: ResolvedQuery, flat: list[tuple], k: int, source: str | None) -> EventPat | None:
+    """The negated event at the start (``k`` 0) or the end (``k`` -1) of the flat pattern, or None."""
+    item, linked = flat[k]
+    if not isinstance(item, Not):
         return None
-    item = flat[0][0]
+    where, side = ("start", "before a first") if k == 0 else ("end", "after a last")
     if not isinstance(item.inner, EventPat):
         _refuse("with AFTER MATCH SKIP a negation must be of one event (!(T v)): a negated sequence, group or OR "
                 "is not supported yet", item, source)
-    if isinstance(flat[1][0], Not) or flat[0][1] or flat[1][1]:
-        _refuse("with AFTER MATCH SKIP a negation at the start is supported alone, before a first component not "
+    nxt = flat[1] if k == 0 else flat[-2]
+    if isinstance(nxt[0], Not) or linked or (k == 0 and nxt[1]):
+        _refuse(f"with AFTER MATCH SKIP a negation at the {where} is supported alone, {side} component, neither "
                 "written NEXT", item, source)
-    first, last = (_component(flat[1][0], False), _component(flat[-1][0], False))
+    first, last = (_component(flat[1 if isinstance(flat[0][0], Not) else 0][0], False),
+                   _component(flat[-2 if isinstance(flat[-1][0], Not) else -1][0], False))
     if first is None or last is None or first.kleene or last.kleene or first.absent or last.absent:
-        _refuse("with AFTER MATCH SKIP a negation at the start needs a first and a last component of one event "
-                "each (T v: its interval runs from the last event's ts - WITHIN to the first event's ts)", item,
-                source)
+        span = ("from the last event's ts - WITHIN to the first event's ts" if k == 0 else
+                "from the last event's ts to the first event's ts + WITHIN")
+        _refuse(f"with AFTER MATCH SKIP a negation at the {where} needs a first and a last component of one event "
+                f"each (T v: its interval runs {span})", item, source)
     if r.query.within.unit is not None:
-        _refuse("with AFTER MATCH SKIP a negation at the start needs WITHIN in ts units (a bare number)",
+        _refuse(f"with AFTER MATCH SKIP a negation at the {where} needs WITHIN in ts units (a bare number)",
                 r.query.within, source)
     var = item.inner.var
     for p in r.predicates:
         if (p.kind == "equivalence" and any(i.value is not None for i in p.expr.items)) or (
                 p.kind != "equivalence" and var in p.vars):
-            _refuse("with AFTER MATCH SKIP a negation at the start takes only its type and the equivalence "
+            _refuse(f"with AFTER MATCH SKIP a negation at the {where} takes only its type and the equivalence "
                     "attributes: a condition on it is not supported yet", p.expr, source)
     return item.inner
 
 
-def leading_negation(query: Query, source: str | None = None) -> bool:
-    """Does this AFTER MATCH SKIP query start with a negation (it reads window columns Spark computes over the
-    partition's rows, batch only)?"""
-    return _leading(check_skip_query(query, source), source) is not None
+def window_negation(query: Query, source: str | None = None) -> str | None:
+    """Where this AFTER MATCH SKIP query has a negation the statement checks with window columns Spark computes
+    over the partition's rows (batch only): ``"start"``, ``"end"``, ``"start and end"``, or None."""
+    lead, trail = _edges(check_skip_query(query, source), source)
+    return " and ".join(w for w, n in (("start", lead), ("end", trail)) if n is not None) or None
 
 
 def _fresh(names: dict, taken: frozenset) -> str:
@@ -412,22 +435,28 @@ def _fresh(names: dict, taken: frozenset) -> str:
     return f"__sparkcep_f{k}"
 
 
-def _window_columns(r: ResolvedQuery, neg: EventPat, type_col: str, ts_col: str) -> tuple[sx.Expr, sx.Expr]:
+def _window_columns(r: ResolvedQuery, neg: EventPat, type_col: str, ts_col: str, end: bool = False
+                    ) -> tuple[sx.Expr, sx.Expr]:
     """Per row, the number of the partition's events of ``neg``'s types before its ``ts`` and the number at or
-    before its ``ts - w`` (Spark SQL window functions)."""
+    before its ``ts - w``; ``end``: after its ``ts``, and at or after its ``ts + w`` (Spark SQL window
+    functions)."""
     count = sx.Count(this=sx.Case().when(sx.column(type_col, quoted=True).isin(
         *[sx.Literal.string(t) for t in neg.types]), sx.Literal.number(1)))
     keys = [sx.column(a, quoted=True) for a in dict.fromkeys(i.attr for i in r.partition)]
     order = sx.Order(expressions=[sx.Ordered(this=sx.column(ts_col, quoted=True))])
+    w = sx.Literal.number(r.query.within.value)
 
-    def upto(end, side):
+    def frame(start, start_side, stop, stop_side):
         return sx.Window(this=count.copy(), partition_by=[k.copy() for k in keys], order=order.copy(),
-                         spec=sx.WindowSpec(kind="RANGE", start="UNBOUNDED", start_side="PRECEDING", end=end,
-                                            end_side=side))
+                         spec=sx.WindowSpec(kind="RANGE", start=start, start_side=start_side, end=stop,
+                                            end_side=stop_side))
 
     same = sx.Window(this=count.copy(), partition_by=[*[k.copy() for k in keys], sx.column(ts_col, quoted=True)])
-    before = sx.Sub(this=upto("CURRENT ROW", None), expression=same)
-    return before, upto(sx.Literal.number(r.query.within.value), "PRECEDING")
+    if end:
+        return (sx.Sub(this=frame("CURRENT ROW", None, "UNBOUNDED", "FOLLOWING"), expression=same),
+                frame(w, "FOLLOWING", "UNBOUNDED", "FOLLOWING"))
+    return (sx.Sub(this=frame("UNBOUNDED", "PRECEDING", "CURRENT ROW", None), expression=same),
+            frame("UNBOUNDED", "PRECEDING", w, "PRECEDING"))
 
 
 def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery | None = None) -> ResolvedQuery:
@@ -465,7 +494,7 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
                 _refuse("with AFTER MATCH SKIP and skip_till_next_match UNTIL is not supported yet: an event after "
                         "a stop event could still be taken by the closed loop in the translation's test of which "
                         "events are skipped", n.until, source)
-    _leading(r, source)
+    _edges(r, source)
     for first in (b[0] for b, _ in alternatives):
         if query.skip.var == first.var and (query.skip.kind == SKIP_TO_FIRST or not first.kleene):
             _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own "
@@ -530,8 +559,8 @@ def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts
                         ) -> tuple[ResolvedQuery, dict]:
     """``r`` reading its per-event calls as columns (:func:`_per_event`) and those columns' names, none of
     ``columns`` (the input's) nor of an attribute the query reads (a user column may be named ``__sparkcep_f0``);
-    with a leading negation also its two window columns (keyed by their Spark SQL trees) and the last
-    component's condition on them (:func:`_leading`)."""
+    with a negation at the start or the end also its two window columns (keyed by their Spark SQL trees) and
+    the last component's condition on them (:func:`_edges`)."""
     names: dict = {}
     exprs = [p.expr for p in r.predicates] + [i.expr for i in r.returns or ()] + _untils(r.query.pattern)
     taken = frozenset(columns) | {n.attr for e in exprs for n in walk(e) if isinstance(n, Attr)}
@@ -542,13 +571,16 @@ def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts
                        for p in r.predicates)
     returns = None if r.returns is None else tuple(replace(i, expr=_per_event(i.expr, names, taken))
                                                    for i in r.returns)
-    neg = _leading(r, None)
-    if neg is not None:  # none of its events in (last.ts - w, first.ts): count(< first.ts) <= count(<= last.ts - w)
-        before, upto = _window_columns(r, neg, type_col, ts_col)
-        first, last = (c.var for c in (components(r.query.pattern)[0], components(r.query.pattern)[-1]))
-        nb = names.setdefault(("window", before.sql("spark")), _fresh(names, taken))
-        nw = names.setdefault(("window", upto.sql("spark")), _fresh(names, taken))
-        cond = BinOp("<=", Attr(first, nb), Attr(last, nw))
+    first, last = (c.var for c in (components(r.query.pattern)[0], components(r.query.pattern)[-1]))
+    for end, neg in enumerate(_edges(r, None)):
+        if neg is None:
+            continue
+        # none of its events in (last.ts - w, first.ts): count(< first.ts) <= count(<= last.ts - w);
+        # at the end, none in (last.ts, first.ts + w): count(> last.ts) <= count(>= first.ts + w)
+        near, far = _window_columns(r, neg, type_col, ts_col, bool(end))
+        nn = names.setdefault(("window", near.sql("spark")), _fresh(names, taken))
+        nf = names.setdefault(("window", far.sql("spark")), _fresh(names, taken))
+        cond = BinOp("<=", Attr(last, nn), Attr(first, nf)) if end else BinOp("<=", Attr(first, nn), Attr(last, nf))
         predicates += (Predicate(cond, "negation", tuple(dict.fromkeys((first, last)))),)
     return replace(r, query=replace(r.query, pattern=pattern), predicates=predicates, returns=returns), names
 
