@@ -260,7 +260,7 @@ class CompiledQuery:
             schema = StructType([f for f in schema.fields if f.name != ARRIVAL_COL])
         if self.query.skip is not None:  # one preferred match per start event: MATCH_RECOGNIZE's engine
             from sparkcep.compiler.recognize import check_recognize
-            from sparkcep.compiler.recognize.from_pattern import event_columns, leading_negation
+            from sparkcep.compiler.recognize.from_pattern import event_columns, window_negation
             from sparkcep.sql_api import apply_recognize
 
             rec = self.recognize(schema)
@@ -268,15 +268,16 @@ class CompiledQuery:
             # Spark SQL functions over one event: computed by Spark as columns the statement reads
             extra = event_columns(self.query, self.source, {f.name: f.dataType.simpleString() for f in schema},
                                   self.type_col, self.ts_col)
-            if leading_negation(self.query, self.source):
+            edge = window_negation(self.query, self.source)
+            if edge is not None:
                 from pyspark.sql.types import NumericType
 
                 if streaming:
-                    raise CEPError("AFTER MATCH SKIP with a negation at the start runs on batch DataFrames: it "
-                                   "counts the partition's earlier events with window functions, which a stream "
-                                   "does not have")
+                    raise CEPError(f"AFTER MATCH SKIP with a negation at the {edge} runs on batch DataFrames: it "
+                                   "counts the partition's events around each event with window functions, which a "
+                                   "stream does not have (at the end a match would also wait for its window to pass)")
                 if not isinstance(schema[self.ts_col].dataType, NumericType):
-                    raise CEPError("AFTER MATCH SKIP with a negation at the start needs a numeric ts column (its "
+                    raise CEPError(f"AFTER MATCH SKIP with a negation at the {edge} needs a numeric ts column (its "
                                    "window functions count events within WITHIN of ts)")
             if extra:
                 from pyspark.sql import functions as F

@@ -1,7 +1,8 @@
 """AFTER MATCH SKIP queries of the pattern language on Spark (``CompiledQuery.apply``, which runs them as
 MATCH_RECOGNIZE): batch and a file stream read one file per trigger equal the oracle (the strategy's matches,
 preferment, the skip rule), with a negation between two components, after a loop, before an optional component,
-a nested SEQ, a repeated group with UNTIL, an OR inside a SEQ and a negation at the start (batch)."""
+a nested SEQ, a repeated group with UNTIL, an OR inside a SEQ and negations at the start and the end
+(batch)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ QUERIES = [
     "RETURN a.ts AS a_ts, b[1].ts AS b1, b[b.len].ts AS bn, count(b[].x) AS n, c.ts AS c_ts",
     "PATTERN SEQ(A a, B*? b[], C c) USING partition_contiguity WHERE [id] WITHIN 8 AFTER MATCH SKIP TO NEXT EVENT "
     "RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts",
-    # NEXT: the first b is the row of the key right after a (its rows differ from the query without NEXT)
-    "PATTERN SEQ(A a, NEXT B+ b[], C c) USING skip_till_next_match WHERE [id] WITHIN 8 AFTER MATCH SKIP PAST LAST "
-    "EVENT RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts",
+    # NEXT: the first b is the row of the key right after a (its rows differ from the query without NEXT); UNTIL
+    # under skip_till_next_match: over key 5 (A B B(x=3) B D C) the stop closes the loop, B and D are skipped, C
+    # ends the match (no match if the closed loop could still take B; rows differ without UNTIL)
+    "PATTERN SEQ(A a, NEXT B+ b[] UNTIL (b.x > 2), C c) USING skip_till_next_match WHERE [id] WITHIN 8 AFTER MATCH "
+    "SKIP PAST LAST EVENT RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts",
     # a negation after a reluctant loop, before a nested SEQ: no B between the loop's last b and c (its rows differ
     # from the query without the negation); the loop stops at any event with x > 2 (rows differ without UNTIL)
     "PATTERN SEQ(A a, B+? b[] UNTIL ANY (b.x > 2), !(B n), SEQ(C c, ANY(B, C) d)) WHERE [id] WITHIN 8 "
@@ -47,16 +50,17 @@ QUERIES = [
 QUERIES.insert(0, "PATTERN SEQ(A a, B+ b[], C c) USING skip_till_any_match WHERE [id] AND b[i].x BETWEEN 1 AND 2 "
                "AND a.x IN (0, 3) AND upper(c.type) = 'C' WITHIN 8 AFTER MATCH SKIP TO NEXT EVENT "
                "RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts, lower(c.type) AS lc")
-# a negation at the start: no C in (b.ts - 4, a.ts), two window columns Spark counts per event (the rows differ
-# from the query without it); batch only
-LEADING = ("PATTERN SEQ(!(C n), A a, B b) USING skip_till_next_match WHERE [id] WITHIN 4 AFTER MATCH SKIP PAST LAST "
-           "EVENT RETURN a.ts AS a_ts, b.ts AS b_ts")
-QUERIES.insert(1, LEADING)
+# a negation at the start: no C in (b.ts - 4, a.ts), and at the end: none in (b.ts, a.ts + 4), four window columns
+# Spark counts per event (4 rows; 5 without the one at the start, 6 without the one at the end); batch only
+EDGES = ("PATTERN SEQ(!(C n), A a, B b, !(C m)) USING skip_till_next_match WHERE [id] WITHIN 4 AFTER MATCH SKIP PAST "
+         "LAST EVENT RETURN a.ts AS a_ts, b.ts AS b_ts")
+QUERIES.insert(1, EDGES)
 
 
 def _events(seed: int, n: int = 60) -> list[dict]:
     rnd = random.Random(seed)
     tail = [{"type": t, "ts": n + 1 + k, "id": 4, "x": 3 if k == 6 else 0} for k, t in enumerate("ABBCBCBCA")]
+    tail += [{"type": t, "ts": n + 11 + k, "id": 5, "x": 3 if k == 2 else 0} for k, t in enumerate("ABBBDC")]
     return [{"type": rnd.choice("ABBC"), "ts": t + 1, "id": rnd.randint(1, 3), "x": rnd.randint(0, 3)}
             for t in range(n)] + tail
 
@@ -73,7 +77,7 @@ def test_batch_equals_the_oracle(spark):
         want = match_rows(parse_query(text), evs)
         assert want and _canon(got) == _canon(want), text
     with pytest.raises(CEPError, match="numeric ts"):  # its window columns count within WITHIN of a number
-        sparkcep.compile(LEADING).apply(spark.createDataFrame([], "type string, ts timestamp, id bigint, x bigint"))
+        sparkcep.compile(EDGES).apply(spark.createDataFrame([], "type string, ts timestamp, id bigint, x bigint"))
 
 
 def test_generated_job_computes_the_functions_of_one_event(spark, tmp_path):
@@ -110,7 +114,7 @@ def test_stream_one_file_per_trigger_equals_the_oracle(spark, tmp_path):
     stream = spark.readStream.schema("type string, ts bigint, id bigint, x bigint") \
         .option("maxFilesPerTrigger", 1).json(str(src))
     with pytest.raises(CEPError, match="batch DataFrames"):  # window columns over the partition's earlier rows
-        sparkcep.compile(LEADING).apply(stream)
+        sparkcep.compile(EDGES).apply(stream)
     result = sparkcep.compile(text).apply(stream)
     assert result.isStreaming
     (result.writeStream.format("json").option("path", str(out)).option("checkpointLocation", str(ck))

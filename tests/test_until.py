@@ -66,8 +66,6 @@ def test_until_parses_prints_back_and_round_trips():
     ("PATTERN SEQ(A a, (SEQ(B b, C c))+ UNTIL (b.x > 1 AND c.x > 1)) WITHIN 10", "(one of the group's", 54),
     ("PATTERN SEQ(A a, (SEQ(C c, B+ b[] UNTIL (b.x > 1)))+) WITHIN 10", "inside a repetition", 42),
     ("PATTERN SEQ(A a, NOT SEQ(C c, B+ b[] UNTIL (b.x > 1)), D d) WITHIN 10", "inside a negation", 45),
-    ("PATTERN SEQ(A a, B+ b[] UNTIL (b.x > 1), C c) USING skip_till_next_match WITHIN 10 AFTER MATCH SKIP PAST "
-     "LAST EVENT", "skip_till_next_match UNTIL is not supported", 32),
 ])
 def test_check_refuses_what_does_not_run_with_the_reason(text, why, column):
     with pytest.raises(CEPError) as err:

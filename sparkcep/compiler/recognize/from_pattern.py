@@ -35,8 +35,11 @@ its engine:
 * a loop with a stop condition, ``B+ b[] UNTIL (b.x > 10)``: ``b``'s DEFINE takes no stop event, and the rows
   skipped between two of its events have variables of their own, ``_until_b``/``_until_b_step``/
   ``_until_b_later`` (as ``_skipped``/...), none of them a stop event (of ``b``'s types, any with ``UNTIL ANY``);
-  the rows skipped before its first event are the shared ones (a stop there is allowed); refused under
-  ``skip_till_next_match``;
+  the rows skipped before its first event are the shared ones (a stop there is allowed); under
+  ``skip_till_next_match`` the rows skipped after its last event before the next component's first are
+  ``_past_<c>_tie``/``_past_<c>_step``/``_past_<c>_later`` (the SUBSET ``_past_<c>``, :func:`_closing`), whose test of
+  which rows may be skipped lets the loop take no other event once a stop of it is among them (``MAX`` of the stop
+  test over ``_past_<c>``): the loop is closed (no event after a stop), so an event it would take may be skipped;
 * ``SEQ(A a, NEXT !(C c), B b)`` (notNext): every DEFINE requires that its row, if right after ``a``'s event
   (``PREV(CLASSIFIER())`` one of ``a``'s names), is not a ``c`` (its type, constant equivalence tests, conditions);
 * a repeated group of events ``(SEQ(B b, C c)){lo,hi}`` is the quantified concatenation of its events' picks
@@ -53,12 +56,14 @@ its engine:
   condition on ``n``): no ``C`` in ``(b.ts - w, a.ts)``; the statement reads no row before its match, so Spark
   counts per row the key's ``C`` events before its ``ts`` and those at or before its ``ts - w`` (two window
   columns, batch only) and ``b``'s DEFINE requires ``a``'s first count to be at most its own second one; under
-  skip_till_next_match that check does not make an event unselectable (it only removes candidates);
+  skip_till_next_match that check does not make an event unselectable (it only removes candidates); a negated
+  event at the end, ``SEQ(A a, B b, !(C n)) WITHIN w``, mirrors it: no ``C`` in ``(b.ts, a.ts + w)``, the key's
+  ``C`` events after ``b``'s ``ts`` at most those at or after ``a``'s ``ts + w``;
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
-language to (negation at the end, groups of more than events, conditions that need the whole match,
-...).
+language to (a negation before an optional last component, groups of more than events, conditions that need
+the whole match, ...).
 """
 
 from __future__ import annotations
@@ -116,6 +121,10 @@ ALLOWED = "_allowed"
 #: ``_until_<v>``, ``_until_<v>_step``, ``_until_<v>_later``: the rows skipped between two events of a loop ``v``
 #: with ``UNTIL`` (as ``_skipped``, ``_skipped_step``, ``_skipped_later``), none of them a stop event
 UNTIL = "_until"
+#: ``_past_<v>_tie``, ``_past_<v>_step``, ``_past_<v>_later`` (the SUBSET ``_past_<v>``): under skip_till_next_match the
+#: rows skipped before component ``v``'s first event when a loop with ``UNTIL`` may come right before it (as
+#: ``_skipped``, ...): their DEFINEs know whether a stop of that loop was skipped since its last event (it closes)
+PAST = "_past"
 #: the SUBSET of every component's variables (``CLASSIFIER(_picked)``: the variable of the match's last event)
 PICKED = "_picked"
 #: a component ``b`` is a SUBSET of: ``b__first`` (the match's first event), ``b__step`` (an event after a time
@@ -316,7 +325,7 @@ def _shape(pattern, source: str | None) -> tuple[list, list[Component], list[Neg
             if not isinstance(item.inner, EventPat):
                 _refuse("with AFTER MATCH SKIP a negation must be of one event (!(T v)): a negated sequence, group "
                         "or OR is not supported yet", item, source)
-            if not out:  # a leading negation: a check of the first and last events (:func:`_leading`)
+            if not out:  # a leading negation: a check of the first and last events (:func:`_edges`)
                 continue
             pending.append((item, linked, (), ()))
             continue
@@ -352,57 +361,78 @@ def _shape(pattern, source: str | None) -> tuple[list, list[Component], list[Neg
             if seen.setdefault(k, passed) != passed:
                 _refuse(f"with AFTER MATCH SKIP two negations before {out[k].var}, one of them before an optional "
                         f"component, are not supported: write them next to each other", item, source)
+    if pending and not pending[0][2]:  # after a component that takes an event: at the end
+        if len(pending) > 1:  # !(C c), !(D d)
+            _refuse("with AFTER MATCH SKIP a negation at the end is supported alone, after a last component",
+                    pending[0][0], source)
+        pending = []  # a check of the first and last events (:func:`_edges`)
     if pending:
-        _refuse("with AFTER MATCH SKIP a negation after the last component is not supported: it needs the events "
-                "after the match up to the end of the window (postponed evaluation), past the end of the match "
-                "the skip rule resumes after", pending[0][0], source)
+        _refuse("with AFTER MATCH SKIP a negation before an optional last component is not supported: when the "
+                "match leaves it out the interval runs to the end of the window",
+                pending[0][0], source)
     if not isinstance(tree[0], Choice) and tree[0].lo == 0:
         _refuse("with AFTER MATCH SKIP the first component must take an event (a match starts at its first "
                 "event, the start event of the skip rule)", items[0], source)
     return tree, out, negs
 
 
-def _leading(r: ResolvedQuery, source: str | None) -> EventPat | None:
-    """The negated event at the start of the pattern, ``SEQ(!(C n), A a, B b) WITHIN w``, or None; refuses what
-    its translation does not cover.  It forbids a ``C`` in ``(b.ts - w, a.ts)``: the statement cannot read rows
-    before its match, so Spark counts per row the partition's ``C`` events before its ``ts`` and those at or
-    before its ``ts - w`` (window functions, :func:`_window_columns`), and the last component's DEFINE requires
-    the first's count to be at most its own (nothing in between); the skip rule is unchanged."""
+def _edges(r: ResolvedQuery, source: str | None) -> tuple[EventPat | None, EventPat | None]:
+    """The negated events at the start and at the end of the pattern, ``SEQ(!(C n), A a, B b, !(D m)) WITHIN w``
+    (each None when absent); refuses what their translation does not cover.  The one at the start forbids a ``C``
+    in ``(b.ts - w, a.ts)``, the one at the end a ``D`` in ``(b.ts, a.ts + w)`` (§4).  The statement cannot read
+    rows outside its match, so Spark counts per row the partition's negated events on either side of its ``ts``
+    (window functions, :func:`_window_columns`), and the last component's DEFINE compares the first's and its own
+    counts (nothing in the interval); the skip rule is unchanged."""
     pattern = r.query.pattern
     flat = [] if isinstance(pattern, Or) else _flat(pattern)
-    if not flat or not isinstance(flat[0][0], Not):
-        if isinstance(pattern, Or) and any(isinstance(_flat(a)[0][0], Not) for a in pattern.alternatives):
-            _refuse("with AFTER MATCH SKIP a negation at the start of an OR alternative is not supported yet",
-                    pattern, source)
+    if isinstance(pattern, Or):
+        for alt in pattern.alternatives:
+            ends = _flat(alt)
+            for k, where in ((0, "start"), (-1, "end")):
+                if isinstance(ends[k][0], Not):
+                    _refuse(f"with AFTER MATCH SKIP a negation at the {where} of an OR alternative is not supported "
+                            "yet", ends[k][0], source)
+        return None, None
+    return _edge(r, flat, 0, source), _edge(r, flat, -1, source)
+
+
+def _edge(r: ResolvedQuery, flat: list[tuple], k: int, source: str | None) -> EventPat | None:
+    """The negated event at the start (``k`` 0) or the end (``k`` -1) of the flat pattern, or None."""
+    item, linked = flat[k]
+    if not isinstance(item, Not):
         return None
-    item = flat[0][0]
+    where, side = ("start", "before a first") if k == 0 else ("end", "after a last")
     if not isinstance(item.inner, EventPat):
         _refuse("with AFTER MATCH SKIP a negation must be of one event (!(T v)): a negated sequence, group or OR "
                 "is not supported yet", item, source)
-    if isinstance(flat[1][0], Not) or flat[0][1] or flat[1][1]:
-        _refuse("with AFTER MATCH SKIP a negation at the start is supported alone, before a first component not "
+    nxt = flat[1] if k == 0 else flat[-2]
+    if isinstance(nxt[0], Not) or linked or (k == 0 and nxt[1]):
+        _refuse(f"with AFTER MATCH SKIP a negation at the {where} is supported alone, {side} component, neither "
                 "written NEXT", item, source)
-    first, last = (_component(flat[1][0], False), _component(flat[-1][0], False))
+    first, last = (_component(flat[1 if isinstance(flat[0][0], Not) else 0][0], False),
+                   _component(flat[-2 if isinstance(flat[-1][0], Not) else -1][0], False))
     if first is None or last is None or first.kleene or last.kleene or first.absent or last.absent:
-        _refuse("with AFTER MATCH SKIP a negation at the start needs a first and a last component of one event "
-                "each (T v: its interval runs from the last event's ts - WITHIN to the first event's ts)", item,
-                source)
+        span = ("from the last event's ts - WITHIN to the first event's ts" if k == 0 else
+                "from the last event's ts to the first event's ts + WITHIN")
+        _refuse(f"with AFTER MATCH SKIP a negation at the {where} needs a first and a last component of one event "
+                f"each (T v: its interval runs {span})", item, source)
     if r.query.within.unit is not None:
-        _refuse("with AFTER MATCH SKIP a negation at the start needs WITHIN in ts units (a bare number)",
+        _refuse(f"with AFTER MATCH SKIP a negation at the {where} needs WITHIN in ts units (a bare number)",
                 r.query.within, source)
     var = item.inner.var
     for p in r.predicates:
         if (p.kind == "equivalence" and any(i.value is not None for i in p.expr.items)) or (
                 p.kind != "equivalence" and var in p.vars):
-            _refuse("with AFTER MATCH SKIP a negation at the start takes only its type and the equivalence "
+            _refuse(f"with AFTER MATCH SKIP a negation at the {where} takes only its type and the equivalence "
                     "attributes: a condition on it is not supported yet", p.expr, source)
     return item.inner
 
 
-def leading_negation(query: Query, source: str | None = None) -> bool:
-    """Does this AFTER MATCH SKIP query start with a negation (it reads window columns Spark computes over the
-    partition's rows, batch only)?"""
-    return _leading(check_skip_query(query, source), source) is not None
+def window_negation(query: Query, source: str | None = None) -> str | None:
+    """Where this AFTER MATCH SKIP query has a negation the statement checks with window columns Spark computes
+    over the partition's rows (batch only): ``"start"``, ``"end"``, ``"start and end"``, or None."""
+    lead, trail = _edges(check_skip_query(query, source), source)
+    return " and ".join(w for w, n in (("start", lead), ("end", trail)) if n is not None) or None
 
 
 def _fresh(names: dict, taken: frozenset) -> str:
@@ -412,22 +442,28 @@ def _fresh(names: dict, taken: frozenset) -> str:
     return f"__sparkcep_f{k}"
 
 
-def _window_columns(r: ResolvedQuery, neg: EventPat, type_col: str, ts_col: str) -> tuple[sx.Expr, sx.Expr]:
+def _window_columns(r: ResolvedQuery, neg: EventPat, type_col: str, ts_col: str, end: bool = False
+                    ) -> tuple[sx.Expr, sx.Expr]:
     """Per row, the number of the partition's events of ``neg``'s types before its ``ts`` and the number at or
-    before its ``ts - w`` (Spark SQL window functions)."""
+    before its ``ts - w``; ``end``: after its ``ts``, and at or after its ``ts + w`` (Spark SQL window
+    functions)."""
     count = sx.Count(this=sx.Case().when(sx.column(type_col, quoted=True).isin(
         *[sx.Literal.string(t) for t in neg.types]), sx.Literal.number(1)))
     keys = [sx.column(a, quoted=True) for a in dict.fromkeys(i.attr for i in r.partition)]
     order = sx.Order(expressions=[sx.Ordered(this=sx.column(ts_col, quoted=True))])
+    w = sx.Literal.number(r.query.within.value)
 
-    def upto(end, side):
+    def frame(start, start_side, stop, stop_side):
         return sx.Window(this=count.copy(), partition_by=[k.copy() for k in keys], order=order.copy(),
-                         spec=sx.WindowSpec(kind="RANGE", start="UNBOUNDED", start_side="PRECEDING", end=end,
-                                            end_side=side))
+                         spec=sx.WindowSpec(kind="RANGE", start=start, start_side=start_side, end=stop,
+                                            end_side=stop_side))
 
     same = sx.Window(this=count.copy(), partition_by=[*[k.copy() for k in keys], sx.column(ts_col, quoted=True)])
-    before = sx.Sub(this=upto("CURRENT ROW", None), expression=same)
-    return before, upto(sx.Literal.number(r.query.within.value), "PRECEDING")
+    if end:
+        return (sx.Sub(this=frame("CURRENT ROW", None, "UNBOUNDED", "FOLLOWING"), expression=same),
+                frame(w, "FOLLOWING", "UNBOUNDED", "FOLLOWING"))
+    return (sx.Sub(this=frame("UNBOUNDED", "PRECEDING", "CURRENT ROW", None), expression=same),
+            frame("UNBOUNDED", "PRECEDING", w, "PRECEDING"))
 
 
 def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery | None = None) -> ResolvedQuery:
@@ -459,13 +495,7 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
     if query.skip.var is not None and query.skip.var not in names:
         _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var}: no such variable (the pattern has "
                 f"{', '.join(names)})", query.skip, source)
-    if strategy == "skip_till_next_match":
-        for n in walk(r.query.pattern):
-            if isinstance(n, Kleene) and n.until is not None:
-                _refuse("with AFTER MATCH SKIP and skip_till_next_match UNTIL is not supported yet: an event after "
-                        "a stop event could still be taken by the closed loop in the translation's test of which "
-                        "events are skipped", n.until, source)
-    _leading(r, source)
+    _edges(r, source)
     for first in (b[0] for b, _ in alternatives):
         if query.skip.var == first.var and (query.skip.kind == SKIP_TO_FIRST or not first.kleene):
             _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own "
@@ -530,8 +560,8 @@ def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts
                         ) -> tuple[ResolvedQuery, dict]:
     """``r`` reading its per-event calls as columns (:func:`_per_event`) and those columns' names, none of
     ``columns`` (the input's) nor of an attribute the query reads (a user column may be named ``__sparkcep_f0``);
-    with a leading negation also its two window columns (keyed by their Spark SQL trees) and the last
-    component's condition on them (:func:`_leading`)."""
+    with a negation at the start or the end also its two window columns (keyed by their Spark SQL trees) and
+    the last component's condition on them (:func:`_edges`)."""
     names: dict = {}
     exprs = [p.expr for p in r.predicates] + [i.expr for i in r.returns or ()] + _untils(r.query.pattern)
     taken = frozenset(columns) | {n.attr for e in exprs for n in walk(e) if isinstance(n, Attr)}
@@ -542,13 +572,16 @@ def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts
                        for p in r.predicates)
     returns = None if r.returns is None else tuple(replace(i, expr=_per_event(i.expr, names, taken))
                                                    for i in r.returns)
-    neg = _leading(r, None)
-    if neg is not None:  # none of its events in (last.ts - w, first.ts): count(< first.ts) <= count(<= last.ts - w)
-        before, upto = _window_columns(r, neg, type_col, ts_col)
-        first, last = (c.var for c in (components(r.query.pattern)[0], components(r.query.pattern)[-1]))
-        nb = names.setdefault(("window", before.sql("spark")), _fresh(names, taken))
-        nw = names.setdefault(("window", upto.sql("spark")), _fresh(names, taken))
-        cond = BinOp("<=", Attr(first, nb), Attr(last, nw))
+    first, last = (c.var for c in (components(r.query.pattern)[0], components(r.query.pattern)[-1]))
+    for end, neg in enumerate(_edges(r, None)):
+        if neg is None:
+            continue
+        # none of its events in (last.ts - w, first.ts): count(< first.ts) <= count(<= last.ts - w);
+        # at the end, none in (last.ts, first.ts + w): count(> last.ts) <= count(>= first.ts + w)
+        near, far = _window_columns(r, neg, type_col, ts_col, bool(end))
+        nn = names.setdefault(("window", near.sql("spark")), _fresh(names, taken))
+        nf = names.setdefault(("window", far.sql("spark")), _fresh(names, taken))
+        cond = BinOp("<=", Attr(last, nn), Attr(first, nf)) if end else BinOp("<=", Attr(first, nn), Attr(last, nf))
         predicates += (Predicate(cond, "negation", tuple(dict.fromkeys((first, last)))),)
     return replace(r, query=replace(r.query, pattern=pattern), predicates=predicates, returns=returns), names
 
@@ -751,9 +784,10 @@ def _any(exprs: list):
     return out
 
 
-def _moves(tree: list) -> dict[str, list[tuple[object, list[Component]]]]:
+def _moves(tree: list, closed: dict | None = None) -> dict[str, list[tuple[object, list[Component]]]]:
     """Per component: the moves after one of its events, each ``(guard, targets)``: one of ``targets`` takes the
-    next event, allowed when ``guard`` (on the counts so far; None: always) holds."""
+    next event, allowed when ``guard`` (on the counts so far; None: always) holds.  ``closed``: per loop with
+    ``UNTIL`` (its first variable), when it is closed (no other iteration)."""
     out: dict[str, list[tuple[object, list[Component]]]] = {}
 
     def count(c: Component):
@@ -779,7 +813,11 @@ def _moves(tree: list) -> dict[str, list[tuple[object, list[Component]]]]:
             loop = node if isinstance(node, Component) else node.items[0]
             moves = []
             if node.hi != 1:
-                moves.append((None if node.hi is None else BinOp("<", count(loop), Literal(node.hi)), [loop]))
+                guard = None if node.hi is None else BinOp("<", count(loop), Literal(node.hi))
+                if closed and loop.var in closed:
+                    shut = Unary("NOT", closed[loop.var])
+                    guard = shut if guard is None else BinOp("AND", guard, shut)
+                moves.append((guard, [loop]))
             moves.append((None if node.lo <= 1 else BinOp(">=", count(loop), Literal(node.lo)), rest))
             if isinstance(node, Group):
                 for c, after in zip(node.items, node.items[1:], strict=False):
@@ -791,7 +829,7 @@ def _moves(tree: list) -> dict[str, list[tuple[object, list[Component]]]]:
 
 
 def _selectable(r: ResolvedQuery, tree: list, comps: list[Component], names_of: dict[str, list[str]],
-                type_col: str, ts_col: str, source: str | None):
+                type_col: str, ts_col: str, source: str | None, closed: dict | None = None):
     """skip_till_next_match: could the current (skipped) row be taken next, by a component of ``comps`` that may
     follow the match's last event so far (its conditions decided on what is bound)?  None: never.  A skipped
     event is one that could not (NOT coalesce(..., FALSE) of every OR alternative's)."""
@@ -801,9 +839,11 @@ def _selectable(r: ResolvedQuery, tree: list, comps: list[Component], names_of: 
     enter = {c.var: Func("coalesce", (and_all([*conditions[c.var], _right_after()]), Literal(False)))
              if c.linked else can[c.var] for c in comps}
     after = []
-    for var, moves in _moves(tree).items():
+    for var, moves in _moves(tree, closed).items():
+        # another iteration of a loop written NEXT follows the strategy (NEXT links its first event only)
         taken = [e if guard is None else BinOp("AND", guard, e)
-                 for guard, e in ((g, _any([enter[t.var] for t in targets])) for g, targets in moves if targets)]
+                 for guard, e in ((g, _any([can[t.var] if t.var == var else enter[t.var] for t in targets]))
+                                  for g, targets in moves if targets)]
         if taken:
             last = rx.Classifier(PICKED)
             was = _any([BinOp("=", last, Literal(name)) for name in names_of[var]])
@@ -817,16 +857,19 @@ def _right_after():
     return BinOp("=", rx.Nav("PREV", rx.Classifier(), 1), rx.Classifier(PICKED))
 
 
-def _pick(c: Component, filler: bool, blocked: str | None = None, until: str | None = None) -> rx.RowPattern:
+def _pick(c: Component, filler: bool, blocked: str | None = None, until: str | None = None, past: bool = False
+          ) -> rx.RowPattern:
     """One event of ``c`` after the match's previous event: the next row if it is later (contiguity); else
     (skip_till_*) after the skipped rows at the previous event's time, the first later row, or, once a later
     row was skipped, any later row.  ``blocked``: a negation lies before ``c``, the later skipped rows it
     forbids are ``blocked``'s (``c``'s DEFINE requires them at its own time).  ``until``: an event of a loop
-    with ``UNTIL`` after its first one, the skipped rows are ``_until_<until>``'s (no stop event among them)."""
+    with ``UNTIL`` after its first one, the skipped rows are ``_until_<until>``'s (no stop event among them).
+    ``past``: a loop with ``UNTIL`` may come right before, the skipped rows are ``_past_<c>``'s (:func:`_closing`)."""
     step = rx.PVar(c.var + STEP)
     if not filler:
         return step
-    names = (f"{UNTIL}_{until}", f"{UNTIL}_{until}_step", f"{UNTIL}_{until}_later") if until else (
+    own = f"{UNTIL}_{until}" if until else f"{PAST}_{c.var}" if past else None
+    names = (f"{own}_tie" if past else own, f"{own}_step", f"{own}_later") if own else (
         FILLER, FILLER_STEP, FILLER_LATER)
     ties = rx.PExclude(rx.PQuant(rx.PVar(names[0]), 0, None, greedy=False))
     first, more = rx.PVar(names[1]), rx.PVar(names[2])
@@ -851,8 +894,9 @@ def _loop(head: rx.RowPattern, again: rx.RowPattern, lo: int, hi: int | None, gr
     return loop if lo >= 1 else rx.PQuant(loop, 0, 1, greedy=greedy)
 
 
-def _component_pattern(c: Component, filler: bool, gaps: frozenset[str], first: bool) -> rx.RowPattern:
-    unit = _pick(c, filler, f"{BLOCKED}_{c.var}" if c.var in gaps else None)
+def _component_pattern(c: Component, filler: bool, gaps: frozenset[str], first: bool,
+                       pasts: frozenset[str] = frozenset()) -> rx.RowPattern:
+    unit = _pick(c, filler, f"{BLOCKED}_{c.var}" if c.var in gaps else None, past=c.var in pasts)
     # the events of a loop with UNTIL after its first one: no stop event skipped before them
     again = _pick(c, filler, until=c.var) if c.until is not None else unit
     if first or c.linked:  # the first event; NEXT: the row right after the previous one (no skipped row)
@@ -862,7 +906,8 @@ def _component_pattern(c: Component, filler: bool, gaps: frozenset[str], first: 
     return unit if c.lo == c.hi == 1 else rx.PQuant(unit, c.lo, c.hi, greedy=c.greedy)
 
 
-def _group_pattern(g: Group, filler: bool, gaps: frozenset[str], first: bool) -> rx.RowPattern:
+def _group_pattern(g: Group, filler: bool, gaps: frozenset[str], first: bool, pasts: frozenset[str] = frozenset()
+                   ) -> rx.RowPattern:
     # with UNTIL: the rows skipped after the group's first event are its own (no stop event among them)
     until = g.items[0].var if g.items[0].until is not None else None
 
@@ -874,29 +919,53 @@ def _group_pattern(g: Group, filler: bool, gaps: frozenset[str], first: bool) ->
             elif c.linked:
                 out.append(rx.PVar(c.var + STEP))
             elif j == 0 and head:
-                out.append(_pick(c, filler, f"{BLOCKED}_{c.var}" if c.var in gaps else None))
+                out.append(_pick(c, filler, f"{BLOCKED}_{c.var}" if c.var in gaps else None, past=c.var in pasts))
             else:
                 # a later iteration (checked only before the first one, by count) or event of the iteration
                 blocked = c.var in gaps and j == 0 and until is None
-                out.append(_pick(c, filler, f"{BLOCKED}_{c.var}" if blocked else None, until))
+                out.append(_pick(c, filler, f"{BLOCKED}_{c.var}" if blocked else None, until,
+                                 j == 0 and until is None and c.var in pasts))
         return _concat(out)
     if first or g.linked or until:
         return _loop(body(True), body(False), g.lo, g.hi, g.greedy)
     return rx.PQuant(body(False), g.lo, g.hi, greedy=g.greedy)
 
 
-def _row_pattern(tree: list, filler: bool, gaps: frozenset[str] = frozenset()) -> rx.RowPattern:
-    """The row pattern of one alternative's nodes; ``gaps``: the components a negation stands before."""
+def _row_pattern(tree: list, filler: bool, gaps: frozenset[str] = frozenset(), pasts: frozenset[str] = frozenset()
+                 ) -> rx.RowPattern:
+    """The row pattern of one alternative's nodes; ``gaps``: the components a negation stands before; ``pasts``:
+    those a loop with ``UNTIL`` may stand right before (skip_till_next_match, :func:`_closing`)."""
     items: list[rx.RowPattern] = []
     for k, node in enumerate(tree):
         if isinstance(node, Component):
-            items.append(_component_pattern(node, filler, gaps, k == 0))
+            items.append(_component_pattern(node, filler, gaps, k == 0, pasts))
         elif isinstance(node, Group):
-            items.append(_group_pattern(node, filler, gaps, k == 0))
+            items.append(_group_pattern(node, filler, gaps, k == 0, pasts))
         else:  # an OR inside the SEQ: the alternation of its alternatives' sequences, the left one preferred
-            items.append(rx.PAlt(tuple(_concat([_component_pattern(c, filler, gaps, k == 0 and j == 0)
+            items.append(rx.PAlt(tuple(_concat([_component_pattern(c, filler, gaps, k == 0 and j == 0, pasts)
                                                 for j, c in enumerate(alt)]) for alt in node.alternatives)))
     return _concat(items)
+
+
+def _closing(tree: list) -> dict[str, list[Component]]:
+    """skip_till_next_match: per component, the loops with ``UNTIL`` (their first component) whose last event may
+    be the match's last one before its first event.  A stop of such a loop skipped after its last event closes it
+    (no event after a stop, LANGUAGE.md): an event of the loop after it may then be skipped, which the skipped rows'
+    DEFINEs tell by the stops among the rows skipped since (``_past_<v>``)."""
+    moves = _moves(tree)
+    out: dict[str, list[Component]] = {}
+    nodes = [n for node in tree for n in ([c for alt in node.alternatives for c in alt]
+                                          if isinstance(node, Choice) else [node])]
+    for node in nodes:
+        first = node if isinstance(node, Component) else node.items[0]
+        if first.until is None or node.hi == 1:
+            continue
+        last = node if isinstance(node, Component) else node.items[-1]
+        for _, targets in moves[last.var]:
+            for t in targets:
+                if t is not first and not t.linked:
+                    out.setdefault(t.var, []).append(first)
+    return out
 
 
 def _previous(tree: list, target: Component) -> list[Component]:
@@ -931,6 +1000,7 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
     defines, subsets, patterns, selectable, forbidden, not_next = [], [], [], [], {}, []
+    past: dict[str, object] = {}  # per component after a loop with UNTIL: its skipped rows' "could be taken"
     for tree, alt, negs in trees(r.query.pattern, source):  # an OR of patterns: their alternation, left first
         # under the contiguity strategies no event lies between two of a match: a negation there always holds
         # nor before a NEXT component (its event is the row right after the previous one)
@@ -938,7 +1008,8 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
         # a target after optional components left out: the negation holds there only when they are all absent
         passed = {alt[k].var: set(optional) for n in negs if not n.next for k, optional in n.targets}
         conditions = _conditions(r, alt, type_col, ts_col, source)
-        pattern = _row_pattern(tree, filler, frozenset(alt[k].var for k in gaps))
+        closing = _closing(tree) if r.strategy == "skip_till_next_match" else {}
+        pattern = _row_pattern(tree, filler, frozenset(alt[k].var for k in gaps), frozenset(closing))
         used = pattern_variables(pattern)
         names_of = {c.var: [c.var + kind for kind in (FIRST, STEP, LATER) if c.var + kind in used] for c in alt}
         for n in negs:  # NEXT !(C c): the row right after the previous event (whatever it is mapped to) is no c
@@ -966,6 +1037,11 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
         patterns.append(pattern)
         if r.strategy == "skip_till_next_match":
             selectable.append(_selectable(r, tree, alt, names_of, type_col, ts_col, source))
+            for t, loops in closing.items():  # a loop is closed once a stop of it is among the rows skipped since
+                own = f"{PAST}_{t}"
+                shut = {c.var: Func("coalesce", (rx.Agg("max", _stop(c, own, type_col), own), Literal(False)))
+                        for c in loops}
+                past[t] = _selectable(r, tree, alt, names_of, type_col, ts_col, source, shut)
     picked = tuple(n for _, names in subsets for n in names)
     if filler:
         selectable = [e for e in selectable if e is not None]
@@ -977,9 +1053,21 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
         if plain is not None:
             defines.append((FILLER_LATER, plain))
         blocked_names = []
+        skip_of = {t: Unary("NOT", Func("coalesce", (e, Literal(False)))) for t, e in past.items()}
+        for t, own_skipped in skip_of.items():  # as the shared ones, with the closed loops
+            own = f"{PAST}_{t}"
+            names = (own + "_tie", own + "_step", own + "_later")
+            defines += [(names[0], BinOp("AND", ties, own_skipped)), (names[1], BinOp("AND", step, own_skipped)),
+                        (names[2], own_skipped)]
+            blocked_names += names
+            # the rows skipped since the match's last event: with a negation before t, its forbidden/allowed rows
+            gap = tuple(f"{kind}_{t}_{part}" for kind in (BLOCKED, ALLOWED) for part in ("step", "later"))
+            subsets.append((own, names + (gap if t in forbidden else ())))
         for v, cond in forbidden.items():
             ok = Unary("NOT", cond)  # never NULL (_negated)
-            cond, ok = (cond, ok) if skipped is None else (BinOp("AND", cond, skipped), BinOp("AND", ok, skipped))
+            gap_skipped = skip_of.get(v, skipped)
+            cond, ok = (cond, ok) if gap_skipped is None else (BinOp("AND", cond, gap_skipped),
+                                                                BinOp("AND", ok, gap_skipped))
             name, allowed = f"{BLOCKED}_{v}", f"{ALLOWED}_{v}"
             defines += [(name + "_step", BinOp("AND", step, cond)), (name + "_later", cond),
                         (allowed + "_step", BinOp("AND", step, ok)), (allowed + "_later", ok)]
