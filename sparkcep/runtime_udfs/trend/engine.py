@@ -449,8 +449,8 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
             held = getattr(nr, "held", None)
             if held:
                 nr.held = []
-                for j, hev, start in held:
-                    _neg_release(cs, nr, cs.negs[gid].states[j], hev, start, mask, ev)
+                for j, hev, start, *ht in held:  # (a state saved before the ts was kept: no store to enter)
+                    _neg_release(cs, nr, cs.negs[gid].states[j], hev, ht[0] if ht else start, start, mask, ev)
         for run in st.runs.values():
             held = getattr(run, "held", None)
             if held:
@@ -523,9 +523,9 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
         nr = st.negs[gid]
         if s.held_out:  # NEXT !(C c) inside the negation: known from the next event
             if i + 1 < len(group):
-                _neg_release(cs, nr, s, ev, start, group[i + 1][1], group[i + 1][2])
+                _neg_release(cs, nr, s, ev, t, start, group[i + 1][1], group[i + 1][2])
             else:
-                nr.held.append((s.j, ev, start))
+                nr.held.append((s.j, ev, start, t))
         if start > nr.best[s.j]:
             nr.best[s.j] = start
         for tr in s.guarded_out:
@@ -752,7 +752,10 @@ def _neg_vertex(nr: _NegRun, s: _State, ev: dict, t, latest: list, link: dict | 
     only predecessors."""
     best = t if s.first else -_INF
     for tr in s.ins:
-        if tr.not_next is not None:  # NEXT !(C c) inside the negation: from the vertices released so far
+        if tr.not_next is not None and tr.pred is not None:  # ... with a predicate across it: a scan of them
+            v = max((pstart for _, pev, pstart in nr.stores.get((HELD, tr.id), ()) if tr.pred(pev, ev)),
+                    default=-_INF)
+        elif tr.not_next is not None:  # NEXT !(C c) inside the negation: from the vertices released so far
             v = nr.released.get(tr.id, -_INF)
         elif tr.kind == LINK:
             prev = link.get(tr.src) if link else None
@@ -774,12 +777,19 @@ def _neg_vertex(nr: _NegRun, s: _State, ev: dict, t, latest: list, link: dict | 
     return None if best == -_INF else best
 
 
-def _neg_release(cs: _Compiled, nr: _NegRun, s: _State, ev: dict, start: float, mask: int, after: dict) -> None:
-    """``NEXT !(C c)`` inside a negation: the vertex (``start``) of ``ev`` in state ``s`` of the negation's graph
-    becomes a predecessor across each such edge it leaves, unless ``after``, the partition's event right after
-    ``ev``, is such a ``C``."""
+def _neg_release(cs: _Compiled, nr: _NegRun, s: _State, ev: dict, t, start: float, mask: int, after: dict) -> None:
+    """``NEXT !(C c)`` inside a negation: the vertex (``start``) of ``ev`` (at ``t``) in state ``s`` of the
+    negation's graph becomes a predecessor across each such edge it leaves, unless ``after``, the partition's event
+    right after ``ev``, is such a ``C``.  An edge without a predicate keeps the largest start released (O(1) per
+    vertex); one with a predicate across it (``WHERE y.x = w.x``) stores the released vertices, in ts order, which
+    each vertex of its target scans (O(n) per vertex, O(n²) per window: GRETA's bound for a predicate it cannot
+    index), pruned with the negation's other stores as windows close."""
     for tr in s.held_out:
-        if not _blocks(cs, tr.not_next, mask, ev, after) and start > nr.released.get(tr.id, -_INF):
+        if _blocks(cs, tr.not_next, mask, ev, after):
+            continue
+        if tr.pred is not None:
+            nr.stores.setdefault((HELD, tr.id), []).append((t, ev, start))
+        elif start > nr.released.get(tr.id, -_INF):
             nr.released[tr.id] = start
 
 
