@@ -403,10 +403,6 @@ class _Compiled:
             loop = self.loop_of.get(comp_of[x])
             if positive and loop is not None and self.loop_of.get(comp_of[y]) == loop:
                 _cut(t, loop)
-            # inside a negation, a predicate across it (SCAN) is tested against a store of the released vertices
-            if held and not positive and (t.kind not in (PLAIN, SCAN) or t.guard is not None):
-                raise EngineUnsupportedError("NEXT !(...) next to a negation inside a negation is not supported by the "
-                                             "trend engine")
             if held:  # its own running aggregate, index or store, which a vertex enters one event late
                 t.not_next = not_next_marker(held.pop())
                 if t.kind == PLAIN and t.guard is None and positive:  # (a negation's graph: its largest start)
@@ -668,8 +664,9 @@ def describe(spec: TrendSpec) -> list[str]:
             guard = f", invalid if an {_markers(t.guard)} trend lies between the two events" if t.guard else ""
             index = "running aggregate per window" if t.cut is not None and t.op is None else _INDEX_NAMES[t.kind]
             if t.not_next is not None:
-                index = ("largest trend start of its released vertices" if g is not cs.positive and t.pred is None
-                         else "store of its released vertices, scanned" if g is not cs.positive else
+                index = ("largest trend start of its released vertices" if g is not cs.positive and t.kind == PLAIN
+                         else "store of its released vertices, scanned" if g is not cs.positive and t.kind == SCAN
+                         else "invalidation queue of its released vertices" if g is not cs.positive else
                          "running aggregate per window" if t.op is None else _INDEX_NAMES[t.kind])
                 guard += (f", only from a vertex whose next event in the partition is no "
                           f"{comps[cs.not_next[t.not_next]].var} (NEXT !(...)), entered one event late")
