@@ -551,6 +551,7 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
     for tr in s.ins:
         if cut and tr.cut is not None:
             continue
+        # (beside a negation its guard holds: no event, so no negated trend, lies between such a vertex and its C)
         for pev, paggs in transient.get(tr.id, ()) if transient else ():
             if _edge_holds(tr, pev, ev):
                 if scanned is None:

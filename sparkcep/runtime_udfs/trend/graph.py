@@ -376,11 +376,9 @@ class _Compiled:
         trans: list[_Trans] = []
         for (x, y), alts in sorted(p.follow.items()):
             held = {m for a in alts for m in a if m < 0}
-            if held and (len(alts) != 1 or len(held) != 1
-                         or len(next(iter(alts))) > 1 and self.not_next_gap[not_next_marker(next(iter(held)))]):
+            if held and (len(alts) != 1 or len(held) != 1):
                 raise EngineUnsupportedError(
-                    "NEXT !(...) on an edge several paths of the pattern give, or !(NEXT C c) next to a negation, is "
-                    "not supported by the trend engine")
+                    "NEXT !(...) on an edge several paths of the pattern give is not supported by the trend engine")
             # next to a negation (GRETA's marker on the same edge): a guarded queue or store the vertex enters late
             guard = _guard(tuple(frozenset(m for m in a if m >= 0) for a in alts)) if held else _guard(alts)
             mine = [e for e in edges if (e.src, e.dst) == (comp_of[x], comp_of[y])]
