@@ -301,10 +301,6 @@ def _not_next_trend(items: tuple, k: int) -> str | None:
     ends before one came (the oracle reads the window's events only); ``!(NEXT C c)`` is refused there."""
     if not isinstance(items[k].inner, EventPat) and not linked_first(items[k]):
         return "before a negation of more than one event (NEXT !(C c) negates the next event)"
-    beside = isinstance(items[k - 1], Not) or k + 1 < len(items) and isinstance(items[k + 1], Not)
-    if beside and linked_first(items[k]):
-        return ("inside a negation right next to another negation, in a trend-aggregate query (!(NEXT C c): the C "
-                "must also lie inside the gap; write NEXT !(C c))")
     if any(isinstance(i, Not) for i in items[k + 1:]) and all(can_be_empty(i) for i in items[k + 1:]):
         return ("before a negation after which a trend may end and another negation, in a trend-aggregate query "
                 "(a held END vertex with a negated end)")

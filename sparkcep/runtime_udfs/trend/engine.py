@@ -449,8 +449,8 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
             held = getattr(nr, "held", None)
             if held:
                 nr.held = []
-                for j, hev, start in held:
-                    _neg_release(cs, nr, cs.negs[gid].states[j], hev, start, mask, ev)
+                for j, hev, start, *ht in held:  # (a state saved before the ts was kept: no store to enter)
+                    _neg_release(cs, nr, cs.negs[gid].states[j], hev, ht[0] if ht else start, start, mask, ev)
         for run in st.runs.values():
             held = getattr(run, "held", None)
             if held:
@@ -523,18 +523,13 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
         nr = st.negs[gid]
         if s.held_out:  # NEXT !(C c) inside the negation: known from the next event
             if i + 1 < len(group):
-                _neg_release(cs, nr, s, ev, start, group[i + 1][1], group[i + 1][2])
+                _neg_release(cs, nr, s, ev, t, start, group[i + 1][1], group[i + 1][2])
             else:
-                nr.held.append((s.j, ev, start))
+                nr.held.append((s.j, ev, start, t))
         if start > nr.best[s.j]:
             nr.best[s.j] = start
         for tr in s.guarded_out:
-            q = nr.queues.get(tr.id)
-            if q is None:
-                q = nr.queues[tr.id] = deque()
-            while q and q[-1][1] <= start:
-                q.pop()
-            q.append((t, start))
+            _queue_push(nr, tr.id, t, start)
         if s.stored:
             nr.stores.setdefault(s.j, []).append((t, ev, start))
         if s.last and start > latest[gid]:
@@ -556,6 +551,7 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
     for tr in s.ins:
         if cut and tr.cut is not None:
             continue
+        # (beside a negation its guard holds: no event, so no negated trend, lies between such a vertex and its C)
         for pev, paggs in transient.get(tr.id, ()) if transient else ():
             if _edge_holds(tr, pev, ev):
                 if scanned is None:
@@ -752,8 +748,8 @@ def _neg_vertex(nr: _NegRun, s: _State, ev: dict, t, latest: list, link: dict | 
     only predecessors."""
     best = t if s.first else -_INF
     for tr in s.ins:
-        if tr.not_next is not None:  # NEXT !(C c) inside the negation: from the vertices released so far
-            v = nr.released.get(tr.id, -_INF)
+        if tr.not_next is not None and tr.kind == PLAIN:  # NEXT !(C c) inside the negation: from the vertices
+            v = nr.released.get(tr.id, -_INF)  # released so far (guarded: its queue; a predicate: its store)
         elif tr.kind == LINK:
             prev = link.get(tr.src) if link else None
             v = prev[1] if prev is not None and (tr.pred is None or tr.pred(prev[0], ev)) else -_INF
@@ -767,20 +763,44 @@ def _neg_vertex(nr: _NegRun, s: _State, ev: dict, t, latest: list, link: dict | 
             v = q[0][1] if q else -_INF
         else:
             floor = _threshold(tr.guard, latest) if tr.guard else -_INF
-            v = max((pstart for pts, pev, pstart in nr.stores.get(tr.src, ()) if pts >= floor and tr.pred(pev, ev)),
-                    default=-_INF)
+            store = nr.stores.get((HELD, tr.id) if tr.not_next is not None else tr.src, ())
+            v = max((pstart for pts, pev, pstart in store if pts >= floor and tr.pred(pev, ev)), default=-_INF)
         if v > best:
             best = v
     return None if best == -_INF else best
 
 
-def _neg_release(cs: _Compiled, nr: _NegRun, s: _State, ev: dict, start: float, mask: int, after: dict) -> None:
-    """``NEXT !(C c)`` inside a negation: the vertex (``start``) of ``ev`` in state ``s`` of the negation's graph
-    becomes a predecessor across each such edge it leaves, unless ``after``, the partition's event right after
-    ``ev``, is such a ``C``."""
+def _neg_release(cs: _Compiled, nr: _NegRun, s: _State, ev: dict, t, start: float, mask: int, after: dict) -> None:
+    """``NEXT !(C c)`` inside a negation: the vertex (``start``) of ``ev`` (at ``t``) in state ``s`` of the
+    negation's graph becomes a predecessor across each such edge it leaves, unless ``after``, the partition's event
+    right after ``ev``, is such a ``C``.  A plain edge keeps the largest start released (O(1) per vertex).  Next
+    to another negation inside the negation (``NOT SEQ(B y, NEXT !(C z), NOT E e, D w)``) the released vertex
+    enters the edge's guarded queue (GRETA §5's monotone queue: vertices are released in ts order, so it stays
+    sorted; amortized O(1)).  With a predicate across the edge (``WHERE y.x = w.x``) the released vertices are
+    stored, in ts order, and each vertex of its target scans them (O(n) per vertex, O(n²) per window: GRETA's bound
+    for a predicate it cannot index), those before the guard's threshold skipped; queue and store are pruned with
+    the negation's others as windows close."""
     for tr in s.held_out:
-        if not _blocks(cs, tr.not_next, mask, ev, after) and start > nr.released.get(tr.id, -_INF):
-            nr.released[tr.id] = start
+        if _blocks(cs, tr.not_next, mask, ev, after):
+            continue
+        if tr.kind == PLAIN:
+            if start > nr.released.get(tr.id, -_INF):
+                nr.released[tr.id] = start
+        elif tr.kind == GUARDED:
+            _queue_push(nr, tr.id, t, start)
+        else:
+            nr.stores.setdefault((HELD, tr.id), []).append((t, ev, start))
+
+
+def _queue_push(nr: _NegRun, i: int, t, start: float) -> None:
+    """Enter a vertex (``t``, ``start``) into the monotone queue of guarded transition ``i``: an entry with an
+    older ts and no larger start can never be the answer again."""
+    q = nr.queues.get(i)
+    if q is None:
+        q = nr.queues[i] = deque()
+    while q and q[-1][1] <= start:
+        q.pop()
+    q.append((t, start))
 
 
 def merge_rows(spec: TrendSpec, rows: Iterable[dict]) -> list[dict]:

@@ -376,11 +376,9 @@ class _Compiled:
         trans: list[_Trans] = []
         for (x, y), alts in sorted(p.follow.items()):
             held = {m for a in alts for m in a if m < 0}
-            if held and (len(alts) != 1 or len(held) != 1
-                         or len(next(iter(alts))) > 1 and self.not_next_gap[not_next_marker(next(iter(held)))]):
+            if held and (len(alts) != 1 or len(held) != 1):
                 raise EngineUnsupportedError(
-                    "NEXT !(...) on an edge several paths of the pattern give, or !(NEXT C c) next to a negation, is "
-                    "not supported by the trend engine")
+                    "NEXT !(...) on an edge several paths of the pattern give is not supported by the trend engine")
             # next to a negation (GRETA's marker on the same edge): a guarded queue or store the vertex enters late
             guard = _guard(tuple(frozenset(m for m in a if m >= 0) for a in alts)) if held else _guard(alts)
             mine = [e for e in edges if (e.src, e.dst) == (comp_of[x], comp_of[y])]
@@ -403,13 +401,6 @@ class _Compiled:
             loop = self.loop_of.get(comp_of[x])
             if positive and loop is not None and self.loop_of.get(comp_of[y]) == loop:
                 _cut(t, loop)
-            if held and not positive and mine:
-                conj = _rename(mine[0].expr, {"_p": comps[comp_of[x]].var, "_e": comps[comp_of[y]].var})
-                raise EngineUnsupportedError(f"the predicate {_show(conj)} across NEXT !(...) inside a negation is "
-                                             "not supported by the trend engine")
-            if held and not positive and (t.kind != PLAIN or t.guard is not None):
-                raise EngineUnsupportedError("NEXT !(...) next to a negation inside a negation is not supported by the "
-                                             "trend engine")
             if held:  # its own running aggregate, index or store, which a vertex enters one event late
                 t.not_next = not_next_marker(held.pop())
                 if t.kind == PLAIN and t.guard is None and positive:  # (a negation's graph: its largest start)
@@ -671,7 +662,9 @@ def describe(spec: TrendSpec) -> list[str]:
             guard = f", invalid if an {_markers(t.guard)} trend lies between the two events" if t.guard else ""
             index = "running aggregate per window" if t.cut is not None and t.op is None else _INDEX_NAMES[t.kind]
             if t.not_next is not None:
-                index = ("largest trend start of its released vertices" if g is not cs.positive else
+                index = ("largest trend start of its released vertices" if g is not cs.positive and t.kind == PLAIN
+                         else "store of its released vertices, scanned" if g is not cs.positive and t.kind == SCAN
+                         else "invalidation queue of its released vertices" if g is not cs.positive else
                          "running aggregate per window" if t.op is None else _INDEX_NAMES[t.kind])
                 guard += (f", only from a vertex whose next event in the partition is no "
                           f"{comps[cs.not_next[t.not_next]].var} (NEXT !(...)), entered one event late")
