@@ -579,6 +579,27 @@ def test_an_equality_over_an_optional_step_is_no_equivalence():
         assert timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "x"]) == rows
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=group_queries(),
+       events=event_streams(types="ABCD", min_size=2, max_size=9, max_gap=2, attrs={"x": (0, 3), "id": (0, 1)}))
+def test_a_group_run_is_a_match_or_a_timeout_never_both(text, events):
+    """The match oracle (which the match engines equal) and the timeouts oracle never both claim a run: no
+    timed-out partial match binds exactly the events of a match (each event told apart by its input rank ``n``),
+    on patterns with a repeated group."""
+    events = [{**e, "n": n} for n, e in enumerate(events)]
+    query = sparkcep.compile(text).query
+
+    def run_of(binding: dict) -> frozenset:
+        return frozenset((v, e["n"]) for v, b in binding.items() for e in (b if isinstance(b, list) else [b])
+                         if e is not None)
+
+    matched = {run_of(b) for b in match_oracle.matches(query, events)}
+    prep = match_oracle._prepare(query, None)
+    timed_out = {run_of(b) for _, _, b in timeouts_oracle.timed_out_picks(prep, timeouts_oracle._paths(prep),
+                                                                          events)}
+    assert not matched & timed_out, text
+
+
 def test_a_prefix_of_a_complete_match_never_times_out():
     spec = spec_of("PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.ts")
     state, _ = timeouts.step(spec, timeouts.init_state(), [{"type": "A", "ts": 1}, {"type": "B", "ts": 2},
