@@ -679,6 +679,10 @@ NEGATION_STREAM_QUERY = ("PATTERN SEQ(A a, !(C n), B b, !(SEQ(A p, A q)), C c) W
 # an OR step with a SEQ alternative (a partial match may end inside it: timeout_step b) in an OR of SEQs
 OR_QUERY = ("PATTERN SEQ(A a, SEQ(B b, A h) OR C c, B d) OR SEQ(C e, A f) WHERE [id] WITHIN 6 "
             "RETURN a.ts, a.id, b.ts, h.ts, c.ts, d.ts, e.ts")
+# a repeated group with a negated event right before and right after it (each kills runs of the batch test's
+# events; with {1} the way past the group is a run's only one after its C)
+GROUP_QUERY = ("PATTERN SEQ(A a, !(C m), (SEQ(B b, C c)){1}, !(A n), B d) WHERE [id] WITHIN 8 "
+               "RETURN a.ts, a.id, b[1].ts AS b_first, count(b[].ts) AS n, c[c.len].ts AS c_last, d.ts")
 SCHEMA = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
 
 
@@ -709,7 +713,8 @@ def test_batch_timeouts_dataframe_equals_the_oracle(spark):
     for text, events in ((QUERY, ties), (QUERY.replace(" WHERE ", " USING skip_till_next_match WHERE "), distinct),
                          (KLEENE_QUERY, kleene), (LINKS_QUERY, links),
                          (OPTIONAL_QUERY.format("strict_contiguity"), sparse_events(45, seed=5)),
-                         (NEGATION_QUERY, links), (OR_QUERY, links), (NEGATION_STREAM_QUERY, links)):
+                         (NEGATION_QUERY, links), (OR_QUERY, links), (NEGATION_STREAM_QUERY, links),
+                         (GROUP_QUERY, links)):
         q = sparkcep.compile(text)
         result = q.apply(spark.createDataFrame(events, SCHEMA))
         expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
@@ -719,6 +724,9 @@ def test_batch_timeouts_dataframe_equals_the_oracle(spark):
         if text == NEGATION_STREAM_QUERY:  # the negated SEQ kills runs here: without it the rows differ
             weaker = sparkcep.compile(text.replace("!(SEQ(A p, A q)), ", "").replace(" AND q.x >= p.x", ""))
             assert canonical(timed_out_rows(weaker.query, events, ["type", "ts", "id", "x"])) != canonical(expected)
+        for weaker in (text.replace("!(C m), ", ""), text.replace("!(A n), ", "")) if text == GROUP_QUERY else ():
+            weaker_rows = timed_out_rows(sparkcep.compile(weaker).query, events, ["type", "ts", "id", "x"])
+            assert canonical(weaker_rows) != canonical(expected), weaker
         assert result.timeouts.columns == [*result.columns, "timeout_step"]
         assert canonical(epoch_ms_rows(result.timeouts)) == canonical(expected), text
 
