@@ -51,6 +51,7 @@ def test_next_parses_prints_back_and_marks_the_step():
     ("PATTERN SEQ(A+ a[], NEXT !(C c), B b) WITHIN 10", "after anything but a single event", 26),
     ("PATTERN SEQ(A a, NEXT !(SEQ(C c, D d)), B b) WITHIN 10", "more than one event", 23),
     ("PATTERN SEQ(A a, (SEQ(B b, NEXT !(C c)))+, D? d) WITHIN 10", "at the end of a repeated sequence", 33),
+    ("PATTERN SEQ(A a, SEQ(B b, NEXT !(C c)), D? d) WITHIN 10", "at the end of the pattern (or of a SEQ", 32),
     ("PATTERN SEQ(A a, (SEQ(B? b, NEXT C c))+) WITHIN 10", "after items that may all match no event", 34),
     ("PATTERN SEQ(!(NEXT C c), B b) WITHIN 10", "at the start of a negation that starts the pattern", 20),
     ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT !(C c), D? d), E e) WITHIN 10", "no item after it that must take", 36),
@@ -322,6 +323,9 @@ def test_not_next_inside_a_repetition_and_inside_a_negation():
     text = "PATTERN SEQ(A a, (SEQ(B b, NEXT !(C z)))+, D d) WITHIN 20 RETURN count(b[].x) AS n, d.ts AS d"
     rows = agrees(text, _events("a0 b1 e2 b3 c4 d5 b6 d7"))
     assert sorted((r["n"], r["d"]) for r in rows) == [(1, 5), (1, 7), (1, 7), (2, 7)]
+    # at the end of a nested SEQ that a C must follow: b1 is followed by c2, b3 by d4
+    text = "PATTERN SEQ(A a, SEQ(B b, NEXT !(C z)), C d) WITHIN 20 RETURN b.ts AS b, d.ts AS d"
+    assert agrees(text, _events("a0 b1 c2 b3 d4 c5")) == [{"b": 3, "d": 5}]
     text = "PATTERN SEQ(A a, !(SEQ(B y, NEXT !(C z), D w)), E e) WITHIN 20 RETURN a.ts AS a, e.ts AS e"
     assert agrees(text, _events("a0 b1 c2 d3 e4 a5 b6 d7 e8")) == [{"a": 0, "e": 4}]
     # a predicate relating z to the pick before it: c2 (x 1) differs from b1 (x 0), so it does not count
@@ -376,6 +380,9 @@ NOT_NEXT_INSIDE = [
     "(SEQ(A a, NEXT !(B z), B b)){1,2}",
     "SEQ(A a, (SEQ(B b, NEXT !(C z)))+, C d)",
     "SEQ(A a, (SEQ(B b, NEXT !(C z))){1,2}, A? e, C d)",
+    "SEQ(A a, SEQ(B b, NEXT !(C z)), C d)",
+    "SEQ(A a, SEQ(B y, SEQ(C b, NEXT !(B z))), A? e, C d)",
+    "SEQ(A a, SEQ(B b, NEXT !(C z)) OR C y, B d)",
     "SEQ(A a, !(SEQ(B y, NEXT !(C z), C w)), B e)",
     "SEQ(A a, !(SEQ(B y, NEXT !(C z), C+ w[])), A e)",
     "SEQ(A a, !((SEQ(B y, NEXT !(C z), C w))+), A e)",

@@ -182,7 +182,8 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
     ``!(SEQ(T n, U m, ...))``),
     or the :class:`OracleError` saying the query is outside the definition (a negation that can be at the
     start, ``NEXT !(...)`` with no step after it that must take an event, a negation predicate over a later
-    step, a negation next to a repeated group, a predicate over a group's variable)."""
+    step, a predicate over a group's variable).  A negation next to a repeated group is attached to the step
+    before it as any other (the group's last step: the way on past the group, not into another iteration)."""
     if items is None:
         paths = _paths(prep)
         if len(paths) > 1:
@@ -191,8 +192,6 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
     steps: list[_Step] = []
     for item, linked in items:
         if isinstance(item, _Neg) and (isinstance(item.inner, _Ev) or _event_seq(item.inner)):
-            if steps and steps[-1].group:
-                raise OracleError("a negation right after a repeated group has no timed-out partial matches")
             if not any(s.lo for s in steps):
                 raise OracleError("a negation at the start of a match has no timed-out partial matches")
             if linked and not isinstance(item.inner, _Ev):
@@ -202,8 +201,6 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
         if isinstance(item, _Rep) and _event_seq(item.inner) and not linked:
             if any(stop.loop & {e.var for e in item.inner.items} for stop in prep.stops):
                 raise OracleError("a repeated group with UNTIL has no timed-out partial matches")
-            if steps and steps[-1].negs:
-                raise OracleError("a negation right before a repeated group has no timed-out partial matches")
             bounds = (len(steps), len(steps) + len(item.inner.items) - 1)
             steps += [_Step(e.var, e.types, item.lo, item.hi, True, group=bounds) for e in item.inner.items]
             continue

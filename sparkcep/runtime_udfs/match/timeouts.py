@@ -36,7 +36,8 @@ one of some path (:func:`_paths`), one
 binding however many paths share it (extended, a match, alive if so in one of them); repeated groups of
 single events (``(SEQ(B b, C c))+``, ``*``, ``{n,m}``: its steps are the path's, ``_Compiled.group``; an event
 takes the next step of an iteration, and after its last step the first one again or a step past the group; a
-partial match may end inside an iteration), not one with a predicate over its variables, next to a negation,
+partial match may end inside an iteration; a negation next to it lies between the step before and the group's
+first event, or between its last event and the step after), not one with a predicate over its variables,
 written ``NEXT`` or with ``UNTIL``; not collapsed output.  Under ``skip_till_next_match`` an event that can extend
 a partial match must be taken (§5): from each partial match only the first later event that extends it does, in
 each way it can (join the open sequence, or take a later step).  Where links or stop conditions need them, the
@@ -371,25 +372,25 @@ def _unsupported_step(p) -> str | None:
 
 def _unsupported_group(spec: TimeoutSpec, items: tuple, strict: tuple) -> str | None:
     """Why a repeated group of ``spec``'s ``SEQ`` ``items`` has no timed-out partial matches, or None: written
-    ``NEXT``, next to a negation, or its variables read by a predicate."""
+    ``NEXT``, or its variables read by a predicate."""
     for m, item in enumerate(items):
         if not (isinstance(item, Kleene) and isinstance(item.inner, Seq)):
             continue
         if strict[m]:
             return "not a repeated group written NEXT"
-        if any(isinstance(items[h], Not) for h in (m - 1, m + 1) if 0 <= h < len(items)):
-            return "not a repeated group next to a negation"
         grouped = {e.var for e in item.inner.items}
         if any(grouped & {n.var for n in walk(p) if isinstance(n, Attr)} for p in spec.predicates):
             return "not a predicate over a repeated group's variable"
     return None
 
 
-def _unsupported_negation(spec: TimeoutSpec, items: tuple, strict: tuple) -> str | None:
+def _unsupported_negation(spec: TimeoutSpec, items: tuple, strict: tuple, groups: tuple) -> str | None:
     """Why a negation of ``spec`` has no timed-out partial matches, or None: one that can be at the start of a
     match, ``NEXT !(...)`` with no step after it that must take an event, or one whose predicates read a step
-    after it (Flink's conditions read the steps before)."""
-    bounds = [i.repeat[0] if isinstance(i, Kleene) else 0 if isinstance(i, Not) else 1 for i in items]
+    after it (Flink's conditions read the steps before).  A step of a repeated group (``groups``) takes an event
+    if the group must iterate."""
+    bounds = [g[2] if g else i.repeat[0] if isinstance(i, Kleene) else 0 if isinstance(i, Not) else 1
+              for i, g in zip(items, groups, strict=True)]
     later: set[str] = set()
     for m in reversed(range(len(items))):
         item = items[m]
@@ -428,8 +429,8 @@ def check(spec: TimeoutSpec) -> None:
         elif isinstance(alt, Kleene):
             why = why or _unsupported_group(spec, (alt,), (False,))
     if why is None:
-        why = next((w for items, strict, _, _ in _paths(spec) if (w := _unsupported_negation(spec, items, strict))),
-                   None)
+        why = next((w for items, strict, _, groups in _paths(spec)
+                    if (w := _unsupported_negation(spec, items, strict, groups))), None)
     if why is not None:
         raise EngineUnsupportedError(f"timed-out partial matches are defined for a SEQ of single events, Kleene "
                                      f"steps (T v, ANY(...) v, T+, T*, T?, T{{n,m}}, UNTIL, NEXT), negated events, "
