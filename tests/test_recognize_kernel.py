@@ -234,6 +234,19 @@ def test_the_nfa_without_nodes_equals_the_engine(spec, parts):
     assert _kernel_rows(spec, parts) == want
 
 
+def test_skip_to_first_and_last_without_nodes():
+    """A B+ over six rows (no DEFINE: every row is either), measures of the whole match: the match 0-5 skips
+    TO LAST B to row 5 (where A B+ cannot match: one match), TO FIRST B to row 1 (then 2, 3, 4: five)."""
+    rows = _rows("aaaaaa")
+    for kind, starts in ((R.SKIP_TO_LAST, [0]), (R.SKIP_TO_FIRST, [0, 1, 2, 3, 4])):
+        spec = make_spec(seq(V("A"), plus(V("B"))), columns=COLUMNS, measures=(("a", first(col("t"))),
+                         ("c", last(col("t")))), partition_by=("k",), order_by=("t",), skip=R.Skip(kind, "B"))
+        assert not kernel._plan(spec).track
+        want = [{"k": 0, "a": s, "c": 5} for s in starts]
+        assert list(engine.run_partition(spec, rows)) == want
+        assert _kernel_rows(spec, [rows]) == want
+
+
 ABC = make_spec(seq(V("A"), plus(V("B")), V("C")), columns=COLUMNS,
                 defines=(("A", op("=", col("s"), lit("a"))), ("B", op("=", col("s"), lit("b"))),
                          ("C", op("=", col("s"), lit("c")))),
