@@ -9,7 +9,12 @@ The answers (every output row) are checked equal.  Figures are CPU seconds (``ti
 compiled functions from numba's cache (first call in a process), and with ``--cold`` compiling them (an empty
 cache directory).  State the machine and its load next to the figures.
 
+``--nfa`` times only the numba NFA (``_nfa.match``) over the DEFINE bits, no engine, CPU nanoseconds per row:
+with a node per consumed row (``track``, what a CLASSIFIER or a variable's measure needs) and with the least the
+statement's measures need (the kernel's choice), alternating in this process; their events are checked equal.
+
     python bench/match_kernel.py [--rows 1000000] [--repeat 3] [--patterns abc,reluctant,alt,vshape] [--cold]
+        [--nfa]
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--patterns", default=",".join(PATTERNS))
     ap.add_argument("--cold", action="store_true", help="compile the kernel into an empty numba cache first")
+    ap.add_argument("--nfa", action="store_true", help="time the NFA alone, CPU ns per row")
     args = ap.parse_args()
     if args.cold:
         os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="numba-cold-")
@@ -66,6 +72,9 @@ def main() -> None:
                                                                      ("id", "ascending")])
     p = table.column("p").to_numpy()
     bounds = [0, *(np.flatnonzero(np.diff(p)) + 1).tolist(), table.num_rows]
+    if args.nfa:
+        nfa_only(table, bounds, args)
+        return
     t0 = time.process_time()
     columns = [table.column(c).to_pylist() for c in table.column_names]
     rows = [dict(zip(table.column_names, values, strict=True)) for values in zip(*columns, strict=True)]
@@ -92,6 +101,38 @@ def main() -> None:
         print(f"  {desc:24s} {len(want):7,} matches  engine {t_engine:6.2f} s ({args.rows / t_engine:11,.0f} rows/s)"
               f"  kernel {t_kernel:6.3f} s ({args.rows / t_kernel:12,.0f} rows/s)  ratio {t_engine / t_kernel:5.1f}x",
               flush=True)
+
+
+def nfa_only(table, bounds, args) -> None:
+    import numpy as np
+
+    from sparkcep.compiler.recognize import build_spec
+    from sparkcep.grammar.recognize import parse_recognize
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    types = {"p": "int", "ts": "bigint", "id": "bigint", "typ": "string", "price": "double"}
+    b = np.asarray(bounds, dtype=np.int64)
+    n = table.num_rows
+    print(f"{n:,} rows, {len(bounds) - 1} partitions; the NFA alone, CPU ns per row, median of {args.repeat}")
+    for name in args.patterns.split(","):
+        desc, rest, _ = PATTERNS[name]
+        spec = build_spec(parse_recognize(statement(rest, flink=False)), types)
+        plan = kernel._plan(spec)
+        bits = kernel._masks(plan, table, b, n)
+        ts, ts_ok = kernel._times(plan, table, n)
+        runs: dict[bool, list[float]] = {True: [], False: []}
+        out = {}
+        for _ in range(args.repeat + 1):  # the first round loads (or compiles) the function: not counted
+            for track in (True, plan.track):
+                t0 = time.process_time()
+                out[track] = kernel._nfa_match(plan, bits, b, ts, ts_ok, track)
+                runs[track].append(time.process_time() - t0)
+        assert (out[True][0] == out[plan.track][0]).all(), f"{name}: the events differ"
+        t_nodes = statistics.median(runs[True][1:]) / n * 1e9
+        t_least = statistics.median(runs[plan.track][1:]) / n * 1e9
+        print(f"  {desc:24s} {len(out[True][0]):7,} matches  nodes {t_nodes:6.1f} ns/row  "
+              f"{'nodes' if plan.track else 'nodeless'} (kernel) {t_least:6.1f} ns/row  "
+              f"ratio {t_nodes / t_least:4.2f}x", flush=True)
 
 
 if __name__ == "__main__":

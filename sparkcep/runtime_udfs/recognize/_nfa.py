@@ -14,38 +14,14 @@ from numba import njit
 
 
 @njit(cache=True)
-def _grow(a, need):
-    if need <= len(a):
-        return a
-    out = np.empty(max(need, 2 * len(a)), dtype=a.dtype)
-    out[:len(a)] = a
-    return out
-
-
-@njit(cache=True)
-def _event(ev, nev, kind, s, end, mnum, off):
-    """``ev`` (grown if full) with the event ``nev`` set."""
-    if nev >= len(ev):
-        grown = np.empty((2 * len(ev), 5), dtype=np.int64)
-        grown[:nev] = ev[:nev]
-        ev = grown
-    ev[nev, 0] = kind
-    ev[nev, 1] = s
-    ev[nev, 2] = end
-    ev[nev, 3] = mnum
-    ev[nev, 4] = off
-    return ev
-
-
-@njit(cache=True)
-def _keep(th_s, th_leaf, th_node, nt, keep, lo):
-    """Keep the threads of start ``keep`` and of starts ``lo`` or later, in order; their number."""
+def _keep(th_s, th_leaf, th_node, c, nt, keep, lo):
+    """Keep the threads (row ``c``) of start ``keep`` and of starts ``lo`` or later, in order; their number."""
     w = 0
     for t in range(nt):
-        if th_s[t] == keep or th_s[t] >= lo:
-            th_s[w] = th_s[t]
-            th_leaf[w] = th_leaf[t]
-            th_node[w] = th_node[t]
+        if th_s[c, t] == keep or th_s[c, t] >= lo:
+            th_s[c, w] = th_s[c, t]
+            th_leaf[c, w] = th_leaf[c, t]
+            th_node[c, w] = th_node[c, t]
             w += 1
     return w
 
@@ -62,33 +38,38 @@ def _lt(gap, within):
 
 @njit(cache=True)
 def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_plain, resume_off, resume,
-          match_pc, skip, skip_mask, has_within, within, monotone, ts, ts_ok, quiet, max_threads):
+          match_pc, skip, skip_mask, has_within, within, monotone, ts, ts_ok, quiet, max_threads, track, caps):
     """Run every partition ``bounds[k]:bounds[k+1]``.  Returns the events in output order (a 5-column array:
     kind 0 match / 1 unmatched row, start, end, match number, offset of its rows' variables in the second
-    arrays), the variables of every match's rows and whether each is inside ``{- -}`` (flattened), and an
-    error flag (too many threads)."""
+    arrays), the variables of every match's rows and whether each is inside ``{- -}`` (flattened), and a code:
+    0 done, 1 too many threads, ``2 + k`` ``caps[k]`` is too small (run again with it larger).  ``caps`` are the
+    sizes of the arrays of threads, nodes, events and match variables: they never grow here, because an array
+    variable assigned inside a loop costs numba two atomic reference counts per iteration of that loop (a third
+    of the time, measured).
+
+    ``track`` False: no node per consumed row (nothing reads a match's variables: every measure reads all its
+    rows, nothing is excluded); a thread's third field is then what AFTER MATCH SKIP TO FIRST/LAST v reads of
+    its history, the row it would skip to (-1 none yet, -2 no row consumed), and a match's variables in the
+    second arrays are 0, its rows not excluded.  The threads, matches and events are those of ``track`` True."""
     n = len(bits)
     npc = len(char_var)
     nwait = len(resume_off) - 1
     # events
-    ev = np.empty((16, 5), dtype=np.int64)
+    ev = np.empty((caps[2], 5), dtype=np.int64)
     nev = 0
-    flat = np.empty(16, dtype=np.int64)
-    fexcl = np.empty(16, dtype=np.bool_)
+    flat = np.empty(caps[3], dtype=np.int64)
+    fexcl = np.empty(caps[3], dtype=np.bool_)
     nflat = 0
     # nodes (reset per partition)
-    nrow = np.empty(1024, dtype=np.int64)
-    nvar = np.empty(1024, dtype=np.int64)
-    nexc = np.empty(1024, dtype=np.bool_)
-    npar = np.empty(1024, dtype=np.int64)
-    # threads: current and next
-    cap = 64
-    th_s = np.empty(cap, dtype=np.int64)
-    th_leaf = np.empty(cap, dtype=np.int64)
-    th_node = np.empty(cap, dtype=np.int64)
-    nw_s = np.empty(cap, dtype=np.int64)
-    nw_leaf = np.empty(cap, dtype=np.int64)
-    nw_node = np.empty(cap, dtype=np.int64)
+    nrow = np.empty(caps[1], dtype=np.int64)
+    nvar = np.empty(caps[1], dtype=np.int64)
+    nexc = np.empty(caps[1], dtype=np.bool_)
+    npar = np.empty(caps[1], dtype=np.int64)
+    # threads: row c current, row 1 - c next (swapped by flipping c, not by swapping array variables)
+    th_s = np.empty((2, caps[0]), dtype=np.int64)
+    th_leaf = np.empty((2, caps[0]), dtype=np.int64)
+    th_node = np.empty((2, caps[0]), dtype=np.int64)
+    c = 0
     # matched[start] = (end, node)
     m_has = np.zeros(n, dtype=np.bool_)
     m_end = np.zeros(n, dtype=np.int64)
@@ -117,9 +98,9 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                 nnode = 0  # no thread nor pending match holds a node: the arena starts again
             if i < a1:
                 # a thread for start row i, least preferred of all
-                starts = start_bol if i == a0 else start_plain
-                for k in range(len(starts)):
-                    leaf = starts[k]
+                bol = i == a0
+                for k in range(len(start_bol) if bol else len(start_plain)):
+                    leaf = start_bol[k] if bol else start_plain[k]
                     if leaf == match_pc:
                         if not m_has[i]:
                             mcount += 1
@@ -127,13 +108,11 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                         m_end[i] = i
                         m_node[i] = -1
                         break
-                    if nt >= len(th_s):
-                        th_s = _grow(th_s, nt + 1)
-                        th_leaf = _grow(th_leaf, nt + 1)
-                        th_node = _grow(th_node, nt + 1)
-                    th_s[nt] = i
-                    th_leaf[nt] = leaf
-                    th_node[nt] = -1
+                    if nt >= th_s.shape[1]:
+                        return ev[:0], flat[:0], fexcl[:0], 2
+                    th_s[c, nt] = i
+                    th_leaf[c, nt] = leaf
+                    th_node[c, nt] = -1 if track else -2
                     nt += 1
                 bi = bits[i]
                 s0 = next_start
@@ -141,10 +120,10 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                 new_match = False
                 nn = 0
                 for t in range(nt):
-                    s = th_s[t]
+                    s = th_s[c, t]
                     if s == cut:
                         continue
-                    leaf = th_leaf[t]
+                    leaf = th_leaf[c, t]
                     if leaf < 0:  # waiting at ANCHOR $: a row came, the path dies
                         continue
                     var = char_var[leaf]
@@ -153,17 +132,21 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                             continue
                     if (bi >> var) & 1 == 0:
                         continue
-                    if nnode >= len(nrow):
-                        nrow = _grow(nrow, nnode + 1)
-                        nvar = _grow(nvar, nnode + 1)
-                        nexc = _grow(nexc, nnode + 1)
-                        npar = _grow(npar, nnode + 1)
-                    nrow[nnode] = i
-                    nvar[nnode] = var
-                    nexc[nnode] = char_excl[leaf] != 0
-                    npar[nnode] = th_node[t]
-                    node = nnode
-                    nnode += 1
+                    if track:
+                        if nnode >= len(nrow):
+                            return ev[:0], flat[:0], fexcl[:0], 3
+                        nrow[nnode] = i
+                        nvar[nnode] = var
+                        nexc[nnode] = char_excl[leaf] != 0
+                        npar[nnode] = th_node[c, t]
+                        node = nnode
+                        nnode += 1
+                    else:  # the skip target so far: TO FIRST v the first row of v, TO LAST v the last
+                        node = th_node[c, t]
+                        if (skip_mask >> var) & 1 and (skip == 3 or node < 0):
+                            node = i
+                        elif node == -2:
+                            node = -1
                     for k in range(after_off[leaf], after_off[leaf + 1]):
                         nxt = after[k]
                         if nxt == match_pc:
@@ -190,19 +173,15 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                                 continue
                             seen_row[x] = i
                             seen_s[x] = s
-                        if nn >= len(nw_s):
-                            nw_s = _grow(nw_s, nn + 1)
-                            nw_leaf = _grow(nw_leaf, nn + 1)
-                            nw_node = _grow(nw_node, nn + 1)
-                        nw_s[nn] = s
-                        nw_leaf[nn] = nxt
-                        nw_node[nn] = node
+                        if nn >= th_s.shape[1]:
+                            return ev[:0], flat[:0], fexcl[:0], 2
+                        th_s[1 - c, nn] = s
+                        th_leaf[1 - c, nn] = nxt
+                        th_node[1 - c, nn] = node
                         nn += 1
                 if nn > max_threads:
-                    return ev[:nev], flat[:nflat], fexcl[:nflat], True
-                th_s, nw_s = nw_s, th_s
-                th_leaf, nw_leaf = nw_leaf, th_leaf
-                th_node, nw_node = nw_node, th_node
+                    return ev[:nev], flat[:nflat], fexcl[:nflat], 1
+                c = 1 - c
                 nt = nn
                 pos = i + 1
                 if new_match and skip == 0:
@@ -210,7 +189,7 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                     s = next_start
                     if m_has[s] and m_end[s] > s + 1:
                         e = m_end[s]
-                        nt = _keep(th_s, th_leaf, th_node, nt, s, e)
+                        nt = _keep(th_s, th_leaf, th_node, c, nt, s, e)
                         lo = s + 1 if pruned_s != s else max(s + 1, pruned_to)
                         for k in range(lo, e):
                             if m_has[k]:
@@ -222,28 +201,29 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                     if quiet and mcount == 0:
                         next_start = i + 1
                         continue
-                elif th_s[0] == next_start:
+                elif th_s[c, 0] == next_start:
                     continue
             else:
                 # _finish: the partition has ended; threads waiting at ANCHOR $ go on, the others die
                 cut = -1
                 for t in range(nt):
-                    s = th_s[t]
-                    leaf = th_leaf[t]
+                    s = th_s[c, t]
+                    leaf = th_leaf[c, t]
                     if leaf >= 0 or s == cut:
                         continue
                     w = -leaf - 1
                     for k in range(resume_off[w], resume_off[w + 1]):
                         if resume[k] == match_pc:
-                            node = th_node[t]
-                            if node >= 0 and has_within:
-                                last = nrow[node]
+                            node = th_node[c, t]
+                            rows = node >= 0 if track else node != -2
+                            if rows and has_within:
+                                last = nrow[node] if track else a1 - 1  # a live thread has consumed every row
                                 if not (ts_ok[last] and ts_ok[s] and _lt(ts[last] - ts[s], within)):
                                     continue
                             if not m_has[s]:
                                 mcount += 1
                             m_has[s] = True
-                            m_end[s] = a1 if node >= 0 else s
+                            m_end[s] = a1 if rows else s
                             m_node[s] = node
                             cut = s
                             break
@@ -251,7 +231,7 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
             # _decide: the earliest undecided starts that have no live thread left, in order
             while next_start < pos:
                 s = next_start
-                if nt > 0 and th_s[0] == s:
+                if nt > 0 and th_s[c, 0] == s:
                     break
                 if m_has[s]:
                     m_has[s] = False
@@ -259,15 +239,25 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                     end = m_end[s]
                     node = m_node[s]
                     mnum += 1
-                    ev = _event(ev, nev, 0, s, end, mnum, nflat)
+                    if nev >= len(ev):
+                        return ev[:0], flat[:0], fexcl[:0], 4
+                    if nflat + end - s > len(flat):
+                        return ev[:0], flat[:0], fexcl[:0], 5
+                    ev[nev, 0] = 0
+                    ev[nev, 1] = s
+                    ev[nev, 2] = end
+                    ev[nev, 3] = mnum
+                    ev[nev, 4] = nflat
                     nev += 1
-                    flat = _grow(flat, nflat + end - s)
-                    fexcl = _grow(fexcl, nflat + end - s)
-                    nd = node
-                    while nd >= 0:
-                        flat[nflat + nrow[nd] - s] = nvar[nd]
-                        fexcl[nflat + nrow[nd] - s] = nexc[nd]
-                        nd = npar[nd]
+                    if track:
+                        nd = node
+                        while nd >= 0:
+                            flat[nflat + nrow[nd] - s] = nvar[nd]
+                            fexcl[nflat + nrow[nd] - s] = nexc[nd]
+                            nd = npar[nd]
+                    else:
+                        flat[nflat:nflat + end - s] = 0
+                        fexcl[nflat:nflat + end - s] = False
                     nflat += end - s
                     if end > s:
                         covered = max(covered, end - 1)
@@ -277,8 +267,8 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                     elif skip == 0:
                         nxt_start = end
                     else:
-                        target = -1
-                        nd = node
+                        target = -1 if track else node
+                        nd = node if track else -1
                         while nd >= 0:
                             if (skip_mask >> nvar[nd]) & 1:
                                 target = nrow[nd]
@@ -288,12 +278,18 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                         nxt_start = s + 1 if target < 0 or target == s else target
                 else:
                     if not quiet and s > covered:
-                        ev = _event(ev, nev, 1, s, s, 0, nflat)
+                        if nev >= len(ev):
+                            return ev[:0], flat[:0], fexcl[:0], 4
+                        ev[nev, 0] = 1
+                        ev[nev, 1] = s
+                        ev[nev, 2] = s
+                        ev[nev, 3] = 0
+                        ev[nev, 4] = nflat
                         nev += 1
                     nxt_start = s + 1
                 next_start = nxt_start
-                if nt > 0 and th_s[0] < nxt_start:
-                    nt = _keep(th_s, th_leaf, th_node, nt, -1, nxt_start)
+                if nt > 0 and th_s[c, 0] < nxt_start:
+                    nt = _keep(th_s, th_leaf, th_node, c, nt, -1, nxt_start)
                 if mcount > 0:
                     for k in range(s + 1, nxt_start):
                         if m_has[k]:
@@ -302,7 +298,7 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
         # anything left of this partition (there is none once decided) must not leak into the next
         for k in range(a0, a1):
             m_has[k] = False
-    return ev[:nev], flat[:nflat], fexcl[:nflat], False
+    return ev[:nev], flat[:nflat], fexcl[:nflat], 0
 
 
 @njit(cache=True)

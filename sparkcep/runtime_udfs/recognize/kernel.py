@@ -154,6 +154,12 @@ class _Plan:
         self.mode = {R.ONE_ROW: 0, R.ALL_ROWS_OMIT_EMPTY: 2}.get(spec.rows_per_match, 1)
         self.measures = [self._measure(m) for m in spec.measures]
         self.measure_names = {m.name for m in spec.measures}
+        #: whether the NFA keeps each match's variables (a node per consumed row): only for a measure that
+        #: reads them (CLASSIFIER, a variable's or SUBSET's rows) or ALL ROWS with ``{- -}``
+        self.track = any(_reads_variables(ms) for ms in self.measures) or (
+            self.mode != 0 and bool(np.any(self.char_excl)))
+        #: the NFA's array sizes (:func:`_nfa_match`): threads, nodes per row, match variables per row
+        self.caps = [64, 2, 2]
 
     def _mset(self, var: str | None) -> int:
         return -1 if var is None else self.mask_of[var]
@@ -216,6 +222,12 @@ class _Plan:
                 return _Measure(name, "agg", column, self._mset(e.var), func=e.func.lower(),
                                 final=e.semantics == "FINAL")
         return None
+
+
+def _reads_variables(ms: _Measure) -> bool:
+    if ms.kind == "expr":
+        return any(_reads_variables(part) for part in ms.parts)
+    return ms.kind == "class" or (ms.kind in ("read", "agg") and ms.mset != -1)
 
 
 def _csr(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -320,10 +332,7 @@ def run_chunk(spec: R.RecognizeSpec, table: pa.Table, bounds: Sequence[int]) -> 
         ts, ts_ok = _times(plan, table, n)
     except _Fallback:
         return None
-    ev, flat, fexcl, err = _kernels().match(
-        bits, b, plan.char_var, plan.char_excl, plan.after_off, plan.after, plan.start_bol, plan.start_plain,
-        plan.resume_off, plan.resume, plan.match_pc, plan.skip, plan.skip_mask, plan.within is not None,
-        float(plan.within or 0.0), plan.monotone, ts, ts_ok, plan.quiet, MAX_THREADS)
+    ev, flat, fexcl, err = _nfa_match(plan, bits, b, ts, ts_ok, plan.track)
     if err:
         raise RecognizeBudgetError(
             f"MATCH_RECOGNIZE: more than {MAX_THREADS:,} partial matches alive in one partition (an "
@@ -333,6 +342,25 @@ def run_chunk(spec: R.RecognizeSpec, table: pa.Table, bounds: Sequence[int]) -> 
         return _output(plan, table, b, ev, flat, fexcl)
     except _Fallback:
         return None
+
+
+def _nfa_match(plan: _Plan, bits: np.ndarray, b: np.ndarray, ts: np.ndarray, ts_ok: np.ndarray, track: bool):
+    """The numba NFA over ``bits`` (``track``: keep every match's variables; ``plan.track`` is the least that
+    the measures need; ``bench/match_kernel.py --nfa`` times both): events, match variables, exclusions and
+    whether there were too many threads.  Its arrays do not grow: a size found too small is doubled (for the
+    plan's later chunks too) and the chunk run again."""
+    n = len(bits)
+    while True:
+        threads, nodes, flat = plan.caps
+        caps = np.array([threads, nodes * n + 16 if track else 1, n + 1, flat * n + 16], dtype=np.int64)
+        ev, flat, fexcl, code = _kernels().match(
+            bits, b, plan.char_var, plan.char_excl, plan.after_off, plan.after, plan.start_bol, plan.start_plain,
+            plan.resume_off, plan.resume, plan.match_pc, plan.skip, plan.skip_mask, plan.within is not None,
+            float(plan.within or 0.0), plan.monotone, ts, ts_ok, plan.quiet, MAX_THREADS, track, caps)
+        if code < 2:
+            return ev, flat, fexcl, code == 1
+        k = {2: 0, 3: 1, 5: 2}[code]  # 4, the events, cannot happen: one per start row at most
+        plan.caps[k] = max(1, 2 * plan.caps[k])
 
 
 class _Fallback(Exception):
