@@ -911,13 +911,11 @@ def apply_stream(path: str, query: CompiledQuery | str, *, checkpoint: str, outp
     backlog controller allows; ``training``: the sample the utilities are learnt from (default: the events in
     ``path`` now).  Returns a :class:`LiveStream`; its ``stop()`` stops the query between micro-batches and the
     admission thread."""
-    import os
-
     from pyspark.sql import SparkSession
 
     from sparkcep.spark.io import read_events
     from sparkcep.spark.late import KIND, REASON, RECORD
-    from sparkcep.spark.shedding import FileAdmission, admitted_input
+    from sparkcep.spark.shedding import admitted_input, follow_input
     from sparkcep.spark.sinks import counted, routed, start
     from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
 
@@ -935,11 +933,8 @@ def apply_stream(path: str, query: CompiledQuery | str, *, checkpoint: str, outp
         training = read_events(spark, path, fmt, q.ts_col, schema=schema, type_col=q.type_col,
                                attributes=attributes, needs=needs)
     result = q.apply(df, shedding_training=training, side_channel=True, checkpoint=checkpoint)
-    shedding, admission = getattr(result, "shedding", None), None
-    if shedding is not None and os.path.isdir(path):  # a followed directory: shed on latency and backlog
-        shedding.follow_source(path)
-        if staging is not None:
-            admission = FileAdmission(path, staging, shedding, q.type_col, q.dropped_output, checkpoint=checkpoint)
+    shedding = getattr(result, "shedding", None)  # a followed directory: shed on latency and backlog
+    admission = follow_input(shedding, path, staging, q.type_col, q.dropped_output, checkpoint)
     columns = [f.name for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
     started = start(routed(result, rejected), output, checkpoint, result_columns=columns,
                     dead_letters=dead_letters, late=late, latency=latency_column)

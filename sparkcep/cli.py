@@ -416,8 +416,6 @@ def cmd_run(args) -> int:
                          checkpoint=args.checkpoint if args.stream else None)
     shedding = getattr(result, "shedding", None)
     admission = None
-    if shedding is not None and os.path.isdir(args.input):  # a followed directory: shed on latency and backlog
-        shedding.follow_source(args.input)
     # before any wrapping of the result; a batch result builds its timeouts only when read: not without --timeouts
     timeouts = getattr(result, "timeouts", None) if args.timeouts else None
     if not args.stream:
@@ -447,11 +445,12 @@ def cmd_run(args) -> int:
         # the timed-out partial matches: a second query beside the results', each micro-batch written as the
         # watermark closes windows (a continuous run: while it runs, not after the stop)
         beside = [lambda: start_timeouts(timeouts, args.output, checkpoint, once=args.once)] if args.timeouts else []
-        if staging is not None and shedding is not None and os.path.isdir(args.input):
-            from sparkcep.spark.shedding import FileAdmission
+        # a followed directory: shed on latency and backlog, the files handed over by the admission control
+        from sparkcep.spark.shedding import follow_input
 
-            admission = FileAdmission(args.input, staging, shedding, args.type_col, args.dropped_output,
-                                      checkpoint=checkpoint).start()
+        admission = follow_input(shedding, args.input, staging, args.type_col, args.dropped_output, checkpoint)
+        if admission is not None:
+            admission.start()
         try:  # the shedding controller follows the results' query only (not the --timeouts query beside it)
             query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
                                           beside=beside, started=shedding.bind if shedding is not None else None)

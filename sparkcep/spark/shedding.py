@@ -60,8 +60,8 @@ from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
 from sparkcep.spark.progress import backlog_files, batch_latency
 from sparkcep.spark.validate import ARRIVAL_METRIC
 
-__all__ = ["SHED", "ControlFile", "FileAdmission", "Shedding", "admitted_input", "current_model", "hand_over",
-           "install", "shed_partition"]
+__all__ = ["SHED", "ControlFile", "FileAdmission", "Shedding", "admitted_input", "current_model", "follow_input",
+           "hand_over", "install", "shed_partition"]
 
 #: The column the stage marks dropped rows with (removed before the stateful operator).
 SHED = "_shed"
@@ -461,6 +461,22 @@ class FileAdmission:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+
+
+def follow_input(shedding: Shedding | None, path: str, staging: str | None, type_col: str = "type",
+                 dropped_output: str | None = None, checkpoint: str | None = None) -> FileAdmission | None:
+    """A continuous run's shedding stage over the directory ``path`` it follows (``run --stream``,
+    :func:`sparkcep.apply_stream`, the generated jobs): the controller driven by the latency and the backlog of
+    ``path`` (:meth:`Shedding.follow_source`) and, with a ``staging`` directory (:func:`admitted_input`), the
+    admission control handing ``path``'s files over to it (:class:`FileAdmission`, not started yet; the
+    ``checkpoint`` the stream writes).  None without an admission control; nothing at all without a stage or
+    when ``path`` is not a local directory."""
+    if shedding is None or not os.path.isdir(path):
+        return None
+    shedding.follow_source(path)
+    if staging is None:
+        return None
+    return FileAdmission(path, staging, shedding, type_col, dropped_output, checkpoint=checkpoint)
 
 
 def _read_sample(directory: str, type_col: str = "type", ts_col: str = "ts") -> list[dict]:

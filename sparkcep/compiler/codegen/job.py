@@ -331,7 +331,7 @@ _COMMON_IMPORTS = {
 _SHEDDING_IMPORTS = {
     'sparkcep.api': ['report_shedding', 'shedding_stage'],
     'sparkcep.spark.io': ['read_events'],
-    'sparkcep.spark.shedding': ['FileAdmission', 'admitted_input'],
+    'sparkcep.spark.shedding': ['admitted_input', 'follow_input'],
 }
 
 _SHEDDING_USAGE = '''\
@@ -362,11 +362,11 @@ _SHEDDING_STAGE = '''\
         candidates, shedding = shedding_stage(candidates, spec, ATTRIBUTES, training, bound=args.shedding_latency,
                                               model=SHEDDING_MODEL, type_col=TYPE_COL, ts_col=TS_COL,
                                               dropped_output=args.dropped_output)
-        if os.path.isdir(args.input):  # a followed directory: rho from the arrival-to-result latency and the backlog
-            shedding.follow_source(args.input)
-        if staging is not None:  # the admission control hands the input's files over, one slice per micro-batch
-            admission = FileAdmission(args.input, staging, shedding, TYPE_COL, args.dropped_output,
-                                      checkpoint=args.checkpoint).start()
+        # a followed directory: rho from the arrival-to-result latency and the backlog; the admission control
+        # hands the input's files over, one slice per micro-batch
+        admission = follow_input(shedding, args.input, staging, TYPE_COL, args.dropped_output, args.checkpoint)
+        if admission is not None:
+            admission.start()
 '''
 
 #: The shedding section of a workload job: one stage in front of every operator, on the events after the
@@ -389,11 +389,11 @@ _WORKLOAD_SHEDDING = '''\
 '''
 
 _WORKLOAD_SHEDDING_FOLLOW = '''\
-    if shedding is not None and os.path.isdir(args.input):  # a followed directory: rho from latency and backlog
-        shedding.follow_source(args.input)
-        if staging is not None:  # the admission control hands the input's files over, one slice per micro-batch
-            admission = FileAdmission(args.input, staging, shedding, TYPE_COL, args.dropped_output,
-                                      checkpoint=args.checkpoint).start()
+    # a followed directory: rho from latency and backlog; the admission control hands the input's files over,
+    # one slice per micro-batch
+    admission = follow_input(shedding, args.input, staging, TYPE_COL, args.dropped_output, args.checkpoint)
+    if admission is not None:
+        admission.start()
 '''
 
 _WORKLOAD_SHEDDING_CONSTANTS = '''\
