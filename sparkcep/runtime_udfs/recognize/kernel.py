@@ -351,8 +351,8 @@ def _nfa_match(plan: _Plan, bits: np.ndarray, b: np.ndarray, ts: np.ndarray, ts_
     plan's later chunks too) and the chunk run again."""
     n = len(bits)
     while True:
-        threads, nodes, flat = plan.caps
-        caps = np.array([threads, nodes * n + 16 if track else 1, n + 1, flat * n + 16], dtype=np.int64)
+        threads, nodes, variables = plan.caps
+        caps = np.array([threads, nodes * n + 16 if track else 1, n + 1, variables * n + 16], dtype=np.int64)
         ev, flat, fexcl, code = _kernels().match(
             bits, b, plan.char_var, plan.char_excl, plan.after_off, plan.after, plan.start_bol, plan.start_plain,
             plan.resume_off, plan.resume, plan.match_pc, plan.skip, plan.skip_mask, plan.within is not None,
