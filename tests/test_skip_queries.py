@@ -899,3 +899,58 @@ def test_a_negation_at_the_start_or_end_engine_equals_oracle(seed, strategy, ski
     got = run_engine(rec, spec, extended)
     ordered = sorted(evs, key=lambda e: e["ts"])
     assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)
+
+
+def _stream_engine(spec, evs: list[dict], rnd: random.Random, far: int) -> tuple[list[dict], list[dict]]:
+    """``spec`` over ``evs`` (in ts order) as a stream: per key, random cuts, each piece given with ``step``, the
+    state through JSON, then ``advance`` to a watermark at or behind the next piece's first ts (sometimes none);
+    finally a watermark ``far`` past every event.  ``(rows out by the watermarks, rows out at the end)``: a
+    stream never ends, so everything must come out by the watermark."""
+    from sparkcep.runtime_udfs.recognize import state_from_json, state_to_json
+
+    parts: dict[tuple, list[dict]] = {}
+    for e in evs:
+        parts.setdefault(tuple(e[p] for p in spec.partition_by), []).append({**e, "__ts": e["ts"]})
+    got, late = [], []
+    for rows in parts.values():
+        st = engine.init_state(spec)
+        cuts = sorted(rnd.sample(range(1, len(rows)), min(len(rows) - 1, rnd.randint(0, 6)))) if len(rows) > 1 else []
+        for lo, hi in zip([0, *cuts], [*cuts, len(rows)], strict=True):
+            st, out = engine.step(spec, st, rows[lo:hi])
+            got += out
+            st = state_from_json(state_to_json(st))
+            mark = rows[hi]["ts"] - rnd.choice([0, 0, 1, 3]) if hi < len(rows) else far
+            st, out = engine.advance(spec, st, mark if rnd.random() < 0.8 or hi == len(rows) else None)
+            got += out
+            st = state_from_json(state_to_json(st))
+            assert engine.wakeup(spec, st) is None or hi < len(rows)  # past every window: nothing left to wait for
+        st, out = engine.advance(spec, st, None, final=True)
+        late += out
+    names = [n for n in spec.output if n not in spec.partition_by]
+    return [{n: r[n] for n in names} for r in got], [{n: r[n] for n in names} for r in late]
+
+
+_EDGE_SKIPS = {"two": ("TO LAST b",), "two at the end": ("TO LAST b",), "both": ("TO LAST b",),
+               "loop": ("TO FIRST b", "TO LAST b", "TO LAST d"), "loop at the end": ("TO FIRST b", "TO LAST b")}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 2**32), st.sampled_from(["skip_till_any_match", "skip_till_next_match", "partition_contiguity"]),
+       st.sampled_from(sorted(_EDGES)), st.integers(0, 3))
+def test_a_negation_at_the_start_or_end_on_a_stream_engine_equals_oracle(seed, strategy, shape, which):
+    """A stream has no window functions: the engine counts the negated events itself (``RecognizeSpec.windows``,
+    no such input columns) and gives a row to the pattern once its counts are settled (at the end: once the
+    watermark reaches its ts + WITHIN).  Micro-batched (random cuts, watermarks at or behind the next rows, the
+    state through JSON) = one batch = the oracle, every match out by the watermark alone."""
+    skips = ("PAST LAST EVENT", "TO NEXT EVENT", *_EDGE_SKIPS.get(shape, ()))
+    text = _EDGES[shape].format(strategy=strategy, skip=skips[which % len(skips)])
+    rnd = random.Random(seed)
+    evs = sorted(({"type": rnd.choice("AABBCD"), "ts": k // 2 + rnd.choice([0, 0, 3]), "id": rnd.choice([0, 0, 1]),
+                   "x": 0} for k in range(rnd.randint(8, 30))), key=lambda e: e["ts"])
+    rec = to_recognize(parse_query(text), text, columns=COLUMNS)
+    spec = build_spec(rec, SCHEMA)  # the window columns are not input columns: the engine counts them
+    assert len(spec.windows) == 2 + 2 * (shape == "both") and not set(spec.columns) & {w.name for w in spec.windows}
+    want = sorted(match_rows(parse_query(text), evs), key=repr)
+    assert sorted(run_engine(rec, spec, evs), key=repr) == want
+    by_watermark, at_end = _stream_engine(spec, evs, rnd, far=evs[-1]["ts"] + 20)
+    assert sorted(by_watermark, key=repr) == want and at_end == []

@@ -995,7 +995,9 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
                  type_col: str = "type", ts_col: str = "ts") -> rx.Recognize:
     """The MATCH_RECOGNIZE statement IR of an AFTER MATCH SKIP match query; ``columns`` are the input's columns
     (the default output, without RETURN, is every one of them for every variable)."""
-    r, _ = _with_event_columns(check_skip_query(query, source), columns, type_col, ts_col)
+    checked = check_skip_query(query, source)
+    r, names = _with_event_columns(checked, columns, type_col, ts_col)
+    windows = _window_counts(checked, names, type_col, ts_col)
     comps = components(r.query.pattern, source)
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
@@ -1110,5 +1112,19 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
         defines=tuple(defines),
         within=query.within,
         outer_sql=outer.sql("spark"),
+        windows=windows,
         text=source or "",
     )
+
+
+def _window_counts(r: ResolvedQuery, names: dict, type_col: str, ts_col: str) -> tuple[rx.WindowCount, ...]:
+    """The window columns of a negation at the start or the end (:func:`_with_event_columns` names them) as
+    :class:`~sparkcep.ir.recognize.WindowCount`: Spark computes them in a batch, the engine on a stream."""
+    out = []
+    for end, neg in enumerate(_edges(r, None)):
+        if neg is None:
+            continue
+        kinds = ("after", "after_within") if end else ("before", "before_within")
+        for column, kind in zip(_window_columns(r, neg, type_col, ts_col, bool(end)), kinds, strict=True):
+            out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types), kind, type_col))
+    return tuple(out)

@@ -36,6 +36,7 @@ from sparkcep.runtime_udfs.recognize.evaluate import (
     prev_reach,
 )
 from sparkcep.runtime_udfs.recognize.program import CHAR, Program, compile_pattern
+from sparkcep.runtime_udfs.recognize.windows import due, frontier, give, release
 
 __all__ = ["MAX_THREADS", "Compiled", "RecognizeBudgetError", "RecognizeState", "advance", "compiled",
            "init_state", "run_partition", "step", "wakeup"]
@@ -99,6 +100,8 @@ class Compiled:
         self.monotone = bool(spec.order_by) and spec.order_by[0].ascending
         self.after = [self.program.closure(pc + 1, False, False) if op == CHAR else ()
                       for pc, (op, _, _) in enumerate(self.program.code)]
+        #: counts the engine computes per row before the pattern sees it (:mod:`.windows`)
+        self.windows = spec.windows
 
 
 def _has(e, kind) -> bool:
@@ -125,10 +128,11 @@ def compiled(spec: R.RecognizeSpec) -> Compiled:
 class RecognizeState:
     """The state of one partition: buffered rows from absolute position ``base``, ``pos`` rows seen, the
     earliest undecided start ``next_start``, matches so far ``mnum``, the last row of any match ``covered``,
-    the live ``threads`` (start, leaf, node) in priority order and the recorded ``matched`` (start -> (end,
-    node)) of undecided starts."""
+    the live ``threads`` (start, leaf, node) in priority order, the recorded ``matched`` (start -> (end,
+    node)) of undecided starts and the rows whose window counts are not settled yet (``window``, :mod:`.windows`;
+    None without window counts)."""
 
-    __slots__ = ("base", "covered", "ended", "matched", "mnum", "next_start", "pos", "rows", "threads")
+    __slots__ = ("base", "covered", "ended", "matched", "mnum", "next_start", "pos", "rows", "threads", "window")
 
     def __init__(self) -> None:
         self.rows: list[Row] = []
@@ -140,6 +144,7 @@ class RecognizeState:
         self.threads: list[tuple] = []
         self.matched: dict[int, tuple[int, Any]] = {}
         self.ended = False
+        self.window = None
 
 
 def init_state(spec: R.RecognizeSpec) -> RecognizeState:
@@ -151,6 +156,9 @@ def run_partition(spec: R.RecognizeSpec, rows: Sequence[Row]) -> list[Row]:
     """The outputs of one whole partition (rows in order, see ``sort_key``; its end known)."""
     c = compiled(spec)
     st = RecognizeState()
+    if c.windows:  # every count settled: the partition's end is known
+        st.window = give(c.windows, c.ts, None, rows)
+        rows = release(c.windows, c.ts, c.within, st.window, None, final=True)
     st.rows = list(rows)
     out: list[Row] = []
     _run(c, st, len(st.rows), out, trim=False)
@@ -164,6 +172,10 @@ def step(spec: R.RecognizeSpec, state: RecognizeState, rows: Sequence[Row]) -> t
     c = compiled(spec)
     if state.ended:
         raise ValueError("the partition has ended (advance(..., final=True) was called)")
+    if c.windows and rows:  # the rows whose counts are settled (every later row is at or after the last one)
+        state.window = give(c.windows, c.ts, state.window, rows)
+        bound = max((t for t in (r.get(c.ts) for r in rows) if t is not None), default=None)
+        rows = release(c.windows, c.ts, c.within, state.window, bound) if bound is not None else []
     state.rows.extend(rows)
     out: list[Row] = []
     _run(c, state, max(state.pos, state.base + len(state.rows) - c.ahead), out, trim=True)
@@ -178,6 +190,12 @@ def advance(spec: R.RecognizeSpec, state: RecognizeState, watermark: float | Non
     out: list[Row] = []
     if state.ended:
         return state, out
+    if c.windows and state.window is not None:  # rows whose counts the watermark (or the end) settles
+        if final or watermark is not None:
+            state.rows.extend(release(c.windows, c.ts, c.within, state.window, None if final else watermark, final))
+            if not final:
+                _run(c, state, max(state.pos, state.base + len(state.rows) - c.ahead), out, trim=True)
+        watermark = frontier(c.ts, state.window, watermark)  # the pattern has seen no row from the first held
     if final:
         _run(c, state, state.base + len(state.rows), out, trim=False)  # rows held back for NEXT
         _finish(c, state, out)
@@ -201,12 +219,19 @@ def wakeup(spec: R.RecognizeSpec, state: RecognizeState) -> float | None:
     """The smallest watermark at which :func:`advance` can decide something without new rows (None: only
     new rows or the partition's end can)."""
     c = compiled(spec)
-    if c.within is None or not c.monotone or not state.threads or state.ended:
+    if state.ended:
         return None
+    held = due(c.windows, c.ts, c.within, state.window) if c.windows else None
+    if c.within is None or not c.monotone or not state.threads:
+        return held
     ts = state.rows[state.threads[0][0] - state.base].get(c.ts)
     if ts is None:
-        return None
-    return _arith(_ARITH["+"], ts, c.within)
+        return held
+    mine = _arith(_ARITH["+"], ts, c.within)
+    if held is None:
+        return mine
+    # the pattern acts on a watermark no later than the first held row: that row's release comes first
+    return held if frontier(c.ts, state.window, mine) < mine else min(held, mine)
 
 
 # ----------------------------------------------------------------------------------------------- the VM
