@@ -782,6 +782,9 @@ def test_spark_functions_of_one_event_explained_and_in_the_generated_job():
     assert ("OVER (PARTITION BY `id` ORDER BY `ts` NULLS LAST RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) - "
             "COUNT(CASE WHEN `type` IN ('C') THEN 1 END) OVER (PARTITION BY `id`, `ts`)") in job
     assert "OVER (PARTITION BY `id` ORDER BY `ts` NULLS LAST RANGE BETWEEN 6 FOLLOWING AND UNBOUNDED FOLLOWING)" in job
+    # a stream has no window functions: the job leaves both to the engine (RecognizeSpec.windows), explain says so
+    assert "counted by the engine, a row given to the pattern once the watermark reaches its ts + WITHIN" in q.explain()
+    assert "windows = ['__sparkcep_f0', '__sparkcep_f1'] if args.stream else []" in job
     compile(job, "job.py", "exec")
 
 

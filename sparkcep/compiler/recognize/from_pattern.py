@@ -55,10 +55,12 @@ its engine:
 * a negated event at the start, ``SEQ(!(C n), A a, B b) WITHIN w`` (first and last components of one event, no
   condition on ``n``): no ``C`` in ``(b.ts - w, a.ts)``; the statement reads no row before its match, so Spark
   counts per row the key's ``C`` events before its ``ts`` and those at or before its ``ts - w`` (two window
-  columns, batch only) and ``b``'s DEFINE requires ``a``'s first count to be at most its own second one; under
-  skip_till_next_match that check does not make an event unselectable (it only removes candidates); a negated
-  event at the end, ``SEQ(A a, B b, !(C n)) WITHIN w``, mirrors it: no ``C`` in ``(b.ts, a.ts + w)``, the key's
-  ``C`` events after ``b``'s ``ts`` at most those at or after ``a``'s ``ts + w``;
+  columns; on a stream the engine counts them, :class:`~sparkcep.ir.recognize.WindowCount`) and ``b``'s DEFINE
+  requires ``a``'s first count to be at most its own second one; under skip_till_next_match that check does not
+  make an event unselectable (it only removes candidates); a negated event at the end, ``SEQ(A a, B b, !(C n))
+  WITHIN w``, mirrors it: no ``C`` in ``(b.ts, a.ts + w)``, the key's ``C`` events after ``b``'s ``ts`` at most
+  those at or after ``a``'s ``ts + w`` (on a stream a row waits in the engine until the watermark reaches its
+  ``ts + w``);
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
@@ -430,7 +432,8 @@ def _edge(r: ResolvedQuery, flat: list[tuple], k: int, source: str | None) -> Ev
 
 def window_negation(query: Query, source: str | None = None) -> str | None:
     """Where this AFTER MATCH SKIP query has a negation the statement checks with window columns Spark computes
-    over the partition's rows (batch only): ``"start"``, ``"end"``, ``"start and end"``, or None."""
+    over the partition's rows (a stream's engine counts them): ``"start"``, ``"end"``, ``"start and end"``, or
+    None."""
     lead, trail = _edges(check_skip_query(query, source), source)
     return " and ".join(w for w, n in (("start", lead), ("end", trail)) if n is not None) or None
 
