@@ -1125,8 +1125,8 @@ def _window_counts(r: ResolvedQuery, names: dict, type_col: str, ts_col: str) ->
     :class:`~sparkcep.ir.recognize.WindowCount`: Spark computes them in a batch, the engine on a stream."""
     out = []
     for end, neg in enumerate(_edges(r, None)):
-        if neg is None:
-            continue
+        if neg is None or any(p.kind != "equivalence" and neg.var in p.vars for p in r.predicates):
+            continue  # a condition on it: the engine counts types only (a stream refuses it, CompiledQuery.apply)
         kinds = ("after", "after_within") if end else ("before", "before_within")
         for column, kind in zip(_window_columns(r, neg, type_col, ts_col, bool(end)), kinds, strict=True):
             out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types), kind, type_col))
