@@ -908,23 +908,31 @@ def _stream_engine(spec, evs: list[dict], rnd: random.Random, far: int) -> tuple
     """``spec`` over ``evs`` (in ts order) as a stream: per key, random cuts, each piece given with ``step``, the
     state through JSON, then ``advance`` to a watermark at or behind the next piece's first ts (sometimes none);
     finally a watermark ``far`` past every event.  ``(rows out by the watermarks, rows out at the end)``: a
-    stream never ends, so everything must come out by the watermark."""
+    stream never ends, so everything must come out by the watermark.  With a negation at the end no match is out
+    before every event of its window is known (the watermark, or the last ts given, at ``a + WITHIN``)."""
     from sparkcep.runtime_udfs.recognize import state_from_json, state_to_json
 
     parts: dict[tuple, list[dict]] = {}
     for e in evs:
         parts.setdefault(tuple(e[p] for p in spec.partition_by), []).append({**e, "__ts": e["ts"]})
     got, late = [], []
+    at_end = any(w.kind == "after_within" for w in spec.windows)
+
+    def known(out: list[dict], bound) -> list[dict]:
+        assert not at_end or all(r["a"] + spec.within <= bound for r in out), (out, bound)
+        return out
+
     for rows in parts.values():
         st = engine.init_state(spec)
         cuts = sorted(rnd.sample(range(1, len(rows)), min(len(rows) - 1, rnd.randint(0, 6)))) if len(rows) > 1 else []
         for lo, hi in zip([0, *cuts], [*cuts, len(rows)], strict=True):
             st, out = engine.step(spec, st, rows[lo:hi])
-            got += out
+            got += known(out, rows[hi - 1]["ts"])
             st = state_from_json(state_to_json(st))
             mark = rows[hi]["ts"] - rnd.choice([0, 0, 1, 3]) if hi < len(rows) else far
-            st, out = engine.advance(spec, st, mark if rnd.random() < 0.8 or hi == len(rows) else None)
-            got += out
+            mark = mark if rnd.random() < 0.8 or hi == len(rows) else None
+            st, out = engine.advance(spec, st, mark)
+            got += known(out, rows[hi - 1]["ts"] if mark is None else max(mark, rows[hi - 1]["ts"]))
             st = state_from_json(state_to_json(st))
             assert engine.wakeup(spec, st) is None or hi < len(rows)  # past every window: nothing left to wait for
         st, out = engine.advance(spec, st, None, final=True)
