@@ -251,8 +251,9 @@ class WindowCount:
     ``types`` lie, in event time, before the row's (``before``), at or before it minus WITHIN
     (``before_within``), after it (``after``), at or after it plus WITHIN (``after_within``).  DEFINEs read it as
     column ``name``.  A batch has Spark compute it (window functions) as an input column; a stream, which has no
-    such window, leaves it to the engine (``RecognizeSpec.windows``), which gives a row to the pattern only once
-    its counts are settled; there an ``after*`` count is the negated count of the rest (at or before, before),
+    such window, leaves it to the engine (``RecognizeSpec.windows``), which gives a row to the pattern once its
+    counts are settled (an ``after_within`` count read only of a match's first row: the candidate match waits
+    for it instead); there an ``after*`` count is the negated count of the rest (at or before, before),
     which differs from the batch value by the partition's total, the same for every row, so comparisons of two
     such counts hold alike."""
 

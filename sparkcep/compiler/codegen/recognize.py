@@ -203,7 +203,7 @@ def _window_lines(q: rc.Recognize) -> list[str]:
     if not q.windows:
         return []
     names = ", ".join(f"{w.name} ({w.kind} of {'|'.join(w.types)})" for w in q.windows)
-    wait = (", a row given to the pattern once the watermark reaches its ts + WITHIN"
+    wait = (", a candidate match held until the watermark reaches its first row's ts + WITHIN"
             if any(w.kind == "after_within" for w in q.windows) else " as its rows arrive")
     return [f"window counts {names}: Spark window functions in a batch; on a stream counted by the engine{wait}"]
 

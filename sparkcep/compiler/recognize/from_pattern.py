@@ -59,8 +59,8 @@ its engine:
   requires ``a``'s first count to be at most its own second one; under skip_till_next_match that check does not
   make an event unselectable (it only removes candidates); a negated event at the end, ``SEQ(A a, B b, !(C n))
   WITHIN w``, mirrors it: no ``C`` in ``(b.ts, a.ts + w)``, the key's ``C`` events after ``b``'s ``ts`` at most
-  those at or after ``a``'s ``ts + w`` (on a stream a row waits in the engine until the watermark reaches its
-  ``ts + w``);
+  those at or after ``a``'s ``ts + w`` (on a stream the engine holds a candidate match until the watermark
+  reaches ``a.ts + w``);
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
