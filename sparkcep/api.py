@@ -272,10 +272,13 @@ class CompiledQuery:
             if edge is not None:
                 from pyspark.sql.types import NumericType
 
-                if streaming:
-                    raise CEPError(f"AFTER MATCH SKIP with a negation at the {edge} runs on batch DataFrames: it "
-                                   "counts the partition's events around each event with window functions, which a "
-                                   "stream does not have (at the end a match would also wait for its window to pass)")
+                if streaming:  # no window functions on a stream: the engine counts them (RecognizeSpec.windows)
+                    counted_by_engine = {w.name for w in rec.windows}
+                    if len(counted_by_engine) < 2 * len(edge.split(" and ")):
+                        raise CEPError(f"AFTER MATCH SKIP with a condition on the negated event at the {edge} runs "
+                                       "on batch DataFrames: on a stream the engine counts the negated events by "
+                                       "type only")
+                    extra = [(name, sql) for name, sql in extra if name not in counted_by_engine]
                 if not isinstance(schema[self.ts_col].dataType, NumericType):
                     raise CEPError(f"AFTER MATCH SKIP with a negation at the {edge} needs a numeric ts column (its "
                                    "window functions count events within WITHIN of ts)")

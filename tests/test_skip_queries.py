@@ -782,6 +782,10 @@ def test_spark_functions_of_one_event_explained_and_in_the_generated_job():
     assert ("OVER (PARTITION BY `id` ORDER BY `ts` NULLS LAST RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) - "
             "COUNT(CASE WHEN `type` IN ('C') THEN 1 END) OVER (PARTITION BY `id`, `ts`)") in job
     assert "OVER (PARTITION BY `id` ORDER BY `ts` NULLS LAST RANGE BETWEEN 6 FOLLOWING AND UNBOUNDED FOLLOWING)" in job
+    # a stream has no window functions: the job leaves both to the engine (RecognizeSpec.windows), explain says so
+    assert "counted by the engine, a candidate match held until the watermark reaches its first row's ts + WITHIN" \
+        in q.explain()
+    assert "windows = ['__sparkcep_f0', '__sparkcep_f1'] if args.stream else []" in job
     compile(job, "job.py", "exec")
 
 
@@ -899,3 +903,78 @@ def test_a_negation_at_the_start_or_end_engine_equals_oracle(seed, strategy, ski
     got = run_engine(rec, spec, extended)
     ordered = sorted(evs, key=lambda e: e["ts"])
     assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)
+
+
+def _stream_engine(spec, evs: list[dict], rnd: random.Random, far: int, oracle=None
+                   ) -> tuple[list[dict], list[dict]]:
+    """``spec`` over ``evs`` (in ts order) as a stream: per key, random cuts, each piece given with ``step``, the
+    state through JSON, then ``advance`` to a watermark at or behind the next piece's first ts (sometimes none);
+    finally a watermark ``far`` past every event.  ``(rows out by the watermarks, rows out at the end)``: a
+    stream never ends, so everything must come out by the watermark.  With a negation at the end no match is out
+    before every event of its window is known (the watermark, or the last ts given, at ``a + WITHIN``); and
+    (``oracle``: a key's events to its matches) every match is out once the watermark reaches ``a + WITHIN``."""
+    from sparkcep.runtime_udfs.recognize import state_from_json, state_to_json
+
+    parts: dict[tuple, list[dict]] = {}
+    for e in evs:
+        parts.setdefault(tuple(e[p] for p in spec.partition_by), []).append({**e, "__ts": e["ts"]})
+    got, late = [], []
+    at_end = any(w.kind == "after_within" for w in spec.windows)
+
+    def known(out: list[dict], bound) -> list[dict]:
+        assert not at_end or all(r["a"] + spec.within <= bound for r in out), (out, bound)
+        return out
+
+    for rows in parts.values():
+        st = engine.init_state(spec)
+        due = [] if oracle is None else oracle([{k: v for k, v in r.items() if k != "__ts"} for r in rows])
+        start = len(got)
+        cuts = sorted(rnd.sample(range(1, len(rows)), min(len(rows) - 1, rnd.randint(0, 6)))) if len(rows) > 1 else []
+        for lo, hi in zip([0, *cuts], [*cuts, len(rows)], strict=True):
+            st, out = engine.step(spec, st, rows[lo:hi])
+            got += known(out, rows[hi - 1]["ts"])
+            st = state_from_json(state_to_json(st))
+            mark = rows[hi]["ts"] - rnd.choice([0, 0, 1, 3]) if hi < len(rows) else far
+            mark = mark if rnd.random() < 0.8 or hi == len(rows) else None
+            st, out = engine.advance(spec, st, mark)
+            got += known(out, rows[hi - 1]["ts"] if mark is None else max(mark, rows[hi - 1]["ts"]))
+            if mark is not None:  # every match whose window the watermark has passed is out
+                ripe = [tuple(r.items()) for r in due if r["a"] + spec.within <= mark]
+                out_now = [tuple((n, r[n]) for n in due[0]) for r in got[start:]] if due else []
+                assert all(out_now.count(r) >= ripe.count(r) for r in ripe), (ripe, out_now, mark)
+            st = state_from_json(state_to_json(st))
+            assert engine.wakeup(spec, st) is None or hi < len(rows)  # past every window: nothing left to wait for
+        st, out = engine.advance(spec, st, None, final=True)
+        late += out
+    names = [n for n in spec.output if n not in spec.partition_by]
+    return [{n: r[n] for n in names} for r in got], [{n: r[n] for n in names} for r in late]
+
+
+_EDGE_SKIPS = {"two": ("TO LAST b",), "two at the end": ("TO LAST b",), "both": ("TO LAST b",),
+               "loop": ("TO FIRST b", "TO LAST b", "TO LAST d"), "loop at the end": ("TO FIRST b", "TO LAST b")}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 2**32), st.sampled_from(["skip_till_any_match", "skip_till_next_match", "partition_contiguity"]),
+       st.sampled_from(sorted(_EDGES)), st.integers(0, 3))
+def test_a_negation_at_the_start_or_end_on_a_stream_engine_equals_oracle(seed, strategy, shape, which):
+    """A stream has no window functions: the engine counts the negated events itself (``RecognizeSpec.windows``,
+    no such input columns) and gives a row to the pattern once its counts are settled (at the end: once the
+    watermark reaches its ts + WITHIN).  Micro-batched (random cuts, watermarks at or behind the next rows, the
+    state through JSON) = one batch = the oracle, every match out by the watermark alone, none before the
+    watermark reaches its first event's ts + WITHIN (at the end), each once it does."""
+    skips = ("PAST LAST EVENT", "TO NEXT EVENT", *_EDGE_SKIPS.get(shape, ()))
+    text = _EDGES[shape].format(strategy=strategy, skip=skips[which % len(skips)])
+    rnd = random.Random(seed)
+    evs = sorted(({"type": rnd.choice("AABBCD"), "ts": k // 2 + rnd.choice([0, 0, 3]), "id": rnd.choice([0, 0, 1]),
+                   "x": 0} for k in range(rnd.randint(8, 30))), key=lambda e: e["ts"])
+    rec = to_recognize(parse_query(text), text, columns=COLUMNS)
+    spec = build_spec(rec, SCHEMA)  # the window columns are not input columns: the engine counts them
+    assert len(spec.windows) == 2 + 2 * (shape == "both") and not set(spec.columns) & {w.name for w in spec.windows}
+    # at the end: the check of the start's count waits on the candidate match, not on its rows
+    assert bool(engine.compiled(spec).far) == (shape == "both" or "end" in shape)
+    want = sorted(match_rows(parse_query(text), evs), key=repr)
+    assert sorted(run_engine(rec, spec, evs), key=repr) == want
+    by_watermark, at_end = _stream_engine(spec, evs, rnd, far=evs[-1]["ts"] + 20,
+                                          oracle=lambda key_evs: match_rows(parse_query(text), key_evs))
+    assert sorted(by_watermark, key=repr) == want and at_end == []

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from sparkcep.ir.ast import Attr, BinOp, Duration, Literal
 from sparkcep.ir.errors import Span
+from sparkcep.ir.serde import OMIT_DEFAULT
 
 
 def _span() -> Span | None:
@@ -238,6 +239,30 @@ class OrderItem:
     span: Span | None = _span()
 
 
+#: the kinds of :class:`WindowCount`: the partition's rows of its types before the row's time, at or before it
+#: minus WITHIN; after it, at or after it plus WITHIN
+WINDOW_KINDS = ("before", "before_within", "after", "after_within")
+
+
+@dataclass(frozen=True)
+class WindowCount:
+    """A per-row count over the partition's rows (a pattern query's negation at the start or the end under AFTER
+    MATCH SKIP, ``sparkcep.compiler.recognize.from_pattern``): how many rows whose ``type_column`` is one of
+    ``types`` lie, in event time, before the row's (``before``), at or before it minus WITHIN
+    (``before_within``), after it (``after``), at or after it plus WITHIN (``after_within``).  DEFINEs read it as
+    column ``name``.  A batch has Spark compute it (window functions) as an input column; a stream, which has no
+    such window, leaves it to the engine (``RecognizeSpec.windows``), which gives a row to the pattern once its
+    counts are settled (an ``after_within`` count read only of a match's first row: the candidate match waits
+    for it instead); there an ``after*`` count is the negated count of the rest (at or before, before),
+    which differs from the batch value by the partition's total, the same for every row, so comparisons of two
+    such counts hold alike."""
+
+    name: str
+    types: tuple[str, ...]
+    kind: str
+    type_column: str = "type"
+
+
 @dataclass(frozen=True)
 class Recognize:
     """A parsed ``MATCH_RECOGNIZE`` statement.
@@ -260,6 +285,8 @@ class Recognize:
     alias: str | None = None
     outer_sql: str = "SELECT * FROM __sparkcep_matches"
     result_view: str = "__sparkcep_matches"
+    #: per-row counts a negation at the start or end reads (:class:`WindowCount`), input columns in a batch
+    windows: tuple[WindowCount, ...] = field(default=(), metadata={OMIT_DEFAULT: True})
     text: str = field(default="", compare=False, repr=False)
     span: Span | None = _span()
 
@@ -296,3 +323,5 @@ class RecognizeSpec:
     output_types: tuple[str, ...] = ()
     time_column: str = "__ts"
     within: float | None = None
+    #: the :class:`WindowCount` columns the engine computes itself (not input columns: a stream's)
+    windows: tuple[WindowCount, ...] = field(default=(), metadata={OMIT_DEFAULT: True})

@@ -174,6 +174,7 @@ def explain_text(q: rc.Recognize, *, program: list[str] | None = None, spec: rc.
     body += [f"measure {m.name} := {format_expr(m.expr)}" for m in q.measures]
     if spec is not None:
         body.append(f"engine columns ({', '.join(spec.columns)})")
+    body += _window_lines(q)
     lines += [INDENT + line for line in body]
     lines += [INDENT + "engine: " + line for line in engine or ()]
     if program:
@@ -195,6 +196,16 @@ def explain_text(q: rc.Recognize, *, program: list[str] | None = None, spec: rc.
         lines.append(INDENT + "aggregates the matches in Spark SQL; trend aggregation (GRETA) and sharing (Sharon) "
                               "not used: MATCH_RECOGNIZE counts one preferred match per start row, GRETA every trend")
     return "\n".join(lines)
+
+
+def _window_lines(q: rc.Recognize) -> list[str]:
+    """How a negation at the start or the end gets its window counts (``Recognize.windows``)."""
+    if not q.windows:
+        return []
+    names = ", ".join(f"{w.name} ({w.kind} of {'|'.join(w.types)})" for w in q.windows)
+    wait = (", a candidate match held until the watermark reaches its first row's ts + WITHIN"
+            if any(w.kind == "after_within" for w in q.windows) else " as its rows arrive")
+    return [f"window counts {names}: Spark window functions in a batch; on a stream counted by the engine{wait}"]
 
 
 def _aggregates(outer_sql: str) -> bool:
@@ -349,6 +360,13 @@ def time_column(q: rc.Recognize) -> str:
 _EVENT_COLUMNS = '''
     # the Spark SQL functions of one event the statement reads as columns: computed by Spark, before the engine
     rows = rows.select("*", *[F.expr(sql).alias(name) for name, sql in {columns}])'''
+#: As :data:`_EVENT_COLUMNS` with the window counts of a negation at the start or the end: a stream has no window
+#: functions, its engine counts them (``RecognizeSpec.windows``).
+_EVENT_AND_WINDOW_COLUMNS = '''
+    # the Spark SQL functions of one event the statement reads as columns: computed by Spark, before the engine;
+    # the window counts of a negation at the start or the end too in a batch (a stream's engine counts them)
+    windows = {windows} if args.stream else []
+    rows = rows.select("*", *[F.expr(sql).alias(name) for name, sql in {columns} if name not in windows])'''
 
 
 def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None,
@@ -365,9 +383,17 @@ def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None,
         ts_unit=py_literal(ts_unit),
         options=_OPTIONS.format(output_help="", checkpoint_help="", results="OUTPUT"),
         session_and_rows=_SESSION_AND_ROWS.format(app_name=py_literal(f"sparkcep: MATCH_RECOGNIZE over {q.source}")),
-        event_columns=_EVENT_COLUMNS.format(columns=py_literal([list(c) for c in event_columns]))
-        if event_columns else "",
+        event_columns=_event_columns(q, event_columns),
     )
+
+
+def _event_columns(q: rc.Recognize, event_columns: list[tuple[str, str]]) -> str:
+    if not event_columns:
+        return ""
+    columns = py_literal([list(c) for c in event_columns])
+    if not q.windows:
+        return _EVENT_COLUMNS.format(columns=columns)
+    return _EVENT_AND_WINDOW_COLUMNS.format(columns=columns, windows=py_literal([w.name for w in q.windows]))
 
 
 # ----------------------------------------------------------------------------------------------- a workload's job

@@ -55,10 +55,12 @@ its engine:
 * a negated event at the start, ``SEQ(!(C n), A a, B b) WITHIN w`` (first and last components of one event, no
   condition on ``n``): no ``C`` in ``(b.ts - w, a.ts)``; the statement reads no row before its match, so Spark
   counts per row the key's ``C`` events before its ``ts`` and those at or before its ``ts - w`` (two window
-  columns, batch only) and ``b``'s DEFINE requires ``a``'s first count to be at most its own second one; under
-  skip_till_next_match that check does not make an event unselectable (it only removes candidates); a negated
-  event at the end, ``SEQ(A a, B b, !(C n)) WITHIN w``, mirrors it: no ``C`` in ``(b.ts, a.ts + w)``, the key's
-  ``C`` events after ``b``'s ``ts`` at most those at or after ``a``'s ``ts + w``;
+  columns; on a stream the engine counts them, :class:`~sparkcep.ir.recognize.WindowCount`) and ``b``'s DEFINE
+  requires ``a``'s first count to be at most its own second one; under skip_till_next_match that check does not
+  make an event unselectable (it only removes candidates); a negated event at the end, ``SEQ(A a, B b, !(C n))
+  WITHIN w``, mirrors it: no ``C`` in ``(b.ts, a.ts + w)``, the key's ``C`` events after ``b``'s ``ts`` at most
+  those at or after ``a``'s ``ts + w`` (on a stream the engine holds a candidate match until the watermark
+  reaches ``a.ts + w``);
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
@@ -430,7 +432,8 @@ def _edge(r: ResolvedQuery, flat: list[tuple], k: int, source: str | None) -> Ev
 
 def window_negation(query: Query, source: str | None = None) -> str | None:
     """Where this AFTER MATCH SKIP query has a negation the statement checks with window columns Spark computes
-    over the partition's rows (batch only): ``"start"``, ``"end"``, ``"start and end"``, or None."""
+    over the partition's rows (a stream's engine counts them): ``"start"``, ``"end"``, ``"start and end"``, or
+    None."""
     lead, trail = _edges(check_skip_query(query, source), source)
     return " and ".join(w for w, n in (("start", lead), ("end", trail)) if n is not None) or None
 
@@ -995,7 +998,9 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
                  type_col: str = "type", ts_col: str = "ts") -> rx.Recognize:
     """The MATCH_RECOGNIZE statement IR of an AFTER MATCH SKIP match query; ``columns`` are the input's columns
     (the default output, without RETURN, is every one of them for every variable)."""
-    r, _ = _with_event_columns(check_skip_query(query, source), columns, type_col, ts_col)
+    checked = check_skip_query(query, source)
+    r, names = _with_event_columns(checked, columns, type_col, ts_col)
+    windows = _window_counts(checked, names, type_col, ts_col)
     comps = components(r.query.pattern, source)
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
@@ -1110,5 +1115,19 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
         defines=tuple(defines),
         within=query.within,
         outer_sql=outer.sql("spark"),
+        windows=windows,
         text=source or "",
     )
+
+
+def _window_counts(r: ResolvedQuery, names: dict, type_col: str, ts_col: str) -> tuple[rx.WindowCount, ...]:
+    """The window columns of a negation at the start or the end (:func:`_with_event_columns` names them) as
+    :class:`~sparkcep.ir.recognize.WindowCount`: Spark computes them in a batch, the engine on a stream."""
+    out = []
+    for end, neg in enumerate(_edges(r, None)):
+        if neg is None or any(p.kind != "equivalence" and neg.var in p.vars for p in r.predicates):
+            continue  # a condition on it: the engine counts types only (a stream refuses it, CompiledQuery.apply)
+        kinds = ("after", "after_within") if end else ("before", "before_within")
+        for column, kind in zip(_window_columns(r, neg, type_col, ts_col, bool(end)), kinds, strict=True):
+            out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types), kind, type_col))
+    return tuple(out)

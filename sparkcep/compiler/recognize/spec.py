@@ -79,6 +79,7 @@ class _Builder:
         q = self.q
         if not q.order_by:
             self.fail("ORDER BY is required in MATCH_RECOGNIZE: its first column is the event time", q.span)
+        computed = self.computed_windows()
         partition = tuple(self.column(c, find_span(self.text, rf"(?<![\w`]){re.escape(c)}(?![\w`])", r"PARTITION\s+BY")
                                       or q.span) for c in q.partition_by)
         order = tuple(replace(o, column=self.column(o.column, o.span)) for o in q.order_by)
@@ -100,10 +101,12 @@ class _Builder:
                         row_columns.append(node.column)
         all_rows = q.rows_per_match != rx.ONE_ROW
         lead = list(dict.fromkeys([*partition, *(o.column for o in order)]))
-        rest = [c for c in self.schema if c not in lead and (all_rows or c in referenced)]
+        own = {w.name for w in computed}  # counted by the engine, not input columns
+        referenced |= {w.type_column for w in computed}
+        rest = [c for c in self.schema if c not in lead and c not in own and (all_rows or c in referenced)]
         columns = tuple(dict.fromkeys([*lead, *rest, TS]))
         types = {m.name: expr_type(m.expr, self.schema, self.text) for m in measures}
-        hidden = set(row_columns) | {c for c in self.schema if c.startswith("__rx")}
+        hidden = set(row_columns) | own | {c for c in self.schema if c.startswith("__rx")}
         if all_rows:
             head = list(dict.fromkeys([*partition, *(o.column for o in order)]))
             tail = [c for c in self.schema if c not in head and c not in hidden]
@@ -134,7 +137,20 @@ class _Builder:
             output_types=output_types,
             time_column=TS,
             within=self.within(time_type),
+            windows=computed,
         )
+
+    def computed_windows(self) -> tuple[rx.WindowCount, ...]:
+        """The statement's window counts the input lacks (a stream's): the engine counts them, DEFINEs read them
+        as BIGINT columns."""
+        computed = tuple(replace(w, type_column=self.column(w.type_column, self.q.span))
+                         for w in self.q.windows if w.name.lower() not in self.lower)
+        if computed and self.q.within is None:
+            self.fail("window counts need WITHIN", self.q.span)
+        for w in computed:
+            self.schema[w.name] = "bigint"
+            self.lower[w.name.lower()] = w.name
+        return computed
 
     def within(self, time_type: str) -> float | None:
         w = self.q.within

@@ -10,6 +10,12 @@ start still alive are preferred to it and may replace it later.  The match at th
 is decided once that start has no thread left; then the AFTER MATCH SKIP rule picks the next start and the
 threads and recorded matches of the starts skipped are dropped.
 
+With window counts the engine computes (``RecognizeSpec.windows``, :mod:`.windows`: a stream's negation at the
+start or end of a pattern query) a row reaches the VM once its counts are settled; a DEFINE conjunct reading a
+count of the match's first row at or after its ts + WITHIN is split off as a check of the candidate match, which
+waits in the thread list (leaf :data:`PENDING`, the less preferred threads of its start going on) until that
+count is settled (:func:`_resolve`).
+
 Threads of one start at the same instruction are merged (the less preferred dropped) when every DEFINE reads
 only the row being labelled and its physical neighbours (then their futures are the same); otherwise each
 keeps its own history, up to :data:`MAX_THREADS` live threads per partition.
@@ -25,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sparkcep.ir import recognize as R
+from sparkcep.ir.ast import Attr, BinOp
 from sparkcep.ir.errors import CEPError
 from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _arith, _compare
 from sparkcep.runtime_udfs.recognize.evaluate import (
@@ -36,6 +43,7 @@ from sparkcep.runtime_udfs.recognize.evaluate import (
     prev_reach,
 )
 from sparkcep.runtime_udfs.recognize.program import CHAR, Program, compile_pattern
+from sparkcep.runtime_udfs.recognize.windows import due, fill, frontier, give, release
 
 __all__ = ["MAX_THREADS", "Compiled", "RecognizeBudgetError", "RecognizeState", "advance", "compiled",
            "init_state", "run_partition", "step", "wakeup"]
@@ -68,6 +76,13 @@ class Compiled:
                 raise ValueError(f"DEFINE of {var}, which is not a row pattern variable")
             if _has(cond, R.MatchNumber):
                 raise ValueError("MATCH_NUMBER() is not allowed in DEFINE")
+        # a negation at the end on a stream: the DEFINE conjuncts reading a count at or after the start's ts +
+        # WITHIN check a candidate match once that count is settled (:func:`_end_checks`), not the row
+        defines, checks = _end_checks(spec, defines, self.program, index, members)
+        self.deferred = frozenset(("after_within",)) if checks is not None else frozenset()
+        self.checks = [compile_expr(checks[v], members, variables, define=index[v]) if checks and v in checks
+                       else None for v in variables]
+        self.far = tuple(w.name for w in spec.windows if w.kind in self.deferred)
         # running aggregates of DEFINE kept on the nodes of the threads (node[4]); those of MEASURES on a
         # copy of the match's chain made when it is output
         self.define_slots = Slots(members, variables)
@@ -99,6 +114,66 @@ class Compiled:
         self.monotone = bool(spec.order_by) and spec.order_by[0].ascending
         self.after = [self.program.closure(pc + 1, False, False) if op == CHAR else ()
                       for pc, (op, _, _) in enumerate(self.program.code)]
+        #: counts the engine computes per row before the pattern sees it (:mod:`.windows`)
+        self.windows = spec.windows
+
+
+#: the leaf of a candidate match whose check waits (:func:`_end_checks`): kept in the thread list at its place in
+#: the preferment order until the check is decided
+PENDING = -2
+
+
+def _conjuncts(e) -> list:
+    if isinstance(e, BinOp) and e.op == "AND":
+        return _conjuncts(e.left) + _conjuncts(e.right)
+    return [e]
+
+
+def _end_checks(spec: R.RecognizeSpec, defines: dict, program: Program, index: dict, members: dict
+                ) -> tuple[dict, dict | None]:
+    """``(defines, checks)``: the DEFINEs without their top-level conjuncts that read an ``after_within`` count
+    the engine computes, and those conjuncts per variable; ``checks`` None (DEFINEs unchanged) unless every such
+    read is of a variable only ever the match's first row (its count is settled once the watermark reaches the
+    start's ts + WITHIN, whatever the row labelled)."""
+    far = {w.name for w in spec.windows if w.kind == "after_within"}
+    if not far:
+        return defines, None
+    firsts = set(program.closure(0, False, False)) | set(program.closure(0, True, False))
+    only_first = {i for i in range(len(spec.variables))
+                  if all(pc in firsts for pc, (op, a, _) in enumerate(program.code) if op == CHAR and a == i)}
+    kept, checks = {}, {}
+    for var, cond in defines.items():
+        mine, rest = [], []
+        for part in _conjuncts(cond):
+            (mine if _reads(part, far) else rest).append(part)
+        if mine:
+            reads = [n for m in mine for n in _attrs(m) if n.attr in far]
+            ends = all(program.closure(pc + 1, False, False) == (program.match_pc,)
+                       for pc, (op, a, _) in enumerate(program.code) if op == CHAR and a == index[var])
+            if not ends or any(n.var is None or not members.get(n.var, frozenset()) <= only_first for n in reads) \
+                    or any(_reads(r, far) for r in rest):
+                return defines, None  # the row waits for its counts (:mod:`.windows`)
+            checks[var] = _and(mine)
+        if rest:
+            kept[var] = _and(rest)
+    return kept, checks
+
+
+def _and(parts: list):
+    out = parts[0]
+    for p in parts[1:]:
+        out = BinOp("AND", out, p)
+    return out
+
+
+def _attrs(e) -> list:
+    from sparkcep.runtime_udfs.recognize.evaluate import _children
+
+    return ([e] if isinstance(e, Attr) else []) + [a for c in _children(e) for a in _attrs(c)]
+
+
+def _reads(e, names: set) -> bool:
+    return any(a.attr in names for a in _attrs(e))
 
 
 def _has(e, kind) -> bool:
@@ -125,10 +200,11 @@ def compiled(spec: R.RecognizeSpec) -> Compiled:
 class RecognizeState:
     """The state of one partition: buffered rows from absolute position ``base``, ``pos`` rows seen, the
     earliest undecided start ``next_start``, matches so far ``mnum``, the last row of any match ``covered``,
-    the live ``threads`` (start, leaf, node) in priority order and the recorded ``matched`` (start -> (end,
-    node)) of undecided starts."""
+    the live ``threads`` (start, leaf, node) in priority order, the recorded ``matched`` (start -> (end,
+    node)) of undecided starts and the rows whose window counts are not settled yet (``window``, :mod:`.windows`;
+    None without window counts)."""
 
-    __slots__ = ("base", "covered", "ended", "matched", "mnum", "next_start", "pos", "rows", "threads")
+    __slots__ = ("base", "covered", "ended", "matched", "mnum", "next_start", "pos", "rows", "threads", "window")
 
     def __init__(self) -> None:
         self.rows: list[Row] = []
@@ -140,6 +216,7 @@ class RecognizeState:
         self.threads: list[tuple] = []
         self.matched: dict[int, tuple[int, Any]] = {}
         self.ended = False
+        self.window = None
 
 
 def init_state(spec: R.RecognizeSpec) -> RecognizeState:
@@ -151,6 +228,9 @@ def run_partition(spec: R.RecognizeSpec, rows: Sequence[Row]) -> list[Row]:
     """The outputs of one whole partition (rows in order, see ``sort_key``; its end known)."""
     c = compiled(spec)
     st = RecognizeState()
+    if c.windows:  # every count settled: the partition's end is known
+        st.window = give(c.windows, c.ts, None, rows)
+        rows = release(c.windows, c.ts, c.within, st.window, None, final=True)
     st.rows = list(rows)
     out: list[Row] = []
     _run(c, st, len(st.rows), out, trim=False)
@@ -164,9 +244,22 @@ def step(spec: R.RecognizeSpec, state: RecognizeState, rows: Sequence[Row]) -> t
     c = compiled(spec)
     if state.ended:
         raise ValueError("the partition has ended (advance(..., final=True) was called)")
+    if c.windows and rows:  # the rows whose counts are settled (every later row is at or after the last one)
+        state.window = give(c.windows, c.ts, state.window, rows)
+        bound = max((t for t in (r.get(c.ts) for r in rows) if t is not None), default=None)
+        rows = release(c.windows, c.ts, c.within, state.window, bound, deferred=c.deferred) \
+            if bound is not None else []
+        state.rows.extend(rows)
+        rows = []
+        if bound is not None:
+            _fill(c, state, bound, False)
     state.rows.extend(rows)
     out: list[Row] = []
     _run(c, state, max(state.pos, state.base + len(state.rows) - c.ahead), out, trim=True)
+    if c.far:  # candidates whose check the rows given settle
+        _resolve(c, state)
+        _decide(c, state, out)
+        _trim(c, state)
     return state, out
 
 
@@ -178,6 +271,17 @@ def advance(spec: R.RecognizeSpec, state: RecognizeState, watermark: float | Non
     out: list[Row] = []
     if state.ended:
         return state, out
+    if c.windows and state.window is not None:  # rows whose counts the watermark (or the end) settles
+        if final or watermark is not None:
+            state.rows.extend(release(c.windows, c.ts, c.within, state.window, None if final else watermark, final,
+                                      c.deferred))
+            _fill(c, state, watermark, final)
+            if not final:
+                _run(c, state, max(state.pos, state.base + len(state.rows) - c.ahead), out, trim=True)
+            _resolve(c, state)
+            if not final:
+                _decide(c, state, out)
+        watermark = frontier(c.ts, state.window, watermark)  # the pattern has seen no row from the first held
     if final:
         _run(c, state, state.base + len(state.rows), out, trim=False)  # rows held back for NEXT
         _finish(c, state, out)
@@ -189,7 +293,7 @@ def advance(spec: R.RecognizeSpec, state: RecognizeState, watermark: float | Non
         keep = []
         for t in state.threads:
             gap = _arith(_ARITH["-"], watermark, ctx_rows[t[0] - base].get(c.ts))
-            if gap is None or not _compare(_CMP[">="], gap, c.within):
+            if gap is None or not _compare(_CMP[">="], gap, c.within) or t[1] == PENDING:
                 keep.append(t)
         state.threads = keep
         _decide(c, state, out)
@@ -201,12 +305,19 @@ def wakeup(spec: R.RecognizeSpec, state: RecognizeState) -> float | None:
     """The smallest watermark at which :func:`advance` can decide something without new rows (None: only
     new rows or the partition's end can)."""
     c = compiled(spec)
-    if c.within is None or not c.monotone or not state.threads or state.ended:
+    if state.ended:
         return None
+    held = due(c.windows, c.ts, c.within, state.window, c.deferred) if c.windows else None
+    if c.within is None or not c.monotone or not state.threads:
+        return held
     ts = state.rows[state.threads[0][0] - state.base].get(c.ts)
     if ts is None:
-        return None
-    return _arith(_ARITH["+"], ts, c.within)
+        return held
+    mine = _arith(_ARITH["+"], ts, c.within)
+    if held is None:
+        return mine
+    # the pattern acts on a watermark no later than the first held row: that row's release comes first
+    return held if frontier(c.ts, state.window, mine) < mine else min(held, mine)
 
 
 # ----------------------------------------------------------------------------------------------- the VM
@@ -238,6 +349,7 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
     threads = st.threads
     matched = st.matched
     slotted, extend = c.slotted, c.define_slots.extend
+    checks, far = c.checks, c.far
     for i in range(st.pos, upto):
         base = st.base
         row = rows[i - base]
@@ -262,6 +374,8 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
                 continue
             leaf = t[1]
             if leaf < 0:  # waiting at ANCHOR $: a row came, the path dies
+                if leaf == PENDING:  # a candidate whose check waits keeps its place
+                    new.append(t)
                 continue
             var = char_var[leaf]
             if within is not None and monotone and s != i:
@@ -292,6 +406,13 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
                         gap = _arith(sub, row_ts, rows[s - base].get(ts_col))
                         if not _compare(lt, gap, within):
                             continue
+                    check = checks[var] if far else None
+                    if check is not None:
+                        if not all(f in rows[s - base] for f in far):  # its start's count is not settled yet
+                            new.append((s, PENDING, node))
+                            continue
+                        if check(ctx, node, node) is not True:
+                            continue
                     matched[s] = (i + 1, node)
                     cut = s
                     new_match = True
@@ -316,7 +437,7 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
                 "of the match); make the DEFINE conditions exclusive, add WITHIN, or use a reluctant quantifier")
         st.threads = threads = new
         st.pos = i + 1
-        if new_match and past_last:
+        if new_match and past_last and not far:  # (a pending candidate before it may end earlier)
             _prune_inside(st)
             threads = st.threads
         if not threads:
@@ -330,6 +451,33 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
             threads = st.threads
     if trim:
         _trim(c, st)
+
+
+def _fill(c: Compiled, st: RecognizeState, bound, final: bool) -> None:
+    """Add the deferred counts the bound settles to the rows the pattern has (:func:`.windows.fill`)."""
+    if c.deferred:
+        fill(c.windows, c.ts, c.within, st.window, st.rows, st.base, bound, final, c.deferred)
+
+
+def _resolve(c: Compiled, st: RecognizeState) -> None:
+    """Decide the pending candidates (:data:`PENDING`) whose start's counts are settled: one whose check holds
+    is the start's match so far (the less preferred threads of its start go), else it is dropped."""
+    if not c.far or not any(t[1] == PENDING for t in st.threads):
+        return
+    rows, base = st.rows, st.base
+    ctx = Ctx(rows, base)
+    keep, cut = [], None
+    for t in st.threads:
+        s, leaf, node = t
+        if s == cut:
+            continue
+        if leaf == PENDING and all(f in rows[s - base] for f in c.far):
+            if c.checks[node[1]](ctx, node, node) is True:
+                st.matched[s] = (node[0] + 1, node)
+                cut = s
+            continue
+        keep.append(t)
+    st.threads = keep
 
 
 def _prune_inside(st: RecognizeState) -> None:
@@ -350,7 +498,7 @@ def _finish(c: Compiled, st: RecognizeState, out: list[Row]) -> None:
     prog = c.program
     cut = -1
     for s, leaf, node in st.threads:
-        if leaf >= 0 or s == cut:
+        if leaf >= 0 or leaf == PENDING or s == cut:
             continue
         for nxt in prog.resume(leaf):
             if nxt == prog.match_pc:

@@ -105,6 +105,8 @@ class _Plan:
             raise _Refused("more than 62 row pattern variables")
         if not c.mergeable:
             raise _Refused("a DEFINE reads rows of the match other than the one labelled")
+        if c.windows:
+            raise _Refused("window counts the engine computes (a stream's)")
         self.mask_of = {v: sum(1 << i for i in m) for v, m in c.members.items()}
         self.variables = variables
         # DEFINE: one vectorized condition per defined variable, over (column, shift) keys

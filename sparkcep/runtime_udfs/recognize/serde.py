@@ -16,6 +16,7 @@ from typing import Any
 
 from sparkcep.runtime_udfs.recognize.engine import RecognizeState
 from sparkcep.runtime_udfs.recognize.evaluate import node
+from sparkcep.runtime_udfs.recognize.windows import window_from_data, window_to_data
 
 __all__ = ["state_from_json", "state_to_json"]
 
@@ -102,6 +103,7 @@ def state_to_json(state: RecognizeState) -> str:
         "present": None if all(all(p) for p in present) else present,
         "base": state.base, "pos": state.pos, "next_start": state.next_start, "mnum": state.mnum,
         "covered": state.covered, "ended": state.ended, "nodes": nodes, "threads": threads, "matched": matched,
+        **({} if state.window is None else {"window": window_to_data(state.window, _enc)}),
     }, separators=(",", ":"))
 
 
@@ -125,4 +127,5 @@ def state_from_json(text: str) -> RecognizeState:
     st.covered, st.ended = d["covered"], d["ended"]
     st.threads = [(s, leaf, at(k)) for s, leaf, k in d["threads"]]
     st.matched = {s: (end, at(k)) for s, end, k in d["matched"]}
+    st.window = window_from_data(d.get("window"), _dec)
     return st
