@@ -50,10 +50,17 @@ QUERIES = [
 QUERIES.insert(0, "PATTERN SEQ(A a, B+ b[], C c) USING skip_till_any_match WHERE [id] AND b[i].x BETWEEN 1 AND 2 "
                "AND a.x IN (0, 3) AND upper(c.type) = 'C' WITHIN 8 AFTER MATCH SKIP TO NEXT EVENT "
                "RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts, lower(c.type) AS lc")
-# a negation at the start: no C in (b.ts - 4, a.ts), and at the end: none in (b.ts, a.ts + 4), four window columns
-# Spark counts per event (4 rows; 5 without the one at the start, 6 without the one at the end); batch only
-EDGES = ("PATTERN SEQ(!(C n), A a, B b, !(C m)) USING skip_till_next_match WHERE [id] WITHIN 4 AFTER MATCH SKIP PAST "
-         "LAST EVENT RETURN a.ts AS a_ts, b.ts AS b_ts")
+# a negation at the start: no C with a's x in (b.ts - 4, a.ts), and at the end: none with b's x, x > 0, in (b.ts,
+# a.ts + 4); per event Spark finds the ts of the latest such C before it and counts those after it and at or after
+# ts + 4 (window columns); batch only.  11 rows over _events(7) + _EDGE_TAIL; 10 without n.x = a.x, 9 without
+# m.x = b.x or m.x > 0, 6 without any condition
+EDGES = ("PATTERN SEQ(!(C n), A a, B b, !(C m)) USING skip_till_next_match WHERE [id] AND n.x = a.x AND m.x = b.x "
+         "AND m.x > 0 WITHIN 4 AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts AS a_ts, b.ts AS b_ts")
+# key 6: C1 A2 B0 (C's x is not A's), A0 B2 C1 (C's x is not B's), A0 B0 C0 (C's x is 0), C2 A2 B0 with C and A at
+# one ts, A0 B1 C1 with B and C at one ts (neither C is strictly inside its interval)
+_EDGE_TAIL = [{"type": t, "ts": 90 + o, "id": 6, "x": x} for t, o, x in (
+    ("C", 0, 1), ("A", 1, 2), ("B", 2, 0), ("A", 10, 0), ("B", 11, 2), ("C", 12, 1), ("A", 20, 0), ("B", 21, 0),
+    ("C", 22, 0), ("C", 30, 2), ("A", 30, 2), ("B", 31, 0), ("A", 40, 0), ("B", 41, 1), ("C", 41, 1))]
 QUERIES.insert(1, EDGES)
 
 
@@ -70,7 +77,7 @@ def _canon(rows) -> list[tuple]:
 
 
 def test_batch_equals_the_oracle(spark):
-    evs = _events(7)
+    evs = _events(7) + _EDGE_TAIL
     df = spark.createDataFrame(evs, "type string, ts bigint, id bigint, x bigint")
     for text in QUERIES:
         got = [r.asDict() for r in sparkcep.compile(text).apply(df).collect()]
