@@ -17,11 +17,12 @@ from collections.abc import Sequence
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import event as hypothesis_event
 from hypothesis import strategies as st
 
 import sparkcep
 from sparkcep.compiler.plan.nodes import Filter, find
-from sparkcep.ir.ast import Call, Unary
+from sparkcep.ir.ast import BinOp, Call, Unary
 from sparkcep.ir.spec import MatchSpec, with_default_outputs
 from sparkcep.oracles.match import match_rows
 from sparkcep.runtime_udfs.match import ais as match_ais
@@ -541,6 +542,103 @@ def test_contiguity_and_next_match_without_seq_in_input_order(strategy, data, ev
         state, rows = advance(spec, state, math.inf)
         got += rows
     assert canonical(got) == canonical(oracle_rows(q, events)), text
+
+
+@st.composite
+def absent_ties(draw, strategy: str) -> str:
+    """A match query whose equalities on ``x`` tie every component, some of which a match may leave out
+    (``T? v``, ``T* v[]``, an ``OR`` alternative's): a spanning tree of equalities in random order, maybe a
+    negation tied to one component, maybe ``[id]``."""
+    n = draw(st.integers(2, 4))
+    comps, refs = [], {}
+    for v in "abcd"[:n]:
+        t = draw(st.sampled_from(TYPES))
+        form = draw(st.sampled_from(["single", "single", "plus", "opt", "star", "or"]))
+        if form in ("plus", "star"):
+            comps.append(f"{t}{'+' if form == 'plus' else '*'} {v}[]")
+            refs[v] = f"{v}[i].x"
+        elif form == "opt":
+            comps.append(f"{t}? {v}")
+            refs[v] = f"{v}.x"
+        elif form == "or":
+            comps.append(f"({t} {v} OR {draw(st.sampled_from(TYPES))} o{v})")
+            refs[v], refs[f"o{v}"] = f"{v}.x", f"o{v}.x"
+        else:
+            comps.append(f"{t} {v}")
+            refs[v] = f"{v}.x"
+    names = draw(st.permutations(sorted(refs)))
+    conds = []
+    for k, v in enumerate(names[1:], start=1):
+        u = names[draw(st.integers(0, k - 1))]
+        conds.append(f"{refs[u]} = {refs[v]}" if draw(st.booleans()) else f"{refs[v]} = {refs[u]}")
+    if draw(st.booleans()):
+        comps.insert(draw(st.integers(1, len(comps))), f"!({draw(st.sampled_from('CD'))} z)")
+        conds.append(f"z.x = {refs[draw(st.sampled_from(sorted(refs)))].replace('[i]', '[1]')}")
+    if draw(st.booleans()):
+        conds.append("[id]")
+    conds = draw(st.permutations(conds))
+    return (f"PATTERN SEQ({', '.join(comps)}) USING {strategy} WHERE {' AND '.join(conds)} "
+            f"WITHIN {draw(st.integers(3, 10))}")
+
+
+@pytest.mark.parametrize("strategy", ["skip_till_any_match", "skip_till_next_match"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), events=event_streams("ABCD", min_size=3, max_size=9, max_gap=2, lacking=True))
+def test_equalities_with_components_that_may_be_absent_agree_with_oracle(strategy, data, events):
+    """Equalities tying every component, some of which may be absent: the key comes from those always present,
+    the equalities with the others stay predicates (NULL when absent: the match needs them, or, of an empty
+    ``T*``, hold at no position), and under skip_till_next_match only where each later component is equated
+    with an earlier one always present: engine (on the key's partitions) = oracle."""
+    text = data.draw(absent_ties(strategy))
+    q, spec = compiled(text)
+    hypothesis_event(f"key {spec.key}")
+    feed = kept(q, events) if strategy == "skip_till_any_match" else with_seq(spec, kept(q, events))
+    assert canonical(run(spec, feed)) == canonical(oracle_rows(q, events)), text
+
+
+@pytest.mark.parametrize(("text", "key", "kept_equalities"), [
+    # the optional a: the key from b alone (one always present component: NULLs stay a partition), a.id = b.id
+    # stays (without a the match has none: NULL)
+    ("PATTERN SEQ(A? a, B b) WHERE a.id = b.id WITHIN 5", ("id",), 1),
+    # b and c always present: their equality is the key; a's stays
+    ("PATTERN SEQ(A* a[], B b, C c) WHERE a[i].x = b.x AND b.x = c.x WITHIN 5", ("x",), 1),
+    ("PATTERN SEQ(A a, B b OR C c, D d) WHERE a.x = b.x AND c.x = a.x AND d.x = a.x WITHIN 5", ("x",), 2),
+    # c only equated with the optional b: not tied to the key when b is absent
+    ("PATTERN SEQ(A a, B? b, C c) WHERE a.x = b.x AND b.x = c.x WITHIN 5", (), 2),
+    # skip_till_next_match: C(x=2) between a and c may not be skipped, though c is equated only with the later b
+    ("PATTERN SEQ(A a, C c, B b) USING skip_till_next_match WHERE a.x = b.x AND c.x = b.x WITHIN 5", (), 2),
+    ("PATTERN SEQ(A a, C c, B b) USING skip_till_next_match WHERE a.x = b.x AND c.x = a.x WITHIN 5", ("x",), 0),
+    # a loop always present and alone: nothing ties its events to each other (b may be empty, z tells no key)
+    ("PATTERN SEQ(A+ a[], A* b[]) WHERE b[i].x = a[i].x WITHIN 5", (), 1),
+    ("PATTERN SEQ(A+ a[], !(C z)) WHERE z.x = a[i].x WITHIN 5", (), 1),
+])
+def test_key_from_the_components_always_present(text, key, kept_equalities):
+    _, spec = compiled(text)
+    equalities = [p for p in spec.predicates if isinstance(p, BinOp) and p.op == "="]
+    assert (spec.key, len(equalities)) == (key, kept_equalities)
+
+
+@pytest.mark.parametrize("text", ["PATTERN SEQ(A+ a[], A* b[]) WHERE b[i].x = a[i].x WITHIN 3",
+                                  "PATTERN SEQ(A+ a[], !(C z)) WHERE z.x = a[i].x WITHIN 3"])
+def test_a_loop_alone_keeps_events_of_other_values(text):
+    """The loop's events are tied by nothing (an empty ``b`` holds at no position, ``z`` only says which C
+    forbids): A0(x=0) A1(x=2) is a match, which a key ``[x]`` (before, for the negation) split."""
+    events = [{"type": "A", "ts": 0, "x": 0, "id": 0}, {"type": "A", "ts": 1, "x": 2, "id": 0}]
+    q, spec = compiled(text + " RETURN count(a[].ts) AS n")
+    got = run(spec, kept(q, events))
+    assert canonical(got) == canonical(oracle_rows(q, events)) and {"n": 2} in got
+
+
+def test_skip_till_next_match_keeps_an_event_an_equality_does_not_yet_decide():
+    """Over A(x=1) C(x=2) C(x=1) B(x=1), ``SEQ(A a, C c, B b) USING skip_till_next_match WHERE a.x = b.x AND
+    c.x = b.x`` has no match: C(x=2) could follow a (no equality decides it before b), so it may not be skipped,
+    and with it c.x = b.x fails.  Keyed by x (before), the engine never saw C(x=2) and reported (A1, C3, B4)."""
+    text = ("PATTERN SEQ(A a, C c, B b) USING skip_till_next_match WHERE a.x = b.x AND c.x = b.x WITHIN 10 "
+            "RETURN a.ts, c.ts, b.ts")
+    events = [{"type": t, "ts": ts, "x": x, "id": 0} for t, ts, x in [("A", 1, 1), ("C", 2, 2), ("C", 3, 1),
+                                                                      ("B", 4, 1)]]
+    q, spec = compiled(text)
+    assert run(spec, with_seq(spec, kept(q, events))) == oracle_rows(q, events) == []
 
 
 KLEENE_CONDITIONS = [

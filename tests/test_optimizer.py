@@ -32,6 +32,7 @@ CASES = {
         "PATTERN SEQ(A a, !(C z), B b) WHERE a.id = b.id WITHIN 10",
         "PATTERN SEQ(A a, B b) WHERE a.x = b.y WITHIN 10",
         "PATTERN SEQ(A a, C? c, B b) WHERE a.id = b.id AND c.id = a.id WITHIN 10",
+        "PATTERN SEQ(A? a, B b) WHERE a.id = b.id WITHIN 10",
         "PATTERN SEQ(A a, !(C z)) WHERE z.id = a.id WITHIN 10",
     ],
     "partition_by_equivalence": [

@@ -183,13 +183,15 @@ def test_without_the_clause_nothing_changes():
 @pytest.mark.parametrize(("text", "message"), [
     ("PATTERN SEQ(A a, B+? b[]) WITHIN 5", "reluctant quantifier"),
     ("PATTERN SEQ(!(C c), A a, B+ b[]) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "a first and a last component"),
-    ("PATTERN SEQ(!(C c), A a, B b) WHERE c.x > 1 WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "a condition on it"),
+    ("PATTERN SEQ(!(C c), A a, B b) WHERE c.x > b.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "with one of a's"),
+    ("PATTERN SEQ(!(C c), A a, B b) WHERE c.x = a.x + 1 WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "an equality"),
+    ("PATTERN SEQ(!(A c), A a, B b) WHERE c.x = a.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "other types"),
     ("PATTERN SEQ(!(C c), A a, B b) WITHIN 5 seconds AFTER MATCH SKIP PAST LAST EVENT", "WITHIN in ts units"),
     ("PATTERN SEQ(!(C c), A a) OR SEQ(B b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "start of an OR"),
     ("PATTERN SEQ(A a, !(C c), B? b) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "before an optional last"),
     ("PATTERN SEQ(A a, B+ b[], !(C c)) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "at the end needs a first and"),
     ("PATTERN SEQ(A a, B? b, !(C c)) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "at the end needs a first and"),
-    ("PATTERN SEQ(A a, B b, !(C c)) WHERE c.x > a.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "at the end takes"),
+    ("PATTERN SEQ(A a, B b, !(C c)) WHERE c.x = a.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "one of b's"),
     ("PATTERN SEQ(A a, B b, NEXT !(C c)) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "NEXT before a negation at"),
     ("PATTERN SEQ(A a, B b, !(C c), !(D d)) WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "end is supported alone"),
     ("PATTERN SEQ(A a, B b, !(C c)) WITHIN 5 seconds AFTER MATCH SKIP PAST LAST EVENT", "end needs WITHIN in ts"),
@@ -978,3 +980,95 @@ def test_a_negation_at_the_start_or_end_on_a_stream_engine_equals_oracle(seed, s
     by_watermark, at_end = _stream_engine(spec, evs, rnd, far=evs[-1]["ts"] + 20,
                                           oracle=lambda key_evs: match_rows(parse_query(text), key_evs))
     assert sorted(by_watermark, key=repr) == want and at_end == []
+
+
+_CONDITIONED_EDGES = {  # conditions on a negation at the start or end: alone, or an equality with the next component
+    "local": "PATTERN SEQ(!(C n), A a, B b) USING {strategy} WHERE [id] AND n.x > 0 WITHIN 6 AFTER MATCH SKIP "
+             "{skip} RETURN a.ts AS a, b.ts AS b",
+    "equal": "PATTERN SEQ(!(C n), A a, B b) USING {strategy} WHERE [id] AND n.x = a.x WITHIN 6 AFTER MATCH SKIP "
+             "{skip} RETURN a.ts AS a, b.ts AS b",
+    "one": "PATTERN SEQ(!(ANY(C, D) n), A a) USING {strategy} WHERE [id] AND a.y = n.x AND n.x != 1 WITHIN 3 "
+           "AFTER MATCH SKIP {skip} RETURN a.ts AS a",
+    "constant": "PATTERN SEQ(!(C n), A a, B b) USING {strategy} WHERE [id, y = 1] AND n.x < 2 WITHIN 6 AFTER "
+                "MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b",
+    "at the end": "PATTERN SEQ(A a, B b, !(C n)) USING {strategy} WHERE [id] AND b.x = n.x WITHIN 6 AFTER MATCH "
+                  "SKIP {skip} RETURN a.ts AS a, b.ts AS b",
+    "loop at the end": "PATTERN SEQ(A a, B+? b[], D d, !(C n)) USING {strategy} WHERE [id] AND n.x < 2 AND n.y = "
+                       "d.x WITHIN 7 AFTER MATCH SKIP {skip} RETURN a.ts AS a, count(b[].ts) AS n, d.ts AS d",
+    "both": "PATTERN SEQ(!(D m), A a, B b, !(C n)) USING {strategy} WHERE [id] AND m.x = a.x AND n.x = b.x AND "
+            "n.y > 0 WITHIN 5 AFTER MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b"}
+
+
+def _conditioned_edge_columns(text: str, evs: list[dict]) -> tuple[list[dict], dict[str, str]]:
+    """``evs`` with the window columns of a negation at the start or the end computed from their meaning, the
+    negation's conditions evaluated as the oracle does with the event as the component next to it: the numbers
+    of the key's forbidden events (as :func:`_edge_columns`), or, with an equality to that component, the ts of
+    the latest forbidden event before the event's ts (at the start) or of the earliest after it (at the end)."""
+    from sparkcep.compiler.analysis import analyze
+    from sparkcep.compiler.recognize.from_pattern import components, event_columns
+    from sparkcep.runtime_udfs.expr.scalar import compile_expr, holds
+
+    q = parse_query(text)
+    r = analyze(q, text)
+    w = q.within.value
+    keys = [i.attr for i in r.partition]
+    comps = components(q.pattern)
+    keep = {(False, True): lambda t, u: t < u, (False, False): lambda t, u: t <= u - w,
+            (True, True): lambda t, u: t > u, (True, False): lambda t, u: t >= u + w}
+
+    def forbidden(f, e, end):
+        neg = q.pattern.items[-1 if end else 0].inner
+        near = comps[-1 if end else 0].var
+        conds = [compile_expr(p.expr, frozenset({neg.var})) for p in r.predicates
+                 if p.kind != "equivalence" and neg.var in p.vars]
+        return (all(f[k] == e[k] for k in keys) and f["type"] in neg.types
+                and all(holds(c({neg.var: f, near: e})) for c in conds))
+
+    columns, types = {}, {}
+    for name, sql in event_columns(q, text, {**SCHEMA, "y": "bigint"}):
+        end = "FOLLOWING" in sql
+        if sql.startswith(("MAX(", "MIN(")):
+            def nearest(e, end=end):
+                ts = [f["ts"] for f in evs
+                      if forbidden(f, e, end) and (f["ts"] > e["ts"] if end else f["ts"] < e["ts"])]
+                return (min if end else max)(ts, default=None)
+            columns[name] = nearest
+        else:
+            test = keep[end, " - COUNT" in sql]
+            columns[name] = lambda e, end=end, test=test: sum(
+                1 for f in evs if forbidden(f, e, end) and test(f["ts"], e["ts"]))
+        types[name] = "bigint"
+    return [{**e, **{name: fn(e) for name, fn in columns.items()}} for e in evs], types
+
+
+def test_conditions_on_a_negation_at_the_start_worked_example():
+    """``SEQ(!(C n), A a, B b) WHERE n.x = a.x WITHIN 5``: only a C with a's x in (b.ts - 5, a.ts) forbids; an
+    equality makes b's DEFINE read the ts of the latest such C before a (strictly: a C at a's ts is outside)."""
+    text = ("PATTERN SEQ(!(C n), A a, B b) WHERE [id] AND n.x = a.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT "
+            "RETURN a.ts AS a, b.ts AS b")
+    evs = [{"type": t, "ts": ts, "id": 1, "x": x, "y": 0}
+           for t, ts, x in [("C", 1, 1), ("A", 2, 1), ("B", 3, 0), ("C", 9, 2), ("A", 10, 1), ("B", 11, 0),
+                            ("C", 13, 3), ("A", 13, 3), ("B", 14, 0)]]
+    extended, types = _conditioned_edge_columns(text, evs)
+    rec = to_recognize(parse_query(text), text, columns=[*COLUMNS, "y"])
+    got = run_engine(rec, build_spec(rec, {**SCHEMA, "y": "bigint", **types}), extended)
+    # C1 (x = 1) is in (-2, 2): A2 B3 blocked; C9 has x = 2, not A10's 1; C13 is at A13's own ts
+    assert got == match_rows(parse_query(text), evs) == [{"a": 10, "b": 11}, {"a": 13, "b": 14}]
+
+
+@settings(max_examples=70, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 2**32), st.sampled_from(["skip_till_any_match", "skip_till_next_match", "partition_contiguity"]),
+       st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT"]), st.sampled_from(sorted(_CONDITIONED_EDGES)))
+def test_conditions_on_a_negation_at_the_start_or_end_engine_equals_oracle(seed, strategy, skip, shape):
+    """Conditions on a negation at the start or the end with AFTER MATCH SKIP (refused before): one reading the
+    negated event alone filters the events the window columns count; an equality with the component next to it
+    partitions them by that attribute, and the column is the ts of the nearest such event: engine = oracle."""
+    text = _CONDITIONED_EDGES[shape].format(strategy=strategy, skip=skip)
+    rnd = random.Random(seed)
+    evs = [{"type": rnd.choice("AABBCD"), "ts": k // 2, "id": rnd.choice([0, 0, 1]), "x": rnd.randint(0, 2),
+            "y": rnd.randint(0, 1)} for k in range(rnd.randint(14, 26))]
+    extended, types = _conditioned_edge_columns(text, evs)
+    rec = to_recognize(parse_query(text), text, columns=[*COLUMNS, "y"])
+    got = run_engine(rec, build_spec(rec, {**SCHEMA, "y": "bigint", **types}), extended)
+    ordered = sorted(evs, key=lambda e: e["ts"])
+    assert sorted(got, key=repr) == sorted(match_rows(parse_query(text), ordered), key=repr)

@@ -50,11 +50,21 @@ QUERIES = [
 QUERIES.insert(0, "PATTERN SEQ(A a, B+ b[], C c) USING skip_till_any_match WHERE [id] AND b[i].x BETWEEN 1 AND 2 "
                "AND a.x IN (0, 3) AND upper(c.type) = 'C' WITHIN 8 AFTER MATCH SKIP TO NEXT EVENT "
                "RETURN a.ts AS a_ts, count(b[].x) AS n, c.ts AS c_ts, lower(c.type) AS lc")
-# a negation at the start: no C in (b.ts - 4, a.ts), and at the end: none in (b.ts, a.ts + 4), four window columns
-# Spark counts per event (4 rows; 5 without the one at the start, 6 without the one at the end); on a stream the
-# engine counts them
-EDGES = ("PATTERN SEQ(!(C n), A a, B b, !(C m)) USING skip_till_next_match WHERE [id] WITHIN 4 AFTER MATCH SKIP PAST "
-         "LAST EVENT RETURN a.ts AS a_ts, b.ts AS b_ts")
+# a negation at the start: no C with a's x in (b.ts - 4, a.ts), and at the end: none with b's x, x > 0, in (b.ts,
+# a.ts + 4); per event Spark finds the ts of the latest such C before it and counts those after it and at or after
+# ts + 4 (window columns).  11 rows over _events(7) + _EDGE_TAIL; 10 without n.x = a.x, 9 without
+# m.x = b.x or m.x > 0, 6 without any condition
+EDGES = ("PATTERN SEQ(!(C n), A a, B b, !(C m)) USING skip_till_next_match WHERE [id] AND n.x = a.x AND m.x = b.x "
+         "AND m.x > 0 WITHIN 4 AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts AS a_ts, b.ts AS b_ts")
+# key 6: C1 A2 B0 (C's x is not A's), A0 B2 C1 (C's x is not B's), A0 B0 C0 (C's x is 0), C2 A2 B0 with C and A at
+# one ts, A0 B1 C1 with B and C at one ts (neither C is strictly inside its interval)
+_EDGE_TAIL = [{"type": t, "ts": 90 + o, "id": 6, "x": x} for t, o, x in (
+    ("C", 0, 1), ("A", 1, 2), ("B", 2, 0), ("A", 10, 0), ("B", 11, 2), ("C", 12, 1), ("A", 20, 0), ("B", 21, 0),
+    ("C", 22, 0), ("C", 30, 2), ("A", 30, 2), ("B", 31, 0), ("A", 40, 0), ("B", 41, 1), ("C", 41, 1))]
+# the same negations without conditions on a stream: the engine counts the window columns itself (4 rows over
+# _events(7); 5 without the one at the start, 6 without the one at the end); conditions on them are batch only
+EDGES_STREAM = ("PATTERN SEQ(!(C n), A a, B b, !(C m)) USING skip_till_next_match WHERE [id] WITHIN 4 AFTER MATCH "
+                "SKIP PAST LAST EVENT RETURN a.ts AS a_ts, b.ts AS b_ts")
 QUERIES.insert(1, EDGES)
 
 
@@ -71,7 +81,7 @@ def _canon(rows) -> list[tuple]:
 
 
 def test_batch_equals_the_oracle(spark):
-    evs = _events(7)
+    evs = _events(7) + _EDGE_TAIL
     df = spark.createDataFrame(evs, "type string, ts bigint, id bigint, x bigint")
     for text in QUERIES:
         got = [r.asDict() for r in sparkcep.compile(text).apply(df).collect()]
@@ -98,11 +108,11 @@ def test_generated_job_computes_the_functions_of_one_event(spark, tmp_path):
     assert want and _canon(got) == _canon(want)
 
 
-@pytest.mark.parametrize("which", [-1, pytest.param(1, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("which", [-1, pytest.param("edges", marks=pytest.mark.slow)])
 def test_stream_one_file_per_trigger_equals_the_oracle(spark, tmp_path, which):
     """Three files in time order (their modification times set apart: the file source takes the oldest first),
     read one per trigger; a last event of another key far later moves the watermark past every WITHIN, so every
-    match is emitted.  With negations at the start and the end (``EDGES``) the engine counts the window columns
+    match is emitted.  With negations at the start and the end (``EDGES_STREAM``) the engine counts the window columns
     (no window functions on a stream) and holds each row until the watermark passes its ts + WITHIN."""
     evs = _events(7)
     src, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
@@ -113,9 +123,12 @@ def test_stream_one_file_per_trigger_equals_the_oracle(spark, tmp_path, which):
         path = src / f"part-{k}.json"
         path.write_text("".join(json.dumps(e) + "\n" for e in chunk))
         os.utime(path, (1_700_000_000 + 10 * k, 1_700_000_000 + 10 * k))  # the file source reads by mtime
-    text = QUERIES[which]
+    text = EDGES_STREAM if which == "edges" else QUERIES[which]
     stream = spark.readStream.schema("type string, ts bigint, id bigint, x bigint") \
         .option("maxFilesPerTrigger", 1).json(str(src))
+    if which == "edges":  # conditions on the negated events: the engine counts by type only, so batch only
+        with pytest.raises(CEPError, match="condition on the negated event at the start and end runs on batch"):
+            sparkcep.compile(EDGES).apply(stream)
     result = sparkcep.compile(text).apply(stream)
     assert result.isStreaming
     (result.writeStream.format("json").option("path", str(out)).option("checkpointLocation", str(ck))

@@ -52,15 +52,17 @@ its engine:
   count allows, the components that may come next once it allows, :func:`_moves`) tell which rows may be skipped;
 * an OR of such patterns is the alternation of their row patterns (the left one preferred at a start, as
   SQL:2016's ``|``); the skipped rows are shared, their DEFINEs tell the alternative by ``CLASSIFIER(_picked)``;
-* a negated event at the start, ``SEQ(!(C n), A a, B b) WITHIN w`` (first and last components of one event, no
-  condition on ``n``): no ``C`` in ``(b.ts - w, a.ts)``; the statement reads no row before its match, so Spark
+* a negated event at the start, ``SEQ(!(C n), A a, B b) WITHIN w`` (first and last components of one event):
+  no ``C`` in ``(b.ts - w, a.ts)``; the statement reads no row before its match, so Spark
   counts per row the key's ``C`` events before its ``ts`` and those at or before its ``ts - w`` (two window
   columns; on a stream the engine counts them, :class:`~sparkcep.ir.recognize.WindowCount`) and ``b``'s DEFINE
   requires ``a``'s first count to be at most its own second one; under skip_till_next_match that check does not
   make an event unselectable (it only removes candidates); a negated event at the end, ``SEQ(A a, B b, !(C n))
   WITHIN w``, mirrors it: no ``C`` in ``(b.ts, a.ts + w)``, the key's ``C`` events after ``b``'s ``ts`` at most
   those at or after ``a``'s ``ts + w`` (on a stream the engine holds a candidate match until the watermark
-  reaches ``a.ts + w``);
+  reaches ``a.ts + w``); conditions on ``n`` alone filter the counted events, and an equality with the component
+  next to it (``n.x = a.x``) makes the column the ``ts`` of the key's latest such ``C`` with ``a``'s ``x`` before
+  ``a`` (at the end: the earliest after ``b``), :func:`_edge_conditions` (batch only: the engine counts by type);
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
@@ -421,13 +423,41 @@ def _edge(r: ResolvedQuery, flat: list[tuple], k: int, source: str | None) -> Ev
     if r.query.within.unit is not None:
         _refuse(f"with AFTER MATCH SKIP a negation at the {where} needs WITHIN in ts units (a bare number)",
                 r.query.within, source)
-    var = item.inner.var
-    for p in r.predicates:
-        if (p.kind == "equivalence" and any(i.value is not None for i in p.expr.items)) or (
-                p.kind != "equivalence" and var in p.vars):
-            _refuse(f"with AFTER MATCH SKIP a negation at the {where} takes only its type and the equivalence "
-                    "attributes: a condition on it is not supported yet", p.expr, source)
+    _edge_conditions(r, item.inner, first if k == 0 else last, where, source)
     return item.inner
+
+
+def _edge_conditions(r: ResolvedQuery, neg: EventPat, near: Component, where: str, source: str | None
+                     ) -> tuple[list, list[tuple[str, str]]]:
+    """The conditions on the negated event ``neg`` at the start or the end: those reading it alone (``n.x >
+    5``), and the equalities of one of its attributes with one of ``near``'s, the component next to it (the
+    first at the start, the last at the end): ``(n's attribute, near's attribute)``; refuses any other.  Alone,
+    they filter the events the window columns count; an equality makes Spark partition the negated events by
+    their attribute and the others by ``near``'s, and find on ``near``'s row the latest negated event before it
+    (at the start) or the earliest after it (at the end), :func:`_nearest_column`.  A constant equivalence test
+    (``[x = 'c']``) needs nothing: it is a partition attribute of the windows."""
+    local, pairs = [], []
+    for p in r.predicates:
+        if p.kind == "equivalence" or neg.var not in p.vars:
+            continue
+        e = p.expr
+        sides = (e.left, e.right) if isinstance(e, BinOp) and e.op == "=" else ()
+        attrs = [a for a in sides if isinstance(a, Attr) and a.index in (None, "cur")]
+        if set(p.vars) == {neg.var}:
+            local.append(e)
+        elif len(attrs) == 2 and {a.var for a in attrs} == {neg.var, near.var}:
+            own, other = attrs if attrs[0].var == neg.var else attrs[::-1]
+            pairs.append((own.attr, other.attr))
+        else:
+            _refuse(f"with AFTER MATCH SKIP a condition on the negated {neg.var} at the {where} reads {neg.var} "
+                    f"alone or is an equality of one of its attributes with one of {near.var}'s, the component "
+                    f"next to it ({neg.var}.x = {near.var}.x): Spark looks for the negated events around each "
+                    "event with window functions", e, source)
+    if pairs and set(near.types) & set(neg.types):
+        _refuse(f"with AFTER MATCH SKIP an equality relating the negated {neg.var} at the {where} to {near.var} "
+                f"needs {near.var} of other types than {neg.var} (a row of both would find itself)",
+                next(p.expr for p in r.predicates if neg.var in p.vars and near.var in p.vars), source)
+    return local, pairs
 
 
 def window_negation(query: Query, source: str | None = None) -> str | None:
@@ -445,13 +475,45 @@ def _fresh(names: dict, taken: frozenset) -> str:
     return f"__sparkcep_f{k}"
 
 
-def _window_columns(r: ResolvedQuery, neg: EventPat, type_col: str, ts_col: str, end: bool = False
+def _counted(neg: EventPat, local: list, pairs: list[tuple[str, str]], type_col: str, columns) -> sx.Expr:
+    """Is the row an event the negation ``neg`` forbids, as far as it alone tells: of its types, its conditions
+    on it alone TRUE, the attributes it equates with another component's not NULL (Spark SQL)."""
+    from sparkcep.compiler.codegen.sql import to_sql_expr
+
+    types = dict(columns) if isinstance(columns, dict) else None
+    tests = [sx.column(type_col, quoted=True).isin(*[sx.Literal.string(t) for t in neg.types])]
+    tests += [sx.func("coalesce", to_sql_expr(e, types=types), sx.false()) for e in local]
+    tests += [sx.Not(this=sx.paren(sx.column(own, quoted=True).is_(sx.null()))) for own, _ in pairs]
+    return sx.and_(*tests)
+
+
+def _nearest_column(r: ResolvedQuery, counted: sx.Expr, pairs: list[tuple[str, str]], ts_col: str, end: bool
+                    ) -> sx.Expr:
+    """Per row, the ts of the partition's latest forbidden event strictly before its ``ts`` (``end``: the
+    earliest strictly after), among those whose attributes equal the row's as ``pairs`` say (negated event's,
+    row's): the window's partition takes the negated event's attribute on a forbidden row and the other's on
+    any other row.  ``ROWS`` up to the row before (``end``: from the row after), the rows of one ts ordered
+    with the forbidden ones last (first): none at the row's own ts is in the frame (the row itself is not one of
+    them, :func:`_edge_conditions`)."""
+    ts = sx.column(ts_col, quoted=True)
+    keys = [sx.column(a, quoted=True) for a in dict.fromkeys(i.attr for i in r.partition)]
+    keys += [sx.Case().when(counted.copy(), sx.column(own, quoted=True)).else_(sx.column(other, quoted=True))
+             for own, other in pairs]
+    flag = sx.Case().when(counted.copy(), sx.Literal.number(0 if end else 1)).else_(sx.Literal.number(1 if end else 0))
+    spec = sx.WindowSpec(kind="ROWS", start=sx.Literal.number(1), start_side="FOLLOWING", end="UNBOUNDED",
+                         end_side="FOLLOWING") if end else sx.WindowSpec(
+        kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end=sx.Literal.number(1), end_side="PRECEDING")
+    value = sx.Case().when(counted.copy(), ts.copy())
+    return sx.Window(this=sx.Min(this=value) if end else sx.Max(this=value), partition_by=keys,
+                     order=sx.Order(expressions=[sx.Ordered(this=ts.copy()), sx.Ordered(this=flag)]), spec=spec)
+
+
+def _window_columns(r: ResolvedQuery, counted: sx.Expr, type_col: str, ts_col: str, end: bool = False
                     ) -> tuple[sx.Expr, sx.Expr]:
-    """Per row, the number of the partition's events of ``neg``'s types before its ``ts`` and the number at or
-    before its ``ts - w``; ``end``: after its ``ts``, and at or after its ``ts + w`` (Spark SQL window
-    functions)."""
-    count = sx.Count(this=sx.Case().when(sx.column(type_col, quoted=True).isin(
-        *[sx.Literal.string(t) for t in neg.types]), sx.Literal.number(1)))
+    """Per row, the number of the partition's events ``counted`` tells (a negation's, :func:`_counted`) before
+    its ``ts`` and the number at or before its ``ts - w``; ``end``: after its ``ts``, and at or after its
+    ``ts + w`` (Spark SQL window functions)."""
+    count = sx.Count(this=sx.Case().when(counted, sx.Literal.number(1)))
     keys = [sx.column(a, quoted=True) for a in dict.fromkeys(i.attr for i in r.partition)]
     order = sx.Order(expressions=[sx.Ordered(this=sx.column(ts_col, quoted=True))])
     w = sx.Literal.number(r.query.within.value)
@@ -498,7 +560,7 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
     if query.skip.var is not None and query.skip.var not in names:
         _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var}: no such variable (the pattern has "
                 f"{', '.join(names)})", query.skip, source)
-    _edges(r, source)
+    edges = {n.var for n in _edges(r, source) if n is not None}
     for first in (b[0] for b, _ in alternatives):
         if query.skip.var == first.var and (query.skip.kind == SKIP_TO_FIRST or not first.kleene):
             _refuse(f"AFTER MATCH SKIP {query.skip.kind} {query.skip.var} would resume every match at its own "
@@ -513,8 +575,8 @@ def check_skip_query(query: Query, source: str | None = None, r: ResolvedQuery |
                         f"another Spark SQL function such as {n.name}() is computed by Spark per event, so its "
                         f"arguments must read one event (one variable, one index)", n, source)
     for p in r.predicates:
-        if p.kind == "equivalence":
-            continue
+        if p.kind == "equivalence" or set(p.vars) & edges:
+            continue  # a negation at the start or the end: :func:`_edge_conditions`
         own = [(b, negs) for b, negs in alternatives if set(p.vars) <= {v.var for v in (*b, *negs)}]
         if not own:
             _refuse("with AFTER MATCH SKIP a condition relating variables of two OR alternatives is not supported "
@@ -575,13 +637,26 @@ def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts
                        for p in r.predicates)
     returns = None if r.returns is None else tuple(replace(i, expr=_per_event(i.expr, names, taken))
                                                    for i in r.returns)
-    first, last = (c.var for c in (components(r.query.pattern)[0], components(r.query.pattern)[-1]))
+    ends = (components(r.query.pattern)[0], components(r.query.pattern)[-1])
+    first, last = (c.var for c in ends)
     for end, neg in enumerate(_edges(r, None)):
         if neg is None:
             continue
+        local, pairs = _edge_conditions(r, neg, ends[end], "", None)
+        counted = _counted(neg, local, pairs, type_col, columns)
+        if pairs:  # the latest before first.ts at most last.ts - w; at the end the earliest after last.ts at least
+            # first.ts + w (or none)
+            col = _nearest_column(r, counted, pairs, ts_col, bool(end))
+            name = names.setdefault(("window", col.sql("spark")), _fresh(names, taken))
+            w = Literal(r.query.within.value)
+            at = Attr(first, name) if not end else Attr(last, name)
+            bound = BinOp("-", Attr(last, ts_col), w) if not end else BinOp("+", Attr(first, ts_col), w)
+            cond = BinOp("OR", Unary("IS NULL", at), BinOp(">=" if end else "<=", at, bound))
+            predicates += (Predicate(cond, "negation", tuple(dict.fromkeys((first, last)))),)
+            continue
         # none of its events in (last.ts - w, first.ts): count(< first.ts) <= count(<= last.ts - w);
         # at the end, none in (last.ts, first.ts + w): count(> last.ts) <= count(>= first.ts + w)
-        near, far = _window_columns(r, neg, type_col, ts_col, bool(end))
+        near, far = _window_columns(r, counted, type_col, ts_col, bool(end))
         nn = names.setdefault(("window", near.sql("spark")), _fresh(names, taken))
         nf = names.setdefault(("window", far.sql("spark")), _fresh(names, taken))
         cond = BinOp("<=", Attr(last, nn), Attr(first, nf)) if end else BinOp("<=", Attr(first, nn), Attr(last, nf))
@@ -1124,10 +1199,13 @@ def _window_counts(r: ResolvedQuery, names: dict, type_col: str, ts_col: str) ->
     """The window columns of a negation at the start or the end (:func:`_with_event_columns` names them) as
     :class:`~sparkcep.ir.recognize.WindowCount`: Spark computes them in a batch, the engine on a stream."""
     out = []
+    ends = (components(r.query.pattern)[0], components(r.query.pattern)[-1])
     for end, neg in enumerate(_edges(r, None)):
         if neg is None or any(p.kind != "equivalence" and neg.var in p.vars for p in r.predicates):
             continue  # a condition on it: the engine counts types only (a stream refuses it, CompiledQuery.apply)
+        local, pairs = _edge_conditions(r, neg, ends[end], "", None)
+        counted = _counted(neg, local, pairs, type_col, None)  # the column _with_event_columns named
         kinds = ("after", "after_within") if end else ("before", "before_within")
-        for column, kind in zip(_window_columns(r, neg, type_col, ts_col, bool(end)), kinds, strict=True):
+        for column, kind in zip(_window_columns(r, counted, type_col, ts_col, bool(end)), kinds, strict=True):
             out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types), kind, type_col))
     return tuple(out)
