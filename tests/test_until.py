@@ -221,8 +221,8 @@ def test_a_stop_event_cuts_the_trends_of_a_loop():
     assert "  b -> b (Kleene +): running aggregate per window, emptied by each stop event (UNTIL)" in lines
     assert lines[-1].startswith("executor: template interpreter")
     counts = describe(sparkcep.compile(text.replace("COUNT(*), COUNT(b), SUM(b.x)", "COUNT(*)")).spec())
-    assert counts[-1] == ("executor: generated COUNT(*) scan (Algorithm 2, Theorem 4.3), exact Python ints; the "
-                          "events at a stop event's ts (UNTIL) through the template interpreter")
+    assert counts[-1] == ("executor: generated COUNT(*) scan (Algorithm 2, Theorem 4.3), exact integers, GMP above "
+                          "1500 bits; the events at a stop event's ts (UNTIL) through the template interpreter")
 
 
 TREND_SHAPES = [

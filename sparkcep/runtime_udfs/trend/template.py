@@ -347,12 +347,19 @@ class _Trans:
     key: Callable | None = None  # ORDERED/EQUAL: earlier event → key
     probe: Callable | None = None  # ORDERED/EQUAL: later event → key
     #: an edge inside a loop with a stop condition (UNTIL), the loop's index in ``_Compiled.until``: each stop
-    #: event empties its index (its own running aggregate, an EQUAL transition on a constant key, when it has
-    #: no edge predicate) or stored vertices
+    #: event empties its own running aggregate (:attr:`slot`, when it has no edge predicate), index or stored
+    #: vertices
     cut: int | None = None
     #: an edge across ``NEXT !(C c)``, that negation's index (:attr:`_TemplateBuilder.not_next`): its source vertex
     #: enters the edge's own index only once the partition's next event is known to be no such ``C``
     not_next: int | None = None
+    #: PLAIN: the entry of a window's running aggregates ``R`` it reads, its source state's (``src``), or inside a
+    #: loop with UNTIL that state's own one for the edges inside the loop (:attr:`_State.cut_slot`)
+    slot: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.slot is None:
+            self.slot = self.src
 
 
 @dataclass
@@ -379,6 +386,9 @@ class _State:
     guarded_out: list[_Trans] = field(default_factory=list)
     stored: bool = False
     cut_stored: bool = False  # the source of a SCAN transition inside a loop with UNTIL (:attr:`_Trans.cut`)
+    #: the source of a PLAIN transition inside a loop with UNTIL: the entry of ``R`` that sums its vertices no stop
+    #: event has followed yet (each stop empties it), which that transition reads
+    cut_slot: int | None = None
     link_out: bool = False  # the source of a LINK transition: its vertex of the partition's last event is kept
     #: the transitions across a ``NEXT !(C c)`` it leaves (:attr:`_Trans.not_next`), which its vertex enters late
     held_out: list[_Trans] = field(default_factory=list)
