@@ -28,10 +28,13 @@ vertex of a micro-batch's last event waits in ``_Run.held``).
 **Stop conditions (UNTIL).**  A trend takes no stop event of a loop with ``UNTIL`` (Flink's ``until``) between
 the loop's first and last events, ends included (docs/language.md).  A stop event is no vertex of the loop's
 states and *resets the loop's self-edge sums*: every edge inside the loop (``b -> b``, ``b#i -> b#i+1``, a group's
-edges) has its own running aggregate, vertex tree, hash map or store per window (``_Trans.cut``), which each stop
-empties (:func:`_cut`); edges into and out of the loop read the state's own ones, which keep every vertex.  In a
-group of equal timestamps the input order decides: a vertex after a stop has no predecessor inside the loop, one
-before it does not enter the emptied structures.
+edges) has its own running aggregate (a plain one: an entry of ``R`` after the states', ``_State.cut_slot``, on the
+generated scan's fast path), vertex tree, hash map or store per window (``_Trans.cut``), which each stop empties
+(:func:`_cut`); edges into and out of the loop read the state's own ones, which keep every vertex.  In a group of
+equal timestamps the input order decides: a vertex after a stop has no predecessor inside the loop, one before it
+does not enter the emptied structures.  :func:`step` finds the stop events of a batch: it reads the attributes the
+conditions read as it goes over the events, evaluates each condition once over them, vectorized
+(:meth:`_Compiled.mark_stops`), and marks the stop events in their masks (a bit per loop above the components').
 
 **Negation (§5).**  Each ``NOT N`` is split off (Algorithm 3) into its own graph.  Where ``NOT N`` sits between
 two positive sub-patterns, the template transitions from ``end(Pi)`` to ``start(Pj)`` carry a *marker* ``N``;
