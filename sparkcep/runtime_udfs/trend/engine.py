@@ -597,6 +597,7 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
     zero, plus = alg.zero, alg.add
     scanned: dict | None = None
     probes = []
+    linked = []  # NOT SEQ(NEXT B y, ...): the edge's queue of vertices whose next event is such a B, and L_N
     for tr in s.ins:
         if cut and tr.cut is not None:
             continue
@@ -631,6 +632,8 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
             probes.append((tr, _threshold(tr.guard, latest)))
         elif tr.kind in (ORDERED, EQUAL):
             probes.append((tr, tr.probe(ev)))
+        if tr.not_next is not None and cs.not_next_neg[tr.not_next] is not None:
+            linked.append((tr, latest[cs.not_next_neg[tr.not_next]]))
     start_floor = None
     if s.first:
         start_floor = _threshold(s.start_guard, latest) if s.start_guard else -_INF
@@ -663,6 +666,11 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
                         acc = plus(acc, ix.get(probe, zero))
                     except TypeError:  # an unhashable value equals no stored key
                         pass
+            for tr, floor in linked:  # valid while no occurrence starting at (or after) their B has finished
+                q = win.guarded.get(tr.id)
+                if q is not None:
+                    q.drop_before(floor, alg, inclusive=True)
+                    acc = plus(acc, q.total(alg))
         if scanned is not None:
             acc = plus(acc, scanned.get(k, zero))
         start = 1 if start_floor is not None and k * slide > start_floor else 0
@@ -734,6 +742,18 @@ def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask:
     for tr in s.held_out:
         if _blocks(cs, tr.not_next, mask, ev, after):
             if not cs.not_next_gap[tr.not_next]:
+                continue
+            if cs.not_next_neg[tr.not_next] is not None and after["ts"] > t:
+                # NOT SEQ(NEXT B y, ...) and ``after`` is such a B inside the gap: valid until an occurrence of the
+                # unlinked sub-pattern starting at its ts or later has finished, i.e. while L_N < its ts (the
+                # queue is in the order of the B's ts: vertices are released in ts order)
+                for w, a in aggs.items():
+                    win = run.wins.get(w)
+                    if win is not None:
+                        q = win.guarded.get(tr.id)
+                        if q is None:
+                            q = win.guarded[tr.id] = _Queue(zero)
+                        q.push(after["ts"], a, alg)
                 continue
             if transient is not None and after["ts"] > t:
                 transient.setdefault(tr.id, []).append((ev, aggs))

@@ -112,6 +112,8 @@ class _Compiled:
         #: the negated events of ``NEXT !(C c)``, by index (:attr:`_Trans.not_next`), as their components
         self.not_next = tuple(position_of[e.var] for e in builder.not_next)
         self.not_next_gap = tuple(builder.in_gap)  # ``!(NEXT C c)``: the C must also lie inside the gap
+        #: ``NOT SEQ(NEXT B y, C z, ...)``: the graph of its unlinked sub-pattern (else None)
+        self.not_next_neg = tuple(builder.linked)
         for k in self.not_next:
             owner[k] = NOT_NEXT
         for nid, neg in enumerate(negs):
@@ -145,6 +147,11 @@ class _Compiled:
             how = self._classify(conj, comps, position_of, owner, is_list, mandatory, any_vars, follow_sets,
                                  first_sets, negs, vertex_filters, edges, class_items)
             self.classified.append((conj, how))
+        for i, nid in enumerate(self.not_next_neg):
+            if nid is not None and any(e.graph == nid and self.not_next[i] in (e.src, e.dst) for e in edges):
+                raise EngineUnsupportedError(
+                    f"a predicate relating {comps[self.not_next[i]].var!r}, the linked first event of a negation, to "
+                    "another of its events is not supported by the trend engine")
         #: per ``NEXT !(C c)``, the predicates on its event alone (its local ones are in the component's mask bit)
         self.not_next_filters = tuple(tuple(vertex_filters.get(k, ())) for k in self.not_next)
         #: and those relating it to the pick right before it, ``f(pick, event)``
@@ -421,6 +428,10 @@ class _Compiled:
                 t.not_next = not_next_marker(held.pop())
                 if t.kind == PLAIN and t.guard is None and positive:  # (a negation's graph: its largest start)
                     t.kind, t.key, t.probe = EQUAL, _constant, _constant
+                if self.not_next_neg[t.not_next] is not None and t.key is not _constant:
+                    raise EngineUnsupportedError(
+                        "NOT SEQ(NEXT ...) next to another negation, with a predicate across it or inside a loop "
+                        "with UNTIL is not supported by the trend engine")
             for e in mine:
                 e.trans = e.trans or t  # the first of its transitions (a bounded quantifier's copies: several)
             trans.append(t)
@@ -753,8 +764,13 @@ def describe(spec: TrendSpec) -> list[str]:
                          else "store of its released vertices, scanned" if g is not cs.positive and t.kind == SCAN
                          else "invalidation queue of its released vertices" if g is not cs.positive else
                          "running aggregate per window" if t.op is None else _INDEX_NAMES[t.kind])
+                nid = cs.not_next_neg[t.not_next]
                 guard += (f", only from a vertex whose next event in the partition is no "
-                          f"{comps[cs.not_next[t.not_next]].var} (NEXT !(...)), entered one event late")
+                          f"{comps[cs.not_next[t.not_next]].var} (NEXT !(...)), entered one event late" if nid is None
+                          else f", entered one event late: from a vertex whose next event in the partition is a "
+                          f"{comps[cs.not_next[t.not_next]].var} inside the gap (NOT SEQ(NEXT ...)) until an N{nid} "
+                          "trend starting at its ts or later has finished (a queue in the order of that ts), from "
+                          "any other for good")
             if t.cut is not None:
                 guard += ", emptied by each stop event (UNTIL)"
             lines.append(f"{indent}{name(g, t.src)} -> {name(g, t.dst)} ({label}): {index}{guard}")
@@ -767,7 +783,8 @@ def describe(spec: TrendSpec) -> list[str]:
     graphs = [cs.positive, *cs.negs]
     for nid, (node, g) in enumerate(zip(cs.neg_nodes, cs.negs, strict=True)):
         hits = [f"{name(h, t.src)} -> {name(h, t.dst)}" for h in graphs for t in h.trans
-                if t.guard and any(nid in alt for alt in t.guard)]
+                if (t.guard and any(nid in alt for alt in t.guard))
+                or (t.not_next is not None and cs.not_next_neg[t.not_next] == nid)]
         hits += [f"START {comps[x.comp].var}" for h in graphs for x in h.states
                  if x.start_guard and any(nid in alt for alt in x.start_guard)]
         hits += [f"END {comps[x.comp].var}" for h in graphs for x in h.states

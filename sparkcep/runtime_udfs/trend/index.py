@@ -238,8 +238,8 @@ class _Queue:
         self.back.append((ts, agg))
         self.back_total = alg.add(self.back_total, agg)
 
-    def drop_before(self, ts, alg) -> None:
-        """Drop the entries older than ``ts``."""
+    def drop_before(self, ts, alg, inclusive: bool = False) -> None:
+        """Drop the entries older than ``ts`` (``inclusive``: and those at ``ts``)."""
         while True:
             if not self.front:
                 if not self.back:
@@ -250,7 +250,7 @@ class _Queue:
                     self.front.append((t, acc))
                 self.back = []
                 self.back_total = alg.zero
-            if self.front[-1][0] >= ts:
+            if self.front[-1][0] > ts if inclusive else self.front[-1][0] >= ts:
                 return
             self.front.pop()
 
