@@ -747,13 +747,7 @@ def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask:
                 # NOT SEQ(NEXT B y, ...) and ``after`` is such a B inside the gap: valid until an occurrence of the
                 # unlinked sub-pattern starting at its ts or later has finished, i.e. while L_N < its ts (the
                 # queue is in the order of the B's ts: vertices are released in ts order)
-                for w, a in aggs.items():
-                    win = run.wins.get(w)
-                    if win is not None:
-                        q = win.guarded.get(tr.id)
-                        if q is None:
-                            q = win.guarded[tr.id] = _Queue(zero)
-                        q.push(after["ts"], a, alg)
+                _enqueue(cs, run, tr, after["ts"], aggs)
                 continue
             if transient is not None and after["ts"] > t:
                 transient.setdefault(tr.id, []).append((ev, aggs))
@@ -762,19 +756,24 @@ def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask:
             run.stores.setdefault((HELD, tr.id), []).append((t, ev, aggs))
             continue
         if tr.kind == GUARDED:  # next to a negation: vertices enter in ts order, a finished N trend drops a prefix
-            for w, a in aggs.items():
-                win = run.wins.get(w)
-                if win is not None:
-                    q = win.guarded.get(tr.id)
-                    if q is None:
-                        q = win.guarded[tr.id] = _Queue(zero)
-                    q.push(t, a, alg)
+            _enqueue(cs, run, tr, t, aggs)
             continue
         key = tr.key(ev)
         for w, a in aggs.items():
             win = run.wins.get(w)
             if win is not None:  # else the window has closed (emitted) since
                 _index_insert(win, tr, key, a, plus, zero, batch, w)
+
+
+def _enqueue(cs: _Compiled, run: _Run, tr, key, aggs: dict) -> None:
+    """A released vertex (``aggs`` per window) enters the queue of ``tr`` under ``key`` in the windows still open."""
+    for w, a in aggs.items():
+        win = run.wins.get(w)
+        if win is not None:
+            q = win.guarded.get(tr.id)
+            if q is None:
+                q = win.guarded[tr.id] = _Queue(cs.alg.zero)
+            q.push(key, a, cs.alg)
 
 
 def _blocks(cs: _Compiled, i: int, mask: int, ev: dict, after: dict) -> bool:
