@@ -276,8 +276,21 @@ NOT_NEXT_IN_NEGATION = [
 NOT_NEXT_BESIDE_A_NEGATION = [("SEQ(A a, NOT SEQ(B y, NEXT !(C z), NOT A e, D w), D d)", ["y.x < w.x", "a.x < d.x"])]
 
 
+#: NEXT on the first event of a negated SEQ: an edge across it from a vertex whose next event is such a B inside the
+#: gap stays valid while no occurrence of the unlinked SEQ starting at the B's ts or later has finished (a queue keyed
+#: by the B's ts against the unlinked graph's L_N); from any other vertex, for good
+LINKED_NEGATION = [
+    ("SEQ(A a, NOT SEQ(NEXT B y, C z), D d)", ["y.x > 0", "[z.x = 1]", "d.x > 0"]),
+    ("SEQ(A+ a[], NOT SEQ(NEXT B y, C z), D d)", ["a.x <= NEXT(a).x"]),
+    ("SEQ(A a, NOT SEQ(NEXT B y, C+ z[], B w), D d)", ["z.x < NEXT(z).x"]),
+    ("(SEQ(A a, NOT SEQ(NEXT B y, C z), D d))+", []),
+    ("SEQ(A a, NOT SEQ(NEXT B y, C z), D+ d[])", ["d.x <= NEXT(d).x"]),
+]
+
+
 @pytest.mark.parametrize(("shapes", "streams"), [(NEXT_IN_NEGATION, "dense"), (NOT_NEXT_IN_NEGATION, "chunks"),
-                                                (NOT_NEXT_BESIDE_A_NEGATION, "guarded chunks")])
+                                                (NOT_NEXT_BESIDE_A_NEGATION, "guarded chunks"),
+                                                (LINKED_NEGATION, "linked chunks")])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), cuts=st.lists(st.integers(0, 10), max_size=2),
        watermarks=st.lists(st.integers(0, 25), max_size=3), roundtrip=st.booleans())
@@ -287,7 +300,8 @@ def test_next_inside_a_negation_equals_the_oracle(shapes, streams, data, cuts, w
     text = data.draw(trend_queries(shapes, ["COUNT(*)", "COUNT(a)", "SUM(a.x)"], max_aggregates=2, windows=(10, 16),
                                    slides=(5, 8)))
     events = data.draw(_dense_streams("ABCABCABCD") if streams == "dense" else _chunk_streams()
-                       if streams == "chunks" else _chunk_streams(("ABAD", "BAD", "DD", "BCAD")))
+                       if streams == "chunks" else _chunk_streams(("AB", "ABCD", "AEB", "BCD", "AD", "CD", "ABD"))
+                       if streams == "linked chunks" else _chunk_streams(("ABAD", "BAD", "DD", "BCAD")))
     got = engine_rows(text, events, cuts=cuts, watermarks=sorted(watermarks), roundtrip=roundtrip, shuffle=False)
     assert canonical(got) == canonical(oracle_rows(text, events)), text
 
@@ -347,6 +361,29 @@ def test_next_inside_a_negation():
         {"window_start": 0, "window_end": 10, "count_all": 1}]
 
 
+def test_next_on_the_first_event_of_a_negation():
+    """``NOT SEQ(NEXT B y, C z)`` between ``a`` and ``d``: no ``B`` that is the partition's event right after ``a``
+    (inside the gap) followed by a ``C`` before ``d``.  Counted by hand (WITHIN 20):
+
+    * a1 b2 e3 c4 d5 a6 b7 c8 d9: every pair (a1 d5, a1 d9: b2 c4; a6 d9: b7 c8) is blocked, no row;
+    * a1 e2 b3 c4 d5 a6 b7 d8 c9 d10: a1's next event is e2, so a1 d5, a1 d8, a1 d10 stay (b3 c4 is not linked to
+      a1), and a6 d8 (c9 comes after d8), but not a6 d10: 4;
+    * a1 b2 d3 c4 d5 a6 b7 d8 c9 d10: a1 d3 and a6 d8 (the occurrences b2 c4 and b7 c9 end after them): 2;
+    * b1 a1 b2 c2 d3 c4 d5 (input order; b1 at a1's ts comes before it): a1 d3 (b1 c2 is outside the gap and b2 c2
+      no occurrence, c2 not after b2), not a1 d5 (b2 c4): 1; a vertex stays valid while the unlinked graph's latest
+      finished start is before its next event's ts (here 1 < 2), not its own."""
+    text = "RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(NEXT B y, C z), D d) WITHIN 20"
+    for stream, count in (("a1 b2 e3 c4 d5 a6 b7 c8 d9", 0), ("a1 e2 b3 c4 d5 a6 b7 d8 c9 d10", 4),
+                          ("a1 b2 d3 c4 d5 a6 b7 d8 c9 d10", 2), ("b1 a1 b2 c2 d3 c4 d5", 1)):
+        events = [{"type": e[0].upper(), "ts": int(e[1:]), "x": 1} for e in stream.split()]
+        expected = [{"window_start": 0, "window_end": 20, "count_all": count}] if count else []
+        assert oracle_rows(text, events) == expected, stream
+        for cuts in ([], [3]):
+            assert engine_rows(text, events, cuts=cuts, shuffle=False) == expected, (stream, cuts)
+    lines = describe(sparkcep.compile(text).spec())
+    assert "negation N0 = NOT SEQ(B y, C z) (GRETA §5, its own graph), a finished trend invalidates: a -> d" in lines
+
+
 @pytest.mark.parametrize(("text", "why"), [
     ("RETURN COUNT(*) PATTERN SEQ(A a, !(NEXT C c), B? b) WITHIN 10", "after which a trend may end"),
     ("RETURN COUNT(*) PATTERN SEQ(A+ a[], NEXT !(C c), B b) WHERE c.x = a.x WITHIN 10",
@@ -354,7 +391,9 @@ def test_next_inside_a_negation():
     ("RETURN COUNT(*) PATTERN SEQ(A a, NEXT !(C c), B? b, NOT E e) WITHIN 10",
      "after which a trend may end and another negation"),
     ("RETURN COUNT(*) PATTERN SEQ(A a, !(NEXT C c)) WITHIN 10", "after which a trend may end"),
-    ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(NEXT B y, C z), D d) WITHIN 10", "start of a negation"),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(NEXT B y, NEXT C z), D d) WITHIN 10", "start of a negation"),
+    ("RETURN COUNT(*) PATTERN SEQ(A a, NOT SEQ(NEXT B y, C z), D d) WHERE y.x < z.x WITHIN 10",
+     "the linked first event of a negation"),
     ("RETURN COUNT(*) PATTERN SEQ(A a, (SEQ(B b, C c)){200}) WITHIN 10", "400 here): at most 256"),
 ])
 def test_what_still_refuses_says_why(text, why):

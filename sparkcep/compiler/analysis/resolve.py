@@ -179,8 +179,12 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                         raise CEPSemanticError(f"NEXT {why} is not supported", item.span or p.span, source)
                     continue
                 if strict:
-                    why = ("at the start of a negation in a trend-aggregate query (GRETA's negation graph is not "
-                           "linked to the trend's events)" if inside and mode == "aggregate" and k == 0 and head else
+                    why = ("at the start of a negation in a trend-aggregate query, but on its first event "
+                           "followed by an unlinked item (NOT SEQ(NEXT B y, C z, ...))"
+                           if inside and mode == "aggregate" and k == 0 and head and not _linked_negation(p) else
+                           "at the start of a negation that starts the pattern (no event comes before it)"
+                           if k == 0 and head and not before else
+                           None if inside and mode == "aggregate" and k == 0 and head else
                            f"inside {inside} in a trend-aggregate query after items that may all match no event"
                            if inside and mode == "aggregate" and not isinstance(item, Not)
                            and all(can_be_empty(i) for i in p.items[:k]) else
@@ -208,6 +212,13 @@ def check_strict_steps(p: Pattern, mode: str, source: str | None) -> None:
                 visit(a, inside, repeated, before, head, after)
 
     visit(p, None, False, False, False, False)
+
+
+def _linked_negation(p: Seq) -> bool:
+    """Is ``p`` (a negated sub-pattern) ``SEQ(NEXT B y, C z, ...)``: its first item one event linked to the pick
+    right before the gap, the second not linked to it (trend aggregates run it)?"""
+    return (len(p.items) > 1 and isinstance(p.items[0], EventPat)
+            and not (len(p.strict) > 1 and p.strict[1]))
 
 
 def check_until(p: Pattern, mode: str, source: str | None) -> None:

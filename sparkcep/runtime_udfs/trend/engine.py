@@ -28,10 +28,13 @@ vertex of a micro-batch's last event waits in ``_Run.held``).
 **Stop conditions (UNTIL).**  A trend takes no stop event of a loop with ``UNTIL`` (Flink's ``until``) between
 the loop's first and last events, ends included (docs/language.md).  A stop event is no vertex of the loop's
 states and *resets the loop's self-edge sums*: every edge inside the loop (``b -> b``, ``b#i -> b#i+1``, a group's
-edges) has its own running aggregate, vertex tree, hash map or store per window (``_Trans.cut``), which each stop
-empties (:func:`_cut`); edges into and out of the loop read the state's own ones, which keep every vertex.  In a
-group of equal timestamps the input order decides: a vertex after a stop has no predecessor inside the loop, one
-before it does not enter the emptied structures.
+edges) has its own running aggregate (a plain one: an entry of ``R`` after the states', ``_State.cut_slot``, on the
+generated scan's fast path), vertex tree, hash map or store per window (``_Trans.cut``), which each stop empties
+(:func:`_cut`); edges into and out of the loop read the state's own ones, which keep every vertex.  In a group of
+equal timestamps the input order decides: a vertex after a stop has no predecessor inside the loop, one before it
+does not enter the emptied structures.  :func:`step` finds the stop events of a batch: it reads the attributes the
+conditions read as it goes over the events, evaluates each condition once over them, vectorized
+(:meth:`_Compiled.mark_stops`), and marks the stop events in their masks (a bit per loop above the components').
 
 **Negation (§5).**  Each ``NOT N`` is split off (Algorithm 3) into its own graph.  Where ``NOT N`` sits between
 two positive sub-patterns, the template transitions from ``end(Pi)`` to ``start(Pj)`` carry a *marker* ``N``;
@@ -202,6 +205,31 @@ def _ensure(cs: _Compiled, st: TrendState) -> None:
         st.negs = [_NegRun(len(g.states)) for g in cs.negs]
 
 
+def _mark_older(cs: _Compiled, st: TrendState) -> None:
+    """UNTIL: bring a state saved before :func:`step` marked stop events in their masks up to date (once): mark
+    those of its buffered events, and give its windows' running aggregates the entries of the plain edges inside
+    the loops (``_State.cut_slot``), where it kept them in a hash map on a constant key."""
+    run = st.runs.get(None)
+    if run is not None and getattr(run, "marked", False):
+        return
+    if st.pending:
+        types = cs.stop_types
+        cs.mark_stops(st.pending, [x for x, (_, _, ev) in enumerate(st.pending)
+                                   if types is None or ev.get("type") in types])
+    zero, m, size = cs.alg.zero, cs.n_states, cs.n_slots
+    cut = [t for t in cs.positive.trans if t.kind == PLAIN and t.cut is not None]
+    for older in st.runs.values():
+        for win in older.wins.values():
+            if len(win.R) == m + 1 < size + 1:
+                R = [*win.R[:m], *[zero] * (size - m), win.R[-1]]
+                for t in cut:
+                    R[t.slot] = win.index.pop(t.id, {}).get(0, zero)
+                win.R = R
+    _ensure(cs, st)
+    for older in st.runs.values():
+        older.marked = True
+
+
 def _negation_memory(st: TrendState) -> float:
     """The latest trend start the negation graphs still hold (``-inf`` if none): it can block trends of every
     window not emitted yet that starts at or before it.  Older values are dropped as windows close."""
@@ -276,8 +304,18 @@ def step(spec: TrendSpec, state: TrendState, events: Iterable[dict]) -> tuple[Tr
     full = cs.full
     type_masks = cs.type_masks
     keep_empty = bool(cs.links or cs.not_next)  # NEXT, NEXT !(...): every event of the partition breaks adjacency
-    stops = cs.stops_at if cs.until else None  # UNTIL: a stop event may fill no component, yet cuts its loop
-    append = state.pending.append
+    # UNTIL: a stop event may fill no component, yet cuts its loop; the events of its types are kept, the
+    # attributes its condition reads read in this pass, and the conditions evaluated once below
+    watch = cs.stop_watch if cs.until else None
+    if watch is not None:
+        _mark_older(cs, state)
+    stop_types = cs.stop_types
+    attrs = cs.stop_attrs
+    one = attrs[0] if len(attrs) == 1 else None
+    seen: list[int] = []  # their positions in pending
+    values: list = []  # per such event, the attribute (or the tuple of attributes) the conditions read
+    pending = state.pending
+    append = pending.append
     late = invalid = 0
     for ev in events:
         ts = ev.get("ts")
@@ -294,8 +332,15 @@ def step(spec: TrendSpec, state: TrendState, events: Iterable[dict]) -> tuple[Tr
             mask = type_masks.get(ev.get("type"), 0) if type_masks is not None else cs.mask_of(ev)
         else:
             mask = cs.mask_of(ev) if mask != mask else int(mask) & full
-        if mask or keep_empty or (stops is not None and stops(ev)):
+        if watch is not None and (mask & watch if watch else stop_types is None or ev.get("type") in stop_types):
+            seen.append(len(pending))
+            values.append(ev.get(one) if one is not None else tuple(map(ev.get, attrs)))
             append((ts, mask, ev))
+        elif mask or keep_empty:
+            append((ts, mask, ev))
+    if seen:
+        cs.mark_stops(pending, seen, {one: values} if one is not None else
+                      dict(zip(attrs, map(list, zip(*values, strict=True)), strict=True)) if attrs else None)
     state.late += late
     state.invalid += invalid
     if state.group is None and state.pending:
@@ -315,6 +360,8 @@ def advance(spec: TrendSpec, state: TrendState, watermark: float) -> tuple[Trend
     if not watermark > state.frontier:
         return state, []
     cs = _compiled(spec)
+    if cs.until:
+        _mark_older(cs, state)
     _ensure(cs, state)
     pending = state.pending
     times = list(map(_ts_of, pending))
@@ -389,12 +436,14 @@ def _scan_counts_until(cs: _Compiled, st: TrendState, ready: list, rows: list[di
                        times: list, strict: bool) -> None:
     """:func:`_scan_counts` with stop events (UNTIL): the events between them through the generated scan, each
     group of events sharing the ts of a stop event through :func:`_process_group`, which empties the edges inside
-    the stopped loops (:func:`_cut`; the scan reads and fills the same windows and indexes)."""
-    stops = cs.stops_at
+    the stopped loops (:func:`_cut`; the scan reads and fills the same windows and indexes).  The stop events are
+    marked in their masks (:func:`step`, :meth:`_Compiled.mark_stops`)."""
+    marks = cs.stop_marks(ready)
     pos = 0
-    for i, (t, _, ev) in enumerate(ready):
-        if i < pos or not stops(ev):
+    for i in sorted(marks):
+        if i < pos:
             continue
+        t = ready[i][0]
         lo, hi = bisect_left(times, t), bisect_right(times, t)
         if lo > pos:
             _scan_counts(cs, st, ready[pos:lo], rows, batch, times[pos:lo], strict)
@@ -473,7 +522,7 @@ def _process_group(cs: _Compiled, st: TrendState, t, ks: range, group: list, bat
     cut_at: dict[int, int] = {}
     loop_of = cs.loop_of
     for i, (_, mask, ev) in enumerate(group):
-        stopped = cs.stops_at(ev) if cs.until else ()
+        stopped = cs.loops_of(mask) if cs.until else ()  # (marked by step)
         for loop in stopped:
             cut_at[loop] = i
         for gid, s in cs.roles(mask):
@@ -548,6 +597,7 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
     zero, plus = alg.zero, alg.add
     scanned: dict | None = None
     probes = []
+    linked = []  # NOT SEQ(NEXT B y, ...): the edge's queue of vertices whose next event is such a B, and L_N
     for tr in s.ins:
         if cut and tr.cut is not None:
             continue
@@ -582,6 +632,8 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
             probes.append((tr, _threshold(tr.guard, latest)))
         elif tr.kind in (ORDERED, EQUAL):
             probes.append((tr, tr.probe(ev)))
+        if tr.not_next is not None and cs.not_next_neg[tr.not_next] is not None:
+            linked.append((tr, latest[cs.not_next_neg[tr.not_next]]))
     start_floor = None
     if s.first:
         start_floor = _threshold(s.start_guard, latest) if s.start_guard else -_INF
@@ -595,8 +647,8 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
         if win is not None:
             R = win.R
             for tr in s.ins:
-                if tr.kind == PLAIN:  # (never cut: a plain edge inside a loop with UNTIL is EQUAL)
-                    acc = plus(acc, R[tr.src])
+                if tr.kind == PLAIN and not (cut and tr.cut is not None):
+                    acc = plus(acc, R[tr.slot])
             for tr, probe in probes:
                 if tr.kind == GUARDED:
                     q = win.guarded.get(tr.id)
@@ -614,6 +666,11 @@ def _vertex(cs: _Compiled, run: _Run, s: _State, ev: dict, t, ks: range, latest:
                         acc = plus(acc, ix.get(probe, zero))
                     except TypeError:  # an unhashable value equals no stored key
                         pass
+            for tr, floor in linked:  # valid while no occurrence starting at (or after) their B has finished
+                q = win.guarded.get(tr.id)
+                if q is not None:
+                    q.drop_before(floor, alg, inclusive=True)
+                    acc = plus(acc, q.total(alg))
         if scanned is not None:
             acc = plus(acc, scanned.get(k, zero))
         start = 1 if start_floor is not None and k * slide > start_floor else 0
@@ -633,13 +690,16 @@ def _insert(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, batch:
     keys = [(tr, tr.key(ev)) for tr in s.ordered_out if loop or tr.cut is None]
     j = s.j
     wins = run.wins
-    n_states = len(cs.positive.states)
+    n_slots = cs.n_slots
+    cut_slot = s.cut_slot if loop else None
     for k, a in aggs.items():
         win = wins.get(k)
         if win is None:
-            win = wins[k] = _Win(n_states, zero)
+            win = wins[k] = _Win(n_slots, zero)
         if s.plain_out:
             win.R[j] = plus(win.R[j], a)
+        if cut_slot is not None:
+            win.R[cut_slot] = plus(win.R[cut_slot], a)
         for tr, key in keys:
             _index_insert(win, tr, key, a, plus, zero, batch, k)
         for tr in s.guarded_out:
@@ -683,6 +743,12 @@ def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask:
         if _blocks(cs, tr.not_next, mask, ev, after):
             if not cs.not_next_gap[tr.not_next]:
                 continue
+            if cs.not_next_neg[tr.not_next] is not None and after["ts"] > t:
+                # NOT SEQ(NEXT B y, ...) and ``after`` is such a B inside the gap: valid until an occurrence of the
+                # unlinked sub-pattern starting at its ts or later has finished, i.e. while L_N < its ts (the
+                # queue is in the order of the B's ts: vertices are released in ts order)
+                _enqueue(cs, run, tr, after["ts"], aggs)
+                continue
             if transient is not None and after["ts"] > t:
                 transient.setdefault(tr.id, []).append((ev, aggs))
                 continue
@@ -690,19 +756,24 @@ def _release(cs: _Compiled, run: _Run, s: _State, ev: dict, t, aggs: dict, mask:
             run.stores.setdefault((HELD, tr.id), []).append((t, ev, aggs))
             continue
         if tr.kind == GUARDED:  # next to a negation: vertices enter in ts order, a finished N trend drops a prefix
-            for w, a in aggs.items():
-                win = run.wins.get(w)
-                if win is not None:
-                    q = win.guarded.get(tr.id)
-                    if q is None:
-                        q = win.guarded[tr.id] = _Queue(zero)
-                    q.push(t, a, alg)
+            _enqueue(cs, run, tr, t, aggs)
             continue
         key = tr.key(ev)
         for w, a in aggs.items():
             win = run.wins.get(w)
             if win is not None:  # else the window has closed (emitted) since
                 _index_insert(win, tr, key, a, plus, zero, batch, w)
+
+
+def _enqueue(cs: _Compiled, run: _Run, tr, key, aggs: dict) -> None:
+    """A released vertex (``aggs`` per window) enters the queue of ``tr`` under ``key`` in the windows still open."""
+    for w, a in aggs.items():
+        win = run.wins.get(w)
+        if win is not None:
+            q = win.guarded.get(tr.id)
+            if q is None:
+                q = win.guarded[tr.id] = _Queue(cs.alg.zero)
+            q.push(key, a, cs.alg)
 
 
 def _blocks(cs: _Compiled, i: int, mask: int, ev: dict, after: dict) -> bool:
@@ -735,9 +806,12 @@ def _cut(cs: _Compiled, run: _Run, cut_at: dict[int, int]) -> None:
     """Stop events (UNTIL) of the loops of ``cut_at`` came: drop every vertex behind an edge inside those loops,
     in every window (GRETA: a stop resets the loop's self-edge sums; edges out of the loop keep every vertex, in
     the state's own running aggregate and indexes)."""
+    zero = cs.alg.zero
     for tr in cs.positive.trans:
         if tr.cut in cut_at:
             for win in run.wins.values():
+                if tr.kind == PLAIN:
+                    win.R[tr.slot] = zero
                 win.index.pop(tr.id, None)
             run.stores.pop((CUT, tr.src), None)
 

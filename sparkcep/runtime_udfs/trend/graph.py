@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, reduce
+from operator import itemgetter, or_
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from sparkcep.ir.ast import (
     Attr,
@@ -23,7 +26,7 @@ from sparkcep.ir.errors import CEPError
 from sparkcep.ir.naming import safe_identifier
 from sparkcep.ir.printer import format_expr, format_pattern
 from sparkcep.ir.spec import TrendSpec
-from sparkcep.runtime_udfs.expr.components import component_mask, component_table, is_stop, stop_table
+from sparkcep.runtime_udfs.expr.components import component_mask, component_table, is_stop, stop_rows, stop_table
 from sparkcep.runtime_udfs.expr.scalar import compile_expr
 from sparkcep.runtime_udfs.match.engine import EngineUnsupportedError
 from sparkcep.runtime_udfs.trend.aggregates import BIG_BITS, _CountAlgebra, _exact, _mpz, _VectorAlgebra
@@ -109,6 +112,8 @@ class _Compiled:
         #: the negated events of ``NEXT !(C c)``, by index (:attr:`_Trans.not_next`), as their components
         self.not_next = tuple(position_of[e.var] for e in builder.not_next)
         self.not_next_gap = tuple(builder.in_gap)  # ``!(NEXT C c)``: the C must also lie inside the gap
+        #: ``NOT SEQ(NEXT B y, C z, ...)``: the graph of its unlinked sub-pattern (else None)
+        self.not_next_neg = tuple(builder.linked)
         for k in self.not_next:
             owner[k] = NOT_NEXT
         for nid, neg in enumerate(negs):
@@ -142,6 +147,11 @@ class _Compiled:
             how = self._classify(conj, comps, position_of, owner, is_list, mandatory, any_vars, follow_sets,
                                  first_sets, negs, vertex_filters, edges, class_items)
             self.classified.append((conj, how))
+        for i, nid in enumerate(self.not_next_neg):
+            if nid is not None and any(e.graph == nid and self.not_next[i] in (e.src, e.dst) for e in edges):
+                raise EngineUnsupportedError(
+                    f"a predicate relating {comps[self.not_next[i]].var!r}, the linked first event of a negation, to "
+                    "another of its events is not supported by the trend engine")
         #: per ``NEXT !(C c)``, the predicates on its event alone (its local ones are in the component's mask bit)
         self.not_next_filters = tuple(tuple(vertex_filters.get(k, ())) for k in self.not_next)
         #: and those relating it to the pick right before it, ``f(pick, event)``
@@ -210,7 +220,20 @@ class _Compiled:
         #: type → component bitmask, when no component has a local predicate to evaluate
         self.type_masks = None if any(c.local is not None for c in comps) else {
             t: sum(1 << k for k, _, _ in entries) for t, entries in self.by_type.items()}
+        #: per loop with UNTIL, the component bits an event has iff it is of the loop's stop types (components
+        #: without a local predicate, whose types cover them), or 0 if the masks do not tell
+        self.stop_bits = tuple(_type_bits(comps, stop.types) if self.n < 63 else 0 for stop in self.until)
+        #: UNTIL, what :func:`engine.step` reads of an event as it buffers it: the bits of a candidate stop event
+        #: (one of the loops' types; 0: its type tells), the types (None: any event, UNTIL ANY), the attributes
+        #: the conditions read
+        self.stop_watch = 0 if not all(self.stop_bits) else reduce(or_, self.stop_bits, 0)
+        self.stop_types = None if any(s.types is None for s in self.until) else frozenset(
+            t for s in self.until for t in s.types)
+        self.stop_attrs = tuple(sorted({a for s in self.until if s.vector is not None for _, a in s.vector.reads}))
         self.n_states = len(self.positive.states)
+        #: the entries of a window's running aggregates ``R`` before the final one: per state, then per source of
+        #: a plain edge inside a loop with UNTIL (:attr:`_State.cut_slot`)
+        self.n_slots = self.n_states + sum(s.cut_slot is not None for s in self.positive.states)
         #: COUNT(*) over one positive graph whose edges need no stored vertices: the specialized scan
         self.counts_only = (not self.alg.vector and not self.negs and self.class_var is None and not self.not_next
                             and all(t.kind in (PLAIN, ORDERED, EQUAL, LINK) for t in self.positive.trans)
@@ -405,6 +428,10 @@ class _Compiled:
                 t.not_next = not_next_marker(held.pop())
                 if t.kind == PLAIN and t.guard is None and positive:  # (a negation's graph: its largest start)
                     t.kind, t.key, t.probe = EQUAL, _constant, _constant
+                if self.not_next_neg[t.not_next] is not None and t.key is not _constant:
+                    raise EngineUnsupportedError(
+                        "NOT SEQ(NEXT ...) next to another negation, with a predicate across it or inside a loop "
+                        "with UNTIL is not supported by the trend engine")
             for e in mine:
                 e.trans = e.trans or t  # the first of its transitions (a bounded quantifier's copies: several)
             trans.append(t)
@@ -412,6 +439,10 @@ class _Compiled:
             src = states[t.src]
             if t.not_next is not None:
                 src.held_out.append(t)
+            elif t.kind == PLAIN and t.cut is not None:  # its source's own running aggregate, after the states'
+                if src.cut_slot is None:
+                    src.cut_slot = len(states) + sum(s.cut_slot is not None for s in states)
+                t.slot = src.cut_slot
             elif t.kind == PLAIN:
                 src.plain_out = True
             elif t.kind in (ORDERED, EQUAL):
@@ -503,16 +534,18 @@ class _Compiled:
 
     def plans(self, mask: int) -> tuple:
         """For :func:`_scan_counts`: per state an event with ``mask`` enters, ``(j, start, plain predecessor
-        states, probes, plain_out, keys, last, links, link_out)``; probes and keys are the ORDERED/EQUAL
-        transitions into and out of the state, links its LINK transitions (a NEXT step)."""
+        slots, probes, plain_out, keys, last, links, link_out, cut_slot)``; probes and keys are the ORDERED/EQUAL
+        transitions into and out of the state, links its LINK transitions (a NEXT step), the slots the entries of
+        ``R`` its PLAIN transitions read (:attr:`_Trans.slot`)."""
         out = self._plans.get(mask)
         if out is None:
             plans = []
             for _, s in self.roles(mask):
                 probes = tuple(t for t in s.ins if t.kind in (ORDERED, EQUAL))
                 keys = tuple(s.ordered_out)
-                plans.append((s.j, int(s.first), tuple(t.src for t in s.ins if t.kind == PLAIN), probes,
-                              s.plain_out, keys, s.last, tuple(t for t in s.ins if t.kind == LINK), s.link_out))
+                plans.append((s.j, int(s.first), tuple(t.slot for t in s.ins if t.kind == PLAIN), probes,
+                              s.plain_out, keys, s.last, tuple(t for t in s.ins if t.kind == LINK), s.link_out,
+                              s.cut_slot))
             out = self._plans[mask] = tuple(plans)
         return out
 
@@ -526,6 +559,48 @@ class _Compiled:
     def stops_at(self, event: dict) -> tuple[int, ...]:
         """The loops (indexes into :attr:`until`) ``event`` is a stop event of (:func:`is_stop`)."""
         return tuple(i for i, stop in enumerate(self.until) if is_stop(stop, event))
+
+    def stop_marks(self, ready: list) -> dict[int, tuple[int, ...]]:
+        """Position in ``ready`` (``(ts, mask, event)`` triples) → the loops the event there is a stop event of
+        (UNTIL), for the stop events only: read from the masks, where :func:`engine.step` marked them
+        (:meth:`mark_stops`)."""
+        n, total = self.n, self.n + len(self.until)
+        if total < 63:
+            masks = np.fromiter(map(itemgetter(1), ready), dtype=np.int64, count=len(ready))
+            at = np.flatnonzero(masks >> n).tolist()
+        else:
+            at = [i for i, (_, m, _) in enumerate(ready) if m >> n]
+        return {i: self.loops_of(ready[i][1]) for i in at}
+
+    def loops_of(self, mask: int) -> tuple[int, ...]:
+        """The loops a pending event's mask marks it a stop event of (the bits above the components')."""
+        marked = mask >> self.n
+        return tuple(i for i in range(len(self.until)) if marked >> i & 1) if marked else ()
+
+    def mark_stops(self, pending: list, seen: list[int], columns: dict[str, list] | None = None) -> None:
+        """Mark the stop events (UNTIL) among the buffered events at positions ``seen`` of ``pending`` (those of
+        the stop types) in their masks, one bit per loop above the components' (``columns``: the attributes the
+        conditions read, per such event, if read already), each condition evaluated once for them all
+        (:func:`stop_rows`); drop those that fill no component and are no stop event."""
+        events = _Picked(pending, seen)
+        marked: dict[int, int] = {}
+        for i, (stop, bits) in enumerate(zip(self.until, self.stop_bits, strict=True)):
+            rows = None
+            if stop.types is None or (bits == self.stop_watch and (bits or len(self.until) == 1)):
+                rows = range(len(seen))  # (every candidate is of its types)
+            elif bits:
+                rows = [y for y, x in enumerate(seen) if pending[x][1] & bits]
+            for y in stop_rows(stop, events, rows, columns):
+                marked[y] = marked.get(y, 0) | 1 << i
+        n = self.n
+        for y, loops in marked.items():
+            ts, mask, ev = pending[seen[y]]
+            pending[seen[y]] = (ts, mask | loops << n, ev)
+        if not self.stop_watch:  # candidates by type: some may fill no component
+            drop = {x for y, x in enumerate(seen) if not pending[x][1]}
+            if drop:
+                start = min(drop)
+                pending[start:] = [p for x, p in enumerate(pending[start:], start) if x not in drop]
 
     def mask_of(self, event: dict) -> int:
         """Type test and local predicates, for an event that arrived without a ``_mask``."""
@@ -552,6 +627,31 @@ class _Compiled:
         return k
 
 
+class _Picked(Sequence):
+    """The events at positions ``seen`` of ``pending`` (``(ts, mask, event)`` triples), read on demand."""
+
+    __slots__ = ("pending", "seen")
+
+    def __init__(self, pending: list, seen: list[int]) -> None:
+        self.pending, self.seen = pending, seen
+
+    def __len__(self) -> int:
+        return len(self.seen)
+
+    def __getitem__(self, y):
+        return self.pending[self.seen[y]][2]
+
+
+def _type_bits(comps, types: tuple[str, ...] | None) -> int:
+    """The bits of the components that take only events of ``types`` and have no local predicate (their bit is
+    the type test), if every one of ``types`` is such a component's, else 0."""
+    if types is None:
+        return 0
+    plain = [(k, c) for k, c in enumerate(comps) if c.local is None and set(c.types) <= set(types)]
+    covered = {t for _, c in plain for t in c.types}
+    return sum(1 << k for k, _ in plain) if covered == set(types) else 0
+
+
 def _show(e) -> str:
     return format_expr(e)
 
@@ -562,11 +662,9 @@ def _constant(ev: dict) -> int:
 
 def _cut(t: _Trans, loop: int) -> None:
     """Make ``t``, an edge inside ``loop`` (with UNTIL), one whose predecessors a stop event can drop all at once:
-    its own index (a plain edge becomes an EQUAL one on a constant key: its own running aggregate) or its own
-    store of vertices, emptied by each stop event (GRETA: a stop resets the loop's self-edge sums)."""
-    if t.kind == PLAIN:
-        t.kind, t.key, t.probe = EQUAL, _constant, _constant
-    elif t.kind not in (ORDERED, EQUAL, SCAN):
+    its own running aggregate (a plain edge: its source state's :attr:`_State.cut_slot`), index or store of
+    vertices, emptied by each stop event (GRETA: a stop resets the loop's self-edge sums)."""
+    if t.kind not in (PLAIN, ORDERED, EQUAL, SCAN):
         raise EngineUnsupportedError(f"a {t.kind} edge inside a loop with UNTIL is not supported")
     t.cut = loop
 
@@ -666,8 +764,13 @@ def describe(spec: TrendSpec) -> list[str]:
                          else "store of its released vertices, scanned" if g is not cs.positive and t.kind == SCAN
                          else "invalidation queue of its released vertices" if g is not cs.positive else
                          "running aggregate per window" if t.op is None else _INDEX_NAMES[t.kind])
+                nid = cs.not_next_neg[t.not_next]
                 guard += (f", only from a vertex whose next event in the partition is no "
-                          f"{comps[cs.not_next[t.not_next]].var} (NEXT !(...)), entered one event late")
+                          f"{comps[cs.not_next[t.not_next]].var} (NEXT !(...)), entered one event late" if nid is None
+                          else f", entered one event late: from a vertex whose next event in the partition is a "
+                          f"{comps[cs.not_next[t.not_next]].var} inside the gap (NOT SEQ(NEXT ...)) until an N{nid} "
+                          "trend starting at its ts or later has finished (a queue in the order of that ts), from "
+                          "any other for good")
             if t.cut is not None:
                 guard += ", emptied by each stop event (UNTIL)"
             lines.append(f"{indent}{name(g, t.src)} -> {name(g, t.dst)} ({label}): {index}{guard}")
@@ -680,7 +783,8 @@ def describe(spec: TrendSpec) -> list[str]:
     graphs = [cs.positive, *cs.negs]
     for nid, (node, g) in enumerate(zip(cs.neg_nodes, cs.negs, strict=True)):
         hits = [f"{name(h, t.src)} -> {name(h, t.dst)}" for h in graphs for t in h.trans
-                if t.guard and any(nid in alt for alt in t.guard)]
+                if (t.guard and any(nid in alt for alt in t.guard))
+                or (t.not_next is not None and cs.not_next_neg[t.not_next] == nid)]
         hits += [f"START {comps[x.comp].var}" for h in graphs for x in h.states
                  if x.start_guard and any(nid in alt for alt in x.start_guard)]
         hits += [f"END {comps[x.comp].var}" for h in graphs for x in h.states

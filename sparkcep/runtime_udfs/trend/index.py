@@ -238,8 +238,8 @@ class _Queue:
         self.back.append((ts, agg))
         self.back_total = alg.add(self.back_total, agg)
 
-    def drop_before(self, ts, alg) -> None:
-        """Drop the entries older than ``ts``."""
+    def drop_before(self, ts, alg, inclusive: bool = False) -> None:
+        """Drop the entries older than ``ts`` (``inclusive``: and those at ``ts``)."""
         while True:
             if not self.front:
                 if not self.back:
@@ -250,7 +250,7 @@ class _Queue:
                     self.front.append((t, acc))
                 self.back = []
                 self.back_total = alg.zero
-            if self.front[-1][0] >= ts:
+            if self.front[-1][0] > ts if inclusive else self.front[-1][0] >= ts:
                 return
             self.front.pop()
 
@@ -260,7 +260,8 @@ class _Queue:
 
 class _Win:
     """One window's aggregates in one positive graph: ``R[j]`` the running aggregate over the vertices of
-    state ``j`` and ``R[-1]`` the final aggregate (over END events), the vertex trees and hash maps
+    state ``j`` (then those of the states' vertices no stop event has followed, ``_State.cut_slot``) and ``R[-1]``
+    the final aggregate (over END events), the vertex trees and hash maps
     (``index``), the queues of guarded transitions and of END events awaiting end negation (``guarded``,
     ``ends``)."""
 
@@ -281,13 +282,16 @@ class _Run:
     says whether they may enter it (``(state index, event, ts, {window: aggregate})``; a state saved before this slot
     existed has none)."""
 
-    __slots__ = ("wins", "stores", "link", "held")
+    __slots__ = ("wins", "stores", "link", "held", "marked")
 
     def __init__(self) -> None:
         self.wins: dict[int, _Win] = {}
         self.stores: dict[int, list] = {}
         self.link: dict[int, tuple] = {}
         self.held: list[tuple] = []
+        #: UNTIL: the state's buffered events carry their stop marks (``engine._mark_older``; one saved before has
+        #: none)
+        self.marked = False
 
     def clone(self) -> _Run:
         out = _Run()
@@ -301,6 +305,7 @@ class _Run:
         out.stores = {j: list(store) for j, store in self.stores.items()}
         out.link = dict(self.link)
         out.held = list(getattr(self, "held", ()))
+        out.marked = getattr(self, "marked", False)
         return out
 
 

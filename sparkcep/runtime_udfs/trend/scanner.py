@@ -31,7 +31,7 @@ def _count_group(cs: _Compiled, st: TrendState, group: list, rows: list[dict], b
     updates = [(plan, ev, _count_vertex(plan, ev, wins, ks, run.link if ev is first else None))
                for _, mask, ev in group for plan in cs.plans(mask)]
     for plan, ev, counts in updates:
-        _count_insert(plan, ev, counts, wins, cs.n_states, batch)
+        _count_insert(plan, ev, counts, wins, cs.n_slots, batch)
     if cs.links:  # the group's last event is the partition's previous event for the next one
         last = group[-1][2]
         run.link = {plan[0]: (ev, dict(counts)) for plan, ev, counts in updates if plan[8] and ev is last}
@@ -40,7 +40,7 @@ def _count_group(cs: _Compiled, st: TrendState, group: list, rows: list[dict], b
 def _count_vertex(plan: tuple, ev: dict, wins: dict, ks: range, link: dict | None) -> list:
     """Per window ``k`` of ``ks``, the number of trends that end at the new vertex (Theorem 4.3); ``link``: the
     counts of the partition's previous event (None if it has this event's ts), for a NEXT step."""
-    _, start, srcs, probes, _, _, _, links, _ = plan
+    _, start, srcs, probes, _, _, _, links, _, _ = plan
     probes = [(tr, tr.probe(ev)) for tr in probes]
     linked = []
     for tr in links:
@@ -67,7 +67,7 @@ def _count_vertex(plan: tuple, ev: dict, wins: dict, ks: range, link: dict | Non
 def _count_insert(plan: tuple, ev: dict, counts: list, wins: dict, m: int, batch: _Batch | None) -> None:
     """Add a vertex's per-window counts to its state's running counts, trees and maps, and to the final
     counts if it is an END event."""
-    state, _, _, _, plain_out, keys, last, _, _ = plan
+    state, _, _, _, plain_out, keys, last, _, _, cut_slot = plan
     keys = [(tr, tr.key(ev)) for tr in keys]
     for k, c in counts:
         win = wins.get(k)
@@ -76,6 +76,8 @@ def _count_insert(plan: tuple, ev: dict, counts: list, wins: dict, m: int, batch
         R = win.R
         if plain_out:
             R[state] += c
+        if cut_slot is not None:
+            R[cut_slot] += c
         for tr, value in keys:
             _index_insert(win, tr, value, c, add, 0, batch, k)
         if last:
@@ -130,7 +132,7 @@ def _window_body(s: _State, m: int, env: dict, lines: list, single: bool) -> lis
         loop, v = probes[0]
         probes = keys = []
     terms = [str(int(s.first))] if s.first else []
-    terms += [f"R[{t.src}]" for t in s.ins if t.kind == PLAIN]
+    terms += [f"R[{t.slot}]" for t in s.ins if t.kind == PLAIN]
     terms += [f"L{t.id}.get(k, 0)" for t in links]
     out = [f"c = {' + '.join(terms) or '0'}"]
     out += [f"c = _index_query(win, T{t.id}, {v}, c)" for t, v in probes]
@@ -138,6 +140,7 @@ def _window_body(s: _State, m: int, env: dict, lines: list, single: bool) -> lis
         tree = f"X{loop.id}" if single else f"win.index[{loop.id}]"
         out.append(f"c = {tree}.count_loop({v}, c, batch, T{loop.id}, k)")
     updates = [f"R[{s.j}] += c"] if s.plain_out else []
+    updates += [f"R[{s.cut_slot}] += c"] if s.cut_slot is not None else []
     updates += [f"_index_insert(win, T{t.id}, {v}, c, add, 0, batch, k)" for t, v in keys]
     if s.last:
         updates.append(f"R[{m}] += c")
@@ -157,10 +160,12 @@ def _copies_body(states: list[_State], m: int) -> list[str] | None:
         return None
     out = []
     for s in states:
-        terms = ([str(int(s.first))] if s.first else []) + [f"R[{t.src}]" for t in s.ins]
+        terms = ([str(int(s.first))] if s.first else []) + [f"R[{t.slot}]" for t in s.ins]
         out.append(f"c{s.j} = {' + '.join(terms) or '0'}")
     for s in states:
-        updates = ([f"R[{s.j}] += c{s.j}"] if s.plain_out else []) + ([f"R[{m}] += c{s.j}"] if s.last else [])
+        updates = ([f"R[{s.j}] += c{s.j}"] if s.plain_out else [])
+        updates += ([f"R[{s.cut_slot}] += c{s.j}"] if s.cut_slot is not None else [])
+        updates += ([f"R[{m}] += c{s.j}"] if s.last else [])
         if updates:
             out += [f"if c{s.j}:", *(f"    {u}" for u in updates)]
     return out or ["pass"]
@@ -175,7 +180,7 @@ def _count_scanner(cs: _Compiled) -> Callable:
 
     Generated rather than interpreted from the template because the per-event work of a trend count is a
     few additions: a generic loop spends ~10x that on dispatch."""
-    m = cs.n_states
+    m = cs.n_slots  # R[m]: the final count
     trees = [t for t in cs.positive.trans if t.kind == ORDERED]
     env: dict[str, Any] = {"EMPTY": {}, "_emit": _emit, "_count_group": _count_group, "_Win": _Win,
                            "_index_query": _index_query,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any
 
@@ -105,6 +105,12 @@ class _TemplateBuilder:
         #: per such negation, True for ``!(NEXT C c)`` (the ``C`` must also lie strictly inside the gap: after the
         #: pick's ts and before the next pick's), False for ``NEXT !(C c)``
         self.in_gap: list[bool] = []
+        #: per such negation, for ``NOT SEQ(NEXT B y, C z, ...)`` (its ``B``) the id of the graph of the unlinked
+        #: ``SEQ(B y, C z, ...)``: a vertex whose next event is such a ``B`` stays valid until an occurrence starting
+        #: there (or later: it could start there too) has finished; else None
+        self.linked: list[int | None] = []
+        self._negating = 0  # depth of negations being built
+        self._keep: list = []  # the unlinked sub-patterns (their ids key _neg_ids)
 
     def _position(self, k: int) -> int:
         if self._iteration is None:
@@ -122,6 +128,8 @@ class _TemplateBuilder:
             return _Positions(frozenset(), {k: _UNMARKED}, {k: _UNMARKED}, {})
         if isinstance(node, Not) and linked_first(node):
             return self._not_next(node, gap=True)
+        if isinstance(node, Not) and isinstance(node.inner, Seq) and node.inner.strict and node.inner.strict[0]:
+            return self._linked(node)
         if isinstance(node, Not):
             nid = self._neg_ids.get(id(node))
             if nid is None:  # a negation inside a bounded group is one graph: it blocks every iteration alike
@@ -129,7 +137,9 @@ class _TemplateBuilder:
                 neg = _NegTemplate(node.inner)
                 self.negs.append(neg)
                 outer, self._iteration = self._iteration, None
+                self._negating += 1
                 neg.positions = self.build(node.inner)
+                self._negating -= 1
                 self._iteration = outer
                 neg.components = tuple(sorted({*neg.positions.first, *neg.positions.last,
                                                *(x for pair in neg.positions.follow for x in pair)}))
@@ -152,6 +162,22 @@ class _TemplateBuilder:
                               else self.build(item) for k, item in enumerate(node.items)], node.strict, self.links)
         raise EngineUnsupportedError(f"pattern node {type(node).__name__} is not supported by the trend engine")
 
+    def _linked(self, node: Not) -> _Positions:
+        """``NOT SEQ(NEXT B y, C z, ...)``: the ``NEXT !(B y)`` marker of ``!(NEXT B y)`` on the edges across it
+        (the vertex is judged once its next event is known), and the graph of the unlinked ``SEQ(B y, C z, ...)``,
+        whose latest finished start ``L_N`` tells until when a vertex whose next event is such a ``B`` stays valid."""
+        inner = node.inner
+        if (self._negating or self._iteration is not None or not isinstance(inner.items[0], EventPat)
+                or (len(inner.strict) > 1 and inner.strict[1])):
+            raise EngineUnsupportedError("NEXT at the start of a negation is supported by the trend engine only on one "
+                                         "event followed by an unlinked item, outside repetitions and negations")
+        unlinked = Not(replace(inner, strict=(False, *inner.strict[1:])))
+        self._keep.append(unlinked)
+        self.build(unlinked)
+        marker = self._not_next(node, gap=True)
+        self.linked[-1] = self._neg_ids[id(unlinked)]
+        return marker
+
     def _not_next(self, node: Not, gap: bool = False) -> _Positions:
         """``NEXT !(C c)``, or ``!(NEXT C c)`` (``gap``): no graph of its own (GRETA's negation invalidates by time,
         this one by adjacency in the partition), an empty item whose marker the edges across it carry
@@ -161,6 +187,7 @@ class _TemplateBuilder:
             raise EngineUnsupportedError("NEXT !(...) negates one event T v")
         self.not_next.append(inner)
         self.in_gap.append(gap)
+        self.linked.append(None)
         return _Positions(frozenset({frozenset({not_next_marker(len(self.not_next) - 1)})}))
 
     @staticmethod
@@ -347,12 +374,19 @@ class _Trans:
     key: Callable | None = None  # ORDERED/EQUAL: earlier event → key
     probe: Callable | None = None  # ORDERED/EQUAL: later event → key
     #: an edge inside a loop with a stop condition (UNTIL), the loop's index in ``_Compiled.until``: each stop
-    #: event empties its index (its own running aggregate, an EQUAL transition on a constant key, when it has
-    #: no edge predicate) or stored vertices
+    #: event empties its own running aggregate (:attr:`slot`, when it has no edge predicate), index or stored
+    #: vertices
     cut: int | None = None
     #: an edge across ``NEXT !(C c)``, that negation's index (:attr:`_TemplateBuilder.not_next`): its source vertex
     #: enters the edge's own index only once the partition's next event is known to be no such ``C``
     not_next: int | None = None
+    #: PLAIN: the entry of a window's running aggregates ``R`` it reads, its source state's (``src``), or inside a
+    #: loop with UNTIL that state's own one for the edges inside the loop (:attr:`_State.cut_slot`)
+    slot: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.slot is None:
+            self.slot = self.src
 
 
 @dataclass
@@ -379,6 +413,9 @@ class _State:
     guarded_out: list[_Trans] = field(default_factory=list)
     stored: bool = False
     cut_stored: bool = False  # the source of a SCAN transition inside a loop with UNTIL (:attr:`_Trans.cut`)
+    #: the source of a PLAIN transition inside a loop with UNTIL: the entry of ``R`` that sums its vertices no stop
+    #: event has followed yet (each stop empties it), which that transition reads
+    cut_slot: int | None = None
     link_out: bool = False  # the source of a LINK transition: its vertex of the partition's last event is kept
     #: the transitions across a ``NEXT !(C c)`` it leaves (:attr:`_Trans.not_next`), which its vertex enters late
     held_out: list[_Trans] = field(default_factory=list)
