@@ -265,8 +265,10 @@ ARRIVAL_COL = "_sparkcep_arrival"
 ARRIVAL_METRIC = "arrival"
 
 
-#: The arrival of a result row (epoch ms; streaming, when the operator's input has :data:`ARRIVAL_COL`): the
-#: newest arrival among the rows its Spark group got in the micro-batch that emitted it (docs/operations.md).
+#: The arrival of a result row (epoch ms; streaming, when the operator's input has :data:`ARRIVAL_COL`): its
+#: last event's (a match of the columnar step, a MATCH_RECOGNIZE match), the newest of its window's events (a
+#: trend over several keys per Spark group), else the newest arrival among the rows its Spark group got in the
+#: micro-batch that emitted it (docs/operations.md, "Per result row").
 RESULT_ARRIVAL = "_arrival_ms"
 
 #: The optional per-row latency column of a stream's written results: milliseconds from :data:`RESULT_ARRIVAL`
