@@ -211,8 +211,13 @@ class CompiledQuery:
                           timeouts=timeout_spec_of(operator_spec(plan)) is not None)
 
     def apply(self, df, shedding_training=None, side_channel: bool = False, arrival_col: str | None = None,
-              checkpoint: str | None = None):
+              checkpoint: str | None = None, followed: str | None = None):
         """Run on a batch or streaming DataFrame with the type and ts columns and the attributes.
+
+        ``followed`` (streaming, with shedding): the directory the stream follows when ``df`` reads another one
+        fed from it (the admission control's staging directory, :func:`~sparkcep.spark.shedding.admitted_input`):
+        the backlog controller counts the backlog there (:meth:`~sparkcep.spark.shedding.Shedding.follow_source`);
+        by default, the directory ``df`` reads.
 
         ``arrival_col`` (streaming, any source): the column holding each event's arrival (Spark's rate source:
         ``timestamp``; an ingestion-time column: a timestamp or epoch ms).  The arrival of each micro-batch's
@@ -247,7 +252,7 @@ class CompiledQuery:
         streaming = df.isStreaming
         if arrival_col is not None and streaming:
             df = with_arrival(df, arrival_col)
-        df, source = _followed(df, streaming and bool(self.shedding_latency) and self.query.skip is None)
+        df, source = _followed(df, streaming and bool(self.shedding_latency) and self.query.skip is None, followed)
         schema = df.schema
         # the arrival rides along to the operator (which stamps each result with it), unseen by the query
         carried = ARRIVAL_COL in schema.names
@@ -347,18 +352,19 @@ class CompiledQuery:
                               dropped_output=self.dropped_output)
 
 
-def _followed(df, shedding: bool):
+def _followed(df, shedding: bool, followed: str | None = None):
     """``(df, directory)``: a shed stream whose only source is a local directory of files
     (:func:`~sparkcep.spark.io.followed_directory`) with its events' arrival observed, for the backlog
-    controller (:meth:`~sparkcep.spark.shedding.Shedding.follow_source`); else ``(df, None)``: the stage keeps
-    the batch-duration controller (another source, or no shedding)."""
+    controller (:meth:`~sparkcep.spark.shedding.Shedding.follow_source`), and the directory it follows:
+    ``followed`` when given (the input a staging directory is fed from), else the one it reads; else
+    ``(df, None)``: the stage keeps the batch-duration controller (another source, or no shedding)."""
     if not shedding:
         return df, None
     from sparkcep.spark.io import followed_directory, with_file_arrival
 
     source = followed_directory(df)
     observed = with_file_arrival(df) if source is not None else None
-    return (df, None) if observed is None else (observed, source)
+    return (df, None) if observed is None else (observed, followed or source)
 
 
 def timeout_spec_of(spec):
@@ -723,7 +729,7 @@ class CompiledWorkload:
         return workload_data(shared, alone), list(attributes)
 
     def apply(self, df, share: bool = True, side_channel: bool = False, shedding_training=None,
-              arrival_col: str | None = None):
+              arrival_col: str | None = None, followed: str | None = None):
         """Run the workload on a batch or streaming DataFrame, as its generated job does
         (:func:`~sparkcep.spark.workload.apply_workload`): one DataFrame with a ``query`` column
         and the columns of every query's RETURN (null where a query lacks one), from one stateful operator.
@@ -734,7 +740,8 @@ class CompiledWorkload:
         in front of every operator, after the watermark, its utilities learnt from ``shedding_training`` for
         every query at once (weighted by the sharing plan; the tightest bound of the queries); its handle is the
         result's ``shedding``.  ``arrival_col`` (streaming), or a stream read with ``keep_arrival=True``: each
-        result row carries ``_arrival_ms``, the arrival of its events, as :meth:`CompiledQuery.apply`'s do."""
+        result row carries ``_arrival_ms``, the arrival of its events, as :meth:`CompiledQuery.apply`'s do.
+        ``followed``: the directory the stream follows, as :meth:`CompiledQuery.apply`'s."""
         from pyspark.sql.types import StructType
 
         from sparkcep.spark.validate import ARRIVAL_COL, with_arrival
@@ -755,7 +762,7 @@ class CompiledWorkload:
         first = self.queries[0]
         handle = []
         bounds = [q.shedding_latency for q in self.queries if q.shedding_latency]
-        df, source = _followed(df, bool(bounds) and df.isStreaming)
+        df, source = _followed(df, bool(bounds) and df.isStreaming, followed)
 
         def shed(events):
             kept, shedding = self._shed(events, shedding_training)
@@ -935,7 +942,7 @@ def apply_stream(path: str, query: CompiledQuery | str, *, checkpoint: str, outp
     if shed and training is None:
         training = read_events(spark, path, fmt, q.ts_col, schema=schema, type_col=q.type_col,
                                attributes=attributes, needs=needs)
-    result = q.apply(df, shedding_training=training, side_channel=True, checkpoint=checkpoint)
+    result = q.apply(df, shedding_training=training, side_channel=True, checkpoint=checkpoint, followed=path)
     shedding = getattr(result, "shedding", None)  # a followed directory: shed on latency and backlog
     admission = follow_input(shedding, path, staging, q.type_col, q.dropped_output, checkpoint)
     columns = [f.name for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]

@@ -409,11 +409,11 @@ def cmd_run(args) -> int:
         training = read_events(spark, path, fmt, args.ts_col, schema=args.schema, type_col=args.type_col,
                                attributes=attributes, needs=needs)
     if q is None:  # every operator of the sharing plan, one result with a "query" column
-        result = workload.apply(df, side_channel=args.stream, shedding_training=training)
+        result = workload.apply(df, side_channel=args.stream, shedding_training=training, followed=args.input)
     else:
         # a checkpoint holding state resumes with the grouping it was made with (docs/operations.md)
         result = q.apply(df, shedding_training=training, side_channel=args.stream,
-                         checkpoint=args.checkpoint if args.stream else None)
+                         checkpoint=args.checkpoint if args.stream else None, followed=args.input)
     shedding = getattr(result, "shedding", None)
     admission = None
     # before any wrapping of the result; a batch result builds its timeouts only when read: not without --timeouts

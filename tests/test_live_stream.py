@@ -28,6 +28,7 @@ import sparkcep
 from sparkcep.cli import main
 from sparkcep.oracles.match import match_rows
 from sparkcep.spark.results import canonical
+from sparkcep.spark.validate import original_name
 
 QUERY = "PATTERN SEQ(A a, B b) WHERE [id] AND a.x < b.x WITHIN 100 RETURN a.ts AS at, b.ts AS bt, a.id AS id"
 COLUMNS = ["type", "ts", "id", "x"]
@@ -251,8 +252,8 @@ def test_a_shedding_run_reads_its_files_through_the_admission_control(tmp_path):
     assert "sparkcep: read 6 events, 2 results" in text
     # the stage sees the query's candidates (A and B events): 4 of the 6
     assert "load shedding dropped 0 of 4 events" in text and not (tmp_path / "dropped").exists()
-    staged = sorted(f.name for f in (tmp_path / "ck" / "_admitted").iterdir())
-    assert staged == [f"part-{k:02d}.jsonl" for k in range(3)]
+    staged = sorted(original_name(f.name) for f in (tmp_path / "ck" / "_admitted").iterdir())
+    assert staged == ["_sparkcep_staging", *(f"part-{k:02d}.jsonl" for k in range(3))]
     streamed = [r for rows in rows_by_batch(out).values() for r in rows]
     assert canonical(streamed) == canonical(oracle([e for f in FILES for e in f]))
 
@@ -299,11 +300,23 @@ def test_a_rate_source_stream_stamps_each_result_with_its_rows_arrival(spark, tm
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_apply_stream_follows_a_directory_through_the_admission_control(spark, tmp_path):
+def test_apply_stream_follows_a_directory_through_the_admission_control(spark, tmp_path, monkeypatch):
     """``sparkcep.apply_stream`` (Python) runs a shedding query as ``run --stream`` does: the stream reads what
     the admission control hands over (staged in the checkpoint), files written after the start are picked up,
     under a loose bound nothing is dropped, results = oracle; ``stop()`` ends the query and the admission
-    thread."""
+    thread.  One backlog controller, on the followed directory (``apply(followed=)``: the stage is not switched
+    to the staging directory first).  Each micro-batch's backlog is in Spark's observed metrics (``backlog``:
+    ``files``, ``rows``), as the admission counted it when it handed over the batch's newest file."""
+    from sparkcep.spark import shedding as shedding_module
+
+    made = []
+
+    class Counted(shedding_module.BacklogController):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(shedding_module, "BacklogController", Counted)
     inbox, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     write_file(inbox, 0, FILES[0])
     q = sparkcep.compile(QUERY, shedding_latency=3600)
@@ -314,21 +327,46 @@ def test_apply_stream_follows_a_directory_through_the_admission_control(spark, t
         return sum(p.observedMetrics["events_valid"]["events_valid"] for p in live.query.recentProgress
                    if "events_valid" in (p.observedMetrics or {}))
 
+    files = [*FILES, TIMES_OUT]
     try:
         assert live.admission is not None and live.shedding is not None
-        for k in (1, 2, 3):
-            deadline = time.monotonic() + 300
-            while read() < 2 * k:
-                assert live.query.isActive and time.monotonic() < deadline, live.query.exception()
-                time.sleep(0.2)
-            if k < 3:
-                write_file(inbox, k, FILES[k])  # after the start: the admission hands it over
+        assert live.shedding.source == str(inbox) and len(made) == 1 and live.shedding.controller is made[0]
+        wait = time.monotonic() + 300
+        while read() < 2:
+            assert live.query.isActive and time.monotonic() < wait, live.query.exception()
+            time.sleep(0.2)
+        # the test hands the slices over itself, one file each, so that files wait behind each slice
+        live.admission.stop()
+        monkeypatch.setattr(shedding_module, "admit_files", lambda pending, *_: ([n for n, _ in pending[:1]], []))
+        for k in (1, 2, 3):  # after the start: the admission hands them over
+            write_file(inbox, k, files[k])
+        deadline = time.monotonic() + 300
+        while read() < 8:
+            assert live.query.isActive and time.monotonic() < deadline, live.query.exception()
+            live.admission.step()
+            time.sleep(0.2)
         assert live.backlog() == 0
+        progress = [json.loads(p.json) for p in live.query.recentProgress if p.numInputRows]
     finally:
         live.stop()
     assert not live.query.isActive
     assert "sparkcep-admission" not in [t.name for t in threading.enumerate()]
-    assert sorted(f.name for f in (ck / "_admitted").iterdir()) == [f"part-{k:02d}.jsonl" for k in range(3)]
-    assert sum(live.shedding.dropped.values()) == 0 and live.shedding.offered == 4  # the A and B events
+    assert live.admission.staged == [([f"part-{k:02d}.jsonl"], 3 - k, 2 * (3 - k)) for k in (1, 2, 3)]
+    assert sorted(f.name for f in (ck / "_admitted").iterdir() if not f.name.startswith("_")) == [
+        f"part-{k:02d}_backlog-{n}-{2 * n}.jsonl" for k, n in enumerate((0, 2, 1, 0))]
+    # each micro-batch's observed backlog: the marks of the newest file it read (Spark's own list of its files)
+    seen = []
+    for p in progress:
+        span = p["sources"][0]  # the file source's log entries this batch read: (startOffset, endOffset]
+        start, end = (-1 if span[k] is None else span[k]["logOffset"] for k in ("startOffset", "endOffset"))
+        listed = [line for n in range(start + 1, end + 1)
+                  for line in (ck / "sources" / "0" / str(n)).read_text().splitlines()[1:]]
+        names = [Path(json.loads(line)["path"].removeprefix("file:")).name for line in listed]
+        newest = max(names, key=lambda n: (os.stat(ck / "_admitted" / n).st_mtime, n))
+        marks = newest.rsplit("_backlog-", 1)[1].split(".")[0].split("-")
+        assert p["observedMetrics"]["backlog"] == {"files": int(marks[0]), "rows": int(marks[1])}, (p, names)
+        seen.append(int(marks[0]))
+    assert 2 in seen and 1 in seen  # the slices of files 1 and 2 left files behind
+    assert sum(live.shedding.dropped.values()) == 0 and live.shedding.offered == 5  # the A and B events
     streamed = [r for rows in rows_by_batch(out).values() for r in rows]
-    assert canonical(streamed) == canonical(oracle([e for f in FILES for e in f]))
+    assert canonical(streamed) == canonical(oracle([e for f in files for e in f]))

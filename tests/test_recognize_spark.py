@@ -407,6 +407,34 @@ def test_stream_function_routes_late_rows_to_the_side_channel():
     assert [(r[KIND], r["n"]) for r in out if r[KIND] == "result"] == [("result", 3)]
 
 
+@pytest.mark.parametrize("rows_per_match", [R.ONE_ROW, R.ALL_ROWS])
+def test_stream_results_carry_their_matchs_last_row_arrival(rows_per_match):
+    """A micro-batch reading two files of one key: the first (arrival 1 000) holds a1 b2 b3 and b1@4, which
+    ends the match; the second (arrival 9 000) a5 b6, which starts another.  The match (n = 3) is stamped with
+    the arrival of its last row, b3 (every row of it under ALL ROWS PER MATCH), not the newest arrival among
+    the key's rows of the micro-batch."""
+    pytest.importorskip("sparkcep.runtime_udfs.recognize")
+    from dataclasses import replace
+
+    from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL
+
+    spec, struct = replace(SPEC, rows_per_match=rows_per_match), _OUTPUT
+    if rows_per_match != R.ONE_ROW:
+        spec = replace(spec, output=("k", "t", "n"), output_types=("string", "string", "bigint"))
+        struct = StructType([_OUTPUT["k"], StructField("t", StringType()), _OUTPUT["n"]])
+    schema = StructType([*_INPUT.fields, StructField(ARRIVAL_COL, LongType())])
+    spec = SR.arrival_measured(spec)
+    struct = StructType([*struct.fields, StructField(RESULT_ARRIVAL, LongType())])
+    fn, out = SR.stamped_stream_function(spec, struct, schema, numeric=False, watermark_delay_ms=0)
+    assert out.names[-1] == RESULT_ARRIVAL
+    rows = [("a", 0, 1), ("b", 2, 2), ("b", 5, 3), ("b", 1, 4), ("a", 0, 5), ("b", 3, 6)]
+    frame = _frame(rows).assign(**{ARRIVAL_COL: [1_000] * 4 + [9_000] * 2})
+    group = SimulatedGroup()
+    got = [r for f in fn(("p",), iter([frame]), group) for r in f.to_dict("records")]
+    assert [(r["n"], r[RESULT_ARRIVAL]) for r in got] == (
+        [(3, 1_000)] if rows_per_match == R.ONE_ROW else [(1, 1_000), (2, 1_000), (3, 1_000)])
+
+
 def test_results_that_do_not_fit_their_type_are_null():
     """An engine value Arrow cannot take for the column's type is NULL in its row, not an error."""
     schema = pa.schema([("n", pa.int64()), ("s", pa.string())])

@@ -292,3 +292,28 @@ def test_shared_stream_function_has_the_late_rule_of_one_statement(monkeypatch):
     assert [json.loads(r[RECORD])["v"] for r in late] == [3] == [
         json.loads(r[RECORD])["v"] for r in got_alone if r[KIND] == "late"]
     assert all(r[spark_shared.QUERY] is None or r[spark_shared.QUERY] != r[spark_shared.QUERY] for r in late)
+
+
+def test_shared_stream_results_carry_their_matchs_last_row_arrival(monkeypatch):
+    """Statements sharing a pass over a stream with its arrival: each statement's match is stamped with the
+    arrival of its own last row (b3, from the first file), not the newest arrival among its key's rows of the
+    micro-batch (a5 b6 of the second file), as one statement's stream does."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from sparkcep.spark import recognize as single
+    from sparkcep.spark import recognize_workload as spark_shared
+    from sparkcep.spark.group_state import SimulatedGroup
+    from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL
+    from tests.test_recognize_spark import _INPUT, _OUTPUT, SPEC, _frame
+
+    arrival = StructField(RESULT_ARRIVAL, LongType())
+    monkeypatch.setattr(single, "output_struct", lambda spec: StructType(  # Spark's DDL parser needs a session
+        [*_OUTPUT.fields, *([arrival] if RESULT_ARRIVAL in spec.output else [])]))
+    schema = StructType([*_INPUT.fields, StructField(ARRIVAL_COL, LongType())])
+    fn, full = spark_shared.stamped_function([SPEC, SPEC], schema, numeric=False, watermark_delay_ms=0)
+    assert RESULT_ARRIVAL in full.names
+    rows = [("a", 0, 1), ("b", 2, 2), ("b", 5, 3), ("b", 1, 4), ("a", 0, 5), ("b", 3, 6)]
+    frame = _frame(rows).assign(**{ARRIVAL_COL: [1_000] * 4 + [9_000] * 2})
+    got = [r for f in fn(("p",), iter([frame]), SimulatedGroup()) for r in f.to_dict("records")]
+    assert sorted((r[spark_shared.QUERY], r[f"_{r[spark_shared.QUERY]}_1"], r[RESULT_ARRIVAL]) for r in got) == [
+        (0, 3, 1_000), (1, 3, 1_000)]

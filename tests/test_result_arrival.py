@@ -12,7 +12,7 @@ import sparkcep
 from sparkcep.compiler.codegen.sql import filter_sql
 from sparkcep.runtime_udfs.match.stream_columnar import MASK
 from sparkcep.spark.group_state import SimulatedGroup
-from sparkcep.spark.operator import MatchOperator
+from sparkcep.spark.operator import MatchOperator, _load_nested
 from sparkcep.spark.progress import Totals, result_latency
 from sparkcep.spark.schema import EVENT_TIME_OFFSET
 from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL
@@ -64,7 +64,9 @@ def test_under_buckets_each_match_carries_its_own_last_events_arrival():
     assert sorted((r["at"], r["bt"], r[RESULT_ARRIVAL]) for r in rows) == [(2, 20, 5_000)]
 
 
-def test_a_trend_window_closed_by_a_timeout_has_no_arrival():
+def test_a_trend_window_closed_by_a_timeout_has_its_events_arrival():
+    """A window closed by event time moving on elsewhere (the group got no rows in that micro-batch) carries
+    the newest arrival of its own events, kept in the group's state."""
     q = sparkcep.compile("RETURN COUNT(*) AS n PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10")
     op = MatchOperator(q.spec(PLAIN), CARRIED, watermark_delay_ms=0)
     fn, group = op.stream_function(), SimulatedGroup(None, 0)
@@ -72,7 +74,31 @@ def test_a_trend_window_closed_by_a_timeout_has_no_arrival():
                            {"type": "B", "ts": 2, "id": 1, ARRIVAL_COL: 1_500}], group) == []
     group.watermark_ms = EVENT_TIME_OFFSET + 1000  # event time moved on elsewhere: the window closes, no rows
     rows = call(fn, (1,), None, group)
-    assert [(int(r["n"]), r[RESULT_ARRIVAL]) for r in rows] == [(1, None)]
+    assert [(int(r["n"]), r[RESULT_ARRIVAL]) for r in rows] == [(1, 1_500)]
+
+
+def test_a_trend_window_carries_the_newest_arrival_of_its_own_events():
+    """A micro-batch reading two files: the first (arrival 1 000) holds key 1's A@1 B@2, the second (arrival
+    5 000 for key 2's A@3 B@4, 9 000 for key 1's A@15).  A@15 closes the window [0, 10) (delay 0); the window's
+    row, merged over both keys, has the newest arrival of the events in it, 5 000, not 9 000: A@15 is past the
+    window.  Key 1's next window, closed by a later call without rows, still gets A@15's arrival (the panes
+    are in the group's state), and the state forgets the panes of closed windows."""
+    q = sparkcep.compile("RETURN COUNT(*) AS n PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10")
+    op = MatchOperator(q.spec(PLAIN), CARRIED, watermark_delay_ms=0)
+    fn, group = op.stream_function(), SimulatedGroup(None, 0)
+
+    def event(t: str, ts: int, key: int, arrival: int) -> dict:
+        return {"type": t, "ts": ts, "id": key, ARRIVAL_COL: arrival}
+
+    rows = call(fn, (), [event("A", 1, 1, 1_000), event("B", 2, 1, 1_000), event("A", 3, 2, 5_000),
+                         event("B", 4, 2, 5_000), event("A", 15, 1, 9_000)], group)
+    assert [(r["window_start"], int(r["n"]), r[RESULT_ARRIVAL]) for r in rows] == [(0, 2, 5_000)]
+    assert list(_load_nested(group.stored)[3].values()) == [{1: 9_000}]  # key 1's pane [10, 20); [0, 10) closed
+    assert call(fn, (), [event("B", 16, 1, 12_000)], group) == []  # window [10, 20) open until 20
+    group.watermark_ms = EVENT_TIME_OFFSET + 1000  # event time moved on elsewhere: [10, 20) closes, no rows
+    rows = call(fn, (), None, group)
+    assert [(r["window_start"], int(r["n"]), r[RESULT_ARRIVAL]) for r in rows] == [(10, 1, 12_000)]
+    assert group.stored is None  # nothing left: the panes went with the state
 
 
 def test_the_filter_carries_the_arrival_whatever_the_query_reads():

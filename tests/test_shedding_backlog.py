@@ -342,6 +342,9 @@ def test_admission_on_real_files_bounds_the_backlog_and_counts_every_drop(tmp_pa
         admission.step(now)
         handed = set(os.listdir(staging)) - before
         assert len(handed) <= 2  # admit 250 events: two files of 100 per slice
+        if handed:  # their names carry what waits behind them: files and events (100 a file)
+            assert admission.staged[-1][1:] == (len(admission.pending()), 100 * len(admission.pending()))
+            assert all(n.endswith(f"_backlog-{admission.staged[-1][1]}-{admission.staged[-1][2]}.json") for n in handed)
         admission.step(now + 0.1)  # the slice is not read yet: nothing more is handed over
         assert set(os.listdir(staging)) - before == handed
         handle._prev_start = admission.handed_at + 0.01  # a micro-batch started after the hand-over, completed
@@ -366,7 +369,7 @@ def test_admission_on_real_files_bounds_the_backlog_and_counts_every_drop(tmp_pa
         os.utime(source / f"late-{j}.json", (t0 + 40 + j, t0 + 40 + j))
     before = set(os.listdir(staging))
     admission.step(t0 + 45)
-    assert set(os.listdir(staging)) - before == {"late-2.json"} and admission.pending() == []
+    assert set(os.listdir(staging)) - before == {"late-2_backlog-0-0.json"} and admission.pending() == []
 
 def test_admission_stages_the_next_slice_once_spark_has_planned_a_batch(tmp_path):
     """With the checkpoint to watch, the next slice is handed over as soon as Spark has planned a micro-batch
@@ -386,10 +389,12 @@ def test_admission_stages_the_next_slice_once_spark_has_planned_a_batch(tmp_path
     for k in range(6):
         (source / f"part-{k}.json").write_text(json.dumps({"type": "A", "ts": k}) + "\n")
         os.utime(source / f"part-{k}.json", (t0 + k / 10, t0 + k / 10))
+    # each staged name carries the backlog left behind its slice: files and events still waiting in the source
+    staged = [f"part-{i}_backlog-{5 - i}-{5 - i}.json" for i in range(6)]
     admission.step(t0 + 1)  # no batch planned yet (no offsets/): the first slice goes
-    assert sorted(os.listdir(staging)) == ["part-0.json"]
+    assert sorted(os.listdir(staging)) == staged[:1]
     admission.step(t0 + 1.1)  # nothing planned since: the slice waits for a batch
-    assert sorted(os.listdir(staging)) == ["part-0.json"]
+    assert sorted(os.listdir(staging)) == staged[:1]
     (checkpoint / "offsets").mkdir(parents=True)
     for batch in range(3):  # Spark plans batch N (it took the slice); no progress has come from it
         (checkpoint / "offsets" / f".{batch}.tmp").write_text("")  # a log file being written: not a batch
@@ -397,7 +402,8 @@ def test_admission_stages_the_next_slice_once_spark_has_planned_a_batch(tmp_path
         assert len(os.listdir(staging)) == batch + 1  # nothing new planned since the last hand-over
         (checkpoint / "offsets" / str(batch)).write_text("v1")
         admission.step(t0 + 1.25 + batch / 10)
-        assert sorted(os.listdir(staging)) == [f"part-{i}.json" for i in range(batch + 2)]
+        assert sorted(os.listdir(staging)) == staged[:batch + 2]
+    assert admission.staged == [([f"part-{i}.json"], 5 - i, 5 - i) for i in range(4)]
     assert handle._prev_start is None  # no micro-batch completed: the old rule would have waited
 
 

@@ -177,6 +177,11 @@ class MatchOperator:
         #: sees the column
         self.arrival = ARRIVAL_COL in input_schema.names
         self._columns = (frozenset(input_schema.names) - {ARRIVAL_COL}) | {MASK}
+        #: a trend spec over rows with their arrival: each window's result gets the newest arrival of its key's
+        #: events in the window (:class:`WindowArrivals`, nested stream), which then ride along as an attribute
+        self._panes = _pane_width(self.spec) if self.arrival and isinstance(self.spec, TrendSpec) else None
+        if self._panes is not None:
+            self._columns |= {ARRIVAL_COL}
         # timestamp columns are epoch ms inside the engine; the zone their naive pandas values are in
         self._zones: dict[str, str | None] = {}
         for f in input_schema.fields:
@@ -296,7 +301,10 @@ class MatchOperator:
         """Rows of the partitions of one Spark group: merged per window and group when groups are coarser,
         then only those where the query's HAVING holds (:attr:`_having`)."""
         if self._merge and rows:
-            rows = self.engine.merge_rows(self.spec, rows)
+            merged = self.engine.merge_rows(self.spec, rows)
+            if self._panes is not None:
+                WindowArrivals.merge(self.spec, rows, merged)
+            rows = merged
         return self._having(rows) if self._having is not None and rows else rows
 
     def events(self, pdf: pd.DataFrame) -> list[dict]:
@@ -561,7 +569,8 @@ class MatchOperator:
 
         def nested_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
             engine = self.engine
-            frontier, stored, held = _load_nested(group.get[0]) if group.exists else (None, {}, None)
+            frontier, stored, held, panes = _load_nested(group.get[0]) if group.exists else (None, {}, None, {})
+            arrivals = WindowArrivals(self.spec, self._panes, panes) if self._panes is not None else None
             raw = group.getCurrentWatermarkMs()
             names, data = held if held is not None else (None, None)
             parts: dict[tuple, list[dict]] = {}
@@ -606,11 +615,15 @@ class MatchOperator:
                 state = self._state_class.from_bytes(entry[1]) if entry is not None else engine.init_state()
                 if frontier is not None:  # what the group has processed: older events are late here too
                     state, out = self._advance(state, frontier, budget)
-                    rows.extend(out)
+                    rows.extend(arrivals.stamp(k, out) if arrivals is not None else out)
                 if k in parts:
                     engine.step(spec, state, parts[k])
+                    if arrivals is not None:
+                        arrivals.add(k, parts[k])
                 state, out = self._advance(state, watermark, budget)
-                rows.extend(out)
+                rows.extend(arrivals.stamp(k, out) if arrivals is not None else out)
+                if arrivals is not None:
+                    arrivals.prune(k, watermark)
                 if engine.is_empty(state):
                     stored.pop(k, None)
                 else:
@@ -619,14 +632,14 @@ class MatchOperator:
                 group.remove()
             else:
                 frontier = watermark if frontier is None else max(frontier, watermark)
-                group.update((_dump_nested(frontier, stored, held),))
+                group.update((_dump_nested(frontier, stored, held, arrivals.panes if arrivals is not None else {}),))
                 dues = [d for d, _ in stored.values() if d is not None]
                 if held is not None:  # held rows become processable when the watermark reaches them
                     dues.append(min(held[1][held[0].index("ts")]))
                 _set_timeout(group, min(dues, default=None), raw, to_ms)
             rows = self._finish(rows)
             if rows:
-                yield self.frame(rows)
+                yield self.frame(rows) if arrivals is None else WindowArrivals.framed(self.frame(rows), rows)
 
         stream = nested_stream if self.nested else match_stream
         if self.stream_path == COLUMNAR_STREAM:
@@ -846,15 +859,18 @@ def _having_of(spec: EngineSpec) -> Callable[[list[dict]], list[dict]] | None:
     return each_query
 
 
-def _dump_nested(frontier: float, stored: dict, held: tuple | None) -> bytes:
+def _dump_nested(frontier: float, stored: dict, held: tuple | None, panes: dict | None = None) -> bytes:
     """A Spark group's state: the watermark it has processed; per partition key, ``(wakeup, engine state)``;
-    the rows after that watermark not given to an engine yet, as ``(column names, column lists)`` or None."""
-    return pickle.dumps((NESTED_STATE_VERSION, frontier, stored, held), protocol=pickle.HIGHEST_PROTOCOL)
+    the rows after that watermark not given to an engine yet, as ``(column names, column lists)`` or None;
+    with ``panes`` (a trend over rows with their arrival, :class:`WindowArrivals`), per key the newest arrival
+    per pane (a state without them, written before, loads with none)."""
+    state = (NESTED_STATE_VERSION, frontier, stored, held, *((panes,) if panes else ()))
+    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _load_nested(data: bytes) -> tuple[float, dict, tuple | None]:
+def _load_nested(data: bytes) -> tuple[float, dict, tuple | None, dict]:
     loaded = pickle.loads(data)
-    if not (isinstance(loaded, tuple) and len(loaded) == 4 and isinstance(loaded[0], int)):
+    if not (isinstance(loaded, tuple) and len(loaded) in (4, 5) and isinstance(loaded[0], int)):
         # one key's engine state where a group of several keys was expected: Spark found the state of a key
         # under a bucket number (an integer key, from a checkpoint made with one Spark group per key)
         raise CEPError("a Spark group's state is one key's, not a bucket's: the checkpoint was made with one Spark "
@@ -863,8 +879,82 @@ def _load_nested(data: bytes) -> tuple[float, dict, tuple | None]:
     version, *rest = loaded
     if version != NESTED_STATE_VERSION:
         raise CEPError(f"group state version {version} is not supported (expected {NESTED_STATE_VERSION})")
-    frontier, stored, held = rest
-    return frontier, stored, held
+    frontier, stored, held, *panes = rest
+    return frontier, stored, held, panes[0] if panes else {}
+
+
+def _pane_width(spec: TrendSpec) -> float:
+    """The width of the panes :class:`WindowArrivals` keeps: windows ``[k·slide, k·slide + window)`` are unions
+    of panes ``[p·g, (p + 1)·g)`` for ``g`` the greatest common divisor of window and slide (integral ones;
+    else the slide, and a window's arrival may then count a pane's events just outside it)."""
+    window, slide = spec.window, spec.slide or spec.window
+    if float(window).is_integer() and float(slide).is_integer() and slide > 0:
+        return float(math.gcd(int(window), int(slide)))
+    return float(slide)
+
+
+class WindowArrivals:
+    """The arrival of a trend window's result (streaming, rows with :data:`~sparkcep.spark.validate.ARRIVAL_COL`):
+    the newest arrival among its key's events in the window that went to the engine, whichever micro-batch
+    they came in; a result merged over keys (GROUP BY coarser than the key) has the newest of its keys'.  Not
+    the newest arrival among the rows the Spark group got in the micro-batch that emits it, which can be a later
+    file's event past the window (the one whose time closed it).  Kept per key as the newest arrival per pane
+    (:func:`_pane_width`) in the group's state, ``panes``, pruned once no open window covers them."""
+
+    def __init__(self, spec: TrendSpec, width: float, panes: dict):
+        self.window, self.slide, self.width, self.panes = spec.window, spec.slide or spec.window, width, panes
+
+    def add(self, key: Any, events: list[dict]) -> None:
+        """Count ``events`` (the key's events going to the engine) in their panes."""
+        own, width, newest = self.panes.setdefault(key, {}), self.width, -math.inf
+        for e in events:
+            ts, arrived = e.get("ts"), e.get(ARRIVAL_COL)
+            if ts is None or arrived is None or ts != ts or arrived != arrived:
+                continue
+            p = int(ts // width)
+            if arrived > own.get(p, newest):
+                own[p] = arrived
+
+    def stamp(self, key: Any, rows: list[dict]) -> list[dict]:
+        """``rows`` (the key's window results) with :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`: the newest
+        arrival of the panes of their window (None if none)."""
+        own = self.panes.get(key, {})
+        for row in rows:
+            first, end = math.floor(row["window_start"] / self.width), math.ceil(row["window_end"] / self.width)
+            arrived = [own[p] for p in range(first, end) if p in own] if end - first <= len(own) else [
+                a for p, a in own.items() if first <= p < end]
+            row[RESULT_ARRIVAL] = int(max(arrived)) if arrived else None
+        return rows
+
+    def prune(self, key: Any, watermark: float) -> None:
+        """Forget the panes no window still open at ``watermark`` covers: the last window holding pane ``p``
+        starts at the last multiple of the slide at or before it, and every window ending at or before the
+        watermark has been emitted."""
+        own = self.panes.get(key)
+        if own is None:
+            return
+        for p in [p for p in own if math.floor(p * self.width / self.slide) * self.slide + self.window <= watermark]:
+            del own[p]
+        if not own:
+            del self.panes[key]
+
+    @staticmethod
+    def merge(spec: TrendSpec, rows: list[dict], merged: list[dict]) -> None:
+        """The arrival of each row of ``merged`` (``merge_rows`` of ``rows``): the newest of its rows'."""
+        newest: dict[tuple, int] = {}
+        for row in rows:
+            key = (row["window_start"], row["window_end"], *(row[g] for g in spec.group_by))
+            if row.get(RESULT_ARRIVAL) is not None:
+                newest[key] = max(newest.get(key, row[RESULT_ARRIVAL]), row[RESULT_ARRIVAL])
+        for row in merged:
+            row[RESULT_ARRIVAL] = newest.get((row["window_start"], row["window_end"],
+                                              *(row[g] for g in spec.group_by)))
+
+    @staticmethod
+    def framed(frame: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
+        """``frame`` (of ``rows``) with their arrival as :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`, which
+        :func:`stamping_arrival` keeps."""
+        return frame.assign(**{RESULT_ARRIVAL: pd.array([r.get(RESULT_ARRIVAL) for r in rows], dtype="Int64")})
 
 
 #: ``buckets`` asking for one Spark group per key (the grouping before buckets became the default of a streaming

@@ -67,7 +67,6 @@ from pyspark.sql.types import (
     DataType,
     DateType,
     IntegralType,
-    LongType,
     MapType,
     NumericType,
     StringType,
@@ -667,7 +666,7 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
     def timeout_ms(due: float) -> int:
         return scale.timeout_ms(due) - 1 if numeric else math.ceil(due / 1000) - 1
 
-    record_columns = [c for c in names if not _RESERVED.fullmatch(c)]
+    record_columns = [c for c in names if not _RESERVED.fullmatch(c) and c != ARRIVAL_COL]
     out_schema = _arrow_schema(with_side_columns(struct) if late_rows else struct)
 
     def recognize_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
@@ -820,23 +819,48 @@ def stream_recognize(projected: DataFrame, spec: RecognizeSpec, *, watermark_del
     :mod:`sparkcep.spark.late`.
 
     A ``projected`` with the stream's arrival (:data:`~sparkcep.spark.validate.ARRIVAL_COL`, unseen by the
-    statement) gives each result :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`: the newest arrival among its
-    key's rows of the micro-batch that emits it (:func:`~sparkcep.spark.operator.stamping_arrival`)."""
+    statement) gives each result :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`: the arrival of its match's
+    last row (:func:`arrival_measured`); a row of no match (``WITH UNMATCHED ROWS``, an empty match) gets the
+    newest arrival among its key's rows of the micro-batch that emits it
+    (:func:`~sparkcep.spark.operator.stamping_arrival`)."""
     df, numeric = watermarked_time(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit)
-    arrival = [ARRIVAL_COL] if ARRIVAL_COL in projected.columns else []
-    keep = [*_engine_columns(projected, spec), _ET, EVENT_TIME, *arrival]
+    if ARRIVAL_COL in projected.columns:
+        spec = arrival_measured(spec)
+    keep = [*_engine_columns(projected, spec), _ET, EVENT_TIME]
     df = df.select(*[F.col(quoted(c)) for c in keep])
-    struct = output_struct(spec)
-    fn = stream_function(spec, struct, projected.schema, numeric=numeric, ts_unit=ts_unit,
-                         timezone=_session_timezone(), late_rows=late_rows,
-                         watermark_delay_ms=delay_of(df.schema))
-    if arrival:
-        struct = StructType([*struct.fields, StructField(RESULT_ARRIVAL, LongType(), True)])
-    out = with_side_columns(struct) if late_rows else struct
-    if arrival:
-        fn = stamping_arrival(fn, out.names)
+    fn, out = stamped_stream_function(spec, output_struct(spec), projected.schema, numeric=numeric,
+                                      ts_unit=ts_unit, timezone=_session_timezone(), late_rows=late_rows,
+                                      watermark_delay_ms=delay_of(df.schema))
     return grouped(df, list(spec.partition_by)).applyInPandasWithState(
         fn, out, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+
+
+def stamped_stream_function(spec: RecognizeSpec, struct: StructType, projected: StructType, *,
+                            late_rows: bool = False, **options) -> tuple[Callable, StructType]:
+    """``(fn, schema)``: :func:`stream_function` of ``spec`` (``struct``, ``projected``, ``options``: its
+    arguments) and its output schema; a ``spec`` that reads the arrival (:func:`arrival_measured`) stamps each
+    row (a row of no match: the newest arrival among its key's rows of the call,
+    :func:`~sparkcep.spark.operator.stamping_arrival`)."""
+    fn = stream_function(spec, struct, projected, late_rows=late_rows, **options)
+    out = with_side_columns(struct) if late_rows else struct
+    return (stamping_arrival(fn, out.names) if RESULT_ARRIVAL in spec.output else fn), out
+
+
+def arrival_measured(spec: RecognizeSpec) -> RecognizeSpec:
+    """``spec`` whose engine also reads the stream's arrival (:data:`~sparkcep.spark.validate.ARRIVAL_COL`, the
+    last column: a tie-break after every other) and outputs, last, the hidden measure
+    :data:`~sparkcep.spark.validate.RESULT_ARRIVAL` = ``FINAL LAST(arrival)``: the arrival of the match's last
+    row, for every row of the match (ALL ROWS PER MATCH too), whatever rows of its key came later in the same
+    micro-batch."""
+    from dataclasses import replace
+
+    from sparkcep.ir.ast import Attr
+    from sparkcep.ir.recognize import Measure, Nav
+
+    last = Measure(Nav("LAST", Attr(None, ARRIVAL_COL), 0, "FINAL"), RESULT_ARRIVAL)
+    types = (*spec.output_types, "bigint") if spec.output_types else ()
+    return replace(spec, columns=(*spec.columns, ARRIVAL_COL), measures=(*spec.measures, last),
+                   output=(*spec.output, RESULT_ARRIVAL), output_types=types)
 
 
 # ----------------------------------------------------------------------------------------------- the whole

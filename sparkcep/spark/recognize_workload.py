@@ -170,6 +170,8 @@ def _tables(outs: list[list[dict]], schemas: list[pa.Schema], full: pa.Schema) -
                 arrays.append(pa.array([RESULT] * n, type=f.type))
             elif f.name.startswith(f"_{i}_"):
                 arrays.append(own.column(int(f.name.rsplit("_", 1)[1])))
+            elif f.name == RESULT_ARRIVAL and RESULT_ARRIVAL in own.column_names:  # its match's last row's
+                arrays.append(own.column(RESULT_ARRIVAL))
             else:
                 arrays.append(pa.nulls(n, type=f.type))
         yield pa.Table.from_arrays(arrays, schema=full)
@@ -299,7 +301,7 @@ def stream_function(specs: Sequence[RecognizeSpec], full: StructType, projected:
     wanted = dict.fromkeys(c for s in specs for c in (*s.columns, single.TS))
     names = [c for c in wanted if c in projected.names]
     types = {c: projected[c].dataType for c in names}
-    record_columns = [c for c in names if not single._RESERVED.fullmatch(c)]
+    record_columns = [c for c in names if not single._RESERVED.fullmatch(c) and c != ARRIVAL_COL]
     scale = EventTimeScale.of(ts_unit)
     structs = [single.output_struct(s) for s in specs]  # on the driver (DDL parsing needs the session)
 
@@ -357,22 +359,34 @@ def stream_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *, water
     state function nulled (:func:`sparkcep.spark.recognize.watermarked_time`): Spark drops no row itself, the
     function applies the per-key late rule.  A ``projected`` with the stream's arrival
     (:data:`~sparkcep.spark.validate.ARRIVAL_COL`) stamps each result with it as the single statement's stream
-    does (:func:`~sparkcep.spark.operator.stamping_arrival`)."""
+    does (:func:`stamped_function`)."""
     _workload().check_shareable(specs)
     spec = specs[0]
     df, numeric = single.watermarked_time(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit)
     arrival = [ARRIVAL_COL] if ARRIVAL_COL in projected.columns else []
     keep = [*_engine_columns(projected, specs), single._ET, EVENT_TIME, *arrival]
     df = df.select(*[F.col(quoted(c)) for c in keep])
-    full = tagged_struct(specs, late_rows=late_rows)
-    fn = stream_function(specs, full, projected.schema, numeric=numeric, ts_unit=ts_unit,
-                         timezone=_session_timezone(), late_rows=late_rows,
-                         watermark_delay_ms=single.delay_of(df.schema))
-    if arrival:
-        full = tagged_struct(specs, late_rows=late_rows, arrival=True)
-        fn = stamping_arrival(fn, full.names)
+    fn, full = stamped_function(specs, projected.schema, numeric=numeric, ts_unit=ts_unit,
+                                timezone=_session_timezone(), late_rows=late_rows,
+                                watermark_delay_ms=single.delay_of(df.schema))
     return grouped(df, list(spec.partition_by)).applyInPandasWithState(
         fn, full, single.STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+
+
+def stamped_function(specs: Sequence[RecognizeSpec], projected: StructType, *, late_rows: bool = False,
+                     **options) -> tuple[Callable, StructType]:
+    """``(fn, schema)``: :func:`stream_function` of ``specs`` (``options``: its keywords) and the tagged
+    schema.  Over a ``projected`` with the stream's arrival each statement's engine also computes its match's
+    last row's arrival (:func:`sparkcep.spark.recognize.arrival_measured`), the tagged result's
+    :data:`~sparkcep.spark.validate.RESULT_ARRIVAL` (a row of no match: the newest arrival among its key's
+    rows of the call, :func:`~sparkcep.spark.operator.stamping_arrival`)."""
+    arrival = ARRIVAL_COL in projected.names
+    full = tagged_struct(specs, late_rows=late_rows, arrival=arrival)
+    if not arrival:
+        return stream_function(specs, full, projected, late_rows=late_rows, **options), full
+    measured = [single.arrival_measured(s) for s in specs]
+    fn = stream_function(measured, full, projected, late_rows=late_rows, **options)
+    return stamping_arrival(fn, full.names), full
 
 
 def run_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *, watermark_delay: float | str | None = None,

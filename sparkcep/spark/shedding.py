@@ -58,10 +58,10 @@ from pyspark.sql.types import BooleanType, StructField, StructType
 from sparkcep.runtime_udfs.shedding.controller import Admission, BacklogController, BatchController, admit_files
 from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
 from sparkcep.spark.progress import backlog_files, batch_latency
-from sparkcep.spark.validate import ARRIVAL_METRIC
+from sparkcep.spark.validate import ARRIVAL_METRIC, STAGING_MARK, original_name, staged_name
 
-__all__ = ["SHED", "ControlFile", "FileAdmission", "Shedding", "admitted_input", "current_model", "follow_input",
-           "hand_over", "install", "shed_partition"]
+__all__ = ["SHED", "ControlFile", "FileAdmission", "Shedding", "admitted_input", "count_rows", "current_model",
+           "follow_input", "hand_over", "install", "shed_partition"]
 
 #: The column the stage marks dropped rows with (removed before the stateful operator).
 SHED = "_shed"
@@ -214,7 +214,10 @@ class Shedding:
         """Drive ρ from what users feel (:class:`BacklogController`): each micro-batch's p99 arrival-to-result
         latency (the ``arrival`` observed metric of a file source, :func:`sparkcep.spark.validate.observed_arrival`)
         and the backlog, the files of ``directory`` not read yet times the events per file read so far;
-        ``overhead``: the stage's own cost per offered event (s)."""
+        ``overhead``: the stage's own cost per offered event (s).  Following the directory it follows already
+        keeps its controller (one per stage: ``apply(followed=)`` and :func:`follow_input` both ask)."""
+        if directory == self.source and isinstance(self.controller, BacklogController):
+            return
         self.source = directory
         self.controller = BacklogController(self.controller.bound, overhead=overhead, safety=self.controller.safety)
 
@@ -318,15 +321,18 @@ class Shedding:
         return sum(self.dropped.values()) / self.offered if self.offered else 0.0
 
 
-def hand_over(source: str, staging: str, name: str | None = None) -> None:
-    """Put the file ``name`` of ``source`` (None: every data file there now) in ``staging`` for the stream
-    (:class:`FileAdmission`): a hard link, else a copy with the same modification time (its arrival)."""
+def hand_over(source: str, staging: str, name: str | None = None, backlog: tuple[int, int] = (0, 0)) -> None:
+    """Put the file ``name`` of ``source`` (None: every data file there now not handed over yet) in ``staging``
+    for the stream (:class:`FileAdmission`): a hard link, else a copy with the same modification time (its
+    arrival), named with the ``backlog`` left behind it, ``(files, events)``
+    (:func:`~sparkcep.spark.validate.staged_name`: the stream observes it, :data:`BACKLOG_METRIC`)."""
     if name is None:
+        done = {original_name(n) for n in os.listdir(staging)}
         for entry in sorted(os.listdir(source)):
-            if not entry.startswith(("_", ".")) and os.path.isfile(os.path.join(source, entry)):
+            if entry not in done and not entry.startswith(("_", ".")) and os.path.isfile(os.path.join(source, entry)):
                 hand_over(source, staging, entry)
         return
-    src, dst = os.path.join(source, name), os.path.join(staging, name)
+    src, dst = os.path.join(source, name), os.path.join(staging, staged_name(name, *backlog))
     if os.path.exists(dst):
         return
     try:
@@ -335,6 +341,12 @@ def hand_over(source: str, staging: str, name: str | None = None) -> None:
         tmp = os.path.join(staging, f".{name}.{uuid.uuid4().hex}.tmp")
         shutil.copy2(src, tmp)
         os.replace(tmp, dst)
+
+
+def count_rows(path: str) -> int:
+    """The events of a JSON lines file, as the stream reads them: its lines that are not blank."""
+    with open(path, "rb") as f:
+        return sum(1 for line in f if line.strip())
 
 
 def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None = None) -> str | None:
@@ -346,6 +358,7 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
         return None
     staging = os.path.join(checkpoint, "_admitted") if checkpoint else tempfile.mkdtemp(prefix="sparkcep-admitted-")
     os.makedirs(staging, exist_ok=True)
+    open(os.path.join(staging, STAGING_MARK), "a").close()  # the stream observes the backlog staged names carry
     hand_over(path, staging)
     return staging
 
@@ -377,7 +390,11 @@ class FileAdmission:
         self.type_col, self.dropped_output, self.poll = type_col, dropped_output, poll
         self.offsets = os.path.join(checkpoint, "offsets") if checkpoint else None
         os.makedirs(staging, exist_ok=True)
-        self.done = set(os.listdir(staging))  # a restart from the checkpoint: what was handed over already
+        # a restart from the checkpoint: what was handed over already
+        self.done = {original_name(n) for n in os.listdir(staging)}
+        #: per hand-over, ``(names, files, events)``: the backlog left behind it, which its files' names carry
+        self.staged: list[tuple[list[str], int, int]] = []
+        self._rows: dict[tuple[str, int], int] = {}  # events per waiting file (name, size), counted once
         self.expired: list[str] = []
         self.handed_at = 0.0
         self.planned_at: int | None = None  # the newest micro-batch planned at the last hand-over
@@ -416,11 +433,32 @@ class FileAdmission:
             read = self.planned_at is None or planned > self.planned_at
         if not read and now - self.handed_at < self.shedding.controller.bound:  # the last slice is not read yet
             return
+        if not admit:
+            return
+        backlog = self.waiting(set(admit) | set(expire))
         for name in admit:
-            hand_over(self.source, self.staging, name)
+            hand_over(self.source, self.staging, name, backlog)
             self.done.add(name)
-        if admit:
-            self.handed_at, self.planned_at = now, planned
+        self.staged.append((admit, *backlog))
+        self.handed_at, self.planned_at = now, planned
+        self._rows = {k: n for k, n in self._rows.items() if k[0] not in self.done}
+
+    def waiting(self, leaving: set[str] = frozenset()) -> tuple[int, int]:
+        """``(files, events)`` of ``source`` neither handed over nor shed, besides those ``leaving`` (the slice
+        being handed over and the files being shed): the backlog the slice's names carry."""
+        files = rows = 0
+        for name, _ in self.pending():
+            if name in leaving:
+                continue
+            path = os.path.join(self.source, name)
+            try:
+                key = (name, os.path.getsize(path))
+                if key not in self._rows:
+                    self._rows[key] = count_rows(path)
+            except OSError:  # gone meanwhile
+                continue
+            files, rows = files + 1, rows + self._rows[key]
+        return files, rows
 
     def _shed(self, name: str) -> None:
         path = os.path.join(self.source, name)

@@ -112,7 +112,7 @@ def read_validated(spark, path: str, fmt: str, type_col: str | None, ts_col: str
         fields = _query_schema(spark, path, fmt, inferred, wanted, type_col, ts_col, needs or {})
     text = StructType([*(StructField(f.name, StringType()) for f in fields.fields), StructField(CORRUPT, StringType())])
     if fmt == "json":
-        raw = _json_lines(spark, path, text, stream, files_per_trigger)
+        raw = _json_lines(spark, path, text, stream, files_per_trigger, staged=stream and is_staging(path))
     elif fmt == "csv":
         # CSV columns are positional: read every column of the header (as text), keep the wanted ones
         names = set(fields.fieldNames())
@@ -236,16 +236,20 @@ def _query_schema(spark, path, fmt, inferred, wanted, type_col, ts_col, needs):
     return StructType([StructField(n, chosen[n]) for n in wanted])
 
 
-def _json_lines(spark, path: str, text_schema, stream: bool, files_per_trigger: int | None):
+def _json_lines(spark, path: str, text_schema, stream: bool, files_per_trigger: int | None, staged: bool = False):
     """JSON lines of ``path`` parsed with ``text_schema`` (every field text, plus :data:`CORRUPT`); the line
     itself (a UTF-8 byte-order mark removed) as :data:`CORRUPT` when it is not a JSON object; blank lines
-    skipped, as Spark's JSON reader does."""
+    skipped, as Spark's JSON reader does.  ``staged``: ``path`` is the staging directory of the admission
+    control; its lines are observed as :data:`BACKLOG_METRIC` (:func:`observed_backlog`)."""
     from pyspark.sql import functions as F
 
     lines = _load(spark, path, "text", None, {}, stream, files_per_trigger)
     line = F.regexp_replace(F.col("value"), "^\ufeff", "")
     arrival = [_arrival_of(lines)] if stream else []
-    parsed = lines.where(F.trim(line) != "").select(line.alias("_line"), *arrival)
+    marks = _backlog_marks() if staged else []
+    parsed = lines.where(F.trim(line) != "").select(line.alias("_line"), *arrival, *marks)
+    if marks:
+        parsed = observed_backlog(parsed).drop(*_BACKLOG_COLS)
     parsed = parsed.select("_line", *(ARRIVAL_COL for _ in arrival), F.from_json(F.col("_line"), text_schema, {
         "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}).alias("_parsed"))
     names = [f.name for f in text_schema.fields if f.name != CORRUPT]
@@ -261,13 +265,72 @@ ARRIVAL_COL = "_sparkcep_arrival"
 ARRIVAL_METRIC = "arrival"
 
 
-#: The arrival of a result row (epoch ms; streaming, when the operator's input has :data:`ARRIVAL_COL`): the
-#: newest arrival among the rows its Spark group got in the micro-batch that emitted it (docs/operations.md).
+#: The arrival of a result row (epoch ms; streaming, when the operator's input has :data:`ARRIVAL_COL`): its
+#: last event's (a match of the columnar step, a MATCH_RECOGNIZE match), the newest of its window's events (a
+#: trend over several keys per Spark group), else the newest arrival among the rows its Spark group got in the
+#: micro-batch that emitted it (docs/operations.md, "Per result row").
 RESULT_ARRIVAL = "_arrival_ms"
 
 #: The optional per-row latency column of a stream's written results: milliseconds from :data:`RESULT_ARRIVAL`
 #: to the moment the micro-batch's results were computed, before they are written.
 LATENCY_COL = "_latency_ms"
+
+
+#: The observed metric of a stream read through the admission control
+#: (:class:`~sparkcep.spark.shedding.FileAdmission`): ``files`` and ``rows``, the files and events waiting in the
+#: followed directory, neither handed over nor shed, when the micro-batch's newest slice was handed over.
+BACKLOG_METRIC = "backlog"
+#: The (empty) file that marks a directory as the admission control's staging directory (Spark's file source
+#: skips names starting with ``_``): a stream over it observes :data:`BACKLOG_METRIC`.
+STAGING_MARK = "_sparkcep_staging"
+#: How a staged file's name carries the backlog at its hand-over: ``<stem>_backlog-<files>-<rows><.ext>``.
+_BACKLOG_NAME = re.compile(r"_backlog-(\d+)-(\d+)(?=\.|$)")
+_BACKLOG_COLS = ("_sparkcep_backlog_files", "_sparkcep_backlog_rows")
+
+
+def staged_name(name: str, files: int, rows: int) -> str:
+    """The name a file of the followed directory gets in the staging directory: ``name`` with the backlog left
+    behind it (``files`` files of ``rows`` events) before its extensions, which Spark reads its codec from.
+
+        >>> staged_name("part-01.json.gz", 3, 1500)
+        'part-01_backlog-3-1500.json.gz'
+        >>> original_name('part-01_backlog-3-1500.json.gz')
+        'part-01.json.gz'
+    """
+    stem, dot, ext = name.partition(".")
+    return f"{stem}_backlog-{files}-{rows}{dot}{ext}"
+
+
+def original_name(staged: str) -> str:
+    """The followed directory's name of the staged file ``staged`` (:func:`staged_name`)."""
+    return _BACKLOG_NAME.sub("", staged, count=1)
+
+
+def is_staging(path: str) -> bool:
+    """Whether ``path`` is a local staging directory of the admission control (it holds :data:`STAGING_MARK`)."""
+    return os.path.isfile(os.path.join(path, STAGING_MARK))
+
+
+def _backlog_marks() -> list:
+    """The backlog a staged record's file name carries (:func:`staged_name`), as two BIGINT columns (null for
+    a file named otherwise)."""
+    from pyspark.sql import functions as F
+
+    name = F.col("_metadata.file_name")
+    return [F.nullif(F.regexp_extract(name, _BACKLOG_NAME.pattern, k), F.lit("")).cast("bigint").alias(c)
+            for k, c in ((1, _BACKLOG_COLS[0]), (2, _BACKLOG_COLS[1]))]
+
+
+def observed_backlog(lines):
+    """``lines`` (with :data:`ARRIVAL_COL` and the backlog columns of :func:`_backlog_marks`) with the observed
+    metric :data:`BACKLOG_METRIC`: the backlog carried by the micro-batch's newest staged file (the largest
+    arrival; the admission hands files over oldest first, so it is in the newest slice), i.e. the files and
+    events still waiting in the followed directory when that slice was handed over."""
+    from pyspark.sql import functions as F
+
+    newest = F.struct(F.col(ARRIVAL_COL), -F.col(_BACKLOG_COLS[0]))  # the same arrival: the smaller backlog
+    return lines.observe(BACKLOG_METRIC, *[F.max_by(F.col(c), newest).alias(n)
+                                           for c, n in zip(_BACKLOG_COLS, ("files", "rows"), strict=True)])
 
 
 def _arrival_of(df):
