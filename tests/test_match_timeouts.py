@@ -681,6 +681,11 @@ OR_QUERY = ("PATTERN SEQ(A a, SEQ(B b, A h) OR C c, B d) OR SEQ(C e, A f) WHERE 
             "RETURN a.ts, a.id, b.ts, h.ts, c.ts, d.ts, e.ts")
 # a repeated group with a negated event right before and right after it (each kills runs of the batch test's
 # events; with {1} the way past the group is a run's only one after its C)
+# the streaming test's group query: a negated event before a repeated group, a negated SEQ after it (with {1,2}
+# the way past the group is a run's only one after its second iteration)
+GROUP_STREAM_QUERY = ("PATTERN SEQ(A a, !(C n), (SEQ(B b, C c)){1,2}, !(SEQ(A p, A q)), B d) WHERE [id] "
+                      "AND n.x = a.x AND q.x >= p.x WITHIN 12 "
+                      "RETURN a.ts, a.id, b[1].ts AS b_first, count(b[].ts) AS nb, c[c.len].ts AS c_last, d.ts")
 GROUP_QUERY = ("PATTERN SEQ(A a, !(C m), (SEQ(B b, C c)){1}, !(A n), B d) WHERE [id] WITHIN 8 "
                "RETURN a.ts, a.id, b[1].ts AS b_first, count(b[].ts) AS n, c[c.len].ts AS c_last, d.ts")
 SCHEMA = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
@@ -756,8 +761,9 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
     """T* (with UNTIL) and T? under partition_contiguity, in an OR of two SEQs (one with an OR step whose
     alternative is a SEQ), and, in a second streaming query
     run at the same time (Spark runs one state operator of this kind per query, and under contiguity a gap
-    holds no event to negate), a negated event and a negated SEQ of events; three files, one per micro-batch; a
-    last event far ahead moves the watermark past every window."""
+    holds no event to negate), a repeated group with a negated event before it and a negated SEQ of events after
+    it; three files, one per micro-batch; a last event far ahead moves the watermark past every window.  The
+    group query's timeouts from the stream equal those of a batch run over the same events and the oracle's."""
     from sparkcep.spark.io import read_events
     from sparkcep.spark.results import epoch_ms_rows
 
@@ -767,27 +773,38 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
     # match through it
     events += [{"type": t, "ts": ts, "id": 2, "x": 0} for t, ts in zip("CABCABC", (200, 201, 202, 300, 301, 302, 303),
                                                                         strict=True)]
+    # a key where the group iterates twice: A@500's run with two iterations is killed by A@505 A@506 (the negated
+    # SEQ: its only way on is past the group), A@600's times out inside its second iteration
+    events += [{"type": t, "ts": ts, "id": 3, "x": x} for t, ts, x in (
+        ("A", 500, 1), ("B", 501, 0), ("C", 502, 0), ("B", 503, 0), ("C", 504, 0), ("A", 505, 0), ("A", 506, 1),
+        ("A", 600, 0), ("B", 601, 0), ("C", 602, 0), ("B", 603, 0))]
     q = sparkcep.compile(STREAM_QUERY)
     expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
     assert len(expected) > 5 and any(r["n"] > 1 for r in expected)
     assert {r["timeout_step"] for r in expected} == {"a", "b", "c", "e", "f", "i", "j"}  # f, i: in the alternative
-    negation = sparkcep.compile(NEGATION_STREAM_QUERY)
-    negated = timed_out_rows(negation.query, events, ["type", "ts", "id", "x"])
+    group = sparkcep.compile(GROUP_STREAM_QUERY)
+    grouped = timed_out_rows(group.query, events, ["type", "ts", "id", "x"])
+    # inside and after an iteration, and a second one
+    assert {"b", "c"} <= {r["timeout_step"] for r in grouped} and any(r["nb"] > 1 for r in grouped)
     # each negation kills runs here: without one of them the rows differ
-    for weaker in (NEGATION_STREAM_QUERY.replace("!(C n), ", "").replace("n.x = a.x AND ", ""),
-                   NEGATION_STREAM_QUERY.replace("!(SEQ(A p, A q)), ", "").replace(" AND q.x >= p.x", "")):
+    for weaker in (GROUP_STREAM_QUERY.replace("!(C n), ", "").replace("n.x = a.x AND ", ""),
+                   GROUP_STREAM_QUERY.replace("!(SEQ(A p, A q)), ", "").replace(" AND q.x >= p.x", "")):
         assert canonical(timed_out_rows(sparkcep.compile(weaker).query, events, ["type", "ts", "id", "x"])) != \
-            canonical(negated)
+            canonical(grouped)
+    batch = group.apply(spark.createDataFrame(events, SCHEMA)).timeouts
+    assert canonical(epoch_ms_rows(batch)) == canonical(grouped)
     source = tmp_path / "in"
     source.mkdir()
-    chunks = [events[k:k + 15] for k in range(0, len(events), 15)]
+    # three files; the last one starts with A@505 A@506, which kill a run of the file before
+    chunks = [events[:30], events[30:57], events[57:]]
+    assert chunks[2][0]["ts"] == 505
     chunks[-1] = [*chunks[-1], {"type": "B", "ts": 100_000, "id": 0, "x": 0}]
     for k, chunk in enumerate(chunks):
         path = source / f"e{k}.jsonl"
         path.write_text("".join(json.dumps(e) + "\n" for e in chunk))
         os.utime(path, (1_000_000 + k, 1_000_000 + k))  # the file source takes files in mtime order
     runs = []
-    for name, compiled in (("or", q), ("not", negation)):
+    for name, compiled in (("or", q), ("group", group)):
         stream = read_events(spark, str(source), "json", "ts", stream=True, files_per_trigger=1, schema=SCHEMA)
         timed_out = compiled.apply(stream).timeouts
         runs.append((name, timed_out, timed_out.writeStream.format("json").option("path", str(tmp_path / name))
@@ -795,7 +812,7 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
     for name, timed_out, run_ in runs:
         run_.awaitTermination()
         streamed = epoch_ms_rows(spark.read.schema(timed_out.schema).json(str(tmp_path / name)))
-        assert canonical(streamed) == canonical(expected if name == "or" else negated), name
+        assert canonical(streamed) == canonical(expected if name == "or" else grouped), name
 
 
 @pytest.mark.parametrize(("args", "message"), [
