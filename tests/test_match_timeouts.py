@@ -114,33 +114,52 @@ def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False, links
     return text
 
 
+#: over a repeated group's variables (``(SEQ(B b, C c, D e))``) and the steps around it: positional (every event
+#: of each variable, or pair of them: ``b[i-1]`` reads the run, one event in a group), over a whole sequence
+GROUP_PREDICATES = ("c.x >= b.x", "b.x > a.x", "b[i].x >= b[i-1].x", "b[1].x != 2", "c[1].x > b.x", "d.x >= c.x",
+                    "e.x != b.x", "m.x = c.x")
+GROUP_WHOLE = ("count(b[].ts) >= 2", "sum(c[].x) <= 3", "c[c.len].x != 1")
+
+
 @st.composite
-def group_queries(draw) -> str:
+def group_queries(draw, predicates: bool = False) -> str:
     """A SEQ with a repeated group of two or three single events (``(SEQ(B b, C c))+``, ``*``, ``{n,m}``): steps
-    before and after it (optional, Kleene, NEXT), a negation away from it, predicates over the other steps, every
-    strategy; or the group alone, or in one alternative of an OR of SEQs."""
-    inner = [f"{t} {v}" for t, v in zip(draw(st.lists(st.sampled_from("BCD"), min_size=2, max_size=3)), "bce",
-                                        strict=False)]
+    before and after it (optional, Kleene, NEXT), a negation away from it, predicates over the other steps and
+    over the group's variables (positional: at every event, over each variable's runs; over a whole sequence:
+    decided past the group), every strategy; or the group alone, or in one alternative of an OR of SEQs.
+    ``predicates``: one or two predicates over the group's variables, and a longer window (for dense streams
+    whose groups iterate)."""
+    types = draw(st.lists(st.sampled_from("BCD"), min_size=2, max_size=3))
+    if predicates and draw(st.integers(0, 2)):  # B, C: the dense streams' most frequent types
+        types[:2] = "BC"
+    inner = [f"{t} {v}" for t, v in zip(types, "bce", strict=False)]
     group = f"(SEQ({', '.join(inner)})){draw(st.sampled_from(QUANTIFIERS))}"
     before = draw(st.sampled_from(["", "A a", "A? a", "A+ f[]", "A a, !(D n), C? g", "A a, !(D n)",
                                    "A a, NEXT !(B n)", "A a, !(SEQ(D n, C o))"]))
     after = draw(st.sampled_from(["", "D d", "NEXT D d", "A* h[]", "C? h", "D d, !(B m), A k", "!(A m), D d",
                                   "!(A m)", "!(SEQ(D m, A p)), D d"]))
     items = ", ".join(i for i in (before, group, after) if i)
-    conds = ["[id]"] if draw(st.booleans()) else []
-    usable = [p for p in ("a.x >= 1", "d.x >= a.x", "n.x = a.x", "k.x != d.x") if all(
-        re.search(rf"\b{v} ", items) for v in re.findall(r"(\w)\.x", p))]
-    if usable and draw(st.booleans()):
-        conds.append(draw(st.sampled_from(usable)))
     if draw(st.integers(0, 4)) == 0:
         text = f"PATTERN {group}"
     elif draw(st.integers(0, 3)) == 0:
         text = f"PATTERN SEQ({items}) OR SEQ(D y, A z)"
     else:
         text = f"PATTERN SEQ({items})"
+    conds = ["[id]"] if draw(st.booleans()) else []
+    usable = [p for p in ("a.x >= 1", "d.x >= a.x", "n.x = a.x", "k.x != d.x", *GROUP_PREDICATES, *GROUP_WHOLE)
+              if all(re.search(rf"\b{v}\b", text) for v in re.findall(r"(\w)(?:\[[^\]]*\])?\.(?:x|ts)", p))]
+    for _ in range(draw(st.integers(0, 2))):
+        if usable:
+            conds.append(draw(st.sampled_from(usable)))
+    if predicates:
+        conds += draw(st.lists(st.sampled_from([p for p in usable if p in GROUP_PREDICATES + GROUP_WHOLE]),
+                               min_size=1, max_size=2))
     strategy = draw(st.sampled_from(STRATEGIES))
+    if strategy == "skip_till_next_match" and any(c in GROUP_WHOLE for c in conds):
+        strategy = "skip_till_any_match"  # (skip_till_next_match refuses a predicate over a whole sequence)
     using = "" if strategy == "skip_till_any_match" else f" USING {strategy}"
-    return text + using + (" WHERE " + " AND ".join(conds) if conds else "") + f" WITHIN {draw(st.integers(2, 8))}"
+    window = draw(st.integers(6, 10) if predicates else st.integers(2, 8))
+    return text + using + (" WHERE " + " AND ".join(conds) if conds else "") + f" WITHIN {window}"
 
 
 def spec_of(text: str, attributes=("type", "ts", "id", "x")) -> TimeoutSpec:
@@ -247,6 +266,22 @@ def test_engine_equals_the_oracle_with_repeated_groups(text, events, cuts, water
     assert_engine_equals_the_oracle_or_both_refuse(text, events, cuts, watermarks, roundtrip, seed)
 
 
+#: dense streams of a group's types: groups iterate within a window
+GROUP_STREAMS = event_streams(types="ABBBCCCD", min_size=4, max_size=9, max_gap=1, attrs={"x": (0, 3), "id": (0, 1)})
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=group_queries(predicates=True), events=GROUP_STREAMS, cuts=st.lists(st.integers(0, 9), max_size=3),
+       watermarks=st.lists(st.integers(0, 30), max_size=4), roundtrip=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_engine_equals_the_oracle_with_predicates_over_repeated_groups(text, events, cuts, watermarks, roundtrip,
+                                                                        seed):
+    """A predicate over a group's variables: positional ones are decided at each event taking one of them (over
+    every pair of positions of the variables' runs, as in a match: a group's events are runs of one, so
+    ``b[i-1]`` reads none), once the group's later steps are bound; those over a whole sequence once the run
+    has gone past the group."""
+    assert_engine_equals_the_oracle_or_both_refuse(text, events, cuts, watermarks, roundtrip, seed)
+
+
 def assert_engine_equals_the_oracle_or_both_refuse(text, events, cuts, watermarks, roundtrip, seed):
     try:
         timeouts.check(spec_of(text))
@@ -333,9 +368,14 @@ def brute_force_picks(text: str, events: list[dict]) -> set:
             if any(negated(picks[:i], picks[i][1], chosen[i]["ts"], math.inf, binding, runs)
                    for i in range(1, len(picks)) if picks[i - 1][1] < picks[i][1]):
                 return False
+            # a sequence still open: the last step's if a Kleene step, every variable of its repeated group
+            open_ = ({steps[t].var for t in range(last.group[0], last.group[1] + 1)} if last.group
+                     else {last.var} if last.is_list else set())
+            # decided: over steps up to the last one or bound (a group's, in an earlier iteration), reading no open
+            # sequence whole
             return all(match_oracle._conjunct_holds(c, binding, runs) for c in prep.in_scope(())
-                       if max((index[v] for v in c.vars), default=0) <= picks[-1][1]
-                       and not (last.is_list and timeouts_oracle._reads_whole(c.expr, last.var)))
+                       if all(index[v] <= picks[-1][1] or v in binding for v in c.vars)
+                       and not any(timeouts_oracle._reads_whole(c.expr, v) for v in open_ & c.vars))
 
         valid = {p for size in range(1, len(evs) + 1) for chosen in itertools.combinations(range(len(evs)), size)
                  for p in (tuple(zip(chosen, labels, strict=True))
@@ -363,8 +403,11 @@ def brute_force_picks(text: str, events: list[dict]) -> set:
 @given(text=st.one_of(timeout_queries(kleene=True, quantifiers=True),
                       timeout_queries(kleene=True, quantifiers=True, negation=True, wide=True),
                       # (the brute force has no links: no NEXT, no contiguity strategy)
-                      group_queries().filter(lambda t: not any(w in t for w in (" OR ", "NEXT", "contiguity")))),
-       events=event_streams(types="ABCD", min_size=2, max_size=6, max_gap=2, attrs={"x": (0, 3), "id": (0, 1)}))
+                      *(group_queries(p).filter(lambda t: not any(w in t for w in (" OR ", "NEXT", "contiguity")))
+                        for p in (False, True))),
+       events=st.one_of(event_streams(types="ABCD", min_size=2, max_size=6, max_gap=2,
+                                      attrs={"x": (0, 3), "id": (0, 1)}),
+                        event_streams(types="ABBCCD", min_size=4, max_size=6, max_gap=1, attrs={"x": (0, 3)})))
 def test_the_oracle_equals_the_brute_force_definition(text, events):
     """The oracle walks partial matches prefix by prefix; the brute force labels every subset of the events."""
     q = sparkcep.compile(text).query
@@ -586,6 +629,38 @@ def test_repeated_groups_time_out_as_worked_by_hand(pattern, word, want):
     assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts"])) == canonical(rows)
 
 
+@pytest.mark.parametrize(("pattern", "word", "xs", "want"), [
+    # c.x >= b.x at every pair of the lists' events (as in a match): B@4 (x 2) cannot start a second iteration
+    # after C@3 (x 1), so (A@1, [B@2], [C@3]) is not extended; C@5 ends the other runs' first iterations
+    ("SEQ(A a, (SEQ(B b, C c))+, D d) WHERE c.x >= b.x", "ABCBC", "00123",
+     [(1, [2], [3], "c"), (1, [2], [5], "c"), (1, [4], [5], "c")]),
+    # b[i-1] reads the run of b, one event in a group: it never fails, B@4 (x 1) after B@2 (x 2) is taken
+    ("SEQ(A a, (SEQ(B b, C c)){2}, D d) WHERE b[i].x >= b[i-1].x", "ABCBC", "02010",
+     [(1, [2, 4], [3, 5], "c"), (1, [2], [5], "c"), (1, [4], [5], "c")]),
+    # c[1] is NULL before the first C: decided once c is bound (B@2 is taken, then C@3 passes or fails it)
+    ("SEQ(A a, (SEQ(B b, C c))+, D d) WHERE c[1].x >= b.x", "ABC", "001", [(1, [2], [3], "c")]),
+    ("SEQ(A a, (SEQ(B b, C c))+, D d) WHERE c[1].x > b.x", "ABC", "011", [(1, [2], [], "b")]),
+    # a whole sequence is decided past the group: (A@1, [B@2], [C@3]) is no match and D@4 cannot end it
+    ("SEQ(A a, (SEQ(B b, C c))+, D d) WHERE count(b[].ts) >= 2", "ABCD", "0000", [(1, [2], [3], "c")]),
+    ("SEQ(A a, (SEQ(B b, C c))+, D d) WHERE count(b[].ts) >= 2", "ABCBCD", "000000",
+     [(1, [2], [5], "c"), (1, [4], [5], "c")]),
+    # a negation's predicate over a group's variable: E@4 (x = c.x) kills the run, E@4 (x 2) does not
+    ("SEQ(A a, (SEQ(B b, C c)){1}, !(E m), D d) WHERE m.x = c.x", "ABCE", "0011", []),
+    ("SEQ(A a, (SEQ(B b, C c)){1}, !(E m), D d) WHERE m.x = c.x", "ABCE", "0012", [(1, [2], [3], "c")]),
+])
+def test_predicates_over_a_group_time_out_as_worked_by_hand(pattern, word, xs, want):
+    """A predicate over a repeated group's variables means what it means in a match (the match oracle: a
+    positional one holds at every position of each variable's runs, a group's single events runs of one); a
+    partial match is one while every predicate it can decide holds, so one that a later event could never make
+    a match again is no timeout."""
+    text = f"PATTERN {pattern} WITHIN 10 RETURN a.ts AS a, b[1].ts AS b1, b[2].ts AS b2, c[1].ts AS c1, c[2].ts AS c2"
+    events = [{**e, "x": int(x)} for e, x in zip(_typed(word), xs, strict=True)]
+    rows = [{"a": a, "b1": b[0], "b2": (b + [None])[1], "c1": (c + [None])[0], "c2": (c + [None, None])[1],
+             "timeout_step": step} for a, b, c, step in want]
+    assert canonical(run(spec_of(text), events)) == canonical(rows), pattern
+    assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "x"])) == canonical(rows)
+
+
 def test_an_equality_over_an_optional_step_is_no_equivalence():
     """``c.x = a.x`` with ``C? c`` is NULL when ``c`` takes no event, so (A1) alone is no match: it times out,
     and C2 (another x) cannot complete it.  Read as the key ``[x]`` it would be a match that never times out."""
@@ -597,12 +672,13 @@ def test_an_equality_over_an_optional_step_is_no_equivalence():
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=group_queries(),
-       events=event_streams(types="ABCD", min_size=2, max_size=9, max_gap=2, attrs={"x": (0, 3), "id": (0, 1)}))
+@given(text=st.one_of(group_queries(), group_queries(predicates=True)),
+       events=st.one_of(event_streams(types="ABCD", min_size=2, max_size=9, max_gap=2,
+                                      attrs={"x": (0, 3), "id": (0, 1)}), GROUP_STREAMS))
 def test_a_group_run_is_a_match_or_a_timeout_never_both(text, events):
     """The match oracle (which the match engines equal) and the timeouts oracle never both claim a run: no
     timed-out partial match binds exactly the events of a match (each event told apart by its input rank ``n``),
-    on patterns with a repeated group."""
+    on patterns with a repeated group, and predicates over its variables."""
     events = [{**e, "n": n} for n, e in enumerate(events)]
     query = sparkcep.compile(text).query
 
@@ -630,7 +706,6 @@ def test_a_prefix_of_a_complete_match_never_times_out():
 @pytest.mark.parametrize(("text", "message"), [
     ("PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WITHIN 5", "not a repeated group of anything but single events"),
     ("PATTERN SEQ(A a, (SEQ(B b, C+ c[]))+) WITHIN 5", "not a repeated group of anything but single events"),
-    ("PATTERN SEQ(A a, (SEQ(B b, C c))+, D d) WHERE c.x > a.x WITHIN 5", "predicate over a repeated group"),
     ("PATTERN SEQ(A a, NEXT (SEQ(B b, C c))+, D d) WITHIN 5", "not a repeated group written NEXT"),
     # next to a group that may take no event: a negation that can be at the start, a NEXT !(...) with nothing
     # required after it

@@ -182,8 +182,8 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
     ``!(SEQ(T n, U m, ...))``),
     or the :class:`OracleError` saying the query is outside the definition (a negation that can be at the
     start, ``NEXT !(...)`` with no step after it that must take an event, a negation predicate over a later
-    step, a predicate over a group's variable).  A negation next to a repeated group is attached to the step
-    before it as any other (the group's last step: the way on past the group, not into another iteration)."""
+    step).  A negation next to a repeated group is attached to the step before it as any other (the group's
+    last step: the way on past the group, not into another iteration)."""
     if items is None:
         paths = _paths(prep)
         if len(paths) > 1:
@@ -215,9 +215,6 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
         until = next((stop for stop in prep.stops if ev.var in stop.loop), None)
         steps.append(_Step(ev.var, ev.types, lo, hi, prep.vars[ev.var].is_list, linked, until))
     index = {s.var: k for k, s in enumerate(steps)}
-    grouped = {s.var for s in steps if s.group}
-    if any(c.vars & grouped for c in prep.in_scope(())):
-        raise OracleError("a predicate over a repeated group's variable has no timed-out partial matches")
     for k, s in enumerate(steps):
         for neg, next_ in s.negs:
             if next_ and not any(t.lo for t in steps[k + 1:]):
@@ -279,7 +276,10 @@ class _Partials:
     def partial(self, picks) -> bool:
         """Is ``picks`` (a valid sequence of steps, strictly increasing ts) a partial match: each event of its
         step's type, the last before the first's ts plus the window, every predicate over the steps up to the
-        last one holding, but those reading the whole sequence of the last step while it is a Kleene step."""
+        last one or bound (a repeated group's steps after it, bound in an earlier iteration) holding, but those
+        reading the whole sequence of a variable still open: the last step while it is a Kleene step, every
+        step of its repeated group (the match oracle quantifies a positional one over each variable's runs, a
+        group's single events: each new event adds positions, so a failing prefix never completes)."""
         j, s = picks[-1]
         ev = self.evs[j]
         if (ev["type"] not in self.steps[s].types or ev["ts"] - self.evs[picks[0][0]]["ts"] >= self.prep.window
@@ -287,12 +287,20 @@ class _Partials:
                                          or (self.steps[s].until and _stops(self.steps[s].until, ev))))):
             return False
         binding, runs = self.binding(picks)
-        open_ = self.steps[s].var if self.steps[s].is_list else None
+        open_ = self._open(s)
         if len(picks) > 1 and self._blocked(picks[:-1], s, ev["ts"], math.inf, binding, runs):
             return False
         return all(_conjunct_holds(c, binding, runs) for c in self.prep.in_scope(())
-                   if max((self.index.get(v, -1) for v in c.vars), default=0) <= s  # (another path's: absent)
-                   and not (open_ in c.vars and _reads_whole(c.expr, open_)))
+                   if all(self.index.get(v, -1) <= s or v in binding for v in c.vars)  # (another path's: absent)
+                   and not any(_reads_whole(c.expr, v) for v in open_ & c.vars))
+
+    def _open(self, s: int) -> frozenset[str]:
+        """The variables whose sequence may still grow while the last step is ``s``: its repeated group's, or
+        its own if a Kleene step."""
+        group = self.steps[s].group
+        if group:
+            return frozenset(t.var for t in self.steps[group[0]:group[1] + 1])
+        return frozenset({self.steps[s].var} if self.steps[s].is_list else ())
 
     def _inside(self, s: int) -> bool:
         """Is step ``s`` a step of a repeated group after its first one (entered only from the one before)?"""

@@ -37,10 +37,12 @@ binding however many paths share it (extended, a match, alive if so in one of th
 single events (``(SEQ(B b, C c))+``, ``*``, ``{n,m}``: its steps are the path's, ``_Compiled.group``; an event
 takes the next step of an iteration, and after its last step the first one again or a step past the group; a
 partial match may end inside an iteration; a negation next to it lies between the step before and the group's
-first event, or between its last event and the step after), not one with a predicate over its variables,
-written ``NEXT`` or with ``UNTIL``; not collapsed output.  Under ``skip_till_next_match`` an event that can extend
-a partial match must be taken (§5): from each partial match only the first later event that extends it does, in
-each way it can (join the open sequence, or take a later step).  Where links or stop conditions need them, the
+first event, or between its last event and the step after; a predicate over its variables, positional,
+decided at each event once the group's later steps are bound, ``_Compiled.enter``; over a whole sequence, once
+past the group), not one written ``NEXT`` or with ``UNTIL``; not collapsed output.  Under
+``skip_till_next_match`` an event that can extend a partial match must be taken (§5): from each partial match
+only the first later event that extends it does, in each way it can (join the open sequence, or take a later
+step).  Where links or stop conditions need them, the
 events no step takes are kept too (``_mask`` 0): they break links.
 
 The engine has the interface of :mod:`sparkcep.runtime_udfs.match.engine` (``step`` buffers, ``advance``
@@ -73,7 +75,7 @@ from sparkcep.ir.ast import Attr, EventPat, Kleene, Not, Or, Seq, walk
 from sparkcep.ir.spec import TIMEOUT_STEP, SlotState, TimeoutSpec, reads_every_event
 from sparkcep.runtime_udfs.expr.components import component_mask, component_table
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr
-from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH, NEXT_MATCH, Conjunct, EngineUnsupportedError
+from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH, NEXT_MATCH, Conjunct, EngineUnsupportedError, run_aware
 
 CONTIGUITY = ("strict_contiguity", "partition_contiguity")
 NEGATION = "not a negation of anything but one event or a SEQ of single events"
@@ -128,8 +130,16 @@ class _Compiled:
                                for k, i in enumerate(items) if isinstance(i, Not)}
         negated = {v: k for k, events in self.negated_events.items() for _, v in events}
         known = frozenset(c.var for c in spec.components)
-        # a predicate over another path's variables only: they are absent here, so it holds (the oracle's rule)
-        conjuncts = [c for c in (Conjunct(p, list_vars, any_vars, known) for p in spec.predicates)
+        #: step → the variables whose sequence may still grow while a partial match ends there: its group's
+        #: (every step of a repeated group), or its own (a Kleene step)
+        self.open = [frozenset(self.vars[g[0]:g[1] + 1]) if g else frozenset({self.vars[k]} if self.lists[k] else ())
+                     for k, g in enumerate(groups)]
+        grouped = frozenset(v for k, g in enumerate(groups) if g for v in self.open[k])
+        positives = tuple(c.var for c in spec.components if not c.negated)
+        # a predicate over another path's variables only: they are absent here, so it holds (the oracle's rule);
+        # one reading a group's variable positionally quantifies over its runs (a group's events: one each)
+        conjuncts = [run_aware(c, positives) if c.positional.keys() & grouped else c
+                     for c in (Conjunct(p, list_vars, any_vars, known) for p in spec.predicates)
                      if c.global_ or not c.vars or c.vars & position.keys()]
         #: the predicates of the match, and those of each negation (item → over its event and earlier steps)
         self.predicates = [c for c in conjuncts if not c.vars & negated.keys()]
@@ -144,9 +154,9 @@ class _Compiled:
 
         def decided(c: Conjunct, k: int) -> bool:
             """Is ``c`` decided on a partial match whose last step is ``k``: over steps up to ``k``, and not
-            reading the whole sequence of ``k`` while that is a Kleene step (then it waits for the next step)?"""
+            reading the whole sequence of a variable still open (``k``'s while it is a Kleene step, its group's)?"""
             at = max((position.get(v, -1) for v in c.vars), default=0)  # (another path's variable: absent)
-            return at <= k and not (at == k and self.vars[k] in c.waits)
+            return at <= k and not c.waits & self.open[k]
 
         #: step k → predicates to re-check when an event joins step k's open sequence
         self.grow = [[c for c in self.predicates if decided(c, k) and (self.vars[k] in c.vars or c.global_)]
@@ -155,9 +165,18 @@ class _Compiled:
         #: skipped in between included: their variables are absent); (-1, t): when its first event takes step t
         self.enter = {(k, t): [c for c in self.predicates if decided(c, t) and not (k >= 0 and decided(c, k))
                                and not c.global_] + every for k in range(-1, n) for t in range(k + 1, n)}
-        #: a group's last step → its first: another iteration (no predicate reads a group's variables: check)
+        #: group step t → the predicates reading its variable, re-checked whenever an event takes it (in any
+        #: iteration: each adds positions) once the group's steps after t are bound (from the second iteration
+        #: on); not those reading a group's whole sequence (decided past the group)
+        take = {t: [_once_bound(c, {v for v in c.vars if position.get(v, -1) > t}) for c in self.predicates
+                    if self.vars[t] in c.vars and not c.global_ and not c.waits & self.open[t]]
+                for t, g in enumerate(groups) if g}
+        for (k, t), checks in self.enter.items():
+            if t in take:
+                self.enter[k, t] = [*checks, *take[t]]
+        #: a group's last step → its first: another iteration
         loops = {(g[1], g[0]) for g in groups if g}
-        self.enter.update({key: every for key in loops})
+        self.enter.update({(k, t): [*take[t], *every] for k, t in loops})
         #: the first step a partial match may start at: the steps before it may take no event
         self.starts = [t for t in range(n) if not self.neg[t] and not any(self.lo[:t]) and not self.inside(t)]
         #: step k → a partial match ending there is a match if it has its minimum and every predicate holds
@@ -261,9 +280,7 @@ class _Compiled:
         if group and k != group[1]:  # inside an iteration: its next step
             return [(k + 1, self.enter[k, k + 1])]
         if group:  # an iteration complete: another one (short of the maximum), or on past the group
-            again = group[0]
-            out = [(again, self.grow[k] if again == k else self.enter[k, again])] if (
-                self.hi[k] is None or count < self.hi[k]) else []
+            out = [(group[0], self.enter[k, group[0]])] if self.hi[k] is None or count < self.hi[k] else []
         else:
             out = [(k, self.grow[k])] if self.lists[k] and (self.hi[k] is None or count < self.hi[k]) else []
         if count >= self.lo[k]:
@@ -350,6 +367,19 @@ def _event_seq(p) -> bool:
     return isinstance(p, Seq) and not any(p.strict) and all(isinstance(i, EventPat) for i in p.items)
 
 
+def _once_bound(c: Conjunct, later: set[str]) -> Conjunct:
+    """A copy of ``c`` that holds while a variable of ``later`` is unbound (a group's step after the one just
+    taken, in the group's first iteration), else is ``c``."""
+    if not later:
+        return c
+    out = Conjunct.__new__(Conjunct)
+    for slot in Conjunct.__slots__:
+        setattr(out, slot, getattr(c, slot))
+    inner = c.check
+    out.check = lambda binding: True if any(binding.get(v) is None for v in later) else inner(binding)
+    return out
+
+
 def _holds(c: Conjunct, binding: dict) -> bool:
     """The oracle's rule: a predicate none of whose variables is bound holds (a step that took no event)."""
     return (bool(c.vars) and not any(v in binding for v in c.vars)) or c.check(binding) is True
@@ -370,17 +400,11 @@ def _unsupported_step(p) -> str | None:
     return "not a repeated group of anything but single events (a NEXT, negation, OR or loop inside it)"
 
 
-def _unsupported_group(spec: TimeoutSpec, items: tuple, strict: tuple) -> str | None:
-    """Why a repeated group of ``spec``'s ``SEQ`` ``items`` has no timed-out partial matches, or None: written
-    ``NEXT``, or its variables read by a predicate."""
-    for m, item in enumerate(items):
-        if not (isinstance(item, Kleene) and isinstance(item.inner, Seq)):
-            continue
-        if strict[m]:
-            return "not a repeated group written NEXT"
-        grouped = {e.var for e in item.inner.items}
-        if any(grouped & {n.var for n in walk(p) if isinstance(n, Attr)} for p in spec.predicates):
-            return "not a predicate over a repeated group's variable"
+def _unsupported_group(items: tuple, strict: tuple) -> str | None:
+    """Why a repeated group of a ``SEQ``'s ``items`` has no timed-out partial matches, or None: written
+    ``NEXT``."""
+    if any(s and isinstance(i, Kleene) and isinstance(i.inner, Seq) for i, s in zip(items, strict, strict=True)):
+        return "not a repeated group written NEXT"
     return None
 
 
@@ -425,9 +449,7 @@ def check(spec: TimeoutSpec) -> None:
             else:
                 why = why or _unsupported_step(item)
         if isinstance(alt, Seq):
-            why = why or _unsupported_group(spec, alt.items, alt.strict or (False,) * len(alt.items))
-        elif isinstance(alt, Kleene):
-            why = why or _unsupported_group(spec, (alt,), (False,))
+            why = why or _unsupported_group(alt.items, alt.strict or (False,) * len(alt.items))
     if why is None:
         why = next((w for items, strict, _, groups in _paths(spec)
                     if (w := _unsupported_negation(spec, items, strict, groups))), None)
