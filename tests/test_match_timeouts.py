@@ -757,9 +757,9 @@ OR_QUERY = ("PATTERN SEQ(A a, SEQ(B b, A h) OR C c, B d) OR SEQ(C e, A f) WHERE 
 # a repeated group with a negated event right before and right after it (each kills runs of the batch test's
 # events; with {1} the way past the group is a run's only one after its C)
 # the streaming test's group query: a negated event before a repeated group, a negated SEQ after it (with {1,2}
-# the way past the group is a run's only one after its second iteration)
+# the way past the group is a run's only one after its second iteration), a predicate over its variables
 GROUP_STREAM_QUERY = ("PATTERN SEQ(A a, !(C n), (SEQ(B b, C c)){1,2}, !(SEQ(A p, A q)), B d) WHERE [id] "
-                      "AND n.x = a.x AND q.x >= p.x WITHIN 12 "
+                      "AND n.x = a.x AND q.x >= p.x AND c.x >= b.x WITHIN 12 "
                       "RETURN a.ts, a.id, b[1].ts AS b_first, count(b[].ts) AS nb, c[c.len].ts AS c_last, d.ts")
 GROUP_QUERY = ("PATTERN SEQ(A a, !(C m), (SEQ(B b, C c)){1}, !(A n), B d) WHERE [id] WITHIN 8 "
                "RETURN a.ts, a.id, b[1].ts AS b_first, count(b[].ts) AS n, c[c.len].ts AS c_last, d.ts")
@@ -849,10 +849,12 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
     events += [{"type": t, "ts": ts, "id": 2, "x": 0} for t, ts in zip("CABCABC", (200, 201, 202, 300, 301, 302, 303),
                                                                         strict=True)]
     # a key where the group iterates twice: A@500's run with two iterations is killed by A@505 A@506 (the negated
-    # SEQ: its only way on is past the group), A@600's times out inside its second iteration
+    # SEQ: its only way on is past the group), A@600's times out inside its second iteration; A@700's cannot
+    # iterate twice (c.x >= b.x for every b and c: B@703's x 2 above C@702's x 1)
     events += [{"type": t, "ts": ts, "id": 3, "x": x} for t, ts, x in (
         ("A", 500, 1), ("B", 501, 0), ("C", 502, 0), ("B", 503, 0), ("C", 504, 0), ("A", 505, 0), ("A", 506, 1),
-        ("A", 600, 0), ("B", 601, 0), ("C", 602, 0), ("B", 603, 0))]
+        ("A", 600, 0), ("B", 601, 0), ("C", 602, 0), ("B", 603, 0),
+        ("A", 700, 0), ("B", 701, 0), ("C", 702, 1), ("B", 703, 2), ("C", 704, 3))]
     q = sparkcep.compile(STREAM_QUERY)
     expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
     assert len(expected) > 5 and any(r["n"] > 1 for r in expected)
@@ -861,9 +863,11 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
     grouped = timed_out_rows(group.query, events, ["type", "ts", "id", "x"])
     # inside and after an iteration, and a second one
     assert {"b", "c"} <= {r["timeout_step"] for r in grouped} and any(r["nb"] > 1 for r in grouped)
-    # each negation kills runs here: without one of them the rows differ
+    assert [r["nb"] for r in grouped if r["a_ts"] == 700] == [1, 1]  # (without c.x >= b.x: 2, 1, 1)
+    # each negation kills runs here, and so does the group's predicate: without one of them the rows differ
     for weaker in (GROUP_STREAM_QUERY.replace("!(C n), ", "").replace("n.x = a.x AND ", ""),
-                   GROUP_STREAM_QUERY.replace("!(SEQ(A p, A q)), ", "").replace(" AND q.x >= p.x", "")):
+                   GROUP_STREAM_QUERY.replace("!(SEQ(A p, A q)), ", "").replace(" AND q.x >= p.x", ""),
+                   GROUP_STREAM_QUERY.replace(" AND c.x >= b.x", "")):
         assert canonical(timed_out_rows(sparkcep.compile(weaker).query, events, ["type", "ts", "id", "x"])) != \
             canonical(grouped)
     batch = group.apply(spark.createDataFrame(events, SCHEMA)).timeouts
