@@ -178,7 +178,8 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
     """The steps of ``items`` (``(item, written NEXT)``; None: the pattern's, which must have one path), a
     ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``, a loop with
     ``UNTIL``; any of them written ``NEXT``; a repeated group of single events: a step per event, each taking
-    one event per iteration, :attr:`_Step.group`), each with the negations after it (``!(T n)``, ``NEXT !(T n)``,
+    one event per iteration, :attr:`_Step.group`, with ``UNTIL`` each its loop's stop), each with the negations
+    after it (``!(T n)``, ``NEXT !(T n)``,
     ``!(SEQ(T n, U m, ...))``),
     or the :class:`OracleError` saying the query is outside the definition (a negation that can be at the
     start, ``NEXT !(...)`` with no step after it that must take an event, a negation predicate over a later
@@ -199,10 +200,10 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
             steps[-1] = replace(steps[-1], negs=(*steps[-1].negs, (item, linked)))
             continue
         if isinstance(item, _Rep) and _event_seq(item.inner) and not linked:
-            if any(stop.loop & {e.var for e in item.inner.items} for stop in prep.stops):
-                raise OracleError("a repeated group with UNTIL has no timed-out partial matches")
             bounds = (len(steps), len(steps) + len(item.inner.items) - 1)
-            steps += [_Step(e.var, e.types, item.lo, item.hi, True, group=bounds) for e in item.inner.items]
+            until = next((stop for stop in prep.stops if stop.loop & {e.var for e in item.inner.items}), None)
+            steps += [_Step(e.var, e.types, item.lo, item.hi, True, until=until, group=bounds)
+                      for e in item.inner.items]
             continue
         if isinstance(item, _Rep) and isinstance(item.inner, _Ev):
             ev, lo, hi = item.inner, item.lo, item.hi
@@ -322,6 +323,10 @@ class _Partials:
                     return True
         return False
 
+    def _same_loop(self, k: int, t: int) -> bool:
+        """Is step ``t`` after step ``k`` in ``k``'s loop (``k`` again, a step of ``k``'s repeated group)?"""
+        return t == k or (self.steps[k].group is not None and self.steps[t].group == self.steps[k].group)
+
     def _linked(self, k: int, t: int) -> bool:
         """Must an event taking step ``t`` after one of step ``k`` be right after it (a contiguity strategy, or a
         ``NEXT`` step ``t`` or one between, passed over)?"""
@@ -333,14 +338,15 @@ class _Partials:
         if self._linked(k, t) and self.order[j] != self.order[last] + 1:  # right after it (strict: in the input)
             return False
         if self.steps[t].until:  # a loop takes no stop event and none after one (since its first event)
-            first = j if t != k else next(i for i, s in picks if s == t)
+            first = j if not self._same_loop(k, t) else next(i for i, s in picks if self._same_loop(s, t))
             return not any(_stops(self.steps[t].until, self.evs[h]) for h in range(first, j + 1))
         return True
 
     def alive(self, picks) -> bool:
         """Could an event still have extended ``picks`` when the window closed?  A way (a step an event could
         take next) is closed by a link once the event right after its last one came within the window, a
-        loop with ``UNTIL`` once a stop event came within the window, and a way past a negation once an event of
+        way that stays in a loop with ``UNTIL`` (a repeated group's: its next step, another iteration) once a
+        stop event came within the window, and a way past a negation once an event of
         it came (``NEXT !(...)``: as the event right after the last pick) within the window."""
         last, k = picks[-1]
         end = self.evs[picks[0][0]]["ts"] + self.prep.window
@@ -352,7 +358,7 @@ class _Partials:
                 continue
             if t != k and self._blocked(picks, t, end, end, binding, runs):
                 continue
-            if t == k and self.steps[k].until and any(
+            if self._same_loop(k, t) and self.steps[k].until and any(
                     _stops(self.steps[k].until, e) for e in self.evs[last + 1:] if e["ts"] < end):
                 continue
             return True

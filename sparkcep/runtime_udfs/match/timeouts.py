@@ -39,7 +39,8 @@ takes the next step of an iteration, and after its last step the first one again
 partial match may end inside an iteration; a negation next to it lies between the step before and the group's
 first event, or between its last event and the step after; a predicate over its variables, positional,
 decided at each event once the group's later steps are bound, ``_Compiled.enter``; over a whole sequence, once
-past the group), not one written ``NEXT`` or with ``UNTIL``; not collapsed output.  Under
+past the group; with ``UNTIL``, a stop event closes the ways that stay in its loop, ``_Compiled.same_loop``),
+not one written ``NEXT``; not collapsed output.  Under
 ``skip_till_next_match`` an event that can extend a partial match must be taken (§5): from each partial match
 only the first later event that extends it does, in each way it can (join the open sequence, or take a later
 step).  Where links or stop conditions need them, the
@@ -118,7 +119,7 @@ class _Compiled:
         #: the variable of a step is the list of its events (T+, T*, T{n,m}; not T v, T? v)
         self.lists = tuple(c.kleene in ("+", "*") for c in comps)
         #: step → the fewest and most events it takes (most None: unbounded); a negation none
-        self.lo, self.hi = zip(*(g[2:] if g else i.repeat if isinstance(i, Kleene) else (0, 0) if isinstance(i, Not)
+        self.lo, self.hi = zip(*(g[2:4] if g else i.repeat if isinstance(i, Kleene) else (0, 0) if isinstance(i, Not)
                                  else (1, 1) for i, g in zip(items, groups, strict=True)), strict=True)
         any_vars = frozenset(c.var for c in spec.components if c.any_)
         n = len(comps)
@@ -196,8 +197,8 @@ class _Compiled:
         self.between.update({key: [] for key in loops})
         self.not_next.update({key: [] for key in loops})
         #: step → (its types, None with UNTIL ANY: any event; its stop condition UNTIL compiled), for a loop with one
-        self.stops = [(None if i.until_any else i.inner.types, compile_expr(i.until))
-                      if isinstance(i, Kleene) and i.until is not None else None for i in items]
+        #: (a group's steps: the group's loop, whose stop condition reads one of its variables)
+        self.stops = [_stop(g[4] if g else i) for i, g in zip(items, groups, strict=True)]
 
     def inside(self, t: int) -> bool:
         """Is step ``t`` a step of a repeated group after its first one (entered only from the one before)?"""
@@ -262,15 +263,20 @@ class _Compiled:
         by a broken link, a stopped loop (``stopped``: a stop event of ``k``'s loop came after its first event,
         in the window) or a negation's event?"""
         broken = last + 1 < len(events) and events[last + 1][0] < end  # the event right after came in the window
-        return not all((broken and self.linked[k, step]) or (step == k and stopped)
+        return not all((broken and self.linked[k, step]) or (stopped and self.same_loop(k, step))
                        or (step != k and self.blocked(k, step, events, last, end, binding, end))
                        for step, _ in self.ways(k, count))
 
     def stops_at(self, k: int, ev: dict) -> bool:
         """Is ``ev`` a stop event of the loop of step ``k`` (of its types, any with ``UNTIL ANY``; its ``UNTIL``
         holding on it alone)?"""
-        types, cond = self.stops[k]
-        return (types is None or ev.get("type") in types) and cond({self.vars[k]: [ev]}, {self.vars[k]: 0}) is True
+        types, cond, var = self.stops[k]
+        return (types is None or ev.get("type") in types) and cond({var: [ev]}, {var: 0}) is True
+
+    def same_loop(self, k: int, t: int) -> bool:
+        """Does an event taking step ``t`` after step ``k`` stay in ``k``'s loop (``k`` again, or a step of
+        ``k``'s repeated group: the next one of the iteration, or the first one of another)?"""
+        return t == k or (self.group[k] is not None and self.group[t] == self.group[k])
 
     def ways(self, k: int, count: int) -> list[tuple[int, list[Conjunct]]]:
         """The steps an event after a partial match whose last step ``k`` took ``count`` events may take, with
@@ -332,7 +338,7 @@ def _paths(spec: TimeoutSpec) -> list[tuple[tuple, tuple, tuple[int, ...]]]:
             items: list = []
             for item, linked in path:
                 if isinstance(item, Kleene) and isinstance(item.inner, Seq):
-                    group = (len(items), len(items) + len(item.inner.items) - 1, *item.repeat)
+                    group = (len(items), len(items) + len(item.inner.items) - 1, *item.repeat, item)
                     items += [(e, False) for e in item.inner.items]
                     groups += [group] * len(item.inner.items)
                 else:
@@ -367,6 +373,20 @@ def _event_seq(p) -> bool:
     return isinstance(p, Seq) and not any(p.strict) and all(isinstance(i, EventPat) for i in p.items)
 
 
+def _stop(loop) -> tuple | None:
+    """A loop with ``UNTIL``'s ``(types of a stop event, None with UNTIL ANY: any; its condition compiled; the
+    variable it reads)``, else None: ``T+ v[] UNTIL (v.x > 2)``, or a repeated group ``(SEQ(B b, C c))+ UNTIL
+    (c.x > 2)`` (a stop event is then of ``c``'s types)."""
+    if not isinstance(loop, Kleene) or loop.until is None:
+        return None
+    if isinstance(loop.inner, EventPat):
+        var, types = loop.inner.var, loop.inner.types
+    else:
+        var = next(n.var for n in walk(loop.until) if isinstance(n, Attr))  # (check_until: one of the group's)
+        types = next(e.types for e in walk(loop.inner) if isinstance(e, EventPat) and e.var == var)
+    return None if loop.until_any else types, compile_expr(loop.until), var
+
+
 def _once_bound(c: Conjunct, later: set[str]) -> Conjunct:
     """A copy of ``c`` that holds while a variable of ``later`` is unbound (a group's step after the one just
     taken, in the group's first iteration), else is ``c``."""
@@ -396,7 +416,7 @@ def _unsupported_step(p) -> str | None:
     if isinstance(p, Or):
         return "not an OR inside an OR alternative"
     if isinstance(p, Kleene) and _event_seq(p.inner):
-        return "not a repeated group with UNTIL" if p.until is not None else None
+        return None
     return "not a repeated group of anything but single events (a NEXT, negation, OR or loop inside it)"
 
 
@@ -589,7 +609,8 @@ def _search(cs: _Paths, events: list, last: int, binding: dict, states: list, en
             path = cs.paths[p]
             for step, checks in ways[n]:
                 if (not mask & path.bit[step] or (j != last + 1 and path.linked[k, step])
-                        or (path.stops[step] and (stopped[n] if step == k else path.stops_at(step, ev)))
+                        or (path.stops[step] and (stopped[n] if path.same_loop(k, step)
+                                                  else path.stops_at(step, ev)))
                         or (step != k and path.blocked(k, step, events, last, ts, binding, math.inf))):
                     continue
                 var = path.vars[step]
