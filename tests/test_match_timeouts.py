@@ -794,9 +794,10 @@ OR_QUERY = ("PATTERN SEQ(A a, SEQ(B b, A h) OR C c, B d) OR SEQ(C e, A f) WHERE 
 # a repeated group with a negated event right before and right after it (each kills runs of the batch test's
 # events; with {1} the way past the group is a run's only one after its C)
 # the streaming test's group query: a negated event before a repeated group, a negated SEQ after it (with {1,2}
-# the way past the group is a run's only one after its second iteration), a predicate over its variables
-GROUP_STREAM_QUERY = ("PATTERN SEQ(A a, !(C n), (SEQ(B b, C c)){1,2}, !(SEQ(A p, A q)), B d) WHERE [id] "
-                      "AND n.x = a.x AND q.x >= p.x AND c.x >= b.x WITHIN 12 "
+# the way past the group is a run's only one after its second iteration), a predicate over its variables and a
+# stop condition on it
+GROUP_STREAM_QUERY = ("PATTERN SEQ(A a, !(C n), (SEQ(B b, C c)){1,2} UNTIL (b.x > 2), !(SEQ(A p, A q)), B d) "
+                      "WHERE [id] AND n.x = a.x AND q.x >= p.x AND c.x >= b.x WITHIN 12 "
                       "RETURN a.ts, a.id, b[1].ts AS b_first, count(b[].ts) AS nb, c[c.len].ts AS c_last, d.ts")
 GROUP_QUERY = ("PATTERN SEQ(A a, !(C m), (SEQ(B b, C c)){1}, !(A n), B d) WHERE [id] WITHIN 8 "
                "RETURN a.ts, a.id, b[1].ts AS b_first, count(b[].ts) AS n, c[c.len].ts AS c_last, d.ts")
@@ -901,10 +902,11 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
     # inside and after an iteration, and a second one
     assert {"b", "c"} <= {r["timeout_step"] for r in grouped} and any(r["nb"] > 1 for r in grouped)
     assert [r["nb"] for r in grouped if r["a_ts"] == 700] == [1, 1]  # (without c.x >= b.x: 2, 1, 1)
-    # each negation kills runs here, and so does the group's predicate: without one of them the rows differ
+    # each negation kills runs here, and so do the group's predicate and stop: without one of them the rows differ
     for weaker in (GROUP_STREAM_QUERY.replace("!(C n), ", "").replace("n.x = a.x AND ", ""),
                    GROUP_STREAM_QUERY.replace("!(SEQ(A p, A q)), ", "").replace(" AND q.x >= p.x", ""),
-                   GROUP_STREAM_QUERY.replace(" AND c.x >= b.x", "")):
+                   GROUP_STREAM_QUERY.replace(" AND c.x >= b.x", ""),
+                   GROUP_STREAM_QUERY.replace(" UNTIL (b.x > 2)", "")):
         assert canonical(timed_out_rows(sparkcep.compile(weaker).query, events, ["type", "ts", "id", "x"])) != \
             canonical(grouped)
     batch = group.apply(spark.createDataFrame(events, SCHEMA)).timeouts
