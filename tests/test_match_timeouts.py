@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
+from sparkcep.grammar import parse_query
 from sparkcep.ir.serde import from_data, to_data
 from sparkcep.ir.spec import TimeoutSpec, with_default_outputs
 from sparkcep.oracles import match as match_oracle
@@ -114,33 +115,56 @@ def timeout_queries(draw, kleene: bool = False, quantifiers: bool = False, links
     return text
 
 
+#: over a repeated group's variables (``(SEQ(B b, C c, D e))``) and the steps around it: positional (every event
+#: of each variable, or pair of them: ``b[i-1]`` reads the run, one event in a group), over a whole sequence
+GROUP_PREDICATES = ("c.x >= b.x", "b.x > a.x", "b[i].x >= b[i-1].x", "b[1].x != 2", "c[1].x > b.x", "d.x >= c.x",
+                    "e.x != b.x", "m.x = c.x")
+GROUP_WHOLE = ("count(b[].ts) >= 2", "sum(c[].x) <= 3", "c[c.len].x != 1")
+
+
 @st.composite
-def group_queries(draw) -> str:
+def group_queries(draw, predicates: bool = False, until: bool = True) -> str:
     """A SEQ with a repeated group of two or three single events (``(SEQ(B b, C c))+``, ``*``, ``{n,m}``): steps
-    before and after it (optional, Kleene, NEXT), a negation away from it, predicates over the other steps, every
-    strategy; or the group alone, or in one alternative of an OR of SEQs."""
-    inner = [f"{t} {v}" for t, v in zip(draw(st.lists(st.sampled_from("BCD"), min_size=2, max_size=3)), "bce",
-                                        strict=False)]
+    before and after it (optional, Kleene, NEXT), a negation away from it, predicates over the other steps and
+    over the group's variables (positional: at every event, over each variable's runs; over a whole sequence:
+    decided past the group), every strategy; or the group alone, or in one alternative of an OR of SEQs.
+    ``predicates``: one or two predicates over the group's variables, and a longer window (for dense streams
+    whose groups iterate); ``until``: maybe a stop condition on the group ``UNTIL [ANY] (b.x > 1)``."""
+    types = draw(st.lists(st.sampled_from("BCD"), min_size=2, max_size=3))
+    if predicates and draw(st.integers(0, 2)):  # B, C: the dense streams' most frequent types
+        types[:2] = "BC"
+    inner = [f"{t} {v}" for t, v in zip(types, "bce", strict=False)]
     group = f"(SEQ({', '.join(inner)})){draw(st.sampled_from(QUANTIFIERS))}"
+    if until and draw(st.booleans()):  # a stop condition on the group, reading one of its variables
+        group += f" UNTIL {draw(st.sampled_from(['', 'ANY ']))}({draw(st.sampled_from('bc'))}.x > 1)"
     before = draw(st.sampled_from(["", "A a", "A? a", "A+ f[]", "A a, !(D n), C? g", "A a, !(D n)",
                                    "A a, NEXT !(B n)", "A a, !(SEQ(D n, C o))"]))
     after = draw(st.sampled_from(["", "D d", "NEXT D d", "A* h[]", "C? h", "D d, !(B m), A k", "!(A m), D d",
                                   "!(A m)", "!(SEQ(D m, A p)), D d"]))
+    if "NEXT !" in before and ("*" in group or "{0" in group) and "D d" not in after:
+        after = "D d"  # (NEXT !(...) before items that may all match no event: refused by check)
     items = ", ".join(i for i in (before, group, after) if i)
-    conds = ["[id]"] if draw(st.booleans()) else []
-    usable = [p for p in ("a.x >= 1", "d.x >= a.x", "n.x = a.x", "k.x != d.x") if all(
-        re.search(rf"\b{v} ", items) for v in re.findall(r"(\w)\.x", p))]
-    if usable and draw(st.booleans()):
-        conds.append(draw(st.sampled_from(usable)))
     if draw(st.integers(0, 4)) == 0:
         text = f"PATTERN {group}"
     elif draw(st.integers(0, 3)) == 0:
         text = f"PATTERN SEQ({items}) OR SEQ(D y, A z)"
     else:
         text = f"PATTERN SEQ({items})"
+    conds = ["[id]"] if draw(st.booleans()) else []
+    usable = [p for p in ("a.x >= 1", "d.x >= a.x", "n.x = a.x", "k.x != d.x", *GROUP_PREDICATES, *GROUP_WHOLE)
+              if all(re.search(rf"\b{v}\b", text) for v in re.findall(r"(\w)(?:\[[^\]]*\])?\.(?:x|ts)", p))]
+    for _ in range(draw(st.integers(0, 2))):
+        if usable:
+            conds.append(draw(st.sampled_from(usable)))
+    if predicates:
+        conds += draw(st.lists(st.sampled_from([p for p in usable if p in GROUP_PREDICATES + GROUP_WHOLE]),
+                               min_size=1, max_size=2))
     strategy = draw(st.sampled_from(STRATEGIES))
+    if strategy == "skip_till_next_match" and any(c in GROUP_WHOLE for c in conds):
+        strategy = "skip_till_any_match"  # (skip_till_next_match refuses a predicate over a whole sequence)
     using = "" if strategy == "skip_till_any_match" else f" USING {strategy}"
-    return text + using + (" WHERE " + " AND ".join(conds) if conds else "") + f" WITHIN {draw(st.integers(2, 8))}"
+    window = draw(st.integers(6, 10) if predicates else st.integers(2, 8))
+    return text + using + (" WHERE " + " AND ".join(conds) if conds else "") + f" WITHIN {window}"
 
 
 def spec_of(text: str, attributes=("type", "ts", "id", "x")) -> TimeoutSpec:
@@ -247,7 +271,38 @@ def test_engine_equals_the_oracle_with_repeated_groups(text, events, cuts, water
     assert_engine_equals_the_oracle_or_both_refuse(text, events, cuts, watermarks, roundtrip, seed)
 
 
+#: dense streams of a group's types: groups iterate within a window
+GROUP_STREAMS = event_streams(types="ABBBCCCD", min_size=4, max_size=9, max_gap=1, attrs={"x": (0, 3), "id": (0, 1)})
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=group_queries(predicates=True), events=GROUP_STREAMS, cuts=st.lists(st.integers(0, 9), max_size=3),
+       watermarks=st.lists(st.integers(0, 30), max_size=4), roundtrip=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_engine_equals_the_oracle_with_predicates_over_repeated_groups(text, events, cuts, watermarks, roundtrip,
+                                                                        seed):
+    """A predicate over a group's variables: positional ones are decided at each event taking one of them (over
+    every pair of positions of the variables' runs, as in a match: a group's events are runs of one, so
+    ``b[i-1]`` reads none), once the group's later steps are bound; those over a whole sequence once the run
+    has gone past the group."""
+    assert_engine_equals_the_oracle_or_both_refuse(text, events, cuts, watermarks, roundtrip, seed)
+
+
+def refused_by_check(text: str, events: list[dict]) -> bool:
+    """Does check refuse the match query ``text`` (``NEXT !(...)`` before items that may all match no event)?
+    Then the timeouts oracle refuses it too."""
+    try:
+        sparkcep.compile(text)
+    except sparkcep.CEPError as e:
+        assert "before items that may all match no event" in str(e), text
+        with pytest.raises(match_oracle.OracleError):
+            timed_out_rows(parse_query(text), events)
+        return True
+    return False
+
+
 def assert_engine_equals_the_oracle_or_both_refuse(text, events, cuts, watermarks, roundtrip, seed):
+    if refused_by_check(text, events):
+        return
     try:
         timeouts.check(spec_of(text))
     except EngineUnsupportedError:
@@ -333,9 +388,14 @@ def brute_force_picks(text: str, events: list[dict]) -> set:
             if any(negated(picks[:i], picks[i][1], chosen[i]["ts"], math.inf, binding, runs)
                    for i in range(1, len(picks)) if picks[i - 1][1] < picks[i][1]):
                 return False
+            # a sequence still open: the last step's if a Kleene step, every variable of its repeated group
+            open_ = ({steps[t].var for t in range(last.group[0], last.group[1] + 1)} if last.group
+                     else {last.var} if last.is_list else set())
+            # decided: over steps up to the last one or bound (a group's, in an earlier iteration), reading no open
+            # sequence whole
             return all(match_oracle._conjunct_holds(c, binding, runs) for c in prep.in_scope(())
-                       if max((index[v] for v in c.vars), default=0) <= picks[-1][1]
-                       and not (last.is_list and timeouts_oracle._reads_whole(c.expr, last.var)))
+                       if all(index[v] <= picks[-1][1] or v in binding for v in c.vars)
+                       and not any(timeouts_oracle._reads_whole(c.expr, v) for v in open_ & c.vars))
 
         valid = {p for size in range(1, len(evs) + 1) for chosen in itertools.combinations(range(len(evs)), size)
                  for p in (tuple(zip(chosen, labels, strict=True))
@@ -363,10 +423,15 @@ def brute_force_picks(text: str, events: list[dict]) -> set:
 @given(text=st.one_of(timeout_queries(kleene=True, quantifiers=True),
                       timeout_queries(kleene=True, quantifiers=True, negation=True, wide=True),
                       # (the brute force has no links: no NEXT, no contiguity strategy)
-                      group_queries().filter(lambda t: not any(w in t for w in (" OR ", "NEXT", "contiguity")))),
-       events=event_streams(types="ABCD", min_size=2, max_size=6, max_gap=2, attrs={"x": (0, 3), "id": (0, 1)}))
+                      *(group_queries(p, until=False).filter(
+                          lambda t: not any(w in t for w in (" OR ", "NEXT", "contiguity"))) for p in (False, True))),
+       events=st.one_of(event_streams(types="ABCD", min_size=2, max_size=6, max_gap=2,
+                                      attrs={"x": (0, 3), "id": (0, 1)}),
+                        event_streams(types="ABBCCD", min_size=4, max_size=6, max_gap=1, attrs={"x": (0, 3)})))
 def test_the_oracle_equals_the_brute_force_definition(text, events):
     """The oracle walks partial matches prefix by prefix; the brute force labels every subset of the events."""
+    if refused_by_check(text, events):
+        return
     q = sparkcep.compile(text).query
     prep = match_oracle._prepare(q, None)
     try:
@@ -586,6 +651,63 @@ def test_repeated_groups_time_out_as_worked_by_hand(pattern, word, want):
     assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts"])) == canonical(rows)
 
 
+def assert_group_rows(pattern: str, word: str, xs: str, want: list[tuple]) -> None:
+    """The engine's and the oracle's timeouts of ``pattern`` over events of the types ``word`` spells at ts 1,
+    2, ... with the values ``xs`` of ``x``: ``want`` ``(a, [b...], [c...], timeout_step)``."""
+    text = f"PATTERN {pattern} WITHIN 10 RETURN a.ts AS a, b[1].ts AS b1, b[2].ts AS b2, c[1].ts AS c1, c[2].ts AS c2"
+    events = [{**e, "x": int(x)} for e, x in zip(_typed(word), xs, strict=True)]
+    rows = [{"a": a, "b1": b[0], "b2": (b + [None])[1], "c1": (c + [None])[0], "c2": (c + [None, None])[1],
+             "timeout_step": step} for a, b, c, step in want]
+    assert canonical(run(spec_of(text), events)) == canonical(rows), pattern
+    assert canonical(timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "x"])) == canonical(rows)
+
+
+@pytest.mark.parametrize(("pattern", "word", "xs", "want"), [
+    # c.x >= b.x at every pair of the lists' events (as in a match): B@4 (x 2) cannot start a second iteration
+    # after C@3 (x 1), so (A@1, [B@2], [C@3]) is not extended; C@5 ends the other runs' first iterations
+    ("SEQ(A a, (SEQ(B b, C c))+, D d) WHERE c.x >= b.x", "ABCBC", "00123",
+     [(1, [2], [3], "c"), (1, [2], [5], "c"), (1, [4], [5], "c")]),
+    # b[i-1] reads the run of b, one event in a group: it never fails, B@4 (x 1) after B@2 (x 2) is taken
+    ("SEQ(A a, (SEQ(B b, C c)){2}, D d) WHERE b[i].x >= b[i-1].x", "ABCBC", "02010",
+     [(1, [2, 4], [3, 5], "c"), (1, [2], [5], "c"), (1, [4], [5], "c")]),
+    # c[1] is NULL before the first C: decided once c is bound (B@2 is taken, then C@3 passes or fails it)
+    ("SEQ(A a, (SEQ(B b, C c))+, D d) WHERE c[1].x >= b.x", "ABC", "001", [(1, [2], [3], "c")]),
+    ("SEQ(A a, (SEQ(B b, C c))+, D d) WHERE c[1].x > b.x", "ABC", "011", [(1, [2], [], "b")]),
+    # a whole sequence is decided past the group: (A@1, [B@2], [C@3]) is no match and D@4 cannot end it
+    ("SEQ(A a, (SEQ(B b, C c))+, D d) WHERE count(b[].ts) >= 2", "ABCD", "0000", [(1, [2], [3], "c")]),
+    ("SEQ(A a, (SEQ(B b, C c))+, D d) WHERE count(b[].ts) >= 2", "ABCBCD", "000000",
+     [(1, [2], [5], "c"), (1, [4], [5], "c")]),
+    # a negation's predicate over a group's variable: E@4 (x = c.x) kills the run, E@4 (x 2) does not
+    ("SEQ(A a, (SEQ(B b, C c)){1}, !(E m), D d) WHERE m.x = c.x", "ABCE", "0011", []),
+    ("SEQ(A a, (SEQ(B b, C c)){1}, !(E m), D d) WHERE m.x = c.x", "ABCE", "0012", [(1, [2], [3], "c")]),
+])
+def test_predicates_over_a_group_time_out_as_worked_by_hand(pattern, word, xs, want):
+    """A predicate over a repeated group's variables means what it means in a match (the match oracle: a
+    positional one holds at every position of each variable's runs, a group's single events runs of one); a
+    partial match is one while every predicate it can decide holds, so one that a later event could never make
+    a match again is no timeout."""
+    assert_group_rows(pattern, word, xs, want)
+
+
+@pytest.mark.parametrize(("pattern", "word", "xs", "want"), [
+    # a stop event (a B with x > 1) after a complete iteration closes the way into another one, not the way on
+    # to d: (A@1, [B@2], [C@3]) times out; B@4 starts no iteration and no run (the loop takes no stop event)
+    ("SEQ(A a, (SEQ(B b, C c))+ UNTIL (b.x > 1), D d)", "ABCB", "0002", [(1, [2], [3], "c")]),
+    ("SEQ(A a, (SEQ(B b, C c))+, D d)", "ABCB", "0002", [(1, [2, 4], [3], "b"), (1, [4], [], "b")]),
+    # inside an iteration the only way is the loop's: B@3 stops it, so (A@1, [B@2]) is discarded
+    ("SEQ(A a, (SEQ(B b, C c))+ UNTIL (b.x > 1), D d)", "ABB", "002", []),
+    ("SEQ(A a, (SEQ(B b, C c))+, D d)", "ABB", "002", [(1, [2], [], "b"), (1, [3], [], "b")]),
+    # UNTIL ANY: an event of any type stops it (E@4); a loop that begins after it (at B@5) is not stopped
+    ("SEQ(A a, (SEQ(B b, C c))+ UNTIL ANY (c.x > 1), D d)", "ABCEB", "00020",
+     [(1, [2], [3], "c"), (1, [5], [], "b")]),
+])
+def test_a_stop_condition_on_a_group_times_out_as_worked_by_hand(pattern, word, xs, want):
+    """``(P)+ UNTIL (cond)`` (Flink's until on a looping group): as in a match, the loop takes no stop event and
+    none after one since its first event; a stop event after a partial match's last event closes the ways that
+    stay in the loop (the iteration's next step, another iteration), not the way on past the group."""
+    assert_group_rows(pattern, word, xs, want)
+
+
 def test_an_equality_over_an_optional_step_is_no_equivalence():
     """``c.x = a.x`` with ``C? c`` is NULL when ``c`` takes no event, so (A1) alone is no match: it times out,
     and C2 (another x) cannot complete it.  Read as the key ``[x]`` it would be a match that never times out."""
@@ -597,12 +719,13 @@ def test_an_equality_over_an_optional_step_is_no_equivalence():
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=group_queries(),
-       events=event_streams(types="ABCD", min_size=2, max_size=9, max_gap=2, attrs={"x": (0, 3), "id": (0, 1)}))
+@given(text=st.one_of(group_queries(), group_queries(predicates=True)),
+       events=st.one_of(event_streams(types="ABCD", min_size=2, max_size=9, max_gap=2,
+                                      attrs={"x": (0, 3), "id": (0, 1)}), GROUP_STREAMS))
 def test_a_group_run_is_a_match_or_a_timeout_never_both(text, events):
     """The match oracle (which the match engines equal) and the timeouts oracle never both claim a run: no
     timed-out partial match binds exactly the events of a match (each event told apart by its input rank ``n``),
-    on patterns with a repeated group."""
+    on patterns with a repeated group, and predicates over its variables."""
     events = [{**e, "n": n} for n, e in enumerate(events)]
     query = sparkcep.compile(text).query
 
@@ -630,24 +753,23 @@ def test_a_prefix_of_a_complete_match_never_times_out():
 @pytest.mark.parametrize(("text", "message"), [
     ("PATTERN SEQ(A a, (SEQ(B b, NEXT C c))+) WITHIN 5", "not a repeated group of anything but single events"),
     ("PATTERN SEQ(A a, (SEQ(B b, C+ c[]))+) WITHIN 5", "not a repeated group of anything but single events"),
-    ("PATTERN SEQ(A a, (SEQ(B b, C c))+, D d) WHERE c.x > a.x WITHIN 5", "predicate over a repeated group"),
     ("PATTERN SEQ(A a, NEXT (SEQ(B b, C c))+, D d) WITHIN 5", "not a repeated group written NEXT"),
     # next to a group that may take no event: a negation that can be at the start, a NEXT !(...) with nothing
-    # required after it
+    # required after it (refused by check in every match query: the match would read an event after the window)
     ("PATTERN SEQ((SEQ(B b, C c))*, !(E e), D d) WITHIN 5", "not a negation at the start"),
-    ("PATTERN SEQ(A a, NEXT !(B n), (SEQ(B b, C c)){0,2}) WITHIN 5", r"not NEXT !\(\.\.\.\) with no step after it"),
+    ("PATTERN SEQ(A a, NEXT !(B n), (SEQ(B b, C c)){0,2}) WITHIN 5", "before items that may all match no event"),
     ("PATTERN SEQ(!(C c), A a, B b) WITHIN 5", "not a negation at the start"),
     ("PATTERN SEQ(A? a, !(C c), B b) WITHIN 5", "not a negation at the start"),
     ("PATTERN SEQ(A a, !(SEQ(C c, NEXT D d)), B b) WITHIN 5", "not a negation of anything but one event or a SEQ"),
     ("PATTERN SEQ(A a, !(SEQ(C c, D d)), B b) WHERE d.x = b.x WITHIN 5", "not a negation predicate over a later"),
-    ("PATTERN SEQ(A a, NEXT !(C c), B? b) WITHIN 5", r"not NEXT !\(\.\.\.\) with no step after it"),
+    ("PATTERN SEQ(A a, NEXT !(C c), B? b) WITHIN 5", "before items that may all match no event"),
     ("PATTERN SEQ(A a, !(C c), B b) WHERE c.x = b.x WITHIN 5", "not a negation predicate over a later step"),
     ("PATTERN SEQ(A a, SEQ(B b, !(E e), C c) OR D d) WITHIN 5", "not an OR step with an alternative other than"),
     ("PATTERN SEQ(A a, SEQ(B b, C c) OR (SEQ(D d, E e))+) WITHIN 5", "not an OR step with an alternative other"),
     ("PATTERN SEQ(A a, B+ b[], C c) USING skip_till_next_match WHERE sum(b[].x) < 3 WITHIN 5", "whole Kleene"),
 ])
 def test_out_of_scope_is_refused(text, message):
-    with pytest.raises(EngineUnsupportedError, match=message):
+    with pytest.raises(sparkcep.CEPError, match=message):
         timeouts.check(spec_of(text))
 
 
@@ -681,6 +803,12 @@ OR_QUERY = ("PATTERN SEQ(A a, SEQ(B b, A h) OR C c, B d) OR SEQ(C e, A f) WHERE 
             "RETURN a.ts, a.id, b.ts, h.ts, c.ts, d.ts, e.ts")
 # a repeated group with a negated event right before and right after it (each kills runs of the batch test's
 # events; with {1} the way past the group is a run's only one after its C)
+# the streaming test's group query: a negated event before a repeated group, a negated SEQ after it (with {1,2}
+# the way past the group is a run's only one after its second iteration), a predicate over its variables and a
+# stop condition on it
+GROUP_STREAM_QUERY = ("PATTERN SEQ(A a, !(C n), (SEQ(B b, C c)){1,2} UNTIL (b.x > 2), !(SEQ(A p, A q)), B d) "
+                      "WHERE [id] AND n.x = a.x AND q.x >= p.x AND c.x >= b.x WITHIN 12 "
+                      "RETURN a.ts, a.id, b[1].ts AS b_first, count(b[].ts) AS nb, c[c.len].ts AS c_last, d.ts")
 GROUP_QUERY = ("PATTERN SEQ(A a, !(C m), (SEQ(B b, C c)){1}, !(A n), B d) WHERE [id] WITHIN 8 "
                "RETURN a.ts, a.id, b[1].ts AS b_first, count(b[].ts) AS n, c[c.len].ts AS c_last, d.ts")
 SCHEMA = "type STRING, ts BIGINT, id BIGINT, x BIGINT"
@@ -756,8 +884,9 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
     """T* (with UNTIL) and T? under partition_contiguity, in an OR of two SEQs (one with an OR step whose
     alternative is a SEQ), and, in a second streaming query
     run at the same time (Spark runs one state operator of this kind per query, and under contiguity a gap
-    holds no event to negate), a negated event and a negated SEQ of events; three files, one per micro-batch; a
-    last event far ahead moves the watermark past every window."""
+    holds no event to negate), a repeated group with a negated event before it and a negated SEQ of events after
+    it; three files, one per micro-batch; a last event far ahead moves the watermark past every window.  The
+    group query's timeouts from the stream equal those of a batch run over the same events and the oracle's."""
     from sparkcep.spark.io import read_events
     from sparkcep.spark.results import epoch_ms_rows
 
@@ -767,27 +896,43 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
     # match through it
     events += [{"type": t, "ts": ts, "id": 2, "x": 0} for t, ts in zip("CABCABC", (200, 201, 202, 300, 301, 302, 303),
                                                                         strict=True)]
+    # a key where the group iterates twice: A@500's run with two iterations is killed by A@505 A@506 (the negated
+    # SEQ: its only way on is past the group), A@600's times out inside its second iteration; A@700's cannot
+    # iterate twice (c.x >= b.x for every b and c: B@703's x 2 above C@702's x 1)
+    events += [{"type": t, "ts": ts, "id": 3, "x": x} for t, ts, x in (
+        ("A", 500, 1), ("B", 501, 0), ("C", 502, 0), ("B", 503, 0), ("C", 504, 0), ("A", 505, 0), ("A", 506, 1),
+        ("A", 600, 0), ("B", 601, 0), ("C", 602, 0), ("B", 603, 0),
+        ("A", 700, 0), ("B", 701, 0), ("C", 702, 1), ("B", 703, 2), ("C", 704, 3))]
     q = sparkcep.compile(STREAM_QUERY)
     expected = timed_out_rows(q.query, events, ["type", "ts", "id", "x"])
     assert len(expected) > 5 and any(r["n"] > 1 for r in expected)
     assert {r["timeout_step"] for r in expected} == {"a", "b", "c", "e", "f", "i", "j"}  # f, i: in the alternative
-    negation = sparkcep.compile(NEGATION_STREAM_QUERY)
-    negated = timed_out_rows(negation.query, events, ["type", "ts", "id", "x"])
-    # each negation kills runs here: without one of them the rows differ
-    for weaker in (NEGATION_STREAM_QUERY.replace("!(C n), ", "").replace("n.x = a.x AND ", ""),
-                   NEGATION_STREAM_QUERY.replace("!(SEQ(A p, A q)), ", "").replace(" AND q.x >= p.x", "")):
+    group = sparkcep.compile(GROUP_STREAM_QUERY)
+    grouped = timed_out_rows(group.query, events, ["type", "ts", "id", "x"])
+    # inside and after an iteration, and a second one
+    assert {"b", "c"} <= {r["timeout_step"] for r in grouped} and any(r["nb"] > 1 for r in grouped)
+    assert [r["nb"] for r in grouped if r["a_ts"] == 700] == [1, 1]  # (without c.x >= b.x: 2, 1, 1)
+    # each negation kills runs here, and so do the group's predicate and stop: without one of them the rows differ
+    for weaker in (GROUP_STREAM_QUERY.replace("!(C n), ", "").replace("n.x = a.x AND ", ""),
+                   GROUP_STREAM_QUERY.replace("!(SEQ(A p, A q)), ", "").replace(" AND q.x >= p.x", ""),
+                   GROUP_STREAM_QUERY.replace(" AND c.x >= b.x", ""),
+                   GROUP_STREAM_QUERY.replace(" UNTIL (b.x > 2)", "")):
         assert canonical(timed_out_rows(sparkcep.compile(weaker).query, events, ["type", "ts", "id", "x"])) != \
-            canonical(negated)
+            canonical(grouped)
+    batch = group.apply(spark.createDataFrame(events, SCHEMA)).timeouts
+    assert canonical(epoch_ms_rows(batch)) == canonical(grouped)
     source = tmp_path / "in"
     source.mkdir()
-    chunks = [events[k:k + 15] for k in range(0, len(events), 15)]
+    # three files; the last one starts with A@505 A@506, which kill a run of the file before
+    chunks = [events[:30], events[30:57], events[57:]]
+    assert chunks[2][0]["ts"] == 505
     chunks[-1] = [*chunks[-1], {"type": "B", "ts": 100_000, "id": 0, "x": 0}]
     for k, chunk in enumerate(chunks):
         path = source / f"e{k}.jsonl"
         path.write_text("".join(json.dumps(e) + "\n" for e in chunk))
         os.utime(path, (1_000_000 + k, 1_000_000 + k))  # the file source takes files in mtime order
     runs = []
-    for name, compiled in (("or", q), ("not", negation)):
+    for name, compiled in (("or", q), ("group", group)):
         stream = read_events(spark, str(source), "json", "ts", stream=True, files_per_trigger=1, schema=SCHEMA)
         timed_out = compiled.apply(stream).timeouts
         runs.append((name, timed_out, timed_out.writeStream.format("json").option("path", str(tmp_path / name))
@@ -795,7 +940,7 @@ def test_stream_timeouts_from_files_equal_the_oracle(spark, tmp_path):
     for name, timed_out, run_ in runs:
         run_.awaitTermination()
         streamed = epoch_ms_rows(spark.read.schema(timed_out.schema).json(str(tmp_path / name)))
-        assert canonical(streamed) == canonical(expected if name == "or" else negated), name
+        assert canonical(streamed) == canonical(expected if name == "or" else grouped), name
 
 
 @pytest.mark.parametrize(("args", "message"), [

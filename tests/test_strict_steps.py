@@ -52,6 +52,10 @@ def test_next_parses_prints_back_and_marks_the_step():
     ("PATTERN SEQ(A a, NEXT !(SEQ(C c, D d)), B b) WITHIN 10", "more than one event", 23),
     ("PATTERN SEQ(A a, (SEQ(B b, NEXT !(C c)))+, D? d) WITHIN 10", "at the end of a repeated sequence", 33),
     ("PATTERN SEQ(A a, SEQ(B b, NEXT !(C c)), D? d) WITHIN 10", "at the end of the pattern (or of a SEQ", 32),
+    # before items that may all match no event: the match without them waits for the partition's next event
+    ("PATTERN SEQ(A a, NEXT !(C c), B? b) WITHIN 10", "before items that may all match no event", 23),
+    ("PATTERN SEQ(A a, NEXT !(B n), (SEQ(B b, C c))*) WITHIN 10", "before items that may all match no event", 23),
+    ("PATTERN SEQ(A a, NEXT !(B n), C* c[], (SEQ(B b, C d)){0,2}) WITHIN 10", "before items that may all", 23),
     ("PATTERN SEQ(A a, (SEQ(B? b, NEXT C c))+) WITHIN 10", "after items that may all match no event", 34),
     ("PATTERN SEQ(!(NEXT C c), B b) WITHIN 10", "at the start of a negation that starts the pattern", 20),
     ("PATTERN SEQ(A a, NOT SEQ(B b, NEXT !(C c), D? d), E e) WITHIN 10", "no item after it that must take", 36),
@@ -68,6 +72,21 @@ def test_check_refuses_what_does_not_run_with_the_reason(text, why, column):
     with pytest.raises(CEPError) as err:
         sparkcep.compile(text).check()
     assert why in str(err.value) and err.value.span.column == column
+
+
+def test_a_not_next_before_items_that_may_all_be_empty_reads_an_event_after_the_window():
+    """Why ``SEQ(A a, NEXT !(B n), (SEQ(B b, C c))*)`` is refused in a match query: its match without the group
+    ({a: A@1}) holds only if the partition's event right after A@1 is no B, and the oracle reads that event
+    wherever it lies, B@100 too, far after the window: a stream would wait for it, maybe forever (as at the end
+    of the pattern).  A required item after the negation brings that event inside the match."""
+    for text in ("PATTERN SEQ(A a, NEXT !(B n), (SEQ(B b, C c))*) WITHIN 5 RETURN a.ts",
+                 "PATTERN SEQ(A a, NEXT !(B n), C? c) WITHIN 5 RETURN a.ts"):
+        query = parse_query(text)
+        assert match_rows(query, [{"type": "A", "ts": 1}]) == [{"a_ts": 1}]
+        assert match_rows(query, [{"type": "A", "ts": 1}, {"type": "B", "ts": 100}]) == []
+        with pytest.raises(CEPError, match="before items that may all match no event"):
+            sparkcep.compile(text)
+    sparkcep.compile("PATTERN SEQ(A a, NEXT !(B n), (SEQ(B b, C c))*, D d) WITHIN 5")  # d must take an event
 
 
 def test_next_between_two_relaxed_steps():

@@ -178,12 +178,13 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
     """The steps of ``items`` (``(item, written NEXT)``; None: the pattern's, which must have one path), a
     ``SEQ`` of single events and Kleene events (``T+``, ``T*``, ``T?``, ``T{n,m}``, a loop with
     ``UNTIL``; any of them written ``NEXT``; a repeated group of single events: a step per event, each taking
-    one event per iteration, :attr:`_Step.group`), each with the negations after it (``!(T n)``, ``NEXT !(T n)``,
+    one event per iteration, :attr:`_Step.group`, with ``UNTIL`` each its loop's stop), each with the negations
+    after it (``!(T n)``, ``NEXT !(T n)``,
     ``!(SEQ(T n, U m, ...))``),
     or the :class:`OracleError` saying the query is outside the definition (a negation that can be at the
     start, ``NEXT !(...)`` with no step after it that must take an event, a negation predicate over a later
-    step, a predicate over a group's variable).  A negation next to a repeated group is attached to the step
-    before it as any other (the group's last step: the way on past the group, not into another iteration)."""
+    step).  A negation next to a repeated group is attached to the step before it as any other (the group's
+    last step: the way on past the group, not into another iteration)."""
     if items is None:
         paths = _paths(prep)
         if len(paths) > 1:
@@ -199,10 +200,10 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
             steps[-1] = replace(steps[-1], negs=(*steps[-1].negs, (item, linked)))
             continue
         if isinstance(item, _Rep) and _event_seq(item.inner) and not linked:
-            if any(stop.loop & {e.var for e in item.inner.items} for stop in prep.stops):
-                raise OracleError("a repeated group with UNTIL has no timed-out partial matches")
             bounds = (len(steps), len(steps) + len(item.inner.items) - 1)
-            steps += [_Step(e.var, e.types, item.lo, item.hi, True, group=bounds) for e in item.inner.items]
+            until = next((stop for stop in prep.stops if stop.loop & {e.var for e in item.inner.items}), None)
+            steps += [_Step(e.var, e.types, item.lo, item.hi, True, until=until, group=bounds)
+                      for e in item.inner.items]
             continue
         if isinstance(item, _Rep) and isinstance(item.inner, _Ev):
             ev, lo, hi = item.inner, item.lo, item.hi
@@ -215,9 +216,6 @@ def _steps(prep, items: list | None = None) -> list[_Step]:
         until = next((stop for stop in prep.stops if ev.var in stop.loop), None)
         steps.append(_Step(ev.var, ev.types, lo, hi, prep.vars[ev.var].is_list, linked, until))
     index = {s.var: k for k, s in enumerate(steps)}
-    grouped = {s.var for s in steps if s.group}
-    if any(c.vars & grouped for c in prep.in_scope(())):
-        raise OracleError("a predicate over a repeated group's variable has no timed-out partial matches")
     for k, s in enumerate(steps):
         for neg, next_ in s.negs:
             if next_ and not any(t.lo for t in steps[k + 1:]):
@@ -279,7 +277,10 @@ class _Partials:
     def partial(self, picks) -> bool:
         """Is ``picks`` (a valid sequence of steps, strictly increasing ts) a partial match: each event of its
         step's type, the last before the first's ts plus the window, every predicate over the steps up to the
-        last one holding, but those reading the whole sequence of the last step while it is a Kleene step."""
+        last one or bound (a repeated group's steps after it, bound in an earlier iteration) holding, but those
+        reading the whole sequence of a variable still open: the last step while it is a Kleene step, every
+        step of its repeated group (the match oracle quantifies a positional one over each variable's runs, a
+        group's single events: each new event adds positions, so a failing prefix never completes)."""
         j, s = picks[-1]
         ev = self.evs[j]
         if (ev["type"] not in self.steps[s].types or ev["ts"] - self.evs[picks[0][0]]["ts"] >= self.prep.window
@@ -287,12 +288,20 @@ class _Partials:
                                          or (self.steps[s].until and _stops(self.steps[s].until, ev))))):
             return False
         binding, runs = self.binding(picks)
-        open_ = self.steps[s].var if self.steps[s].is_list else None
+        open_ = self._open(s)
         if len(picks) > 1 and self._blocked(picks[:-1], s, ev["ts"], math.inf, binding, runs):
             return False
         return all(_conjunct_holds(c, binding, runs) for c in self.prep.in_scope(())
-                   if max((self.index.get(v, -1) for v in c.vars), default=0) <= s  # (another path's: absent)
-                   and not (open_ in c.vars and _reads_whole(c.expr, open_)))
+                   if all(self.index.get(v, -1) <= s or v in binding for v in c.vars)  # (another path's: absent)
+                   and not any(_reads_whole(c.expr, v) for v in open_ & c.vars))
+
+    def _open(self, s: int) -> frozenset[str]:
+        """The variables whose sequence may still grow while the last step is ``s``: its repeated group's, or
+        its own if a Kleene step."""
+        group = self.steps[s].group
+        if group:
+            return frozenset(t.var for t in self.steps[group[0]:group[1] + 1])
+        return frozenset({self.steps[s].var} if self.steps[s].is_list else ())
 
     def _inside(self, s: int) -> bool:
         """Is step ``s`` a step of a repeated group after its first one (entered only from the one before)?"""
@@ -314,6 +323,10 @@ class _Partials:
                     return True
         return False
 
+    def _same_loop(self, k: int, t: int) -> bool:
+        """Is step ``t`` after step ``k`` in ``k``'s loop (``k`` again, a step of ``k``'s repeated group)?"""
+        return t == k or (self.steps[k].group is not None and self.steps[t].group == self.steps[k].group)
+
     def _linked(self, k: int, t: int) -> bool:
         """Must an event taking step ``t`` after one of step ``k`` be right after it (a contiguity strategy, or a
         ``NEXT`` step ``t`` or one between, passed over)?"""
@@ -325,14 +338,15 @@ class _Partials:
         if self._linked(k, t) and self.order[j] != self.order[last] + 1:  # right after it (strict: in the input)
             return False
         if self.steps[t].until:  # a loop takes no stop event and none after one (since its first event)
-            first = j if t != k else next(i for i, s in picks if s == t)
+            first = j if not self._same_loop(k, t) else next(i for i, s in picks if self._same_loop(s, t))
             return not any(_stops(self.steps[t].until, self.evs[h]) for h in range(first, j + 1))
         return True
 
     def alive(self, picks) -> bool:
         """Could an event still have extended ``picks`` when the window closed?  A way (a step an event could
         take next) is closed by a link once the event right after its last one came within the window, a
-        loop with ``UNTIL`` once a stop event came within the window, and a way past a negation once an event of
+        way that stays in a loop with ``UNTIL`` (a repeated group's: its next step, another iteration) once a
+        stop event came within the window, and a way past a negation once an event of
         it came (``NEXT !(...)``: as the event right after the last pick) within the window."""
         last, k = picks[-1]
         end = self.evs[picks[0][0]]["ts"] + self.prep.window
@@ -344,7 +358,7 @@ class _Partials:
                 continue
             if t != k and self._blocked(picks, t, end, end, binding, runs):
                 continue
-            if t == k and self.steps[k].until and any(
+            if self._same_loop(k, t) and self.steps[k].until and any(
                     _stops(self.steps[k].until, e) for e in self.evs[last + 1:] if e["ts"] < end):
                 continue
             return True

@@ -276,19 +276,22 @@ def _check_until(p: Kleene, inside: str | None, source: str | None) -> None:
 
 def _not_next(items: tuple, k: int, repeated: bool = False, after: bool = False) -> str | None:
     """Why ``NEXT !(...)`` at item ``k`` (Flink's notNext) does not run, or None: it negates one event, right
-    after a single event (``T v``, no quantifier), with an item after it (at the end it would wait for an event
-    that may never come).  Inside a repetition it is decided per iteration, after that iteration's event.  At the
-    end of a repeated or nested SEQ it runs when an item after that SEQ must take an event (``after``: the
-    event right after the last pick then comes before the match ends)."""
+    after a single event (``T v``, no quantifier), with an item after it that must take an event (at the end, or
+    before items that may all match no event, it would wait for an event that may never come: the oracle reads
+    the partition's next event even after the window).  Inside a repetition it is decided per iteration, after
+    that iteration's event.  At the end of a repeated or nested SEQ it runs when an item after that SEQ must
+    take an event (``after``: the event right after the last pick then comes before the match ends)."""
     if not isinstance(items[k].inner, EventPat):
         return "before a negation of more than one event (NEXT !(C c) negates the next event)"
     if not isinstance(items[k - 1], EventPat):
         return "before a negation after anything but a single event T v (NEXT !(C c) follows one event)"
-    if k == len(items) - 1 and not after:
+    if not after and all(can_be_empty(i) for i in items[k + 1:]):
         return ("before a negation at the end of a repeated sequence with no item after the group that must take "
                 "an event" if repeated else
                 "before a negation at the end of the pattern (or of a SEQ with no item after it that must take an "
-                "event)")
+                "event)" if k == len(items) - 1 else
+                "before items that may all match no event, with no item after them that must take one (the match "
+                "without them would wait for the partition's next event, which may come after its window or never)")
     return None
 
 

@@ -37,10 +37,13 @@ binding however many paths share it (extended, a match, alive if so in one of th
 single events (``(SEQ(B b, C c))+``, ``*``, ``{n,m}``: its steps are the path's, ``_Compiled.group``; an event
 takes the next step of an iteration, and after its last step the first one again or a step past the group; a
 partial match may end inside an iteration; a negation next to it lies between the step before and the group's
-first event, or between its last event and the step after), not one with a predicate over its variables,
-written ``NEXT`` or with ``UNTIL``; not collapsed output.  Under ``skip_till_next_match`` an event that can extend
-a partial match must be taken (§5): from each partial match only the first later event that extends it does, in
-each way it can (join the open sequence, or take a later step).  Where links or stop conditions need them, the
+first event, or between its last event and the step after; a predicate over its variables, positional,
+decided at each event once the group's later steps are bound, ``_Compiled.enter``; over a whole sequence, once
+past the group; with ``UNTIL``, a stop event closes the ways that stay in its loop, ``_Compiled.same_loop``),
+not one written ``NEXT``; not collapsed output.  Under
+``skip_till_next_match`` an event that can extend a partial match must be taken (§5): from each partial match
+only the first later event that extends it does, in each way it can (join the open sequence, or take a later
+step).  Where links or stop conditions need them, the
 events no step takes are kept too (``_mask`` 0): they break links.
 
 The engine has the interface of :mod:`sparkcep.runtime_udfs.match.engine` (``step`` buffers, ``advance``
@@ -73,7 +76,7 @@ from sparkcep.ir.ast import Attr, EventPat, Kleene, Not, Or, Seq, walk
 from sparkcep.ir.spec import TIMEOUT_STEP, SlotState, TimeoutSpec, reads_every_event
 from sparkcep.runtime_udfs.expr.components import component_mask, component_table
 from sparkcep.runtime_udfs.expr.scalar import LACKING, compile_expr
-from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH, NEXT_MATCH, Conjunct, EngineUnsupportedError
+from sparkcep.runtime_udfs.match.conjuncts import ANY_MATCH, NEXT_MATCH, Conjunct, EngineUnsupportedError, run_aware
 
 CONTIGUITY = ("strict_contiguity", "partition_contiguity")
 NEGATION = "not a negation of anything but one event or a SEQ of single events"
@@ -116,7 +119,7 @@ class _Compiled:
         #: the variable of a step is the list of its events (T+, T*, T{n,m}; not T v, T? v)
         self.lists = tuple(c.kleene in ("+", "*") for c in comps)
         #: step → the fewest and most events it takes (most None: unbounded); a negation none
-        self.lo, self.hi = zip(*(g[2:] if g else i.repeat if isinstance(i, Kleene) else (0, 0) if isinstance(i, Not)
+        self.lo, self.hi = zip(*(g[2:4] if g else i.repeat if isinstance(i, Kleene) else (0, 0) if isinstance(i, Not)
                                  else (1, 1) for i, g in zip(items, groups, strict=True)), strict=True)
         any_vars = frozenset(c.var for c in spec.components if c.any_)
         n = len(comps)
@@ -128,8 +131,16 @@ class _Compiled:
                                for k, i in enumerate(items) if isinstance(i, Not)}
         negated = {v: k for k, events in self.negated_events.items() for _, v in events}
         known = frozenset(c.var for c in spec.components)
-        # a predicate over another path's variables only: they are absent here, so it holds (the oracle's rule)
-        conjuncts = [c for c in (Conjunct(p, list_vars, any_vars, known) for p in spec.predicates)
+        #: step → the variables whose sequence may still grow while a partial match ends there: its group's
+        #: (every step of a repeated group), or its own (a Kleene step)
+        self.open = [frozenset(self.vars[g[0]:g[1] + 1]) if g else frozenset({self.vars[k]} if self.lists[k] else ())
+                     for k, g in enumerate(groups)]
+        grouped = frozenset(v for k, g in enumerate(groups) if g for v in self.open[k])
+        positives = tuple(c.var for c in spec.components if not c.negated)
+        # a predicate over another path's variables only: they are absent here, so it holds (the oracle's rule);
+        # one reading a group's variable positionally quantifies over its runs (a group's events: one each)
+        conjuncts = [run_aware(c, positives) if c.positional.keys() & grouped else c
+                     for c in (Conjunct(p, list_vars, any_vars, known) for p in spec.predicates)
                      if c.global_ or not c.vars or c.vars & position.keys()]
         #: the predicates of the match, and those of each negation (item → over its event and earlier steps)
         self.predicates = [c for c in conjuncts if not c.vars & negated.keys()]
@@ -144,9 +155,9 @@ class _Compiled:
 
         def decided(c: Conjunct, k: int) -> bool:
             """Is ``c`` decided on a partial match whose last step is ``k``: over steps up to ``k``, and not
-            reading the whole sequence of ``k`` while that is a Kleene step (then it waits for the next step)?"""
+            reading the whole sequence of a variable still open (``k``'s while it is a Kleene step, its group's)?"""
             at = max((position.get(v, -1) for v in c.vars), default=0)  # (another path's variable: absent)
-            return at <= k and not (at == k and self.vars[k] in c.waits)
+            return at <= k and not c.waits & self.open[k]
 
         #: step k → predicates to re-check when an event joins step k's open sequence
         self.grow = [[c for c in self.predicates if decided(c, k) and (self.vars[k] in c.vars or c.global_)]
@@ -155,9 +166,18 @@ class _Compiled:
         #: skipped in between included: their variables are absent); (-1, t): when its first event takes step t
         self.enter = {(k, t): [c for c in self.predicates if decided(c, t) and not (k >= 0 and decided(c, k))
                                and not c.global_] + every for k in range(-1, n) for t in range(k + 1, n)}
-        #: a group's last step → its first: another iteration (no predicate reads a group's variables: check)
+        #: group step t → the predicates reading its variable, re-checked whenever an event takes it (in any
+        #: iteration: each adds positions) once the group's steps after t are bound (from the second iteration
+        #: on); not those reading a group's whole sequence (decided past the group)
+        take = {t: [_once_bound(c, {v for v in c.vars if position.get(v, -1) > t}) for c in self.predicates
+                    if self.vars[t] in c.vars and not c.global_ and not c.waits & self.open[t]]
+                for t, g in enumerate(groups) if g}
+        for (k, t), checks in self.enter.items():
+            if t in take:
+                self.enter[k, t] = [*checks, *take[t]]
+        #: a group's last step → its first: another iteration
         loops = {(g[1], g[0]) for g in groups if g}
-        self.enter.update({key: every for key in loops})
+        self.enter.update({(k, t): [*take[t], *every] for k, t in loops})
         #: the first step a partial match may start at: the steps before it may take no event
         self.starts = [t for t in range(n) if not self.neg[t] and not any(self.lo[:t]) and not self.inside(t)]
         #: step k → a partial match ending there is a match if it has its minimum and every predicate holds
@@ -177,8 +197,8 @@ class _Compiled:
         self.between.update({key: [] for key in loops})
         self.not_next.update({key: [] for key in loops})
         #: step → (its types, None with UNTIL ANY: any event; its stop condition UNTIL compiled), for a loop with one
-        self.stops = [(None if i.until_any else i.inner.types, compile_expr(i.until))
-                      if isinstance(i, Kleene) and i.until is not None else None for i in items]
+        #: (a group's steps: the group's loop, whose stop condition reads one of its variables)
+        self.stops = [_stop(g[4] if g else i) for i, g in zip(items, groups, strict=True)]
 
     def inside(self, t: int) -> bool:
         """Is step ``t`` a step of a repeated group after its first one (entered only from the one before)?"""
@@ -243,15 +263,20 @@ class _Compiled:
         by a broken link, a stopped loop (``stopped``: a stop event of ``k``'s loop came after its first event,
         in the window) or a negation's event?"""
         broken = last + 1 < len(events) and events[last + 1][0] < end  # the event right after came in the window
-        return not all((broken and self.linked[k, step]) or (step == k and stopped)
+        return not all((broken and self.linked[k, step]) or (stopped and self.same_loop(k, step))
                        or (step != k and self.blocked(k, step, events, last, end, binding, end))
                        for step, _ in self.ways(k, count))
 
     def stops_at(self, k: int, ev: dict) -> bool:
         """Is ``ev`` a stop event of the loop of step ``k`` (of its types, any with ``UNTIL ANY``; its ``UNTIL``
         holding on it alone)?"""
-        types, cond = self.stops[k]
-        return (types is None or ev.get("type") in types) and cond({self.vars[k]: [ev]}, {self.vars[k]: 0}) is True
+        types, cond, var = self.stops[k]
+        return (types is None or ev.get("type") in types) and cond({var: [ev]}, {var: 0}) is True
+
+    def same_loop(self, k: int, t: int) -> bool:
+        """Does an event taking step ``t`` after step ``k`` stay in ``k``'s loop (``k`` again, or a step of
+        ``k``'s repeated group: the next one of the iteration, or the first one of another)?"""
+        return t == k or (self.group[k] is not None and self.group[t] == self.group[k])
 
     def ways(self, k: int, count: int) -> list[tuple[int, list[Conjunct]]]:
         """The steps an event after a partial match whose last step ``k`` took ``count`` events may take, with
@@ -261,9 +286,7 @@ class _Compiled:
         if group and k != group[1]:  # inside an iteration: its next step
             return [(k + 1, self.enter[k, k + 1])]
         if group:  # an iteration complete: another one (short of the maximum), or on past the group
-            again = group[0]
-            out = [(again, self.grow[k] if again == k else self.enter[k, again])] if (
-                self.hi[k] is None or count < self.hi[k]) else []
+            out = [(group[0], self.enter[k, group[0]])] if self.hi[k] is None or count < self.hi[k] else []
         else:
             out = [(k, self.grow[k])] if self.lists[k] and (self.hi[k] is None or count < self.hi[k]) else []
         if count >= self.lo[k]:
@@ -315,7 +338,7 @@ def _paths(spec: TimeoutSpec) -> list[tuple[tuple, tuple, tuple[int, ...]]]:
             items: list = []
             for item, linked in path:
                 if isinstance(item, Kleene) and isinstance(item.inner, Seq):
-                    group = (len(items), len(items) + len(item.inner.items) - 1, *item.repeat)
+                    group = (len(items), len(items) + len(item.inner.items) - 1, *item.repeat, item)
                     items += [(e, False) for e in item.inner.items]
                     groups += [group] * len(item.inner.items)
                 else:
@@ -350,6 +373,33 @@ def _event_seq(p) -> bool:
     return isinstance(p, Seq) and not any(p.strict) and all(isinstance(i, EventPat) for i in p.items)
 
 
+def _stop(loop) -> tuple | None:
+    """A loop with ``UNTIL``'s ``(types of a stop event, None with UNTIL ANY: any; its condition compiled; the
+    variable it reads)``, else None: ``T+ v[] UNTIL (v.x > 2)``, or a repeated group ``(SEQ(B b, C c))+ UNTIL
+    (c.x > 2)`` (a stop event is then of ``c``'s types)."""
+    if not isinstance(loop, Kleene) or loop.until is None:
+        return None
+    if isinstance(loop.inner, EventPat):
+        var, types = loop.inner.var, loop.inner.types
+    else:
+        var = next(n.var for n in walk(loop.until) if isinstance(n, Attr))  # (check_until: one of the group's)
+        types = next(e.types for e in walk(loop.inner) if isinstance(e, EventPat) and e.var == var)
+    return None if loop.until_any else types, compile_expr(loop.until), var
+
+
+def _once_bound(c: Conjunct, later: set[str]) -> Conjunct:
+    """A copy of ``c`` that holds while a variable of ``later`` is unbound (a group's step after the one just
+    taken, in the group's first iteration), else is ``c``."""
+    if not later:
+        return c
+    out = Conjunct.__new__(Conjunct)
+    for slot in Conjunct.__slots__:
+        setattr(out, slot, getattr(c, slot))
+    inner = c.check
+    out.check = lambda binding: True if any(binding.get(v) is None for v in later) else inner(binding)
+    return out
+
+
 def _holds(c: Conjunct, binding: dict) -> bool:
     """The oracle's rule: a predicate none of whose variables is bound holds (a step that took no event)."""
     return (bool(c.vars) and not any(v in binding for v in c.vars)) or c.check(binding) is True
@@ -366,21 +416,15 @@ def _unsupported_step(p) -> str | None:
     if isinstance(p, Or):
         return "not an OR inside an OR alternative"
     if isinstance(p, Kleene) and _event_seq(p.inner):
-        return "not a repeated group with UNTIL" if p.until is not None else None
+        return None
     return "not a repeated group of anything but single events (a NEXT, negation, OR or loop inside it)"
 
 
-def _unsupported_group(spec: TimeoutSpec, items: tuple, strict: tuple) -> str | None:
-    """Why a repeated group of ``spec``'s ``SEQ`` ``items`` has no timed-out partial matches, or None: written
-    ``NEXT``, or its variables read by a predicate."""
-    for m, item in enumerate(items):
-        if not (isinstance(item, Kleene) and isinstance(item.inner, Seq)):
-            continue
-        if strict[m]:
-            return "not a repeated group written NEXT"
-        grouped = {e.var for e in item.inner.items}
-        if any(grouped & {n.var for n in walk(p) if isinstance(n, Attr)} for p in spec.predicates):
-            return "not a predicate over a repeated group's variable"
+def _unsupported_group(items: tuple, strict: tuple) -> str | None:
+    """Why a repeated group of a ``SEQ``'s ``items`` has no timed-out partial matches, or None: written
+    ``NEXT``."""
+    if any(s and isinstance(i, Kleene) and isinstance(i.inner, Seq) for i, s in zip(items, strict, strict=True)):
+        return "not a repeated group written NEXT"
     return None
 
 
@@ -425,9 +469,7 @@ def check(spec: TimeoutSpec) -> None:
             else:
                 why = why or _unsupported_step(item)
         if isinstance(alt, Seq):
-            why = why or _unsupported_group(spec, alt.items, alt.strict or (False,) * len(alt.items))
-        elif isinstance(alt, Kleene):
-            why = why or _unsupported_group(spec, (alt,), (False,))
+            why = why or _unsupported_group(alt.items, alt.strict or (False,) * len(alt.items))
     if why is None:
         why = next((w for items, strict, _, groups in _paths(spec)
                     if (w := _unsupported_negation(spec, items, strict, groups))), None)
@@ -567,7 +609,8 @@ def _search(cs: _Paths, events: list, last: int, binding: dict, states: list, en
             path = cs.paths[p]
             for step, checks in ways[n]:
                 if (not mask & path.bit[step] or (j != last + 1 and path.linked[k, step])
-                        or (path.stops[step] and (stopped[n] if step == k else path.stops_at(step, ev)))
+                        or (path.stops[step] and (stopped[n] if path.same_loop(k, step)
+                                                  else path.stops_at(step, ev)))
                         or (step != k and path.blocked(k, step, events, last, ts, binding, math.inf))):
                     continue
                 var = path.vars[step]
