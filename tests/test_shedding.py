@@ -245,6 +245,56 @@ def test_gspice_h_pane_carries_across_batches():
     assert parts.tolist() == whole.tolist()
 
 
+def _per_event_utilities(sh: GSpiceH, batches) -> tuple[list[float], list[bool]]:
+    """The paper's Algorithm 1, lines 5-7, event by event: ``UT[T][K1 ⊕ K2]`` with the pane's ``K1`` updated
+    incrementally (:class:`Pane`), the pane carrying over between batches; and whether each key was learned."""
+    pane, out, seen = Pane(sh.z), [], []
+    for codes, values in batches:
+        bins = sh.coder.binning.bin_attributes(values)
+        for t, b in zip(codes.tolist(), bins.tolist(), strict=True):
+            key = pane.k1 ^ sh.z.k2(b)
+            out.append(sh.table.lookup(t, key))
+            seen.append(t >= 0 and key in sh.table.tables[t])
+            pane.push(t)
+    return out, seen
+
+
+@given(seed=st.integers(0, 10**6), pane=st.integers(0, 6), width=st.integers(1, 3),
+       cuts=st.lists(st.integers(0, 400), max_size=4))
+@settings(max_examples=40, deadline=None)
+def test_gspice_h_batch_lookup_equals_the_per_event_table_lookup(seed, pane, width, cuts):
+    """The vectorized lookup of a batch (pane frequencies, K1 by XOR over the types, sorted keys) gives the
+    table's utility of every event, as the per-event loop with the incremental pane does: on live-like data,
+    unseen keys (the type's mean) and events of other types (0) included, the batch cut anywhere."""
+    spec = sparkcep.compile(QUERIES[0]).spec()
+    train = _events("ABCA", 300, seed)
+    sh = fit_gspice([(spec, 1.0)], train, pane_length=pane, attributes=("v",), freq_width=width)
+    live = _events("ABCDA", 400, seed + 1)
+    for e in live[::7]:
+        del e["v"]  # a missing value: a bin no training event had, so the key is unseen
+    codes, values = sh.coder.encode(live)
+    assert (codes == -1).any()
+    edges = sorted({0, len(live), *cuts})
+    batches = [(codes[a:b], values[a:b]) for a, b in zip(edges, edges[1:], strict=False)]
+    want, seen = _per_event_utilities(sh, batches)
+    sh.reset()
+    got = np.concatenate([sh.utilities(c, v) for c, v in batches]).tolist()
+    assert got == want
+    assert any(seen) and not all(s for s, c in zip(seen, codes, strict=True) if c >= 0)  # learned and unseen keys
+
+
+def test_gspice_h_batch_lookup_reads_the_table():
+    """A table entry changed changes the batch lookup (the utilities come from the table, not a copy)."""
+    _, events, sh = _trained()
+    codes, values = sh.coder.encode(events)
+    u = sh.utilities(codes, values)
+    keys, values_sorted = sh.table._sorted[0]
+    hit = np.flatnonzero(codes == 0)[0]
+    values_sorted[values_sorted == u[hit]] += 1.0
+    sh.reset()
+    assert sh.utilities(codes, values)[hit] == u[hit] + 1.0
+
+
 @pytest.mark.parametrize("kind", ["hash", "tree", "forest"])
 def test_shedders_drop_about_rho_and_prefer_low_utility(kind):
     spec, events, sh = _trained(kind, n=1500)
