@@ -594,6 +594,33 @@ def test_shedding_model_option_reaches_the_stage(monkeypatch):
     with pytest.raises(CEPError, match="unknown shedding model 'coin'"):
         fit_shedder([(q.spec(), 1.0)], [], kind="coin")
 
+def test_shedding_features_are_the_attributes_that_decide_matches(monkeypatch):
+    """The stage bins the attributes the conditions and keys read, not those only RETURN reads: the bench's
+    sequence number ``n`` (RETURN a.n) put every live event in the last bin of the training range."""
+    import pandas as pd
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    import sparkcep.spark.shedding as stage
+    from sparkcep.api import shedding_stage
+
+    monkeypatch.setattr(stage, "install", lambda df, shedder, **kw: (df, shedder))
+
+    class Candidates:
+        schema = StructType([StructField(c, StringType() if c == "type" else LongType())
+                             for c in ("type", "ts", "id", "v", "w", "n")])
+
+    train = pd.DataFrame({"type": ["A", "B", "C"] * 20, "ts": range(60), "id": [i % 2 for i in range(60)],
+                          "v": [i % 7 for i in range(60)], "w": [i % 5 for i in range(60)], "n": range(60)})
+    one = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE a.v < b.v WITHIN 10 RETURN a.n AS an, b.n AS bn").spec()
+    other = sparkcep.compile("PATTERN SEQ(A a, C c) WHERE [id] AND c.w > 2 WITHIN 10 RETURN a.n AS n").spec()
+    for kind in ("hash", "tree"):
+        _, shedder = shedding_stage(Candidates(), one, ["v", "n"], train, bound=5.0, model=kind)
+        assert shedder.coder.binning.names == ("v",)
+        _, shedder = shedding_stage(Candidates(), one, ["v", "n"], train, bound=5.0, model=kind,
+                                    weighted=[(one, 1.0), (other, 1.0)])
+        assert shedder.coder.binning.names == ("v", "id", "w")
+
+
 def test_retraining_on_drift():
     """Trained where A floods; the stream turns to B-heavy: drift is detected and the model refit on the
     recent processed events, after which the utility distribution reflects the new stream."""
