@@ -82,6 +82,7 @@ SHED = re.compile(r"load shedding dropped (\d+) of (\d+) events \(([\d.]+)%; per
                   r"(?:; (\d+) more in files shed whole, unread, past the expiry age \(per type: (.*?)\))?"
                   r"; latency bound")
 FLOOR = re.compile(r"in (\d+) micro-batches the fixed cost and reading alone \(up to ([\d.]+) s\)")
+FIT = re.compile(r"micro-batch cost fitted as ([\d.]+) s \+ (\d+) µs per event read \+ (\d+) µs per event kept")
 
 
 class Workload:
@@ -207,10 +208,11 @@ class Run:
                     per_type.update({t: int(n) for t, n in (x.split("=") for x in group.split(", ") if "=" in x)})
                 expired = int(m.group(5) or 0)
                 dropped, offered = int(m.group(1)) + expired, int(m.group(2)) + expired
-                floor = FLOOR.search(line)
+                floor, fit = FLOOR.search(line), FIT.search(line)
                 return {"dropped": dropped, "offered": offered, "percent": 100 * dropped / max(offered, 1),
                         "per_type": dict(per_type), "expired": expired,
-                        "over_budget": (int(floor.group(1)), float(floor.group(2))) if floor else None}
+                        "over_budget": (int(floor.group(1)), float(floor.group(2))) if floor else None,
+                        "fit": tuple(float(x) for x in fit.groups()) if fit else None}
         return None
 
 
@@ -316,6 +318,8 @@ def describe(mult: float, args, r: dict) -> str:
         if shed.get("over_budget"):  # the run's report: no drop ratio could keep the bound in these batches
             text += (f"; in {shed['over_budget'][0]} micro-batches the fixed cost and reading alone (up to "
                      f"{shed['over_budget'][1]:.1f} s) exceeded the budget")
+        if shed.get("fit"):  # the controller's last fit: F + o x read + c x kept (o: not saved by shedding)
+            text += "; cost fit {:.2f} s + {:.0f} µs/event read + {:.0f} µs/event kept".format(*shed["fit"])
     return text
 
 

@@ -542,9 +542,12 @@ def report_shedding(shedding, query) -> None:
     over = getattr(ctl, "over_budget", 0)
     floor = (f"; in {over} micro-batches the fixed cost and reading alone (up to {ctl.floor:.1f} s) left no room "
              f"within the bound: it cannot be kept by shedding there") if over else ""
+    fit = getattr(ctl, "fitted", None)  # the backlog controller's last cost fit: what shedding saves, and not
+    cost = (f"; micro-batch cost fitted as {fit[0]:.2f} s + {fit[1] * 1e6:.0f} µs per event read + "
+            f"{fit[2] * 1e6:.0f} µs per event kept") if fit else ""
     print(f"sparkcep: load shedding dropped {sum(shedding.dropped.values())} of {shedding.offered} events "
           f"({shedding.drop_ratio:.1%}; per type: {per_type}){whole}; latency bound {ctl.bound:g} s, "
-          f"worst batch latency {worst:.2f} s{floor}", file=sys.stderr)
+          f"worst batch latency {worst:.2f} s{floor}{cost}", file=sys.stderr)
 
 
 def _collapsed(plan: Node) -> Node:

@@ -645,3 +645,30 @@ def test_retraining_on_drift():
         sh.processed([e for e, d in zip(part, drop, strict=True) if not d])
     assert sh.retrains >= 1
     assert sh.drift.distance(sh.coder.encode(shifted[-500:])[0]) < 0.15  # the new reference is the new stream
+
+
+def test_shedding_report_names_the_fitted_batch_cost(capsys, tmp_path):
+    """``run``'s report ends with the backlog controller's last cost fit (``F + o × read + c × kept``), which
+    ``bench/live_latency.py`` prints per shedder: what shedding saves (``c``) and what it does not (``o``)."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "bench"))
+    from live_latency import Run
+
+    from sparkcep.api import report_shedding
+    from sparkcep.runtime_udfs.shedding.controller import BacklogController
+    from sparkcep.spark.shedding import ControlFile, Shedding
+
+    ctl = BacklogController(bound=5.0)
+    for offered, kept in ((1000, 1000), (1000, 1000), (2000, 1000), (2000, 400), (1000, 900)):
+        ctl.on_batch(duration=0.5 + 1e-4 * offered + 5e-4 * kept, offered=offered, kept=kept, latency=2.0,
+                     backlog=0, interval=2.0)
+    stage = Shedding("s", ("A",), ctl, ControlFile(str(tmp_path / "c.json")), dropped={"A": 10}, offered=100)
+    report_shedding(stage, type("Query", (), {"isActive": False})())
+    line = capsys.readouterr().err
+    assert "micro-batch cost fitted as 0.50 s + 100 µs per event read + 500 µs per event kept" in line
+
+    class Lines:
+        lines = [line]
+
+    assert Run.shedding(Lines())["fit"] == (0.5, 100.0, 500.0)
