@@ -39,9 +39,12 @@ the recall of load shedding at overload: gSPICE-H/M against random and type-base
     python bench/live_latency.py --quality [--rates 2] [--shedders hash,tree,random,type] [--main-duration 180]
                                  [--duration 60] [--all-main] [--bound 5s] [--quick]
 
-``--quick`` (for a loaded machine): short runs, smaller capacity run.  The script prints the expected total
-time before it starts.  State the machine and its load next to the figures: the project's reference is a
-2-core VM.
+    python bench/live_latency.py --quality --equal-drop 0.6 --capacity-files 4 --events-per-file 3000
+
+``--equal-drop RHO`` (pure, ~1 min): the shedders' utilities alone at one drop ratio over the same events
+(:func:`equal_drop`).  ``--quick`` (for a loaded machine): short runs, smaller capacity run.  The script
+prints the expected total time before it starts.  State the machine and its load next to the figures: the
+project's reference is a 2-core VM.
 """
 
 from __future__ import annotations
@@ -417,6 +420,50 @@ def quality(w: Workload, work: Path, args, cap: float) -> None:
               + f" {r['recall']['all']:>6.1%} {'/'.join(map(str, r['thirds'])):>15}")
 
 
+def equal_drop(w: Workload, args) -> None:
+    """``--equal-drop RHO`` (pure, no JVM): the quality workload's shedders at the same drop ratio, each file
+    one frame of the Spark stage's body (:func:`~sparkcep.spark.shedding.shed_partition`), recall against the
+    unshed matches of the same events (the match engine) and the engine's CPU per kept event; gSPICE also with
+    the sequence number ``n`` that RETURN reads as a feature (the features before they were restricted to the
+    attributes that decide matches).  What the utilities are worth, apart from the controller."""
+    import pandas as pd
+    import pyspark.sql.types as T
+
+    from sparkcep.api import compile_shared_workload
+    from sparkcep.runtime_udfs.shedding.observations import SID, match_keys
+    from sparkcep.runtime_udfs.shedding.shedder import fit_shedder
+    from sparkcep.spark.shedding import shed_partition
+
+    schema = T.StructType([T.StructField(c, T.StringType() if c == "type" else T.LongType())
+                           for c in ("type", "ts", "v1", "n")])
+    workload = compile_shared_workload(w.file.read_text(), ts_unit="ms", shedding_latency=5.0)
+    weighted = workload._shedding_parts(schema)[0]
+    train = [{**json.loads(x), SID: i} for i, x in enumerate(w.files(args.training_events, 1, args.seed + 2)[0]
+                                                              .splitlines())]
+    events = [{**json.loads(x), SID: i} for i, x in enumerate(
+        x for text in w.files(args.events_per_file, args.capacity_files, args.seed) for x in text.splitlines())]
+    frames = [pd.DataFrame(events[i:i + args.events_per_file]) for i in range(0, len(events), args.events_per_file)]
+
+    def matches(evs):
+        t0 = time.process_time()
+        return [match_keys(spec, evs) for spec, _ in weighted], time.process_time() - t0
+
+    truth, _ = matches(events)
+    print(f"equal drop {args.equal_drop:g}: {len(events)} events in {len(frames)} frames, "
+          f"{sum(map(len, truth))} matches unshed (Q1-Q3: {'/'.join(str(len(t)) for t in truth)})")
+    for kind, attributes in (("random", ["v1"]), ("type", ["v1"]), ("hash", ["v1"]), ("hash", ["v1", "n"]),
+                             ("tree", ["v1"]), ("tree", ["v1", "n"])):
+        sh = fit_shedder(weighted, train, kind=kind, attributes=attributes)
+        kept = {i for f in shed_partition(sh, iter(frames), args.equal_drop, seed=args.seed)
+                for i, shed in zip(f[SID], f["_shed"], strict=True) if not shed}
+        got, cpu = matches([e for e in events if e[SID] in kept])
+        found = [len(g & t) for g, t in zip(got, truth, strict=True)]
+        print(f"{sh.name:<16} features {'+'.join(attributes):<5} kept {len(kept) / len(events):6.1%} recall "
+              f"{sum(found) / max(sum(map(len, truth)), 1):6.1%} (" + "/".join(
+                  f"{f / max(len(t), 1):.1%}" for f, t in zip(found, truth, strict=True))
+              + f"), engine CPU {cpu / max(len(kept), 1) * 1e6:.0f} us per kept event", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--events-per-file", type=int, default=2000, help="capacity run: events per file")
@@ -440,6 +487,9 @@ def main() -> None:
                         "shedders and duration: ~22 min on a quiet 2-core machine, against ~9 min)")
     p.add_argument("--bound", default="5s", help="--quality: the latency bound (--shedding-latency)")
     p.add_argument("--training-events", type=int, default=5000, help="--quality: events to train the shedders on")
+    p.add_argument("--equal-drop", type=float, metavar="RHO",
+                   help="--quality: only compare the shedders' utilities at this drop ratio, no Spark (pure; "
+                        "--capacity-files files of --events-per-file events)")
     p.add_argument("--quick", action="store_true", help="short runs for a loaded machine (figures: trends only)")
     p.add_argument("--seed", type=int, default=3)
     args = p.parse_args()
@@ -457,9 +507,13 @@ def main() -> None:
     else:
         expected = len(rates) * (args.duration + STARTUP)
         expected += 0 if args.capacity else 2 * STARTUP + args.capacity_files * args.events_per_file / 1000
-    print(f"expected total time: ~{expected / 60:.0f} min (quiet 2-core machine)", flush=True)
+    if args.equal_drop is None:
+        print(f"expected total time: ~{expected / 60:.0f} min (quiet 2-core machine)", flush=True)
     with tempfile.TemporaryDirectory(prefix="sparkcep-live-") as tmp:
         w = Workload(args.quality, Path(tmp), args.keys, args.seed)
+        if args.quality and args.equal_drop is not None:
+            equal_drop(w, args)
+            return
         if args.quality:
             (Path(tmp) / "train").mkdir()
             write_file(Path(tmp) / "train", 0, w.files(args.training_events, 1, args.seed + 2)[0])
