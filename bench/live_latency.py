@@ -26,7 +26,9 @@ the recall of load shedding at overload: gSPICE-H/M against random and type-base
    ``--shedders`` (``hash``: gSPICE-H, ``tree``/``forest``: gSPICE-M, ``random``, ``type``: type-based;
    ``none``: unshed, to see the overload), each with ``--shedding-latency`` (default 5 s) and
    ``--shedding-model``, trained on a separate stretch of DS5 (``--training-events``); the first shedder of
-   the list runs ``--main-duration`` seconds, the others ``--duration``.  The ground truth is one batch
+   the list runs ``--main-duration`` seconds, the others ``--duration`` (``--all-main``: every one runs
+   ``--main-duration``, and recall is over that whole length for each; with the default shedders and 180 s,
+   ~22 min in all on a quiet 2-core machine, against ~9 min).  The ground truth is one batch
    ``run`` over the files a run was fed (batch results equal streaming results); recall = matches of the run
    also in the truth / matches of the truth, per query (each match identified by the sequence numbers of its
    events).  One table at the end (``whole``: events in files the admission control shed whole, unread,
@@ -35,11 +37,14 @@ the recall of load shedding at overload: gSPICE-H/M against random and type-base
     python bench/live_latency.py [--events-per-file 2000] [--interval 1] [--duration 60] [--rates 0.5]
                                  [--capacity EV_PER_S] [--shedding "--shedding-latency 5s"]
     python bench/live_latency.py --quality [--rates 2] [--shedders hash,tree,random,type] [--main-duration 180]
-                                 [--duration 60] [--bound 5s] [--quick]
+                                 [--duration 60] [--all-main] [--bound 5s] [--quick]
 
-``--quick`` (for a loaded machine): short runs, smaller capacity run.  The script prints the expected total
-time before it starts.  State the machine and its load next to the figures: the project's reference is a
-2-core VM.
+    python bench/live_latency.py --quality --equal-drop 0.6 --capacity-files 4 --events-per-file 3000
+
+``--equal-drop RHO`` (pure, ~1 min): the shedders' utilities alone at one drop ratio over the same events
+(:func:`equal_drop`).  ``--quick`` (for a loaded machine): short runs, smaller capacity run.  The script
+prints the expected total time before it starts.  State the machine and its load next to the figures: the
+project's reference is a 2-core VM.
 """
 
 from __future__ import annotations
@@ -80,6 +85,7 @@ SHED = re.compile(r"load shedding dropped (\d+) of (\d+) events \(([\d.]+)%; per
                   r"(?:; (\d+) more in files shed whole, unread, past the expiry age \(per type: (.*?)\))?"
                   r"; latency bound")
 FLOOR = re.compile(r"in (\d+) micro-batches the fixed cost and reading alone \(up to ([\d.]+) s\)")
+FIT = re.compile(r"micro-batch cost fitted as ([\d.]+) s \+ (\d+) µs per event read \+ (\d+) µs per event kept")
 
 
 class Workload:
@@ -205,10 +211,11 @@ class Run:
                     per_type.update({t: int(n) for t, n in (x.split("=") for x in group.split(", ") if "=" in x)})
                 expired = int(m.group(5) or 0)
                 dropped, offered = int(m.group(1)) + expired, int(m.group(2)) + expired
-                floor = FLOOR.search(line)
+                floor, fit = FLOOR.search(line), FIT.search(line)
                 return {"dropped": dropped, "offered": offered, "percent": 100 * dropped / max(offered, 1),
                         "per_type": dict(per_type), "expired": expired,
-                        "over_budget": (int(floor.group(1)), float(floor.group(2))) if floor else None}
+                        "over_budget": (int(floor.group(1)), float(floor.group(2))) if floor else None,
+                        "fit": tuple(float(x) for x in fit.groups()) if fit else None}
         return None
 
 
@@ -314,6 +321,8 @@ def describe(mult: float, args, r: dict) -> str:
         if shed.get("over_budget"):  # the run's report: no drop ratio could keep the bound in these batches
             text += (f"; in {shed['over_budget'][0]} micro-batches the fixed cost and reading alone (up to "
                      f"{shed['over_budget'][1]:.1f} s) exceeded the budget")
+        if shed.get("fit"):  # the controller's last fit: F + o x read + c x kept (o: not saved by shedding)
+            text += "; cost fit {:.2f} s + {:.0f} µs/event read + {:.0f} µs/event kept".format(*shed["fit"])
     return text
 
 
@@ -346,14 +355,21 @@ def recall(got: collections.Counter, want: collections.Counter) -> dict[str, flo
 STARTUP = 30  # s per run: the JVM, the Python workers, the models' training (quiet 2-core machine: ~20 s)
 
 
+def run_durations(args, n: int) -> list[float]:
+    """Seconds of feeding of each of ``n`` shedders' runs: ``--main-duration`` for the first (every one with
+    ``--all-main``), ``--duration`` for the others."""
+    return [args.main_duration if i == 0 or args.all_main else args.duration for i in range(n)]
+
+
 def quality_plan(args, cap: float | None) -> tuple[list[str], float]:
     """The shedders and the expected seconds of the ``--quality`` runs (``cap`` None: before the capacity
     run, which then counts too)."""
     shedders = [s.strip() for s in args.shedders.split(",") if s.strip()]
     rates = [float(r) for r in args.rates.split(",")]
-    runs = sum(STARTUP + (args.main_duration if i == 0 else args.duration) for i in range(len(shedders)))
+    durations = run_durations(args, len(shedders))
+    runs = sum(STARTUP + d for d in durations)
     # the truth: a batch over the compared stretch, at about the capacity (guessed 1000 ev/s before it is known)
-    truth_s = sum(STARTUP + r * args.duration for r in rates)
+    truth_s = sum(STARTUP + r * min(durations) for r in rates)
     expected = len(rates) * runs + truth_s
     if cap is None:
         expected += 2 * STARTUP + args.capacity_files * args.events_per_file / 1000
@@ -369,7 +385,7 @@ def quality(w: Workload, work: Path, args, cap: float) -> None:
     table = []
     for k, mult in enumerate(float(r) for r in args.rates.split(",")):
         per_file = max(1, round(mult * cap * args.interval))
-        durations = [args.main_duration if i == 0 else args.duration for i in range(len(shedders))]
+        durations = run_durations(args, len(shedders))
         counts = [int(d / args.interval) + 1 for d in durations]
         files = w.files(per_file, max(counts), args.seed)
         # recall over the stretch every run was fed (the first run's longer tail is not compared): a match
@@ -404,6 +420,50 @@ def quality(w: Workload, work: Path, args, cap: float) -> None:
               + f" {r['recall']['all']:>6.1%} {'/'.join(map(str, r['thirds'])):>15}")
 
 
+def equal_drop(w: Workload, args) -> None:
+    """``--equal-drop RHO`` (pure, no JVM): the quality workload's shedders at the same drop ratio, each file
+    one frame of the Spark stage's body (:func:`~sparkcep.spark.shedding.shed_partition`), recall against the
+    unshed matches of the same events (the match engine) and the engine's CPU per kept event; gSPICE also with
+    the sequence number ``n`` that RETURN reads as a feature (the features before they were restricted to the
+    attributes that decide matches).  What the utilities are worth, apart from the controller."""
+    import pandas as pd
+    import pyspark.sql.types as T
+
+    from sparkcep.api import compile_shared_workload
+    from sparkcep.runtime_udfs.shedding.observations import SID, match_keys
+    from sparkcep.runtime_udfs.shedding.shedder import fit_shedder
+    from sparkcep.spark.shedding import shed_partition
+
+    schema = T.StructType([T.StructField(c, T.StringType() if c == "type" else T.LongType())
+                           for c in ("type", "ts", "v1", "n")])
+    workload = compile_shared_workload(w.file.read_text(), ts_unit="ms", shedding_latency=5.0)
+    weighted = workload._shedding_parts(schema)[0]
+    train = [{**json.loads(x), SID: i} for i, x in enumerate(w.files(args.training_events, 1, args.seed + 2)[0]
+                                                              .splitlines())]
+    events = [{**json.loads(x), SID: i} for i, x in enumerate(
+        x for text in w.files(args.events_per_file, args.capacity_files, args.seed) for x in text.splitlines())]
+    frames = [pd.DataFrame(events[i:i + args.events_per_file]) for i in range(0, len(events), args.events_per_file)]
+
+    def matches(evs):
+        t0 = time.process_time()
+        return [match_keys(spec, evs) for spec, _ in weighted], time.process_time() - t0
+
+    truth, _ = matches(events)
+    print(f"equal drop {args.equal_drop:g}: {len(events)} events in {len(frames)} frames, "
+          f"{sum(map(len, truth))} matches unshed (Q1-Q3: {'/'.join(str(len(t)) for t in truth)})")
+    for kind, attributes in (("random", ["v1"]), ("type", ["v1"]), ("hash", ["v1"]), ("hash", ["v1", "n"]),
+                             ("tree", ["v1"]), ("tree", ["v1", "n"])):
+        sh = fit_shedder(weighted, train, kind=kind, attributes=attributes)
+        kept = {i for f in shed_partition(sh, iter(frames), args.equal_drop, seed=args.seed)
+                for i, shed in zip(f[SID], f["_shed"], strict=True) if not shed}
+        got, cpu = matches([e for e in events if e[SID] in kept])
+        found = [len(g & t) for g, t in zip(got, truth, strict=True)]
+        print(f"{sh.name:<16} features {'+'.join(attributes):<5} kept {len(kept) / len(events):6.1%} recall "
+              f"{sum(found) / max(sum(map(len, truth)), 1):6.1%} (" + "/".join(
+                  f"{f / max(len(t), 1):.1%}" for f, t in zip(found, truth, strict=True))
+              + f"), engine CPU {cpu / max(len(kept), 1) * 1e6:.0f} us per kept event", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--events-per-file", type=int, default=2000, help="capacity run: events per file")
@@ -422,8 +482,14 @@ def main() -> None:
     p.add_argument("--shedders", default="hash,tree,random,type",
                    help="--quality: shedding models, one run each (hash, tree, forest, random, type; none: unshed)")
     p.add_argument("--main-duration", type=float, default=180, help="--quality: seconds of the first shedder's run")
+    p.add_argument("--all-main", action="store_true",
+                   help="--quality: every shedder runs --main-duration, recall over the same whole run (default "
+                        "shedders and duration: ~22 min on a quiet 2-core machine, against ~9 min)")
     p.add_argument("--bound", default="5s", help="--quality: the latency bound (--shedding-latency)")
     p.add_argument("--training-events", type=int, default=5000, help="--quality: events to train the shedders on")
+    p.add_argument("--equal-drop", type=float, metavar="RHO",
+                   help="--quality: only compare the shedders' utilities at this drop ratio, no Spark (pure; "
+                        "--capacity-files files of --events-per-file events)")
     p.add_argument("--quick", action="store_true", help="short runs for a loaded machine (figures: trends only)")
     p.add_argument("--seed", type=int, default=3)
     args = p.parse_args()
@@ -441,9 +507,13 @@ def main() -> None:
     else:
         expected = len(rates) * (args.duration + STARTUP)
         expected += 0 if args.capacity else 2 * STARTUP + args.capacity_files * args.events_per_file / 1000
-    print(f"expected total time: ~{expected / 60:.0f} min (quiet 2-core machine)", flush=True)
+    if args.equal_drop is None:
+        print(f"expected total time: ~{expected / 60:.0f} min (quiet 2-core machine)", flush=True)
     with tempfile.TemporaryDirectory(prefix="sparkcep-live-") as tmp:
         w = Workload(args.quality, Path(tmp), args.keys, args.seed)
+        if args.quality and args.equal_drop is not None:
+            equal_drop(w, args)
+            return
         if args.quality:
             (Path(tmp) / "train").mkdir()
             write_file(Path(tmp) / "train", 0, w.files(args.training_events, 1, args.seed + 2)[0])

@@ -5,6 +5,7 @@
     .venv/bin/python bench/load_shedding.py --grid --no-m --bounds 2 --rates 1.2 2.0   # DS1-DS8 x Q1-Q3
     .venv/bin/python bench/load_shedding.py --no-latency --equal-drop --pane-reset 100 1000   # models alone
     .venv/bin/python bench/load_shedding.py --no-latency --drift  # DS1 -> DS3: static vs retrained gSPICE-H
+    .venv/bin/python bench/load_shedding.py --no-latency --decision-cost --queries Q1 Q2 Q3   # us/event per shedder
     .venv/bin/python bench/load_shedding.py --spark              # + a Spark streaming run (latency per batch)
 
 **Part 1 — pure-engine overload simulation** (as in the paper's own evaluation, §IV): the synthetic datasets
@@ -315,6 +316,37 @@ def bench_equal_drop(name: str, dataset: str, rates, train_s: float, test_events
         print(f"{sname:<20}" + "".join(f"{c:>16}" for c in cells))
 
 
+def bench_decision_cost(name: str, dataset: str, train_s: float, pane: int, seed: int, frame: int = 3000,
+                        frames: int = 20) -> None:
+    """CPU per event of the Spark stage's body (:func:`~sparkcep.spark.shedding.shed_partition`: ts sort,
+    encoding, utilities, the drop decision at ρ = 0.5) per shedder, over pandas frames of ``frame`` events,
+    as a micro-batch's partition arrives (median of 3 passes): what a shedder adds to the cost per event read
+    that shedding does not save (the backlog controller's ``o``)."""
+    import pandas as pd
+
+    from sparkcep.spark.shedding import shed_partition
+
+    spec = sparkcep.compile(QUERIES[name], ts_unit="ms").spec()
+    read = set(pattern_types([spec]))
+    events = [e for e in generate(dataset, train_s * 20, seed) if e["type"] in read]
+    train = [{**e, SID: i} for i, e in enumerate(e for e in events if e["ts"] < train_s * 1000)]
+    test = events[len(train):len(train) + frame * frames]
+    chunks = [pd.DataFrame(test[i:i + frame]).drop(columns=[SID]) for i in range(0, len(test), frame)]
+    queries = [(spec, 1.0)]
+    shedders = [fit_gspice(queries, train, pane_length=pane, attributes=("v1",), kind=k) for k in ("hash", "tree")]
+    shedders += [TypeShedder.fit(queries, [e["type"] for e in train]), RandomShedder(shedders[0].coder)]
+    print(f"\n== decision cost, {name} on {dataset}: {len(test)} events in frames of {frame}, CPU per event of the "
+          f"stage's body (median of 3)")
+    for sh in shedders:
+        times = []
+        for _ in range(3):
+            t0 = time.process_time()
+            for _ in shed_partition(sh, iter(chunks), 0.5, seed=seed):
+                pass
+            times.append((time.process_time() - t0) / len(test) * 1e6)
+        print(f"{sh.name:<17} {float(np.median(times)):6.2f} us/event")
+
+
 def summary(results: list[dict]) -> None:
     """Per query and dataset, per shedder: FN% at every rate, then means of FP% and drop%, and in how many
     runs the bound was kept; the last column says whether gSPICE-H lost fewer complex events than both
@@ -372,6 +404,8 @@ def main(argv=None) -> None:
                    help="with --equal-drop: also gSPICE-H with its pane restarted every N events (Spark tasks)")
     p.add_argument("--no-latency", action="store_true", help="skip the latency-controlled runs (with --equal-drop)")
     p.add_argument("--drift", action="store_true", help="also run the drift scenario (DS1 then DS3, 200%%)")
+    p.add_argument("--decision-cost", action="store_true",
+                   help="also the CPU per event of each shedder's decision in the Spark stage's body (no JVM)")
     args = p.parse_args(argv)
     print(f"load shedding bench ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}); "
           "part 1: pure-engine overload simulation")
@@ -388,6 +422,10 @@ def main(argv=None) -> None:
             for ds in args.datasets or [DEFAULT_DATASET[name]]:
                 bench_equal_drop(name, ds, args.rates, args.train_seconds, args.test_events or 20_000, args.pane,
                                  args.seed, not args.no_m, args.pane_reset)
+    if args.decision_cost:
+        for name in args.queries:
+            for ds in args.datasets or [DEFAULT_DATASET[name]]:
+                bench_decision_cost(name, ds, args.train_seconds, args.pane, args.seed)
     if args.drift:
         bench_drift(2.0, args.bound, args.train_seconds, args.pane, args.seed, args.controller)
     if args.spark:

@@ -494,12 +494,14 @@ def shedding_stage(candidates, spec, attributes, training, *, bound: float, mode
     """``(kept candidates, Shedding handle)``: the gSPICE stage (:func:`sparkcep.spark.shedding.install`) on
     the filtered events before the shuffle, its utility model (``hash``, ``tree`` or ``forest``) learnt from
     ``training`` (a batch DataFrame, pandas DataFrame or event dicts) over the numeric ``attributes`` the query
-    reads (``random`` and ``type``: the paper's baselines, for comparisons).  Used by :meth:`CompiledQuery.apply`
-    and by generated jobs with shedding.  ``weighted``: the
+    reads that decide its matches (:func:`~sparkcep.runtime_udfs.shedding.base.condition_attributes`: not
+    those only RETURN reads; ``random`` and ``type``: the paper's baselines, for comparisons).  Used by
+    :meth:`CompiledQuery.apply` and by generated jobs with shedding.  ``weighted``: the
     ``(spec, weight)`` of every query a workload's one stage serves (an event's utility sums its contributions
     to each query's matches, weighted), instead of ``spec`` alone."""
     from pyspark.sql.types import NumericType
 
+    from sparkcep.runtime_udfs.shedding.base import condition_attributes
     from sparkcep.runtime_udfs.shedding.shedder import fit_shedder
     from sparkcep.spark.shedding import install, training_events
 
@@ -507,7 +509,9 @@ def shedding_stage(candidates, spec, attributes, training, *, bound: float, mode
         raise CEPError("load shedding learns event utilities from a sample of the input: pass "
                        "apply(df, shedding_training=<batch DataFrame, pandas DataFrame or event dicts>)")
     numeric = [f.name for f in candidates.schema.fields if isinstance(f.dataType, NumericType)]
-    attributes = [a for a in attributes if a in numeric and a != ts_col]
+    # the utility features: the numeric attributes that decide matches (not those only RETURN reads)
+    decide = condition_attributes([s for s, _ in weighted] if weighted else [spec])
+    attributes = [a for a in dict.fromkeys([*attributes, *decide]) if a in decide and a in numeric and a != ts_col]
     events = training_events(training, spec, ts_col=ts_col, type_col=type_col)
     shedder = fit_shedder(list(weighted) if weighted else [(spec, 1.0)], events, attributes=attributes, kind=model)
     return install(candidates, shedder, bound=bound, type_col=type_col, ts_col=ts_col, dropped_output=dropped_output)
@@ -547,9 +551,12 @@ def report_shedding(shedding, query) -> None:
     over = getattr(ctl, "over_budget", 0)
     floor = (f"; in {over} micro-batches the fixed cost and reading alone (up to {ctl.floor:.1f} s) left no room "
              f"within the bound: it cannot be kept by shedding there") if over else ""
+    fit = getattr(ctl, "fitted", None)  # the backlog controller's last cost fit: what shedding saves, and not
+    cost = (f"; micro-batch cost fitted as {fit[0]:.2f} s + {fit[1] * 1e6:.0f} µs per event read + "
+            f"{fit[2] * 1e6:.0f} µs per event kept") if fit else ""
     print(f"sparkcep: load shedding dropped {sum(shedding.dropped.values())} of {shedding.offered} events "
           f"({shedding.drop_ratio:.1%}; per type: {per_type}){whole}; latency bound {ctl.bound:g} s, "
-          f"worst batch latency {worst:.2f} s{floor}", file=sys.stderr)
+          f"worst batch latency {worst:.2f} s{floor}{cost}", file=sys.stderr)
 
 
 def _collapsed(plan: Node) -> Node:

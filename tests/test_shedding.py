@@ -245,6 +245,56 @@ def test_gspice_h_pane_carries_across_batches():
     assert parts.tolist() == whole.tolist()
 
 
+def _per_event_utilities(sh: GSpiceH, batches) -> tuple[list[float], list[bool]]:
+    """The paper's Algorithm 1, lines 5-7, event by event: ``UT[T][K1 ⊕ K2]`` with the pane's ``K1`` updated
+    incrementally (:class:`Pane`), the pane carrying over between batches; and whether each key was learned."""
+    pane, out, seen = Pane(sh.z), [], []
+    for codes, values in batches:
+        bins = sh.coder.binning.bin_attributes(values)
+        for t, b in zip(codes.tolist(), bins.tolist(), strict=True):
+            key = pane.k1 ^ sh.z.k2(b)
+            out.append(sh.table.lookup(t, key))
+            seen.append(t >= 0 and key in sh.table.tables[t])
+            pane.push(t)
+    return out, seen
+
+
+@given(seed=st.integers(0, 10**6), pane=st.integers(0, 6), width=st.integers(1, 3),
+       cuts=st.lists(st.integers(0, 400), max_size=4))
+@settings(max_examples=40, deadline=None)
+def test_gspice_h_batch_lookup_equals_the_per_event_table_lookup(seed, pane, width, cuts):
+    """The vectorized lookup of a batch (pane frequencies, K1 by XOR over the types, sorted keys) gives the
+    table's utility of every event, as the per-event loop with the incremental pane does: on live-like data,
+    unseen keys (the type's mean) and events of other types (0) included, the batch cut anywhere."""
+    spec = sparkcep.compile(QUERIES[0]).spec()
+    train = _events("ABCA", 300, seed)
+    sh = fit_gspice([(spec, 1.0)], train, pane_length=pane, attributes=("v",), freq_width=width)
+    live = _events("ABCDA", 400, seed + 1)
+    for e in live[::7]:
+        del e["v"]  # a missing value: a bin no training event had, so the key is unseen
+    codes, values = sh.coder.encode(live)
+    assert (codes == -1).any()
+    edges = sorted({0, len(live), *cuts})
+    batches = [(codes[a:b], values[a:b]) for a, b in zip(edges, edges[1:], strict=False)]
+    want, seen = _per_event_utilities(sh, batches)
+    sh.reset()
+    got = np.concatenate([sh.utilities(c, v) for c, v in batches]).tolist()
+    assert got == want
+    assert any(seen) and not all(s for s, c in zip(seen, codes, strict=True) if c >= 0)  # learned and unseen keys
+
+
+def test_gspice_h_batch_lookup_reads_the_table():
+    """A table entry changed changes the batch lookup (the utilities come from the table, not a copy)."""
+    _, events, sh = _trained()
+    codes, values = sh.coder.encode(events)
+    u = sh.utilities(codes, values)
+    keys, values_sorted = sh.table._sorted[0]
+    hit = np.flatnonzero(codes == 0)[0]
+    values_sorted[values_sorted == u[hit]] += 1.0
+    sh.reset()
+    assert sh.utilities(codes, values)[hit] == u[hit] + 1.0
+
+
 @pytest.mark.parametrize("kind", ["hash", "tree", "forest"])
 def test_shedders_drop_about_rho_and_prefer_low_utility(kind):
     spec, events, sh = _trained(kind, n=1500)
@@ -544,6 +594,33 @@ def test_shedding_model_option_reaches_the_stage(monkeypatch):
     with pytest.raises(CEPError, match="unknown shedding model 'coin'"):
         fit_shedder([(q.spec(), 1.0)], [], kind="coin")
 
+def test_shedding_features_are_the_attributes_that_decide_matches(monkeypatch):
+    """The stage bins the attributes the conditions and keys read, not those only RETURN reads: the bench's
+    sequence number ``n`` (RETURN a.n) put every live event in the last bin of the training range."""
+    import pandas as pd
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    import sparkcep.spark.shedding as stage
+    from sparkcep.api import shedding_stage
+
+    monkeypatch.setattr(stage, "install", lambda df, shedder, **kw: (df, shedder))
+
+    class Candidates:
+        schema = StructType([StructField(c, StringType() if c == "type" else LongType())
+                             for c in ("type", "ts", "id", "v", "w", "n")])
+
+    train = pd.DataFrame({"type": ["A", "B", "C"] * 20, "ts": range(60), "id": [i % 2 for i in range(60)],
+                          "v": [i % 7 for i in range(60)], "w": [i % 5 for i in range(60)], "n": range(60)})
+    one = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE a.v < b.v WITHIN 10 RETURN a.n AS an, b.n AS bn").spec()
+    other = sparkcep.compile("PATTERN SEQ(A a, C c) WHERE [id] AND c.w > 2 WITHIN 10 RETURN a.n AS n").spec()
+    for kind in ("hash", "tree"):
+        _, shedder = shedding_stage(Candidates(), one, ["v", "n"], train, bound=5.0, model=kind)
+        assert shedder.coder.binning.names == ("v",)
+        _, shedder = shedding_stage(Candidates(), one, ["v", "n"], train, bound=5.0, model=kind,
+                                    weighted=[(one, 1.0), (other, 1.0)])
+        assert shedder.coder.binning.names == ("v", "id", "w")
+
+
 def test_retraining_on_drift():
     """Trained where A floods; the stream turns to B-heavy: drift is detected and the model refit on the
     recent processed events, after which the utility distribution reflects the new stream."""
@@ -568,3 +645,30 @@ def test_retraining_on_drift():
         sh.processed([e for e, d in zip(part, drop, strict=True) if not d])
     assert sh.retrains >= 1
     assert sh.drift.distance(sh.coder.encode(shifted[-500:])[0]) < 0.15  # the new reference is the new stream
+
+
+def test_shedding_report_names_the_fitted_batch_cost(capsys, tmp_path):
+    """``run``'s report ends with the backlog controller's last cost fit (``F + o × read + c × kept``), which
+    ``bench/live_latency.py`` prints per shedder: what shedding saves (``c``) and what it does not (``o``)."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "bench"))
+    from live_latency import Run
+
+    from sparkcep.api import report_shedding
+    from sparkcep.runtime_udfs.shedding.controller import BacklogController
+    from sparkcep.spark.shedding import ControlFile, Shedding
+
+    ctl = BacklogController(bound=5.0)
+    for offered, kept in ((1000, 1000), (1000, 1000), (2000, 1000), (2000, 400), (1000, 900)):
+        ctl.on_batch(duration=0.5 + 1e-4 * offered + 5e-4 * kept, offered=offered, kept=kept, latency=2.0,
+                     backlog=0, interval=2.0)
+    stage = Shedding("s", ("A",), ctl, ControlFile(str(tmp_path / "c.json")), dropped={"A": 10}, offered=100)
+    report_shedding(stage, type("Query", (), {"isActive": False})())
+    line = capsys.readouterr().err
+    assert "micro-batch cost fitted as 0.50 s + 100 µs per event read + 500 µs per event kept" in line
+
+    class Lines:
+        lines = [line]
+
+    assert Run.shedding(Lines())["fit"] == (0.5, 100.0, 500.0)

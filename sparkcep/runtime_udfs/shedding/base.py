@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sparkcep.ir.ast import Attr, EquivItem, walk
 from sparkcep.ir.spec import MatchSpec
 from sparkcep.runtime_udfs.shedding.observations import (
     Binning,
@@ -29,6 +30,30 @@ def pattern_types(specs: Sequence[MatchSpec]) -> tuple[str, ...]:
             for t in c.types:
                 if t not in out:
                     out.append(t)
+    return tuple(out)
+
+
+def condition_attributes(specs: Sequence[MatchSpec]) -> tuple[str, ...]:
+    """The attributes that decide the queries' matches, in first-seen order: read by a component's own
+    condition, a predicate, the pattern (a loop's ``UNTIL``) or a key.  These are gSPICE's event attributes
+    ``E_e`` (§III-B: "a CEP pattern usually correlates events that contain attributes that fulfill specific
+    conditions"); an attribute that only RETURN reads cannot change whether an event contributes to a match,
+    and as a feature it only splits the observations (one that grows like a sequence number or a time puts
+    every live event in the training range's last bin).
+
+    >>> import sparkcep
+    >>> condition_attributes([sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] AND a.v < b.v WITHIN 5 "
+    ...                                         "RETURN a.n AS n, b.w AS w").spec()])
+    ('id', 'v')
+    """
+    out: list[str] = []
+    for spec in specs:
+        out += [k for k in spec.key if k not in out]
+        roots = [c.local for c in spec.components if c.local is not None] + list(spec.predicates)
+        for root in [*roots, spec.pattern]:
+            for n in walk(root) if root is not None else ():
+                if isinstance(n, (Attr, EquivItem)) and n.attr not in out:
+                    out.append(n.attr)
     return tuple(out)
 
 

@@ -412,6 +412,11 @@ class BacklogController:
         """The last fitted ``(F, o, c)`` (seconds; before any batch: ``(0, overhead, 0)``)."""
         return self._fit or (0.0, self.overhead, 0.0)
 
+    @property
+    def fitted(self) -> tuple[float, float, float] | None:
+        """The last fitted ``(F, o, c)`` (seconds), None before a batch was measured."""
+        return self._fit
+
     def on_batch(self, *, duration: float, offered: int, kept: int, latency: float | None, backlog: int,
                  interval: float, expired: int = 0) -> Admission:
         """The decision for the next batch after one that took ``duration`` s, ``interval`` s after the

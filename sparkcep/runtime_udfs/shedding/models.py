@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparkcep.runtime_udfs.shedding.base import EventCoder, Shedder, Training
-from sparkcep.runtime_udfs.shedding.observations import pane_frequencies
+from sparkcep.runtime_udfs.shedding.observations import pane_frequencies, pane_history
 
 
 class GSpiceM(Shedder):
@@ -55,7 +55,7 @@ class GSpiceM(Shedder):
             return np.zeros(0)
         b = self.coder.binning
         freq = b.bin_frequencies(pane_frequencies(codes, len(self.coder.types), self.pane_length, self._history))
-        self._history = (self._history + [int(c) for c in codes if c >= 0])[-self.pane_length:]
+        self._history = pane_history(self._history, codes, len(self.coder.types), self.pane_length)
         X = np.column_stack([codes, freq, b.bin_attributes(values)]).astype(np.float64)
         u = self.model.predict(X)
         return np.where(codes >= 0, u, 0.0)

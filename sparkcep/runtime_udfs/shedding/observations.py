@@ -210,6 +210,20 @@ def pane_frequencies(type_codes: np.ndarray, n_types: int, pane_length: int,
     return cum[before] - cum[np.maximum(before - pane_length, 0)]
 
 
+def pane_history(history: Sequence[int], type_codes: np.ndarray, n_types: int, pane_length: int) -> list[int]:
+    """The predecessor pane after a batch: the last ``pane_length`` type codes of ``history`` then the batch
+    (events of other types take no place), the ``history`` of the next batch's :func:`pane_frequencies`.
+
+    >>> pane_history([0, 1], np.array([2, -1, 0]), 3, 3)
+    [1, 2, 0]
+    """
+    if pane_length <= 0:
+        return []
+    codes = np.asarray(type_codes, dtype=np.int64)
+    valid = codes[(codes >= 0) & (codes < n_types)]
+    return (list(history) + valid[-pane_length:].tolist())[-pane_length:]
+
+
 @dataclass(frozen=True)
 class Binning:
     """Fixed-size bins (§III-B3) for numeric attributes and for pane frequencies.

@@ -121,11 +121,41 @@ class UtilityTable:
             self.tables[t][z.key(f, e)] = m / o
             sums[t] += (m, o)
         self.default = [float(m / o) if o else 0.0 for m, o in sums]
+        # the same tables compiled for a whole batch's lookups (:meth:`lookup_many`): per type, the keys sorted
+        # and their utilities
+        self._sorted = []
+        for table in self.tables:
+            keys = np.fromiter(table.keys(), dtype=np.int64, count=len(table))
+            order = np.argsort(keys)
+            self._sorted.append((keys[order], np.fromiter(table.values(), dtype=np.float64, count=len(table))[order]))
 
     def lookup(self, t: int, key: int) -> float:
         if not 0 <= t < len(self.tables):
             return 0.0
         return self.tables[t].get(key, self.default[t])
+
+    def lookup_many(self, types: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """:meth:`lookup` of every ``(types[i], keys[i])`` at once: a binary search per event in its type's
+        sorted keys (numpy), instead of a dictionary lookup per event in Python.
+
+            >>> z = Zobrist(n_types=2, pane_length=1, seed=1)
+            >>> ut = UtilityTable(z, {(0, (1, 0), ()): (3.0, 4), (0, (0, 0), ()): (0.0, 4)})
+            >>> ut.lookup_many(np.array([0, 0, 1, -1]), np.array([z.k1((1, 0)), 7, 7, 7])).tolist()
+            [0.75, 0.375, 0.0, 0.0]
+        """
+        types, keys = np.asarray(types, dtype=np.int64), np.asarray(keys, dtype=np.int64)
+        out = np.zeros(len(types), dtype=np.float64)  # other types (code -1): utility 0
+        for t, (known, values) in enumerate(self._sorted):
+            at = np.flatnonzero(types == t)
+            if not len(at):
+                continue
+            if not len(known):
+                out[at] = self.default[t]
+                continue
+            k = keys[at]
+            i = np.minimum(np.searchsorted(known, k), len(known) - 1)
+            out[at] = np.where(known[i] == k, values[i], self.default[t])
+        return out
 
     def __len__(self) -> int:
         return sum(map(len, self.tables))
