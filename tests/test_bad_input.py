@@ -55,6 +55,33 @@ def test_validation_gives_each_bad_record_its_reason(spark, tmp_path):
             assert json.loads(record)["type" if reason == "missing ts" else "ts"] is not None
 
 
+def test_parquet_columns_read_with_their_types_are_checked_only_where_a_value_can_be_wrong(spark, tmp_path):
+    """Parquet columns come typed: a bigint or a string is never a wrong value, so the filter runs no check on
+    every row for them (bench/keyless_parallel.py: the check was a per-row CASE); a double can still be NaN or
+    infinite (a dead letter), and so can a double ts (a batch takes any finite ts)."""
+    import math
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"type": ["A", "B", None, "A", "B"], "ts": pa.array([1, 2, 3, None, 5], pa.int64()),
+                             "n": [1, 2, 3, 4, 5], "x": [0.5, math.nan, 1.0, 2.0, math.inf]}), tmp_path / "e.parquet")
+    path = str(tmp_path / "e.parquet")
+    events, rejected = read_validated(spark, path, "parquet", "type", "ts")
+    assert sorted(r["n"] for r in events.collect()) == [1]
+    assert sorted(r["reason"] for r in rejected.collect()) == [
+        "missing ts", "missing type", "wrong attribute type: x (not double)", "wrong attribute type: x (not double)"]
+    events, _ = read_validated(spark, path, "parquet", "type", "ts", attributes=["n"])
+    plan = events._jdf.queryExecution().optimizedPlan().toString()
+    checks = [line for line in plan.splitlines() if "Filter" in line]  # only the null checks of type and ts
+    assert len(checks) == 1 and not any(w in checks[0] for w in ("concat_ws", "isnan", "Infinity", "n#")), plan
+    assert sorted(r["n"] for r in events.collect()) == [1, 2, 5]
+    pq.write_table(pa.table({"type": ["A", "A", "A"], "ts": [1.5, math.nan, -math.inf]}), tmp_path / "f.parquet")
+    events, rejected = read_validated(spark, str(tmp_path / "f.parquet"), "parquet", "type", "ts")
+    assert [r["ts"] for r in events.collect()] == [1.5]
+    assert [r["reason"] for r in rejected.collect()] == ["ts out of range (not finite)"] * 2
+
+
 def test_declared_types_make_unknown_types_dead_letters(spark, tmp_path):
     """With the stream's types declared, a misspelt type is a dead letter; without, it is just irrelevant."""
     lines = [json.dumps(e) for e in GOOD] + ['{"type": "b", "ts": 7, "id": 0, "x": 1}', '{"ts": 8, "id": 0}']
