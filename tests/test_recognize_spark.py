@@ -511,6 +511,33 @@ def test_partition_function_in_chunks_equals_the_reference(monkeypatch):
     assert canon(got, SPEC.output) == canon(want, SPEC.output) and len(want) >= 4
 
 
+def test_partition_function_freezes_the_worker_heap_in_a_task_only(monkeypatch):
+    """PySpark's reused Python worker collects garbage over its whole heap after every task (about 50 ms with the
+    engine loaded): the batch function freezes the objects alive when its task starts (``gc.freeze``), so that
+    the collection walks only what the task made.  Outside a Spark task (this test process) the heap is left
+    alone; the rows are the same either way."""
+    import gc
+
+    from pyspark import TaskContext
+
+    pytest.importorskip("sparkcep.runtime_udfs.recognize")
+    rows = [{"k": k, "t": t, "v": i, "ts": BASE.replace(tzinfo=dt.UTC) + dt.timedelta(seconds=i), "__ts": i}
+            for i, (k, t) in enumerate(zip("ppppqqq", "abbabba", strict=True))]
+    table = pa.Table.from_pylist(rows, schema=pa.schema([("k", pa.string()), ("t", pa.string()), ("v", pa.int64()),
+                                                         ("ts", pa.timestamp("us", tz="UTC")), ("__ts", pa.int64())]))
+    fn = SR.partition_function(SPEC, _OUTPUT, resort=False)
+    frozen = gc.get_freeze_count()
+    outside = [r for b in fn(iter(table.to_batches())) for r in pa.Table.from_batches([b]).to_pylist()]
+    assert gc.get_freeze_count() == frozen and outside
+    monkeypatch.setattr(TaskContext, "get", classmethod(lambda cls: object()))  # as in a Spark task
+    try:
+        inside = [r for b in fn(iter(table.to_batches())) for r in pa.Table.from_batches([b]).to_pylist()]
+        assert gc.get_freeze_count() > frozen
+    finally:
+        gc.unfreeze()
+    assert inside == outside
+
+
 @pytest.mark.spark
 def test_a_registered_udf_runs_in_define_and_measures(spark):
     """A function registered in the session (``spark.udf.register``) is accepted by ``sparkcep.sql`` in a

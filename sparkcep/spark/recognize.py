@@ -84,6 +84,7 @@ from sparkcep.ir.recognize import RecognizeSpec, RowExpr
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.spark.adapters import event_time_of, shuffle_partitions
 from sparkcep.spark.arrow import _arrow_array, _rows_of, _session_timezone, by_id, gathered
+from sparkcep.spark.heap import freeze_worker_heap
 from sparkcep.spark.late import KIND, LATE, REASON, RECORD, RESULT, with_side_columns
 from sparkcep.spark.operator import grouped, stamping_arrival
 from sparkcep.spark.schema import EVENT_TIME
@@ -511,9 +512,12 @@ def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool 
     again by the engine's ``sort_key`` (stable, so Spark's order stays among rows it calls equal; a partition
     is then converted whole); not needed when Spark orders every sort column as Python does
     (:func:`spark_orders_like_python`).  ``time``: ``(column, kind)`` of :func:`_time_field` when the batches
-    come without :data:`TS` (not shuffled: derived here by :func:`_arrow_ts`)."""
+    come without :data:`TS` (not shuffled: derived here by :func:`_arrow_ts`).  In a Spark task the worker's heap
+    is frozen first (:func:`~sparkcep.spark.heap.freeze_worker_heap`: PySpark's collection after the task then
+    walks only this task's objects)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_worker_heap()  # the daemon's collection after the task then walks only this task's objects
         table = gathered(batches)
         if table is None:
             return
