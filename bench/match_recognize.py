@@ -17,7 +17,8 @@ Three ways, the answers checked equal:
     a ``groupBy``), each proved equal to the statement for this pattern only (see the functions);
 (b) **sparkcep**: ``sparkcep.sql(statement)`` over a temporary view of the same CSV file (batch: one shuffle by
     ``p``, a sort, one ``mapInArrow`` pass of the engine per partition; after the sort the worker gets only the
-    columns the engine reads, the ``typ = 'A'`` DEFINEs as the bits of one INT column Spark computes; the V-shape's
+    columns the engine reads, the ``typ = 'A'`` DEFINEs as the bits of one column Spark computes, with the INT
+    ``p`` in its high bits (one BIGINT column: ``id`` and it are all the worker gets); the V-shape's
     ``price < PREV(price)`` evaluated by the worker over ``price``: a ``lag`` window would cost Spark more);
 (c) **Flink**: the same statement (``ORDER BY rt, id``, ``rt`` the event time of ``ts``) in PyFlink's batch mode,
     in its own Python (``--flink-python``, default ``.venv-flink/bin/python`` or ``SPARKCEP_FLINK_PYTHON``),

@@ -115,12 +115,19 @@ def test_explain_with_a_schema_says_what_the_batch_worker_reads(capsys, tmp_path
     query = tmp_path / "abc.sql"
     query.write_text("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES LAST(C.id) AS c "
                      "PATTERN (A B+ C) DEFINE A AS typ = 'A', B AS id > PREV(id), C AS typ = 'C')")
-    status, out, err = run_cli(capsys, "explain", str(query), "--schema", "p INT, ts BIGINT, id BIGINT, typ STRING")
+    status, out, err = run_cli(capsys, "explain", str(query), "--schema", "p BIGINT, ts BIGINT, id BIGINT, typ STRING")
     assert status == 0, err
     assert "batch: the worker reads p, id, __mask after Spark's sort" in out
     assert ("batch: Spark computes DEFINE A as bit 0, C as bit 2 after the sort, packed into one INT column __mask "
             "(NULL: bit clear)") in out
     assert "lag(" not in out  # a window costs Spark more than shipping id (read anyway)
+    assert "high bits" not in out  # a BIGINT key does not fit beside the bits
+    # an INT key travels in the mask's high bits: one column less
+    status, out, err = run_cli(capsys, "explain", str(query), "--schema", "p INT, ts BIGINT, id BIGINT, typ STRING")
+    assert status == 0, err
+    assert "batch: the worker reads id, __mask after Spark's sort" in out
+    assert "packed into one BIGINT column __mask (NULL: bit clear)" in out
+    assert "batch: PARTITION BY p travels in __mask's high bits" in out
 
 
 def test_compile_writes_a_job_holding_the_statement(capsys, vshape_file, tmp_path):

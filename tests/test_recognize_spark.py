@@ -19,7 +19,7 @@ import re
 import pandas as pd
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 import sparkcep
 from sparkcep.ir import recognize as R
@@ -537,6 +537,87 @@ def test_partition_function_in_chunks_equals_the_reference(monkeypatch):
     got = [r for b in fn(iter(table.to_batches(max_chunksize=5))) for r in pa.Table.from_batches([b]).to_pylist()]
     want = recognize_all(SPEC, rows)
     assert canon(got, SPEC.output) == canon(want, SPEC.output) and len(want) >= 4
+
+
+def test_partition_function_freezes_the_worker_heap_in_a_task_only(monkeypatch):
+    """PySpark's reused Python worker collects garbage over its whole heap after every task (about 50 ms with the
+    engine loaded): the batch function freezes the objects alive when its task starts (``gc.freeze``), so that
+    the collection walks only what the task made.  Outside a Spark task (this test process) the heap is left
+    alone; the rows are the same either way."""
+    import gc
+
+    from pyspark import TaskContext
+
+    pytest.importorskip("sparkcep.runtime_udfs.recognize")
+    rows = [{"k": k, "t": t, "v": i, "ts": BASE.replace(tzinfo=dt.UTC) + dt.timedelta(seconds=i), "__ts": i}
+            for i, (k, t) in enumerate(zip("ppppqqq", "abbabba", strict=True))]
+    table = pa.Table.from_pylist(rows, schema=pa.schema([("k", pa.string()), ("t", pa.string()), ("v", pa.int64()),
+                                                         ("ts", pa.timestamp("us", tz="UTC")), ("__ts", pa.int64())]))
+    fn = SR.partition_function(SPEC, _OUTPUT, resort=False)
+    frozen = gc.get_freeze_count()
+    outside = [r for b in fn(iter(table.to_batches())) for r in pa.Table.from_batches([b]).to_pylist()]
+    assert gc.get_freeze_count() == frozen and outside
+    monkeypatch.setattr(TaskContext, "get", classmethod(lambda cls: object()))  # as in a Spark task
+    try:
+        inside = [r for b in fn(iter(table.to_batches())) for r in pa.Table.from_batches([b]).to_pylist()]
+        assert gc.get_freeze_count() > frozen
+    finally:
+        gc.unfreeze()
+    assert inside == outside
+
+
+_KEYED = ("SELECT * FROM {t} MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES FIRST(A.id) AS a, LAST(id) AS c, "
+          "COUNT(*) AS n AFTER MATCH SKIP PAST LAST ROW PATTERN ((A | B){{2,4}} C) "
+          "DEFINE A AS typ = 'A', B AS typ = 'B', C AS typ = 'C')")
+_KEYS = (None, -(2 ** 31), -3, 0, 5, 2 ** 31 - 1)
+
+
+def _keyed_rows(seed: int, n: int = 200) -> list[dict]:
+    rnd = random.Random(seed)
+    return [{"p": rnd.choice(_KEYS), "ts": i, "id": 100 + i, "typ": rnd.choice("AABBCD")} for i in range(n)]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("kernel_on", [True, False])
+def test_an_int_key_packed_into_the_mask_gives_the_reference_rows(monkeypatch, seed, kernel_on):
+    """A single INT PARTITION BY column travels in the mask's high bits (``WorkerSpec.key``): the worker gets
+    ``id`` and the BIGINT mask only, decodes the key (NULL, -2^31, 2^31 - 1 included) and cuts the partitions on
+    it; the kernel and the row engine (reading the bits with ``bit_test``) give the reference's rows.  The mask
+    is made here as Spark's SQL defines it: ``(p + 2^31) << 31``, or bit 30 for a NULL key, OR the bits."""
+    parse, build = _front()
+    recognize_all = _oracle()
+    from sparkcep.compiler.recognize import worker_spec
+
+    schema = {"p": "int", "ts": "bigint", "id": "bigint", "typ": "string"}
+    spec = build(parse(_KEYED.format(t="keyed")), schema)
+    w = worker_spec(spec, schema)
+    assert w.key == "p" and "p" not in w.spec.columns and "p" in spec.output
+    rows = sorted(_keyed_rows(seed), key=lambda r: (r["p"] is not None, r["p"] or 0, r["ts"]))
+    bits = {v: b for v, b, _ in w.computed}
+    masks = [(1 << 30 if r["p"] is None else (r["p"] + 2 ** 31) << 31) | (1 << bits[r["typ"]] if r["typ"] in bits
+                                                                         else 0) for r in rows]
+    assert all(0 <= m < 2 ** 63 for m in masks)
+    table = pa.table({"id": pa.array([r["id"] for r in rows], pa.int64()), w.mask[0]: pa.array(masks, pa.int64())})
+    if not kernel_on:
+        monkeypatch.setattr(SR, "kernel_runs", lambda spec: False)
+    assert spec.output == ("p", "a", "c", "n")
+    struct = StructType([StructField("p", IntegerType()), *(StructField(c, LongType()) for c in ("a", "c", "n"))])
+    fn = SR.partition_function(w.spec, struct, resort=False, key=(w.mask[0], "p", "int", w.key_shift))
+    got = [r for b in fn(iter(table.to_batches(max_chunksize=50))) for r in pa.Table.from_batches([b]).to_pylist()]
+    want = recognize_all(spec, [{**r, "__ts": r["ts"]} for r in rows])
+    assert canon(got, spec.output) == canon(want, spec.output) and len({r["p"] for r in want}) >= 2
+
+
+@pytest.mark.spark
+def test_an_int_key_packed_into_the_mask_on_spark(spark):
+    """On Spark, the mask Spark computes with the key in its high bits (NULL and the INT extremes among the keys)
+    gives the reference's rows."""
+    data = [(r["p"], r["ts"], r["id"], r["typ"]) for r in _keyed_rows(4)]
+    spark.createDataFrame(data, "p int, ts bigint, id bigint, typ string").createOrReplaceTempView("keyed")
+    text = _KEYED.format(t="keyed")
+    spec, want = reference(spark, text)
+    got = [r.asDict() for r in sparkcep.sql(text, spark).collect()]
+    assert canon(got, spec.output) == canon(want, spec.output) and len({r["p"] for r in want}) >= 3
 
 
 @pytest.mark.spark

@@ -83,6 +83,7 @@ from sparkcep.ir.recognize import RecognizeSpec, RowExpr
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.spark.adapters import event_time_of, shuffle_partitions
 from sparkcep.spark.arrow import _arrow_array, _rows_of, _session_timezone, by_id, gathered
+from sparkcep.spark.heap import freeze_worker_heap
 from sparkcep.spark.late import KIND, LATE, REASON, RECORD, RESULT, with_side_columns
 from sparkcep.spark.operator import grouped, stamping_arrival
 from sparkcep.spark.schema import EVENT_TIME
@@ -494,8 +495,22 @@ def _typed(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
         return None
 
 
+#: The Arrow type of a PARTITION BY column packed into the mask (``WorkerSpec.key``), by its Spark type.
+_KEY_TYPES = {"int": pa.int32(), "smallint": pa.int16(), "tinyint": pa.int8()}
+
+
+def _unpacked_key(table: pa.Table, mask: str, dtype: pa.DataType, shift: int) -> pa.Array:
+    """The partition key packed into the ``mask`` column's high bits (``sparkcep.compiler.recognize.defines``:
+    bit ``shift - 1`` set for NULL, bits from ``shift`` on the key plus 2^31) as an Arrow array of ``dtype``."""
+    m = pc.fill_null(table.column(mask), 0).to_numpy().astype(np.int64, copy=False)
+    null = (m >> (shift - 1)) & 1 == 1
+    key = (m >> shift) - (1 << 31)
+    return pa.array(np.where(null, 0, key), mask=null if null.any() else None).cast(dtype)
+
+
 def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True,
-                       time: tuple[str | None, str | None] | None = None) -> Callable[
+                       time: tuple[str | None, str | None] | None = None,
+                       key: tuple[str, str, str, int] | None = None) -> Callable[
         [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``fn(batches) -> batches`` for ``mapInArrow`` over rows repartitioned by the PARTITION BY columns and
     sorted: every row pattern partition in it run by the engine.
@@ -510,15 +525,23 @@ def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool 
     again by the engine's ``sort_key`` (stable, so Spark's order stays among rows it calls equal; a partition
     is then converted whole); not needed when Spark orders every sort column as Python does
     (:func:`spark_orders_like_python`).  ``time``: ``(column, kind)`` of :func:`_time_field` when the batches
-    come without :data:`TS` (not shuffled: derived here by :func:`_arrow_ts`)."""
+    come without :data:`TS` (not shuffled: derived here by :func:`_arrow_ts`).  ``key``: ``(mask column, key
+    column, its Spark type, shift)`` when the PARTITION BY column comes packed into the mask's high bits
+    (``WorkerSpec.key``), decoded here into a column of its own (:func:`_unpacked_key`).  In a Spark task the
+    worker's heap is frozen first (:func:`~sparkcep.spark.heap.freeze_worker_heap`: PySpark's collection after the
+    task then walks only this task's objects)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_worker_heap()  # the daemon's collection after the task then walks only this task's objects
         table = gathered(batches)
         if table is None:
             return
         schema = _arrow_schema(struct)
         if time is not None and TS not in table.column_names:
             table = table.append_column(TS, _arrow_ts(table, *time))
+        if key is not None:
+            mask, name, dtype, shift = key
+            table = table.append_column(name, _unpacked_key(table, mask, _KEY_TYPES[dtype], shift))
         table, bounds = _partitions(table, _partition_ids(table, spec.partition_by))
         parts = list(itertools.pairwise(bounds))
         if resort or not kernel_runs(spec):
@@ -579,7 +602,8 @@ def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: in
     repartitioned by PARTITION BY (``partitions`` Spark partitions, default ``spark.sql.shuffle.partitions``;
     one without PARTITION BY), sorted within, one ``mapInArrow`` pass (:func:`partition_function`).
 
-    ``worker`` (``sparkcep.compiler.recognize.worker_spec``: ``.spec``, ``.computed``, ``.shifted``, ``.mask``):
+    ``worker`` (``sparkcep.compiler.recognize.worker_spec``: ``.spec``, ``.computed``, ``.shifted``, ``.mask``,
+    ``.key``, ``.key_shift``):
     when Spark's order is the engine's, the sorted rows reach the worker as ``worker.spec`` reads them: its
     columns only (not the tiebreak columns the sort needed, nor the time column without WITHIN) and the DEFINE
     conditions of ``worker.computed`` computed by Spark after the sort, packed as bits into one INT column
@@ -601,14 +625,16 @@ def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: in
     spread = (projected.repartition(shuffle_partitions(projected, partitions), *keys) if keys
               else projected.repartition(1))
     struct = output_struct(spec)
-    select, windows = None, []
+    select, windows, key = None, [], None
     if worker is not None and not resort:
         select, windows = _worker_select(worker, columns, order)
         spec = worker.spec
         if time[0] not in spec.columns:
             time = (None, None)  # not read (no WITHIN): __ts comes as NULLs
+        if worker.key is not None:
+            key = (worker.mask[0], worker.key, schema[worker.key].dataType.simpleString(), worker.key_shift)
     spread = _sorted(spread, columns, order, select, windows)
-    return spread.mapInArrow(partition_function(spec, struct, resort=resort, time=time), struct)
+    return spread.mapInArrow(partition_function(spec, struct, resort=resort, time=time, key=key), struct)
 
 
 #: Spark types whose order is Python's on the values Arrow gives (NULLs and NaN placed by the sort itself).

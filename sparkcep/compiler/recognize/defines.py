@@ -35,7 +35,7 @@ from sparkcep.compiler.recognize.analysis import walk
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Literal, Unary
 
-__all__ = ["WorkerSpec", "describe_worker", "worker_spec"]
+__all__ = ["KEY_SHIFT", "WorkerSpec", "describe_worker", "worker_spec"]
 
 #: The kind of value of a column by its Spark type (``simpleString``), for the types lowered here.
 _KINDS = {"string": "str", "bigint": "int", "int": "int", "smallint": "int", "tinyint": "int",
@@ -60,6 +60,11 @@ class WorkerSpec:
     computed: tuple[tuple[str, int, str], ...]
     shifted: tuple[tuple[str, str, int], ...] = ()
     mask: tuple[str, str] | None = None
+    #: the one INT/SMALLINT/TINYINT PARTITION BY column when it travels in the mask's high bits (:data:`KEY_SHIFT`)
+    #: instead of as a column of its own (the worker decodes it, ``sparkcep.spark.recognize``); None: not packed
+    key: str | None = None
+    #: where the key starts in the mask (:data:`KEY_SHIFT`)
+    key_shift: int = 31
 
 
 def _reference(e, var: str) -> tuple[str, int] | None:
@@ -165,9 +170,44 @@ def worker_spec(spec: rx.RecognizeSpec, schema: dict[str, str], *,
     rewritten, computed, shifted, kept, mask = chosen
     if len(kept) == len([c for c in spec.columns if c != spec.time_column]):
         return None  # every column is still read: nothing spared
+    key = _packed_key(spec, types, computed, mask)
+    if key is not None:
+        kept = [c for c in kept if c != key]
+        mask = (mask[0], _with_key(key, mask[1]))
     ts = (spec.time_column,) if spec.time_column in spec.columns else ()
     columns = (*kept, *((mask[0],) if mask else ()), *ts)
-    return WorkerSpec(replace(rewritten, columns=columns), tuple(computed), shifted, mask)
+    return WorkerSpec(replace(rewritten, columns=columns), tuple(computed), shifted, mask, key, KEY_SHIFT)
+
+
+#: Where the packed partition key starts in the mask (``WorkerSpec.key_shift``): bits ``0..KEY_SHIFT - 2`` are
+#: the variables', bit ``KEY_SHIFT - 1`` is set for a NULL key, bits ``KEY_SHIFT..62`` hold ``key + 2^31`` (a
+#: 32-bit key made non-negative, so that the mask stays a non-negative BIGINT, as
+#: :func:`sparkcep.ir.recognize.bit_test` reads it).
+KEY_SHIFT = 31
+#: The integer types a packed key may have (32 bits at most).
+_PACKABLE = frozenset({"int", "smallint", "tinyint"})
+
+
+def _packed_key(spec: rx.RecognizeSpec, types: dict[str, str], computed: list, mask) -> str | None:
+    """The PARTITION BY column that travels in the mask's high bits: the only one, of a 32-bit integer type, when
+    there is a mask and its bits leave room (every computed bit below ``KEY_SHIFT - 1``); else None."""
+    if mask is None or len(spec.partition_by) != 1 or types.get(spec.partition_by[0]) not in _PACKABLE:
+        return None
+    if max(b for _, b, _ in computed) >= KEY_SHIFT - 1:
+        return None
+    return spec.partition_by[0]
+
+
+def _with_key(key: str, bits_sql: str) -> str:
+    """The mask's Spark SQL with ``key`` in its high bits (:data:`KEY_SHIFT`): a BIGINT, never NULL."""
+    column = exp.column(key, quoted=True)
+    shifted = exp.BitwiseLeftShift(
+        this=exp.paren(exp.Add(this=exp.cast(column, "BIGINT"), expression=exp.Literal.number(2 ** 31))),
+        expression=exp.Literal.number(KEY_SHIFT))
+    high = exp.Case(ifs=[exp.If(this=exp.Is(this=column, expression=exp.null()),
+                                true=exp.Literal.number(1 << (KEY_SHIFT - 1)))], default=shifted)
+    bits = exp.paren(exp.maybe_parse(bits_sql, dialect="spark"))
+    return exp.BitwiseOr(this=high, expression=bits).sql(dialect="spark")
 
 
 def _build(spec: rx.RecognizeSpec, types: dict[str, str], navigate: bool) -> tuple[
@@ -234,9 +274,12 @@ def describe_worker(spec: rx.RecognizeSpec, schema: dict[str, str]) -> list[str]
     out = [f"batch: the worker reads {', '.join(shown)} after Spark's sort (by the columns above: where every "
            "one is a number, string, boolean or time)"]
     if w.mask is not None:
-        wide = "BIGINT" if max(b for _, b, _ in w.computed) >= 31 else "INT"
+        wide = "BIGINT" if max(b for _, b, _ in w.computed) >= 31 or w.key is not None else "INT"
         out.append(f"batch: Spark computes DEFINE {', '.join(f'{v} as bit {b}' for v, b, _ in w.computed)} after "
                    f"the sort, packed into one {wide} column {w.mask[0]} (NULL: bit clear)")
+    if w.key is not None:
+        out.append(f"batch: PARTITION BY {w.key} travels in {w.mask[0]}'s high bits (a BIGINT: one column less to "
+                   "convert to Arrow), decoded by the worker")
     if w.shifted:
         navs = ", ".join(f"{'PREV' if k < 0 else 'NEXT'}({c}{'' if abs(k) == 1 else f', {abs(k)}'}) as "
                          f"{'lag' if k < 0 else 'lead'}({c}, {abs(k)})" for _, c, k in w.shifted)
