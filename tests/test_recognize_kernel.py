@@ -220,6 +220,25 @@ def test_kernel_equals_engine_and_reference(spec, parts):
             assert w[name] is None or type(g[name]) is type(w[name]), (name, g, w)
 
 
+def test_threads_waiting_at_a_second_end_anchor_are_not_pending_checks():
+    """``PERMUTE((A $), A)`` has two ``ANCHOR $`` waits (leaves -1 and -2); a thread at the second one must go on
+    at the partition's end like the first, not be taken for a candidate waiting on a window count (found by the
+    property test above: the engine gave no match)."""
+    from sparkcep.ir.ast import Attr
+
+    spec = R.RecognizeSpec(
+        pattern=R.PPermute(items=(R.PConcat(items=(R.PVar(name="A"), R.PAnchor(kind="end"))), R.PVar(name="A"))),
+        variables=("A",), defines=(), subsets=(),
+        measures=(R.Measure(expr=R.MatchNumber(), name="mn"), R.Measure(expr=Attr(None, "x"), name="m0")),
+        rows_per_match="ONE ROW PER MATCH", skip=R.Skip(kind="PAST LAST ROW"), partition_by=("k",),
+        order_by=(R.OrderItem(column="t", ascending=False),), columns=("k", "t", "x"), output=("k", "mn", "m0"),
+        time_column="__ts")
+    rows = [{"k": 0, "t": 0, "x": x, "__ts": 0} for x in (0, 1)]
+    want = recognize(spec, rows)
+    assert want == [{"k": 0, "mn": 1, "m0": 1}]
+    assert engine.run_partition(spec, rows) == want
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(eligible_specs(whole=True), chunks())
 def test_the_nfa_without_nodes_equals_the_engine(spec, parts):

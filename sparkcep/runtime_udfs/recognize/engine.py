@@ -119,8 +119,9 @@ class Compiled:
 
 
 #: the leaf of a candidate match whose check waits (:func:`_end_checks`): kept in the thread list at its place in
-#: the preferment order until the check is decided
-PENDING = -2
+#: the preferment order until the check is decided (far below the leaves ``-wid - 1`` of threads waiting at an
+#: ``ANCHOR $``, :meth:`Program.resume`)
+PENDING = -(1 << 40)
 
 
 def _conjuncts(e) -> list:
