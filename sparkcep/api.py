@@ -58,6 +58,16 @@ def _view_of(df) -> str:
     return view
 
 
+def _stream_refusal(edge: str, rec) -> str | None:
+    """Why an AFTER MATCH SKIP query with a negation at the ``edge`` (``window_negation``) runs on batch input
+    only, or None: a condition on that negation (its window columns are Spark window functions; on a stream the
+    engine counts the negated events by type only, ``Recognize.windows``)."""
+    if len({w.name for w in rec.windows}) < 2 * len(edge.split(" and ")):
+        return (f"AFTER MATCH SKIP with a condition on the negated event at the {edge} runs on batch DataFrames: on "
+                "a stream the engine counts the negated events by type only")
+    return None
+
+
 @dataclass(frozen=True)
 class CompiledQuery:
     """A parsed, checked query and the options it runs with.
@@ -195,12 +205,15 @@ class CompiledQuery:
             if self.query.returns is None and schema is None:
                 raise CEPError("the generated job of an AFTER MATCH SKIP query needs RETURN: without it the output "
                                "lists every column of the input, which is not known when compiling")
-            from sparkcep.compiler.recognize.from_pattern import event_columns
+            from sparkcep.compiler.recognize.from_pattern import event_columns, window_negation
 
             types = None if schema is None else {f.name: f.dataType.simpleString() for f in schema}
-            return recognize_job(self.recognize(schema), explain=self.explain(schema), ts_unit=self.ts_unit,
+            rec = self.recognize(schema)
+            edge = window_negation(self.query, self.source)
+            return recognize_job(rec, explain=self.explain(schema), ts_unit=self.ts_unit,
                                  event_columns=event_columns(self.query, self.source, types, self.type_col,
-                                                             self.ts_col))
+                                                             self.ts_col),
+                                 stream_refusal=None if edge is None else _stream_refusal(edge, rec))
         # without a schema: durations with units mean timestamp ts (ms), bare ones numeric ts
         ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")
         plan = self.plan(schema)
@@ -278,11 +291,10 @@ class CompiledQuery:
                 from pyspark.sql.types import NumericType
 
                 if streaming:  # no window functions on a stream: the engine counts them (RecognizeSpec.windows)
+                    refusal = _stream_refusal(edge, rec)
+                    if refusal is not None:
+                        raise CEPError(refusal)
                     counted_by_engine = {w.name for w in rec.windows}
-                    if len(counted_by_engine) < 2 * len(edge.split(" and ")):
-                        raise CEPError(f"AFTER MATCH SKIP with a condition on the negated event at the {edge} runs "
-                                       "on batch DataFrames: on a stream the engine counts the negated events by "
-                                       "type only")
                     extra = [(name, sql) for name, sql in extra if name not in counted_by_engine]
                 if not isinstance(schema[self.ts_col].dataType, NumericType):
                     raise CEPError(f"AFTER MATCH SKIP with a negation at the {edge} needs a numeric ts column (its "

@@ -791,6 +791,33 @@ def test_spark_functions_of_one_event_explained_and_in_the_generated_job():
     compile(job, "job.py", "exec")
 
 
+def test_the_generated_job_refuses_a_stream_for_a_conditioned_negation_at_the_start_or_end(tmp_path, capsys):
+    """A condition on a negation at the start or the end is batch only (its window columns are Spark window
+    functions; the engine counts by type): the generated job with --stream refuses it as ``apply`` does, before
+    any Spark session, instead of failing in Spark's analysis; a batch run goes on to the session."""
+    import sparkcep
+
+    class Started(Exception):
+        pass
+
+    class NoSession:  # the job's session: reached only when the options are accepted
+        @property
+        def builder(self):
+            raise Started
+
+    job = sparkcep.compile(_CONDITIONED_EDGES["local"].format(strategy="skip_till_any_match",
+                                                              skip="PAST LAST EVENT")).job_source()
+    ns: dict = {"__name__": "job"}
+    exec(compile(job, "job.py", "exec"), ns)
+    ns["SparkSession"] = NoSession()
+    args = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")]
+    with pytest.raises(SystemExit):
+        ns["main"]([*args, "--stream", "--checkpoint", str(tmp_path / "cp")])
+    assert "condition on the negated event at the start runs on batch DataFrames" in capsys.readouterr().err
+    with pytest.raises(Started):
+        ns["main"](args)
+
+
 def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():
     import sparkcep
 

@@ -581,7 +581,8 @@ class _Compiled:
         """Mark the stop events (UNTIL) among the buffered events at positions ``seen`` of ``pending`` (those of
         the stop types) in their masks, one bit per loop above the components' (``columns``: the attributes the
         conditions read, per such event, if read already), each condition evaluated once for them all
-        (:func:`stop_rows`); drop those that fill no component and are no stop event."""
+        (:func:`stop_rows`); drop those that fill no component and are no stop event, unless every event is kept
+        (``NEXT``, ``NEXT !(...)``: an event of no component breaks adjacency)."""
         events = _Picked(pending, seen)
         marked: dict[int, int] = {}
         for i, (stop, bits) in enumerate(zip(self.until, self.stop_bits, strict=True)):
@@ -596,7 +597,7 @@ class _Compiled:
         for y, loops in marked.items():
             ts, mask, ev = pending[seen[y]]
             pending[seen[y]] = (ts, mask | loops << n, ev)
-        if not self.stop_watch:  # candidates by type: some may fill no component
+        if not self.stop_watch and not (self.links or self.not_next):  # candidates by type: some may fill no component
             drop = {x for y, x in enumerate(seen) if not pending[x][1]}
             if drop:
                 start = min(drop)
