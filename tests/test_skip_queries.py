@@ -999,6 +999,35 @@ _CONDITIONED_EDGES = {  # conditions on a negation at the start or end: alone, o
             "n.y > 0 WITHIN 5 AFTER MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b"}
 
 
+_LOCAL_EDGES = {  # conditions on a negation at the start or end reading it alone: a stream's engine counts them
+    **{k: _CONDITIONED_EDGES[k] for k in ("local", "constant")},
+    "at the end": "PATTERN SEQ(A a, B b, !(C n)) USING {strategy} WHERE [id] AND n.x + n.y > 1 WITHIN 6 AFTER "
+                  "MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b",
+    "both": "PATTERN SEQ(!(D m), A a, B b, !(C n)) USING {strategy} WHERE [id] AND m.x != 1 AND n.y = 1 WITHIN 5 "
+            "AFTER MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b"}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 2**32), st.sampled_from(["skip_till_any_match", "skip_till_next_match", "partition_contiguity"]),
+       st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT"]), st.sampled_from(sorted(_LOCAL_EDGES)))
+def test_conditions_on_a_negation_at_the_start_or_end_on_a_stream_engine_equals_oracle(seed, strategy, skip, shape):
+    """On a stream the engine counts the negated events that pass the conditions on them alone (the count's
+    ``condition``, NULL as false; ``x`` NULL at times): micro-batched (random cuts, watermarks, the state through
+    JSON) = one batch = the oracle, every match out by the watermark."""
+    text = _LOCAL_EDGES[shape].format(strategy=strategy, skip=skip)
+    rnd = random.Random(seed)
+    evs = [{"type": rnd.choice("AABBCD"), "ts": k // 2, "id": rnd.choice([0, 0, 1]),
+            "x": rnd.choice([0, 1, 2, None]), "y": rnd.randint(0, 1)} for k in range(rnd.randint(14, 26))]
+    rec = to_recognize(parse_query(text), text, columns=[*COLUMNS, "y"])
+    spec = build_spec(rec, {**SCHEMA, "y": "bigint"})  # no window input columns: the engine counts them
+    assert spec.windows and all(w.condition is not None for w in spec.windows)
+    want = sorted(match_rows(parse_query(text), evs), key=repr)
+    assert sorted(run_engine(rec, spec, evs), key=repr) == want
+    by_watermark, at_end = _stream_engine(spec, evs, rnd, far=evs[-1]["ts"] + 20,
+                                          oracle=lambda key_evs: match_rows(parse_query(text), key_evs))
+    assert sorted(by_watermark, key=repr) == want and at_end == []
+
+
 def _conditioned_edge_columns(text: str, evs: list[dict]) -> tuple[list[dict], dict[str, str]]:
     """``evs`` with the window columns of a negation at the start or the end computed from their meaning, the
     negation's conditions evaluated as the oracle does with the event as the component next to it: the numbers

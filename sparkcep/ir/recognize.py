@@ -255,12 +255,15 @@ class WindowCount:
     counts are settled (an ``after_within`` count read only of a match's first row: the candidate match waits
     for it instead); there an ``after*`` count is the negated count of the rest (at or before, before),
     which differs from the batch value by the partition's total, the same for every row, so comparisons of two
-    such counts hold alike."""
+    such counts hold alike.  ``condition``: an expression over the row alone (``Attr(None, column)``) the
+    counted rows also satisfy (the negated event's conditions on it alone): NULL or false is not counted, as in
+    the batch's ``count(CASE WHEN ... THEN 1 END)``."""
 
     name: str
     types: tuple[str, ...]
     kind: str
     type_column: str = "type"
+    condition: object = field(default=None, metadata={OMIT_DEFAULT: True})
 
 
 @dataclass(frozen=True)

@@ -1075,7 +1075,7 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     (the default output, without RETURN, is every one of them for every variable)."""
     checked = check_skip_query(query, source)
     r, names = _with_event_columns(checked, columns, type_col, ts_col)
-    windows = _window_counts(checked, names, type_col, ts_col)
+    windows = _window_counts(checked, r, names, type_col, ts_col)
     comps = components(r.query.pattern, source)
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
@@ -1195,17 +1195,32 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     )
 
 
-def _window_counts(r: ResolvedQuery, names: dict, type_col: str, ts_col: str) -> tuple[rx.WindowCount, ...]:
+def _window_counts(r: ResolvedQuery, read: ResolvedQuery, names: dict, type_col: str, ts_col: str
+                   ) -> tuple[rx.WindowCount, ...]:
     """The window columns of a negation at the start or the end (:func:`_with_event_columns` names them) as
-    :class:`~sparkcep.ir.recognize.WindowCount`: Spark computes them in a batch, the engine on a stream."""
+    :class:`~sparkcep.ir.recognize.WindowCount`: Spark computes them in a batch, the engine on a stream, with the
+    negated event's conditions on it alone as the count's ``condition`` (``read``: ``r`` reading its per-event
+    calls as the columns Spark adds, which the engine reads)."""
     out = []
     ends = (components(r.query.pattern)[0], components(r.query.pattern)[-1])
-    for end, neg in enumerate(_edges(r, None)):
-        if neg is None or any(p.kind != "equivalence" and neg.var in p.vars for p in r.predicates):
-            continue  # a condition on it: the engine counts types only (a stream refuses it, CompiledQuery.apply)
+    for end, (neg, neg_read) in enumerate(zip(_edges(r, None), _edges(read, None), strict=True)):
+        if neg is None:
+            continue
         local, pairs = _edge_conditions(r, neg, ends[end], "", None)
+        if pairs:
+            continue  # an equality with the component next to it: batch only (CompiledQuery.apply refuses it)
         counted = _counted(neg, local, pairs, type_col, None)  # the column _with_event_columns named
+        condition = _row_condition(neg.var, _edge_conditions(read, neg_read, ends[end], "", None)[0])
         kinds = ("after", "after_within") if end else ("before", "before_within")
         for column, kind in zip(_window_columns(r, counted, type_col, ts_col, bool(end)), kinds, strict=True):
-            out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types), kind, type_col))
+            out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types), kind, type_col,
+                                      condition))
     return tuple(out)
+
+
+def _row_condition(var: str, local: list):
+    """The conditions on the negated ``var`` alone as one expression over the row (``Attr(None, x)``), or None."""
+    if not local:
+        return None
+    e = and_all([_expr(c, {}) for c in local])
+    return map_nodes(e, lambda n: Attr(None, n.attr, span=n.span) if isinstance(n, Attr) and n.var == var else n)

@@ -1,6 +1,7 @@
 """Window counts the engine computes itself (``RecognizeSpec.windows``): a stream's per-row counts of the
-partition's rows of some types before or after the row's event time (:class:`~sparkcep.ir.recognize.WindowCount`,
-a pattern query's negation at the start or the end under AFTER MATCH SKIP).
+partition's rows of some types (passing a condition on the row alone, if any) before or after the row's event
+time (:class:`~sparkcep.ir.recognize.WindowCount`, a pattern query's negation at the start or the end under
+AFTER MATCH SKIP).
 
 Rows come in order (none before those already given, equal event times may still come).  A given row waits in
 :class:`WindowState` until the rows its counts read are all known (every later row's event time is at or after
@@ -19,8 +20,11 @@ every row, so a comparison of two of them (the DEFINE's) holds alike.
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left, bisect_right
 from typing import Any
+
+from sparkcep.runtime_udfs.recognize.evaluate import Ctx, compile_expr
 
 __all__ = ["WindowState", "due", "fill", "frontier", "give", "release", "window_from_data", "window_to_data"]
 
@@ -42,20 +46,36 @@ class WindowState:
         self.filled = 0
 
 
-def _sets(windows) -> list[tuple[str, frozenset]]:
-    return list(dict.fromkeys((w.type_column, frozenset(w.types)) for w in windows))
+def _key(w) -> tuple:
+    return w.type_column, frozenset(w.types), w.condition
+
+
+def _sets(windows) -> list[tuple]:
+    return list(dict.fromkeys(_key(w) for w in windows))
+
+
+@functools.lru_cache(maxsize=64)
+def _test(condition):
+    """The row test of a count's ``condition`` (None: every row of its types): TRUE only, NULL counts as false."""
+    if condition is None:
+        return None
+    f = compile_expr(condition, {}, (), define=0)
+    return lambda row: f(Ctx([row]), _HEAD, None) is True
+
+
+_HEAD = (0, 0, 0, None, None, None)  # the one row of the context, as the row being labelled
 
 
 def give(windows, ts_col: str, ws: WindowState | None, rows) -> WindowState:
     """Take the partition's next rows (in order); a row without event time counts nowhere."""
-    sets = _sets(windows)
+    sets = [(col, types, _test(cond)) for col, types, cond in _sets(windows)]
     if ws is None:
         ws = WindowState(len(sets))
     for row in rows:
         t = row.get(ts_col)
         if t is not None:
-            for k, (col, types) in enumerate(sets):
-                if row.get(col) in types:
+            for k, (col, types, test) in enumerate(sets):
+                if row.get(col) in types and (test is None or test(row)):
                     ws.times[k].append(t)
         ws.held.append(row)
     return ws
@@ -91,7 +111,7 @@ def release(windows, ts_col: str, within, ws: WindowState, bound, final: bool = 
     the partition has ended), in order, each with its counts but those of the ``deferred`` kinds (:func:`fill`
     adds them later, to the released row); then fold what no later row tells apart."""
     sets = _sets(windows)
-    index = [sets.index((w.type_column, frozenset(w.types))) for w in windows]
+    index = [sets.index(_key(w)) for w in windows]
     out: list[Row] = []
     held = ws.held
     k = 0
@@ -115,7 +135,7 @@ def fill(windows, ts_col: str, within, ws: WindowState, rows: list[Row], base: i
     """Add the ``deferred`` counts to the released rows (``rows``, the first at absolute position ``base``; rows
     before it are gone) that the bound settles, in order; then fold what no later row tells apart."""
     sets = _sets(windows)
-    late = [(w, sets.index((w.type_column, frozenset(w.types)))) for w in windows if w.kind in deferred]
+    late = [(w, sets.index(_key(w))) for w in windows if w.kind in deferred]
     k = max(ws.filled, base)
     oldest = None
     while k < ws.released:
