@@ -60,9 +60,10 @@ its engine:
   make an event unselectable (it only removes candidates); a negated event at the end, ``SEQ(A a, B b, !(C n))
   WITHIN w``, mirrors it: no ``C`` in ``(b.ts, a.ts + w)``, the key's ``C`` events after ``b``'s ``ts`` at most
   those at or after ``a``'s ``ts + w`` (on a stream the engine holds a candidate match until the watermark
-  reaches ``a.ts + w``); conditions on ``n`` alone filter the counted events, and an equality with the component
-  next to it (``n.x = a.x``) makes the column the ``ts`` of the key's latest such ``C`` with ``a``'s ``x`` before
-  ``a`` (at the end: the earliest after ``b``), :func:`_edge_conditions` (batch only: the engine counts by type);
+  reaches ``a.ts + w``); conditions on ``n`` alone filter the counted events (on a stream the count's
+  ``condition``), and an equality with the component next to it (``n.x = a.x``) makes the column the ``ts`` of
+  the key's latest such ``C`` with ``a``'s ``x`` before ``a`` (at the end: the earliest after ``b``),
+  :func:`_edge_conditions` (batch only: the engine counts by type and conditions on ``n`` alone);
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
