@@ -277,12 +277,8 @@ class CompiledQuery:
             if edge is not None:
                 from pyspark.sql.types import NumericType
 
-                if streaming:  # no window functions on a stream: the engine counts them (RecognizeSpec.windows)
+                if streaming:  # no window functions on a stream: the engine computes them (RecognizeSpec.windows)
                     counted_by_engine = {w.name for w in rec.windows}
-                    if len(counted_by_engine) < 2 * len(edge.split(" and ")):
-                        raise CEPError(f"AFTER MATCH SKIP with an equality relating the negated event at the {edge} "
-                                       "to the component next to it runs on batch DataFrames: on a stream the "
-                                       "engine counts the negated events by type and conditions on them alone")
                     extra = [(name, sql) for name, sql in extra if name not in counted_by_engine]
                 if not isinstance(schema[self.ts_col].dataType, NumericType):
                     raise CEPError(f"AFTER MATCH SKIP with a negation at the {edge} needs a numeric ts column (its "

@@ -63,7 +63,8 @@ its engine:
   reaches ``a.ts + w``); conditions on ``n`` alone filter the counted events (on a stream the count's
   ``condition``), and an equality with the component next to it (``n.x = a.x``) makes the column the ``ts`` of
   the key's latest such ``C`` with ``a``'s ``x`` before ``a`` (at the end: the earliest after ``b``),
-  :func:`_edge_conditions` (batch only: the engine counts by type and conditions on ``n`` alone);
+  :func:`_edge_conditions` (on a stream the engine finds it, a :class:`~sparkcep.ir.recognize.WindowCount` with
+  ``pairs``);
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
@@ -1208,10 +1209,14 @@ def _window_counts(r: ResolvedQuery, read: ResolvedQuery, names: dict, type_col:
         if neg is None:
             continue
         local, pairs = _edge_conditions(r, neg, ends[end], "", None)
-        if pairs:
-            continue  # an equality with the component next to it: batch only (CompiledQuery.apply refuses it)
         counted = _counted(neg, local, pairs, type_col, None)  # the column _with_event_columns named
         condition = _row_condition(neg.var, _edge_conditions(read, neg_read, ends[end], "", None)[0])
+        if pairs:  # an equality with the component next to it: the ts of the nearest such event
+            column = _nearest_column(r, counted, pairs, ts_col, bool(end))
+            out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types),
+                                      "earliest_after" if end else "latest_before", type_col, condition,
+                                      tuple(pairs)))
+            continue
         kinds = ("after", "after_within") if end else ("before", "before_within")
         for column, kind in zip(_window_columns(r, counted, type_col, ts_col, bool(end)), kinds, strict=True):
             out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types), kind, type_col,
