@@ -203,8 +203,11 @@ def _window_lines(q: rc.Recognize) -> list[str]:
     if not q.windows:
         return []
     names = ", ".join(f"{w.name} ({w.kind} of {'|'.join(w.types)})" for w in q.windows)
+    kinds = {w.kind for w in q.windows}
     wait = (", a candidate match held until the watermark reaches its first row's ts + WITHIN"
-            if any(w.kind == "after_within" for w in q.windows) else " as its rows arrive")
+            if "after_within" in kinds else " as its rows arrive")
+    if "earliest_after" in kinds:  # the nearest negated event after a row with its values: known at ts + WITHIN
+        wait += ", each row held until the watermark reaches its ts + WITHIN"
     return [f"window counts {names}: Spark window functions in a batch; on a stream counted by the engine{wait}"]
 
 
