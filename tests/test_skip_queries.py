@@ -1055,6 +1055,24 @@ def test_an_equality_with_a_negation_at_the_end_on_a_stream_waits_for_its_window
     assert got == match_rows(parse_query(text), evs) == [{"a": 1, "b": 6}]
 
 
+def test_a_spark_function_in_a_condition_on_a_negation_on_a_stream_is_a_column_the_engine_reads():
+    """``length(n.s) > 1`` on a stream: Spark adds ``length(s)`` to each event (the event column), the engine counts
+    the C events whose column passes: C1 ("xy") forbids (A2, B3), C5 ("x") does not forbid (A6, B7)."""
+    from sparkcep.compiler.recognize.from_pattern import event_columns
+
+    text = ("PATTERN SEQ(!(C n), A a, B b) WHERE [id] AND length(n.s) > 1 WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT "
+            "RETURN a.ts AS a, b.ts AS b")
+    schema = {"type": "string", "ts": "bigint", "id": "bigint", "s": "string"}
+    (call, sql), *_ = event_columns(parse_query(text), text, schema)
+    assert sql == "LENGTH(s)"
+    rec = to_recognize(parse_query(text), text, columns=list(schema))
+    spec = build_spec(rec, {**schema, call: "int"})  # the window counts are the engine's
+    evs = [{"type": t, "ts": ts, "id": 1, "s": s} for t, ts, s in
+           [("C", 1, "xy"), ("A", 2, ""), ("B", 3, ""), ("C", 5, "x"), ("A", 6, ""), ("B", 7, "")]]
+    got = run_engine(rec, spec, [{**e, call: len(e["s"])} for e in evs])
+    assert got == match_rows(parse_query(text), evs) == [{"a": 6, "b": 7}]
+
+
 def _conditioned_edge_columns(text: str, evs: list[dict]) -> tuple[list[dict], dict[str, str]]:
     """``evs`` with the window columns of a negation at the start or the end computed from their meaning, the
     negation's conditions evaluated as the oracle does with the event as the component next to it: the numbers
