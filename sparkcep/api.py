@@ -58,16 +58,6 @@ def _view_of(df) -> str:
     return view
 
 
-def _stream_refusal(edge: str, rec) -> str | None:
-    """Why an AFTER MATCH SKIP query with a negation at the ``edge`` (``window_negation``) runs on batch input
-    only, or None: a condition on that negation (its window columns are Spark window functions; on a stream the
-    engine counts the negated events by type only, ``Recognize.windows``)."""
-    if len({w.name for w in rec.windows}) < 2 * len(edge.split(" and ")):
-        return (f"AFTER MATCH SKIP with a condition on the negated event at the {edge} runs on batch DataFrames: on "
-                "a stream the engine counts the negated events by type only")
-    return None
-
-
 @dataclass(frozen=True)
 class CompiledQuery:
     """A parsed, checked query and the options it runs with.
@@ -205,15 +195,12 @@ class CompiledQuery:
             if self.query.returns is None and schema is None:
                 raise CEPError("the generated job of an AFTER MATCH SKIP query needs RETURN: without it the output "
                                "lists every column of the input, which is not known when compiling")
-            from sparkcep.compiler.recognize.from_pattern import event_columns, window_negation
+            from sparkcep.compiler.recognize.from_pattern import event_columns
 
             types = None if schema is None else {f.name: f.dataType.simpleString() for f in schema}
-            rec = self.recognize(schema)
-            edge = window_negation(self.query, self.source)
-            return recognize_job(rec, explain=self.explain(schema), ts_unit=self.ts_unit,
+            return recognize_job(self.recognize(schema), explain=self.explain(schema), ts_unit=self.ts_unit,
                                  event_columns=event_columns(self.query, self.source, types, self.type_col,
-                                                             self.ts_col),
-                                 stream_refusal=None if edge is None else _stream_refusal(edge, rec))
+                                                             self.ts_col))
         # without a schema: durations with units mean timestamp ts (ms), bare ones numeric ts
         ts_kind = r.ts_kind or ("timestamp" if self.query.within.unit is not None else "numeric")
         plan = self.plan(schema)
@@ -290,10 +277,7 @@ class CompiledQuery:
             if edge is not None:
                 from pyspark.sql.types import NumericType
 
-                if streaming:  # no window functions on a stream: the engine counts them (RecognizeSpec.windows)
-                    refusal = _stream_refusal(edge, rec)
-                    if refusal is not None:
-                        raise CEPError(refusal)
+                if streaming:  # no window functions on a stream: the engine computes them (RecognizeSpec.windows)
                     counted_by_engine = {w.name for w in rec.windows}
                     extra = [(name, sql) for name, sql in extra if name not in counted_by_engine]
                 if not isinstance(schema[self.ts_col].dataType, NumericType):

@@ -791,10 +791,10 @@ def test_spark_functions_of_one_event_explained_and_in_the_generated_job():
     compile(job, "job.py", "exec")
 
 
-def test_the_generated_job_refuses_a_stream_for_a_conditioned_negation_at_the_start_or_end(tmp_path, capsys):
-    """A condition on a negation at the start or the end is batch only (its window columns are Spark window
-    functions; the engine counts by type): the generated job with --stream refuses it as ``apply`` does, before
-    any Spark session, instead of failing in Spark's analysis; a batch run goes on to the session."""
+def test_the_generated_job_takes_a_stream_with_a_conditioned_negation_at_the_start_or_end(tmp_path):
+    """Conditions on a negation at the start or the end run on streams (the engine counts the negated events that
+    pass them, :mod:`sparkcep.runtime_udfs.recognize.windows`): the generated job accepts --stream for every such
+    shape, as ``apply`` does, and goes on to its Spark session (here a stand-in that stops it there)."""
     import sparkcep
 
     class Started(Exception):
@@ -805,17 +805,15 @@ def test_the_generated_job_refuses_a_stream_for_a_conditioned_negation_at_the_st
         def builder(self):
             raise Started
 
-    job = sparkcep.compile(_CONDITIONED_EDGES["local"].format(strategy="skip_till_any_match",
-                                                              skip="PAST LAST EVENT")).job_source()
-    ns: dict = {"__name__": "job"}
-    exec(compile(job, "job.py", "exec"), ns)
-    ns["SparkSession"] = NoSession()
-    args = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")]
-    with pytest.raises(SystemExit):
-        ns["main"]([*args, "--stream", "--checkpoint", str(tmp_path / "cp")])
-    assert "condition on the negated event at the start runs on batch DataFrames" in capsys.readouterr().err
-    with pytest.raises(Started):
-        ns["main"](args)
+    for text in _CONDITIONED_EDGES.values():
+        job = sparkcep.compile(text.format(strategy="skip_till_any_match", skip="PAST LAST EVENT")).job_source()
+        ns: dict = {"__name__": "job"}
+        exec(compile(job, "job.py", "exec"), ns)  # noqa: S102 - the point: run the generated job
+        ns["SparkSession"] = NoSession()
+        args = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")]
+        for extra in (["--stream", "--checkpoint", str(tmp_path / "cp")], []):
+            with pytest.raises(Started):
+                ns["main"]([*args, *extra])
 
 
 def test_explain_shows_the_statement_and_the_job_runs_it_as_match_recognize():
@@ -1024,6 +1022,80 @@ _CONDITIONED_EDGES = {  # conditions on a negation at the start or end: alone, o
                        "d.x WITHIN 7 AFTER MATCH SKIP {skip} RETURN a.ts AS a, count(b[].ts) AS n, d.ts AS d",
     "both": "PATTERN SEQ(!(D m), A a, B b, !(C n)) USING {strategy} WHERE [id] AND m.x = a.x AND n.x = b.x AND "
             "n.y > 0 WITHIN 5 AFTER MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b"}
+
+
+_LOCAL_EDGES = {  # conditions on a negation at the start or end: a stream's engine counts them / finds the nearest
+    **_CONDITIONED_EDGES,
+    "at the end": "PATTERN SEQ(A a, B b, !(C n)) USING {strategy} WHERE [id] AND n.x + n.y > 1 WITHIN 6 AFTER "
+                  "MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b",
+    "both": "PATTERN SEQ(!(D m), A a, B b, !(C n)) USING {strategy} WHERE [id] AND m.x != 1 AND n.y = 1 WITHIN 5 "
+            "AFTER MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b"}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 2**32), st.sampled_from(["skip_till_any_match", "skip_till_next_match", "partition_contiguity"]),
+       st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT"]), st.sampled_from(sorted(_LOCAL_EDGES)))
+def test_conditions_on_a_negation_at_the_start_or_end_on_a_stream_engine_equals_oracle(seed, strategy, skip, shape):
+    """On a stream the engine counts the negated events that pass the conditions on them alone (the count's
+    ``condition``, NULL as false; ``x`` NULL at times), and with an equality to the component next to it finds
+    the ts of the nearest such event with that value: micro-batched (random cuts, watermarks, the state through
+    JSON) = one batch = the oracle, every match out by the watermark (without an equality at the end: once it
+    reaches the first event's ts + WITHIN; with one the last event's row waits until its own ts + WITHIN)."""
+    text = _LOCAL_EDGES[shape].format(strategy=strategy, skip=skip)
+    rnd = random.Random(seed)
+    # no NULL x under ANY(C, D) n: a predicate on an attribute an ANY event lacks is TRUE there (LANGUAGE.md),
+    # which the batch columns do not follow either
+    xs = [0, 1, 2] if shape == "one" else [0, 1, 2, None]
+    evs = [{"type": rnd.choice("AABBCCD"), "ts": k // 2, "id": rnd.choice([0, 0, 1]),
+            "x": rnd.choice(xs), "y": rnd.randint(0, 1)} for k in range(rnd.randint(14, 26))]
+    rec = to_recognize(parse_query(text), text, columns=[*COLUMNS, "y"])
+    spec = build_spec(rec, {**SCHEMA, "y": "bigint"})  # no window input columns: the engine counts them
+    assert spec.windows and all(w.condition is not None or w.pairs for w in spec.windows)
+    want = sorted(match_rows(parse_query(text), evs), key=repr)
+    assert sorted(run_engine(rec, spec, evs), key=repr) == want
+    late = any(w.kind == "earliest_after" for w in spec.windows)
+    by_watermark, at_end = _stream_engine(spec, evs, rnd, far=evs[-1]["ts"] + 20,
+                                          oracle=None if late else lambda key_evs: match_rows(parse_query(text),
+                                                                                              key_evs))
+    assert sorted(by_watermark, key=repr) == want and at_end == []
+
+
+def test_an_equality_with_a_negation_at_the_end_on_a_stream_waits_for_its_window():
+    """``SEQ(A a, B b, !(C n)) WHERE b.x = n.x WITHIN 6`` on a stream: B2's row waits until the watermark reaches
+    2 + 6 (a C with its x may still come); C4 with B2's x, given in a later micro-batch, forbids (A1, B2) (C5's x
+    is another); A1's next candidate (A1, B6) has no C in (6, 7): reported once the watermark passes B6's window."""
+    text = ("PATTERN SEQ(A a, B b, !(C n)) WHERE [id] AND b.x = n.x WITHIN 6 AFTER MATCH SKIP PAST LAST EVENT "
+            "RETURN a.ts AS a, b.ts AS b")
+    rec = to_recognize(parse_query(text), text, columns=COLUMNS)
+    spec = build_spec(rec, SCHEMA)
+    evs = [{"type": t, "ts": ts, "id": 1, "x": x} for t, ts, x in
+           [("A", 1, 0), ("B", 2, 1), ("C", 4, 1), ("A", 5, 0), ("C", 5, 2), ("B", 6, 1)]]
+    rows = [{**e, "__ts": e["ts"]} for e in evs]
+    st, out = engine.step(spec, engine.init_state(spec), rows[:2])
+    st, more = engine.advance(spec, st, 3)
+    assert out + more == []  # B2's window runs to 8: nothing decided yet
+    st, out = engine.step(spec, st, rows[2:])
+    st, more = engine.advance(spec, st, 12)
+    got = [{n: r[n] for n in ("a", "b")} for r in out + more]
+    assert got == match_rows(parse_query(text), evs) == [{"a": 1, "b": 6}]
+
+
+def test_a_spark_function_in_a_condition_on_a_negation_on_a_stream_is_a_column_the_engine_reads():
+    """``length(n.s) > 1`` on a stream: Spark adds ``length(s)`` to each event (the event column), the engine counts
+    the C events whose column passes: C1 ("xy") forbids (A2, B3), C5 ("x") does not forbid (A6, B7)."""
+    from sparkcep.compiler.recognize.from_pattern import event_columns
+
+    text = ("PATTERN SEQ(!(C n), A a, B b) WHERE [id] AND length(n.s) > 1 WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT "
+            "RETURN a.ts AS a, b.ts AS b")
+    schema = {"type": "string", "ts": "bigint", "id": "bigint", "s": "string"}
+    (call, sql), *_ = event_columns(parse_query(text), text, schema)
+    assert sql == "LENGTH(s)"
+    rec = to_recognize(parse_query(text), text, columns=list(schema))
+    spec = build_spec(rec, {**schema, call: "int"})  # the window counts are the engine's
+    evs = [{"type": t, "ts": ts, "id": 1, "s": s} for t, ts, s in
+           [("C", 1, "xy"), ("A", 2, ""), ("B", 3, ""), ("C", 5, "x"), ("A", 6, ""), ("B", 7, "")]]
+    got = run_engine(rec, spec, [{**e, call: len(e["s"])} for e in evs])
+    assert got == match_rows(parse_query(text), evs) == [{"a": 6, "b": 7}]
 
 
 def _conditioned_edge_columns(text: str, evs: list[dict]) -> tuple[list[dict], dict[str, str]]:

@@ -61,10 +61,6 @@ EDGES = ("PATTERN SEQ(!(C n), A a, B b, !(C m)) USING skip_till_next_match WHERE
 _EDGE_TAIL = [{"type": t, "ts": 90 + o, "id": 6, "x": x} for t, o, x in (
     ("C", 0, 1), ("A", 1, 2), ("B", 2, 0), ("A", 10, 0), ("B", 11, 2), ("C", 12, 1), ("A", 20, 0), ("B", 21, 0),
     ("C", 22, 0), ("C", 30, 2), ("A", 30, 2), ("B", 31, 0), ("A", 40, 0), ("B", 41, 1), ("C", 41, 1))]
-# the same negations without conditions on a stream: the engine counts the window columns itself (4 rows over
-# _events(7); 5 without the one at the start, 6 without the one at the end); conditions on them are batch only
-EDGES_STREAM = ("PATTERN SEQ(!(C n), A a, B b, !(C m)) USING skip_till_next_match WHERE [id] WITHIN 4 AFTER MATCH "
-                "SKIP PAST LAST EVENT RETURN a.ts AS a_ts, b.ts AS b_ts")
 QUERIES.insert(1, EDGES)
 
 
@@ -112,8 +108,10 @@ def test_generated_job_computes_the_functions_of_one_event(spark, tmp_path):
 def test_stream_one_file_per_trigger_equals_the_oracle(spark, tmp_path, which):
     """Three files in time order (their modification times set apart: the file source takes the oldest first),
     read one per trigger; a last event of another key far later moves the watermark past every WITHIN, so every
-    match is emitted.  With negations at the start and the end (``EDGES_STREAM``) the engine counts the window columns
-    (no window functions on a stream) and holds each row until the watermark passes its ts + WITHIN."""
+    match is emitted.  With negations at the start and the end (``EDGES``: 6 rows over _events(7), 5 without the
+    equalities, 4 without any condition) the engine computes the window columns (no window functions on a stream):
+    counts of the negated events passing their conditions on them alone, the ts of the nearest one with the
+    component's value, and holds each row until the watermark passes its ts + WITHIN."""
     evs = _events(7)
     src, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     src.mkdir()
@@ -123,12 +121,9 @@ def test_stream_one_file_per_trigger_equals_the_oracle(spark, tmp_path, which):
         path = src / f"part-{k}.json"
         path.write_text("".join(json.dumps(e) + "\n" for e in chunk))
         os.utime(path, (1_700_000_000 + 10 * k, 1_700_000_000 + 10 * k))  # the file source reads by mtime
-    text = EDGES_STREAM if which == "edges" else QUERIES[which]
+    text = EDGES if which == "edges" else QUERIES[which]
     stream = spark.readStream.schema("type string, ts bigint, id bigint, x bigint") \
         .option("maxFilesPerTrigger", 1).json(str(src))
-    if which == "edges":  # conditions on the negated events: the engine counts by type only, so batch only
-        with pytest.raises(CEPError, match="condition on the negated event at the start and end runs on batch"):
-            sparkcep.compile(EDGES).apply(stream)
     result = sparkcep.compile(text).apply(stream)
     assert result.isStreaming
     (result.writeStream.format("json").option("path", str(out)).option("checkpointLocation", str(ck))

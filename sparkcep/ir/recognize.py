@@ -241,7 +241,7 @@ class OrderItem:
 
 #: the kinds of :class:`WindowCount`: the partition's rows of its types before the row's time, at or before it
 #: minus WITHIN; after it, at or after it plus WITHIN
-WINDOW_KINDS = ("before", "before_within", "after", "after_within")
+WINDOW_KINDS = ("before", "before_within", "after", "after_within", "latest_before", "earliest_after")
 
 
 @dataclass(frozen=True)
@@ -255,12 +255,21 @@ class WindowCount:
     counts are settled (an ``after_within`` count read only of a match's first row: the candidate match waits
     for it instead); there an ``after*`` count is the negated count of the rest (at or before, before),
     which differs from the batch value by the partition's total, the same for every row, so comparisons of two
-    such counts hold alike."""
+    such counts hold alike.  ``condition``: an expression over the row alone (``Attr(None, column)``) the
+    counted rows also satisfy (the negated event's conditions on it alone): NULL or false is not counted, as in
+    the batch's ``count(CASE WHEN ... THEN 1 END)``.  ``pairs`` ``((own, other), ...)``, kinds ``latest_before``
+    and ``earliest_after`` (an equality of the negated event with the component next to it): not a count but
+    the ts of the latest such row strictly before the row's time (the earliest strictly after it) whose ``own``
+    columns (none NULL) equal the row's ``other`` ones; the engine may read one older than the row's time minus
+    WITHIN as NULL, and the earliest after as NULL unless it is before the row's time plus WITHIN (the DEFINE
+    that reads it, ``at IS NULL OR at <= b.ts - w`` / ``>= a.ts + w``, holds alike)."""
 
     name: str
     types: tuple[str, ...]
     kind: str
     type_column: str = "type"
+    condition: object = field(default=None, metadata={OMIT_DEFAULT: True})
+    pairs: tuple[tuple[str, str], ...] = field(default=(), metadata={OMIT_DEFAULT: True})
 
 
 @dataclass(frozen=True)

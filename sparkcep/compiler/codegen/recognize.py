@@ -203,8 +203,11 @@ def _window_lines(q: rc.Recognize) -> list[str]:
     if not q.windows:
         return []
     names = ", ".join(f"{w.name} ({w.kind} of {'|'.join(w.types)})" for w in q.windows)
+    kinds = {w.kind for w in q.windows}
     wait = (", a candidate match held until the watermark reaches its first row's ts + WITHIN"
-            if any(w.kind == "after_within" for w in q.windows) else " as its rows arrive")
+            if "after_within" in kinds else " as its rows arrive")
+    if "earliest_after" in kinds:  # the nearest negated event after a row with its values: known at ts + WITHIN
+        wait += ", each row held until the watermark reaches its ts + WITHIN"
     return [f"window counts {names}: Spark window functions in a batch; on a stream counted by the engine{wait}"]
 
 
@@ -242,11 +245,6 @@ or hold a value of the wrong type go to RESULTS_DIR/_dead_letters as JSON lines 
 a stream prints its counts per micro-batch on stderr (docs/operations.md).
 '''
 
-#: The refusal of --stream by a statement that runs on batch input only (``job_source``'s ``stream_refusal``).
-_STREAM_REFUSAL = '''\
-    if args.stream:
-        p.error({reason})
-'''
 #: The options check, the session and the validated rows: the same in a statement's job and a workload's.
 _SESSION_AND_ROWS = '''\
     args = p.parse_args(argv)
@@ -254,7 +252,7 @@ _SESSION_AND_ROWS = '''\
         p.error("--stream needs --checkpoint")
     if args.latency_column and not args.stream:
         p.error("--latency-column is for a stream (--stream): a batch run has no arrival")
-{stream_refusal}
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # spark.pyspark.python, if set, wins
     spark = (SparkSession.builder.appName({app_name})
              .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
@@ -375,10 +373,9 @@ _EVENT_AND_WINDOW_COLUMNS = '''
 
 
 def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None,
-               event_columns: list[tuple[str, str]] = (), stream_refusal: str | None = None) -> str:
+               event_columns: list[tuple[str, str]] = ()) -> str:
     """The standalone PySpark job of ``q`` (see the module docstring); ``event_columns``: ``(column, Spark SQL)``
-    the rows gain before the engine runs (an AFTER MATCH SKIP query's functions of one event); ``stream_refusal``:
-    why the statement runs on batch input only (the job refuses --stream with it, before any Spark session)."""
+    the rows gain before the engine runs (an AFTER MATCH SKIP query's functions of one event)."""
     docstring = _DOCSTRING.format(run_it=RUN_IT, source=q.source, query=textwrap.indent(q.text.strip(), "    "),
                                   explain=textwrap.indent(explain, "    "), time_col=time_column(q))
     return _TEMPLATE.format(
@@ -388,9 +385,7 @@ def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None,
         time_col=py_literal(time_column(q)),
         ts_unit=py_literal(ts_unit),
         options=_OPTIONS.format(output_help="", checkpoint_help="", results="OUTPUT"),
-        session_and_rows=_SESSION_AND_ROWS.format(
-            app_name=py_literal(f"sparkcep: MATCH_RECOGNIZE over {q.source}"),
-            stream_refusal="" if stream_refusal is None else _STREAM_REFUSAL.format(reason=py_literal(stream_refusal))),
+        session_and_rows=_SESSION_AND_ROWS.format(app_name=py_literal(f"sparkcep: MATCH_RECOGNIZE over {q.source}")),
         event_columns=_event_columns(q, event_columns),
     )
 
@@ -521,8 +516,7 @@ def workload_job_source(qs: list[rc.Recognize], names: list[str], *, plan: list[
         options=_OPTIONS.format(output_help=', help="RESULTS_DIR: one directory per statement in it"',
                                 checkpoint_help="; one per group of statements in it", results="RESULTS_DIR"),
         session_and_rows=_SESSION_AND_ROWS.format(
-            app_name=py_literal(f"sparkcep: {len(qs)} MATCH_RECOGNIZE statements over {qs[0].source}"),
-            stream_refusal=""),
+            app_name=py_literal(f"sparkcep: {len(qs)} MATCH_RECOGNIZE statements over {qs[0].source}")),
     )
 
 

@@ -60,9 +60,11 @@ its engine:
   make an event unselectable (it only removes candidates); a negated event at the end, ``SEQ(A a, B b, !(C n))
   WITHIN w``, mirrors it: no ``C`` in ``(b.ts, a.ts + w)``, the key's ``C`` events after ``b``'s ``ts`` at most
   those at or after ``a``'s ``ts + w`` (on a stream the engine holds a candidate match until the watermark
-  reaches ``a.ts + w``); conditions on ``n`` alone filter the counted events, and an equality with the component
-  next to it (``n.x = a.x``) makes the column the ``ts`` of the key's latest such ``C`` with ``a``'s ``x`` before
-  ``a`` (at the end: the earliest after ``b``), :func:`_edge_conditions` (batch only: the engine counts by type);
+  reaches ``a.ts + w``); conditions on ``n`` alone filter the counted events (on a stream the count's
+  ``condition``), and an equality with the component next to it (``n.x = a.x``) makes the column the ``ts`` of
+  the key's latest such ``C`` with ``a``'s ``x`` before ``a`` (at the end: the earliest after ``b``),
+  :func:`_edge_conditions` (on a stream the engine finds it, a :class:`~sparkcep.ir.recognize.WindowCount` with
+  ``pairs``);
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
@@ -1075,7 +1077,7 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     (the default output, without RETURN, is every one of them for every variable)."""
     checked = check_skip_query(query, source)
     r, names = _with_event_columns(checked, columns, type_col, ts_col)
-    windows = _window_counts(checked, names, type_col, ts_col)
+    windows = _window_counts(checked, r, names, type_col, ts_col)
     comps = components(r.query.pattern, source)
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
@@ -1195,17 +1197,36 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     )
 
 
-def _window_counts(r: ResolvedQuery, names: dict, type_col: str, ts_col: str) -> tuple[rx.WindowCount, ...]:
+def _window_counts(r: ResolvedQuery, read: ResolvedQuery, names: dict, type_col: str, ts_col: str
+                   ) -> tuple[rx.WindowCount, ...]:
     """The window columns of a negation at the start or the end (:func:`_with_event_columns` names them) as
-    :class:`~sparkcep.ir.recognize.WindowCount`: Spark computes them in a batch, the engine on a stream."""
+    :class:`~sparkcep.ir.recognize.WindowCount`: Spark computes them in a batch, the engine on a stream, with the
+    negated event's conditions on it alone as the count's ``condition`` (``read``: ``r`` reading its per-event
+    calls as the columns Spark adds, which the engine reads)."""
     out = []
     ends = (components(r.query.pattern)[0], components(r.query.pattern)[-1])
-    for end, neg in enumerate(_edges(r, None)):
-        if neg is None or any(p.kind != "equivalence" and neg.var in p.vars for p in r.predicates):
-            continue  # a condition on it: the engine counts types only (a stream refuses it, CompiledQuery.apply)
+    for end, (neg, neg_read) in enumerate(zip(_edges(r, None), _edges(read, None), strict=True)):
+        if neg is None:
+            continue
         local, pairs = _edge_conditions(r, neg, ends[end], "", None)
         counted = _counted(neg, local, pairs, type_col, None)  # the column _with_event_columns named
+        condition = _row_condition(neg.var, _edge_conditions(read, neg_read, ends[end], "", None)[0])
+        if pairs:  # an equality with the component next to it: the ts of the nearest such event
+            column = _nearest_column(r, counted, pairs, ts_col, bool(end))
+            out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types),
+                                      "earliest_after" if end else "latest_before", type_col, condition,
+                                      tuple(pairs)))
+            continue
         kinds = ("after", "after_within") if end else ("before", "before_within")
         for column, kind in zip(_window_columns(r, counted, type_col, ts_col, bool(end)), kinds, strict=True):
-            out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types), kind, type_col))
+            out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types), kind, type_col,
+                                      condition))
     return tuple(out)
+
+
+def _row_condition(var: str, local: list):
+    """The conditions on the negated ``var`` alone as one expression over the row (``Attr(None, x)``), or None."""
+    if not local:
+        return None
+    e = and_all([_expr(c, {}) for c in local])
+    return map_nodes(e, lambda n: Attr(None, n.attr, span=n.span) if isinstance(n, Attr) and n.var == var else n)

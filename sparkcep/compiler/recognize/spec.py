@@ -103,6 +103,8 @@ class _Builder:
         lead = list(dict.fromkeys([*partition, *(o.column for o in order)]))
         own = {w.name for w in computed}  # counted by the engine, not input columns
         referenced |= {w.type_column for w in computed}
+        referenced |= {n.attr for w in computed for n in walk(w.condition) if isinstance(n, Attr)}
+        referenced |= {c for w in computed for pair in w.pairs for c in pair}
         rest = [c for c in self.schema if c not in lead and c not in own and (all_rows or c in referenced)]
         columns = tuple(dict.fromkeys([*lead, *rest, TS]))
         types = {m.name: expr_type(m.expr, self.schema, self.text) for m in measures}
@@ -143,12 +145,15 @@ class _Builder:
     def computed_windows(self) -> tuple[rx.WindowCount, ...]:
         """The statement's window counts the input lacks (a stream's): the engine counts them, DEFINEs read them
         as BIGINT columns."""
-        computed = tuple(replace(w, type_column=self.column(w.type_column, self.q.span))
+        computed = tuple(replace(w, type_column=self.column(w.type_column, self.q.span),
+                                 condition=None if w.condition is None else self.widened(self.resolve(w.condition)),
+                                 pairs=tuple((self.column(a, self.q.span), self.column(b, self.q.span))
+                                             for a, b in w.pairs))
                          for w in self.q.windows if w.name.lower() not in self.lower)
         if computed and self.q.within is None:
             self.fail("window counts need WITHIN", self.q.span)
-        for w in computed:
-            self.schema[w.name] = "bigint"
+        for w in computed:  # a count, or (pairs) the ts of the nearest such row
+            self.schema[w.name] = self.schema[self.column(self.q.order_by[0].column, None)] if w.pairs else "bigint"
             self.lower[w.name.lower()] = w.name
         return computed
 

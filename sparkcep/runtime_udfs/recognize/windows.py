@@ -1,13 +1,16 @@
 """Window counts the engine computes itself (``RecognizeSpec.windows``): a stream's per-row counts of the
-partition's rows of some types before or after the row's event time (:class:`~sparkcep.ir.recognize.WindowCount`,
-a pattern query's negation at the start or the end under AFTER MATCH SKIP).
+partition's rows of some types (passing a condition on the row alone, if any) before or after the row's event
+time (:class:`~sparkcep.ir.recognize.WindowCount`, a pattern query's negation at the start or the end under
+AFTER MATCH SKIP).
 
 Rows come in order (none before those already given, equal event times may still come).  A given row waits in
 :class:`WindowState` until the rows its counts read are all known (every later row's event time is at or after
 a bound: the last given row's time, a watermark, or the partition's end), then it is released, with its counts,
 to the pattern; rows are released in order.  ``before`` (event time ``< t``) is known at once, ``before_within``
 (``<= t - w``) once the bound passes ``t - w``, ``after`` (``> t``) once it passes ``t``, ``after_within``
-(``>= t + w``) once it reaches ``t + w``.  The engine may defer a kind (``deferred``: ``after_within``, which
+(``>= t + w``) once it reaches ``t + w``; ``latest_before`` (the ts of the latest row before ``t`` with the
+row's values, ``pairs``) at once, ``earliest_after`` (of the earliest after ``t``, below ``t + w``) once it
+reaches ``t + w``.  The engine may defer a kind (``deferred``: ``after_within``, which
 only a match's first row is read for, :func:`.engine._end_checks`): the row is released without it and
 :func:`fill` adds it to the released row once settled, while the candidate match that reads it waits.
 
@@ -19,8 +22,11 @@ every row, so a comparison of two of them (the DEFINE's) holds alike.
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left, bisect_right
 from typing import Any
+
+from sparkcep.runtime_udfs.recognize.evaluate import Ctx, compile_expr
 
 __all__ = ["WindowState", "due", "fill", "frontier", "give", "release", "window_from_data", "window_to_data"]
 
@@ -29,34 +35,66 @@ Row = dict[str, Any]
 
 class WindowState:
     """Rows given but not released (``held``), per type set the event times of its rows not folded (``times``,
-    ascending) and how many were folded (``folded``); how many rows were released (``released``) and how many of
-    them have their deferred counts (``filled``, :func:`fill`)."""
+    ascending) and how many were folded (``folded``), or, for a set with ``pairs``, those times per value of its
+    rows' ``own`` columns (``nearest``); how many rows were released (``released``) and how many of them have
+    their deferred counts (``filled``, :func:`fill`)."""
 
-    __slots__ = ("filled", "folded", "held", "released", "times")
+    __slots__ = ("filled", "folded", "held", "nearest", "released", "times")
 
     def __init__(self, n_sets: int) -> None:
         self.held: list[Row] = []
         self.times: list[list] = [[] for _ in range(n_sets)]
+        self.nearest: list[dict] = [{} for _ in range(n_sets)]
         self.folded: list[int] = [0] * n_sets
         self.released = 0
         self.filled = 0
 
 
-def _sets(windows) -> list[tuple[str, frozenset]]:
-    return list(dict.fromkeys((w.type_column, frozenset(w.types)) for w in windows))
+def _key(w) -> tuple:
+    return w.type_column, frozenset(w.types), w.condition, w.pairs
+
+
+def _sets(windows) -> list[tuple]:
+    return list(dict.fromkeys(_key(w) for w in windows))
+
+
+@functools.lru_cache(maxsize=64)
+def _test(condition):
+    """The row test of a count's ``condition`` (None: every row of its types): TRUE only, NULL counts as false."""
+    if condition is None:
+        return None
+    f = compile_expr(condition, {}, (), define=0)
+    return lambda row: f(Ctx([row]), _HEAD, None) is True
+
+
+_HEAD = (0, 0, 0, None, None, None)  # the one row of the context, as the row being labelled
+
+
+def _hashable(key: tuple) -> tuple:
+    """A key of values as a dict key (an array or a map value by its text)."""
+    try:
+        hash(key)
+    except TypeError:
+        return ("__unhashable", repr(key))
+    return key
 
 
 def give(windows, ts_col: str, ws: WindowState | None, rows) -> WindowState:
     """Take the partition's next rows (in order); a row without event time counts nowhere."""
-    sets = _sets(windows)
+    sets = [(col, types, _test(cond), pairs) for col, types, cond, pairs in _sets(windows)]
     if ws is None:
         ws = WindowState(len(sets))
     for row in rows:
         t = row.get(ts_col)
         if t is not None:
-            for k, (col, types) in enumerate(sets):
-                if row.get(col) in types:
-                    ws.times[k].append(t)
+            for k, (col, types, test, pairs) in enumerate(sets):
+                if row.get(col) in types and (test is None or test(row)):
+                    if not pairs:
+                        ws.times[k].append(t)
+                        continue
+                    key = tuple(row.get(own) for own, _ in pairs)
+                    if None not in key:  # its times by the values of its own columns
+                        ws.nearest[k].setdefault(_hashable(key), []).append(t)
         ws.held.append(row)
     return ws
 
@@ -67,15 +105,23 @@ def _ready(windows, t, bound, within, deferred) -> bool:
         if kind in deferred:
             continue
         if ((kind == "before_within" and not t - within < bound) or (kind == "after" and not t < bound)
-                or (kind == "after_within" and not t + within <= bound)):
+                or (kind in ("after_within", "earliest_after") and not t + within <= bound)):
             return False
     return True
 
 
-def _count(w, ws: WindowState, s: int, t, within):
+def _count(w, ws: WindowState, s: int, t, within, row: Row):
     times, base = ws.times[s], ws.folded[s]
     if t is None:
         return None
+    if w.pairs:
+        key = tuple(row.get(other) for _, other in w.pairs)
+        times = [] if None in key else ws.nearest[s].get(_hashable(key), [])
+        if w.kind == "latest_before":
+            k = bisect_left(times, t)
+            return times[k - 1] if k else None
+        k = bisect_right(times, t)
+        return times[k] if k < len(times) and times[k] < t + within else None
     if w.kind == "before":
         return base + bisect_left(times, t)
     if w.kind == "before_within":
@@ -91,7 +137,7 @@ def release(windows, ts_col: str, within, ws: WindowState, bound, final: bool = 
     the partition has ended), in order, each with its counts but those of the ``deferred`` kinds (:func:`fill`
     adds them later, to the released row); then fold what no later row tells apart."""
     sets = _sets(windows)
-    index = [sets.index((w.type_column, frozenset(w.types))) for w in windows]
+    index = [sets.index(_key(w)) for w in windows]
     out: list[Row] = []
     held = ws.held
     k = 0
@@ -100,7 +146,7 @@ def release(windows, ts_col: str, within, ws: WindowState, bound, final: bool = 
         t = row.get(ts_col)
         if t is not None and not final and not _ready(windows, t, bound, within, deferred):
             break
-        out.append({**row, **{w.name: _count(w, ws, s, t, within)
+        out.append({**row, **{w.name: _count(w, ws, s, t, within, row)
                               for w, s in zip(windows, index, strict=True) if w.kind not in deferred}})
         k += 1
     del held[:k]
@@ -115,7 +161,7 @@ def fill(windows, ts_col: str, within, ws: WindowState, rows: list[Row], base: i
     """Add the ``deferred`` counts to the released rows (``rows``, the first at absolute position ``base``; rows
     before it are gone) that the bound settles, in order; then fold what no later row tells apart."""
     sets = _sets(windows)
-    late = [(w, sets.index((w.type_column, frozenset(w.types)))) for w in windows if w.kind in deferred]
+    late = [(w, sets.index(_key(w))) for w in windows if w.kind in deferred]
     k = max(ws.filled, base)
     oldest = None
     while k < ws.released:
@@ -125,7 +171,7 @@ def fill(windows, ts_col: str, within, ws: WindowState, rows: list[Row], base: i
             oldest = t
             break
         for w, s in late:
-            row[w.name] = _count(w, ws, s, t, within)
+            row[w.name] = _count(w, ws, s, t, within, row)
         k += 1
     ws.filled = k
     if oldest is None:
@@ -142,6 +188,11 @@ def _fold(ws: WindowState, oldest, within) -> None:
             if cut:
                 ws.folded[s] += cut
                 del times[:cut]
+        for nearest in ws.nearest:  # older than every later row's time minus WITHIN: read as NULL
+            for key in [k for k, times in nearest.items() if times[-1] < oldest - within]:
+                del nearest[key]
+            for times in nearest.values():
+                del times[:bisect_left(times, oldest - within)]
 
 
 def frontier(ts_col: str, ws: WindowState | None, watermark):
@@ -160,14 +211,16 @@ def due(windows, ts_col: str, within, ws: WindowState | None, deferred: frozense
     if t is None:
         return None
     kinds = {w.kind for w in windows} - deferred
-    return t + within if "after_within" in kinds else t
+    return t + within if kinds & {"after_within", "earliest_after"} else t
 
 
 def window_to_data(ws: WindowState | None, enc) -> Any:
     if ws is None:
         return None
+    nearest = [[[[enc(v) for v in key], [enc(t) for t in ts]] for key, ts in by.items()] for by in ws.nearest]
     return {"held": [enc(r) for r in ws.held], "times": [[enc(t) for t in ts] for ts in ws.times],
-            "folded": list(ws.folded), "released": ws.released, "filled": ws.filled}
+            "folded": list(ws.folded), "released": ws.released, "filled": ws.filled,
+            **({"nearest": nearest} if any(ws.nearest) else {})}
 
 
 def window_from_data(d: Any, dec) -> WindowState | None:
@@ -178,4 +231,7 @@ def window_from_data(d: Any, dec) -> WindowState | None:
     ws.times = [[dec(t) for t in ts] for ts in d["times"]]
     ws.folded = list(d["folded"])
     ws.released, ws.filled = d["released"], d["filled"]
+    for by, items in zip(ws.nearest, d.get("nearest", ()), strict=False):
+        for key, ts in items:
+            by[_hashable(tuple(dec(v) for v in key))] = [dec(t) for t in ts]
     return ws
