@@ -109,10 +109,12 @@ def _written_rows(out) -> int:
 
 
 def _tail_committed(checkpoint) -> bool:
-    """Whether the micro-batch that read ``part3.json`` (the file source's log names each batch's files) has
-    committed: the tail may add no result row, so the rows written alone cannot tell that it was read."""
+    """Whether the micro-batch that read ``part3.json`` (the file source's log names each batch's files, staged
+    under admission control with the backlog in their names: :func:`original_name`) has committed: the tail may
+    add no result row, so the rows written alone cannot tell that it was read."""
     log = checkpoint / "sources" / "0"
-    batches = [f.name for f in log.iterdir() if f.name.isdigit() and "part3.json" in f.read_text()] \
+    batches = [f.name for f in log.iterdir() if f.name.isdigit()
+               and any("part3.json" in original_name(line) for line in f.read_text().splitlines())] \
         if log.is_dir() else []
     return any((checkpoint / "commits" / b).exists() for b in batches)
 
