@@ -6,6 +6,7 @@ reference is the pattern language's oracle (the strategy's matches) with preferm
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 
@@ -1189,6 +1190,31 @@ def test_an_any_negation_lacking_the_attribute_forbids_worked_example(where, equ
     assert run_engine(rec, spec, evs) == want
     by_watermark, at_end = _stream_engine(spec, evs, random.Random(1), far=100)
     assert sorted(by_watermark, key=repr) == want and at_end == []
+
+
+@pytest.mark.parametrize("cond", ["n.x > 0", "NOT (n.x + 1 > 2)", "n.x != 1 OR n.y = 0", "n.x > 0 AND n.y < 2",
+                                  "NOT (n.x = 1 AND n.y > 0)", "abs(n.x) > 0", "coalesce(n.x, 5) > 3",
+                                  "n.x IN (0, 1)", "-n.x < 0", "n.x * n.y >= 1 OR n.y IS NULL",
+                                  "CASE WHEN n.x > 1 THEN n.y ELSE 0 END = 1", "n.b", "NOT n.b", "n.b OR n.x > 1",
+                                  "n.b AND n.x > 1"])
+def test_the_lacking_rule_rewrite_is_the_evaluators_meaning(cond):
+    """A condition on an ANY-bound negated event, rewritten for plain NULL semantics (Spark SQL, the engine),
+    holds exactly when the evaluator with the lacking-attribute rule says it does, over every NULL pattern."""
+    from sparkcep.compiler.analysis import analyze
+    from sparkcep.compiler.recognize.from_pattern import _lacking_rule
+    from sparkcep.ir.ast import Call, Unary, map_nodes
+    from sparkcep.runtime_udfs.expr.scalar import compile_expr, holds
+
+    text = f"PATTERN SEQ(!(ANY(C, D) n), A a) WHERE {cond} WITHIN 3 AFTER MATCH SKIP PAST LAST EVENT"
+    for p in analyze(parse_query(text), text).predicates:
+        e = p.expr
+        # the rewrite's IS NULL (MATCH_RECOGNIZE's and SQL's form) as the pattern language's isnull()
+        rewritten = map_nodes(_lacking_rule(e, "n"), lambda n: Call("isnull", (n.operand,))
+                              if isinstance(n, Unary) and n.op == "IS NULL" else n)
+        meant, plain = compile_expr(e, frozenset({"n"})), compile_expr(rewritten)
+        for x, y, b in itertools.product([None, 0, 1, 2], [None, 0, 1], [None, True, False]):
+            n = {"x": x, "y": y, "b": b}
+            assert holds(meant({"n": n})) == holds(plain({"n": n})), (e, n)
 
 
 @settings(max_examples=70, deadline=None, suppress_health_check=list(HealthCheck))

@@ -479,17 +479,16 @@ _ARITHMETIC = frozenset("+-*/%")
 _COMPARISONS = frozenset(("=", "!=", "<", "<=", ">", ">="))
 
 
-def _lacking_rule(e, var: str, computed=frozenset()):
+def _lacking_rule(e, var: str):
     """The condition ``e`` on the ANY-bound ``var`` alone rewritten so that plain NULL semantics (Spark SQL, the
     engine's evaluator) give the evaluator's meaning of the lacking-attribute rule
     (``runtime_udfs/expr/scalar.py``, ``LACKING``): an attribute of ``var`` that is NULL is lacking, arithmetic on
     it stays lacking, a comparison with it is TRUE, NOT of it is TRUE, it is TRUE in an AND and FALSE in an OR and
-    as the whole conjunct; a function or ``-`` of it is NULL (as SQL's).  ``computed``: columns Spark computes per
-    event (a call's value, NULL but never lacking)."""
+    as the whole conjunct; a function or ``-`` of it is NULL (as SQL's)."""
 
     def lacking(n):  # the test that n's value is lacking, or None (never)
         if isinstance(n, Attr):
-            return Unary("IS NULL", n) if n.var == var and n.attr not in computed else None
+            return Unary("IS NULL", n) if n.var == var else None
         if isinstance(n, BinOp) and n.op in _ARITHMETIC:
             tests = [t for t in (lacking(n.left), lacking(n.right)) if t is not None]
             return tests[0] if len(tests) == 1 else BinOp("OR", *tests) if tests else None
@@ -719,8 +718,12 @@ def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts
     # an UNTIL condition reads the stop event alone: its calls are columns like a DEFINE's
     pattern = map_nodes(r.query.pattern, lambda n: replace(n, until=_per_event(n.until, names, taken))
                         if isinstance(n, Kleene) and n.until is not None else n)
-    predicates = tuple(p if p.kind == "equivalence" else replace(p, expr=_per_event(p.expr, names, taken))
-                       for p in r.predicates)
+    # a condition on an ANY-bound negated event at the start or the end alone follows the lacking-attribute rule:
+    # rewritten first, so that a call in it (a column Spark adds, which a stream's engine reads) is of the rewrite
+    lacking = {n.var for n in _edges(r, None) if n is not None and _any_bound(r, n.var)}
+    predicates = tuple(p if p.kind == "equivalence" else replace(p, expr=_per_event(
+        _lacking_rule(p.expr, p.vars[0]) if set(p.vars) <= lacking and len(p.vars) == 1 else p.expr, names, taken))
+        for p in r.predicates)
     returns = None if r.returns is None else tuple(replace(i, expr=_per_event(i.expr, names, taken))
                                                    for i in r.returns)
     ends = (components(r.query.pattern)[0], components(r.query.pattern)[-1])
@@ -1296,10 +1299,8 @@ def _window_counts(r: ResolvedQuery, read: ResolvedQuery, names: dict, type_col:
         local, pairs = _edge_conditions(r, neg, ends[end], "", None)
         lacks = _any_bound(r, neg.var)
         counted = _counted(neg, local, pairs, type_col, None, lacks)  # the column _with_event_columns named
-        read_local = _edge_conditions(read, neg_read, ends[end], "", None)[0]
-        if lacks:  # the per-event columns (a call's value) are NULL, never lacking
-            read_local = [_lacking_rule(e, neg.var, frozenset(names.values())) for e in read_local]
-        condition = _row_condition(neg.var, read_local)
+        # (an ANY-bound one's conditions already rewritten for the lacking-attribute rule, _with_event_columns)
+        condition = _row_condition(neg.var, _edge_conditions(read, neg_read, ends[end], "", None)[0])
         if pairs:  # an equality with the component next to it: the ts of the nearest such event
             column = _nearest(r, counted, pairs, ts_col, bool(end), lacks)
             out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types),
