@@ -6,6 +6,7 @@ reference is the pattern language's oracle (the strategy's matches) with preferm
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 
@@ -228,6 +229,9 @@ def test_without_the_clause_nothing_changes():
     ("PATTERN SEQ(A a, B+ b[], C c) WHERE b[i].x < c.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
      "every event of b"),
     ("PATTERN SEQ(A a, B? b) WHERE b.x > a.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT", "optional variable"),
+    # a.x lacking would make n.x = a.x TRUE for every C (SASE's rule): not what the window columns find
+    ("PATTERN SEQ(!(C n), ANY(A, D) a, B b) WHERE n.x = a.x WITHIN 5 AFTER MATCH SKIP PAST LAST EVENT",
+     "not ANY-bound"),
 ])
 def test_refused_with_the_reason(text, message):
     from sparkcep.compiler.recognize.from_pattern import check_skip_query
@@ -1021,7 +1025,9 @@ _CONDITIONED_EDGES = {  # conditions on a negation at the start or end: alone, o
     "loop at the end": "PATTERN SEQ(A a, B+? b[], D d, !(C n)) USING {strategy} WHERE [id] AND n.x < 2 AND n.y = "
                        "d.x WITHIN 7 AFTER MATCH SKIP {skip} RETURN a.ts AS a, count(b[].ts) AS n, d.ts AS d",
     "both": "PATTERN SEQ(!(D m), A a, B b, !(C n)) USING {strategy} WHERE [id] AND m.x = a.x AND n.x = b.x AND "
-            "n.y > 0 WITHIN 5 AFTER MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b"}
+            "n.y > 0 WITHIN 5 AFTER MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b",
+    "any at the end": "PATTERN SEQ(A a, B b, !(ANY(C, D) n)) USING {strategy} WHERE [id] AND b.y = n.x AND NOT "
+                      "(n.x + 1 > 2) WITHIN 5 AFTER MATCH SKIP {skip} RETURN a.ts AS a, b.ts AS b"}
 
 
 _LOCAL_EDGES = {  # conditions on a negation at the start or end: a stream's engine counts them / finds the nearest
@@ -1043,11 +1049,9 @@ def test_conditions_on_a_negation_at_the_start_or_end_on_a_stream_engine_equals_
     reaches the first event's ts + WITHIN; with one the last event's row waits until its own ts + WITHIN)."""
     text = _LOCAL_EDGES[shape].format(strategy=strategy, skip=skip)
     rnd = random.Random(seed)
-    # no NULL x under ANY(C, D) n: a predicate on an attribute an ANY event lacks is TRUE there (LANGUAGE.md),
-    # which the batch columns do not follow either
-    xs = [0, 1, 2] if shape == "one" else [0, 1, 2, None]
+    # NULL x: under ANY(C, D) n a predicate on an attribute the event lacks is TRUE (LANGUAGE.md, SASE's rule)
     evs = [{"type": rnd.choice("AABBCCD"), "ts": k // 2, "id": rnd.choice([0, 0, 1]),
-            "x": rnd.choice(xs), "y": rnd.randint(0, 1)} for k in range(rnd.randint(14, 26))]
+            "x": rnd.choice([0, 1, 2, None]), "y": rnd.randint(0, 1)} for k in range(rnd.randint(14, 26))]
     rec = to_recognize(parse_query(text), text, columns=[*COLUMNS, "y"])
     spec = build_spec(rec, {**SCHEMA, "y": "bigint"})  # no window input columns: the engine counts them
     assert spec.windows and all(w.condition is not None or w.pairs for w in spec.windows)
@@ -1118,7 +1122,8 @@ def _conditioned_edge_columns(text: str, evs: list[dict]) -> tuple[list[dict], d
     def forbidden(f, e, end):
         neg = q.pattern.items[-1 if end else 0].inner
         near = comps[-1 if end else 0].var
-        conds = [compile_expr(p.expr, frozenset({neg.var})) for p in r.predicates
+        any_vars = frozenset({neg.var}) if neg.any_ or len(neg.types) > 1 else frozenset()  # as the oracle decides
+        conds = [compile_expr(p.expr, any_vars) for p in r.predicates
                  if p.kind != "equivalence" and neg.var in p.vars]
         return (all(f[k] == e[k] for k in keys) and f["type"] in neg.types
                 and all(holds(c({neg.var: f, near: e})) for c in conds))
@@ -1126,7 +1131,7 @@ def _conditioned_edge_columns(text: str, evs: list[dict]) -> tuple[list[dict], d
     columns, types = {}, {}
     for name, sql in event_columns(q, text, {**SCHEMA, "y": "bigint"}):
         end = "FOLLOWING" in sql
-        if sql.startswith(("MAX(", "MIN(")):
+        if sql.startswith(("MAX(", "MIN(", "GREATEST(", "LEAST(")):
             def nearest(e, end=end):
                 ts = [f["ts"] for f in evs
                       if forbidden(f, e, end) and (f["ts"] > e["ts"] if end else f["ts"] < e["ts"])]
@@ -1155,6 +1160,63 @@ def test_conditions_on_a_negation_at_the_start_worked_example():
     assert got == match_rows(parse_query(text), evs) == [{"a": 10, "b": 11}, {"a": 13, "b": 14}]
 
 
+_ANY_EDGES = {  # worked example: an ANY-bound negation at the start or the end, a D with x NULL in its window
+    "start": ("PATTERN SEQ(!(ANY(C, D) n), A a, B b) WHERE [id] AND n.x > 0{eq} WITHIN 5 AFTER MATCH SKIP PAST "
+              "LAST EVENT RETURN a.ts AS a, b.ts AS b", " AND n.x = a.x",
+              [("D", 1, None), ("A", 2, 1), ("B", 3, 1), ("C", 9, 0), ("A", 10, 1), ("B", 11, 1), ("D", 15, 2),
+               ("A", 16, 1), ("B", 17, 1)], [(10, 11)], [(16, 17)]),
+    "end": ("PATTERN SEQ(A a, B b, !(ANY(C, D) n)) WHERE [id] AND n.x > 0{eq} WITHIN 5 AFTER MATCH SKIP PAST LAST "
+            "EVENT RETURN a.ts AS a, b.ts AS b", " AND b.x = n.x",
+            [("A", 1, 1), ("B", 2, 1), ("D", 4, None), ("A", 10, 1), ("B", 11, 1), ("C", 13, 0), ("A", 20, 1),
+             ("B", 21, 1), ("D", 23, 2)], [(10, 11)], [(20, 21)])}
+
+
+@pytest.mark.parametrize("equality", [False, True])
+@pytest.mark.parametrize("where", sorted(_ANY_EDGES))
+def test_an_any_negation_lacking_the_attribute_forbids_worked_example(where, equality):
+    """``!(ANY(C, D) n)`` at the start (end) with ``n.x > 0`` (and ``n.x = a.x``, ``b.x = n.x``): a predicate on an
+    attribute an ANY event lacks is TRUE (LANGUAGE.md §2, SASE §2.2), so D1 (D4) with x NULL forbids the first
+    match, whatever a's (b's) x; C9 (C13) with x 0 fails ``n.x > 0``; D15 (D23) with x 2 forbids unless the
+    equality asks for x 1.  The engine (window columns from their meaning; on a stream its own counts) = oracle."""
+    text, eq, rows, both, unequal = _ANY_EDGES[where]
+    text = text.format(eq=eq if equality else "")
+    evs = [{"type": t, "ts": ts, "id": 1, "x": x, "y": 0} for t, ts, x in rows]
+    want = [{"a": a, "b": b} for a, b in both + (unequal if equality else [])]
+    assert match_rows(parse_query(text), evs) == want
+    rec = to_recognize(parse_query(text), text, columns=[*COLUMNS, "y"])
+    extended, types = _conditioned_edge_columns(text, evs)
+    assert run_engine(rec, build_spec(rec, {**SCHEMA, "y": "bigint", **types}), extended) == want
+    spec = build_spec(rec, {**SCHEMA, "y": "bigint"})  # a stream: the engine counts
+    assert run_engine(rec, spec, evs) == want
+    by_watermark, at_end = _stream_engine(spec, evs, random.Random(1), far=100)
+    assert sorted(by_watermark, key=repr) == want and at_end == []
+
+
+@pytest.mark.parametrize("cond", ["n.x > 0", "NOT (n.x + 1 > 2)", "n.x != 1 OR n.y = 0", "n.x > 0 AND n.y < 2",
+                                  "NOT (n.x = 1 AND n.y > 0)", "abs(n.x) > 0", "coalesce(n.x, 5) > 3",
+                                  "n.x IN (0, 1)", "-n.x < 0", "n.x * n.y >= 1 OR n.y IS NULL",
+                                  "CASE WHEN n.x > 1 THEN n.y ELSE 0 END = 1", "n.b", "NOT n.b", "n.b OR n.x > 1",
+                                  "n.b AND n.x > 1"])
+def test_the_lacking_rule_rewrite_is_the_evaluators_meaning(cond):
+    """A condition on an ANY-bound negated event, rewritten for plain NULL semantics (Spark SQL, the engine),
+    holds exactly when the evaluator with the lacking-attribute rule says it does, over every NULL pattern."""
+    from sparkcep.compiler.analysis import analyze
+    from sparkcep.compiler.recognize.from_pattern import _lacking_rule
+    from sparkcep.ir.ast import Call, Unary, map_nodes
+    from sparkcep.runtime_udfs.expr.scalar import compile_expr, holds
+
+    text = f"PATTERN SEQ(!(ANY(C, D) n), A a) WHERE {cond} WITHIN 3 AFTER MATCH SKIP PAST LAST EVENT"
+    for p in analyze(parse_query(text), text).predicates:
+        e = p.expr
+        # the rewrite's IS NULL (MATCH_RECOGNIZE's and SQL's form) as the pattern language's isnull()
+        rewritten = map_nodes(_lacking_rule(e, "n"), lambda n: Call("isnull", (n.operand,))
+                              if isinstance(n, Unary) and n.op == "IS NULL" else n)
+        meant, plain = compile_expr(e, frozenset({"n"})), compile_expr(rewritten)
+        for x, y, b in itertools.product([None, 0, 1, 2], [None, 0, 1], [None, True, False]):
+            n = {"x": x, "y": y, "b": b}
+            assert holds(meant({"n": n})) == holds(plain({"n": n})), (e, n)
+
+
 @settings(max_examples=70, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.integers(0, 2**32), st.sampled_from(["skip_till_any_match", "skip_till_next_match", "partition_contiguity"]),
        st.sampled_from(["PAST LAST EVENT", "TO NEXT EVENT"]), st.sampled_from(sorted(_CONDITIONED_EDGES)))
@@ -1164,8 +1226,8 @@ def test_conditions_on_a_negation_at_the_start_or_end_engine_equals_oracle(seed,
     partitions them by that attribute, and the column is the ts of the nearest such event: engine = oracle."""
     text = _CONDITIONED_EDGES[shape].format(strategy=strategy, skip=skip)
     rnd = random.Random(seed)
-    evs = [{"type": rnd.choice("AABBCD"), "ts": k // 2, "id": rnd.choice([0, 0, 1]), "x": rnd.randint(0, 2),
-            "y": rnd.randint(0, 1)} for k in range(rnd.randint(14, 26))]
+    evs = [{"type": rnd.choice("AABBCD"), "ts": k // 2, "id": rnd.choice([0, 0, 1]),
+            "x": rnd.choice([0, 1, 2, None]), "y": rnd.randint(0, 1)} for k in range(rnd.randint(14, 26))]
     extended, types = _conditioned_edge_columns(text, evs)
     rec = to_recognize(parse_query(text), text, columns=[*COLUMNS, "y"])
     got = run_engine(rec, build_spec(rec, {**SCHEMA, "y": "bigint", **types}), extended)

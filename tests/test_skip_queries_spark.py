@@ -62,6 +62,10 @@ _EDGE_TAIL = [{"type": t, "ts": 90 + o, "id": 6, "x": x} for t, o, x in (
     ("C", 0, 1), ("A", 1, 2), ("B", 2, 0), ("A", 10, 0), ("B", 11, 2), ("C", 12, 1), ("A", 20, 0), ("B", 21, 0),
     ("C", 22, 0), ("C", 30, 2), ("A", 30, 2), ("B", 31, 0), ("A", 40, 0), ("B", 41, 1), ("C", 41, 1))]
 QUERIES.insert(1, EDGES)
+# ANY-bound negations at the start and the end over events with x NULL at times: an event lacking x is forbidden
+# (a predicate on it is TRUE, SASE's rule): n's whatever a's x (the window's max over the key), m's alike
+ANY_EDGES = ("PATTERN SEQ(!(ANY(C, D) n), A a, B b, !(ANY(C, D) m)) USING skip_till_next_match WHERE [id] AND "
+             "n.x = a.x AND NOT (m.x > 2) WITHIN 4 AFTER MATCH SKIP PAST LAST EVENT RETURN a.ts AS a_ts, b.ts AS b_ts")
 
 
 def _events(seed: int, n: int = 60) -> list[dict]:
@@ -83,6 +87,13 @@ def test_batch_equals_the_oracle(spark):
         got = [r.asDict() for r in sparkcep.compile(text).apply(df).collect()]
         want = match_rows(parse_query(text), evs)
         assert want and _canon(got) == _canon(want), text
+    rnd = random.Random(4)  # 12 rows; 15 if a C or D lacking x did not forbid
+    nulls = [{"type": rnd.choice("AABBCD"), "ts": k // 2, "id": rnd.randint(1, 2), "x": rnd.choice([0, 1, 3, None])}
+             for k in range(100)]
+    got = [r.asDict() for r in sparkcep.compile(ANY_EDGES).apply(spark.createDataFrame(
+        nulls, "type string, ts bigint, id bigint, x bigint")).collect()]
+    want = match_rows(parse_query(ANY_EDGES), nulls)
+    assert want and _canon(got) == _canon(want)
     with pytest.raises(CEPError, match="numeric ts"):  # its window columns count within WITHIN of a number
         sparkcep.compile(EDGES).apply(spark.createDataFrame([], "type string, ts timestamp, id bigint, x bigint"))
 

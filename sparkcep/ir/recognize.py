@@ -262,7 +262,8 @@ class WindowCount:
     the ts of the latest such row strictly before the row's time (the earliest strictly after it) whose ``own``
     columns (none NULL) equal the row's ``other`` ones; the engine may read one older than the row's time minus
     WITHIN as NULL, and the earliest after as NULL unless it is before the row's time plus WITHIN (the DEFINE
-    that reads it, ``at IS NULL OR at <= b.ts - w`` / ``>= a.ts + w``, holds alike)."""
+    that reads it, ``at IS NULL OR at <= b.ts - w`` / ``>= a.ts + w``, holds alike); ``lacking``: a row with
+    NULL ``own`` columns matches on them whatever the row's values."""
 
     name: str
     types: tuple[str, ...]
@@ -270,6 +271,9 @@ class WindowCount:
     type_column: str = "type"
     condition: object = field(default=None, metadata={OMIT_DEFAULT: True})
     pairs: tuple[tuple[str, str], ...] = field(default=(), metadata={OMIT_DEFAULT: True})
+    #: with ``pairs``: the negated event is ANY-bound, a row whose ``own`` column is NULL lacks it and its equality
+    #: holds whatever the row's ``other`` value (SASE's lacking-attribute rule)
+    lacking: bool = field(default=False, metadata={OMIT_DEFAULT: True})
 
 
 @dataclass(frozen=True)

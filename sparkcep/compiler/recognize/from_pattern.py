@@ -64,7 +64,8 @@ its engine:
   ``condition``), and an equality with the component next to it (``n.x = a.x``) makes the column the ``ts`` of
   the key's latest such ``C`` with ``a``'s ``x`` before ``a`` (at the end: the earliest after ``b``),
   :func:`_edge_conditions` (on a stream the engine finds it, a :class:`~sparkcep.ir.recognize.WindowCount` with
-  ``pairs``);
+  ``pairs``); an ANY-bound negated event follows the lacking-attribute rule (:func:`_lacking_rule`,
+  :func:`_nearest`);
 * RETURN items (or every attribute of every variable) are the MEASURES, and the outer query selects them.
 
 :func:`check_skip_query` refuses, with the reason, what this translation does not give the meaning of the
@@ -455,11 +456,67 @@ def _edge_conditions(r: ResolvedQuery, neg: EventPat, near: Component, where: st
                     f"alone or is an equality of one of its attributes with one of {near.var}'s, the component "
                     f"next to it ({neg.var}.x = {near.var}.x): Spark looks for the negated events around each "
                     "event with window functions", e, source)
+    if pairs and _any_bound(r, near.var):
+        _refuse(f"with AFTER MATCH SKIP an equality relating the negated {neg.var} at the {where} to {near.var} needs "
+                f"{near.var} of one type, not ANY-bound (an attribute {near.var} lacks would make the equality TRUE "
+                "for every negated event, which the window columns do not find)",
+                next(p.expr for p in r.predicates if neg.var in p.vars and near.var in p.vars), source)
     if pairs and set(near.types) & set(neg.types):
         _refuse(f"with AFTER MATCH SKIP an equality relating the negated {neg.var} at the {where} to {near.var} "
                 f"needs {near.var} of other types than {neg.var} (a row of both would find itself)",
                 next(p.expr for p in r.predicates if neg.var in p.vars and near.var in p.vars), source)
     return local, pairs
+
+
+def _any_bound(r: ResolvedQuery, var: str) -> bool:
+    """Is ``var`` bound to an ANY component (``ANY(C, D) v``, as the oracle decides): a predicate on an attribute
+    its event lacks (NULL) is TRUE (SASE's lacking-attribute rule, LANGUAGE.md §2)."""
+    return any(isinstance(n, EventPat) and n.var == var and (n.any_ or len(n.types) > 1)
+               for n in walk(r.query.pattern))
+
+
+_ARITHMETIC = frozenset("+-*/%")
+_COMPARISONS = frozenset(("=", "!=", "<", "<=", ">", ">="))
+
+
+def _lacking_rule(e, var: str):
+    """The condition ``e`` on the ANY-bound ``var`` alone rewritten so that plain NULL semantics (Spark SQL, the
+    engine's evaluator) give the evaluator's meaning of the lacking-attribute rule
+    (``runtime_udfs/expr/scalar.py``, ``LACKING``): an attribute of ``var`` that is NULL is lacking, arithmetic on
+    it stays lacking, a comparison with it is TRUE, NOT of it is TRUE, it is TRUE in an AND and FALSE in an OR and
+    as the whole conjunct; a function or ``-`` of it is NULL (as SQL's)."""
+
+    def lacking(n):  # the test that n's value is lacking, or None (never)
+        if isinstance(n, Attr):
+            return Unary("IS NULL", n) if n.var == var else None
+        if isinstance(n, BinOp) and n.op in _ARITHMETIC:
+            tests = [t for t in (lacking(n.left), lacking(n.right)) if t is not None]
+            return tests[0] if len(tests) == 1 else BinOp("OR", *tests) if tests else None
+        return None
+
+    def boolean(n, lacking_is: bool):
+        t, got = lacking(n), rewrite(n)
+        if t is None:
+            return got
+        return BinOp("OR", t, got) if lacking_is else BinOp("AND", Unary("NOT", t), got)
+
+    def rewrite(n):
+        if isinstance(n, BinOp) and n.op in ("AND", "OR"):
+            return replace(n, left=boolean(n.left, n.op == "AND"), right=boolean(n.right, n.op == "AND"))
+        if isinstance(n, BinOp):
+            got = replace(n, left=rewrite(n.left), right=rewrite(n.right))
+            t = lacking(BinOp("+", n.left, n.right)) if n.op in _COMPARISONS else None
+            return got if t is None else BinOp("OR", t, got)  # a comparison with a lacking value is TRUE
+        if isinstance(n, Unary) and n.op == "NOT":
+            t, got = lacking(n.operand), replace(n, operand=rewrite(n.operand))
+            return got if t is None else BinOp("OR", t, got)
+        if isinstance(n, Unary):
+            return replace(n, operand=rewrite(n.operand))
+        if isinstance(n, Call):
+            return replace(n, args=tuple(rewrite(a) for a in n.args))
+        return n
+
+    return boolean(e, False)
 
 
 def window_negation(query: Query, source: str | None = None) -> str | None:
@@ -477,16 +534,42 @@ def _fresh(names: dict, taken: frozenset) -> str:
     return f"__sparkcep_f{k}"
 
 
-def _counted(neg: EventPat, local: list, pairs: list[tuple[str, str]], type_col: str, columns) -> sx.Expr:
+def _counted(neg: EventPat, local: list, pairs: list[tuple[str, str]], type_col: str, columns, lacks: bool
+             ) -> sx.Expr:
     """Is the row an event the negation ``neg`` forbids, as far as it alone tells: of its types, its conditions
-    on it alone TRUE, the attributes it equates with another component's not NULL (Spark SQL)."""
+    on it alone TRUE, the attributes it equates with another component's not NULL (Spark SQL); ``lacks``: ``neg``
+    is ANY-bound, its conditions follow the lacking-attribute rule (:func:`_lacking_rule`), and an equated
+    attribute may be NULL (lacking: the equality holds, :func:`_nearest`)."""
     from sparkcep.compiler.codegen.sql import to_sql_expr
 
     types = dict(columns) if isinstance(columns, dict) else None
     tests = [sx.column(type_col, quoted=True).isin(*[sx.Literal.string(t) for t in neg.types])]
-    tests += [sx.func("coalesce", to_sql_expr(e, types=types), sx.false()) for e in local]
-    tests += [sx.Not(this=sx.paren(sx.column(own, quoted=True).is_(sx.null()))) for own, _ in pairs]
+    tests += [sx.func("coalesce", to_sql_expr(_lacking_rule(e, neg.var) if lacks else e, types=types), sx.false())
+              for e in local]
+    if not lacks:  # an ANY-bound event lacking an equated attribute is forbidden whatever the other's value
+        tests += [_not_null(own) for own, _ in pairs]
     return sx.and_(*tests)
+
+
+def _not_null(name: str) -> sx.Expr:
+    return sx.Not(this=sx.paren(sx.column(name, quoted=True).is_(sx.null())))
+
+
+def _nearest(r: ResolvedQuery, counted: sx.Expr, pairs: list[tuple[str, str]], ts_col: str, end: bool,
+             lacks: bool) -> sx.Expr:
+    """:func:`_nearest_column`; for an ANY-bound negated event (``lacks``), whose equality holds on an attribute it
+    lacks (NULL) whatever the other's value: per set of its equated attributes it lacks, the nearest event lacking
+    exactly those, its other attributes equal the row's (the set empty: :func:`_nearest_column`), the latest of
+    them (``end``: the earliest; GREATEST/LEAST skip NULLs)."""
+    if not lacks:
+        return _nearest_column(r, counted, pairs, ts_col, end)
+    columns = []
+    for k in range(1 << len(pairs)):
+        lacking = [sx.column(own, quoted=True).is_(sx.null()) for j, (own, _) in enumerate(pairs) if k >> j & 1]
+        rest = [p for j, p in enumerate(pairs) if not k >> j & 1]
+        test = sx.and_(counted.copy(), *lacking, *[_not_null(own) for own, _ in rest])
+        columns.append(_nearest_column(r, test, rest, ts_col, end))
+    return (sx.Least if end else sx.Greatest)(this=columns[0], expressions=columns[1:])
 
 
 def _nearest_column(r: ResolvedQuery, counted: sx.Expr, pairs: list[tuple[str, str]], ts_col: str, end: bool
@@ -635,8 +718,12 @@ def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts
     # an UNTIL condition reads the stop event alone: its calls are columns like a DEFINE's
     pattern = map_nodes(r.query.pattern, lambda n: replace(n, until=_per_event(n.until, names, taken))
                         if isinstance(n, Kleene) and n.until is not None else n)
-    predicates = tuple(p if p.kind == "equivalence" else replace(p, expr=_per_event(p.expr, names, taken))
-                       for p in r.predicates)
+    # a condition on an ANY-bound negated event at the start or the end alone follows the lacking-attribute rule:
+    # rewritten first, so that a call in it (a column Spark adds, which a stream's engine reads) is of the rewrite
+    lacking = {n.var for n in _edges(r, None) if n is not None and _any_bound(r, n.var)}
+    predicates = tuple(p if p.kind == "equivalence" else replace(p, expr=_per_event(
+        _lacking_rule(p.expr, p.vars[0]) if set(p.vars) <= lacking and len(p.vars) == 1 else p.expr, names, taken))
+        for p in r.predicates)
     returns = None if r.returns is None else tuple(replace(i, expr=_per_event(i.expr, names, taken))
                                                    for i in r.returns)
     ends = (components(r.query.pattern)[0], components(r.query.pattern)[-1])
@@ -645,10 +732,11 @@ def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts
         if neg is None:
             continue
         local, pairs = _edge_conditions(r, neg, ends[end], "", None)
-        counted = _counted(neg, local, pairs, type_col, columns)
+        lacks = _any_bound(r, neg.var)
+        counted = _counted(neg, local, pairs, type_col, columns, lacks)
         if pairs:  # the latest before first.ts at most last.ts - w; at the end the earliest after last.ts at least
             # first.ts + w (or none)
-            col = _nearest_column(r, counted, pairs, ts_col, bool(end))
+            col = _nearest(r, counted, pairs, ts_col, bool(end), lacks)
             name = names.setdefault(("window", col.sql("spark")), _fresh(names, taken))
             w = Literal(r.query.within.value)
             at = Attr(first, name) if not end else Attr(last, name)
@@ -1209,13 +1297,15 @@ def _window_counts(r: ResolvedQuery, read: ResolvedQuery, names: dict, type_col:
         if neg is None:
             continue
         local, pairs = _edge_conditions(r, neg, ends[end], "", None)
-        counted = _counted(neg, local, pairs, type_col, None)  # the column _with_event_columns named
+        lacks = _any_bound(r, neg.var)
+        counted = _counted(neg, local, pairs, type_col, None, lacks)  # the column _with_event_columns named
+        # (an ANY-bound one's conditions already rewritten for the lacking-attribute rule, _with_event_columns)
         condition = _row_condition(neg.var, _edge_conditions(read, neg_read, ends[end], "", None)[0])
         if pairs:  # an equality with the component next to it: the ts of the nearest such event
-            column = _nearest_column(r, counted, pairs, ts_col, bool(end))
+            column = _nearest(r, counted, pairs, ts_col, bool(end), lacks)
             out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types),
                                       "earliest_after" if end else "latest_before", type_col, condition,
-                                      tuple(pairs)))
+                                      tuple(pairs), lacks))
             continue
         kinds = ("after", "after_within") if end else ("before", "before_within")
         for column, kind in zip(_window_columns(r, counted, type_col, ts_col, bool(end)), kinds, strict=True):

@@ -9,7 +9,8 @@ a bound: the last given row's time, a watermark, or the partition's end), then i
 to the pattern; rows are released in order.  ``before`` (event time ``< t``) is known at once, ``before_within``
 (``<= t - w``) once the bound passes ``t - w``, ``after`` (``> t``) once it passes ``t``, ``after_within``
 (``>= t + w``) once it reaches ``t + w``; ``latest_before`` (the ts of the latest row before ``t`` with the
-row's values, ``pairs``) at once, ``earliest_after`` (of the earliest after ``t``, below ``t + w``) once it
+row's values, ``pairs``; with ``lacking`` also of a row lacking some of them, NULL, which matches every value) at
+once, ``earliest_after`` (of the earliest after ``t``, below ``t + w``) once it
 reaches ``t + w``.  The engine may defer a kind (``deferred``: ``after_within``, which
 only a match's first row is read for, :func:`.engine._end_checks`): the row is released without it and
 :func:`fill` adds it to the released row once settled, while the candidate match that reads it waits.
@@ -51,7 +52,7 @@ class WindowState:
 
 
 def _key(w) -> tuple:
-    return w.type_column, frozenset(w.types), w.condition, w.pairs
+    return w.type_column, frozenset(w.types), w.condition, w.pairs, w.lacking
 
 
 def _sets(windows) -> list[tuple]:
@@ -81,19 +82,19 @@ def _hashable(key: tuple) -> tuple:
 
 def give(windows, ts_col: str, ws: WindowState | None, rows) -> WindowState:
     """Take the partition's next rows (in order); a row without event time counts nowhere."""
-    sets = [(col, types, _test(cond), pairs) for col, types, cond, pairs in _sets(windows)]
+    sets = [(col, types, _test(cond), pairs, lacking) for col, types, cond, pairs, lacking in _sets(windows)]
     if ws is None:
         ws = WindowState(len(sets))
     for row in rows:
         t = row.get(ts_col)
         if t is not None:
-            for k, (col, types, test, pairs) in enumerate(sets):
+            for k, (col, types, test, pairs, lacking) in enumerate(sets):
                 if row.get(col) in types and (test is None or test(row)):
                     if not pairs:
                         ws.times[k].append(t)
                         continue
                     key = tuple(row.get(own) for own, _ in pairs)
-                    if None not in key:  # its times by the values of its own columns
+                    if lacking or None not in key:  # its times by the values of its own columns (None: lacking)
                         ws.nearest[k].setdefault(_hashable(key), []).append(t)
         ws.held.append(row)
     return ws
@@ -116,12 +117,9 @@ def _count(w, ws: WindowState, s: int, t, within, row: Row):
         return None
     if w.pairs:
         key = tuple(row.get(other) for _, other in w.pairs)
-        times = [] if None in key else ws.nearest[s].get(_hashable(key), [])
-        if w.kind == "latest_before":
-            k = bisect_left(times, t)
-            return times[k - 1] if k else None
-        k = bisect_right(times, t)
-        return times[k] if k < len(times) and times[k] < t + within else None
+        found = [_nearest(ws.nearest[s].get(_hashable(k), []), t, within, w.kind) for k in _probes(key, w.lacking)]
+        found = [f for f in found if f is not None]
+        return None if not found else max(found) if w.kind == "latest_before" else min(found)
     if w.kind == "before":
         return base + bisect_left(times, t)
     if w.kind == "before_within":
@@ -129,6 +127,25 @@ def _count(w, ws: WindowState, s: int, t, within, row: Row):
     if w.kind == "after":
         return -(base + bisect_right(times, t))
     return -(base + bisect_left(times, t + within))
+
+
+def _probes(key: tuple, lacking: bool) -> list[tuple]:
+    """The keys of the rows whose ``own`` values match a row's ``other`` values ``key``: the key itself (none
+    NULL); ``lacking``: also each with some positions NULL (a row lacking those matches whatever the value)."""
+    out = [] if None in key else [key]
+    if lacking:
+        n = len(key)
+        out += [tuple(None if m >> j & 1 else v for j, v in enumerate(key)) for m in range(1, 1 << n)
+                if all(m >> j & 1 or v is not None for j, v in enumerate(key))]
+    return out
+
+
+def _nearest(times: list, t, within, kind: str):
+    if kind == "latest_before":
+        k = bisect_left(times, t)
+        return times[k - 1] if k else None
+    k = bisect_right(times, t)
+    return times[k] if k < len(times) and times[k] < t + within else None
 
 
 def release(windows, ts_col: str, within, ws: WindowState, bound, final: bool = False,
