@@ -707,11 +707,13 @@ def _per_event(e, names: dict, taken: frozenset = frozenset()):
 
 
 def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts_col: str = "ts"
-                        ) -> tuple[ResolvedQuery, dict]:
+                        ) -> tuple[ResolvedQuery, dict, tuple]:
     """``r`` reading its per-event calls as columns (:func:`_per_event`) and those columns' names, none of
     ``columns`` (the input's) nor of an attribute the query reads (a user column may be named ``__sparkcep_f0``);
-    with a negation at the start or the end also its two window columns (keyed by their Spark SQL trees) and
-    the last component's condition on them (:func:`_edges`)."""
+    with a negation at the start or the end also its window columns (keyed by their Spark SQL trees) and the
+    last component's condition on them (:func:`_edges`); and per such negation ``(end, neg, its window columns'
+    names, its equalities with the component next to it, whether it is ANY-bound)``, which
+    :func:`_window_counts` turns into the engine's counts of a stream."""
     names: dict = {}
     exprs = [p.expr for p in r.predicates] + [i.expr for i in r.returns or ()] + _untils(r.query.pattern)
     taken = frozenset(columns) | {n.attr for e in exprs for n in walk(e) if isinstance(n, Attr)}
@@ -728,6 +730,7 @@ def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts
                                                    for i in r.returns)
     ends = (components(r.query.pattern)[0], components(r.query.pattern)[-1])
     first, last = (c.var for c in ends)
+    edges = []
     for end, neg in enumerate(_edges(r, None)):
         if neg is None:
             continue
@@ -743,6 +746,7 @@ def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts
             bound = BinOp("-", Attr(last, ts_col), w) if not end else BinOp("+", Attr(first, ts_col), w)
             cond = BinOp("OR", Unary("IS NULL", at), BinOp(">=" if end else "<=", at, bound))
             predicates += (Predicate(cond, "negation", tuple(dict.fromkeys((first, last)))),)
+            edges.append((end, neg, (name,), tuple(pairs), lacks))
             continue
         # none of its events in (last.ts - w, first.ts): count(< first.ts) <= count(<= last.ts - w);
         # at the end, none in (last.ts, first.ts + w): count(> last.ts) <= count(>= first.ts + w)
@@ -751,7 +755,9 @@ def _with_event_columns(r: ResolvedQuery, columns=(), type_col: str = "type", ts
         nf = names.setdefault(("window", far.sql("spark")), _fresh(names, taken))
         cond = BinOp("<=", Attr(last, nn), Attr(first, nf)) if end else BinOp("<=", Attr(first, nn), Attr(last, nf))
         predicates += (Predicate(cond, "negation", tuple(dict.fromkeys((first, last)))),)
-    return replace(r, query=replace(r.query, pattern=pattern), predicates=predicates, returns=returns), names
+        edges.append((end, neg, (nn, nf), (), lacks))
+    return (replace(r, query=replace(r.query, pattern=pattern), predicates=predicates, returns=returns), names,
+            tuple(edges))
 
 
 def _untils(pattern) -> list:
@@ -765,7 +771,7 @@ def event_columns(query: Query, source: str | None = None, types: dict[str, str]
     to the input before the engine runs, which :func:`to_recognize` reads instead of the calls."""
     from sparkcep.compiler.codegen.sql import to_sql_expr
 
-    _, names = _with_event_columns(check_skip_query(query, source), types or (), type_col, ts_col)
+    _, names, _ = _with_event_columns(check_skip_query(query, source), types or (), type_col, ts_col)
     return [(name, call[1] if isinstance(call, tuple) else to_sql_expr(call, types=types).sql(dialect="spark"))
             for call, name in names.items()]
 
@@ -1164,8 +1170,8 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     """The MATCH_RECOGNIZE statement IR of an AFTER MATCH SKIP match query; ``columns`` are the input's columns
     (the default output, without RETURN, is every one of them for every variable)."""
     checked = check_skip_query(query, source)
-    r, names = _with_event_columns(checked, columns, type_col, ts_col)
-    windows = _window_counts(checked, r, names, type_col, ts_col)
+    r, _, edges = _with_event_columns(checked, columns, type_col, ts_col)
+    windows = _window_counts(checked, r, edges, type_col)
     comps = components(r.query.pattern, source)
     by_var = {c.var: c for c in comps}
     filler = r.strategy in ("skip_till_any_match", "skip_till_next_match")
@@ -1285,32 +1291,23 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
     )
 
 
-def _window_counts(r: ResolvedQuery, read: ResolvedQuery, names: dict, type_col: str, ts_col: str
+def _window_counts(r: ResolvedQuery, read: ResolvedQuery, edges: tuple, type_col: str
                    ) -> tuple[rx.WindowCount, ...]:
-    """The window columns of a negation at the start or the end (:func:`_with_event_columns` names them) as
-    :class:`~sparkcep.ir.recognize.WindowCount`: Spark computes them in a batch, the engine on a stream, with the
-    negated event's conditions on it alone as the count's ``condition`` (``read``: ``r`` reading its per-event
-    calls as the columns Spark adds, which the engine reads)."""
+    """The window columns of a negation at the start or the end (``edges``: what :func:`_with_event_columns`
+    named for each) as :class:`~sparkcep.ir.recognize.WindowCount`: Spark computes them in a batch, the engine
+    on a stream, with the negated event's conditions on it alone as the count's ``condition`` (``read``: ``r``
+    reading its per-event calls as the columns Spark adds, which the engine reads)."""
     out = []
     ends = (components(r.query.pattern)[0], components(r.query.pattern)[-1])
-    for end, (neg, neg_read) in enumerate(zip(_edges(r, None), _edges(read, None), strict=True)):
-        if neg is None:
-            continue
-        local, pairs = _edge_conditions(r, neg, ends[end], "", None)
-        lacks = _any_bound(r, neg.var)
-        counted = _counted(neg, local, pairs, type_col, None, lacks)  # the column _with_event_columns named
-        # (an ANY-bound one's conditions already rewritten for the lacking-attribute rule, _with_event_columns)
-        condition = _row_condition(neg.var, _edge_conditions(read, neg_read, ends[end], "", None)[0])
+    for end, neg, names, pairs, lacks in edges:
+        condition = _row_condition(neg.var, _edge_conditions(read, _edges(read, None)[end], ends[end], "", None)[0])
         if pairs:  # an equality with the component next to it: the ts of the nearest such event
-            column = _nearest(r, counted, pairs, ts_col, bool(end), lacks)
-            out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types),
-                                      "earliest_after" if end else "latest_before", type_col, condition,
-                                      tuple(pairs), lacks))
+            out.append(rx.WindowCount(names[0], tuple(neg.types), "earliest_after" if end else "latest_before",
+                                      type_col, condition, pairs, lacks))
             continue
         kinds = ("after", "after_within") if end else ("before", "before_within")
-        for column, kind in zip(_window_columns(r, counted, type_col, ts_col, bool(end)), kinds, strict=True):
-            out.append(rx.WindowCount(names[("window", column.sql("spark"))], tuple(neg.types), kind, type_col,
-                                      condition))
+        for name, kind in zip(names, kinds, strict=True):
+            out.append(rx.WindowCount(name, tuple(neg.types), kind, type_col, condition))
     return tuple(out)
 
 
