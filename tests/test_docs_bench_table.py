@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_ROW = 650
 SCRIPT = re.compile(r"`(bench/[\w./-]+?\.py)")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#([^)\s]+))?\)")
+OPTION = re.compile(r"(?<![\w-])(--[a-z][\w-]*)")
 
 
 def bench_rows() -> list[str]:
@@ -58,3 +59,13 @@ def test_bench_links_and_history_sections_exist():
     for h in heads:
         for s in SCRIPT.findall(h):
             assert (ROOT / s).is_file(), f"docs/bench_history.md has a section for a missing script: {s}"
+
+
+def test_bench_rows_name_options_their_scripts_have():
+    """An option a row shows (``--sizes 10000000``) is a string literal of a script the row names (``add_argument``,
+    or passed on to ``sparkcep run``): a renamed or dropped option makes the row's command fail."""
+    for row in bench_rows():
+        scripts = set(SCRIPT.findall(row))
+        known = {o for s in scripts for o in re.findall(r"""["'](--[a-z][\w-]*)""", (ROOT / s).read_text())}
+        unknown = set(OPTION.findall(row)) - known
+        assert not unknown, f"{sorted(scripts)} has no option {sorted(unknown)}"
