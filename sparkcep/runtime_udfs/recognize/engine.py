@@ -37,6 +37,7 @@ from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _arith, _compare
 from sparkcep.runtime_udfs.recognize.evaluate import (
     Ctx,
     Slots,
+    children,
     compile_expr,
     history_free,
     next_reach,
@@ -168,9 +169,7 @@ def _and(parts: list):
 
 
 def _attrs(e) -> list:
-    from sparkcep.runtime_udfs.recognize.evaluate import _children
-
-    return ([e] if isinstance(e, Attr) else []) + [a for c in _children(e) for a in _attrs(c)]
+    return ([e] if isinstance(e, Attr) else []) + [a for c in children(e) for a in _attrs(c)]
 
 
 def _reads(e, names: set) -> bool:
@@ -178,9 +177,7 @@ def _reads(e, names: set) -> bool:
 
 
 def _has(e, kind) -> bool:
-    from sparkcep.runtime_udfs.recognize.evaluate import _children
-
-    return isinstance(e, kind) or any(_has(c, kind) for c in _children(e))
+    return isinstance(e, kind) or any(_has(c, kind) for c in children(e))
 
 
 _CACHE: dict[int, tuple[R.RecognizeSpec, Compiled]] = {}

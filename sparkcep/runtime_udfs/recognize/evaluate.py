@@ -32,7 +32,7 @@ from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.runtime_udfs.expr.scalar import _ARITH, _CMP, _and, _arith, _compare, _neg, _not, _or, _widening
 
-__all__ = ["Ctx", "Slots", "compile_expr", "history_free", "next_reach", "node", "prev_reach", "uses_next"]
+__all__ = ["Ctx", "Slots", "children", "compile_expr", "history_free", "next_reach", "node", "prev_reach", "uses_next"]
 
 Compiled = Callable[[Any, Any, Any], Any]
 #: var -> (ctx, head, full) -> the absolute row it reads, or None
@@ -153,7 +153,7 @@ def _row_local(e) -> bool:
         return False
     if isinstance(e, R.Nav) and e.kind in ("FIRST", "LAST"):
         return False
-    return all(_row_local(c) for c in _children(e))
+    return all(_row_local(c) for c in children(e))
 
 
 def compile_expr(e, members: dict[str, frozenset[int]], variables: tuple[str, ...], *,
@@ -479,7 +479,8 @@ def _reader(where, column: str, shift: int) -> Compiled:
 # ----------------------------------------------------------------------------------------------- analysis
 
 
-def _children(e) -> tuple:
+def children(e) -> tuple:
+    """The direct subexpressions of ``e`` (none for a leaf)."""
     if isinstance(e, Unary):
         return (e.operand,)
     if isinstance(e, BinOp):
@@ -503,23 +504,23 @@ def history_free(e, var: int, members: dict[str, frozenset[int]]) -> bool:
         return False
     if isinstance(e, R.Nav) and e.kind in ("FIRST", "LAST"):
         return False
-    return all(history_free(c, var, members) for c in _children(e))
+    return all(history_free(c, var, members) for c in children(e))
 
 
 def prev_reach(e) -> int:
     """How many rows before the rows of a match ``e`` may read (PREV offsets, nested ones added up)."""
     own = e.offset if isinstance(e, R.Nav) and e.kind == "PREV" else 0
-    return own + max((prev_reach(c) for c in _children(e)), default=0)
+    return own + max((prev_reach(c) for c in children(e)), default=0)
 
 
 def next_reach(e) -> int:
     """How many rows after the row it is evaluated at ``e`` may read (NEXT offsets, nested ones added up)."""
     own = e.offset if isinstance(e, R.Nav) and e.kind == "NEXT" else 0
-    return own + max((next_reach(c) for c in _children(e)), default=0)
+    return own + max((next_reach(c) for c in children(e)), default=0)
 
 
 def uses_next(e) -> bool:
     """True if ``e`` reads rows after the current one (NEXT)."""
     if isinstance(e, R.Nav) and e.kind == "NEXT":
         return True
-    return any(uses_next(c) for c in _children(e))
+    return any(uses_next(c) for c in children(e))
