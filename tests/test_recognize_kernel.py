@@ -302,13 +302,17 @@ def test_ineligible_specs_say_why(spec, reason):
         kernel.run_chunk(spec, _table(_rows("ab")), [0, 2])
 
 
-def test_a_chunk_with_nan_in_a_column_the_define_reads_goes_to_the_engine():
-    spec = make_spec(plus(V("A")), columns=COLUMNS, defines=(("A", op(">", col("f"), lit(0))),),
-                     measures=(("n", agg("count")),))
-    rows = _rows("aaa")
-    assert kernel.run_chunk(spec, _table(rows), [0, 3]) is not None
-    rows[1]["f"] = math.nan  # the row engine orders NaN above every number, the columnar one reads NULL
-    assert kernel.run_chunk(spec, _table(rows), [0, 3]) is None
+def test_a_define_reads_nan_as_spark_orders_it():
+    """NaN in a DEFINE's column is a value (above every number, equal to NaN), as the row engine reads it; the
+    kernel runs the chunk."""
+    spec = make_spec(plus(V("A")), columns=COLUMNS, defines=(("A", op(">", col("f"), prev(col("f")))),),
+                     measures=(("n", agg("count")), ("a", first(col("t")))))
+    rows = _rows("aaaa")
+    for r, f in zip(rows, (0.0, math.nan, math.nan, 1.0), strict=True):
+        r["f"] = f
+    want = engine.run_partition(spec, rows)
+    assert want == recognize(spec, rows) == [{"n": 1, "a": 1}]  # NaN > 0.0; NaN > NaN and 1.0 > NaN are FALSE
+    assert kernel.run_chunk(spec, _table(rows), [0, 4]).to_pylist() == want
 
 
 def test_thread_budget(monkeypatch):
@@ -559,3 +563,33 @@ def test_the_mask_is_a_bigint_past_31_variables():
     table = pa.Table.from_pylist(slim, schema=pa.schema([("k", pa.int64()), ("t", pa.int64()),
                                                          ("__mask", pa.int64()), ("__ts", pa.int64())]))
     assert kernel.run_chunk(w.spec, table, [0, len(slim)]).to_pylist() == want
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_defines_over_nan_null_and_partition_edges_run_in_the_kernel(data):
+    """The kernel's own DEFINE evaluation (columns read once, PREV/NEXT as the column moved, NULL off the
+    partition) over DOUBLEs with NaN, -0.0, infinity and NULL, PREV/NEXT by 1 or 2 at partition starts and
+    ends, arithmetic: it runs the chunk (no fallback) and gives the engine's rows and the reference's."""
+    pattern = data.draw(row_patterns(("A", "B", "C"), 4))
+    variables = pattern_variables(pattern) or ("A",)
+    if not pattern_variables(pattern):
+        pattern = seq(pattern, V("A"))
+    defines = tuple((v, _bind_self(data.draw(_condition()), v) if data.draw(st.booleans())
+                     else data.draw(_one_row_condition(v))) for v in variables if data.draw(st.integers(0, 3)))
+    rows_per_match = data.draw(st.sampled_from(R.ROWS_PER_MATCH))
+    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED:
+        pattern = strip_exclusion(pattern)
+    spec = make_spec(pattern, columns=COLUMNS, defines=defines, partition_by=("k",), rows_per_match=rows_per_match,
+                     measures=(("mn", R.MatchNumber()), ("a", first(col("t"))), ("c", last(col("t")))),
+                     skip=R.Skip(data.draw(st.sampled_from((R.SKIP_PAST_LAST_ROW, R.SKIP_TO_NEXT_ROW)))))
+    assert kernel.eligibility(spec).ok, kernel.eligibility(spec).reason
+    parts = [data.draw(_nan_partition(key)) for key in range(data.draw(st.integers(1, 3)))]
+    want = _nan_free([o for p in parts for o in engine.run_partition(spec, p)])
+    assert want == _nan_free([o for p in parts for o in recognize(spec, p)])
+    assert _nan_free(_kernel_rows(spec, parts)) == want
+
+
+def _nan_free(rows: list[dict]) -> list[dict]:
+    """The rows with each NaN as the string "NaN" (NaN is not equal to itself in Python)."""
+    return [{k: "NaN" if isinstance(v, float) and v != v else v for k, v in r.items()} for r in rows]

@@ -23,9 +23,11 @@ merged, the AFTER MATCH SKIP rules, WITHIN, anchors, empty matches, ``{- -}``.  
 Not taken (the row engine runs them): functions (``abs``, ``coalesce``, ...) in DEFINE or MEASURES, DEFINEs
 that read the match's history, more than 62 variables.
 
-A chunk whose values the kernel does not read (NaN in a DOUBLE column it reads: the row evaluator orders NaN
-as a value, the columnar one as NULL; columns of other types than BIGINT/INT/DOUBLE/STRING/BOOLEAN; event
-times beyond 2^53) makes :func:`run_chunk` answer None: the caller runs the existing engine on it.
+DEFINEs read each column once into numpy, NaN a value as the row evaluator and Spark SQL order it (equal to
+NaN, above every other DOUBLE); PREV/NEXT are the column moved, NULL off the row's partition.  A chunk whose
+values the kernel does not read (NaN in a DOUBLE column a measure's aggregate or expression reads: the
+columnar evaluator there reads it as NULL; columns of other types than BIGINT/INT/DOUBLE/STRING/BOOLEAN;
+event times beyond 2^53) makes :func:`run_chunk` answer None: the caller runs the existing engine on it.
 
 The numba functions are compiled once per machine (``cache=True``: next to the module, or numba's user-wide
 cache directory where that is not writable; ``bench/match_kernel.py --cold`` times the compilation) and loaded
@@ -43,6 +45,7 @@ import pyarrow.compute as pc
 
 from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Literal, Unary
+from sparkcep.runtime_udfs.expr import vector
 from sparkcep.runtime_udfs.expr.vector import vectorize
 from sparkcep.runtime_udfs.recognize.engine import MAX_THREADS, RecognizeBudgetError, compiled
 from sparkcep.runtime_udfs.recognize.program import CHAR, MATCH
@@ -369,7 +372,9 @@ class _Fallback(Exception):
     """This chunk's data is not for the kernel."""
 
 
-def _input(table: pa.Table, column: str):
+def _input(table: pa.Table, column: str, nan: bool = False):
+    """The column as an Arrow array the kernel reads, None if the table lacks it; :class:`_Fallback` for a type
+    it does not read, and for a NaN unless ``nan`` (a DEFINE's column: read as Spark SQL reads it)."""
     if column not in table.column_names:
         return None
     a = table.column(column)
@@ -381,7 +386,7 @@ def _input(table: pa.Table, column: str):
     if pa.types.is_floating(t):
         if t != pa.float64():
             a = a.cast(pa.float64())
-        if pc.any(pc.is_nan(a)).as_py():
+        if not nan and pc.any(pc.is_nan(a)).as_py():
             raise _Fallback
         return a
     if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
@@ -393,38 +398,34 @@ def _input(table: pa.Table, column: str):
     raise _Fallback
 
 
-def _partition_of(b: np.ndarray, n: int) -> np.ndarray:
-    pid = np.zeros(n, dtype=np.int64)
-    if len(b) > 2:
-        starts = b[1:-1]
-        starts = starts[starts < n]
-        np.add.at(pid, starts, 1)
-        pid = np.cumsum(pid)
-    return pid
-
-
-def _shifted(a: pa.Array, shift: int, pid: np.ndarray) -> pa.Array:
-    """``a`` read ``shift`` rows away, NULL off the row's partition."""
-    n = len(a)
-    idx = np.arange(n, dtype=np.int64) + shift
-    ok = (idx >= 0) & (idx < n)
-    ok[ok] = pid[idx[ok]] == pid[ok]
-    return a.take(pa.array(np.where(ok, idx, 0), mask=~ok))
+def _lost(b: np.ndarray, shift: int, n: int) -> np.ndarray:
+    """Where a row read ``shift`` rows away is off its partition (``b``: the partitions' bounds)."""
+    lost = np.zeros(n, dtype=np.bool_)
+    starts, ends = b[:-1], b[1:]
+    for j in range(abs(shift)):
+        idx = starts + j if shift < 0 else ends - 1 - j
+        lost[idx[(idx >= starts) & (idx < ends)]] = True
+    return lost
 
 
 def _masks(plan: _Plan, table: pa.Table, b: np.ndarray, n: int) -> np.ndarray:
-    """One int64 per row: bit ``v`` set where the DEFINE of variable ``v`` holds (undefined: always)."""
-    pid = _partition_of(b, n) if any(s for _, s in plan.reads) else None
+    """One int64 per row: bit ``v`` set where the DEFINE of variable ``v`` holds (undefined: always).  Each
+    column read once into numpy (NaN a value, as Spark SQL and the row evaluator order it); PREV/NEXT are that
+    column moved, NULL off the row's partition."""
     cols = {}
     base: dict[str, object] = {}
-    for column, shift in plan.reads:
-        if column not in base:
-            base[column] = _input(table, column)
-        a = base[column]
-        if a is None:
-            continue
-        cols[("r", _key(column, shift))] = a if shift == 0 else _shifted(a, shift, pid)
+    lost: dict[int, np.ndarray] = {}
     try:
+        for column, shift in sorted(plan.reads):
+            if column not in base:
+                a = _input(table, column, nan=True)
+                base[column] = None if a is None else vector.column(a, nan_is_null=False)
+            v = base[column]
+            if v is None:
+                continue
+            if shift and shift not in lost:
+                lost[shift] = _lost(b, shift, n)
+            cols[("r", _key(column, shift))] = vector.moved(v, shift, lost[shift]) if shift else v
         for key, f, is_null in plan.derived:
             nulls = f.values(cols, n).is_null().to_numpy(zero_copy_only=False)
             cols[("r", key)] = nulls if is_null else ~nulls
