@@ -19,11 +19,14 @@ from sparkcep.oracles.recognize import recognize
 from sparkcep.runtime_udfs import recognize as engine
 from sparkcep.runtime_udfs.recognize import kernel
 from tests.recognize_strategies import (
+    START,
     V,
     agg,
+    alt,
     and_,
     classifier,
     col,
+    excl,
     first,
     func,
     is_null,
@@ -38,6 +41,7 @@ from tests.recognize_strategies import (
     pattern_variables,
     plus,
     prev,
+    q,
     row_patterns,
     seq,
     strip_exclusion,
@@ -593,3 +597,44 @@ def test_defines_over_nan_null_and_partition_edges_run_in_the_kernel(data):
 def _nan_free(rows: list[dict]) -> list[dict]:
     """The rows with each NaN as the string "NaN" (NaN is not equal to itself in Python)."""
     return [{k: "NaN" if isinstance(v, float) and v != v else v for k, v in r.items()} for r in rows]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), chunks())
+def test_a_first_variable_without_define_starts_only_threads_that_can_live(data, parts):
+    """The look-ahead (a start row's thread is not made when the rows after it cannot take its next step) over
+    patterns whose first variable has no DEFINE (true on every row) followed by optional, empty, anchored,
+    excluded continuations, every SKIP and ROWS PER MATCH option, measures that keep each row's variable and
+    ones that do not: the engine's rows, the reference's."""
+    head = data.draw(st.sampled_from((V("S"), V("S"), excl(V("S")), q(V("S"), 1, 2), alt(V("S"), V("A")),
+                                      seq(START, V("S")), q(V("S"), 0, 1))))
+    pattern = seq(head, data.draw(row_patterns(("A", "B", "C"), 3)))
+    variables = pattern_variables(pattern)
+    defines = tuple((v, _bind_self(data.draw(_condition()), v)) for v in variables
+                    if v != "S" and data.draw(st.integers(0, 3)))
+    kind = data.draw(st.sampled_from((R.SKIP_PAST_LAST_ROW, R.SKIP_TO_NEXT_ROW, R.SKIP_TO_FIRST, R.SKIP_TO_LAST)))
+    skip = R.Skip(kind, data.draw(st.sampled_from(variables))) if kind in (R.SKIP_TO_FIRST, R.SKIP_TO_LAST) \
+        else R.Skip(kind)
+    rows_per_match = data.draw(st.sampled_from(R.ROWS_PER_MATCH))
+    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED:
+        pattern = strip_exclusion(pattern)
+    whole = data.draw(st.booleans())
+    spec = make_spec(pattern, columns=COLUMNS, defines=defines, partition_by=("k",), skip=skip,
+                     rows_per_match=rows_per_match, within=data.draw(st.one_of(st.none(), st.integers(1, 6))),
+                     measures=data.draw(_measures([None] if whole else [None, *variables],
+                                                  rows_per_match == R.ONE_ROW, whole)))
+    assert kernel.eligibility(spec).ok, kernel.eligibility(spec).reason
+    want = [o for p in parts for o in engine.run_partition(spec, p)]
+    assert want == [o for p in parts for o in recognize(spec, p)]
+    assert _kernel_rows(spec, parts) == want
+
+
+def test_the_look_ahead_hides_no_thread_budget_error(monkeypatch):
+    """``S B`` with S undefined over rows where B never holds: every start's thread would live one row, which
+    a budget of 0 threads refuses, as the engine would; the look-ahead makes none of them, so the chunk is run
+    again without it."""
+    spec = make_spec(seq(V("S"), V("B")), columns=COLUMNS, defines=(("B", op("=", col("s"), lit("z"))),))
+    assert kernel.run_chunk(spec, _table(_rows("ab")), [0, 2]).num_rows == 0
+    monkeypatch.setattr(kernel, "MAX_THREADS", 0)
+    with pytest.raises(engine.RecognizeBudgetError, match="more than 0 partial matches"):
+        kernel.run_chunk(spec, _table(_rows("ab")), [0, 2])

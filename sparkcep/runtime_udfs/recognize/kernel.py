@@ -146,6 +146,14 @@ class _Plan:
         assert code[self.match_pc][0] == MATCH
         after = c.after
         self.after_off, self.after = _csr([after[pc] for pc in range(n)])
+        #: the look-ahead (:func:`._nfa.match`): per CHAR, the variables of the CHARs that may follow it (-1: a
+        #: MATCH may), whether a thread waiting at ANCHOR $ may
+        self.look_need = np.full(n, -1, dtype=np.int64)
+        self.look_wait = np.zeros(n, dtype=np.bool_)
+        for at in range(n):
+            if code[at][0] == CHAR and self.match_pc not in after[at]:
+                self.look_need[at] = sum({1 << code[x][1] for x in after[at] if x >= 0})
+                self.look_wait[at] = any(x < 0 for x in after[at])
         self.start_bol = np.array(prog.closure(0, True, False), dtype=np.int64)
         self.start_plain = np.array(prog.closure(0, False, False), dtype=np.int64)
         waits = len(prog._waits)
@@ -349,11 +357,13 @@ def run_chunk(spec: R.RecognizeSpec, table: pa.Table, bounds: Sequence[int]) -> 
         return None
 
 
-def _nfa_match(plan: _Plan, bits: np.ndarray, b: np.ndarray, ts: np.ndarray, ts_ok: np.ndarray, track: bool):
+def _nfa_match(plan: _Plan, bits: np.ndarray, b: np.ndarray, ts: np.ndarray, ts_ok: np.ndarray, track: bool,
+               look: bool = True):
     """The numba NFA over ``bits`` (``track``: keep every match's variables; ``plan.track`` is the least that
-    the measures need; ``bench/match_kernel.py --nfa`` times both): events, match variables, exclusions and
-    whether there were too many threads.  Its arrays do not grow: a size found too small is doubled (for the
-    plan's later chunks too) and the chunk run again."""
+    the measures need; ``bench/match_kernel.py --nfa`` times both; ``look``: the look-ahead at start rows):
+    events, match variables, exclusions and whether there were too many threads.  Its arrays do not grow: a
+    size found too small is doubled (for the plan's later chunks too) and the chunk run again; so is a chunk
+    whose thread budget the look-ahead may have changed, without it."""
     n = len(bits)
     while True:
         threads, nodes, variables = plan.caps
@@ -361,9 +371,13 @@ def _nfa_match(plan: _Plan, bits: np.ndarray, b: np.ndarray, ts: np.ndarray, ts_
         ev, flat, fexcl, code = _kernels().match(
             bits, b, plan.char_var, plan.char_excl, plan.after_off, plan.after, plan.start_bol, plan.start_plain,
             plan.resume_off, plan.resume, plan.match_pc, plan.skip, plan.skip_mask, plan.within is not None,
-            float(plan.within or 0.0), plan.monotone, ts, ts_ok, plan.quiet, MAX_THREADS, track, caps)
+            float(plan.within or 0.0), plan.monotone, ts, ts_ok, plan.quiet, MAX_THREADS, track, caps, look,
+            plan.look_need, plan.look_wait)
         if code < 2:
             return ev, flat, fexcl, code == 1
+        if code == 6:
+            look = False
+            continue
         k = {2: 0, 3: 1, 5: 2}[code]  # 4, the events, cannot happen: one per start row at most
         plan.caps[k] = max(1, 2 * plan.caps[k])
 
