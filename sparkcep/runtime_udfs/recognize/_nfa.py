@@ -366,6 +366,19 @@ def locate(ev, flat, oj, oq, mset, nth, shift, final, pstart, pend):
     total = len(oj)
     out = np.full(total, -1, dtype=np.int64)
     want = nth - 1 if nth > 0 else (-nth - 1 if nth < 0 else 0)
+    if mset == -1:  # every row counts: the (k+1)-th from the first or the last of ``limit`` rows, no pass
+        for x in range(total):
+            j = oj[x]
+            if ev[j, 0] != 0:
+                continue
+            s = ev[j, 1]
+            limit = ev[j, 2] - s if final else oq[x] + 1
+            if limit <= want:
+                continue
+            r = s + shift + (want if nth > 0 else limit - 1 - want)
+            if r >= pstart[x] and r < pend[x]:
+                out[x] = r
+        return out
     ring = np.empty(want + 1, dtype=np.int64)
     cur_j = -1
     seen = 0

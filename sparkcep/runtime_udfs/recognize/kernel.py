@@ -489,8 +489,11 @@ def _output(plan: _Plan, table: pa.Table, b: np.ndarray, ev: np.ndarray, flat: n
     offset of the match's variables in ``flat``) as :func:`.engine._emit` makes them."""
     k = _kernels()
     oj, oq, orow = k.expand(ev, fexcl, plan.mode)
-    part = np.searchsorted(b[1:], ev[:, 1], side="right")
-    pstart, pend = b[:-1][part][oj], b[1:][part][oj]
+    # the events come partition after partition, their start rows rising: each partition's run of events
+    per = np.diff(np.searchsorted(ev[:, 1], b[1:-1], side="left"), prepend=0, append=len(ev))
+    pstart, pend = np.repeat(b[:-1], per), np.repeat(b[1:], per)
+    if len(oj) != len(ev) or np.any(oj != np.arange(len(ev))):  # else one output row per event, in order
+        pstart, pend = pstart[oj], pend[oj]
     is_match = ev[oj, 0] == 0
     columns = {ms.name: _measure_column(plan, table, ms, ev, flat, oj, oq, pstart, pend, is_match)
                for ms in plan.measures}
@@ -539,7 +542,12 @@ def _take(a, rows: np.ndarray) -> pa.Array:
     ok = rows >= 0
     if a is None:
         return pa.nulls(len(rows))
-    return a.take(pa.array(np.where(ok, rows, 0), mask=~ok))
+    every = bool(ok.all())
+    if a.null_count == 0 and (pa.types.is_integer(a.type) or pa.types.is_floating(a.type)):
+        values = a.to_numpy()  # no copy: a numpy gather, no Arrow take
+        got = values[rows if every else np.where(ok, rows, 0)]
+        return pa.array(got, type=a.type, mask=None if every else ~ok)
+    return a.take(pa.array(rows if every else np.where(ok, rows, 0), mask=None if every else ~ok))
 
 
 def _aggregate(table: pa.Table, ms: _Measure, ev: np.ndarray, flat: np.ndarray, oj: np.ndarray, oq: np.ndarray,
