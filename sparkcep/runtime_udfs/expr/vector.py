@@ -124,7 +124,8 @@ def _from_arrow(a: pa.Array | pa.ChunkedArray) -> _Val:
         inner = _from_numpy(pc.fill_null(a, 0).to_numpy(zero_copy_only=False))
         return _val(inner.kind, inner.data, valid)
     if pa.types.is_floating(t):
-        data = pc.fill_null(a, 0.0).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        data = (pc.fill_null(a, 0.0) if a.null_count else a).to_numpy(zero_copy_only=False).astype(np.float64,
+                                                                                                  copy=False)
         return _Val("float", data, valid & ~np.isnan(data))
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return _Val("str", a.cast(pa.large_string()), valid)

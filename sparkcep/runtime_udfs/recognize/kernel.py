@@ -460,7 +460,7 @@ def _masks(plan: _Plan, table: pa.Table, b: np.ndarray, n: int) -> np.ndarray:
             holds = f(cols, n)
         except (TypeError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
             raise _Fallback from None
-        bits |= holds.astype(np.int64) << i
+        bits |= np.left_shift(holds, i, dtype=np.int64)
     return bits
 
 
