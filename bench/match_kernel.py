@@ -110,7 +110,8 @@ def main() -> None:
               flush=True)
 
 
-def nfa_only(table, bounds, args) -> None:
+def _plans(table, bounds, args, what: str):
+    """``(description, spec, plan, bounds array, rows)`` per statement of ``--patterns``, after a header line."""
     import numpy as np
 
     from sparkcep.compiler.recognize import build_spec
@@ -119,12 +120,17 @@ def nfa_only(table, bounds, args) -> None:
 
     types = {"p": "int", "ts": "bigint", "id": "bigint", "typ": "string", "price": "double"}
     b = np.asarray(bounds, dtype=np.int64)
-    n = table.num_rows
-    print(f"{n:,} rows, {len(bounds) - 1} partitions; the NFA alone, CPU ns per row, median of {args.repeat}")
+    print(f"{table.num_rows:,} rows, {len(bounds) - 1} partitions; {what}, median of {args.repeat}")
     for name in args.patterns.split(","):
         desc, rest, _ = PATTERNS[name]
         spec = build_spec(parse_recognize(statement(rest, flink=False)), types)
-        plan = kernel._plan(spec)
+        yield desc, spec, kernel._plan(spec), b, table.num_rows
+
+
+def nfa_only(table, bounds, args) -> None:
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    for desc, _, plan, b, n in _plans(table, bounds, args, "the NFA alone, CPU ns per row"):
         bits = kernel._masks(plan, table, b, n)
         ts, ts_ok = kernel._times(plan, table, n)
         runs: dict[bool, list[float]] = {True: [], False: []}
@@ -134,7 +140,7 @@ def nfa_only(table, bounds, args) -> None:
                 t0 = time.process_time()
                 out[track] = kernel._nfa_match(plan, bits, b, ts, ts_ok, track)
                 runs[track].append(time.process_time() - t0)
-        assert (out[True][0] == out[plan.track][0]).all(), f"{name}: the events differ"
+        assert (out[True][0] == out[plan.track][0]).all(), f"{desc}: the events differ"
         t_nodes = statistics.median(runs[True][1:]) / n * 1e9
         t_least = statistics.median(runs[plan.track][1:]) / n * 1e9
         print(f"  {desc:24s} {len(out[True][0]):7,} matches  nodes {t_nodes:6.1f} ns/row  "
@@ -143,20 +149,9 @@ def nfa_only(table, bounds, args) -> None:
 
 
 def split(table, bounds, args) -> None:
-    import numpy as np
-
-    from sparkcep.compiler.recognize import build_spec
-    from sparkcep.grammar.recognize import parse_recognize
     from sparkcep.runtime_udfs.recognize import kernel
 
-    types = {"p": "int", "ts": "bigint", "id": "bigint", "typ": "string", "price": "double"}
-    b = np.asarray(bounds, dtype=np.int64)
-    n = table.num_rows
-    print(f"{n:,} rows, {len(bounds) - 1} partitions; the kernel's parts, CPU ms per run, median of {args.repeat}")
-    for name in args.patterns.split(","):
-        desc, rest, _ = PATTERNS[name]
-        spec = build_spec(parse_recognize(statement(rest, flink=False)), types)
-        plan = kernel._plan(spec)
+    for desc, spec, plan, b, n in _plans(table, bounds, args, "the kernel's parts, CPU ms per run"):
         kernel.run_chunk(spec, table, bounds)  # loads the compiled functions: not counted
         parts: dict[str, list[float]] = {"masks": [], "NFA": [], "output": [], "run_chunk": []}
         for _ in range(args.repeat):
