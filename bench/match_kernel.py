@@ -13,8 +13,11 @@ cache directory).  State the machine and its load next to the figures.
 with a node per consumed row (``track``, what a CLASSIFIER or a variable's measure needs) and with the least the
 statement's measures need (the kernel's choice), alternating in this process; their events are checked equal.
 
+``--split`` times the kernel's three parts apart, no engine, CPU milliseconds per run (medians of ``--repeat``):
+the DEFINE masks (``_masks``), the NFA (``_nfa_match``), the output (``_output``), and ``run_chunk`` whole.
+
     python bench/match_kernel.py [--rows 1000000] [--repeat 3] [--patterns abc,reluctant,alt,vshape] [--cold]
-        [--nfa]
+        [--nfa | --split]
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def main() -> None:
     ap.add_argument("--patterns", default=",".join(PATTERNS))
     ap.add_argument("--cold", action="store_true", help="compile the kernel into an empty numba cache first")
     ap.add_argument("--nfa", action="store_true", help="time the NFA alone, CPU ns per row")
+    ap.add_argument("--split", action="store_true", help="time masks, NFA and output apart, CPU ms per run")
     args = ap.parse_args()
     if args.cold:
         os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="numba-cold-")
@@ -74,6 +78,9 @@ def main() -> None:
     bounds = [0, *(np.flatnonzero(np.diff(p)) + 1).tolist(), table.num_rows]
     if args.nfa:
         nfa_only(table, bounds, args)
+        return
+    if args.split:
+        split(table, bounds, args)
         return
     t0 = time.process_time()
     columns = [table.column(c).to_pylist() for c in table.column_names]
@@ -103,7 +110,8 @@ def main() -> None:
               flush=True)
 
 
-def nfa_only(table, bounds, args) -> None:
+def _plans(table, bounds, args, what: str):
+    """``(description, spec, plan, bounds array, rows)`` per statement of ``--patterns``, after a header line."""
     import numpy as np
 
     from sparkcep.compiler.recognize import build_spec
@@ -112,12 +120,17 @@ def nfa_only(table, bounds, args) -> None:
 
     types = {"p": "int", "ts": "bigint", "id": "bigint", "typ": "string", "price": "double"}
     b = np.asarray(bounds, dtype=np.int64)
-    n = table.num_rows
-    print(f"{n:,} rows, {len(bounds) - 1} partitions; the NFA alone, CPU ns per row, median of {args.repeat}")
+    print(f"{table.num_rows:,} rows, {len(bounds) - 1} partitions; {what}, median of {args.repeat}")
     for name in args.patterns.split(","):
         desc, rest, _ = PATTERNS[name]
         spec = build_spec(parse_recognize(statement(rest, flink=False)), types)
-        plan = kernel._plan(spec)
+        yield desc, spec, kernel._plan(spec), b, table.num_rows
+
+
+def nfa_only(table, bounds, args) -> None:
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    for desc, _, plan, b, n in _plans(table, bounds, args, "the NFA alone, CPU ns per row"):
         bits = kernel._masks(plan, table, b, n)
         ts, ts_ok = kernel._times(plan, table, n)
         runs: dict[bool, list[float]] = {True: [], False: []}
@@ -127,12 +140,35 @@ def nfa_only(table, bounds, args) -> None:
                 t0 = time.process_time()
                 out[track] = kernel._nfa_match(plan, bits, b, ts, ts_ok, track)
                 runs[track].append(time.process_time() - t0)
-        assert (out[True][0] == out[plan.track][0]).all(), f"{name}: the events differ"
+        assert (out[True][0] == out[plan.track][0]).all(), f"{desc}: the events differ"
         t_nodes = statistics.median(runs[True][1:]) / n * 1e9
         t_least = statistics.median(runs[plan.track][1:]) / n * 1e9
         print(f"  {desc:24s} {len(out[True][0]):7,} matches  nodes {t_nodes:6.1f} ns/row  "
               f"{'nodes' if plan.track else 'nodeless'} (kernel) {t_least:6.1f} ns/row  "
               f"ratio {t_nodes / t_least:4.2f}x", flush=True)
+
+
+def split(table, bounds, args) -> None:
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    for desc, spec, plan, b, n in _plans(table, bounds, args, "the kernel's parts, CPU ms per run"):
+        kernel.run_chunk(spec, table, bounds)  # loads the compiled functions: not counted
+        parts: dict[str, list[float]] = {"masks": [], "NFA": [], "output": [], "run_chunk": []}
+        for _ in range(args.repeat):
+            t0 = time.process_time()
+            bits = kernel._masks(plan, table, b, n)
+            ts, ts_ok = kernel._times(plan, table, n)
+            t1 = time.process_time()
+            ev, flat, fexcl, _ = kernel._nfa_match(plan, bits, b, ts, ts_ok, plan.track)
+            t2 = time.process_time()
+            kernel._output(plan, table, b, ev, flat, fexcl)
+            t3 = time.process_time()
+            kernel.run_chunk(spec, table, bounds)
+            t4 = time.process_time()
+            for key, t in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+                parts[key].append(t * 1e3)
+        print(f"  {desc:24s} {len(ev):7,} matches  " + "  ".join(
+            f"{key} {statistics.median(v):6.1f}" for key, v in parts.items()), flush=True)
 
 
 if __name__ == "__main__":

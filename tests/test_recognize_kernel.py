@@ -19,11 +19,14 @@ from sparkcep.oracles.recognize import recognize
 from sparkcep.runtime_udfs import recognize as engine
 from sparkcep.runtime_udfs.recognize import kernel
 from tests.recognize_strategies import (
+    START,
     V,
     agg,
+    alt,
     and_,
     classifier,
     col,
+    excl,
     first,
     func,
     is_null,
@@ -38,6 +41,7 @@ from tests.recognize_strategies import (
     pattern_variables,
     plus,
     prev,
+    q,
     row_patterns,
     seq,
     strip_exclusion,
@@ -302,13 +306,17 @@ def test_ineligible_specs_say_why(spec, reason):
         kernel.run_chunk(spec, _table(_rows("ab")), [0, 2])
 
 
-def test_a_chunk_with_nan_in_a_column_the_define_reads_goes_to_the_engine():
-    spec = make_spec(plus(V("A")), columns=COLUMNS, defines=(("A", op(">", col("f"), lit(0))),),
-                     measures=(("n", agg("count")),))
-    rows = _rows("aaa")
-    assert kernel.run_chunk(spec, _table(rows), [0, 3]) is not None
-    rows[1]["f"] = math.nan  # the row engine orders NaN above every number, the columnar one reads NULL
-    assert kernel.run_chunk(spec, _table(rows), [0, 3]) is None
+def test_a_define_reads_nan_as_spark_orders_it():
+    """NaN in a DEFINE's column is a value (above every number, equal to NaN), as the row engine reads it; the
+    kernel runs the chunk."""
+    spec = make_spec(plus(V("A")), columns=COLUMNS, defines=(("A", op(">", col("f"), prev(col("f")))),),
+                     measures=(("n", agg("count")), ("a", first(col("t")))))
+    rows = _rows("aaaa")
+    for r, f in zip(rows, (0.0, math.nan, math.nan, 1.0), strict=True):
+        r["f"] = f
+    want = engine.run_partition(spec, rows)
+    assert want == recognize(spec, rows) == [{"n": 1, "a": 1}]  # NaN > 0.0; NaN > NaN and 1.0 > NaN are FALSE
+    assert kernel.run_chunk(spec, _table(rows), [0, 4]).to_pylist() == want
 
 
 def test_thread_budget(monkeypatch):
@@ -559,3 +567,74 @@ def test_the_mask_is_a_bigint_past_31_variables():
     table = pa.Table.from_pylist(slim, schema=pa.schema([("k", pa.int64()), ("t", pa.int64()),
                                                          ("__mask", pa.int64()), ("__ts", pa.int64())]))
     assert kernel.run_chunk(w.spec, table, [0, len(slim)]).to_pylist() == want
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_defines_over_nan_null_and_partition_edges_run_in_the_kernel(data):
+    """The kernel's own DEFINE evaluation (columns read once, PREV/NEXT as the column moved, NULL off the
+    partition) over DOUBLEs with NaN, -0.0, infinity and NULL, PREV/NEXT by 1 or 2 at partition starts and
+    ends, arithmetic: it runs the chunk (no fallback) and gives the engine's rows and the reference's."""
+    pattern = data.draw(row_patterns(("A", "B", "C"), 4))
+    variables = pattern_variables(pattern) or ("A",)
+    if not pattern_variables(pattern):
+        pattern = seq(pattern, V("A"))
+    defines = tuple((v, _bind_self(data.draw(_condition()), v) if data.draw(st.booleans())
+                     else data.draw(_one_row_condition(v))) for v in variables if data.draw(st.integers(0, 3)))
+    rows_per_match = data.draw(st.sampled_from(R.ROWS_PER_MATCH))
+    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED:
+        pattern = strip_exclusion(pattern)
+    spec = make_spec(pattern, columns=COLUMNS, defines=defines, partition_by=("k",), rows_per_match=rows_per_match,
+                     measures=(("mn", R.MatchNumber()), ("a", first(col("t"))), ("c", last(col("t")))),
+                     skip=R.Skip(data.draw(st.sampled_from((R.SKIP_PAST_LAST_ROW, R.SKIP_TO_NEXT_ROW)))))
+    assert kernel.eligibility(spec).ok, kernel.eligibility(spec).reason
+    parts = [data.draw(_nan_partition(key)) for key in range(data.draw(st.integers(1, 3)))]
+    want = _nan_free([o for p in parts for o in engine.run_partition(spec, p)])
+    assert want == _nan_free([o for p in parts for o in recognize(spec, p)])
+    assert _nan_free(_kernel_rows(spec, parts)) == want
+
+
+def _nan_free(rows: list[dict]) -> list[dict]:
+    """The rows with each NaN as the string "NaN" (NaN is not equal to itself in Python)."""
+    return [{k: "NaN" if isinstance(v, float) and v != v else v for k, v in r.items()} for r in rows]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), chunks())
+def test_a_first_variable_without_define_starts_only_threads_that_can_live(data, parts):
+    """The look-ahead (a start row's thread is not made when the rows after it cannot take its next step) over
+    patterns whose first variable has no DEFINE (true on every row) followed by optional, empty, anchored,
+    excluded continuations, every SKIP and ROWS PER MATCH option, measures that keep each row's variable and
+    ones that do not: the engine's rows, the reference's."""
+    head = data.draw(st.sampled_from((V("S"), V("S"), excl(V("S")), q(V("S"), 1, 2), alt(V("S"), V("A")),
+                                      seq(START, V("S")), q(V("S"), 0, 1))))
+    pattern = seq(head, data.draw(row_patterns(("A", "B", "C"), 3)))
+    variables = pattern_variables(pattern)
+    defines = tuple((v, _bind_self(data.draw(_condition()), v)) for v in variables
+                    if v != "S" and data.draw(st.integers(0, 3)))
+    kind = data.draw(st.sampled_from((R.SKIP_PAST_LAST_ROW, R.SKIP_TO_NEXT_ROW, R.SKIP_TO_FIRST, R.SKIP_TO_LAST)))
+    skip = R.Skip(kind, data.draw(st.sampled_from(variables))) if kind in (R.SKIP_TO_FIRST, R.SKIP_TO_LAST) \
+        else R.Skip(kind)
+    rows_per_match = data.draw(st.sampled_from(R.ROWS_PER_MATCH))
+    if rows_per_match == R.ALL_ROWS_WITH_UNMATCHED:
+        pattern = strip_exclusion(pattern)
+    whole = data.draw(st.booleans())
+    spec = make_spec(pattern, columns=COLUMNS, defines=defines, partition_by=("k",), skip=skip,
+                     rows_per_match=rows_per_match, within=data.draw(st.one_of(st.none(), st.integers(1, 6))),
+                     measures=data.draw(_measures([None] if whole else [None, *variables],
+                                                  rows_per_match == R.ONE_ROW, whole)))
+    assert kernel.eligibility(spec).ok, kernel.eligibility(spec).reason
+    want = [o for p in parts for o in engine.run_partition(spec, p)]
+    assert want == [o for p in parts for o in recognize(spec, p)]
+    assert _kernel_rows(spec, parts) == want
+
+
+def test_the_look_ahead_hides_no_thread_budget_error(monkeypatch):
+    """``S B`` with S undefined over rows where B never holds: every start's thread would live one row, which
+    a budget of 0 threads refuses, as the engine would; the look-ahead makes none of them, so the chunk is run
+    again without it."""
+    spec = make_spec(seq(V("S"), V("B")), columns=COLUMNS, defines=(("B", op("=", col("s"), lit("z"))),))
+    assert kernel.run_chunk(spec, _table(_rows("ab")), [0, 2]).num_rows == 0
+    monkeypatch.setattr(kernel, "MAX_THREADS", 0)
+    with pytest.raises(engine.RecognizeBudgetError, match="more than 0 partial matches"):
+        kernel.run_chunk(spec, _table(_rows("ab")), [0, 2])

@@ -724,19 +724,20 @@ def test_an_integer_key_without_nulls_is_its_own_partition_id(monkeypatch):
 
 def test_partition_function_kernel_and_row_engine_give_the_reference_rows(monkeypatch):
     """The batch path gives runs of whole partitions (at most ``KERNEL_ROWS`` rows, a larger one alone) to the
-    columnar kernel and a chunk it declines (NaN in a DOUBLE it reads) to the row engine: the rows equal the
-    reference's and the row engine's alone, over NULL keys, ties in time and a partition larger than a run."""
+    columnar kernel and a chunk it declines (NaN in a DOUBLE a measure's aggregate reads; the DEFINE reads it as
+    Spark orders it) to the row engine: the rows equal the reference's and the row engine's alone, over NULL keys,
+    ties in time and a partition larger than a run."""
     pytest.importorskip("sparkcep.runtime_udfs.recognize.kernel")
     recognize_all = _oracle()
     from sparkcep.runtime_udfs.recognize import kernel
 
     spec = R.RecognizeSpec(**{**SPEC.__dict__, "measures": (
         R.Measure(R.Agg("count", None), "n"), R.Measure(R.Nav("FIRST", Attr("A", "v"), 0), "first_v"),
-        R.Measure(R.Nav("LAST", Attr("B", "v"), 0), "last_v")), "output": ("k", "n", "first_v", "last_v"),
+        R.Measure(R.Agg("max", Attr("B", "v"), "B"), "max_v")), "output": ("k", "n", "first_v", "max_v"),
         "output_types": ("string", "bigint", "double", "double")})
     assert kernel.eligibility(spec).ok
     output = StructType([StructField("k", StringType()), StructField("n", LongType()),
-                         StructField("first_v", DoubleType()), StructField("last_v", DoubleType())])
+                         StructField("first_v", DoubleType()), StructField("max_v", DoubleType())])
     rnd = random.Random(3)
     from sparkcep.runtime_udfs.recognize import sort_key
 

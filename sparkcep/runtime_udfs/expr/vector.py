@@ -124,14 +124,51 @@ def _from_arrow(a: pa.Array | pa.ChunkedArray) -> _Val:
         inner = _from_numpy(pc.fill_null(a, 0).to_numpy(zero_copy_only=False))
         return _val(inner.kind, inner.data, valid)
     if pa.types.is_floating(t):
-        data = pc.fill_null(a, 0.0).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        data = (pc.fill_null(a, 0.0) if a.null_count else a).to_numpy(zero_copy_only=False).astype(np.float64,
+                                                                                                  copy=False)
         return _Val("float", data, valid & ~np.isnan(data))
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return _Val("str", a.cast(pa.large_string()), valid)
     raise TypeError(f"vectorized conditions do not read Arrow columns of type {t} (pass what the engine sees)")
 
 
+def column(x, *, nan_is_null: bool = True) -> _Val:
+    """``x`` (a column as the dict passed to a :class:`VectorExpr` holds them) read once: pass the result in the
+    dict instead of ``x`` when several conditions read it.  ``nan_is_null`` False: a NaN in it stays a value
+    (equal to NaN, above every other DOUBLE), as Spark SQL and MATCH_RECOGNIZE's row evaluator read a row."""
+    v = _column(x, len(x))
+    if nan_is_null or v.kind != "float" or isinstance(x, _Val):
+        return v
+    if isinstance(x, (pa.Array, pa.ChunkedArray)) and x.null_count:
+        return _Val("float", v.data, pc.is_valid(x).to_numpy(zero_copy_only=False))
+    return _Val("float", v.data, np.ones(len(v.data), dtype=bool))
+
+
+def moved(v: _Val, shift: int, lost: np.ndarray) -> _Val:
+    """The column :func:`column` read ``shift`` rows away (row ``i`` holds row ``i + shift``'s value), NULL
+    where ``lost`` is set and where ``i + shift`` is off the column."""
+    n = len(v.valid)
+    if v.kind == "null":
+        return v
+    lo, hi = min(n, max(0, -shift)), max(0, n - max(0, shift))  # the rows i whose i + shift is inside
+    valid = np.zeros(n, dtype=bool)
+    if lo < hi:
+        valid[lo:hi] = v.valid[lo + shift:hi + shift]
+    valid &= ~lost
+    if v.kind == "str":
+        idx = np.where(valid, np.arange(n, dtype=np.int64) + shift, 0)
+        return _Val("str", v.data.take(pa.array(idx, mask=~valid)), valid)
+    data = np.zeros(n, dtype=v.data.dtype)
+    if lo < hi:
+        data[lo:hi] = v.data[lo + shift:hi + shift]
+    return _Val(v.kind, data, valid)
+
+
 def _column(x, n: int) -> _Val:
+    if isinstance(x, _Val):  # read once already (:func:`column`)
+        if len(x.valid) != n:
+            raise ValueError(f"columns of different lengths ({len(x.valid)} and {n})")
+        return x
     v = _from_arrow(x) if isinstance(x, (pa.Array, pa.ChunkedArray)) else _from_numpy(np.asarray(x))
     if len(v.valid) != n:
         raise ValueError(f"columns of different lengths ({len(v.valid)} and {n})")
@@ -271,6 +308,9 @@ def _compare(op: str, x: _Val, y: _Val) -> _Val:
         return _Val("bool", _CMP[op](x.data, y.data), valid)
     a, b = x.data, y.data  # NaN equals NaN and is above every other DOUBLE
     an, bn = np.isnan(a), np.isnan(b)
+    if not (an.any() or bn.any()):
+        with np.errstate(invalid="ignore"):
+            return _Val("bool", _CMP[op](a, b), valid)
     with np.errstate(invalid="ignore"):
         eq = (a == b) | (an & bn)
         lt = ((a < b) & ~an) | (~an & bn)

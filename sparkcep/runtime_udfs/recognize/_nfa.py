@@ -38,7 +38,8 @@ def _lt(gap, within):
 
 @njit(cache=True)
 def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_plain, resume_off, resume,
-          match_pc, skip, skip_mask, has_within, within, monotone, ts, ts_ok, quiet, max_threads, track, caps):
+          match_pc, skip, skip_mask, has_within, within, monotone, ts, ts_ok, quiet, max_threads, track, caps,
+          look, look_need, look_wait):
     """Run every partition ``bounds[k]:bounds[k+1]``.  Returns the events in output order (a 5-column array:
     kind 0 match / 1 unmatched row, start, end, match number, offset of its rows' variables in the second
     arrays), the variables of every match's rows and whether each is inside ``{- -}`` (flattened), and a code:
@@ -50,7 +51,16 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
     ``track`` False: no node per consumed row (nothing reads a match's variables: every measure reads all its
     rows, nothing is excluded); a thread's third field is then what AFTER MATCH SKIP TO FIRST/LAST v reads of
     its history, the row it would skip to (-1 none yet, -2 no row consumed), and a match's variables in the
-    second arrays are 0, its rows not excluded.  The threads, matches and events are those of ``track`` True."""
+    second arrays are 0, its rows not excluded.  The threads, matches and events are those of ``track`` True.
+
+    ``look``: a start row's thread at a start leaf whose next leaves cannot take the row after it is not made
+    (the look-ahead): it would consume the start row (or die on it) and die on the next one, never matching,
+    never reaching a leaf before a thread of its own start, the least preferred of all (so it drops no other
+    thread); ``look_need[leaf]`` the variables of the CHARs after ``leaf`` (-1 where a MATCH follows: never
+    skipped), ``look_wait[leaf]`` whether a thread waiting at ``ANCHOR $`` follows (it lives on at the
+    partition's last row).  The starts it leaves out are decided as those whose threads died; the one thing
+    they could change is the thread budget, so a row where it is in reach answers code 6 (run again without
+    ``look``)."""
     n = len(bits)
     npc = len(char_var)
     nwait = len(resume_off) - 1
@@ -99,6 +109,7 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
             if i < a1:
                 # a thread for start row i, least preferred of all
                 bol = i == a0
+                unmade = 0
                 for k in range(len(start_bol) if bol else len(start_plain)):
                     leaf = start_bol[k] if bol else start_plain[k]
                     if leaf == match_pc:
@@ -108,6 +119,13 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                         m_end[i] = i
                         m_node[i] = -1
                         break
+                    if look:
+                        if (bits[i] >> char_var[leaf]) & 1 == 0:
+                            continue  # it dies on row i
+                        if look_need[leaf] >= 0 and (
+                                (bits[i + 1] & look_need[leaf]) == 0 if i + 1 < a1 else not look_wait[leaf]):
+                            unmade += after_off[leaf + 1] - after_off[leaf]
+                            continue  # it dies on row i + 1, or at the partition's end
                     if nt >= th_s.shape[1]:
                         return ev[:0], flat[:0], fexcl[:0], 2
                     th_s[c, nt] = i
@@ -181,6 +199,8 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                         nn += 1
                 if nn > max_threads:
                     return ev[:nev], flat[:nflat], fexcl[:nflat], 1
+                if nn + unmade > max_threads:
+                    return ev[:0], flat[:0], fexcl[:0], 6
                 c = 1 - c
                 nt = nn
                 pos = i + 1
@@ -346,6 +366,19 @@ def locate(ev, flat, oj, oq, mset, nth, shift, final, pstart, pend):
     total = len(oj)
     out = np.full(total, -1, dtype=np.int64)
     want = nth - 1 if nth > 0 else (-nth - 1 if nth < 0 else 0)
+    if mset == -1:  # every row counts: the (k+1)-th from the first or the last of ``limit`` rows, no pass
+        for x in range(total):
+            j = oj[x]
+            if ev[j, 0] != 0:
+                continue
+            s = ev[j, 1]
+            limit = ev[j, 2] - s if final else oq[x] + 1
+            if limit <= want:
+                continue
+            r = s + shift + (want if nth > 0 else limit - 1 - want)
+            if r >= pstart[x] and r < pend[x]:
+                out[x] = r
+        return out
     ring = np.empty(want + 1, dtype=np.int64)
     cur_j = -1
     seen = 0

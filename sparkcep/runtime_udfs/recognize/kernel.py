@@ -23,9 +23,11 @@ merged, the AFTER MATCH SKIP rules, WITHIN, anchors, empty matches, ``{- -}``.  
 Not taken (the row engine runs them): functions (``abs``, ``coalesce``, ...) in DEFINE or MEASURES, DEFINEs
 that read the match's history, more than 62 variables.
 
-A chunk whose values the kernel does not read (NaN in a DOUBLE column it reads: the row evaluator orders NaN
-as a value, the columnar one as NULL; columns of other types than BIGINT/INT/DOUBLE/STRING/BOOLEAN; event
-times beyond 2^53) makes :func:`run_chunk` answer None: the caller runs the existing engine on it.
+DEFINEs read each column once into numpy, NaN a value as the row evaluator and Spark SQL order it (equal to
+NaN, above every other DOUBLE); PREV/NEXT are the column moved, NULL off the row's partition.  A chunk whose
+values the kernel does not read (NaN in a DOUBLE column a measure's aggregate or expression reads: the
+columnar evaluator there reads it as NULL; columns of other types than BIGINT/INT/DOUBLE/STRING/BOOLEAN;
+event times beyond 2^53) makes :func:`run_chunk` answer None: the caller runs the existing engine on it.
 
 The numba functions are compiled once per machine (``cache=True``: next to the module, or numba's user-wide
 cache directory where that is not writable; ``bench/match_kernel.py --cold`` times the compilation) and loaded
@@ -43,6 +45,7 @@ import pyarrow.compute as pc
 
 from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Literal, Unary
+from sparkcep.runtime_udfs.expr import vector
 from sparkcep.runtime_udfs.expr.vector import vectorize
 from sparkcep.runtime_udfs.recognize.engine import MAX_THREADS, RecognizeBudgetError, compiled
 from sparkcep.runtime_udfs.recognize.program import CHAR, MATCH
@@ -143,6 +146,14 @@ class _Plan:
         assert code[self.match_pc][0] == MATCH
         after = c.after
         self.after_off, self.after = _csr([after[pc] for pc in range(n)])
+        #: the look-ahead (:func:`._nfa.match`): per CHAR, the variables of the CHARs that may follow it (-1: a
+        #: MATCH may), whether a thread waiting at ANCHOR $ may
+        self.look_need = np.full(n, -1, dtype=np.int64)
+        self.look_wait = np.zeros(n, dtype=np.bool_)
+        for at in range(n):
+            if code[at][0] == CHAR and self.match_pc not in after[at]:
+                self.look_need[at] = sum({1 << code[x][1] for x in after[at] if x >= 0})
+                self.look_wait[at] = any(x < 0 for x in after[at])
         self.start_bol = np.array(prog.closure(0, True, False), dtype=np.int64)
         self.start_plain = np.array(prog.closure(0, False, False), dtype=np.int64)
         waits = len(prog._waits)
@@ -346,11 +357,13 @@ def run_chunk(spec: R.RecognizeSpec, table: pa.Table, bounds: Sequence[int]) -> 
         return None
 
 
-def _nfa_match(plan: _Plan, bits: np.ndarray, b: np.ndarray, ts: np.ndarray, ts_ok: np.ndarray, track: bool):
+def _nfa_match(plan: _Plan, bits: np.ndarray, b: np.ndarray, ts: np.ndarray, ts_ok: np.ndarray, track: bool,
+               look: bool = True):
     """The numba NFA over ``bits`` (``track``: keep every match's variables; ``plan.track`` is the least that
-    the measures need; ``bench/match_kernel.py --nfa`` times both): events, match variables, exclusions and
-    whether there were too many threads.  Its arrays do not grow: a size found too small is doubled (for the
-    plan's later chunks too) and the chunk run again."""
+    the measures need; ``bench/match_kernel.py --nfa`` times both; ``look``: the look-ahead at start rows):
+    events, match variables, exclusions and whether there were too many threads.  Its arrays do not grow: a
+    size found too small is doubled (for the plan's later chunks too) and the chunk run again; so is a chunk
+    whose thread budget the look-ahead may have changed, without it."""
     n = len(bits)
     while True:
         threads, nodes, variables = plan.caps
@@ -358,9 +371,13 @@ def _nfa_match(plan: _Plan, bits: np.ndarray, b: np.ndarray, ts: np.ndarray, ts_
         ev, flat, fexcl, code = _kernels().match(
             bits, b, plan.char_var, plan.char_excl, plan.after_off, plan.after, plan.start_bol, plan.start_plain,
             plan.resume_off, plan.resume, plan.match_pc, plan.skip, plan.skip_mask, plan.within is not None,
-            float(plan.within or 0.0), plan.monotone, ts, ts_ok, plan.quiet, MAX_THREADS, track, caps)
+            float(plan.within or 0.0), plan.monotone, ts, ts_ok, plan.quiet, MAX_THREADS, track, caps, look,
+            plan.look_need, plan.look_wait)
         if code < 2:
             return ev, flat, fexcl, code == 1
+        if code == 6:
+            look = False
+            continue
         k = {2: 0, 3: 1, 5: 2}[code]  # 4, the events, cannot happen: one per start row at most
         plan.caps[k] = max(1, 2 * plan.caps[k])
 
@@ -369,7 +386,9 @@ class _Fallback(Exception):
     """This chunk's data is not for the kernel."""
 
 
-def _input(table: pa.Table, column: str):
+def _input(table: pa.Table, column: str, nan: bool = False):
+    """The column as an Arrow array the kernel reads, None if the table lacks it; :class:`_Fallback` for a type
+    it does not read, and for a NaN unless ``nan`` (a DEFINE's column: read as Spark SQL reads it)."""
     if column not in table.column_names:
         return None
     a = table.column(column)
@@ -381,7 +400,7 @@ def _input(table: pa.Table, column: str):
     if pa.types.is_floating(t):
         if t != pa.float64():
             a = a.cast(pa.float64())
-        if pc.any(pc.is_nan(a)).as_py():
+        if not nan and pc.any(pc.is_nan(a)).as_py():
             raise _Fallback
         return a
     if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
@@ -393,38 +412,34 @@ def _input(table: pa.Table, column: str):
     raise _Fallback
 
 
-def _partition_of(b: np.ndarray, n: int) -> np.ndarray:
-    pid = np.zeros(n, dtype=np.int64)
-    if len(b) > 2:
-        starts = b[1:-1]
-        starts = starts[starts < n]
-        np.add.at(pid, starts, 1)
-        pid = np.cumsum(pid)
-    return pid
-
-
-def _shifted(a: pa.Array, shift: int, pid: np.ndarray) -> pa.Array:
-    """``a`` read ``shift`` rows away, NULL off the row's partition."""
-    n = len(a)
-    idx = np.arange(n, dtype=np.int64) + shift
-    ok = (idx >= 0) & (idx < n)
-    ok[ok] = pid[idx[ok]] == pid[ok]
-    return a.take(pa.array(np.where(ok, idx, 0), mask=~ok))
+def _lost(b: np.ndarray, shift: int, n: int) -> np.ndarray:
+    """Where a row read ``shift`` rows away is off its partition (``b``: the partitions' bounds)."""
+    lost = np.zeros(n, dtype=np.bool_)
+    starts, ends = b[:-1], b[1:]
+    for j in range(abs(shift)):
+        idx = starts + j if shift < 0 else ends - 1 - j
+        lost[idx[(idx >= starts) & (idx < ends)]] = True
+    return lost
 
 
 def _masks(plan: _Plan, table: pa.Table, b: np.ndarray, n: int) -> np.ndarray:
-    """One int64 per row: bit ``v`` set where the DEFINE of variable ``v`` holds (undefined: always)."""
-    pid = _partition_of(b, n) if any(s for _, s in plan.reads) else None
+    """One int64 per row: bit ``v`` set where the DEFINE of variable ``v`` holds (undefined: always).  Each
+    column read once into numpy (NaN a value, as Spark SQL and the row evaluator order it); PREV/NEXT are that
+    column moved, NULL off the row's partition."""
     cols = {}
     base: dict[str, object] = {}
-    for column, shift in plan.reads:
-        if column not in base:
-            base[column] = _input(table, column)
-        a = base[column]
-        if a is None:
-            continue
-        cols[("r", _key(column, shift))] = a if shift == 0 else _shifted(a, shift, pid)
+    lost: dict[int, np.ndarray] = {}
     try:
+        for column, shift in sorted(plan.reads):
+            if column not in base:
+                a = _input(table, column, nan=True)
+                base[column] = None if a is None else vector.column(a, nan_is_null=False)
+            v = base[column]
+            if v is None:
+                continue
+            if shift and shift not in lost:
+                lost[shift] = _lost(b, shift, n)
+            cols[("r", _key(column, shift))] = vector.moved(v, shift, lost[shift]) if shift else v
         for key, f, is_null in plan.derived:
             nulls = f.values(cols, n).is_null().to_numpy(zero_copy_only=False)
             cols[("r", key)] = nulls if is_null else ~nulls
@@ -445,7 +460,7 @@ def _masks(plan: _Plan, table: pa.Table, b: np.ndarray, n: int) -> np.ndarray:
             holds = f(cols, n)
         except (TypeError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
             raise _Fallback from None
-        bits |= holds.astype(np.int64) << i
+        bits |= np.left_shift(holds, i, dtype=np.int64)
     return bits
 
 
@@ -474,8 +489,11 @@ def _output(plan: _Plan, table: pa.Table, b: np.ndarray, ev: np.ndarray, flat: n
     offset of the match's variables in ``flat``) as :func:`.engine._emit` makes them."""
     k = _kernels()
     oj, oq, orow = k.expand(ev, fexcl, plan.mode)
-    part = np.searchsorted(b[1:], ev[:, 1], side="right")
-    pstart, pend = b[:-1][part][oj], b[1:][part][oj]
+    # the events come partition after partition, their start rows rising: each partition's run of events
+    per = np.diff(np.searchsorted(ev[:, 1], b[1:-1], side="left"), prepend=0, append=len(ev))
+    pstart, pend = np.repeat(b[:-1], per), np.repeat(b[1:], per)
+    if len(oj) != len(ev) or np.any(oj != np.arange(len(ev))):  # else one output row per event, in order
+        pstart, pend = pstart[oj], pend[oj]
     is_match = ev[oj, 0] == 0
     columns = {ms.name: _measure_column(plan, table, ms, ev, flat, oj, oq, pstart, pend, is_match)
                for ms in plan.measures}
@@ -524,7 +542,12 @@ def _take(a, rows: np.ndarray) -> pa.Array:
     ok = rows >= 0
     if a is None:
         return pa.nulls(len(rows))
-    return a.take(pa.array(np.where(ok, rows, 0), mask=~ok))
+    every = bool(ok.all())
+    if a.null_count == 0 and (pa.types.is_integer(a.type) or pa.types.is_floating(a.type)):
+        values = a.to_numpy()  # no copy: a numpy gather, no Arrow take
+        got = values[rows if every else np.where(ok, rows, 0)]
+        return pa.array(got, type=a.type, mask=None if every else ~ok)
+    return a.take(pa.array(rows if every else np.where(ok, rows, 0), mask=None if every else ~ok))
 
 
 def _aggregate(table: pa.Table, ms: _Measure, ev: np.ndarray, flat: np.ndarray, oj: np.ndarray, oq: np.ndarray,
