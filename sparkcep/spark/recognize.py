@@ -513,7 +513,7 @@ def _unpacked_key(table: pa.Table, mask: str, dtype: pa.DataType, shift: int) ->
 
 
 #: Rows of whole partitions a streamed batch partition gathers before running them (:func:`whole_partitions`).
-STREAM_ROWS = 1 << 15
+STREAM_ROWS = 1 << 17
 
 
 def streamable(schema: StructType, spec: RecognizeSpec) -> bool:
