@@ -533,7 +533,8 @@ def streamable(schema: StructType, spec: RecognizeSpec) -> bool:
 
 
 def _key_at(table: pa.Table, columns: tuple[str, ...], i: int) -> tuple:
-    return tuple(table.column(c)[i].as_py() for c in columns)
+    """Row ``i``'s partition key (the ``columns`` ``table`` has, as :func:`_partition_ids` reads them)."""
+    return tuple(table.column(c)[i].as_py() for c in columns if c in table.column_names)
 
 
 def whole_partitions(tables: Iterator[pa.Table], columns: tuple[str, ...], rows: int) -> Iterator[pa.Table]:
