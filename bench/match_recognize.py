@@ -25,6 +25,9 @@ Three ways, the answers checked equal:
     parallelism 2: *in-process* (execute + collect in a warm JVM) and *whole-process* (a fresh Python + JVM
     running that one statement: start-up, planning and the job).
 
+``bench/recognize_split.py`` tells where one pattern's time goes (stage CPU, the Python workers' CPU, the worker's
+batches and its tail after the last one), plain Spark and sparkcep paired in one process.
+
 ``--engine`` adds the pure engine alone in this process (``runtime_udfs.recognize.run_partition`` over the rows
 already read, grouped and sorted: one core, no Spark), to tell the engine's share of (b).
 

@@ -19,6 +19,8 @@ import re
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 import sparkcep
@@ -518,9 +520,12 @@ def test_input_columns_with_reserved_names_are_refused(spark):
             SR.project(df, SPEC)
 
 
-def test_partition_function_in_chunks_equals_the_reference(monkeypatch):
+@pytest.mark.parametrize("streamed", [False, True])
+def test_partition_function_in_chunks_equals_the_reference(monkeypatch, streamed):
     """With tiny chunks, a large partition goes through the engine in ``step`` chunks (PREV reaching back across
-    a chunk's edge) and small ones several to a conversion; the rows equal the reference's."""
+    a chunk's edge) and small ones several to a conversion; the rows equal the reference's.  ``streamed``: the
+    partitions run as the Arrow batches of 5 rows arrive, 4 rows at a time, the 23-row partition held across
+    five batches and the others cut inside a batch."""
     pytest.importorskip("sparkcep.runtime_udfs.recognize")
     recognize_all = _oracle()
     rnd = random.Random(11)
@@ -533,10 +538,68 @@ def test_partition_function_in_chunks_equals_the_reference(monkeypatch):
     table = pa.Table.from_pylist(rows, schema=pa.schema([("k", pa.string()), ("t", pa.string()), ("v", pa.int64()),
                                                          ("ts", pa.timestamp("us", tz="UTC")), ("__ts", pa.int64())]))
     monkeypatch.setattr(SR, "CHUNK_ROWS", 4)
-    fn = SR.partition_function(SPEC, _OUTPUT, resort=False)
+    monkeypatch.setattr(SR, "STREAM_ROWS", 4)
+    fn = SR.partition_function(SPEC, _OUTPUT, resort=False, streamed=streamed)
     got = [r for b in fn(iter(table.to_batches(max_chunksize=5))) for r in pa.Table.from_batches([b]).to_pylist()]
     want = recognize_all(SPEC, rows)
     assert canon(got, SPEC.output) == canon(want, SPEC.output) and len(want) >= 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([None, -1, 0, 3, 2 ** 40]), min_size=1, max_size=30),
+       st.lists(st.integers(1, 7), min_size=1, max_size=30), st.integers(1, 9), st.booleans())
+def test_whole_partitions_regroups_the_batches_as_they_arrive(keys, sizes, rows, as_string):
+    """``whole_partitions`` over a task's batches (sorted by key: each key one run, NULL a key of its own, cut
+    into batches of random sizes) gives every row once, in order, each key's rows in one table, every table but
+    the last with at least ``rows`` rows; and it gives a table as soon as the batches read make one: the batch
+    holding the first row after it is the last one read."""
+    keys = sorted(keys, key=lambda k: (k is not None, k or 0))
+    if as_string:
+        keys = [None if k is None else f"k{k}" for k in keys]
+    table = pa.table({"k": pa.array(keys, pa.string() if as_string else pa.int64()), "i": list(range(len(keys)))})
+    batches, at = [], 0
+    for size in itertools.cycle(sizes):
+        if at >= len(keys):
+            break
+        batches.append(table.slice(at, size))
+        at += size
+    read = []
+
+    def arriving():
+        for b in batches:
+            read.append(b.num_rows)
+            yield b
+
+    out = []
+    for t in SR.whole_partitions(arriving(), ("k",), rows):
+        out.append(t)
+        end = sum(x.num_rows for x in out)
+        if end < len(keys):  # given once the batch holding the next key's first row was read, no later
+            assert sum(read) - read[-1] <= end < sum(read)
+    assert pa.concat_tables(out).column("i").to_pylist() == list(range(len(keys)))
+    assert all(t.num_rows >= rows for t in out[:-1])
+    ends = set(itertools.accumulate(t.num_rows for t in out))
+    assert all(keys[i] != keys[i - 1] for i in ends if i < len(keys))  # no key in two tables
+
+
+def test_streamable_keys():
+    """Partitions run as the batches arrive only when each key is one run whose end Python can see: keys that
+    Python tells equal as Spark groups them (not DOUBLE: -0.0 and NaN; not a case-blind collation), and a
+    PARTITION BY at all (else the task is one partition)."""
+    from pyspark.sql.types import DateType, DecimalType, ShortType
+
+    schema = StructType([StructField("k", StringType()), StructField("t", StringType()),
+                         StructField("v", LongType()), StructField("ts", TimestampType())])
+
+    def keyed(*columns):
+        return R.RecognizeSpec(**{**SPEC.__dict__, "partition_by": columns})
+
+    assert SR.streamable(schema, SPEC) and SR.streamable(schema, keyed("k", "v", "ts"))
+    assert not SR.streamable(schema, keyed())
+    for dtype, ok in [(DoubleType(), False), (StringType("UTF8_LCASE"), False), (ShortType(), True),
+                      (DateType(), True), (DecimalType(10, 2), True)]:
+        other = StructType([*schema.fields, StructField("x", dtype)])
+        assert SR.streamable(other, keyed("k", "x")) is ok, dtype
 
 
 def test_partition_function_freezes_the_worker_heap_in_a_task_only(monkeypatch):
@@ -611,12 +674,18 @@ def test_an_int_key_packed_into_the_mask_gives_the_reference_rows(monkeypatch, s
 @pytest.mark.spark
 def test_an_int_key_packed_into_the_mask_on_spark(spark):
     """On Spark, the mask Spark computes with the key in its high bits (NULL and the INT extremes among the keys)
-    gives the reference's rows."""
+    gives the reference's rows, over Arrow batches of 7 rows run as they arrive."""
     data = [(r["p"], r["ts"], r["id"], r["typ"]) for r in _keyed_rows(4)]
     spark.createDataFrame(data, "p int, ts bigint, id bigint, typ string").createOrReplaceTempView("keyed")
     text = _KEYED.format(t="keyed")
     spec, want = reference(spark, text)
-    got = [r.asDict() for r in sparkcep.sql(text, spark).collect()]
+    conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(conf)
+    spark.conf.set(conf, "7")  # the partitions run as the batches arrive, keys cut inside batches
+    try:
+        got = [r.asDict() for r in sparkcep.sql(text, spark).collect()]
+    finally:
+        spark.conf.set(conf, old)
     assert canon(got, spec.output) == canon(want, spec.output) and len({r["p"] for r in want}) >= 3
 
 

@@ -18,7 +18,10 @@ layer may not import) chains:
     gives runs of whole row pattern partitions to the columnar kernel (``kernel.run_chunk``: Arrow columns in,
     an Arrow table out) when it takes the spec, else to the row engine, each partition's end known
     (``run_partition``; a partition larger than :data:`CHUNK_ROWS` through ``step`` in chunks and
-    ``advance(final=True)``);
+    ``advance(final=True)``).  When the partition keys are ones Python tells apart as Spark does
+    (:func:`streamable`), the partitions run as the Arrow batches arrive (the rows of the key a batch ends with
+    held until a batch starts with another key), so the worker's work overlaps Spark's conversion of the
+    next batches instead of following the task's last one;
   - streaming (:func:`stream_recognize`): an event-time watermark on the time column, ``groupBy(PARTITION
     BY).applyInPandasWithState``: each key's rows wait in the group state until event time is settled (their
     event time is older than the watermark: a later row older than it is late, so no row ordered before them
@@ -66,6 +69,7 @@ from pyspark.sql.types import (
     BooleanType,
     DataType,
     DateType,
+    DecimalType,
     IntegralType,
     MapType,
     NumericType,
@@ -508,9 +512,59 @@ def _unpacked_key(table: pa.Table, mask: str, dtype: pa.DataType, shift: int) ->
     return pa.array(np.where(null, 0, key), mask=null if null.any() else None).cast(dtype)
 
 
+#: Rows of whole partitions a streamed batch partition gathers before running them (:func:`whole_partitions`).
+STREAM_ROWS = 1 << 17
+
+
+def streamable(schema: StructType, spec: RecognizeSpec) -> bool:
+    """Whether a batch partition may run its row pattern partitions as its Arrow batches arrive: there are
+    PARTITION BY columns, each of a type whose values Python tells equal exactly when Spark groups them
+    (integers, booleans, dates, times, decimals, binary, strings of the binary collation; not floats, whose
+    ``-0.0``/``NaN`` Spark normalizes, nor a collation that ignores case), so each key is the one run Spark's
+    sort made of it and a batch starting with another key than the last one ended with ends that partition."""
+    exact = (IntegralType, BooleanType, DateType, TimestampType, TimestampNTZType, DecimalType, BinaryType)
+    names = set(schema.names)
+
+    def ok(dt: DataType) -> bool:
+        return isinstance(dt, exact) or (isinstance(dt, StringType)
+                                         and getattr(dt, "collation", "UTF8_BINARY") == "UTF8_BINARY")
+
+    return bool(spec.partition_by) and all(c in names and ok(schema[c].dataType) for c in spec.partition_by)
+
+
+def _key_at(table: pa.Table, columns: tuple[str, ...], i: int) -> tuple:
+    """Row ``i``'s partition key (the ``columns`` ``table`` has, as :func:`_partition_ids` reads them)."""
+    return tuple(table.column(c)[i].as_py() for c in columns if c in table.column_names)
+
+
+def whole_partitions(tables: Iterator[pa.Table], columns: tuple[str, ...], rows: int) -> Iterator[pa.Table]:
+    """The ``tables`` of a batch partition (sorted by the partition ``columns`` first, each key one run) regrouped
+    as they arrive into tables of whole partitions of at least ``rows`` rows each (the last one may have fewer):
+    the rows of the key a table ends with are held until a table starts with another key, or the input ends."""
+    done: list[pa.Table] = []  # whole partitions not yet given
+    held: list[pa.Table] = []  # the last key's rows so far
+    last: tuple | None = None
+    for t in tables:
+        if held and _key_at(t, columns, 0) != last:
+            done, held = done + held, []
+        ids = _partition_ids(t, columns)
+        cuts = np.flatnonzero(ids[1:] != ids[:-1]) if ids is not None else ()
+        if len(cuts):
+            cut = int(cuts[-1]) + 1
+            done, held = [*done, *held, t.slice(0, cut)], [t.slice(cut)]
+        else:
+            held.append(t)
+        last = _key_at(t, columns, t.num_rows - 1)
+        if sum(x.num_rows for x in done) >= rows:
+            yield pa.concat_tables(done)
+            done = []
+    if done or held:
+        yield pa.concat_tables(done + held)
+
+
 def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool = True,
                        time: tuple[str | None, str | None] | None = None,
-                       key: tuple[str, str, str, int] | None = None) -> Callable[
+                       key: tuple[str, str, str, int] | None = None, streamed: bool = False) -> Callable[
         [Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``fn(batches) -> batches`` for ``mapInArrow`` over rows repartitioned by the PARTITION BY columns and
     sorted: every row pattern partition in it run by the engine.
@@ -527,21 +581,22 @@ def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool 
     (:func:`spark_orders_like_python`).  ``time``: ``(column, kind)`` of :func:`_time_field` when the batches
     come without :data:`TS` (not shuffled: derived here by :func:`_arrow_ts`).  ``key``: ``(mask column, key
     column, its Spark type, shift)`` when the PARTITION BY column comes packed into the mask's high bits
-    (``WorkerSpec.key``), decoded here into a column of its own (:func:`_unpacked_key`).  In a Spark task the
+    (``WorkerSpec.key``), decoded here into a column of its own (:func:`_unpacked_key`).  ``streamed``: the
+    partitions are run as the batches arrive (:func:`whole_partitions`, about :data:`STREAM_ROWS` rows at a time),
+    so that the worker's work overlaps Spark's conversion of the next batches, instead of after the task's last
+    batch; only for partition keys Arrow tells apart exactly as Spark does (:func:`streamable`).  In a Spark task the
     worker's heap is frozen first (:func:`~sparkcep.spark.heap.freeze_worker_heap`: PySpark's collection after the
     task then walks only this task's objects)."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        freeze_worker_heap()  # the daemon's collection after the task then walks only this task's objects
-        table = gathered(batches)
-        if table is None:
-            return
-        schema = _arrow_schema(struct)
+    def prepared(table: pa.Table) -> pa.Table:
         if time is not None and TS not in table.column_names:
             table = table.append_column(TS, _arrow_ts(table, *time))
         if key is not None:
             mask, name, dtype, shift = key
             table = table.append_column(name, _unpacked_key(table, mask, _KEY_TYPES[dtype], shift))
+        return table
+
+    def whole(table: pa.Table, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         table, bounds = _partitions(table, _partition_ids(table, spec.partition_by))
         parts = list(itertools.pairwise(bounds))
         if resort or not kernel_runs(spec):
@@ -556,6 +611,18 @@ def partition_function(spec: RecognizeSpec, struct: StructType, *, resort: bool 
                 yield from _engine_batches(spec, table, parts[j:k], schema, False)
             else:
                 yield from got.to_batches()
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_worker_heap()  # the daemon's collection after the task then walks only this task's objects
+        schema = _arrow_schema(struct)
+        if streamed:
+            for table in whole_partitions((prepared(pa.Table.from_batches([b])) for b in batches if b.num_rows),
+                                          spec.partition_by, STREAM_ROWS):
+                yield from whole(table, schema)
+            return
+        table = gathered(batches)
+        if table is not None:
+            yield from whole(prepared(table), schema)
 
     return run
 
@@ -634,7 +701,8 @@ def batch_recognize(projected: DataFrame, spec: RecognizeSpec, *, partitions: in
         if worker.key is not None:
             key = (worker.mask[0], worker.key, schema[worker.key].dataType.simpleString(), worker.key_shift)
     spread = _sorted(spread, columns, order, select, windows)
-    return spread.mapInArrow(partition_function(spec, struct, resort=resort, time=time, key=key), struct)
+    return spread.mapInArrow(partition_function(spec, struct, resort=resort, time=time, key=key,
+                                                streamed=streamable(schema, spec)), struct)
 
 
 #: Spark types whose order is Python's on the values Arrow gives (NULLs and NaN placed by the sort itself).

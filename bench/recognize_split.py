@@ -1,0 +1,196 @@
+"""Where a MATCH_RECOGNIZE statement's time goes on Spark, paired sides in one process (default: the V-shape of
+``bench/match_recognize.py`` over 10^6 rows).
+
+Sides, run in rounds that alternate their order (one warm-up round first, not counted):
+
+* ``plain``: plain Spark's window functions (``match_recognize.plain_spark``);
+* ``streamed``: ``sparkcep.sql`` as it runs (the worker runs the partitions as the Arrow batches arrive, when the
+  keys allow: ``sparkcep.spark.recognize.streamable``);
+* ``gathered``: the same with ``streamable`` patched false in the driver (the worker takes the task's batches
+  whole first, as before 2026-11-27).
+
+Per run: wall seconds; the executor CPU of the job's stages (Spark's REST API: the UI is on in this session);
+the CPU of this JVM's Python worker processes (``/proc``, 10 ms ticks) and of the JVM process; with
+``--instrument`` the worker's own timeline per task (its ``mapInArrow`` function wrapped in the driver): batches
+and rows in, seconds until the first batch, until the last one, the tail after it (work no conversion overlaps) and
+the task's CPU.  Load-robust figures are the CPU ones and the tail; walls move with the machine's load (print
+``uptime`` with them).
+
+    python bench/recognize_split.py [--rows 1000000] [--repeat 8] [--pattern vshape]
+        [--sides plain,gathered,streamed] [--instrument]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import match_recognize as mr  # noqa: E402
+
+
+def _session():
+    from pyspark.sql import SparkSession
+
+    from sparkcep.spark.session import quiet_java_options
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    b = SparkSession.builder.master("local[2]").config("spark.driver.extraJavaOptions", quiet_java_options())
+    for k, v in {"spark.sql.shuffle.partitions": 2, "spark.default.parallelism": 2, "spark.ui.enabled": "true",
+                 "spark.ui.port": str(random.randint(20000, 30000)), "spark.driver.host": "127.0.0.1",
+                 "spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
+                 "spark.sql.execution.arrow.pyspark.enabled": "true"}.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _ticks(pid: int) -> float:
+    st = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _python_cpu(jvm: int) -> float:
+    """CPU seconds of the processes under the JVM ``jvm`` (its Python daemon and workers)."""
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                kids.setdefault(int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(
+                    int(d))
+            except OSError:
+                continue
+    total, todo = 0.0, list(kids.get(jvm, []))
+    while todo:
+        p = todo.pop()
+        todo += kids.get(p, [])
+        try:
+            total += _ticks(p)
+        except OSError:
+            pass
+    return total
+
+
+def _instrumented(original, log: str):
+    """``partition_function`` whose function appends its task's timeline to ``log`` (a JSON line)."""
+
+    def partition_function(*a, **k):
+        fn = original(*a, **k)
+
+        def run(batches):
+            import json as j
+            import time as t
+
+            t0, c0 = t.perf_counter(), t.process_time()
+            rec = {"batches": 0, "rows": 0, "first": None}
+
+            def arriving():
+                for b in batches:
+                    rec["first"] = t.perf_counter() - t0 if rec["first"] is None else rec["first"]
+                    rec["batches"] += 1
+                    rec["rows"] += b.num_rows
+                    yield b
+                rec["last"] = t.perf_counter() - t0
+
+            yield from fn(arriving())
+            rec["tail"] = t.perf_counter() - t0 - rec["last"]
+            rec["cpu"] = t.process_time() - c0
+            with open(log, "a") as f:
+                f.write(j.dumps(rec) + "\n")
+
+        return run
+
+    return partition_function
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=8)
+    ap.add_argument("--pattern", default="vshape", choices=list(mr.PATTERNS))
+    ap.add_argument("--sides", default="plain,gathered,streamed")
+    ap.add_argument("--instrument", action="store_true")
+    args = ap.parse_args(argv)
+
+    import sparkcep
+    import sparkcep.spark.recognize as SR
+
+    spark = _session()
+    sc = spark.sparkContext
+    jvm = int(sc._jvm.java.lang.ProcessHandle.current().pid())
+
+    def rest(path: str):
+        with urllib.request.urlopen(f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/{path}") as r:
+            return json.load(r)
+
+    with tempfile.TemporaryDirectory(prefix="sparkcep-split-") as tmp:
+        csv, log = Path(tmp) / "events.csv", str(Path(tmp) / "worker.log")
+        mr.write_events(csv, args.rows)
+        spark.read.csv(str(csv), schema=mr.SPARK_SCHEMA).createOrReplaceTempView("events")
+        if args.instrument:
+            SR.partition_function = _instrumented(SR.partition_function, log)
+        sql = mr.statement(mr.PATTERNS[args.pattern][1], flink=False)
+        streamable = SR.streamable
+
+        def gathered():
+            SR.streamable = lambda *a: False
+            try:
+                return sparkcep.sql(sql, spark).collect()[0]
+            finally:
+                SR.streamable = streamable
+
+        sides = {"plain": lambda: mr.plain_spark(args.pattern, spark.read.csv(str(csv), schema=mr.SPARK_SCHEMA))
+                 .collect()[0], "gathered": gathered, "streamed": lambda: sparkcep.sql(sql, spark).collect()[0]}
+        names = args.sides.split(",")
+        print(f"{args.rows:,} rows, {mr.PATTERNS[args.pattern][0]}, local[2], nproc={os.cpu_count()}, "
+              f"load {os.getloadavg()[0]:.1f} at start")
+        got: dict[str, list[dict]] = {n: [] for n in names}
+        answer = None
+        for r in range(args.repeat + 1):
+            for name in names if r % 2 == 0 else names[::-1]:
+                if os.path.exists(log):
+                    os.remove(log)
+                group = f"{name}-{r}"
+                sc.setJobGroup(group, name)
+                py0, jvm0 = _python_cpu(jvm), _ticks(jvm)
+                t0 = time.perf_counter()
+                row = tuple(sides[name]())
+                wall = time.perf_counter() - t0
+                time.sleep(0.3)  # the workers' last ticks
+                answer = answer or row
+                assert row == answer, f"{name}: {row} != {answer}"
+                cpu = run = 0.0
+                for job in rest("jobs"):
+                    if job.get("jobGroup") == group:
+                        for sid in job["stageIds"]:
+                            for st in rest(f"stages/{sid}"):
+                                cpu += st["executorCpuTime"] / 1e9
+                                run += st["executorRunTime"] / 1e3
+                tasks = [json.loads(x) for x in open(log)] if os.path.exists(log) else []
+                if r:
+                    got[name].append({"wall": wall, "stage_cpu": cpu, "stage_run": run,
+                                      "python_cpu": _python_cpu(jvm) - py0, "jvm_cpu": _ticks(jvm) - jvm0,
+                                      **({"tail": max(x["tail"] for x in tasks),
+                                          "task_cpu": sum(x["cpu"] for x in tasks)} if tasks else {})})
+                    for x in tasks:
+                        print(f"  {name} task: {x['batches']} batches, {x['rows']:,} rows, first batch at "
+                              f"{x['first']:.3f} s, last at {x['last']:.3f} s, tail {x['tail']:.3f} s, "
+                              f"CPU {x['cpu']:.3f} s")
+        print(f"answer {answer}; medians of {args.repeat} (seconds), load {os.getloadavg()[0]:.1f} at the end")
+        for name in names:
+            keys = got[name][0].keys()
+            print(f"{name:>9}: " + ", ".join(f"{k} {statistics.median(x[k] for x in got[name]):.3f}" for k in keys))
+
+
+if __name__ == "__main__":
+    main()
