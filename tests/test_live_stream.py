@@ -338,6 +338,7 @@ def test_apply_stream_follows_a_directory_through_the_admission_control(spark, t
         # the test hands the slices over itself, one file each, so that files wait behind each slice
         live.admission.stop()
         monkeypatch.setattr(shedding_module, "admit_files", lambda pending, *_: ([n for n, _ in pending[:1]], []))
+        monkeypatch.setattr(shedding_module.FileAdmission, "_top_up", lambda self, admit: [])  # no top-up
         for k in (1, 2, 3):  # after the start: the admission hands them over
             write_file(inbox, k, files[k])
         deadline = time.monotonic() + 300

@@ -178,6 +178,8 @@ class Shedding:
     #: the query whose progress drives the controller (:meth:`bind`; None: every query's that carries the
     #: stage's metrics)
     query_id: str | None = None
+    #: the admission control handing ``source``'s files over (:class:`FileAdmission`), or None
+    feeder: FileAdmission | None = None
     _newest: float | None = None
     _per_file: float = 0.0
     _prev_start: float | None = None
@@ -213,7 +215,8 @@ class Shedding:
     def follow_source(self, directory: str, overhead: float = 0.0) -> None:
         """Drive ρ from what users feel (:class:`BacklogController`): each micro-batch's p99 arrival-to-result
         latency (the ``arrival`` observed metric of a file source, :func:`sparkcep.spark.validate.observed_arrival`)
-        and the backlog, the files of ``directory`` not read yet times the events per file read so far;
+        and the backlog, the events of ``directory`` not read yet (counted by the :class:`FileAdmission`, else
+        its files not read yet times the events per file read so far);
         ``overhead``: the stage's own cost per offered event (s).  Following the directory it follows already
         keeps its controller (one per stage: ``apply(followed=)`` and :func:`follow_input` both ask)."""
         if directory == self.source and isinstance(self.controller, BacklogController):
@@ -237,9 +240,11 @@ class Shedding:
         interval = start - self._prev_start if self._prev_start is not None else duration
         self._prev_start = start
         latency = batch_latency(progress)
+        backlog = int(waiting * self._per_file)
+        if self.feeder is not None:  # the admission control counts the events waiting exactly
+            backlog = self.feeder.unread(self._newest)
         self.admission = self.controller.on_batch(duration=duration, offered=offered, kept=kept,
-                                                  latency=latency[1] if latency else None,
-                                                  backlog=int(waiting * self._per_file),
+                                                  latency=latency[1] if latency else None, backlog=backlog,
                                                   interval=max(interval, duration), expired=gone)
         return self.admission.rho
 
@@ -371,7 +376,8 @@ class FileAdmission:
     the last hand-over (it took that slice: its offsets are in the ``checkpoint``'s ``offsets/``), the files
     waiting are handed over as the backlog controller's last :class:`Admission` allows
     (:func:`~sparkcep.runtime_udfs.shedding.controller.admit_files`:
-    at most ``admit`` events), and any file waiting longer than ``expire`` is shed whole instead, its events
+    at most ``admit`` events; files that arrive while that slice waits are added to it within the bound), and
+    any file waiting longer than ``expire`` is shed whole instead, its events
     counted per type in the stage's totals (``shedding.dropped``) and, with ``dropped_output``, written there
     as they were (JSON lines).  Spark's own limits (``maxFilesPerTrigger``, ``maxBytesPerTrigger``) are fixed
     when a query starts; this one follows the controller from batch to batch.  JSON lines input.
@@ -382,7 +388,9 @@ class FileAdmission:
     micro-batch without data in between (the watermark had moved), 1-3 s on 2 cores, which every slice then
     waited through.  Without a ``checkpoint`` the old rule stays: a micro-batch that started after the
     hand-over has completed.  A hand-over while Spark lists the directory can miss the batch being planned;
-    its files go to the next one, with the next slice."""
+    its files go to the next one, with the next slice.  While a slice waits, the files that arrive are added
+    to it within the admission bound (:meth:`_top_up`): held until the next batch was planned, they went to
+    the batch after it, and an event waited through three micro-batches instead of two."""
 
     def __init__(self, source: str, staging: str, shedding: Shedding, type_col: str = "type",
                  dropped_output: str | None = None, poll: float = 0.1, checkpoint: str | None = None):
@@ -392,12 +400,15 @@ class FileAdmission:
         os.makedirs(staging, exist_ok=True)
         # a restart from the checkpoint: what was handed over already
         self.done = {original_name(n) for n in os.listdir(staging)}
+        shedding.feeder = self
         #: per hand-over, ``(names, files, events)``: the backlog left behind it, which its files' names carry
         self.staged: list[tuple[list[str], int, int]] = []
         self._rows: dict[tuple[str, int], int] = {}  # events per waiting file (name, size), counted once
+        self._counted: dict[tuple[str, int], int] = {}  # the same for :meth:`unread` (the listener's thread)
         self.expired: list[str] = []
         self.handed_at = 0.0
         self.planned_at: int | None = None  # the newest micro-batch planned at the last hand-over
+        self.slice_rows = 0  # the events handed over since then (the slice the next micro-batch reads)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -431,8 +442,11 @@ class FileAdmission:
             read = (self.shedding._prev_start or 0.0) >= self.handed_at
         else:  # a micro-batch planned after the hand-over took the slice; the next is staged while it runs
             read = self.planned_at is None or planned > self.planned_at
-        if not read and now - self.handed_at < self.shedding.controller.bound:  # the last slice is not read yet
-            return
+        fresh = read or now - self.handed_at >= self.shedding.controller.bound
+        if not fresh:  # the last slice is not read yet: it is topped up to the admission bound, so that what
+            # arrives while a batch runs goes to the next batch, not (held until that one is planned) the one
+            # after it, which made an event wait through three batches instead of two
+            admit = self._top_up(admit)
         if not admit:
             return
         backlog = self.waiting(set(admit) | set(expire))
@@ -440,8 +454,36 @@ class FileAdmission:
             hand_over(self.source, self.staging, name, backlog)
             self.done.add(name)
         self.staged.append((admit, *backlog))
-        self.handed_at, self.planned_at = now, planned
+        rows = sum(self._file_rows(name) for name in admit)
+        if fresh:
+            self.handed_at, self.planned_at, self.slice_rows = now, planned, rows
+        else:
+            self.slice_rows += rows
         self._rows = {k: n for k, n in self._rows.items() if k[0] not in self.done}
+
+    def _file_rows(self, name: str) -> int:
+        """The events of the waiting file ``name`` (counted once per name and size; 0 if it is gone)."""
+        try:
+            key = (name, os.path.getsize(os.path.join(self.source, name)))
+            if key not in self._rows:
+                self._rows[key] = count_rows(os.path.join(self.source, name))
+        except OSError:  # gone meanwhile
+            return 0
+        return self._rows[key]
+
+    def _top_up(self, admit: list[str]) -> list[str]:
+        """Of the files ``admit`` (oldest first), those that fit, with the slice handed over already
+        (:attr:`slice_rows` events), in the controller's admission bound (all of them without a bound)."""
+        decision = self.shedding.admission
+        if decision is None or decision.admit is None:
+            return admit
+        room, out = decision.admit - self.slice_rows, []
+        for name in admit:
+            room -= self._file_rows(name)
+            if room < 0:
+                break
+            out.append(name)
+        return out
 
     def waiting(self, leaving: set[str] = frozenset()) -> tuple[int, int]:
         """``(files, events)`` of ``source`` neither handed over nor shed, besides those ``leaving`` (the slice
@@ -459,6 +501,25 @@ class FileAdmission:
                 continue
             files, rows = files + 1, rows + self._rows[key]
         return files, rows
+
+    def unread(self, newest_ms: float | None) -> int:
+        """The events of ``source`` arrived after ``newest_ms`` (the newest arrival read so far) and not shed
+        whole, handed over or not, counted exactly (the backlog the controller is told)."""
+        shed, counted = set(self.expired), {}
+        with os.scandir(self.source) as entries:
+            for e in entries:
+                if e.name in shed or e.name.startswith(("_", ".")) or not e.is_file():
+                    continue
+                st = e.stat()
+                if newest_ms is not None and st.st_mtime_ns // 10**6 <= newest_ms:
+                    continue
+                key = (e.name, st.st_size)
+                try:
+                    counted[key] = self._counted[key] if key in self._counted else count_rows(e.path)
+                except OSError:  # gone meanwhile
+                    continue
+        self._counted = counted  # the files read are forgotten
+        return sum(counted.values())
 
     def _shed(self, name: str) -> None:
         path = os.path.join(self.source, name)

@@ -363,10 +363,11 @@ class BacklogController:
       and the expiry age keep ``d`` (a smaller admission would shed whole files, unread, not by utility).
     * ``admit``, the admission bound: the most events the next batch may read, those whose reading and
       deciding take at most half of what the budget leaves after ``F``, ``(d − F) / (2o)`` (the other half is
-      for the events kept; None while ``o`` is 0).  What waits beyond it is read by a later batch or, last
-      resort, expires.
+      for the events kept; ``o`` the median of the last ``memory`` fits', None while it is 0).  What waits
+      beyond it is read by a later batch or, last resort, expires.
     * ``rho``: of the events the next batch will read, ``n = min(backlog + λ × gap, admit)``, it keeps what
-      the operator does in the rest of the budget, ``(d − F − o × n) / c``, the rest dropped by utility; ρ
+      the operator does in the rest of the budget, ``(d − F − o × n) / c'`` (``c'``: :attr:`kept_cost`, an
+      upper quantile of what recent batches' kept events cost), the rest dropped by utility; ρ
       rises at once and falls by ``damping`` of the way per batch (0 below 0.01).
     * ``expire``: an event older than ``bound − d'`` when its batch starts (``d'``: the larger of the budget
       and the predicted duration of that batch) misses the bound whatever is done: the source may shed it
@@ -387,6 +388,8 @@ class BacklogController:
     max_rho: float = 0.99
     memory: int = 8
     damping: float = 0.5
+    #: the upper quantile of the recent batches' cost per kept event that the plan uses (:attr:`kept_cost`)
+    quantile: float = 0.9
     rho: float = 0.0
     #: per batch with events: (latency p99, backlog, rho for the next batch, admit)
     history: list[tuple[float, int, float, int | None]] = field(default_factory=list)
@@ -402,6 +405,7 @@ class BacklogController:
     spread: float = 0.0
     _warm: bool = False
     _fit: tuple[float, float, float] | None = None
+    _reads: list[float] = field(default_factory=list)
 
     @property
     def target(self) -> float:
@@ -439,15 +443,22 @@ class BacklogController:
         w = self._window
         self._fit = fit_batch_cost([x[2] for x in w], [x[3] for x in w], [x[1] for x in w], read,
                                    fixed if self._fit else None)
-        fixed, read, per_kept = self._fit
+        fixed, read, _ = self._fit
+        per_kept = self.kept_cost
         rate = sum(w[4] for w in self._window) / sum(w[0] for w in self._window)
-        # the plan for the next batch leaves room for the largest overrun of a measured batch over the fit
+        # the plan for the next batch leaves room for the largest overrun of a measured batch over the plan's
+        # own cost (the kept events at the upper quantile of their cost)
         self.spread = cost_spread([x[1] for x in w], [fixed + read * x[2] + per_kept * x[3] for x in w])
         full = self._budget(latency)
         # the events kept are planned with that room; what is read is not (a smaller admission would shed
         # whole files, unread, instead of the least useful events)
         budget = full / (1 + self.spread)
-        admit = int(max((full - fixed) / (2 * read), 1)) if read > 0 else None
+        # the admission bound follows the median read cost fitted over the last batches: a fit that puts the
+        # cost of reading on the events kept for one batch (ρ steady: the two terms cannot be told apart) must
+        # not lift the bound, or the next batch reads the whole backlog at once
+        _push(self._reads, read, self.memory)
+        reading = float(np.median(self._reads))
+        admit = int(max((full - fixed) / (2 * reading), 1)) if reading > 0 else None
         coming = backlog + rate * self._gap()  # the backlog is what arrived until this batch's end
         n = min(coming, admit) if admit is not None else coming
         if n > 0 and fixed + read * n > full:
@@ -463,6 +474,21 @@ class BacklogController:
         self.rho = wanted
         self.history.append((latency if latency is not None else float("nan"), backlog, wanted, admit))
         return self._decide(wanted, admit, full, fixed + read * n + per_kept * n * (1 - wanted))
+
+    @property
+    def kept_cost(self) -> float:
+        """The cost (s) the plan gives an event kept: the ``quantile`` of what the events kept by each batch in
+        memory cost, ``(duration − F − o × offered) / kept``, and at least the fitted ``c``.  A shedder keeps
+        the events it values, and gSPICE values the events that build matches, which cost the operator the
+        most: as ρ rises the kept events cost more than the fit's average over batches at other ratios, and
+        a plan at the average overruns (issue 17: 599 µs per kept event for gSPICE-H against 429 µs for
+        random)."""
+        fixed, read, per_kept = self.cost
+        # batches that kept a few events only (ρ near its maximum) measure their cost by the noise of the rest
+        costs = [(d - fixed - read * n) / k for _, d, n, k, _ in self._window if k > 0 and k >= 0.05 * n]
+        if not costs:
+            return per_kept
+        return max(per_kept, float(np.quantile(costs, self.quantile)))
 
     def _gap(self) -> float:
         """The mean time between a batch's end and the next one's start (s)."""
