@@ -9,6 +9,7 @@ import json
 import math
 import pickle
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,10 +33,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from sparkcep.ir.ast import Attr, Func
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.kinds import typed
 from sparkcep.ir.sharing import SharedSpec
-from sparkcep.ir.spec import MatchSpec, TimeoutSpec, TrendSpec, reads_every_event
+from sparkcep.ir.spec import NEWEST, MatchSpec, OutputColumn, TimeoutSpec, TrendSpec, reads_every_event
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.runtime_udfs.match import budget as match_budget
 from sparkcep.runtime_udfs.match import columnar as match_columnar
@@ -177,10 +179,17 @@ class MatchOperator:
         #: sees the column
         self.arrival = ARRIVAL_COL in input_schema.names
         self._columns = (frozenset(input_schema.names) - {ARRIVAL_COL}) | {MASK}
-        #: a trend spec over rows with their arrival: each window's result gets the newest arrival of its key's
-        #: events in the window (:class:`WindowArrivals`, nested stream), which then ride along as an attribute
-        self._panes = _pane_width(self.spec) if self.arrival and isinstance(self.spec, TrendSpec) else None
-        if self._panes is not None:
+        #: a trend spec or sharing context over rows with their arrival: each window's result gets the newest
+        #: arrival of its key's events in the window (:class:`WindowArrivals`, in the group's state), which then
+        #: ride along as an attribute
+        self._panes = (_pane_width(self.spec) if self.arrival and isinstance(self.spec, (TrendSpec, SharedSpec))
+                       else None)
+        #: a match spec over rows with their arrival: the spec the per-event engine streams, with a hidden result
+        #: column, each match's (or timed-out partial match's) own last event's arrival (:func:`stamped_spec`)
+        self._stamped = stamped_spec(self.spec) if self.arrival and isinstance(self.spec, MatchSpec) else None
+        if self._stamped is not None:
+            self.engine.check(self._stamped)
+        if self._panes is not None or self._stamped is not None:
             self._columns |= {ARRIVAL_COL}
         # timestamp columns are epoch ms inside the engine; the zone their naive pandas values are in
         self._zones: dict[str, str | None] = {}
@@ -271,11 +280,13 @@ class MatchOperator:
         ms = self._scale.event_ms(newest) if self.numeric_ts else math.floor(newest)
         return max(raw, ms - self.watermark_delay_ms)
 
-    def _advance(self, state, watermark: float, budget: match_budget.Budget | None):
-        """``engine.advance``, with the partition's match budget for the match engine."""
+    def _advance(self, state, watermark: float, budget: match_budget.Budget | None, spec: EngineSpec | None = None):
+        """``engine.advance`` of ``spec`` (default :attr:`spec`), with the partition's match budget for the match
+        engine."""
+        spec = self.spec if spec is None else spec
         if budget is None:
-            return self.engine.advance(self.spec, state, watermark)
-        return self.engine.advance(self.spec, state, watermark, budget)
+            return self.engine.advance(spec, state, watermark)
+        return self.engine.advance(spec, state, watermark, budget)
 
     def grouped(self, df: DataFrame) -> Any:
         """``df`` grouped for this operator: by :attr:`group_cols` (a constant column when there are none), or
@@ -537,31 +548,41 @@ class MatchOperator:
         which buffered events become processable or the live instances leave the window.  Rows behind the
         watermark the engine already processed are counted as late in the state (``MatchState.late``).
         """
-        spec = self.spec
+        spec = self.spec if self._stamped is None else self._stamped
+        #: the rows' own arrival (RESULT_ARRIVAL) is in each engine row: a stamped match spec, or trend panes
+        own_arrival = self._stamped is not None or self._panes is not None
 
         offset = EVENT_TIME_OFFSET if self.numeric_ts else 0
         to_ts, to_ms = self._watermark_units(offset)
 
         def match_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
             engine = self.engine
-            state = self._state_class.from_bytes(group.get[0]) if group.exists else engine.init_state()
+            stored, panes = _load_keyed(group.get[0]) if group.exists else (None, {})
+            state = self._state_class.from_bytes(stored) if stored is not None else engine.init_state()
+            arrivals = WindowArrivals(self.spec, self._panes, panes) if self._panes is not None else None
             newest = None
             for pdf in pdfs:
                 names, data = self._columns_of(pdf)
                 if data:
-                    engine.step(spec, state, _rows_of(tuple(names))(data))
+                    events = _rows_of(tuple(names))(data)
+                    engine.step(spec, state, events)
+                    if arrivals is not None:
+                        arrivals.add((), events)
                     newest = _newest(newest, data[names.index("ts")])
             raw = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
             watermark = to_ts(self.batch_watermark(raw, newest))  # in ts units (ms for timestamp ts)
-            state, rows = self._advance(state, watermark, self.budget())
+            state, rows = self._advance(state, watermark, self.budget(), spec)
+            if arrivals is not None:
+                rows = arrivals.stamp((), rows)
+                arrivals.prune((), watermark)
             rows = self._finish(rows)
             if engine.is_empty(state):
                 group.remove()
             else:
-                group.update((state.to_bytes(),))
+                group.update((_dump_keyed(state.to_bytes(), arrivals.panes if arrivals is not None else {}),))
                 _set_timeout(group, engine.wakeup(spec, state), raw, to_ms)
             if rows:
-                yield self.frame(rows)
+                yield WindowArrivals.framed(self.frame(rows), rows) if own_arrival else self.frame(rows)
 
         # rows after the watermark wait in the group's state as columns (cheaper to store than engine events);
         # not for contiguity strategies, which number events in the order they are stepped
@@ -614,13 +635,13 @@ class MatchOperator:
                 entry = stored.get(k)
                 state = self._state_class.from_bytes(entry[1]) if entry is not None else engine.init_state()
                 if frontier is not None:  # what the group has processed: older events are late here too
-                    state, out = self._advance(state, frontier, budget)
+                    state, out = self._advance(state, frontier, budget, spec)
                     rows.extend(arrivals.stamp(k, out) if arrivals is not None else out)
                 if k in parts:
                     engine.step(spec, state, parts[k])
                     if arrivals is not None:
                         arrivals.add(k, parts[k])
-                state, out = self._advance(state, watermark, budget)
+                state, out = self._advance(state, watermark, budget, spec)
                 rows.extend(arrivals.stamp(k, out) if arrivals is not None else out)
                 if arrivals is not None:
                     arrivals.prune(k, watermark)
@@ -639,7 +660,7 @@ class MatchOperator:
                 _set_timeout(group, min(dues, default=None), raw, to_ms)
             rows = self._finish(rows)
             if rows:
-                yield self.frame(rows) if arrivals is None else WindowArrivals.framed(self.frame(rows), rows)
+                yield WindowArrivals.framed(self.frame(rows), rows) if own_arrival else self.frame(rows)
 
         stream = nested_stream if self.nested else match_stream
         if self.stream_path == COLUMNAR_STREAM:
@@ -721,7 +742,7 @@ class MatchOperator:
 
     def _routing_late(self, stream: Callable, to_ts: Callable[[int], float]) -> Callable:
         """``stream`` with late rows taken out before the engine and emitted as ``late`` side-channel rows."""
-        record_cols = [c for c in self._columns if c not in (MASK, EVENT_TIME, SINGLE_GROUP, BUCKET)]
+        record_cols = [c for c in self._columns if c not in (MASK, EVENT_TIME, SINGLE_GROUP, BUCKET, ARRIVAL_COL)]
 
         def routed(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
             watermark = to_ts(group.getCurrentWatermarkMs())
@@ -883,6 +904,28 @@ def _load_nested(data: bytes) -> tuple[float, dict, tuple | None, dict]:
     return frontier, stored, held, panes[0] if panes else {}
 
 
+#: What starts a one-key group's state that holds its trend panes beside the engine state (:func:`_dump_keyed`); no
+#: pickle starts so (a pickle starts with its protocol's opcode, 0x80), so a state written before loads as it was.
+_KEYED_PANES = b"sparkcep-panes:"
+
+
+def _dump_keyed(state: bytes, panes: dict) -> bytes:
+    """A one-key Spark group's state: its engine state, and with ``panes`` (a trend over rows with their arrival,
+    :class:`WindowArrivals`, under the key ``()``) the newest arrival per pane of its events, after
+    :data:`_KEYED_PANES`; without panes the engine state alone, as before they were kept."""
+    if not panes:
+        return state
+    return _KEYED_PANES + pickle.dumps((state, panes), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _load_keyed(data: bytes) -> tuple[bytes, dict]:
+    """Inverse of :func:`_dump_keyed`: ``(engine state, panes)``; a state without panes (or written before they were
+    kept) has none."""
+    if not data.startswith(_KEYED_PANES):
+        return data, {}
+    return pickle.loads(memoryview(data)[len(_KEYED_PANES):])
+
+
 def _pane_width(spec: TrendSpec) -> float:
     """The width of the panes :class:`WindowArrivals` keeps: windows ``[k·slide, k·slide + window)`` are unions
     of panes ``[p·g, (p + 1)·g)`` for ``g`` the greatest common divisor of window and slide (integral ones;
@@ -955,6 +998,15 @@ class WindowArrivals:
         """``frame`` (of ``rows``) with their arrival as :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`, which
         :func:`stamping_arrival` keeps."""
         return frame.assign(**{RESULT_ARRIVAL: pd.array([r.get(RESULT_ARRIVAL) for r in rows], dtype="Int64")})
+
+
+def stamped_spec(spec: MatchSpec) -> MatchSpec:
+    """``spec`` with one more, hidden, result column :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`: the newest
+    arrival (:data:`~sparkcep.spark.validate.ARRIVAL_COL`, carried in the events as one more attribute) of the
+    events each match binds, i.e. its last event's in arrival order (a timed-out partial match: of those it bound).
+    The per-event engine computes it like any result column; the operator's ``output_schema`` leaves it out."""
+    newest = Func(NEWEST, (Attr(None, ARRIVAL_COL),))
+    return replace(spec, outputs=(*spec.outputs, OutputColumn(RESULT_ARRIVAL, newest)))
 
 
 #: ``buckets`` asking for one Spark group per key (the grouping before buckets became the default of a streaming
