@@ -283,7 +283,10 @@ BACKLOG_METRIC = "backlog"
 #: The (empty) file that marks a directory as the admission control's staging directory (Spark's file source
 #: skips names starting with ``_``): a stream over it observes :data:`BACKLOG_METRIC`.
 STAGING_MARK = "_sparkcep_staging"
-#: How a staged file's name carries the backlog at its hand-over: ``<stem>_backlog-<files>-<rows><.ext>``.
+#: How a staged file's name carries the backlog at its hand-over: ``<stem>_backlog-<files>-<rows><.ext>``, at the
+#: end of the name's first part (``stem``, up to its first dot).  Read as the first match, it is always the one
+#: the hand-over appended, whatever the user's name holds: a ``_backlog-N-M`` of the user's stem is followed by
+#: the appended suffix (``_``), not by a dot or the end, and one in the extensions comes after it.
 _BACKLOG_NAME = re.compile(r"_backlog-(\d+)-(\d+)(?=\.|$)")
 _BACKLOG_COLS = ("_sparkcep_backlog_files", "_sparkcep_backlog_rows")
 
