@@ -798,6 +798,10 @@ def stamping_arrival(stream: Callable, names: list[str]) -> Callable:
                 yield pdf
 
         for out in stream(key, seen(), group):
+            own = out[RESULT_ARRIVAL] if RESULT_ARRIVAL in out.columns else None
+            if own is not None and not own.isna().any():  # every row has its own arrival (the common case)
+                yield out if list(out.columns) == names else out[names]
+                continue
             arrival = pd.Series([int(max(newest)) if newest else None] * len(out), dtype="Int64",
                                 index=out.index)
             if RESULT_ARRIVAL in out.columns:  # the rows' own arrival where the step carried it
@@ -997,7 +1001,10 @@ class WindowArrivals:
     def framed(frame: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
         """``frame`` (of ``rows``) with their arrival as :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`, which
         :func:`stamping_arrival` keeps."""
-        return frame.assign(**{RESULT_ARRIVAL: pd.array([r.get(RESULT_ARRIVAL) for r in rows], dtype="Int64")})
+        arrived = [r.get(RESULT_ARRIVAL) for r in rows]
+        frame[RESULT_ARRIVAL] = (np.array(arrived, dtype=np.int64) if None not in arrived
+                                 else pd.array(arrived, dtype="Int64"))  # (a new frame: set in place)
+        return frame
 
 
 def stamped_spec(spec: MatchSpec) -> MatchSpec:
