@@ -324,8 +324,8 @@ class CompiledQuery:
         result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
                              buckets=self.buckets, ts_unit=self.ts_unit, checkpoint=checkpoint,
                              **self._budget_option(spec))
-        result.timeouts = None if timeout_spec is None else apply_match(
-            uncounted.drop(ARRIVAL_COL), timeout_spec, ts_col=self.ts_col, type_col=self.type_col, buckets=self.buckets,
+        result.timeouts = None if timeout_spec is None else apply_match(  # each stamped with its events' arrival
+            uncounted, timeout_spec, ts_col=self.ts_col, type_col=self.type_col, buckets=self.buckets,
             ts_unit=self.ts_unit, **self._budget_option(spec))
         if shedding is not None:
             result.shedding = shedding  # the stage's handle: per-batch drops per type, latency, rho
