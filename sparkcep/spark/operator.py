@@ -775,16 +775,16 @@ class MatchOperator:
         return routed
 
 def stamping_arrival(stream: Callable, names: list[str]) -> Callable:
-    """A group stream function ``stream`` with each output row stamped :data:`RESULT_ARRIVAL`.  The streaming
-    columnar step (the default buckets of a match query) stamps each match with its own last event's arrival,
-    carried with the rows through the construction; a row without one (the per-event engine) gets the newest arrival
-    (:data:`ARRIVAL_COL`) among the rows the Spark group got in this call, i.e. in the micro-batch that emits
-    the row.  A result comes out in the micro-batch that reads the event completing it (DESIGN.md principle
-    11), so this is the arrival of its last event when the group's rows of a micro-batch arrived together
-    (one file per micro-batch), and at most a later arrival of the same micro-batch otherwise.  A call with
-    no rows (a timeout: a result decided by event time moving on elsewhere) stamps null there.  Also the stream
-    function of a streaming MATCH_RECOGNIZE (:func:`sparkcep.spark.recognize.stream_recognize`); ``names``: the
-    output columns, :data:`RESULT_ARRIVAL` among them."""
+    """A group stream function ``stream`` with each output row stamped :data:`RESULT_ARRIVAL`.  The stream's own
+    rows carry it where they have one: the streaming columnar step (the default buckets of a match query) stamps
+    each match with its own last event's arrival, carried with the rows through the construction; the per-event
+    engine each match with the newest arrival of the events it binds (:func:`stamped_spec`), each trend window
+    with its own events' (:class:`WindowArrivals`).  A row without one (a MATCH_RECOGNIZE row of no match, events
+    stored before their arrival was kept) gets the newest arrival (:data:`ARRIVAL_COL`) among the rows the Spark
+    group got in this call, i.e. in the micro-batch that emits the row: at most a later arrival of the same
+    micro-batch than its last event's (DESIGN.md principle 11); null in a call with no rows (a timeout).  Also
+    the stream function of a streaming MATCH_RECOGNIZE (:func:`sparkcep.spark.recognize.stream_recognize`);
+    ``names``: the output columns, :data:`RESULT_ARRIVAL` among them."""
 
     def stamped(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
         newest: list[float] = []

@@ -266,9 +266,11 @@ ARRIVAL_METRIC = "arrival"
 
 
 #: The arrival of a result row (epoch ms; streaming, when the operator's input has :data:`ARRIVAL_COL`): its
-#: last event's (a match of the columnar step, a MATCH_RECOGNIZE match), the newest of its window's events (a
-#: trend over several keys per Spark group), else the newest arrival among the rows its Spark group got in the
-#: micro-batch that emitted it (docs/operations.md, "Per result row").
+#: last event's (a match of the columnar step, a MATCH_RECOGNIZE match), the newest of the events it binds (a
+#: match or timed-out partial match of the per-event engine), the newest of its window's events (a trend, a
+#: sharing context), else (a MATCH_RECOGNIZE row of no match; events stored before their arrival was kept) the
+#: newest arrival among the rows its Spark group got in the micro-batch that emitted it (docs/operations.md, "Per
+#: result row").
 RESULT_ARRIVAL = "_arrival_ms"
 
 #: The optional per-row latency column of a stream's written results: milliseconds from :data:`RESULT_ARRIVAL`
