@@ -190,14 +190,16 @@ def test_a_trend_grouped_by_its_key_alone_carries_its_own_events_arrival():
 
 
 def test_a_sharing_context_carries_each_windows_own_events_arrival():
-    """A shared executor (a workload's sharing context), one Spark group per key and several keys per group
-    (GROUP BY coarser than the key): the window's row has the newest arrival of the window's
-    events, 5 000 (key 2's), not the 9 000 of A@15 that closed it."""
-    queries = (SharedQuery("q", "n", ("ab",)), SharedQuery("r", "m", ("ab", "ab")))
-    files = [event("A", 1, 1, 1_000), event("B", 2, 1, 1_000), event("A", 3, 2, 5_000), event("B", 4, 2, 5_000),
-             event("A", 15, 1, 9_000)]
-    for group_by, key, expected in [(("id",), (1,), {("q", 1_000)}), ((), (), {("q", 5_000)})]:
-        spec = SharedSpec((("ab", ("A", "B")),), queries, 10, 10, key=("id",), group_by=group_by)
+    """A shared executor (a workload's sharing context) of q (A then B) and r (C then D), one Spark group per key
+    and several keys per group (GROUP BY coarser than the key): the first file (1 000) holds key 1's A@1 B@2, the
+    second key 1's C@3 D@4 (5 000) and key 2's A@5 B@6 (3 000), and A@15 (9 000) closes [0, 10).  Each query's row has
+    the newest arrival of the window's events of its own types, not the 9 000 of A@15, nor r's 5 000 for q."""
+    queries = (SharedQuery("q", "n", ("ab",)), SharedQuery("r", "m", ("cd",)))
+    files = [event("A", 1, 1, 1_000), event("B", 2, 1, 1_000), event("C", 3, 1, 5_000), event("D", 4, 1, 5_000),
+             event("A", 5, 2, 3_000), event("B", 6, 2, 3_000), event("A", 15, 1, 9_000)]
+    for group_by, key, expected in [(("id",), (1,), {("q", 1_000), ("r", 5_000)}),
+                                    ((), (), {("q", 3_000), ("r", 5_000)})]:
+        spec = SharedSpec((("ab", ("A", "B")), ("cd", ("C", "D"))), queries, 10, 10, key=("id",), group_by=group_by)
         op = MatchOperator(spec, CARRIED, watermark_delay_ms=0)
         fn, group = op.stream_function(), SimulatedGroup(None, 0)
         rows = call(fn, key, [e for e in files if not key or e["id"] == 1], group)

@@ -946,19 +946,26 @@ class WindowArrivals:
     they came in; a result merged over keys (GROUP BY coarser than the key) has the newest of its keys'.  Not
     the newest arrival among the rows the Spark group got in the micro-batch that emits it, which can be a later
     file's event past the window (the one whose time closed it).  Kept per key as the newest arrival per pane
-    (:func:`_pane_width`) in the group's state, ``panes``, pruned once no open window covers them."""
+    (:func:`_pane_width`) in the group's state, ``panes``, pruned once no open window covers them.  A sharing
+    context (:class:`~sparkcep.ir.sharing.SharedSpec`) keeps them per event type too (slots ``(type, pane)``):
+    a query's row gets the newest arrival of the window's events of its own types."""
 
-    def __init__(self, spec: TrendSpec, width: float, panes: dict):
+    def __init__(self, spec: TrendSpec | SharedSpec, width: float, panes: dict):
         self.window, self.slide, self.width, self.panes = spec.window, spec.slide or spec.window, width, panes
+        #: a sharing context: per query, the event types of its segments (None: a trend query, slots are panes)
+        self.types = None
+        if isinstance(spec, SharedSpec):
+            segments = dict(spec.segments)
+            self.types = {q.name: frozenset(t for s in q.segments for t in segments[s]) for q in spec.queries}
 
     def add(self, key: Any, events: list[dict]) -> None:
         """Count ``events`` (the key's events going to the engine) in their panes."""
-        own, width, newest = self.panes.setdefault(key, {}), self.width, -math.inf
+        own, width, newest, typed = self.panes.setdefault(key, {}), self.width, -math.inf, self.types is not None
         for e in events:
             ts, arrived = e.get("ts"), e.get(ARRIVAL_COL)
             if ts is None or arrived is None or ts != ts or arrived != arrived:
                 continue
-            p = int(ts // width)
+            p = (e.get("type"), int(ts // width)) if typed else int(ts // width)
             if arrived > own.get(p, newest):
                 own[p] = arrived
 
@@ -968,8 +975,12 @@ class WindowArrivals:
         own = self.panes.get(key, {})
         for row in rows:
             first, end = math.floor(row["window_start"] / self.width), math.ceil(row["window_end"] / self.width)
-            arrived = [own[p] for p in range(first, end) if p in own] if end - first <= len(own) else [
-                a for p, a in own.items() if first <= p < end]
+            if self.types is not None:  # the panes of the query's own types
+                mine = self.types[row["query"]]
+                arrived = [a for (t, p), a in own.items() if t in mine and first <= p < end]
+            else:
+                arrived = [own[p] for p in range(first, end) if p in own] if end - first <= len(own) else [
+                    a for p, a in own.items() if first <= p < end]
             row[RESULT_ARRIVAL] = int(max(arrived)) if arrived else None
         return rows
 
@@ -980,22 +991,26 @@ class WindowArrivals:
         own = self.panes.get(key)
         if own is None:
             return
-        for p in [p for p in own if math.floor(p * self.width / self.slide) * self.slide + self.window <= watermark]:
-            del own[p]
+        typed = self.types is not None
+        for slot in [slot for slot in own if math.floor((slot[1] if typed else slot) * self.width / self.slide)
+                     * self.slide + self.window <= watermark]:
+            del own[slot]
         if not own:
             del self.panes[key]
 
     @staticmethod
-    def merge(spec: TrendSpec, rows: list[dict], merged: list[dict]) -> None:
+    def merge(spec: TrendSpec | SharedSpec, rows: list[dict], merged: list[dict]) -> None:
         """The arrival of each row of ``merged`` (``merge_rows`` of ``rows``): the newest of its rows'."""
+        def key(row: dict) -> tuple:  # (a sharing context's rows: per query)
+            return row.get("query"), row["window_start"], row["window_end"], *(row[g] for g in spec.group_by)
+
         newest: dict[tuple, int] = {}
         for row in rows:
-            key = (row["window_start"], row["window_end"], *(row[g] for g in spec.group_by))
             if row.get(RESULT_ARRIVAL) is not None:
-                newest[key] = max(newest.get(key, row[RESULT_ARRIVAL]), row[RESULT_ARRIVAL])
+                k = key(row)
+                newest[k] = max(newest.get(k, row[RESULT_ARRIVAL]), row[RESULT_ARRIVAL])
         for row in merged:
-            row[RESULT_ARRIVAL] = newest.get((row["window_start"], row["window_end"],
-                                              *(row[g] for g in spec.group_by)))
+            row[RESULT_ARRIVAL] = newest.get(key(row))
 
     @staticmethod
     def framed(frame: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
