@@ -254,9 +254,10 @@ class CompiledQuery:
             df = with_arrival(df, arrival_col)
         df, source = _followed(df, streaming and bool(self.shedding_latency) and self.query.skip is None, followed)
         schema = df.schema
-        # the arrival rides along to the operator (which stamps each result with it), unseen by the query
+        # the arrival rides along to the operator (which stamps each result with it), unseen by the query (an
+        # AFTER MATCH SKIP query's MATCH_RECOGNIZE engine too: each match its last row's, apply_recognize)
         carried = ARRIVAL_COL in schema.names
-        if carried and (not streaming or self.query.skip is not None):
+        if carried and not streaming:
             df, carried = df.drop(ARRIVAL_COL), False
             schema = df.schema
         if carried:

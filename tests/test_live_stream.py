@@ -265,7 +265,8 @@ def test_a_rate_source_stream_stamps_each_result_with_its_rows_arrival(spark, tm
     each micro-batch's events is observed, and each match (A@2k, B@2k+1 of key k) carries the arrival of the
     match's own last event, B, whose time it also returns, under the default buckets (a Spark group holds
     several keys, whose rows of a micro-batch arrived at different times); its timed-out partial matches carry
-    their arrival as well (the ``--timeouts`` stream writes it as ``--latency-column``'s latency, or not)."""
+    their arrival as well (the ``--timeouts`` stream writes it as ``--latency-column``'s latency, or not), and so do
+    the matches of an AFTER MATCH SKIP query."""
     from pyspark.sql import functions as F
 
     from sparkcep.spark.sinks import timeouts_lines
@@ -281,6 +282,10 @@ def test_a_rate_source_stream_stamps_each_result_with_its_rows_arrival(spark, tm
     assert result.timeouts.columns == [*timed_out, "_arrival_ms"]
     assert timeouts_lines(result.timeouts).columns == timed_out
     assert timeouts_lines(result.timeouts, latency=True).columns == [*timed_out, "_latency_ms"]
+    # an AFTER MATCH SKIP query (MATCH_RECOGNIZE's engine) carries it as well: each match its last row's
+    skip = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT "
+                            "RETURN a.ts AS at, b.ts AS bt")
+    assert skip.apply(events, arrival_col="t").columns == ["at", "bt", "_arrival_ms"]
     query = (result.writeStream.format("memory").queryName("rate_arrival").outputMode("append")
              .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="1 second").start())
     try:
