@@ -225,3 +225,17 @@ def test_states_written_before_the_arrival_was_kept_load():
     fn = MatchOperator(q.spec(PLAIN), CARRIED, watermark_delay_ms=0).stream_function()
     rows = call(fn, (1,), [event("B", 3, 1, 4_000), event("A", 15, 1, 9_000)], before)
     assert [(int(r["n"]), r[RESULT_ARRIVAL]) for r in rows] == [(2, 4_000)]
+
+
+def test_a_late_events_record_leaves_the_arrival_out():
+    """The late side channel's record of an event is its columns as read: the hidden arrival, which the engine
+    now carries as an attribute, is not among them."""
+    import json
+
+    from sparkcep.spark import late
+
+    q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 100 RETURN a.ts AS at, b.ts AS bt")
+    op = MatchOperator(q.spec(PLAIN), CARRIED, watermark_delay_ms=0, late_rows=True)
+    fn, group = op.stream_function(), SimulatedGroup(None, EVENT_TIME_OFFSET + 50)
+    rows = call(fn, (1,), [event("A", 1, 1, 1_000)], group)
+    assert [json.loads(r[late.RECORD]) for r in rows if r[late.KIND] == late.LATE] == [{"type": "A", "ts": 1, "id": 1}]

@@ -549,7 +549,7 @@ class MatchOperator:
         watermark the engine already processed are counted as late in the state (``MatchState.late``).
         """
         spec = self.spec if self._stamped is None else self._stamped
-        #: the rows' own arrival (RESULT_ARRIVAL) is in each engine row: a stamped match spec, or trend panes
+        # the rows' own arrival (RESULT_ARRIVAL) is in each engine row: a stamped match spec, or trend panes
         own_arrival = self._stamped is not None or self._panes is not None
 
         offset = EVENT_TIME_OFFSET if self.numeric_ts else 0
