@@ -353,16 +353,19 @@ class MatchOperator:
             names.append("type")
             data.append(values)
 
-    def frame(self, rows: list[dict]) -> pd.DataFrame:
-        """Result rows as a pandas batch in ``output_schema`` order, epoch ms as timestamps again."""
+    def frame(self, rows: list[dict], arrival: bool = False) -> pd.DataFrame:
+        """Result rows as a pandas batch in ``output_schema`` order, epoch ms as timestamps again; ``arrival``:
+        the rows carry their own arrival, last as :data:`~sparkcep.spark.validate.RESULT_ARRIVAL` (which
+        :func:`stamping_arrival` keeps; an int64 column when every row has one, else nullable)."""
         if not rows:  # most groups of a selective query: the empty frame is built once (PySpark only reads it)
             if self._empty is None:
                 self._empty = self._frame([])
             return self._empty
-        return self._frame(rows)
+        return self._frame(rows, arrival)
 
-    def _frame(self, rows: list[dict]) -> pd.DataFrame:
+    def _frame(self, rows: list[dict], arrival: bool = False) -> pd.DataFrame:
         names = self.output_schema.names
+        arrived = [r.get(RESULT_ARRIVAL) for r in rows] if arrival else None
         if self._aggregating:
             rows = [_exact_row(r, self._exact) for r in rows]
         # an empty list would become float64, which PySpark cannot turn into e.g. an empty string column
@@ -374,6 +377,9 @@ class MatchOperator:
             data = {name: [r[name] for r in rows] for name in names}
         for name, aware in self._time_outputs.items():
             data[name] = _from_ms(data[name], aware)
+        if arrived is not None:
+            data[RESULT_ARRIVAL] = (np.array(arrived, dtype=np.int64) if None not in arrived
+                                    else pd.array(arrived, dtype="Int64"))
         return pd.DataFrame(data)  # in ``names`` order already (columns= as well costs a reindex)
 
     @property
@@ -582,7 +588,7 @@ class MatchOperator:
                 group.update((_dump_keyed(state.to_bytes(), arrivals.panes if arrivals is not None else {}),))
                 _set_timeout(group, engine.wakeup(spec, state), raw, to_ms)
             if rows:
-                yield WindowArrivals.framed(self.frame(rows), rows) if own_arrival else self.frame(rows)
+                yield self.frame(rows, own_arrival)
 
         # rows after the watermark wait in the group's state as columns (cheaper to store than engine events);
         # not for contiguity strategies, which number events in the order they are stepped
@@ -660,7 +666,7 @@ class MatchOperator:
                 _set_timeout(group, min(dues, default=None), raw, to_ms)
             rows = self._finish(rows)
             if rows:
-                yield WindowArrivals.framed(self.frame(rows), rows) if own_arrival else self.frame(rows)
+                yield self.frame(rows, own_arrival)
 
         stream = nested_stream if self.nested else match_stream
         if self.stream_path == COLUMNAR_STREAM:
@@ -787,23 +793,24 @@ def stamping_arrival(stream: Callable, names: list[str]) -> Callable:
     ``names``: the output columns, :data:`RESULT_ARRIVAL` among them."""
 
     def stamped(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
-        newest: list[float] = []
+        arrivals: list[pd.Series] = []  # the call's rows' arrival, read only for a row without its own
 
         def seen() -> Iterator[pd.DataFrame]:
             for pdf in pdfs:
                 if not pdf.empty and ARRIVAL_COL in pdf.columns:
-                    top = pd.to_numeric(pdf[ARRIVAL_COL], errors="coerce").max()
-                    if top == top:  # not NaN: some row has an arrival
-                        newest.append(float(top))
+                    arrivals.append(pdf[ARRIVAL_COL])
                 yield pdf
+
+        def newest() -> int | None:
+            tops = [top for top in (pd.to_numeric(a, errors="coerce").max() for a in arrivals) if top == top]
+            return int(max(tops)) if tops else None  # (NaN: no row of that frame has an arrival)
 
         for out in stream(key, seen(), group):
             own = out[RESULT_ARRIVAL] if RESULT_ARRIVAL in out.columns else None
             if own is not None and not own.isna().any():  # every row has its own arrival (the common case)
                 yield out if list(out.columns) == names else out[names]
                 continue
-            arrival = pd.Series([int(max(newest)) if newest else None] * len(out), dtype="Int64",
-                                index=out.index)
+            arrival = pd.Series([newest()] * len(out), dtype="Int64", index=out.index)
             if RESULT_ARRIVAL in out.columns:  # the rows' own arrival where the step carried it
                 arrival = pd.Series(out[RESULT_ARRIVAL], dtype="Int64").fillna(arrival)
             yield out.assign(**{RESULT_ARRIVAL: arrival})[names]
@@ -1011,15 +1018,6 @@ class WindowArrivals:
                 newest[k] = max(newest.get(k, row[RESULT_ARRIVAL]), row[RESULT_ARRIVAL])
         for row in merged:
             row[RESULT_ARRIVAL] = newest.get(key(row))
-
-    @staticmethod
-    def framed(frame: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
-        """``frame`` (of ``rows``) with their arrival as :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`, which
-        :func:`stamping_arrival` keeps."""
-        arrived = [r.get(RESULT_ARRIVAL) for r in rows]
-        frame[RESULT_ARRIVAL] = (np.array(arrived, dtype=np.int64) if None not in arrived
-                                 else pd.array(arrived, dtype="Int64"))  # (a new frame: set in place)
-        return frame
 
 
 def stamped_spec(spec: MatchSpec) -> MatchSpec:
