@@ -254,9 +254,10 @@ class CompiledQuery:
             df = with_arrival(df, arrival_col)
         df, source = _followed(df, streaming and bool(self.shedding_latency) and self.query.skip is None, followed)
         schema = df.schema
-        # the arrival rides along to the operator (which stamps each result with it), unseen by the query
+        # the arrival rides along to the operator (which stamps each result with it), unseen by the query (an
+        # AFTER MATCH SKIP query's MATCH_RECOGNIZE engine too: each match its last row's, apply_recognize)
         carried = ARRIVAL_COL in schema.names
-        if carried and (not streaming or self.query.skip is not None):
+        if carried and not streaming:
             df, carried = df.drop(ARRIVAL_COL), False
             schema = df.schema
         if carried:
@@ -324,8 +325,8 @@ class CompiledQuery:
         result = apply_match(candidates, spec, ts_col=self.ts_col, type_col=self.type_col, late_rows=side_channel,
                              buckets=self.buckets, ts_unit=self.ts_unit, checkpoint=checkpoint,
                              **self._budget_option(spec))
-        result.timeouts = None if timeout_spec is None else apply_match(
-            uncounted.drop(ARRIVAL_COL), timeout_spec, ts_col=self.ts_col, type_col=self.type_col, buckets=self.buckets,
+        result.timeouts = None if timeout_spec is None else apply_match(  # each stamped with its events' arrival
+            uncounted, timeout_spec, ts_col=self.ts_col, type_col=self.type_col, buckets=self.buckets,
             ts_unit=self.ts_unit, **self._budget_option(spec))
         if shedding is not None:
             result.shedding = shedding  # the stage's handle: per-batch drops per type, latency, rho

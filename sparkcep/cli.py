@@ -444,7 +444,8 @@ def cmd_run(args) -> int:
         columns = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
         # the timed-out partial matches: a second query beside the results', each micro-batch written as the
         # watermark closes windows (a continuous run: while it runs, not after the stop)
-        beside = [lambda: start_timeouts(timeouts, args.output, checkpoint, once=args.once)] if args.timeouts else []
+        beside = [lambda: start_timeouts(timeouts, args.output, checkpoint, once=args.once,
+                                         latency=args.latency_column)] if args.timeouts else []
         # a followed directory: shed on latency and backlog, the files handed over by the admission control
         from sparkcep.spark.shedding import follow_input
 

@@ -264,8 +264,12 @@ def test_a_rate_source_stream_stamps_each_result_with_its_rows_arrival(spark, tm
     """Spark's rate source, arrival = each row's ``timestamp`` (``apply(df, arrival_col=...)``): the arrival of
     each micro-batch's events is observed, and each match (A@2k, B@2k+1 of key k) carries the arrival of the
     match's own last event, B, whose time it also returns, under the default buckets (a Spark group holds
-    several keys, whose rows of a micro-batch arrived at different times)."""
+    several keys, whose rows of a micro-batch arrived at different times); its timed-out partial matches carry
+    their arrival as well (the ``--timeouts`` stream writes it as ``--latency-column``'s latency, or not), and so do
+    the matches of an AFTER MATCH SKIP query."""
     from pyspark.sql import functions as F
+
+    from sparkcep.spark.sinks import timeouts_lines
 
     rate = spark.readStream.format("rate").option("rowsPerSecond", 20).load()
     events = rate.select(F.when(F.col("value") % 2 == 0, "A").otherwise("B").alias("type"), F.col("value").alias("ts"),
@@ -273,6 +277,15 @@ def test_a_rate_source_stream_stamps_each_result_with_its_rows_arrival(spark, tm
     q = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 RETURN a.ts AS at, b.ts AS bt, b.t AS b_time")
     result = q.apply(events, arrival_col="t")
     assert result.columns == ["at", "bt", "b_time", "_arrival_ms"]
+    # its timed-out partial matches carry their own events' arrival too; written, as --latency-column's latency
+    timed_out = ["at", "bt", "b_time", "timeout_step"]
+    assert result.timeouts.columns == [*timed_out, "_arrival_ms"]
+    assert timeouts_lines(result.timeouts).columns == timed_out
+    assert timeouts_lines(result.timeouts, latency=True).columns == [*timed_out, "_latency_ms"]
+    # an AFTER MATCH SKIP query (MATCH_RECOGNIZE's engine) carries it as well: each match its last row's
+    skip = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 10 AFTER MATCH SKIP PAST LAST EVENT "
+                            "RETURN a.ts AS at, b.ts AS bt")
+    assert skip.apply(events, arrival_col="t").columns == ["at", "bt", "_arrival_ms"]
     query = (result.writeStream.format("memory").queryName("rate_arrival").outputMode("append")
              .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="1 second").start())
     try:

@@ -4,6 +4,7 @@ latency and the backlog, bounds what a batch reads and sets the drop ratio."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 
@@ -545,3 +546,55 @@ def test_a_training_sample_without_the_queries_types_is_refused():
     for kind in ("hash", "tree"):
         with pytest.raises(CEPError, match="no event of the queries' types"):
             fit_gspice(specs, [{"type": "D", "ts": 0, "id": 1, "x": 0, SID: 0}], attributes=["x"], kind=kind)
+
+
+#: user file names that hold the staging suffix themselves (before an extension, at the end, in an extension)
+LOOK_STAGED = ["day_backlog-7-70.json", "day_backlog-7-70", "a_backlog-7-70.b.json.gz", "x.json_backlog-7-70"]
+
+
+def test_a_users_name_that_looks_staged_is_not_misread(tmp_path):
+    """Only the suffix the hand-over appends is read, whatever the user's own name holds: ``original_name`` gives
+    the user's name back and a second hand-over stages nothing again."""
+    from sparkcep.spark.shedding import hand_over
+    from sparkcep.spark.validate import original_name
+
+    source, staging = tmp_path / "in", tmp_path / "admitted"
+    source.mkdir()
+    staging.mkdir()
+    for name in LOOK_STAGED:
+        (source / name).write_text(json.dumps({"type": "A", "ts": 1}) + "\n")
+        hand_over(str(source), str(staging), name, (3, 30))
+    hand_over(str(source), str(staging))  # every file is staged already
+    assert sorted(original_name(n) for n in os.listdir(staging)) == sorted(LOOK_STAGED)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "7", "-", "_", ".", "_backlog-", "_backlog-7-70", ".gz"]), min_size=1,
+                max_size=8).map("".join).filter(lambda n: not n.startswith(("_", "."))),
+       st.integers(0, 99), st.integers(0, 9999))
+def test_a_staged_name_gives_back_the_users_name_and_the_handed_over_backlog(name, files, rows):
+    """Any name (one the hand-over takes: not hidden): the first match of the pattern Spark reads the backlog
+    with (``regexp_extract``) is the appended suffix, and ``original_name`` is the user's name."""
+    from sparkcep.spark.validate import _BACKLOG_NAME, original_name, staged_name
+
+    staged = staged_name(name, files, rows)
+    assert original_name(staged) == name
+    assert _BACKLOG_NAME.search(staged).groups() == (str(files), str(rows))
+
+
+@pytest.mark.spark
+def test_the_observed_backlog_reads_only_the_staged_suffix(spark, tmp_path):
+    """The backlog Spark reads from a staged file's name (the columns behind the ``backlog`` observed metric) is
+    the hand-over's, not the ``_backlog-7-70`` of the user's own name."""
+    from sparkcep.spark.shedding import hand_over
+    from sparkcep.spark.validate import _backlog_marks
+
+    source, staging = tmp_path / "in", tmp_path / "admitted"
+    source.mkdir()
+    staging.mkdir()
+    for k, name in enumerate(LOOK_STAGED):  # a .gz file compressed: Spark reads the codec from the last extension
+        data = f"line {k}\n".encode()
+        (source / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+        hand_over(str(source), str(staging), name, (k, 10 * k))
+    got = spark.read.text(str(staging)).select("value", *_backlog_marks()).collect()
+    assert sorted(tuple(r) for r in got) == [(f"line {k}", k, 10 * k) for k in range(len(LOOK_STAGED))]

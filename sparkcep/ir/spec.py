@@ -175,6 +175,12 @@ class SlotState:
 
 CANDIDATES = "candidates"
 
+#: The function of a hidden result column, ``Func(NEWEST, (Attr(None, attr),))``: the newest (largest) value of
+#: ``attr`` among the events a match binds (every variable's, a Kleene variable's each; None and NaN skipped; None
+#: if none has one).  A stream's operator adds it to stamp each match, or timed-out partial match, with the
+#: arrival of its own last event (``sparkcep.spark.operator.MatchOperator.stamped_spec``).
+NEWEST = "newest_of_binding"
+
 
 def collapsed_outputs(spec: MatchSpec) -> tuple[OutputColumn, ...]:
     """The result columns of collapsed output (SASE++ §5.1's intermediate match ``M``).

@@ -9,6 +9,7 @@ import json
 import math
 import pickle
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,10 +33,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from sparkcep.ir.ast import Attr, Func
 from sparkcep.ir.errors import CEPError
 from sparkcep.ir.kinds import typed
 from sparkcep.ir.sharing import SharedSpec
-from sparkcep.ir.spec import MatchSpec, TimeoutSpec, TrendSpec, reads_every_event
+from sparkcep.ir.spec import NEWEST, MatchSpec, OutputColumn, TimeoutSpec, TrendSpec, reads_every_event
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.runtime_udfs.match import budget as match_budget
 from sparkcep.runtime_udfs.match import columnar as match_columnar
@@ -177,10 +179,17 @@ class MatchOperator:
         #: sees the column
         self.arrival = ARRIVAL_COL in input_schema.names
         self._columns = (frozenset(input_schema.names) - {ARRIVAL_COL}) | {MASK}
-        #: a trend spec over rows with their arrival: each window's result gets the newest arrival of its key's
-        #: events in the window (:class:`WindowArrivals`, nested stream), which then ride along as an attribute
-        self._panes = _pane_width(self.spec) if self.arrival and isinstance(self.spec, TrendSpec) else None
-        if self._panes is not None:
+        #: a trend spec or sharing context over rows with their arrival: each window's result gets the newest
+        #: arrival of its key's events in the window (:class:`WindowArrivals`, in the group's state), which then
+        #: ride along as an attribute
+        self._panes = (_pane_width(self.spec) if self.arrival and isinstance(self.spec, (TrendSpec, SharedSpec))
+                       else None)
+        #: a match spec over rows with their arrival: the spec the per-event engine streams, with a hidden result
+        #: column, each match's (or timed-out partial match's) own last event's arrival (:func:`stamped_spec`)
+        self._stamped = stamped_spec(self.spec) if self.arrival and isinstance(self.spec, MatchSpec) else None
+        if self._stamped is not None:
+            self.engine.check(self._stamped)
+        if self._panes is not None or self._stamped is not None:
             self._columns |= {ARRIVAL_COL}
         # timestamp columns are epoch ms inside the engine; the zone their naive pandas values are in
         self._zones: dict[str, str | None] = {}
@@ -271,11 +280,13 @@ class MatchOperator:
         ms = self._scale.event_ms(newest) if self.numeric_ts else math.floor(newest)
         return max(raw, ms - self.watermark_delay_ms)
 
-    def _advance(self, state, watermark: float, budget: match_budget.Budget | None):
-        """``engine.advance``, with the partition's match budget for the match engine."""
+    def _advance(self, state, watermark: float, budget: match_budget.Budget | None, spec: EngineSpec | None = None):
+        """``engine.advance`` of ``spec`` (default :attr:`spec`), with the partition's match budget for the match
+        engine."""
+        spec = self.spec if spec is None else spec
         if budget is None:
-            return self.engine.advance(self.spec, state, watermark)
-        return self.engine.advance(self.spec, state, watermark, budget)
+            return self.engine.advance(spec, state, watermark)
+        return self.engine.advance(spec, state, watermark, budget)
 
     def grouped(self, df: DataFrame) -> Any:
         """``df`` grouped for this operator: by :attr:`group_cols` (a constant column when there are none), or
@@ -342,16 +353,19 @@ class MatchOperator:
             names.append("type")
             data.append(values)
 
-    def frame(self, rows: list[dict]) -> pd.DataFrame:
-        """Result rows as a pandas batch in ``output_schema`` order, epoch ms as timestamps again."""
+    def frame(self, rows: list[dict], arrival: bool = False) -> pd.DataFrame:
+        """Result rows as a pandas batch in ``output_schema`` order, epoch ms as timestamps again; ``arrival``:
+        the rows carry their own arrival, last as :data:`~sparkcep.spark.validate.RESULT_ARRIVAL` (which
+        :func:`stamping_arrival` keeps; an int64 column when every row has one, else nullable)."""
         if not rows:  # most groups of a selective query: the empty frame is built once (PySpark only reads it)
             if self._empty is None:
                 self._empty = self._frame([])
             return self._empty
-        return self._frame(rows)
+        return self._frame(rows, arrival)
 
-    def _frame(self, rows: list[dict]) -> pd.DataFrame:
+    def _frame(self, rows: list[dict], arrival: bool = False) -> pd.DataFrame:
         names = self.output_schema.names
+        arrived = [r.get(RESULT_ARRIVAL) for r in rows] if arrival else None
         if self._aggregating:
             rows = [_exact_row(r, self._exact) for r in rows]
         # an empty list would become float64, which PySpark cannot turn into e.g. an empty string column
@@ -363,6 +377,9 @@ class MatchOperator:
             data = {name: [r[name] for r in rows] for name in names}
         for name, aware in self._time_outputs.items():
             data[name] = _from_ms(data[name], aware)
+        if arrived is not None:
+            data[RESULT_ARRIVAL] = (np.array(arrived, dtype=np.int64) if None not in arrived
+                                    else pd.array(arrived, dtype="Int64"))
         return pd.DataFrame(data)  # in ``names`` order already (columns= as well costs a reindex)
 
     @property
@@ -537,31 +554,41 @@ class MatchOperator:
         which buffered events become processable or the live instances leave the window.  Rows behind the
         watermark the engine already processed are counted as late in the state (``MatchState.late``).
         """
-        spec = self.spec
+        spec = self.spec if self._stamped is None else self._stamped
+        # the rows' own arrival (RESULT_ARRIVAL) is in each engine row: a stamped match spec, or trend panes
+        own_arrival = self._stamped is not None or self._panes is not None
 
         offset = EVENT_TIME_OFFSET if self.numeric_ts else 0
         to_ts, to_ms = self._watermark_units(offset)
 
         def match_stream(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
             engine = self.engine
-            state = self._state_class.from_bytes(group.get[0]) if group.exists else engine.init_state()
+            stored, panes = _load_keyed(group.get[0]) if group.exists else (None, {})
+            state = self._state_class.from_bytes(stored) if stored is not None else engine.init_state()
+            arrivals = WindowArrivals(self.spec, self._panes, panes) if self._panes is not None else None
             newest = None
             for pdf in pdfs:
                 names, data = self._columns_of(pdf)
                 if data:
-                    engine.step(spec, state, _rows_of(tuple(names))(data))
+                    events = _rows_of(tuple(names))(data)
+                    engine.step(spec, state, events)
+                    if arrivals is not None:
+                        arrivals.add((), events)
                     newest = _newest(newest, data[names.index("ts")])
             raw = group.getCurrentWatermarkMs()  # Spark requires a watermark for event-time timeouts
             watermark = to_ts(self.batch_watermark(raw, newest))  # in ts units (ms for timestamp ts)
-            state, rows = self._advance(state, watermark, self.budget())
+            state, rows = self._advance(state, watermark, self.budget(), spec)
+            if arrivals is not None:
+                rows = arrivals.stamp((), rows)
+                arrivals.prune((), watermark)
             rows = self._finish(rows)
             if engine.is_empty(state):
                 group.remove()
             else:
-                group.update((state.to_bytes(),))
+                group.update((_dump_keyed(state.to_bytes(), arrivals.panes if arrivals is not None else {}),))
                 _set_timeout(group, engine.wakeup(spec, state), raw, to_ms)
             if rows:
-                yield self.frame(rows)
+                yield self.frame(rows, own_arrival)
 
         # rows after the watermark wait in the group's state as columns (cheaper to store than engine events);
         # not for contiguity strategies, which number events in the order they are stepped
@@ -614,13 +641,13 @@ class MatchOperator:
                 entry = stored.get(k)
                 state = self._state_class.from_bytes(entry[1]) if entry is not None else engine.init_state()
                 if frontier is not None:  # what the group has processed: older events are late here too
-                    state, out = self._advance(state, frontier, budget)
+                    state, out = self._advance(state, frontier, budget, spec)
                     rows.extend(arrivals.stamp(k, out) if arrivals is not None else out)
                 if k in parts:
                     engine.step(spec, state, parts[k])
                     if arrivals is not None:
                         arrivals.add(k, parts[k])
-                state, out = self._advance(state, watermark, budget)
+                state, out = self._advance(state, watermark, budget, spec)
                 rows.extend(arrivals.stamp(k, out) if arrivals is not None else out)
                 if arrivals is not None:
                     arrivals.prune(k, watermark)
@@ -639,7 +666,7 @@ class MatchOperator:
                 _set_timeout(group, min(dues, default=None), raw, to_ms)
             rows = self._finish(rows)
             if rows:
-                yield self.frame(rows) if arrivals is None else WindowArrivals.framed(self.frame(rows), rows)
+                yield self.frame(rows, own_arrival)
 
         stream = nested_stream if self.nested else match_stream
         if self.stream_path == COLUMNAR_STREAM:
@@ -721,7 +748,7 @@ class MatchOperator:
 
     def _routing_late(self, stream: Callable, to_ts: Callable[[int], float]) -> Callable:
         """``stream`` with late rows taken out before the engine and emitted as ``late`` side-channel rows."""
-        record_cols = [c for c in self._columns if c not in (MASK, EVENT_TIME, SINGLE_GROUP, BUCKET)]
+        record_cols = [c for c in self._columns if c not in (MASK, EVENT_TIME, SINGLE_GROUP, BUCKET, ARRIVAL_COL)]
 
         def routed(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
             watermark = to_ts(group.getCurrentWatermarkMs())
@@ -754,31 +781,36 @@ class MatchOperator:
         return routed
 
 def stamping_arrival(stream: Callable, names: list[str]) -> Callable:
-    """A group stream function ``stream`` with each output row stamped :data:`RESULT_ARRIVAL`.  The streaming
-    columnar step (the default buckets of a match query) stamps each match with its own last event's arrival,
-    carried with the rows through the construction; a row without one (the per-event engine) gets the newest arrival
-    (:data:`ARRIVAL_COL`) among the rows the Spark group got in this call, i.e. in the micro-batch that emits
-    the row.  A result comes out in the micro-batch that reads the event completing it (DESIGN.md principle
-    11), so this is the arrival of its last event when the group's rows of a micro-batch arrived together
-    (one file per micro-batch), and at most a later arrival of the same micro-batch otherwise.  A call with
-    no rows (a timeout: a result decided by event time moving on elsewhere) stamps null there.  Also the stream
-    function of a streaming MATCH_RECOGNIZE (:func:`sparkcep.spark.recognize.stream_recognize`); ``names``: the
-    output columns, :data:`RESULT_ARRIVAL` among them."""
+    """A group stream function ``stream`` with each output row stamped :data:`RESULT_ARRIVAL`.  The stream's own
+    rows carry it where they have one: the streaming columnar step (the default buckets of a match query) stamps
+    each match with its own last event's arrival, carried with the rows through the construction; the per-event
+    engine each match with the newest arrival of the events it binds (:func:`stamped_spec`), each trend window
+    with its own events' (:class:`WindowArrivals`).  A row without one (a MATCH_RECOGNIZE row of no match, events
+    stored before their arrival was kept) gets the newest arrival (:data:`ARRIVAL_COL`) among the rows the Spark
+    group got in this call, i.e. in the micro-batch that emits the row: at most a later arrival of the same
+    micro-batch than its last event's (DESIGN.md principle 11); null in a call with no rows (a timeout).  Also
+    the stream function of a streaming MATCH_RECOGNIZE (:func:`sparkcep.spark.recognize.stream_recognize`);
+    ``names``: the output columns, :data:`RESULT_ARRIVAL` among them."""
 
     def stamped(key: Any, pdfs: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
-        newest: list[float] = []
+        arrivals: list[pd.Series] = []  # the call's rows' arrival, read only for a row without its own
 
         def seen() -> Iterator[pd.DataFrame]:
             for pdf in pdfs:
                 if not pdf.empty and ARRIVAL_COL in pdf.columns:
-                    top = pd.to_numeric(pdf[ARRIVAL_COL], errors="coerce").max()
-                    if top == top:  # not NaN: some row has an arrival
-                        newest.append(float(top))
+                    arrivals.append(pdf[ARRIVAL_COL])
                 yield pdf
 
+        def newest() -> int | None:
+            tops = [top for top in (pd.to_numeric(a, errors="coerce").max() for a in arrivals) if top == top]
+            return int(max(tops)) if tops else None  # (NaN: no row of that frame has an arrival)
+
         for out in stream(key, seen(), group):
-            arrival = pd.Series([int(max(newest)) if newest else None] * len(out), dtype="Int64",
-                                index=out.index)
+            own = out[RESULT_ARRIVAL] if RESULT_ARRIVAL in out.columns else None
+            if own is not None and not own.isna().any():  # every row has its own arrival (the common case)
+                yield out if list(out.columns) == names else out[names]
+                continue
+            arrival = pd.Series([newest()] * len(out), dtype="Int64", index=out.index)
             if RESULT_ARRIVAL in out.columns:  # the rows' own arrival where the step carried it
                 arrival = pd.Series(out[RESULT_ARRIVAL], dtype="Int64").fillna(arrival)
             yield out.assign(**{RESULT_ARRIVAL: arrival})[names]
@@ -883,6 +915,28 @@ def _load_nested(data: bytes) -> tuple[float, dict, tuple | None, dict]:
     return frontier, stored, held, panes[0] if panes else {}
 
 
+#: What starts a one-key group's state that holds its trend panes beside the engine state (:func:`_dump_keyed`); no
+#: pickle starts so (a pickle starts with its protocol's opcode, 0x80), so a state written before loads as it was.
+_KEYED_PANES = b"sparkcep-panes:"
+
+
+def _dump_keyed(state: bytes, panes: dict) -> bytes:
+    """A one-key Spark group's state: its engine state, and with ``panes`` (a trend over rows with their arrival,
+    :class:`WindowArrivals`, under the key ``()``) the newest arrival per pane of its events, after
+    :data:`_KEYED_PANES`; without panes the engine state alone, as before they were kept."""
+    if not panes:
+        return state
+    return _KEYED_PANES + pickle.dumps((state, panes), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _load_keyed(data: bytes) -> tuple[bytes, dict]:
+    """Inverse of :func:`_dump_keyed`: ``(engine state, panes)``; a state without panes (or written before they were
+    kept) has none."""
+    if not data.startswith(_KEYED_PANES):
+        return data, {}
+    return pickle.loads(memoryview(data)[len(_KEYED_PANES):])
+
+
 def _pane_width(spec: TrendSpec) -> float:
     """The width of the panes :class:`WindowArrivals` keeps: windows ``[k·slide, k·slide + window)`` are unions
     of panes ``[p·g, (p + 1)·g)`` for ``g`` the greatest common divisor of window and slide (integral ones;
@@ -899,19 +953,26 @@ class WindowArrivals:
     they came in; a result merged over keys (GROUP BY coarser than the key) has the newest of its keys'.  Not
     the newest arrival among the rows the Spark group got in the micro-batch that emits it, which can be a later
     file's event past the window (the one whose time closed it).  Kept per key as the newest arrival per pane
-    (:func:`_pane_width`) in the group's state, ``panes``, pruned once no open window covers them."""
+    (:func:`_pane_width`) in the group's state, ``panes``, pruned once no open window covers them.  A sharing
+    context (:class:`~sparkcep.ir.sharing.SharedSpec`) keeps them per event type too (slots ``(type, pane)``):
+    a query's row gets the newest arrival of the window's events of its own types."""
 
-    def __init__(self, spec: TrendSpec, width: float, panes: dict):
+    def __init__(self, spec: TrendSpec | SharedSpec, width: float, panes: dict):
         self.window, self.slide, self.width, self.panes = spec.window, spec.slide or spec.window, width, panes
+        #: a sharing context: per query, the event types of its segments (None: a trend query, slots are panes)
+        self.types = None
+        if isinstance(spec, SharedSpec):
+            segments = dict(spec.segments)
+            self.types = {q.name: frozenset(t for s in q.segments for t in segments[s]) for q in spec.queries}
 
     def add(self, key: Any, events: list[dict]) -> None:
         """Count ``events`` (the key's events going to the engine) in their panes."""
-        own, width, newest = self.panes.setdefault(key, {}), self.width, -math.inf
+        own, width, newest, typed = self.panes.setdefault(key, {}), self.width, -math.inf, self.types is not None
         for e in events:
             ts, arrived = e.get("ts"), e.get(ARRIVAL_COL)
             if ts is None or arrived is None or ts != ts or arrived != arrived:
                 continue
-            p = int(ts // width)
+            p = (e.get("type"), int(ts // width)) if typed else int(ts // width)
             if arrived > own.get(p, newest):
                 own[p] = arrived
 
@@ -921,8 +982,12 @@ class WindowArrivals:
         own = self.panes.get(key, {})
         for row in rows:
             first, end = math.floor(row["window_start"] / self.width), math.ceil(row["window_end"] / self.width)
-            arrived = [own[p] for p in range(first, end) if p in own] if end - first <= len(own) else [
-                a for p, a in own.items() if first <= p < end]
+            if self.types is not None:  # the panes of the query's own types
+                mine = self.types[row["query"]]
+                arrived = [a for (t, p), a in own.items() if t in mine and first <= p < end]
+            else:
+                arrived = [own[p] for p in range(first, end) if p in own] if end - first <= len(own) else [
+                    a for p, a in own.items() if first <= p < end]
             row[RESULT_ARRIVAL] = int(max(arrived)) if arrived else None
         return rows
 
@@ -933,28 +998,35 @@ class WindowArrivals:
         own = self.panes.get(key)
         if own is None:
             return
-        for p in [p for p in own if math.floor(p * self.width / self.slide) * self.slide + self.window <= watermark]:
-            del own[p]
+        typed = self.types is not None
+        for slot in [slot for slot in own if math.floor((slot[1] if typed else slot) * self.width / self.slide)
+                     * self.slide + self.window <= watermark]:
+            del own[slot]
         if not own:
             del self.panes[key]
 
     @staticmethod
-    def merge(spec: TrendSpec, rows: list[dict], merged: list[dict]) -> None:
+    def merge(spec: TrendSpec | SharedSpec, rows: list[dict], merged: list[dict]) -> None:
         """The arrival of each row of ``merged`` (``merge_rows`` of ``rows``): the newest of its rows'."""
+        def key(row: dict) -> tuple:  # (a sharing context's rows: per query)
+            return row.get("query"), row["window_start"], row["window_end"], *(row[g] for g in spec.group_by)
+
         newest: dict[tuple, int] = {}
         for row in rows:
-            key = (row["window_start"], row["window_end"], *(row[g] for g in spec.group_by))
             if row.get(RESULT_ARRIVAL) is not None:
-                newest[key] = max(newest.get(key, row[RESULT_ARRIVAL]), row[RESULT_ARRIVAL])
+                k = key(row)
+                newest[k] = max(newest.get(k, row[RESULT_ARRIVAL]), row[RESULT_ARRIVAL])
         for row in merged:
-            row[RESULT_ARRIVAL] = newest.get((row["window_start"], row["window_end"],
-                                              *(row[g] for g in spec.group_by)))
+            row[RESULT_ARRIVAL] = newest.get(key(row))
 
-    @staticmethod
-    def framed(frame: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
-        """``frame`` (of ``rows``) with their arrival as :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`, which
-        :func:`stamping_arrival` keeps."""
-        return frame.assign(**{RESULT_ARRIVAL: pd.array([r.get(RESULT_ARRIVAL) for r in rows], dtype="Int64")})
+
+def stamped_spec(spec: MatchSpec) -> MatchSpec:
+    """``spec`` with one more, hidden, result column :data:`~sparkcep.spark.validate.RESULT_ARRIVAL`: the newest
+    arrival (:data:`~sparkcep.spark.validate.ARRIVAL_COL`, carried in the events as one more attribute) of the
+    events each match binds, i.e. its last event's in arrival order (a timed-out partial match: of those it bound).
+    The per-event engine computes it like any result column; the operator's ``output_schema`` leaves it out."""
+    newest = Func(NEWEST, (Attr(None, ARRIVAL_COL),))
+    return replace(spec, outputs=(*spec.outputs, OutputColumn(RESULT_ARRIVAL, newest)))
 
 
 #: ``buckets`` asking for one Spark group per key (the grouping before buckets became the default of a streaming

@@ -286,13 +286,29 @@ def write_timeouts(timeouts, output: str) -> int:
     return count()
 
 
-def start_timeouts(timeouts, output: str, checkpoint: str, *, once: bool = False):
+def start_timeouts(timeouts, output: str, checkpoint: str, *, once: bool = False, latency: bool = False):
     """A stream: the query writing the timed-out partial matches into :func:`timeouts_dir` (checkpoint
     ``checkpoint/_timeouts``), each micro-batch's as its watermark closes windows; ``once``: up to the end of the
-    available input.  It runs beside :func:`start`'s query (:func:`sparkcep.spark.progress.follow_with`)."""
-    writer = (timeouts.writeStream.format("json").option("path", timeouts_dir(output))
+    available input.  It runs beside :func:`start`'s query (:func:`sparkcep.spark.progress.follow_with`).
+    ``latency``: each row with :data:`LATENCY_COL` (:func:`timeouts_lines`)."""
+    writer = (timeouts_lines(timeouts, latency).writeStream.format("json").option("path", timeouts_dir(output))
               .option("checkpointLocation", checkpoint.rstrip("/") + "/_timeouts"))
     return (writer.trigger(availableNow=True) if once else writer).start()
+
+
+def timeouts_lines(timeouts, latency: bool = False):
+    """The timed-out partial matches as a stream writes them: without their arrival (:data:`RESULT_ARRIVAL`, which
+    they carry when the stream's rows do); with ``latency``, :data:`LATENCY_COL`, the milliseconds from it to the
+    start of the micro-batch that closed their window (its batch timestamp; a stream's ``json`` sink has no later
+    moment to take, unlike the results' :func:`batch_writer`)."""
+    from pyspark.sql import functions as F
+
+    if RESULT_ARRIVAL not in timeouts.columns:
+        return timeouts
+    if latency:
+        waited = (F.unix_millis(F.current_timestamp()) - F.col(RESULT_ARRIVAL)).cast("bigint")
+        timeouts = timeouts.withColumn(LATENCY_COL, waited)
+    return timeouts.drop(RESULT_ARRIVAL)
 
 
 def timeouts_written(timeouts, output: str) -> int:

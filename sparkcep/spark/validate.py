@@ -266,9 +266,11 @@ ARRIVAL_METRIC = "arrival"
 
 
 #: The arrival of a result row (epoch ms; streaming, when the operator's input has :data:`ARRIVAL_COL`): its
-#: last event's (a match of the columnar step, a MATCH_RECOGNIZE match), the newest of its window's events (a
-#: trend over several keys per Spark group), else the newest arrival among the rows its Spark group got in the
-#: micro-batch that emitted it (docs/operations.md, "Per result row").
+#: last event's (a match of the columnar step, a MATCH_RECOGNIZE match), the newest of the events it binds (a
+#: match or timed-out partial match of the per-event engine), the newest of its window's events (a trend, a
+#: sharing context), else (a MATCH_RECOGNIZE row of no match; events stored before their arrival was kept) the
+#: newest arrival among the rows its Spark group got in the micro-batch that emitted it (docs/operations.md, "Per
+#: result row").
 RESULT_ARRIVAL = "_arrival_ms"
 
 #: The optional per-row latency column of a stream's written results: milliseconds from :data:`RESULT_ARRIVAL`
@@ -283,7 +285,10 @@ BACKLOG_METRIC = "backlog"
 #: The (empty) file that marks a directory as the admission control's staging directory (Spark's file source
 #: skips names starting with ``_``): a stream over it observes :data:`BACKLOG_METRIC`.
 STAGING_MARK = "_sparkcep_staging"
-#: How a staged file's name carries the backlog at its hand-over: ``<stem>_backlog-<files>-<rows><.ext>``.
+#: How a staged file's name carries the backlog at its hand-over: ``<stem>_backlog-<files>-<rows><.ext>``, at the
+#: end of the name's first part (``stem``, up to its first dot).  Read as the first match, it is always the one
+#: the hand-over appended, whatever the user's name holds: a ``_backlog-N-M`` of the user's stem is followed by
+#: the appended suffix (``_``), not by a dot or the end, and one in the extensions comes after it.
 _BACKLOG_NAME = re.compile(r"_backlog-(\d+)-(\d+)(?=\.|$)")
 _BACKLOG_COLS = ("_sparkcep_backlog_files", "_sparkcep_backlog_rows")
 

@@ -48,6 +48,7 @@ from sparkcep.ir.ast import (
 )
 from sparkcep.ir.kinds import kind_of, like_pattern_valid
 from sparkcep.ir.limits import raise_recursion_limit
+from sparkcep.ir.spec import NEWEST
 
 # expressions nest up to the language's depth limit (docs/language.md, Limits); compiling and evaluating them
 # recurses in pure Python, on executors too, where nothing else raises the limit
@@ -240,6 +241,8 @@ def _values(arg: Attr, b: Binding, c: dict) -> list:
 
 def _compile_func(e: Func, any_vars: frozenset[str]):
     name = e.name
+    if name == NEWEST:
+        return _newest_of_binding(e.args[0].attr)
     if name not in AGGREGATES:
         raise EvalError(f"unknown function {name}()")
     if e.star:
@@ -262,6 +265,21 @@ def _compile_func(e: Func, any_vars: frozenset[str]):
         return min(vals) if name == "min" else max(vals)
 
     return agg
+
+
+def _newest_of_binding(attr: str) -> Callable[[Binding, dict], Any]:
+    """:data:`~sparkcep.ir.spec.NEWEST`: the largest valid ``attr`` of the events ``b`` binds (None if none)."""
+
+    def newest(b: Binding, c: dict):
+        top = None
+        for bound in b.values():
+            for ev in bound if isinstance(bound, list) else (bound,):
+                v = ev.get(attr) if isinstance(ev, dict) else None
+                if v is not None and v == v and (top is None or v > top):
+                    top = v
+        return top
+
+    return newest
 
 
 def _compile_equiv(e: EquivTest):
