@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 import sparkcep
 from sparkcep.ir.errors import CEPError
@@ -18,6 +21,9 @@ from sparkcep.oracles.timeouts import timed_out_rows
 from sparkcep.runtime_udfs.match import ranges, timeouts
 from sparkcep.runtime_udfs.match.compile import Plan
 from sparkcep.runtime_udfs.match.engine import advance, init_state, step
+from sparkcep.spark.operator import MatchOperator
+from sparkcep.spark.results import canonical as rows_canonical
+from sparkcep.spark.schema import MASK
 from tests.strategies import event_streams
 from tests.test_match_engine import canonical
 from tests.test_match_timeouts import spec_of as timeout_spec_of
@@ -82,6 +88,63 @@ def test_timed_out_partial_matches_in_time_ranges_equal_the_oracle(text, events,
     spec = timeout_spec_of(text)
     expected = timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "id", "x"])
     assert canonical(ranged(spec, events, width, timeouts)) == canonical(expected)
+
+
+def sliced(text: str, events: list[dict], rows: int, halves: bool = False) -> tuple[list[dict], int]:
+    """One worker's run of a keyless table (``MatchOperator.run_slices``) in time slices of about ``rows`` rows:
+    its result rows and the number of slices.  The table as the batch path hands it over: ``_mask`` from the
+    Spark filter, ``_arrival`` numbering the input order, the rows shuffled."""
+    ts_type = DoubleType() if halves else LongType()
+    schema = StructType([StructField("type", StringType()), StructField("ts", ts_type),
+                         StructField("x", LongType()), StructField("_arrival", LongType())])
+    q = sparkcep.compile(text)
+    spec = q.spec(schema)
+    plan = Plan(spec)
+    table = pa.table({"type": [e["type"] for e in events],
+                      "ts": pa.array([e["ts"] for e in events], pa.float64() if halves else pa.int64()),
+                      "x": pa.array([e.get("x") for e in events], pa.int64()),
+                      "_arrival": pa.array(range(len(events)), pa.int64()),
+                      MASK: pa.array([plan.mask_of(e) for e in events], pa.int64())})
+    table = table.take(np.random.default_rng(len(events)).permutation(len(events)))
+    parts = list(MatchOperator(spec, schema, timezone="UTC").run_slices(table, slice_rows=rows))
+    return [r for part in parts for r in part.to_pylist()], len(parts)
+
+
+@pytest.mark.parametrize("text", SPLITTABLE + CONTIGUOUS)
+@settings(max_examples=20, deadline=None)
+@given(events=event_streams("ABCD", max_size=14, shuffled=True), rows=st.integers(1, 6), halves=st.booleans())
+def test_one_worker_in_time_slices_equals_the_oracle(text, events, rows, halves):
+    """A keyless table larger than a slice runs in time slices of ``rows`` rows that overlap by the window
+    (``ranges.time_slices``): the oracle's matches, each once, with slices so small that matches cross them; ts
+    whole numbers, or halves of them in a DOUBLE column (a window's end between two ts)."""
+    if halves:
+        events = [{**e, "ts": e["ts"] / 2} for e in events]
+    got, parts = sliced(text, events, rows, halves)
+    assert rows_canonical(got) == rows_canonical(match_rows(sparkcep.compile(text).query, events))
+    ts = [e["ts"] for e in events]
+    # more than a slice's rows, and beyond a window of the first: the first slice ends before the table does
+    assert parts >= 2 or len(events) <= rows or max(ts) <= min(ts) + sparkcep.compile(text).spec().window
+
+
+def test_a_slice_owns_its_rows_or_a_window_and_holds_a_window_more():
+    """``ranges.time_slices``: slices of ``rows`` events in ts order (ties in input order), longer when their ts
+    span less than a window, each holding a window past its last own event (barred there); rows without a valid ts
+    in none."""
+    ts = np.array([5, 0, 1, 1, 2, 9, 3, 4, 20, 7, 99])
+    valid = np.ones(len(ts), dtype=bool)
+    valid[-1] = False
+    got = [(h.tolist(), b.tolist()) for h, b in ranges.time_slices(ts, valid, 2, 3)]
+    assert got == [([1, 2, 3, 4, 6, 7], [False] * 4 + [True] * 2),  # owns 0 1 1 2 (3 rows, a window: <= 0 + 2),
+                   ([6, 7, 0, 9], [False] * 3 + [True]),            # holds 3 4 (<= 2 + 2); owns 3 4 5, holds 7
+                   ([9, 5, 8], [False] * 3)]                        # owns the rest; 99 has no valid ts: in none
+    same = np.zeros(10)
+    assert [len(h) for h, _ in ranges.time_slices(same, np.ones(10, dtype=bool), 1, 3)] == [10]  # one ts: 1 slice
+    spread = np.arange(10.0)  # 3 rows span less than a window of 2.5: 3 own rows, each row held twice at most
+    assert [(h.tolist(), b.sum()) for h, b in ranges.time_slices(spread, spread < 9, 2.5, 2)] == [
+        ([0, 1, 2, 3, 4], 2), ([3, 4, 5, 6, 7], 2), ([6, 7, 8], 0)]
+    big = np.array([2**62, 2**62 + 2, 2**62 + 3, 2**62 + 5, 2**63 - 2])  # exact beyond 2^53, no overflow at the top
+    assert [(h.tolist(), b.tolist()) for h, b in ranges.time_slices(big, np.ones(5, dtype=bool), 3, 1)] == [
+        ([0, 1, 2, 3], [False] * 3 + [True]), ([3], [False]), ([4], [False])]
 
 
 @pytest.mark.parametrize(("text", "reason"), [
