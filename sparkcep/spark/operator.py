@@ -62,6 +62,7 @@ from sparkcep.spark.arrow import (
     gathered,
     split_by,
 )
+from sparkcep.spark.heap import freeze_worker_heap
 from sparkcep.spark.schema import (
     ARRIVAL,
     BUCKET,
@@ -414,6 +415,7 @@ class MatchOperator:
         rows may span batches) and run by :meth:`run_slices`, whose results go out slice by slice."""
 
         def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            freeze_worker_heap()  # the daemon's collection after the task then walks only this task's objects
             table = gathered(batches)
             if table is None:
                 return
