@@ -16,6 +16,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 import sparkcep
 from sparkcep.ir.errors import CEPError
+from sparkcep.ir.spec import reads_every_event
 from sparkcep.oracles.match import match_rows
 from sparkcep.oracles.timeouts import timed_out_rows
 from sparkcep.runtime_udfs.match import ranges, timeouts
@@ -61,7 +62,8 @@ def ranged(spec, events, width, engine=None) -> list[dict]:
     run_step, run_advance, init = (step, advance, init_state) if engine is None else (
         engine.step, engine.advance, engine.init_state)
     out = []
-    for held in ranges.split(events, width, spec.window, Plan(spec).mask_of).values():
+    for held in ranges.split(events, width, spec.window, Plan(spec).mask_of,
+                             every_event=reads_every_event(spec)).values():
         state, _ = run_step(rspec, init(), held)
         out += run_advance(rspec, state, math.inf)[1]
     return out
@@ -147,6 +149,20 @@ def test_a_slice_owns_its_rows_or_a_window_and_holds_a_window_more():
         ([0, 1, 2, 3], [False] * 3 + [True]), ([3], [False]), ([4], [False])]
 
 
+def test_a_range_keeps_the_events_it_holds_that_fill_no_component_only_under_contiguity():
+    """Range 0 (width 10) holds a9, a10 and b11 (window 5); a10 fills no component there (barred from the first),
+    so it is left out, unless the query reads every event: there it breaks a9's adjacency to b11 (the match
+    a9 b11 would be wrong; a10 b11, found by range 1, is the only one)."""
+    events = [{"type": "A", "ts": 9}, {"type": "A", "ts": 10}, {"type": "B", "ts": 11}]
+    for text, want in [("PATTERN SEQ(A a, NEXT B b) WITHIN 5 RETURN a.ts, b.ts", [(10, 11)]),
+                       ("PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.ts, b.ts", [(9, 11), (10, 11)])]:
+        spec = sparkcep.compile(text).spec()
+        held = ranges.split(events, 10, spec.window, Plan(spec).mask_of, every_event=reads_every_event(spec))
+        assert [e["ts"] for e in held[0]] == ([9, 10, 11] if reads_every_event(spec) else [9, 11])
+        assert sorted((r["a_ts"], r["b_ts"]) for r in ranged(spec, events, 10)) == want
+        assert canonical(ranged(spec, events, 10)) == canonical(match_rows(sparkcep.compile(text).query, events))
+
+
 @pytest.mark.parametrize(("text", "reason"), [
     ("PATTERN SEQ(!(B b), A a, C c) WITHIN 5", "does not start with one positive event"),
     ("PATTERN SEQ(A+ a[], C c) WITHIN 5", "does not start with one positive event"),
@@ -193,6 +209,8 @@ def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark, tmp_path)
     assert [spark_hash_long(v) % 5 for v in salts] == [0, 1, 2, 3, 4]
 
     events = [{"type": "ABCD"[(5 * k + k // 4) % 4], "ts": 2 * k - k % 3, "x": k % 7} for k in range(60)]
+    # range 40 holds b205, which fills no component there (barred from the first) but breaks b204's adjacency to c206
+    events += [{"type": t, "ts": ts, "x": x} for t, ts, x in [("B", 204, 1), ("B", 205, 2), ("C", 206, 0)]]
     spark.createDataFrame(events, "type string, ts long, x long").write.parquet(str(tmp_path / "events"))
     df = spark.read.parquet(str(tmp_path / "events"))  # a file: Spark knows its size (a few KB)
     queries = [sparkcep.compile("PATTERN SEQ(A a, B b, C c) WHERE a.x != c.x WITHIN 13 RETURN a.ts, b.ts, c.ts"),
@@ -224,6 +242,7 @@ def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark, tmp_path)
         want = match_rows(q.query, events)
         assert rows_canonical(got) == rows_canonical(want) == rows_canonical(single)
     assert any(r["b_ts"] // 5 != r["c_ts"] // 5 for r in match_rows(queries[1].query, events))  # crosses a border
+    assert {"b_ts": 205, "c_ts": 206} in match_rows(queries[1].query, events)
 
 
 def test_explain_says_the_parallelism_of_a_query_without_key():

@@ -126,15 +126,19 @@ def held_mask(mask: int, owns: bool) -> int:
 
 
 def split(events: Sequence[dict], width: float, window: float, mask_of: Callable[[dict], int],
-          ts_col: str = "ts") -> dict[int, list[dict]]:
+          ts_col: str = "ts", every_event: bool = True) -> dict[int, list[dict]]:
     """The events each range holds, in input order (range number → events; ranges holding none are left out), each
-    a copy with its ``_mask`` (``mask_of(event)``, then :func:`held_mask`)."""
+    a copy with its ``_mask`` (``mask_of(event)``, then :func:`held_mask`).  Unless ``every_event`` (a query that
+    reads every event: ``ir.spec.reads_every_event``), a range leaves out an event it holds without owning it
+    when its ``_mask`` is then 0: it fills no component there (the Spark batch path drops that copy too)."""
     out: dict[int, list[dict]] = {}
     for e in events:
         ts, mask = e.get(ts_col), mask_of(e)
         own = range_of(ts, width)
         for j in holders(ts, width, window):
-            out.setdefault(j, []).append({**e, "_mask": held_mask(mask, j == own)})
+            held = held_mask(mask, j == own)
+            if held or every_event or j == own:
+                out.setdefault(j, []).append({**e, "_mask": held})
     return out
 
 
