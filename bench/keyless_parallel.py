@@ -34,14 +34,15 @@ other jobs, it does not depend on the load (two partitions can only be faster if
 building the DataFrame (``q.apply(df)``, no job), then its count split into the JVM's task threads, the Python
 workers and the rest (the driver: planning, adaptive re-planning, the JVM's compilers and collector).
 
-Read the Python workers' split with this in mind: the one-partition side runs its whole table (q1 at 10^7: 1.5
-million rows) as one columnar pass (``MatchOperator.run_slices`` slices only keyed tables), while each range
-partition is keyed by its ranges and runs in slices of about ``SLICE_ROWS`` rows.  Fed the same Arrow batches in
-one process (2026-11-27, 2 cores, load 3-4), user CPU was proportional to the rows (0.72-0.73 s for one partition,
-0.81-0.87 s for both ranges, which hold 6% more rows), but system CPU was 1.07-1.10 s against 0.52-0.61 s for
-both ranges together: page faults on fresh memory for the larger arrays (the ranges run unsliced pay more of it
-too: 0.87-0.97 s).  That system time, not the engine, is why one partition's worker costs more CPU than the two
-range workers together, and it is part of the speed-up this bench reports.
+``--breakdown`` also gives the JVM tasks' CPU per stage, in stage order (the scan and filter, then the
+``mapInArrow`` stage and the count's).
+
+Both sides' Python workers run their rows in slices of about ``SLICE_ROWS`` rows: each range partition is keyed
+by its ranges and runs in slices of whole ranges, and the one-partition side, whose table has no key, runs in
+time slices overlapping by the window (``MatchOperator._time_sliced``).  Until 2026-11-27 the one-partition side
+ran its whole table (q1 at 10^7: 1.5 million rows) as one columnar pass, which cost twice the system CPU of both
+range workers together (page faults on fresh memory for the larger arrays: 1.07-1.10 s against 0.52-0.61 s, fed
+the same Arrow batches in one process, 2 cores, load 3-4) and was part of the speed-up reported then.
 
 State the machine and its load next to the figures (the project's reference is a 2-core VM).
 """
@@ -145,6 +146,7 @@ def breakdown(spark, q, df, repeat: int) -> None:
 
     me = os.getpid()
     split: dict[int, list[tuple[float, ...]]] = {1: [], 2: []}
+    per_stage: dict[int, list[tuple[float, ...]]] = {1: [], 2: []}
     for run in range(repeat + 1):
         for partitions in (1, 2):
             c0 = tree_cpu(me)
@@ -152,14 +154,18 @@ def breakdown(spark, q, df, repeat: int) -> None:
             c1, w1, stages = tree_cpu(me), worker_cpu(), task_cpu(spark)
             built.count()
             c2, w2 = tree_cpu(me), worker_cpu()
-            tasks = sum(v for k, v in task_cpu(spark).items() if k not in stages)
+            ran = sorted((k, v) for k, v in task_cpu(spark).items() if k not in stages)
+            tasks = sum(v for _, v in ran)
             if run:
                 split[partitions].append((c1 - c0, c2 - c1, tasks, w2 - w1, c2 - c1 - tasks - (w2 - w1)))
+                per_stage[partitions].append(tuple(v for _, v in ran))
     for partitions, runs in split.items():
         built, count, tasks, workers, rest = (statistics.median(v) for v in zip(*runs, strict=True))
         side = "1 partition" if partitions == 1 else "ranges     "
-        print(f"  CPU, {side}: apply() {built:.2f} s; count {count:.2f} s = JVM tasks {tasks:.2f} + Python workers "
-              f"{workers:.2f} + driver and the rest {rest:.2f}")
+        stage = ([f"{statistics.median(v):.2f}" for v in zip(*per_stage[partitions], strict=True)]
+                 if len({len(r) for r in per_stage[partitions]}) == 1 else ["(stages differ between runs)"])
+        print(f"  CPU, {side}: apply() {built:.2f} s; count {count:.2f} s = JVM tasks {tasks:.2f} (per stage, in "
+              f"order: {' + '.join(stage)}) + Python workers {workers:.2f} + driver and the rest {rest:.2f}")
 
 
 def ranged_by_default(spark, q, df) -> bool:

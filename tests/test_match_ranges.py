@@ -7,17 +7,24 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 import sparkcep
 from sparkcep.ir.errors import CEPError
+from sparkcep.ir.spec import reads_every_event
 from sparkcep.oracles.match import match_rows
 from sparkcep.oracles.timeouts import timed_out_rows
 from sparkcep.runtime_udfs.match import ranges, timeouts
 from sparkcep.runtime_udfs.match.compile import Plan
 from sparkcep.runtime_udfs.match.engine import advance, init_state, step
+from sparkcep.spark.operator import MatchOperator
+from sparkcep.spark.results import canonical as rows_canonical
+from sparkcep.spark.schema import MASK
 from tests.strategies import event_streams
 from tests.test_match_engine import canonical
 from tests.test_match_timeouts import spec_of as timeout_spec_of
@@ -55,7 +62,8 @@ def ranged(spec, events, width, engine=None) -> list[dict]:
     run_step, run_advance, init = (step, advance, init_state) if engine is None else (
         engine.step, engine.advance, engine.init_state)
     out = []
-    for held in ranges.split(events, width, spec.window, Plan(spec).mask_of).values():
+    for held in ranges.split(events, width, spec.window, Plan(spec).mask_of,
+                             every_event=reads_every_event(spec)).values():
         state, _ = run_step(rspec, init(), held)
         out += run_advance(rspec, state, math.inf)[1]
     return out
@@ -82,6 +90,77 @@ def test_timed_out_partial_matches_in_time_ranges_equal_the_oracle(text, events,
     spec = timeout_spec_of(text)
     expected = timed_out_rows(sparkcep.compile(text).query, events, ["type", "ts", "id", "x"])
     assert canonical(ranged(spec, events, width, timeouts)) == canonical(expected)
+
+
+def sliced(text: str, events: list[dict], rows: int, halves: bool = False) -> tuple[list[dict], int]:
+    """One worker's run of a keyless table (``MatchOperator.run_slices``) in time slices of about ``rows`` rows:
+    its result rows and the number of slices.  The table as the batch path hands it over: ``_mask`` from the
+    Spark filter, ``_arrival`` numbering the input order, the rows shuffled."""
+    ts_type = DoubleType() if halves else LongType()
+    schema = StructType([StructField("type", StringType()), StructField("ts", ts_type),
+                         StructField("x", LongType()), StructField("_arrival", LongType())])
+    q = sparkcep.compile(text)
+    spec = q.spec(schema)
+    plan = Plan(spec)
+    table = pa.table({"type": [e["type"] for e in events],
+                      "ts": pa.array([e["ts"] for e in events], pa.float64() if halves else pa.int64()),
+                      "x": pa.array([e.get("x") for e in events], pa.int64()),
+                      "_arrival": pa.array(range(len(events)), pa.int64()),
+                      MASK: pa.array([plan.mask_of(e) for e in events], pa.int64())})
+    table = table.take(np.random.default_rng(len(events)).permutation(len(events)))
+    parts = list(MatchOperator(spec, schema, timezone="UTC").run_slices(table, slice_rows=rows))
+    return [r for part in parts for r in part.to_pylist()], len(parts)
+
+
+@pytest.mark.parametrize("text", SPLITTABLE + CONTIGUOUS)
+@settings(max_examples=20, deadline=None)
+@given(events=event_streams("ABCD", max_size=14, shuffled=True), rows=st.integers(1, 6), halves=st.booleans())
+def test_one_worker_in_time_slices_equals_the_oracle(text, events, rows, halves):
+    """A keyless table larger than a slice runs in time slices of ``rows`` rows that overlap by the window
+    (``ranges.time_slices``): the oracle's matches, each once, with slices so small that matches cross them; ts
+    whole numbers, or halves of them in a DOUBLE column (a window's end between two ts)."""
+    if halves:
+        events = [{**e, "ts": e["ts"] / 2} for e in events]
+    got, parts = sliced(text, events, rows, halves)
+    assert rows_canonical(got) == rows_canonical(match_rows(sparkcep.compile(text).query, events))
+    ts = [e["ts"] for e in events]
+    # more than a slice's rows, and beyond a window of the first: the first slice ends before the table does
+    assert parts >= 2 or len(events) <= rows or max(ts) <= min(ts) + sparkcep.compile(text).spec().window
+
+
+def test_a_slice_owns_its_rows_or_a_window_and_holds_a_window_more():
+    """``ranges.time_slices``: slices of ``rows`` events in ts order (ties in input order), longer when their ts
+    span less than a window, each holding a window past its last own event (barred there); rows without a valid ts
+    in none."""
+    ts = np.array([5, 0, 1, 1, 2, 9, 3, 4, 20, 7, 99])
+    valid = np.ones(len(ts), dtype=bool)
+    valid[-1] = False
+    got = [(h.tolist(), b.tolist()) for h, b in ranges.time_slices(ts, valid, 2, 3)]
+    assert got == [([1, 2, 3, 4, 6, 7], [False] * 4 + [True] * 2),  # owns 0 1 1 2 (3 rows, a window: <= 0 + 2),
+                   ([6, 7, 0, 9], [False] * 3 + [True]),            # holds 3 4 (<= 2 + 2); owns 3 4 5, holds 7
+                   ([9, 5, 8], [False] * 3)]                        # owns the rest; 99 has no valid ts: in none
+    same = np.zeros(10)
+    assert [len(h) for h, _ in ranges.time_slices(same, np.ones(10, dtype=bool), 1, 3)] == [10]  # one ts: 1 slice
+    spread = np.arange(10.0)  # 3 rows span less than a window of 2.5: 3 own rows, each row held twice at most
+    assert [(h.tolist(), b.sum()) for h, b in ranges.time_slices(spread, spread < 9, 2.5, 2)] == [
+        ([0, 1, 2, 3, 4], 2), ([3, 4, 5, 6, 7], 2), ([6, 7, 8], 0)]
+    big = np.array([2**62, 2**62 + 2, 2**62 + 3, 2**62 + 5, 2**63 - 2])  # exact beyond 2^53, no overflow at the top
+    assert [(h.tolist(), b.tolist()) for h, b in ranges.time_slices(big, np.ones(5, dtype=bool), 3, 1)] == [
+        ([0, 1, 2, 3], [False] * 3 + [True]), ([3], [False]), ([4], [False])]
+
+
+def test_a_range_keeps_the_events_it_holds_that_fill_no_component_only_under_contiguity():
+    """Range 0 (width 10) holds a9, a10 and b11 (window 5); a10 fills no component there (barred from the first),
+    so it is left out, unless the query reads every event: there it breaks a9's adjacency to b11 (the match
+    a9 b11 would be wrong; a10 b11, found by range 1, is the only one)."""
+    events = [{"type": "A", "ts": 9}, {"type": "A", "ts": 10}, {"type": "B", "ts": 11}]
+    for text, want in [("PATTERN SEQ(A a, NEXT B b) WITHIN 5 RETURN a.ts, b.ts", [(10, 11)]),
+                       ("PATTERN SEQ(A a, B b) WITHIN 5 RETURN a.ts, b.ts", [(9, 11), (10, 11)])]:
+        spec = sparkcep.compile(text).spec()
+        held = ranges.split(events, 10, spec.window, Plan(spec).mask_of, every_event=reads_every_event(spec))
+        assert [e["ts"] for e in held[0]] == ([9, 10, 11] if reads_every_event(spec) else [9, 11])
+        assert sorted((r["a_ts"], r["b_ts"]) for r in ranged(spec, events, 10)) == want
+        assert canonical(ranged(spec, events, 10)) == canonical(match_rows(sparkcep.compile(text).query, events))
 
 
 @pytest.mark.parametrize(("text", "reason"), [
@@ -130,6 +209,8 @@ def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark, tmp_path)
     assert [spark_hash_long(v) % 5 for v in salts] == [0, 1, 2, 3, 4]
 
     events = [{"type": "ABCD"[(5 * k + k // 4) % 4], "ts": 2 * k - k % 3, "x": k % 7} for k in range(60)]
+    # range 40 holds b205, which fills no component there (barred from the first) but breaks b204's adjacency to c206
+    events += [{"type": t, "ts": ts, "x": x} for t, ts, x in [("B", 204, 1), ("B", 205, 2), ("C", 206, 0)]]
     spark.createDataFrame(events, "type string, ts long, x long").write.parquet(str(tmp_path / "events"))
     df = spark.read.parquet(str(tmp_path / "events"))  # a file: Spark knows its size (a few KB)
     queries = [sparkcep.compile("PATTERN SEQ(A a, B b, C c) WHERE a.x != c.x WITHIN 13 RETURN a.ts, b.ts, c.ts"),
@@ -161,6 +242,7 @@ def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark, tmp_path)
         want = match_rows(q.query, events)
         assert rows_canonical(got) == rows_canonical(want) == rows_canonical(single)
     assert any(r["b_ts"] // 5 != r["c_ts"] // 5 for r in match_rows(queries[1].query, events))  # crosses a border
+    assert {"b_ts": 205, "c_ts": 206} in match_rows(queries[1].query, events)
 
 
 def test_explain_says_the_parallelism_of_a_query_without_key():

@@ -602,21 +602,55 @@ def test_streamable_keys():
         assert SR.streamable(other, keyed("k", "x")) is ok, dtype
 
 
-def test_partition_function_freezes_the_worker_heap_in_a_task_only(monkeypatch):
-    """PySpark's reused Python worker collects garbage over its whole heap after every task (about 50 ms with the
-    engine loaded): the batch function freezes the objects alive when its task starts (``gc.freeze``), so that
-    the collection walks only what the task made.  Outside a Spark task (this test process) the heap is left
-    alone; the rows are the same either way."""
-    import gc
-
-    from pyspark import TaskContext
-
+def _recognize_task(monkeypatch, shared: bool) -> tuple:
+    """MATCH_RECOGNIZE's batch function (one statement, or two sharing the pass: ``recognize_workload``) and its
+    partition's record batches."""
     pytest.importorskip("sparkcep.runtime_udfs.recognize")
     rows = [{"k": k, "t": t, "v": i, "ts": BASE.replace(tzinfo=dt.UTC) + dt.timedelta(seconds=i), "__ts": i}
             for i, (k, t) in enumerate(zip("ppppqqq", "abbabba", strict=True))]
     table = pa.Table.from_pylist(rows, schema=pa.schema([("k", pa.string()), ("t", pa.string()), ("v", pa.int64()),
                                                          ("ts", pa.timestamp("us", tz="UTC")), ("__ts", pa.int64())]))
-    fn = SR.partition_function(SPEC, _OUTPUT, resort=False)
+    if not shared:
+        return SR.partition_function(SPEC, _OUTPUT, resort=False), table
+    from sparkcep.spark import recognize_workload
+
+    monkeypatch.setattr(SR, "output_struct", lambda spec: _OUTPUT)  # Spark's DDL parser needs a session
+    specs = [SPEC, SPEC]
+    return recognize_workload.partition_function(specs, recognize_workload.tagged_struct(specs), [False, False]), table
+
+
+def _match_task(monkeypatch, workload: bool) -> tuple:
+    """A match query's batch function (``MatchOperator.partition_function``, or a workload's: ``workload``) and
+    its partition's record batches."""
+    from sparkcep.spark import workload as workload_spark
+    from sparkcep.spark.operator import MatchOperator
+
+    read = StructType([StructField("type", StringType()), StructField("ts", LongType()), StructField("id", LongType())])
+    op = MatchOperator(sparkcep.compile("PATTERN SEQ(A a, B b) WHERE [id] WITHIN 5 RETURN a.ts AS at, b.ts AS bt")
+                       .spec(read), read, timezone="UTC")
+    table = pa.table({"type": list("ABAB"), "ts": pa.array([1, 2, 3, 4], pa.int64()),
+                      "id": pa.array([1, 1, 2, 2], pa.int64())})
+    if not workload:
+        return op.partition_function(), table
+    branch = workload_spark._Branch("p", op, read.names, streaming=False)
+    schema = pa.schema([("query", pa.string()), ("at", pa.int64()), ("bt", pa.int64())])
+    table = table.append_column(workload_spark.BRANCH, pa.array([0] * 4, pa.int32()))
+    return workload_spark.partition_function([branch], schema), table
+
+
+@pytest.mark.parametrize("task", ["recognize", "recognize_workload", "match", "workload"])
+def test_partition_function_freezes_the_worker_heap_in_a_task_only(monkeypatch, task):
+    """PySpark's reused Python worker collects garbage over its whole heap after every task (about 50 ms with the
+    engine loaded): every batch operator's function (MATCH_RECOGNIZE, its shared workload, a match query, a
+    workload of them) freezes the objects alive when its task starts (``gc.freeze``), so that the collection
+    walks only what the task made.  Outside a Spark task (this test process) the heap is left alone; the rows
+    are the same either way."""
+    import gc
+
+    from pyspark import TaskContext
+
+    fn, table = (_recognize_task(monkeypatch, task != "recognize") if task.startswith("recognize")
+                 else _match_task(monkeypatch, task == "workload"))
     frozen = gc.get_freeze_count()
     outside = [r for b in fn(iter(table.to_batches())) for r in pa.Table.from_batches([b]).to_pylist()]
     assert gc.get_freeze_count() == frozen and outside

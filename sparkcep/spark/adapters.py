@@ -65,6 +65,7 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+from sqlglot import exp
 
 from sparkcep.ir.ast import Attr, EquivItem, Kleene, walk
 from sparkcep.ir.errors import CEPError
@@ -203,17 +204,15 @@ def batch_matches(candidates: DataFrame, spec: SpecLike, input_schema: StructTyp
     candidates, schema = batch_input(candidates, spec, input_schema, options.get("ts_col", "ts"),
                                      options.get("type_col", "type"))
     options.pop("buckets", None)
+    parts = shuffle_partitions(candidates, partitions)
+    # a keyless match query in time ranges builds its own operator (keyed by the range): decided first, so that
+    # the driver builds one operator (each reads the session's conf: round trips to the JVM before the job)
+    if (isinstance(spec, MatchSpec) and not spec.key and parts > 1
+            and range_split(spec, schema, options.get("ts_col", "ts")) is None and ranges_pay(candidates)):
+        return ranged_matches(candidates, spec, schema, parts, range_windows=range_windows(candidates), **options)
     op = MatchOperator(spec, schema, **options)
     keys = [F.col(quoted(c)) for c in op.group_cols]
-    if keys:
-        spread = candidates.repartition(shuffle_partitions(candidates, partitions), *keys)
-    else:
-        parts = shuffle_partitions(candidates, partitions)
-        ts_col = options.get("ts_col", "ts")
-        if parts > 1 and range_split(spec, schema, ts_col) is None and ranges_pay(candidates):
-            return ranged_matches(candidates, spec, schema, parts, range_windows=range_windows(candidates),
-                                  **options)
-        spread = candidates.repartition(1)
+    spread = candidates.repartition(parts, *keys) if keys else candidates.repartition(1)
     return spread.mapInArrow(op.partition_function(), op.output_schema)
 
 
@@ -301,14 +300,52 @@ def range_split(spec: EngineSpec, schema: StructType, ts_col: str = "ts") -> str
     return why
 
 
-def _engine_ts(col: Column, ts_type: object) -> Column:
-    """The ts as the engine compares it: the number itself, a timestamp as epoch ms."""
-    return F.unix_micros(col) / 1000.0 if isinstance(ts_type, TimestampType) else col.cast("double")
+def _engine_ts(ts_col: str, ts_type: object) -> exp.Expression:
+    """The ts as the engine compares it (a sqlglot tree): the number itself as a DOUBLE, a timestamp as epoch
+    ms."""
+    col = exp.column(ts_col, quoted=True)
+    if isinstance(ts_type, TimestampType):
+        return exp.Div(this=exp.func("UNIX_MICROS", col), expression=exp.Literal.number("1000.0"))
+    return exp.cast(col, "double")
 
 
-def _range_of(ts: Column, width: float) -> Column:
-    """:func:`ranges.range_of` as a Spark expression (a BIGINT; 0 for a null ts)."""
-    return F.coalesce(F.floor(ts / F.lit(width)), F.lit(0).cast("bigint"))
+def _range_of(ts: exp.Expression, width: float) -> exp.Expression:
+    """:func:`ranges.range_of` as a Spark expression (a sqlglot tree; a BIGINT, 0 for a null ts)."""
+    return exp.func("COALESCE", exp.func("FLOOR", exp.Div(this=exp.paren(ts), expression=_number(width))),
+                    exp.cast(exp.Literal.number(0), "bigint"))
+
+
+def _number(value: float) -> exp.Expression:
+    """``value`` as a Spark SQL DOUBLE literal (exactly: its shortest repr)."""
+    return exp.cast(exp.Literal.number(repr(float(value))), "double")
+
+
+def held_rows_sql(ts_col: str, ts_type: object, width: float, window: float, every_event: bool) -> str:
+    """The Spark SQL generator giving each candidate row its ``(_range, _mask)`` rows: one per range holding it
+    (:func:`ranges.holders`, as Spark expressions: with ``width >= window``, its owner ``j``, and ``j - 1`` when
+    the row lies less than ``window`` after ``j``'s start), with the first component's bit cleared in the range
+    that does not own it (:func:`ranges.held_mask`).  That copy is left out where its ``_mask`` is then 0 and
+    not ``every_event`` (the engine needs no row that fills no component unless contiguity counts it).  One
+    ``inline`` over an array of structs: the rows' ranges and masks in one generator, built by one analysis of
+    the DataFrame (the driver's time before the job) instead of a generator and a projection."""
+    if not width >= window:
+        raise ValueError(f"a time range ({width}) is shorter than the window ({window})")
+    ts = _engine_ts(ts_col, ts_type)
+    own = _range_of(ts, width)
+    before = _range_of(exp.Sub(this=ts, expression=_number(window)), width)
+    mask = exp.column(MASK, quoted=True)
+    barred = exp.paren(exp.BitwiseAnd(this=mask, expression=exp.Literal.number(~ranges.FIRST_BIT)))
+
+    def row(j: exp.Expression, m: exp.Expression) -> exp.Expression:
+        return exp.func("NAMED_STRUCT", exp.Literal.string(RANGE), j, exp.Literal.string(MASK), m)
+
+    twice = exp.LT(this=before, expression=own.copy())
+    if not every_event:
+        twice = exp.and_(twice, exp.NEQ(this=barred.copy(), expression=exp.Literal.number(0)))
+    both = exp.Array(expressions=[row(exp.Sub(this=own.copy(), expression=exp.Literal.number(1)), barred),
+                                  row(own.copy(), mask.copy())])
+    held = exp.If(this=twice, true=both, false=exp.Array(expressions=[row(own.copy(), mask.copy())]))
+    return exp.func("INLINE", held).sql(dialect="spark")
 
 
 def spark_hash_long(value: int, seed: int = 42) -> int:
@@ -349,25 +386,26 @@ def ranged_matches(candidates: DataFrame, spec: MatchSpec, schema: StructType, p
     (:mod:`~sparkcep.runtime_udfs.match.ranges`; the range of a row is computed from its ts alone: no pass over
     the input), overlapping by the window: every row goes to the ranges that hold it (:func:`ranges.holders`, as
     Spark expressions) with the first component's bit of its ``_mask`` cleared where the range does not own it
-    (:func:`ranges.held_mask`), the ranges are dealt round robin over ``parts`` hash partitions
+    (:func:`ranges.held_mask`; one generator, :func:`held_rows_sql`, which leaves out a copy that then fills no
+    component unless the query reads every event), the ranges are dealt round robin over ``parts`` hash partitions
     (:func:`partition_salts`: no sampling job) and run as the keys of one operator: each match comes from the
     range that owns its first event, and from no other.  Under contiguity every event reaches its ranges (the
     filter keeps them) and ``_arrival`` numbers them in input order before the split: a range holds a contiguous
     stretch of the input and sees adjacency as the whole input has it."""
     ts_col = options.get("ts_col", "ts")
-    ts = _engine_ts(F.col(quoted(ts_col)), schema[ts_col].dataType)
     width = spec.window * options.pop("range_windows", ranges.RANGE_WINDOWS)
-    own = _range_of(ts, width)
-    first = F.least(_range_of(ts - F.lit(spec.window), width), own)
-    held = candidates.withColumn(RANGE, F.explode(F.sequence(first, own)))
-    mask = F.col(MASK)
-    held = held.withColumn(MASK, F.when(F.col(RANGE) == own, mask).otherwise(
-        mask.bitwiseAND(F.lit(~ranges.FIRST_BIT))))
-    op = MatchOperator(ranges.ranged_spec(spec, RANGE), StructType([*schema.fields, StructField(RANGE, LongType(),
-                                                                                                  False)]), **options)
-    salts = F.array(*(F.lit(v).cast("bigint") for v in partition_salts(parts)))
-    dealt = F.element_at(salts, (F.pmod(F.col(RANGE), F.lit(parts).cast("bigint")) + 1).cast("int"))
-    return held.repartition(parts, dealt).mapInArrow(op.partition_function(), op.output_schema)
+    # F.expr over Spark SQL text, df[name], not F.col and F's functions: PySpark sends each Column function's call
+    # site to the JVM (a few round trips each), and the driver builds the plan before the job starts
+    held = candidates.select(*(candidates[quoted(c)] for c in schema.names if c != MASK), F.expr(held_rows_sql(
+        ts_col, schema[ts_col].dataType, width, spec.window, reads_every_event(spec))))
+    held_schema = StructType([*(f for f in schema.fields if f.name != MASK), StructField(RANGE, LongType(), False),
+                              schema[MASK]])
+    op = MatchOperator(ranges.ranged_spec(spec, RANGE), held_schema, **options)
+    salts = exp.Array(expressions=[exp.cast(exp.Literal.number(v), "bigint") for v in partition_salts(parts)])
+    slot = exp.Add(this=exp.func("PMOD", exp.column(RANGE, quoted=True), exp.Literal.number(parts)),
+                   expression=exp.Literal.number(1))
+    dealt = exp.func("ELEMENT_AT", salts, exp.cast(slot, "int")).sql(dialect="spark")
+    return held.repartition(parts, F.expr(dealt)).mapInArrow(op.partition_function(), op.output_schema)
 
 
 def shuffle_partitions(df: DataFrame, partitions: int | None = None) -> int:

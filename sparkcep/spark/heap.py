@@ -3,7 +3,10 @@
 PySpark's daemon runs ``gc.collect()`` in a reused Python worker after every task (``pyspark/daemon.py``): a
 full collection, which walks every object the worker holds.  With the MATCH_RECOGNIZE engine loaded (numba,
 sqlglot, pyarrow, pandas: about 120,000 tracked objects) that is about 50 ms of CPU per task, more than the
-columnar kernel spends on 10^5 rows; a ``mapInArrow`` stage pays it once per task.
+columnar kernel spends on 10^5 rows; a ``mapInArrow`` stage pays it once per task.  Every batch operator's
+partition function calls :func:`freeze_worker_heap` when its task starts: MATCH_RECOGNIZE's
+(``spark/recognize.py``) and its shared workload's (``spark/recognize_workload.py``), a match or trend query's
+(``MatchOperator.partition_function``) and a workload's (``spark/workload.py``).
 """
 
 from __future__ import annotations

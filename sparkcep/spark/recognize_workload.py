@@ -49,6 +49,7 @@ from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.spark import recognize as single
 from sparkcep.spark.adapters import shuffle_partitions
 from sparkcep.spark.arrow import _session_timezone, by_id, gathered
+from sparkcep.spark.heap import freeze_worker_heap
 from sparkcep.spark.late import KIND, RESULT, with_side_columns
 from sparkcep.spark.operator import grouped, stamping_arrival
 from sparkcep.spark.schema import EVENT_TIME
@@ -204,6 +205,7 @@ def partition_function(specs: Sequence[RecognizeSpec], full: StructType, ready: 
     structs = [single.output_struct(s) for s in specs]  # on the driver (DDL parsing needs the session)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_worker_heap()  # the daemon's collection after the task then walks only this task's objects
         table = gathered(batches)
         if table is None:
             return

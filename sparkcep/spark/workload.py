@@ -55,6 +55,7 @@ from sparkcep.ir.spec import with_default_outputs
 from sparkcep.spark import late
 from sparkcep.spark.adapters import batch_input, shuffle_partitions, unread_columns, watermarked, with_event_time
 from sparkcep.spark.arrow import _session_timezone, by_id, gathered
+from sparkcep.spark.heap import freeze_worker_heap
 from sparkcep.spark.operator import MatchOperator
 from sparkcep.spark.schema import EVENT_TIME, STATE_SCHEMA, load_spec, watermark_delay
 from sparkcep.spark.validate import ARRIVAL_COL, RESULT_ARRIVAL, quoted
@@ -239,6 +240,7 @@ def partition_function(branches: list[_Branch], schema: pa.Schema) -> Any:
     output as Arrow, :func:`_widen_table`)."""
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_worker_heap()  # the daemon's collection after the task then walks only this task's objects
         table = gathered(batches)
         if table is None:
             return

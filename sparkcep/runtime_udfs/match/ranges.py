@@ -23,14 +23,17 @@ looks back up to ``W`` before the first event), a Kleene or disjunctive start, a
 aggregates would need combining) or no WITHIN: :func:`why_not` says which.
 
 Pure (no pyspark): the Spark batch path routes rows with :func:`holders` and :func:`held_mask`, as Spark
-expressions.
+expressions.  One worker running a keyless table alone (one partition) cuts it the same way into slices of about
+a fixed number of events (:func:`time_slices`), so that its working memory follows the slice, not the table.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+
+import numpy as np
 
 from sparkcep.ir.ast import EventPat, Seq
 from sparkcep.ir.spec import MatchSpec, TrendSpec
@@ -123,13 +126,54 @@ def held_mask(mask: int, owns: bool) -> int:
 
 
 def split(events: Sequence[dict], width: float, window: float, mask_of: Callable[[dict], int],
-          ts_col: str = "ts") -> dict[int, list[dict]]:
+          ts_col: str = "ts", every_event: bool = True) -> dict[int, list[dict]]:
     """The events each range holds, in input order (range number → events; ranges holding none are left out), each
-    a copy with its ``_mask`` (``mask_of(event)``, then :func:`held_mask`)."""
+    a copy with its ``_mask`` (``mask_of(event)``, then :func:`held_mask`).  Unless ``every_event`` (a query that
+    reads every event: ``ir.spec.reads_every_event``), a range leaves out an event it holds without owning it
+    when its ``_mask`` is then 0: it fills no component there (the Spark batch path drops that copy too)."""
     out: dict[int, list[dict]] = {}
     for e in events:
         ts, mask = e.get(ts_col), mask_of(e)
         own = range_of(ts, width)
         for j in holders(ts, width, window):
-            out.setdefault(j, []).append({**e, "_mask": held_mask(mask, j == own)})
+            held = held_mask(mask, j == own)
+            if held or every_event or j == own:
+                out.setdefault(j, []).append({**e, "_mask": held})
     return out
+
+
+def time_slices(ts: np.ndarray, valid: np.ndarray, window: float,
+                rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """A table's events cut as :func:`split` cuts them, but into ranges of about ``rows`` events in ts order (ties
+    in input order: the engine's order) rather than of a fixed width: ``(held, barred)`` per slice, ``held`` the
+    row numbers of the events it holds, in that order, and ``barred`` (bool, aligned) those it holds without
+    owning, whose first component's bit the caller clears (:func:`held_mask`).  ``ts``/``valid``: the rows' ts as
+    the engine compares them, and whether they have one.
+
+    A slice owns consecutive events of that order: ``rows`` of them, or more until their ts span a window (up to
+    :func:`_reach` of the first: as with ranges at least a window wide, an event is held by two slices at most),
+    the last slice the rest.  It also holds the events after them up to a window after its last own event's ts
+    (:func:`_reach`): every event of a match one of its own events starts, and under contiguity a stretch of the
+    whole input from its first own event on.  The rows without a valid ts are in none (the engine drops them: no
+    match, no break of contiguity)."""
+    good = np.flatnonzero(valid)
+    order = good[np.argsort(ts[good], kind="stable")]
+    s = ts[order]
+    n = len(s)
+    lo = 0
+    while lo < n:
+        hi = min(max(lo + max(rows, 1), int(np.searchsorted(s, _reach(s[lo], window, s.dtype), side="right"))), n)
+        top = hi if hi == n else max(hi, int(np.searchsorted(s, _reach(s[hi - 1], window, s.dtype), side="right")))
+        yield order[lo:top], np.arange(lo, top) >= hi
+        lo = hi
+
+
+def _reach(last: np.generic, window: float, dtype: np.dtype) -> float | int:
+    """``last + window`` as a bound of ts of ``dtype`` (``ts <= bound``), never less: exact in integers however
+    large (at most the largest integer of ``dtype``), one float step above in floating point.  The largest ts a
+    slice whose last own event is at ``last`` holds: every event of a match starting at or before ``last``
+    (``ts - first < window``), and those at exactly ``last + window`` too (no match the slice reports uses them:
+    harmless)."""
+    if np.issubdtype(dtype, np.integer):
+        return min(int(last) + math.floor(window), int(np.iinfo(dtype).max))
+    return float(np.nextafter(last + window, math.inf))
