@@ -61,6 +61,7 @@ from sparkcep.spark.arrow import (
     gathered,
     split_by,
 )
+from sparkcep.spark.heap import freezing
 from sparkcep.spark.schema import (
     ARRIVAL,
     BUCKET,
@@ -645,7 +646,8 @@ class MatchOperator:
         if self.stream_path == COLUMNAR_STREAM:
             stream = self._columnar_stream(stream, to_ts, to_ms)
         stream = self._routing_late(stream, to_ts) if self.late_rows else stream
-        return stamping_arrival(stream, self.stream_schema.names) if self.arrival else stream
+        stream = stamping_arrival(stream, self.stream_schema.names) if self.arrival else stream
+        return freezing(stream)  # the daemon's collection after each task walks only that task's objects
 
     def _columnar_stream(self, engine_stream: Callable, to_ts: Callable[[int], float],
                          to_ms: Callable[[float], int]) -> Callable:
