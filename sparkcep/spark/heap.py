@@ -1,12 +1,9 @@
-"""The Python worker's heap between Spark tasks: :func:`freeze_worker_heap`, :func:`freezing`.
+"""The Python worker's heap between Spark tasks: :func:`freeze_worker_heap`.
 
 PySpark's daemon runs ``gc.collect()`` in a reused Python worker after every task (``pyspark/daemon.py``): a
 full collection, which walks every object the worker holds.  With the MATCH_RECOGNIZE engine loaded (numba,
 sqlglot, pyarrow, pandas: about 120,000 tracked objects) that is about 50 ms of CPU per task, more than the
-columnar kernel spends on 10^5 rows; a ``mapInArrow`` stage pays it once per task.  A stream pays it for every
-task of every micro-batch: the shedding stage's and each state partition's (about 104,000 tracked objects in the
-live bench's workers, 47 ms of CPU and 0.2 s of wall time per task under load), and the worker takes the next
-task only once it is done: Spark counts that wait as the task's "time to start Python workers".
+columnar kernel spends on 10^5 rows; a ``mapInArrow`` stage pays it once per task.
 """
 
 from __future__ import annotations
@@ -43,7 +40,10 @@ def freeze_worker_heap() -> bool:
 
 def freezing(fn: Callable) -> Callable:
     """``fn`` (a function Spark calls in a task: per partition or per group) freezing the worker's heap first
-    (:func:`freeze_worker_heap`)."""
+    (:func:`freeze_worker_heap`).  A stream pays the daemon's collection for every task of every micro-batch: the
+    shedding stage's and each state partition's (about 104,000 tracked objects in the live bench's workers, 45 ms
+    of CPU per task), and the worker takes its next task only once it is done: Spark counts that wait as the
+    task's "time to start Python workers"."""
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
