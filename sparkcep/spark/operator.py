@@ -46,7 +46,7 @@ from sparkcep.runtime_udfs.match.prefilter import prefilter
 from sparkcep.runtime_udfs.shared import engine as shared_engine
 from sparkcep.runtime_udfs.trend import engine as trend_engine
 from sparkcep.runtime_udfs.trend.aggregates import having_filter
-from sparkcep.spark import late
+from sparkcep.spark import heap, late
 from sparkcep.spark.arrow import (
     _arrow_array,
     _arrow_epoch_ms,
@@ -61,7 +61,6 @@ from sparkcep.spark.arrow import (
     gathered,
     split_by,
 )
-from sparkcep.spark.heap import freezing
 from sparkcep.spark.schema import (
     ARRIVAL,
     BUCKET,
@@ -647,7 +646,7 @@ class MatchOperator:
             stream = self._columnar_stream(stream, to_ts, to_ms)
         stream = self._routing_late(stream, to_ts) if self.late_rows else stream
         stream = stamping_arrival(stream, self.stream_schema.names) if self.arrival else stream
-        return freezing(stream)  # the daemon's collection after each task walks only that task's objects
+        return heap.freezing(stream)  # the daemon's collection after each task walks only that task's objects
 
     def _columnar_stream(self, engine_stream: Callable, to_ts: Callable[[int], float],
                          to_ms: Callable[[float], int]) -> Callable:
