@@ -15,10 +15,12 @@ one shedding stage in front of the shared operators, ``--shedding-latency 5s``) 
 
 then the means over the batches after the first two (the first pays the workers' start and the engines'
 compilation).  ``--conf KEY=VALUE`` (repeatable) sets Spark settings on the session first, for A/B runs
-(e.g. ``--conf spark.sql.shuffle.partitions=2``).  Timings on a loaded machine say little: state the load
+(e.g. ``--conf spark.sql.shuffle.partitions=2``).  ``--probe`` also times the Python workers' side of each task
+(``bench/worker_probe``: the wait for the task, the function's unpickling, the task's CPU) and PySpark's garbage
+collection after it, and prints their medians.  Timings on a loaded machine say little: state the load
 (``uptime``) and the cores; the counts (jobs, stages, tasks) do not depend on it.
 
-    python bench/fixed_cost.py [--rate 2000] [--duration 40] [--model hash] [--conf KEY=VALUE ...]
+    python bench/fixed_cost.py [--rate 2000] [--duration 40] [--model hash] [--conf KEY=VALUE ...] [--probe]
 """
 
 from __future__ import annotations
@@ -63,10 +65,13 @@ def main() -> None:
     p.add_argument("--model", default="hash", help="--shedding-model (hash, tree, random, type)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting")
     p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--probe", action="store_true",
+                   help="time the Python workers' tasks and PySpark's collections after them (bench/worker_probe)")
     args = p.parse_args()
     root = Path(__file__).resolve().parent
     sys.path[:0] = [str(root), str(root.parent)]
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(root.parent), os.environ.get("PYTHONPATH", "")])
+    first = [str(root / "worker_probe")] if args.probe else []
+    os.environ["PYTHONPATH"] = os.pathsep.join([*first, str(root.parent), os.environ.get("PYTHONPATH", "")])
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
@@ -77,6 +82,8 @@ def main() -> None:
     from sparkcep.cli import main as cli
 
     tmp = Path(tempfile.mkdtemp(prefix="sparkcep-fixed-cost-"))
+    if args.probe:
+        os.environ["SPARKCEP_WORKER_PROBE"] = str(tmp / "probe.jsonl")
     w = live_latency.Workload(True, tmp, 50, args.seed)
     (tmp / "train").mkdir()
     live_latency.write_file(tmp / "train", 0, w.files(5000, 1, args.seed + 2)[0])
@@ -170,6 +177,36 @@ def main() -> None:
             total.update(row)
     print(f"mean over {n} batches after the first two: "
           + ", ".join(f"{k} {v / max(n, 1):.1f}" for k, v in total.items()))
+    if args.probe:
+        probed(tmp / "probe.jsonl")
+
+
+#: PySpark's eval types of the stream's two Python operators
+EVAL_TYPES = {205: "shedding stage (mapInPandas)", 208: "state (applyInPandasWithState)"}
+
+
+def probed(path: Path) -> None:
+    """The probe's summary (``--probe``): per Python operator, its tasks' wait for the JVM's task (what Spark
+    counts as "time to initialize" in a reused worker), unpickling and whole-task CPU; then PySpark's
+    collections after the tasks (what the next task waits for: Spark's "time to start")."""
+    import statistics
+
+    records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    workers = {r["pid"] for r in records}
+    print(f"Python workers probed: {len(workers)} processes (pids {sorted(workers)}); medians, ms")
+    for code, name in EVAL_TYPES.items():
+        tasks = [r for r in records if r["kind"] == "task" and r.get("eval") == code]
+        if tasks:
+            med = {k: 1e3 * statistics.median(r.get(k) or 0 for r in tasks)
+                   for k in ("wait", "unpickle_cpu", "cpu", "wall")}
+            print(f"  {name}: {len(tasks)} tasks, waiting for the task {med['wait']:.1f}, unpickling CPU "
+                  f"{med['unpickle_cpu']:.2f}, task CPU {med['cpu']:.1f}, task wall {med['wall']:.1f}")
+    gcs = [r for r in records if r["kind"] == "gc"]
+    if gcs:
+        cpu, wall = (1e3 * statistics.median(r[k] for r in gcs) for k in ("cpu", "wall"))
+        print(f"  the daemon's collection after a task: {len(gcs)}, CPU {cpu:.2f} (sum {sum(r['cpu'] for r in gcs):.2f}"
+              f" s), wall {wall:.2f}, objects tracked {statistics.median(r['tracked'] for r in gcs):.0f}, frozen "
+              f"{min(r['frozen'] for r in gcs)}..{max(r['frozen'] for r in gcs)}")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ from sparkcep.runtime_udfs.match.prefilter import prefilter
 from sparkcep.runtime_udfs.shared import engine as shared_engine
 from sparkcep.runtime_udfs.trend import engine as trend_engine
 from sparkcep.runtime_udfs.trend.aggregates import having_filter
-from sparkcep.spark import late
+from sparkcep.spark import heap, late
 from sparkcep.spark.arrow import (
     _arrow_array,
     _arrow_epoch_ms,
@@ -712,7 +712,8 @@ class MatchOperator:
         if self.stream_path == COLUMNAR_STREAM:
             stream = self._columnar_stream(stream, to_ts, to_ms)
         stream = self._routing_late(stream, to_ts) if self.late_rows else stream
-        return stamping_arrival(stream, self.stream_schema.names) if self.arrival else stream
+        stream = stamping_arrival(stream, self.stream_schema.names) if self.arrival else stream
+        return heap.freezing(stream)  # the daemon's collection after each task walks only that task's objects
 
     def _columnar_stream(self, engine_stream: Callable, to_ts: Callable[[int], float],
                          to_ms: Callable[[float], int]) -> Callable:

@@ -57,11 +57,12 @@ from pyspark.sql.types import BooleanType, StructField, StructType
 
 from sparkcep.runtime_udfs.shedding.controller import Admission, BacklogController, BatchController, admit_files
 from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
+from sparkcep.spark.heap import freeze_worker_heap
 from sparkcep.spark.progress import backlog_files, batch_latency
 from sparkcep.spark.validate import ARRIVAL_METRIC, STAGING_MARK, original_name, staged_name
 
 __all__ = ["SHED", "ControlFile", "FileAdmission", "Shedding", "admitted_input", "count_rows", "current_model",
-           "follow_input", "hand_over", "install", "shed_partition"]
+           "follow_input", "hand_over", "install", "shed_partition", "stage_function"]
 
 #: The column the stage marks dropped rows with (removed before the stateful operator).
 SHED = "_shed"
@@ -145,6 +146,23 @@ def shed_partition(shedder: Shedder, pdfs: Iterator[pd.DataFrame], rho: float, t
             path = os.path.join(dropped_output, f"part-{uuid.uuid4().hex}.json")
             out[drop].drop(columns=[SHED]).to_json(path, orient="records", lines=True, date_format="iso")
         yield out
+
+
+def stage_function(model, control_path: str, type_col: str = "type", ts_col: str = "ts",
+                   dropped_output: str | None = None, sample_limit: int = 5000):
+    """The ``mapInPandas`` function of the stage: per task, the control record read once, then
+    :func:`shed_partition` with its ρ and model (``model.value``: the broadcast shedder, unless the record names a
+    retrained one).  In a Spark task the worker's heap is frozen first
+    (:func:`~sparkcep.spark.heap.freeze_worker_heap`: PySpark's collection after the task then walks only this
+    task's objects, not the ~10^5 of the modules loaded)."""
+
+    def stage(pdfs: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        freeze_worker_heap()
+        state = ControlFile(control_path).state()
+        yield from shed_partition(current_model(model.value, state), pdfs, state["rho"], type_col, ts_col,
+                                  dropped_output, sample_output=state.get("sample"), sample_limit=sample_limit)
+
+    return stage
 
 
 @dataclass
@@ -652,13 +670,7 @@ def install(df: DataFrame, shedder: Shedder, *, bound: float, safety: float = 0.
         handle.drift = TypeDrift.from_share(refit.reference, drift_threshold, drift_min_events)
         handle.min_sample = min(1000, sample_limit)
     model = spark.sparkContext.broadcast(shedder)
-    control_path = control.path
-
-    def stage(pdfs: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        state = ControlFile(control_path).state()
-        yield from shed_partition(current_model(model.value, state), pdfs, state["rho"], type_col, ts_col,
-                                  dropped_output, sample_output=state.get("sample"), sample_limit=sample_limit)
-
+    stage = stage_function(model, control.path, type_col, ts_col, dropped_output, sample_limit)
     schema = StructType(df.schema.fields + [StructField(SHED, BooleanType(), False)])
     marked = df.mapInPandas(stage, schema)
     shed = F.col(SHED)
