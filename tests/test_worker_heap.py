@@ -88,3 +88,35 @@ def test_shedding_stage_freezes_the_heap_in_a_task(monkeypatch, tmp_path):
     inside = pd.concat(list(stage(iter([pdf]))))
     assert len(freezes) == 1 and not inside[SHED].any()
     pd.testing.assert_frame_equal(inside, outside)
+
+
+def test_match_recognize_stream_functions_freeze_the_heap_once_per_task(monkeypatch):
+    """MATCH_RECOGNIZE's stateful functions, one statement's and statements sharing a pass, freeze at their
+    first call of a task and not outside a task; the rows are the same (two calls of one group per task)."""
+    import pytest
+
+    pytest.importorskip("sparkcep.runtime_udfs.recognize")
+    from sparkcep.spark import recognize as single
+    from sparkcep.spark import recognize_workload as shared
+    from sparkcep.spark.group_state import SimulatedGroup
+    from tests.test_recognize_spark import _INPUT, _OUTPUT, SPEC, _frame, _micros
+
+    monkeypatch.setattr(single, "output_struct", lambda spec: _OUTPUT)  # Spark's DDL parser needs a session
+    functions = [single.stream_function(SPEC, _OUTPUT, _INPUT, numeric=False),
+                 shared.stream_function([SPEC, SPEC], shared.tagged_struct([SPEC, SPEC]), _INPUT, numeric=False)]
+    batches = [([("a", 0, 1), ("b", 2, 2)], 0.5), ([("b", 4, 3), ("a", 0, 4)], 8.0)]
+
+    def run(fn, task) -> list[dict]:
+        group, out = SimulatedGroup(), []
+        _in_task(monkeypatch, task)
+        for rows, watermark in batches:  # one task: the second call of the group's function freezes nothing
+            group.watermark_ms = _micros(watermark) // 1000
+            out += [r for f in fn(("p",), iter([_frame(rows)]), group) for r in f.to_dict("records")]
+        return out
+
+    for fn in functions:
+        freezes = _counting_freezes(monkeypatch)
+        outside = run(fn, None)
+        assert freezes == [] and outside
+        inside = run(fn, object())
+        assert len(freezes) == 1 and pd.DataFrame(inside).equals(pd.DataFrame(outside))  # NaN equal to NaN

@@ -6,7 +6,9 @@ sqlglot, pyarrow, pandas: about 120,000 tracked objects) that is about 50 ms of 
 columnar kernel spends on 10^5 rows; a ``mapInArrow`` stage pays it once per task.  Every batch operator's
 partition function calls :func:`freeze_worker_heap` when its task starts: MATCH_RECOGNIZE's
 (``spark/recognize.py``) and its shared workload's (``spark/recognize_workload.py``), a match or trend query's
-(``MatchOperator.partition_function``) and a workload's (``spark/workload.py``).
+(``MatchOperator.partition_function``) and a workload's (``spark/workload.py``); every stream's stateful
+function (``MatchOperator.stream_function``, MATCH_RECOGNIZE's one statement and shared ``stream_function``) and
+the shedding stage wrap themselves in :func:`freezing`.
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ from sparkcep.ir.recognize import RecognizeSpec, RowExpr
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.spark.adapters import event_time_of, shuffle_partitions
 from sparkcep.spark.arrow import _arrow_array, _rows_of, _session_timezone, by_id, gathered
-from sparkcep.spark.heap import freeze_worker_heap
+from sparkcep.spark.heap import freeze_worker_heap, freezing
 from sparkcep.spark.late import KIND, LATE, REASON, RECORD, RESULT, with_side_columns
 from sparkcep.spark.operator import grouped, stamping_arrival
 from sparkcep.spark.schema import EVENT_TIME
@@ -804,7 +804,7 @@ def stream_function(spec: RecognizeSpec, struct: StructType, projected: StructTy
         if out:
             yield _to_table(out, out_schema).to_pandas()
 
-    return recognize_stream
+    return freezing(recognize_stream)  # the daemon's collection after each task walks only its objects
 
 
 def batch_watermark(raw: int, newest: int | None, delay_ms: int | None) -> int:

@@ -49,7 +49,7 @@ from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.spark import recognize as single
 from sparkcep.spark.adapters import shuffle_partitions
 from sparkcep.spark.arrow import _session_timezone, by_id, gathered
-from sparkcep.spark.heap import freeze_worker_heap
+from sparkcep.spark.heap import freeze_worker_heap, freezing
 from sparkcep.spark.late import KIND, RESULT, with_side_columns
 from sparkcep.spark.operator import grouped, stamping_arrival
 from sparkcep.spark.schema import EVENT_TIME
@@ -351,7 +351,7 @@ def stream_function(specs: Sequence[RecognizeSpec], full: StructType, projected:
         if tables:
             yield pa.concat_tables(tables).to_pandas()
 
-    return recognize_stream
+    return freezing(recognize_stream)  # the daemon's collection after each task walks only its objects
 
 
 def stream_shared(projected: DataFrame, specs: Sequence[RecognizeSpec], *, watermark_delay: float | str | None = None,
