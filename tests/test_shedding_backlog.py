@@ -179,7 +179,7 @@ def test_kept_events_that_cost_more_as_rho_rises_keep_the_bound():
     gSPICE keeps the events that build matches: 599 µs a kept event for gSPICE-H against 429 µs for random):
     the higher ρ, the more each kept event costs, so one fitted cost per kept event is too low and the fit
     moves that cost to reading from batch to batch.  The plan takes the kept events at an upper quantile of
-    what they cost in recent batches, and the admission bound follows the largest read cost fitted lately:
+    what they cost in recent batches, and the admission bound follows the median read cost of the last fits:
     on the old plan, at 3x, a fit that put reading back at ~0 lifted the bound, one batch read 4.9x the
     others' median and the p99 reached 7.4 s."""
     costs = {"A": 0.004, "B": 0.0005, "C": 0.0001}

@@ -178,7 +178,7 @@ CANDIDATES = "candidates"
 #: The function of a hidden result column, ``Func(NEWEST, (Attr(None, attr),))``: the newest (largest) value of
 #: ``attr`` among the events a match binds (every variable's, a Kleene variable's each; None and NaN skipped; None
 #: if none has one).  A stream's operator adds it to stamp each match, or timed-out partial match, with the
-#: arrival of its own last event (``sparkcep.spark.operator.MatchOperator.stamped_spec``).
+#: arrival of its own last event (``sparkcep.spark.operator.stamped_spec``).
 NEWEST = "newest_of_binding"
 
 
