@@ -472,21 +472,21 @@ class FileAdmission:
             hand_over(self.source, self.staging, name, backlog)
             self.done.add(name)
         self.staged.append((admit, *backlog))
-        rows = sum(self._file_rows(name) for name in admit)
+        rows = sum(self._file_rows(name) or 0 for name in admit)
         if fresh:
             self.handed_at, self.planned_at, self.slice_rows = now, planned, rows
         else:
             self.slice_rows += rows
         self._rows = {k: n for k, n in self._rows.items() if k[0] not in self.done}
 
-    def _file_rows(self, name: str) -> int:
-        """The events of the waiting file ``name`` (counted once per name and size; 0 if it is gone)."""
+    def _file_rows(self, name: str) -> int | None:
+        """The events of the waiting file ``name`` (counted once per name and size; None if it is gone)."""
         try:
             key = (name, os.path.getsize(os.path.join(self.source, name)))
             if key not in self._rows:
                 self._rows[key] = count_rows(os.path.join(self.source, name))
         except OSError:  # gone meanwhile
-            return 0
+            return None
         return self._rows[key]
 
     def _top_up(self, admit: list[str]) -> list[str]:
@@ -497,7 +497,7 @@ class FileAdmission:
             return admit
         room, out = decision.admit - self.slice_rows, []
         for name in admit:
-            room -= self._file_rows(name)
+            room -= self._file_rows(name) or 0
             if room < 0:
                 break
             out.append(name)
@@ -508,16 +508,9 @@ class FileAdmission:
         being handed over and the files being shed): the backlog the slice's names carry."""
         files = rows = 0
         for name, _ in self.pending():
-            if name in leaving:
-                continue
-            path = os.path.join(self.source, name)
-            try:
-                key = (name, os.path.getsize(path))
-                if key not in self._rows:
-                    self._rows[key] = count_rows(path)
-            except OSError:  # gone meanwhile
-                continue
-            files, rows = files + 1, rows + self._rows[key]
+            n = None if name in leaving else self._file_rows(name)
+            if n is not None:
+                files, rows = files + 1, rows + n
         return files, rows
 
     def unread(self, newest_ms: float | None) -> int:
