@@ -19,6 +19,7 @@ from sparkcep.oracles.recognize import recognize
 from sparkcep.runtime_udfs import recognize as engine
 from sparkcep.runtime_udfs.recognize import kernel
 from tests.recognize_strategies import (
+    END,
     START,
     V,
     agg,
@@ -44,6 +45,7 @@ from tests.recognize_strategies import (
     q,
     row_patterns,
     seq,
+    star,
     strip_exclusion,
 )
 
@@ -330,6 +332,30 @@ def test_skip_to_first_merges_before_the_first_row_of_its_variable(monkeypatch):
     assert _kernel_rows(spec, [rows]) == engine.run_partition(spec, rows) == recognize(spec, rows) == [
         {"k": 0, "a": s, "c": 6} for s in range(5)]
     assert kernel._plan(spec).merged == 0
+
+
+@pytest.mark.parametrize(("pattern", "skip", "text", "starts"), [
+    # row 0's preferred leaf (S A* going on, to B) may end its match without a U: it skips to row 1, whose match
+    # is by A* U; its threads there are at leaves where row 0's are too, listed after that one (U, no DEFINE, is
+    # row 3's match on its own)
+    (alt(seq(V("S"), star(V("A")), V("B")), seq(star(V("A")), V("U"))), R.Skip(R.SKIP_TO_LAST, "U"), "saaw",
+     [(0, 3), (1, 3), (3, 3)]),
+    # `$` ends a match with no U after the first row: row 0's skips to row 1
+    (seq(V("U"), plus(V("A")), END), R.Skip(R.SKIP_TO_LAST, "U"), "aaaa", [(0, 3), (1, 3), (2, 3)]),
+    # TO NEXT ROW reports every start's match
+    (seq(plus(V("A")), V("B")), R.Skip(R.SKIP_TO_NEXT_ROW), "aaaw", [(0, 3), (1, 3), (2, 3)]),
+])
+def test_later_starts_are_kept_where_the_earliest_may_skip_to_them(pattern, skip, text, starts):
+    """Where the earliest undecided start's match may skip to a later start or before it, that start's threads
+    are kept (its match is the engine's, the reference's): no leaf merges there that would drop them."""
+    defines = (("S", op("=", col("s"), lit("s"))), ("A", op("!=", col("s"), lit("w"))),
+               ("B", op("=", col("s"), lit("w"))))
+    spec = make_spec(pattern, columns=COLUMNS, defines=tuple(d for d in defines if d[0] in pattern_variables(pattern)),
+                     measures=(("a", first(col("t"))), ("c", last(col("t")))), partition_by=("k",), order_by=("t",),
+                     skip=skip)
+    rows = _rows(text)
+    want = [{"k": 0, "a": a, "c": c} for a, c in starts]
+    assert _kernel_rows(spec, [rows]) == engine.run_partition(spec, rows) == recognize(spec, rows) == want
 
 
 def test_threads_waiting_at_a_second_end_anchor_are_not_pending_checks():
