@@ -287,12 +287,13 @@ def test_the_v_shape_keeps_three_threads_through_a_falling_run(monkeypatch, bott
     """``S D+ U``, AFTER MATCH SKIP TO LAST U (the bench's V-shape; ``bottom``: a measure reads the D rows, the
     NFA keeps a node per row).  Worked: over x = 5 4 3 4 3 2 6 the match at row 0 ends at row 3 (its last U:
     the next start), which starts the second V, rows 3-6.  Over a fall of 40 rows and a rise, every later
-    start's two threads (D+ going on, U) are dropped for row 0's, so 8 live threads are enough (the kernel's and
-    the engine's budget) where keeping them needs two per row of the fall."""
+    start's thread is dropped on its own row for row 0's (the first D and D+'s loop have one future: one leaf),
+    so 8 live threads are enough (the kernel's and the engine's budget) where keeping them needs two per row of
+    the fall."""
     measures = (("a", first(col("t"))), ("c", last(col("t"))), *((("b", last(col("t", "D"))),) if bottom else ()))
     spec = _vshape(measures)
     assert kernel._plan(spec).track is bottom
-    assert kernel._plan(spec).merge_ok.sum() == 4  # every CHAR of the program: each path on ends with U
+    assert kernel._plan(spec).merge_ok.sum() == 3  # every leaf (the first D is D+'s loop): each path ends with U
 
     def run(xs):
         rows = _rows("v" * len(xs))
@@ -307,15 +308,14 @@ def test_the_v_shape_keeps_three_threads_through_a_falling_run(monkeypatch, bott
     monkeypatch.setattr("sparkcep.runtime_udfs.recognize.engine.MAX_THREADS", 8)
     before = kernel._plan(spec).merged
     assert run([*range(40, 0, -1), 50]) == [(0, 39 if bottom else None, 40)]
-    assert kernel._plan(spec).merged - before == 2 * 38  # starts 1..38 (39's D dies on the rise)
+    assert kernel._plan(spec).merged - before == 38  # starts 1..38 (none is made at 39: row 40 is no D)
 
 
 def test_skip_to_first_merges_before_the_first_row_of_its_variable(monkeypatch):
     """``A+ B+ C`` (``a``, ``b``, ``c`` rows) SKIP TO FIRST B over 40 a's, b b c: the starts inside the a's are
     dropped where row 0 is (no B yet, every path on maps one), in a budget of 8 threads; once row 0 has a B the
-    later starts would not be, but none is left.  ``A+ B+ C`` SKIP TO FIRST A: only at the first A, which no
-    thread reaches after a row (row 0's first A is itself, the next start row 1), so over ``aaaaabc`` every
-    start has its match."""
+    later starts would not be, but none is left.  ``A+ B+ C`` SKIP TO FIRST A: nowhere (row 0's first A is
+    itself, the next start row 1), so over ``aaaaabc`` every start has its match."""
     defines = tuple((v, op("=", col("s"), lit(v.lower()))) for v in "ABC")
     measures = (("a", first(col("t"))), ("c", last(col("t"))))
     monkeypatch.setattr(kernel, "MAX_THREADS", 8)
@@ -327,7 +327,7 @@ def test_skip_to_first_merges_before_the_first_row_of_its_variable(monkeypatch):
     assert kernel._plan(spec).merged > 0
     monkeypatch.undo()
     spec = replace(spec, skip=R.Skip(R.SKIP_TO_FIRST, "A"))
-    assert sorted(engine.compiled(spec).merge_leaves) == [0]
+    assert not engine.compiled(spec).merge_leaves
     rows = _rows("aaaaabc")
     assert _kernel_rows(spec, [rows]) == engine.run_partition(spec, rows) == recognize(spec, rows) == [
         {"k": 0, "a": s, "c": 6} for s in range(5)]
@@ -356,6 +356,27 @@ def test_later_starts_are_kept_where_the_earliest_may_skip_to_them(pattern, skip
     rows = _rows(text)
     want = [{"k": 0, "a": a, "c": c} for a, c in starts]
     assert _kernel_rows(spec, [rows]) == engine.run_partition(spec, rows) == recognize(spec, rows) == want
+
+
+def test_two_instructions_are_one_leaf_only_with_the_same_future_in_the_same_order():
+    """``S D+ U``: the first D and D+'s loop go on alike (D, then D+'s loop or U): one leaf.  ``X A (B | C) D |
+    Y A (C | B) D``: the two A's go on to leaves of one future each (B, C), but in opposite preferment orders, so
+    they stay two: over ``y a w d`` (B and C both hold on w) the match maps w to C."""
+    from sparkcep.runtime_udfs.recognize.program import CHAR
+
+    def leaves(spec):
+        c = engine.compiled(spec)
+        return sorted({c.leaf_of[pc] for pc, (op, _, _) in enumerate(c.program.code) if op == CHAR})
+
+    assert len(leaves(_vshape(()))) == 3
+    pattern = alt(seq(V("X"), V("A"), alt(V("B"), V("C")), V("D")), seq(V("Y"), V("A"), alt(V("C"), V("B")), V("D")))
+    defines = tuple((v, op("=", col("s"), lit(t))) for v, t in zip("XYABCD", "xyawwd", strict=True))
+    spec = make_spec(pattern, columns=COLUMNS, defines=defines, measures=(("m", prev(classifier())),),
+                     partition_by=("k",), order_by=("t",))
+    assert len(leaves(spec)) == 7  # X, Y, both A's, one B, one C (each goes on to D), one D (then MATCH)
+    rows = _rows("yawd")
+    assert _kernel_rows(spec, [rows]) == engine.run_partition(spec, rows) == recognize(spec, rows) == [
+        {"k": 0, "m": "C"}]
 
 
 def test_threads_waiting_at_a_second_end_anchor_are_not_pending_checks():

@@ -31,7 +31,7 @@ from sparkcep.runtime_udfs.recognize.engine import (
     wakeup,
 )
 from sparkcep.runtime_udfs.recognize.order import sort_key
-from sparkcep.runtime_udfs.recognize.program import CHAR, MAX_INSTRUCTIONS, ProgramTooLarge, compile_pattern
+from sparkcep.runtime_udfs.recognize.program import MAX_INSTRUCTIONS, ProgramTooLarge, compile_pattern
 from sparkcep.runtime_udfs.recognize.serde import state_from_json, state_to_json
 
 __all__ = ["MAX_INSTRUCTIONS", "MAX_THREADS", "ProgramTooLarge", "RecognizeBudgetError", "RecognizeState",
@@ -60,7 +60,7 @@ def describe_engine(spec) -> list[str]:
         elif c.merge_leaves:
             out.append(f"AFTER MATCH SKIP TO {'FIRST' if c.skip == R.SKIP_TO_FIRST else 'LAST'} {c.spec.skip.var}: a "
                        "later start row's thread at the same instruction as the earliest undecided start's is "
-                       f"dropped at {len(c.merge_leaves)} of {sum(op == CHAR for op, _, _ in c.program.code)} "
+                       f"dropped at {len(c.merge_leaves)} of {sum(pc == same for pc, same in c.leaf_of.items())} "
                        "instruction(s): those where its match is sure to skip past the later start")
     else:
         out.append(f"threads kept apart (a DEFINE reads other rows of the match): at most {MAX_THREADS:,} partial "

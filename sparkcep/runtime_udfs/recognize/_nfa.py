@@ -94,6 +94,8 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
     seen_s = np.full(npc + nwait, -1, dtype=np.int64)
     ok_row = np.full(npc + nwait, -1, dtype=np.int64)
     cross = not has_within and np.any(merge_ok)
+    every = cross and skip == 0  # PAST LAST ROW: every leaf, ok_row is first_row
+    nmerged = 0
     for p in range(len(bounds) - 1):
         a0 = bounds[p]
         a1 = bounds[p + 1]
@@ -139,7 +141,7 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                     nt += 1
                 bi = bits[i]
                 s0 = next_start
-                open_ = cross
+                open_ = cross and not every
                 cut = -1
                 new_match = False
                 nn = 0
@@ -196,8 +198,12 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                                 else:
                                     open_ = False
                         else:
-                            if ok_row[x] == i:
-                                merged[0] += 1
+                            if every:
+                                if first_row[x] == i:
+                                    nmerged += 1
+                                    continue
+                            elif ok_row[x] == i:
+                                nmerged += 1
                                 continue
                             if seen_row[x] == i and seen_s[x] == s:
                                 continue
@@ -330,6 +336,7 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
         # anything left of this partition (there is none once decided) must not leak into the next
         for k in range(a0, a1):
             m_has[k] = False
+    merged[0] = nmerged
     return ev[:nev], flat[:nflat], fexcl[:nflat], 0
 
 

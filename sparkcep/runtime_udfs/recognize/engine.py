@@ -18,7 +18,9 @@ count is settled (:func:`_resolve`).
 
 Threads of one start at the same instruction are merged (the less preferred dropped) when every DEFINE reads
 only the row being labelled and its physical neighbours (then their futures are the same); otherwise each
-keeps its own history, up to :data:`MAX_THREADS` live threads per partition.
+keeps its own history, up to :data:`MAX_THREADS` live threads per partition.  Two CHARs with the same future
+are one instruction here (:func:`same_futures`), and a later start's thread where the earliest undecided start
+has one is dropped when that start's match is sure to skip past it (:func:`merge_leaves`).
 
 The same code runs a whole partition (:func:`run_partition`) and a stream (:func:`step` per micro-batch,
 :func:`advance` at each watermark, ``final=True`` at the partition's end); the state keeps only the rows from
@@ -113,13 +115,46 @@ class Compiled:
         self.ts = spec.time_column
         # rows come in ascending event time: a thread whose start is `within` or more before a row is dead
         self.monotone = bool(spec.order_by) and spec.order_by[0].ascending
-        self.after = [self.program.closure(pc + 1, False, False) if op == CHAR else ()
-                      for pc, (op, _, _) in enumerate(self.program.code)]
+        after = [self.program.closure(pc + 1, False, False) if op == CHAR else ()
+                 for pc, (op, _, _) in enumerate(self.program.code)]
+        #: the leaves after each CHAR, and the start leaves (``^`` holding, not), each CHAR named by the least one
+        #: with the same future (:func:`same_futures`): threads there are merged as at one instruction
+        self.leaf_of = same_futures(self.program, after)
+        self.after = [_renamed(leaves, self.leaf_of) for leaves in after]
+        self.start_bol = _renamed(self.program.closure(0, True, False), self.leaf_of)
+        self.start_plain = _renamed(self.program.closure(0, False, False), self.leaf_of)
         #: counts the engine computes per row before the pattern sees it (:mod:`.windows`)
         self.windows = spec.windows
         #: the leaves at which a later start's thread is dropped for the earliest undecided start's
         #: (:func:`merge_leaves`); empty: none is
         self.merge_leaves = merge_leaves(self) if self.mergeable and self.within is None else frozenset()
+
+
+def same_futures(program: Program, after: list[tuple[int, ...]]) -> dict[int, int]:
+    """Each CHAR's pc -> the least pc of a CHAR with the same future: the same variable and exclusion, and
+    after it leaf by leaf (in preferment order) leaves with the same future, the same MATCH or wait at
+    ``ANCHOR $`` (the coarsest such partition: refined from variable and exclusion until stable).  A thread's
+    future depends on its leaf alone (a closure after a row starts with no ITER begun), so threads at two such
+    leaves go on alike, as at one: ``STRT DOWN+ UP``'s first ``DOWN`` and its loop's are one."""
+    code = program.code
+    chars = [pc for pc, (op, _, _) in enumerate(code) if op == CHAR]
+    cls: dict[int, object] = {pc: (code[pc][1], code[pc][2]) for pc in chars}
+    while True:
+        ids: dict[tuple, int] = {}
+        new = {pc: ids.setdefault((cls[pc], tuple(cls[x] if x in cls else ("end", x) for x in after[pc])), len(ids))
+               for pc in chars}
+        if len(ids) == len(set(cls.values())):
+            break
+        cls = new
+    least: dict[object, int] = {}
+    for pc in chars:
+        least.setdefault(cls[pc], pc)
+    return {pc: least[cls[pc]] for pc in chars}
+
+
+def _renamed(leaves: tuple[int, ...], leaf_of: dict[int, int]) -> tuple[int, ...]:
+    """``leaves`` with each CHAR named as :func:`same_futures` says, the first of a repeated one kept."""
+    return tuple(dict.fromkeys(leaf_of.get(x, x) for x in leaves))
 
 
 def merge_leaves(c: Compiled) -> frozenset[int]:
@@ -159,7 +194,7 @@ def merge_leaves(c: Compiled) -> frozenset[int]:
         return frozenset()
     prog = c.program
     code = prog.code
-    chars = [pc for pc, (op, _, _) in enumerate(code) if op == CHAR]
+    chars = [pc for pc, same in c.leaf_of.items() if pc == same]  # the CHARs a thread can be at
     succ = {pc: c.after[pc] for pc in chars}
     if c.skip == R.SKIP_PAST_LAST_ROW:
         return frozenset(chars) | frozenset(x for pc in chars for x in succ[pc] if x < 0)
@@ -405,8 +440,7 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
     ctx = Ctx(st.rows, st.base)
     rows = st.rows
     n_vars = len(prog.variables)
-    start_bol = prog.closure(0, True, False)
-    start_plain = prog.closure(0, False, False)
+    start_bol, start_plain = c.start_bol, c.start_plain
     past_last = c.skip == R.SKIP_PAST_LAST_ROW
     # a thread of a later start at a leaf where the earliest undecided start s0 is too, after every leaf of s0
     # before it on the row is one of `merge_at`, has the same future, and s0's match skips past the later start

@@ -154,8 +154,8 @@ class _Plan:
             if code[at][0] == CHAR and self.match_pc not in after[at]:
                 self.look_need[at] = sum({1 << code[x][1] for x in after[at] if x >= 0})
                 self.look_wait[at] = any(x < 0 for x in after[at])
-        self.start_bol = np.array(prog.closure(0, True, False), dtype=np.int64)
-        self.start_plain = np.array(prog.closure(0, False, False), dtype=np.int64)
+        self.start_bol = np.array(c.start_bol, dtype=np.int64)
+        self.start_plain = np.array(c.start_plain, dtype=np.int64)
         waits = len(prog._waits)
         self.resume_off, self.resume = _csr([prog.resume(-w - 1) for w in range(waits)])
         #: per leaf (index leaf + waits): a later start's thread there may be dropped (:func:`.engine.merge_leaves`)
