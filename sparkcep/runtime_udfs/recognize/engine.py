@@ -176,8 +176,9 @@ def merge_leaves(c: Compiled) -> frozenset[int]:
        ``s0`` after it, so ``x`` came first).  So ``M0`` goes on after row ``i`` through a leaf ``y`` that
        ``s0`` reached on row ``i`` at or before ``x`` (the list is in preferment order; a leaf a less preferred
        prefix reaches too is kept for the preferred one).  ``M0`` is decided before ``s`` and holds rows ``s0``
-       to ``i`` and at least one more.  ``s`` is skipped, whatever ``T`` gives, if the row ``M0`` skips to lies
-       after ``s``: then dropping ``T`` is exact.  That holds
+       to ``i``, and row ``i + 1`` unless ``y`` waits at ``ANCHOR $`` (then ``i`` is the partition's last).
+       ``s`` is skipped, whatever ``T`` gives, if the row ``M0`` skips to lies after ``s``: then dropping ``T``
+       is exact.  That holds
 
        * under PAST LAST ROW always (``M0`` ends after row ``i >= s``): every leaf;
        * under TO LAST v if every path from ``y`` to ``MATCH`` labels a row ``v`` (a row after ``i``; so v is
@@ -189,7 +190,8 @@ def merge_leaves(c: Compiled) -> frozenset[int]:
 
     Both conditions are read off the compiled program (the closures after each ``CHAR``), not the pattern
     text.  ``STRT DOWN+ UP`` under TO LAST UP: every leaf (each path ends with ``UP``), so a start inside a
-    falling run lives one row instead of keeping two threads and a match the skip throws away."""
+    falling run lives on its own row only (with :func:`same_futures`) instead of keeping two threads and a
+    match the skip throws away."""
     if c.skip == R.SKIP_TO_NEXT_ROW:
         return frozenset()
     prog = c.program
