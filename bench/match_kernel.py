@@ -12,12 +12,14 @@ cache directory).  State the machine and its load next to the figures.
 ``--nfa`` times only the numba NFA (``_nfa.match``) over the DEFINE bits, no engine, CPU nanoseconds per row:
 with a node per consumed row (``track``, what a CLASSIFIER or a variable's measure needs) and with the least the
 statement's measures need (the kernel's choice), alternating in this process; their events are checked equal.
+With ``--merge`` it times instead the kernel's choice against the same with no later start's thread dropped for
+the earliest undecided start's (``engine.merge_leaves`` off: the baseline), alternating, and counts the drops.
 
 ``--split`` times the kernel's three parts apart, no engine, CPU milliseconds per run (medians of ``--repeat``):
 the DEFINE masks (``_masks``), the NFA (``_nfa_match``), the output (``_output``), and ``run_chunk`` whole.
 
     python bench/match_kernel.py [--rows 1000000] [--repeat 3] [--patterns abc,reluctant,alt,vshape] [--cold]
-        [--nfa | --split]
+        [--nfa [--merge] | --split]
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ def main() -> None:
     ap.add_argument("--patterns", default=",".join(PATTERNS))
     ap.add_argument("--cold", action="store_true", help="compile the kernel into an empty numba cache first")
     ap.add_argument("--nfa", action="store_true", help="time the NFA alone, CPU ns per row")
+    ap.add_argument("--merge", action="store_true",
+                    help="with --nfa: the NFA with later starts merged against without, CPU ns per row")
     ap.add_argument("--split", action="store_true", help="time masks, NFA and output apart, CPU ms per run")
     args = ap.parse_args()
     if args.cold:
@@ -133,6 +137,9 @@ def nfa_only(table, bounds, args) -> None:
     for desc, _, plan, b, n in _plans(table, bounds, args, "the NFA alone, CPU ns per row"):
         bits = kernel._masks(plan, table, b, n)
         ts, ts_ok = kernel._times(plan, table, n)
+        if args.merge:
+            merge_pair(desc, plan, bits, b, ts, ts_ok, n, args.repeat)
+            continue
         runs: dict[bool, list[float]] = {True: [], False: []}
         out = {}
         for _ in range(args.repeat + 1):  # the first round loads (or compiles) the function: not counted
@@ -146,6 +153,30 @@ def nfa_only(table, bounds, args) -> None:
         print(f"  {desc:24s} {len(out[True][0]):7,} matches  nodes {t_nodes:6.1f} ns/row  "
               f"{'nodes' if plan.track else 'nodeless'} (kernel) {t_least:6.1f} ns/row  "
               f"ratio {t_nodes / t_least:4.2f}x", flush=True)
+
+
+def merge_pair(desc, plan, bits, b, ts, ts_ok, n, repeat) -> None:
+    import numpy as np
+
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    merge_ok = plan.merge_ok
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    out, merged = {}, 0
+    for _ in range(repeat + 1):  # the first round loads (or compiles) the function: not counted
+        for on in (True, False):
+            plan.merge_ok = merge_ok if on else np.zeros_like(merge_ok)
+            before = plan.merged
+            t0 = time.process_time()
+            out[on] = kernel._nfa_match(plan, bits, b, ts, ts_ok, plan.track)
+            runs[on].append(time.process_time() - t0)
+            if on:
+                merged = plan.merged - before
+    plan.merge_ok = merge_ok
+    assert all((x == y).all() for x, y in zip(out[True][:3], out[False][:3], strict=True)), f"{desc}: they differ"
+    t_on, t_off = (statistics.median(runs[k][1:]) / n * 1e9 for k in (True, False))
+    print(f"  {desc:24s} {len(out[True][0]):7,} matches  merged {t_on:6.1f} ns/row ({merged:,} threads dropped)  "
+          f"not merged {t_off:6.1f} ns/row  ratio {t_off / t_on:4.2f}x", flush=True)
 
 
 def split(table, bounds, args) -> None:

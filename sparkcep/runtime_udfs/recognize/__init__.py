@@ -17,6 +17,7 @@ Example: the issue's ``A B+`` over A1 B2 B3 B4 A5 B6 gives two matches::
 
 from __future__ import annotations
 
+from sparkcep.ir import recognize as R
 from sparkcep.ir.recognize import SKIP_PAST_LAST_ROW as PAST_LAST_ROW
 from sparkcep.runtime_udfs.recognize.engine import (
     MAX_THREADS,
@@ -53,9 +54,14 @@ def describe_engine(spec) -> list[str]:
     if c.mergeable:
         out.append("threads of one start row at the same instruction merged (every DEFINE reads only the row "
                    "being labelled and PREV/NEXT of it)")
-        if c.skip == PAST_LAST_ROW and c.within is None:
+        if c.skip == PAST_LAST_ROW and c.merge_leaves:
             out.append("AFTER MATCH SKIP PAST LAST ROW: a later start row's thread at the same instruction as the "
                        "earliest undecided start's is dropped")
+        elif c.merge_leaves:
+            out.append(f"AFTER MATCH SKIP TO {'FIRST' if c.skip == R.SKIP_TO_FIRST else 'LAST'} {c.spec.skip.var}: a "
+                       "later start row's thread at the same instruction as the earliest undecided start's is "
+                       f"dropped at {len(c.merge_leaves)} of {sum(pc == same for pc, same in c.leaf_of.items())} "
+                       "instruction(s): those where its match is sure to skip past the later start")
     else:
         out.append(f"threads kept apart (a DEFINE reads other rows of the match): at most {MAX_THREADS:,} partial "
                    "matches per partition")

@@ -39,7 +39,7 @@ def _lt(gap, within):
 @njit(cache=True)
 def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_plain, resume_off, resume,
           match_pc, skip, skip_mask, has_within, within, monotone, ts, ts_ok, quiet, max_threads, track, caps,
-          look, look_need, look_wait):
+          look, look_need, look_wait, merge_ok, merged):
     """Run every partition ``bounds[k]:bounds[k+1]``.  Returns the events in output order (a 5-column array:
     kind 0 match / 1 unmatched row, start, end, match number, offset of its rows' variables in the second
     arrays), the variables of every match's rows and whether each is inside ``{- -}`` (flattened), and a code:
@@ -60,7 +60,11 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
     skipped), ``look_wait[leaf]`` whether a thread waiting at ``ANCHOR $`` follows (it lives on at the
     partition's last row).  The starts it leaves out are decided as those whose threads died; the one thing
     they could change is the thread budget, so a row where it is in reach answers code 6 (run again without
-    ``look``)."""
+    ``look``).
+
+    ``merge_ok[leaf + nwait]``: the leaves of :func:`.engine.merge_leaves` (all False: none); a later start's
+    thread is dropped at a leaf the earliest undecided start reached on the row while every leaf it reached
+    before on the row was one of them (``ok_row``); ``merged[0]`` counts them."""
     n = len(bits)
     npc = len(char_var)
     nwait = len(resume_off) - 1
@@ -88,7 +92,10 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
     first_row = np.full(npc + nwait, -1, dtype=np.int64)
     seen_row = np.full(npc + nwait, -1, dtype=np.int64)
     seen_s = np.full(npc + nwait, -1, dtype=np.int64)
-    cross = skip == 0 and not has_within
+    ok_row = np.full(npc + nwait, -1, dtype=np.int64)
+    cross = not has_within and np.any(merge_ok)
+    every = cross and skip == 0  # PAST LAST ROW: every leaf, ok_row is first_row
+    nmerged = 0
     for p in range(len(bounds) - 1):
         a0 = bounds[p]
         a1 = bounds[p + 1]
@@ -134,6 +141,7 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                     nt += 1
                 bi = bits[i]
                 s0 = next_start
+                open_ = cross and not every
                 cut = -1
                 new_match = False
                 nn = 0
@@ -184,8 +192,18 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
                             if first_row[x] == i:
                                 continue
                             first_row[x] = i
+                            if open_:
+                                if merge_ok[x]:
+                                    ok_row[x] = i
+                                else:
+                                    open_ = False
                         else:
-                            if cross and first_row[x] == i:
+                            if every:
+                                if first_row[x] == i:
+                                    nmerged += 1
+                                    continue
+                            elif ok_row[x] == i:
+                                nmerged += 1
                                 continue
                             if seen_row[x] == i and seen_s[x] == s:
                                 continue
@@ -318,6 +336,7 @@ def match(bits, bounds, char_var, char_excl, after_off, after, start_bol, start_
         # anything left of this partition (there is none once decided) must not leak into the next
         for k in range(a0, a1):
             m_has[k] = False
+    merged[0] = nmerged
     return ev[:nev], flat[:nflat], fexcl[:nflat], 0
 
 

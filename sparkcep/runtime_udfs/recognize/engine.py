@@ -18,7 +18,9 @@ count is settled (:func:`_resolve`).
 
 Threads of one start at the same instruction are merged (the less preferred dropped) when every DEFINE reads
 only the row being labelled and its physical neighbours (then their futures are the same); otherwise each
-keeps its own history, up to :data:`MAX_THREADS` live threads per partition.
+keeps its own history, up to :data:`MAX_THREADS` live threads per partition.  Two CHARs with the same future
+are one instruction here (:func:`same_futures`), and a later start's thread where the earliest undecided start
+has one is dropped when that start's match is sure to skip past it (:func:`merge_leaves`).
 
 The same code runs a whole partition (:func:`run_partition`) and a stream (:func:`step` per micro-batch,
 :func:`advance` at each watermark, ``final=True`` at the partition's end); the state keeps only the rows from
@@ -113,10 +115,116 @@ class Compiled:
         self.ts = spec.time_column
         # rows come in ascending event time: a thread whose start is `within` or more before a row is dead
         self.monotone = bool(spec.order_by) and spec.order_by[0].ascending
-        self.after = [self.program.closure(pc + 1, False, False) if op == CHAR else ()
-                      for pc, (op, _, _) in enumerate(self.program.code)]
+        after = [self.program.closure(pc + 1, False, False) if op == CHAR else ()
+                 for pc, (op, _, _) in enumerate(self.program.code)]
+        #: the leaves after each CHAR, and the start leaves (``^`` holding, not), each CHAR named by the least one
+        #: with the same future (:func:`same_futures`): threads there are merged as at one instruction
+        self.leaf_of = same_futures(self.program, after)
+        self.after = [_renamed(leaves, self.leaf_of) for leaves in after]
+        self.start_bol = _renamed(self.program.closure(0, True, False), self.leaf_of)
+        self.start_plain = _renamed(self.program.closure(0, False, False), self.leaf_of)
         #: counts the engine computes per row before the pattern sees it (:mod:`.windows`)
         self.windows = spec.windows
+        #: the leaves at which a later start's thread is dropped for the earliest undecided start's
+        #: (:func:`merge_leaves`); empty: none is
+        self.merge_leaves = merge_leaves(self) if self.mergeable and self.within is None else frozenset()
+
+
+def same_futures(program: Program, after: list[tuple[int, ...]]) -> dict[int, int]:
+    """Each CHAR's pc -> the least pc of a CHAR with the same future: the same variable and exclusion, and
+    after it leaf by leaf (in preferment order) leaves with the same future, the same MATCH or wait at
+    ``ANCHOR $`` (the coarsest such partition: refined from variable and exclusion until stable).  A thread's
+    future depends on its leaf alone (a closure after a row starts with no ITER begun), so threads at two such
+    leaves go on alike, as at one: ``STRT DOWN+ UP``'s first ``DOWN`` and its loop's are one."""
+    code = program.code
+    chars = [pc for pc, (op, _, _) in enumerate(code) if op == CHAR]
+    cls: dict[int, object] = {pc: (code[pc][1], code[pc][2]) for pc in chars}
+    while True:
+        ids: dict[tuple, int] = {}
+        new = {pc: ids.setdefault((cls[pc], tuple(cls[x] if x in cls else ("end", x) for x in after[pc])), len(ids))
+               for pc in chars}
+        if len(ids) == len(set(cls.values())):
+            break
+        cls = new
+    least: dict[object, int] = {}
+    for pc in chars:
+        least.setdefault(cls[pc], pc)
+    return {pc: least[cls[pc]] for pc in chars}
+
+
+def _renamed(leaves: tuple[int, ...], leaf_of: dict[int, int]) -> tuple[int, ...]:
+    """``leaves`` with each CHAR named as :func:`same_futures` says, the first of a repeated one kept."""
+    return tuple(dict.fromkeys(leaf_of.get(x, x) for x in leaves))
+
+
+def merge_leaves(c: Compiled) -> frozenset[int]:
+    """The leaves ``x`` (``CHAR`` pcs, ``-w - 1`` waiting at ``ANCHOR $``) at which, after a row, a thread of a
+    later start ``s`` may be dropped because a thread of the earliest undecided start ``s0`` is at ``x`` too and
+    every leaf ``s0`` reached on that row before ``x`` (in the thread list's order) is one of them as well.
+    For DEFINEs that read only the labelled row and PREV/NEXT of it (``c.mergeable``) and no WITHIN (the
+    caller's conditions).  Why this is exact, for rows ``s0 < s <= i`` and the threads after row ``i``:
+
+    1. The two threads at ``x`` have the same future: a DEFINE reads nothing of the match's history, and
+       without WITHIN nothing else depends on the start.  So if the later one ``T`` leads to a match, so does
+       ``s0``'s.
+    2. If ``T`` leads to no match, dropping it changes nothing: a thread acts on others only by matching (it
+       cuts the less preferred threads of its start), and a less preferred thread of ``s`` at ``x`` merged with
+       it has its future.
+    3. If ``T`` leads to a match, ``s0``'s final match ``M0`` is at least as preferred as the one through its
+       thread at ``x``.  Every match ``s0`` recorded before row ``i`` is less preferred than all its live
+       threads, and one recorded on row ``i`` is less preferred than ``x`` (recording it cut the threads of
+       ``s0`` after it, so ``x`` came first).  So ``M0`` goes on after row ``i`` through a leaf ``y`` that
+       ``s0`` reached on row ``i`` at or before ``x`` (the list is in preferment order; a leaf a less preferred
+       prefix reaches too is kept for the preferred one).  ``M0`` is decided before ``s`` and holds rows ``s0``
+       to ``i``, and row ``i + 1`` unless ``y`` waits at ``ANCHOR $`` (then ``i`` is the partition's last).
+       ``s`` is skipped, whatever ``T`` gives, if the row ``M0`` skips to lies after ``s``: then dropping ``T``
+       is exact.  That holds
+
+       * under PAST LAST ROW always (``M0`` ends after row ``i >= s``): every leaf;
+       * under TO LAST v if every path from ``y`` to ``MATCH`` labels a row ``v`` (a row after ``i``; so v is
+         in ``M0``, never the standard's missing skip target);
+       * under TO FIRST v if besides no path from the pattern's start to ``y`` labels a row ``v`` (``M0``'s
+         first ``v`` is then after ``i``);
+       * never under TO NEXT ROW (``s0 + 1 <= s``), nor with WITHIN (``s0``'s window closes first: its thread
+         at ``x`` may die where ``T`` matches, and ``M0`` may be an earlier, shorter match).
+
+    Both conditions are read off the compiled program (the closures after each ``CHAR``), not the pattern
+    text.  ``STRT DOWN+ UP`` under TO LAST UP: every leaf (each path ends with ``UP``), so a start inside a
+    falling run lives on its own row only (with :func:`same_futures`) instead of keeping two threads and a
+    match the skip throws away."""
+    if c.skip == R.SKIP_TO_NEXT_ROW:
+        return frozenset()
+    prog = c.program
+    code = prog.code
+    chars = [pc for pc, same in c.leaf_of.items() if pc == same]  # the CHARs a thread can be at
+    succ = {pc: c.after[pc] for pc in chars}
+    if c.skip == R.SKIP_PAST_LAST_ROW:
+        return frozenset(chars) | frozenset(x for pc in chars for x in succ[pc] if x < 0)
+    vset = c.skip_members
+    match_pc = prog.match_pc
+    # every path from the leaf to MATCH labels a row v: the greatest fixed point (a cycle that never reaches
+    # MATCH is vacuously fine); a thread waiting at ANCHOR $ consumes no more rows
+    must = {pc: True for pc in chars}
+    for x in {x for pc in chars for x in succ[pc] if x < 0}:
+        must[x] = match_pc not in prog.resume(x)
+    changed = True
+    while changed:
+        changed = False
+        for pc in chars:
+            if must[pc] and code[pc][1] not in vset and any(x == match_pc or not must[x] for x in succ[pc]):
+                must[pc] = False
+                changed = True
+    ok = {pc for pc in chars if must[pc]}
+    if c.skip == R.SKIP_TO_FIRST:  # less the leaves some path reaches after labelling a row v
+        seen: set[int] = set()
+        todo = [x for pc in chars if code[pc][1] in vset for x in succ[pc] if x >= 0 and x != match_pc]
+        while todo:
+            x = todo.pop()
+            if x not in seen:
+                seen.add(x)
+                todo += [y for y in succ[x] if y >= 0 and y != match_pc]
+        ok -= seen
+    return frozenset(ok)
 
 
 #: the leaf of a candidate match whose check waits (:func:`_end_checks`): kept in the thread list at its place in
@@ -334,13 +442,14 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
     ctx = Ctx(st.rows, st.base)
     rows = st.rows
     n_vars = len(prog.variables)
-    start_bol = prog.closure(0, True, False)
-    start_plain = prog.closure(0, False, False)
+    start_bol, start_plain = c.start_bol, c.start_plain
     past_last = c.skip == R.SKIP_PAST_LAST_ROW
-    # PAST LAST ROW, no WITHIN, history-free DEFINEs: a thread of a later start at the same instruction as a
-    # thread of the earliest undecided start s0 has the same future; if they match, s0's match ends there or
-    # later and the later start is skipped anyway: drop it (this keeps `A B+ C` linear in long runs of B)
-    cross = mergeable and past_last and within is None
+    # a thread of a later start at a leaf where the earliest undecided start s0 is too, after every leaf of s0
+    # before it on the row is one of `merge_at`, has the same future, and s0's match skips past the later start
+    # if they match: drop it (:func:`merge_leaves`; this keeps `A B+ C` linear in long runs of B, and each start
+    # inside the V-shape's falling run one row long)
+    merge_at = c.merge_leaves
+    every = past_last and bool(merge_at)  # PAST LAST ROW: every leaf of s0
     quiet = c.spec.rows_per_match != R.ALL_ROWS_WITH_UNMATCHED  # a start without a match outputs nothing
     char_var = [a if op == CHAR else -1 for op, a, _ in code]
     char_excl = [b if op == CHAR else 0 for op, _, b in code]
@@ -363,6 +472,10 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
         new: list[tuple] = []
         seen: set | None = set() if mergeable else None
         first_pcs: set = set()  # the instructions threads of the earliest undecided start s0 are at
+        #: those a later start's thread is dropped at: s0's leaves of this row in order, up to the first not in
+        #: merge_at
+        merged_pcs: set = first_pcs if every else set()
+        open_ = bool(merge_at) and not every
         s0 = st.next_start
         cut = -1
         new_match = False
@@ -420,8 +533,13 @@ def _run(c: Compiled, st: RecognizeState, upto: int, out: list[Row], trim: bool)
                         if nxt in first_pcs:
                             continue
                         first_pcs.add(nxt)
+                        if open_:
+                            if nxt in merge_at:
+                                merged_pcs.add(nxt)
+                            else:
+                                open_ = False
                     else:
-                        if cross and nxt in first_pcs:
+                        if nxt in merged_pcs:
                             continue
                         key = (s, nxt)
                         if key in seen:

@@ -154,10 +154,14 @@ class _Plan:
             if code[at][0] == CHAR and self.match_pc not in after[at]:
                 self.look_need[at] = sum({1 << code[x][1] for x in after[at] if x >= 0})
                 self.look_wait[at] = any(x < 0 for x in after[at])
-        self.start_bol = np.array(prog.closure(0, True, False), dtype=np.int64)
-        self.start_plain = np.array(prog.closure(0, False, False), dtype=np.int64)
+        self.start_bol = np.array(c.start_bol, dtype=np.int64)
+        self.start_plain = np.array(c.start_plain, dtype=np.int64)
         waits = len(prog._waits)
         self.resume_off, self.resume = _csr([prog.resume(-w - 1) for w in range(waits)])
+        #: per leaf (index leaf + waits): a later start's thread there may be dropped (:func:`.engine.merge_leaves`)
+        self.merge_ok = np.zeros(n + waits, dtype=np.bool_)
+        for leaf in c.merge_leaves:
+            self.merge_ok[leaf + waits] = True
         self.skip = _SKIPS[spec.skip.kind]
         self.skip_mask = self.mask_of.get(spec.skip.var, 0) if spec.skip.var else 0
         self.within = spec.within
@@ -173,6 +177,8 @@ class _Plan:
             self.mode != 0 and bool(np.any(self.char_excl)))
         #: the NFA's array sizes (:func:`_nfa_match`): threads, nodes per row, match variables per row
         self.caps = [64, 2, 2]
+        #: later starts' threads dropped so far (:func:`_nfa_match`)
+        self.merged = 0
 
     def _mset(self, var: str | None) -> int:
         return -1 if var is None else self.mask_of[var]
@@ -363,17 +369,20 @@ def _nfa_match(plan: _Plan, bits: np.ndarray, b: np.ndarray, ts: np.ndarray, ts_
     the measures need; ``bench/match_kernel.py --nfa`` times both; ``look``: the look-ahead at start rows):
     events, match variables, exclusions and whether there were too many threads.  Its arrays do not grow: a
     size found too small is doubled (for the plan's later chunks too) and the chunk run again; so is a chunk
-    whose thread budget the look-ahead may have changed, without it."""
+    whose thread budget the look-ahead may have changed, without it.  ``plan.merged`` counts the later starts'
+    threads dropped for the earliest undecided start's (:func:`.engine.merge_leaves`), over the plan's chunks."""
     n = len(bits)
     while True:
+        merged = np.zeros(1, dtype=np.int64)
         threads, nodes, variables = plan.caps
         caps = np.array([threads, nodes * n + 16 if track else 1, n + 1, variables * n + 16], dtype=np.int64)
         ev, flat, fexcl, code = _kernels().match(
             bits, b, plan.char_var, plan.char_excl, plan.after_off, plan.after, plan.start_bol, plan.start_plain,
             plan.resume_off, plan.resume, plan.match_pc, plan.skip, plan.skip_mask, plan.within is not None,
             float(plan.within or 0.0), plan.monotone, ts, ts_ok, plan.quiet, MAX_THREADS, track, caps, look,
-            plan.look_need, plan.look_wait)
+            plan.look_need, plan.look_wait, plan.merge_ok, merged)
         if code < 2:
+            plan.merged += int(merged[0])
             return ev, flat, fexcl, code == 1
         if code == 6:
             look = False
