@@ -1,0 +1,58 @@
+"""The result columns a batch MATCH_RECOGNIZE returns: only those its outer query reads
+(``sparkcep.compiler.recognize.outputs``; on Spark: ``test_recognize_spark.test_batch_statements_equal_the_reference``
+and the golden plan ``recognize_vshape_count``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkcep.compiler.recognize import build_spec, pruned_output, read_columns
+from sparkcep.grammar.recognize import parse_recognize
+
+NAMES = ("p", "a", "c", "s")
+VIEW = "__sparkcep_matches"
+
+
+@pytest.mark.parametrize(("outer", "kept"), [
+    # the V-shape count: p is not read
+    (f"SELECT COUNT(*) AS n, SUM(a) AS sa, SUM(c) AS sc FROM {VIEW} AS m", ("a", "c")),
+    # read only in WHERE, GROUP BY, HAVING, ORDER BY, a window, a subquery; qualified; another case
+    (f"SELECT a FROM {VIEW} WHERE c > 1", ("a", "c")),
+    (f"SELECT COUNT(*) FROM {VIEW} GROUP BY P", ("p",)),
+    (f"SELECT MAX(a) FROM {VIEW} GROUP BY p HAVING MIN(c) > 0", ("p", "a", "c")),
+    (f"SELECT a FROM {VIEW} ORDER BY s", ("a", "s")),
+    (f"SELECT ROW_NUMBER() OVER (PARTITION BY p ORDER BY c) AS r FROM {VIEW}", ("p", "c")),
+    (f"SELECT a FROM {VIEW} AS m WHERE m.c IN (SELECT x FROM other)", ("a", "c")),
+    (f"SELECT m.A FROM {VIEW} AS m", ("a",)),
+    # a struct field (s.f: s read), a lambda, a USING join column
+    (f"SELECT s.f FROM {VIEW}", ("s",)),
+    (f"SELECT transform(arr, x -> x + c) FROM {VIEW}", ("c",)),
+    (f"SELECT a FROM {VIEW} JOIN other USING (p)", ("p", "a")),
+    # every column: a star other than COUNT(*), a NATURAL join, a quoted regex name, text that does not parse
+    (f"SELECT * FROM {VIEW}", NAMES),
+    (f"SELECT m.* FROM {VIEW} AS m", NAMES),
+    (f"SELECT to_json(struct(*)) FROM {VIEW}", NAMES),
+    (f"SELECT COUNT(m.*) FROM {VIEW} AS m", NAMES),
+    (f"SELECT o.v FROM {VIEW} NATURAL JOIN other AS o", NAMES),
+    (f"SELECT `(p)?+.+` FROM {VIEW}", NAMES),
+    ("SELECT FROM WHERE (", NAMES),
+    # no column read at all: the first one, so that the rows are not lost
+    (f"SELECT COUNT(*) FROM {VIEW}", ("p",)),
+    (f"SELECT 1 AS one FROM {VIEW}", ("p",)),
+])
+def test_read_columns(outer, kept):
+    assert read_columns(outer, NAMES) == kept
+
+
+def test_pruned_output_keeps_each_column_with_its_type_and_the_engine_columns():
+    text = ("SELECT COUNT(*) AS n, SUM(c) AS sc FROM events MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts, id "
+            "MEASURES FIRST(id) AS a, LAST(price) AS c AFTER MATCH SKIP TO LAST UP PATTERN (STRT DOWN+ UP) "
+            "DEFINE DOWN AS price < PREV(price), UP AS price > PREV(price)) AS m")
+    q = parse_recognize(text)
+    spec = build_spec(q, {"p": "int", "ts": "bigint", "id": "bigint", "price": "double"})
+    assert spec.output == ("p", "a", "c") and spec.output_types == ("int", "bigint", "double")
+    got = pruned_output(spec, q.outer_sql)
+    assert got.output == ("c",) and got.output_types == ("double",)
+    assert got.columns == spec.columns and got.order_by == spec.order_by  # the sort, and so the ties, unchanged
+    everything = parse_recognize(text.replace("SELECT COUNT(*) AS n, SUM(c) AS sc", "SELECT *"))
+    assert pruned_output(spec, everything.outer_sql) is spec
