@@ -13,7 +13,10 @@ Sides, run in rounds that alternate their order (one warm-up round first, not co
 * ``pysort``: a diagnostic plan, not one sparkcep makes: no Spark sort after the shuffle; the worker gets every
   engine column (the tiebreak columns and the time column too: no worker spec), sorts its task's rows with Arrow
   (``sort_indices`` by ``sort_order``) and runs them gathered.  It tells the JVM's sort against a sort in
-  Python and the columns it then has to ship.
+  Python and the columns it then has to ship;
+* ``streamed<N>`` (e.g. ``streamed4``): ``streamed`` shuffled into ``N`` Spark partitions instead of
+  ``spark.sql.shuffle.partitions`` (2 here): more tasks than cores even out the rows hash(p) gives each task
+  (42/58% of the V-shape's rows in 2 tasks), for more tasks' fixed cost.
 
 Per run: wall seconds; the executor CPU of the job's stages (Spark's REST API: the UI is on in this session);
 the CPU of this JVM's Python worker processes (``/proc``, 10 ms ticks) and of the JVM process; with
@@ -25,7 +28,7 @@ workers.  Load-robust figures are the CPU ones, the tail and the bytes; walls mo
 (print ``uptime`` with them).
 
     python bench/recognize_split.py [--rows 1000000] [--repeat 8] [--pattern vshape]
-        [--sides plain,gathered,streamed,unpruned,pysort] [--instrument] [--metrics]
+        [--sides plain,gathered,streamed,unpruned,pysort,streamed4] [--instrument] [--metrics]
 """
 
 from __future__ import annotations
@@ -225,7 +228,17 @@ def main(argv=None) -> None:
         variants = {"plain": None, "streamed": [], "gathered": [(SR, "streamable", lambda *a: False)],
                     "unpruned": [(CR, "pruned_output", lambda spec, outer: spec)], "pysort": pysort_changes(SR)}
 
+        def shuffled_into(n: int) -> list[tuple]:
+            batch_recognize = SR.batch_recognize
+
+            def spread(projected, spec, *, partitions=None, worker=None):
+                return batch_recognize(projected, spec, partitions=n, worker=worker)
+
+            return [(SR, "batch_recognize", spread)]
+
         def side(name: str):
+            if name not in variants and name.startswith("streamed") and name[8:].isdigit():
+                variants[name] = shuffled_into(int(name[8:]))
             if variants[name] is None:
                 return mr.plain_spark(args.pattern, spark.read.csv(str(csv), schema=mr.SPARK_SCHEMA)).collect()[0]
             with patched(*variants[name]):
