@@ -18,6 +18,10 @@ Sides, run in rounds that alternate their order (one warm-up round first, not co
   ``spark.sql.shuffle.partitions`` (2 here): more tasks than cores even out the rows hash(p) gives each task
   (42/58% of the V-shape's rows in 2 tasks), for more tasks' fixed cost.
 
+``--all-rows``: the statement as ALL ROWS PER MATCH with ``MEASURES CLASSIFIER() AS cls``, counted per ``cls``
+(``SELECT cls, COUNT(*), SUM(id) ... GROUP BY cls``: the outer query reads ``cls`` and ``id`` of the result's
+``p, ts, id, cls, typ, price``); there is no plain Spark side then.
+
 Per run: wall seconds; the executor CPU of the job's stages (Spark's REST API: the UI is on in this session);
 the CPU of this JVM's Python worker processes (``/proc``, 10 ms ticks) and of the JVM process; with
 ``--instrument`` the worker's own timeline per task (its ``mapInArrow`` function wrapped in the driver): batches
@@ -28,7 +32,7 @@ workers.  Load-robust figures are the CPU ones, the tail and the bytes; walls mo
 (print ``uptime`` with them).
 
     python bench/recognize_split.py [--rows 1000000] [--repeat 8] [--pattern vshape]
-        [--sides plain,gathered,streamed,unpruned,pysort,streamed4] [--instrument] [--metrics]
+        [--sides plain,gathered,streamed,unpruned,pysort,streamed4] [--instrument] [--metrics] [--all-rows]
 """
 
 from __future__ import annotations
@@ -196,6 +200,15 @@ def pysort_changes(SR) -> list[tuple]:
             (SR, "partition_function", sorting_worker)]
 
 
+def all_rows(sql: str) -> str:
+    """``sql`` (a counted ONE ROW PER MATCH statement of ``match_recognize``) as ALL ROWS PER MATCH with the
+    classifier, counted per label."""
+    sql = sql.replace("MEASURES FIRST(id) AS a, LAST(id) AS c ONE ROW PER MATCH",
+                      "MEASURES CLASSIFIER() AS cls ALL ROWS PER MATCH")
+    return sql.replace("SELECT COUNT(*) AS n, SUM(a) AS sa, SUM(c) AS sc", "SELECT cls, COUNT(*) AS n, SUM(id) AS s") \
+        + " GROUP BY cls"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -204,6 +217,7 @@ def main(argv=None) -> None:
     ap.add_argument("--sides", default="plain,gathered,streamed")
     ap.add_argument("--instrument", action="store_true")
     ap.add_argument("--metrics", action="store_true", help="Spark's SQL metrics of each run's operators")
+    ap.add_argument("--all-rows", action="store_true", help="ALL ROWS PER MATCH, counted per CLASSIFIER()")
     args = ap.parse_args(argv)
 
     import sparkcep
@@ -225,6 +239,8 @@ def main(argv=None) -> None:
         if args.instrument:
             SR.partition_function = _instrumented(SR.partition_function, log)
         sql = mr.statement(mr.PATTERNS[args.pattern][1], flink=False)
+        if args.all_rows:
+            sql = all_rows(sql)
         variants = {"plain": None, "streamed": [], "gathered": [(SR, "streamable", lambda *a: False)],
                     "unpruned": [(CR, "pruned_output", lambda spec, outer: spec)], "pysort": pysort_changes(SR)}
 
@@ -237,12 +253,15 @@ def main(argv=None) -> None:
             return [(SR, "batch_recognize", spread)]
 
         def side(name: str):
+            if name == "plain" and args.all_rows:
+                raise SystemExit("--all-rows has no plain Spark side")
             if name not in variants and name.startswith("streamed") and name[8:].isdigit():
                 variants[name] = shuffled_into(int(name[8:]))
             if variants[name] is None:
-                return mr.plain_spark(args.pattern, spark.read.csv(str(csv), schema=mr.SPARK_SCHEMA)).collect()[0]
+                return [tuple(mr.plain_spark(args.pattern, spark.read.csv(str(csv), schema=mr.SPARK_SCHEMA))
+                              .collect()[0])]
             with patched(*variants[name]):
-                return sparkcep.sql(sql, spark).collect()[0]
+                return sorted(tuple(r) for r in sparkcep.sql(sql, spark).collect())
 
         names = args.sides.split(",")
         print(f"{args.rows:,} rows, {mr.PATTERNS[args.pattern][0]}, local[2], nproc={os.cpu_count()}, "
