@@ -12,9 +12,9 @@ order of ties are unchanged: they follow ``spec.columns``, which this leaves alo
 The outer query is read with sqlglot, conservatively: a column is kept when any identifier of the query (a
 column, a qualifier, an alias, a ``USING`` name, a struct field) has its name, case-insensitively, so a name
 read anywhere keeps it; every column is kept when the query has a ``*`` other than ``COUNT(*)`` (``SELECT *``,
-``m.*``, ``struct(*)``), a ``NATURAL`` join, an identifier that is not a plain word (a quoted regex column
-name), or does not parse.  At least one column is always kept (a result without columns would lose its rows:
-``SELECT COUNT(*)`` keeps the first).
+``m.*``, ``struct(*)``), a ``NATURAL`` join or a ``PIVOT``/``UNPIVOT`` (both read the columns they do not name),
+an identifier that is not a plain word (a quoted regex column name), or is not a query that parses.  At least
+one column is always kept (a result without columns would lose its rows: ``SELECT COUNT(*)`` keeps the first).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def read_columns(outer_sql: str, names: Sequence[str]) -> tuple[str, ...]:
         tree = sqlglot.parse_one(outer_sql, read="spark")
     except sqlglot.errors.SqlglotError:
         return names
-    if tree is None:
-        return names
+    if not isinstance(tree, exp.Query) or tree.find(exp.Pivot) is not None:  # PIVOT groups by the columns it
+        return names  # does not name
     for star in tree.find_all(exp.Star):
         if not isinstance(star.parent, exp.Count):
             return names
