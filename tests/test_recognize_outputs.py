@@ -35,6 +35,7 @@ VIEW = "__sparkcep_matches"
     (f"SELECT COUNT(m.*) FROM {VIEW} AS m", NAMES),
     (f"SELECT o.v FROM {VIEW} NATURAL JOIN other AS o", NAMES),
     (f"SELECT `(p)?+.+` FROM {VIEW}", NAMES),
+    (f"SELECT a FROM {VIEW} WHERE IDENTIFIER('c') > 1", NAMES),
     (f"SELECT x FROM {VIEW} PIVOT (SUM(a) FOR c IN (1 AS x))", NAMES),  # grouped by p and s, unnamed
     (f"SELECT COUNT(*) FROM {VIEW} UNPIVOT (v FOR k IN (a, c))", NAMES),
     ("SELECT FROM WHERE (", NAMES),

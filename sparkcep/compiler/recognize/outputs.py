@@ -13,8 +13,9 @@ The outer query is read with sqlglot, conservatively: a column is kept when any 
 column, a qualifier, an alias, a ``USING`` name, a struct field) has its name, case-insensitively, so a name
 read anywhere keeps it; every column is kept when the query has a ``*`` other than ``COUNT(*)`` (``SELECT *``,
 ``m.*``, ``struct(*)``), a ``NATURAL`` join or a ``PIVOT``/``UNPIVOT`` (both read the columns they do not name),
-an identifier that is not a plain word (a quoted regex column name), or is not a query that parses.  At least
-one column is always kept (a result without columns would lose its rows: ``SELECT COUNT(*)`` keeps the first).
+``IDENTIFIER(...)`` (a name given as a string), an identifier that is not a plain word (a quoted regex column
+name), or is not a query that parses.  At least one column is always kept (a result without columns would lose
+its rows: ``SELECT COUNT(*)`` keeps the first).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def read_columns(outer_sql: str, names: Sequence[str]) -> tuple[str, ...]:
     for star in tree.find_all(exp.Star):
         if not isinstance(star.parent, exp.Count):
             return names
+    if any(str(f.this).upper() == "IDENTIFIER" for f in tree.find_all(exp.Anonymous)):  # a name in a string
+        return names
     for join in tree.find_all(exp.Join):
         if "NATURAL" in str(join.args.get("method") or "").upper():
             return names
