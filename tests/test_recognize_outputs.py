@@ -60,3 +60,47 @@ def test_pruned_output_keeps_each_column_with_its_type_and_the_engine_columns():
     assert got.columns == spec.columns and got.order_by == spec.order_by  # the sort, and so the ties, unchanged
     everything = parse_recognize(text.replace("SELECT COUNT(*) AS n, SUM(c) AS sc", "SELECT *"))
     assert pruned_output(spec, everything.outer_sql) is spec
+
+
+ROWS_SCHEMA = {"p": "int", "ts": "bigint", "id": "bigint", "typ": "string", "price": "double"}
+DROPPING = ("SELECT p, a, n FROM events MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES FIRST(A.id) AS a, "
+            "LAST(price) AS lp, CLASSIFIER() AS cls, COUNT(B.*) AS n {rows} AFTER MATCH SKIP TO NEXT ROW "
+            "PATTERN (A B* C) DEFINE A AS typ = 'A', B AS typ = 'B', C AS typ = 'C') AS m")
+
+
+@pytest.mark.parametrize("rows", ["ONE ROW PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_dropped_measures_change_no_kept_value(rows, seed):
+    """The measures the outer query does not read leave the spec: the row engine's and the columnar kernel's
+    rows over the pruned spec are the whole spec's rows cut to the kept columns (ties in ts, several
+    partitions), and the batch worker no longer reads ``price``, which only the dropped ``LAST(price)`` read."""
+    import random
+
+    import pyarrow as pa
+
+    from sparkcep.compiler.recognize import worker_spec
+    from sparkcep.runtime_udfs import recognize as engine
+    from sparkcep.runtime_udfs.recognize import kernel
+
+    q = parse_recognize(DROPPING.format(rows=rows))
+    spec = build_spec(q, ROWS_SCHEMA)
+    pruned = pruned_output(spec, q.outer_sql)
+    assert [m.name for m in pruned.measures] == ["a", "n"] and pruned.columns == spec.columns
+    before = worker_spec(spec, ROWS_SCHEMA)  # None: the worker reads every engine column
+    assert "price" in (spec.columns if before is None else before.spec.columns)
+    assert "price" not in worker_spec(pruned, ROWS_SCHEMA).spec.columns
+    rnd = random.Random(seed)
+    parts = []
+    for p in range(3):
+        rows_p = [{"p": p, "ts": rnd.randint(0, 40), "id": i, "typ": rnd.choice("AABBBCD"),
+                   "price": rnd.choice([1.5, 2.0, None])} for i in range(60)]
+        for r in rows_p:
+            r["__ts"] = r["ts"]
+        parts.append(sorted(rows_p, key=engine.sort_key(spec)))
+    full = [o for part in parts for o in engine.run_partition(spec, part)]
+    cut = [o for part in parts for o in engine.run_partition(pruned, part)]
+    assert cut == [{c: o[c] for c in pruned.output} for o in full] and len(full) >= 10
+    table = pa.Table.from_pylist([r for part in parts for r in part])
+    bounds = [0, 60, 120, 180]
+    whole, kept = kernel.run_chunk(spec, table, bounds), kernel.run_chunk(pruned, table, bounds)
+    assert kept.to_pylist() == whole.select(list(pruned.output)).to_pylist() == cut

@@ -4,10 +4,11 @@
 by Spark SQL over the engine's result.  Spark cannot prune the columns of a ``mapInArrow`` result, so a column
 the outer query never reads (the V-shape count's partition column ``p``: ``SELECT COUNT(*), SUM(a), SUM(c)``)
 would still be assembled by the engine, converted to Arrow and read back by the JVM, one value per match.
-:func:`pruned_output` drops such columns from the spec's ``output`` before the plan is made, so the engine
-builds only the others and the batch worker reads no input column that only a dropped ALL ROWS PER MATCH
-column needed (``sparkcep.compiler.recognize.worker_spec`` keeps what ``output`` names).  The sort and so the
-order of ties are unchanged: they follow ``spec.columns``, which this leaves alone.
+:func:`pruned_output` drops such columns from the spec's ``output`` before the plan is made, and the spec's
+measures to those still output, so the engine computes only those, and the batch worker reads no input column
+that only a dropped measure or a dropped ALL ROWS PER MATCH column needed (``worker_spec`` keeps what
+``output`` names and the measures read).  The sort and so the order of ties are unchanged: they follow
+``spec.columns``, which this leaves alone.
 
 The outer query is read with sqlglot, conservatively: a column is kept when any identifier of the query (a
 column, a qualifier, an alias, a ``USING`` name, a struct field) has its name, case-insensitively, so a name
@@ -63,9 +64,11 @@ def read_columns(outer_sql: str, names: Sequence[str]) -> tuple[str, ...]:
 
 def pruned_output(spec: rx.RecognizeSpec, outer_sql: str) -> rx.RecognizeSpec:
     """``spec`` with only the ``output`` columns (and their ``output_types``) that ``outer_sql`` reads
-    (:func:`read_columns`); ``spec`` itself when it reads them all."""
+    (:func:`read_columns`), and only the measures among them (a measure only computes a value: which rows match
+    does not depend on it); ``spec`` itself when it reads them all."""
     kept = read_columns(outer_sql, spec.output)
     if len(kept) == len(spec.output):
         return spec
     types = dict(zip(spec.output, spec.output_types, strict=True)) if spec.output_types else {}
-    return replace(spec, output=kept, output_types=tuple(types[c] for c in kept) if types else ())
+    return replace(spec, output=kept, output_types=tuple(types[c] for c in kept) if types else (),
+                   measures=tuple(m for m in spec.measures if m.name in kept))
