@@ -90,9 +90,9 @@ def explain(q: rc.Recognize, schema: dict[str, str] | None = None, *, ts_unit: s
     except ValueError as err:  # a program the engine cannot run (check refuses those first): one message
         raise CEPError(f"the engine cannot run this pattern: {err}") from None
     if schema is not None:
-        from sparkcep.compiler.recognize import describe_worker
+        from sparkcep.compiler.recognize import describe_worker, pruned_output
 
-        engine += describe_worker(spec, schema)
+        engine += describe_worker(pruned_output(spec, q.outer_sql), schema)  # a batch's worker
     return explain_text(q, program=program, spec=spec if schema is not None else None, engine=engine)
 
 

@@ -48,7 +48,7 @@ def apply_recognize(df: DataFrame, q: Recognize, *, ts_unit: str | None = None,
     ``_arrival_ms`` (a stream whose rows already carry it, as ``run --stream`` reads them, needs none).  The
     outer query keeps it as its last column: a grouped row the newest of its group's, ``MAX(_arrival_ms)``; a
     DISTINCT or set operation drops it."""
-    from sparkcep.compiler.recognize import build_spec, worker_spec
+    from sparkcep.compiler.recognize import build_spec, pruned_output, worker_spec
     from sparkcep.spark import recognize as spark_recognize
 
     if arrival_col is not None and df.isStreaming:
@@ -59,6 +59,8 @@ def apply_recognize(df: DataFrame, q: Recognize, *, ts_unit: str | None = None,
     projected = spark_recognize.project(df, q, ts_unit)
     schema = spark_recognize.input_schema(projected)
     spec = build_spec(q, schema, ts_unit=ts_unit)
+    if not df.isStreaming:  # a batch returns only the result columns the outer query reads
+        spec = pruned_output(spec, q.outer_sql)
     worker = None if df.isStreaming else worker_spec(spec, schema)
     result = spark_recognize.run_recognize(projected, spec, watermark_delay=watermark_delay, ts_unit=ts_unit,
                                            partitions=partitions, late_rows=late_rows and df.isStreaming,

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from sparkcep.compiler.codegen.job import RUN_IT
 from sparkcep.compiler.codegen.quote import py_literal
+from sparkcep.compiler.recognize.outputs import read_columns
 from sparkcep.grammar.recognize import pattern_text
 from sparkcep.ir import ast
 from sparkcep.ir import recognize as rc
@@ -189,6 +190,7 @@ def explain_text(q: rc.Recognize, *, program: list[str] | None = None, spec: rc.
         lines.append(f"r{n} := Output[{ref}, columns=<partition columns, "
                      + ("order columns, measures, the other input columns>" if q.rows_per_match != rc.ONE_ROW
                         else "measures>") + "]")
+    lines += _pruned_lines(q, spec)
     ref, n = f"r{n}", n + 1
     lines.append(f"r{n} := Query[{ref} as {q.result_view}]")
     lines.append(INDENT + q.outer_sql)
@@ -196,6 +198,23 @@ def explain_text(q: rc.Recognize, *, program: list[str] | None = None, spec: rc.
         lines.append(INDENT + "aggregates the matches in Spark SQL; trend aggregation (GRETA) and sharing (Sharon) "
                               "not used: MATCH_RECOGNIZE counts one preferred match per start row, GRETA every trend")
     return "\n".join(lines)
+
+
+def _pruned_lines(q: rc.Recognize, spec: rc.RecognizeSpec | None) -> list[str]:
+    """The line saying which result columns a batch returns, when the outer query reads only some
+    (``compiler.recognize.outputs``); none when the columns are not known (ALL ROWS PER MATCH without a schema)."""
+    if spec is not None:
+        names = list(spec.output)
+    elif q.rows_per_match == rc.ONE_ROW:
+        names = [*q.partition_by, *(m.name for m in q.measures)]
+    else:
+        return []
+    kept = read_columns(q.outer_sql, names)
+    if len(kept) == len(names):
+        return []
+    dropped = [c for c in names if c not in kept]
+    return [f"{INDENT}batch: the worker returns {', '.join(kept)} only (the outer query reads no other column; "
+            f"{', '.join(dropped)} not built)"]
 
 
 def _window_lines(q: rc.Recognize) -> list[str]:
