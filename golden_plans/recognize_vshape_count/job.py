@@ -30,6 +30,7 @@ Plan:
             measure c := LAST(id)
             engine: pattern program: 9 instructions; threads in preferment order, earlier start rows first
             engine: threads of one start row at the same instruction merged (every DEFINE reads only the row being labelled and PREV/NEXT of it)
+            engine: AFTER MATCH SKIP TO LAST UP: a later start row's thread at the same instruction as the earliest undecided start's is dropped at 3 of 3 instruction(s): those where its match is sure to skip past the later start
             engine: batch: columnar kernel: DEFINE as one mask per variable per chunk, the pattern program compiled (numba), measures gathered by row index
             engine: streaming state: the rows from the earliest undecided start row minus 1 row(s) for PREV
             program (prioritized NFA, threads in preferment order):
