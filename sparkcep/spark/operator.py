@@ -426,17 +426,21 @@ class MatchOperator:
             self._add_column(names, data, c, values)
         return names, data
 
-    def partition_function(self) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def partition_function(self, held_copies: bool = False) -> Callable[[Iterator[pa.RecordBatch]],
+                                                                         Iterator[pa.RecordBatch]]:
         """``fn(batches) -> batches`` for ``mapInArrow`` over a DataFrame repartitioned by :attr:`group_cols`
         (what :func:`batch_matches` runs): the partition's record batches are gathered into one table (a key's
-        rows may span batches) and run by :meth:`run_slices`, whose results go out slice by slice."""
+        rows may span batches) and run by :meth:`run_slices`, whose results go out slice by slice.
+        ``held_copies``: a partition of time ranges of a keyless query (``adapters.ranged_matches``), whose copies
+        held without being owned come with their ``_mask`` negated (:func:`ranges.sent_mask`): restored first
+        (:func:`restored_masks`), the partition then runs as one keyless table (:mod:`ranges`' docstring)."""
 
         def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             freeze_worker_heap()  # the daemon's collection after the task then walks only this task's objects
             table = gathered(batches)
             if table is None:
                 return
-            results = self.run_slices(table)
+            results = self.run_slices(restored_masks(table) if held_copies else table)
             del table  # run_slices keeps the rows in key order only: the gathered table can go
             for result in results:
                 if result.num_rows:
@@ -1073,6 +1077,14 @@ def stamped_spec(spec: MatchSpec) -> MatchSpec:
 #: ``buckets`` asking for one Spark group per key (the grouping before buckets became the default of a streaming
 #: match query; a checkpoint made so resumes with it).
 PER_KEY = 0
+
+
+def restored_masks(table: pa.Table) -> pa.Table:
+    """``table`` (a partition of time ranges) with the ``_mask`` of each copy a range holds without owning it, sent
+    negated (:func:`ranges.sent_mask`), restored (``~mask``: the first component's bit cleared)."""
+    at = table.column_names.index(MASK)
+    mask = table.column(at)
+    return table.set_column(at, MASK, pc.if_else(pc.less(mask, 0), pc.bit_wise_not(mask), mask))
 
 
 def in_input_order(table: pa.Table) -> pa.Table:
