@@ -168,6 +168,26 @@ def test_dealing_needs_two_partitions_and_restoring_undoes_the_sent_mask():
     assert restored_masks(table).column(MASK).to_pylist() == [5, 4, 0, 0]
 
 
+def test_a_time_slice_owns_its_default_rows_or_four_windows_at_the_mean_density():
+    """``ranges.slice_rows``: ``TIME_SLICE_ROWS`` (2^16), or 4 windows' events at the table's mean density (valid
+    events over their ts span) when that is more, never more than the table; and what ``run_slices`` cuts with."""
+    ts = np.arange(1_000_000, dtype=np.int64) * 2  # 1 event per 2 ts units
+    valid = np.ones(len(ts), dtype=bool)
+    assert ranges.TIME_SLICE_ROWS == 1 << 16 and ranges.slice_rows(ts, valid, 100) == 1 << 16
+    assert ranges.slice_rows(ts, valid, 50_000) == math.ceil(4 * 10**6 * 50_000 / 1_999_998)  # 4 windows: ~100,000
+    assert ranges.slice_rows(ts, valid, 10**9) == 1_000_000  # a window wider than the table: all of it
+    assert ranges.slice_rows(ts, valid & (ts < 1000), 50_000) == 1 << 16  # 500 valid events
+    assert ranges.slice_rows(np.zeros(9), np.ones(9, dtype=bool), 5, least=3) == 3  # one ts: one slice anyway
+
+    spec = sparkcep.compile(SPLITTABLE[0]).spec(StructType([StructField("ts", LongType()),
+                                                            StructField("x", LongType())]))
+    schema = StructType([StructField("ts", LongType()), StructField("x", LongType())])
+    n = 3 * (1 << 16) + 5
+    table = pa.table({"ts": np.arange(n, dtype=np.int64), "x": np.zeros(n, dtype=np.int64),
+                      MASK: np.full(n, 2, dtype=np.int64)})  # B rows: no match, only the slicing counts
+    assert len(list(MatchOperator(spec, schema, timezone="UTC").run_slices(table))) == 4
+
+
 def test_a_slice_owns_its_rows_or_a_window_and_holds_a_window_more():
     """``ranges.time_slices``: slices of ``rows`` events in ts order (ties in input order), longer when their ts
     span less than a window, each holding a window past its last own event (barred there); rows without a valid ts

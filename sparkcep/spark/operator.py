@@ -453,11 +453,14 @@ class MatchOperator:
         about ``slice_rows`` rows (default :data:`SLICE_ROWS`; a key's rows in input order, ``_arrival`` first
         under contiguity), so that the engine's working memory (numpy columns, chains, matches) and the results
         held at once follow the slice, not the partition; one match budget for the whole table.  A query without
-        a key that time ranges can split runs in time slices instead (:meth:`_time_sliced`).  A table of at most
-        ``slice_rows`` rows, another query without a key, and a trend query merged over keys (:attr:`group_cols`
-        coarser than the key) run whole."""
+        a key that time ranges can split runs in time slices instead (:meth:`_time_sliced`), of ``slice_rows``
+        rows if given, else :func:`ranges.slice_rows` (:data:`ranges.TIME_SLICE_ROWS`, more for a wide window).  A
+        table of at most that many rows, another query without a key, and a trend query merged over keys
+        (:attr:`group_cols` coarser than the key) run whole."""
+        timed = slice_rows  # a keyless table's time slices: given, else sized by ranges.slice_rows
         slice_rows = SLICE_ROWS if slice_rows is None else slice_rows
-        held = None if table.num_rows <= slice_rows or self.spec.key else self._time_sliced(table, slice_rows)
+        held = (None if self.spec.key or table.num_rows <= (ranges.TIME_SLICE_ROWS if timed is None else timed)
+                else self._time_sliced(table, timed))
         if held is not None:
             budget = self.budget()
             for part in held:
@@ -477,8 +480,9 @@ class MatchOperator:
                 yield self.run_table(table.slice(lo, b - lo), budget=budget, ids=ids[lo:b])
                 lo = b
 
-    def _time_sliced(self, table: pa.Table, slice_rows: int) -> Iterator[pa.Table] | None:
-        """A keyless ``table`` cut into time slices of about ``slice_rows`` rows that overlap by the window
+    def _time_sliced(self, table: pa.Table, slice_rows: int | None) -> Iterator[pa.Table] | None:
+        """A keyless ``table`` cut into time slices of about ``slice_rows`` rows (None: :func:`ranges.slice_rows`
+        of the table) that overlap by the window
         (:func:`ranges.time_slices`: the time ranges of the Spark batch path, in one worker), each in ts order (ties
         in input order: the engine's order; ``run_table`` restores ``_arrival``'s under contiguity), with the first
         component's bit of ``_mask`` cleared on the rows it holds without owning, so that its engine run builds
@@ -497,8 +501,10 @@ class MatchOperator:
         at = table.column_names.index(MASK)
         barring = pa.scalar(~ranges.FIRST_BIT, table.schema.field(MASK).type)
 
+        rows = ranges.slice_rows(*read, self.spec.window) if slice_rows is None else slice_rows
+
         def slices() -> Iterator[pa.Table]:
-            for held, barred in ranges.time_slices(*read, self.spec.window, slice_rows):
+            for held, barred in ranges.time_slices(*read, self.spec.window, rows):
                 part = table.take(held)
                 mask = part.column(MASK)
                 if barred.any():
