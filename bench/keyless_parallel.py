@@ -177,7 +177,7 @@ def breakdown(spark, q, df, repeat: int) -> None:
                 split[partitions].append((c1 - c0, c2 - c1, tasks, w2 - w1, c2 - c1 - tasks - (w2 - w1)))
                 per_stage[partitions].append(tuple(cpu for _, (cpu, _) in ran))
                 timed = [w for _, (_, w) in ran if w is not None]
-                walls[partitions].append((t1 - t0, t2 - t1, *timed))
+                walls[partitions].append((t1 - t0, t2 - t1, t2 - t1 - sum(timed), *timed))
     medians = {}
     for partitions, runs in split.items():
         built, count, tasks, workers, rest = (statistics.median(v) for v in zip(*runs, strict=True))
@@ -188,12 +188,12 @@ def breakdown(spark, q, df, repeat: int) -> None:
               f"order: {' + '.join(stage)}) + Python workers {workers:.2f} + driver and the rest {rest:.2f}")
         if len({len(r) for r in walls[partitions]}) == 1:
             medians[partitions] = [statistics.median(v) for v in zip(*walls[partitions], strict=True)]
-            built, count, *timed = medians[partitions]
+            built, count, rest, *timed = medians[partitions]
             spans = " + ".join(f"{w:.2f}" for w in timed)
-            print(f"  wall, {side}: apply() {built:.2f} s; count {count:.2f} s = stages {spans} + the rest "
-                  f"{count - sum(timed):.2f}")
-    if 1 in medians and len(medians[1]) >= 4:
-        built, count, _, mia = medians[1][:4]
+            print(f"  wall, {side} (medians of each): apply() {built:.2f} s; count {count:.2f} s: stages {spans}, "
+                  f"the rest {rest:.2f}")
+    if 1 in medians and len(medians[1]) >= 5:
+        built, count, _, _, mia = medians[1][:5]
         whole = built + count
         print(f"  bound of equal work on 2 cores: 1 partition {whole:.2f} s with its mapInArrow stage halved: "
               f"{whole - mia / 2:.2f} s, {whole / (whole - mia / 2):.2f}x")
