@@ -35,14 +35,16 @@ building the DataFrame (``q.apply(df)``, no job), then its count split into the 
 workers and the rest (the driver: planning, adaptive re-planning, the JVM's compilers and collector).
 
 ``--breakdown`` also gives the JVM tasks' CPU per stage, in stage order (the scan and filter, then the
-``mapInArrow`` stage and the count's).
+``mapInArrow`` stage and the count's), each stage's wall-clock time, and the bound of equal work on 2 cores: the
+one-partition run with its ``mapInArrow`` stage (the only one that runs on one core) taking half its time.
 
-Both sides' Python workers run their rows in slices of about ``SLICE_ROWS`` rows: each range partition is keyed
-by its ranges and runs in slices of whole ranges, and the one-partition side, whose table has no key, runs in
-time slices overlapping by the window (``MatchOperator._time_sliced``).  Until 2026-11-27 the one-partition side
-ran its whole table (q1 at 10^7: 1.5 million rows) as one columnar pass, which cost twice the system CPU of both
-range workers together (page faults on fresh memory for the larger arrays: 1.07-1.10 s against 0.52-0.61 s, fed
-the same Arrow batches in one process, 2 cores, load 3-4) and was part of the speed-up reported then.
+Both sides' Python workers run their rows in time slices of about ``SLICE_ROWS`` rows overlapping by the window
+(``MatchOperator._time_sliced``): the one-partition side its whole table, each range partition the union of its
+ranges (never two adjacent; no range column is shuffled since 2026-11-27, ``runtime_udfs/match/ranges.py``).
+Until 2026-11-27 the one-partition side ran its whole table (q1 at 10^7: 1.5 million rows) as one columnar pass,
+which cost twice the system CPU of both range workers together (page faults on fresh memory for the larger arrays:
+1.07-1.10 s against 0.52-0.61 s, fed the same Arrow batches in one process, 2 cores, load 3-4) and was part of the
+speed-up reported then.
 
 State the machine and its load next to the figures (the project's reference is a 2-core VM).
 """
@@ -54,6 +56,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -98,13 +101,22 @@ def write_events(path: Path, rows: int, kinds: int, seed: int = 18, name: str = 
     pq.write_table(table, path, row_group_size=row_group)
 
 
-def task_cpu(spark) -> dict[int, float]:
+def stage_times(spark) -> dict[int, tuple[float, float | None]]:
     """Per stage so far, the CPU seconds of its tasks in the JVM (Spark's status store: the executors' task
-    threads only, not the Python workers they feed, nor the driver's planning)."""
+    threads only, not the Python workers they feed, nor the driver's planning) and its wall-clock seconds from
+    submission to completion (None for a stage that ran no task: skipped, or not complete)."""
     store = spark._jsc.sc().statusStore()
     gateway = spark.sparkContext._gateway
     stages = store.stageList(None, False, False, gateway.new_array(gateway.jvm.double, 0), None)
-    return {int(s.stageId()): s.executorCpuTime() / 1e9 for s in (stages.apply(i) for i in range(stages.size()))}
+
+    def wall(s) -> float | None:
+        if str(s.status()) != "COMPLETE" or not s.numCompleteTasks() or not s.submissionTime().isDefined() \
+                or not s.completionTime().isDefined():
+            return None
+        return (s.completionTime().get().getTime() - s.submissionTime().get().getTime()) / 1e3
+
+    return {int(s.stageId()): (s.executorCpuTime() / 1e9, wall(s)) for s in (stages.apply(i)
+                                                                            for i in range(stages.size()))}
 
 
 def worker_cpu() -> float:
@@ -135,10 +147,14 @@ def worker_cpu() -> float:
 
 
 def breakdown(spark, q, df, repeat: int) -> None:
-    """Where each side's CPU goes (medians of ``repeat`` alternating runs after a warm-up): ``q.apply(df)`` alone
-    (building the DataFrame: no job), then the count of the built DataFrame split into the JVM's task threads
-    (:func:`task_cpu`), the Python workers (:func:`worker_cpu`) and the rest of the process tree (the driver:
-    planning, adaptive re-planning between stages, the JVM's compilers and garbage collector)."""
+    """Where each side's CPU and time go (medians of ``repeat`` alternating runs after a warm-up): ``q.apply(df)``
+    alone (building the DataFrame: no job), then the count of the built DataFrame split into the JVM's task threads
+    (:func:`stage_times`), the Python workers (:func:`worker_cpu`) and the rest of the process tree (the driver:
+    planning, adaptive re-planning between stages, the JVM's compilers and garbage collector); then the wall-clock
+    time of apply(), of each stage that ran tasks (submission to completion: the scan and filter, the ``mapInArrow``
+    stage, and with ranges the count's final stage) and of the rest of the count (job start, between stages).  Last,
+    the bound that equal work sets on 2 cores: the one-partition run with its ``mapInArrow`` stage (one task, all
+    rows) taking half its time, everything else as it is (the scan runs on both cores either way)."""
     def applied(partitions: int):
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
         spark.conf.set("spark.sparkcep.keylessRanges", str(partitions > 1).lower())
@@ -147,18 +163,22 @@ def breakdown(spark, q, df, repeat: int) -> None:
     me = os.getpid()
     split: dict[int, list[tuple[float, ...]]] = {1: [], 2: []}
     per_stage: dict[int, list[tuple[float, ...]]] = {1: [], 2: []}
+    walls: dict[int, list[tuple[float, ...]]] = {1: [], 2: []}
     for run in range(repeat + 1):
         for partitions in (1, 2):
-            c0 = tree_cpu(me)
+            c0, t0 = tree_cpu(me), time.perf_counter()
             built = applied(partitions)
-            c1, w1, stages = tree_cpu(me), worker_cpu(), task_cpu(spark)
+            c1, w1, stages, t1 = tree_cpu(me), worker_cpu(), stage_times(spark), time.perf_counter()
             built.count()
-            c2, w2 = tree_cpu(me), worker_cpu()
-            ran = sorted((k, v) for k, v in task_cpu(spark).items() if k not in stages)
-            tasks = sum(v for _, v in ran)
+            t2, c2, w2 = time.perf_counter(), tree_cpu(me), worker_cpu()
+            ran = sorted((k, v) for k, v in stage_times(spark).items() if k not in stages)
+            tasks = sum(cpu for _, (cpu, _) in ran)
             if run:
                 split[partitions].append((c1 - c0, c2 - c1, tasks, w2 - w1, c2 - c1 - tasks - (w2 - w1)))
-                per_stage[partitions].append(tuple(v for _, v in ran))
+                per_stage[partitions].append(tuple(cpu for _, (cpu, _) in ran))
+                timed = [w for _, (_, w) in ran if w is not None]
+                walls[partitions].append((t1 - t0, t2 - t1, t2 - t1 - sum(timed), *timed))
+    medians = {}
     for partitions, runs in split.items():
         built, count, tasks, workers, rest = (statistics.median(v) for v in zip(*runs, strict=True))
         side = "1 partition" if partitions == 1 else "ranges     "
@@ -166,16 +186,27 @@ def breakdown(spark, q, df, repeat: int) -> None:
                  if len({len(r) for r in per_stage[partitions]}) == 1 else ["(stages differ between runs)"])
         print(f"  CPU, {side}: apply() {built:.2f} s; count {count:.2f} s = JVM tasks {tasks:.2f} (per stage, in "
               f"order: {' + '.join(stage)}) + Python workers {workers:.2f} + driver and the rest {rest:.2f}")
+        if len({len(r) for r in walls[partitions]}) == 1:
+            medians[partitions] = [statistics.median(v) for v in zip(*walls[partitions], strict=True)]
+            built, count, rest, *timed = medians[partitions]
+            spans = " + ".join(f"{w:.2f}" for w in timed)
+            print(f"  wall, {side} (medians of each): apply() {built:.2f} s; count {count:.2f} s: stages {spans}, "
+                  f"the rest {rest:.2f}")
+    if 1 in medians and len(medians[1]) >= 5:
+        built, count, _, _, mia = medians[1][:5]
+        whole = built + count
+        print(f"  bound of equal work on 2 cores: 1 partition {whole:.2f} s with its mapInArrow stage halved: "
+              f"{whole - mia / 2:.2f} s, {whole / (whole - mia / 2):.2f}x")
 
 
 def ranged_by_default(spark, q, df) -> bool:
-    """Whether ``q.apply(df)`` runs in time ranges with ``keylessRanges`` unset (its plan has the range column;
-    no job runs)."""
-    from sparkcep.spark.adapters import RANGE, RANGES_CONF
+    """Whether ``q.apply(df)`` runs in time ranges with ``keylessRanges`` unset (its plan has the generator of the
+    ranges' copies; no job runs)."""
+    from sparkcep.spark.adapters import RANGES_CONF
 
     spark.conf.unset(RANGES_CONF)
     spark.conf.set("spark.sql.shuffle.partitions", 2)
-    return RANGE in q.apply(df)._jdf.queryExecution().optimizedPlan().toString()
+    return "explode(" in q.apply(df)._jdf.queryExecution().optimizedPlan().toString()
 
 
 def main(argv: list[str] | None = None) -> None:

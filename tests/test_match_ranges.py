@@ -22,7 +22,7 @@ from sparkcep.oracles.timeouts import timed_out_rows
 from sparkcep.runtime_udfs.match import ranges, timeouts
 from sparkcep.runtime_udfs.match.compile import Plan
 from sparkcep.runtime_udfs.match.engine import advance, init_state, step
-from sparkcep.spark.operator import MatchOperator
+from sparkcep.spark.operator import MatchOperator, restored_masks
 from sparkcep.spark.results import canonical as rows_canonical
 from sparkcep.spark.schema import MASK
 from tests.strategies import event_streams
@@ -92,10 +92,13 @@ def test_timed_out_partial_matches_in_time_ranges_equal_the_oracle(text, events,
     assert canonical(ranged(spec, events, width, timeouts)) == canonical(expected)
 
 
-def sliced(text: str, events: list[dict], rows: int, halves: bool = False) -> tuple[list[dict], int]:
+def sliced(text: str, events: list[dict], rows: int, halves: bool = False,
+           masks: list[int] | None = None) -> tuple[list[dict], int]:
     """One worker's run of a keyless table (``MatchOperator.run_slices``) in time slices of about ``rows`` rows:
     its result rows and the number of slices.  The table as the batch path hands it over: ``_mask`` from the
-    Spark filter, ``_arrival`` numbering the input order, the rows shuffled."""
+    Spark filter (or ``masks``: as a partition of time ranges gets them, :func:`ranges.sent_mask`, restored by
+    ``restored_masks`` first), ``_arrival`` numbering the input order (an event's own, else its position), the rows
+    shuffled."""
     ts_type = DoubleType() if halves else LongType()
     schema = StructType([StructField("type", StringType()), StructField("ts", ts_type),
                          StructField("x", LongType()), StructField("_arrival", LongType())])
@@ -105,9 +108,11 @@ def sliced(text: str, events: list[dict], rows: int, halves: bool = False) -> tu
     table = pa.table({"type": [e["type"] for e in events],
                       "ts": pa.array([e["ts"] for e in events], pa.float64() if halves else pa.int64()),
                       "x": pa.array([e.get("x") for e in events], pa.int64()),
-                      "_arrival": pa.array(range(len(events)), pa.int64()),
-                      MASK: pa.array([plan.mask_of(e) for e in events], pa.int64())})
+                      "_arrival": pa.array([e.get("_arrival", k) for k, e in enumerate(events)], pa.int64()),
+                      MASK: pa.array([plan.mask_of(e) for e in events] if masks is None else masks, pa.int64())})
     table = table.take(np.random.default_rng(len(events)).permutation(len(events)))
+    if masks is not None:
+        table = restored_masks(table)
     parts = list(MatchOperator(spec, schema, timezone="UTC").run_slices(table, slice_rows=rows))
     return [r for part in parts for r in part.to_pylist()], len(parts)
 
@@ -126,6 +131,61 @@ def test_one_worker_in_time_slices_equals_the_oracle(text, events, rows, halves)
     ts = [e["ts"] for e in events]
     # more than a slice's rows, and beyond a window of the first: the first slice ends before the table does
     assert parts >= 2 or len(events) <= rows or max(ts) <= min(ts) + sparkcep.compile(text).spec().window
+
+
+@pytest.mark.parametrize("text", SPLITTABLE + CONTIGUOUS)
+@settings(max_examples=25, deadline=None)
+@given(events=event_streams("ABCD", max_size=16, shuffled=True), windows=st.sampled_from([1, 1.5, 2, 3]),
+       parts=st.integers(2, 3), rows=st.integers(1, 5), halves=st.booleans())
+def test_a_partition_of_dealt_ranges_runs_as_one_keyless_table(text, events, windows, parts, rows, halves):
+    """The Spark batch path's partitions: ranges of ``windows`` windows dealt round robin over ``parts`` partitions,
+    each partition the union of its ranges' copies (``ranges.dealt``), masks as they cross the shuffle (a copy a
+    range holds without owning negated: ``ranges.sent_mask``, whose range ``ranges.sent_range`` finds from its ts)
+    and run by one worker as one keyless table in time slices of ``rows`` rows: together the oracle's matches, each
+    once, with ranges and slices so small that matches cross both."""
+    if halves:
+        events = [{**e, "ts": e["ts"] / 2} for e in events]
+    events = [{**e, "_arrival": k} for k, e in enumerate(events)]
+    spec = sparkcep.compile(text).spec()
+    width = windows * spec.window
+    held = ranges.split(events, width, spec.window, Plan(spec).mask_of, every_event=reads_every_event(spec))
+    got = []
+    for part in ranges.dealt(held, parts).values():
+        owners = {id(e): j for j, copies in held.items() for e in copies}
+        masks = [ranges.sent_mask(e["_mask"], ranges.range_of(e["ts"], width) == owners[id(e)]) for e in part]
+        assert all(ranges.sent_range(e["ts"], width, m) == owners[id(e)] for e, m in zip(part, masks, strict=True))
+        got += sliced(text, part, rows, halves, masks)[0]
+    assert rows_canonical(got) == rows_canonical(match_rows(sparkcep.compile(text).query, events))
+
+
+def test_dealing_needs_two_partitions_and_restoring_undoes_the_sent_mask():
+    with pytest.raises(ValueError, match="2 partitions or more"):
+        ranges.dealt({0: [], 1: []}, 1)
+    assert ranges.sent_mask(0b101, True) == 0b101 and ranges.sent_mask(0b101, False) == ~0b100
+    assert ranges.sent_mask(0b001, False) == -1  # held only for its first component: still a copy (contiguity)
+    assert ranges.sent_range(25, 10, ranges.sent_mask(3, False)) == 1 and ranges.sent_range(25, 10, 3) == 2
+    table = pa.table({MASK: pa.array([5, ~4, -1, 0], pa.int32())})
+    assert restored_masks(table).column(MASK).to_pylist() == [5, 4, 0, 0]
+
+
+def test_a_time_slice_owns_its_default_rows_or_four_windows_at_the_mean_density():
+    """``ranges.slice_rows``: ``TIME_SLICE_ROWS`` (2^16), or 4 windows' events at the table's mean density (valid
+    events over their ts span) when that is more, never more than the table; and what ``run_slices`` cuts with."""
+    ts = np.arange(1_000_000, dtype=np.int64) * 2  # 1 event per 2 ts units
+    valid = np.ones(len(ts), dtype=bool)
+    assert ranges.TIME_SLICE_ROWS == 1 << 16 and ranges.slice_rows(ts, valid, 100) == 1 << 16
+    assert ranges.slice_rows(ts, valid, 50_000) == math.ceil(4 * 10**6 * 50_000 / 1_999_998)  # 4 windows: ~100,000
+    assert ranges.slice_rows(ts, valid, 10**9) == 1_000_000  # a window wider than the table: all of it
+    assert ranges.slice_rows(ts, valid & (ts < 1000), 50_000) == 1 << 16  # 500 valid events
+    assert ranges.slice_rows(np.zeros(9), np.ones(9, dtype=bool), 5, least=3) == 3  # one ts: one slice anyway
+
+    spec = sparkcep.compile(SPLITTABLE[0]).spec(StructType([StructField("ts", LongType()),
+                                                            StructField("x", LongType())]))
+    schema = StructType([StructField("ts", LongType()), StructField("x", LongType())])
+    n = 3 * (1 << 16) + 5
+    table = pa.table({"ts": np.arange(n, dtype=np.int64), "x": np.zeros(n, dtype=np.int64),
+                      MASK: np.full(n, 2, dtype=np.int64)})  # B rows: no match, only the slicing counts
+    assert len(list(MatchOperator(spec, schema, timezone="UTC").run_slices(table))) == 4
 
 
 def test_a_slice_owns_its_rows_or_a_window_and_holds_a_window_more():
@@ -198,7 +258,9 @@ def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark, tmp_path)
         RANGE_MIN_BYTES_CONF,
         RANGE_WINDOWS_CONF,
         RANGES_CONF,
+        held_masks_sql,
         partition_salts,
+        range_sql,
         spark_hash_long,
     )
     from sparkcep.spark.results import canonical as rows_canonical
@@ -207,6 +269,15 @@ def test_a_keyless_batch_runs_in_time_ranges_on_every_partition(spark, tmp_path)
     hashed = spark.range(1).select(*(F.hash(F.lit(v).cast("bigint")) for v in [*salts, -7, 2**40 + 3])).first()
     assert list(hashed) == [spark_hash_long(v) for v in [*salts, -7, 2**40 + 3]]
     assert [spark_hash_long(v) % 5 for v in salts] == [0, 1, 2, 3, 4]
+
+    # the generator and the range of each copy as Spark computes them: ranges.split's copies, sent_mask, sent_range
+    rows = [(ts, m) for ts in [-12, -10, -7, -3, 0, 2, 9, 10, 12, 13, 29] for m in [1, 2, 3]]
+    sent = spark.createDataFrame(rows, "ts long, _mask int").select("ts", F.expr(held_masks_sql(
+        "ts", LongType(), 10, 3, False))).select("ts", MASK, F.expr(range_sql("ts", LongType(), 10).sql("spark")))
+    want = [(e["ts"], ranges.sent_mask(e[MASK], ranges.range_of(e["ts"], 10) == j), j) for j, copies in
+            ranges.split([{"ts": ts, "m": m} for ts, m in rows], 10, 3, lambda e: e["m"], every_event=False).items()
+            for e in copies]
+    assert sorted(tuple(r) for r in sent.collect()) == sorted(want)
 
     events = [{"type": "ABCD"[(5 * k + k // 4) % 4], "ts": 2 * k - k % 3, "x": k % 7} for k in range(60)]
     # range 40 holds b205, which fills no component there (barred from the first) but breaks b204's adjacency to c206

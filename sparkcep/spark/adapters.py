@@ -283,10 +283,6 @@ def range_windows(df: DataFrame) -> float:
     return value
 
 
-#: the column a keyless batch's rows carry: the time range (:mod:`~sparkcep.runtime_udfs.match.ranges`) holding them
-RANGE = "_range"
-
-
 def range_split(spec: EngineSpec, schema: StructType, ts_col: str = "ts") -> str | None:
     """Why a keyless batch of ``spec`` runs on one partition, or None when it runs in time ranges (one sentence:
     :func:`sparkcep.runtime_udfs.match.ranges.why_not`, or the ts column's type)."""
@@ -320,14 +316,14 @@ def _number(value: float) -> exp.Expression:
     return exp.cast(exp.Literal.number(repr(float(value))), "double")
 
 
-def held_rows_sql(ts_col: str, ts_type: object, width: float, window: float, every_event: bool) -> str:
-    """The Spark SQL generator giving each candidate row its ``(_range, _mask)`` rows: one per range holding it
-    (:func:`ranges.holders`, as Spark expressions: with ``width >= window``, its owner ``j``, and ``j - 1`` when
-    the row lies less than ``window`` after ``j``'s start), with the first component's bit cleared in the range
-    that does not own it (:func:`ranges.held_mask`).  That copy is left out where its ``_mask`` is then 0 and
-    not ``every_event`` (the engine needs no row that fills no component unless contiguity counts it).  One
-    ``inline`` over an array of structs: the rows' ranges and masks in one generator, built by one analysis of
-    the DataFrame (the driver's time before the job) instead of a generator and a projection."""
+def held_masks_sql(ts_col: str, ts_type: object, width: float, window: float, every_event: bool) -> str:
+    """The Spark SQL generator giving each candidate row the ``_mask`` of each copy the ranges holding it get
+    (:func:`ranges.holders`, as Spark expressions: with ``width >= window``, its owner ``j``, and ``j - 1`` when the row
+    lies less than ``window`` after ``j``'s start): its own ``_mask`` for the owner, and for the range before
+    :func:`ranges.sent_mask` (the first component's bit cleared, :func:`ranges.held_mask`, then negated: the copy's
+    range follows from its ts and sign, :func:`range_sql`, so no range column crosses the shuffle or Arrow).  That
+    copy is left out where its ``_mask`` is then 0 and not ``every_event`` (the engine needs no row that fills no
+    component unless contiguity counts it).  One ``explode`` of an array of one or two ints."""
     if not width >= window:
         raise ValueError(f"a time range ({width}) is shorter than the window ({window})")
     ts = _engine_ts(ts_col, ts_type)
@@ -335,17 +331,19 @@ def held_rows_sql(ts_col: str, ts_type: object, width: float, window: float, eve
     before = _range_of(exp.Sub(this=ts, expression=_number(window)), width)
     mask = exp.column(MASK, quoted=True)
     barred = exp.paren(exp.BitwiseAnd(this=mask, expression=exp.Literal.number(~ranges.FIRST_BIT)))
-
-    def row(j: exp.Expression, m: exp.Expression) -> exp.Expression:
-        return exp.func("NAMED_STRUCT", exp.Literal.string(RANGE), j, exp.Literal.string(MASK), m)
-
-    twice = exp.LT(this=before, expression=own.copy())
+    twice = exp.LT(this=before, expression=own)
     if not every_event:
         twice = exp.and_(twice, exp.NEQ(this=barred.copy(), expression=exp.Literal.number(0)))
-    both = exp.Array(expressions=[row(exp.Sub(this=own.copy(), expression=exp.Literal.number(1)), barred),
-                                  row(own.copy(), mask.copy())])
-    held = exp.If(this=twice, true=both, false=exp.Array(expressions=[row(own.copy(), mask.copy())]))
-    return exp.func("INLINE", held).sql(dialect="spark")
+    both = exp.Array(expressions=[mask.copy(), exp.BitwiseNot(this=barred)])
+    held = exp.If(this=twice, true=both, false=exp.Array(expressions=[mask.copy()]))
+    return exp.alias_(exp.func("EXPLODE", held), MASK, quoted=True).sql(dialect="spark")
+
+
+def range_sql(ts_col: str, ts_type: object, width: float) -> exp.Expression:
+    """:func:`ranges.sent_range` as a Spark expression (a sqlglot tree): the range a row of :func:`held_masks_sql`
+    belongs to, its ts's owner less one for a copy (a negative ``_mask``)."""
+    copy = exp.cast(exp.LT(this=exp.column(MASK, quoted=True), expression=exp.Literal.number(0)), "bigint")
+    return exp.Sub(this=_range_of(_engine_ts(ts_col, ts_type), width), expression=copy)
 
 
 def spark_hash_long(value: int, seed: int = 42) -> int:
@@ -384,28 +382,35 @@ def ranged_matches(candidates: DataFrame, spec: MatchSpec, schema: StructType, p
                    **options: Any) -> DataFrame:
     """The matches of a keyless batch in time ranges of :func:`range_windows` windows each
     (:mod:`~sparkcep.runtime_udfs.match.ranges`; the range of a row is computed from its ts alone: no pass over
-    the input), overlapping by the window: every row goes to the ranges that hold it (:func:`ranges.holders`, as
+    the input), overlapping by the window: every row goes to the ranges that hold them (:func:`ranges.holders`, as
     Spark expressions) with the first component's bit of its ``_mask`` cleared where the range does not own it
-    (:func:`ranges.held_mask`; one generator, :func:`held_rows_sql`, which leaves out a copy that then fills no
-    component unless the query reads every event), the ranges are dealt round robin over ``parts`` hash partitions
-    (:func:`partition_salts`: no sampling job) and run as the keys of one operator: each match comes from the
-    range that owns its first event, and from no other.  Under contiguity every event reaches its ranges (the
-    filter keeps them) and ``_arrival`` numbers them in input order before the split: a range holds a contiguous
-    stretch of the input and sees adjacency as the whole input has it."""
+    (:func:`ranges.held_mask`; one generator, :func:`held_masks_sql`, which leaves out a copy that then fills no
+    component unless the query reads every event, and sends such a copy's ``_mask`` negated, :func:`ranges.sent_mask`,
+    so that its range follows from its ts and sign, :func:`range_sql`, and no range column is shuffled), the ranges
+    are dealt round robin over ``parts`` (at least 2) hash partitions (:func:`partition_salts`: no sampling job), and
+    each partition runs its ranges as one keyless table (:meth:`MatchOperator.partition_function` with
+    ``held_copies``: the masks restored, then time slices as in one partition): two ranges of a partition are at least
+    two apart, so what one holds lies a window or more before what the next holds (:mod:`ranges`' docstring), and
+    each match comes from the range that owns its first event, and from no other.  Under contiguity every event
+    reaches its ranges (the filter keeps them) and ``_arrival`` numbers them in input order before the split: a
+    range holds a contiguous stretch of the input and sees adjacency as the whole input has it."""
+    if parts < 2:
+        raise ValueError(f"time ranges are dealt over 2 partitions or more, got {parts}")
     ts_col = options.get("ts_col", "ts")
+    ts_type = schema[ts_col].dataType
     width = spec.window * options.pop("range_windows", ranges.RANGE_WINDOWS)
     # F.expr over Spark SQL text, df[name], not F.col and F's functions: PySpark sends each Column function's call
     # site to the JVM (a few round trips each), and the driver builds the plan before the job starts
-    held = candidates.select(*(candidates[quoted(c)] for c in schema.names if c != MASK), F.expr(held_rows_sql(
-        ts_col, schema[ts_col].dataType, width, spec.window, reads_every_event(spec))))
-    held_schema = StructType([*(f for f in schema.fields if f.name != MASK), StructField(RANGE, LongType(), False),
-                              schema[MASK]])
-    op = MatchOperator(ranges.ranged_spec(spec, RANGE), held_schema, **options)
+    held = candidates.select(*(candidates[quoted(c)] for c in schema.names if c != MASK), F.expr(held_masks_sql(
+        ts_col, ts_type, width, spec.window, reads_every_event(spec))))
+    held_schema = StructType([*(f for f in schema.fields if f.name != MASK), schema[MASK]])
+    op = MatchOperator(ranges.ranged_spec(spec), held_schema, **options)
     salts = exp.Array(expressions=[exp.cast(exp.Literal.number(v), "bigint") for v in partition_salts(parts)])
-    slot = exp.Add(this=exp.func("PMOD", exp.column(RANGE, quoted=True), exp.Literal.number(parts)),
+    slot = exp.Add(this=exp.func("PMOD", range_sql(ts_col, ts_type, width), exp.Literal.number(parts)),
                    expression=exp.Literal.number(1))
     dealt = exp.func("ELEMENT_AT", salts, exp.cast(slot, "int")).sql(dialect="spark")
-    return held.repartition(parts, F.expr(dealt)).mapInArrow(op.partition_function(), op.output_schema)
+    return held.repartition(parts, F.expr(dealt)).mapInArrow(op.partition_function(held_copies=True),
+                                                              op.output_schema)
 
 
 def shuffle_partitions(df: DataFrame, partitions: int | None = None) -> int:

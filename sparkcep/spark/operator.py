@@ -426,17 +426,21 @@ class MatchOperator:
             self._add_column(names, data, c, values)
         return names, data
 
-    def partition_function(self) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def partition_function(self, held_copies: bool = False) -> Callable[[Iterator[pa.RecordBatch]],
+                                                                         Iterator[pa.RecordBatch]]:
         """``fn(batches) -> batches`` for ``mapInArrow`` over a DataFrame repartitioned by :attr:`group_cols`
         (what :func:`batch_matches` runs): the partition's record batches are gathered into one table (a key's
-        rows may span batches) and run by :meth:`run_slices`, whose results go out slice by slice."""
+        rows may span batches) and run by :meth:`run_slices`, whose results go out slice by slice.
+        ``held_copies``: a partition of time ranges of a keyless query (``adapters.ranged_matches``), whose copies
+        held without being owned come with their ``_mask`` negated (:func:`ranges.sent_mask`): restored first
+        (:func:`restored_masks`), the partition then runs as one keyless table (:mod:`ranges`' docstring)."""
 
         def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             freeze_worker_heap()  # the daemon's collection after the task then walks only this task's objects
             table = gathered(batches)
             if table is None:
                 return
-            results = self.run_slices(table)
+            results = self.run_slices(restored_masks(table) if held_copies else table)
             del table  # run_slices keeps the rows in key order only: the gathered table can go
             for result in results:
                 if result.num_rows:
@@ -449,11 +453,14 @@ class MatchOperator:
         about ``slice_rows`` rows (default :data:`SLICE_ROWS`; a key's rows in input order, ``_arrival`` first
         under contiguity), so that the engine's working memory (numpy columns, chains, matches) and the results
         held at once follow the slice, not the partition; one match budget for the whole table.  A query without
-        a key that time ranges can split runs in time slices instead (:meth:`_time_sliced`).  A table of at most
-        ``slice_rows`` rows, another query without a key, and a trend query merged over keys (:attr:`group_cols`
-        coarser than the key) run whole."""
+        a key that time ranges can split runs in time slices instead (:meth:`_time_sliced`), of ``slice_rows``
+        rows if given, else :func:`ranges.slice_rows` (:data:`ranges.TIME_SLICE_ROWS`, more for a wide window).  A
+        table of at most that many rows, another query without a key, and a trend query merged over keys
+        (:attr:`group_cols` coarser than the key) run whole."""
+        timed = slice_rows  # a keyless table's time slices: given, else sized by ranges.slice_rows
         slice_rows = SLICE_ROWS if slice_rows is None else slice_rows
-        held = None if table.num_rows <= slice_rows or self.spec.key else self._time_sliced(table, slice_rows)
+        held = (None if self.spec.key or table.num_rows <= (ranges.TIME_SLICE_ROWS if timed is None else timed)
+                else self._time_sliced(table, timed))
         if held is not None:
             budget = self.budget()
             for part in held:
@@ -473,8 +480,9 @@ class MatchOperator:
                 yield self.run_table(table.slice(lo, b - lo), budget=budget, ids=ids[lo:b])
                 lo = b
 
-    def _time_sliced(self, table: pa.Table, slice_rows: int) -> Iterator[pa.Table] | None:
-        """A keyless ``table`` cut into time slices of about ``slice_rows`` rows that overlap by the window
+    def _time_sliced(self, table: pa.Table, slice_rows: int | None) -> Iterator[pa.Table] | None:
+        """A keyless ``table`` cut into time slices of about ``slice_rows`` rows (None: :func:`ranges.slice_rows`
+        of the table) that overlap by the window
         (:func:`ranges.time_slices`: the time ranges of the Spark batch path, in one worker), each in ts order (ties
         in input order: the engine's order; ``run_table`` restores ``_arrival``'s under contiguity), with the first
         component's bit of ``_mask`` cleared on the rows it holds without owning, so that its engine run builds
@@ -493,8 +501,10 @@ class MatchOperator:
         at = table.column_names.index(MASK)
         barring = pa.scalar(~ranges.FIRST_BIT, table.schema.field(MASK).type)
 
+        rows = ranges.slice_rows(*read, self.spec.window) if slice_rows is None else slice_rows
+
         def slices() -> Iterator[pa.Table]:
-            for held, barred in ranges.time_slices(*read, self.spec.window, slice_rows):
+            for held, barred in ranges.time_slices(*read, self.spec.window, rows):
                 part = table.take(held)
                 mask = part.column(MASK)
                 if barred.any():
@@ -1073,6 +1083,14 @@ def stamped_spec(spec: MatchSpec) -> MatchSpec:
 #: ``buckets`` asking for one Spark group per key (the grouping before buckets became the default of a streaming
 #: match query; a checkpoint made so resumes with it).
 PER_KEY = 0
+
+
+def restored_masks(table: pa.Table) -> pa.Table:
+    """``table`` (a partition of time ranges) with the ``_mask`` of each copy a range holds without owning it, sent
+    negated (:func:`ranges.sent_mask`), restored (``~mask``: the first component's bit cleared)."""
+    at = table.column_names.index(MASK)
+    mask = table.column(at)
+    return table.set_column(at, MASK, pc.if_else(pc.less(mask, 0), pc.bit_wise_not(mask), mask))
 
 
 def in_input_order(table: pa.Table) -> pa.Table:

@@ -22,9 +22,22 @@ input, and the range's own numbering of its events is as good as a global one.  
 looks back up to ``W`` before the first event), a Kleene or disjunctive start, a trend query (its windows'
 aggregates would need combining) or no WITHIN: :func:`why_not` says which.
 
-Pure (no pyspark): the Spark batch path routes rows with :func:`holders` and :func:`held_mask`, as Spark
-expressions.  One worker running a keyless table alone (one partition) cuts it the same way into slices of about
-a fixed number of events (:func:`time_slices`), so that its working memory follows the slice, not the table.
+**A partition runs its ranges as one keyless table.**  The Spark batch path deals the ranges round robin over
+``parts >= 2`` partitions (range ``j`` to partition ``j mod parts``), so two ranges of one partition are at least two
+apart, and with ``width >= W`` what range ``j`` holds, ts in ``[j * width, (j + 1) * width + W)``, lies before
+everything range ``j + 2`` holds (ts from ``(j + 2) * width`` on).  A match whose first event range ``j`` owns (the
+only unbarred rows) spans less than ``W`` from a ts before ``(j + 1) * width``: every row of the partition in its
+span is one range ``j`` holds, and every row range ``j`` holds in it is there (under contiguity, the same stretch
+of the input in the same order: ts, ties in input order).  So the engine over the union of the partition's ranges,
+with no key, builds exactly the matches of its ranges, each once (:func:`dealt` gives that union; the worker cuts
+it into :func:`time_slices` as it cuts any keyless table).  No row needs its range then: a copy a range holds
+without owning crosses the shuffle with its ``_mask`` bitwise negated (:func:`sent_mask`, negative), which gives its
+range from its ts (:func:`sent_range`: the one before the owner), and the worker restores it (``~mask``).
+
+Pure (no pyspark): the Spark batch path routes rows with :func:`holders`, :func:`sent_mask` and
+:func:`sent_range`, as Spark expressions.  One worker running a keyless table alone (one partition) cuts it the
+same way into slices of about a fixed number of events (:func:`time_slices`), so that its working memory follows
+the slice, not the table.
 """
 
 from __future__ import annotations
@@ -125,6 +138,33 @@ def held_mask(mask: int, owns: bool) -> int:
     return mask if owns else mask & ~FIRST_BIT
 
 
+def sent_mask(mask: int, owns: bool) -> int:
+    """The ``_mask`` a range's copy of an event carries over the shuffle: :func:`held_mask`, bitwise negated (``~``:
+    negative, as no mask is) where the range holds the event without owning it, so that :func:`sent_range` finds
+    the range without a column for it; the worker restores it (``~`` again)."""
+    held = held_mask(mask, owns)
+    return held if owns else ~held
+
+
+def sent_range(ts: float | None, width: float, sent: int) -> int:
+    """The range a row crossing the shuffle with ``_mask`` ``sent`` (:func:`sent_mask`) belongs to: its ts's owner, or
+    the range before it for a copy (negative ``sent``; with ``width >= window`` only the range before holds an event
+    without owning it)."""
+    return range_of(ts, width) - (sent < 0)
+
+
+def dealt(held: dict[int, list[dict]], parts: int) -> dict[int, list[dict]]:
+    """The rows each of ``parts`` partitions gets when ranges (:func:`split`: range number → its events) are dealt
+    round robin (range ``j`` to partition ``j mod parts``): the union of its ranges' events, run as one keyless table
+    (this module's docstring: exact for ``parts >= 2`` and ranges at least a window wide)."""
+    if parts < 2:
+        raise ValueError(f"ranges are dealt over 2 partitions or more, got {parts}")
+    out: dict[int, list[dict]] = {}
+    for j in sorted(held):
+        out.setdefault(j % parts, []).extend(held[j])
+    return out
+
+
 def split(events: Sequence[dict], width: float, window: float, mask_of: Callable[[dict], int],
           ts_col: str = "ts", every_event: bool = True) -> dict[int, list[dict]]:
     """The events each range holds, in input order (range number → events; ranges holding none are left out), each
@@ -140,6 +180,30 @@ def split(events: Sequence[dict], width: float, window: float, mask_of: Callable
             if held or every_event or j == own:
                 out.setdefault(j, []).append({**e, "_mask": held})
     return out
+
+
+#: The events a time slice of a keyless table owns at least by default (:func:`slice_rows`): its numpy columns then
+#: stay in the cores' caches.  ``bench/keyless_parallel.py``'s q1 at 10^7 (1.5 million rows), one worker's CPU in
+#: one process: slices of 2^14-2^16 rows 0.74-0.79 s, of 2^19 rows 1.01-1.09 s; the two range partitions at once
+#: 0.83-0.89 s against 1.26-1.29 s (2 cores, load 5-7).
+TIME_SLICE_ROWS = 1 << 16
+
+#: A time slice owns at least this many windows of events (:func:`slice_rows`): the window more that it holds is
+#: then at most a quarter of what it owns.
+SLICE_WINDOWS = 4
+
+
+def slice_rows(ts: np.ndarray, valid: np.ndarray, window: float, least: int = TIME_SLICE_ROWS) -> int:
+    """The ``rows`` of :func:`time_slices` for a table (``ts``/``valid`` as there): ``least``, or more where
+    :data:`SLICE_WINDOWS` windows hold more events at the table's mean density (its valid events over their ts
+    span), so that the events a slice holds twice stay a small part of it however wide the window."""
+    good = ts[valid]
+    if len(good) < 2:
+        return least
+    span = float(good.max()) - float(good.min())
+    if not (span > 0 and math.isfinite(span)):  # one ts (one slice anyway), or an infinite one
+        return least
+    return max(least, min(len(good), math.ceil(SLICE_WINDOWS * len(good) * min(window, span) / span)))
 
 
 def time_slices(ts: np.ndarray, valid: np.ndarray, window: float,
