@@ -11,7 +11,8 @@ that only a dropped measure or a dropped ALL ROWS PER MATCH column needed (``wor
 ``spec.columns``, which this leaves alone.
 
 The outer query is read with sqlglot, conservatively: a column is kept when any identifier of the query (a
-column, a qualifier, an alias, a ``USING`` name, a struct field) has its name, case-insensitively, so a name
+column, a qualifier, an alias, a ``USING`` name, a struct field) or a function without arguments that Spark
+takes for a column of its name when there is one (``CURRENT_DATE``) has its name, case-insensitively, so a name
 read anywhere keeps it; every column is kept when the query has a ``*`` other than ``COUNT(*)`` (``SELECT *``,
 ``m.*``, ``struct(*)``), a ``NATURAL`` join or a ``PIVOT``/``UNPIVOT`` (both read the columns they do not name),
 ``IDENTIFIER(...)`` (a name given as a string), an identifier that is not a plain word (a quoted regex column
@@ -53,7 +54,10 @@ def read_columns(outer_sql: str, names: Sequence[str]) -> tuple[str, ...]:
     for join in tree.find_all(exp.Join):
         if "NATURAL" in str(join.args.get("method") or "").upper():
             return names
-    read: set[str] = set()
+    # a bare word sqlglot reads as a function without arguments (CURRENT_DATE, SESSION_USER): Spark resolves it
+    # to a result column of that name when there is one
+    read: set[str] = {f.sql("spark").lower().removesuffix("()") for f in tree.find_all(exp.Func)
+                      if not any(f.args.values())}
     for ident in tree.find_all(exp.Identifier):
         if not _WORD.fullmatch(ident.name):
             return names
