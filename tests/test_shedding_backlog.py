@@ -383,9 +383,13 @@ def test_admission_on_real_files_bounds_the_backlog_and_counts_every_drop(tmp_pa
         admission.step(now)
         handed = set(os.listdir(staging)) - before
         assert len(handed) <= 2  # admit 250 events: two files of 100 per slice
-        if handed:  # their names carry what waits behind them: files and events (100 a file)
-            assert admission.staged[-1][1:] == (len(admission.pending()), 100 * len(admission.pending()))
-            assert all(n.endswith(f"_backlog-{admission.staged[-1][1]}-{admission.staged[-1][2]}.json") for n in handed)
+        if handed:  # their names carry what waits behind them: files and events (100 a file), the slice's later
+            # files included (oldest first)
+            files, rows = admission.staged[-1][1:]
+            assert (files, rows) == (len(admission.pending()), 100 * len(admission.pending()))
+            names = admission.staged[-1][0]
+            assert sorted(handed) == sorted(f"{n[:-5]}_backlog-{files + j}-{rows + 100 * j}.json"
+                                            for j, n in enumerate(reversed(names)))
         admission.step(now + 0.1)  # the slice is not read yet: nothing more is handed over
         assert set(os.listdir(staging)) - before == handed
         handle._prev_start = admission.handed_at + 0.01  # a micro-batch started after the hand-over, completed
@@ -549,37 +553,41 @@ def test_a_training_sample_without_the_queries_types_is_refused():
 
 
 #: user file names that hold the staging suffix themselves (before an extension, at the end, in an extension)
-LOOK_STAGED = ["day_backlog-7-70.json", "day_backlog-7-70", "a_backlog-7-70.b.json.gz", "x.json_backlog-7-70"]
+LOOK_STAGED = ["day_backlog-7-70.json", "day_backlog-7-70", "a_backlog-7-70.b.json.gz", "x.json_backlog-7-70",
+               "day_backlog-7.json"]
 
 
 def test_a_users_name_that_looks_staged_is_not_misread(tmp_path):
     """Only the suffix the hand-over appends is read, whatever the user's own name holds: ``original_name`` gives
     the user's name back and a second hand-over stages nothing again."""
-    from sparkcep.spark.shedding import hand_over
+    from sparkcep.spark.shedding import admitted_input, hand_over
     from sparkcep.spark.validate import original_name
 
-    source, staging = tmp_path / "in", tmp_path / "admitted"
+    source, staging = tmp_path / "in", tmp_path / "ck" / "_admitted"
     source.mkdir()
-    staging.mkdir()
+    staging.mkdir(parents=True)
     for name in LOOK_STAGED:
         (source / name).write_text(json.dumps({"type": "A", "ts": 1}) + "\n")
         hand_over(str(source), str(staging), name, (3, 30))
-    hand_over(str(source), str(staging))  # every file is staged already
+    # every file is staged already (a restart)
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "ck")) == str(staging)
+    os.remove(staging / "_sparkcep_staging")
     assert sorted(original_name(n) for n in os.listdir(staging)) == sorted(LOOK_STAGED)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["a", "7", "-", "_", ".", "_backlog-", "_backlog-7-70", ".gz"]), min_size=1,
-                max_size=8).map("".join).filter(lambda n: not n.startswith(("_", "."))),
-       st.integers(0, 99), st.integers(0, 9999))
+@given(st.lists(st.sampled_from(["a", "7", "-", "_", ".", "_backlog-", "_backlog-7-70", "_backlog-7", ".gz"]),
+                min_size=1, max_size=8).map("".join).filter(lambda n: not n.startswith(("_", "."))),
+       st.integers(0, 99), st.none() | st.integers(0, 9999))
 def test_a_staged_name_gives_back_the_users_name_and_the_handed_over_backlog(name, files, rows):
     """Any name (one the hand-over takes: not hidden): the first match of the pattern Spark reads the backlog
-    with (``regexp_extract``) is the appended suffix, and ``original_name`` is the user's name."""
+    with (``regexp_extract``) is the appended suffix, and ``original_name`` is the user's name; rows unknown
+    (None): no rows in the name."""
     from sparkcep.spark.validate import _BACKLOG_NAME, original_name, staged_name
 
     staged = staged_name(name, files, rows)
     assert original_name(staged) == name
-    assert _BACKLOG_NAME.search(staged).groups() == (str(files), str(rows))
+    assert _BACKLOG_NAME.search(staged).groups() == (str(files), None if rows is None else str(rows))
 
 
 @pytest.mark.spark
@@ -595,6 +603,7 @@ def test_the_observed_backlog_reads_only_the_staged_suffix(spark, tmp_path):
     for k, name in enumerate(LOOK_STAGED):  # a .gz file compressed: Spark reads the codec from the last extension
         data = f"line {k}\n".encode()
         (source / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
-        hand_over(str(source), str(staging), name, (k, 10 * k))
+        hand_over(str(source), str(staging), name, (k, 10 * k if k % 2 else None))  # even k: rows unknown
     got = spark.read.text(str(staging)).select("value", *_backlog_marks()).collect()
-    assert sorted(tuple(r) for r in got) == [(f"line {k}", k, 10 * k) for k in range(len(LOOK_STAGED))]
+    assert sorted(tuple(r) for r in got) == [(f"line {k}", k, 10 * k if k % 2 else None)
+                                             for k in range(len(LOOK_STAGED))]
