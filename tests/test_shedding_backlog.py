@@ -607,3 +607,75 @@ def test_the_observed_backlog_reads_only_the_staged_suffix(spark, tmp_path):
     got = spark.read.text(str(staging)).select("value", *_backlog_marks()).collect()
     assert sorted(tuple(r) for r in got) == [(f"line {k}", k, 10 * k if k % 2 else None)
                                              for k in range(len(LOOK_STAGED))]
+
+
+def test_rows_are_counted_as_the_stream_reads_them_or_said_unknown(tmp_path):
+    """``count_rows``: JSON lines and CSV by their non-blank lines (CSV less its header), through gzip and bzip2
+    (a ``.gz`` file's raw lines would miscount), Parquet from its footer; None for a codec it cannot read."""
+    import bz2
+
+    import pandas as pd
+
+    from sparkcep.spark.shedding import count_rows
+
+    lines = "".join(json.dumps({"type": "A", "ts": k}) + "\n" + ("\n" if k % 2 else "") for k in range(500))
+    (tmp_path / "a.json").write_text(lines)
+    (tmp_path / "a.json.gz").write_bytes(gzip.compress(lines.encode()))
+    (tmp_path / "a.json.bz2").write_bytes(bz2.compress(lines.encode()))
+    (tmp_path / "a.csv").write_text("type,ts\n" + "".join(f"A,{k}\n" for k in range(7)) + "\n")
+    (tmp_path / "a.csv.gz").write_bytes(gzip.compress(b"type,ts\nA,1\nB,2\n"))
+    pd.DataFrame({"type": ["A"] * 9, "ts": range(9)}).to_parquet(tmp_path / "a.parquet")
+    (tmp_path / "a.json.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    assert count_rows(str(tmp_path / "a.json")) == 500
+    assert count_rows(str(tmp_path / "a.json.gz")) == count_rows(str(tmp_path / "a.json.bz2")) == 500
+    assert count_rows(str(tmp_path / "a.csv"), "csv") == 7 and count_rows(str(tmp_path / "a.csv.gz"), "csv") == 2
+    assert count_rows(str(tmp_path / "a.parquet"), "parquet") == 9
+    assert count_rows(str(tmp_path / "a.json.zst")) is None
+
+
+def test_a_slice_names_each_file_with_what_waits_behind_it_and_unknown_rows_stay_unknown(tmp_path):
+    """With no bound (no shedding stage) every waiting file is handed over at each step, oldest first, each named
+    with the files (and their rows) after it in the slice plus those left waiting: a stream taking one file per
+    micro-batch observes the backlog behind each.  A file whose rows cannot be counted makes the rows behind it
+    unknown (no rows in the name), not 0."""
+    from sparkcep.spark.shedding import FileAdmission
+    from sparkcep.spark.validate import original_name
+
+    source, staging = tmp_path / "in", tmp_path / "admitted"
+    source.mkdir()
+    for k, (name, rows) in enumerate([("p0.json", 3), ("p1.json.zst", None), ("p2.json", 2), ("p3.json", 4)]):
+        (source / name).write_bytes(b"\x28\xb5\x2f\xfd" if rows is None else b'{"type": "A"}\n' * rows)
+        os.utime(source / name, (1_000 + k, 1_000 + k))
+    admission = FileAdmission(str(source), str(staging), None)
+    admission.step()
+    assert sorted(os.listdir(staging)) == sorted(["p0_backlog-3.json", "p1_backlog-2-6.json.zst",
+                                                  "p2_backlog-1-4.json", "p3_backlog-0-0.json"])
+    assert admission.staged == [(["p0.json", "p1.json.zst", "p2.json", "p3.json"], 0, 0)]
+    assert admission.backlog(1_001_000) == (2, 6) and admission.backlog(None) == (4, None)
+    (source / "p4.json").write_text('{"type": "A"}\n')
+    admission.step()  # only the new file
+    assert sorted(original_name(n) for n in os.listdir(staging)) == sorted(["p0.json", "p1.json.zst", "p2.json",
+                                                                            "p3.json", "p4.json"])
+    assert "p4_backlog-0-0.json" in os.listdir(staging)
+
+
+def test_a_checkpoint_that_read_the_input_itself_is_not_switched_to_the_staging_directory(tmp_path):
+    """A checkpoint a stream has run with, without a staging directory (it read the input itself, before this
+    admission or over it as a non-local path), keeps reading the input: its file log holds the input's files,
+    and read from the staging directory they would all be read again.  A fresh checkpoint, or one with a staging
+    directory, is staged; a workload's group checkpoints count too."""
+    from sparkcep.spark.shedding import admitted_input
+
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "p0.json").write_text('{"type": "A"}\n')
+    for ck, offsets in [("old", "offsets"), ("workload", "g1/offsets")]:
+        (tmp_path / ck / offsets).mkdir(parents=True)
+        (tmp_path / ck / offsets / "0").write_text("v1\n")
+        assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / ck)) is None
+    (tmp_path / "fresh" / "offsets").mkdir(parents=True)  # no batch planned yet
+    staging = admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "fresh"))
+    assert staging == str(tmp_path / "fresh" / "_admitted") and "p0_backlog-0-0.json" in os.listdir(staging)
+    (tmp_path / "fresh" / "offsets" / "0").write_text("v1\n")  # it ran through the staging directory
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "fresh")) == staging
+    assert admitted_input(str(source), "json", follow=False, checkpoint=str(tmp_path / "x")) is None  # a batch
