@@ -663,7 +663,8 @@ def test_a_checkpoint_that_read_the_input_itself_is_not_switched_to_the_staging_
     """A checkpoint a stream has run with, without a staging directory (it read the input itself, before this
     admission or over it as a non-local path), keeps reading the input: its file log holds the input's files,
     and read from the staging directory they would all be read again.  A fresh checkpoint, or one with a staging
-    directory, is staged; a workload's group checkpoints count too."""
+    directory, is staged; a workload's group checkpoints count too.  An input with subdirectories is read as it
+    is."""
     from sparkcep.spark.shedding import admitted_input
 
     source = tmp_path / "in"
@@ -679,3 +680,5 @@ def test_a_checkpoint_that_read_the_input_itself_is_not_switched_to_the_staging_
     (tmp_path / "fresh" / "offsets" / "0").write_text("v1\n")  # it ran through the staging directory
     assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "fresh")) == staging
     assert admitted_input(str(source), "json", follow=False, checkpoint=str(tmp_path / "x")) is None  # a batch
+    (source / "day=1").mkdir()  # partition directories: read as they are (only files are handed over)
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "y")) is None

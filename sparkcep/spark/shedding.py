@@ -405,10 +405,11 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
     (``CHECKPOINT/_admitted``, else a temporary directory) with the files there now handed over (the first
     micro-batch's, and the schema's; each named with the files after it, :func:`hand_over_slice`); None when
     there is no admission: not ``follow`` (a batch), not a local directory (``s3a://``, ``hdfs://``: read as
-    they are), or a ``checkpoint`` a stream has already run with reading ``path`` itself (its file log holds
+    they are), a directory with subdirectories (Spark reads ``key=value`` ones as partitions; only files are
+    handed over), or a ``checkpoint`` a stream has already run with reading ``path`` itself (its file log holds
     ``path``'s files: read from elsewhere, they would all be read again).  ``fmt``: the input's format (the rows
     of each file are counted for the backlog, :func:`count_rows`)."""
-    if not (follow and os.path.isdir(path)):
+    if not (follow and os.path.isdir(path)) or _has_subdirectories(path):
         return None
     staging = os.path.join(checkpoint, "_admitted") if checkpoint else tempfile.mkdtemp(prefix="sparkcep-admitted-")
     if checkpoint and not os.path.isdir(staging) and _has_run(checkpoint):
@@ -419,6 +420,12 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
     names = [name for name, _ in _data_files(path) if name not in done]
     hand_over_slice(path, staging, names, [_rows_or_none(os.path.join(path, n), fmt) for n in names])
     return staging
+
+
+def _has_subdirectories(path: str) -> bool:
+    """Whether the directory ``path`` holds a directory a file source reads (not named ``_...`` or ``....``)."""
+    with os.scandir(path) as entries:
+        return any(e.is_dir() and not e.name.startswith(("_", ".")) for e in entries)
 
 
 def _has_run(checkpoint: str) -> bool:
