@@ -607,7 +607,7 @@ class FileAdmission:
         every file) and not shed whole, handed over or not, the events counted exactly (None: a file's cannot
         be, :func:`count_rows`): the backlog the progress line, :meth:`sparkcep.LiveStream.backlog` and the
         controller are told."""
-        shed, counted = set(self.expired), {}
+        shed, counted, cache = set(self.expired), {}, self._counted  # the listener's thread and the progress loop
         with os.scandir(self.source) as entries:
             for e in entries:
                 if e.name in shed or e.name.startswith(("_", ".")) or not e.is_file():
@@ -619,7 +619,7 @@ class FileAdmission:
                 if newest_ms is not None and st.st_mtime_ns // 10**6 <= newest_ms:
                     continue
                 key = (e.name, st.st_size)
-                counted[key] = self._counted[key] if key in self._counted else _rows_or_none(e.path, self.fmt)
+                counted[key] = cache[key] if key in cache else _rows_or_none(e.path, self.fmt)
         self._counted = counted  # the files read are forgotten
         rows = list(counted.values())
         return len(rows), None if None in rows else sum(rows)
