@@ -682,3 +682,22 @@ def test_a_checkpoint_that_read_the_input_itself_is_not_switched_to_the_staging_
     assert admitted_input(str(source), "json", follow=False, checkpoint=str(tmp_path / "x")) is None  # a batch
     (source / "day=1").mkdir()  # partition directories: read as they are (only files are handed over)
     assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "y")) is None
+
+
+def test_shedding_over_csv_or_once_follows_an_unbounded_admission_that_counts_its_backlog(tmp_path):
+    """Shedding over CSV (``_shed`` reads JSON lines) or with ``--once`` (a drain of what is there): the admission has
+    no bound and sheds nothing whole, but the controller's backlog is still its exact count, as the progress
+    line's."""
+    from sparkcep.runtime_udfs.shedding.controller import BatchController
+    from sparkcep.spark.shedding import ControlFile, Shedding, admitted_input, follow_input
+
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "p0.csv").write_text("type,ts\nA,1\nB,2\n")
+    for fmt, once in [("csv", False), ("json", True), ("json", False)]:
+        handle = Shedding("s", TYPES, BatchController(BOUND), ControlFile(str(tmp_path / "c.json")))
+        staging = admitted_input(str(source), fmt, follow=True, checkpoint=str(tmp_path / f"ck-{fmt}-{once}"))
+        admission = follow_input(handle, str(source), staging, checkpoint=str(tmp_path / "ck"), fmt=fmt, once=once)
+        assert handle.feeder is admission and handle.source == str(source)
+        assert (admission.shedding is handle) == (fmt == "json" and not once)
+        assert handle.feeder.unread(None) == (2 if fmt == "csv" else 3)  # CSV less its header; JSON: its lines

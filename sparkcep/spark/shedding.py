@@ -678,13 +678,17 @@ def follow_input(shedding: Shedding | None, path: str, staging: str | None, type
     the stream writes), or None without one (no ``staging``).  With a shedding stage, its controller is driven
     by the latency and the backlog of ``path`` (:meth:`Shedding.follow_source`, a local directory) and, over
     JSON lines (``fmt``) and not ``once`` (a drain of the files there at the start, ``--once``), the admission is
-    the stage's: bounded by it, and shedding whole files that waited past its expiry age; otherwise no bound."""
+    the stage's: bounded by it, and shedding whole files that waited past its expiry age; otherwise no bound.
+    Either way the controller's backlog is the admission's count (:meth:`FileAdmission.backlog`)."""
     if shedding is not None and os.path.isdir(path):
         shedding.follow_source(path)
     if staging is None:
         return None
     bounded = shedding if fmt == "json" and not once else None
-    return FileAdmission(path, staging, bounded, type_col, dropped_output, checkpoint=checkpoint, fmt=fmt)
+    admission = FileAdmission(path, staging, bounded, type_col, dropped_output, checkpoint=checkpoint, fmt=fmt)
+    if shedding is not None:  # the controller's backlog is the admission's count, bounded or not
+        shedding.feeder = admission
+    return admission
 
 
 @contextlib.contextmanager
