@@ -665,7 +665,9 @@ def test_a_checkpoint_that_read_the_input_itself_is_not_switched_to_the_staging_
     and read from the staging directory they would all be read again.  A fresh checkpoint, or one with a staging
     directory, is staged; a workload's group checkpoints count too.  An input with subdirectories is read as it
     is."""
+    from sparkcep.ir.errors import CEPError
     from sparkcep.spark.shedding import admitted_input
+    from sparkcep.spark.validate import read_validated
 
     source = tmp_path / "in"
     source.mkdir()
@@ -680,6 +682,11 @@ def test_a_checkpoint_that_read_the_input_itself_is_not_switched_to_the_staging_
     (tmp_path / "fresh" / "offsets" / "0").write_text("v1\n")  # it ran through the staging directory
     assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "fresh")) == staging
     assert admitted_input(str(source), "json", follow=False, checkpoint=str(tmp_path / "x")) is None  # a batch
+    empty = tmp_path / "empty"  # a message about the input names the followed directory, not the staging one
+    empty.mkdir()
+    with pytest.raises(CEPError, match=f"no input files in {empty}: a stream that starts before its files"):
+        staging = admitted_input(str(empty), "json", follow=True, checkpoint=str(tmp_path / "ck-empty"))
+        read_validated(None, staging, "json", "type", "ts", stream=True)
     (source / "day=1").mkdir()  # partition directories: read as they are (only files are handed over)
     assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "y")) is None
 

@@ -415,7 +415,8 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
     if checkpoint and not os.path.isdir(staging) and _has_run(checkpoint):
         return None
     os.makedirs(staging, exist_ok=True)
-    open(os.path.join(staging, STAGING_MARK), "a").close()  # the stream observes the backlog staged names carry
+    with open(os.path.join(staging, STAGING_MARK), "w") as f:  # the stream observes the backlog staged names carry
+        f.write(path)  # and a message about the input names it
     done = {original_name(n) for n in os.listdir(staging)}
     names = [name for name, _ in _data_files(path) if name not in done]
     hand_over_slice(path, staging, names, [_rows_or_none(os.path.join(path, n), fmt) for n in names])

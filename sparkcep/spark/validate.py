@@ -102,12 +102,12 @@ def read_validated(spark, path: str, fmt: str, type_col: str | None, ts_col: str
         fields = StructType([f for f in fields.fields if f.name in wanted])
     else:
         if not has_data_files(path):
-            raise CEPError(f"no input files in {path}" + (
+            raise CEPError(f"no input files in {followed(path)}" + (
                 ": a stream that starts before its files needs --schema DDL" if stream else ""))
         inferred = spark.read.format(fmt).options(**reader_options(fmt, None)).load(path).schema
         all_columns = [n for n in inferred.fieldNames() if n != CORRUPT]
         if not all_columns:
-            raise CEPError(f"no events in {path}: every record there is malformed (or the files are empty)")
+            raise CEPError(f"no events in {followed(path)}: every record there is malformed (or the files are empty)")
         wanted = _wanted(all_columns, type_col, ts_col, attributes)
         fields = _query_schema(spark, path, fmt, inferred, wanted, type_col, ts_col, needs or {})
     text = StructType([*(StructField(f.name, StringType()) for f in fields.fields), StructField(CORRUPT, StringType())])
@@ -283,8 +283,9 @@ LATENCY_COL = "_latency_ms"
 #: (:func:`~sparkcep.spark.shedding.count_rows`: a Parquet file's footer, a JSON lines or CSV file's lines, through
 #: gzip or bzip2; another codec's are unknown).
 BACKLOG_METRIC = "backlog"
-#: The (empty) file that marks a directory as the admission control's staging directory (Spark's file source
-#: skips names starting with ``_``): a stream over it observes :data:`BACKLOG_METRIC`.
+#: The file that marks a directory as the admission control's staging directory (Spark's file source skips names
+#: starting with ``_``): a stream over it observes :data:`BACKLOG_METRIC`.  It holds the followed directory's path
+#: (:func:`followed`).
 STAGING_MARK = "_sparkcep_staging"
 #: How a staged file's name carries the backlog at its hand-over: ``<stem>_backlog-<files>-<rows><.ext>``
 #: (``<stem>_backlog-<files><.ext>`` when the rows are unknown), at the end of the name's first part (``stem``, up
@@ -319,6 +320,16 @@ def original_name(staged: str) -> str:
 def is_staging(path: str) -> bool:
     """Whether ``path`` is a local staging directory of the admission control (it holds :data:`STAGING_MARK`)."""
     return os.path.isfile(os.path.join(path, STAGING_MARK))
+
+
+def followed(path: str) -> str:
+    """The input directory a staging directory ``path`` is fed from (its :data:`STAGING_MARK` names it), else
+    ``path``: what a message about the input names."""
+    try:
+        with open(os.path.join(path, STAGING_MARK)) as f:
+            return f.read().strip() or path
+    except OSError:
+        return path
 
 
 def _backlog_marks() -> list:
