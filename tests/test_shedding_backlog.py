@@ -708,3 +708,39 @@ def test_shedding_over_csv_or_once_follows_an_unbounded_admission_that_counts_it
         assert handle.feeder is admission and handle.source == str(source)
         assert (admission.shedding is handle) == (fmt == "json" and not once)
         assert handle.feeder.unread(None) == (2 if fmt == "csv" else 3)  # CSV less its header; JSON: its lines
+
+
+def test_a_file_gone_before_its_hand_over_is_skipped_and_the_thread_keeps_going(tmp_path, monkeypatch, capsys):
+    """A file removed between the listing and its hand-over is not handed over (the stream would not have read
+    it) and the step goes on with the others; an error of the input in a step is said once and the admission
+    thread keeps running (ended, the stream would get no more files)."""
+    import threading
+    import time
+
+    from sparkcep.spark.shedding import FileAdmission
+
+    source, staging = tmp_path / "in", tmp_path / "admitted"
+    source.mkdir()
+    (source / "p1.json").write_text('{"type": "A"}\n')
+    admission = FileAdmission(str(source), str(staging), None)
+    listed = admission.pending
+    monkeypatch.setattr(admission, "pending", lambda: [("p0.json", 0.0), *listed()])  # p0 gone meanwhile
+    admission.step()
+    assert sorted(os.listdir(staging)) == ["p1_backlog-0-0.json"]
+    monkeypatch.undo()
+    steps = []
+
+    def failing_step() -> None:
+        steps.append(1)
+        raise PermissionError(13, "Permission denied", str(source))
+
+    admission.step, admission.poll = failing_step, 0.01
+    worker = threading.Thread(target=admission._run, daemon=True)
+    worker.start()
+    started = time.monotonic()
+    while len(steps) < 3 and time.monotonic() - started < 30:
+        time.sleep(0.01)
+    assert worker.is_alive() and len(steps) >= 3
+    admission._stop.set()
+    worker.join(5)
+    assert capsys.readouterr().err.count("Permission denied") == 1

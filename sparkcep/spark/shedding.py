@@ -41,6 +41,7 @@ import json
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -349,15 +350,22 @@ def hand_over(source: str, staging: str, name: str, backlog: tuple[int, int | No
     """Put the file ``name`` of ``source`` in ``staging`` for the stream (:class:`FileAdmission`): a hard link,
     else a copy with the same modification time (its arrival), named with the ``backlog`` left behind it,
     ``(files, events)`` (:func:`~sparkcep.spark.validate.staged_name`: the stream observes it,
-    :data:`BACKLOG_METRIC`)."""
+    :data:`BACKLOG_METRIC`).  A file gone meanwhile is not handed over (the stream would not have read it)."""
     src, dst = os.path.join(source, name), os.path.join(staging, staged_name(name, *backlog))
     if os.path.exists(dst):
         return
     try:
         os.link(src, dst)
+    except FileNotFoundError:  # gone meanwhile
+        return
     except OSError:  # another file system
         tmp = os.path.join(staging, f".{name}.{uuid.uuid4().hex}.tmp")
-        shutil.copy2(src, tmp)
+        try:
+            shutil.copy2(src, tmp)
+        except FileNotFoundError:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            return
         os.replace(tmp, dst)
 
 
@@ -655,8 +663,15 @@ class FileAdmission:
         self.expired.append(name)
 
     def _run(self) -> None:
+        said = set()
         while not self._stop.wait(self.poll):
-            self.step()
+            try:
+                self.step()
+            except OSError as err:  # the input changed under it: the next step lists it again (the thread must
+                # not end: the stream would stop getting files); each distinct error said once
+                if str(err) not in said:
+                    said.add(str(err))
+                    print(f"sparkcep: admission control of {self.source}: {err}", file=sys.stderr, flush=True)
 
     def start(self) -> FileAdmission:
         self.step()
