@@ -460,7 +460,10 @@ def _data_files(directory: str) -> list[tuple[str, float]]:
     with os.scandir(directory) as entries:
         for e in entries:
             if not e.name.startswith(("_", ".")) and e.is_file():
-                out.append((e.name, e.stat().st_mtime))
+                try:
+                    out.append((e.name, e.stat().st_mtime))
+                except FileNotFoundError:  # gone meanwhile
+                    continue
     return sorted(out, key=lambda x: (x[1], x[0]))
 
 
