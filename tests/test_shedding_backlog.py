@@ -744,3 +744,16 @@ def test_a_file_gone_before_its_hand_over_is_skipped_and_the_thread_keeps_going(
     admission._stop.set()
     worker.join(5)
     assert capsys.readouterr().err.count("Permission denied") == 1
+
+
+def test_the_controllers_backlog_counts_every_countable_file_besides_one_that_is_not(tmp_path):
+    """``FileAdmission.unread`` (the shedding controller's backlog) counts an uncountable file's events as 0 but
+    keeps the others' (``backlog`` says the rows are unknown)."""
+    from sparkcep.spark.shedding import FileAdmission
+
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "p0.json").write_text('{"type": "A"}\n' * 5)
+    (source / "p1.json.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    admission = FileAdmission(str(source), str(tmp_path / "admitted"), None)
+    assert admission.backlog(None) == (2, None) and admission.unread(None) == 5

@@ -612,13 +612,18 @@ class FileAdmission:
             if name not in leaving and os.path.exists(os.path.join(self.source, name)):
                 files += 1
                 rows.append(self._file_rows(name))
-        return files, None if None in rows else sum(rows)
+        return files, _total(rows)
 
     def backlog(self, newest_ms: float | None) -> tuple[int, int | None]:
         """``(files, events)`` of ``source`` arrived after ``newest_ms`` (the newest arrival read so far; None:
         every file) and not shed whole, handed over or not, the events counted exactly (None: a file's cannot
-        be, :func:`count_rows`): the backlog the progress line, :meth:`sparkcep.LiveStream.backlog` and the
-        controller are told."""
+        be, :func:`count_rows`): the backlog the progress line and :meth:`sparkcep.LiveStream.backlog` show, and
+        the controller is told (:meth:`unread`)."""
+        files, rows = self._unread(newest_ms)
+        return files, _total(rows)
+
+    def _unread(self, newest_ms: float | None) -> tuple[int, list[int | None]]:
+        """The files of :meth:`backlog` and the events of each (None: not countable)."""
         shed, counted, cache = set(self.expired), {}, self._counted  # the listener's thread and the progress loop
         with os.scandir(self.source) as entries:
             for e in entries:
@@ -633,12 +638,12 @@ class FileAdmission:
                 key = (e.name, st.st_size)
                 counted[key] = cache[key] if key in cache else _rows_or_none(e.path, self.fmt)
         self._counted = counted  # the files read are forgotten
-        rows = list(counted.values())
-        return len(rows), None if None in rows else sum(rows)
+        return len(counted), list(counted.values())
 
     def unread(self, newest_ms: float | None) -> int:
-        """The events of :meth:`backlog` (the controller's backlog; an uncounted file's as 0)."""
-        return self.backlog(newest_ms)[1] or 0
+        """The events of :meth:`backlog` (the controller's backlog), an uncounted file's as 0: one file of a codec
+        :func:`count_rows` cannot read does not hide the others'."""
+        return sum(n or 0 for n in self._unread(newest_ms)[1])
 
     def _shed(self, name: str) -> None:
         path = os.path.join(self.source, name)
@@ -686,6 +691,11 @@ class FileAdmission:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+
+
+def _total(rows: list[int | None]) -> int | None:
+    """The sum of ``rows``, None (unknown) if one of them is."""
+    return None if None in rows else sum(rows)
 
 
 def follow_input(shedding: Shedding | None, path: str, staging: str | None, type_col: str = "type",
