@@ -882,16 +882,19 @@ class LiveStream:
     admission: Any = None
 
     def backlog(self) -> int | None:
-        """The input's files not read yet: those the admission control has neither handed over nor shed, else
-        those modified after the newest arrival the last micro-batch read (None: no arrival observed yet, or
-        not a local directory; :func:`sparkcep.spark.progress.backlog_files`)."""
-        if self.admission is not None:
-            return len(self.admission.pending())
-        from sparkcep.spark.progress import backlog_files
+        """The input's files not read yet: those modified after the newest arrival the micro-batches read, as
+        the admission control counts them for the progress line and its controller
+        (:meth:`~sparkcep.spark.shedding.FileAdmission.backlog`; shed whole: not counted), else as seen from
+        outside (:func:`sparkcep.spark.progress.backlog_files`); None: no arrival observed yet, or not a local
+        directory."""
+        from sparkcep.spark.progress import unprocessed
         from sparkcep.spark.validate import ARRIVAL_METRIC
 
-        last = self.query.lastProgress or {}
-        return backlog_files(self.path, ((last.get("observedMetrics") or {}).get(ARRIVAL_METRIC) or {}).get("newest"))
+        newest = [p.observedMetrics[ARRIVAL_METRIC]["newest"] for p in self.query.recentProgress
+                  if ARRIVAL_METRIC in (p.observedMetrics or {})]
+        newest = [n for n in newest if n is not None]
+        backlog = unprocessed(self.admission or self.path, max(newest) if newest else None)
+        return None if backlog is None else backlog[0]
 
     def stop(self) -> None:
         """Stop the query between micro-batches (the one under way commits first,
@@ -923,8 +926,10 @@ def apply_stream(path: str, query: CompiledQuery | str, *, checkpoint: str, outp
     control of ``run --stream`` (:class:`~sparkcep.spark.shedding.FileAdmission`): the stream reads
     ``CHECKPOINT/_admitted``, which a driver thread fills from ``path``, one slice per micro-batch, as the
     backlog controller allows; ``training``: the sample the utilities are learnt from (default: the events in
-    ``path`` now).  Returns a :class:`LiveStream`; its ``stop()`` stops the query between micro-batches and the
-    admission thread."""
+    ``path`` now).  Without shedding, a local directory is followed through the same admission with no bound
+    (every file handed over as it arrives), so that each micro-batch observes the backlog behind it (Spark's
+    observed metric ``backlog``).  Returns a :class:`LiveStream`; its ``stop()`` stops the query between
+    micro-batches and the admission thread."""
     from pyspark.sql import SparkSession
 
     from sparkcep.spark.io import read_events
@@ -938,7 +943,7 @@ def apply_stream(path: str, query: CompiledQuery | str, *, checkpoint: str, outp
     attributes, needs = input_columns([q])
     preflight.check_run_input([q], path=path, fmt=fmt, stream=True, ts_col=q.ts_col, schema=schema)
     shed = bool(q.shedding_latency) and q.query.skip is None
-    staging = admitted_input(path, fmt, follow=shed, checkpoint=checkpoint)
+    staging = admitted_input(path, fmt, follow=True, checkpoint=checkpoint)
     df, rejected = read_validated(spark, staging or path, fmt, q.type_col, q.ts_col, stream=True,
                                   files_per_trigger=files_per_trigger, schema=schema, attributes=attributes,
                                   needs=needs, ts_unit=q.ts_unit, arrival_col=arrival_col, keep_arrival=True)
@@ -948,7 +953,7 @@ def apply_stream(path: str, query: CompiledQuery | str, *, checkpoint: str, outp
                                attributes=attributes, needs=needs)
     result = q.apply(df, shedding_training=training, side_channel=True, checkpoint=checkpoint, followed=path)
     shedding = getattr(result, "shedding", None)  # a followed directory: shed on latency and backlog
-    admission = follow_input(shedding, path, staging, q.type_col, q.dropped_output, checkpoint)
+    admission = follow_input(shedding, path, staging, q.type_col, q.dropped_output, checkpoint, fmt)
     columns = [f.name for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
     started = start(routed(result, rejected), output, checkpoint, result_columns=columns,
                     dead_letters=dead_letters, late=late, latency=latency_column)

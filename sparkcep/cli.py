@@ -387,12 +387,11 @@ def cmd_run(args) -> int:
         from sparkcep.spark.operator import MAX_MATCHES_CONF
 
         spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
-    # a continuous run with shedding over a directory of JSON lines reads what the admission control hands over
-    # (sparkcep.spark.shedding.FileAdmission): a staging directory next to the checkpoint
+    # a stream over a local directory reads what the admission control hands over (FileAdmission, with the backlog
+    # behind each file in its name: Spark's observed metrics): a staging directory next to the checkpoint
     from sparkcep.spark.shedding import admitted_input
 
-    staging = admitted_input(args.input, fmt, follow=args.stream and not args.once
-                             and any(x.shedding_latency for x in queries), checkpoint=args.checkpoint)
+    staging = admitted_input(args.input, fmt, follow=args.stream, checkpoint=args.checkpoint)
     df, rejected = read_validated(spark, staging or args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
                                   known_types=args.known_types, attributes=attributes, needs=needs,
@@ -446,15 +445,18 @@ def cmd_run(args) -> int:
         # watermark closes windows (a continuous run: while it runs, not after the stop)
         beside = [lambda: start_timeouts(timeouts, args.output, checkpoint, once=args.once,
                                          latency=args.latency_column)] if args.timeouts else []
-        # a followed directory: shed on latency and backlog, the files handed over by the admission control
+        # a followed directory: the files handed over by the admission control (with shedding: on latency and
+        # backlog, bounded)
         from sparkcep.spark.shedding import follow_input
 
-        admission = follow_input(shedding, args.input, staging, args.type_col, args.dropped_output, checkpoint)
+        admission = follow_input(shedding, args.input, staging, args.type_col, args.dropped_output, checkpoint, fmt,
+                                 once=args.once)
         if admission is not None:
             admission.start()
         try:  # the shedding controller follows the results' query only (not the --timeouts query beside it)
             query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
-                                          beside=beside, started=shedding.bind if shedding is not None else None)
+                                          beside=beside, started=shedding.bind if shedding is not None else None,
+                                          admission=admission)
         finally:
             if admission is not None:
                 admission.stop()
@@ -472,13 +474,16 @@ def cmd_run(args) -> int:
     return 0
 
 
-def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[str], beside=(), started=None):
+def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[str], beside=(), started=None,
+                  admission=None):
     """Start ``stream`` (:func:`sparkcep.spark.sinks.routed`) into ``out`` and follow it, a line per micro-batch
     (not with ``--quiet``): with ``--once`` until the files there at the start are processed, else until
     SIGINT or SIGTERM, which stop it between micro-batches (the one under way commits first; a second signal
     stops at once).  ``beside``: functions starting queries that run beside it (``--timeouts``), each ended with
     it (``--once``: when it has drained too; a stop: between its micro-batches); ``started``: called with the
-    query once it has started, before those.  ``(query, totals)`` (:class:`sparkcep.spark.progress.Totals`)."""
+    query once it has started, before those; ``admission``: the admission control following the input
+    (:class:`sparkcep.spark.shedding.FileAdmission`), which counts the backlog.  ``(query, totals)``
+    (:class:`sparkcep.spark.progress.Totals`)."""
     from sparkcep.spark.progress import StopSignals, follow_with
     from sparkcep.spark.sinks import discard_uncommitted, start
 
@@ -488,7 +493,7 @@ def follow_stream(stream, out: str, checkpoint: str, args, result_columns: list[
         if started is not None:
             started(query)
         # the backlog: files modified after the newest arrival read (not with an arrival column: other clocks)
-        source = None if getattr(args, "arrival_col", None) else args.input
+        source = None if getattr(args, "arrival_col", None) else admission or args.input
         totals = follow_with(query, [begin() for begin in beside], out=io.StringIO() if args.quiet else None,
                              signals=signals, source=source)
         if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)

@@ -303,6 +303,7 @@ def cmd_run(args, text: str, cli) -> int:
     from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
     from sparkcep.spark.results import json_lines
     from sparkcep.spark.session import local_session
+    from sparkcep.spark.shedding import admitted
     from sparkcep.spark.sinks import counted, routed
     from sparkcep.spark.validate import LATENCY_COL, RESULT_ARRIVAL, read_validated
     from sparkcep.sql_api import apply_recognize
@@ -321,34 +322,39 @@ def cmd_run(args, text: str, cli) -> int:
         print(f"starting Spark ({args.master})...", file=sys.stderr, flush=True)
     spark = local_session(args.master)
     cli._quiet_task_failures(spark)
-    # a stream's rows keep their arrival: each result is stamped with it (_arrival_ms, --latency-column)
-    rows, rejected = read_validated(spark, args.input, _input_format(args), None, time_column(q), stream=args.stream,
-                                    files_per_trigger=args.files_per_trigger, schema=args.schema,
-                                    ts_unit=args.ts_unit, arrival_col=args.arrival_col, keep_arrival=args.stream)
-    if args.stream:  # every valid row goes to the engine: valid = relevant (nothing "ignored" in the progress)
-        rows, rejected = counted(counted(rows, "events_valid"), "events_relevant"), counted(rejected, "dead_letters")
-    result = apply_recognize(rows, q, ts_unit=args.ts_unit, watermark_delay=args.lateness if args.stream else None,
-                             late_rows=args.stream)
-    if not args.stream:
-        if args.output:
-            result.write.mode("overwrite").json(args.output)
-        else:
-            cli._print_lines(json_lines(result))
-        cli._report_rejected(rejected, args.output, args.dead_letters)
+    # a stream over a local directory follows it through the admission control (the backlog in the observed metrics)
+    followed = admitted(args.input, _input_format(args), stream=args.stream, checkpoint=args.checkpoint)
+    with followed as (read_from, admission):
+        # a stream's rows keep their arrival: each result is stamped with it (_arrival_ms, --latency-column)
+        rows, rejected = read_validated(spark, read_from, _input_format(args), None, time_column(q), stream=args.stream,
+                                        files_per_trigger=args.files_per_trigger, schema=args.schema,
+                                        ts_unit=args.ts_unit, arrival_col=args.arrival_col, keep_arrival=args.stream)
+        if args.stream:  # every valid row goes to the engine: valid = relevant (nothing "ignored" in the progress)
+            rows = counted(counted(rows, "events_valid"), "events_relevant")
+            rejected = counted(rejected, "dead_letters")
+        result = apply_recognize(rows, q, ts_unit=args.ts_unit, watermark_delay=args.lateness if args.stream else None,
+                                 late_rows=args.stream)
+        if not args.stream:
+            if args.output:
+                result.write.mode("overwrite").json(args.output)
+            else:
+                cli._print_lines(json_lines(result))
+            cli._report_rejected(rejected, args.output, args.dead_letters)
+            return 0
+        with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
+            out = args.output or os.path.join(tmp, "out")
+            checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
+            fields = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
+            tagged = result if KIND in result.columns else result.select(
+                "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
+                F.lit(None).cast("string").alias(RECORD))
+            cli.follow_stream(routed(tagged, rejected), out, checkpoint, args, [f.name for f in fields],
+                              admission=admission)
+            if not args.output and os.path.isdir(out):
+                if args.latency_column:
+                    fields.append(StructField(LATENCY_COL, LongType()))
+                cli._print_lines(json_lines(spark.read.schema(StructType(fields)).json(out)))
         return 0
-    with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
-        out = args.output or os.path.join(tmp, "out")
-        checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
-        fields = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
-        tagged = result if KIND in result.columns else result.select(
-            "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
-            F.lit(None).cast("string").alias(RECORD))
-        cli.follow_stream(routed(tagged, rejected), out, checkpoint, args, [f.name for f in fields])
-        if not args.output and os.path.isdir(out):
-            if args.latency_column:
-                fields.append(StructField(LATENCY_COL, LongType()))
-            cli._print_lines(json_lines(spark.read.schema(StructType(fields)).json(out)))
-    return 0
 
 
 def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
@@ -366,6 +372,7 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
     from sparkcep.spark.progress import StopSignals, follow
     from sparkcep.spark.results import json_lines
     from sparkcep.spark.session import local_session
+    from sparkcep.spark.shedding import admitted
     from sparkcep.spark.sinks import counted
     from sparkcep.spark.validate import read_validated
     from sparkcep.sql_api import apply_workload, follow_workload, statement_names, stream_workload, workload_dirs
@@ -381,43 +388,46 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
         print(f"starting Spark ({args.master})...", file=sys.stderr, flush=True)
     spark = local_session(args.master)
     cli._quiet_task_failures(spark)
-    rows, rejected = read_validated(spark, args.input, _input_format(args), None, time_column(qs[0]),
-                                    stream=args.stream, files_per_trigger=args.files_per_trigger, schema=args.schema,
-                                    ts_unit=args.ts_unit, arrival_col=args.arrival_col, keep_arrival=args.stream)
-    if not args.stream:
-        frames = apply_workload({qs[0].source.lower(): rows}, qs, ts_unit=args.ts_unit)
-        if args.output:
-            for path, (_, frame) in zip(workload_dirs(args.output, names)[0], sorted(frames.items()), strict=True):
-                frame.write.mode("overwrite").json(path)
-        else:
-            for name, (_, frame) in zip(names, sorted(frames.items()), strict=True):
-                cli._print_lines(json.dumps({"statement": name, **json.loads(line)}) for line in json_lines(frame))
-        cli._report_rejected(rejected, args.output, args.dead_letters)
+    followed = admitted(args.input, _input_format(args), stream=args.stream, checkpoint=args.checkpoint)
+    with followed as (read_from, admission):
+        rows, rejected = read_validated(spark, read_from, _input_format(args), None, time_column(qs[0]),
+                                        stream=args.stream, files_per_trigger=args.files_per_trigger,
+                                        schema=args.schema, ts_unit=args.ts_unit, arrival_col=args.arrival_col,
+                                        keep_arrival=args.stream)
+        if not args.stream:
+            frames = apply_workload({qs[0].source.lower(): rows}, qs, ts_unit=args.ts_unit)
+            if args.output:
+                for path, (_, frame) in zip(workload_dirs(args.output, names)[0], sorted(frames.items()), strict=True):
+                    frame.write.mode("overwrite").json(path)
+            else:
+                for name, (_, frame) in zip(names, sorted(frames.items()), strict=True):
+                    cli._print_lines(json.dumps({"statement": name, **json.loads(line)}) for line in json_lines(frame))
+            cli._report_rejected(rejected, args.output, args.dead_letters)
+            return 0
+        rows, rejected = counted(counted(rows, "events_valid"), "events_relevant"), counted(rejected, "dead_letters")
+        with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
+            out = args.output or os.path.join(tmp, "out")
+            checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
+            progress = io.StringIO() if args.quiet else None
+            with StopSignals() as signals:  # --once: each group drains what is there, else all follow until stopped
+                queries, schemas = stream_workload(
+                    rows, rejected, qs, names, out, checkpoint, ts_unit=args.ts_unit, watermark_delay=args.lateness,
+                    dead_letters=args.dead_letters, late_events=args.late_events, once=args.once,
+                    wait=lambda query: follow(query, out=progress, signals=signals, source=admission or args.input),
+                    latency=args.latency_column)
+                if not args.once:
+                    totals = follow_workload(spark, queries, qs, names, out, checkpoint, dead_letters=args.dead_letters,
+                                             late_events=args.late_events, signals=signals, out=progress,
+                                             source=admission or args.input)
+                    if any(t.stopped for t in totals) and not args.quiet:
+                        print("sparkcep: stopped between micro-batches, each committed", file=sys.stderr)
+            if not args.output:
+                for i, (name, path) in enumerate(zip(names, workload_dirs(out, names)[0], strict=True)):
+                    if os.path.isdir(path):
+                        result = spark.read.schema(StructType(schemas[i].fields)).json(path)
+                        cli._print_lines(json.dumps({"statement": name, **json.loads(line)})
+                                         for line in json_lines(result))
         return 0
-    rows, rejected = counted(counted(rows, "events_valid"), "events_relevant"), counted(rejected, "dead_letters")
-    with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
-        out = args.output or os.path.join(tmp, "out")
-        checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
-        progress = io.StringIO() if args.quiet else None
-        with StopSignals() as signals:  # --once: each group drains what is there, else all follow until stopped
-            queries, schemas = stream_workload(
-                rows, rejected, qs, names, out, checkpoint, ts_unit=args.ts_unit, watermark_delay=args.lateness,
-                dead_letters=args.dead_letters, late_events=args.late_events, once=args.once,
-                wait=lambda query: follow(query, out=progress, signals=signals, source=args.input),
-                latency=args.latency_column)
-            if not args.once:
-                totals = follow_workload(spark, queries, qs, names, out, checkpoint, dead_letters=args.dead_letters,
-                                         late_events=args.late_events, signals=signals, out=progress,
-                                         source=args.input)
-                if any(t.stopped for t in totals) and not args.quiet:
-                    print("sparkcep: stopped between micro-batches, each committed", file=sys.stderr)
-        if not args.output:
-            for i, (name, path) in enumerate(zip(names, workload_dirs(out, names)[0], strict=True)):
-                if os.path.isdir(path):
-                    result = spark.read.schema(StructType(schemas[i].fields)).json(path)
-                    cli._print_lines(json.dumps({"statement": name, **json.loads(line)})
-                                     for line in json_lines(result))
-    return 0
 
 
 COMMANDS = {"check": cmd_check, "explain": cmd_explain, "compile": cmd_compile, "run": cmd_run,

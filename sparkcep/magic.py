@@ -124,20 +124,14 @@ def _run_live(args, cell: str):
     """A ``--stream DIR`` cell: the query followed over the files of DIR until the kernel is interrupted (or,
     ``--once``, the files there now are processed); the results so far, read back from the sink."""
     import os
-    import tempfile
 
     from IPython.core.error import UsageError
     from pyspark.sql import SparkSession
-    from pyspark.sql.types import StructType
 
     import sparkcep
-    from sparkcep.api import input_columns, report_shedding
-    from sparkcep.cli import follow_stream
-    from sparkcep.spark.io import read_events
-    from sparkcep.spark.late import KIND, REASON, RECORD
+    from sparkcep.api import input_columns
     from sparkcep.spark.session import local_session
-    from sparkcep.spark.sinks import counted, routed
-    from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
+    from sparkcep.spark.shedding import admitted
 
     if not os.path.isdir(args.stream):
         raise UsageError(f"%%sparkcep --stream: {args.stream!r} is not a directory")
@@ -146,32 +140,53 @@ def _run_live(args, cell: str):
                              lateness=args.lateness)
         spark = SparkSession.getActiveSession() or local_session()
         attributes, needs = input_columns([q])
-        df, rejected = read_validated(spark, args.stream, args.format, q.type_col, q.ts_col, stream=True,
-                                      schema=args.schema, attributes=attributes, needs=needs, ts_unit=q.ts_unit,
-                                      arrival_col=args.arrival_col, keep_arrival=True)
-        df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
-        if args.explain:
-            print(q.explain(df.schema))
-        training = None if not q.shedding_latency else read_events(
-            spark, args.stream, args.format, q.ts_col, schema=args.schema, type_col=q.type_col,
-            attributes=attributes, needs=needs)
-        result = q.apply(df, shedding_training=training, side_channel=True)
-        shedding = getattr(result, "shedding", None)
-        fields = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
-        with tempfile.TemporaryDirectory(prefix="sparkcep-cell-") as tmp:
-            sink = args.sink or os.path.join(tmp, "out")
-            run = argparse.Namespace(dead_letters=None, late_events=None, once=args.once, latency_column=False,
-                                     arrival_col=args.arrival_col, input=args.stream, quiet=False)
-            query, _ = follow_stream(routed(result, rejected), sink, args.checkpoint or os.path.join(tmp, "ck"), run,
-                                     [f.name for f in fields], started=shedding.bind if shedding else None)
-            report_shedding(shedding, query)
-            schema = StructType(fields)
-            if not os.path.isdir(sink):  # no micro-batch wrote
-                return spark.createDataFrame([], schema)
-            results = spark.read.schema(schema).json(sink)
-            return results if args.sink else results.localCheckpoint()  # the temporary sink goes with the cell
+        # the directory followed through the admission control (the backlog in Spark's observed metrics)
+        with admitted(args.stream, args.format, stream=True, checkpoint=args.checkpoint) as (path, admission):
+            return _follow_cell(spark, q, args, path, admission, attributes, needs)
     except sparkcep.CEPError as err:
         raise UsageError(err.render()) from None
+
+
+def _follow_cell(spark, q, args, path: str, admission, attributes, needs):
+    """:func:`_run_live` over ``path`` (the followed directory, or the staging directory ``admission`` fills from
+    it): the results so far."""
+    import os
+    import tempfile
+
+    from pyspark.sql.types import StructType
+
+    from sparkcep.api import report_shedding
+    from sparkcep.cli import follow_stream
+    from sparkcep.spark.io import read_events
+    from sparkcep.spark.late import KIND, REASON, RECORD
+    from sparkcep.spark.sinks import counted, routed
+    from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
+
+    df, rejected = read_validated(spark, path, args.format, q.type_col, q.ts_col, stream=True,
+                                  schema=args.schema, attributes=attributes, needs=needs, ts_unit=q.ts_unit,
+                                  arrival_col=args.arrival_col, keep_arrival=True)
+    df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
+    if args.explain:
+        print(q.explain(df.schema))
+    training = None if not q.shedding_latency else read_events(
+        spark, args.stream, args.format, q.ts_col, schema=args.schema, type_col=q.type_col,
+        attributes=attributes, needs=needs)
+    result = q.apply(df, shedding_training=training, side_channel=True, followed=args.stream)
+    shedding = getattr(result, "shedding", None)
+    fields = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
+    with tempfile.TemporaryDirectory(prefix="sparkcep-cell-") as tmp:
+        sink = args.sink or os.path.join(tmp, "out")
+        run = argparse.Namespace(dead_letters=None, late_events=None, once=args.once, latency_column=False,
+                                 arrival_col=args.arrival_col, input=args.stream, quiet=False)
+        query, _ = follow_stream(routed(result, rejected), sink, args.checkpoint or os.path.join(tmp, "ck"), run,
+                                 [f.name for f in fields], started=shedding.bind if shedding else None,
+                                 admission=admission)
+        report_shedding(shedding, query)
+        schema = StructType(fields)
+        if not os.path.isdir(sink):  # no micro-batch wrote
+            return spark.createDataFrame([], schema)
+        results = spark.read.schema(schema).json(sink)
+        return results if args.sink else results.localCheckpoint()  # the temporary sink goes with the cell
 
 
 def _run_statement(args, cell: str, namespace: dict):

@@ -384,3 +384,48 @@ def test_apply_stream_follows_a_directory_through_the_admission_control(spark, t
     assert sum(live.shedding.dropped.values()) == 0 and live.shedding.offered == 5  # the A and B events
     streamed = [r for rows in rows_by_batch(out).values() for r in rows]
     assert canonical(streamed) == canonical(oracle([e for f in files for e in f]))
+
+
+@pytest.mark.spark
+def test_a_stream_without_shedding_observes_its_backlog_and_restarts_exactly_once(spark, tmp_path):
+    """Without shedding, ``sparkcep.apply_stream`` follows a local directory through the admission control with
+    no bound: each micro-batch's ``backlog`` observed metric (Spark's own progress) is the files and events
+    still waiting behind the newest file it read (one file per micro-batch here: 2, 1, then 0 files of 2 events
+    each).  Nothing else changes: the arrival is the user file's modification time, a dead letter is its raw
+    record (no file name at all), and a restart from the checkpoint reads only the file written since (no
+    result lost or repeated)."""
+    inbox, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    for k in range(3):
+        write_file(inbox, k, FILES[k], mtime=1_000_000 + k)
+
+    def run(until: int) -> tuple[sparkcep.LiveStream, list[dict]]:
+        live = sparkcep.apply_stream(str(inbox), QUERY, checkpoint=str(ck), output=str(out), spark=spark,
+                                     files_per_trigger=1)
+        try:
+            deadline = time.monotonic() + 300
+            while sum(p.observedMetrics["events_valid"]["events_valid"] for p in live.query.recentProgress
+                      if "events_valid" in (p.observedMetrics or {})) < until:
+                assert live.query.isActive and time.monotonic() < deadline, live.query.exception()
+                time.sleep(0.2)
+            assert live.backlog() == 0
+            return live, [json.loads(p.json) for p in live.query.recentProgress if p.numInputRows]
+        finally:
+            live.stop()
+
+    live, progress = run(6)
+    assert live.admission is not None and live.shedding is None
+    metrics = [p["observedMetrics"] for p in progress]
+    assert [m["backlog"] for m in metrics] == [{"files": n, "rows": 2 * n} for n in (2, 1, 0)]
+    assert [m["arrival"]["newest"] for m in metrics] == [(1_000_000 + k) * 1000 for k in range(3)]
+    # a restart: the file written since, with a bad record, is the only one read
+    write_file(inbox, 3, TIMES_OUT)
+    with open(inbox / "part-03.jsonl", "a") as f:
+        f.write("not json\n")
+    _, progress = run(2)
+    assert [p["observedMetrics"]["backlog"] for p in progress] == [{"files": 0, "rows": 0}]
+    assert sum(p["observedMetrics"]["dead_letters"]["dead_letters"] for p in progress) == 1
+    dead = [json.loads(line) for f in (out / "_dead_letters").rglob("*.json") for line in f.read_text().splitlines()]
+    assert dead == [{"reason": "malformed record", "record": "not json"}]
+    streamed = [r for rows in rows_by_batch(out).values() for r in rows]
+    assert canonical(streamed) == canonical(oracle([e for f in [*FILES, TIMES_OUT] for e in f]))
+    assert len(streamed) == 2

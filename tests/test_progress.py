@@ -52,19 +52,31 @@ def test_a_batch_reports_its_events_latency_from_arrival_and_the_backlog(tmp_pat
     assert "latency" not in totals.add(progress(5, 0, 0, 0, 0, 0, 300))
 
 
-def test_a_live_streams_backlog_is_what_its_admission_holds_else_the_files_newer_than_the_last_read(tmp_path):
-    """``LiveStream.backlog()`` (``sparkcep.apply_stream``): with admission control, the files it neither handed
-    over nor shed; without, the input's files modified after the newest arrival of the last micro-batch."""
+def test_a_live_streams_backlog_is_what_its_admission_counts_else_the_files_newer_than_the_last_read(tmp_path):
+    """``LiveStream.backlog()`` (``sparkcep.apply_stream``) and the progress line count one backlog: the input's
+    files modified after the newest arrival the micro-batches read, as the admission control counts them (with
+    their events: the count its controller is told), else as seen from outside (files only)."""
     import os
     from types import SimpleNamespace
 
     from sparkcep.api import LiveStream
+    from sparkcep.spark.shedding import FileAdmission
 
+    inbox = tmp_path / "in"
+    inbox.mkdir()
     for k, mtime in enumerate((1_000, 2_000, 3_000)):
-        (tmp_path / f"part-{k}.json").write_text("{}\n")
-        os.utime(tmp_path / f"part-{k}.json", (mtime, mtime))
-    query = SimpleNamespace(lastProgress={"observedMetrics": {"arrival": {"newest": 1_000_000}}})
-    assert LiveStream(query, None, str(tmp_path)).backlog() == 2  # part-1 and part-2: after 1,000 s
-    assert LiveStream(SimpleNamespace(lastProgress=None), None, str(tmp_path)).backlog() is None  # nothing read yet
-    admission = SimpleNamespace(pending=lambda: [("part-2.json", 3_000.0)])
-    assert LiveStream(query, None, str(tmp_path), admission=admission).backlog() == 1
+        (inbox / f"part-{k}.json").write_text("{}\n" * (k + 1))
+        os.utime(inbox / f"part-{k}.json", (mtime, mtime))
+    read = [SimpleNamespace(observedMetrics={"arrival": {"newest": n}}) for n in (1_000_000, None)]
+    query = SimpleNamespace(recentProgress=[*read, SimpleNamespace(observedMetrics=None)])
+    assert LiveStream(query, None, str(inbox)).backlog() == 2  # part-1 and part-2: after 1,000 s
+    nothing = SimpleNamespace(recentProgress=[])
+    assert LiveStream(nothing, None, str(inbox)).backlog() is None  # nothing read yet
+    admission = FileAdmission(str(inbox), str(tmp_path / "staged"), None)
+    assert admission.backlog(1_000_000) == (2, 5)  # handed over or not: part-1 (2 events) and part-2 (3)
+    assert LiveStream(query, None, str(inbox), admission=admission).backlog() == 2
+    p = progress(4, 10, 0, 10, 2, 0, 500)
+    p["timestamp"] = "1970-01-01T00:16:43.000Z"
+    p["observedMetrics"]["arrival"] = {"oldest": 999_000, "p01": 999_000, "median": 1_000_000,
+                                       "newest": 1_000_000, "arrived": 10}
+    assert Totals(source=admission).add(p).endswith(", backlog 2 files (5 events)")

@@ -383,9 +383,13 @@ def test_admission_on_real_files_bounds_the_backlog_and_counts_every_drop(tmp_pa
         admission.step(now)
         handed = set(os.listdir(staging)) - before
         assert len(handed) <= 2  # admit 250 events: two files of 100 per slice
-        if handed:  # their names carry what waits behind them: files and events (100 a file)
-            assert admission.staged[-1][1:] == (len(admission.pending()), 100 * len(admission.pending()))
-            assert all(n.endswith(f"_backlog-{admission.staged[-1][1]}-{admission.staged[-1][2]}.json") for n in handed)
+        if handed:  # their names carry what waits behind them: files and events (100 a file), the slice's later
+            # files included (oldest first)
+            files, rows = admission.staged[-1][1:]
+            assert (files, rows) == (len(admission.pending()), 100 * len(admission.pending()))
+            names = admission.staged[-1][0]
+            assert sorted(handed) == sorted(f"{n[:-5]}_backlog-{files + j}-{rows + 100 * j}.json"
+                                            for j, n in enumerate(reversed(names)))
         admission.step(now + 0.1)  # the slice is not read yet: nothing more is handed over
         assert set(os.listdir(staging)) - before == handed
         handle._prev_start = admission.handed_at + 0.01  # a micro-batch started after the hand-over, completed
@@ -549,37 +553,41 @@ def test_a_training_sample_without_the_queries_types_is_refused():
 
 
 #: user file names that hold the staging suffix themselves (before an extension, at the end, in an extension)
-LOOK_STAGED = ["day_backlog-7-70.json", "day_backlog-7-70", "a_backlog-7-70.b.json.gz", "x.json_backlog-7-70"]
+LOOK_STAGED = ["day_backlog-7-70.json", "day_backlog-7-70", "a_backlog-7-70.b.json.gz", "x.json_backlog-7-70",
+               "day_backlog-7.json"]
 
 
 def test_a_users_name_that_looks_staged_is_not_misread(tmp_path):
     """Only the suffix the hand-over appends is read, whatever the user's own name holds: ``original_name`` gives
     the user's name back and a second hand-over stages nothing again."""
-    from sparkcep.spark.shedding import hand_over
+    from sparkcep.spark.shedding import admitted_input, hand_over
     from sparkcep.spark.validate import original_name
 
-    source, staging = tmp_path / "in", tmp_path / "admitted"
+    source, staging = tmp_path / "in", tmp_path / "ck" / "_admitted"
     source.mkdir()
-    staging.mkdir()
+    staging.mkdir(parents=True)
     for name in LOOK_STAGED:
         (source / name).write_text(json.dumps({"type": "A", "ts": 1}) + "\n")
         hand_over(str(source), str(staging), name, (3, 30))
-    hand_over(str(source), str(staging))  # every file is staged already
+    # every file is staged already (a restart)
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "ck")) == str(staging)
+    os.remove(staging / "_sparkcep_staging")
     assert sorted(original_name(n) for n in os.listdir(staging)) == sorted(LOOK_STAGED)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["a", "7", "-", "_", ".", "_backlog-", "_backlog-7-70", ".gz"]), min_size=1,
-                max_size=8).map("".join).filter(lambda n: not n.startswith(("_", "."))),
-       st.integers(0, 99), st.integers(0, 9999))
+@given(st.lists(st.sampled_from(["a", "7", "-", "_", ".", "_backlog-", "_backlog-7-70", "_backlog-7", ".gz"]),
+                min_size=1, max_size=8).map("".join).filter(lambda n: not n.startswith(("_", "."))),
+       st.integers(0, 99), st.none() | st.integers(0, 9999))
 def test_a_staged_name_gives_back_the_users_name_and_the_handed_over_backlog(name, files, rows):
     """Any name (one the hand-over takes: not hidden): the first match of the pattern Spark reads the backlog
-    with (``regexp_extract``) is the appended suffix, and ``original_name`` is the user's name."""
+    with (``regexp_extract``) is the appended suffix, and ``original_name`` is the user's name; rows unknown
+    (None): no rows in the name."""
     from sparkcep.spark.validate import _BACKLOG_NAME, original_name, staged_name
 
     staged = staged_name(name, files, rows)
     assert original_name(staged) == name
-    assert _BACKLOG_NAME.search(staged).groups() == (str(files), str(rows))
+    assert _BACKLOG_NAME.search(staged).groups() == (str(files), None if rows is None else str(rows))
 
 
 @pytest.mark.spark
@@ -595,6 +603,157 @@ def test_the_observed_backlog_reads_only_the_staged_suffix(spark, tmp_path):
     for k, name in enumerate(LOOK_STAGED):  # a .gz file compressed: Spark reads the codec from the last extension
         data = f"line {k}\n".encode()
         (source / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
-        hand_over(str(source), str(staging), name, (k, 10 * k))
+        hand_over(str(source), str(staging), name, (k, 10 * k if k % 2 else None))  # even k: rows unknown
     got = spark.read.text(str(staging)).select("value", *_backlog_marks()).collect()
-    assert sorted(tuple(r) for r in got) == [(f"line {k}", k, 10 * k) for k in range(len(LOOK_STAGED))]
+    assert sorted(tuple(r) for r in got) == [(f"line {k}", k, 10 * k if k % 2 else None)
+                                             for k in range(len(LOOK_STAGED))]
+
+
+def test_rows_are_counted_as_the_stream_reads_them_or_said_unknown(tmp_path):
+    """``count_rows``: JSON lines and CSV by their non-blank lines (CSV less its header), through gzip and bzip2
+    (a ``.gz`` file's raw lines would miscount), Parquet from its footer; None for a codec it cannot read."""
+    import bz2
+
+    import pandas as pd
+
+    from sparkcep.spark.shedding import count_rows
+
+    lines = "".join(json.dumps({"type": "A", "ts": k}) + "\n" + ("\n" if k % 2 else "") for k in range(500))
+    (tmp_path / "a.json").write_text(lines)
+    (tmp_path / "a.json.gz").write_bytes(gzip.compress(lines.encode()))
+    (tmp_path / "a.json.bz2").write_bytes(bz2.compress(lines.encode()))
+    (tmp_path / "a.csv").write_text("type,ts\n" + "".join(f"A,{k}\n" for k in range(7)) + "\n")
+    (tmp_path / "a.csv.gz").write_bytes(gzip.compress(b"type,ts\nA,1\nB,2\n"))
+    pd.DataFrame({"type": ["A"] * 9, "ts": range(9)}).to_parquet(tmp_path / "a.parquet")
+    (tmp_path / "a.json.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    assert count_rows(str(tmp_path / "a.json")) == 500
+    assert count_rows(str(tmp_path / "a.json.gz")) == count_rows(str(tmp_path / "a.json.bz2")) == 500
+    assert count_rows(str(tmp_path / "a.csv"), "csv") == 7 and count_rows(str(tmp_path / "a.csv.gz"), "csv") == 2
+    assert count_rows(str(tmp_path / "a.parquet"), "parquet") == 9
+    assert count_rows(str(tmp_path / "a.json.zst")) is None
+
+
+def test_a_slice_names_each_file_with_what_waits_behind_it_and_unknown_rows_stay_unknown(tmp_path):
+    """With no bound (no shedding stage) every waiting file is handed over at each step, oldest first, each named
+    with the files (and their rows) after it in the slice plus those left waiting: a stream taking one file per
+    micro-batch observes the backlog behind each.  A file whose rows cannot be counted makes the rows behind it
+    unknown (no rows in the name), not 0."""
+    from sparkcep.spark.shedding import FileAdmission
+    from sparkcep.spark.validate import original_name
+
+    source, staging = tmp_path / "in", tmp_path / "admitted"
+    source.mkdir()
+    for k, (name, rows) in enumerate([("p0.json", 3), ("p1.json.zst", None), ("p2.json", 2), ("p3.json", 4)]):
+        (source / name).write_bytes(b"\x28\xb5\x2f\xfd" if rows is None else b'{"type": "A"}\n' * rows)
+        os.utime(source / name, (1_000 + k, 1_000 + k))
+    admission = FileAdmission(str(source), str(staging), None)
+    admission.step()
+    assert sorted(os.listdir(staging)) == sorted(["p0_backlog-3.json", "p1_backlog-2-6.json.zst",
+                                                  "p2_backlog-1-4.json", "p3_backlog-0-0.json"])
+    assert admission.staged == [(["p0.json", "p1.json.zst", "p2.json", "p3.json"], 0, 0)]
+    assert admission.backlog(1_001_000) == (2, 6) and admission.backlog(None) == (4, None)
+    (source / "p4.json").write_text('{"type": "A"}\n')
+    admission.step()  # only the new file
+    assert sorted(original_name(n) for n in os.listdir(staging)) == sorted(["p0.json", "p1.json.zst", "p2.json",
+                                                                            "p3.json", "p4.json"])
+    assert "p4_backlog-0-0.json" in os.listdir(staging)
+
+
+def test_a_checkpoint_that_read_the_input_itself_is_not_switched_to_the_staging_directory(tmp_path):
+    """A checkpoint a stream has run with, without a staging directory (it read the input itself, before this
+    admission or over it as a non-local path), keeps reading the input: its file log holds the input's files,
+    and read from the staging directory they would all be read again.  A fresh checkpoint, or one with a staging
+    directory, is staged; a workload's group checkpoints count too.  An input with subdirectories is read as it
+    is."""
+    from sparkcep.ir.errors import CEPError
+    from sparkcep.spark.shedding import admitted_input
+    from sparkcep.spark.validate import read_validated
+
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "p0.json").write_text('{"type": "A"}\n')
+    for ck, offsets in [("old", "offsets"), ("workload", "g1/offsets")]:
+        (tmp_path / ck / offsets).mkdir(parents=True)
+        (tmp_path / ck / offsets / "0").write_text("v1\n")
+        assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / ck)) is None
+    (tmp_path / "fresh" / "offsets").mkdir(parents=True)  # no batch planned yet
+    staging = admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "fresh"))
+    assert staging == str(tmp_path / "fresh" / "_admitted") and "p0_backlog-0-0.json" in os.listdir(staging)
+    (tmp_path / "fresh" / "offsets" / "0").write_text("v1\n")  # it ran through the staging directory
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "fresh")) == staging
+    assert admitted_input(str(source), "json", follow=False, checkpoint=str(tmp_path / "x")) is None  # a batch
+    empty = tmp_path / "empty"  # a message about the input names the followed directory, not the staging one
+    empty.mkdir()
+    with pytest.raises(CEPError, match=f"no input files in {empty}: a stream that starts before its files"):
+        staging = admitted_input(str(empty), "json", follow=True, checkpoint=str(tmp_path / "ck-empty"))
+        read_validated(None, staging, "json", "type", "ts", stream=True)
+    (source / "day=1").mkdir()  # partition directories: read as they are (only files are handed over)
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "y")) is None
+
+
+def test_shedding_over_csv_or_once_follows_an_unbounded_admission_that_counts_its_backlog(tmp_path):
+    """Shedding over CSV (``_shed`` reads JSON lines) or with ``--once`` (a drain of what is there): the admission has
+    no bound and sheds nothing whole, but the controller's backlog is still its exact count, as the progress
+    line's."""
+    from sparkcep.runtime_udfs.shedding.controller import BatchController
+    from sparkcep.spark.shedding import ControlFile, Shedding, admitted_input, follow_input
+
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "p0.csv").write_text("type,ts\nA,1\nB,2\n")
+    for fmt, once in [("csv", False), ("json", True), ("json", False)]:
+        handle = Shedding("s", TYPES, BatchController(BOUND), ControlFile(str(tmp_path / "c.json")))
+        staging = admitted_input(str(source), fmt, follow=True, checkpoint=str(tmp_path / f"ck-{fmt}-{once}"))
+        admission = follow_input(handle, str(source), staging, checkpoint=str(tmp_path / "ck"), fmt=fmt, once=once)
+        assert handle.feeder is admission and handle.source == str(source)
+        assert (admission.shedding is handle) == (fmt == "json" and not once)
+        assert handle.feeder.unread(None) == (2 if fmt == "csv" else 3)  # CSV less its header; JSON: its lines
+
+
+def test_a_file_gone_before_its_hand_over_is_skipped_and_the_thread_keeps_going(tmp_path, monkeypatch, capsys):
+    """A file removed between the listing and its hand-over is not handed over (the stream would not have read
+    it) and the step goes on with the others; an error of the input in a step is said once and the admission
+    thread keeps running (ended, the stream would get no more files)."""
+    import threading
+    import time
+
+    from sparkcep.spark.shedding import FileAdmission
+
+    source, staging = tmp_path / "in", tmp_path / "admitted"
+    source.mkdir()
+    (source / "p1.json").write_text('{"type": "A"}\n')
+    admission = FileAdmission(str(source), str(staging), None)
+    listed = admission.pending
+    monkeypatch.setattr(admission, "pending", lambda: [("p0.json", 0.0), *listed()])  # p0 gone meanwhile
+    admission.step()
+    assert sorted(os.listdir(staging)) == ["p1_backlog-0-0.json"]
+    monkeypatch.undo()
+    steps = []
+
+    def failing_step() -> None:
+        steps.append(1)
+        raise PermissionError(13, "Permission denied", str(source))
+
+    admission.step, admission.poll = failing_step, 0.01
+    worker = threading.Thread(target=admission._run, daemon=True)
+    worker.start()
+    started = time.monotonic()
+    while len(steps) < 3 and time.monotonic() - started < 30:
+        time.sleep(0.01)
+    assert worker.is_alive() and len(steps) >= 3
+    admission._stop.set()
+    worker.join(5)
+    assert capsys.readouterr().err.count("Permission denied") == 1
+
+
+def test_the_controllers_backlog_counts_every_countable_file_besides_one_that_is_not(tmp_path):
+    """``FileAdmission.unread`` (the shedding controller's backlog) counts an uncountable file's events as 0 but
+    keeps the others' (``backlog`` says the rows are unknown)."""
+    from sparkcep.spark.shedding import FileAdmission
+
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "p0.json").write_text('{"type": "A"}\n' * 5)
+    (source / "p1.json.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    admission = FileAdmission(str(source), str(tmp_path / "admitted"), None)
+    assert admission.backlog(None) == (2, None) and admission.unread(None) == 5

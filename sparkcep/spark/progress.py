@@ -98,18 +98,32 @@ def backlog_files(directory: str | None, newest_ms: float | None) -> int | None:
     return count
 
 
+def unprocessed(source, newest_ms: float | None) -> tuple[int, int | None] | None:
+    """The backlog after a micro-batch: ``(files, events)`` of the input not read yet.  ``source``: the admission
+    control following the input (:class:`sparkcep.spark.shedding.FileAdmission`, its :meth:`backlog`: the one
+    count its controller and the stream's observed metrics use; events None when a file's cannot be counted),
+    else the input directory (:func:`backlog_files`: events unknown).  None when nothing has been read yet or
+    the input is not a local directory."""
+    if newest_ms is None or source is None:
+        return None
+    if hasattr(source, "backlog"):
+        return source.backlog(newest_ms)
+    files = backlog_files(source, newest_ms)
+    return None if files is None else (files, None)
+
+
 @dataclass
 class Totals:
     """Counts summed over the micro-batches seen (each batch id once); per micro-batch with events, its
-    latency (:func:`batch_latency`) and the backlog after it (:func:`backlog_files`, when ``source`` is a local
-    directory)."""
+    latency (:func:`batch_latency`) and the backlog after it (:func:`unprocessed`, when ``source`` is a local
+    directory or the admission control following it)."""
 
     counts: dict[str, int] = field(default_factory=dict)
     batches: set[int] = field(default_factory=set)
     #: a continuous run was stopped (SIGINT/SIGTERM), :func:`follow`
     stopped: bool = False
-    #: the input directory (for the backlog), or None
-    source: str | None = None
+    #: the input directory or the admission control following it (for the backlog, :func:`unprocessed`), or None
+    source: object = None
     #: per micro-batch with events: ``(batch id, events, p50 s, p99 s, backlog files or None)``
     latencies: list[tuple] = field(default_factory=list)
     #: per micro-batch with results that carry their arrival: ``(batch id, results, p50 s, p99 s)``
@@ -135,11 +149,11 @@ class Totals:
             arrival = progress["observedMetrics"][ARRIVAL_METRIC]
             if arrival.get("newest") is not None:
                 self.newest = max(self.newest or 0, arrival["newest"])
-            backlog = backlog_files(self.source, self.newest)
-            self.latencies.append((batch, int(arrival["arrived"]), *latency, backlog))
+            backlog = unprocessed(self.source, self.newest)
+            self.latencies.append((batch, int(arrival["arrived"]), *latency, backlog and backlog[0]))
             line += f", latency p50 {latency[0]:.1f} s p99 {latency[1]:.1f} s"
             if backlog is not None:
-                line += f", backlog {backlog} files"
+                line += f", backlog {backlog[0]} files" + ("" if backlog[1] is None else f" ({backlog[1]} events)")
         results = result_latency(progress)
         if results is not None:
             arrived = int(progress["observedMetrics"][METRICS[-1]]["results_arrived"])
@@ -192,18 +206,17 @@ def stop_between_batches(query, signals: StopSignals | None = None, poll: float 
     query.stop()
 
 
-def follow(query, out=None, poll: float = 1.0, signals: StopSignals | None = None,
-           source: str | None = None) -> Totals:
+def follow(query, out=None, poll: float = 1.0, signals: StopSignals | None = None, source=None) -> Totals:
     """Wait for ``query`` to end, printing a line per micro-batch to ``out`` (default: the ``sys.stderr`` of the
     moment, not of import time); the totals at the end.  Raises the query's exception if it failed.
     ``signals`` (a continuous run): once it is asked to stop, the query is stopped between micro-batches
-    (:func:`stop_between_batches`) and :attr:`Totals.stopped` is set.  ``source``: the input directory, for
-    the backlog."""
+    (:func:`stop_between_batches`) and :attr:`Totals.stopped` is set.  ``source``: the input directory or the
+    admission control following it, for the backlog (:func:`unprocessed`)."""
     return follow_all([query], out, poll, signals, source)[0]
 
 
 def follow_with(query, beside: list, out=None, signals: StopSignals | None = None,
-                source: str | None = None) -> Totals:
+                source=None) -> Totals:
     """:func:`follow` ``query`` with the started queries ``beside`` it (the timed-out partial matches'), each
     ended with it: after it has drained if it ends by itself (``--once``), between their micro-batches if a
     signal stopped it; any still active (``query`` failed) is stopped."""
@@ -222,7 +235,7 @@ def follow_with(query, beside: list, out=None, signals: StopSignals | None = Non
 
 
 def follow_all(queries: list, out=None, poll: float = 1.0, signals: StopSignals | None = None,
-               source: str | None = None) -> list[Totals]:
+               source=None) -> list[Totals]:
     """:func:`follow` for queries that run together (a workload's groups, each its own query): until all end,
     a line per micro-batch (prefixed ``g<k>`` with several), the totals of each; a stop signal stops each
     between its micro-batches."""

@@ -35,11 +35,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -62,7 +64,7 @@ from sparkcep.spark.progress import backlog_files, batch_latency
 from sparkcep.spark.validate import ARRIVAL_METRIC, STAGING_MARK, original_name, staged_name
 
 __all__ = ["SHED", "ControlFile", "FileAdmission", "Shedding", "admitted_input", "count_rows", "current_model",
-           "follow_input", "hand_over", "install", "shed_partition", "stage_function"]
+           "admitted", "follow_input", "hand_over", "hand_over_slice", "install", "shed_partition", "stage_function"]
 
 #: The column the stage marks dropped rows with (removed before the stateful operator).
 SHED = "_shed"
@@ -344,53 +346,147 @@ class Shedding:
         return sum(self.dropped.values()) / self.offered if self.offered else 0.0
 
 
-def hand_over(source: str, staging: str, name: str | None = None, backlog: tuple[int, int] = (0, 0)) -> None:
-    """Put the file ``name`` of ``source`` (None: every data file there now not handed over yet) in ``staging``
-    for the stream (:class:`FileAdmission`): a hard link, else a copy with the same modification time (its
-    arrival), named with the ``backlog`` left behind it, ``(files, events)``
-    (:func:`~sparkcep.spark.validate.staged_name`: the stream observes it, :data:`BACKLOG_METRIC`)."""
-    if name is None:
-        done = {original_name(n) for n in os.listdir(staging)}
-        for entry in sorted(os.listdir(source)):
-            if entry not in done and not entry.startswith(("_", ".")) and os.path.isfile(os.path.join(source, entry)):
-                hand_over(source, staging, entry)
-        return
+def hand_over(source: str, staging: str, name: str, backlog: tuple[int, int | None] = (0, 0)) -> None:
+    """Put the file ``name`` of ``source`` in ``staging`` for the stream (:class:`FileAdmission`): a hard link,
+    else a copy with the same modification time (its arrival), named with the ``backlog`` left behind it,
+    ``(files, events)`` (:func:`~sparkcep.spark.validate.staged_name`: the stream observes it,
+    :data:`BACKLOG_METRIC`).  A file gone meanwhile is not handed over (the stream would not have read it)."""
     src, dst = os.path.join(source, name), os.path.join(staging, staged_name(name, *backlog))
     if os.path.exists(dst):
         return
     try:
         os.link(src, dst)
+    except FileNotFoundError:  # gone meanwhile
+        return
     except OSError:  # another file system
         tmp = os.path.join(staging, f".{name}.{uuid.uuid4().hex}.tmp")
-        shutil.copy2(src, tmp)
+        try:
+            shutil.copy2(src, tmp)
+        except FileNotFoundError:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            return
         os.replace(tmp, dst)
 
 
-def count_rows(path: str) -> int:
-    """The events of a JSON lines file, as the stream reads them: its lines that are not blank."""
-    with open(path, "rb") as f:
-        return sum(1 for line in f if line.strip())
+def hand_over_slice(source: str, staging: str, names: list[str], rows: list[int | None],
+                    behind: tuple[int, int | None] = (0, 0)) -> None:
+    """Hand the files ``names`` of ``source`` (oldest first, of ``rows`` events each; None: unknown) over to
+    ``staging`` (:func:`hand_over`), each named with what waits behind it: ``behind`` (the files and events left
+    in ``source``) and the files of the slice after it, which the stream reads after it when it takes fewer
+    files per micro-batch (``maxFilesPerTrigger``: oldest first)."""
+    files, events = behind
+    for k in range(len(names) - 1, -1, -1):
+        hand_over(source, staging, names[k], (files, events))
+        files, events = files + 1, None if events is None or rows[k] is None else events + rows[k]
+
+
+#: Compressed inputs whose rows :func:`count_rows` counts (Spark reads the codec from the name's extension).
+_OPENERS = {".gz": "gzip", ".bz2": "bz2"}
+#: Extensions of codecs whose files' rows are not counted (:func:`count_rows` says unknown).
+_UNCOUNTED = (".deflate", ".lz4", ".snappy", ".zst", ".zstd", ".br", ".xz", ".lzo")
+
+
+def count_rows(path: str, fmt: str = "json") -> int | None:
+    """The events of an input file, as the stream reads them, where that is cheap: a Parquet file's rows from its
+    footer; a JSON lines file's lines that are not blank, a CSV file's less its header (Spark's readers skip
+    blank lines, and a row is a line), through gzip or bzip2 for ``.gz`` and ``.bz2``; None (unknown) for a
+    file of another codec."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(path).metadata.num_rows
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix in _UNCOUNTED:
+        return None
+    opener = open
+    if suffix in _OPENERS:
+        opener = __import__(_OPENERS[suffix]).open
+    with opener(path, "rb") as f:
+        lines = sum(1 for line in f if line.strip())
+    return max(lines - 1, 0) if fmt == "csv" else lines
 
 
 def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None = None) -> str | None:
-    """The staging directory a continuous stream with shedding reads instead of ``path`` (:class:`FileAdmission`
-    hands the input's files over to it), made next to the checkpoint (``CHECKPOINT/_admitted``, else a temporary
-    directory) with the files there now handed over (the first micro-batch's, and the schema's); None when there
-    is no admission: not ``follow`` (no shedding, a batch, ``--once``), not JSON lines or not a local directory."""
-    if not (follow and fmt == "json" and os.path.isdir(path)):
+    """The staging directory a stream reads instead of ``path`` (:class:`FileAdmission` hands the input's files
+    over to it, so that each micro-batch observes the backlog behind it), made next to the checkpoint
+    (``CHECKPOINT/_admitted``, else a temporary directory) with the files there now handed over (the first
+    micro-batch's, and the schema's; each named with the files after it, :func:`hand_over_slice`); None when
+    there is no admission: not ``follow`` (a batch), not a local directory (``s3a://``, ``hdfs://``: read as
+    they are), a directory with subdirectories (Spark reads ``key=value`` ones as partitions; only files are
+    handed over), or a ``checkpoint`` a stream has already run with reading ``path`` itself (its file log holds
+    ``path``'s files: read from elsewhere, they would all be read again).  ``fmt``: the input's format (the rows
+    of each file are counted for the backlog, :func:`count_rows`)."""
+    if not (follow and os.path.isdir(path)) or _has_subdirectories(path):
         return None
     staging = os.path.join(checkpoint, "_admitted") if checkpoint else tempfile.mkdtemp(prefix="sparkcep-admitted-")
+    if checkpoint and not os.path.isdir(staging) and _has_run(checkpoint):
+        return None
     os.makedirs(staging, exist_ok=True)
-    open(os.path.join(staging, STAGING_MARK), "a").close()  # the stream observes the backlog staged names carry
-    hand_over(path, staging)
+    with open(os.path.join(staging, STAGING_MARK), "w") as f:  # the stream observes the backlog staged names carry
+        f.write(path)  # and a message about the input names it
+    done = {original_name(n) for n in os.listdir(staging)}
+    names = [name for name, _ in _data_files(path) if name not in done]
+    hand_over_slice(path, staging, names, [_rows_or_none(os.path.join(path, n), fmt) for n in names])
     return staging
+
+
+def _has_subdirectories(path: str) -> bool:
+    """Whether the directory ``path`` holds a directory a file source reads (not named ``_...`` or ``....``)."""
+    with os.scandir(path) as entries:
+        return any(e.is_dir() and not e.name.startswith(("_", ".")) for e in entries)
+
+
+def _has_run(checkpoint: str) -> bool:
+    """Whether a stream has planned a micro-batch with ``checkpoint`` (its ``offsets/`` hold one), or with one of
+    the checkpoints inside it (a workload's groups, ``CHECKPOINT/g<k>``; the ``--timeouts`` query's)."""
+    try:
+        inner = [e.path for e in os.scandir(checkpoint) if e.is_dir()]
+    except OSError:
+        return False
+    for folder in (checkpoint, *inner):
+        try:
+            if any(n.isdigit() for n in os.listdir(os.path.join(folder, "offsets"))):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _data_files(directory: str) -> list[tuple[str, float]]:
+    """The files of ``directory`` a file source reads (names not starting with ``_`` or ``.``): ``(name,
+    arrival s)``, oldest first (by modification time, then name)."""
+    out = []
+    with os.scandir(directory) as entries:
+        for e in entries:
+            if not e.name.startswith(("_", ".")) and e.is_file():
+                try:
+                    out.append((e.name, e.stat().st_mtime))
+                except FileNotFoundError:  # gone meanwhile
+                    continue
+    return sorted(out, key=lambda x: (x[1], x[0]))
+
+
+def _rows_or_none(path: str, fmt: str) -> int | None:
+    """:func:`count_rows`, None (unknown) for a file it cannot read (gone, or not of the format: the stream's
+    dead letters will say what it holds)."""
+    try:
+        return count_rows(path, fmt)
+    except (OSError, EOFError, ValueError):
+        return None
 
 
 class FileAdmission:
     """Admission control of a followed directory (issue 17), applied: the stream reads ``staging``, not
     ``source``; :meth:`step` (every ``poll`` seconds in a thread, :meth:`start`/:meth:`stop`) hands the files
     that arrived in ``source`` over to it (a hard link, else a copy, keeping the modification time, which is
-    the events' arrival), oldest first, one slice per micro-batch: once Spark has planned a micro-batch after
+    the events' arrival), oldest first, each named with the backlog behind it (:func:`hand_over_slice`: the
+    stream observes it, :data:`~sparkcep.spark.validate.BACKLOG_METRIC`).
+
+    Without a shedding stage (``shedding`` None) there is no bound: every file waiting is handed over at each
+    step, of any format (``fmt``; rows counted as :func:`count_rows` can), and the stream reads what it would
+    read from ``source`` itself.  With one (JSON lines), one slice per micro-batch: once Spark has planned a
+    micro-batch after
     the last hand-over (it took that slice: its offsets are in the ``checkpoint``'s ``offsets/``), the files
     waiting are handed over as the backlog controller's last :class:`Admission` allows
     (:func:`~sparkcep.runtime_udfs.shedding.controller.admit_files`:
@@ -410,19 +506,22 @@ class FileAdmission:
     to it within the admission bound (:meth:`_top_up`): held until the next batch was planned, they went to
     the batch after it, and an event waited through three micro-batches instead of two."""
 
-    def __init__(self, source: str, staging: str, shedding: Shedding, type_col: str = "type",
-                 dropped_output: str | None = None, poll: float = 0.1, checkpoint: str | None = None):
+    def __init__(self, source: str, staging: str, shedding: Shedding | None, type_col: str = "type",
+                 dropped_output: str | None = None, poll: float = 0.1, checkpoint: str | None = None,
+                 fmt: str = "json"):
         self.source, self.staging, self.shedding = source, staging, shedding
-        self.type_col, self.dropped_output, self.poll = type_col, dropped_output, poll
+        self.type_col, self.dropped_output, self.poll, self.fmt = type_col, dropped_output, poll, fmt
         self.offsets = os.path.join(checkpoint, "offsets") if checkpoint else None
         os.makedirs(staging, exist_ok=True)
         # a restart from the checkpoint: what was handed over already
         self.done = {original_name(n) for n in os.listdir(staging)}
-        shedding.feeder = self
-        #: per hand-over, ``(names, files, events)``: the backlog left behind it, which its files' names carry
-        self.staged: list[tuple[list[str], int, int]] = []
-        self._rows: dict[tuple[str, int], int] = {}  # events per waiting file (name, size), counted once
-        self._counted: dict[tuple[str, int], int] = {}  # the same for :meth:`unread` (the listener's thread)
+        if shedding is not None:
+            shedding.feeder = self
+        #: per hand-over, ``(names, files, events)``: the backlog left behind it, which its last file's name carries
+        self.staged: list[tuple[list[str], int, int | None]] = []
+        # events per waiting file (name, size), counted once (None: not countable, count_rows)
+        self._rows: dict[tuple[str, int], int | None] = {}
+        self._counted: dict[tuple[str, int], int | None] = {}  # the same for :meth:`backlog` (other threads)
         self.expired: list[str] = []
         self.handed_at = 0.0
         self.planned_at: int | None = None  # the newest micro-batch planned at the last hand-over
@@ -432,12 +531,7 @@ class FileAdmission:
 
     def pending(self) -> list[tuple[str, float]]:
         """The files of ``source`` neither handed over nor shed: ``(name, arrival s)``, oldest first."""
-        out = []
-        with os.scandir(self.source) as entries:
-            for e in entries:
-                if e.name not in self.done and not e.name.startswith(("_", ".")) and e.is_file():
-                    out.append((e.name, e.stat().st_mtime))
-        return sorted(out, key=lambda x: (x[1], x[0]))
+        return [(name, at) for name, at in _data_files(self.source) if name not in self.done]
 
     def planned(self) -> int | None:
         """The id of the newest micro-batch Spark has planned (its offsets written; -1: none yet), or None
@@ -452,15 +546,20 @@ class FileAdmission:
 
     def step(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        admit, expire = admit_files(self.pending(), now, self.shedding.admission, self.shedding._per_file)
+        if self.shedding is None:  # no bound: every file waiting
+            admit, expire = [name for name, _ in self.pending()], []
+        else:
+            admit, expire = admit_files(self.pending(), now, self.shedding.admission, self.shedding._per_file)
         for name in expire:
             self._shed(name)
         planned = self.planned()
-        if planned is None:  # no checkpoint to watch: a micro-batch that started after the hand-over completed
-            read = (self.shedding._prev_start or 0.0) >= self.handed_at
+        if self.shedding is None:
+            fresh = True
+        elif planned is None:  # no checkpoint to watch: a micro-batch that started after the hand-over completed
+            fresh = (self.shedding._prev_start or 0.0) >= self.handed_at
         else:  # a micro-batch planned after the hand-over took the slice; the next is staged while it runs
-            read = self.planned_at is None or planned > self.planned_at
-        fresh = read or now - self.handed_at >= self.shedding.controller.bound
+            fresh = self.planned_at is None or planned > self.planned_at
+        fresh = fresh or now - self.handed_at >= self.shedding.controller.bound
         if not fresh:  # the last slice is not read yet: it is topped up to the admission bound, so that what
             # arrives while a batch runs goes to the next batch, not (held until that one is planned) the one
             # after it, which made an event wait through three batches instead of two
@@ -468,11 +567,11 @@ class FileAdmission:
         if not admit:
             return
         backlog = self.waiting(set(admit) | set(expire))
-        for name in admit:
-            hand_over(self.source, self.staging, name, backlog)
-            self.done.add(name)
+        counts = [self._file_rows(name) for name in admit]
+        hand_over_slice(self.source, self.staging, admit, counts, backlog)
+        self.done.update(admit)
         self.staged.append((admit, *backlog))
-        rows = sum(self._file_rows(name) or 0 for name in admit)
+        rows = sum(n or 0 for n in counts)
         if fresh:
             self.handed_at, self.planned_at, self.slice_rows = now, planned, rows
         else:
@@ -480,13 +579,14 @@ class FileAdmission:
         self._rows = {k: n for k, n in self._rows.items() if k[0] not in self.done}
 
     def _file_rows(self, name: str) -> int | None:
-        """The events of the waiting file ``name`` (counted once per name and size; None if it is gone)."""
+        """The events of the waiting file ``name`` (counted once per name and size; None if it is gone or they
+        cannot be counted, :func:`count_rows`)."""
         try:
             key = (name, os.path.getsize(os.path.join(self.source, name)))
-            if key not in self._rows:
-                self._rows[key] = count_rows(os.path.join(self.source, name))
         except OSError:  # gone meanwhile
             return None
+        if key not in self._rows:
+            self._rows[key] = _rows_or_none(os.path.join(self.source, name), self.fmt)
         return self._rows[key]
 
     def _top_up(self, admit: list[str]) -> list[str]:
@@ -503,34 +603,47 @@ class FileAdmission:
             out.append(name)
         return out
 
-    def waiting(self, leaving: set[str] = frozenset()) -> tuple[int, int]:
+    def waiting(self, leaving: set[str] = frozenset()) -> tuple[int, int | None]:
         """``(files, events)`` of ``source`` neither handed over nor shed, besides those ``leaving`` (the slice
-        being handed over and the files being shed): the backlog the slice's names carry."""
-        files = rows = 0
+        being handed over and the files being shed): the backlog the slice's names carry (events None: one of
+        them cannot be counted, :func:`count_rows`)."""
+        files, rows = 0, []
         for name, _ in self.pending():
-            n = None if name in leaving else self._file_rows(name)
-            if n is not None:
-                files, rows = files + 1, rows + n
-        return files, rows
+            if name not in leaving and os.path.exists(os.path.join(self.source, name)):
+                files += 1
+                rows.append(self._file_rows(name))
+        return files, _total(rows)
 
-    def unread(self, newest_ms: float | None) -> int:
-        """The events of ``source`` arrived after ``newest_ms`` (the newest arrival read so far) and not shed
-        whole, handed over or not, counted exactly (the backlog the controller is told)."""
-        shed, counted = set(self.expired), {}
+    def backlog(self, newest_ms: float | None) -> tuple[int, int | None]:
+        """``(files, events)`` of ``source`` arrived after ``newest_ms`` (the newest arrival read so far; None:
+        every file) and not shed whole, handed over or not, the events counted exactly (None: a file's cannot
+        be, :func:`count_rows`): the backlog the progress line and :meth:`sparkcep.LiveStream.backlog` show, and
+        the controller is told (:meth:`unread`)."""
+        files, rows = self._unread(newest_ms)
+        return files, _total(rows)
+
+    def _unread(self, newest_ms: float | None) -> tuple[int, list[int | None]]:
+        """The files of :meth:`backlog` and the events of each (None: not countable)."""
+        shed, counted, cache = set(self.expired), {}, self._counted  # the listener's thread and the progress loop
         with os.scandir(self.source) as entries:
             for e in entries:
                 if e.name in shed or e.name.startswith(("_", ".")) or not e.is_file():
                     continue
-                st = e.stat()
+                try:
+                    st = e.stat()
+                except OSError:  # gone meanwhile
+                    continue
                 if newest_ms is not None and st.st_mtime_ns // 10**6 <= newest_ms:
                     continue
                 key = (e.name, st.st_size)
-                try:
-                    counted[key] = self._counted[key] if key in self._counted else count_rows(e.path)
-                except OSError:  # gone meanwhile
-                    continue
+                counted[key] = cache[key] if key in cache else _rows_or_none(e.path, self.fmt)
         self._counted = counted  # the files read are forgotten
-        return sum(counted.values())
+        return len(counted), list(counted.values())
+
+    def unread(self, newest_ms: float | None) -> int:
+        """The events of :meth:`backlog` (the controller's backlog), an uncounted file's as 0: one file of a codec
+        :func:`count_rows` cannot read does not hide the others'."""
+        return sum(n or 0 for n in self._unread(newest_ms)[1])
 
     def _shed(self, name: str) -> None:
         path = os.path.join(self.source, name)
@@ -558,8 +671,15 @@ class FileAdmission:
         self.expired.append(name)
 
     def _run(self) -> None:
+        said = set()
         while not self._stop.wait(self.poll):
-            self.step()
+            try:
+                self.step()
+            except OSError as err:  # the input changed under it: the next step lists it again (the thread must
+                # not end: the stream would stop getting files); each distinct error said once
+                if str(err) not in said:
+                    said.add(str(err))
+                    print(f"sparkcep: admission control of {self.source}: {err}", file=sys.stderr, flush=True)
 
     def start(self) -> FileAdmission:
         self.step()
@@ -573,20 +693,48 @@ class FileAdmission:
             self._thread.join(timeout=30)
 
 
+def _total(rows: list[int | None]) -> int | None:
+    """The sum of ``rows``, None (unknown) if one of them is."""
+    return None if None in rows else sum(rows)
+
+
 def follow_input(shedding: Shedding | None, path: str, staging: str | None, type_col: str = "type",
-                 dropped_output: str | None = None, checkpoint: str | None = None) -> FileAdmission | None:
-    """A continuous run's shedding stage over the directory ``path`` it follows (``run --stream``,
-    :func:`sparkcep.apply_stream`, the generated jobs): the controller driven by the latency and the backlog of
-    ``path`` (:meth:`Shedding.follow_source`) and, with a ``staging`` directory (:func:`admitted_input`), the
-    admission control handing ``path``'s files over to it (:class:`FileAdmission`, not started yet; the
-    ``checkpoint`` the stream writes).  None without an admission control; nothing at all without a stage or
-    when ``path`` is not a local directory."""
-    if shedding is None or not os.path.isdir(path):
-        return None
-    shedding.follow_source(path)
+                 dropped_output: str | None = None, checkpoint: str | None = None,
+                 fmt: str = "json", once: bool = False) -> FileAdmission | None:
+    """The admission control of a stream over the directory ``path`` it follows (``run --stream``,
+    :func:`sparkcep.apply_stream`, the generated jobs, the notebook), handing ``path``'s files over to its
+    ``staging`` directory (:func:`admitted_input`; :class:`FileAdmission`, not started yet; the ``checkpoint``
+    the stream writes), or None without one (no ``staging``).  With a shedding stage, its controller is driven
+    by the latency and the backlog of ``path`` (:meth:`Shedding.follow_source`, a local directory) and, over
+    JSON lines (``fmt``) and not ``once`` (a drain of the files there at the start, ``--once``), the admission is
+    the stage's: bounded by it, and shedding whole files that waited past its expiry age; otherwise no bound.
+    Either way the controller's backlog is the admission's count (:meth:`FileAdmission.backlog`)."""
+    if shedding is not None and os.path.isdir(path):
+        shedding.follow_source(path)
     if staging is None:
         return None
-    return FileAdmission(path, staging, shedding, type_col, dropped_output, checkpoint=checkpoint)
+    bounded = shedding if fmt == "json" and not once else None
+    admission = FileAdmission(path, staging, bounded, type_col, dropped_output, checkpoint=checkpoint, fmt=fmt)
+    if shedding is not None:  # the controller's backlog is the admission's count, bounded or not
+        shedding.feeder = admission
+    return admission
+
+
+@contextlib.contextmanager
+def admitted(path: str, fmt: str, *, stream: bool, checkpoint: str | None = None):
+    """While entered, a stream over ``path`` followed through the admission control with no bound
+    (:func:`admitted_input`, :class:`FileAdmission` started): ``(the directory to read, the admission or
+    None)``; on exit the admission thread stops and a staging directory outside a ``checkpoint`` is removed.
+    For the runs without a shedding stage (the notebook, ``MATCH_RECOGNIZE`` statements)."""
+    staging = admitted_input(path, fmt, follow=stream, checkpoint=checkpoint)
+    admission = None if staging is None else FileAdmission(path, staging, None, fmt=fmt).start()
+    try:
+        yield staging or path, admission
+    finally:
+        if admission is not None:
+            admission.stop()
+        if staging is not None and not checkpoint:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _read_sample(directory: str, type_col: str = "type", ts_col: str = "ts") -> list[dict]:

@@ -102,17 +102,17 @@ def read_validated(spark, path: str, fmt: str, type_col: str | None, ts_col: str
         fields = StructType([f for f in fields.fields if f.name in wanted])
     else:
         if not has_data_files(path):
-            raise CEPError(f"no input files in {path}" + (
+            raise CEPError(f"no input files in {followed(path)}" + (
                 ": a stream that starts before its files needs --schema DDL" if stream else ""))
         inferred = spark.read.format(fmt).options(**reader_options(fmt, None)).load(path).schema
         all_columns = [n for n in inferred.fieldNames() if n != CORRUPT]
         if not all_columns:
-            raise CEPError(f"no events in {path}: every record there is malformed (or the files are empty)")
+            raise CEPError(f"no events in {followed(path)}: every record there is malformed (or the files are empty)")
         wanted = _wanted(all_columns, type_col, ts_col, attributes)
         fields = _query_schema(spark, path, fmt, inferred, wanted, type_col, ts_col, needs or {})
     text = StructType([*(StructField(f.name, StringType()) for f in fields.fields), StructField(CORRUPT, StringType())])
     if fmt == "json":
-        raw = _json_lines(spark, path, text, stream, files_per_trigger, staged=stream and is_staging(path))
+        raw = _json_lines(spark, path, text, stream, files_per_trigger)
     elif fmt == "csv":
         # CSV columns are positional: read every column of the header (as text), keep the wanted ones
         names = set(fields.fieldNames())
@@ -120,12 +120,12 @@ def read_validated(spark, path: str, fmt: str, type_col: str | None, ts_col: str
                                   StructField(CORRUPT, StringType())])
         raw = _load(spark, path, fmt, by_position, {"header": True, "mode": "PERMISSIVE",
                                                      "columnNameOfCorruptRecord": CORRUPT}, stream, files_per_trigger)
-        raw = raw.select(*[quoted(n) for n in all_columns if n in names], CORRUPT,
-                         *([_arrival_of(raw)] if stream else []))
+        raw = _staged(raw.select(*[quoted(n) for n in all_columns if n in names], CORRUPT,
+                                 *([_arrival_of(raw)] if stream else []), *_marks(stream, path)))
     else:
         raw = _load(spark, path, fmt, None if schema is None else fields, {}, stream, files_per_trigger)
-        raw = raw.select(*[quoted(f.name) for f in fields.fields if f.name in raw.columns],
-                         *([_arrival_of(raw)] if stream else []))
+        raw = _staged(raw.select(*[quoted(f.name) for f in fields.fields if f.name in raw.columns],
+                                 *([_arrival_of(raw)] if stream else []), *_marks(stream, path)))
     if arrival_col is not None and stream and arrival_col not in fields.fieldNames():
         raise CEPError(f"the input has no arrival column {arrival_col!r} (columns: {', '.join(all_columns)})")
     return split_valid(raw, fields, type_col, ts_col, fmt, known_types, stream=stream, declared=schema is not None,
@@ -236,20 +236,17 @@ def _query_schema(spark, path, fmt, inferred, wanted, type_col, ts_col, needs):
     return StructType([StructField(n, chosen[n]) for n in wanted])
 
 
-def _json_lines(spark, path: str, text_schema, stream: bool, files_per_trigger: int | None, staged: bool = False):
+def _json_lines(spark, path: str, text_schema, stream: bool, files_per_trigger: int | None):
     """JSON lines of ``path`` parsed with ``text_schema`` (every field text, plus :data:`CORRUPT`); the line
     itself (a UTF-8 byte-order mark removed) as :data:`CORRUPT` when it is not a JSON object; blank lines
-    skipped, as Spark's JSON reader does.  ``staged``: ``path`` is the staging directory of the admission
-    control; its lines are observed as :data:`BACKLOG_METRIC` (:func:`observed_backlog`)."""
+    skipped, as Spark's JSON reader does.  A stream over the staging directory of the admission control observes
+    its lines as :data:`BACKLOG_METRIC` (:func:`observed_backlog`)."""
     from pyspark.sql import functions as F
 
     lines = _load(spark, path, "text", None, {}, stream, files_per_trigger)
     line = F.regexp_replace(F.col("value"), "^\ufeff", "")
     arrival = [_arrival_of(lines)] if stream else []
-    marks = _backlog_marks() if staged else []
-    parsed = lines.where(F.trim(line) != "").select(line.alias("_line"), *arrival, *marks)
-    if marks:
-        parsed = observed_backlog(parsed).drop(*_BACKLOG_COLS)
+    parsed = _staged(lines.where(F.trim(line) != "").select(line.alias("_line"), *arrival, *_marks(stream, path)))
     parsed = parsed.select("_line", *(ARRIVAL_COL for _ in arrival), F.from_json(F.col("_line"), text_schema, {
         "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}).alias("_parsed"))
     names = [f.name for f in text_schema.fields if f.name != CORRUPT]
@@ -279,31 +276,40 @@ LATENCY_COL = "_latency_ms"
 
 
 #: The observed metric of a stream read through the admission control
-#: (:class:`~sparkcep.spark.shedding.FileAdmission`): ``files`` and ``rows``, the files and events waiting in the
-#: followed directory, neither handed over nor shed, when the micro-batch's newest slice was handed over.
+#: (:class:`~sparkcep.spark.shedding.FileAdmission`, every continuous run over a local directory): ``files`` and
+#: ``rows``, the files and events waiting behind the micro-batch's newest file when it was handed over: in the
+#: followed directory, neither handed over nor shed, and handed over with it but after it (oldest first).
+#: ``rows`` is null when one of those files' rows cannot be counted cheaply
+#: (:func:`~sparkcep.spark.shedding.count_rows`: a Parquet file's footer, a JSON lines or CSV file's lines, through
+#: gzip or bzip2; another codec's are unknown).
 BACKLOG_METRIC = "backlog"
-#: The (empty) file that marks a directory as the admission control's staging directory (Spark's file source
-#: skips names starting with ``_``): a stream over it observes :data:`BACKLOG_METRIC`.
+#: The file that marks a directory as the admission control's staging directory (Spark's file source skips names
+#: starting with ``_``): a stream over it observes :data:`BACKLOG_METRIC`.  It holds the followed directory's path
+#: (:func:`followed`).
 STAGING_MARK = "_sparkcep_staging"
-#: How a staged file's name carries the backlog at its hand-over: ``<stem>_backlog-<files>-<rows><.ext>``, at the
-#: end of the name's first part (``stem``, up to its first dot).  Read as the first match, it is always the one
-#: the hand-over appended, whatever the user's name holds: a ``_backlog-N-M`` of the user's stem is followed by
-#: the appended suffix (``_``), not by a dot or the end, and one in the extensions comes after it.
-_BACKLOG_NAME = re.compile(r"_backlog-(\d+)-(\d+)(?=\.|$)")
+#: How a staged file's name carries the backlog at its hand-over: ``<stem>_backlog-<files>-<rows><.ext>``
+#: (``<stem>_backlog-<files><.ext>`` when the rows are unknown), at the end of the name's first part (``stem``, up
+#: to its first dot).  Read as the first match, it is always the one the hand-over appended, whatever the user's
+#: name holds: a ``_backlog-N-M`` of the user's stem is followed by the appended suffix (``_``), not by a dot or the
+#: end, and one in the extensions comes after it.
+_BACKLOG_NAME = re.compile(r"_backlog-(\d+)(?:-(\d+))?(?=\.|$)")
 _BACKLOG_COLS = ("_sparkcep_backlog_files", "_sparkcep_backlog_rows")
 
 
-def staged_name(name: str, files: int, rows: int) -> str:
+def staged_name(name: str, files: int, rows: int | None) -> str:
     """The name a file of the followed directory gets in the staging directory: ``name`` with the backlog left
-    behind it (``files`` files of ``rows`` events) before its extensions, which Spark reads its codec from.
+    behind it (``files`` files of ``rows`` events; None: unknown) before its extensions, which Spark reads its
+    codec from.
 
         >>> staged_name("part-01.json.gz", 3, 1500)
         'part-01_backlog-3-1500.json.gz'
         >>> original_name('part-01_backlog-3-1500.json.gz')
         'part-01.json.gz'
+        >>> staged_name("part-01.csv.zst", 3, None)
+        'part-01_backlog-3.csv.zst'
     """
     stem, dot, ext = name.partition(".")
-    return f"{stem}_backlog-{files}-{rows}{dot}{ext}"
+    return f"{stem}_backlog-{files}{'' if rows is None else f'-{rows}'}{dot}{ext}"
 
 
 def original_name(staged: str) -> str:
@@ -316,14 +322,37 @@ def is_staging(path: str) -> bool:
     return os.path.isfile(os.path.join(path, STAGING_MARK))
 
 
+def followed(path: str) -> str:
+    """The input directory a staging directory ``path`` is fed from (its :data:`STAGING_MARK` names it), else
+    ``path``: what a message about the input names."""
+    try:
+        with open(os.path.join(path, STAGING_MARK)) as f:
+            return f.read().strip() or path
+    except OSError:
+        return path
+
+
 def _backlog_marks() -> list:
     """The backlog a staged record's file name carries (:func:`staged_name`), as two BIGINT columns (null for
-    a file named otherwise)."""
+    a file named otherwise; rows null when unknown)."""
     from pyspark.sql import functions as F
 
     name = F.col("_metadata.file_name")
     return [F.nullif(F.regexp_extract(name, _BACKLOG_NAME.pattern, k), F.lit("")).cast("bigint").alias(c)
             for k, c in ((1, _BACKLOG_COLS[0]), (2, _BACKLOG_COLS[1]))]
+
+
+def _marks(stream: bool, path: str) -> list:
+    """The backlog columns of a stream over a staging directory (:func:`_backlog_marks`), else none."""
+    return _backlog_marks() if stream and is_staging(path) else []
+
+
+def _staged(rows):
+    """``rows`` observed as :data:`BACKLOG_METRIC` (:func:`observed_backlog`) if they carry the backlog columns,
+    which are then dropped; else ``rows``."""
+    if _BACKLOG_COLS[0] not in rows.columns:
+        return rows
+    return observed_backlog(rows).drop(*_BACKLOG_COLS)
 
 
 def observed_backlog(lines):

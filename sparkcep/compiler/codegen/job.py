@@ -127,9 +127,12 @@ def main(argv=None) -> None:
     # only READ_COLUMNS, with --schema's types, else the types NEEDS says, else those of the files there now;
     # ISO-string ts become timestamps.  Malformed lines, records without type or ts and values of the wrong type
     # are rejected (dead letters, with the reason).
-{shedding_admission}\
-    events, rejected = read_validated(spark, {read_path}, args.format, TYPE_COL, TS_COL, stream=args.stream,
-                                      files_per_trigger=args.files_per_trigger, schema=args.schema,
+    # a stream over a local directory reads what the admission control hands over (FileAdmission: each micro-batch
+    # observes the backlog behind it; with shedding, bounded): CHECKPOINT/_admitted, the files there now at once
+    staging = admitted_input(args.input, args.format, follow=args.stream, checkpoint=args.checkpoint)
+    admission = None
+    events, rejected = read_validated(spark, staging or args.input, args.format, TYPE_COL, TS_COL,
+                                      stream=args.stream, files_per_trigger=args.files_per_trigger, schema=args.schema,
                                       known_types=args.known_types.split(",") if args.known_types else None,
                                       attributes=READ_COLUMNS, needs=NEEDS, ts_unit=TS_UNIT)
     check_ts_kind(events.schema, TS_COL, TS_KIND)
@@ -155,6 +158,10 @@ def main(argv=None) -> None:
     # results, late events and dead letters: one query, each micro-batch's files written exactly once; it follows
     # the input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once:
     # until the files there now are processed)
+    if admission is None:  # no shedding stage: the admission control hands every file over as it arrives
+        admission = follow_input(None, args.input, staging, TYPE_COL, checkpoint=args.checkpoint, fmt=args.format)
+    if admission is not None:
+        admission.start()
     with StopSignals() as signals:
         query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=columns,
                       dead_letters=dead_letters, late=late_events, once=args.once)
@@ -163,6 +170,8 @@ def main(argv=None) -> None:
             discard_uncommitted(spark, args.checkpoint, args.output, dead_letters, late_events)
     if not args.quiet:
 {timeouts_report}        print(stream_summary(totals.counts, clock.seconds(), args.output), file=sys.stderr)
+    if admission is not None:
+        admission.stop()
 {shedding_report}
 
 if __name__ == "__main__":
@@ -257,7 +266,7 @@ _TIMEOUTS = {
         # --timeouts: a second query beside it, writing each micro-batch's timed-out partial matches into
         # OUTPUT/_timeouts as the watermark closes windows; ended with it
         beside = [] if timeouts is None else [start_timeouts(timeouts, args.output, args.checkpoint, once=args.once)]
-        totals = follow_with(query, beside, signals=signals, source=args.input)  # a line per micro-batch on stderr''',
+        totals = follow_with(query, beside, signals=signals, source=admission or args.input)  # a line per batch''',
     "timeouts_report": '''\
         if timeouts is not None:
             print(timeouts_line(timeouts_written(timeouts, args.output), timeouts_dir(args.output)), file=sys.stderr)
@@ -265,7 +274,7 @@ _TIMEOUTS = {
 }
 #: The same sections without ``--timeouts``.
 _NO_TIMEOUTS = {**dict.fromkeys(_TIMEOUTS, ""), "timeouts_follow": '''\
-        totals = follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr'''}
+        totals = follow(query, signals=signals, source=admission or args.input)  # a line per micro-batch'''}
 _TIMEOUTS_IMPORTS = {
     'sparkcep.console': ['timeouts_line'],
     'sparkcep.ir.spec': ['TimeoutSpec'],
@@ -324,6 +333,7 @@ _COMMON_IMPORTS = {
     'sparkcep.spark.io': ['check_attributes', 'check_ts_kind'],
     'sparkcep.spark.progress': ['StopSignals'],
     'sparkcep.runtime_udfs.match.budget': ['raised_message'],
+    'sparkcep.spark.shedding': ['admitted_input', 'follow_input'],
     'sparkcep.spark.sinks': ['counted', 'discard_uncommitted', 'routed', 'side_dirs', 'start'],
     'sparkcep.spark.validate': ['read_validated'],
 }
@@ -331,7 +341,6 @@ _COMMON_IMPORTS = {
 _SHEDDING_IMPORTS = {
     'sparkcep.api': ['report_shedding', 'shedding_stage'],
     'sparkcep.spark.io': ['read_events'],
-    'sparkcep.spark.shedding': ['admitted_input', 'follow_input'],
 }
 
 _SHEDDING_USAGE = '''\
@@ -364,9 +373,8 @@ _SHEDDING_STAGE = '''\
                                               dropped_output=args.dropped_output)
         # a followed directory: rho from the arrival-to-result latency and the backlog; the admission control
         # hands the input's files over, one slice per micro-batch
-        admission = follow_input(shedding, args.input, staging, TYPE_COL, args.dropped_output, args.checkpoint)
-        if admission is not None:
-            admission.start()
+        admission = follow_input(shedding, args.input, staging, TYPE_COL, args.dropped_output, args.checkpoint,
+                                 args.format, once=args.once)
 '''
 
 #: The shedding section of a workload job: one stage in front of every operator, on the events after the
@@ -391,9 +399,8 @@ _WORKLOAD_SHEDDING = '''\
 _WORKLOAD_SHEDDING_FOLLOW = '''\
     # a followed directory: rho from latency and backlog; the admission control hands the input's files over,
     # one slice per micro-batch
-    admission = follow_input(shedding, args.input, staging, TYPE_COL, args.dropped_output, args.checkpoint)
-    if admission is not None:
-        admission.start()
+    admission = follow_input(shedding, args.input, staging, TYPE_COL, args.dropped_output, args.checkpoint,
+                             args.format, once=args.once)
 '''
 
 _WORKLOAD_SHEDDING_CONSTANTS = '''\
@@ -403,19 +410,9 @@ _WORKLOAD_SHEDDING_CONSTANTS = '''\
 SHEDDING_SPECS = {specs}'''
 
 _SHEDDING_REPORT = '''\
-    if admission is not None:
-        admission.stop()
     report_shedding(shedding, query)  # dropped events per type, on stderr
 '''
 
-#: Admission control of a continuous run with shedding over a local directory of JSON lines (as ``sparkcep run
-#: --stream`` has): the stream reads a staging directory the input's files are handed over to.
-_SHEDDING_ADMISSION = '''\
-    # a continuous run with shedding over a directory of JSON lines reads what the admission control hands over
-    # (FileAdmission, docs/shedding.md): CHECKPOINT/_admitted, the files there now handed over at once
-    staging = admitted_input(args.input, args.format, follow=args.stream and not args.once, checkpoint=args.checkpoint)
-    admission = None
-'''
 
 
 def _imports(*groups: dict[str, list[str]]) -> str:
@@ -508,8 +505,6 @@ def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_ki
         timeouts_follow=sections["timeouts_follow"],
         timeouts_report=sections["timeouts_report"],
         shedding_report=_SHEDDING_REPORT if shedding else "",
-        shedding_admission=_SHEDDING_ADMISSION if shedding else "",
-        read_path="staging or args.input" if shedding else "args.input",
         app_name=py_literal(f"sparkcep: {name or what}"),
     )
 
