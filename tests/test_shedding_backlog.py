@@ -744,3 +744,37 @@ def test_a_file_gone_before_its_hand_over_is_skipped_and_the_thread_keeps_going(
     admission._stop.set()
     worker.join(5)
     assert capsys.readouterr().err.count("Permission denied") == 1
+
+
+def test_a_name_too_long_to_carry_the_backlog_is_handed_over_as_it_is_and_no_file_twice(tmp_path, monkeypatch):
+    """A file whose staged name would pass the file system's limit (255 bytes) is handed over under its own name
+    (the stream reads it, without a backlog), not failing the start nor stalling every step; a slice is handed
+    over oldest first, and a file handed over is never handed over again under another backlog's name (the
+    stream read it twice)."""
+    from sparkcep.spark.shedding import FileAdmission, admitted_input
+
+    source, checkpoint = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    long = "L" * 240 + ".json"
+
+    def write(name: str, at: int) -> None:
+        (source / name).write_text('{"type": "A"}\n')
+        os.utime(source / name, (at, at))
+
+    write("a.json", 1_000)
+    write(long, 1_001)
+    staging = admitted_input(str(source), "json", follow=True, checkpoint=str(checkpoint))
+    admission = FileAdmission(str(source), staging, None, checkpoint=str(checkpoint))
+    linked = []
+    link = os.link
+    monkeypatch.setattr(os, "link", lambda src, dst: (linked.append(os.path.basename(src)), link(src, dst)))
+    write("c.json", 1_002)
+    write("b.json", 1_002)
+    admission.step()
+    for k, name in enumerate(["d.json", "e.json"]):
+        write(name, 1_003 + k)
+        admission.step()
+    staged = [original_name(n) for n in os.listdir(staging) if not n.startswith(("_", "."))]
+    assert sorted(staged) == sorted([long, "a.json", "b.json", "c.json", "d.json", "e.json"])
+    assert long in os.listdir(staging)
+    assert linked == ["b.json", "c.json", "d.json", "e.json"]

@@ -36,6 +36,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import json
 import os
@@ -350,16 +351,31 @@ def hand_over(source: str, staging: str, name: str, backlog: tuple[int, int | No
     """Put the file ``name`` of ``source`` in ``staging`` for the stream (:class:`FileAdmission`): a hard link,
     else a copy with the same modification time (its arrival), named with the ``backlog`` left behind it,
     ``(files, events)`` (:func:`~sparkcep.spark.validate.staged_name`: the stream observes it,
-    :data:`BACKLOG_METRIC`).  A file gone meanwhile is not handed over (the stream would not have read it)."""
-    src, dst = os.path.join(source, name), os.path.join(staging, staged_name(name, *backlog))
+    :data:`BACKLOG_METRIC`), or under its own name when that one would be too long for the file system (the
+    stream reads it, without a backlog).  A file gone meanwhile is not handed over (the stream would not have
+    read it)."""
+    src = os.path.join(source, name)
+    try:
+        _put(src, os.path.join(staging, staged_name(name, *backlog)), staging)
+    except OSError as err:
+        if err.errno != errno.ENAMETOOLONG:
+            raise
+        _put(src, os.path.join(staging, name), staging)
+
+
+def _put(src: str, dst: str, staging: str) -> None:
+    """A hard link ``dst`` to ``src``, else (another file system) a copy keeping its modification time; nothing
+    if ``src`` is gone or ``dst`` is there."""
     if os.path.exists(dst):
         return
     try:
         os.link(src, dst)
     except FileNotFoundError:  # gone meanwhile
         return
-    except OSError:  # another file system
-        tmp = os.path.join(staging, f".{name}.{uuid.uuid4().hex}.tmp")
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            raise
+        tmp = os.path.join(staging, f".{uuid.uuid4().hex}.tmp")  # another file system
         try:
             shutil.copy2(src, tmp)
         except FileNotFoundError:
@@ -370,15 +386,23 @@ def hand_over(source: str, staging: str, name: str, backlog: tuple[int, int | No
 
 
 def hand_over_slice(source: str, staging: str, names: list[str], rows: list[int | None],
-                    behind: tuple[int, int | None] = (0, 0)) -> None:
+                    behind: tuple[int, int | None] = (0, 0), done: set[str] | None = None) -> None:
     """Hand the files ``names`` of ``source`` (oldest first, of ``rows`` events each; None: unknown) over to
-    ``staging`` (:func:`hand_over`), each named with what waits behind it: ``behind`` (the files and events left
-    in ``source``) and the files of the slice after it, which the stream reads after it when it takes fewer
-    files per micro-batch (``maxFilesPerTrigger``: oldest first)."""
+    ``staging`` (:func:`hand_over`), oldest first (a listing of ``staging`` meanwhile sees the oldest, as the
+    writer wrote them), each named with what waits behind it: ``behind`` (the files and events left in
+    ``source``) and the files of the slice after it, which the stream reads after it when it takes fewer files
+    per micro-batch (``maxFilesPerTrigger``: oldest first).  Each file handed over is added to ``done`` at once:
+    a slice that fails on one file is not handed over again (under names that carry another backlog, the stream
+    read those files twice)."""
     files, events = behind
+    backlogs = []
     for k in range(len(names) - 1, -1, -1):
-        hand_over(source, staging, names[k], (files, events))
+        backlogs.append((files, events))
         files, events = files + 1, None if events is None or rows[k] is None else events + rows[k]
+    for name, backlog in zip(names, reversed(backlogs), strict=True):
+        hand_over(source, staging, name, backlog)
+        if done is not None:
+            done.add(name)
 
 
 #: Compressed inputs whose rows :func:`count_rows` counts (Spark reads the codec from the name's extension).
@@ -568,7 +592,7 @@ class FileAdmission:
             return
         backlog = self.waiting(set(admit) | set(expire))
         counts = [self._file_rows(name) for name in admit]
-        hand_over_slice(self.source, self.staging, admit, counts, backlog)
+        hand_over_slice(self.source, self.staging, admit, counts, backlog, self.done)
         self.done.update(admit)
         self.staged.append((admit, *backlog))
         rows = sum(n or 0 for n in counts)
