@@ -778,3 +778,44 @@ def test_a_name_too_long_to_carry_the_backlog_is_handed_over_as_it_is_and_no_fil
     assert sorted(staged) == sorted([long, "a.json", "b.json", "c.json", "d.json", "e.json"])
     assert long in os.listdir(staging)
     assert linked == ["b.json", "c.json", "d.json", "e.json"]
+
+
+def test_a_poll_does_not_stat_the_files_handed_over_already(tmp_path, monkeypatch):
+    """The admission polls its directory every 0.1 s: the files handed over already are skipped by name, not
+    stat'ed (10,000 of them cost ~40 ms of CPU per poll, 40% of a core, on the 2-core machine)."""
+    from sparkcep.spark import shedding
+    from sparkcep.spark.shedding import FileAdmission
+
+    source = tmp_path / "in"
+    source.mkdir()
+    for k in range(5):
+        (source / f"p{k}.json").write_text('{"type": "A"}\n')
+    admission = FileAdmission(str(source), str(tmp_path / "admitted"), None)
+    admission.step()
+    stats, scandir = [], os.scandir
+
+    class Entry:
+        def __init__(self, entry):
+            self._entry, self.name, self.path = entry, entry.name, entry.path
+
+        def is_file(self):
+            return self._entry.is_file()
+
+        def stat(self):
+            stats.append(self.name)
+            return self._entry.stat()
+
+    class Listing:
+        def __init__(self, path):
+            self._it = scandir(path)
+
+        def __enter__(self):
+            return (Entry(e) for e in self._it)
+
+        def __exit__(self, *exc):
+            self._it.close()
+
+    monkeypatch.setattr(shedding.os, "scandir", Listing)
+    (source / "p5.json").write_text('{"type": "A"}\n')
+    assert admission.pending() == [("p5.json", os.path.getmtime(source / "p5.json"))]
+    assert stats == ["p5.json"]
