@@ -819,3 +819,23 @@ def test_a_poll_does_not_stat_the_files_handed_over_already(tmp_path, monkeypatc
     (source / "p5.json").write_text('{"type": "A"}\n')
     assert admission.pending() == [("p5.json", os.path.getmtime(source / "p5.json"))]
     assert stats == ["p5.json"]
+
+
+def test_a_checkpoint_whose_staging_directory_is_gone_is_refused_not_read_again(tmp_path):
+    """A checkpoint that read its input through ``CHECKPOINT/_admitted`` (its file log names staged files), restarted
+    after that directory was removed (to free the disk its links hold), is refused with a message: read from the
+    input itself, every file it read would be read again (results repeated)."""
+    from sparkcep.ir.errors import CEPError
+    from sparkcep.spark.shedding import admitted_input
+
+    source, ck = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    (source / "p0.json").write_text('{"type": "A"}\n')
+    for folder, path in [("ck", f"{ck}/_admitted/p0_backlog-0-0.json"), ("old", f"{source}/p0.json")]:
+        (tmp_path / folder / "offsets").mkdir(parents=True)
+        (tmp_path / folder / "offsets" / "0").write_text("v1\n")
+        (tmp_path / folder / "sources" / "0").mkdir(parents=True)
+        (tmp_path / folder / "sources" / "0" / "0").write_text(f'v1\n{{"path":"file://{path}","batchId":0}}\n')
+    with pytest.raises(CEPError, match=f"the checkpoint {ck} read its input through {ck}/_admitted, which is gone"):
+        admitted_input(str(source), "json", follow=True, checkpoint=str(ck))
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "old")) is None

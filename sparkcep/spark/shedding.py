@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import itertools
 import json
 import os
@@ -58,6 +59,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.types import BooleanType, StructField, StructType
 
+from sparkcep.ir.errors import CEPError
 from sparkcep.runtime_udfs.shedding.controller import Admission, BacklogController, BatchController, admit_files
 from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
 from sparkcep.spark.heap import freeze_worker_heap
@@ -445,6 +447,10 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
         return None
     staging = os.path.join(checkpoint, "_admitted") if checkpoint else tempfile.mkdtemp(prefix="sparkcep-admitted-")
     if checkpoint and not os.path.isdir(staging) and _has_run(checkpoint):
+        if _read_staged(checkpoint):  # read from the input, every file would be read again
+            raise CEPError(f"the checkpoint {checkpoint} read its input through {staging}, which is gone: the "
+                           "files it read cannot be told from new ones; restore that directory, or start from a "
+                           "new checkpoint")
         return None
     os.makedirs(staging, exist_ok=True)
     with open(os.path.join(staging, STAGING_MARK), "w") as f:  # the stream observes the backlog staged names carry
@@ -461,14 +467,34 @@ def _has_subdirectories(path: str) -> bool:
         return any(e.is_dir() and not e.name.startswith(("_", ".")) for e in entries)
 
 
+def _checkpoints(checkpoint: str) -> list[str]:
+    """``checkpoint`` and the checkpoints inside it (a workload's groups, ``CHECKPOINT/g<k>``; the ``--timeouts``
+    query's), none if it is not there."""
+    try:
+        return [checkpoint, *(e.path for e in os.scandir(checkpoint) if e.is_dir())]
+    except OSError:
+        return []
+
+
+def _read_staged(checkpoint: str) -> bool:
+    """Whether a stream with ``checkpoint`` (or one inside it) read a staging directory: the first file of one of
+    its file sources' log entries is in ``_admitted``."""
+    for folder in _checkpoints(checkpoint):
+        for log in glob.glob(os.path.join(folder, "sources", "*", "*")):
+            try:
+                with open(log) as f:
+                    f.readline()  # the log's version
+                    if "/_admitted/" in f.readline():
+                        return True
+            except (OSError, UnicodeDecodeError):
+                continue
+    return False
+
+
 def _has_run(checkpoint: str) -> bool:
     """Whether a stream has planned a micro-batch with ``checkpoint`` (its ``offsets/`` hold one), or with one of
-    the checkpoints inside it (a workload's groups, ``CHECKPOINT/g<k>``; the ``--timeouts`` query's)."""
-    try:
-        inner = [e.path for e in os.scandir(checkpoint) if e.is_dir()]
-    except OSError:
-        return False
-    for folder in (checkpoint, *inner):
+    the checkpoints inside it (:func:`_checkpoints`)."""
+    for folder in _checkpoints(checkpoint):
         try:
             if any(n.isdigit() for n in os.listdir(os.path.join(folder, "offsets"))):
                 return True
