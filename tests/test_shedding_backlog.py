@@ -839,3 +839,22 @@ def test_a_checkpoint_whose_staging_directory_is_gone_is_refused_not_read_again(
     with pytest.raises(CEPError, match=f"the checkpoint {ck} read its input through {ck}/_admitted, which is gone"):
         admitted_input(str(source), "json", follow=True, checkpoint=str(ck))
     assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "old")) is None
+
+
+def test_the_admission_thread_ends_with_the_stream_it_feeds(tmp_path):
+    """``apply_stream``'s admission thread ends once its stream is no longer active (failed, or stopped directly,
+    not through ``LiveStream.stop()``): no thread left polling the directory, which costs CPU at every poll."""
+    import time
+
+    from sparkcep.spark.shedding import FileAdmission
+
+    source = tmp_path / "in"
+    source.mkdir()
+    active = [True]
+    admission = FileAdmission(str(source), str(tmp_path / "admitted"), None, poll=0.01)
+    admission.start(alive=lambda: active[0])
+    time.sleep(0.2)
+    assert admission._thread.is_alive()
+    active[0] = False
+    admission._thread.join(10)
+    assert not admission._thread.is_alive()

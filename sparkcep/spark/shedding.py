@@ -579,6 +579,7 @@ class FileAdmission:
         self.slice_rows = 0  # the events handed over since then (the slice the next micro-batch reads)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.alive = None
 
     def pending(self) -> list[tuple[str, float]]:
         """The files of ``source`` neither handed over nor shed: ``(name, arrival s)``, oldest first."""
@@ -718,7 +719,9 @@ class FileAdmission:
 
     def _run(self) -> None:
         said = set()
-        while not self._stop.wait(self.poll):
+        for k in itertools.count(1):
+            if self._stop.wait(self.poll) or (k % 10 == 0 and self.alive is not None and not self.alive()):
+                return  # stopped, or (checked once a second) the stream it feeds has ended
             try:
                 self.step()
             except OSError as err:  # the input changed under it: the next step lists it again (the thread must
@@ -727,7 +730,11 @@ class FileAdmission:
                     said.add(str(err))
                     print(f"sparkcep: admission control of {self.source}: {err}", file=sys.stderr, flush=True)
 
-    def start(self) -> FileAdmission:
+    def start(self, alive=None) -> FileAdmission:
+        """Hand over what is there, then every ``poll`` seconds in a thread until :meth:`stop`, or until
+        ``alive()`` (a stream's ``isActive``; None: not asked) is false: a stream that failed or was stopped
+        directly, not through its owner, leaves no thread polling behind it."""
+        self.alive = alive
         self.step()
         self._thread = threading.Thread(target=self._run, name="sparkcep-admission", daemon=True)
         self._thread.start()
