@@ -959,6 +959,6 @@ def apply_stream(path: str, query: CompiledQuery | str, *, checkpoint: str, outp
                     dead_letters=dead_letters, late=late, latency=latency_column)
     if shedding is not None:  # the controller follows this query's progress only
         shedding.bind(started)
-    if admission is not None:
-        admission.start()
+    if admission is not None:  # until stop(), or the query ends (failed, or stopped directly)
+        admission.start(alive=lambda: started.isActive)
     return LiveStream(started, result, path, shedding, admission)

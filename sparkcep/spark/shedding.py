@@ -36,6 +36,8 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import glob
 import itertools
 import json
 import os
@@ -57,6 +59,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.types import BooleanType, StructField, StructType
 
+from sparkcep.ir.errors import CEPError
 from sparkcep.runtime_udfs.shedding.controller import Admission, BacklogController, BatchController, admit_files
 from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
 from sparkcep.spark.heap import freeze_worker_heap
@@ -350,16 +353,31 @@ def hand_over(source: str, staging: str, name: str, backlog: tuple[int, int | No
     """Put the file ``name`` of ``source`` in ``staging`` for the stream (:class:`FileAdmission`): a hard link,
     else a copy with the same modification time (its arrival), named with the ``backlog`` left behind it,
     ``(files, events)`` (:func:`~sparkcep.spark.validate.staged_name`: the stream observes it,
-    :data:`BACKLOG_METRIC`).  A file gone meanwhile is not handed over (the stream would not have read it)."""
-    src, dst = os.path.join(source, name), os.path.join(staging, staged_name(name, *backlog))
+    :data:`BACKLOG_METRIC`), or under its own name when that one would be too long for the file system (the
+    stream reads it, without a backlog).  A file gone meanwhile is not handed over (the stream would not have
+    read it)."""
+    src = os.path.join(source, name)
+    try:
+        _put(src, os.path.join(staging, staged_name(name, *backlog)), staging)
+    except OSError as err:
+        if err.errno != errno.ENAMETOOLONG:
+            raise
+        _put(src, os.path.join(staging, name), staging)
+
+
+def _put(src: str, dst: str, staging: str) -> None:
+    """A hard link ``dst`` to ``src``, else (another file system) a copy keeping its modification time; nothing
+    if ``src`` is gone or ``dst`` is there."""
     if os.path.exists(dst):
         return
     try:
         os.link(src, dst)
     except FileNotFoundError:  # gone meanwhile
         return
-    except OSError:  # another file system
-        tmp = os.path.join(staging, f".{name}.{uuid.uuid4().hex}.tmp")
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            raise
+        tmp = os.path.join(staging, f".{uuid.uuid4().hex}.tmp")  # another file system
         try:
             shutil.copy2(src, tmp)
         except FileNotFoundError:
@@ -370,15 +388,23 @@ def hand_over(source: str, staging: str, name: str, backlog: tuple[int, int | No
 
 
 def hand_over_slice(source: str, staging: str, names: list[str], rows: list[int | None],
-                    behind: tuple[int, int | None] = (0, 0)) -> None:
+                    behind: tuple[int, int | None] = (0, 0), done: set[str] | None = None) -> None:
     """Hand the files ``names`` of ``source`` (oldest first, of ``rows`` events each; None: unknown) over to
-    ``staging`` (:func:`hand_over`), each named with what waits behind it: ``behind`` (the files and events left
-    in ``source``) and the files of the slice after it, which the stream reads after it when it takes fewer
-    files per micro-batch (``maxFilesPerTrigger``: oldest first)."""
+    ``staging`` (:func:`hand_over`), oldest first (a listing of ``staging`` meanwhile sees the oldest, as the
+    writer wrote them), each named with what waits behind it: ``behind`` (the files and events left in
+    ``source``) and the files of the slice after it, which the stream reads after it when it takes fewer files
+    per micro-batch (``maxFilesPerTrigger``: oldest first).  Each file handed over is added to ``done`` at once:
+    a slice that fails on one file is not handed over again (under names that carry another backlog, the stream
+    read those files twice)."""
     files, events = behind
+    backlogs = []
     for k in range(len(names) - 1, -1, -1):
-        hand_over(source, staging, names[k], (files, events))
+        backlogs.append((files, events))
         files, events = files + 1, None if events is None or rows[k] is None else events + rows[k]
+    for name, backlog in zip(names, reversed(backlogs), strict=True):
+        hand_over(source, staging, name, backlog)
+        if done is not None:
+            done.add(name)
 
 
 #: Compressed inputs whose rows :func:`count_rows` counts (Spark reads the codec from the name's extension).
@@ -421,12 +447,16 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
         return None
     staging = os.path.join(checkpoint, "_admitted") if checkpoint else tempfile.mkdtemp(prefix="sparkcep-admitted-")
     if checkpoint and not os.path.isdir(staging) and _has_run(checkpoint):
+        if _read_staged(checkpoint):  # read from the input, every file would be read again
+            raise CEPError(f"the checkpoint {checkpoint} read its input through {staging}, which is gone: the "
+                           "files it read cannot be told from new ones; restore that directory, or start from a "
+                           "new checkpoint")
         return None
     os.makedirs(staging, exist_ok=True)
     with open(os.path.join(staging, STAGING_MARK), "w") as f:  # the stream observes the backlog staged names carry
         f.write(path)  # and a message about the input names it
     done = {original_name(n) for n in os.listdir(staging)}
-    names = [name for name, _ in _data_files(path) if name not in done]
+    names = [name for name, _ in _data_files(path, done)]
     hand_over_slice(path, staging, names, [_rows_or_none(os.path.join(path, n), fmt) for n in names])
     return staging
 
@@ -437,14 +467,34 @@ def _has_subdirectories(path: str) -> bool:
         return any(e.is_dir() and not e.name.startswith(("_", ".")) for e in entries)
 
 
+def _checkpoints(checkpoint: str) -> list[str]:
+    """``checkpoint`` and the checkpoints inside it (a workload's groups, ``CHECKPOINT/g<k>``; the ``--timeouts``
+    query's), none if it is not there."""
+    try:
+        return [checkpoint, *(e.path for e in os.scandir(checkpoint) if e.is_dir())]
+    except OSError:
+        return []
+
+
+def _read_staged(checkpoint: str) -> bool:
+    """Whether a stream with ``checkpoint`` (or one inside it) read a staging directory: the first file of one of
+    its file sources' log entries is in ``_admitted``."""
+    for folder in _checkpoints(checkpoint):
+        for log in glob.glob(os.path.join(folder, "sources", "*", "*")):
+            try:
+                with open(log) as f:
+                    f.readline()  # the log's version
+                    if "/_admitted/" in f.readline():
+                        return True
+            except (OSError, UnicodeDecodeError):
+                continue
+    return False
+
+
 def _has_run(checkpoint: str) -> bool:
     """Whether a stream has planned a micro-batch with ``checkpoint`` (its ``offsets/`` hold one), or with one of
-    the checkpoints inside it (a workload's groups, ``CHECKPOINT/g<k>``; the ``--timeouts`` query's)."""
-    try:
-        inner = [e.path for e in os.scandir(checkpoint) if e.is_dir()]
-    except OSError:
-        return False
-    for folder in (checkpoint, *inner):
+    the checkpoints inside it (:func:`_checkpoints`)."""
+    for folder in _checkpoints(checkpoint):
         try:
             if any(n.isdigit() for n in os.listdir(os.path.join(folder, "offsets"))):
                 return True
@@ -453,13 +503,14 @@ def _has_run(checkpoint: str) -> bool:
     return False
 
 
-def _data_files(directory: str) -> list[tuple[str, float]]:
-    """The files of ``directory`` a file source reads (names not starting with ``_`` or ``.``): ``(name,
-    arrival s)``, oldest first (by modification time, then name)."""
+def _data_files(directory: str, skip: set[str] = frozenset()) -> list[tuple[str, float]]:
+    """The files of ``directory`` a file source reads (names not starting with ``_`` or ``.``), besides those
+    in ``skip`` (not even stat'ed: the admission polls a directory of 10,000 handed-over files in a few ms, not
+    ~40): ``(name, arrival s)``, oldest first (by modification time, then name)."""
     out = []
     with os.scandir(directory) as entries:
         for e in entries:
-            if not e.name.startswith(("_", ".")) and e.is_file():
+            if e.name not in skip and not e.name.startswith(("_", ".")) and e.is_file():
                 try:
                     out.append((e.name, e.stat().st_mtime))
                 except FileNotFoundError:  # gone meanwhile
@@ -528,10 +579,11 @@ class FileAdmission:
         self.slice_rows = 0  # the events handed over since then (the slice the next micro-batch reads)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.alive = None
 
     def pending(self) -> list[tuple[str, float]]:
         """The files of ``source`` neither handed over nor shed: ``(name, arrival s)``, oldest first."""
-        return [(name, at) for name, at in _data_files(self.source) if name not in self.done]
+        return _data_files(self.source, self.done)
 
     def planned(self) -> int | None:
         """The id of the newest micro-batch Spark has planned (its offsets written; -1: none yet), or None
@@ -568,7 +620,7 @@ class FileAdmission:
             return
         backlog = self.waiting(set(admit) | set(expire))
         counts = [self._file_rows(name) for name in admit]
-        hand_over_slice(self.source, self.staging, admit, counts, backlog)
+        hand_over_slice(self.source, self.staging, admit, counts, backlog, self.done)
         self.done.update(admit)
         self.staged.append((admit, *backlog))
         rows = sum(n or 0 for n in counts)
@@ -672,7 +724,9 @@ class FileAdmission:
 
     def _run(self) -> None:
         said = set()
-        while not self._stop.wait(self.poll):
+        for k in itertools.count(1):
+            if self._stop.wait(self.poll) or (k % 10 == 0 and self.alive is not None and not self.alive()):
+                return  # stopped, or (checked once a second) the stream it feeds has ended
             try:
                 self.step()
             except OSError as err:  # the input changed under it: the next step lists it again (the thread must
@@ -681,7 +735,11 @@ class FileAdmission:
                     said.add(str(err))
                     print(f"sparkcep: admission control of {self.source}: {err}", file=sys.stderr, flush=True)
 
-    def start(self) -> FileAdmission:
+    def start(self, alive=None) -> FileAdmission:
+        """Hand over what is there, then every ``poll`` seconds in a thread until :meth:`stop`, or until
+        ``alive()`` (a stream's ``isActive``; None: not asked) is false: a stream that failed or was stopped
+        directly, not through its owner, leaves no thread polling behind it."""
+        self.alive = alive
         self.step()
         self._thread = threading.Thread(target=self._run, name="sparkcep-admission", daemon=True)
         self._thread.start()
