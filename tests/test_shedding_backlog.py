@@ -871,3 +871,22 @@ def test_the_admission_thread_ends_with_the_stream_it_feeds(tmp_path):
     active[0] = False
     admission._thread.join(10)
     assert not admission._thread.is_alive()
+
+
+def test_the_admission_lists_what_spark_lists(tmp_path):
+    """The admission hands over (and counts as backlog) only the files Spark's file listing keeps
+    (``HadoopFSUtils.shouldFilterOutPathName``): a ``._COPYING_`` file still being written by ``hadoop fs -put``
+    is neither handed over nor waiting, while a ``_`` name holding ``=`` is read by Spark and so handed over."""
+    from sparkcep.spark.shedding import FileAdmission
+    from sparkcep.spark.validate import spark_lists
+
+    assert [spark_lists(n) for n in ("a.json", ".a.json", "_a.json", "_x=1.json", "a.json._COPYING_")] == \
+        [True, False, False, True, False]
+    source, staging = tmp_path / "in", tmp_path / "admitted"
+    source.mkdir()
+    for name in ("a.json", "b.json._COPYING_", "_x=1.json", "_SUCCESS"):
+        (source / name).write_text('{"type": "A"}\n')
+    admission = FileAdmission(str(source), str(staging), None)
+    assert admission.backlog(None) == (2, 2)
+    admission.step()
+    assert sorted(original_name(n) for n in os.listdir(staging) if spark_lists(n)) == ["_x=1.json", "a.json"]

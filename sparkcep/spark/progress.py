@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sparkcep.spark.sinks import METRICS
-from sparkcep.spark.validate import ARRIVAL_METRIC
+from sparkcep.spark.validate import ARRIVAL_METRIC, spark_lists
 
 
 def batch_counts(progress: dict) -> dict[str, int]:
@@ -93,7 +93,7 @@ def backlog_files(directory: str | None, newest_ms: float | None) -> int | None:
     count = 0
     with os.scandir(directory) as entries:
         for e in entries:
-            if e.is_file() and not e.name.startswith(("_", ".")) and e.stat().st_mtime_ns // 10**6 > newest_ms:
+            if e.is_file() and spark_lists(e.name) and e.stat().st_mtime_ns // 10**6 > newest_ms:
                 count += 1
     return count
 

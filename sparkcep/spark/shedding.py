@@ -64,7 +64,7 @@ from sparkcep.runtime_udfs.shedding.controller import Admission, BacklogControll
 from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
 from sparkcep.spark.heap import freeze_worker_heap
 from sparkcep.spark.progress import backlog_files, batch_latency
-from sparkcep.spark.validate import ARRIVAL_METRIC, STAGING_MARK, original_name, staged_name
+from sparkcep.spark.validate import ARRIVAL_METRIC, STAGING_MARK, original_name, spark_lists, staged_name
 
 __all__ = ["SHED", "ControlFile", "FileAdmission", "Shedding", "admitted_input", "count_rows", "current_model",
            "admitted", "follow_input", "hand_over", "hand_over_slice", "install", "shed_partition", "stage_function"]
@@ -504,13 +504,13 @@ def _has_run(checkpoint: str) -> bool:
 
 
 def _data_files(directory: str, skip: set[str] = frozenset()) -> list[tuple[str, float]]:
-    """The files of ``directory`` a file source reads (names not starting with ``_`` or ``.``), besides those
-    in ``skip`` (not even stat'ed: the admission polls a directory of 10,000 handed-over files in a few ms, not
-    ~40): ``(name, arrival s)``, oldest first (by modification time, then name)."""
+    """The files of ``directory`` a file source reads (:func:`validate.spark_lists`), besides those in ``skip``
+    (not even stat'ed: the admission polls a directory of 10,000 handed-over files in a few ms, not ~40):
+    ``(name, arrival s)``, oldest first (by modification time, then name)."""
     out = []
     with os.scandir(directory) as entries:
         for e in entries:
-            if e.name not in skip and not e.name.startswith(("_", ".")) and e.is_file():
+            if e.name not in skip and spark_lists(e.name) and e.is_file():
                 try:
                     out.append((e.name, e.stat().st_mtime))
                 except FileNotFoundError:  # gone meanwhile
@@ -679,7 +679,7 @@ class FileAdmission:
         shed, counted, cache = set(self.expired), {}, self._counted  # the listener's thread and the progress loop
         with os.scandir(self.source) as entries:
             for e in entries:
-                if e.name in shed or e.name.startswith(("_", ".")) or not e.is_file():
+                if e.name in shed or not spark_lists(e.name) or not e.is_file():
                     continue
                 try:
                     st = e.stat()

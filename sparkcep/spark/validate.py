@@ -70,6 +70,14 @@ STREAM_TS_LIMIT = EventTimeScale.of(None).limit
 #: Streaming, timestamp ts: PySpark hands timestamps to pandas as datetime64[ns], which holds these years.
 STREAM_TIME_RANGE = ("1678-01-01 00:00:00", "2261-12-31 23:59:59")
 
+
+def spark_lists(name: str) -> bool:
+    """Whether Spark's file listing keeps a file of this name (``HadoopFSUtils.shouldFilterOutPathName``): not one
+    starting with ``.``, nor with ``_`` unless it holds ``=``, nor one ending in ``._COPYING_`` (a copy that
+    ``hadoop fs -put`` is still writing)."""
+    return not (name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_"))
+
+
 def quoted(name: str) -> str:
     """``name`` as a Spark column reference: backquoted, backquotes doubled (dots, quotes, spaces are kept)."""
     return "`" + name.replace("`", "``") + "`"
@@ -158,13 +166,12 @@ def input_schema(spark, path: str, fmt: str, options: dict, ddl: str | None):
 
 
 def has_data_files(path: str) -> bool:
-    """A file, or a directory holding at least one file Spark reads (names starting with ``_`` or ``.`` are
-    hidden from Spark's file sources)."""
+    """A file, or a directory holding at least one file Spark reads (:func:`spark_lists`)."""
     if os.path.isfile(path):
         return True
     for _root, dirs, files in os.walk(path):
         dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
-        if any(not f.startswith(("_", ".")) for f in files):
+        if any(spark_lists(f) for f in files):
             return True
     return False
 
