@@ -607,9 +607,13 @@ class StagedLinks:
             stem = n[:-len(".compact")] if n.endswith(".compact") else n
             if stem.isdigit() and int(stem) > upto:
                 batches.append((int(stem), n))
+        here: dict[str, bool] = {}  # per directory of the entries: whether it is ``staging``
         for batch, n in sorted(batches):
             for path, b in _log_entries(os.path.join(folder, n), upto):
-                if os.path.realpath(os.path.dirname(path)) == self._real:
+                parent = os.path.dirname(path)
+                if parent not in here:
+                    here[parent] = os.path.realpath(parent) == self._real
+                if here[parent]:
                     names.setdefault(os.path.basename(path), b)
             upto = batch
         self._logs[folder] = (upto, names)
@@ -650,14 +654,14 @@ class StagedLinks:
 
     def sweep(self) -> list[str]:
         """Remove the staged files :meth:`removable` says; the names removed."""
-        gone = []
+        gone = set()
         for name in self.removable():
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(self.staging, name))
-                gone.append(name)
+                gone.add(name)
         for folder, (upto, names) in self._logs.items():  # forgotten: never listed again
             self._logs[folder] = (upto, {n: b for n, b in names.items() if n not in gone})
-        return gone
+        return sorted(gone)
 
 
 class FileAdmission:
