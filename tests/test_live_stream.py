@@ -387,18 +387,25 @@ def test_apply_stream_follows_a_directory_through_the_admission_control(spark, t
 
 
 @pytest.mark.spark
-def test_a_stream_without_shedding_observes_its_backlog_and_restarts_exactly_once(spark, tmp_path):
+def test_a_stream_without_shedding_observes_its_backlog_and_restarts_exactly_once(spark, tmp_path, monkeypatch):
     """Without shedding, ``sparkcep.apply_stream`` follows a local directory through the admission control with
     no bound: each micro-batch's ``backlog`` observed metric (Spark's own progress) is the files and events
     still waiting behind the newest file it read (one file per micro-batch here: 2, 1, then 0 files of 2 events
     each).  Nothing else changes: the arrival is the user file's modification time, a dead letter is its raw
     record (no file name at all), and a restart from the checkpoint reads only the file written since (no
-    result lost or repeated)."""
+    result lost or repeated).  An input file deleted after its micro-batch committed (a retention cleanup) has
+    its staged link removed: when the admission starts again, and while it runs within its sweep period."""
+    from sparkcep.spark import shedding as shedding_module
+
+    monkeypatch.setattr(shedding_module, "SWEEP_SECONDS", 0.5)
     inbox, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     for k in range(3):
         write_file(inbox, k, FILES[k], mtime=1_000_000 + k)
 
-    def run(until: int) -> tuple[sparkcep.LiveStream, list[dict]]:
+    def staged() -> list[str]:
+        return sorted(original_name(n) for n in os.listdir(ck / "_admitted") if n.startswith("part-"))
+
+    def run(until: int, delete: str | None = None) -> tuple[sparkcep.LiveStream, list[dict]]:
         live = sparkcep.apply_stream(str(inbox), QUERY, checkpoint=str(ck), output=str(out), spark=spark,
                                      files_per_trigger=1)
         try:
@@ -408,6 +415,13 @@ def test_a_stream_without_shedding_observes_its_backlog_and_restarts_exactly_onc
                 assert live.query.isActive and time.monotonic() < deadline, live.query.exception()
                 time.sleep(0.2)
             assert live.backlog() == 0
+            if delete is not None:  # committed before: its link goes within the sweep period once it is gone
+                assert staged() == [delete, "part-03.jsonl"]  # the two others. went already
+                os.remove(inbox / delete)
+                gone_by = time.monotonic() + 10
+                while delete in staged():
+                    assert time.monotonic() < gone_by, staged()
+                    time.sleep(0.1)
             return live, [json.loads(p.json) for p in live.query.recentProgress if p.numInputRows]
         finally:
             live.stop()
@@ -417,11 +431,16 @@ def test_a_stream_without_shedding_observes_its_backlog_and_restarts_exactly_onc
     metrics = [p["observedMetrics"] for p in progress]
     assert [m["backlog"] for m in metrics] == [{"files": n, "rows": 2 * n} for n in (2, 1, 0)]
     assert [m["arrival"]["newest"] for m in metrics] == [(1_000_000 + k) * 1000 for k in range(3)]
-    # a restart: the file written since, with a bad record, is the only one read
+    # a restart: the file written since, with a bad record, is the only one read; the first two files, deleted
+    # meanwhile, lose their links as it starts, the third while it runs
+    assert staged() == [f"part-0{k}.jsonl" for k in range(3)]
+    for k in range(2):
+        os.remove(inbox / f"part-0{k}.jsonl")
     write_file(inbox, 3, TIMES_OUT)
     with open(inbox / "part-03.jsonl", "a") as f:
         f.write("not json\n")
-    _, progress = run(2)
+    _, progress = run(2, delete="part-02.jsonl")
+    assert staged() == ["part-03.jsonl"]
     assert [p["observedMetrics"]["backlog"] for p in progress] == [{"files": 0, "rows": 0}]
     assert sum(p["observedMetrics"]["dead_letters"]["dead_letters"] for p in progress) == 1
     dead = [json.loads(line) for f in (out / "_dead_letters").rglob("*.json") for line in f.read_text().splitlines()]

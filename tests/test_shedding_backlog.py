@@ -890,3 +890,123 @@ def test_the_admission_lists_what_spark_lists(tmp_path):
     assert admission.backlog(None) == (2, 2)
     admission.step()
     assert sorted(original_name(n) for n in os.listdir(staging) if spark_lists(n)) == ["_x=1.json", "a.json"]
+
+
+def _query_checkpoint(folder, logs: dict[str, list[tuple[str, int]]], committed: int | None):
+    """A query's checkpoint as Spark writes it: ``metadata``; its file source's log ``sources/0/<file>`` (each
+    ``(path, log offset)`` entry a JSON line after ``v1``); and, with ``committed`` (the source's log offset the
+    newest committed micro-batch read up to), ``offsets/<c>`` and ``commits/<c>`` of one micro-batch more
+    (c = committed + 1: a micro-batch without new files reads no new log offset) and the planned micro-batch
+    after it, not committed."""
+    from urllib.parse import quote
+
+    (folder / "sources" / "0").mkdir(parents=True, exist_ok=True)
+    (folder / "metadata").write_text('{"id":"q"}\n')
+    for name, entries in logs.items():
+        lines = [json.dumps({"path": "file://" + quote(str(p)), "timestamp": 0, "batchId": b}) for p, b in entries]
+        (folder / "sources" / "0" / name).write_text("v1\n" + "".join(line + "\n" for line in lines))
+    if committed is not None:
+        (folder / "offsets").mkdir(exist_ok=True)
+        (folder / "commits").mkdir(exist_ok=True)
+        c = committed + 1
+        for batch, offset in [(c, committed), (c + 1, committed + 1)]:
+            (folder / "offsets" / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{{"logOffset":{offset}}}\n')
+        (folder / "commits" / str(c)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+
+
+def test_a_staged_link_is_removed_once_its_input_is_gone_and_every_query_committed_it(tmp_path):
+    """A staged file is removed (:meth:`FileAdmission.tidy`, at most every ``SWEEP_SECONDS``) only when its input
+    file is gone (the admission can never hand it over again) and every query of the checkpoint (the results',
+    ``_timeouts``) has committed a micro-batch that read it (its file-source log, a ``.compact`` one too, lists
+    it at a log offset up to its newest commit's): not a file whose batch is only planned, nor one whose input
+    is still there, nor one a second query has not committed yet."""
+    from sparkcep.spark import shedding
+    from sparkcep.spark.shedding import FileAdmission
+
+    source, ck = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    names = ["a 0.json", "b.json", "c.json", "d.json"]
+    for k, name in enumerate(names):
+        (source / name).write_text('{"type": "A"}\n')
+        os.utime(source / name, (1_000_000 + k, 1_000_000 + k))
+    staging = ck / "_admitted"
+    admission = FileAdmission(str(source), str(staging), None, checkpoint=str(ck))
+    admission.step()
+    staged = {original_name(n): n for n in os.listdir(staging) if n.endswith(".json")}
+    assert sorted(staged) == names
+
+    def at(name):
+        return staging / staged[name]
+
+    # the results' query committed log offsets 0 (a) and 1 (b); offset 2 (c) is planned, not committed
+    _query_checkpoint(ck, {"0": [(at("a 0.json"), 0)], "1": [(at("b.json"), 1)], "2": [(at("c.json"), 2)]}, 1)
+    # the timeouts query: a in its compact log, committed; b logged, not committed yet
+    _query_checkpoint(ck / "_timeouts", {"0.compact": [(at("a 0.json"), 0)], "1": [(at("b.json"), 1)]}, 0)
+    for name in ("a 0.json", "b.json", "c.json"):
+        os.remove(source / name)
+    assert admission.tidy(now=100.0) == [staged["a 0.json"]]
+    assert not at("a 0.json").exists() and at("b.json").exists() and at("c.json").exists()
+    # the timeouts query commits b: removed at the next sweep, not before SWEEP_SECONDS
+    _query_checkpoint(ck / "_timeouts", {}, 1)
+    assert admission.tidy(now=100.0 + shedding.SWEEP_SECONDS / 2) == []
+    assert admission.tidy(now=100.0 + shedding.SWEEP_SECONDS) == [staged["b.json"]]
+    # c's micro-batch commits, and d's, whose input is still there: c removed, d kept
+    _query_checkpoint(ck, {"3": [(at("d.json"), 3)]}, 3)
+    _query_checkpoint(ck / "_timeouts", {"2": [(at("c.json"), 2)], "3": [(at("d.json"), 3)]}, 3)
+    assert admission.tidy(now=200.0) == [staged["c.json"]]
+    assert sorted(original_name(n) for n in os.listdir(staging) if n.endswith(".json")) == ["d.json"]
+    # each log file was read once: the results' log up to offset 3, nothing of it kept for the removed files
+    assert admission.links._logs[str(ck / "sources" / "0")] == (3, {staged["d.json"]: 3})
+    # a restart hands nothing over again (the inputs are gone) and removes nothing more
+    again = FileAdmission(str(source), str(staging), None, checkpoint=str(ck))
+    again.step()
+    assert again.tidy(now=300.0) == [] and os.listdir(staging) == [staged["d.json"]]
+
+
+def test_a_checkpoint_that_cannot_be_read_keeps_every_staged_link(tmp_path):
+    """A source log line, or the newest commit's offsets, that cannot be read (of one query, another one's can)
+    keeps every staged file; and without a query checkpoint at all (none started yet) nothing is removed."""
+    from sparkcep.spark.shedding import FileAdmission
+
+    source, ck = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    (source / "a.json").write_text('{"type": "A"}\n')
+    admission = FileAdmission(str(source), str(ck / "_admitted"), None, checkpoint=str(ck))
+    admission.step()
+    (staged,) = [n for n in os.listdir(ck / "_admitted") if n.endswith(".json")]
+    os.remove(source / "a.json")
+    assert admission.links.removable() == []  # no query yet
+    for query in (ck, ck / "_timeouts"):  # the timeouts query can be read: the results' one cannot
+        _query_checkpoint(query, {"0": [(ck / "_admitted" / staged, 0)]}, 0)
+    good = (ck / "sources" / "0" / "0").read_text()
+    (ck / "sources" / "0" / "0").write_text(good + "{not json\n")
+    assert admission.links.removable() == []
+    (ck / "sources" / "0" / "0").write_text(good)
+    offsets = (ck / "offsets" / "1").read_text()
+    (ck / "offsets" / "1").write_text("v1\n")  # no source's offset
+    assert admission.links.removable() == []
+    (ck / "offsets" / "1").write_text(offsets.replace("logOffset", "offset"))
+    assert admission.links.removable() == []
+    (ck / "offsets" / "1").write_text(offsets)
+    assert admission.tidy() == [staged] and not (ck / "_admitted" / staged).exists()
+
+
+def test_a_restart_of_a_match_recognize_or_notebook_stream_removes_what_its_checkpoint_committed(tmp_path):
+    """The admission of the runs without a shedding stage (``MATCH_RECOGNIZE`` statements, the notebook:
+    :func:`admitted`) knows their checkpoint: restarted after an input file that its query committed was
+    deleted, it removes that file's staged link as it starts, and keeps the one of a file still there."""
+    from sparkcep.spark.shedding import admitted
+
+    source, ck = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    for k, name in enumerate(["a.json", "b.json"]):
+        (source / name).write_text('{"type": "A"}\n')
+        os.utime(source / name, (1_000_000 + k, 1_000_000 + k))
+    with admitted(str(source), "json", stream=True, checkpoint=str(ck)) as (path, _):
+        staged = {original_name(n): n for n in os.listdir(path) if n.endswith(".json")}
+    entries = [(ck / "_admitted" / staged["a.json"], 0), (ck / "_admitted" / staged["b.json"], 0)]
+    for query in (ck / "g0", ck / "g1"):  # a workload's groups
+        _query_checkpoint(query, {"0": entries}, 0)
+    os.remove(source / "a.json")
+    with admitted(str(source), "json", stream=True, checkpoint=str(ck)) as (path, _):
+        assert sorted(n for n in os.listdir(path) if n.endswith(".json")) == [staged["b.json"]]

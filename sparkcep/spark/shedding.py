@@ -51,6 +51,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pandas as pd
@@ -527,6 +528,142 @@ def _rows_or_none(path: str, fmt: str) -> int | None:
         return None
 
 
+#: How often (seconds) the admission removes the staged links no query can read again (:class:`StagedLinks`).
+SWEEP_SECONDS = 10.0
+
+
+def _log_entries(path: str, after: int) -> list[tuple[str, int]]:
+    """The entries of the file-source log file ``path`` (Spark's ``FileStreamSourceLog``, a batch's file ``<n>``
+    or a ``<n>.compact`` file holding every batch up to ``n``: a ``v1`` line, then one JSON line per file with its
+    ``path`` URI and its source ``batchId``) of a batch after ``after``: ``(local path, batchId)``.  A log of
+    another version or an entry that cannot be read raises ValueError (or OSError)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        if f.readline().strip() != "v1":
+            raise ValueError(f"{path}: not a v1 file-source log")
+        for line in f:
+            if line.strip():
+                entry = json.loads(line)
+                batch = int(entry["batchId"])
+                if batch > after:
+                    out.append((unquote(urlparse(entry["path"]).path), batch))
+    return out
+
+
+def _committed_offsets(query: str) -> list[int | None] | None:
+    """Per file source of the query checkpointed at ``query`` (``sources/<i>``), the source's log offset its
+    newest committed micro-batch read up to (``offsets/<c>`` of the highest ``commits/<c>``: after the version
+    and the batch's metadata, one ``{"logOffset":n}`` line per source; None for a source of another kind):
+    ``[]`` before a commit; None when they cannot be read."""
+    try:
+        commits = [int(n) for n in os.listdir(os.path.join(query, "commits")) if n.isdigit()]
+    except FileNotFoundError:
+        return []
+    except OSError:
+        return None
+    if not commits:
+        return []
+    try:
+        with open(os.path.join(query, "offsets", str(max(commits))), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        return [None if line.strip() == "-" else int(json.loads(line)["logOffset"]) for line in lines[2:]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class StagedLinks:
+    """The staged files (links, or copies) of the admission control's ``staging`` directory that can never be
+    read again, removed (:meth:`sweep`), so that a file the user deletes from ``source`` (a retention cleanup)
+    frees its disk: one is removed only when both hold (anything that cannot be read keeps them all):
+
+    - its input file is gone: ``source`` no longer holds its name (:func:`original_name`; a link's other name,
+      a copy's original), so the admission can never hand it over again, not even after a restart, which lists
+      ``staging`` for what was handed over (a hard link whose count of links is 1 but whose name holds another
+      file now is kept: a copy's count is 1 too); and
+    - every query checkpointed in ``checkpoint`` (it, and the checkpoints inside it: ``_timeouts``, a workload's
+      ``g<k>``: :func:`_checkpoints`; a query's holds Spark's ``metadata``) has committed a micro-batch that
+      read it: its file source's log (``sources/<i>/<n>``, ``<n>.compact``) lists it at a log offset up to
+      that of the query's newest commit (:func:`_committed_offsets`).
+
+    Each source log is read once, incrementally (:attr:`_logs`: what was read of it, up to which log offset)."""
+
+    def __init__(self, staging: str, source: str, checkpoint: str):
+        self.staging, self.source, self.checkpoint = staging, source, checkpoint
+        self._real = os.path.realpath(staging)
+        #: per source log directory: (the log offset read up to, {staged name: log offset that read it})
+        self._logs: dict[str, tuple[int, dict[str, int]]] = {}
+
+    def _queries(self) -> list[str]:
+        """The checkpoints of the queries that may read ``staging`` (those holding Spark's ``metadata``)."""
+        return [q for q in _checkpoints(self.checkpoint)
+                if os.path.realpath(q) != self._real and os.path.isfile(os.path.join(q, "metadata"))]
+
+    def _read_log(self, folder: str) -> dict[str, int]:
+        """``{staged name: log offset}`` of the source log ``folder``, its new files read (ValueError, OSError:
+        one cannot be read)."""
+        upto, names = self._logs.get(folder, (-1, {}))
+        batches = []
+        for n in os.listdir(folder):
+            stem = n[:-len(".compact")] if n.endswith(".compact") else n
+            if stem.isdigit() and int(stem) > upto:
+                batches.append((int(stem), n))
+        here: dict[str, bool] = {}  # per directory of the entries: whether it is ``staging``
+        for batch, n in sorted(batches):
+            for path, b in _log_entries(os.path.join(folder, n), upto):
+                parent = os.path.dirname(path)
+                if parent not in here:
+                    here[parent] = os.path.realpath(parent) == self._real
+                if here[parent]:
+                    names.setdefault(os.path.basename(path), b)
+            upto = batch
+        self._logs[folder] = (upto, names)
+        return names
+
+    def _committed(self, query: str) -> set[str] | None:
+        """The staged names the query checkpointed at ``query`` has committed a micro-batch reading; None: its
+        checkpoint cannot be read."""
+        offsets = _committed_offsets(query)
+        if offsets is None:
+            return None
+        out = set()
+        for i, offset in enumerate(offsets):
+            folder = os.path.join(query, "sources", str(i))
+            if offset is None or not os.path.isdir(folder):
+                continue
+            try:
+                names = self._read_log(folder)
+            except (OSError, ValueError, KeyError, TypeError):
+                return None
+            out.update(name for name, b in names.items() if b <= offset)
+        return out
+
+    def removable(self) -> list[str]:
+        """The staged names no query can read again and whose input is gone (none if a checkpoint cannot be
+        read, or no query has one)."""
+        queries = self._queries()
+        if not queries:
+            return []
+        read = None
+        for query in queries:
+            committed = self._committed(query)
+            if committed is None:
+                return []
+            read = committed if read is None else read & committed
+        return [name for name in sorted(read) if not os.path.lexists(os.path.join(self.source, original_name(name)))
+                and os.path.lexists(os.path.join(self.staging, name))]
+
+    def sweep(self) -> list[str]:
+        """Remove the staged files :meth:`removable` says; the names removed."""
+        gone = set()
+        for name in self.removable():
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(self.staging, name))
+                gone.add(name)
+        for folder, (upto, names) in self._logs.items():  # forgotten: never listed again
+            self._logs[folder] = (upto, {n: b for n, b in names.items() if n not in gone})
+        return sorted(gone)
+
+
 class FileAdmission:
     """Admission control of a followed directory (issue 17), applied: the stream reads ``staging``, not
     ``source``; :meth:`step` (every ``poll`` seconds in a thread, :meth:`start`/:meth:`stop`) hands the files
@@ -564,6 +701,9 @@ class FileAdmission:
         self.type_col, self.dropped_output, self.poll, self.fmt = type_col, dropped_output, poll, fmt
         self.offsets = os.path.join(checkpoint, "offsets") if checkpoint else None
         os.makedirs(staging, exist_ok=True)
+        #: the staged files no query can read again, removed once their input is gone (:meth:`tidy`)
+        self.links = StagedLinks(staging, source, checkpoint) if checkpoint else None
+        self.swept_at: float | None = None
         # a restart from the checkpoint: what was handed over already
         self.done = {original_name(n) for n in os.listdir(staging)}
         if shedding is not None:
@@ -629,6 +769,16 @@ class FileAdmission:
         else:
             self.slice_rows += rows
         self._rows = {k: n for k, n in self._rows.items() if k[0] not in self.done}
+
+    def tidy(self, now: float | None = None) -> list[str]:
+        """Remove the staged files whose input is gone and which every query of the ``checkpoint`` has committed
+        (:class:`StagedLinks`), at most every :data:`SWEEP_SECONDS`: the names removed (none without a
+        checkpoint)."""
+        now = time.time() if now is None else now
+        if self.links is None or (self.swept_at is not None and now - self.swept_at < SWEEP_SECONDS):
+            return []
+        self.swept_at = now
+        return self.links.sweep()
 
     def _file_rows(self, name: str) -> int | None:
         """The events of the waiting file ``name`` (counted once per name and size; None if it is gone or they
@@ -729,6 +879,7 @@ class FileAdmission:
                 return  # stopped, or (checked once a second) the stream it feeds has ended
             try:
                 self.step()
+                self.tidy()
             except OSError as err:  # the input changed under it: the next step lists it again (the thread must
                 # not end: the stream would stop getting files); each distinct error said once
                 if str(err) not in said:
@@ -741,6 +892,7 @@ class FileAdmission:
         directly, not through its owner, leaves no thread polling behind it."""
         self.alive = alive
         self.step()
+        self.tidy()  # a restart: what the checkpoint committed before, its input gone since
         self._thread = threading.Thread(target=self._run, name="sparkcep-admission", daemon=True)
         self._thread.start()
         return self
@@ -785,7 +937,7 @@ def admitted(path: str, fmt: str, *, stream: bool, checkpoint: str | None = None
     None)``; on exit the admission thread stops and a staging directory outside a ``checkpoint`` is removed.
     For the runs without a shedding stage (the notebook, ``MATCH_RECOGNIZE`` statements)."""
     staging = admitted_input(path, fmt, follow=stream, checkpoint=checkpoint)
-    admission = None if staging is None else FileAdmission(path, staging, None, fmt=fmt).start()
+    admission = None if staging is None else FileAdmission(path, staging, None, checkpoint=checkpoint, fmt=fmt).start()
     try:
         yield staging or path, admission
     finally:
