@@ -876,8 +876,9 @@ def test_the_admission_thread_ends_with_the_stream_it_feeds(tmp_path):
 def test_the_admission_lists_what_spark_lists(tmp_path):
     """The admission hands over (and counts as backlog) only the files Spark's file listing keeps
     (``HadoopFSUtils.shouldFilterOutPathName``): a ``._COPYING_`` file still being written by ``hadoop fs -put``
-    is neither handed over nor waiting, while a ``_`` name holding ``=`` is read by Spark and so handed over."""
-    from sparkcep.spark.shedding import FileAdmission
+    is neither handed over nor waiting, while a ``_`` name holding ``=`` is read by Spark and so handed over; the
+    same rule tells which subdirectories make an input be read as it is (partitions)."""
+    from sparkcep.spark.shedding import FileAdmission, admitted_input
     from sparkcep.spark.validate import spark_lists
 
     assert [spark_lists(n) for n in ("a.json", ".a.json", "_a.json", "_x=1.json", "a.json._COPYING_")] == \
@@ -890,6 +891,13 @@ def test_the_admission_lists_what_spark_lists(tmp_path):
     assert admission.backlog(None) == (2, 2)
     admission.step()
     assert sorted(original_name(n) for n in os.listdir(staging) if spark_lists(n)) == ["_x=1.json", "a.json"]
+    # directories by the same rule: one Spark lists (a partition, ``_key=v`` too) makes the input read as it is;
+    # those it hides do not
+    for hidden in ("_temporary", ".hidden", "copy._COPYING_"):
+        (source / hidden).mkdir()
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "ck1")) is not None
+    (source / "_day=1").mkdir()
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "ck2")) is None
 
 
 def _query_checkpoint(folder, logs: dict[str, list[tuple[str, int]]], committed: int | None):

@@ -463,9 +463,10 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
 
 
 def _has_subdirectories(path: str) -> bool:
-    """Whether the directory ``path`` holds a directory a file source reads (not named ``_...`` or ``....``)."""
+    """Whether the directory ``path`` holds a directory Spark's file listing reads (:func:`validate.spark_lists`:
+    a partition, ``key=v`` or ``_key=v``, or any other not named ``_...`` or ``....``)."""
     with os.scandir(path) as entries:
-        return any(e.is_dir() and not e.name.startswith(("_", ".")) for e in entries)
+        return any(e.is_dir() and spark_lists(e.name) for e in entries)
 
 
 def _checkpoints(checkpoint: str) -> list[str]:
