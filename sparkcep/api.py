@@ -887,13 +887,13 @@ class LiveStream:
         (:meth:`~sparkcep.spark.shedding.FileAdmission.backlog`; shed whole: not counted), else as seen from
         outside (:func:`sparkcep.spark.progress.backlog_files`); None: no arrival observed yet, or not a local
         directory."""
-        from sparkcep.spark.progress import unprocessed
+        from sparkcep.spark.progress import InputDirectory, unprocessed
         from sparkcep.spark.validate import ARRIVAL_METRIC
 
         newest = [p.observedMetrics[ARRIVAL_METRIC]["newest"] for p in self.query.recentProgress
                   if ARRIVAL_METRIC in (p.observedMetrics or {})]
         newest = [n for n in newest if n is not None]
-        backlog = unprocessed(self.admission or self.path, max(newest) if newest else None)
+        backlog = unprocessed(self.admission or InputDirectory(self.path), max(newest) if newest else None)
         return None if backlog is None else backlog[0]
 
     def stop(self) -> None:

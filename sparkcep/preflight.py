@@ -63,15 +63,18 @@ def _path_suggestion(path: str) -> str:
 
 
 def data_files(path: str) -> tuple[list[str], set[str]] | None:
-    """The files Spark's file sources read at ``path`` (names starting with ``_`` or ``.`` are hidden), sorted,
-    and the partition columns of ``key=value`` directories; None past :data:`MAX_FILES` files."""
+    """The files Spark's file sources read at ``path`` (those and the directories Spark's listing keeps,
+    :func:`sparkcep.spark.validate.spark_lists`: names starting with ``.``, or ``_`` without ``=``, are hidden),
+    sorted, and the partition columns of ``key=value`` directories; None past :data:`MAX_FILES` files."""
+    from sparkcep.spark.validate import spark_lists
+
     if os.path.isfile(path):
         return [path], set()
     files, partitions = [], set()
     for root, dirs, names in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        dirs[:] = sorted(d for d in dirs if spark_lists(d))
         partitions.update(d.split("=", 1)[0] for d in dirs if "=" in d)
-        files += [os.path.join(root, f) for f in sorted(names) if not f.startswith(("_", "."))]
+        files += [os.path.join(root, f) for f in sorted(names) if spark_lists(f)]
         if len(files) > MAX_FILES:
             return None
     return files, partitions

@@ -4,9 +4,11 @@
   that batch's id), and the stream's results equal the batch run's and the oracle's;
 * ``sparkcep run --stream`` (no ``--once``) follows its input directory: files written after it started are
   read, and SIGTERM stops it after the micro-batch under way has committed (exit 0, a summary line, no
-  traceback), leaving no partial output; its results equal the batch run's; its progress lines give the
+  traceback), leaving no partial output; its results equal the oracle's; its progress lines give the
   latency from arrival and the backlog; with ``--timeouts`` a partial match is written to ``OUTPUT/_timeouts``
-  while the run goes on, once the watermark closes its window.
+  while the run goes on, once the watermark closes its window; an input file deleted (a retention cleanup)
+  loses its staged link once both queries (the results' and the ``--timeouts`` one) have committed it, never
+  before, also across a restart.
 """
 
 from __future__ import annotations
@@ -166,30 +168,86 @@ class Lines:
         return "\n".join(self.lines)
 
 
-def continuous_run(inbox: Path, out: Path, checkpoint: Path, *extra: str) -> tuple[subprocess.Popen, Lines]:
+#: ``python -c`` program: the CLI with the admission's sweep period (``shedding.SWEEP_SECONDS``) set to argv[1]
+SWEPT_CLI = ("import sys; from sparkcep.spark import shedding; shedding.SWEEP_SECONDS = float(sys.argv.pop(1)); "
+             "from sparkcep.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+def continuous_run(inbox: Path, out: Path, checkpoint: Path, *extra: str,
+                   sweep: float | None = None) -> tuple[subprocess.Popen, Lines]:
     """A continuous ``sparkcep run --stream`` of QUERY over ``inbox`` (one file per micro-batch) in a process of its
-    own with this checkout on its path, and its stderr lines as they come."""
+    own with this checkout on its path, and its stderr lines as they come; ``sweep``: the admission's sweep
+    period of staged links (s; None: the default)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
                                                         os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "sparkcep.cli", "run", "-e", QUERY, "--input", str(inbox),
+    program = ["-m", "sparkcep.cli"] if sweep is None else ["-c", SWEPT_CLI, str(sweep)]
+    proc = subprocess.Popen([sys.executable, *program, "run", "-e", QUERY, "--input", str(inbox),
                              "--stream", "--files-per-trigger", "1", "--output", str(out), "--checkpoint",
                              str(checkpoint), "--master", "local[2]", *extra],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
     return proc, Lines(proc.stderr)
 
 
+def staged_inputs(checkpoint: Path) -> list[str]:
+    """The input files whose staged link the admission control keeps in ``CHECKPOINT/_admitted``."""
+    return sorted(original_name(n) for n in os.listdir(checkpoint / "_admitted") if n.startswith("part-"))
+
+
+def files_committed(query: Path) -> int:
+    """How many input files the query checkpointed at ``query`` has committed, when it reads them one per
+    micro-batch, one at a time: its file source's log offset in ``offsets/<c>`` of its newest commit ``c``, plus
+    one (the source logs a file per micro-batch that has one); 0 before a commit."""
+    commits = [int(n) for n in os.listdir(query / "commits") if n.isdigit()] if (query / "commits").is_dir() else []
+    if not commits:
+        return 0
+    return json.loads((query / "offsets" / str(max(commits))).read_text().splitlines()[2])["logOffset"] + 1
+
+
+def unlink_input(inbox: Path, checkpoint: Path, k: int) -> None:
+    """Delete the input file ``part-KK.jsonl``, the k-th (from 0) that both queries (results, ``_timeouts``) read,
+    and wait until its staged link goes, checking at each look that it goes only once both queries have committed
+    it (the link looked at first: a commit never goes away)."""
+    name = f"part-{k:02d}.jsonl"
+    os.remove(inbox / name)
+    deadline = time.monotonic() + 120
+    while True:
+        linked = name in staged_inputs(checkpoint)
+        committed = [files_committed(q) for q in (checkpoint, checkpoint / "_timeouts")]
+        assert linked or min(committed) > k, (name, committed)
+        if not linked:
+            return
+        assert time.monotonic() < deadline, (name, committed)
+        time.sleep(0.05)
+
+
+#: a file for the restart: a match (A@400, B@410 of key 3), an A of key 4 no B follows, and a C far later (600)
+#: that times its partial match out (window end 520)
+RESTART = [{"type": "A", "ts": 400, "id": 3, "x": 1}, {"type": "B", "ts": 410, "id": 3, "x": 2},
+           {"type": "A", "ts": 420, "id": 4, "x": 9}, {"type": "C", "ts": 600, "id": 2, "x": 0}]
+
+
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, tmp_path, capsys):
-    inbox, out = tmp_path / "in", tmp_path / "out"
+def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, tmp_path, monkeypatch):
+    """``run --stream --timeouts`` runs two queries over the staged files, each with its checkpoint (the
+    results' and ``CHECKPOINT/_timeouts``). An input file deleted while it runs loses its staged link only once
+    both queries have committed it, within the sweep period; one deleted before a restart, as it starts; one
+    deleted after the results' query read it while the ``_timeouts`` query lags keeps its link until that one
+    has read and committed it too. The results and the timed-out partial matches are complete and none is
+    written twice."""
+    from sparkcep.spark import shedding, sinks
+
+    inbox, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     write_file(inbox, 0, FILES[0])
-    proc, err = continuous_run(inbox, out, tmp_path / "ck", "--timeouts", "--latency-column")
+    proc, err = continuous_run(inbox, out, ck, "--timeouts", "--latency-column", sweep=0.5)
     try:
         err.wait_for(lambda line: line.startswith("batch ") and "read 2 events" in line, 600, proc)
         for k in (1, 2, 3):  # written after the run started: it must pick them up
             write_file(inbox, k, (FILES + [TIMES_OUT])[k])
             err.wait_for(lambda line, n=2 * (k + 1): line.startswith("batch ") and f"read {n} events" in line,
                          300, proc)
+            if k < 3:  # a retention cleanup of the file before, once the results' query read this one
+                unlink_input(inbox, ck, k - 1)
         # the timed-out A@10 is written while the run goes on (before, only after the stop)
         deadline = time.monotonic() + 300
         while not any(f.stat().st_size for f in (out / "_timeouts").glob("*.json")):
@@ -204,8 +262,13 @@ def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, 
     assert "Traceback" not in text
     assert "sparkcep: stopped after" in text and "sparkcep: read 8 events, 2 results" in text
     assert "sparkcep: 1 timed-out partial match; see" in text
-    timed_out = [json.loads(line) for f in (out / "_timeouts").glob("*.json") for line in f.read_text().splitlines()]
-    assert [(r["at"], r["timeout_step"]) for r in timed_out] == [(10, "a")]
+    assert staged_inputs(ck) == ["part-02.jsonl", "part-03.jsonl"]
+
+    def timed_out() -> list[tuple]:
+        rows = [json.loads(line) for f in (out / "_timeouts").glob("*.json") for line in f.read_text().splitlines()]
+        return sorted((r["at"], r["timeout_step"]) for r in rows)
+
+    assert timed_out() == [(10, "a")]
     # each batch with events reports their arrival-to-commit latency and the files not read yet
     assert any(" latency p50 " in line and " backlog " in line for line in text.splitlines())
     # each result's latency from its file's arrival (modification time) to its micro-batch, in the row and the line
@@ -215,13 +278,42 @@ def test_a_continuous_run_follows_its_input_and_stops_cleanly_on_sigterm(spark, 
     # nothing partial: no staging directory, no empty file, every batch's rows once
     files = {f.name: f.stat().st_size for f in out.glob("part-*")}
     assert not list(out.glob("_staging*")) and all(size > 0 for size in files.values()), files
-    committed = max(int(f.name) for f in (tmp_path / "ck" / "commits").iterdir() if f.name.isdigit())
+    committed = max(int(f.name) for f in (ck / "commits").iterdir() if f.name.isdigit())
     assert all(batch <= committed for batch in rows_by_batch(out)), (committed, files)
-    assert main(["run", "-e", QUERY, "--input", str(inbox), "--quiet"]) == 0
-    batch = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    streamed = [r for rows in rows_by_batch(out).values() for r in rows]
-    streamed = [{k: v for k, v in r.items() if k != "_latency_ms"} for r in streamed]
-    assert canonical(streamed) == canonical(batch) == canonical(oracle([e for f in [*FILES, TIMES_OUT] for e in f]))
+
+    def streamed() -> list[dict]:  # (= the batch run's: test_a_match_is_written_by_the_micro_batch_that_reads_...)
+        rows = [r for rows in rows_by_batch(out).values() for r in rows]
+        return [{k: v for k, v in r.items() if k != "_latency_ms"} for r in rows]
+
+    assert canonical(streamed()) == canonical(oracle([e for f in [*FILES, TIMES_OUT] for e in f]))
+    # a restart (--once, in this process): part-02's input, deleted meanwhile, loses its link as it starts; part-04,
+    # new, is read by the results' query while the --timeouts query lags (its start held back here), and deleted:
+    # its link stays until that query has read and committed it too (gone, that query would never see the file,
+    # and A@420's timed-out partial match would never be written)
+    monkeypatch.setattr(shedding, "SWEEP_SECONDS", 0.2)
+    os.remove(inbox / "part-02.jsonl")
+    write_file(inbox, 4, RESTART)
+    start, seen = sinks.start_timeouts, []
+
+    def lagging(*args, **kwargs):
+        deadline = time.monotonic() + 300
+        while files_committed(ck) < 5 and time.monotonic() < deadline:  # the results' query committed part-04
+            time.sleep(0.05)
+        os.remove(inbox / "part-04.jsonl")
+        time.sleep(1.0)  # five sweep periods
+        seen.append(staged_inputs(ck))
+        return start(*args, **kwargs)
+
+    monkeypatch.setattr(sinks, "start_timeouts", lagging)
+    assert main(["run", "-e", QUERY, "--input", str(inbox), "--stream", "--once", "--files-per-trigger", "1",
+                 "--output", str(out), "--checkpoint", str(ck), "--timeouts", "--latency-column"]) == 0
+    assert seen == [["part-03.jsonl", "part-04.jsonl"]]
+    assert timed_out() == [(10, "a"), (420, "a")]
+    everything = [e for f in [*FILES, TIMES_OUT, RESTART] for e in f]
+    assert canonical(streamed()) == canonical(oracle(everything)) and len(streamed()) == 3
+    # both queries have committed part-04 now: its link goes (at the latest at the next sweep, a restart's)
+    shedding.StagedLinks(str(ck / "_admitted"), str(inbox), str(ck)).sweep()
+    assert staged_inputs(ck) == ["part-03.jsonl"]
 
 
 @pytest.mark.spark

@@ -136,6 +136,26 @@ def test_good_input_reaches_spark_with_one_note(tmp_path, capsys):
     assert spark_is_asked(capsys, ["run", "-e", QUERY, "--input", str(path), "--quiet"]) == ""
 
 
+def test_files_in_underscore_partitions_are_input_files(tmp_path, capsys):
+    """Spark's listing hides a ``_`` name only without ``=`` (``HadoopFSUtils.shouldFilterOutPathName``, for
+    directories as for files): the files of ``_day=1/`` are read, ``_day`` is a partition column; those of
+    ``_temporary/`` and ``.hidden/``, and a file still being copied, are not."""
+    from sparkcep.preflight import data_files
+    from sparkcep.spark.validate import has_data_files
+
+    source = tmp_path / "in"
+    for folder in ("_day=1", "_temporary", ".hidden"):
+        (source / folder).mkdir(parents=True)
+        jsonl(source / folder / "part.json", EVENTS)
+    (source / "part.json._COPYING_").write_text("")
+    assert data_files(str(source)) == ([str(source / "_day=1" / "part.json")], {"_day"})
+    assert has_data_files(str(source))
+    assert spark_is_asked(capsys, ["run", "-e", QUERY, "--input", str(source)]) == "starting Spark (local[*])...\n"
+    (source / "_day=1" / "part.json").unlink()  # only hidden files left: none to read
+    assert not has_data_files(str(source))
+    assert failure(capsys, ["run", "-e", QUERY, "--input", str(source)]).startswith("sparkcep: no input files in ")
+
+
 @pytest.mark.parametrize("case", ["partition-column", "single-quotes", "schema", "compressed"])
 def test_inconclusive_inputs_are_left_to_spark(tmp_path, capsys, case):
     """No false alarm: where Python cannot see every column Spark would, the check stands aside."""

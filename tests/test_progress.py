@@ -48,6 +48,12 @@ def test_a_batch_reports_its_events_latency_from_arrival_and_the_backlog(tmp_pat
     line = totals.add(p)
     assert line.endswith(", latency p50 3.5 s p99 4.5 s, backlog 2 files")
     assert totals.latencies == [(4, 10, 3.5, 4.5, 2)]
+    # the directory is asked as the admission control is (its backlog(newest_ms); events unknown), and has none
+    # before a read or when it is not a local directory
+    from sparkcep.spark.progress import InputDirectory, unprocessed
+
+    assert totals.source == InputDirectory(str(tmp_path)) and unprocessed(totals.source, 1_000_000) == (2, None)
+    assert unprocessed(totals.source, None) is None and unprocessed(InputDirectory("s3a://b/in"), 1_000_000) is None
     # a batch without arrival metrics (no events, or not a file source) reports none
     assert "latency" not in totals.add(progress(5, 0, 0, 0, 0, 0, 300))
 

@@ -834,6 +834,33 @@ def test_a_poll_does_not_stat_the_files_handed_over_already(tmp_path, monkeypatc
     assert stats == ["p5.json"]
 
 
+def test_the_backlog_behind_a_slice_stats_each_waiting_file_once_and_skips_one_gone_since_the_listing(
+        tmp_path, monkeypatch):
+    """``FileAdmission.waiting`` (the backlog a slice's names carry), after the listing, stats each waiting file
+    once (its size, the key of its counted rows), not twice (an existence check first); a file gone between the
+    listing and its count is not counted, neither as a file nor as unknown rows."""
+    from sparkcep.spark.shedding import FileAdmission
+
+    source = tmp_path / "in"
+    source.mkdir()
+    for k in range(3):
+        (source / f"p{k}.json").write_text('{"type": "A"}\n' * (k + 1))
+    admission = FileAdmission(str(source), str(tmp_path / "admitted"), None)
+    assert admission.waiting() == (3, 6)  # the rows counted (once per name and size)
+    stats, stat = [], os.stat
+
+    def counted(path, *args, **kwargs):
+        stats.append(os.path.basename(path))
+        return stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counted)  # what os.path.exists and getsize call (not a listing's entries)
+    assert admission.waiting() == (3, 6) and sorted(stats) == ["p0.json", "p1.json", "p2.json"]
+    listed = admission.pending()
+    (source / "p1.json").unlink()
+    monkeypatch.setattr(admission, "pending", lambda: listed)  # listed before it went
+    assert admission.waiting() == (2, 4) and admission.waiting({"p0.json"}) == (1, 3)
+
+
 def test_a_checkpoint_whose_staging_directory_is_gone_is_refused_not_read_again(tmp_path):
     """A checkpoint that read its input through ``CHECKPOINT/_admitted`` (its file log names staged files), restarted
     after that directory was removed (to free the disk its links hold), is refused with a message: read from the
@@ -876,8 +903,9 @@ def test_the_admission_thread_ends_with_the_stream_it_feeds(tmp_path):
 def test_the_admission_lists_what_spark_lists(tmp_path):
     """The admission hands over (and counts as backlog) only the files Spark's file listing keeps
     (``HadoopFSUtils.shouldFilterOutPathName``): a ``._COPYING_`` file still being written by ``hadoop fs -put``
-    is neither handed over nor waiting, while a ``_`` name holding ``=`` is read by Spark and so handed over."""
-    from sparkcep.spark.shedding import FileAdmission
+    is neither handed over nor waiting, while a ``_`` name holding ``=`` is read by Spark and so handed over; the
+    same rule tells which subdirectories make an input be read as it is (partitions)."""
+    from sparkcep.spark.shedding import FileAdmission, admitted_input
     from sparkcep.spark.validate import spark_lists
 
     assert [spark_lists(n) for n in ("a.json", ".a.json", "_a.json", "_x=1.json", "a.json._COPYING_")] == \
@@ -890,6 +918,13 @@ def test_the_admission_lists_what_spark_lists(tmp_path):
     assert admission.backlog(None) == (2, 2)
     admission.step()
     assert sorted(original_name(n) for n in os.listdir(staging) if spark_lists(n)) == ["_x=1.json", "a.json"]
+    # directories by the same rule: one Spark lists (a partition, ``_key=v`` too) makes the input read as it is;
+    # those it hides do not
+    for hidden in ("_temporary", ".hidden", "copy._COPYING_"):
+        (source / hidden).mkdir()
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "ck1")) is not None
+    (source / "_day=1").mkdir()
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "ck2")) is None
 
 
 def _query_checkpoint(folder, logs: dict[str, list[tuple[str, int]]], committed: int | None):

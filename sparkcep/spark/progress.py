@@ -98,18 +98,29 @@ def backlog_files(directory: str | None, newest_ms: float | None) -> int | None:
     return count
 
 
+@dataclass(frozen=True)
+class InputDirectory:
+    """The input directory of a stream that reads it itself (no admission control), with the admission's
+    :meth:`backlog`, so that :func:`unprocessed` asks both alike."""
+
+    path: str
+
+    def backlog(self, newest_ms: float | None) -> tuple[int, int | None] | None:
+        """``(files, None)``: :func:`backlog_files` (events unknown); None when that is None."""
+        files = backlog_files(self.path, newest_ms)
+        return None if files is None else (files, None)
+
+
 def unprocessed(source, newest_ms: float | None) -> tuple[int, int | None] | None:
-    """The backlog after a micro-batch: ``(files, events)`` of the input not read yet.  ``source``: the admission
-    control following the input (:class:`sparkcep.spark.shedding.FileAdmission`, its :meth:`backlog`: the one
-    count its controller and the stream's observed metrics use; events None when a file's cannot be counted),
-    else the input directory (:func:`backlog_files`: events unknown).  None when nothing has been read yet or
-    the input is not a local directory."""
+    """The backlog after a micro-batch: ``(files, events)`` of the input not read yet, as ``source`` counts it
+    (its ``backlog(newest_ms)``): the admission control following the input
+    (:meth:`sparkcep.spark.shedding.FileAdmission.backlog`: the one count its controller and the stream's
+    observed metrics use; events None when a file's cannot be counted), else the input directory
+    (:class:`InputDirectory`: events unknown).  None when nothing has been read yet or the input is not a local
+    directory."""
     if newest_ms is None or source is None:
         return None
-    if hasattr(source, "backlog"):
-        return source.backlog(newest_ms)
-    files = backlog_files(source, newest_ms)
-    return None if files is None else (files, None)
+    return source.backlog(newest_ms)
 
 
 @dataclass
@@ -122,13 +133,18 @@ class Totals:
     batches: set[int] = field(default_factory=set)
     #: a continuous run was stopped (SIGINT/SIGTERM), :func:`follow`
     stopped: bool = False
-    #: the input directory or the admission control following it (for the backlog, :func:`unprocessed`), or None
+    #: the input directory (a path: made an :class:`InputDirectory`) or the admission control following it (for the
+    #: backlog, :func:`unprocessed`), or None
     source: object = None
     #: per micro-batch with events: ``(batch id, events, p50 s, p99 s, backlog files or None)``
     latencies: list[tuple] = field(default_factory=list)
     #: per micro-batch with results that carry their arrival: ``(batch id, results, p50 s, p99 s)``
     result_latencies: list[tuple] = field(default_factory=list)
     newest: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.source, str):
+            self.source = InputDirectory(self.source)
 
     def add(self, progress: dict) -> str | None:
         """Add one progress dict; returns its progress line (None for a batch already counted)."""

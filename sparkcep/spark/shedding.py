@@ -463,9 +463,10 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
 
 
 def _has_subdirectories(path: str) -> bool:
-    """Whether the directory ``path`` holds a directory a file source reads (not named ``_...`` or ``....``)."""
+    """Whether the directory ``path`` holds a directory Spark's file listing reads (:func:`validate.spark_lists`:
+    a partition, ``key=v`` or ``_key=v``, or any other not named ``_...`` or ``....``)."""
     with os.scandir(path) as entries:
-        return any(e.is_dir() and not e.name.startswith(("_", ".")) for e in entries)
+        return any(e.is_dir() and spark_lists(e.name) for e in entries)
 
 
 def _checkpoints(checkpoint: str) -> list[str]:
@@ -780,13 +781,13 @@ class FileAdmission:
         self.swept_at = now
         return self.links.sweep()
 
-    def _file_rows(self, name: str) -> int | None:
-        """The events of the waiting file ``name`` (counted once per name and size; None if it is gone or they
-        cannot be counted, :func:`count_rows`)."""
+    def _file_rows(self, name: str, gone: int | None = None) -> int | None:
+        """The events of the waiting file ``name`` (counted once per name and size; None if they cannot be
+        counted, :func:`count_rows`), ``gone`` if the file is gone (one stat per call)."""
         try:
             key = (name, os.path.getsize(os.path.join(self.source, name)))
         except OSError:  # gone meanwhile
-            return None
+            return gone
         if key not in self._rows:
             self._rows[key] = _rows_or_none(os.path.join(self.source, name), self.fmt)
         return self._rows[key]
@@ -809,12 +810,9 @@ class FileAdmission:
         """``(files, events)`` of ``source`` neither handed over nor shed, besides those ``leaving`` (the slice
         being handed over and the files being shed): the backlog the slice's names carry (events None: one of
         them cannot be counted, :func:`count_rows`)."""
-        files, rows = 0, []
-        for name, _ in self.pending():
-            if name not in leaving and os.path.exists(os.path.join(self.source, name)):
-                files += 1
-                rows.append(self._file_rows(name))
-        return files, _total(rows)
+        rows = [self._file_rows(name, gone=_GONE) for name, _ in self.pending() if name not in leaving]
+        rows = [n for n in rows if n != _GONE]  # gone since the listing
+        return len(rows), _total(rows)
 
     def backlog(self, newest_ms: float | None) -> tuple[int, int | None]:
         """``(files, events)`` of ``source`` arrived after ``newest_ms`` (the newest arrival read so far; None:
@@ -901,6 +899,10 @@ class FileAdmission:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+
+
+#: :meth:`FileAdmission._file_rows` of a file gone since it was listed: a count no file has
+_GONE = -1
 
 
 def _total(rows: list[int | None]) -> int | None:

@@ -72,9 +72,13 @@ STREAM_TIME_RANGE = ("1678-01-01 00:00:00", "2261-12-31 23:59:59")
 
 
 def spark_lists(name: str) -> bool:
-    """Whether Spark's file listing keeps a file of this name (``HadoopFSUtils.shouldFilterOutPathName``): not one
-    starting with ``.``, nor with ``_`` unless it holds ``=``, nor one ending in ``._COPYING_`` (a copy that
-    ``hadoop fs -put`` is still writing)."""
+    """Whether Spark's file listing keeps a file or a directory of this name (``HadoopFSUtils.listLeafFiles``
+    drops both by one rule, ``shouldFilterOutPathName``, before it tells directories from files): not one
+    starting with ``.``, nor with ``_`` unless it holds ``=`` (a partition directory ``_key=v``, or a file so
+    named), nor one ending in ``._COPYING_`` (a copy that ``hadoop fs -put`` is still writing).  The listing also
+    keeps ``_metadata...`` and ``_common_metadata...`` names (Parquet's summary files), but reads no data from
+    them: such a file is then dropped as no data file (``PartitioningAwareFileIndex.isDataPath``), and such a
+    directory is no partition (Spark 4.3: a ``_metadata/`` directory beside the files is not read)."""
     return not (name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_"))
 
 
@@ -166,11 +170,12 @@ def input_schema(spark, path: str, fmt: str, options: dict, ddl: str | None):
 
 
 def has_data_files(path: str) -> bool:
-    """A file, or a directory holding at least one file Spark reads (:func:`spark_lists`)."""
+    """A file, or a directory holding at least one file Spark reads (:func:`spark_lists`, also in its
+    subdirectories that Spark lists: ``_key=v`` partitions too)."""
     if os.path.isfile(path):
         return True
     for _root, dirs, files in os.walk(path):
-        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        dirs[:] = [d for d in dirs if spark_lists(d)]
         if any(spark_lists(f) for f in files):
             return True
     return False
