@@ -83,6 +83,8 @@ from sqlglot import exp
 
 from sparkcep.ir.ast import walk
 from sparkcep.ir.errors import CEPError, CEPSemanticError
+from sparkcep.ir.outer import outer_sql as outer_text
+from sparkcep.ir.outer import parse_outer
 from sparkcep.ir.recognize import RecognizeSpec, RowExpr
 from sparkcep.runtime_udfs.event_time import EventTimeScale
 from sparkcep.spark.adapters import event_time_of, shuffle_partitions
@@ -1012,17 +1014,16 @@ def apply_outer(result: DataFrame, outer_sql: str, result_view: str, text: str |
 def _renamed(outer_sql: str, old: str, new: str) -> str:
     """``outer_sql`` reading the table ``new`` where it read ``old`` (sqlglot: table references and column
     qualifiers, not text)."""
-    import sqlglot
     from sqlglot import exp
 
-    tree = sqlglot.parse_one(outer_sql, read="spark")
+    tree = parse_outer(outer_sql)
     for table in tree.find_all(exp.Table):
         if table.name.lower() == old.lower() and not table.args.get("db"):
             table.set("this", exp.to_identifier(new))
     for column in tree.find_all(exp.Column):
         if column.table.lower() == old.lower() and not column.args.get("db"):
             column.set("table", exp.to_identifier(new))
-    return tree.sql(dialect="spark")
+    return outer_text(tree)
 
 
 def _selects_star(tree) -> bool:
@@ -1039,29 +1040,27 @@ def _carrying_arrival(outer_sql: str) -> str | None:
     matches, ``MAX(_arrival_ms)``; another row its match's (unless a ``*`` already selects it).  None where no
     row stands for a set of matches whose arrival can be told (DISTINCT, set operations): the arrival is
     dropped there."""
-    import sqlglot
     from sqlglot import exp
 
-    tree = sqlglot.parse_one(outer_sql, read="spark")
+    tree = parse_outer(outer_sql)
     if not isinstance(tree, exp.Select) or tree.args.get("distinct"):
         return None
     arrival = exp.column(RESULT_ARRIVAL, quoted=True)
     if tree.args.get("group") or any(e.find(exp.AggFunc) for e in tree.expressions):
-        return tree.select(exp.alias_(exp.Max(this=arrival), RESULT_ARRIVAL, quoted=True), copy=True
-                           ).sql(dialect="spark")
+        return outer_text(tree.select(exp.alias_(exp.Max(this=arrival), RESULT_ARRIVAL, quoted=True),
+                                      copy=True))
     if _selects_star(tree):
         return outer_sql
-    return tree.select(arrival, copy=True).sql(dialect="spark")
+    return outer_text(tree.select(arrival, copy=True))
 
 
 def _passing_late_rows(outer_sql: str) -> str | None:
     """``outer_sql`` rewritten (sqlglot) to keep the late side channel: the side columns in its SELECT list
     (unless a ``*`` holds them) and ``_kind = 'late' OR (...)`` as its WHERE; None for an outer query that is
     not a plain SELECT/WHERE (aggregation, DISTINCT, window functions, ORDER BY, LIMIT, joins, set operations)."""
-    import sqlglot
     from sqlglot import exp
 
-    tree = sqlglot.parse_one(outer_sql, read="spark")
+    tree = parse_outer(outer_sql)
     if not isinstance(tree, exp.Select) or any(tree.args.get(k) for k in (
             "group", "having", "distinct", "order", "limit", "offset", "qualify", "joins", "laterals", "with")):
         return None
@@ -1073,4 +1072,4 @@ def _passing_late_rows(outer_sql: str) -> str | None:
     if where is not None:
         late = exp.EQ(this=exp.column(KIND, quoted=True), expression=exp.Literal.string(LATE))
         tree.set("where", exp.Where(this=exp.or_(late, exp.paren(where.this, copy=False), copy=False)))
-    return tree.sql(dialect="spark")
+    return outer_text(tree)

@@ -235,8 +235,10 @@ def _aggregates(outer_sql: str) -> bool:
     import sqlglot
     from sqlglot import exp
 
+    from sparkcep.ir.outer import parse_outer
+
     try:
-        tree = sqlglot.parse_one(outer_sql, read="spark")
+        tree = parse_outer(outer_sql)
     except sqlglot.errors.SqlglotError:
         return False
     return tree.find(exp.Group) is not None or tree.find(exp.AggFunc) is not None

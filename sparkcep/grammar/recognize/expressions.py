@@ -104,14 +104,14 @@ def with_time_column(e: object, column: str) -> object:
     return replace(e, **changes) if changes else e
 
 
-def parse_sql(text: str) -> list:
-    """``sqlglot.parse(text, read="spark")`` without sqlglot's warnings (a text it cannot read as SQL becomes a
-    ``Command`` with a logged warning; sparkcep refuses it with its own message instead)."""
+def parse_sql(text: str, read=Spark) -> list:
+    """``sqlglot.parse(text, read=read)`` (default Spark SQL) without sqlglot's warnings (a text it cannot read
+    as SQL becomes a ``Command`` with a logged warning; sparkcep refuses it with its own message instead)."""
     log = logging.getLogger("sqlglot")
     level = log.level
     log.setLevel(logging.ERROR)
     try:
-        return sqlglot.parse(text, read="spark")
+        return sqlglot.parse(text, read=read)
     finally:
         log.setLevel(level)
 

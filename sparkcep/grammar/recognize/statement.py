@@ -31,6 +31,7 @@ from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Duration
 from sparkcep.ir.errors import CEPSyntaxError, Span
 from sparkcep.ir.limits import check_depth, deeply
+from sparkcep.ir.outer import OuterSpark
 
 __all__ = ["parse_recognize"]
 
@@ -165,7 +166,7 @@ def _outer_sql(text: str, start: int, end: int, alias: str | None, view: str) ->
     padding = max(0, len(segment) - len(replacement))
     outer = text[:start] + replacement + " " * padding + text[end:]
     try:
-        trees = [t for t in parse_sql(outer) if t is not None]
+        trees = [t for t in parse_sql(outer, OuterSpark) if t is not None]
     except ParseError as err:
         info = err.errors[0] if err.errors else {}
         line, col = info.get("line") or 1, info.get("col") or 1
@@ -175,7 +176,7 @@ def _outer_sql(text: str, start: int, end: int, alias: str | None, view: str) ->
         raise CEPSyntaxError(f"cannot read the statement around MATCH_RECOGNIZE: {description}", span, text) from None
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise CEPSyntaxError("expected a SELECT statement around MATCH_RECOGNIZE", span_of(text, 0, 1), text)
-    return trees[0].sql(dialect="spark", comments=False)
+    return trees[0].sql(dialect=OuterSpark, comments=False)
 
 
 def _line_col_span(text: str, line: int, col: int, width: int) -> Span:

@@ -1,0 +1,78 @@
+"""The sqlglot dialect of a MATCH_RECOGNIZE statement's outer query (``Recognize.outer_sql``).
+
+The outer query (the ``SELECT ... WHERE ... ORDER BY`` around the clause) is read by sqlglot and written back
+as Spark SQL, once when the statement is parsed and again by every rewrite of it (the result view's name, the
+late side channel, the results' arrival).  sqlglot's ``spark`` dialect does not write back what Spark read in
+two places, and :class:`OuterSpark` mends both, so the text Spark runs means what the user's text meant:
+
+- **A bare word that is a column first.**  Spark reads a bare ``current_timestamp`` (also ``current_date``,
+  ``current_user``, ``session_user``, ``user``, ``current_time``, ``localtime``) as a column reference and
+  resolves it to a column of that name when there is one (a measure named ``current_timestamp``); only when
+  there is none is it the function.  A backquoted name behaves the same (Spark 4.3: the bare word *is*
+  ``UnresolvedAttribute``, the function is its fallback).  sqlglot reads the words of its
+  ``NO_PAREN_FUNCTIONS`` as calls and writes ``CURRENT_TIMESTAMP()`` / ``CURRENT_USER()``, which Spark always
+  reads as the function.  :class:`OuterSpark` reads such a word without ``(`` as the backquoted column name
+  as written (`` `current_timestamp` ``), so every later read and write keeps it.
+- **A call written with parentheses.**  sqlglot writes ``current_date()``, ``session_user()``,
+  ``current_catalog()``, ``localtimestamp()`` and ``localtime()`` back without them, which Spark reads as a
+  column when there is one of that name (or, for ``current_catalog`` and ``localtimestamp``, refuses when there
+  is none).  :class:`OuterSpark` writes them with ``()``.
+
+Example::
+
+    >>> parse_outer("SELECT current_timestamp, current_date() FROM m ORDER BY current_user").sql(dialect=OuterSpark)
+    'SELECT `current_timestamp`, CURRENT_DATE() FROM m ORDER BY `current_user`'
+
+Under ``spark.sql.ansi.enforceReservedKeywords=true`` (not Spark's default) Spark reads the bare words as the
+functions even when a column has the name; the outer query keeps the column there too.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.tokens import TokenType
+
+__all__ = ["OuterSpark", "outer_sql", "parse_outer"]
+
+
+def _called(name: str):
+    """A generator transform writing ``name(...)`` with its parentheses even without arguments."""
+    return lambda self, e: self.func(name, e.this)
+
+
+class OuterSpark(Spark):
+    """sqlglot's ``spark`` dialect, reading and writing a bare column-first word and a call with ``()`` as
+    Spark does (see the module docstring)."""
+
+    class Parser(Spark.Parser):
+        def _parse_function_call(self, functions=None, anonymous=False, optional_parens=True, any_token=False):
+            tok = self._curr
+            if (optional_parens and tok is not None and tok.token_type in self.NO_PAREN_FUNCTIONS
+                    and (self._next is None or self._next.token_type != TokenType.L_PAREN)
+                    and (self._prev is None or self._prev.token_type != TokenType.DOT)):
+                self._advance()  # a bare word: Spark's column reference (the function only if no column)
+                return self.expression(exp.Column(this=exp.to_identifier(tok.text, quoted=True)))
+            return super()._parse_function_call(functions, anonymous, optional_parens, any_token)
+
+    class Generator(Spark.Generator):
+        TRANSFORMS = {
+            **Spark.Generator.TRANSFORMS,
+            exp.CurrentDate: _called("CURRENT_DATE"),
+            exp.CurrentCatalog: _called("CURRENT_CATALOG"),
+            exp.SessionUser: _called("SESSION_USER"),
+            exp.Localtime: _called("LOCALTIME"),
+            exp.Localtimestamp: _called("LOCALTIMESTAMP"),
+        }
+
+
+def parse_outer(text: str) -> exp.Expression:
+    """The outer query ``text`` read as :class:`OuterSpark` (a ``sqlglot.errors.ParseError`` if it is not SQL)."""
+    import sqlglot
+
+    return sqlglot.parse_one(text, read=OuterSpark)
+
+
+def outer_sql(tree: exp.Expression) -> str:
+    """The outer query ``tree`` written as Spark SQL (:class:`OuterSpark`)."""
+    return tree.sql(dialect=OuterSpark)
