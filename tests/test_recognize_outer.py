@@ -89,3 +89,14 @@ def test_pruning_keeps_a_bare_name_and_drops_a_call():
     bare = parse_recognize(f"SELECT current_timestamp, current_date() AS d, n FROM {CLAUSE}").outer_sql
     assert read_columns(bare, names) == ("current_timestamp", "n")
     assert read_columns("SELECT CURRENT_TIMESTAMP() AS t, n FROM v", names) == ("n",)
+
+
+def test_a_doubled_quote_is_the_quote_in_the_outer_query_and_the_clause():
+    """Spark 4 reads ``'it''s'`` as it's (sqlglot's ``spark`` dialect read two strings: CONCAT gives its); a raw
+    string has no escapes."""
+    q = parse_recognize("""SELECT 'it''s' AS v, s FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES LAST(A.s) AS s
+                           PATTERN (A B) DEFINE A AS A.s = 'it''s', B AS upper(B.s) = "A""B" AND B.s <> 'x''')
+                           WHERE s <> '''' AND s <> r'a\\'""")
+    assert q.outer_sql == r"""SELECT 'it\'s' AS v, s FROM __sparkcep_matches WHERE s <> '\'' AND s <> 'a\\'"""
+    (_, a), (_, b) = q.defines
+    assert a.right.value == "it's" and b.left.right.value == 'A"B' and b.right.right.value == "x'"

@@ -199,16 +199,17 @@ def test_batch_statements_equal_the_reference(spark):
     want = [tuple(r) for r in spark.sql(BARE_WORDS.format(source="rec_plain")).collect()]
     got = sparkcep.sql(bare, spark)
     assert [tuple(r) for r in got.collect()] == want and len(want) >= 2
-    assert got.columns == ["k1", "current_timestamp", "n", "current_date()", "last_v", "su"]
-    assert all(r[1] < BASE + dt.timedelta(days=1) and r[3] > BASE.date() for r in want)  # columns vs. today
+    assert got.columns == ["k1", "current_timestamp", "n", "current_date()", "last_v", "su", "q"]
+    assert all(r[1] < BASE + dt.timedelta(days=1) and r[3] > BASE.date() and r[6] == "it's" for r in want)
     spark.catalog.dropTempView("rec_plain")
     spark.catalog.dropTempView("rec_events")
 
 
 #: an outer query reading measures named current_timestamp/current_user/current_date by their bare names
-#: (SELECT, WHERE, ORDER BY), and the functions current_date() and session_user() by calls
+#: (SELECT, WHERE, ORDER BY), the functions current_date() and session_user() by calls, and a string with a
+#: doubled quote (Spark 4: it's)
 BARE_WORDS = """SELECT k1, current_timestamp, current_user AS n, current_date(), m.current_date AS last_v,
-                       session_user() AS su
+                       session_user() AS su, 'it''s' AS q
                 FROM {source} AS m WHERE current_user >= 2 ORDER BY current_timestamp, current_date, k1"""
 BARE_CLAUSE = """PARTITION BY k1 ORDER BY ts
     MEASURES FIRST(A.ts) AS current_timestamp, COUNT(B.*) AS current_user, LAST(B.v) AS current_date

@@ -1,9 +1,15 @@
-"""The sqlglot dialect of a MATCH_RECOGNIZE statement's outer query (``Recognize.outer_sql``).
+"""The sqlglot dialects of a MATCH_RECOGNIZE statement: :class:`SparkStrings` for the whole statement,
+:class:`OuterSpark` for its outer query (``Recognize.outer_sql``).
 
 The outer query (the ``SELECT ... WHERE ... ORDER BY`` around the clause) is read by sqlglot and written back
 as Spark SQL, once when the statement is parsed and again by every rewrite of it (the result view's name, the
-late side channel, the results' arrival).  sqlglot's ``spark`` dialect does not write back what Spark read in
-two places, and :class:`OuterSpark` mends both, so the text Spark runs means what the user's text meant:
+late side channel, the results' arrival); the clause's MEASURES and DEFINE are read by sqlglot too, and their
+per-row parts written back for Spark.  sqlglot's ``spark`` dialect does not write back what Spark read in
+three places, and these dialects mend them, so the text Spark runs means what the user's text meant:
+
+- **A doubled quote in a string** (:class:`SparkStrings`, the whole statement).  Spark 4 reads ``'it''s'`` as
+  ``it's`` (and ``"a""b"`` as ``a"b``); sqlglot's ``spark`` dialect read it as two adjacent strings,
+  ``CONCAT('it', 's')``, which is ``its``.  A raw string (``r'...'``) has no escapes, as in Spark.
 
 - **A bare word that is a column first.**  Spark reads a bare ``current_timestamp`` (also ``current_date``,
   ``current_user``, ``session_user``, ``user``, ``current_time``, ``localtime``) as a column reference and
@@ -33,7 +39,7 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.tokens import TokenType
 
-__all__ = ["OuterSpark", "outer_sql", "parse_outer"]
+__all__ = ["OuterSpark", "SparkStrings", "outer_sql", "parse_outer"]
 
 
 def _called(name: str):
@@ -41,9 +47,18 @@ def _called(name: str):
     return lambda self, e: self.func(name, e.this)
 
 
-class OuterSpark(Spark):
-    """sqlglot's ``spark`` dialect, reading and writing a bare column-first word and a call with ``()`` as
-    Spark does (see the module docstring)."""
+class SparkStrings(Spark):
+    """sqlglot's ``spark`` dialect, reading a doubled quote inside a string as Spark 4 does (see the module
+    docstring)."""
+
+    class Tokenizer(Spark.Tokenizer):
+        STRING_ESCAPES = [*Spark.Tokenizer.STRING_ESCAPES, "'", '"']  # a quote doubled: the quote itself
+        STRING_ESCAPES_ALLOWED_IN_RAW_STRINGS = False
+
+
+class OuterSpark(SparkStrings):
+    """:class:`SparkStrings`, reading and writing a bare column-first word and a call with ``()`` as Spark does
+    (see the module docstring)."""
 
     class Parser(Spark.Parser):
         def _parse_function_call(self, functions=None, anonymous=False, optional_parens=True, any_token=False):
