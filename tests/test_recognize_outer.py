@@ -1,7 +1,8 @@
-"""The outer query of a MATCH_RECOGNIZE statement written back as Spark reads the user's text
-(``sparkcep.ir.outer``): a bare ``current_timestamp`` stays a column-first name, ``current_date()`` a call,
-through the parse and every rewrite (the view's name, the late side channel, the results' arrival).  On Spark,
-against the same outer query over a plain table: ``test_recognize_spark.test_batch_statements_equal_the_reference``."""
+"""The outer query of a MATCH_RECOGNIZE statement as Spark reads the user's text (``sparkcep.ir.outer``): kept as
+written, its view renamed in the text; where sqlglot writes it (explain, the late side channel, the results'
+arrival), a bare ``current_timestamp`` stays a column-first name, ``current_date()`` a call, ``'it''s'`` it's.
+On Spark, against the same outer query over a plain table:
+``test_recognize_spark.test_batch_statements_equal_the_reference``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sqlglot.dialects.spark import Spark
 
 from sparkcep.compiler.recognize import read_columns
 from sparkcep.grammar.recognize import parse_recognize
-from sparkcep.ir.outer import outer_sql, parse_outer
+from sparkcep.ir.outer import one_line, outer_sql, parse_outer, renamed_view
 
 CLAUSE = "t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A))"
 #: the words Spark 4.3 reads without parentheses as a column first, then the function (checked on Spark)
@@ -22,11 +23,14 @@ COLUMN_FIRST = ("current_timestamp", "current_date", "current_user", "session_us
 
 @pytest.mark.parametrize("word", [*COLUMN_FIRST, "CURRENT_TIMESTAMP", "Current_User"])
 def test_a_bare_word_stays_a_name_in_every_clause(word):
-    q = parse_recognize(f"SELECT {word}, m.{word} AS q, coalesce({word}, 0) AS c FROM {CLAUSE} AS m "
-                        f"WHERE {word} > 1 GROUP BY {word}, m.{word} ORDER BY {word}")
+    outer = (f"SELECT {word}, m.{word} AS q, coalesce({word}, 0) AS c FROM {{}} AS m "
+             f"WHERE {word} > 1 GROUP BY {word}, m.{word} ORDER BY {word}")
+    q = parse_recognize(outer.format(CLAUSE))
+    assert q.outer_sql == outer.format("__sparkcep_matches")  # as written
     name = word if word.lower() in ("user", "current_time", "localtime") else f"`{word}`"  # sqlglot's columns
-    assert q.outer_sql == (f"SELECT {name}, m.{word} AS q, COALESCE({name}, 0) AS c FROM __sparkcep_matches AS m "
-                           f"WHERE {name} > 1 GROUP BY {name}, m.{word} ORDER BY {name}")
+    assert one_line(q.outer_sql) == (f"SELECT {name}, m.{word} AS q, COALESCE({name}, 0) AS c FROM "
+                                     f"__sparkcep_matches AS m WHERE {name} > 1 GROUP BY {name}, m.{word} "
+                                     f"ORDER BY {name}")
 
 
 @pytest.mark.parametrize(("call", "written"), [
@@ -37,7 +41,8 @@ def test_a_bare_word_stays_a_name_in_every_clause(word):
 ])
 def test_a_call_keeps_its_parentheses(call, written):
     q = parse_recognize(f"SELECT {call} AS f FROM {CLAUSE} WHERE {call} IS NULL")
-    assert q.outer_sql == f"SELECT {written} AS f FROM __sparkcep_matches WHERE {written} IS NULL"
+    assert q.outer_sql == f"SELECT {call} AS f FROM __sparkcep_matches WHERE {call} IS NULL"
+    assert one_line(q.outer_sql) == f"SELECT {written} AS f FROM __sparkcep_matches WHERE {written} IS NULL"
 
 
 def test_every_call_without_arguments_is_written_with_parentheses():
@@ -74,7 +79,7 @@ def test_the_rewrites_on_spark_keep_names_and_calls():
 
     q = parse_recognize(f"SELECT current_timestamp, current_date() AS d FROM {CLAUSE} AS m WHERE current_user > 1")
     renamed = SR._renamed(q.outer_sql, q.result_view, "v_1")
-    assert renamed == ("SELECT `current_timestamp`, CURRENT_DATE() AS d FROM v_1 AS m WHERE `current_user` > 1")
+    assert renamed == "SELECT current_timestamp, current_date() AS d FROM v_1 AS m WHERE current_user > 1"
     passing = SR._passing_late_rows(renamed)
     assert passing.startswith("SELECT `current_timestamp`, CURRENT_DATE() AS d, `_kind`")
     assert passing.endswith("WHERE `_kind` = 'late' OR (`current_user` > 1)")
@@ -97,6 +102,14 @@ def test_a_doubled_quote_is_the_quote_in_the_outer_query_and_the_clause():
     q = parse_recognize("""SELECT 'it''s' AS v, s FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES LAST(A.s) AS s
                            PATTERN (A B) DEFINE A AS A.s = 'it''s', B AS upper(B.s) = "A""B" AND B.s <> 'x''')
                            WHERE s <> '''' AND s <> r'a\\'""")
-    assert q.outer_sql == r"""SELECT 'it\'s' AS v, s FROM __sparkcep_matches WHERE s <> '\'' AND s <> 'a\\'"""
+    assert one_line(q.outer_sql) == r"""SELECT 'it\'s' AS v, s FROM __sparkcep_matches WHERE s <> '\'' AND s <> 'a\\'"""
     (_, a), (_, b) = q.defines
     assert a.right.value == "it's" and b.left.right.value == 'A"B' and b.right.right.value == "x'"
+
+
+def test_the_view_is_renamed_in_the_text_only_where_it_is_the_view():
+    text = ("SELECT __sparkcep_matches.a, '__sparkcep_matches' AS s, `__sparkcep_matches` AS q, "
+            "/* __sparkcep_matches */ substr(b, 2) FROM __SPARKCEP_MATCHES JOIN db.__sparkcep_matches USING (a)")
+    assert renamed_view(text, "__sparkcep_matches", "v_1") == (
+        "SELECT v_1.a, '__sparkcep_matches' AS s, `__sparkcep_matches` AS q, "
+        "/* __sparkcep_matches */ substr(b, 2) FROM v_1 JOIN db.__sparkcep_matches USING (a)")

@@ -199,17 +199,28 @@ def test_batch_statements_equal_the_reference(spark):
     want = [tuple(r) for r in spark.sql(BARE_WORDS.format(source="rec_plain")).collect()]
     got = sparkcep.sql(bare, spark)
     assert [tuple(r) for r in got.collect()] == want and len(want) >= 2
-    assert got.columns == ["k1", "current_timestamp", "n", "current_date()", "last_v", "su", "q"]
+    assert got.columns == ["k1", "current_timestamp", "n", "current_date()", "last_v", "su", "q",
+                           "substr(k1, 1, 2147483647)", "1"]
     assert all(r[1] < BASE + dt.timedelta(days=1) and r[3] > BASE.date() and r[6] == "it's" for r in want)
+    # a stream's outer query rewritten by sqlglot to carry the late rows and the arrival keeps those names
+    plain = spark.table("rec_plain")
+    side = plain.selectExpr("*", "'result' AS _kind", "CAST(NULL AS STRING) AS _reason",
+                            "CAST(NULL AS STRING) AS _record", "CAST(1 AS BIGINT) AS _arrival_ms")
+    carried = SR.apply_outer(side, "SELECT substr(k1, 1), current_user, 1L FROM v WHERE current_user > 1", "v")
+    assert carried.columns == ["substr(k1, 1, 2147483647)", "current_user", "1", "_kind", "_reason", "_record",
+                               "_arrival_ms"]
+    assert sorted((tuple(r[:3]) for r in carried.collect()), key=repr) == sorted(
+        (tuple(r) for r in spark.sql("SELECT substr(k1, 1), current_user, 1L FROM rec_plain WHERE current_user > 1"
+                                     ).collect()), key=repr)
     spark.catalog.dropTempView("rec_plain")
     spark.catalog.dropTempView("rec_events")
 
 
 #: an outer query reading measures named current_timestamp/current_user/current_date by their bare names
-#: (SELECT, WHERE, ORDER BY), the functions current_date() and session_user() by calls, and a string with a
-#: doubled quote (Spark 4: it's)
+#: (SELECT, WHERE, ORDER BY), the functions current_date() and session_user() by calls, a string with a
+#: doubled quote (Spark 4: it's), and columns Spark names after the text (sqlglot writes SUBSTRING, CAST)
 BARE_WORDS = """SELECT k1, current_timestamp, current_user AS n, current_date(), m.current_date AS last_v,
-                       session_user() AS su, 'it''s' AS q
+                       session_user() AS su, 'it''s' AS q, substr(k1, 1), 1L
                 FROM {source} AS m WHERE current_user >= 2 ORDER BY current_timestamp, current_date, k1"""
 BARE_CLAUSE = """PARTITION BY k1 ORDER BY ts
     MEASURES FIRST(A.ts) AS current_timestamp, COUNT(B.*) AS current_user, LAST(B.v) AS current_date

@@ -1,16 +1,18 @@
 """The sqlglot dialects of a MATCH_RECOGNIZE statement: :class:`SparkStrings` for the whole statement,
 :class:`OuterSpark` for its outer query (``Recognize.outer_sql``).
 
-The outer query (the ``SELECT ... WHERE ... ORDER BY`` around the clause) is read by sqlglot and written back
-as Spark SQL, once when the statement is parsed and again by every rewrite of it (the result view's name, the
-late side channel, the results' arrival); the clause's MEASURES and DEFINE are read by sqlglot too, and their
-per-row parts written back for Spark.  sqlglot's ``spark`` dialect does not write back what Spark read in
-three places, and these dialects mend them, so the text Spark runs means what the user's text meant:
+The outer query (the ``SELECT ... WHERE ... ORDER BY`` around the clause) is given to Spark as the user wrote
+it, only the clause replaced by the result view (:func:`renamed_view` renames that view in the text), so Spark
+reads it, and names its result columns, as it would over a table of the matches.  sqlglot reads it (is it a
+query, which columns it reads) and writes it back only where it must be rewritten: a stream's late side channel
+and results' arrival (``sparkcep.spark.recognize.apply_outer``, which then gives the columns the names of the
+query as written), and explain's one line (:func:`one_line`).  The clause's MEASURES and DEFINE are read by
+sqlglot too, and their per-row parts written back for Spark.  sqlglot's ``spark`` dialect does not read or
+write back what Spark reads in three places, and these dialects mend them:
 
 - **A doubled quote in a string** (:class:`SparkStrings`, the whole statement).  Spark 4 reads ``'it''s'`` as
   ``it's`` (and ``"a""b"`` as ``a"b``); sqlglot's ``spark`` dialect read it as two adjacent strings,
   ``CONCAT('it', 's')``, which is ``its``.  A raw string (``r'...'``) has no escapes, as in Spark.
-
 - **A bare word that is a column first.**  Spark reads a bare ``current_timestamp`` (also ``current_date``,
   ``current_user``, ``session_user``, ``user``, ``current_time``, ``localtime``) as a column reference and
   resolves it to a column of that name when there is one (a measure named ``current_timestamp``); only when
@@ -30,7 +32,7 @@ Example::
     'SELECT `current_timestamp`, CURRENT_DATE() FROM m ORDER BY `current_user`'
 
 Under ``spark.sql.ansi.enforceReservedKeywords=true`` (not Spark's default) Spark reads the bare words as the
-functions even when a column has the name; the outer query keeps the column there too.
+functions even when a column has the name; a rewritten outer query (a stream's) keeps the column there.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.tokens import TokenType
 
-__all__ = ["OuterSpark", "SparkStrings", "outer_sql", "parse_outer"]
+__all__ = ["OuterSpark", "SparkStrings", "one_line", "outer_sql", "parse_outer", "renamed_view"]
 
 
 def _called(name: str):
@@ -91,3 +93,27 @@ def parse_outer(text: str) -> exp.Expression:
 def outer_sql(tree: exp.Expression) -> str:
     """The outer query ``tree`` written as Spark SQL (:class:`OuterSpark`)."""
     return tree.sql(dialect=OuterSpark)
+
+
+def one_line(text: str) -> str:
+    """The outer query ``text`` on one line, without comments, as sqlglot writes it (:class:`OuterSpark`): how
+    explain shows it."""
+    return parse_outer(text).sql(dialect=OuterSpark, comments=False)
+
+
+def renamed_view(text: str, old: str, new: str) -> str:
+    """``text`` reading the table ``new`` where it read ``old``: every name ``old`` (ignoring case; not a part
+    after a dot) replaced in the text itself, so that the rest of the query is left as written (the view's name
+    is the parser's own, unquoted).
+
+        >>> renamed_view("SELECT v.x, 'v' FROM v AS m JOIN db.v USING (x)", "v", "v_1")
+        "SELECT v_1.x, 'v' FROM v_1 AS m JOIN db.v USING (x)"
+    """
+    tokens = SparkStrings().tokenize(text)
+    parts, last = [], 0
+    for i, tok in enumerate(tokens):
+        if (tok.token_type == TokenType.VAR and tok.text.lower() == old.lower()
+                and (i == 0 or tokens[i - 1].token_type != TokenType.DOT)):
+            parts += [text[last:tok.start], new]
+            last = tok.end + 1
+    return "".join(parts) + text[last:]
