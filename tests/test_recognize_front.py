@@ -3,6 +3,7 @@ grammar (every form, printed and read back), and syntax errors with their place 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from sparkcep.grammar.recognize import expression_text, parse_pattern, parse_rec
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Duration, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSyntaxError
+from sparkcep.ir.outer import one_line
 
 A, B, C, D = (rx.PVar(n) for n in "ABCD")
 
@@ -110,7 +112,7 @@ def test_flink_vshape():
                              BinOp("<", Attr("PRICE_DOWN", "price"), down_prev))),
         ("PRICE_UP", BinOp(">", Attr("PRICE_UP", "price"), down_prev)),
     )
-    assert q.outer_sql == "SELECT * FROM __sparkcep_matches AS MR"
+    assert one_line(q.outer_sql) == "SELECT * FROM __sparkcep_matches AS MR"
     assert q.within is None
 
 
@@ -209,8 +211,9 @@ def test_order_by_partition_by_and_outer_statement():
     assert q.source == "db.events"
     assert q.partition_by == ("k", "odd col")
     assert q.order_by == (rx.OrderItem("ts", False, False), rx.OrderItem("seq"), rx.OrderItem("z", True, True))
-    assert q.outer_sql == ("SELECT m.k, COUNT(*) AS n FROM __sparkcep_matches AS m WHERE x > 1 GROUP BY m.k "
-                           "ORDER BY n")
+    assert one_line(q.outer_sql) == ("SELECT m.k, COUNT(*) AS n FROM __sparkcep_matches AS m WHERE x > 1 "
+                                     "GROUP BY m.k ORDER BY n")
+    assert q.outer_sql == "SELECT m.k, count(*) AS n FROM __sparkcep_matches AS m WHERE x > 1 GROUP BY m.k ORDER BY n"
 
 
 @pytest.mark.parametrize(("within", "expected"), [
@@ -347,7 +350,8 @@ def test_keywords_in_any_case_and_clauses_in_any_order():
                             "after match skip to next row order by ts measures final last(B.x) as x) m")
     upper = parse_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FINAL LAST(B.x) AS x "
                             "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B+?) DEFINE B AS B.x > PREV(B.x)) m")
-    assert lower == upper
+    assert replace(lower, outer_sql=upper.outer_sql) == upper  # the outer query as written, in its case
+    assert one_line(lower.outer_sql) == one_line(upper.outer_sql) == "SELECT * FROM __sparkcep_matches AS m"
     assert lower.pattern == rx.PConcat((A, rx.PQuant(B, 1, None, False)))
 
 
@@ -492,6 +496,8 @@ def test_quoted_variable_names():
 
 
 def test_comments_stay_out_of_the_outer_statement():
+    """Explain's line of the outer query has no comment; the query Spark runs keeps those inside it, as written."""
     q = parse_recognize("/* from the docs */ SELECT * -- all\nFROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A)) m "
-                        "WHERE /* keep */ x > 1")
-    assert q.outer_sql == "SELECT * FROM __sparkcep_matches AS m WHERE x > 1"
+                        "WHERE /* keep */ x > 1 -- end")
+    assert one_line(q.outer_sql) == "SELECT * FROM __sparkcep_matches AS m WHERE x > 1"
+    assert q.outer_sql == "SELECT * -- all\nFROM __sparkcep_matches AS m WHERE /* keep */ x > 1"

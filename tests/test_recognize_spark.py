@@ -188,7 +188,40 @@ def test_batch_statements_equal_the_reference(spark):
     assert _returned(got) == ["k1", "n", "fin", "cls"] and "k2" not in _shipped(got)
     counted = sparkcep.sql(STATEMENTS[1].replace("SELECT *", "SELECT COUNT(*) AS c"), spark)
     assert counted.collect()[0].c == len(reference(spark, STATEMENTS[1])[1]) and len(_returned(counted)) == 1
+
+    # measures named like Spark's functions without parentheses: the outer query means what Spark makes of the
+    # same query over a plain table of the matches (a bare word is the column, current_date() the function)
+    bare = BARE_WORDS.format(source=f"rec_events MATCH_RECOGNIZE ({BARE_CLAUSE})")
+    spec, expected = reference(spark, bare)
+    ddl = ", ".join(f"`{c}` {t}" for c, t in zip(spec.output, spec.output_types, strict=True))
+    spark.createDataFrame([tuple(m[c] for c in spec.output) for m in expected], ddl).createOrReplaceTempView(
+        "rec_plain")
+    want = [tuple(r) for r in spark.sql(BARE_WORDS.format(source="rec_plain")).collect()]
+    got = sparkcep.sql(bare, spark)
+    assert [tuple(r) for r in got.collect()] == want and len(want) >= 2
+    assert got.columns == ["k1", "current_timestamp", "n", "current_date()", "last_v", "su", "q",
+                           "substr(k1, 1, 2147483647)", "1"]
+    assert all(r[1] < BASE + dt.timedelta(days=1) and r[3] > BASE.date() and r[6] == "it's" for r in want)
+    # a stream's outer query rewritten by sqlglot to carry the late rows and the arrival keeps those names
+    plain = spark.table("rec_plain")
+    side = plain.selectExpr("*", "'result' AS _kind", "CAST(NULL AS STRING) AS _reason",
+                            "CAST(NULL AS STRING) AS _record", "CAST(1 AS BIGINT) AS _arrival_ms")
+    carried = SR.apply_outer(side, "SELECT substr(k1, 1), current_user, 1L FROM v WHERE current_user > 1", "v")
+    assert carried.columns == ["substr(k1, 1, 2147483647)", "current_user", "1", "_kind", "_reason", "_record",
+                               "_arrival_ms"]
+    spark.catalog.dropTempView("rec_plain")
     spark.catalog.dropTempView("rec_events")
+
+
+#: an outer query reading measures named current_timestamp/current_user/current_date by their bare names
+#: (SELECT, WHERE, ORDER BY), the functions current_date() and session_user() by calls, a string with a
+#: doubled quote (Spark 4: it's), and columns Spark names after the text (sqlglot writes SUBSTRING, CAST)
+BARE_WORDS = """SELECT k1, current_timestamp, current_user AS n, current_date(), m.current_date AS last_v,
+                       session_user() AS su, 'it''s' AS q, substr(k1, 1), 1L
+                FROM {source} AS m WHERE current_user >= 2 ORDER BY current_timestamp, current_date, k1"""
+BARE_CLAUSE = """PARTITION BY k1 ORDER BY ts
+    MEASURES FIRST(A.ts) AS current_timestamp, COUNT(B.*) AS current_user, LAST(B.v) AS current_date
+    PATTERN (A B+) DEFINE A AS t = 'a', B AS t = 'b'"""
 
 
 @pytest.mark.spark

@@ -251,7 +251,7 @@ RECOGNIZE = """
   "unit": "s"
  },
  "alias": null,
- "outer_sql": "SELECT id, first_x, last_x, n_b FROM __sparkcep_matches WHERE n_b >= 2",
+ "outer_sql": "SELECT id, first_x, last_x, n_b\\nFROM __sparkcep_matches\\nWHERE n_b >= 2",
  "result_view": "__sparkcep_matches",
  "text": "-- A B+ C with AFTER MATCH SKIP TO NEXT ROW: overlapping matches, one per start row, within 10 seconds\\nSELECT id, first_x, last_x, n_b\\nFROM events\\n    MATCH_RECOGNIZE (\\n        PARTITION BY id\\n        ORDER BY ts\\n        MEASURES\\n            A.x AS first_x,\\n            C.x AS last_x,\\n            COUNT(B.*) AS n_b\\n        ONE ROW PER MATCH\\n        AFTER MATCH SKIP TO NEXT ROW\\n        PATTERN (A B+ C)\\n        DEFINE\\n            A AS A.kind = 'A',\\n            B AS B.kind = 'B' AND B.x > PREV(B.x),\\n            C AS C.kind = 'C'\\n        WITHIN INTERVAL '10' SECOND\\n    )\\nWHERE n_b >= 2\\n"
 }

@@ -205,7 +205,7 @@ RECOGNIZE = """
  ],
  "within": null,
  "alias": null,
- "outer_sql": "SELECT symbol, ts, price, cls, running_n, total_n, avg_up FROM __sparkcep_matches ORDER BY symbol, ts",
+ "outer_sql": "SELECT symbol, ts, price, cls, running_n, total_n, avg_up\\nFROM __sparkcep_matches\\nORDER BY symbol, ts",
  "result_view": "__sparkcep_matches",
  "text": "-- every row of a run of rising prices with running and final measures; the other rows too (WITH UNMATCHED ROWS)\\nSELECT symbol, ts, price, cls, running_n, total_n, avg_up\\nFROM quotes\\n    MATCH_RECOGNIZE (\\n        PARTITION BY symbol\\n        ORDER BY ts\\n        MEASURES\\n            CLASSIFIER() AS cls,\\n            RUNNING COUNT(*) AS running_n,\\n            FINAL COUNT(*) AS total_n,\\n            AVG(UP.price) AS avg_up\\n        ALL ROWS PER MATCH WITH UNMATCHED ROWS\\n        AFTER MATCH SKIP PAST LAST ROW\\n        PATTERN (S UP{2,})\\n        DEFINE\\n            UP AS UP.price > PREV(UP.price)\\n    )\\nORDER BY symbol, ts\\n"
 }

@@ -270,7 +270,7 @@ RECOGNIZE = """
  ],
  "within": null,
  "alias": "MR",
- "outer_sql": "SELECT * FROM __sparkcep_matches AS MR",
+ "outer_sql": "SELECT *\\nFROM __sparkcep_matches AS MR",
  "result_view": "__sparkcep_matches",
  "text": "-- Apache Flink documentation, \\"Detecting Patterns\\": a V shape of a stock's price (the price falls, then rises)\\nSELECT *\\nFROM Ticker\\n    MATCH_RECOGNIZE (\\n        PARTITION BY symbol\\n        ORDER BY rowtime\\n        MEASURES\\n            START_ROW.rowtime AS start_tstamp,\\n            LAST(PRICE_DOWN.rowtime) AS bottom_tstamp,\\n            LAST(PRICE_UP.rowtime) AS end_tstamp\\n        ONE ROW PER MATCH\\n        AFTER MATCH SKIP TO LAST PRICE_UP\\n        PATTERN (START_ROW PRICE_DOWN+ PRICE_UP)\\n        DEFINE\\n            PRICE_DOWN AS\\n                (LAST(PRICE_DOWN.price, 1) IS NULL AND PRICE_DOWN.price < START_ROW.price) OR\\n                    PRICE_DOWN.price < LAST(PRICE_DOWN.price, 1),\\n            PRICE_UP AS\\n                PRICE_UP.price > LAST(PRICE_DOWN.price, 1)\\n    ) MR\\n"
 }

@@ -256,7 +256,7 @@ RECOGNIZE = """
  ],
  "within": null,
  "alias": null,
- "outer_sql": "SELECT * FROM __sparkcep_matches",
+ "outer_sql": "SELECT *\\nFROM __sparkcep_matches",
  "result_view": "__sparkcep_matches",
  "text": "-- a login and a password change in either order, then a payment, with the noise between them excluded\\nSELECT *\\nFROM audit\\n    MATCH_RECOGNIZE (\\n        PARTITION BY account\\n        ORDER BY ts\\n        MEASURES\\n            CLASSIFIER() AS step,\\n            MATCH_NUMBER() AS m,\\n            FINAL LAST(PAY.amount) AS paid\\n        ALL ROWS PER MATCH\\n        PATTERN (PERMUTE(LOGIN, CHANGE) {- NOISE*? -} PAY)\\n        DEFINE\\n            LOGIN AS lower(action) = 'login',\\n            CHANGE AS action = 'password',\\n            PAY AS action = 'pay' AND amount > 100\\n    )\\n"
 }

@@ -221,7 +221,7 @@ RECOGNIZE = """
  ],
  "within": null,
  "alias": "m",
- "outer_sql": "SELECT COUNT(*) AS n, SUM(a) AS sa, SUM(c) AS sc FROM __sparkcep_matches AS m",
+ "outer_sql": "SELECT COUNT(*) AS n, SUM(a) AS sa, SUM(c) AS sc\\nFROM __sparkcep_matches AS m",
  "result_view": "__sparkcep_matches",
  "text": "-- bench/match_recognize.py's V-shape, counted: the outer query reads the measures a and c, not the partition\\n-- column p, so a batch's worker returns a and c only\\nSELECT COUNT(*) AS n, SUM(a) AS sa, SUM(c) AS sc\\nFROM events\\n    MATCH_RECOGNIZE (\\n        PARTITION BY p\\n        ORDER BY ts, id\\n        MEASURES FIRST(id) AS a, LAST(id) AS c\\n        ONE ROW PER MATCH\\n        AFTER MATCH SKIP TO LAST UP\\n        PATTERN (STRT DOWN+ UP)\\n        DEFINE DOWN AS price < PREV(price), UP AS price > PREV(price)\\n    ) AS m\\n"
 }

@@ -357,7 +357,7 @@ STATEMENTS = ["""
  ],
  "within": null,
  "alias": "vshape",
- "outer_sql": "SELECT * FROM __sparkcep_matches AS vshape",
+ "outer_sql": "SELECT *\\nFROM __sparkcep_matches AS vshape",
  "result_view": "__sparkcep_matches",
  "text": "-- A workload of three MATCH_RECOGNIZE statements over the Ticker table of the Apache Flink documentation\\n-- (\\"Detecting Patterns\\"). The first two share one pass (same PARTITION BY and ORDER BY); the third runs alone.\\n\\n-- the V shape of a stock's price (the Flink documentation's example)\\nSELECT *\\nFROM Ticker\\n    MATCH_RECOGNIZE (\\n        PARTITION BY symbol\\n        ORDER BY rowtime\\n        MEASURES\\n            START_ROW.rowtime AS start_tstamp,\\n            LAST(PRICE_DOWN.rowtime) AS bottom_tstamp,\\n            LAST(PRICE_UP.rowtime) AS end_tstamp\\n        ONE ROW PER MATCH\\n        AFTER MATCH SKIP TO LAST PRICE_UP\\n        PATTERN (START_ROW PRICE_DOWN+ PRICE_UP)\\n        DEFINE\\n            PRICE_DOWN AS\\n                (LAST(PRICE_DOWN.price, 1) IS NULL AND PRICE_DOWN.price < START_ROW.price) OR\\n                    PRICE_DOWN.price < LAST(PRICE_DOWN.price, 1),\\n            PRICE_UP AS\\n                PRICE_UP.price > LAST(PRICE_DOWN.price, 1)\\n    ) AS vshape"
 }
@@ -467,7 +467,7 @@ STATEMENTS = ["""
  ],
  "within": null,
  "alias": "rising",
- "outer_sql": "SELECT symbol, start_tstamp, end_tstamp, rises FROM __sparkcep_matches AS rising",
+ "outer_sql": "SELECT symbol, start_tstamp, end_tstamp, rises\\nFROM __sparkcep_matches AS rising",
  "result_view": "__sparkcep_matches",
  "text": "\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n-- three or more rises in a row\\nSELECT symbol, start_tstamp, end_tstamp, rises\\nFROM Ticker\\n    MATCH_RECOGNIZE (\\n        PARTITION BY symbol\\n        ORDER BY rowtime\\n        MEASURES\\n            FIRST(UP.rowtime) AS start_tstamp,\\n            LAST(UP.rowtime) AS end_tstamp,\\n            COUNT(UP.*) AS rises\\n        PATTERN (UP{3,})\\n        DEFINE UP AS UP.price > PREV(UP.price)\\n    ) AS rising"
 }
@@ -570,7 +570,7 @@ STATEMENTS = ["""
  ],
  "within": null,
  "alias": "drops",
- "outer_sql": "SELECT * FROM __sparkcep_matches AS drops",
+ "outer_sql": "SELECT *\\nFROM __sparkcep_matches AS drops",
  "result_view": "__sparkcep_matches",
  "text": "\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n-- a drop of more than 5 from one row to the next, whatever the symbol\\nSELECT *\\nFROM Ticker\\n    MATCH_RECOGNIZE (\\n        ORDER BY rowtime\\n        MEASURES D.rowtime AS drop_tstamp, PREV(D.price) - D.price AS fall\\n        PATTERN (D)\\n        DEFINE D AS D.price < PREV(D.price) - 5\\n    ) AS drops"
 }

@@ -25,6 +25,7 @@ from sparkcep.compiler.recognize.outputs import read_columns
 from sparkcep.grammar.recognize import pattern_text
 from sparkcep.ir import ast
 from sparkcep.ir import recognize as rc
+from sparkcep.ir.outer import one_line
 from sparkcep.ir.serde import to_data
 
 INDENT = " " * 8
@@ -193,7 +194,7 @@ def explain_text(q: rc.Recognize, *, program: list[str] | None = None, spec: rc.
     lines += _pruned_lines(q, spec)
     ref, n = f"r{n}", n + 1
     lines.append(f"r{n} := Query[{ref} as {q.result_view}]")
-    lines.append(INDENT + q.outer_sql)
+    lines.append(INDENT + one_line(q.outer_sql))
     if _aggregates(q.outer_sql):
         lines.append(INDENT + "aggregates the matches in Spark SQL; trend aggregation (GRETA) and sharing (Sharon) "
                               "not used: MATCH_RECOGNIZE counts one preferred match per start row, GRETA every trend")
@@ -235,8 +236,10 @@ def _aggregates(outer_sql: str) -> bool:
     import sqlglot
     from sqlglot import exp
 
+    from sparkcep.ir.outer import parse_outer
+
     try:
-        tree = sqlglot.parse_one(outer_sql, read="spark")
+        tree = parse_outer(outer_sql)
     except sqlglot.errors.SqlglotError:
         return False
     return tree.find(exp.Group) is not None or tree.find(exp.AggFunc) is not None

@@ -107,6 +107,7 @@ from sparkcep.ir.ast import (
 )
 from sparkcep.ir.errors import CEPSemanticError
 from sparkcep.ir.naming import dedupe, default_column
+from sparkcep.ir.outer import outer_sql as outer_text
 
 __all__ = ["FILLER", "Component", "Negation", "branches", "check_skip_query", "components", "has_reluctant",
            "negations", "to_recognize"]
@@ -1285,7 +1286,7 @@ def to_recognize(query: Query, source: str | None = None, *, columns: list[str] 
         subsets=((PICKED, picked), *subsets),
         defines=tuple(defines),
         within=query.within,
-        outer_sql=outer.sql("spark"),
+        outer_sql=outer_text(outer),
         windows=windows,
         text=source or "",
     )

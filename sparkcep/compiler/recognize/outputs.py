@@ -11,10 +11,11 @@ that only a dropped measure or a dropped ALL ROWS PER MATCH column needed (``wor
 ``spec.columns``, which this leaves alone.
 
 The outer query is read with sqlglot, conservatively: a column is kept when any identifier of the query (a
-column, a qualifier, an alias, a ``USING`` name, a struct field) or a function without arguments that Spark
-takes for a column of its name when there is one (``CURRENT_DATE``) has its name, case-insensitively, so a name
-read anywhere keeps it; every column is kept when the query has a ``*`` other than ``COUNT(*)`` (``SELECT *``,
-``m.*``, ``struct(*)``), a ``NATURAL`` join or a ``PIVOT``/``UNPIVOT`` (both read the columns they do not name),
+column, a qualifier, an alias, a ``USING`` name, a struct field; a bare ``CURRENT_DATE``, which Spark takes for a
+column of its name when there is one, is read as that column: ``sparkcep.ir.outer``) has its name,
+case-insensitively, so a name read anywhere keeps it; every column is kept when the query has a ``*`` other
+than ``COUNT(*)`` (``SELECT *``, ``m.*``, ``struct(*)``), a ``NATURAL`` join or a ``PIVOT``/``UNPIVOT`` (both
+read the columns they do not name),
 ``IDENTIFIER(...)`` (a name given as a string), an identifier that is not a plain word (a quoted regex column
 name), or is not a query that parses.  At least one column is always kept (a result without columns would lose
 its rows: ``SELECT COUNT(*)`` keeps the first).
@@ -30,6 +31,7 @@ import sqlglot
 from sqlglot import exp
 
 from sparkcep.ir import recognize as rx
+from sparkcep.ir.outer import parse_outer
 
 __all__ = ["pruned_output", "read_columns"]
 
@@ -41,7 +43,7 @@ def read_columns(outer_sql: str, names: Sequence[str]) -> tuple[str, ...]:
     module docstring): all of them when it cannot be told, at least the first."""
     names = tuple(names)
     try:
-        tree = sqlglot.parse_one(outer_sql, read="spark")
+        tree = parse_outer(outer_sql)
     except sqlglot.errors.SqlglotError:
         return names
     if not isinstance(tree, exp.Query) or tree.find(exp.Pivot) is not None:  # PIVOT groups by the columns it
@@ -54,10 +56,7 @@ def read_columns(outer_sql: str, names: Sequence[str]) -> tuple[str, ...]:
     for join in tree.find_all(exp.Join):
         if "NATURAL" in str(join.args.get("method") or "").upper():
             return names
-    # a bare word sqlglot reads as a function without arguments (CURRENT_DATE, SESSION_USER): Spark resolves it
-    # to a result column of that name when there is one
-    read: set[str] = {f.sql("spark").lower().removesuffix("()") for f in tree.find_all(exp.Func)
-                      if not any(f.args.values())}
+    read: set[str] = set()  # a bare CURRENT_DATE is the identifier `CURRENT_DATE` (ir.outer): a column first
     for ident in tree.find_all(exp.Identifier):
         if not _WORD.fullmatch(ident.name):
             return names

@@ -29,7 +29,6 @@ from dataclasses import fields, is_dataclass, replace
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
@@ -38,6 +37,7 @@ from sparkcep.grammar.recognize.functions import is_known, suggestion
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSyntaxError, Span
+from sparkcep.ir.outer import SparkStrings
 
 __all__ = ["Converter", "tokenize", "span_of", "readable", "parse_sql", "with_time_column", "TIME_COLUMN",
            "ENGINE_FUNCTIONS", "NAVIGATIONS", "AGGREGATES"]
@@ -63,7 +63,7 @@ _AGG_NODES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min"
 def tokenize(text: str) -> list[Token]:
     """sqlglot's Spark tokens of ``text``; an unreadable text is a :class:`CEPSyntaxError` with its place."""
     try:
-        return Spark().tokenize(text)
+        return SparkStrings().tokenize(text)
     except TokenError as err:
         pos = _unclosed_quote(text)
         if pos is not None:
@@ -104,14 +104,15 @@ def with_time_column(e: object, column: str) -> object:
     return replace(e, **changes) if changes else e
 
 
-def parse_sql(text: str) -> list:
-    """``sqlglot.parse(text, read="spark")`` without sqlglot's warnings (a text it cannot read as SQL becomes a
-    ``Command`` with a logged warning; sparkcep refuses it with its own message instead)."""
+def parse_sql(text: str, read=SparkStrings) -> list:
+    """``sqlglot.parse(text, read=read)`` (default Spark SQL: ``ir.outer.SparkStrings``) without sqlglot's
+    warnings (a text it cannot read as SQL becomes a ``Command`` with a logged warning; sparkcep refuses it with
+    its own message instead)."""
     log = logging.getLogger("sqlglot")
     level = log.level
     log.setLevel(logging.ERROR)
     try:
-        return sqlglot.parse(text, read="spark")
+        return sqlglot.parse(text, read=read)
     finally:
         log.setLevel(level)
 

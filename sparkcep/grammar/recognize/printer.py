@@ -2,8 +2,9 @@
 to an equal IR when the clauses were written in the standard's order).
 
 Expressions are printed fully parenthesized; per-row sub-expressions (``RowExpr``) get their qualifier back;
-identifiers are quoted with backticks only when they need it.  The text is for reading, never given to Spark
-(Spark runs the sqlglot-generated ``outer_sql`` and ``RowExpr.sql``).
+identifiers are quoted with backticks only when they need it; the statement around the clause is the user's, as
+written (``outer_sql``).  The text is for reading, never given to Spark (Spark runs ``outer_sql`` and the
+sqlglot-generated ``RowExpr.sql``).
 
 Example::
 
@@ -11,7 +12,7 @@ Example::
     >>> q = parse_recognize("select * from t match_recognize (order by ts pattern (a b+) "
     ...                     "define b as b.x > prev(b.x))")
     >>> print(recognize_text(q))
-    SELECT * FROM t MATCH_RECOGNIZE (
+    select * from t MATCH_RECOGNIZE (
       ORDER BY ts
       ONE ROW PER MATCH
       AFTER MATCH SKIP PAST LAST ROW

@@ -5,7 +5,7 @@ sqlglot tokenizes the whole statement (so every position is one of the statement
 ``MATCH_RECOGNIZE ( ... )`` is read here token by token; its expressions (MEASURES, DEFINE) by sqlglot
 (:mod:`.expressions`), its row pattern by the Lark grammar ``rowpattern.lark`` (:mod:`.pattern`), and the
 statement around it, with ``source MATCH_RECOGNIZE (...) [AS alias]`` replaced by the result view, by sqlglot
-again (regenerated as Spark SQL: ``outer_sql``).  Clauses may come in any order, each at most once.
+again (read, and kept as written: ``outer_sql``).  Clauses may come in any order, each at most once.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Duration
 from sparkcep.ir.errors import CEPSyntaxError, Span
 from sparkcep.ir.limits import check_depth, deeply
+from sparkcep.ir.outer import OuterSpark
 
 __all__ = ["parse_recognize"]
 
@@ -87,7 +88,7 @@ def parse_recognize(text: str) -> rx.Recognize:
     elif after < len(tokens) and tokens[after].token_type in (TokenType.VAR, TokenType.IDENTIFIER):
         alias, after = tokens[after].text, after + 1
     end = tokens[after - 1].end + 1
-    outer = _outer_sql(text, source_start, end, alias, q.result_view)
+    outer = _outer_sql(text, source_start, end, alias, q.result_view, (tokens[0].start, tokens[-1].end + 1))
     q = replace(q, source=source, alias=alias, outer_sql=outer, text=text,
                  span=span_of(text, tokens[0].start, tokens[-1].end + 1))
     check_depth(q, text)
@@ -151,21 +152,24 @@ def _closing(text: str, tokens: list[Token], open_index: int) -> int:
     raise CEPSyntaxError("no ')' closes this '('", _tok_span(text, tokens[open_index]), text)
 
 
-def _outer_sql(text: str, start: int, end: int, alias: str | None, view: str) -> str:
-    """The statement with ``text[start:end]`` replaced by the result view, as Spark SQL from sqlglot.
+def _outer_sql(text: str, start: int, end: int, alias: str | None, view: str, bounds: tuple[int, int]) -> str:
+    """The statement (``text[slice(*bounds)]``: from its first token to its last) with ``text[start:end]``
+    replaced by the result view, as written: Spark reads it as the user's own query over the matches (its
+    result columns named as Spark names them), with nothing re-spelt by sqlglot.  sqlglot reads it here (a
+    ``SELECT`` query, else an error placed in the statement) and where it must be rewritten
+    (:mod:`sparkcep.ir.outer`).
 
-    The replacement is padded to the replaced length (line breaks kept) so that sqlglot's error positions
-    are those of the statement."""
+    For the reading, the replacement is padded to the replaced length (line breaks kept) so that sqlglot's
+    error positions are those of the statement."""
     segment = text[start:end]
     replacement = view + (f" AS {alias}" if alias else "")
     if alias and not _NAME.match(alias):
         replacement = f"{view} AS `{alias.replace('`', '``')}`"
     newlines = segment.count("\n")
-    replacement = replacement + "\n" * newlines
-    padding = max(0, len(segment) - len(replacement))
-    outer = text[:start] + replacement + " " * padding + text[end:]
+    padded = replacement + "\n" * newlines
+    outer = text[:start] + padded + " " * max(0, len(segment) - len(padded)) + text[end:]
     try:
-        trees = [t for t in parse_sql(outer) if t is not None]
+        trees = [t for t in parse_sql(outer, OuterSpark) if t is not None]
     except ParseError as err:
         info = err.errors[0] if err.errors else {}
         line, col = info.get("line") or 1, info.get("col") or 1
@@ -175,7 +179,7 @@ def _outer_sql(text: str, start: int, end: int, alias: str | None, view: str) ->
         raise CEPSyntaxError(f"cannot read the statement around MATCH_RECOGNIZE: {description}", span, text) from None
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise CEPSyntaxError("expected a SELECT statement around MATCH_RECOGNIZE", span_of(text, 0, 1), text)
-    return trees[0].sql(dialect="spark", comments=False)
+    return text[bounds[0]:start] + replacement + text[end:bounds[1]]
 
 
 def _line_col_span(text: str, line: int, col: int, width: int) -> Span:
