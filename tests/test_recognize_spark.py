@@ -26,7 +26,7 @@ from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, Str
 import sparkcep
 from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Literal
-from sparkcep.ir.errors import CEPError
+from sparkcep.ir.errors import CEPError, CEPSemanticError
 from sparkcep.spark import recognize as SR
 from sparkcep.spark.group_state import SimulatedGroup
 from sparkcep.sql_api import _span_of
@@ -955,3 +955,29 @@ def test_coalesce_if_greatest_widen_their_values_as_spark(spark):
     assert sorted(map(tuple, got.collect())) == sorted(map(tuple, want))
     assert canon(expected, spec.output) == sorted(map(tuple, want))
     spark.catalog.dropTempView("widen_ev")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_decimal_literals_and_intervals_in_define_mean_what_spark_means(spark):
+    """``v > 0.5BD`` and TIMESTAMP/INTERVAL arithmetic in DEFINE are Spark's (they matched nothing before: the
+    engine compared a DOUBLE with a DECIMAL, a TIMESTAMP minus an INTERVAL, as NULL); each DEFINE is checked
+    against Spark over the same rows; a DOUBLE compared with a DECIMAL across rows is refused at its place."""
+    base = dt.datetime(2024, 1, 1)
+    spark.createDataFrame([("k", base + dt.timedelta(seconds=30 * i), v) for i, v in enumerate([0.2, 0.7, 1.0, 3.0])],
+                          "k string, ts timestamp, v double").createOrReplaceTempView("typed_ev")
+    defines = {"A": "v < 0.5BD", "B": "v > 1E-2BD AND ts - INTERVAL 1 MINUTE < TIMESTAMP '2024-01-01 00:00:00'",
+               "C": "ts < TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '1' MINUTE + INTERVAL 1 SECOND",
+               "D": "v > CAST('2.5' AS DECIMAL(2, 1))"}
+    held = spark.sql("SELECT " + ", ".join(f"{c} AS {n}" for n, c in defines.items()) + " FROM typed_ev ORDER BY ts"
+                     ).collect()
+    assert [[n for n in defines if r[n]] for r in held] == [["A", "B", "C"], ["B", "C"], ["C"], ["D"]]
+    text = ("SELECT * FROM typed_ev MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES CLASSIFIER() AS c "
+            "ALL ROWS PER MATCH PATTERN (A B C D) DEFINE " + ", ".join(f"{n} AS {c}" for n, c in defines.items())
+            + ")")
+    assert [r.c for r in sparkcep.sql(text, spark).orderBy("ts").collect()] == ["A", "B", "C", "D"]
+    refused = text.replace("D AS v > CAST('2.5' AS", "D AS D.v > CAST(A.v AS")
+    with pytest.raises(CEPSemanticError, match="comparing a double with a decimal") as err:
+        sparkcep.sql(refused, spark)
+    assert err.value.span.start == refused.index("D.v > CAST(A.v")
+    spark.catalog.dropTempView("typed_ev")

@@ -57,6 +57,8 @@ _SEMANTICS_TARGETS = {"PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER", "MATCH_ROWT
 
 _BINARY = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.EQ: "=", exp.NEQ: "!=",
            exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.And: "AND", exp.Or: "OR"}
+#: The operators the engine evaluates itself (over one row or several).
+_NATIVE = (*_BINARY, exp.Neg, exp.Not, exp.Is)
 _AGG_NODES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 
 
@@ -201,6 +203,8 @@ class Converter:
         span = self._node_span(node)
         if isinstance(node, exp.Paren):
             return self._convert(node.this)
+        if isinstance(node, _NATIVE) and self._spark_only(node):
+            return self._per_row(node, span)
         if isinstance(node, exp.Column):
             return self._column(node, span)
         if isinstance(node, exp.Literal):
@@ -231,6 +235,24 @@ class Converter:
         if special is not None:
             return special
         return self._per_row(node, span)
+
+    def _spark_only(self, node: exp.Expression) -> bool:
+        """Whether ``node``, an operator the engine evaluates, reads one row (no row pattern function, every
+        column of one variable) and holds an operand only Spark computes (a DECIMAL or typed literal, an
+        INTERVAL, CAST, any function): then Spark computes the whole of it per row, so that it means what Spark
+        means (``v > 0.5BD`` compares as DECIMAL, ``ts - INTERVAL 1 MINUTE`` is a TIMESTAMP), not the engine's
+        mix of Spark's value and its own operators."""
+        foreign = False
+        qualifiers = set()
+        for sub in node.walk():
+            if self._function_name(sub) is not None or isinstance(sub, exp.AggFunc):
+                return False
+            if isinstance(sub, exp.Column):
+                qualifiers.add(sub.table or None)
+            elif not isinstance(sub, (*_NATIVE, exp.Paren, exp.Literal, exp.Boolean, exp.Null, exp.Identifier,
+                                      exp.Star)):
+                foreign = True
+        return foreign and len(qualifiers) <= 1
 
     def _column(self, node: exp.Column, span: Span) -> Attr:
         if isinstance(node.this, exp.Star):
