@@ -209,6 +209,14 @@ def test_batch_statements_equal_the_reference(spark):
     carried = SR.apply_outer(side, "SELECT substr(k1, 1), current_user, 1L FROM v WHERE current_user > 1", "v")
     assert carried.columns == ["substr(k1, 1, 2147483647)", "current_user", "1", "_kind", "_reason", "_record",
                                "_arrival_ms"]
+    # an aggregate of a subquery, a window function: not the outer query's aggregation (each row keeps its
+    # match's arrival, late rows pass), as Spark runs the query over the plain table
+    for q in ["SELECT k1, (SELECT max(current_user) FROM rec_plain) AS mx FROM {t} AS m",
+              "SELECT k1, sum(current_user) OVER (PARTITION BY k1 ORDER BY current_timestamp) AS s FROM {t}"]:
+        want = sorted((tuple(r) for r in spark.sql(q.format(t="rec_plain")).collect()), key=repr)
+        got = SR.apply_outer(side, q.format(t="v"), "v")
+        assert sorted((tuple(r)[:2] for r in got.collect()), key=repr) == want and got.columns[-1] == "_arrival_ms"
+        assert all(r._arrival_ms == 1 for r in got.collect()) and ("_kind" in got.columns) == ("OVER" not in q)
     spark.catalog.dropTempView("rec_plain")
     spark.catalog.dropTempView("rec_events")
 
