@@ -54,6 +54,8 @@ def test_a_batch_reports_its_events_latency_from_arrival_and_the_backlog(tmp_pat
 
     assert totals.source == InputDirectory(str(tmp_path)) and unprocessed(totals.source, 1_000_000) == (2, None)
     assert unprocessed(totals.source, None) is None and unprocessed(InputDirectory("s3a://b/in"), 1_000_000) is None
+    # a pathlib.Path is a path too (follow(..., source=Path(...)))
+    assert Totals(source=tmp_path).add(p).endswith(", backlog 2 files")
     # a batch without arrival metrics (no events, or not a file source) reports none
     assert "latency" not in totals.add(progress(5, 0, 0, 0, 0, 0, 300))
 

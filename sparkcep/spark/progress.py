@@ -133,8 +133,8 @@ class Totals:
     batches: set[int] = field(default_factory=set)
     #: a continuous run was stopped (SIGINT/SIGTERM), :func:`follow`
     stopped: bool = False
-    #: the input directory (a path: made an :class:`InputDirectory`) or the admission control following it (for the
-    #: backlog, :func:`unprocessed`), or None
+    #: the input directory (a path, ``str`` or ``os.PathLike``: made an :class:`InputDirectory`) or the admission
+    #: control following it (for the backlog, :func:`unprocessed`), or None
     source: object = None
     #: per micro-batch with events: ``(batch id, events, p50 s, p99 s, backlog files or None)``
     latencies: list[tuple] = field(default_factory=list)
@@ -143,8 +143,8 @@ class Totals:
     newest: float | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.source, str):
-            self.source = InputDirectory(self.source)
+        if isinstance(self.source, str | os.PathLike):
+            self.source = InputDirectory(os.fspath(self.source))
 
     def add(self, progress: dict) -> str | None:
         """Add one progress dict; returns its progress line (None for a batch already counted)."""
