@@ -82,6 +82,13 @@ def spark_lists(name: str) -> bool:
     return not (name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_"))
 
 
+def is_sink_output(path: str) -> bool:
+    """Whether the directory ``path`` is a Spark stream's file-sink output: it holds ``_spark_metadata`` (a file or
+    a directory, as Spark's ``FileStreamSink.hasMetadata`` asks).  Spark then reads only the files that sink's log
+    committed (``MetadataLogFileIndex``), not those an upstream micro-batch left without a commit."""
+    return os.path.exists(os.path.join(path, "_spark_metadata"))
+
+
 def quoted(name: str) -> str:
     """``name`` as a Spark column reference: backquoted, backquotes doubled (dots, quotes, spaces are kept)."""
     return "`" + name.replace("`", "``") + "`"
