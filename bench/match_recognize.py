@@ -19,7 +19,9 @@ Three ways, the answers checked equal:
     ``p``, a sort, one ``mapInArrow`` pass of the engine per partition; after the sort the worker gets only the
     columns the engine reads, the ``typ = 'A'`` DEFINEs as the bits of one column Spark computes, with the INT
     ``p`` in its high bits (one BIGINT column: ``id`` and it are all the worker gets); the V-shape's
-    ``price < PREV(price)`` evaluated by the worker over ``price``: a ``lag`` window would cost Spark more);
+    ``price < PREV(price)`` evaluated by the worker over ``price``: a ``lag`` window would cost Spark more),
+    in sparkcep's local session (``local_session``: no Arrow byte limit per batch, so that Spark does not measure
+    the batch after every row it writes for the worker; the plain Spark side has no Python worker);
 (c) **Flink**: the same statement (``ORDER BY rt, id``, ``rt`` the event time of ``ts``) in PyFlink's batch mode,
     in its own Python (``--flink-python``, default ``.venv-flink/bin/python`` or ``SPARKCEP_FLINK_PYTHON``),
     parallelism 2: *in-process* (execute + collect in a warm JVM) and *whole-process* (a fresh Python + JVM

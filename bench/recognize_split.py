@@ -14,6 +14,9 @@ Sides, run in rounds that alternate their order (one warm-up round first, not co
   engine column (the tiebreak columns and the time column too: no worker spec), sorts its task's rows with Arrow
   (``sort_indices`` by ``sort_order``) and runs them gathered.  It tells the JVM's sort against a sort in
   Python and the columns it then has to ship;
+* ``unbounded``: ``streamed`` with ``spark.sql.execution.arrow.maxBytesPerBatch`` at ``2^31 - 1`` (no byte
+  limit) for its runs: Spark 4 (64 MiB by default) measures the Arrow batch it builds after every row it adds
+  (``ArrowWriter.sizeInBytes``), a per-row cost of the rows sent to the worker;
 * ``streamed<N>`` (e.g. ``streamed4``): ``streamed`` shuffled into ``N`` Spark partitions instead of
   ``spark.sql.shuffle.partitions`` (2 here): more tasks than cores even out the rows hash(p) gives each task
   (42/58% of the V-shape's rows in 2 tasks), for more tasks' fixed cost.
@@ -32,7 +35,8 @@ workers.  Load-robust figures are the CPU ones, the tail and the bytes; walls mo
 (print ``uptime`` with them).
 
     python bench/recognize_split.py [--rows 1000000] [--repeat 8] [--pattern vshape]
-        [--sides plain,gathered,streamed,unpruned,pysort,streamed4] [--instrument] [--metrics] [--all-rows]
+        [--sides plain,gathered,streamed,unpruned,pysort,streamed4] [--instrument] [--metrics] [--stages]
+        [--all-rows]
 """
 
 from __future__ import annotations
@@ -158,6 +162,35 @@ def sql_metrics(execution: dict) -> dict[str, float]:
     return out
 
 
+def stage_label(stage: dict) -> str:
+    """``cpu_<kind>`` of a completed stage (REST ``stages/<id>``): ``scan`` (reads the input, writes a shuffle),
+    ``sorted`` (reads a shuffle and writes one: the sort, the window or the worker, the partial aggregate) or
+    ``final`` (reads a shuffle, writes none: the final aggregate)."""
+    if stage.get("inputBytes", 0) or stage.get("inputRecords", 0):
+        return "cpu_scan"
+    return "cpu_sorted" if stage.get("shuffleWriteBytes", 0) else "cpu_final"
+
+
+#: Spark SQL confs in force during a side's runs (restored after each run).
+SIDE_CONF = {"unbounded": {"spark.sql.execution.arrow.maxBytesPerBatch": str(2 ** 31 - 1)}}
+
+
+@contextlib.contextmanager
+def session_conf(spark, conf: dict[str, str]):
+    """``conf`` set in ``spark``'s session inside the block, the former values (or their absence) restored."""
+    saved = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
 @contextlib.contextmanager
 def patched(*changes):
     """``(module, attribute, value)`` changes in force inside the block (a side's variant of the plan)."""
@@ -217,6 +250,8 @@ def main(argv=None) -> None:
     ap.add_argument("--sides", default="plain,gathered,streamed")
     ap.add_argument("--instrument", action="store_true")
     ap.add_argument("--metrics", action="store_true", help="Spark's SQL metrics of each run's operators")
+    ap.add_argument("--stages", action="store_true",
+                    help="the executor CPU of each stage kind (stage_label): scan, shuffle read, final")
     ap.add_argument("--all-rows", action="store_true", help="ALL ROWS PER MATCH, counted per CLASSIFIER()")
     args = ap.parse_args(argv)
 
@@ -241,7 +276,7 @@ def main(argv=None) -> None:
         sql = mr.statement(mr.PATTERNS[args.pattern][1], flink=False)
         if args.all_rows:
             sql = all_rows(sql)
-        variants = {"plain": None, "streamed": [], "gathered": [(SR, "streamable", lambda *a: False)],
+        variants = {"plain": None, "streamed": [], "unbounded": [], "gathered": [(SR, "streamable", lambda *a: False)],
                     "unpruned": [(CR, "pruned_output", lambda spec, outer: spec)], "pysort": pysort_changes(SR)}
 
         def shuffled_into(n: int) -> list[tuple]:
@@ -260,7 +295,7 @@ def main(argv=None) -> None:
             if variants[name] is None:
                 return [tuple(mr.plain_spark(args.pattern, spark.read.csv(str(csv), schema=mr.SPARK_SCHEMA))
                               .collect()[0])]
-            with patched(*variants[name]):
+            with patched(*variants[name]), session_conf(spark, SIDE_CONF.get(name, {})):
                 return sorted(tuple(r) for r in sparkcep.sql(sql, spark).collect())
 
         names = args.sides.split(",")
@@ -290,18 +325,22 @@ def main(argv=None) -> None:
                         if ids & set(ex.get("successJobIds", []) + ex.get("failedJobIds", [])):
                             for k, v in sql_metrics(ex).items():
                                 metrics[k] = metrics.get(k, 0.0) + v
+                stages: dict[str, float] = {}
                 for job in jobs:
                     for sid in job["stageIds"]:
                         for st in rest(f"stages/{sid}"):
                             cpu += st["executorCpuTime"] / 1e9
                             run += st["executorRunTime"] / 1e3
+                            if args.stages and st.get("status") == "COMPLETE":
+                                label = stage_label(st)
+                                stages[label] = stages.get(label, 0.0) + st["executorCpuTime"] / 1e9
                 tasks = [json.loads(x) for x in open(log)] if os.path.exists(log) else []
                 if r:
                     got[name].append({"wall": wall, "stage_cpu": cpu, "stage_run": run,
                                       "python_cpu": _python_cpu(jvm) - py0, "jvm_cpu": _ticks(jvm) - jvm0,
                                       **({"tail": max(x["tail"] for x in tasks),
                                           "task_cpu": sum(x["cpu"] for x in tasks)} if tasks else {}),
-                                      **metrics})
+                                      **metrics, **stages})
                     for x in tasks:
                         print(f"  {name} task: {x['batches']} batches, {x['rows']:,} rows, first batch at "
                               f"{x['first']:.3f} s, last at {x['last']:.3f} s, tail {x['tail']:.3f} s, "

@@ -14,7 +14,9 @@ more on a loaded machine; a mistake about the input should not).
 
 Only a conclusive answer fails: the check is skipped where it cannot see all the columns Spark would see
 (an explicit ``--schema``, compressed files, a JSON line Python's parser refuses, JSON input larger than
-:data:`JSON_SCAN_BYTES`, more than :data:`MAX_FILES` files); Spark's own checks then report it as before.
+:data:`JSON_SCAN_BYTES`, more than :data:`MAX_FILES` files, another stream's file-sink output); Spark's own
+checks then report it as before.  The files looked at are those Spark reads
+(:func:`sparkcep.spark.validate.spark_reads`: its listing and partition discovery).
 Pure: no pyspark.
 """
 
@@ -63,21 +65,12 @@ def _path_suggestion(path: str) -> str:
 
 
 def data_files(path: str) -> tuple[list[str], set[str]] | None:
-    """The files Spark's file sources read at ``path`` (those and the directories Spark's listing keeps,
-    :func:`sparkcep.spark.validate.spark_lists`: names starting with ``.``, or ``_`` without ``=``, are hidden),
-    sorted, and the partition columns of ``key=value`` directories; None past :data:`MAX_FILES` files."""
-    from sparkcep.spark.validate import spark_lists
+    """The files Spark's file sources read at ``path`` and the partition columns of their ``key=value``
+    directories (:func:`sparkcep.spark.validate.spark_reads`: Spark's listing and partition discovery); None past
+    :data:`MAX_FILES` files, or for another stream's file-sink output (Spark reads what its log committed)."""
+    from sparkcep.spark.validate import spark_reads
 
-    if os.path.isfile(path):
-        return [path], set()
-    files, partitions = [], set()
-    for root, dirs, names in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if spark_lists(d))
-        partitions.update(d.split("=", 1)[0] for d in dirs if "=" in d)
-        files += [os.path.join(root, f) for f in sorted(names) if spark_lists(f)]
-        if len(files) > MAX_FILES:
-            return None
-    return files, partitions
+    return spark_reads(path, MAX_FILES)
 
 
 def input_columns_of(path: str, fmt: str) -> set[str] | None:

@@ -156,6 +156,59 @@ def test_files_in_underscore_partitions_are_input_files(tmp_path, capsys):
     assert failure(capsys, ["run", "-e", QUERY, "--input", str(source)]).startswith("sparkcep: no input files in ")
 
 
+#: Layouts of an input directory and the files Spark 4.3 reads there (seen on Spark itself, a stream with
+#: availableNow and a batch read alike, by input_file_name()), with the partition columns; Spark's partition
+#: discovery: with ``key=value`` directories holding files, only their files; without, only the top-level files.
+SPARK_READS = {
+    "plain subdirectory": (["sub/b.json"], [], set()),
+    "top-level files beside a plain subdirectory": (["a.json", "sub/b.json", "sub/deeper/c.json"], ["a.json"], set()),
+    "top-level files beside partitions": (["a.json", "_key=1/b.json"], ["_key=1/b.json"], {"_key"}),
+    "an empty partition": (["a.json", "k=1/.keep"], ["a.json"], set()),
+    "nested partitions": (["k=1/j=2/b.json", "k=2/j=1/c.json"], ["k=1/j=2/b.json", "k=2/j=1/c.json"], {"k", "j"}),
+    "a plain directory in a partition": (["k=1/sub/b.json", "k=2/c.json"], ["k=1/sub/b.json", "k=2/c.json"], {"k"}),
+    "partitions in a plain directory": (["sub/k=1/b.json", "sub/k=2/c.json"], ["sub/k=1/b.json", "sub/k=2/c.json"],
+                                        {"k"}),
+    "hidden and temporary files": (["k=1/b.json", "k=1/_temporary/0/x.json", "k=1/.h.json", "k=1/y.json._COPYING_",
+                                    "_metadata/m.json"], ["k=1/b.json"], {"k"}),
+}
+
+
+@pytest.mark.parametrize("layout", SPARK_READS)
+def test_the_input_files_are_those_spark_reads(tmp_path, capsys, layout):
+    """``has_data_files`` and the preflight's ``data_files`` list the files Spark's partition discovery reads: a
+    file in a plain subdirectory is not read (nor its columns), nor a top-level one beside partitions."""
+    from sparkcep.preflight import data_files
+    from sparkcep.spark.validate import has_data_files
+
+    files, read, columns = SPARK_READS[layout]
+    source = tmp_path / "in"
+    for name in files:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        jsonl(source / name, EVENTS)
+    assert data_files(str(source)) == ([str(source / name) for name in read], columns)
+    assert has_data_files(str(source)) == bool(read)
+    if not read:  # Spark would read nothing: the message before Spark starts
+        assert failure(capsys, ["run", "-e", QUERY, "--input", str(source)]).startswith("sparkcep: no input files in ")
+
+
+def test_columns_of_files_spark_does_not_read_are_not_the_inputs(tmp_path, capsys):
+    """A column only in a file Spark does not read (``sub/b.json`` beside ``a.json``) is missing: said before Spark
+    starts.  Another stream's file-sink output (``_spark_metadata``: Spark reads what its log committed) is left
+    to Spark."""
+    from sparkcep.preflight import data_files
+    from sparkcep.spark.validate import has_data_files
+
+    source = tmp_path / "in"
+    (source / "sub").mkdir(parents=True)
+    jsonl(source / "a.json", [{k: v for k, v in e.items() if k != "x"} for e in EVENTS])
+    jsonl(source / "sub" / "b.json", EVENTS)
+    err = failure(capsys, ["run", "-e", QUERY, "--input", str(source)])
+    assert err.startswith(f"sparkcep: line 2, column 16: the query reads 'x', which the input {source} does not have")
+    (source / "_spark_metadata").mkdir()
+    assert data_files(str(source)) is None and has_data_files(str(source))
+    assert spark_is_asked(capsys, ["run", "-e", QUERY, "--input", str(source)]) == "starting Spark (local[*])...\n"
+
+
 @pytest.mark.parametrize("case", ["partition-column", "single-quotes", "schema", "compressed"])
 def test_inconclusive_inputs_are_left_to_spark(tmp_path, capsys, case):
     """No false alarm: where Python cannot see every column Spark would, the check stands aside."""

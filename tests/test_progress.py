@@ -54,6 +54,17 @@ def test_a_batch_reports_its_events_latency_from_arrival_and_the_backlog(tmp_pat
 
     assert totals.source == InputDirectory(str(tmp_path)) and unprocessed(totals.source, 1_000_000) == (2, None)
     assert unprocessed(totals.source, None) is None and unprocessed(InputDirectory("s3a://b/in"), 1_000_000) is None
+    # a pathlib.Path is a path too (follow(..., source=Path(...)))
+    assert Totals(source=tmp_path).add(p).endswith(", backlog 2 files")
+    # the files Spark reads are counted: a partitioned input's in its key=value directories (the top-level ones are
+    # not read then); another stream's file-sink output: its top-level files (its log is not read)
+    (tmp_path / "k=1").mkdir()
+    for k, mtime in enumerate([999, 1003]):
+        (tmp_path / "k=1" / f"b{k}.json").write_text("{}\n")
+        os.utime(tmp_path / "k=1" / f"b{k}.json", (mtime, mtime))
+    assert unprocessed(InputDirectory(str(tmp_path)), 1_000_000) == (1, None)
+    (tmp_path / "_spark_metadata").mkdir()
+    assert unprocessed(InputDirectory(str(tmp_path)), 1_000_000) == (2, None)
     # a batch without arrival metrics (no events, or not a file source) reports none
     assert "latency" not in totals.add(progress(5, 0, 0, 0, 0, 0, 300))
 

@@ -609,6 +609,34 @@ def test_the_observed_backlog_reads_only_the_staged_suffix(spark, tmp_path):
                                              for k in range(len(LOOK_STAGED))]
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_another_streams_sink_output_is_read_as_it_is_with_its_log(spark, tmp_path):
+    """An input directory that a Spark stream's file sink writes (it holds ``_spark_metadata``, the sink's log) gets
+    no admission: Spark reads only the files that log committed, and a staging directory has no log, so every
+    file there (an aborted upstream micro-batch's too) would be read.  Read as it is, a stream over it reads only
+    the committed rows."""
+    from sparkcep.spark.shedding import admitted
+    from sparkcep.spark.validate import read_validated
+
+    seed, up = tmp_path / "seed", tmp_path / "up"
+    seed.mkdir()
+    (seed / "a.json").write_text('{"type": "A", "ts": 1}\n')
+    upstream = (spark.readStream.schema("type string, ts long").json(str(seed)).writeStream.format("json")
+                .option("checkpointLocation", str(tmp_path / "ck-up")).trigger(availableNow=True).start(str(up)))
+    upstream.awaitTermination()
+    assert (up / "_spark_metadata").is_dir()
+    (up / "part-uncommitted.json").write_text('{"type": "B", "ts": 2}\n')  # no commit in the sink's log
+    with admitted(str(up), "json", stream=True, checkpoint=str(tmp_path / "ck")) as (path, admission):
+        assert (path, admission) == (str(up), None) and not (tmp_path / "ck" / "_admitted").exists()
+        events, _ = read_validated(spark, path, "json", "type", "ts", stream=True, schema="type string, ts long")
+        got = []
+        query = (events.writeStream.trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "ck"))
+                 .foreachBatch(lambda batch, _: got.extend(tuple(r) for r in batch.collect())).start())
+        query.awaitTermination()
+    assert got == [("A", 1)]
+
+
 def test_rows_are_counted_as_the_stream_reads_them_or_said_unknown(tmp_path):
     """``count_rows``: JSON lines and CSV by their non-blank lines (CSV less its header), through gzip and bzip2
     (a ``.gz`` file's raw lines would miscount), Parquet from its footer; None for a codec it cannot read."""
@@ -687,6 +715,9 @@ def test_a_checkpoint_that_read_the_input_itself_is_not_switched_to_the_staging_
     with pytest.raises(CEPError, match=f"no input files in {empty}: a stream that starts before its files"):
         staging = admitted_input(str(empty), "json", follow=True, checkpoint=str(tmp_path / "ck-empty"))
         read_validated(None, staging, "json", "type", "ts", stream=True)
+    (source / "_spark_metadata").mkdir()  # another stream's file-sink output: read as it is, with its log
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "sink")) is None
+    (source / "_spark_metadata").rmdir()
     (source / "day=1").mkdir()  # partition directories: read as they are (only files are handed over)
     assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "y")) is None
 

@@ -73,6 +73,7 @@ from sparkcep.spark.late import with_side_columns
 from sparkcep.spark.operator import MatchOperator, stream_buckets
 from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.spark.schema import STATE_SCHEMA, load_spec, output_schema, watermark_delay
+from sparkcep.spark.session import with_defaults
 from sparkcep.spark.shedding import admitted_input, follow_input
 from sparkcep.spark.sinks import counted, discard_uncommitted, routed, side_dirs, start
 from sparkcep.spark.validate import read_validated
@@ -263,6 +264,7 @@ def main(argv=None) -> None:
              .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
              .config("spark.ui.showConsoleProgress", "false")  # sparkcep prints its own progress
              .getOrCreate())
+    with_defaults(spark)  # no Arrow byte limit per batch unless one was given (sparkcep.spark.session)
     if args.max_matches is not None:  # the match budget, read from the conf where the operator is built
         spark.conf.set("spark.sparkcep.maxMatches", str(args.max_matches))
     # only READ_COLUMNS, with --schema's types, else the types NEEDS says, else those of the files there now;

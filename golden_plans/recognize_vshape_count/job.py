@@ -77,6 +77,7 @@ from sparkcep import CEPError
 from sparkcep.ir.serde import from_data
 from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
 from sparkcep.spark.progress import StopSignals, follow
+from sparkcep.spark.session import with_defaults
 from sparkcep.sql_api import apply_recognize
 from sparkcep.spark.sinks import counted, routed, side_dirs, start
 from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
@@ -262,6 +263,7 @@ def main(argv=None) -> None:
              .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
              .config("spark.ui.showConsoleProgress", "false")  # sparkcep prints its own progress
              .getOrCreate())
+    with_defaults(spark)  # no Arrow byte limit per batch unless one was given (sparkcep.spark.session)
     # every column, parsed as text and cast to --schema's types, else to those of the files there now; ISO-string
     # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
     rows, rejected = read_validated(spark, args.input, args.format, None, TIME_COL, stream=args.stream,

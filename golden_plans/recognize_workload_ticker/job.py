@@ -169,6 +169,7 @@ from pyspark.sql import SparkSession
 from sparkcep import CEPError
 from sparkcep.ir.serde import from_data
 from sparkcep.spark.progress import StopSignals, follow
+from sparkcep.spark.session import with_defaults
 from sparkcep.spark.sinks import counted
 from sparkcep.spark.validate import read_validated
 from sparkcep.sql_api import apply_workload, follow_workload, stream_workload, workload_dirs
@@ -615,6 +616,7 @@ def main(argv=None) -> None:
              .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
              .config("spark.ui.showConsoleProgress", "false")  # sparkcep prints its own progress
              .getOrCreate())
+    with_defaults(spark)  # no Arrow byte limit per batch unless one was given (sparkcep.spark.session)
     # every column, parsed as text and cast to --schema's types, else to those of the files there now; ISO-string
     # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
     rows, rejected = read_validated(spark, args.input, args.format, None, TIME_COL, stream=args.stream,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sparkcep.spark.sinks import METRICS
-from sparkcep.spark.validate import ARRIVAL_METRIC, spark_lists
+from sparkcep.spark.validate import ARRIVAL_METRIC, spark_lists, spark_reads
 
 
 def batch_counts(progress: dict) -> dict[str, int]:
@@ -85,16 +85,23 @@ def result_latency(progress: dict) -> tuple[float, float] | None:
 
 
 def backlog_files(directory: str | None, newest_ms: float | None) -> int | None:
-    """The files of a local input ``directory`` not read yet, as far as one can tell from outside: those
-    modified after ``newest_ms`` (the newest arrival read so far; the file source reads files oldest first).
-    None when the directory is not local or nothing has been read."""
+    """The files of a local input ``directory`` not read yet, as far as one can tell from outside: those Spark
+    reads there (:func:`~sparkcep.spark.validate.spark_reads`: a partitioned input's in its ``key=value``
+    directories; another stream's file-sink output: its top-level files, committed or not) modified after
+    ``newest_ms`` (the newest arrival read so far; the file source reads files oldest first).  None when the
+    directory is not local or nothing has been read."""
     if directory is None or newest_ms is None or not os.path.isdir(directory):
         return None
+    found = spark_reads(directory)
+    if found is None:
+        with os.scandir(directory) as entries:
+            found = [e.path for e in entries if e.is_file() and spark_lists(e.name)], set()
     count = 0
-    with os.scandir(directory) as entries:
-        for e in entries:
-            if e.is_file() and spark_lists(e.name) and e.stat().st_mtime_ns // 10**6 > newest_ms:
-                count += 1
+    for path in found[0]:
+        try:
+            count += os.stat(path).st_mtime_ns // 10**6 > newest_ms
+        except FileNotFoundError:  # gone meanwhile
+            continue
     return count
 
 
@@ -133,8 +140,8 @@ class Totals:
     batches: set[int] = field(default_factory=set)
     #: a continuous run was stopped (SIGINT/SIGTERM), :func:`follow`
     stopped: bool = False
-    #: the input directory (a path: made an :class:`InputDirectory`) or the admission control following it (for the
-    #: backlog, :func:`unprocessed`), or None
+    #: the input directory (a path, ``str`` or ``os.PathLike``: made an :class:`InputDirectory`) or the admission
+    #: control following it (for the backlog, :func:`unprocessed`), or None
     source: object = None
     #: per micro-batch with events: ``(batch id, events, p50 s, p99 s, backlog files or None)``
     latencies: list[tuple] = field(default_factory=list)
@@ -143,8 +150,8 @@ class Totals:
     newest: float | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.source, str):
-            self.source = InputDirectory(self.source)
+        if isinstance(self.source, str | os.PathLike):
+            self.source = InputDirectory(os.fspath(self.source))
 
     def add(self, progress: dict) -> str | None:
         """Add one progress dict; returns its progress line (None for a batch already counted)."""

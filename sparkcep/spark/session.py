@@ -19,6 +19,25 @@ DEFAULT_SHUFFLE_PARTITIONS = 4
 QUIET_LOG4J2 = Path(__file__).with_name("log4j2-quiet.properties")
 
 
+#: Settings :func:`local_session` gives its session where the session has none (a value given at start-up, by
+#: ``--conf``, spark-defaults.conf or ``PYSPARK_SUBMIT_ARGS``, wins): ``spark.sql.execution.arrow.maxBytesPerBatch``
+#: at ``2^31 - 1``, Spark's "no byte limit".  Under any other value (64 MiB by default in Spark 4) Spark measures
+#: the Arrow batch it is building for a Python worker after every row it adds (``ArrowWriter.sizeInBytes``: each
+#: vector's value count set, its buffers summed), which on a ``mapInArrow`` pass's input costs more JVM CPU than
+#: writing the rows (the V-shape of ``bench/match_recognize.py``: ~1/3 of its sort-and-worker stage's CPU,
+#: ``bench/recognize_split.py --sides streamed,unbounded --stages``).  A batch stays bounded by
+#: ``spark.sql.execution.arrow.maxRecordsPerBatch`` (10,000 rows by default), as before Spark 4.
+SESSION_DEFAULTS = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2 ** 31 - 1)}
+
+
+def with_defaults(spark):
+    """``spark`` with :data:`SESSION_DEFAULTS` set where its session has no value of its own."""
+    for key, value in SESSION_DEFAULTS.items():
+        if spark.conf.get(key, None) is None:
+            spark.conf.set(key, value)
+    return spark
+
+
 def quiet_java_options() -> str:
     """The driver JVM option that makes it read :data:`QUIET_LOG4J2`."""
     return f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J2}" if QUIET_LOG4J2.is_file() else ""
@@ -26,7 +45,8 @@ def quiet_java_options() -> str:
 
 def local_session(master: str = "local[*]", shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
                   app_name: str = "sparkcep", verbose: bool = False):
-    """The process's SparkSession: the active one if there is one (left as it is), else a new local one.
+    """The process's SparkSession: the active one if there is one (left as it is), else a new local one, with
+    :data:`SESSION_DEFAULTS` where it has no value of its own.
 
     Its driver logs errors only (:data:`QUIET_LOG4J2`: no start-up banner), unless ``verbose`` (Spark's default
     log4j profile, INFO from then on)."""
@@ -58,4 +78,4 @@ def local_session(master: str = "local[*]", shuffle_partitions: int = DEFAULT_SH
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("INFO" if verbose else "ERROR")
-    return spark
+    return with_defaults(spark)

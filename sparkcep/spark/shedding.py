@@ -65,7 +65,14 @@ from sparkcep.runtime_udfs.shedding.controller import Admission, BacklogControll
 from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
 from sparkcep.spark.heap import freeze_worker_heap
 from sparkcep.spark.progress import backlog_files, batch_latency
-from sparkcep.spark.validate import ARRIVAL_METRIC, STAGING_MARK, original_name, spark_lists, staged_name
+from sparkcep.spark.validate import (
+    ARRIVAL_METRIC,
+    STAGING_MARK,
+    is_sink_output,
+    original_name,
+    spark_lists,
+    staged_name,
+)
 
 __all__ = ["SHED", "ControlFile", "FileAdmission", "Shedding", "admitted_input", "count_rows", "current_model",
            "admitted", "follow_input", "hand_over", "hand_over_slice", "install", "shed_partition", "stage_function"]
@@ -441,10 +448,11 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
     micro-batch's, and the schema's; each named with the files after it, :func:`hand_over_slice`); None when
     there is no admission: not ``follow`` (a batch), not a local directory (``s3a://``, ``hdfs://``: read as
     they are), a directory with subdirectories (Spark reads ``key=value`` ones as partitions; only files are
-    handed over), or a ``checkpoint`` a stream has already run with reading ``path`` itself (its file log holds
-    ``path``'s files: read from elsewhere, they would all be read again).  ``fmt``: the input's format (the rows
-    of each file are counted for the backlog, :func:`count_rows`)."""
-    if not (follow and os.path.isdir(path)) or _has_subdirectories(path):
+    handed over), another stream's file-sink output (:func:`is_sink_output`: Spark reads only the files its log
+    committed, and a staging directory has no such log), or a ``checkpoint`` a stream has already run with
+    reading ``path`` itself (its file log holds ``path``'s files: read from elsewhere, they would all be read
+    again).  ``fmt``: the input's format (the rows of each file are counted for the backlog, :func:`count_rows`)."""
+    if not (follow and os.path.isdir(path)) or _has_subdirectories(path) or is_sink_output(path):
         return None
     staging = os.path.join(checkpoint, "_admitted") if checkpoint else tempfile.mkdtemp(prefix="sparkcep-admitted-")
     if checkpoint and not os.path.isdir(staging) and _has_run(checkpoint):

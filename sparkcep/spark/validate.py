@@ -82,6 +82,13 @@ def spark_lists(name: str) -> bool:
     return not (name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_"))
 
 
+def is_sink_output(path: str) -> bool:
+    """Whether the directory ``path`` is a Spark stream's file-sink output: it holds ``_spark_metadata`` (a file or
+    a directory, as Spark's ``FileStreamSink.hasMetadata`` asks).  Spark then reads only the files that sink's log
+    committed (``MetadataLogFileIndex``), not those an upstream micro-batch left without a commit."""
+    return os.path.exists(os.path.join(path, "_spark_metadata"))
+
+
 def quoted(name: str) -> str:
     """``name`` as a Spark column reference: backquoted, backquotes doubled (dots, quotes, spaces are kept)."""
     return "`" + name.replace("`", "``") + "`"
@@ -170,15 +177,53 @@ def input_schema(spark, path: str, fmt: str, options: dict, ddl: str | None):
 
 
 def has_data_files(path: str) -> bool:
-    """A file, or a directory holding at least one file Spark reads (:func:`spark_lists`, also in its
-    subdirectories that Spark lists: ``_key=v`` partitions too)."""
+    """A file, or a directory where Spark reads at least one file (:func:`spark_reads`; another stream's file-sink
+    output: left to Spark, which reads what that sink's log committed)."""
+    found = spark_reads(path)
+    return found is None or bool(found[0])
+
+
+def spark_reads(path: str, limit: int | None = None) -> tuple[list[str], set[str]] | None:
+    """The files a Spark file source reads at ``path`` (a file: itself), and the partition columns of the
+    directories they are in; None past ``limit`` files, or for another stream's file-sink output
+    (:func:`is_sink_output`: Spark reads the files that sink's log committed, not told here).
+
+    Spark's rule (``InMemoryFileIndex``, ``PartitioningUtils.parsePartition``): it lists the files of every
+    directory its listing keeps (:func:`spark_lists`, at any depth); a directory holding files is a partition when a
+    ``key=value`` name is on its way up to ``path`` (``k=1/j=2/``; ``k=1/sub/`` too, read with ``k=1``).  With
+    partitions, only their files are read (``a.json`` beside ``k=1/b.json`` is not); without, only the files
+    directly in ``path`` (``sub/b.json`` is not).  Layouts Spark refuses (partitions beside a plain directory with
+    files, or of different columns): their partitions' files here, Spark's own error at the read."""
     if os.path.isfile(path):
-        return True
-    for _root, dirs, files in os.walk(path):
-        dirs[:] = [d for d in dirs if spark_lists(d)]
-        if any(spark_lists(f) for f in files):
-            return True
-    return False
+        return [path], set()
+    if is_sink_output(path):
+        return None
+    top, partitioned, columns, count = [], [], set(), 0
+    for root, dirs, names in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if spark_lists(d))
+        files = [os.path.join(root, f) for f in sorted(names) if spark_lists(f)]
+        count += len(files)
+        if limit is not None and count > limit:
+            return None
+        keys = _partition_keys(os.path.relpath(root, path))
+        if root == path:
+            top = files
+        elif keys and files:
+            partitioned += files
+            columns.update(keys)
+    return (partitioned, columns) if partitioned else (top, set())
+
+
+def _partition_keys(relative: str) -> list[str]:
+    """The partition columns of a directory at ``relative`` below the input (``PartitioningUtils.parsePartition``):
+    the keys of the ``key=value`` names from it upwards, up to the first other name above them."""
+    keys = []
+    for name in reversed([] if relative == os.curdir else relative.split(os.sep)):
+        if "=" in name:
+            keys.append(name.split("=", 1)[0])
+        elif keys:
+            break
+    return keys
 
 
 #: An attribute name a query can write (the grammar's NAME): the only columns read besides type and ts.

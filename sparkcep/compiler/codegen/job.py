@@ -122,6 +122,7 @@ def main(argv=None) -> None:
              .config("spark.sql.shuffle.partitions", args.shuffle_partitions)
              .config("spark.ui.showConsoleProgress", "false")  # sparkcep prints its own progress
              .getOrCreate())
+    with_defaults(spark)  # no Arrow byte limit per batch unless one was given (sparkcep.spark.session)
     if args.max_matches is not None:  # the match budget, read from the conf where the operator is built
         spark.conf.set("spark.sparkcep.maxMatches", str(args.max_matches))
     # only READ_COLUMNS, with --schema's types, else the types NEEDS says, else those of the files there now;
@@ -332,6 +333,7 @@ _COMMON_IMPORTS = {
     'sparkcep.console': ['Clock', 'observed_count', 'progress', 'stream_summary', 'summary_line'],
     'sparkcep.spark.io': ['check_attributes', 'check_ts_kind'],
     'sparkcep.spark.progress': ['StopSignals'],
+    'sparkcep.spark.session': ['with_defaults'],
     'sparkcep.runtime_udfs.match.budget': ['raised_message'],
     'sparkcep.spark.shedding': ['admitted_input', 'follow_input'],
     'sparkcep.spark.sinks': ['counted', 'discard_uncommitted', 'routed', 'side_dirs', 'start'],
