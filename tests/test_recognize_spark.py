@@ -212,7 +212,8 @@ def test_batch_statements_equal_the_reference(spark):
     # an aggregate of a subquery, a window function: not the outer query's aggregation (each row keeps its
     # match's arrival, late rows pass), as Spark runs the query over the plain table
     for q in ["SELECT k1, (SELECT max(current_user) FROM rec_plain) AS mx FROM {t} AS m",
-              "SELECT k1, sum(current_user) OVER (PARTITION BY k1 ORDER BY current_timestamp) AS s FROM {t}"]:
+              "SELECT k1, sum(current_user) OVER (PARTITION BY k1 ORDER BY current_timestamp) AS s FROM {t}",
+              "SELECT k1, r'a\\n' 'b' AS adjacent FROM {t}"]:  # a raw string and another: one (Spark: a\nb)
         want = sorted((tuple(r) for r in spark.sql(q.format(t="rec_plain")).collect()), key=repr)
         got = SR.apply_outer(side, q.format(t="v"), "v")
         assert sorted((tuple(r)[:2] for r in got.collect()), key=repr) == want and got.columns[-1] == "_arrival_ms"
