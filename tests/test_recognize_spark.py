@@ -298,6 +298,11 @@ def test_errors_are_cep_errors_at_their_place(spark):
     with pytest.raises(CEPError, match="Spark cannot compute") as err:
         sparkcep.sql(text, spark)
     assert err.value.column == text.index("array_contains") + 1
+    # Spark refuses "v IN (1) = false" (ParseException): so does the statement (the engine accepted it)
+    text = "SELECT * FROM rec_err MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS v IN (1, 2) = false)"
+    with pytest.raises(CEPError, match="Spark cannot compute .*PARSE_SYNTAX_ERROR") as err:
+        sparkcep.sql(text, spark)
+    assert err.value.column == text.index("v IN") + 1
     text = "SELECT nope FROM rec_err MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A))"
     with pytest.raises(CEPError, match="on the matches"):
         sparkcep.sql(text, spark)
