@@ -114,8 +114,9 @@ def test_a_doubled_quote_is_the_quote_in_the_outer_query_and_the_clause():
                            WHERE s <> '''' AND s <> r'a\\'""")
     assert one_line(q.outer_sql) == r"""SELECT 'it\'s' AS v, s FROM __sparkcep_matches WHERE s <> '\'' AND s <> 'a\\'"""
     (_, a), (_, b) = q.defines
-    # B reads one row and calls upper(): Spark computes it whole, from the strings written back as Spark reads them
-    assert a.right.value == "it's" and b == rx.RowExpr("""UPPER(s) = 'A"B' AND s <> 'x\\''""", "__rx0", "B")
+    # upper(B.s) = "A""B": Spark computes the comparison over upper(), from the string written back as Spark reads it
+    assert a.right.value == "it's" and b.left == rx.RowExpr("""UPPER(s) = 'A"B'""", "__rx0", "B")
+    assert b.right.right.value == "x'"
 
 
 def test_the_view_is_renamed_in_the_text_only_where_it_is_the_view():
