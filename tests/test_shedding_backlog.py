@@ -963,6 +963,29 @@ def test_a_staged_link_is_removed_once_its_input_is_gone_and_every_query_committ
     assert again.tidy(now=300.0) == [] and os.listdir(staging) == [staged["d.json"]]
 
 
+def test_a_staged_link_waits_for_every_query_of_the_run_even_one_not_started_yet(tmp_path):
+    """A workload's ``g1`` query starts only once ``g0`` has drained the input (``--once``), and a ``--timeouts``
+    query or a workload's group added at a restart has no checkpoint yet: a staged file that ``g0`` committed and
+    whose input is gone is kept until every query the run names (``queries``) has committed it, else the query
+    starting later never read it (results lost)."""
+    from sparkcep.spark.shedding import FileAdmission
+
+    source, ck = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    (source / "a.json").write_text('{"type": "A"}\n')
+    admission = FileAdmission(str(source), str(ck / "_admitted"), None, checkpoint=str(ck), queries=("g0", "g1"))
+    admission.step()
+    (staged,) = [n for n in os.listdir(ck / "_admitted") if n.endswith(".json")]
+    os.remove(source / "a.json")
+    _query_checkpoint(ck / "g0", {"0": [(ck / "_admitted" / staged, 0)]}, 0)
+    assert admission.tidy(now=100.0) == [] and (ck / "_admitted" / staged).exists()
+    (ck / "g1").mkdir()  # started: Spark made its checkpoint, no micro-batch committed yet
+    (ck / "g1" / "metadata").write_text('{"id":"q"}\n')
+    assert admission.tidy(now=200.0) == []
+    _query_checkpoint(ck / "g1", {"0": [(ck / "_admitted" / staged, 0)]}, 0)
+    assert admission.tidy(now=300.0) == [staged] and not (ck / "_admitted" / staged).exists()
+
+
 def test_a_checkpoint_that_cannot_be_read_keeps_every_staged_link(tmp_path):
     """A source log line, or the newest commit's offsets, that cannot be read (of one query, another one's can)
     keeps every staged file; and without a query checkpoint at all (none started yet) nothing is removed."""
