@@ -986,6 +986,31 @@ def test_a_staged_link_waits_for_every_query_of_the_run_even_one_not_started_yet
     assert admission.tidy(now=300.0) == [staged] and not (ck / "_admitted" / staged).exists()
 
 
+def test_the_source_log_is_read_from_its_newest_compact_file_on(tmp_path, monkeypatch):
+    """A restart reads a query's source log from its newest ``<n>.compact`` file on (it holds every entry up to
+    ``n``), not the older compact and batch files Spark keeps for 10 minutes: each compact file holds the whole
+    history, so reading them all costs the square of it."""
+    from sparkcep.spark import shedding
+    from sparkcep.spark.shedding import FileAdmission
+
+    source, ck = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    staging = ck / "_admitted"
+    staging.mkdir(parents=True)
+    files = [staging / f"p{k}.json" for k in range(4)]
+    for f in files:
+        f.write_text('{"type": "A"}\n')
+    logs = {"0": [(files[0], 0)], "1.compact": [(files[0], 0), (files[1], 1)], "2": [(files[2], 2)],
+            "3.compact": [(f, k) for k, f in enumerate(files)]}
+    _query_checkpoint(ck, logs, 3)
+    read = []
+    entries = shedding._log_entries
+    monkeypatch.setattr(shedding, "_log_entries", lambda path, after: read.append(os.path.basename(path))
+                        or entries(path, after))
+    admission = FileAdmission(str(source), str(staging), None, checkpoint=str(ck))
+    assert admission.tidy(now=0.0) == [f.name for f in files] and read == ["3.compact"]
+
+
 def test_a_checkpoint_that_cannot_be_read_keeps_every_staged_link(tmp_path):
     """A source log line, or the newest commit's offsets, that cannot be read (of one query, another one's can)
     keeps every staged file; and without a query checkpoint at all (none started yet) nothing is removed."""

@@ -588,7 +588,8 @@ class StagedLinks:
       log (``sources/<i>/<n>``, ``<n>.compact``) lists it at a log offset up to that of the query's newest
       commit (:func:`_committed_offsets`).
 
-    Each source log is read once, incrementally (:attr:`_logs`: what was read of it, up to which log offset)."""
+    Each source log is read once, incrementally (:attr:`_logs`: what was read of it, up to which log offset),
+    from its newest ``.compact`` file on (which holds every entry before it)."""
 
     def __init__(self, staging: str, source: str, checkpoint: str, queries: tuple[str, ...] = ()):
         self.staging, self.source, self.checkpoint = staging, source, checkpoint
@@ -613,6 +614,10 @@ class StagedLinks:
             stem = n[:-len(".compact")] if n.endswith(".compact") else n
             if stem.isdigit() and int(stem) > upto:
                 batches.append((int(stem), n))
+        compacts = [b for b, n in batches if n.endswith(".compact")]
+        if compacts:  # the newest compact file holds every entry up to it: the files before it (Spark deletes
+            # them only 10 minutes later, spark.sql.streaming.fileSource.log.cleanupDelay) are not read
+            batches = [(b, n) for b, n in batches if b >= max(compacts)]
         here: dict[str, bool] = {}  # per directory of the entries: whether it is ``staging``
         for batch, n in sorted(batches):
             for path, b in _log_entries(os.path.join(folder, n), upto):
