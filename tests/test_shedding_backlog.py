@@ -986,6 +986,33 @@ def test_a_staged_link_waits_for_every_query_of_the_run_even_one_not_started_yet
     assert admission.tidy(now=300.0) == [staged] and not (ck / "_admitted" / staged).exists()
 
 
+def test_a_followed_directory_moved_away_keeps_its_staged_links(tmp_path):
+    """The followed directory itself gone for a while (moved away, a mount point unmounted) does not mean its
+    files are: their staged links stay (removed, a restart after the directory is back would hand the files over
+    again under names carrying the backlog of the moment, read twice); once it is back, a file deleted from it
+    frees its link."""
+    from sparkcep.spark.shedding import FileAdmission
+
+    source, ck = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    for name in ("a.json", "b.json"):
+        (source / name).write_text('{"type": "A"}\n')
+    admission = FileAdmission(str(source), str(ck / "_admitted"), None, checkpoint=str(ck))
+    admission.step()
+    staged = sorted(n for n in os.listdir(ck / "_admitted") if n.endswith(".json"))
+    _query_checkpoint(ck, {"0": [(ck / "_admitted" / n, 0) for n in staged]}, 0)
+    source.rename(tmp_path / "away")
+    assert admission.tidy(now=0.0) == []
+    (tmp_path / "away").rename(source)
+    (source / "c.json").write_text('{"type": "A"}\n')  # arrived meanwhile: a and b would carry a new backlog
+    os.utime(source / "c.json", (2e9, 2e9))
+    again = FileAdmission(str(source), str(ck / "_admitted"), None, checkpoint=str(ck))
+    again.step()  # a restart: a and b not handed over again (under new names the stream read them twice)
+    assert sorted(n for n in os.listdir(ck / "_admitted") if n.endswith(".json") and not n.startswith("c")) == staged
+    os.remove(source / "a.json")
+    assert again.tidy(now=0.0) == [staged[0]]
+
+
 def test_the_source_log_is_read_from_its_newest_compact_file_on(tmp_path, monkeypatch):
     """A restart reads a query's source log from its newest ``<n>.compact`` file on (it holds every entry up to
     ``n``), not the older compact and batch files Spark keeps for 10 minutes: each compact file holds the whole

@@ -650,9 +650,10 @@ class StagedLinks:
 
     def removable(self) -> list[str]:
         """The staged names no query can read again and whose input is gone (none if a checkpoint cannot be
-        read, or no query has one)."""
+        read, or no query has one, or ``source`` itself is not there: moved away or unmounted for a while, its
+        files are not known to be gone, and a file removed then would be handed over again at a restart)."""
         queries = self._queries()
-        if not queries:
+        if not queries or not os.path.isdir(self.source):
             return []
         read = None
         for query in queries:
