@@ -854,6 +854,24 @@ def test_a_checkpoint_whose_staging_directory_is_gone_is_refused_not_read_again(
     assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "old")) is None
 
 
+def test_a_checkpoint_that_followed_another_input_is_refused(tmp_path):
+    """The admission knows the files it handed over by their names: a run from a checkpoint that followed another
+    input directory would never read a file of the new one named like one read before (``part-0.json``, where
+    Spark reading the new directory itself reads it); it is refused with a message, the same input is not."""
+    from sparkcep.ir.errors import CEPError
+    from sparkcep.spark.shedding import admitted_input
+
+    a, b, ck = tmp_path / "a", tmp_path / "b", tmp_path / "ck"
+    for d in (a, b):
+        d.mkdir()
+        (d / "part-0.json").write_text('{"type": "A"}\n')
+    assert admitted_input(str(a), "json", follow=True, checkpoint=str(ck)) == str(ck / "_admitted")
+    with pytest.raises(CEPError, match=f"the checkpoint {ck} followed the input {a}, not {b}: .* a file of {b} named "
+                                       "like one of them would never be read"):
+        admitted_input(str(b), "json", follow=True, checkpoint=str(ck))
+    assert admitted_input(str(a) + "/", "json", follow=True, checkpoint=str(ck)) == str(ck / "_admitted")
+
+
 def test_the_admission_thread_ends_with_the_stream_it_feeds(tmp_path):
     """``apply_stream``'s admission thread ends once its stream is no longer active (failed, or stopped directly,
     not through ``LiveStream.stop()``): no thread left polling the directory, which costs CPU at every poll."""
