@@ -450,7 +450,7 @@ def cmd_run(args) -> int:
         from sparkcep.spark.shedding import follow_input
 
         admission = follow_input(shedding, args.input, staging, args.type_col, args.dropped_output, checkpoint, fmt,
-                                 once=args.once)
+                                 once=args.once, queries=("", "_timeouts") if args.timeouts else ("",))
         if admission is not None:
             admission.start()
         try:  # the shedding controller follows the results' query only (not the --timeouts query beside it)
