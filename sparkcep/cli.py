@@ -378,7 +378,7 @@ def cmd_run(args) -> int:
 
     from sparkcep.spark.late import KIND, REASON, RECORD
     from sparkcep.spark.session import local_session
-    from sparkcep.spark.sinks import counted, routed, start_timeouts, timeouts_written, write_timeouts
+    from sparkcep.spark.sinks import counted, routed, start_timeouts, stream_queries, timeouts_written, write_timeouts
     from sparkcep.spark.validate import LATENCY_COL, RESULT_ARRIVAL, read_validated
 
     spark = local_session(args.master, verbose=args.verbose)
@@ -450,7 +450,7 @@ def cmd_run(args) -> int:
         from sparkcep.spark.shedding import follow_input
 
         admission = follow_input(shedding, args.input, staging, args.type_col, args.dropped_output, checkpoint, fmt,
-                                 once=args.once)
+                                 once=args.once, queries=stream_queries(args.timeouts))
         if admission is not None:
             admission.start()
         try:  # the shedding controller follows the results' query only (not the --timeouts query beside it)

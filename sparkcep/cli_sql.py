@@ -375,7 +375,14 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
     from sparkcep.spark.shedding import admitted
     from sparkcep.spark.sinks import counted
     from sparkcep.spark.validate import read_validated
-    from sparkcep.sql_api import apply_workload, follow_workload, statement_names, stream_workload, workload_dirs
+    from sparkcep.sql_api import (
+        apply_workload,
+        follow_workload,
+        plan_workload,
+        statement_names,
+        stream_workload,
+        workload_dirs,
+    )
 
     names = statement_names(qs)
     _one_source(qs)
@@ -388,7 +395,10 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
         print(f"starting Spark ({args.master})...", file=sys.stderr, flush=True)
     spark = local_session(args.master)
     cli._quiet_task_failures(spark)
-    followed = admitted(args.input, _input_format(args), stream=args.stream, checkpoint=args.checkpoint)
+    # each group's query (CHECKPOINT/g<k>) reads the staged files: with --once g1 starts once g0 has drained them
+    groups = tuple(f"g{g}" for g in range(len(plan_workload(qs)[0])))
+    followed = admitted(args.input, _input_format(args), stream=args.stream, checkpoint=args.checkpoint,
+                        queries=groups)
     with followed as (read_from, admission):
         rows, rejected = read_validated(spark, read_from, _input_format(args), None, time_column(qs[0]),
                                         stream=args.stream, files_per_trigger=args.files_per_trigger,

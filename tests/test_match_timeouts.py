@@ -991,3 +991,47 @@ def test_cli_run_writes_timeouts_beside_the_output(spark, tmp_path, capsys):
     assert f"{len(expected)} timed-out partial matches; see {out}/_timeouts" in capsys.readouterr().err
     got = [json.loads(line) for f in sorted((out / "_timeouts").glob("*.json")) for line in f.read_text().splitlines()]
     assert canonical([{k: r.get(k) for k in expected[0]} for r in got]) == canonical(expected)
+
+
+@pytest.mark.parametrize(("text", "shedding"), [
+    ("PATTERN SEQ(A a, B b) WITHIN 5", False),
+    ("PATTERN SEQ(A a, B b) WITHIN 5", True),
+    ("q1: PATTERN SEQ(A a, B b) WITHIN 5; q2: PATTERN SEQ(A a, C c) WITHIN 5", True),
+])
+def test_a_generated_jobs_admission_keeps_staged_files_for_its_timeouts_query(text, shedding, monkeypatch):
+    """A generated job's admission names the queries the run starts (``stream_queries``: the results' and, with
+    ``--timeouts``, ``_timeouts``), as ``run`` does: a staged input file stays until both committed it, even when
+    ``--timeouts`` is added at a restart (its query has no checkpoint yet; :class:`StagedLinks`).  Every
+    ``follow_input`` call of the job (with and without shedding, a workload's too) passes them; ``stream_queries``
+    names the checkpoint ``start_timeouts`` writes to."""
+    import ast
+
+    from sparkcep.api import compile_shared_workload
+    from sparkcep.spark import sinks
+
+    options = {"shedding_latency": 2.0} if shedding else {}
+    compiled = compile_shared_workload(text, **options) if ";" in text else sparkcep.compile(text, **options)
+    source = compiled.job_source()
+    calls = [node for node in ast.walk(ast.parse(source))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "follow_input"]
+    assert calls and all(ast.unparse(next(k.value for k in c.keywords if k.arg == "queries"))
+                         == "stream_queries(args.timeouts)" for c in calls)
+    assert sinks.stream_queries(False) == ("",)
+    assert sinks.stream_queries(True) == ("", sinks.TIMEOUTS_CHECKPOINT)
+
+    written = {}
+
+    class Writer:
+        def format(self, _fmt):
+            return self
+
+        def option(self, key, value):
+            written[key] = value
+            return self
+
+        def start(self):
+            return "query"
+
+    monkeypatch.setattr(sinks, "timeouts_lines", lambda *_a: type("T", (), {"writeStream": Writer()})())
+    assert sinks.start_timeouts(None, "out", "ck/") == "query"
+    assert written["checkpointLocation"] == "ck/" + sinks.stream_queries(True)[1]

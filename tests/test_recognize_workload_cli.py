@@ -170,10 +170,18 @@ TIE_FILES = [[("p", 1, 0), ("q", 1, 0), ("p", 2, 1), ("q", 2, 4)],
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_workload_stream_with_ties_across_files_equals_batch_and_each_statement_alone(spark, capsys, tmp_path):
+def test_workload_stream_with_ties_across_files_equals_batch_and_each_statement_alone(spark, capsys, tmp_path,
+                                                                                    monkeypatch):
     """One file per micro-batch, lateness 0: rows at the newest time seen so far (ts 2 in files 1 and 2, ts 3
     in files 2 and 3) are on time and matched as in a batch, by the shared stream as by each statement alone;
-    the row behind the watermark goes to each statement's ``_late``, the bad line once to ``_dead_letters``."""
+    the row behind the watermark goes to each statement's ``_late``, the bad line once to ``_dead_letters``.
+    The admission control is told the checkpoints of the groups' queries as Spark makes them (a staged file
+    is removed only once each has committed it: with ``--once`` a later group starts after the first drained)."""
+    from sparkcep.spark import shedding
+
+    told = []
+    admitted = shedding.admitted
+    monkeypatch.setattr(shedding, "admitted", lambda *a, **k: told.append(k.get("queries")) or admitted(*a, **k))
     on_time, late = tmp_path / "on_time", tmp_path / "all"
     for d in (on_time, late):
         d.mkdir()
@@ -208,6 +216,8 @@ def test_workload_stream_with_ties_across_files_equals_batch_and_each_statement_
         assert [json.loads(d["record"]) for d in _lines(tmp_path / "out" / n / "_late")] == [
             {"k": "p", "ts": 5, "v": 9}]
     assert [d["reason"] for d in _lines(tmp_path / "out" / "_dead_letters")] == ["malformed record"]
+    made = sorted(p.name for p in (tmp_path / "ck").iterdir() if (p / "metadata").is_file())
+    assert told[-1] == tuple(made) == ("g0",)
 
 
 LIVE = """

@@ -912,6 +912,24 @@ def test_a_checkpoint_whose_staging_directory_is_gone_is_refused_not_read_again(
     assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "old")) is None
 
 
+def test_a_checkpoint_that_followed_another_input_is_refused(tmp_path):
+    """The admission knows the files it handed over by their names: a run from a checkpoint that followed another
+    input directory would never read a file of the new one named like one read before (``part-0.json``, where
+    Spark reading the new directory itself reads it); it is refused with a message, the same input is not."""
+    from sparkcep.ir.errors import CEPError
+    from sparkcep.spark.shedding import admitted_input
+
+    a, b, ck = tmp_path / "a", tmp_path / "b", tmp_path / "ck"
+    for d in (a, b):
+        d.mkdir()
+        (d / "part-0.json").write_text('{"type": "A"}\n')
+    assert admitted_input(str(a), "json", follow=True, checkpoint=str(ck)) == str(ck / "_admitted")
+    with pytest.raises(CEPError, match=f"the checkpoint {ck} followed the input {a}, not {b}: .* a file of {b} named "
+                                       "like one of them would never be read"):
+        admitted_input(str(b), "json", follow=True, checkpoint=str(ck))
+    assert admitted_input(str(a) + "/", "json", follow=True, checkpoint=str(ck)) == str(ck / "_admitted")
+
+
 def test_the_admission_thread_ends_with_the_stream_it_feeds(tmp_path):
     """``apply_stream``'s admission thread ends once its stream is no longer active (failed, or stopped directly,
     not through ``LiveStream.stop()``): no thread left polling the directory, which costs CPU at every poll."""
@@ -1027,6 +1045,81 @@ def test_a_staged_link_is_removed_once_its_input_is_gone_and_every_query_committ
     again = FileAdmission(str(source), str(staging), None, checkpoint=str(ck))
     again.step()
     assert again.tidy(now=300.0) == [] and os.listdir(staging) == [staged["d.json"]]
+
+
+def test_a_staged_link_waits_for_every_query_of_the_run_even_one_not_started_yet(tmp_path):
+    """A workload's ``g1`` query starts only once ``g0`` has drained the input (``--once``), and a ``--timeouts``
+    query or a workload's group added at a restart has no checkpoint yet: a staged file that ``g0`` committed and
+    whose input is gone is kept until every query the run names (``queries``) has committed it, else the query
+    starting later never read it (results lost)."""
+    from sparkcep.spark.shedding import FileAdmission
+
+    source, ck = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    (source / "a.json").write_text('{"type": "A"}\n')
+    admission = FileAdmission(str(source), str(ck / "_admitted"), None, checkpoint=str(ck), queries=("g0", "g1"))
+    admission.step()
+    (staged,) = [n for n in os.listdir(ck / "_admitted") if n.endswith(".json")]
+    os.remove(source / "a.json")
+    _query_checkpoint(ck / "g0", {"0": [(ck / "_admitted" / staged, 0)]}, 0)
+    assert admission.tidy(now=100.0) == [] and (ck / "_admitted" / staged).exists()
+    (ck / "g1").mkdir()  # started: Spark made its checkpoint, no micro-batch committed yet
+    (ck / "g1" / "metadata").write_text('{"id":"q"}\n')
+    assert admission.tidy(now=200.0) == []
+    _query_checkpoint(ck / "g1", {"0": [(ck / "_admitted" / staged, 0)]}, 0)
+    assert admission.tidy(now=300.0) == [staged] and not (ck / "_admitted" / staged).exists()
+
+
+def test_a_followed_directory_moved_away_keeps_its_staged_links(tmp_path):
+    """The followed directory itself gone for a while (moved away, a mount point unmounted) does not mean its
+    files are: their staged links stay (removed, a restart after the directory is back would hand the files over
+    again under names carrying the backlog of the moment, read twice); once it is back, a file deleted from it
+    frees its link."""
+    from sparkcep.spark.shedding import FileAdmission
+
+    source, ck = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    for name in ("a.json", "b.json"):
+        (source / name).write_text('{"type": "A"}\n')
+    admission = FileAdmission(str(source), str(ck / "_admitted"), None, checkpoint=str(ck))
+    admission.step()
+    staged = sorted(n for n in os.listdir(ck / "_admitted") if n.endswith(".json"))
+    _query_checkpoint(ck, {"0": [(ck / "_admitted" / n, 0) for n in staged]}, 0)
+    source.rename(tmp_path / "away")
+    assert admission.tidy(now=0.0) == []
+    (tmp_path / "away").rename(source)
+    (source / "c.json").write_text('{"type": "A"}\n')  # arrived meanwhile: a and b would carry a new backlog
+    os.utime(source / "c.json", (2e9, 2e9))
+    again = FileAdmission(str(source), str(ck / "_admitted"), None, checkpoint=str(ck))
+    again.step()  # a restart: a and b not handed over again (under new names the stream read them twice)
+    assert sorted(n for n in os.listdir(ck / "_admitted") if n.endswith(".json") and not n.startswith("c")) == staged
+    os.remove(source / "a.json")
+    assert again.tidy(now=0.0) == [staged[0]]
+
+
+def test_the_source_log_is_read_from_its_newest_compact_file_on(tmp_path, monkeypatch):
+    """A restart reads a query's source log from its newest ``<n>.compact`` file on (it holds every entry up to
+    ``n``), not the older compact and batch files Spark keeps for 10 minutes: each compact file holds the whole
+    history, so reading them all costs the square of it."""
+    from sparkcep.spark import shedding
+    from sparkcep.spark.shedding import FileAdmission
+
+    source, ck = tmp_path / "in", tmp_path / "ck"
+    source.mkdir()
+    staging = ck / "_admitted"
+    staging.mkdir(parents=True)
+    files = [staging / f"p{k}.json" for k in range(4)]
+    for f in files:
+        f.write_text('{"type": "A"}\n')
+    logs = {"0": [(files[0], 0)], "1.compact": [(files[0], 0), (files[1], 1)], "2": [(files[2], 2)],
+            "3.compact": [(f, k) for k, f in enumerate(files)]}
+    _query_checkpoint(ck, logs, 3)
+    read = []
+    entries = shedding._log_entries
+    monkeypatch.setattr(shedding, "_log_entries", lambda path, after: read.append(os.path.basename(path))
+                        or entries(path, after))
+    admission = FileAdmission(str(source), str(staging), None, checkpoint=str(ck))
+    assert admission.tidy(now=0.0) == [f.name for f in files] and read == ["3.compact"]
 
 
 def test_a_checkpoint_that_cannot_be_read_keeps_every_staged_link(tmp_path):

@@ -75,7 +75,7 @@ from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.spark.schema import STATE_SCHEMA, load_spec, output_schema, watermark_delay
 from sparkcep.spark.session import with_defaults
 from sparkcep.spark.shedding import admitted_input, follow_input
-from sparkcep.spark.sinks import counted, discard_uncommitted, routed, side_dirs, start
+from sparkcep.spark.sinks import counted, discard_uncommitted, routed, side_dirs, start, stream_queries
 from sparkcep.spark.validate import read_validated
 
 #: The compiled engine spec (see sparkcep.ir.spec), baked in at compile time.
@@ -332,7 +332,8 @@ def main(argv=None) -> None:
     # the input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once:
     # until the files there now are processed)
     if admission is None:  # no shedding stage: the admission control hands every file over as it arrives
-        admission = follow_input(None, args.input, staging, TYPE_COL, checkpoint=args.checkpoint, fmt=args.format)
+        admission = follow_input(None, args.input, staging, TYPE_COL, checkpoint=args.checkpoint, fmt=args.format,
+                                 queries=stream_queries(args.timeouts))
     if admission is not None:
         admission.start()
     with StopSignals() as signals:

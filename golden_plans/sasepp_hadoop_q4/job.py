@@ -69,6 +69,7 @@ from sparkcep.spark.sinks import (
     side_dirs,
     start,
     start_timeouts,
+    stream_queries,
     timeouts_dir,
     timeouts_written,
     write_timeouts,
@@ -324,7 +325,8 @@ def main(argv=None) -> None:
     # the input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once:
     # until the files there now are processed)
     if admission is None:  # no shedding stage: the admission control hands every file over as it arrives
-        admission = follow_input(None, args.input, staging, TYPE_COL, checkpoint=args.checkpoint, fmt=args.format)
+        admission = follow_input(None, args.input, staging, TYPE_COL, checkpoint=args.checkpoint, fmt=args.format,
+                                 queries=stream_queries(args.timeouts))
     if admission is not None:
         admission.start()
     with StopSignals() as signals:

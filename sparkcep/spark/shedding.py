@@ -462,12 +462,27 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
                            "new checkpoint")
         return None
     os.makedirs(staging, exist_ok=True)
+    before = _followed_before(staging) if checkpoint else None
+    if before is not None and os.path.realpath(before) != os.path.realpath(path):
+        raise CEPError(f"the checkpoint {checkpoint} followed the input {before}, not {path}: it knows the files it "
+                       f"read by their names, so a file of {path} named like one of them would never be read; "
+                       f"follow {before}, or start from a new checkpoint")
     with open(os.path.join(staging, STAGING_MARK), "w") as f:  # the stream observes the backlog staged names carry
         f.write(path)  # and a message about the input names it
     done = {original_name(n) for n in os.listdir(staging)}
     names = [name for name, _ in _data_files(path, done)]
     hand_over_slice(path, staging, names, [_rows_or_none(os.path.join(path, n), fmt) for n in names])
     return staging
+
+
+def _followed_before(staging: str) -> str | None:
+    """The input directory an earlier run handed over to ``staging`` from (its :data:`STAGING_MARK`), None if none
+    is named there."""
+    try:
+        with open(os.path.join(staging, STAGING_MARK)) as f:
+            return f.read().strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def _has_subdirectories(path: str) -> bool:
@@ -590,22 +605,29 @@ class StagedLinks:
       ``staging`` for what was handed over (a hard link whose count of links is 1 but whose name holds another
       file now is kept: a copy's count is 1 too); and
     - every query checkpointed in ``checkpoint`` (it, and the checkpoints inside it: ``_timeouts``, a workload's
-      ``g<k>``: :func:`_checkpoints`; a query's holds Spark's ``metadata``) has committed a micro-batch that
-      read it: its file source's log (``sources/<i>/<n>``, ``<n>.compact``) lists it at a log offset up to
-      that of the query's newest commit (:func:`_committed_offsets`).
+      ``g<k>``: :func:`_checkpoints`; a query's holds Spark's ``metadata``), and every query of this run
+      (``queries``: their checkpoints' names inside ``checkpoint``, ``""`` for itself) even before Spark made
+      its checkpoint (a workload's ``g1`` starts after ``g0`` drained the input with ``--once``; a ``--timeouts``
+      or a workload's group added at a restart), has committed a micro-batch that read it: its file source's
+      log (``sources/<i>/<n>``, ``<n>.compact``) lists it at a log offset up to that of the query's newest
+      commit (:func:`_committed_offsets`).
 
-    Each source log is read once, incrementally (:attr:`_logs`: what was read of it, up to which log offset)."""
+    Each source log is read once, incrementally (:attr:`_logs`: what was read of it, up to which log offset),
+    from its newest ``.compact`` file on (which holds every entry before it)."""
 
-    def __init__(self, staging: str, source: str, checkpoint: str):
+    def __init__(self, staging: str, source: str, checkpoint: str, queries: tuple[str, ...] = ()):
         self.staging, self.source, self.checkpoint = staging, source, checkpoint
+        self.queries = tuple(os.path.join(checkpoint, q) if q else checkpoint for q in queries)
         self._real = os.path.realpath(staging)
         #: per source log directory: (the log offset read up to, {staged name: log offset that read it})
         self._logs: dict[str, tuple[int, dict[str, int]]] = {}
 
     def _queries(self) -> list[str]:
-        """The checkpoints of the queries that may read ``staging`` (those holding Spark's ``metadata``)."""
-        return [q for q in _checkpoints(self.checkpoint)
-                if os.path.realpath(q) != self._real and os.path.isfile(os.path.join(q, "metadata"))]
+        """The checkpoints of the queries that may read ``staging``: those holding Spark's ``metadata``, and this
+        run's (:attr:`queries`, which commit nothing before they start)."""
+        found = [q for q in _checkpoints(self.checkpoint)
+                 if os.path.realpath(q) != self._real and os.path.isfile(os.path.join(q, "metadata"))]
+        return found + [q for q in self.queries if q not in found]
 
     def _read_log(self, folder: str) -> dict[str, int]:
         """``{staged name: log offset}`` of the source log ``folder``, its new files read (ValueError, OSError:
@@ -616,6 +638,10 @@ class StagedLinks:
             stem = n[:-len(".compact")] if n.endswith(".compact") else n
             if stem.isdigit() and int(stem) > upto:
                 batches.append((int(stem), n))
+        compacts = [b for b, n in batches if n.endswith(".compact")]
+        if compacts:  # the newest compact file holds every entry up to it: the files before it (Spark deletes
+            # them only 10 minutes later, spark.sql.streaming.fileSource.log.cleanupDelay) are not read
+            batches = [(b, n) for b, n in batches if b >= max(compacts)]
         here: dict[str, bool] = {}  # per directory of the entries: whether it is ``staging``
         for batch, n in sorted(batches):
             for path, b in _log_entries(os.path.join(folder, n), upto):
@@ -648,9 +674,10 @@ class StagedLinks:
 
     def removable(self) -> list[str]:
         """The staged names no query can read again and whose input is gone (none if a checkpoint cannot be
-        read, or no query has one)."""
+        read, or no query has one, or ``source`` itself is not there: moved away or unmounted for a while, its
+        files are not known to be gone, and a file removed then would be handed over again at a restart)."""
         queries = self._queries()
-        if not queries:
+        if not queries or not os.path.isdir(self.source):
             return []
         read = None
         for query in queries:
@@ -705,13 +732,14 @@ class FileAdmission:
 
     def __init__(self, source: str, staging: str, shedding: Shedding | None, type_col: str = "type",
                  dropped_output: str | None = None, poll: float = 0.1, checkpoint: str | None = None,
-                 fmt: str = "json"):
+                 fmt: str = "json", queries: tuple[str, ...] = ()):
         self.source, self.staging, self.shedding = source, staging, shedding
         self.type_col, self.dropped_output, self.poll, self.fmt = type_col, dropped_output, poll, fmt
         self.offsets = os.path.join(checkpoint, "offsets") if checkpoint else None
         os.makedirs(staging, exist_ok=True)
         #: the staged files no query can read again, removed once their input is gone (:meth:`tidy`)
-        self.links = StagedLinks(staging, source, checkpoint) if checkpoint else None
+        #: (``queries``: the checkpoints inside ``checkpoint`` of the queries this run starts, :class:`StagedLinks`)
+        self.links = StagedLinks(staging, source, checkpoint, queries) if checkpoint else None
         self.swept_at: float | None = None
         # a restart from the checkpoint: what was handed over already
         self.done = {original_name(n) for n in os.listdir(staging)}
@@ -920,7 +948,7 @@ def _total(rows: list[int | None]) -> int | None:
 
 def follow_input(shedding: Shedding | None, path: str, staging: str | None, type_col: str = "type",
                  dropped_output: str | None = None, checkpoint: str | None = None,
-                 fmt: str = "json", once: bool = False) -> FileAdmission | None:
+                 fmt: str = "json", once: bool = False, queries: tuple[str, ...] = ()) -> FileAdmission | None:
     """The admission control of a stream over the directory ``path`` it follows (``run --stream``,
     :func:`sparkcep.apply_stream`, the generated jobs, the notebook), handing ``path``'s files over to its
     ``staging`` directory (:func:`admitted_input`; :class:`FileAdmission`, not started yet; the ``checkpoint``
@@ -928,26 +956,30 @@ def follow_input(shedding: Shedding | None, path: str, staging: str | None, type
     by the latency and the backlog of ``path`` (:meth:`Shedding.follow_source`, a local directory) and, over
     JSON lines (``fmt``) and not ``once`` (a drain of the files there at the start, ``--once``), the admission is
     the stage's: bounded by it, and shedding whole files that waited past its expiry age; otherwise no bound.
-    Either way the controller's backlog is the admission's count (:meth:`FileAdmission.backlog`)."""
+    Either way the controller's backlog is the admission's count (:meth:`FileAdmission.backlog`).  ``queries``:
+    the checkpoints inside ``checkpoint`` of the queries reading ``staging`` (:class:`StagedLinks`)."""
     if shedding is not None and os.path.isdir(path):
         shedding.follow_source(path)
     if staging is None:
         return None
     bounded = shedding if fmt == "json" and not once else None
-    admission = FileAdmission(path, staging, bounded, type_col, dropped_output, checkpoint=checkpoint, fmt=fmt)
+    admission = FileAdmission(path, staging, bounded, type_col, dropped_output, checkpoint=checkpoint, fmt=fmt,
+                              queries=queries)
     if shedding is not None:  # the controller's backlog is the admission's count, bounded or not
         shedding.feeder = admission
     return admission
 
 
 @contextlib.contextmanager
-def admitted(path: str, fmt: str, *, stream: bool, checkpoint: str | None = None):
+def admitted(path: str, fmt: str, *, stream: bool, checkpoint: str | None = None, queries: tuple[str, ...] = ()):
     """While entered, a stream over ``path`` followed through the admission control with no bound
     (:func:`admitted_input`, :class:`FileAdmission` started): ``(the directory to read, the admission or
     None)``; on exit the admission thread stops and a staging directory outside a ``checkpoint`` is removed.
-    For the runs without a shedding stage (the notebook, ``MATCH_RECOGNIZE`` statements)."""
+    For the runs without a shedding stage (the notebook, ``MATCH_RECOGNIZE`` statements).  ``queries``: the
+    checkpoints inside ``checkpoint`` of the queries reading it (a workload's groups, :class:`StagedLinks`)."""
     staging = admitted_input(path, fmt, follow=stream, checkpoint=checkpoint)
-    admission = None if staging is None else FileAdmission(path, staging, None, checkpoint=checkpoint, fmt=fmt).start()
+    admission = None if staging is None else FileAdmission(path, staging, None, checkpoint=checkpoint, fmt=fmt,
+                                                           queries=queries).start()
     try:
         yield staging or path, admission
     finally:

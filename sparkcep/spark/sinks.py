@@ -286,13 +286,24 @@ def write_timeouts(timeouts, output: str) -> int:
     return count()
 
 
+#: The checkpoint of the ``--timeouts`` query, inside the run's checkpoint (:func:`start_timeouts`).
+TIMEOUTS_CHECKPOINT = "_timeouts"
+
+
+def stream_queries(timeouts: bool) -> tuple[str, ...]:
+    """The checkpoints inside a match run's checkpoint of the queries it starts: the results' (``""``, the
+    checkpoint itself) and, with ``--timeouts``, :data:`TIMEOUTS_CHECKPOINT` (a staged input file stays until each
+    has committed it, even one not started yet: :class:`sparkcep.spark.shedding.StagedLinks`)."""
+    return ("", TIMEOUTS_CHECKPOINT) if timeouts else ("",)
+
+
 def start_timeouts(timeouts, output: str, checkpoint: str, *, once: bool = False, latency: bool = False):
     """A stream: the query writing the timed-out partial matches into :func:`timeouts_dir` (checkpoint
     ``checkpoint/_timeouts``), each micro-batch's as its watermark closes windows; ``once``: up to the end of the
     available input.  It runs beside :func:`start`'s query (:func:`sparkcep.spark.progress.follow_with`).
     ``latency``: each row with :data:`LATENCY_COL` (:func:`timeouts_lines`)."""
     writer = (timeouts_lines(timeouts, latency).writeStream.format("json").option("path", timeouts_dir(output))
-              .option("checkpointLocation", checkpoint.rstrip("/") + "/_timeouts"))
+              .option("checkpointLocation", checkpoint.rstrip("/") + "/" + TIMEOUTS_CHECKPOINT))
     return (writer.trigger(availableNow=True) if once else writer).start()
 
 

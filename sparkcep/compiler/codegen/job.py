@@ -160,7 +160,8 @@ def main(argv=None) -> None:
     # the input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once:
     # until the files there now are processed)
     if admission is None:  # no shedding stage: the admission control hands every file over as it arrives
-        admission = follow_input(None, args.input, staging, TYPE_COL, checkpoint=args.checkpoint, fmt=args.format)
+        admission = follow_input(None, args.input, staging, TYPE_COL, checkpoint=args.checkpoint, fmt=args.format,
+                                 queries=stream_queries(args.timeouts))
     if admission is not None:
         admission.start()
     with StopSignals() as signals:
@@ -336,7 +337,7 @@ _COMMON_IMPORTS = {
     'sparkcep.spark.session': ['with_defaults'],
     'sparkcep.runtime_udfs.match.budget': ['raised_message'],
     'sparkcep.spark.shedding': ['admitted_input', 'follow_input'],
-    'sparkcep.spark.sinks': ['counted', 'discard_uncommitted', 'routed', 'side_dirs', 'start'],
+    'sparkcep.spark.sinks': ['counted', 'discard_uncommitted', 'routed', 'side_dirs', 'start', 'stream_queries'],
     'sparkcep.spark.validate': ['read_validated'],
 }
 
@@ -376,7 +377,7 @@ _SHEDDING_STAGE = '''\
         # a followed directory: rho from the arrival-to-result latency and the backlog; the admission control
         # hands the input's files over, one slice per micro-batch
         admission = follow_input(shedding, args.input, staging, TYPE_COL, args.dropped_output, args.checkpoint,
-                                 args.format, once=args.once)
+                                 args.format, once=args.once, queries=stream_queries(args.timeouts))
 '''
 
 #: The shedding section of a workload job: one stage in front of every operator, on the events after the
@@ -402,7 +403,7 @@ _WORKLOAD_SHEDDING_FOLLOW = '''\
     # a followed directory: rho from latency and backlog; the admission control hands the input's files over,
     # one slice per micro-batch
     admission = follow_input(shedding, args.input, staging, TYPE_COL, args.dropped_output, args.checkpoint,
-                             args.format, once=args.once)
+                             args.format, once=args.once, queries=stream_queries(args.timeouts))
 '''
 
 _WORKLOAD_SHEDDING_CONSTANTS = '''\
