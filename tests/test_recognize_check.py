@@ -171,7 +171,7 @@ def test_output_types(measure, expected):
 
 @pytest.mark.parametrize(("measure", "expected"), [
     ("SUM(A.d)", "decimal(38,2)"), ("A.price * A.d", "decimal(38,2)"), ("A.f + A.d", "double"),
-    ("A.tax - A.d", "decimal(38,2)"),
+    ("A.tax - A.d", "decimal(38,2)"), ("greatest(A.d, B.f)", "double"), ("coalesce(A.d, B.price)", "decimal(38,2)"),
 ])
 def test_decimal_types_refused_by_the_engine(measure, expected):
     """Spark types them so (expr_type), but the engine does not compute DECIMALs: refused, with the place."""

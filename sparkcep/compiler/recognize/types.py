@@ -167,6 +167,10 @@ def check_engine_types(e: object, schema: dict[str, str], text: str = "") -> Non
                 _refuse(f"comparing a {left} with a {right}", node, text)
             elif not (left in _ENGINE_NUMBERS | {"float"} and right in _ENGINE_NUMBERS | {"float"}):
                 _refuse(f"'{node.op}' of {left} and {right}", node, text)
+        elif isinstance(node, Func) and node.name in ("coalesce", "greatest", "least", "if"):
+            values = {_type(a, schema, text) for a in (node.args[1:] if node.name == "if" else node.args)} - {VOID}
+            if len(values) > 1 and not values <= _ENGINE_NUMBERS | {"float"}:
+                _refuse(f"{node.name}() of {' and '.join(sorted(values))}", node, text)
         elif isinstance(node, Unary) and node.op == "-" or isinstance(node, Func) and node.name == "abs" \
                 or isinstance(node, rx.Agg) and node.func in ("sum", "avg") and node.arg is not None:
             arg = node.operand if isinstance(node, Unary) else node.arg if isinstance(node, rx.Agg) else node.args[0]
