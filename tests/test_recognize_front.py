@@ -181,6 +181,43 @@ def test_row_expressions_become_hidden_columns():
         Unary("NOT", Unary("IS NOT NULL", rx.RowExpr("CAST(s AS INT)", "__rx4", "A"))))
 
 
+@pytest.mark.parametrize(("define", "sql", "var"), [
+    ("v > 0.5BD", "v > CAST('0.5' AS DECIMAL(1, 1))", None),
+    ("B.v > 1E-2BD", "v > CAST('1E-2' AS DECIMAL(2, 2))", "B"),
+    ("ts - INTERVAL 1 MINUTE < TIMESTAMP '2024-01-01 00:03:00'",
+     "ts - INTERVAL '1' MINUTE < CAST('2024-01-01 00:03:00' AS TIMESTAMP)", None),
+    ("B.ts + INTERVAL 1 MINUTE < TIMESTAMP '2024-01-01 00:05:00'",
+     "ts + INTERVAL '1' MINUTE < CAST('2024-01-01 00:05:00' AS TIMESTAMP)", "B"),
+])
+def test_an_operator_over_one_row_with_spark_values_is_spark_s(define, sql, var):
+    """An operator over one row holding a value only Spark computes (a DECIMAL literal, an INTERVAL, a CAST) is
+    computed by Spark whole: the engine would compare a DOUBLE with a DECIMAL, a TIMESTAMP minus an INTERVAL,
+    otherwise than Spark (NULL: no match)."""
+    q = parse_recognize(wrap(f"ORDER BY ts PATTERN (A B) DEFINE B AS {define}"))
+    assert q.defines[0][1] == rx.RowExpr(sql, "__rx0", var)
+
+
+def test_only_the_operator_over_a_spark_value_is_spark_s():
+    """AND/NOT/IS NULL over Spark's values, and the operators around the one over a Spark value, stay the
+    engine's (Spark SQL under ANSI would stop the job where the engine's arithmetic gives NULL)."""
+    q = parse_recognize(wrap("ORDER BY ts PATTERN (A B) DEFINE B AS B.i * 3 > 0 AND NOT (upper(s) = 'X') "
+                             "AND B.ts < TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '4' MINUTE"))
+    assert q.defines[0][1] == BinOp("AND", BinOp("AND", BinOp(">", BinOp("*", Attr("B", "i"), Literal(3)), Literal(0)),
+                                                 Unary("NOT", rx.RowExpr("UPPER(s) = 'X'", "__rx0", None))),
+                                    BinOp("<", Attr("B", "ts"), rx.RowExpr(
+                                        "CAST('2024-01-01 00:00:00' AS TIMESTAMP) + INTERVAL '4' MINUTE", "__rx1")))
+
+
+@pytest.mark.parametrize("measure", ["LAST(CAST(B.v AS DECIMAL(10, 3)) + 1BD)", "LAST(B.ts + INTERVAL 1 DAY)",
+                                     "FIRST(B.v * 2BD, 1)"])
+def test_a_literal_with_a_suffix_or_unit_reads_no_row(measure):
+    """The literal's suffix (``1BD``) and the INTERVAL's unit are no columns of the current row: the argument
+    reads B's rows only, and Spark computes it per row."""
+    q = parse_recognize(wrap(f"ORDER BY ts MEASURES {measure} AS m PATTERN (A B)"))
+    check_recognize(q, streaming=False)
+    assert isinstance(q.measures[0].expr.arg, rx.RowExpr) and q.measures[0].expr.arg.var == "B"
+
+
 @pytest.mark.parametrize(("clause", "expected"), [
     ("ONE ROW PER MATCH", rx.ONE_ROW),
     ("ALL ROWS PER MATCH", rx.ALL_ROWS),

@@ -13,6 +13,7 @@ from sqlglot.dialects.spark import Spark
 
 from sparkcep.compiler.recognize import read_columns
 from sparkcep.grammar.recognize import parse_recognize
+from sparkcep.ir import recognize as rx
 from sparkcep.ir.outer import one_line, outer_sql, parse_outer, renamed_view
 
 CLAUSE = "t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A))"
@@ -89,6 +90,15 @@ def test_the_rewrites_on_spark_keep_names_and_calls():
     assert grouped.startswith("SELECT `current_user`, COUNT(*), MAX(") and grouped.endswith("GROUP BY `current_user`")
 
 
+def test_a_raw_string_next_to_another_is_one_string():
+    """Spark joins adjacent string literals, raw ones too (``r'a\\n' 'b'`` is ``a\\nb``); sqlglot joined plain ones
+    only (a raw one followed by another was a parse error), in the outer query and in DEFINE alike."""
+    assert outer_sql(parse_outer("SELECT r'a\\n' 'b' AS x, 'c' r'd' 'e' FROM m")) == (
+        "SELECT CONCAT('a\\\\n', 'b') AS x, CONCAT('c', 'd', 'e') FROM m")
+    q = parse_recognize("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS s = r'x\\y' 'z')")
+    assert q.defines[0][1] == rx.RowExpr("s = CONCAT('x\\\\y', 'z')", "__rx0", None)
+
+
 def test_pruning_keeps_a_bare_name_and_drops_a_call():
     names = ("k", "current_timestamp", "current_date", "n")
     bare = parse_recognize(f"SELECT current_timestamp, current_date() AS d, n FROM {CLAUSE}").outer_sql
@@ -104,7 +114,9 @@ def test_a_doubled_quote_is_the_quote_in_the_outer_query_and_the_clause():
                            WHERE s <> '''' AND s <> r'a\\'""")
     assert one_line(q.outer_sql) == r"""SELECT 'it\'s' AS v, s FROM __sparkcep_matches WHERE s <> '\'' AND s <> 'a\\'"""
     (_, a), (_, b) = q.defines
-    assert a.right.value == "it's" and b.left.right.value == 'A"B' and b.right.right.value == "x'"
+    # upper(B.s) = "A""B": Spark computes the comparison over upper(), from the string written back as Spark reads it
+    assert a.right.value == "it's" and b.left == rx.RowExpr("""UPPER(s) = 'A"B'""", "__rx0", "B")
+    assert b.right.right.value == "x'"
 
 
 def test_the_view_is_renamed_in_the_text_only_where_it_is_the_view():

@@ -26,7 +26,7 @@ from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, Str
 import sparkcep
 from sparkcep.ir import recognize as R
 from sparkcep.ir.ast import Attr, BinOp, Literal
-from sparkcep.ir.errors import CEPError
+from sparkcep.ir.errors import CEPError, CEPSemanticError
 from sparkcep.spark import recognize as SR
 from sparkcep.spark.group_state import SimulatedGroup
 from sparkcep.sql_api import _span_of
@@ -209,6 +209,15 @@ def test_batch_statements_equal_the_reference(spark):
     carried = SR.apply_outer(side, "SELECT substr(k1, 1), current_user, 1L FROM v WHERE current_user > 1", "v")
     assert carried.columns == ["substr(k1, 1, 2147483647)", "current_user", "1", "_kind", "_reason", "_record",
                                "_arrival_ms"]
+    # an aggregate of a subquery, a window function: not the outer query's aggregation (each row keeps its
+    # match's arrival, late rows pass), as Spark runs the query over the plain table
+    for q in ["SELECT k1, (SELECT max(current_user) FROM rec_plain) AS mx FROM {t} AS m",
+              "SELECT k1, sum(current_user) OVER (PARTITION BY k1 ORDER BY current_timestamp) AS s FROM {t}",
+              "SELECT k1, r'a\\n' 'b' AS adjacent FROM {t}"]:  # a raw string and another: one (Spark: a\nb)
+        want = sorted((tuple(r) for r in spark.sql(q.format(t="rec_plain")).collect()), key=repr)
+        got = SR.apply_outer(side, q.format(t="v"), "v")
+        assert sorted((tuple(r)[:2] for r in got.collect()), key=repr) == want and got.columns[-1] == "_arrival_ms"
+        assert all(r._arrival_ms == 1 for r in got.collect()) and ("_kind" in got.columns) == ("OVER" not in q)
     spark.catalog.dropTempView("rec_plain")
     spark.catalog.dropTempView("rec_events")
 
@@ -289,6 +298,11 @@ def test_errors_are_cep_errors_at_their_place(spark):
     with pytest.raises(CEPError, match="Spark cannot compute") as err:
         sparkcep.sql(text, spark)
     assert err.value.column == text.index("array_contains") + 1
+    # Spark refuses "v IN (1) = false" (ParseException): so does the statement (the engine accepted it)
+    text = "SELECT * FROM rec_err MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS v IN (1, 2) = false)"
+    with pytest.raises(CEPError, match="Spark cannot compute .*PARSE_SYNTAX_ERROR") as err:
+        sparkcep.sql(text, spark)
+    assert err.value.column == text.index("v IN") + 1
     text = "SELECT nope FROM rec_err MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A))"
     with pytest.raises(CEPError, match="on the matches"):
         sparkcep.sql(text, spark)
@@ -955,3 +969,29 @@ def test_coalesce_if_greatest_widen_their_values_as_spark(spark):
     assert sorted(map(tuple, got.collect())) == sorted(map(tuple, want))
     assert canon(expected, spec.output) == sorted(map(tuple, want))
     spark.catalog.dropTempView("widen_ev")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_decimal_literals_and_intervals_in_define_mean_what_spark_means(spark):
+    """``v > 0.5BD`` and TIMESTAMP/INTERVAL arithmetic in DEFINE are Spark's (they matched nothing before: the
+    engine compared a DOUBLE with a DECIMAL, a TIMESTAMP minus an INTERVAL, as NULL); each DEFINE is checked
+    against Spark over the same rows; a DOUBLE compared with a DECIMAL across rows is refused at its place."""
+    base = dt.datetime(2024, 1, 1)
+    spark.createDataFrame([("k", base + dt.timedelta(seconds=30 * i), v) for i, v in enumerate([0.2, 0.7, 1.0, 3.0])],
+                          "k string, ts timestamp, v double").createOrReplaceTempView("typed_ev")
+    defines = {"A": "v < 0.5BD", "B": "v > 1E-2BD AND ts - INTERVAL 1 MINUTE < TIMESTAMP '2024-01-01 00:00:00'",
+               "C": "ts < TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '1' MINUTE + INTERVAL 1 SECOND",
+               "D": "v > CAST('2.5' AS DECIMAL(2, 1))"}
+    held = spark.sql("SELECT " + ", ".join(f"{c} AS {n}" for n, c in defines.items()) + " FROM typed_ev ORDER BY ts"
+                     ).collect()
+    assert [[n for n in defines if r[n]] for r in held] == [["A", "B", "C"], ["B", "C"], ["C"], ["D"]]
+    text = ("SELECT * FROM typed_ev MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES CLASSIFIER() AS c "
+            "ALL ROWS PER MATCH PATTERN (A B C D) DEFINE " + ", ".join(f"{n} AS {c}" for n, c in defines.items())
+            + ")")
+    assert [r.c for r in sparkcep.sql(text, spark).orderBy("ts").collect()] == ["A", "B", "C", "D"]
+    refused = text.replace("D AS v > CAST('2.5' AS", "D AS D.v > CAST(A.v AS")
+    with pytest.raises(CEPSemanticError, match="comparing a double with a decimal") as err:
+        sparkcep.sql(refused, spark)
+    assert err.value.span.start == refused.index("D.v > CAST(A.v")
+    spark.catalog.dropTempView("typed_ev")

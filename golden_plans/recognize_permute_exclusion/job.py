@@ -25,12 +25,12 @@ Plan:
     -- MATCH_RECOGNIZE: SQL:2016 row pattern recognition (preferment order, AFTER MATCH SKIP)
     r0 := Source[table=audit]
     r1 := Project[r0, per-row Spark SQL computed before the shuffle]
-            __rx0 := LOWER(action)
+            __rx0 := LOWER(action) = 'login'
     r2 := Partition[r1, keys=(account)]
     r3 := Recognize[r2, order=(ts), rows=ALL ROWS PER MATCH, skip=PAST LAST ROW]
             ties after ORDER BY: the other engine columns, ascending, NULLs first
             pattern (PERMUTE(LOGIN, CHANGE) {- NOISE*? -} PAY)
-            define LOGIN: __rx0 = 'login'
+            define LOGIN: __rx0
             define CHANGE: action = 'password'
             define PAY: action = 'pay' AND amount > 100
             measure step := CLASSIFIER()
@@ -188,18 +188,10 @@ RECOGNIZE = """
   [
    "LOGIN",
    {
-    "@": "BinOp",
-    "op": "=",
-    "left": {
-     "@": "RowExpr",
-     "sql": "LOWER(action)",
-     "column": "__rx0",
-     "var": null
-    },
-    "right": {
-     "@": "Literal",
-     "value": "login"
-    }
+    "@": "RowExpr",
+    "sql": "LOWER(action) = 'login'",
+    "column": "__rx0",
+    "var": null
    }
   ],
   [

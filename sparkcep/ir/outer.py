@@ -12,7 +12,8 @@ write back what Spark reads in three places, and these dialects mend them:
 
 - **A doubled quote in a string** (:class:`SparkStrings`, the whole statement).  Spark 4 reads ``'it''s'`` as
   ``it's`` (and ``"a""b"`` as ``a"b``); sqlglot's ``spark`` dialect read it as two adjacent strings,
-  ``CONCAT('it', 's')``, which is ``its``.  A raw string (``r'...'``) has no escapes, as in Spark.
+  ``CONCAT('it', 's')``, which is ``its``.  A raw string (``r'...'``) has no escapes, as in Spark; one next
+  to another string is joined to it (``r'a' 'b'`` is ``ab``), as sqlglot does for plain strings only.
 - **A bare word that is a column first.**  Spark reads a bare ``current_timestamp`` (also ``current_date``,
   ``current_user``, ``session_user``, ``user``, ``current_time``, ``localtime``) as a column reference and
   resolves it to a column of that name when there is one (a measure named ``current_timestamp``); only when
@@ -44,6 +45,10 @@ from sqlglot.tokens import TokenType
 __all__ = ["OuterSpark", "SparkStrings", "one_line", "outer_sql", "parse_outer", "renamed_view"]
 
 
+#: The string tokens Spark joins when adjacent.
+_STRINGS = {TokenType.STRING, TokenType.RAW_STRING}
+
+
 def _called(name: str):
     """A generator transform writing ``name(...)`` with its parentheses even without arguments."""
     return lambda self, e: self.func(name, e.this)
@@ -57,12 +62,29 @@ class SparkStrings(Spark):
         STRING_ESCAPES = [*Spark.Tokenizer.STRING_ESCAPES, "'", '"']  # a quote doubled: the quote itself
         STRING_ESCAPES_ALLOWED_IN_RAW_STRINGS = False
 
+    class Parser(Spark.Parser):
+        def _adjacent_strings(self) -> bool:
+            return (self._curr is not None and self._curr.token_type in _STRINGS and self._next is not None
+                    and self._next.token_type in _STRINGS)
+
+        def _parse_atom(self):
+            return None if self._adjacent_strings() else super()._parse_atom()
+
+        def _parse_primary(self):
+            # adjacent strings are one, raw ones too (``r'a' 'b'`` is ab in Spark; sqlglot joins plain ones only)
+            if not self._adjacent_strings():
+                return super()._parse_primary()
+            parts = []
+            while self._match_set(_STRINGS):
+                parts.append(self.PRIMARY_PARSERS[self._prev.token_type](self, self._prev))
+            return self.expression(exp.Concat(expressions=parts, coalesce=self.dialect.CONCAT_COALESCE))
+
 
 class OuterSpark(SparkStrings):
     """:class:`SparkStrings`, reading and writing a bare column-first word and a call with ``()`` as Spark does
     (see the module docstring)."""
 
-    class Parser(Spark.Parser):
+    class Parser(SparkStrings.Parser):
         def _parse_function_call(self, functions=None, anonymous=False, optional_parens=True, any_token=False):
             tok = self._curr
             if (optional_parens and tok is not None and tok.token_type in self.NO_PAREN_FUNCTIONS

@@ -1031,6 +1031,23 @@ def _selects_star(tree) -> bool:
                for e in tree.expressions)
 
 
+def _in_own_scope(e, *kinds) -> bool:
+    """Does ``e`` (an item of a SELECT list) hold a node of ``kinds`` of its SELECT's own: not one inside a
+    subquery (``(SELECT max(total) FROM t)`` aggregates its own rows), nor a window function's aggregate
+    (``sum(a) OVER (...)`` is one value per row)?"""
+    from sqlglot import exp
+
+    for node in e.find_all(*kinds):
+        if isinstance(node, exp.AggFunc) and isinstance(node.parent, exp.Window) and node.arg_key == "this":
+            continue
+        up = node
+        while up is not None and up is not e and not isinstance(up, (exp.Subquery, exp.Query)):
+            up = up.parent
+        if up is None or up is e:
+            return True
+    return False
+
+
 def _carrying_arrival(outer_sql: str) -> str | None:
     """``outer_sql`` rewritten (sqlglot) to keep the results' arrival (:data:`RESULT_ARRIVAL`) as its last
     column: a row of an aggregating query (GROUP BY or aggregates) carries the newest arrival of its group's
@@ -1043,7 +1060,7 @@ def _carrying_arrival(outer_sql: str) -> str | None:
     if not isinstance(tree, exp.Select) or tree.args.get("distinct"):
         return None
     arrival = exp.column(RESULT_ARRIVAL, quoted=True)
-    if tree.args.get("group") or any(e.find(exp.AggFunc) for e in tree.expressions):
+    if tree.args.get("group") or any(_in_own_scope(e, exp.AggFunc) for e in tree.expressions):
         return outer_text(tree.select(exp.alias_(exp.Max(this=arrival), RESULT_ARRIVAL, quoted=True),
                                       copy=True))
     if _selects_star(tree):
@@ -1061,7 +1078,7 @@ def _passing_late_rows(outer_sql: str) -> str | None:
     if not isinstance(tree, exp.Select) or any(tree.args.get(k) for k in (
             "group", "having", "distinct", "order", "limit", "offset", "qualify", "joins", "laterals", "with")):
         return None
-    if any(e.find(exp.AggFunc, exp.Window, exp.Explode, exp.Posexplode) for e in tree.expressions):
+    if any(_in_own_scope(e, exp.AggFunc, exp.Window, exp.Explode, exp.Posexplode) for e in tree.expressions):
         return None
     if not _selects_star(tree):
         tree = tree.select(*(exp.column(c, quoted=True) for c in (KIND, REASON, RECORD)), copy=True)

@@ -19,7 +19,7 @@ import re
 from dataclasses import replace
 
 from sparkcep.compiler.recognize.analysis import find_span, pattern_variables, walk
-from sparkcep.compiler.recognize.types import INTEGRAL, expr_type, is_numeric
+from sparkcep.compiler.recognize.types import INTEGRAL, check_engine_types, expr_type, is_numeric
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import TS_UNITS_NS, Attr, Func, map_nodes
 from sparkcep.ir.errors import CEPSemanticError, Span
@@ -85,6 +85,8 @@ class _Builder:
         order = tuple(replace(o, column=self.column(o.column, o.span)) for o in q.order_by)
         defines = tuple((v, self.widened(self.resolve(c))) for v, c in q.defines)
         measures = tuple(replace(m, expr=self.widened(self.resolve(m.expr))) for m in q.measures)
+        for e in [c for _, c in defines] + [m.expr for m in measures]:
+            check_engine_types(e, self.schema, self.text)
         time_type = self.schema[order[0].column]
         if time_type not in TIME_TYPES and not is_numeric(time_type):
             self.fail(f"the first ORDER BY column is the event time: {order[0].column} is a {time_type}, not a "

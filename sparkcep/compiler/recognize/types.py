@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import re
 
+from sparkcep.compiler.recognize.analysis import walk
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Attr, BinOp, Func, Literal, Unary
 from sparkcep.ir.errors import CEPSemanticError
 
-__all__ = ["expr_type", "is_numeric", "INTEGRAL", "FLOATING"]
+__all__ = ["check_engine_types", "expr_type", "is_numeric", "INTEGRAL", "FLOATING"]
 
 INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 FLOATING = ("float", "double")
@@ -141,3 +142,47 @@ def _type(e: object, schema: dict[str, str], text: str) -> str:
             return _unify(e.name, types[1:], e.span, text)
         return _unify(e.name, types, e.span, text)
     raise CEPSemanticError(f"cannot type {type(e).__name__}", getattr(e, "span", None), text)
+
+
+#: Types whose values the engine compares as Spark does with a value of another type of this set (as DOUBLE;
+#: two integers exactly).
+_ENGINE_NUMBERS = frozenset({*INTEGRAL, "double"})
+
+
+def check_engine_types(e: object, schema: dict[str, str], text: str = "") -> None:
+    """Refuse (:class:`CEPSemanticError` at its position) an operator of ``e`` the engine would evaluate
+    otherwise than Spark: the engine computes comparisons of values of one type (or of integers and DOUBLEs),
+    arithmetic, ``abs``, unary minus, SUM and AVG of integers and DOUBLEs; a DECIMAL, DATE or TIMESTAMP meeting
+    another type, or in arithmetic, across rows is Spark's to compute (per row: ``CAST(A.d AS DOUBLE)``, or the
+    whole comparison over one row, which Spark computes before the shuffle)."""
+    for node in walk(e):
+        if isinstance(node, BinOp) and node.op not in ("AND", "OR"):
+            left, right = _type(node.left, schema, text), _type(node.right, schema, text)
+            if VOID in (left, right):
+                continue
+            if node.op in ("=", "!=", "<", "<=", ">", ">="):
+                if left == right or {left, right} <= _ENGINE_NUMBERS or "string" in (left, right) and \
+                        {left, right} - {"string"} <= _ENGINE_NUMBERS:
+                    continue
+                _refuse(f"comparing a {left} with a {right}", node, text)
+            elif not (left in _ENGINE_NUMBERS | {"float"} and right in _ENGINE_NUMBERS | {"float"}):
+                _refuse(f"'{node.op}' of {left} and {right}", node, text)
+        elif isinstance(node, Func) and node.name in ("coalesce", "greatest", "least", "if"):
+            values = {_type(a, schema, text) for a in (node.args[1:] if node.name == "if" else node.args)} - {VOID}
+            if len(values) > 1 and not values <= _ENGINE_NUMBERS | {"float"}:
+                _refuse(f"{node.name}() of {' and '.join(sorted(values))}", node, text)
+        elif isinstance(node, Unary) and node.op == "-" or isinstance(node, Func) and node.name == "abs" \
+                or isinstance(node, rx.Agg) and node.func in ("sum", "avg") and node.arg is not None:
+            arg = node.operand if isinstance(node, Unary) else node.arg if isinstance(node, rx.Agg) else node.args[0]
+            t = _type(arg, schema, text)
+            if t != VOID and t not in _ENGINE_NUMBERS | {"float"}:
+                what = node.op if isinstance(node, Unary) else getattr(node, "func", getattr(node, "name", "")).upper()
+                _refuse(f"{what} of a {t}", node, text)
+
+
+def _refuse(what: str, node: object, text: str) -> None:
+    raise CEPSemanticError(f"{what} across rows is not supported: the engine computes with integers, DOUBLEs, "
+                           "strings and booleans as Spark does; Spark computes any expression over one row "
+                           "(e.g. CAST(A.d AS DOUBLE), or the whole comparison over one row)",
+                           getattr(node, "span", None), text)
+

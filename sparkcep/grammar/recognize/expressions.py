@@ -57,6 +57,8 @@ _SEMANTICS_TARGETS = {"PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER", "MATCH_ROWT
 
 _BINARY = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.EQ: "=", exp.NEQ: "!=",
            exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.And: "AND", exp.Or: "OR"}
+#: The operators the engine evaluates itself (over one row or several).
+_NATIVE = (*_BINARY, exp.Neg, exp.Not, exp.Is)
 _AGG_NODES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 
 
@@ -201,6 +203,8 @@ class Converter:
         span = self._node_span(node)
         if isinstance(node, exp.Paren):
             return self._convert(node.this)
+        if isinstance(node, _NATIVE) and self._spark_only(node):
+            return self._per_row(node, span)
         if isinstance(node, exp.Column):
             return self._column(node, span)
         if isinstance(node, exp.Literal):
@@ -231,6 +235,30 @@ class Converter:
         if special is not None:
             return special
         return self._per_row(node, span)
+
+    def _spark_only(self, node: exp.Expression) -> bool:
+        """Whether ``node``, an operator the engine evaluates, reads one row (no row pattern function, every
+        column of one variable) and has an operand only Spark computes (a DECIMAL or typed literal, an INTERVAL,
+        CAST, any function): then Spark computes the operator with its operands per row, so that it means what
+        Spark means (``v > 0.5BD`` compares as DECIMAL, ``ts - INTERVAL 1 MINUTE`` is a TIMESTAMP), not the
+        engine's operator over Spark's value.  Only the operator over it: the engine still evaluates ``AND``,
+        ``OR``, ``NOT``, ``IS NULL`` over it and the operators around it (a comparison with a value of another
+        row), their types checked by ``compiler.recognize.types.check_engine_types``."""
+        if isinstance(node, (exp.And, exp.Or, exp.Not, exp.Is)):  # over Spark's boolean or value: the engine's
+            return False
+        operands = [node.this] if isinstance(node, exp.Neg) else [node.this, node.expression]
+        while any(isinstance(o, exp.Paren) for o in operands):
+            operands = [o.this if isinstance(o, exp.Paren) else o for o in operands]
+        if not any(o is not None and not isinstance(o, (*_NATIVE, exp.Column, exp.Literal, exp.Boolean, exp.Null))
+                   for o in operands):
+            return False
+        qualifiers = set()
+        for sub in node.walk():
+            if self._function_name(sub) is not None or isinstance(sub, exp.AggFunc):
+                return False
+            if isinstance(sub, exp.Column):
+                qualifiers.add(sub.table or None)
+        return len(qualifiers) <= 1
 
     def _column(self, node: exp.Column, span: Span) -> Attr:
         if isinstance(node.this, exp.Star):
