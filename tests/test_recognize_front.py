@@ -178,16 +178,16 @@ def test_row_expressions_become_hidden_columns():
     assert cond == BinOp("AND", BinOp("AND", BinOp("AND", rx.RowExpr("name LIKE 'x%'", "__rx2", "B"), BinOp(
         ">", Func("abs", (BinOp("-", Attr("B", "x"), Attr("A", "x")),)), Literal(1))),
         rx.RowExpr("x IN (1, 2)", "__rx3", None)),
-        Unary("NOT", Unary("IS NOT NULL", rx.RowExpr("CAST(s AS INT)", "__rx4", "A"))))
+        Unary("NOT", Unary("IS NOT NULL", rx.RowExpr("TRY_CAST(s AS INT)", "__rx4", "A"))))
 
 
 @pytest.mark.parametrize(("define", "sql", "var"), [
     ("v > 0.5BD", "v > CAST('0.5' AS DECIMAL(1, 1))", None),
     ("B.v > 1E-2BD", "v > CAST('1E-2' AS DECIMAL(2, 2))", "B"),
     ("ts - INTERVAL 1 MINUTE < TIMESTAMP '2024-01-01 00:03:00'",
-     "ts - INTERVAL '1' MINUTE < CAST('2024-01-01 00:03:00' AS TIMESTAMP)", None),
+     "TRY_SUBTRACT(ts, INTERVAL '1' MINUTE) < CAST('2024-01-01 00:03:00' AS TIMESTAMP)", None),
     ("B.ts + INTERVAL 1 MINUTE < TIMESTAMP '2024-01-01 00:05:00'",
-     "ts + INTERVAL '1' MINUTE < CAST('2024-01-01 00:05:00' AS TIMESTAMP)", "B"),
+     "TRY_ADD(ts, INTERVAL '1' MINUTE) < CAST('2024-01-01 00:05:00' AS TIMESTAMP)", "B"),
 ])
 def test_an_operator_over_one_row_with_spark_values_is_spark_s(define, sql, var):
     """An operator over one row holding a value only Spark computes (a DECIMAL literal, an INTERVAL, a CAST) is
@@ -205,7 +205,8 @@ def test_only_the_operator_over_a_spark_value_is_spark_s():
     assert q.defines[0][1] == BinOp("AND", BinOp("AND", BinOp(">", BinOp("*", Attr("B", "i"), Literal(3)), Literal(0)),
                                                  Unary("NOT", rx.RowExpr("UPPER(s) = 'X'", "__rx0", None))),
                                     BinOp("<", Attr("B", "ts"), rx.RowExpr(
-                                        "CAST('2024-01-01 00:00:00' AS TIMESTAMP) + INTERVAL '4' MINUTE", "__rx1")))
+                                        "TRY_ADD(CAST('2024-01-01 00:00:00' AS TIMESTAMP), INTERVAL '4' MINUTE)",
+                                        "__rx1")))
 
 
 @pytest.mark.parametrize("measure", ["LAST(CAST(B.v AS DECIMAL(10, 3)) + 1BD)", "LAST(B.ts + INTERVAL 1 DAY)",

@@ -995,3 +995,19 @@ def test_decimal_literals_and_intervals_in_define_mean_what_spark_means(spark):
         sparkcep.sql(refused, spark)
     assert err.value.span.start == refused.index("D.v > CAST(A.v")
     spark.catalog.dropTempView("typed_ev")
+
+
+@pytest.mark.spark
+def test_a_data_error_in_what_spark_computes_per_row_is_null_not_a_failed_job(spark):
+    """DEFINE parts Spark computes per row (hidden columns) under ANSI (Spark 4's default): a bad string cast, a
+    zero divisor, an overflow are NULL (docs/language.md §12: ``try_*`` behaviour), so a DEFINE over them is
+    false or NULL-tested, and the job runs (before: CAST_INVALID_INPUT killed it)."""
+    assert spark.conf.get("spark.sql.ansi.enabled") == "true"
+    spark.createDataFrame([("k", i, s) for i, s in enumerate(["2", "x", "3", "x"])],
+                          "k string, ts bigint, s string").createOrReplaceTempView("bad_ev")
+    text = ("SELECT * FROM bad_ev MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES CLASSIFIER() AS c "
+            "ALL ROWS PER MATCH PATTERN (A B C) DEFINE A AS CAST(s AS INT) > 1, "
+            "B AS CAST(s AS INT) % 0 IS NULL AND CAST(s AS INT) / 0 IS NULL, "
+            "C AS CAST(s AS BIGINT) * 9223372036854775807 IS NULL)")
+    assert [(r.ts, r.c) for r in sparkcep.sql(text, spark).orderBy("ts").collect()] == [(0, "A"), (1, "B"), (2, "C")]
+    spark.catalog.dropTempView("bad_ev")

@@ -60,6 +60,27 @@ _BINARY = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%",
 #: The operators the engine evaluates itself (over one row or several).
 _NATIVE = (*_BINARY, exp.Neg, exp.Not, exp.Is)
 _AGG_NODES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+#: Spark's ANSI operators that raise on one row's data (overflow, a zero divisor), as the ``try_`` functions
+#: that give NULL instead (:func:`try_forms`).
+_TRY_FUNCTIONS = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply", exp.Div: "try_divide",
+                  exp.Mod: "try_mod"}
+
+
+def try_forms(tree: exp.Expression) -> exp.Expression:
+    """``tree`` (Spark SQL that Spark computes per row, a hidden column) with an error on one row's data NULL, as
+    docs/language.md §12 says: ``CAST`` of a value as ``TRY_CAST`` (a cast of a constant stays: a bad literal is
+    the statement's error), ``+ - * / %`` as ``try_add``, ``try_subtract``, ``try_multiply``, ``try_divide``,
+    ``try_mod`` (each takes what its operator takes: numbers, intervals, dates and timestamps)."""
+    def safe(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Cast) and not node.args.get("safe") and not isinstance(node.this, exp.Literal):
+            return exp.TryCast(**{**node.args, "this": node.this.transform(safe), "safe": True})
+        function = _TRY_FUNCTIONS.get(type(node))
+        if function is not None:
+            return exp.Anonymous(this=function, expressions=[node.this.transform(safe),
+                                                             node.expression.transform(safe)])
+        return node
+
+    return tree.transform(safe)
 
 
 def tokenize(text: str) -> list[Token]:
@@ -412,7 +433,7 @@ class Converter:
         return result
 
     def _row_expr(self, node: exp.Expression, var: str | None, span: Span) -> rx.RowExpr:
-        bare = node.copy()
+        bare = try_forms(node.copy())
         for column in bare.find_all(exp.Column):
             column.set("table", None)
         sql = bare.sql(dialect="spark")
