@@ -378,7 +378,7 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
     from sparkcep.sql_api import (
         apply_workload,
         follow_workload,
-        plan_workload,
+        group_checkpoints,
         statement_names,
         stream_workload,
         workload_dirs,
@@ -396,7 +396,7 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
     spark = local_session(args.master)
     cli._quiet_task_failures(spark)
     # each group's query (CHECKPOINT/g<k>) reads the staged files: with --once g1 starts once g0 has drained them
-    groups = tuple(f"g{g}" for g in range(len(plan_workload(qs)[0])))
+    groups = group_checkpoints(qs)
     followed = admitted(args.input, _input_format(args), stream=args.stream, checkpoint=args.checkpoint,
                         queries=groups)
     with followed as (read_from, admission):

@@ -173,6 +173,12 @@ def _share_key(q: Recognize) -> tuple:
                   for o in q.order_by))
 
 
+def group_checkpoints(qs: list[Recognize]) -> tuple[str, ...]:
+    """The checkpoints inside a streaming workload's checkpoint of its queries, one per group sharing a pass
+    (:func:`stream_workload`), in group order: ``g0``, ``g1``, ..."""
+    return tuple(f"g{g}" for g in range(len(plan_workload(qs)[0])))
+
+
 def plan_workload(qs: list[Recognize], names: list[str] | None = None) -> tuple[list[list[int]], list[str]]:
     """``(groups, lines)``: the statements (indexes) that share one pass, in order of first statement, and
     explain's lines saying who shares what and why the others run alone (statements called by ``names``,
@@ -367,7 +373,8 @@ def stream_workload(rows: DataFrame, rejected: DataFrame, qs: list[Recognize], n
         stream = routed(group.tagged, rejected if g == 0 else None)  # the dead letters once
         writer = group_writer(group.result, [results[i] for i in members], [late[i] for i in members],
                               dead if g == 0 else None, latency=latency)
-        query = (stream.writeStream.foreachBatch(writer).option("checkpointLocation", f"{checkpoint.rstrip('/')}/g{g}")
+        query = (stream.writeStream.foreachBatch(writer)
+                 .option("checkpointLocation", f"{checkpoint.rstrip('/')}/{group_checkpoints(qs)[g]}")
                  .outputMode("append"))
         query = (query.trigger(availableNow=True) if once else query).start()
         queries.append(query)
@@ -390,7 +397,7 @@ def follow_workload(spark, queries: list, qs: list[Recognize], names: list[str],
     if any(t.stopped for t in totals):
         results, late, dead = workload_dirs(output, names, dead_letters=dead_letters, late_events=late_events)
         for g, members in enumerate(plan_workload(qs)[0]):
-            group_checkpoint = f"{checkpoint.rstrip('/')}/g{g}"
+            group_checkpoint = f"{checkpoint.rstrip('/')}/{group_checkpoints(qs)[g]}"
             for i in members:
                 discard_uncommitted(spark, group_checkpoint, results[i], late=late[i])
             if g == 0:

@@ -252,6 +252,12 @@ def test_run_stream_writes_the_decided_matches_the_dead_letters_and_the_late_row
     assert sorted(written, key=lambda r: json.dumps(r, sort_keys=True)) == _expected()
     assert all(before - 1_700_000_002_000 <= ms <= after - 1_700_000_000_000 for ms in latencies), latencies
     assert any(" result latency p50 " in line for line in capsys.readouterr().err.splitlines())
+    # it read them through the admission control, as run does (the backlog an observed metric of each
+    # micro-batch), the latency still from each file's own arrival
+    from sparkcep.spark.validate import original_name
+
+    staged = [original_name(n) for n in os.listdir(tmp_path / "job_ck" / "_admitted") if n.endswith(".json")]
+    assert sorted(staged) == ["part-0.json", "part-1.json", "part-2.json"]
 
 
 @pytest.mark.spark

@@ -170,9 +170,10 @@ from sparkcep import CEPError
 from sparkcep.ir.serde import from_data
 from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.spark.session import with_defaults
+from sparkcep.spark.shedding import admitted
 from sparkcep.spark.sinks import counted
 from sparkcep.spark.validate import read_validated
-from sparkcep.sql_api import apply_workload, follow_workload, stream_workload, workload_dirs
+from sparkcep.sql_api import apply_workload, follow_workload, group_checkpoints, stream_workload, workload_dirs
 
 #: The statements, parsed and checked at compile time: sparkcep.ir.recognize.Recognize as sparkcep.ir.serde JSON.
 STATEMENTS = ["""
@@ -617,9 +618,19 @@ def main(argv=None) -> None:
              .config("spark.ui.showConsoleProgress", "false")  # sparkcep prints its own progress
              .getOrCreate())
     with_defaults(spark)  # no Arrow byte limit per batch unless one was given (sparkcep.spark.session)
+    # a stream over a local directory follows it through the admission control, as `sparkcep run` does: each
+    # micro-batch observes the backlog behind it (CHECKPOINT/_admitted); the admission stops with the run
+    with admitted(args.input, args.format, stream=args.stream, checkpoint=args.checkpoint,
+                  queries=group_checkpoints([from_data(json.loads(s)) for s in STATEMENTS])) as (source, admission):
+        run(spark, args, source, admission)
+
+
+def run(spark, args, source: str, admission) -> None:
+    """The job once its session is up: ``source`` is the directory to read (``--input``, or the admission's
+    staging directory), ``admission`` the admission control following ``--input`` (None: not followed)."""
     # every column, parsed as text and cast to --schema's types, else to those of the files there now; ISO-string
     # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
-    rows, rejected = read_validated(spark, args.input, args.format, None, TIME_COL, stream=args.stream,
+    rows, rejected = read_validated(spark, source, args.format, None, TIME_COL, stream=args.stream,
                                     files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT,
                                     keep_arrival=args.stream)
     statements = [from_data(json.loads(s)) for s in STATEMENTS]
@@ -642,11 +653,12 @@ def main(argv=None) -> None:
         queries, _ = stream_workload(rows, rejected, statements, NAMES, args.output, args.checkpoint,
                                      ts_unit=TS_UNIT, watermark_delay=args.lateness, dead_letters=args.dead_letters,
                                      late_events=args.late_events, once=args.once, latency=args.latency_column,
-                                     wait=lambda query: follow(query, signals=signals, source=args.input))
+                                     wait=lambda query: follow(query, signals=signals,
+                                                               source=admission or args.input))
         if not args.once:
             follow_workload(spark, queries, statements, NAMES, args.output, args.checkpoint,
                             dead_letters=args.dead_letters, late_events=args.late_events, signals=signals,
-                            source=args.input)
+                            source=admission or args.input)
 
 
 if __name__ == "__main__":

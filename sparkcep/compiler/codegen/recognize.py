@@ -281,9 +281,19 @@ _SESSION_AND_ROWS = '''\
              .config("spark.ui.showConsoleProgress", "false")  # sparkcep prints its own progress
              .getOrCreate())
     with_defaults(spark)  # no Arrow byte limit per batch unless one was given (sparkcep.spark.session)
+    # a stream over a local directory follows it through the admission control, as `sparkcep run` does: each
+    # micro-batch observes the backlog behind it (CHECKPOINT/_admitted); the admission stops with the run
+    with admitted(args.input, args.format, stream=args.stream, checkpoint=args.checkpoint,
+                  queries={queries}) as (source, admission):
+        run(spark, args, source, admission)
+
+
+def run(spark, args, source: str, admission) -> None:
+    """The job once its session is up: ``source`` is the directory to read (``--input``, or the admission's
+    staging directory), ``admission`` the admission control following ``--input`` (None: not followed)."""
     # every column, parsed as text and cast to --schema's types, else to those of the files there now; ISO-string
     # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
-    rows, rejected = read_validated(spark, args.input, args.format, None, TIME_COL, stream=args.stream,
+    rows, rejected = read_validated(spark, source, args.format, None, TIME_COL, stream=args.stream,
                                     files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT,
                                     keep_arrival=args.stream)'''
 
@@ -323,6 +333,7 @@ from sparkcep.ir.serde import from_data
 from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
 from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.spark.session import with_defaults
+from sparkcep.spark.shedding import admitted
 from sparkcep.sql_api import apply_recognize
 from sparkcep.spark.sinks import counted, routed, side_dirs, start
 from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
@@ -364,7 +375,7 @@ def main(argv=None) -> None:
     with StopSignals() as signals:
         query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
                       dead_letters=dead_letters, late=late_events, once=args.once, latency=args.latency_column)
-        follow(query, signals=signals, source=args.input)  # a progress line per micro-batch on stderr
+        follow(query, signals=signals, source=admission or args.input)  # a progress line per micro-batch
 
 
 if __name__ == "__main__":
@@ -409,7 +420,8 @@ def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None,
         time_col=py_literal(time_column(q)),
         ts_unit=py_literal(ts_unit),
         options=_OPTIONS.format(output_help="", checkpoint_help="", results="OUTPUT"),
-        session_and_rows=_SESSION_AND_ROWS.format(app_name=py_literal(f"sparkcep: MATCH_RECOGNIZE over {q.source}")),
+        session_and_rows=_SESSION_AND_ROWS.format(app_name=py_literal(f"sparkcep: MATCH_RECOGNIZE over {q.source}"),
+                                                  queries="()"),
         event_columns=_event_columns(q, event_columns),
     )
 
@@ -463,9 +475,10 @@ from sparkcep import CEPError
 from sparkcep.ir.serde import from_data
 from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.spark.session import with_defaults
+from sparkcep.spark.shedding import admitted
 from sparkcep.spark.sinks import counted
 from sparkcep.spark.validate import read_validated
-from sparkcep.sql_api import apply_workload, follow_workload, stream_workload, workload_dirs
+from sparkcep.sql_api import apply_workload, follow_workload, group_checkpoints, stream_workload, workload_dirs
 
 #: The statements, parsed and checked at compile time: sparkcep.ir.recognize.Recognize as sparkcep.ir.serde JSON.
 STATEMENTS = {statements}
@@ -505,11 +518,12 @@ def main(argv=None) -> None:
         queries, _ = stream_workload(rows, rejected, statements, NAMES, args.output, args.checkpoint,
                                      ts_unit=TS_UNIT, watermark_delay=args.lateness, dead_letters=args.dead_letters,
                                      late_events=args.late_events, once=args.once, latency=args.latency_column,
-                                     wait=lambda query: follow(query, signals=signals, source=args.input))
+                                     wait=lambda query: follow(query, signals=signals,
+                                                               source=admission or args.input))
         if not args.once:
             follow_workload(spark, queries, statements, NAMES, args.output, args.checkpoint,
                             dead_letters=args.dead_letters, late_events=args.late_events, signals=signals,
-                            source=args.input)
+                            source=admission or args.input)
 
 
 if __name__ == "__main__":
@@ -541,7 +555,8 @@ def workload_job_source(qs: list[rc.Recognize], names: list[str], *, plan: list[
         options=_OPTIONS.format(output_help=', help="RESULTS_DIR: one directory per statement in it"',
                                 checkpoint_help="; one per group of statements in it", results="RESULTS_DIR"),
         session_and_rows=_SESSION_AND_ROWS.format(
-            app_name=py_literal(f"sparkcep: {len(qs)} MATCH_RECOGNIZE statements over {qs[0].source}")),
+            app_name=py_literal(f"sparkcep: {len(qs)} MATCH_RECOGNIZE statements over {qs[0].source}"),
+            queries="group_checkpoints([from_data(json.loads(s)) for s in STATEMENTS])"),
     )
 
 
