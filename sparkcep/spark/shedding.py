@@ -68,6 +68,7 @@ from sparkcep.spark.progress import backlog_files, batch_latency
 from sparkcep.spark.validate import (
     ARRIVAL_METRIC,
     STAGING_MARK,
+    followed,
     is_sink_output,
     original_name,
     spark_lists,
@@ -462,8 +463,8 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
                            "new checkpoint")
         return None
     os.makedirs(staging, exist_ok=True)
-    before = _followed_before(staging) if checkpoint else None
-    if before is not None and os.path.realpath(before) != os.path.realpath(path):
+    before = followed(staging) if checkpoint else staging  # the input an earlier run named in its mark
+    if before != staging and os.path.realpath(before) != os.path.realpath(path):
         raise CEPError(f"the checkpoint {checkpoint} followed the input {before}, not {path}: it knows the files it "
                        f"read by their names, so a file of {path} named like one of them would never be read; "
                        f"follow {before}, or start from a new checkpoint")
@@ -473,16 +474,6 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
     names = [name for name, _ in _data_files(path, done)]
     hand_over_slice(path, staging, names, [_rows_or_none(os.path.join(path, n), fmt) for n in names])
     return staging
-
-
-def _followed_before(staging: str) -> str | None:
-    """The input directory an earlier run handed over to ``staging`` from (its :data:`STAGING_MARK`), None if none
-    is named there."""
-    try:
-        with open(os.path.join(staging, STAGING_MARK)) as f:
-            return f.read().strip() or None
-    except FileNotFoundError:
-        return None
 
 
 def _has_subdirectories(path: str) -> bool:
