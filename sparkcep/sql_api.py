@@ -365,7 +365,7 @@ def stream_workload(rows: DataFrame, rejected: DataFrame, qs: list[Recognize], n
     results, late, dead = workload_dirs(output, names, dead_letters=dead_letters, late_events=late_events)
     groups, _ = plan_workload(qs)
     queries, schemas = [], {}
-    for g, members in enumerate(groups):
+    for g, (members, name) in enumerate(zip(groups, group_checkpoints(qs), strict=True)):
         group = shared_group(rows, qs, members, ts_unit=ts_unit, watermark_delay=watermark_delay, late_rows=True)
         for k, i in enumerate(members):
             written = [f for f in group.result(k).schema.fields if f.name != RESULT_ARRIVAL]
@@ -374,7 +374,7 @@ def stream_workload(rows: DataFrame, rejected: DataFrame, qs: list[Recognize], n
         writer = group_writer(group.result, [results[i] for i in members], [late[i] for i in members],
                               dead if g == 0 else None, latency=latency)
         query = (stream.writeStream.foreachBatch(writer)
-                 .option("checkpointLocation", f"{checkpoint.rstrip('/')}/{group_checkpoints(qs)[g]}")
+                 .option("checkpointLocation", f"{checkpoint.rstrip('/')}/{name}")
                  .outputMode("append"))
         query = (query.trigger(availableNow=True) if once else query).start()
         queries.append(query)
@@ -396,8 +396,8 @@ def follow_workload(spark, queries: list, qs: list[Recognize], names: list[str],
     totals = follow_all(queries, out=out, signals=signals, source=source)
     if any(t.stopped for t in totals):
         results, late, dead = workload_dirs(output, names, dead_letters=dead_letters, late_events=late_events)
-        for g, members in enumerate(plan_workload(qs)[0]):
-            group_checkpoint = f"{checkpoint.rstrip('/')}/{group_checkpoints(qs)[g]}"
+        for g, (members, name) in enumerate(zip(plan_workload(qs)[0], group_checkpoints(qs), strict=True)):
+            group_checkpoint = f"{checkpoint.rstrip('/')}/{name}"
             for i in members:
                 discard_uncommitted(spark, group_checkpoint, results[i], late=late[i])
             if g == 0:
