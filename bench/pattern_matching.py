@@ -22,10 +22,13 @@ Sections (``--sections``, comma-separated; each prints one table):
             a Parquet folder of ``--sizes`` events (100 ids, types A-D; each size written once under ``--data-dir``
             and reused), in one session: ``sparkcep.compile(q).apply(df).count()`` next to the best plain Spark
             formulation, a self-join bucketed by ``(id, ts div W)`` (B and C rows exploded into their own and the
-            previous bucket: :func:`bucketed_join_sql`; matches checked equal), and the floor of any Spark job over
-            that file, ``df.groupBy("id").count()``; wall-clock and process-tree CPU medians of ``--repeat``
+            previous bucket: :func:`bucketed_join_sql`; matches checked equal), a plain ``df.groupBy("id").count()``
+            over that file, and the floors: of a keyed approach (every row shuffled and sorted by id,
+            :func:`keyed_floor`) and of any approach (every row read, no shuffle, :func:`scan_floor`), each also
+            through a do-nothing ``mapInArrow``; wall-clock and process-tree CPU medians of ``--repeat``
             alternating runs after a warm-up of each, ratios printed (the goals: ahead of the join, <= 2x the
-            groupBy).  It prints its expected run time first (~1 min quiet for 10^5 and 10^6; 10^7 adds ~10 min).
+            groupBy; ``scan / groupBy`` and ``scan+Python / groupBy`` say what any approach pays before matching).
+            It prints its expected run time first (~1 min quiet for 10^5 and 10^6; 10^7 adds ~10 min).
 ``state``   streaming state over a long stream: the serialized engine state of every key after each
             micro-batch of ``SEQ(E1, E2, E3) WHERE [attr1] WITHIN W``, printed over time next to the bound
             (events per window), to show it stays bounded by the window.
@@ -504,6 +507,15 @@ def keyed_floor(df, python: bool) -> None:
     rows.write.format("noop").mode("overwrite").save()
 
 
+def scan_floor(df, python: bool) -> None:
+    """The floor of any approach at all over ``df``, with no shuffle: every row of the file read and written to
+    Spark's ``noop`` sink; with ``python``, the rows of the query's types (A, B, C: what sparkcep hands over) go
+    from the scan straight through a ``mapInArrow`` that reads every batch and returns none (the Arrow transfer
+    to a Python worker, no shuffle, no sort, no matching)."""
+    rows = df.where(df.type.isin("A", "B", "C")).mapInArrow(_read_all, "n long") if python else df
+    rows.write.format("noop").mode("overwrite").save()
+
+
 def _read_all(batches):
     """A ``mapInArrow`` function that takes every batch and yields nothing."""
     for _ in batches:
@@ -533,10 +545,12 @@ def section_baselines(args) -> Table:
     table = Table(f"{query} on Spark, {args.baseline_ids} ids, {args.baseline_types} types: sparkcep vs the "
                   f"bucketed self-join and a plain groupBy(id).count()",
                   ["events", "matches", "sparkcep s", "bucketed join s", "groupBy s", "floor s", "floor+Python s",
-                   "join / sparkcep", "join plan", "sparkcep / groupBy", "sparkcep / floor", "run by run",
-                   "CPU sparkcep s", "CPU join s", "CPU groupBy s", "CPU floor s", "CPU floor+Python s", "load"])
-    runs = sum(args.sizes) * 5 * (args.repeat + 1)
-    print(f"baselines: {len(args.sizes)} sizes, {args.repeat} timed runs + a warm-up of each of 5 sides: expected "
+                   "scan s", "scan+Python s", "join / sparkcep", "join plan", "sparkcep / groupBy",
+                   "scan / groupBy", "scan+Python / groupBy", "sparkcep / floor", "run by run",
+                   "CPU sparkcep s", "CPU join s", "CPU groupBy s", "CPU floor s", "CPU floor+Python s",
+                   "CPU scan s", "CPU scan+Python s", "load"])
+    runs = sum(args.sizes) * 6 * (args.repeat + 1)
+    print(f"baselines: {len(args.sizes)} sizes, {args.repeat} timed runs + a warm-up of each of 7 sides: expected "
           f"~{runs * BASELINE_COST / 60:.0f} min on 2 quiet cores (plus ~{sum(args.sizes) * 1e-7:.0f} s to write "
           f"files not yet in {args.data_dir})", flush=True)
     spark = _spark_session()
@@ -551,21 +565,24 @@ def section_baselines(args) -> Table:
                  lambda sql=sql: spark.sql(sql).collect()[0][0],
                  lambda df=df: df.groupBy("id").agg(F.count(F.lit(1)).alias("n")).agg(F.sum("n")).collect()[0][0],
                  lambda df=df: keyed_floor(df, python=False),
-                 lambda df=df: keyed_floor(df, python=True)]
-        ours, joined, grouped, floor, floor_py = measured(sides, args.repeat)
+                 lambda df=df: keyed_floor(df, python=True),
+                 lambda df=df: scan_floor(df, python=False),
+                 lambda df=df: scan_floor(df, python=True)]
+        ours, joined, grouped, floor, floor_py, scan, scan_py = measured(sides, args.repeat)
         assert joined.result == ours.result, (n, joined.result, ours.result)
         assert grouped.result == n, (n, grouped.result)
         paired = sorted(t / o for o, t in zip(ours.wall, joined.wall, strict=True))
         table.rows.append([n, ours.result, ours.median, joined.median, grouped.median, floor.median, floor_py.median,
-                           f"{joined.median / ours.median:.2f}x", join_plan(spark, sql),
-                           f"{ours.median / grouped.median:.2f}x",
+                           scan.median, scan_py.median, f"{joined.median / ours.median:.2f}x", join_plan(spark, sql),
+                           f"{ours.median / grouped.median:.2f}x", f"{scan.median / grouped.median:.2f}x",
+                           f"{scan_py.median / grouped.median:.2f}x",
                            f"{ours.median / floor.median:.2f}x", f"{paired[0]:.2f}-{paired[-1]:.2f}x",
                            ours.median_cpu, joined.median_cpu, grouped.median_cpu, floor.median_cpu,
-                           floor_py.median_cpu, f"{os.getloadavg()[0]:.1f}"])
+                           floor_py.median_cpu, scan.median_cpu, scan_py.median_cpu, f"{os.getloadavg()[0]:.1f}"])
     table.notes.append(
         f"Each size is a folder of Parquet files (ts a counter, so W = {window} ts units hold {window} events; type "
         f"uniform over {args.baseline_types} letters, id over {args.baseline_ids} values, x over 0..99), written once "
-        f"under {args.data_dir} and reused, read by all three sides (not cached).  local[2], 2 shuffle partitions, "
+        f"under {args.data_dir} and reused, read by every side (not cached).  local[2], 2 shuffle partitions, "
         f"{os.cpu_count()} CPUs; 'load': 1-minute load average after the row.  Wall-clock medians of {args.repeat} "
         f"alternating runs after a warm-up run of each ('run by run': the lowest and highest ratio of a join run to "
         f"the sparkcep run right before it; 'join plan': the joins adaptive execution chose, in one more untimed "
@@ -574,7 +591,10 @@ def section_baselines(args) -> Table:
         f"df.groupBy('id').count() summed on the driver (= the events, checked).  'floor': what any keyed approach "
         f"pays, df.repartition(2, 'id').sortWithinPartitions('id', 'ts') written to Spark's no-op sink (every row "
         f"shuffled and sorted, nothing kept); 'floor+Python': the same rows, after the sort, through a do-nothing "
-        f"mapInArrow (the Arrow transfer to and from a Python worker).  The bucketed self-join:")
+        f"mapInArrow (the Arrow transfer to and from a Python worker).  'scan': the floor of any approach at all, "
+        f"no shuffle: every row of the files read and written to the no-op sink; 'scan+Python': the rows of types "
+        f"A, B, C straight from the scan through the do-nothing mapInArrow (what any engine in a Python worker "
+        f"pays before it matches anything).  The bucketed self-join:")
     table.notes.append("  " + bucketed_join_sql(window, "events").replace("\n", "\n  "))
     return table
 
