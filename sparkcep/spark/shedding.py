@@ -64,14 +64,16 @@ from sparkcep.ir.errors import CEPError
 from sparkcep.runtime_udfs.shedding.controller import Admission, BacklogController, BatchController, admit_files
 from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
 from sparkcep.spark.heap import freeze_worker_heap
-from sparkcep.spark.progress import backlog_files, batch_latency
+from sparkcep.spark.progress import arrivals, batch_latency
 from sparkcep.spark.validate import (
     ARRIVAL_METRIC,
     STAGING_MARK,
     followed,
     is_sink_output,
+    log_records,
     original_name,
-    spark_lists,
+    spark_reads,
+    spark_reads_file,
     staged_name,
 )
 
@@ -265,8 +267,11 @@ class Shedding:
             files, events = self._expired_files, self.expired
         gone_files, gone = files - self._expired_seen[0], events - self._expired_seen[1]
         self._expired_seen = (files, events)
-        waiting = backlog_files(self.source, self._newest) or 0
-        read = (backlog_files(self.source, previous or 0) or 0) - waiting - gone_files
+        # one listing per micro-batch; followed by the admission, the input's top-level files alone (it stages
+        # no others, and Spark reads no others there): its subdirectories are not walked
+        stamps = arrivals(self.source, top=self.feeder is not None)
+        waiting = 0 if self._newest is None else sum(t > self._newest for t in stamps)
+        read = sum(t > (previous or 0) for t in stamps) - waiting - gone_files
         if read > 0 and offered:
             self._per_file = offered / read
         interval = start - self._prev_start if self._prev_start is not None else duration
@@ -448,12 +453,13 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
     (``CHECKPOINT/_admitted``, else a temporary directory) with the files there now handed over (the first
     micro-batch's, and the schema's; each named with the files after it, :func:`hand_over_slice`); None when
     there is no admission: not ``follow`` (a batch), not a local directory (``s3a://``, ``hdfs://``: read as
-    they are), a directory with subdirectories (Spark reads ``key=value`` ones as partitions; only files are
-    handed over), another stream's file-sink output (:func:`is_sink_output`: Spark reads only the files its log
-    committed, and a staging directory has no such log), or a ``checkpoint`` a stream has already run with
+    they are), a partitioned directory (:func:`_reads_partitions`: Spark reads files in its ``key=value``
+    subdirectories, and only top-level files are handed over: exactly those Spark reads otherwise), another
+    stream's file-sink output (:func:`is_sink_output`: Spark reads only the files its log committed, and a staging
+    directory has no such log), or a ``checkpoint`` a stream has already run with
     reading ``path`` itself (its file log holds ``path``'s files: read from elsewhere, they would all be read
     again).  ``fmt``: the input's format (the rows of each file are counted for the backlog, :func:`count_rows`)."""
-    if not (follow and os.path.isdir(path)) or _has_subdirectories(path) or is_sink_output(path):
+    if not (follow and os.path.isdir(path)) or is_sink_output(path) or _reads_partitions(path):
         return None
     staging = os.path.join(checkpoint, "_admitted") if checkpoint else tempfile.mkdtemp(prefix="sparkcep-admitted-")
     if checkpoint and not os.path.isdir(staging) and _has_run(checkpoint):
@@ -476,11 +482,12 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
     return staging
 
 
-def _has_subdirectories(path: str) -> bool:
-    """Whether the directory ``path`` holds a directory Spark's file listing reads (:func:`validate.spark_lists`:
-    a partition, ``key=v`` or ``_key=v``, or any other not named ``_...`` or ``....``)."""
-    with os.scandir(path) as entries:
-        return any(e.is_dir() and spark_lists(e.name) for e in entries)
+def _reads_partitions(path: str) -> bool:
+    """Whether Spark reads files inside subdirectories of the directory ``path``: partitions
+    (:func:`validate.spark_reads`, ``key=value`` directories holding files; ``a.json`` beside a plain ``sub/`` or an
+    empty ``k=1/`` is read alone, at the top level)."""
+    found = spark_reads(path)
+    return found is None or bool(found[1])
 
 
 def _checkpoints(checkpoint: str) -> list[str]:
@@ -520,13 +527,13 @@ def _has_run(checkpoint: str) -> bool:
 
 
 def _data_files(directory: str, skip: set[str] = frozenset()) -> list[tuple[str, float]]:
-    """The files of ``directory`` a file source reads (:func:`validate.spark_lists`), besides those in ``skip``
+    """The files of ``directory`` a file source reads (:func:`validate.spark_reads_file`), besides those in ``skip``
     (not even stat'ed: the admission polls a directory of 10,000 handed-over files in a few ms, not ~40):
     ``(name, arrival s)``, oldest first (by modification time, then name)."""
     out = []
     with os.scandir(directory) as entries:
         for e in entries:
-            if e.name not in skip and spark_lists(e.name) and e.is_file():
+            if e.name not in skip and spark_reads_file(e.name) and e.is_file():
                 try:
                     out.append((e.name, e.stat().st_mtime))
                 except FileNotFoundError:  # gone meanwhile
@@ -553,15 +560,10 @@ def _log_entries(path: str, after: int) -> list[tuple[str, int]]:
     ``path`` URI and its source ``batchId``) of a batch after ``after``: ``(local path, batchId)``.  A log of
     another version or an entry that cannot be read raises ValueError (or OSError)."""
     out = []
-    with open(path, encoding="utf-8") as f:
-        if f.readline().strip() != "v1":
-            raise ValueError(f"{path}: not a v1 file-source log")
-        for line in f:
-            if line.strip():
-                entry = json.loads(line)
-                batch = int(entry["batchId"])
-                if batch > after:
-                    out.append((unquote(urlparse(entry["path"]).path), batch))
+    for entry in log_records(path):
+        batch = int(entry["batchId"])
+        if batch > after:
+            out.append((unquote(urlparse(entry["path"]).path), batch))
     return out
 
 
@@ -854,7 +856,7 @@ class FileAdmission:
         shed, counted, cache = set(self.expired), {}, self._counted  # the listener's thread and the progress loop
         with os.scandir(self.source) as entries:
             for e in entries:
-                if e.name in shed or not spark_lists(e.name) or not e.is_file():
+                if e.name in shed or not spark_reads_file(e.name) or not e.is_file():
                     continue
                 try:
                     st = e.stat()
