@@ -305,10 +305,11 @@ def test_a_followed_directory_sheds_on_its_backlog(tmp_path):
 
 def test_a_followed_input_is_listed_once_a_batch_at_its_top_level(tmp_path, monkeypatch):
     """After each micro-batch the controller counts the files read and those waiting (the events per file) from
-    one listing of the input; followed by the admission (Spark reads only its top-level files, the admission
-    hands over no others), that listing does not walk its subdirectories (an archive of old files): each listing
-    stats every file, ~36 ms of CPU for 10^4 files on 2 cores.  Without the admission (a partitioned input) the
-    files Spark reads are found by walking it."""
+    one listing of the input (each listing stats every file: ~35 ms of CPU for 10^4 files on 2 cores); followed by
+    the admission (Spark reads only its top-level files, the admission hands over no others), it is the listing
+    in which the admission counts the events waiting, of the top level alone: its subdirectories (an archive of
+    old files) are not walked.  Without the admission (a partitioned input) the files Spark reads are found by
+    walking it, once."""
     from sparkcep.runtime_udfs.shedding.controller import BatchController
     from sparkcep.spark import progress
     from sparkcep.spark.shedding import ControlFile, Shedding, follow_input
@@ -320,8 +321,9 @@ def test_a_followed_input_is_listed_once_a_batch_at_its_top_level(tmp_path, monk
         (source / f"p-{i:02d}.json").write_text("{}\n")
         os.utime(source / f"p-{i:02d}.json", (t0 + i, t0 + i))
         (source / "archive" / f"old-{i:02d}.json").write_text("{}\n")
-    walked = []
+    walked, listed, scandir = [], [], os.scandir
     monkeypatch.setattr(progress, "spark_reads", lambda *a, **k: walked.append(a) or spark_reads(*a, **k))
+    monkeypatch.setattr(os, "scandir", lambda path=".": listed.append(os.fspath(path)) or scandir(path))
     for admitted in (True, False):
         handle = Shedding("s", ("A",), BatchController(BOUND), ControlFile(str(tmp_path / "c.json")))
         if admitted:
@@ -331,9 +333,12 @@ def test_a_followed_input_is_listed_once_a_batch_at_its_top_level(tmp_path, monk
         for batch, (newest, offered) in enumerate([(4, 500), (9, 1000)]):  # files 0-4, then 5-9
             mtime = (t0 + newest) * 1000
             arrival = {"arrived": offered, "median": mtime, "p01": mtime, "oldest": mtime, "newest": mtime}
+            listed.clear()
             handle.on_progress(_Progress(batch, t0 + 30.0 + batch, 0.5, "s", offered, 0, arrival))
             assert handle._per_file == offered / 5
-        assert len(walked) == (0 if admitted else 2), admitted
+            if admitted:  # one listing, its top level's (the admission's count of the events waiting)
+                assert listed == [str(source)]
+        assert len(walked) == (0 if admitted else 2), admitted  # else one walk a batch
 
 
 def test_a_bound_stage_counts_only_its_query(tmp_path):

@@ -84,20 +84,16 @@ def result_latency(progress: dict) -> tuple[float, float] | None:
     return max(end - output["result_arrival_median"], 0) / 1000, max(end - oldest, 0) / 1000
 
 
-def arrivals(directory: str | None, top: bool = False) -> list[int]:
+def arrivals(directory: str | None) -> list[int]:
     """The modification times (epoch ms: their arrival) of the files of a local input ``directory`` that Spark
     reads (:func:`~sparkcep.spark.validate.spark_reads`: a partitioned input's in its ``key=value`` directories;
     another stream's file-sink output: the files its log committed, :func:`~sparkcep.spark.validate.sink_files`,
-    else its top-level files); ``top``: only the files directly in ``directory``, its subdirectories not walked
-    (an input the admission control follows: it has no partitions, and Spark reads its top-level files alone).
-    None of them for a missing or non-local directory."""
+    else its top-level files).  None of them for a missing or non-local directory."""
     if directory is None or not os.path.isdir(directory):
         return []
-    paths = None
-    if not top:
-        found = spark_reads(directory)
-        paths = found[0] if found is not None else sink_files(directory) if is_sink_output(directory) else None
-    if paths is None:  # the top level alone (asked, or a sink's log that cannot be read)
+    found = spark_reads(directory)
+    paths = found[0] if found is not None else sink_files(directory) if is_sink_output(directory) else None
+    if paths is None:  # a sink's log that cannot be read: its top level
         with os.scandir(directory) as entries:
             paths = [e.path for e in entries if e.is_file() and spark_reads_file(e.name)]
     out = []

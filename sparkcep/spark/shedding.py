@@ -267,9 +267,13 @@ class Shedding:
             files, events = self._expired_files, self.expired
         gone_files, gone = files - self._expired_seen[0], events - self._expired_seen[1]
         self._expired_seen = (files, events)
-        # one listing per micro-batch; followed by the admission, the input's top-level files alone (it stages
-        # no others, and Spark reads no others there): its subdirectories are not walked
-        stamps = arrivals(self.source, top=self.feeder is not None)
+        # one listing of the input per micro-batch: followed by the admission, the one that counts the events
+        # waiting exactly (its top level alone: the admission stages no other files, Spark reads no others there)
+        if self.feeder is not None:
+            backlog = self.feeder.unread(self._newest)
+            stamps = self.feeder.arrivals
+        else:
+            stamps = arrivals(self.source)
         waiting = 0 if self._newest is None else sum(t > self._newest for t in stamps)
         read = sum(t > (previous or 0) for t in stamps) - waiting - gone_files
         if read > 0 and offered:
@@ -277,9 +281,8 @@ class Shedding:
         interval = start - self._prev_start if self._prev_start is not None else duration
         self._prev_start = start
         latency = batch_latency(progress)
-        backlog = int(waiting * self._per_file)
-        if self.feeder is not None:  # the admission control counts the events waiting exactly
-            backlog = self.feeder.unread(self._newest)
+        if self.feeder is None:
+            backlog = int(waiting * self._per_file)
         self.admission = self.controller.on_batch(duration=duration, offered=offered, kept=kept,
                                                   latency=latency[1] if latency else None, backlog=backlog,
                                                   interval=max(interval, duration), expired=gone)
@@ -743,6 +746,8 @@ class FileAdmission:
         # events per waiting file (name, size), counted once (None: not countable, count_rows)
         self._rows: dict[tuple[str, int], int | None] = {}
         self._counted: dict[tuple[str, int], int | None] = {}  # the same for :meth:`backlog` (other threads)
+        #: the arrivals (epoch ms) of the files of ``source`` Spark reads, at the last :meth:`backlog`
+        self.arrivals: list[int] = []
         self.expired: list[str] = []
         self.handed_at = 0.0
         self.planned_at: int | None = None  # the newest micro-batch planned at the last hand-over
@@ -852,21 +857,25 @@ class FileAdmission:
         return files, _total(rows)
 
     def _unread(self, newest_ms: float | None) -> tuple[int, list[int | None]]:
-        """The files of :meth:`backlog` and the events of each (None: not countable)."""
+        """The files of :meth:`backlog` and the events of each (None: not countable).  The listing's arrivals
+        (epoch ms) of every file Spark reads there, shed ones too, are kept as :attr:`arrivals` (the controller
+        counts the files read from them: one listing of ``source`` a micro-batch)."""
         shed, counted, cache = set(self.expired), {}, self._counted  # the listener's thread and the progress loop
+        stamps = []
         with os.scandir(self.source) as entries:
             for e in entries:
-                if e.name in shed or not spark_reads_file(e.name) or not e.is_file():
+                if not spark_reads_file(e.name) or not e.is_file():
                     continue
                 try:
                     st = e.stat()
                 except OSError:  # gone meanwhile
                     continue
-                if newest_ms is not None and st.st_mtime_ns // 10**6 <= newest_ms:
+                stamps.append(st.st_mtime_ns // 10**6)
+                if e.name in shed or (newest_ms is not None and st.st_mtime_ns // 10**6 <= newest_ms):
                     continue
                 key = (e.name, st.st_size)
                 counted[key] = cache[key] if key in cache else _rows_or_none(e.path, self.fmt)
-        self._counted = counted  # the files read are forgotten
+        self._counted, self.arrivals = counted, stamps  # the files read are forgotten
         return len(counted), list(counted.values())
 
     def unread(self, newest_ms: float | None) -> int:
