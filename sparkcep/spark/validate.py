@@ -235,7 +235,7 @@ def sink_files(path: str) -> list[str] | None:
 def spark_reads(path: str, limit: int | None = None) -> tuple[list[str], set[str]] | None:
     """The files a Spark file source reads at ``path`` (a file: itself), and the partition columns of the
     directories they are in; None past ``limit`` files, or for another stream's file-sink output
-    (:func:`is_sink_output`: Spark reads the files that sink's log committed, not told here).
+    (:func:`is_sink_output`: Spark reads the files that sink's log committed, :func:`sink_files`).
 
     Spark's rule (``InMemoryFileIndex``, ``PartitioningUtils.parsePartition``): it lists the files of every
     directory its listing keeps (:func:`spark_lists`, at any depth; their data files, :func:`spark_reads_file`); a
