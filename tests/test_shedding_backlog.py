@@ -659,22 +659,18 @@ def test_another_streams_sink_output_is_read_as_it_is_with_its_log(spark, tmp_pa
     from sparkcep.spark.shedding import admitted
     from sparkcep.spark.validate import read_validated
 
-    def read(path: str, checkpoint: str) -> list[tuple]:
-        events, _ = read_validated(spark, path, "json", "type", "ts", stream=True, schema="type string, ts long")
-        got = []
-        query = (events.writeStream.trigger(availableNow=True).option("checkpointLocation", checkpoint)
-                 .foreachBatch(lambda batch, _: got.extend(tuple(r) for r in batch.collect())).start())
-        query.awaitTermination()
-        return sorted(got)
-
     plain = tmp_path / "plain"
     (plain / "sub").mkdir(parents=True)
     (plain / "k=1").mkdir()
     (plain / "a.json").write_text('{"type": "A", "ts": 1}\n')
     (plain / "sub" / "b.json").write_text('{"type": "B", "ts": 2}\n')
+    staged = []
     with admitted(str(plain), "json", stream=True, checkpoint=str(tmp_path / "ck-plain")) as (path, admission):
         assert admission is not None and path == str(tmp_path / "ck-plain" / "_admitted")
-        staged = read(path, str(tmp_path / "ck-plain"))
+        events, _ = read_validated(spark, path, "json", "type", "ts", stream=True, schema="type string, ts long")
+        query = (events.writeStream.trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "ck-plain"))
+                 .foreachBatch(lambda batch, _: staged.extend(tuple(r) for r in batch.collect())).start())
+        query.awaitTermination()
     assert staged == [("A", 1)]  # as Spark reads the directory itself (test_preflight.SPARK_READS, Spark 4.3)
     seed, up = tmp_path / "seed", tmp_path / "up"
     seed.mkdir()
@@ -779,6 +775,38 @@ def test_a_checkpoint_that_read_the_input_itself_is_not_switched_to_the_staging_
     assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "y")) is not None
     (source / "day=1" / "p1.json").write_text('{"type": "A"}\n')  # a partition: read as it is (only top-level
     assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "z")) is None  # files go over)
+
+
+def test_a_partition_filled_after_the_start_is_said_and_refused_at_a_restart(tmp_path, capsys):
+    """An input followed without partitions (``a.json`` beside an empty ``day=1/``) is read through the staging
+    directory, its top-level files alone.  A file that arrives later in ``day=1/`` is not handed over (Spark's own
+    stream stops with an error on it: the partition column changes its schema): the admission says so, once.  A
+    restart from that checkpoint is refused: read as it is now (partitioned), every file would be read again."""
+    import time
+
+    from sparkcep.ir.errors import CEPError
+    from sparkcep.spark.shedding import FileAdmission, admitted_input
+
+    source, ck = tmp_path / "in", tmp_path / "ck"
+    (source / "day=1").mkdir(parents=True)
+    (source / "a.json").write_text('{"type": "A"}\n')
+    staging = admitted_input(str(source), "json", follow=True, checkpoint=str(ck))
+    admission = FileAdmission(str(source), staging, None, poll=0.01, checkpoint=str(ck)).start()
+    (source / "day=1" / "b.json").write_text('{"type": "A"}\n')
+    err, waited = "", time.time()
+    while "partition directory" not in err and time.time() - waited < 10:
+        time.sleep(0.05)
+        err += capsys.readouterr().err
+    time.sleep(0.1)
+    admission.stop()
+    err += capsys.readouterr().err
+    assert err.count(f"{source / 'day=1' / 'b.json'} is in a partition directory, which this stream does not read") == 1
+    assert [original_name(n) for n in os.listdir(staging) if n.endswith(".json")] == ["a.json"]
+    _query_checkpoint(ck, {"0": [(os.path.join(staging, "a_backlog-0-0.json"), 0)]}, 0)
+    with pytest.raises(CEPError, match=f"the checkpoint {ck} read its input through .*, but {source} is now "
+                                       "partitioned"):
+        admitted_input(str(source), "json", follow=True, checkpoint=str(ck))
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "new")) is None
 
 
 def test_shedding_over_csv_or_once_follows_an_unbounded_admission_that_counts_its_backlog(tmp_path):
@@ -1030,8 +1058,6 @@ def test_the_admission_lists_what_spark_lists(tmp_path):
     # subdirectories it holds besides: hidden ones, a plain one with files, an empty partition; the files handed
     # over are exactly those Spark reads.  A partition holding a file (``_key=v`` too; at any depth, in a
     # ``_metadata/`` directory too) makes it read as it is
-    from sparkcep.spark.validate import spark_reads
-
     for sub in ("_temporary", ".hidden", "copy._COPYING_", "archive/2025", "_metadata"):
         (source / sub).mkdir(parents=True)
         (source / sub / "old.json").write_text('{"type": "A"}\n')
@@ -1039,7 +1065,7 @@ def test_the_admission_lists_what_spark_lists(tmp_path):
     (source / "day=2").mkdir()
     staging = admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "ck1"))
     assert staging is not None
-    staged = sorted(original_name(n) for n in os.listdir(staging) if spark_lists(n) and n != "_sparkcep_staging")
+    staged = sorted(original_name(n) for n in os.listdir(staging) if spark_lists(n))
     assert staged == sorted(os.path.basename(f) for f in spark_reads(str(source))[0]) == \
         ["_x=1.json", "a.json"]
     for k, sub in enumerate(("_day=1", "archive/2025/k=1", "_metadata/k=1", "day=2")):

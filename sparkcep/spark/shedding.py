@@ -72,6 +72,7 @@ from sparkcep.spark.validate import (
     is_sink_output,
     log_records,
     original_name,
+    spark_lists,
     spark_reads,
     spark_reads_file,
     staged_name,
@@ -459,10 +460,19 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
     they are), a partitioned directory (:func:`_reads_partitions`: Spark reads files in its ``key=value``
     subdirectories, and only top-level files are handed over: exactly those Spark reads otherwise), another
     stream's file-sink output (:func:`is_sink_output`: Spark reads only the files its log committed, and a staging
-    directory has no such log), or a ``checkpoint`` a stream has already run with
-    reading ``path`` itself (its file log holds ``path``'s files: read from elsewhere, they would all be read
-    again).  ``fmt``: the input's format (the rows of each file are counted for the backlog, :func:`count_rows`)."""
-    if not (follow and os.path.isdir(path)) or is_sink_output(path) or _reads_partitions(path):
+    directory has no such log; either refused for a ``checkpoint`` that read a staging directory), or a
+    ``checkpoint`` a stream has already run with reading ``path`` itself (its file log holds ``path``'s files: read
+    from elsewhere, they would all be read again).  ``fmt``: the input's format (the rows of each file are counted
+    for the backlog, :func:`count_rows`)."""
+    if not (follow and os.path.isdir(path)):
+        return None
+    if is_sink_output(path) or _reads_partitions(path):
+        if checkpoint and _read_staged(checkpoint):  # read from the input now, every file would be read again
+            now = "another stream's file-sink output" if is_sink_output(path) else \
+                "partitioned (key=value directories holding files)"
+            raise CEPError(f"the checkpoint {checkpoint} read its input through {checkpoint}{os.sep}_admitted, but "
+                           f"{path} is now {now}, which a stream reads as it is: every file it read would be read "
+                           "again; start from a new checkpoint")
         return None
     staging = os.path.join(checkpoint, "_admitted") if checkpoint else tempfile.mkdtemp(prefix="sparkcep-admitted-")
     if checkpoint and not os.path.isdir(staging) and _has_run(checkpoint):
@@ -529,13 +539,17 @@ def _has_run(checkpoint: str) -> bool:
     return False
 
 
-def _data_files(directory: str, skip: set[str] = frozenset()) -> list[tuple[str, float]]:
+def _data_files(directory: str, skip: set[str] = frozenset(),
+                partitions: list[str] | None = None) -> list[tuple[str, float]]:
     """The files of ``directory`` a file source reads (:func:`validate.spark_reads_file`), besides those in ``skip``
     (not even stat'ed: the admission polls a directory of 10,000 handed-over files in a few ms, not ~40):
-    ``(name, arrival s)``, oldest first (by modification time, then name)."""
+    ``(name, arrival s)``, oldest first (by modification time, then name).  ``partitions``: the paths of the
+    listed ``key=value`` directories there are appended to it."""
     out = []
     with os.scandir(directory) as entries:
         for e in entries:
+            if partitions is not None and "=" in e.name and spark_lists(e.name) and e.is_dir():
+                partitions.append(e.path)
             if e.name not in skip and spark_reads_file(e.name) and e.is_file():
                 try:
                     out.append((e.name, e.stat().st_mtime))
@@ -749,6 +763,8 @@ class FileAdmission:
         #: the arrivals (epoch ms) of the files of ``source`` Spark reads, at the last :meth:`backlog`
         self.arrivals: list[int] = []
         self.expired: list[str] = []
+        #: the ``key=value`` directories of ``source`` at the last :meth:`pending` (:meth:`partitioned`)
+        self.partitions: list[str] = []
         self.handed_at = 0.0
         self.planned_at: int | None = None  # the newest micro-batch planned at the last hand-over
         self.slice_rows = 0  # the events handed over since then (the slice the next micro-batch reads)
@@ -757,8 +773,25 @@ class FileAdmission:
         self.alive = None
 
     def pending(self) -> list[tuple[str, float]]:
-        """The files of ``source`` neither handed over nor shed: ``(name, arrival s)``, oldest first."""
-        return _data_files(self.source, self.done)
+        """The files of ``source`` neither handed over nor shed: ``(name, arrival s)``, oldest first (the
+        ``key=value`` directories there noted, :meth:`partitioned`)."""
+        partitions: list[str] = []
+        out = _data_files(self.source, self.done, partitions)
+        self.partitions = partitions
+        return out
+
+    def partitioned(self) -> str | None:
+        """A file Spark would read in a ``key=value`` directory of ``source`` (at the last :meth:`pending`; in it
+        at any depth, :func:`validate.spark_lists`), or None.  The admission follows an input without partitions
+        (:func:`admitted_input`) and hands over its top-level files only: such a file, arrived since, is not
+        read (Spark's own stream stops with an error on it: its partition column changes the schema)."""
+        for directory in self.partitions:
+            for root, dirs, names in os.walk(directory):
+                dirs[:] = sorted(d for d in dirs if spark_lists(d))
+                for name in sorted(names):
+                    if spark_reads_file(name):
+                        return os.path.join(root, name)
+        return None
 
     def planned(self) -> int | None:
         """The id of the newest micro-batch Spark has planned (its offsets written; -1: none yet), or None
@@ -916,6 +949,11 @@ class FileAdmission:
             try:
                 self.step()
                 self.tidy()
+                late = self.partitioned()
+                if late is not None:
+                    raise OSError(f"{late} is in a partition directory, which this stream does not read: it "
+                                  "started over an input without partitions and reads its top-level files; to read "
+                                  "partitioned input, stop it and start a run with a new checkpoint")
             except OSError as err:  # the input changed under it: the next step lists it again (the thread must
                 # not end: the stream would stop getting files); each distinct error said once
                 if str(err) not in said:
