@@ -211,8 +211,14 @@ def _columns(path: str, fmt: str, stream: bool, schema: str | None, ts_col: str 
     check_path(path, stream)
     if schema is not None:
         return None, None
+    from sparkcep.spark.validate import has_data_files, is_sink_output
+
     found = data_files(path)
-    if found is not None and not found[0]:
+    if found is not None:
+        empty = not found[0]
+    else:  # past MAX_FILES (not walked again), or another stream's file-sink output (the files its log committed)
+        empty = is_sink_output(path) and not has_data_files(path)
+    if empty:
         raise CEPError(f"no input files in {path}" + (
             ": a stream that starts before its files needs --schema DDL" if stream else ""))
     return scan_input(path, fmt, ts_col)

@@ -168,8 +168,21 @@ SPARK_READS = {
     "a plain directory in a partition": (["k=1/sub/b.json", "k=2/c.json"], ["k=1/sub/b.json", "k=2/c.json"], {"k"}),
     "partitions in a plain directory": (["sub/k=1/b.json", "sub/k=2/c.json"], ["sub/k=1/b.json", "sub/k=2/c.json"],
                                         {"k"}),
-    "hidden and temporary files": (["k=1/b.json", "k=1/_temporary/0/x.json", "k=1/.h.json", "k=1/y.json._COPYING_",
-                                    "_metadata/m.json"], ["k=1/b.json"], {"k"}),
+    "hidden and temporary files": (["k=1/b.json", "k=1/_temporary/0/x.json", "k=1/.h.json", "k=1/y.json._COPYING_"],
+                                   ["k=1/b.json"], {"k"}),
+    # partition names are unescaped (``ExternalCatalogUtils.unescapePathName``: ``%`` and two hex digits)
+    "escaped partition columns": (["my%20col=1/b.json", "my%20col=2/c.json"],
+                                  ["my%20col=1/b.json", "my%20col=2/c.json"], {"my col"}),
+    "an escaped = in a partition column": (["a%3Db=1/b.json"], ["a%3Db=1/b.json"], {"a=b"}),
+    "an escaped letter, an escaped value": (["k%41=x%3Dy/b.json"], ["k%41=x%3Dy/b.json"], {"kA"}),
+    # Spark's listing keeps ``_metadata...`` and ``_common_metadata...`` names: such a directory is read like
+    # any other (in a partition, with it), such a file is no data file
+    "_metadata directories in partitions": (["k=1/_metadata/m.json", "k=2/_metadata", "k=2/_common_metadata/c.json",
+                                             "k=2/_metadata_x/d.json", "k=2/_metadata.json"],
+                                            ["k=1/_metadata/m.json", "k=2/_common_metadata/c.json",
+                                             "k=2/_metadata_x/d.json"], {"k"}),
+    "partitions in a _metadata directory": (["_metadata/k=1/b.json"], ["_metadata/k=1/b.json"], {"k"}),
+    "a _metadata directory beside top-level files": (["a.json", "_metadata/b.json"], ["a.json"], set()),
 }
 
 
@@ -194,7 +207,8 @@ def test_the_input_files_are_those_spark_reads(tmp_path, capsys, layout):
 def test_columns_of_files_spark_does_not_read_are_not_the_inputs(tmp_path, capsys):
     """A column only in a file Spark does not read (``sub/b.json`` beside ``a.json``) is missing: said before Spark
     starts.  Another stream's file-sink output (``_spark_metadata``: Spark reads what its log committed) is left
-    to Spark."""
+    to Spark once its log committed a file; before (an empty log, or batches that wrote no file), Spark reads no
+    file there ("Unable to infer schema", Spark 4.3): no input files, said before Spark starts."""
     from sparkcep.preflight import data_files
     from sparkcep.spark.validate import has_data_files
 
@@ -204,9 +218,43 @@ def test_columns_of_files_spark_does_not_read_are_not_the_inputs(tmp_path, capsy
     jsonl(source / "sub" / "b.json", EVENTS)
     err = failure(capsys, ["run", "-e", QUERY, "--input", str(source)])
     assert err.startswith(f"sparkcep: line 2, column 16: the query reads 'x', which the input {source} does not have")
-    (source / "_spark_metadata").mkdir()
+    log = source / "_spark_metadata"
+    log.mkdir()
+    for committed in ([], ["v1\n"], ["v1\n", "v1\n"]):  # no batch yet; batches that committed no file
+        for k, text in enumerate(committed):
+            (log / str(k)).write_text(text)
+        assert data_files(str(source)) is None and not has_data_files(str(source))
+        assert failure(capsys, ["run", "-e", QUERY, "--input", str(source)]).startswith("sparkcep: no input files in ")
+    entry = {"path": (source / "a.json").as_uri(), "size": 1, "isDir": False, "modificationTime": 0,
+             "blockReplication": 1, "blockSize": 1, "action": "add"}
+    (log / "2").write_text("v1\n" + json.dumps(entry) + "\n")
     assert data_files(str(source)) is None and has_data_files(str(source))
     assert spark_is_asked(capsys, ["run", "-e", QUERY, "--input", str(source)]) == "starting Spark (local[*])...\n"
+
+
+def test_a_sink_outputs_files_are_those_its_log_committed(tmp_path):
+    """``sink_files``: the files of another stream's file-sink output that Spark reads (``MetadataLogFileIndex``),
+    those its log ``_spark_metadata`` lists from the newest ``.compact`` on (which holds every batch before it:
+    an older batch file is not read), not directories, as local paths (the URIs unescaped); None when the log
+    cannot be read (left to Spark)."""
+    from sparkcep.spark.validate import sink_files
+
+    log = tmp_path / "_spark_metadata"
+    log.mkdir()
+    assert sink_files(str(tmp_path)) == []
+
+    def batch(name: str, *paths: str, directory: bool = False) -> None:
+        (log / name).write_text("v1\n" + "".join(json.dumps({"path": (tmp_path / p).as_uri(), "isDir": directory,
+                                                             "action": "add"}) + "\n" for p in paths))
+
+    batch("3", "old.json")
+    batch("9.compact", "a b.json", "c%.json")
+    batch("10", "d.json")
+    batch("11", "sub", directory=True)
+    (log / ".11.tmp").write_text("garbage")
+    assert sink_files(str(tmp_path)) == [str(tmp_path / n) for n in ("a b.json", "c%.json", "d.json")]
+    (log / "12").write_text("v2\n")
+    assert sink_files(str(tmp_path)) is None
 
 
 @pytest.mark.parametrize("case", ["partition-column", "single-quotes", "schema", "compressed"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from sparkcep.spark.progress import Totals, batch_counts
 
 
@@ -57,13 +59,20 @@ def test_a_batch_reports_its_events_latency_from_arrival_and_the_backlog(tmp_pat
     # a pathlib.Path is a path too (follow(..., source=Path(...)))
     assert Totals(source=tmp_path).add(p).endswith(", backlog 2 files")
     # the files Spark reads are counted: a partitioned input's in its key=value directories (the top-level ones are
-    # not read then); another stream's file-sink output: its top-level files (its log is not read)
+    # not read then); another stream's file-sink output: the files its log committed (part-1 and k=1/b1, not
+    # part-2, which an aborted upstream batch left), else (its log unreadable) its top-level files
     (tmp_path / "k=1").mkdir()
     for k, mtime in enumerate([999, 1003]):
         (tmp_path / "k=1" / f"b{k}.json").write_text("{}\n")
         os.utime(tmp_path / "k=1" / f"b{k}.json", (mtime, mtime))
     assert unprocessed(InputDirectory(str(tmp_path)), 1_000_000) == (1, None)
     (tmp_path / "_spark_metadata").mkdir()
+    assert unprocessed(InputDirectory(str(tmp_path)), 1_000_000) == (0, None)  # nothing committed yet
+    entries = "".join(json.dumps({"path": p.as_uri(), "isDir": False, "action": "add"}) + "\n"
+                      for p in (tmp_path / "part-1.json", tmp_path / "k=1" / "b1.json"))
+    (tmp_path / "_spark_metadata" / "0").write_text("v1\n" + entries)
+    assert unprocessed(InputDirectory(str(tmp_path)), 999_000) == (2, None)
+    (tmp_path / "_spark_metadata" / "1").write_text("v2\n")
     assert unprocessed(InputDirectory(str(tmp_path)), 1_000_000) == (2, None)
     # a batch without arrival metrics (no events, or not a file source) reports none
     assert "latency" not in totals.add(progress(5, 0, 0, 0, 0, 0, 300))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sparkcep.spark.sinks import METRICS
-from sparkcep.spark.validate import ARRIVAL_METRIC, spark_lists, spark_reads
+from sparkcep.spark.validate import ARRIVAL_METRIC, is_sink_output, sink_files, spark_reads, spark_reads_file
 
 
 def batch_counts(progress: dict) -> dict[str, int]:
@@ -84,25 +84,34 @@ def result_latency(progress: dict) -> tuple[float, float] | None:
     return max(end - output["result_arrival_median"], 0) / 1000, max(end - oldest, 0) / 1000
 
 
-def backlog_files(directory: str | None, newest_ms: float | None) -> int | None:
-    """The files of a local input ``directory`` not read yet, as far as one can tell from outside: those Spark
-    reads there (:func:`~sparkcep.spark.validate.spark_reads`: a partitioned input's in its ``key=value``
-    directories; another stream's file-sink output: its top-level files, committed or not) modified after
-    ``newest_ms`` (the newest arrival read so far; the file source reads files oldest first).  None when the
-    directory is not local or nothing has been read."""
-    if directory is None or newest_ms is None or not os.path.isdir(directory):
-        return None
+def arrivals(directory: str | None) -> list[int]:
+    """The modification times (epoch ms: their arrival) of the files of a local input ``directory`` that Spark
+    reads (:func:`~sparkcep.spark.validate.spark_reads`: a partitioned input's in its ``key=value`` directories;
+    another stream's file-sink output: the files its log committed, :func:`~sparkcep.spark.validate.sink_files`,
+    else its top-level files).  None of them for a missing or non-local directory."""
+    if directory is None or not os.path.isdir(directory):
+        return []
     found = spark_reads(directory)
-    if found is None:
+    paths = found[0] if found is not None else sink_files(directory) if is_sink_output(directory) else None
+    if paths is None:  # a sink's log that cannot be read: its top level
         with os.scandir(directory) as entries:
-            found = [e.path for e in entries if e.is_file() and spark_lists(e.name)], set()
-    count = 0
-    for path in found[0]:
+            paths = [e.path for e in entries if e.is_file() and spark_reads_file(e.name)]
+    out = []
+    for path in paths:
         try:
-            count += os.stat(path).st_mtime_ns // 10**6 > newest_ms
+            out.append(os.stat(path).st_mtime_ns // 10**6)
         except FileNotFoundError:  # gone meanwhile
             continue
-    return count
+    return out
+
+
+def backlog_files(directory: str | None, newest_ms: float | None) -> int | None:
+    """The files of a local input ``directory`` not read yet, as far as one can tell from outside: those Spark
+    reads there (:func:`arrivals`) modified after ``newest_ms`` (the newest arrival read so far; the file source
+    reads files oldest first).  None when the directory is not local or nothing has been read."""
+    if directory is None or newest_ms is None or not os.path.isdir(directory):
+        return None
+    return sum(t > newest_ms for t in arrivals(directory))
 
 
 @dataclass(frozen=True)

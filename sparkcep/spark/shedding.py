@@ -64,14 +64,17 @@ from sparkcep.ir.errors import CEPError
 from sparkcep.runtime_udfs.shedding.controller import Admission, BacklogController, BatchController, admit_files
 from sparkcep.runtime_udfs.shedding.shedder import Refit, Shedder, TypeDrift
 from sparkcep.spark.heap import freeze_worker_heap
-from sparkcep.spark.progress import backlog_files, batch_latency
+from sparkcep.spark.progress import arrivals, batch_latency
 from sparkcep.spark.validate import (
     ARRIVAL_METRIC,
     STAGING_MARK,
     followed,
     is_sink_output,
+    log_records,
     original_name,
     spark_lists,
+    spark_reads,
+    spark_reads_file,
     staged_name,
 )
 
@@ -265,16 +268,22 @@ class Shedding:
             files, events = self._expired_files, self.expired
         gone_files, gone = files - self._expired_seen[0], events - self._expired_seen[1]
         self._expired_seen = (files, events)
-        waiting = backlog_files(self.source, self._newest) or 0
-        read = (backlog_files(self.source, previous or 0) or 0) - waiting - gone_files
+        # one listing of the input per micro-batch: followed by the admission, the one that counts the events
+        # waiting exactly (its top level alone: the admission stages no other files, Spark reads no others there)
+        if self.feeder is not None:
+            backlog = self.feeder.unread(self._newest)
+            stamps = self.feeder.arrivals
+        else:
+            stamps = arrivals(self.source)
+        waiting = 0 if self._newest is None else sum(t > self._newest for t in stamps)
+        read = sum(t > (previous or 0) for t in stamps) - waiting - gone_files
         if read > 0 and offered:
             self._per_file = offered / read
         interval = start - self._prev_start if self._prev_start is not None else duration
         self._prev_start = start
         latency = batch_latency(progress)
-        backlog = int(waiting * self._per_file)
-        if self.feeder is not None:  # the admission control counts the events waiting exactly
-            backlog = self.feeder.unread(self._newest)
+        if self.feeder is None:
+            backlog = int(waiting * self._per_file)
         self.admission = self.controller.on_batch(duration=duration, offered=offered, kept=kept,
                                                   latency=latency[1] if latency else None, backlog=backlog,
                                                   interval=max(interval, duration), expired=gone)
@@ -448,12 +457,22 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
     (``CHECKPOINT/_admitted``, else a temporary directory) with the files there now handed over (the first
     micro-batch's, and the schema's; each named with the files after it, :func:`hand_over_slice`); None when
     there is no admission: not ``follow`` (a batch), not a local directory (``s3a://``, ``hdfs://``: read as
-    they are), a directory with subdirectories (Spark reads ``key=value`` ones as partitions; only files are
-    handed over), another stream's file-sink output (:func:`is_sink_output`: Spark reads only the files its log
-    committed, and a staging directory has no such log), or a ``checkpoint`` a stream has already run with
-    reading ``path`` itself (its file log holds ``path``'s files: read from elsewhere, they would all be read
-    again).  ``fmt``: the input's format (the rows of each file are counted for the backlog, :func:`count_rows`)."""
-    if not (follow and os.path.isdir(path)) or _has_subdirectories(path) or is_sink_output(path):
+    they are), a partitioned directory (:func:`_reads_partitions`: Spark reads files in its ``key=value``
+    subdirectories, and only top-level files are handed over: exactly those Spark reads otherwise), another
+    stream's file-sink output (:func:`is_sink_output`: Spark reads only the files its log committed, and a staging
+    directory has no such log; either refused for a ``checkpoint`` that read a staging directory), or a
+    ``checkpoint`` a stream has already run with reading ``path`` itself (its file log holds ``path``'s files: read
+    from elsewhere, they would all be read again).  ``fmt``: the input's format (the rows of each file are counted
+    for the backlog, :func:`count_rows`)."""
+    if not (follow and os.path.isdir(path)):
+        return None
+    if is_sink_output(path) or _reads_partitions(path):
+        if checkpoint and _read_staged(checkpoint):  # read from the input now, every file would be read again
+            now = "another stream's file-sink output" if is_sink_output(path) else \
+                "partitioned (key=value directories holding files)"
+            raise CEPError(f"the checkpoint {checkpoint} read its input through {checkpoint}{os.sep}_admitted, but "
+                           f"{path} is now {now}, which a stream reads as it is: every file it read would be read "
+                           "again; start from a new checkpoint")
         return None
     staging = os.path.join(checkpoint, "_admitted") if checkpoint else tempfile.mkdtemp(prefix="sparkcep-admitted-")
     if checkpoint and not os.path.isdir(staging) and _has_run(checkpoint):
@@ -476,11 +495,12 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
     return staging
 
 
-def _has_subdirectories(path: str) -> bool:
-    """Whether the directory ``path`` holds a directory Spark's file listing reads (:func:`validate.spark_lists`:
-    a partition, ``key=v`` or ``_key=v``, or any other not named ``_...`` or ``....``)."""
-    with os.scandir(path) as entries:
-        return any(e.is_dir() and spark_lists(e.name) for e in entries)
+def _reads_partitions(path: str) -> bool:
+    """Whether Spark reads files inside subdirectories of the directory ``path``: partitions
+    (:func:`validate.spark_reads`, ``key=value`` directories holding files; ``a.json`` beside a plain ``sub/`` or an
+    empty ``k=1/`` is read alone, at the top level)."""
+    found = spark_reads(path)
+    return found is None or bool(found[1])
 
 
 def _checkpoints(checkpoint: str) -> list[str]:
@@ -519,14 +539,18 @@ def _has_run(checkpoint: str) -> bool:
     return False
 
 
-def _data_files(directory: str, skip: set[str] = frozenset()) -> list[tuple[str, float]]:
-    """The files of ``directory`` a file source reads (:func:`validate.spark_lists`), besides those in ``skip``
+def _data_files(directory: str, skip: set[str] = frozenset(),
+                partitions: list[str] | None = None) -> list[tuple[str, float]]:
+    """The files of ``directory`` a file source reads (:func:`validate.spark_reads_file`), besides those in ``skip``
     (not even stat'ed: the admission polls a directory of 10,000 handed-over files in a few ms, not ~40):
-    ``(name, arrival s)``, oldest first (by modification time, then name)."""
+    ``(name, arrival s)``, oldest first (by modification time, then name).  ``partitions``: the paths of the
+    listed ``key=value`` directories there are appended to it."""
     out = []
     with os.scandir(directory) as entries:
         for e in entries:
-            if e.name not in skip and spark_lists(e.name) and e.is_file():
+            if partitions is not None and "=" in e.name and spark_lists(e.name) and e.is_dir():
+                partitions.append(e.path)
+            if e.name not in skip and spark_reads_file(e.name) and e.is_file():
                 try:
                     out.append((e.name, e.stat().st_mtime))
                 except FileNotFoundError:  # gone meanwhile
@@ -553,15 +577,10 @@ def _log_entries(path: str, after: int) -> list[tuple[str, int]]:
     ``path`` URI and its source ``batchId``) of a batch after ``after``: ``(local path, batchId)``.  A log of
     another version or an entry that cannot be read raises ValueError (or OSError)."""
     out = []
-    with open(path, encoding="utf-8") as f:
-        if f.readline().strip() != "v1":
-            raise ValueError(f"{path}: not a v1 file-source log")
-        for line in f:
-            if line.strip():
-                entry = json.loads(line)
-                batch = int(entry["batchId"])
-                if batch > after:
-                    out.append((unquote(urlparse(entry["path"]).path), batch))
+    for entry in log_records(path):
+        batch = int(entry["batchId"])
+        if batch > after:
+            out.append((unquote(urlparse(entry["path"]).path), batch))
     return out
 
 
@@ -741,7 +760,11 @@ class FileAdmission:
         # events per waiting file (name, size), counted once (None: not countable, count_rows)
         self._rows: dict[tuple[str, int], int | None] = {}
         self._counted: dict[tuple[str, int], int | None] = {}  # the same for :meth:`backlog` (other threads)
+        #: the arrivals (epoch ms) of the files of ``source`` Spark reads, at the last :meth:`backlog`
+        self.arrivals: list[int] = []
         self.expired: list[str] = []
+        #: the ``key=value`` directories of ``source`` at the last :meth:`pending` (:meth:`partitioned`)
+        self.partitions: list[str] = []
         self.handed_at = 0.0
         self.planned_at: int | None = None  # the newest micro-batch planned at the last hand-over
         self.slice_rows = 0  # the events handed over since then (the slice the next micro-batch reads)
@@ -750,8 +773,25 @@ class FileAdmission:
         self.alive = None
 
     def pending(self) -> list[tuple[str, float]]:
-        """The files of ``source`` neither handed over nor shed: ``(name, arrival s)``, oldest first."""
-        return _data_files(self.source, self.done)
+        """The files of ``source`` neither handed over nor shed: ``(name, arrival s)``, oldest first (the
+        ``key=value`` directories there noted, :meth:`partitioned`)."""
+        partitions: list[str] = []
+        out = _data_files(self.source, self.done, partitions)
+        self.partitions = partitions
+        return out
+
+    def partitioned(self) -> str | None:
+        """A file Spark would read in a ``key=value`` directory of ``source`` (at the last :meth:`pending`; in it
+        at any depth, :func:`validate.spark_lists`), or None.  The admission follows an input without partitions
+        (:func:`admitted_input`) and hands over its top-level files only: such a file, arrived since, is not
+        read (Spark's own stream stops with an error on it: its partition column changes the schema)."""
+        for directory in self.partitions:
+            for root, dirs, names in os.walk(directory):
+                dirs[:] = sorted(d for d in dirs if spark_lists(d))
+                for name in sorted(names):
+                    if spark_reads_file(name):
+                        return os.path.join(root, name)
+        return None
 
     def planned(self) -> int | None:
         """The id of the newest micro-batch Spark has planned (its offsets written; -1: none yet), or None
@@ -850,21 +890,25 @@ class FileAdmission:
         return files, _total(rows)
 
     def _unread(self, newest_ms: float | None) -> tuple[int, list[int | None]]:
-        """The files of :meth:`backlog` and the events of each (None: not countable)."""
+        """The files of :meth:`backlog` and the events of each (None: not countable).  The listing's arrivals
+        (epoch ms) of every file Spark reads there, shed ones too, are kept as :attr:`arrivals` (the controller
+        counts the files read from them: one listing of ``source`` a micro-batch)."""
         shed, counted, cache = set(self.expired), {}, self._counted  # the listener's thread and the progress loop
+        stamps = []
         with os.scandir(self.source) as entries:
             for e in entries:
-                if e.name in shed or not spark_lists(e.name) or not e.is_file():
+                if not spark_reads_file(e.name) or not e.is_file():
                     continue
                 try:
                     st = e.stat()
                 except OSError:  # gone meanwhile
                     continue
-                if newest_ms is not None and st.st_mtime_ns // 10**6 <= newest_ms:
+                stamps.append(st.st_mtime_ns // 10**6)
+                if e.name in shed or (newest_ms is not None and st.st_mtime_ns // 10**6 <= newest_ms):
                     continue
                 key = (e.name, st.st_size)
                 counted[key] = cache[key] if key in cache else _rows_or_none(e.path, self.fmt)
-        self._counted = counted  # the files read are forgotten
+        self._counted, self.arrivals = counted, stamps  # the files read are forgotten
         return len(counted), list(counted.values())
 
     def unread(self, newest_ms: float | None) -> int:
@@ -905,6 +949,11 @@ class FileAdmission:
             try:
                 self.step()
                 self.tidy()
+                late = self.partitioned()
+                if late is not None:
+                    raise OSError(f"{late} is in a partition directory, which this stream does not read: it "
+                                  "started over an input without partitions and reads its top-level files; to read "
+                                  "partitioned input, stop it and start a run with a new checkpoint")
             except OSError as err:  # the input changed under it: the next step lists it again (the thread must
                 # not end: the stream would stop getting files); each distinct error said once
                 if str(err) not in said:

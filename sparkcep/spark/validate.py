@@ -52,6 +52,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Collection, Mapping
@@ -75,11 +76,19 @@ def spark_lists(name: str) -> bool:
     """Whether Spark's file listing keeps a file or a directory of this name (``HadoopFSUtils.listLeafFiles``
     drops both by one rule, ``shouldFilterOutPathName``, before it tells directories from files): not one
     starting with ``.``, nor with ``_`` unless it holds ``=`` (a partition directory ``_key=v``, or a file so
-    named), nor one ending in ``._COPYING_`` (a copy that ``hadoop fs -put`` is still writing).  The listing also
-    keeps ``_metadata...`` and ``_common_metadata...`` names (Parquet's summary files), but reads no data from
-    them: such a file is then dropped as no data file (``PartitioningAwareFileIndex.isDataPath``), and such a
-    directory is no partition (Spark 4.3: a ``_metadata/`` directory beside the files is not read)."""
-    return not (name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_"))
+    named), nor one ending in ``._COPYING_`` (a copy that ``hadoop fs -put`` is still writing); but always one
+    starting with ``_metadata`` or ``_common_metadata`` (Parquet's summary files).  Such a file is then no data
+    file (:func:`spark_reads_file`), while such a directory is listed like any other: the files of
+    ``k=1/_metadata/`` are read with ``k=1``, as those of ``k=1/sub/`` (Spark 4.3)."""
+    hidden = name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_")
+    return not hidden or name.startswith(("_metadata", "_common_metadata"))
+
+
+def spark_reads_file(name: str) -> bool:
+    """Whether Spark reads a file of this name in a directory it reads: its listing keeps it
+    (:func:`spark_lists`) and it is a data file (``PartitioningAwareFileIndex.isDataPath``: not one starting
+    with ``.``, nor with ``_`` unless it holds ``=``, so not Parquet's ``_metadata`` summary files)."""
+    return spark_lists(name) and not (name.startswith(".") or (name.startswith("_") and "=" not in name))
 
 
 def is_sink_output(path: str) -> bool:
@@ -178,19 +187,61 @@ def input_schema(spark, path: str, fmt: str, options: dict, ddl: str | None):
 
 def has_data_files(path: str) -> bool:
     """A file, or a directory where Spark reads at least one file (:func:`spark_reads`; another stream's file-sink
-    output: left to Spark, which reads what that sink's log committed)."""
+    output: a file its log committed, :func:`sink_files`; left to Spark when that log cannot be read)."""
     found = spark_reads(path)
+    if found is None and is_sink_output(path):
+        committed = sink_files(path)
+        return committed is None or bool(committed)
     return found is None or bool(found[0])
+
+
+def log_records(path: str):
+    """The records of one file of a Spark metadata log (a source's or a sink's file log): a ``v1`` line, then one
+    JSON object per line (blank lines skipped).  Another version raises ValueError, an unreadable file OSError."""
+    with open(path, encoding="utf-8") as f:
+        if f.readline().strip() != "v1":
+            raise ValueError(f"{path}: not a v1 file log")
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+def sink_files(path: str) -> list[str] | None:
+    """The files another stream's file sink committed to its output ``path`` (:func:`is_sink_output`), which a
+    Spark file source reads there (``MetadataLogFileIndex``: the entries of ``_spark_metadata``'s newest batch
+    ``<n>`` or ``<n>.compact`` and of those back to the newest ``.compact`` before it, which holds every earlier
+    one; not directories), as local paths; ``[]`` before a commit; None when the log cannot be read (then left to
+    Spark)."""
+    from urllib.parse import unquote, urlparse
+
+    log = os.path.join(path, "_spark_metadata")
+    try:
+        batches = {}
+        for name in os.listdir(log):
+            stem = name[:-len(".compact")] if name.endswith(".compact") else name
+            if stem.isdigit():
+                batches[int(stem)] = name
+        compacts = [b for b, name in batches.items() if name.endswith(".compact")]
+        start = max(compacts, default=0)
+        files = []
+        for batch in sorted(b for b in batches if b >= start):
+            files += [unquote(urlparse(r["path"]).path) for r in log_records(os.path.join(log, batches[batch]))
+                      if not r.get("isDir")]
+        return list(dict.fromkeys(files))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def spark_reads(path: str, limit: int | None = None) -> tuple[list[str], set[str]] | None:
     """The files a Spark file source reads at ``path`` (a file: itself), and the partition columns of the
     directories they are in; None past ``limit`` files, or for another stream's file-sink output
-    (:func:`is_sink_output`: Spark reads the files that sink's log committed, not told here).
+    (:func:`is_sink_output`: Spark reads the files that sink's log committed, :func:`sink_files`).
 
     Spark's rule (``InMemoryFileIndex``, ``PartitioningUtils.parsePartition``): it lists the files of every
-    directory its listing keeps (:func:`spark_lists`, at any depth); a directory holding files is a partition when a
-    ``key=value`` name is on its way up to ``path`` (``k=1/j=2/``; ``k=1/sub/`` too, read with ``k=1``).  With
+    directory its listing keeps (:func:`spark_lists`, at any depth; their data files, :func:`spark_reads_file`); a
+    directory holding them is a partition when a ``key=value`` name is on its way up to ``path`` (``k=1/j=2/``;
+    ``k=1/sub/`` and ``k=1/_metadata/`` too, read with ``k=1``), its column the key unescaped (:func:`unescaped`:
+    ``my%20col=1/`` is the column ``my col``).  With
     partitions, only their files are read (``a.json`` beside ``k=1/b.json`` is not); without, only the files
     directly in ``path`` (``sub/b.json`` is not).  Layouts Spark refuses (partitions beside a plain directory with
     files, or of different columns): their partitions' files here, Spark's own error at the read."""
@@ -201,7 +252,7 @@ def spark_reads(path: str, limit: int | None = None) -> tuple[list[str], set[str
     top, partitioned, columns, count = [], [], set(), 0
     for root, dirs, names in os.walk(path):
         dirs[:] = sorted(d for d in dirs if spark_lists(d))
-        files = [os.path.join(root, f) for f in sorted(names) if spark_lists(f)]
+        files = [os.path.join(root, f) for f in sorted(names) if spark_reads_file(f)]
         count += len(files)
         if limit is not None and count > limit:
             return None
@@ -216,14 +267,29 @@ def spark_reads(path: str, limit: int | None = None) -> tuple[list[str], set[str
 
 def _partition_keys(relative: str) -> list[str]:
     """The partition columns of a directory at ``relative`` below the input (``PartitioningUtils.parsePartition``):
-    the keys of the ``key=value`` names from it upwards, up to the first other name above them."""
+    the keys of the ``key=value`` names from it upwards, up to the first other name above them, each unescaped
+    (:func:`unescaped`; the key ends at the first ``=``)."""
     keys = []
     for name in reversed([] if relative == os.curdir else relative.split(os.sep)):
         if "=" in name:
-            keys.append(name.split("=", 1)[0])
+            keys.append(unescaped(name.split("=", 1)[0]))
         elif keys:
             break
     return keys
+
+
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def unescaped(name: str) -> str:
+    """A partition directory's key or value as Spark reads it (``ExternalCatalogUtils.unescapePathName``, Spark
+    4.3): each ``%`` followed by two hex digits is the character of that code (``%3D`` is ``=``, ``%C3`` is
+    ``Ã``: no UTF-8 decoding); any other ``%`` stays.
+
+        >>> unescaped("a%3Db%20c%zz%4")
+        'a=b c%zz%4'
+    """
+    return _ESCAPE.sub(lambda m: chr(int(m[1], 16)), name)
 
 
 #: An attribute name a query can write (the grammar's NAME): the only columns read besides type and ts.
