@@ -653,15 +653,14 @@ def test_another_streams_sink_output_is_read_as_it_is_with_its_log(spark, tmp_pa
     """An input directory that a Spark stream's file sink writes (it holds ``_spark_metadata``, the sink's log) gets
     no admission: Spark reads only the files that log committed, and a staging directory has no log, so every
     file there (an aborted upstream micro-batch's too) would be read.  Read as it is, a stream over it reads only
-    the committed rows.  A directory whose files Spark reads are all at its top level is followed whatever else it
-    holds (a plain subdirectory with files, an empty partition): through the staging directory the stream reads
-    exactly what it reads from the directory itself (its top-level files)."""
+    the committed rows.  A directory whose files Spark reads are all at its top level is followed whatever plain
+    subdirectories it holds: through the staging directory the stream reads exactly what it reads from the
+    directory itself (its top-level files)."""
     from sparkcep.spark.shedding import admitted
     from sparkcep.spark.validate import read_validated
 
     plain = tmp_path / "plain"
     (plain / "sub").mkdir(parents=True)
-    (plain / "k=1").mkdir()
     (plain / "a.json").write_text('{"type": "A", "ts": 1}\n')
     (plain / "sub" / "b.json").write_text('{"type": "B", "ts": 2}\n')
     staged = []
@@ -771,27 +770,31 @@ def test_a_checkpoint_that_read_the_input_itself_is_not_switched_to_the_staging_
     (source / "_spark_metadata").mkdir()  # another stream's file-sink output: read as it is, with its log
     assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "sink")) is None
     (source / "_spark_metadata").rmdir()
-    (source / "day=1").mkdir()  # an empty partition: Spark reads the top-level files, the admission hands them over
-    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "y")) is not None
+    (source / "day=1").mkdir()  # an empty partition: read as it is (a file there later is Spark's, not lost)
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "y")) is None
     (source / "day=1" / "p1.json").write_text('{"type": "A"}\n')  # a partition: read as it is (only top-level
     assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "z")) is None  # files go over)
 
 
 def test_a_partition_filled_after_the_start_is_said_and_refused_at_a_restart(tmp_path, capsys):
-    """An input followed without partitions (``a.json`` beside an empty ``day=1/``) is read through the staging
-    directory, its top-level files alone.  A file that arrives later in ``day=1/`` is not handed over (Spark's own
-    stream stops with an error on it: the partition column changes its schema): the admission says so, once.  A
-    restart from that checkpoint is refused: read as it is now (partitioned), every file would be read again."""
+    """An input followed without partitions is read through the staging directory, its top-level files alone.  A
+    file that arrives later in a ``day=1/`` made after the start is not handed over (Spark's own stream stops with
+    an error on it: the partition column changes its schema): the admission says so, once.  A restart from that
+    checkpoint is refused: read as it is now (partitioned), every file would be read again.  An input holding an
+    empty ``day=1/`` at the start is read as it is (no admission): its later files are Spark's to read or refuse."""
     import time
 
     from sparkcep.ir.errors import CEPError
     from sparkcep.spark.shedding import FileAdmission, admitted_input
 
     source, ck = tmp_path / "in", tmp_path / "ck"
-    (source / "day=1").mkdir(parents=True)
+    (source / "day=0").mkdir(parents=True)
     (source / "a.json").write_text('{"type": "A"}\n')
+    assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "ck0")) is None
+    (source / "day=0").rmdir()
     staging = admitted_input(str(source), "json", follow=True, checkpoint=str(ck))
     admission = FileAdmission(str(source), staging, None, poll=0.01, checkpoint=str(ck)).start()
+    (source / "day=1").mkdir()
     (source / "day=1" / "b.json").write_text('{"type": "A"}\n')
     err, waited = "", time.time()
     while "partition directory" not in err and time.time() - waited < 10:
@@ -1055,14 +1058,13 @@ def test_the_admission_lists_what_spark_lists(tmp_path):
     admission.step()
     assert sorted(original_name(n) for n in os.listdir(staging) if spark_lists(n)) == ["_x=1.json", "a.json"]
     # the input is followed when Spark reads only its top-level files (:func:`validate.spark_reads`), whatever
-    # subdirectories it holds besides: hidden ones, a plain one with files, an empty partition; the files handed
-    # over are exactly those Spark reads.  A partition holding a file (``_key=v`` too; at any depth, in a
-    # ``_metadata/`` directory too) makes it read as it is
+    # subdirectories it holds besides: hidden ones, a plain one with files, an empty partition below a plain one;
+    # the files handed over are exactly those Spark reads.  A partition holding a file (``_key=v`` too; at any
+    # depth, in a ``_metadata/`` directory too), or a top-level one even empty, makes it read as it is
     for sub in ("_temporary", ".hidden", "copy._COPYING_", "archive/2025", "_metadata"):
         (source / sub).mkdir(parents=True)
         (source / sub / "old.json").write_text('{"type": "A"}\n')
-    (source / "_day=1").mkdir()
-    (source / "day=2").mkdir()
+    (source / "archive" / "k=0").mkdir()
     staging = admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / "ck1"))
     assert staging is not None
     staged = sorted(original_name(n) for n in os.listdir(staging) if spark_lists(n))
@@ -1073,6 +1075,8 @@ def test_the_admission_lists_what_spark_lists(tmp_path):
         (source / sub / "p.json").write_text('{"type": "A"}\n')
         assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / f"ck{k + 2}")) is None, sub
         (source / sub / "p.json").unlink()
+    for name in ("_day=1", "day=2"):  # empty at the top level
+        assert admitted_input(str(source), "json", follow=True, checkpoint=str(tmp_path / f"e{name}")) is None, name
 
 
 def _query_checkpoint(folder, logs: dict[str, list[tuple[str, int]]], committed: int | None):

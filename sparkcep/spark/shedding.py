@@ -496,11 +496,16 @@ def admitted_input(path: str, fmt: str, *, follow: bool, checkpoint: str | None 
 
 
 def _reads_partitions(path: str) -> bool:
-    """Whether Spark reads files inside subdirectories of the directory ``path``: partitions
-    (:func:`validate.spark_reads`, ``key=value`` directories holding files; ``a.json`` beside a plain ``sub/`` or an
-    empty ``k=1/`` is read alone, at the top level)."""
+    """Whether the directory ``path`` is partitioned: Spark reads files inside its subdirectories
+    (:func:`validate.spark_reads`, ``key=value`` directories holding files), or it holds a listed ``key=value``
+    directory, empty yet (a file written there later would not be handed over: read as it is, Spark's stream stops
+    with its error instead of losing the file quietly).  ``a.json`` beside a plain ``sub/`` is read alone, at the
+    top level, and followed."""
     found = spark_reads(path)
-    return found is None or bool(found[1])
+    if found is None or found[1]:
+        return True
+    with os.scandir(path) as entries:
+        return any("=" in e.name and spark_lists(e.name) and e.is_dir() for e in entries)
 
 
 def _checkpoints(checkpoint: str) -> list[str]:
