@@ -190,6 +190,22 @@ def test_magic_errors_are_one_message(shell):
         shell.run_cell_magic("sparkcep", "--stream nowhere", QUERY)
 
 
+def test_magic_live_cell_checks_its_input_before_staging_it(shell, tmp_path):
+    """``%%sparkcep --stream DIR`` checks the directory's columns as ``sparkcep run --stream`` does
+    (sparkcep.live, :func:`sparkcep.preflight.check_run_input`), before anything is staged or Spark is asked:
+    one message with the caret in the cell, and no staging directory in the checkpoint, which would bind it to
+    that input (a corrected cell over another directory would be refused)."""
+    from IPython.core.error import UsageError
+
+    inbox, checkpoint = tmp_path / "in", tmp_path / "ck"
+    inbox.mkdir()
+    (inbox / "part0.json").write_text(json.dumps({"type": "A", "ts": 1, "id": 1}) + "\n")  # no x
+    with pytest.raises(UsageError) as err:
+        shell.run_cell_magic("sparkcep", f"--stream {inbox} --checkpoint {checkpoint}", QUERY)
+    assert f"the input {inbox}" in str(err.value) and "^" in str(err.value), str(err.value)
+    assert not (checkpoint / "_admitted").exists()
+
+
 @pytest.mark.spark
 def test_magic_query_error_points_into_the_cell(spark, shell):
     from IPython.core.error import UsageError
