@@ -616,7 +616,7 @@ def test_another_streams_sink_output_is_read_as_it_is_with_its_log(spark, tmp_pa
     no admission: Spark reads only the files that log committed, and a staging directory has no log, so every
     file there (an aborted upstream micro-batch's too) would be read.  Read as it is, a stream over it reads only
     the committed rows."""
-    from sparkcep.spark.shedding import admitted
+    from sparkcep.live import prepare_live
     from sparkcep.spark.validate import read_validated
 
     seed, up = tmp_path / "seed", tmp_path / "up"
@@ -627,8 +627,10 @@ def test_another_streams_sink_output_is_read_as_it_is_with_its_log(spark, tmp_pa
     upstream.awaitTermination()
     assert (up / "_spark_metadata").is_dir()
     (up / "part-uncommitted.json").write_text('{"type": "B", "ts": 2}\n')  # no commit in the sink's log
-    with admitted(str(up), "json", stream=True, checkpoint=str(tmp_path / "ck")) as (path, admission):
-        assert (path, admission) == (str(up), None) and not (tmp_path / "ck" / "_admitted").exists()
+    with prepare_live(str(up), "json", checkpoint=str(tmp_path / "ck")) as live:
+        path = live.read_from
+        assert (path, live.admit(None, str(tmp_path / "ck"))) == (str(up), None)
+        assert not (tmp_path / "ck" / "_admitted").exists()
         events, _ = read_validated(spark, path, "json", "type", "ts", stream=True, schema="type string, ts long")
         got = []
         query = (events.writeStream.trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "ck"))
