@@ -470,11 +470,12 @@ def _run_stream(args, spark, result, rejected, live, clock: Clock) -> int:
                                          latency=args.latency_column)] if args.timeouts else []
         live.admit(shedding, checkpoint, type_col=args.type_col, dropped_output=args.dropped_output, once=args.once,
                    queries=stream_queries(args.timeouts))
-        # the shedding controller follows the results' query only (not the --timeouts query beside it)
-        query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
-                                      beside=beside, started=lambda query: live.started(query, shedding),
-                                      admission=live.admission)
-        live.close()
+        try:  # the shedding controller follows the results' query only (not the --timeouts query beside it)
+            query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
+                                          beside=beside, started=lambda query: live.started(query, shedding),
+                                          admission=live.admission)
+        finally:  # before the temporary checkpoint goes
+            live.close()
         report_shedding(shedding, query)
         if args.timeouts and not args.quiet:
             _said_timeouts(timeouts_written(timeouts, args.output), args.output)

@@ -341,7 +341,8 @@ def cmd_run(args, text: str, cli) -> int:
                 cli._print_lines(json_lines(result))
             cli._report_rejected(rejected, args.output, args.dead_letters)
             return 0
-        with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
+        # the admission (live) stops before the temporary checkpoint goes
+        with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp, live:
             out = args.output or os.path.join(tmp, "out")
             checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
             fields = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
@@ -412,7 +413,8 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
             cli._report_rejected(rejected, args.output, args.dead_letters)
             return 0
         rows, rejected = counted(counted(rows, "events_valid"), "events_relevant"), counted(rejected, "dead_letters")
-        with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
+        # the admission (live) stops before the temporary checkpoint goes
+        with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp, live:
             out = args.output or os.path.join(tmp, "out")
             checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
             progress = io.StringIO() if args.quiet else None

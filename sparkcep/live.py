@@ -75,7 +75,8 @@ class LiveRun:
             self.admission.alive = lambda: query.isActive
 
     def close(self) -> None:
-        """Step 5: the admission thread stopped; a staging directory outside the user's checkpoint removed."""
+        """Step 5: the admission thread stopped; a staging directory outside the user's checkpoint removed
+        (again: nothing more)."""
         if self.admission is not None:
             self.admission.stop()
         if self.staging is not None and self.temporary:

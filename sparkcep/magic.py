@@ -183,9 +183,11 @@ def _follow_cell(spark, q, args, live, attributes, needs):
         run = argparse.Namespace(dead_letters=None, late_events=None, once=args.once, latency_column=False,
                                  arrival_col=args.arrival_col, input=args.stream, quiet=False)
         live.admit(shedding, checkpoint, type_col=q.type_col, dropped_output=q.dropped_output, once=args.once)
-        query, _ = follow_stream(routed(result, rejected), sink, checkpoint, run, [f.name for f in fields],
-                                 started=lambda query: live.started(query, shedding), admission=live.admission)
-        live.close()
+        try:
+            query, _ = follow_stream(routed(result, rejected), sink, checkpoint, run, [f.name for f in fields],
+                                     started=lambda query: live.started(query, shedding), admission=live.admission)
+        finally:  # before the temporary checkpoint goes
+            live.close()
         report_shedding(shedding, query)
         schema = StructType(fields)
         if not os.path.isdir(sink):  # no micro-batch wrote
