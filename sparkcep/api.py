@@ -932,33 +932,33 @@ def apply_stream(path: str, query: CompiledQuery | str, *, checkpoint: str, outp
     micro-batches and the admission thread."""
     from pyspark.sql import SparkSession
 
+    from sparkcep.live import prepare_live
     from sparkcep.spark.io import read_events
     from sparkcep.spark.late import KIND, REASON, RECORD
-    from sparkcep.spark.shedding import admitted_input, follow_input
     from sparkcep.spark.sinks import counted, routed, start
     from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
 
     q = compile(query) if isinstance(query, str) else query
     spark = spark or SparkSession.builder.getOrCreate()
     attributes, needs = input_columns([q])
-    preflight.check_run_input([q], path=path, fmt=fmt, stream=True, ts_col=q.ts_col, schema=schema)
-    shed = bool(q.shedding_latency) and q.query.skip is None
-    staging = admitted_input(path, fmt, follow=True, checkpoint=checkpoint)
-    df, rejected = read_validated(spark, staging or path, fmt, q.type_col, q.ts_col, stream=True,
-                                  files_per_trigger=files_per_trigger, schema=schema, attributes=attributes,
-                                  needs=needs, ts_unit=q.ts_unit, arrival_col=arrival_col, keep_arrival=True)
-    df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
-    if shed and training is None:
-        training = read_events(spark, path, fmt, q.ts_col, schema=schema, type_col=q.type_col,
-                               attributes=attributes, needs=needs)
-    result = q.apply(df, shedding_training=training, side_channel=True, checkpoint=checkpoint, followed=path)
-    shedding = getattr(result, "shedding", None)  # a followed directory: shed on latency and backlog
-    admission = follow_input(shedding, path, staging, q.type_col, q.dropped_output, checkpoint, fmt)
-    columns = [f.name for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
-    started = start(routed(result, rejected), output, checkpoint, result_columns=columns,
-                    dead_letters=dead_letters, late=late, latency=latency_column)
-    if shedding is not None:  # the controller follows this query's progress only
-        shedding.bind(started)
-    if admission is not None:  # until stop(), or the query ends (failed, or stopped directly)
-        admission.start(alive=lambda: started.isActive)
-    return LiveStream(started, result, path, shedding, admission)
+    live = prepare_live(path, fmt, checkpoint=checkpoint, check=[q], ts_col=q.ts_col, schema=schema)
+    try:
+        df, rejected = read_validated(spark, live.read_from, fmt, q.type_col, q.ts_col, stream=True,
+                                      files_per_trigger=files_per_trigger, schema=schema, attributes=attributes,
+                                      needs=needs, ts_unit=q.ts_unit, arrival_col=arrival_col, keep_arrival=True)
+        df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
+        if q.shedding_latency and q.query.skip is None and training is None:
+            training = read_events(spark, path, fmt, q.ts_col, schema=schema, type_col=q.type_col,
+                                   attributes=attributes, needs=needs)
+        result = q.apply(df, shedding_training=training, side_channel=True, checkpoint=checkpoint, followed=path)
+        shedding = getattr(result, "shedding", None)  # a followed directory: shed on latency and backlog
+        columns = [f.name for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
+        live.admit(shedding, checkpoint, type_col=q.type_col, dropped_output=q.dropped_output)  # before the query
+        started = start(routed(result, rejected), output, checkpoint, result_columns=columns,
+                        dead_letters=dead_letters, late=late, latency=latency_column)
+    except BaseException:
+        live.close()
+        raise
+    # the controller follows this query's progress only; the admission polls until stop(), or the query ends
+    live.started(started, shedding, watch=True)
+    return LiveStream(started, result, path, shedding, live.admission)

@@ -11,7 +11,6 @@ import contextlib
 import functools
 import io
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -362,24 +361,28 @@ def cmd_run(args) -> int:
     if (args.arrival_col or args.latency_column) and not args.stream:
         raise CEPError(f"{'--arrival-col' if args.arrival_col else '--latency-column'} is for a stream (--stream): "
                        "a batch run has no arrival")
-    fmt = _input_format(args)
+    from sparkcep.live import prepare_live
+
     clock = Clock()
-    # only the columns the queries read, each with the type they need; malformed records, no type or ts,
-    # values of the wrong type: dead letters (docs/operations.md)
     queries = workload.queries if q is None else [q]
-    attributes, needs = input_columns(queries)
-    # the input's path, kind and columns, checked before the JVM starts (docs/operations.md)
-    preflight.check_run_input(queries, path=args.input, fmt=fmt, stream=args.stream,
-                              ts_col=args.ts_col, schema=args.schema)
+    # the input's path, kind and columns, checked before the JVM starts (docs/operations.md); a stream over a local
+    # directory reads what the admission control hands over (FileAdmission, with the backlog behind each file in
+    # its name: Spark's observed metrics): a staging directory next to the checkpoint
+    with prepare_live(args.input, _input_format(args), stream=args.stream, checkpoint=args.checkpoint, check=queries,
+                      ts_col=args.ts_col, schema=args.schema) as live:
+        return _run_prepared(args, workload, q, live, clock)
+
+
+def _run_prepared(args, workload, q: CompiledQuery | None, live, clock: Clock) -> int:
+    """:func:`cmd_run` once its input is checked and, for a stream, staged (``live``,
+    :class:`sparkcep.live.LiveRun`): the session, the validated input, the result; then the batch's writes or
+    the stream's query."""
     if not args.quiet:
         print(f"starting Spark ({args.master})...", file=sys.stderr, flush=True)
     # after the checks: pyspark and pandas take seconds to import
-    from pyspark.sql.types import LongType, StructField, StructType
-
-    from sparkcep.spark.late import KIND, REASON, RECORD
     from sparkcep.spark.session import local_session
-    from sparkcep.spark.sinks import counted, routed, start_timeouts, stream_queries, timeouts_written, write_timeouts
-    from sparkcep.spark.validate import LATENCY_COL, RESULT_ARRIVAL, read_validated
+    from sparkcep.spark.sinks import counted
+    from sparkcep.spark.validate import read_validated
 
     spark = local_session(args.master, verbose=args.verbose)
     _quiet_task_failures(spark)
@@ -387,56 +390,76 @@ def cmd_run(args) -> int:
         from sparkcep.spark.operator import MAX_MATCHES_CONF
 
         spark.conf.set(MAX_MATCHES_CONF, str(args.max_matches))
-    # a stream over a local directory reads what the admission control hands over (FileAdmission, with the backlog
-    # behind each file in its name: Spark's observed metrics): a staging directory next to the checkpoint
-    from sparkcep.spark.shedding import admitted_input
-
-    staging = admitted_input(args.input, fmt, follow=args.stream, checkpoint=args.checkpoint)
-    df, rejected = read_validated(spark, staging or args.input, fmt, args.type_col, args.ts_col, stream=args.stream,
+    fmt = live.fmt
+    # only the columns the queries read, each with the type they need; malformed records, no type or ts,
+    # values of the wrong type: dead letters (docs/operations.md)
+    queries = workload.queries if q is None else [q]
+    attributes, needs = input_columns(queries)
+    df, rejected = read_validated(spark, live.read_from, fmt, args.type_col, args.ts_col, stream=args.stream,
                                   files_per_trigger=args.files_per_trigger, schema=args.schema,
                                   known_types=args.known_types, attributes=attributes, needs=needs,
                                   ts_unit=args.ts_unit, arrival_col=args.arrival_col,
                                   keep_arrival=args.stream)
-    if args.stream:  # counts per micro-batch, in the query's progress and on stderr
-        df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
-    count_events = None
-    if not args.stream and not args.quiet:  # the events read, counted as the job computes them (no extra pass)
-        df, count_events = observed_count(df, "sparkcep_events")
+    if not args.stream:
+        return _run_batch(args, spark, workload, q, df, rejected, clock)
+    df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")  # per micro-batch, in its progress
     training = None
-    if any(x.shedding_latency for x in queries) and args.stream:  # a batch has no latency to keep: only streams
+    if any(x.shedding_latency for x in queries):  # a batch has no latency to keep: only streams
         path = getattr(args, "shedding_training", None) or args.input
         training = read_events(spark, path, fmt, args.ts_col, schema=args.schema, type_col=args.type_col,
                                attributes=attributes, needs=needs)
     if q is None:  # every operator of the sharing plan, one result with a "query" column
-        result = workload.apply(df, side_channel=args.stream, shedding_training=training, followed=args.input)
+        result = workload.apply(df, side_channel=True, shedding_training=training, followed=args.input)
     else:
         # a checkpoint holding state resumes with the grouping it was made with (docs/operations.md)
-        result = q.apply(df, shedding_training=training, side_channel=args.stream,
-                         checkpoint=args.checkpoint if args.stream else None, followed=args.input)
-    shedding = getattr(result, "shedding", None)
-    admission = None
+        result = q.apply(df, shedding_training=training, side_channel=True, checkpoint=args.checkpoint,
+                         followed=args.input)
+    return _run_stream(args, spark, result, rejected, live, clock)
+
+
+def _run_batch(args, spark, workload, q: CompiledQuery | None, df, rejected, clock: Clock) -> int:
+    """A batch ``run``: the results written to ``--output`` (else printed), the dead letters, ``--timeouts``'
+    partial matches; a summary line."""
+    from sparkcep.spark.sinks import write_timeouts
+
+    count_events = None
+    if not args.quiet:  # the events read, counted as the job computes them (no extra pass)
+        df, count_events = observed_count(df, "sparkcep_events")
+    result = workload.apply(df) if q is None else q.apply(df)
     # before any wrapping of the result; a batch result builds its timeouts only when read: not without --timeouts
     timeouts = getattr(result, "timeouts", None) if args.timeouts else None
-    if not args.stream:
-        with progress(spark, quiet=args.quiet):
-            if args.output:
-                result, count_results = observed_count(result, "sparkcep_results")
-                result.write.mode("overwrite").json(args.output)
-                results = count_results() if not args.quiet else None
-            else:
-                lines = json_lines(result)
-                results = len(lines)
-                _print_lines(lines)
-            dead = _report_rejected(rejected, args.output, args.dead_letters)
-            if args.timeouts:
-                n = write_timeouts(timeouts, args.output)
-                if not args.quiet:
-                    _said_timeouts(n, args.output)
-        if not args.quiet:
-            valid = count_events() if count_events is not None else None
-            print(summary_line(read=None if valid is None else valid + dead, results=results, dead_letters=dead,
-                               seconds=clock.seconds(), output=args.output), file=sys.stderr)
-        return 0
+    with progress(spark, quiet=args.quiet):
+        if args.output:
+            result, count_results = observed_count(result, "sparkcep_results")
+            result.write.mode("overwrite").json(args.output)
+            results = count_results() if not args.quiet else None
+        else:
+            lines = json_lines(result)
+            results = len(lines)
+            _print_lines(lines)
+        dead = _report_rejected(rejected, args.output, args.dead_letters)
+        if args.timeouts:
+            n = write_timeouts(timeouts, args.output)
+            if not args.quiet:
+                _said_timeouts(n, args.output)
+    if not args.quiet:
+        valid = count_events() if count_events is not None else None
+        print(summary_line(read=None if valid is None else valid + dead, results=results, dead_letters=dead,
+                           seconds=clock.seconds(), output=args.output), file=sys.stderr)
+    return 0
+
+
+def _run_stream(args, spark, result, rejected, live, clock: Clock) -> int:
+    """A ``run --stream``: the query (and ``--timeouts``' beside it) followed until stopped (``--once``: drained),
+    the input handed over by ``live``'s admission control (with shedding: on latency and backlog, bounded)."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from sparkcep.spark.late import KIND, REASON, RECORD
+    from sparkcep.spark.sinks import routed, start_timeouts, stream_queries, timeouts_written
+    from sparkcep.spark.validate import LATENCY_COL, RESULT_ARRIVAL
+
+    shedding = getattr(result, "shedding", None)
+    timeouts = getattr(result, "timeouts", None) if args.timeouts else None
     with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
         out = args.output or os.path.join(tmp, "out")
         checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
@@ -445,24 +468,15 @@ def cmd_run(args) -> int:
         # watermark closes windows (a continuous run: while it runs, not after the stop)
         beside = [lambda: start_timeouts(timeouts, args.output, checkpoint, once=args.once,
                                          latency=args.latency_column)] if args.timeouts else []
-        # a followed directory: the files handed over by the admission control (with shedding: on latency and
-        # backlog, bounded)
-        from sparkcep.spark.shedding import follow_input
-
-        admission = follow_input(shedding, args.input, staging, args.type_col, args.dropped_output, checkpoint, fmt,
-                                 once=args.once, queries=stream_queries(args.timeouts))
-        if admission is not None:
-            admission.start()
+        live.admit(shedding, checkpoint, type_col=args.type_col, dropped_output=args.dropped_output, once=args.once,
+                   queries=stream_queries(args.timeouts))
         try:  # the shedding controller follows the results' query only (not the --timeouts query beside it)
             query, totals = follow_stream(routed(result, rejected), out, checkpoint, args, [f.name for f in columns],
-                                          beside=beside, started=shedding.bind if shedding is not None else None,
-                                          admission=admission)
-        finally:
-            if admission is not None:
-                admission.stop()
-            if staging is not None and not args.checkpoint:
-                shutil.rmtree(staging, ignore_errors=True)
-        report_shedding(getattr(result, "shedding", None), query)
+                                          beside=beside, started=lambda query: live.started(query, shedding),
+                                          admission=live.admission)
+        finally:  # before the temporary checkpoint goes
+            live.close()
+        report_shedding(shedding, query)
         if args.timeouts and not args.quiet:
             _said_timeouts(timeouts_written(timeouts, args.output), args.output)
         if not args.output and os.path.isdir(out):

@@ -300,10 +300,10 @@ def cmd_run(args, text: str, cli) -> int:
     from pyspark.sql.types import LongType, StructField, StructType
 
     from sparkcep.compiler.codegen.recognize import time_column
+    from sparkcep.live import prepare_live
     from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
     from sparkcep.spark.results import json_lines
     from sparkcep.spark.session import local_session
-    from sparkcep.spark.shedding import admitted
     from sparkcep.spark.sinks import counted, routed
     from sparkcep.spark.validate import LATENCY_COL, RESULT_ARRIVAL, read_validated
     from sparkcep.sql_api import apply_recognize
@@ -323,12 +323,12 @@ def cmd_run(args, text: str, cli) -> int:
     spark = local_session(args.master)
     cli._quiet_task_failures(spark)
     # a stream over a local directory follows it through the admission control (the backlog in the observed metrics)
-    followed = admitted(args.input, _input_format(args), stream=args.stream, checkpoint=args.checkpoint)
-    with followed as (read_from, admission):
+    with prepare_live(args.input, _input_format(args), stream=args.stream, checkpoint=args.checkpoint) as live:
         # a stream's rows keep their arrival: each result is stamped with it (_arrival_ms, --latency-column)
-        rows, rejected = read_validated(spark, read_from, _input_format(args), None, time_column(q), stream=args.stream,
-                                        files_per_trigger=args.files_per_trigger, schema=args.schema,
-                                        ts_unit=args.ts_unit, arrival_col=args.arrival_col, keep_arrival=args.stream)
+        rows, rejected = read_validated(spark, live.read_from, _input_format(args), None, time_column(q),
+                                        stream=args.stream, files_per_trigger=args.files_per_trigger,
+                                        schema=args.schema, ts_unit=args.ts_unit, arrival_col=args.arrival_col,
+                                        keep_arrival=args.stream)
         if args.stream:  # every valid row goes to the engine: valid = relevant (nothing "ignored" in the progress)
             rows = counted(counted(rows, "events_valid"), "events_relevant")
             rejected = counted(rejected, "dead_letters")
@@ -341,15 +341,17 @@ def cmd_run(args, text: str, cli) -> int:
                 cli._print_lines(json_lines(result))
             cli._report_rejected(rejected, args.output, args.dead_letters)
             return 0
-        with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
+        # the admission (live) stops before the temporary checkpoint goes
+        with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp, live:
             out = args.output or os.path.join(tmp, "out")
             checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
             fields = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
             tagged = result if KIND in result.columns else result.select(
                 "*", F.lit(RESULT).alias(KIND), F.lit(None).cast("string").alias(REASON),
                 F.lit(None).cast("string").alias(RECORD))
+            live.admit(None, checkpoint)  # before the query: its first micro-batch lists every file there
             cli.follow_stream(routed(tagged, rejected), out, checkpoint, args, [f.name for f in fields],
-                              admission=admission)
+                              admission=live.admission)
             if not args.output and os.path.isdir(out):
                 if args.latency_column:
                     fields.append(StructField(LATENCY_COL, LongType()))
@@ -369,10 +371,10 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
     from pyspark.sql.types import StructType
 
     from sparkcep.compiler.codegen.recognize import time_column
+    from sparkcep.live import prepare_live
     from sparkcep.spark.progress import StopSignals, follow
     from sparkcep.spark.results import json_lines
     from sparkcep.spark.session import local_session
-    from sparkcep.spark.shedding import admitted
     from sparkcep.spark.sinks import counted
     from sparkcep.spark.validate import read_validated
     from sparkcep.sql_api import (
@@ -395,12 +397,8 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
         print(f"starting Spark ({args.master})...", file=sys.stderr, flush=True)
     spark = local_session(args.master)
     cli._quiet_task_failures(spark)
-    # each group's query (CHECKPOINT/g<k>) reads the staged files: with --once g1 starts once g0 has drained them
-    groups = group_checkpoints(qs)
-    followed = admitted(args.input, _input_format(args), stream=args.stream, checkpoint=args.checkpoint,
-                        queries=groups)
-    with followed as (read_from, admission):
-        rows, rejected = read_validated(spark, read_from, _input_format(args), None, time_column(qs[0]),
+    with prepare_live(args.input, _input_format(args), stream=args.stream, checkpoint=args.checkpoint) as live:
+        rows, rejected = read_validated(spark, live.read_from, _input_format(args), None, time_column(qs[0]),
                                         stream=args.stream, files_per_trigger=args.files_per_trigger,
                                         schema=args.schema, ts_unit=args.ts_unit, arrival_col=args.arrival_col,
                                         keep_arrival=args.stream)
@@ -415,10 +413,14 @@ def _run_workload(args, qs: list[rc.Recognize], cli) -> int:
             cli._report_rejected(rejected, args.output, args.dead_letters)
             return 0
         rows, rejected = counted(counted(rows, "events_valid"), "events_relevant"), counted(rejected, "dead_letters")
-        with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp:
+        # the admission (live) stops before the temporary checkpoint goes
+        with tempfile.TemporaryDirectory(prefix="sparkcep-run-") as tmp, live:
             out = args.output or os.path.join(tmp, "out")
             checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
             progress = io.StringIO() if args.quiet else None
+            # before the groups' queries; each (CHECKPOINT/g<k>) reads the staged files: with --once g1 starts
+            # once g0 has drained them
+            admission = live.admit(None, checkpoint, queries=group_checkpoints(qs))
             with StopSignals() as signals:  # --once: each group drains what is there, else all follow until stopped
                 queries, schemas = stream_workload(
                     rows, rejected, qs, names, out, checkpoint, ts_unit=args.ts_unit, watermark_delay=args.lateness,

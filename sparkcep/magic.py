@@ -130,26 +130,27 @@ def _run_live(args, cell: str):
 
     import sparkcep
     from sparkcep.api import input_columns
+    from sparkcep.live import prepare_live
     from sparkcep.spark.session import local_session
-    from sparkcep.spark.shedding import admitted
 
     if not os.path.isdir(args.stream):
         raise UsageError(f"%%sparkcep --stream: {args.stream!r} is not a directory")
     try:
         q = sparkcep.compile(cell, type_col=args.type_col, ts_col=args.ts_col, ts_unit=args.ts_unit,
                              lateness=args.lateness)
-        spark = SparkSession.getActiveSession() or local_session()
-        attributes, needs = input_columns([q])
-        # the directory followed through the admission control (the backlog in Spark's observed metrics)
-        with admitted(args.stream, args.format, stream=True, checkpoint=args.checkpoint) as (path, admission):
-            return _follow_cell(spark, q, args, path, admission, attributes, needs)
+        # the input checked as `sparkcep run` checks it, then followed through the admission control (the backlog
+        # in Spark's observed metrics; with shedding, the stage's controller counts it and bounds the admission)
+        with prepare_live(args.stream, args.format, checkpoint=args.checkpoint, check=[q], ts_col=q.ts_col,
+                          schema=args.schema) as live:
+            spark = SparkSession.getActiveSession() or local_session()
+            return _follow_cell(spark, q, args, live, *input_columns([q]))
     except sparkcep.CEPError as err:
         raise UsageError(err.render()) from None
 
 
-def _follow_cell(spark, q, args, path: str, admission, attributes, needs):
-    """:func:`_run_live` over ``path`` (the followed directory, or the staging directory ``admission`` fills from
-    it): the results so far."""
+def _follow_cell(spark, q, args, live, attributes, needs):
+    """:func:`_run_live` over ``live`` (:class:`sparkcep.live.LiveRun`: the followed directory, or the staging
+    directory its admission fills from it): the results so far."""
     import os
     import tempfile
 
@@ -162,7 +163,7 @@ def _follow_cell(spark, q, args, path: str, admission, attributes, needs):
     from sparkcep.spark.sinks import counted, routed
     from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
 
-    df, rejected = read_validated(spark, path, args.format, q.type_col, q.ts_col, stream=True,
+    df, rejected = read_validated(spark, live.read_from, args.format, q.type_col, q.ts_col, stream=True,
                                   schema=args.schema, attributes=attributes, needs=needs, ts_unit=q.ts_unit,
                                   arrival_col=args.arrival_col, keep_arrival=True)
     df, rejected = counted(df, "events_valid"), counted(rejected, "dead_letters")
@@ -171,16 +172,22 @@ def _follow_cell(spark, q, args, path: str, admission, attributes, needs):
     training = None if not q.shedding_latency else read_events(
         spark, args.stream, args.format, q.ts_col, schema=args.schema, type_col=q.type_col,
         attributes=attributes, needs=needs)
-    result = q.apply(df, shedding_training=training, side_channel=True, followed=args.stream)
+    # a checkpoint holding state resumes with the grouping it was made with
+    result = q.apply(df, shedding_training=training, side_channel=True, checkpoint=args.checkpoint,
+                     followed=args.stream)
     shedding = getattr(result, "shedding", None)
     fields = [f for f in result.schema.fields if f.name not in (KIND, REASON, RECORD, RESULT_ARRIVAL)]
     with tempfile.TemporaryDirectory(prefix="sparkcep-cell-") as tmp:
         sink = args.sink or os.path.join(tmp, "out")
+        checkpoint = args.checkpoint or os.path.join(tmp, "ck")
         run = argparse.Namespace(dead_letters=None, late_events=None, once=args.once, latency_column=False,
                                  arrival_col=args.arrival_col, input=args.stream, quiet=False)
-        query, _ = follow_stream(routed(result, rejected), sink, args.checkpoint or os.path.join(tmp, "ck"), run,
-                                 [f.name for f in fields], started=shedding.bind if shedding else None,
-                                 admission=admission)
+        live.admit(shedding, checkpoint, type_col=q.type_col, dropped_output=q.dropped_output, once=args.once)
+        try:
+            query, _ = follow_stream(routed(result, rejected), sink, checkpoint, run, [f.name for f in fields],
+                                     started=lambda query: live.started(query, shedding), admission=live.admission)
+        finally:  # before the temporary checkpoint goes
+            live.close()
         report_shedding(shedding, query)
         schema = StructType(fields)
         if not os.path.isdir(sink):  # no micro-batch wrote

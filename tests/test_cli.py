@@ -108,7 +108,7 @@ def test_compile_shedding_and_collapsed_options(tmp_path, capsys):
     text = "PATTERN SEQ(A a, B+ b[], C c) WHERE [id] WITHIN 10"
     assert main(["compile", "-e", text, "-o", str(job)]) == 0
     source = job.read_text()  # no clause, no option: no shedding stage (the admission follows the input anyway)
-    assert "shedding_stage(" not in source and "SHEDDING_LATENCY" not in source and "follow_input(" in source
+    assert "shedding_stage(" not in source and "SHEDDING_LATENCY" not in source and "live.admit(None, " in source
     assert main(["compile", "-e", text, "--shedding-latency", "250ms", "--shedding-model", "tree", "-o", str(job)]) == 0
     source = job.read_text()
     assert "SHEDDING_LATENCY = 0.25" in source and "SHEDDING_MODEL = 'tree'" in source

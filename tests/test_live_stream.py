@@ -540,3 +540,35 @@ def test_a_stream_without_shedding_observes_its_backlog_and_restarts_exactly_onc
     streamed = [r for rows in rows_by_batch(out).values() for r in rows]
     assert canonical(streamed) == canonical(oracle([e for f in [*FILES, TIMES_OUT] for e in f]))
     assert len(streamed) == 2
+
+
+@pytest.mark.spark
+def test_apply_stream_starts_the_admission_before_its_query_and_stops_it_if_the_start_fails(spark, tmp_path,
+                                                                                         monkeypatch):
+    """``sparkcep.apply_stream`` starts its admission control before its query (sparkcep.live, as ``run
+    --stream`` does): a file that arrives after the input was staged and before the query starts is handed
+    over by then, so that the query's first micro-batch lists it (started after the query, the admission
+    raced that first listing).  A start that fails leaves no admission thread polling behind it."""
+    from sparkcep.spark import sinks
+
+    inbox, ck = tmp_path / "in", tmp_path / "ck"
+    write_file(inbox, 0, FILES[0])
+    seen = {}
+
+    def staged() -> list[str]:
+        return sorted(original_name(n) for n in os.listdir(ck / "_admitted") if n.startswith("part-"))
+
+    def failing_start(*args, **kwargs):
+        write_file(inbox, 1, FILES[1])  # after the staging, before the query starts
+        deadline = time.monotonic() + 10
+        while len(staged()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen["staged"] = staged()
+        raise RuntimeError("the query did not start")
+
+    before = set(threading.enumerate())
+    monkeypatch.setattr(sinks, "start", failing_start)
+    with pytest.raises(RuntimeError, match="did not start"):
+        sparkcep.apply_stream(str(inbox), QUERY, checkpoint=str(ck), output=str(tmp_path / "out"), spark=spark)
+    assert seen["staged"] == ["part-00.jsonl", "part-01.jsonl"]
+    assert not [t for t in set(threading.enumerate()) - before if t.name == "sparkcep-admission" and t.is_alive()]

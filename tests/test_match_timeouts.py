@@ -1002,8 +1002,10 @@ def test_a_generated_jobs_admission_keeps_staged_files_for_its_timeouts_query(te
     """A generated job's admission names the queries the run starts (``stream_queries``: the results' and, with
     ``--timeouts``, ``_timeouts``), as ``run`` does: a staged input file stays until both committed it, even when
     ``--timeouts`` is added at a restart (its query has no checkpoint yet; :class:`StagedLinks`).  Every
-    ``follow_input`` call of the job (with and without shedding, a workload's too) passes them; ``stream_queries``
-    names the checkpoint ``start_timeouts`` writes to."""
+    admission of the job (``live.admit``, with and without shedding, a workload's too) passes them;
+    ``stream_queries`` names the checkpoint ``start_timeouts`` writes to.  With shedding, the stage's controller
+    follows the results' query only (``live.started(query, shedding)``: the ``--timeouts`` query beside it reports
+    the same stage's metrics, which counted each drop twice), as ``run`` does."""
     import ast
 
     from sparkcep.api import compile_shared_workload
@@ -1012,10 +1014,13 @@ def test_a_generated_jobs_admission_keeps_staged_files_for_its_timeouts_query(te
     options = {"shedding_latency": 2.0} if shedding else {}
     compiled = compile_shared_workload(text, **options) if ";" in text else sparkcep.compile(text, **options)
     source = compiled.job_source()
-    calls = [node for node in ast.walk(ast.parse(source))
-             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "follow_input"]
-    assert calls and all(ast.unparse(next(k.value for k in c.keywords if k.arg == "queries"))
-                         == "stream_queries(args.timeouts)" for c in calls)
+    calls = {name: [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+                    and ast.unparse(node.func) == name] for name in ("live.admit", "live.started", "follow_input")}
+    assert calls["live.admit"] and all(ast.unparse(next(k.value for k in c.keywords if k.arg == "queries"))
+                                       == "stream_queries(args.timeouts)" for c in calls["live.admit"])
+    assert not calls["follow_input"]  # every admission is sparkcep.live's
+    if shedding:
+        assert [ast.unparse(c) for c in calls["live.started"]] == ["live.started(query, shedding)"]
     assert sinks.stream_queries(False) == ("",)
     assert sinks.stream_queries(True) == ("", sinks.TIMEOUTS_CHECKPOINT)
 

@@ -137,10 +137,28 @@ def test_magic_on_a_rate_stream_stamps_results_with_their_arrival(spark, shell):
 
 
 @pytest.mark.spark
-def test_magic_live_cell_follows_a_directory_until_interrupted(spark, shell, tmp_path):
+def test_magic_live_cell_follows_a_directory_until_interrupted(spark, shell, tmp_path, monkeypatch):
     """``%%sparkcep --stream DIR``: the cell follows the directory, picks up a file written after it started and,
     on the kernel's interrupt (SIGINT), stops after the micro-batch under way; the results so far, bound to
-    ``--output``, are the oracle's over both files."""
+    ``--output``, are the oracle's over both files.  Prepared as ``run --stream`` is (sparkcep.live): with
+    shedding (a loose bound: nothing dropped), the admission control is the stage's (its controller counts the
+    admission's backlog, and the admission is bounded by it), and the query is applied with its checkpoint
+    (a checkpoint holding state resumes with the grouping it was made with)."""
+    from sparkcep.spark import shedding as shedding_module
+
+    admissions, applied = [], []
+    made, apply = shedding_module.FileAdmission.__init__, sparkcep.CompiledQuery.apply
+
+    def admission(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        admissions.append(self)
+
+    def applying(self, *args, **kwargs):
+        applied.append(kwargs.get("checkpoint"))
+        return apply(self, *args, **kwargs)
+
+    monkeypatch.setattr(shedding_module.FileAdmission, "__init__", admission)
+    monkeypatch.setattr(sparkcep.CompiledQuery, "apply", applying)
     events = small_stream()
     inbox, checkpoint = tmp_path / "in", tmp_path / "ck"
     inbox.mkdir()
@@ -165,13 +183,17 @@ def test_magic_live_cell_follows_a_directory_until_interrupted(spark, shell, tmp
     feeder.start()
     try:
         value = shell.run_cell_magic("sparkcep", f"--stream {inbox} --output live --checkpoint {checkpoint} "
-                                                 "--schema 'type STRING, ts BIGINT, id BIGINT, x BIGINT'", QUERY)
+                                                 "--schema 'type STRING, ts BIGINT, id BIGINT, x BIGINT'",
+                                     "WITH SHEDDING LATENCY 3600 s\n" + QUERY)
     finally:
         finished.set()
         feeder.join(timeout=30)
         signal.signal(signal.SIGINT, previous)
     assert value is shell.user_ns["live"] and not value.isStreaming
     assert len(expected) > 2 and canonical(epoch_ms_rows(value)) == canonical(expected)
+    assert applied == [str(checkpoint)]
+    assert len(admissions) == 1 and admissions[0].shedding is not None
+    assert admissions[0].shedding.feeder is admissions[0] and admissions[0].shedding.source == str(inbox)
 
 
 def test_magic_errors_are_one_message(shell):
@@ -188,6 +210,22 @@ def test_magic_errors_are_one_message(shell):
         shell.run_cell_magic("sparkcep", "events --once", QUERY)
     with pytest.raises(UsageError, match="'nowhere' is not a directory"):
         shell.run_cell_magic("sparkcep", "--stream nowhere", QUERY)
+
+
+def test_magic_live_cell_checks_its_input_before_staging_it(shell, tmp_path):
+    """``%%sparkcep --stream DIR`` checks the directory's columns as ``sparkcep run --stream`` does
+    (sparkcep.live, :func:`sparkcep.preflight.check_run_input`), before anything is staged or Spark is asked:
+    one message with the caret in the cell, and no staging directory in the checkpoint, which would bind it to
+    that input (a corrected cell over another directory would be refused)."""
+    from IPython.core.error import UsageError
+
+    inbox, checkpoint = tmp_path / "in", tmp_path / "ck"
+    inbox.mkdir()
+    (inbox / "part0.json").write_text(json.dumps({"type": "A", "ts": 1, "id": 1}) + "\n")  # no x
+    with pytest.raises(UsageError) as err:
+        shell.run_cell_magic("sparkcep", f"--stream {inbox} --checkpoint {checkpoint}", QUERY)
+    assert f"the input {inbox}" in str(err.value) and "^" in str(err.value), str(err.value)
+    assert not (checkpoint / "_admitted").exists()
 
 
 @pytest.mark.spark

@@ -180,8 +180,9 @@ def test_workload_stream_with_ties_across_files_equals_batch_and_each_statement_
     from sparkcep.spark import shedding
 
     told = []
-    admitted = shedding.admitted
-    monkeypatch.setattr(shedding, "admitted", lambda *a, **k: told.append(k.get("queries")) or admitted(*a, **k))
+    follow_input = shedding.follow_input
+    monkeypatch.setattr(shedding, "follow_input",
+                        lambda *a, **k: told.append(k.get("queries")) or follow_input(*a, **k))
     on_time, late = tmp_path / "on_time", tmp_path / "all"
     for d in (on_time, late):
         d.mkdir()

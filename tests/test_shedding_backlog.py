@@ -656,7 +656,7 @@ def test_another_streams_sink_output_is_read_as_it_is_with_its_log(spark, tmp_pa
     the committed rows.  A directory whose files Spark reads are all at its top level is followed whatever plain
     subdirectories it holds: through the staging directory the stream reads exactly what it reads from the
     directory itself (its top-level files)."""
-    from sparkcep.spark.shedding import admitted
+    from sparkcep.live import prepare_live
     from sparkcep.spark.validate import read_validated
 
     plain = tmp_path / "plain"
@@ -664,8 +664,10 @@ def test_another_streams_sink_output_is_read_as_it_is_with_its_log(spark, tmp_pa
     (plain / "a.json").write_text('{"type": "A", "ts": 1}\n')
     (plain / "sub" / "b.json").write_text('{"type": "B", "ts": 2}\n')
     staged = []
-    with admitted(str(plain), "json", stream=True, checkpoint=str(tmp_path / "ck-plain")) as (path, admission):
-        assert admission is not None and path == str(tmp_path / "ck-plain" / "_admitted")
+    with prepare_live(str(plain), "json", checkpoint=str(tmp_path / "ck-plain")) as live:
+        path = live.read_from
+        assert live.admit(None, str(tmp_path / "ck-plain")) is not None
+        assert path == str(tmp_path / "ck-plain" / "_admitted")
         events, _ = read_validated(spark, path, "json", "type", "ts", stream=True, schema="type string, ts long")
         query = (events.writeStream.trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "ck-plain"))
                  .foreachBatch(lambda batch, _: staged.extend(tuple(r) for r in batch.collect())).start())
@@ -679,8 +681,10 @@ def test_another_streams_sink_output_is_read_as_it_is_with_its_log(spark, tmp_pa
     upstream.awaitTermination()
     assert (up / "_spark_metadata").is_dir()
     (up / "part-uncommitted.json").write_text('{"type": "B", "ts": 2}\n')  # no commit in the sink's log
-    with admitted(str(up), "json", stream=True, checkpoint=str(tmp_path / "ck")) as (path, admission):
-        assert (path, admission) == (str(up), None) and not (tmp_path / "ck" / "_admitted").exists()
+    with prepare_live(str(up), "json", checkpoint=str(tmp_path / "ck")) as live:
+        path = live.read_from
+        assert (path, live.admit(None, str(tmp_path / "ck"))) == (str(up), None)
+        assert not (tmp_path / "ck" / "_admitted").exists()
         events, _ = read_validated(spark, path, "json", "type", "ts", stream=True, schema="type string, ts long")
         got = []
         query = (events.writeStream.trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "ck"))

@@ -80,10 +80,10 @@ from pyspark.sql import functions as F
 
 from sparkcep import CEPError
 from sparkcep.ir.serde import from_data
+from sparkcep.live import prepare_live
 from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
 from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.spark.session import with_defaults
-from sparkcep.spark.shedding import admitted
 from sparkcep.sql_api import apply_recognize
 from sparkcep.spark.sinks import counted, routed, side_dirs, start
 from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
@@ -316,17 +316,16 @@ def main(argv=None) -> None:
     with_defaults(spark)  # no Arrow byte limit per batch unless one was given (sparkcep.spark.session)
     # a stream over a local directory follows it through the admission control, as `sparkcep run` does: each
     # micro-batch observes the backlog behind it (CHECKPOINT/_admitted); the admission stops with the run
-    with admitted(args.input, args.format, stream=args.stream, checkpoint=args.checkpoint,
-                  queries=()) as (source, admission):
-        run(spark, args, source, admission)
+    with prepare_live(args.input, args.format, stream=args.stream, checkpoint=args.checkpoint) as live:
+        run(spark, args, live)
 
 
-def run(spark, args, source: str, admission) -> None:
-    """The job once its session is up: ``source`` is the directory to read (``--input``, or the admission's
-    staging directory), ``admission`` the admission control following ``--input`` (None: not followed)."""
+def run(spark, args, live) -> None:
+    """The job once its session is up: ``live`` (sparkcep.live.LiveRun) reads ``--input``, or the staging
+    directory its admission control fills from it (started before the query, ``live.admit``)."""
     # every column, parsed as text and cast to --schema's types, else to those of the files there now; ISO-string
     # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
-    rows, rejected = read_validated(spark, source, args.format, None, TIME_COL, stream=args.stream,
+    rows, rejected = read_validated(spark, live.read_from, args.format, None, TIME_COL, stream=args.stream,
                                     files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT,
                                     keep_arrival=args.stream)
     if args.stream:  # per micro-batch counts in the query's progress (observedMetrics); every valid row is relevant
@@ -348,11 +347,12 @@ def run(spark, args, source: str, admission) -> None:
         F.lit(None).cast("string").alias(RECORD))
     # results, dead letters and late rows: one query, each micro-batch's files written exactly once; it follows the
     # input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once: until
-    # the files there now are processed)
+    # the files there now are processed); the admission control, started before it, hands the files over
+    live.admit(None, args.checkpoint)
     with StopSignals() as signals:
         query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
                       dead_letters=dead_letters, late=late_events, once=args.once, latency=args.latency_column)
-        follow(query, signals=signals, source=admission or args.input)  # a progress line per micro-batch
+        follow(query, signals=signals, source=live.admission or args.input)  # a progress line per micro-batch
 
 
 if __name__ == "__main__":

@@ -92,12 +92,12 @@ from pyspark.sql import SparkSession
 from sparkcep import CEPError
 from sparkcep.api import TIMEOUTS_ONE_QUERY
 from sparkcep.console import Clock, observed_count, progress, stream_summary, summary_line
+from sparkcep.live import prepare_live
 from sparkcep.runtime_udfs.match.budget import raised_message
 from sparkcep.spark.io import check_attributes, check_ts_kind
 from sparkcep.spark.late import KIND, REASON, RECORD
 from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.spark.session import with_defaults
-from sparkcep.spark.shedding import admitted_input, follow_input
 from sparkcep.spark.sinks import counted, discard_uncommitted, routed, side_dirs, start, stream_queries
 from sparkcep.spark.validate import read_validated
 from sparkcep.spark.workload import apply_workload
@@ -252,10 +252,10 @@ def main(argv=None) -> None:
     # ISO-string ts become timestamps.  Malformed lines, records without type or ts and values of the wrong type
     # are rejected (dead letters, with the reason).
     # a stream over a local directory reads what the admission control hands over (FileAdmission: each micro-batch
-    # observes the backlog behind it; with shedding, bounded): CHECKPOINT/_admitted, the files there now at once
-    staging = admitted_input(args.input, args.format, follow=args.stream, checkpoint=args.checkpoint)
-    admission = None
-    events, rejected = read_validated(spark, staging or args.input, args.format, TYPE_COL, TS_COL,
+    # observes the backlog behind it; with shedding, bounded): CHECKPOINT/_admitted, the files there now at once;
+    # prepared as every live run of sparkcep is (sparkcep.live)
+    live = prepare_live(args.input, args.format, stream=args.stream, checkpoint=args.checkpoint)
+    events, rejected = read_validated(spark, live.read_from, args.format, TYPE_COL, TS_COL,
                                       stream=args.stream, files_per_trigger=args.files_per_trigger, schema=args.schema,
                                       known_types=args.known_types.split(",") if args.known_types else None,
                                       attributes=READ_COLUMNS, needs=NEEDS, ts_unit=TS_UNIT)
@@ -286,22 +286,18 @@ def main(argv=None) -> None:
         return
     # results, late events and dead letters: one query, each micro-batch's files written exactly once; it follows
     # the input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once:
-    # until the files there now are processed)
-    if admission is None:  # no shedding stage: the admission control hands every file over as it arrives
-        admission = follow_input(None, args.input, staging, TYPE_COL, checkpoint=args.checkpoint, fmt=args.format,
-                                 queries=stream_queries(args.timeouts))
-    if admission is not None:
-        admission.start()
-    with StopSignals() as signals:
+    # until the files there now are processed); the admission control, started before it, hands the input's files
+    # over (no shedding stage: every file as it arrives)
+    live.admit(None, args.checkpoint, type_col=TYPE_COL, once=args.once,
+               queries=stream_queries(args.timeouts))
+    with live, StopSignals() as signals:  # the admission stops with the run
         query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=columns,
                       dead_letters=dead_letters, late=late_events, once=args.once)
-        totals = follow(query, signals=signals, source=admission or args.input)  # a line per micro-batch
+        totals = follow(query, signals=signals, source=live.admission or args.input)  # a line per micro-batch
         if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
             discard_uncommitted(spark, args.checkpoint, args.output, dead_letters, late_events)
     if not args.quiet:
         print(stream_summary(totals.counts, clock.seconds(), args.output), file=sys.stderr)
-    if admission is not None:
-        admission.stop()
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ from sparkcep.spark.validate import (
 )
 
 __all__ = ["SHED", "ControlFile", "FileAdmission", "Shedding", "admitted_input", "count_rows", "current_model",
-           "admitted", "follow_input", "hand_over", "hand_over_slice", "install", "shed_partition", "stage_function"]
+           "follow_input", "hand_over", "hand_over_slice", "install", "shed_partition", "stage_function"]
 
 #: The column the stage marks dropped rows with (removed before the stateful operator).
 SHED = "_shed"
@@ -1013,25 +1013,6 @@ def follow_input(shedding: Shedding | None, path: str, staging: str | None, type
     if shedding is not None:  # the controller's backlog is the admission's count, bounded or not
         shedding.feeder = admission
     return admission
-
-
-@contextlib.contextmanager
-def admitted(path: str, fmt: str, *, stream: bool, checkpoint: str | None = None, queries: tuple[str, ...] = ()):
-    """While entered, a stream over ``path`` followed through the admission control with no bound
-    (:func:`admitted_input`, :class:`FileAdmission` started): ``(the directory to read, the admission or
-    None)``; on exit the admission thread stops and a staging directory outside a ``checkpoint`` is removed.
-    For the runs without a shedding stage (the notebook, ``MATCH_RECOGNIZE`` statements).  ``queries``: the
-    checkpoints inside ``checkpoint`` of the queries reading it (a workload's groups, :class:`StagedLinks`)."""
-    staging = admitted_input(path, fmt, follow=stream, checkpoint=checkpoint)
-    admission = None if staging is None else FileAdmission(path, staging, None, checkpoint=checkpoint, fmt=fmt,
-                                                           queries=queries).start()
-    try:
-        yield staging or path, admission
-    finally:
-        if admission is not None:
-            admission.stop()
-        if staging is not None and not checkpoint:
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _read_sample(directory: str, type_col: str = "type", ts_col: str = "ts") -> list[dict]:

@@ -129,10 +129,10 @@ def main(argv=None) -> None:
     # ISO-string ts become timestamps.  Malformed lines, records without type or ts and values of the wrong type
     # are rejected (dead letters, with the reason).
     # a stream over a local directory reads what the admission control hands over (FileAdmission: each micro-batch
-    # observes the backlog behind it; with shedding, bounded): CHECKPOINT/_admitted, the files there now at once
-    staging = admitted_input(args.input, args.format, follow=args.stream, checkpoint=args.checkpoint)
-    admission = None
-    events, rejected = read_validated(spark, staging or args.input, args.format, TYPE_COL, TS_COL,
+    # observes the backlog behind it; with shedding, bounded): CHECKPOINT/_admitted, the files there now at once;
+    # prepared as every live run of sparkcep is (sparkcep.live)
+    live = prepare_live(args.input, args.format, stream=args.stream, checkpoint=args.checkpoint)
+    events, rejected = read_validated(spark, live.read_from, args.format, TYPE_COL, TS_COL,
                                       stream=args.stream, files_per_trigger=args.files_per_trigger, schema=args.schema,
                                       known_types=args.known_types.split(",") if args.known_types else None,
                                       attributes=READ_COLUMNS, needs=NEEDS, ts_unit=TS_UNIT)
@@ -158,22 +158,18 @@ def main(argv=None) -> None:
         return
     # results, late events and dead letters: one query, each micro-batch's files written exactly once; it follows
     # the input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once:
-    # until the files there now are processed)
-    if admission is None:  # no shedding stage: the admission control hands every file over as it arrives
-        admission = follow_input(None, args.input, staging, TYPE_COL, checkpoint=args.checkpoint, fmt=args.format,
-                                 queries=stream_queries(args.timeouts))
-    if admission is not None:
-        admission.start()
-    with StopSignals() as signals:
+    # until the files there now are processed); the admission control, started before it, hands the input's files
+    # over ({admission_text})
+    live.admit({shedding_var}, args.checkpoint, type_col=TYPE_COL, {dropped_arg}once=args.once,
+               queries=stream_queries(args.timeouts))
+    with live, StopSignals() as signals:  # the admission stops with the run
         query = start(routed(result, rejected), args.output, args.checkpoint, result_columns=columns,
                       dead_letters=dead_letters, late=late_events, once=args.once)
-{timeouts_follow}
+{bind_line}{timeouts_follow}
         if totals.stopped:  # nothing of a micro-batch the stop interrupted stays (it re-runs on a restart)
             discard_uncommitted(spark, args.checkpoint, args.output, dead_letters, late_events)
     if not args.quiet:
 {timeouts_report}        print(stream_summary(totals.counts, clock.seconds(), args.output), file=sys.stderr)
-    if admission is not None:
-        admission.stop()
 {shedding_report}
 
 if __name__ == "__main__":
@@ -268,7 +264,7 @@ _TIMEOUTS = {
         # --timeouts: a second query beside it, writing each micro-batch's timed-out partial matches into
         # OUTPUT/_timeouts as the watermark closes windows; ended with it
         beside = [] if timeouts is None else [start_timeouts(timeouts, args.output, args.checkpoint, once=args.once)]
-        totals = follow_with(query, beside, signals=signals, source=admission or args.input)  # a line per batch''',
+        totals = follow_with(query, beside, signals=signals, source=live.admission or args.input)  # a line a batch''',
     "timeouts_report": '''\
         if timeouts is not None:
             print(timeouts_line(timeouts_written(timeouts, args.output), timeouts_dir(args.output)), file=sys.stderr)
@@ -276,7 +272,7 @@ _TIMEOUTS = {
 }
 #: The same sections without ``--timeouts``.
 _NO_TIMEOUTS = {**dict.fromkeys(_TIMEOUTS, ""), "timeouts_follow": '''\
-        totals = follow(query, signals=signals, source=admission or args.input)  # a line per micro-batch'''}
+        totals = follow(query, signals=signals, source=live.admission or args.input)  # a line per micro-batch'''}
 _TIMEOUTS_IMPORTS = {
     'sparkcep.console': ['timeouts_line'],
     'sparkcep.ir.spec': ['TimeoutSpec'],
@@ -314,7 +310,6 @@ _WORKLOAD_OPERATOR = '''\
     # come out of the operators as rows of kind "late", not dropped
     result = apply_workload(events, WORKLOAD, ts_col=TS_COL, type_col=TYPE_COL, lateness=args.lateness,
                             side_channel=args.stream, ts_unit=TS_UNIT{shed_arg})
-{workload_shedding_follow}\
     columns = [c for c in result.columns if c not in (KIND, REASON, RECORD)]
 '''
 
@@ -336,7 +331,7 @@ _COMMON_IMPORTS = {
     'sparkcep.spark.progress': ['StopSignals'],
     'sparkcep.spark.session': ['with_defaults'],
     'sparkcep.runtime_udfs.match.budget': ['raised_message'],
-    'sparkcep.spark.shedding': ['admitted_input', 'follow_input'],
+    'sparkcep.live': ['prepare_live'],
     'sparkcep.spark.sinks': ['counted', 'discard_uncommitted', 'routed', 'side_dirs', 'start', 'stream_queries'],
     'sparkcep.spark.validate': ['read_validated'],
 }
@@ -374,10 +369,6 @@ _SHEDDING_STAGE = '''\
         candidates, shedding = shedding_stage(candidates, spec, ATTRIBUTES, training, bound=args.shedding_latency,
                                               model=SHEDDING_MODEL, type_col=TYPE_COL, ts_col=TS_COL,
                                               dropped_output=args.dropped_output)
-        # a followed directory: rho from the arrival-to-result latency and the backlog; the admission control
-        # hands the input's files over, one slice per micro-batch
-        admission = follow_input(shedding, args.input, staging, TYPE_COL, args.dropped_output, args.checkpoint,
-                                 args.format, once=args.once, queries=stream_queries(args.timeouts))
 '''
 
 #: The shedding section of a workload job: one stage in front of every operator, on the events after the
@@ -399,12 +390,13 @@ _WORKLOAD_SHEDDING = '''\
             return kept
 '''
 
-_WORKLOAD_SHEDDING_FOLLOW = '''\
-    # a followed directory: rho from latency and backlog; the admission control hands the input's files over,
-    # one slice per micro-batch
-    admission = follow_input(shedding, args.input, staging, TYPE_COL, args.dropped_output, args.checkpoint,
-                             args.format, once=args.once, queries=stream_queries(args.timeouts))
-'''
+#: What the admission control of a followed directory does (a job with a shedding stage, or without).
+_ADMISSION_SHEDDING = ("rho from the arrival-to-result latency and the backlog it counts; one slice per "
+                       "micro-batch")
+_ADMISSION_NO_BOUND = "no shedding stage: every file as it arrives"
+#: A job with a shedding stage: its controller follows the results' query only (``--timeouts``' query beside it
+#: reports the same stage's metrics).
+_BIND = "        live.started(query, shedding)  # the shedding controller follows this query only (not --timeouts')\n"
 
 _WORKLOAD_SHEDDING_CONSTANTS = '''\
 
@@ -508,6 +500,10 @@ def _render(*, what: str, name: str | None, query_text: str, explain: str, ts_ki
         timeouts_follow=sections["timeouts_follow"],
         timeouts_report=sections["timeouts_report"],
         shedding_report=_SHEDDING_REPORT if shedding else "",
+        admission_text=_ADMISSION_SHEDDING if shedding else _ADMISSION_NO_BOUND,
+        shedding_var="shedding" if shedding else "None",
+        dropped_arg="dropped_output=args.dropped_output, " if shedding else "",
+        bind_line=_BIND if shedding else "",
         app_name=py_literal(f"sparkcep: {name or what}"),
     )
 
@@ -544,7 +540,6 @@ def workload_job_source(workload: dict, *, query_text: str, explain: str, ts_kin
     imports = _WORKLOAD_IMPORTS
     operator = _WORKLOAD_OPERATOR.replace("{workload_shedding}", _WORKLOAD_SHEDDING if shedding else "")
     operator = operator.replace("{shed_arg}", ",\n                            shed=shed" if shedding else "")
-    operator = operator.replace("{workload_shedding_follow}", _WORKLOAD_SHEDDING_FOLLOW if shedding else "")
     if shedding:
         specs = [[to_data(spec), float(weight)] for spec, weight in shedding_specs]
         constants += _WORKLOAD_SHEDDING_CONSTANTS.format(specs=_json_literal(specs))

@@ -283,17 +283,16 @@ _SESSION_AND_ROWS = '''\
     with_defaults(spark)  # no Arrow byte limit per batch unless one was given (sparkcep.spark.session)
     # a stream over a local directory follows it through the admission control, as `sparkcep run` does: each
     # micro-batch observes the backlog behind it (CHECKPOINT/_admitted); the admission stops with the run
-    with admitted(args.input, args.format, stream=args.stream, checkpoint=args.checkpoint,
-                  queries={queries}) as (source, admission):
-        run(spark, args, source, admission)
+    with prepare_live(args.input, args.format, stream=args.stream, checkpoint=args.checkpoint) as live:
+        run(spark, args, live)
 
 
-def run(spark, args, source: str, admission) -> None:
-    """The job once its session is up: ``source`` is the directory to read (``--input``, or the admission's
-    staging directory), ``admission`` the admission control following ``--input`` (None: not followed)."""
+def run(spark, args, live) -> None:
+    """The job once its session is up: ``live`` (sparkcep.live.LiveRun) reads ``--input``, or the staging
+    directory its admission control fills from it (started before the query, ``live.admit``)."""
     # every column, parsed as text and cast to --schema's types, else to those of the files there now; ISO-string
     # times become timestamps; malformed lines, rows without TIME_COL and values of the wrong type are rejected
-    rows, rejected = read_validated(spark, source, args.format, None, TIME_COL, stream=args.stream,
+    rows, rejected = read_validated(spark, live.read_from, args.format, None, TIME_COL, stream=args.stream,
                                     files_per_trigger=args.files_per_trigger, schema=args.schema, ts_unit=TS_UNIT,
                                     keep_arrival=args.stream)'''
 
@@ -330,10 +329,10 @@ from pyspark.sql import functions as F
 
 from sparkcep import CEPError
 from sparkcep.ir.serde import from_data
+from sparkcep.live import prepare_live
 from sparkcep.spark.late import KIND, REASON, RECORD, RESULT
 from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.spark.session import with_defaults
-from sparkcep.spark.shedding import admitted
 from sparkcep.sql_api import apply_recognize
 from sparkcep.spark.sinks import counted, routed, side_dirs, start
 from sparkcep.spark.validate import RESULT_ARRIVAL, read_validated
@@ -371,11 +370,12 @@ def main(argv=None) -> None:
         F.lit(None).cast("string").alias(RECORD))
     # results, dead letters and late rows: one query, each micro-batch's files written exactly once; it follows the
     # input until Ctrl-C or SIGTERM, which stop it after the micro-batch under way has committed (--once: until
-    # the files there now are processed)
+    # the files there now are processed); the admission control, started before it, hands the files over
+    live.admit(None, args.checkpoint)
     with StopSignals() as signals:
         query = start(routed(tagged, rejected), args.output, args.checkpoint, result_columns=columns,
                       dead_letters=dead_letters, late=late_events, once=args.once, latency=args.latency_column)
-        follow(query, signals=signals, source=admission or args.input)  # a progress line per micro-batch
+        follow(query, signals=signals, source=live.admission or args.input)  # a progress line per micro-batch
 
 
 if __name__ == "__main__":
@@ -420,8 +420,7 @@ def job_source(q: rc.Recognize, *, explain: str, ts_unit: str | None = None,
         time_col=py_literal(time_column(q)),
         ts_unit=py_literal(ts_unit),
         options=_OPTIONS.format(output_help="", checkpoint_help="", results="OUTPUT"),
-        session_and_rows=_SESSION_AND_ROWS.format(app_name=py_literal(f"sparkcep: MATCH_RECOGNIZE over {q.source}"),
-                                                  queries="()"),
+        session_and_rows=_SESSION_AND_ROWS.format(app_name=py_literal(f"sparkcep: MATCH_RECOGNIZE over {q.source}")),
         event_columns=_event_columns(q, event_columns),
     )
 
@@ -473,9 +472,9 @@ from pyspark.sql import SparkSession
 
 from sparkcep import CEPError
 from sparkcep.ir.serde import from_data
+from sparkcep.live import prepare_live
 from sparkcep.spark.progress import StopSignals, follow
 from sparkcep.spark.session import with_defaults
-from sparkcep.spark.shedding import admitted
 from sparkcep.spark.sinks import counted
 from sparkcep.spark.validate import read_validated
 from sparkcep.sql_api import apply_workload, follow_workload, group_checkpoints, stream_workload, workload_dirs
@@ -513,17 +512,19 @@ def main(argv=None) -> None:
     # one streaming query per group sharing a pass (state per key: one engine state per statement); results,
     # late rows and dead letters of each micro-batch written exactly once; they follow the input until Ctrl-C or
     # SIGTERM, which stop each after the micro-batch under way has committed (--once: until the files there now
-    # are processed, one group after the other); a progress line per micro-batch on stderr
+    # are processed, one group after the other); a progress line per micro-batch on stderr; the admission control,
+    # started before them, keeps a staged file until each group's query has committed it
+    live.admit(None, args.checkpoint, queries=group_checkpoints(statements))
     with StopSignals() as signals:
         queries, _ = stream_workload(rows, rejected, statements, NAMES, args.output, args.checkpoint,
                                      ts_unit=TS_UNIT, watermark_delay=args.lateness, dead_letters=args.dead_letters,
                                      late_events=args.late_events, once=args.once, latency=args.latency_column,
                                      wait=lambda query: follow(query, signals=signals,
-                                                               source=admission or args.input))
+                                                               source=live.admission or args.input))
         if not args.once:
             follow_workload(spark, queries, statements, NAMES, args.output, args.checkpoint,
                             dead_letters=args.dead_letters, late_events=args.late_events, signals=signals,
-                            source=admission or args.input)
+                            source=live.admission or args.input)
 
 
 if __name__ == "__main__":
@@ -555,8 +556,7 @@ def workload_job_source(qs: list[rc.Recognize], names: list[str], *, plan: list[
         options=_OPTIONS.format(output_help=', help="RESULTS_DIR: one directory per statement in it"',
                                 checkpoint_help="; one per group of statements in it", results="RESULTS_DIR"),
         session_and_rows=_SESSION_AND_ROWS.format(
-            app_name=py_literal(f"sparkcep: {len(qs)} MATCH_RECOGNIZE statements over {qs[0].source}"),
-            queries="group_checkpoints([from_data(json.loads(s)) for s in STATEMENTS])"),
+            app_name=py_literal(f"sparkcep: {len(qs)} MATCH_RECOGNIZE statements over {qs[0].source}")),
     )
 
 
