@@ -1258,21 +1258,24 @@ def test_a_checkpoint_that_cannot_be_read_keeps_every_staged_link(tmp_path):
 
 
 def test_a_restart_of_a_match_recognize_or_notebook_stream_removes_what_its_checkpoint_committed(tmp_path):
-    """The admission of the runs without a shedding stage (``MATCH_RECOGNIZE`` statements, the notebook:
-    :func:`admitted`) knows their checkpoint: restarted after an input file that its query committed was
-    deleted, it removes that file's staged link as it starts, and keeps the one of a file still there."""
-    from sparkcep.spark.shedding import admitted
+    """The admission of the runs without a shedding stage (``MATCH_RECOGNIZE`` statements, the ``%%sparkcep`` cell
+    without shedding: :func:`sparkcep.live.prepare_live`) knows their checkpoint: restarted after an input file
+    that its queries committed was deleted, it removes that file's staged link as it starts, and keeps the one of a
+    file still there."""
+    from sparkcep.live import prepare_live
 
     source, ck = tmp_path / "in", tmp_path / "ck"
     source.mkdir()
     for k, name in enumerate(["a.json", "b.json"]):
         (source / name).write_text('{"type": "A"}\n')
         os.utime(source / name, (1_000_000 + k, 1_000_000 + k))
-    with admitted(str(source), "json", stream=True, checkpoint=str(ck)) as (path, _):
-        staged = {original_name(n): n for n in os.listdir(path) if n.endswith(".json")}
+    with prepare_live(str(source), "json", checkpoint=str(ck)) as live:
+        live.admit(None, str(ck), queries=("g0", "g1"))
+        staged = {original_name(n): n for n in os.listdir(live.read_from) if n.endswith(".json")}
     entries = [(ck / "_admitted" / staged["a.json"], 0), (ck / "_admitted" / staged["b.json"], 0)]
     for query in (ck / "g0", ck / "g1"):  # a workload's groups
         _query_checkpoint(query, {"0": entries}, 0)
     os.remove(source / "a.json")
-    with admitted(str(source), "json", stream=True, checkpoint=str(ck)) as (path, _):
-        assert sorted(n for n in os.listdir(path) if n.endswith(".json")) == [staged["b.json"]]
+    with prepare_live(str(source), "json", checkpoint=str(ck)) as live:
+        live.admit(None, str(ck), queries=("g0", "g1"))
+        assert sorted(n for n in os.listdir(live.read_from) if n.endswith(".json")) == [staged["b.json"]]
