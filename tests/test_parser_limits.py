@@ -72,6 +72,17 @@ def test_non_finite_numbers_are_refused(literal):
     assert info.value.span is not None
 
 
+@pytest.mark.parametrize("where", ["a.x < {n}", "(a.x + b.x) > {n}", "a.x = -{n}"])
+def test_an_integer_beyond_the_doubles_is_refused_at_the_literal(where):
+    """An integer beyond 64 bits is a DOUBLE (docs/language.md): one beyond the finite doubles (309 digits and
+    more, far under the 4,300-digit limit) is refused like 1e999, not an OverflowError in check or explain."""
+    text = "PATTERN SEQ(A a, B b) WHERE " + where.format(n="9" * 309) + " WITHIN 10"
+    with pytest.raises(CEPError, match="not a finite double") as info:
+        sparkcep.compile(text)
+    assert info.value.column == text.index("999") + 1
+    sparkcep.compile(text.replace("9" * 309, "9" * 308)).explain()  # the largest such integers still compile
+
+
 def test_the_largest_double_is_a_number_not_inf_in_sql():
     sql = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE a.x < 1e308 WITHIN 10").sql()
     assert "inf" not in sql.lower()

@@ -540,16 +540,21 @@ def _bind(event: ast.EventPat, var: _Var | None, meta) -> ast.EventPat:
 
 def _number(token: Token) -> int | float:
     text = str(token)
-    if any(c in text for c in ".eE"):
-        value = float(text)
-        if not math.isfinite(value):
-            raise CEPSyntaxError(f"the number {_short(text)} is too large: it is not a finite double "
-                                 "(up to about 1.8e308)", _span(token))
-        return value
-    if len(text.lstrip("0")) > MAX_INT_DIGITS:
+    if len(text.lstrip("0")) > MAX_INT_DIGITS and not any(c in text for c in ".eE"):
         raise CEPSyntaxError(f"the integer {_short(text)} has {len(text):,} digits: the limit is "
                              f"{MAX_INT_DIGITS:,} (see docs/language.md, Limits)", _span(token))
-    return int(text)
+    value = float(text) if any(c in text for c in ".eE") else int(text)
+    if not _finite(value):  # an integer beyond 64 bits is a DOUBLE: beyond the doubles, no number at all
+        raise CEPSyntaxError(f"the number {_short(text)} is too large: it is not a finite double "
+                             "(up to about 1.8e308)", _span(token))
+    return value
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large to convert to float
+        return False
 
 
 def _short(text: str) -> str:
