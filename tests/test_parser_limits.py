@@ -83,6 +83,33 @@ def test_an_integer_beyond_the_doubles_is_refused_at_the_literal(where):
     sparkcep.compile(text.replace("9" * 309, "9" * 308)).explain()  # the largest such integers still compile
 
 
+@pytest.mark.parametrize(("text", "big", "at"), [
+    ("PATTERN SEQ(A a, B b) WITHIN {n} days", "9" * 305, "{n}"),
+    ("PATTERN SEQ(A a, B b) WITHIN {n} days", "1e305", "{n}"),
+    ("RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 1 ms SLIDE {n} h", "9" * 300, "{n}"),
+    ("WITH SHEDDING LATENCY {n} days PATTERN SEQ(A a, B b) WITHIN 1 ms", "1e305", "WITH"),
+    ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) DEFINE B AS B.x > 1 WITHIN INTERVAL '{n}' SECOND)",
+     "9" * 300, "WITHIN"),
+    ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) DEFINE B AS B.x > 1 WITHIN {n})", "9" * 400,
+     "WITHIN"),
+])
+def test_a_duration_too_long_to_hold_is_refused_at_the_duration(text, big, at, tmp_path, capsys):
+    """A duration is carried as a double in ts units, nanoseconds at the finest: one longer than that is refused
+    where it is written, not an OverflowError in check or explain nor ``inf`` in a generated job."""
+    ts = "TIMESTAMP" if "INTERVAL" in text else "BIGINT"
+    schema = ["--schema", f"ts {ts}, x DOUBLE"] if text.startswith("SELECT") else []
+    column = text.index(at) + 1
+    text, fine = text.format(n=big), text.format(n="1e290" if "e" in big else "9" * 290)
+    for argv in (["check", "-e", text], ["explain", *schema, "-e", text],
+                 ["compile", "-e", text, "-o", str(tmp_path / "job.py")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"sparkcep: line 1, column {column}: the duration is too large"), err
+        assert "Traceback" not in err
+    assert main(["explain", *schema, "-e", fine]) == 0  # a long one that holds
+    capsys.readouterr()
+
+
 def test_the_largest_double_is_a_number_not_inf_in_sql():
     sql = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE a.x < 1e308 WITHIN 10").sql()
     assert "inf" not in sql.lower()

@@ -28,7 +28,7 @@ from lark.lexer import PatternStr
 
 from sparkcep.ir import ast
 from sparkcep.ir.errors import CEPSyntaxError, Span
-from sparkcep.ir.limits import MAX_INT_DIGITS, check_depth
+from sparkcep.ir.limits import MAX_INT_DIGITS, check_depth, check_duration
 
 __all__ = ["parse_query", "parse_workload"]
 
@@ -199,7 +199,7 @@ class _ToAst(Transformer_NonRecursive):
 
     def shedding_clause(self, meta, children):
         number, unit = children
-        latency = ast.Duration(_number(number), _UNITS[unit.lower()], span=_span(meta))
+        latency = check_duration(ast.Duration(_number(number), _UNITS[unit.lower()], span=_span(meta)))
         if not latency.value > 0:
             raise CEPSyntaxError("the shedding latency bound must be positive", latency.span)
         return latency
@@ -291,7 +291,8 @@ class _ToAst(Transformer_NonRecursive):
 
     def duration(self, meta, children):
         number, unit = children
-        return ast.Duration(_number(number), None if unit is None else _UNITS[unit.lower()], span=_span(meta))
+        unit = None if unit is None else _UNITS[unit.lower()]
+        return check_duration(ast.Duration(_number(number), unit, span=_span(meta)))
 
     # --- patterns
 
