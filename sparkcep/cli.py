@@ -191,6 +191,8 @@ def _read_text(args) -> str:
 
 
 def _read_text_once(args) -> str:
+    if isinstance(args.text, list):  # Python 3.11's argparse hands over ``--text=--`` (the text "--") as []
+        args.text = "--"
     if args.text is not None:
         # argv bytes that are not valid in the locale's encoding arrive as surrogate escapes
         data = os.fsencode(args.text) if any("\udc80" <= c <= "\udcff" for c in args.text) else None

@@ -63,6 +63,13 @@ def test_explain_inline_text(capsys):
     assert "c0 a: type = 'A' AND a.x > 1" in out and "keys=(id)" in out
 
 
+@pytest.mark.parametrize("command", ["check", "explain"])
+def test_the_text_dash_dash_is_a_query_text(command, capsys):
+    """``--text=--``: Python 3.11's argparse gives the value "--" as an empty list (a TypeError traceback)."""
+    assert main([command, "--text=--"]) == 2
+    assert capsys.readouterr().err.startswith("sparkcep: line 1, column 3: unexpected end of input")
+
+
 def test_compile_writes_a_valid_job(tmp_path, capsys):
     job = tmp_path / "job.py"
     assert main(["compile", "-e", "shop: PATTERN SEQ(A a, B b) WHERE [id] WITHIN 5", "-o", str(job)]) == 0
