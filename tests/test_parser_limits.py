@@ -86,16 +86,16 @@ def test_an_integer_beyond_the_doubles_is_refused_at_the_literal(where):
 @pytest.mark.parametrize(("text", "big", "at"), [
     ("PATTERN SEQ(A a, B b) WITHIN {n} days", "9" * 305, "{n}"),
     ("PATTERN SEQ(A a, B b) WITHIN {n} days", "1e305", "{n}"),
-    ("RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 1 ms SLIDE {n} h", "9" * 300, "{n}"),
+    ("RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 1 ms SLIDE {n} h", "9" * 305, "{n}"),
     ("WITH SHEDDING LATENCY {n} days PATTERN SEQ(A a, B b) WITHIN 1 ms", "1e305", "WITH"),
-    ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) DEFINE B AS B.x > 1 WITHIN INTERVAL '{n}' SECOND)",
-     "9" * 300, "WITHIN"),
+    ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) DEFINE B AS B.x > 1 WITHIN INTERVAL '{n}' DAY)",
+     "9" * 305, "WITHIN"),
     ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) DEFINE B AS B.x > 1 WITHIN {n})", "9" * 400,
      "WITHIN"),
 ])
 def test_a_duration_too_long_to_hold_is_refused_at_the_duration(text, big, at, tmp_path, capsys):
     """A duration is carried as a double in ts units, nanoseconds at the finest: one longer than that is refused
-    where it is written, not an OverflowError in check or explain nor ``inf`` in a generated job."""
+    where it is written, not an OverflowError in check or explain nor a window of ``inf``."""
     ts = "TIMESTAMP" if "INTERVAL" in text else "BIGINT"
     schema = ["--schema", f"ts {ts}, x DOUBLE"] if text.startswith("SELECT") else []
     column = text.index(at) + 1
