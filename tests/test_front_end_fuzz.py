@@ -176,6 +176,7 @@ def test_mutated_pattern_queries(text):
 @given(mutated(sql_seeds))
 @example(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) DEFINE B AS B.x > 1 "
          f"WITHIN INTERVAL '{'9' * 305}' DAY)")  # OverflowError in explain
+@example("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS A.x > 1)WHERE x > 1")  # ParseError
 def test_mutated_match_recognize_statements(text):
     check_text(text)
 

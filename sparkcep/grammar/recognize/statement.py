@@ -165,6 +165,11 @@ def _outer_sql(text: str, start: int, end: int, alias: str | None, view: str, bo
     replacement = view + (f" AS {alias}" if alias else "")
     if alias and not _NAME.match(alias):
         replacement = f"{view} AS `{alias.replace('`', '``')}`"
+    # a word of its own: ``FROM`t`MATCH_RECOGNIZE (...)WHERE`` needs no blank around the part replaced
+    if start > bounds[0] and not text[start - 1].isspace():
+        replacement = " " + replacement
+    if end < bounds[1] and not text[end].isspace():
+        replacement += " "
     newlines = segment.count("\n")
     padded = replacement + "\n" * newlines
     outer = text[:start] + padded + " " * max(0, len(segment) - len(padded)) + text[end:]
