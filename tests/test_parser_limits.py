@@ -199,3 +199,21 @@ def test_deep_runs_on_its_own_thread_once_and_passes_errors_through():
     with pytest.raises(ZeroDivisionError):
         deep(lambda: 1 / 0)
     assert sys.getrecursionlimit() >= MAX_DEPTH * 10
+
+
+@pytest.mark.parametrize("api", ["compile", "compile_workload", "compile_shared_workload"])
+@pytest.mark.parametrize("text", [None, 5, b"PATTERN SEQ(A a, B b) WITHIN 10", ["PATTERN SEQ(A a, B b) WITHIN 10"]])
+def test_query_text_that_is_not_a_string_is_one_message(api, text):
+    """Was an AttributeError ('NoneType' object has no attribute 'startswith') or a TypeError (bytes)."""
+    with pytest.raises(CEPError, match=f"the query text must be a string, got {type(text).__name__}"):
+        getattr(sparkcep, api)(text)
+
+
+@pytest.mark.parametrize("text", [None, b"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A))"])
+def test_statement_text_that_is_not_a_string_is_one_message(text):
+    from sparkcep.grammar.recognize import parse_recognize
+    from sparkcep.sql_api import split_statements
+
+    for parse in (parse_recognize, split_statements):
+        with pytest.raises(CEPError, match=f"the query text must be a string, got {type(text).__name__}"):
+            parse(text)

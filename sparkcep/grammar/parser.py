@@ -27,7 +27,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from lark.lexer import PatternStr
 
 from sparkcep.ir import ast
-from sparkcep.ir.errors import CEPSyntaxError, Span
+from sparkcep.ir.errors import CEPError, CEPSyntaxError, Span
 from sparkcep.ir.limits import MAX_INT_DIGITS, check_depth, check_duration
 
 __all__ = ["parse_query", "parse_workload"]
@@ -72,7 +72,11 @@ def parse_workload(text: str) -> ast.Workload:
 
 def without_bom(text: str) -> str:
     """The text without a leading byte order mark (some editors write one; it is not part of the query, and
-    an editor does not show it: columns count from the character after it)."""
+    an editor does not show it: columns count from the character after it).  Every front end reads its text
+    through it: anything but a string is one message, not an AttributeError further on."""
+    if not isinstance(text, str):
+        hint = " (decode the bytes first, e.g. data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+        raise CEPError(f"the query text must be a string, got {type(text).__name__}{hint}")
     return text[1:] if text.startswith("\ufeff") else text
 
 
