@@ -48,10 +48,30 @@ def _add_voice_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("-v", "--verbose", action="store_true", help="Spark's own logging too (INFO, start-up banner)")
 
 
+class _Store(argparse._StoreAction):
+    """``--opt=--`` stores the value "--", converted and checked as any other (Python 3.11's argparse hands it
+    over as ``[]``, which no option expects: a traceback, a Java one, or a job with ``TS_COL = []``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values == [] and self.nargs is None:
+            values = parser._get_value(self, "--")
+            parser._check_value(self, values)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _Parser(argparse.ArgumentParser):
+    """The CLI's parsers (the subcommands' too): an option's value is stored by :class:`_Store`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Store)
+        self.register("action", "store", _Store)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from sparkcep import __version__
 
-    p = argparse.ArgumentParser(prog="sparkcep", description="Complex event processing on Spark.")
+    p = _Parser(prog="sparkcep", description="Complex event processing on Spark.")
     p.add_argument("--version", action="version", version=f"sparkcep {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 

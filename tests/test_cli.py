@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast as pyast
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkcep.cli import main
+from sparkcep.cli import build_parser, main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +62,41 @@ def test_explain_inline_text(capsys):
     assert main(["explain", "-e", "PATTERN SEQ(A a, B b) WHERE [id] AND a.x > 1 WITHIN 5"]) == 0
     out = capsys.readouterr().out
     assert "c0 a: type = 'A' AND a.x > 1" in out and "keys=(id)" in out
+
+
+@pytest.mark.parametrize("command", ["check", "explain"])
+def test_the_text_dash_dash_is_a_query_text(command, capsys):
+    """``--text=--``: Python 3.11's argparse gives the value "--" as an empty list (a TypeError traceback)."""
+    assert main([command, "--text=--"]) == 2
+    assert capsys.readouterr().err.startswith("sparkcep: line 1, column 3: unexpected end of input")
+
+
+def _actions(command: str) -> list[argparse.Action]:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[command]._actions
+
+
+def _value_options() -> list[tuple[str, str]]:
+    """(subcommand, option) for every option of every subcommand that takes one value."""
+    return [(name, a.option_strings[-1]) for name in ("check", "explain", "compile", "run", "notebook", "demo")
+            for a in _actions(name) if a.option_strings and a.nargs is None and isinstance(a, argparse._StoreAction)]
+
+
+@pytest.mark.parametrize(("command", "option"), _value_options())
+def test_an_option_given_dash_dash_is_that_value_or_a_usage_error(command, option, capsys):
+    """``--opt=--`` (Python 3.11's argparse: ``[]``) is the value "--" as any option takes it: a string, or a
+    usage error (exit 2) naming the option where "--" is no such value; never a list (a traceback from ``run``
+    before or inside Spark, or a job written with ``TS_COL = []``)."""
+    assert len(_value_options()) >= 40
+    required = {"compile": ["-o", "job.py"], "notebook": ["-o", "n.ipynb"], "run": ["--input", "events"]}
+    try:
+        args = build_parser().parse_args([command, *required.get(command, []), f"{option}=--"])
+    except SystemExit as stop:
+        named = capsys.readouterr().err.split("error: argument ")[1].split(": ")[0]
+        assert stop.code == 2 and option in named.split("/"), named
+        return
+    action = next(a for a in _actions(command) if option in a.option_strings)
+    assert getattr(args, action.dest) == (action.type("--") if action.type else "--")  # --known-types: ["--"]
 
 
 def test_compile_writes_a_valid_job(tmp_path, capsys):

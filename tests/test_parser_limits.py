@@ -72,6 +72,44 @@ def test_non_finite_numbers_are_refused(literal):
     assert info.value.span is not None
 
 
+@pytest.mark.parametrize("where", ["a.x < {n}", "(a.x + b.x) > {n}", "a.x = -{n}"])
+def test_an_integer_beyond_the_doubles_is_refused_at_the_literal(where):
+    """An integer beyond 64 bits is a DOUBLE (docs/language.md): one beyond the finite doubles (309 digits and
+    more, far under the 4,300-digit limit) is refused like 1e999, not an OverflowError in check or explain."""
+    text = "PATTERN SEQ(A a, B b) WHERE " + where.format(n="9" * 309) + " WITHIN 10"
+    with pytest.raises(CEPError, match="not a finite double") as info:
+        sparkcep.compile(text)
+    assert info.value.column == text.index("999") + 1
+    sparkcep.compile(text.replace("9" * 309, "9" * 308)).explain()  # the largest such integers still compile
+
+
+@pytest.mark.parametrize(("text", "big", "at"), [
+    ("PATTERN SEQ(A a, B b) WITHIN {n} days", "9" * 305, "{n}"),
+    ("PATTERN SEQ(A a, B b) WITHIN {n} days", "1e305", "{n}"),
+    ("RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 1 ms SLIDE {n} h", "9" * 305, "{n}"),
+    ("WITH SHEDDING LATENCY {n} days PATTERN SEQ(A a, B b) WITHIN 1 ms", "1e305", "WITH"),
+    ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) DEFINE B AS B.x > 1 WITHIN INTERVAL '{n}' DAY)",
+     "9" * 305, "WITHIN"),
+    ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) DEFINE B AS B.x > 1 WITHIN {n})", "9" * 400,
+     "WITHIN"),
+])
+def test_a_duration_too_long_to_hold_is_refused_at_the_duration(text, big, at, tmp_path, capsys):
+    """A duration is carried as a double in ts units, nanoseconds at the finest: one longer than that is refused
+    where it is written, not an OverflowError in check or explain nor a window of ``inf``."""
+    ts = "TIMESTAMP" if "INTERVAL" in text else "BIGINT"
+    schema = ["--schema", f"ts {ts}, x DOUBLE"] if text.startswith("SELECT") else []
+    column = text.index(at) + 1
+    text, fine = text.format(n=big), text.format(n="1e290" if "e" in big else "9" * 290)
+    for argv in (["check", "-e", text], ["explain", *schema, "-e", text],
+                 ["compile", "-e", text, "-o", str(tmp_path / "job.py")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"sparkcep: line 1, column {column}: the duration is too large"), err
+        assert "Traceback" not in err
+    assert main(["explain", *schema, "-e", fine]) == 0  # a long one that holds
+    capsys.readouterr()
+
+
 def test_the_largest_double_is_a_number_not_inf_in_sql():
     sql = sparkcep.compile("PATTERN SEQ(A a, B b) WHERE a.x < 1e308 WITHIN 10").sql()
     assert "inf" not in sql.lower()
@@ -161,3 +199,21 @@ def test_deep_runs_on_its_own_thread_once_and_passes_errors_through():
     with pytest.raises(ZeroDivisionError):
         deep(lambda: 1 / 0)
     assert sys.getrecursionlimit() >= MAX_DEPTH * 10
+
+
+@pytest.mark.parametrize("api", ["compile", "compile_workload", "compile_shared_workload"])
+@pytest.mark.parametrize("text", [None, 5, b"PATTERN SEQ(A a, B b) WITHIN 10", ["PATTERN SEQ(A a, B b) WITHIN 10"]])
+def test_query_text_that_is_not_a_string_is_one_message(api, text):
+    """Was an AttributeError ('NoneType' object has no attribute 'startswith') or a TypeError (bytes)."""
+    with pytest.raises(CEPError, match=f"the query text must be a string, got {type(text).__name__}"):
+        getattr(sparkcep, api)(text)
+
+
+@pytest.mark.parametrize("text", [None, b"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A))"])
+def test_statement_text_that_is_not_a_string_is_one_message(text):
+    from sparkcep.grammar.recognize import parse_recognize
+    from sparkcep.sql_api import split_statements
+
+    for parse in (parse_recognize, split_statements):
+        with pytest.raises(CEPError, match=f"the query text must be a string, got {type(text).__name__}"):
+            parse(text)

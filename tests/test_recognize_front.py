@@ -539,3 +539,19 @@ def test_comments_stay_out_of_the_outer_statement():
                         "WHERE /* keep */ x > 1 -- end")
     assert one_line(q.outer_sql) == "SELECT * FROM __sparkcep_matches AS m WHERE x > 1"
     assert q.outer_sql == "SELECT * -- all\nFROM __sparkcep_matches AS m WHERE /* keep */ x > 1"
+
+
+@pytest.mark.parametrize(("text", "outer"), [
+    ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A))WHERE x > 1",
+     "SELECT * FROM __sparkcep_matches WHERE x > 1"),
+    ("SELECT * FROM`t`MATCH_RECOGNIZE (ORDER BY ts PATTERN (A)) WHERE x > 1",
+     "SELECT * FROM __sparkcep_matches WHERE x > 1"),
+    ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A))`m`WHERE m.x > 1",
+     "SELECT * FROM __sparkcep_matches AS m WHERE m.x > 1"),
+])
+def test_the_result_view_is_a_word_of_its_own_in_the_outer_statement(text, outer):
+    """Nothing needs a blank before or after ``FROM t MATCH_RECOGNIZE (...) m``: the result view put in its place
+    was glued to the next word (``__sparkcep_matchesWHERE``: a sqlglot ParseError traceback from explain) or to
+    FROM (``SELECT * FROM__sparkcep_matches``, read as ``SELECT * AS FROM__sparkcep_matches``)."""
+    q = parse_recognize(text)
+    assert one_line(q.outer_sql) == outer

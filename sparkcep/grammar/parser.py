@@ -27,8 +27,8 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from lark.lexer import PatternStr
 
 from sparkcep.ir import ast
-from sparkcep.ir.errors import CEPSyntaxError, Span
-from sparkcep.ir.limits import MAX_INT_DIGITS, check_depth
+from sparkcep.ir.errors import CEPError, CEPSyntaxError, Span
+from sparkcep.ir.limits import MAX_INT_DIGITS, check_depth, check_duration
 
 __all__ = ["parse_query", "parse_workload"]
 
@@ -72,7 +72,11 @@ def parse_workload(text: str) -> ast.Workload:
 
 def without_bom(text: str) -> str:
     """The text without a leading byte order mark (some editors write one; it is not part of the query, and
-    an editor does not show it: columns count from the character after it)."""
+    an editor does not show it: columns count from the character after it).  Every front end reads its text
+    through it: anything but a string is one message, not an AttributeError further on."""
+    if not isinstance(text, str):
+        hint = " (decode the bytes first, e.g. data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+        raise CEPError(f"the query text must be a string, got {type(text).__name__}{hint}")
     return text[1:] if text.startswith("\ufeff") else text
 
 
@@ -199,7 +203,7 @@ class _ToAst(Transformer_NonRecursive):
 
     def shedding_clause(self, meta, children):
         number, unit = children
-        latency = ast.Duration(_number(number), _UNITS[unit.lower()], span=_span(meta))
+        latency = check_duration(ast.Duration(_number(number), _UNITS[unit.lower()], span=_span(meta)))
         if not latency.value > 0:
             raise CEPSyntaxError("the shedding latency bound must be positive", latency.span)
         return latency
@@ -291,7 +295,8 @@ class _ToAst(Transformer_NonRecursive):
 
     def duration(self, meta, children):
         number, unit = children
-        return ast.Duration(_number(number), None if unit is None else _UNITS[unit.lower()], span=_span(meta))
+        unit = None if unit is None else _UNITS[unit.lower()]
+        return check_duration(ast.Duration(_number(number), unit, span=_span(meta)))
 
     # --- patterns
 
@@ -540,16 +545,21 @@ def _bind(event: ast.EventPat, var: _Var | None, meta) -> ast.EventPat:
 
 def _number(token: Token) -> int | float:
     text = str(token)
-    if any(c in text for c in ".eE"):
-        value = float(text)
-        if not math.isfinite(value):
-            raise CEPSyntaxError(f"the number {_short(text)} is too large: it is not a finite double "
-                                 "(up to about 1.8e308)", _span(token))
-        return value
-    if len(text.lstrip("0")) > MAX_INT_DIGITS:
+    if len(text.lstrip("0")) > MAX_INT_DIGITS and not any(c in text for c in ".eE"):
         raise CEPSyntaxError(f"the integer {_short(text)} has {len(text):,} digits: the limit is "
                              f"{MAX_INT_DIGITS:,} (see docs/language.md, Limits)", _span(token))
-    return int(text)
+    value = float(text) if any(c in text for c in ".eE") else int(text)
+    if not _finite(value):  # an integer beyond 64 bits is a DOUBLE: beyond the doubles, no number at all
+        raise CEPSyntaxError(f"the number {_short(text)} is too large: it is not a finite double "
+                             "(up to about 1.8e308)", _span(token))
+    return value
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large to convert to float
+        return False
 
 
 def _short(text: str) -> str:

@@ -15,10 +15,12 @@ Example::
 from __future__ import annotations
 
 import functools
+import math
 import sys
 import threading
 from dataclasses import fields, is_dataclass
 
+from sparkcep.ir.ast import UNITS_MS, Duration
 from sparkcep.ir.errors import CEPSyntaxError, Span
 
 #: The deepest nesting of a query's tree: each SEQ(...), negation, Kleene group, operator (AND, OR, NOT,
@@ -103,3 +105,18 @@ def check_depth(tree, source: str | None) -> None:
         for f in fields(node):
             if f.name != "span":
                 stack.append((getattr(node, f.name), depth + 1))
+
+
+def check_duration(d: Duration, source: str | None = None) -> Duration:
+    """``d``, or a positioned error if it is too long to hold: the engines and the generated jobs carry a duration
+    (WITHIN, SLIDE, a shedding latency bound) as a double in the units of ts, nanoseconds at the finest, so its
+    length in nanoseconds (a bare duration: its value) must be a finite double."""
+    try:
+        finite = math.isfinite(d.value * (1 if d.unit is None else UNITS_MS[d.unit] * 10**6))
+    except OverflowError:  # an int too large to convert to float
+        finite = False
+    if not finite:
+        length = "its value" if d.unit is None else "its length in nanoseconds"
+        raise CEPSyntaxError(f"the duration is too large: {length} is not a finite double (up to about 1.8e308; "
+                             "see docs/language.md, Limits)", d.span, source)
+    return d

@@ -30,7 +30,7 @@ from sparkcep.grammar.recognize.pattern import parse_pattern
 from sparkcep.ir import recognize as rx
 from sparkcep.ir.ast import Duration
 from sparkcep.ir.errors import CEPSyntaxError, Span
-from sparkcep.ir.limits import check_depth, deeply
+from sparkcep.ir.limits import check_depth, check_duration, deeply
 from sparkcep.ir.outer import OuterSpark
 
 __all__ = ["parse_recognize"]
@@ -165,6 +165,11 @@ def _outer_sql(text: str, start: int, end: int, alias: str | None, view: str, bo
     replacement = view + (f" AS {alias}" if alias else "")
     if alias and not _NAME.match(alias):
         replacement = f"{view} AS `{alias.replace('`', '``')}`"
+    # a word of its own: ``FROM`t`MATCH_RECOGNIZE (...)WHERE`` needs no blank around the part replaced
+    if start > bounds[0] and not text[start - 1].isspace():
+        replacement = " " + replacement
+    if end < bounds[1] and not text[end].isspace():
+        replacement += " "
     newlines = segment.count("\n")
     padded = replacement + "\n" * newlines
     outer = text[:start] + padded + " " * max(0, len(segment) - len(padded)) + text[end:]
@@ -493,7 +498,7 @@ def _duration(node, span: Span, text: str) -> Duration:
     if isinstance(node, exp.Literal) and not node.is_string:
         value = _number(str(node.this))
         if value is not None and value > 0:
-            return Duration(value, None, span=span)
+            return check_duration(Duration(value, None, span=span), text)
     if isinstance(node, exp.Interval) and isinstance(node.this, exp.Literal):
         unit = node.args.get("unit")
         unit_name = unit.name.upper() if unit is not None else ""
@@ -505,7 +510,7 @@ def _duration(node, span: Span, text: str) -> Duration:
         if unit_name in _UNITS and value is not None:
             if not value > 0:
                 raise CEPSyntaxError("the WITHIN interval must be positive", span, text)
-            return Duration(value, _UNITS[unit_name], span=span)
+            return check_duration(Duration(value, _UNITS[unit_name], span=span), text)
     raise CEPSyntaxError(usage, span, text)
 
 
