@@ -35,7 +35,7 @@ from sparkcep.compiler.optimizer.sharing.plan_finder import (
 from sparkcep.compiler.optimizer.sharing.prune import guaranteed_weight, reduce, reduce_graph
 from sparkcep.compiler.optimizer.sharing.resolve_conflicts import expand
 from sparkcep.grammar import parse_workload
-from sparkcep.ir.errors import CEPSyntaxError
+from sparkcep.ir.errors import CEPError, CEPSyntaxError
 from sparkcep.ir.printer import format_workload
 from sparkcep.oracles import sharon as oracle_sharon
 
@@ -343,6 +343,22 @@ def test_declared_rates_in_the_workload(tmp_path):
     with pytest.raises(CEPSyntaxError) as err:
         parse_workload("WITH RATES (A = 1,\n  A = 2) PATTERN SEQ(A a, B b) WITHIN 5")
     assert "declared twice" in str(err.value) and "line 2, column 3" in str(err.value)
+
+
+def test_rates_too_large_for_the_cost_model_are_one_clear_error(tmp_path):
+    """Sharon's costs multiply the rates along a pattern: rates whose products overflow the finite doubles (a
+    benefit ``inf − inf``, NaN: a ValueError from explain before) are refused with one message naming where the
+    rates came from; large rates whose costs stay finite still plan."""
+    queries = (WORKLOADS / "sharon_traffic.cep").read_text()
+    for text in ("WITH RATES (OakSt = 1.5e308, MainSt = 40);\n" + queries,
+                 "WITH RATES (OakSt = 1e160, MainSt = 1e160, StateSt = 1e160);\n" + queries):
+        with pytest.raises(CEPError, match="the event rates of the workload's WITH RATES clause are too large"):
+            sparkcep.compile_shared_workload(text).explain()
+    stats = tmp_path / "stats.json"
+    stats.write_text('{"rates": {"OakSt": 1e300, "MainSt": 1e300}}')
+    with pytest.raises(CEPError, match=f"the event rates of statistics file {stats} are too large"):
+        sparkcep.compile_shared_workload(queries, stats=stats)
+    assert "OakSt 1e+50" in sparkcep.compile_shared_workload("WITH RATES (OakSt = 1e50);\n" + queries).explain()
 
 
 def test_out_of_scope_queries_run_alone():

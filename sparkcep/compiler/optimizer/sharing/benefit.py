@@ -38,11 +38,13 @@ computation of it: ``BValue = 2·2 − 2 = 2``; a query ``(X, Y, X, Y)`` holds i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import replace
 
 from sparkcep.compiler.optimizer.sharing.ir import WorkloadPlan
 from sparkcep.compiler.optimizer.sharing.layout import cut, segments
+from sparkcep.ir.errors import CEPError
 
 
 def _rate_of(plan: WorkloadPlan, types) -> float:
@@ -92,5 +94,12 @@ def layout_cost(plan: WorkloadPlan, chosen: Iterable[str]) -> float:
 
 
 def estimate_benefits(plan: WorkloadPlan) -> WorkloadPlan:
+    """Every candidate's :func:`bvalue`; a CEPError when the rates are too large for the model: its costs
+    multiply the rates along a pattern, and past the finite doubles a benefit would be ``inf − inf``."""
     cands = tuple(replace(c, benefit=bvalue(plan, c.pattern, c.queries)) for c in plan.candidates)
+    if not all(math.isfinite(x) for x in (layout_cost(plan, ()), *(c.benefit for c in cands))):
+        largest = max((rate for _, rate in plan.rates), default=plan.default_rate)
+        raise CEPError(f"the event rates of {plan.rates_source} are too large for Sharon's cost model (up to "
+                       f"{largest:g} events per window): its costs multiply the rates of a pattern's types, and "
+                       "they overflow the finite doubles; give rates in smaller units (events per window)")
     return replace(plan, candidates=cands)

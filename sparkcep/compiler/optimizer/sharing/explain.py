@@ -12,6 +12,8 @@ from sparkcep.compiler.optimizer.sharing.rates import DEFAULT_RATE
 
 
 def _g(x: float) -> str:
+    if abs(x) >= 1e15:  # past a double's exact integers: its digits would be noise (1e50 printed as 1000...7629...)
+        return f"{x:g}"
     return f"{x:.2f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
 
 
