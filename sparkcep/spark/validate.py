@@ -80,15 +80,21 @@ def spark_lists(name: str) -> bool:
     starting with ``_metadata`` or ``_common_metadata`` (Parquet's summary files).  Such a file is then no data
     file (:func:`spark_reads_file`), while such a directory is listed like any other: the files of
     ``k=1/_metadata/`` are read with ``k=1``, as those of ``k=1/sub/`` (Spark 4.3)."""
-    hidden = name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_")
+    hidden = _hidden(name) or name.endswith("._COPYING_")
     return not hidden or name.startswith(("_metadata", "_common_metadata"))
 
 
 def spark_reads_file(name: str) -> bool:
     """Whether Spark reads a file of this name in a directory it reads: its listing keeps it
-    (:func:`spark_lists`) and it is a data file (``PartitioningAwareFileIndex.isDataPath``: not one starting
-    with ``.``, nor with ``_`` unless it holds ``=``, so not Parquet's ``_metadata`` summary files)."""
-    return spark_lists(name) and not (name.startswith(".") or (name.startswith("_") and "=" not in name))
+    (:func:`spark_lists`) and it is a data file (``PartitioningAwareFileIndex.isDataPath``: not :func:`_hidden`,
+    so not Parquet's ``_metadata`` summary files)."""
+    return spark_lists(name) and not _hidden(name)
+
+
+def _hidden(name: str) -> bool:
+    """A name Spark's listing and its data-file test both pass over: starting with ``.``, or with ``_`` unless it
+    holds ``=`` (a partition directory ``_key=v``, or a file so named)."""
+    return name.startswith(".") or (name.startswith("_") and "=" not in name)
 
 
 def is_sink_output(path: str) -> bool:
