@@ -505,7 +505,13 @@ def _reads_partitions(path: str) -> bool:
     if found is None or found[1]:
         return True
     with os.scandir(path) as entries:
-        return any("=" in e.name and spark_lists(e.name) and e.is_dir() for e in entries)
+        return any(_partition_directory(e) for e in entries)
+
+
+def _partition_directory(entry: os.DirEntry) -> bool:
+    """Whether ``entry`` is a ``key=value`` directory Spark's listing keeps (:func:`validate.spark_lists`): a
+    partition of the input it is in, holding files yet or not."""
+    return "=" in entry.name and spark_lists(entry.name) and entry.is_dir()
 
 
 def _checkpoints(checkpoint: str) -> list[str]:
@@ -553,7 +559,7 @@ def _data_files(directory: str, skip: set[str] = frozenset(),
     out = []
     with os.scandir(directory) as entries:
         for e in entries:
-            if partitions is not None and "=" in e.name and spark_lists(e.name) and e.is_dir():
+            if partitions is not None and _partition_directory(e):
                 partitions.append(e.path)
             if e.name not in skip and spark_reads_file(e.name) and e.is_file():
                 try:
