@@ -173,10 +173,11 @@ def _share_key(q: Recognize) -> tuple:
                   for o in q.order_by))
 
 
-def group_checkpoints(qs: list[Recognize]) -> tuple[str, ...]:
+def group_checkpoints(qs: list[Recognize], groups: list[list[int]] | None = None) -> tuple[str, ...]:
     """The checkpoints inside a streaming workload's checkpoint of its queries, one per group sharing a pass
-    (:func:`stream_workload`), in group order: ``g0``, ``g1``, ..."""
-    return tuple(f"g{g}" for g in range(len(plan_workload(qs)[0])))
+    (:func:`stream_workload`), in group order: ``g0``, ``g1``, ...  ``groups``: ``qs``' groups when planned
+    already (:func:`plan_workload`)."""
+    return tuple(f"g{g}" for g in range(len(plan_workload(qs)[0] if groups is None else groups)))
 
 
 def plan_workload(qs: list[Recognize], names: list[str] | None = None) -> tuple[list[list[int]], list[str]]:
@@ -365,7 +366,7 @@ def stream_workload(rows: DataFrame, rejected: DataFrame, qs: list[Recognize], n
     results, late, dead = workload_dirs(output, names, dead_letters=dead_letters, late_events=late_events)
     groups, _ = plan_workload(qs)
     queries, schemas = [], {}
-    for g, (members, name) in enumerate(zip(groups, group_checkpoints(qs), strict=True)):
+    for g, (members, name) in enumerate(zip(groups, group_checkpoints(qs, groups), strict=True)):
         group = shared_group(rows, qs, members, ts_unit=ts_unit, watermark_delay=watermark_delay, late_rows=True)
         for k, i in enumerate(members):
             written = [f for f in group.result(k).schema.fields if f.name != RESULT_ARRIVAL]
@@ -396,7 +397,8 @@ def follow_workload(spark, queries: list, qs: list[Recognize], names: list[str],
     totals = follow_all(queries, out=out, signals=signals, source=source)
     if any(t.stopped for t in totals):
         results, late, dead = workload_dirs(output, names, dead_letters=dead_letters, late_events=late_events)
-        for g, (members, name) in enumerate(zip(plan_workload(qs)[0], group_checkpoints(qs), strict=True)):
+        groups, _ = plan_workload(qs)
+        for g, (members, name) in enumerate(zip(groups, group_checkpoints(qs, groups), strict=True)):
             group_checkpoint = f"{checkpoint.rstrip('/')}/{name}"
             for i in members:
                 discard_uncommitted(spark, group_checkpoint, results[i], late=late[i])
