@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from lark.lexer import PatternStr
 
 from sparkcep.ir import ast
 from sparkcep.ir.errors import CEPError, CEPSyntaxError, Span
-from sparkcep.ir.limits import MAX_INT_DIGITS, check_depth, check_duration
+from sparkcep.ir.limits import MAX_INT_DIGITS, check_depth, check_duration, finite
 
 __all__ = ["parse_query", "parse_workload"]
 
@@ -545,21 +544,15 @@ def _bind(event: ast.EventPat, var: _Var | None, meta) -> ast.EventPat:
 
 def _number(token: Token) -> int | float:
     text = str(token)
-    if len(text.lstrip("0")) > MAX_INT_DIGITS and not any(c in text for c in ".eE"):
+    double = any(c in text for c in ".eE")
+    if len(text.lstrip("0")) > MAX_INT_DIGITS and not double:
         raise CEPSyntaxError(f"the integer {_short(text)} has {len(text):,} digits: the limit is "
                              f"{MAX_INT_DIGITS:,} (see docs/language.md, Limits)", _span(token))
-    value = float(text) if any(c in text for c in ".eE") else int(text)
-    if not _finite(value):  # an integer beyond 64 bits is a DOUBLE: beyond the doubles, no number at all
+    value = float(text) if double else int(text)
+    if not finite(value):  # an integer beyond 64 bits is a DOUBLE: beyond the doubles, no number at all
         raise CEPSyntaxError(f"the number {_short(text)} is too large: it is not a finite double "
                              "(up to about 1.8e308)", _span(token))
     return value
-
-
-def _finite(value: int | float) -> bool:
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int too large to convert to float
-        return False
 
 
 def _short(text: str) -> str:

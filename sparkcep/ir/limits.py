@@ -111,12 +111,17 @@ def check_duration(d: Duration, source: str | None = None) -> Duration:
     """``d``, or a positioned error if it is too long to hold: the engines and the generated jobs carry a duration
     (WITHIN, SLIDE, a shedding latency bound) as a double in the units of ts, nanoseconds at the finest, so its
     length in nanoseconds (a bare duration: its value) must be a finite double."""
-    try:
-        finite = math.isfinite(d.value * (1 if d.unit is None else UNITS_MS[d.unit] * 10**6))
-    except OverflowError:  # an int too large to convert to float
-        finite = False
-    if not finite:
+    if not finite(d.value * (1 if d.unit is None else UNITS_MS[d.unit] * 10**6)):
         length = "its value" if d.unit is None else "its length in nanoseconds"
         raise CEPSyntaxError(f"the duration is too large: {length} is not a finite double (up to about 1.8e308; "
                              "see docs/language.md, Limits)", d.span, source)
     return d
+
+
+def finite(value: int | float) -> bool:
+    """Whether ``value`` is a finite double, or an int that converts to one (a query's number, a duration's
+    length: the engines and the generated jobs carry them as doubles)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large to convert to float
+        return False
